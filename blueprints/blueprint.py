@@ -1,0 +1,277 @@
+"""`Blueprint`: the one typed contract between the planner and the Pulumi program.
+
+The planner (`blueprints.planner`) writes one per environment into `stacks/Pulumi.<stack>.yaml` under the config key
+`servingblueprints:blueprint`; the program (`__main__.py`) reads it back through this same model, so a hand edit is
+validated with the same errors. Units live in field names.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from blueprints.catalog import Task
+from blueprints.requirements import DNS_1123_LABEL, AWS_REGION, Accelerator, CpuArch, ModelFormat, Platform, Precision
+
+#: Bumped when a field changes meaning; the program refuses configs of another version.
+BLUEPRINT_SCHEMA_VERSION = 1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Archetype(str, Enum):
+    """The four ways this project serves a model."""
+
+    SAGEMAKER_ENDPOINT = "sagemaker-endpoint"
+    VLLM_GPU = "vllm-gpu"
+    TRITON_MULTI_MODEL = "triton-multi-model"
+    ONNX_CPU = "onnx-cpu"
+
+
+class CapacityType(str, Enum):
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+
+
+class ServedModel(_Frozen):
+    """A model as the program needs it: where the weights come from and how big they are."""
+
+    name: str = Field(pattern=DNS_1123_LABEL, description="served model name; also the weights prefix")
+    catalog_id: str | None = Field(description="catalog id, or none for an explicit architecture")
+    task: Task
+    format: ModelFormat
+    precision: Precision
+    source_uri: str = Field(description="where the weights come from: s3://bucket/prefix/ or hf://org/name")
+    params_b: float = Field(gt=0, description="total parameters, billions")
+    weights_gib: float = Field(gt=0, description="weights on disk and in memory at `precision`, GiB")
+    max_context_tokens: int = Field(ge=1)
+
+
+class Compute(_Frozen):
+    """Nodes and replicas. A replica is one full copy of the model."""
+
+    accelerator: Accelerator
+    instance_type: str = Field(description="EC2 type (`g6e.xlarge`) or SageMaker type (`ml.g5.xlarge`)")
+    gpu: str | None = Field(description="GPU short name, none on CPU")
+    gpus_per_node: int = Field(ge=0)
+    gpus_per_replica: int = Field(ge=0, description="GPUs one replica uses (= tensor_parallel_size for vLLM)")
+    vcpus_per_node: int = Field(ge=1)
+    memory_gib_per_node: float = Field(gt=0)
+    cpu_per_replica: float = Field(gt=0, description="CPU cores requested (= limit) per replica")
+    memory_gib_per_replica: float = Field(gt=0, description="host memory requested (= limit) per replica, GiB")
+    ephemeral_storage_gib_per_replica: float = Field(gt=0, description="local disk for weights + scratch, GiB")
+    replicas: int = Field(ge=1, description="replicas needed at this environment's peak load")
+    capacity_type: CapacityType = CapacityType.ON_DEMAND
+    cpu_arch: CpuArch = CpuArch.X86_64
+
+    @model_validator(mode="after")
+    def _gpu_shape(self) -> Compute:
+        if self.accelerator is Accelerator.NVIDIA_GPU:
+            if self.gpu is None or self.gpus_per_replica < 1:
+                raise ValueError("GPU compute needs `gpu` and gpus_per_replica >= 1")
+            if self.gpus_per_node % self.gpus_per_replica:
+                raise ValueError(f"gpus_per_replica={self.gpus_per_replica} must divide the {self.gpus_per_node} "
+                                 f"GPUs of {self.instance_type}")
+        elif self.gpus_per_replica:
+            raise ValueError("CPU compute must have gpus_per_replica = 0")
+        return self
+
+    @property
+    def replicas_per_node(self) -> int:
+        if self.gpus_per_replica:
+            return self.gpus_per_node // self.gpus_per_replica
+        return max(1, int(self.vcpus_per_node // self.cpu_per_replica))
+
+
+class VllmEngine(_Frozen):
+    """vLLM OpenAI-compatible server settings; each field maps to one documented engine flag."""
+
+    kind: Literal["vllm"] = "vllm"
+    image: str = Field(description="pinned image, e.g. vllm/vllm-openai:v0.11.0")
+    tensor_parallel_size: int = Field(ge=1, description="--tensor-parallel-size")
+    gpu_memory_utilization: float = Field(gt=0, le=0.98, description="--gpu-memory-utilization")
+    max_model_len: int = Field(ge=64, description="--max-model-len, tokens")
+    max_num_seqs: int = Field(ge=1, description="--max-num-seqs, concurrent sequences per replica")
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(description="--dtype")
+    quantization: Literal["fp8", "awq", "gptq", "bitsandbytes"] | None = Field(description="--quantization")
+    kv_cache_dtype: Literal["auto", "fp8"] = Field(description="--kv-cache-dtype")
+    shm_size_gib: float = Field(gt=0, description="memory-backed /dev/shm for NCCL, GiB; grows with tensor parallel")
+    port: int = 8000
+
+
+class TritonModelConfig(_Frozen):
+    """One model's `config.pbtxt` in the Triton model repository."""
+
+    name: str = Field(pattern=DNS_1123_LABEL)
+    backend: Literal["onnxruntime", "tensorrt", "pytorch", "python"]
+    max_batch_size: int = Field(ge=0)
+    max_queue_delay_microseconds: int = Field(ge=0)
+    instance_kind: Literal["KIND_GPU", "KIND_CPU"]
+    instance_count: int = Field(ge=1)
+
+
+class TritonEngine(_Frozen):
+    kind: Literal["triton"] = "triton"
+    image: str = Field(description="pinned image, e.g. nvcr.io/nvidia/tritonserver:25.10-py3")
+    models: list[TritonModelConfig] = Field(min_length=1)
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+
+
+class OnnxRuntimeEngine(_Frozen):
+    kind: Literal["onnxruntime"] = "onnxruntime"
+    image: str = Field(description="pinned ONNX Runtime server image; overridable")
+    intra_op_threads: int = Field(ge=1, description="= the container CPU limit, never 0 (one per host core)")
+    inter_op_threads: int = Field(default=1, ge=1)
+    port: int = 8001
+
+
+class SageMakerEngine(_Frozen):
+    kind: Literal["sagemaker"] = "sagemaker"
+    image: str = Field(description="the region's pinned serving container image URI")
+    initial_instance_count: int = Field(ge=1)
+    container_startup_health_check_timeout_s: int = Field(ge=60, le=3600)
+    model_data_download_timeout_s: int = Field(ge=60, le=3600)
+    volume_size_gib: int = Field(ge=1, le=512)
+
+
+Engine = Annotated[Union[VllmEngine, TritonEngine, OnnxRuntimeEngine, SageMakerEngine], Field(discriminator="kind")]
+
+ENGINE_FOR_ARCHETYPE = {
+    Archetype.VLLM_GPU: VllmEngine,
+    Archetype.TRITON_MULTI_MODEL: TritonEngine,
+    Archetype.ONNX_CPU: OnnxRuntimeEngine,
+    Archetype.SAGEMAKER_ENDPOINT: SageMakerEngine,
+}
+
+
+class Storage(_Frozen):
+    """The per-stack model store: an S3 bucket the serving identity may read under `models/`."""
+
+    customer_managed_kms: bool = Field(description="SSE-KMS with a customer-managed key (rotation on)")
+    retain_on_delete: bool = Field(description="keep the bucket when the stack is destroyed")
+    noncurrent_version_expiry_days: int = Field(default=30, ge=1)
+
+
+class Network(_Frozen):
+    private_only: bool
+    load_balancer_idle_timeout_s: int = Field(ge=60, le=4000, description="above the longest streamed response")
+
+
+class PlatformSpec(_Frozen):
+    kind: Platform | Literal["sagemaker"]
+    kubernetes_version: str = Field(pattern=r"^1\.\d{2}$")
+    namespace: str = Field(pattern=DNS_1123_LABEL)
+    audit_logging: bool
+
+
+class StartupBudget(_Frozen):
+    """Cold start of one replica, from an empty node to ready. Used by probes, deadlines and cooldowns."""
+
+    node_provisioning_s: int = Field(ge=0)
+    image_pull_s: int = Field(ge=0)
+    weights_download_s: int = Field(ge=0)
+    model_load_s: int = Field(ge=0)
+
+    @property
+    def total_s(self) -> int:
+        return self.node_provisioning_s + self.image_pull_s + self.weights_download_s + self.model_load_s
+
+    @property
+    def pod_start_s(self) -> int:
+        """Time from container start to ready (no node provisioning, no image pull)."""
+        return self.weights_download_s + self.model_load_s
+
+
+class Autoscaling(_Frozen):
+    min_replicas: int = Field(ge=0)
+    max_replicas: int = Field(ge=1)
+    metric: str = Field(description="the signal scaled on, e.g. vllm:num_requests_waiting")
+    target: float = Field(gt=0, description="per-replica target of `metric`")
+    cooldown_s: int = Field(ge=0, description="scale-in delay; longer than the cold start")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Autoscaling:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas ({self.min_replicas}) must be <= max_replicas ({self.max_replicas})")
+        return self
+
+
+class SloTargets(_Frozen):
+    ttft_p95_ms: float | None = None
+    itl_p95_ms: float | None = None
+    latency_p95_ms: float | None = None
+    latency_p99_ms: float | None = None
+    availability_pct: float
+
+
+class CostLine(_Frozen):
+    item: str
+    quantity: float = Field(ge=0)
+    usd_per_hour: float = Field(ge=0, description="per unit")
+    monthly_usd: float = Field(ge=0)
+
+
+class Predictions(_Frozen):
+    """What the capacity model predicts at this environment's peak, per the planner's roofline model."""
+
+    ttft_p95_ms: float | None = None
+    itl_p95_ms: float | None = None
+    latency_p95_ms: float | None = None
+    output_tokens_per_s: float | None = Field(default=None, description="all replicas at peak, tokens/s")
+    requests_per_s_capacity: float = Field(gt=0, description="all planned replicas, requests/s")
+    concurrency_per_replica: int = Field(ge=1)
+    monthly_cost_usd: float = Field(ge=0)
+    cost_lines: list[CostLine]
+    cost_is_estimate: bool = Field(description="true when spot prices (estimated) are used")
+    usd_per_million_output_tokens: float | None = None
+
+
+class Blueprint(_Frozen):
+    """Everything the Pulumi program needs to build one stack, and why it looks the way it does."""
+
+    schema_version: Literal[1] = BLUEPRINT_SCHEMA_VERSION
+    service: str = Field(pattern=DNS_1123_LABEL)
+    environment: str = Field(pattern=DNS_1123_LABEL)
+    production: bool
+    region: str = Field(pattern=AWS_REGION)
+    archetype: Archetype
+    tags: dict[str, str]
+    models: list[ServedModel] = Field(min_length=1)
+    compute: Compute
+    engine: Engine
+    storage: Storage
+    network: Network
+    platform: PlatformSpec
+    startup: StartupBudget
+    autoscaling: Autoscaling
+    slo: SloTargets
+    predictions: Predictions
+    rationale: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _engine_matches_archetype(self) -> Blueprint:
+        expected = ENGINE_FOR_ARCHETYPE[self.archetype]
+        if not isinstance(self.engine, expected):
+            raise ValueError(f"archetype {self.archetype.value} needs engine kind "
+                             f"{expected.model_fields['kind'].default!r}, got {self.engine.kind!r}")
+        if self.production and self.autoscaling.min_replicas == 0:
+            raise ValueError("a production stack never scales to zero: autoscaling.min_replicas must be >= 1")
+        if self.production and self.compute.capacity_type is CapacityType.SPOT:
+            raise ValueError("a production stack does not run on spot capacity")
+        return self
+
+    @property
+    def stack(self) -> str:
+        """The Pulumi stack name, `<service>-<environment>`."""
+        return f"{self.service}-{self.environment}"
+
+    @property
+    def model(self) -> ServedModel:
+        """The first (for single-model archetypes, the only) model."""
+        return self.models[0]

@@ -1,0 +1,200 @@
+"""Versioned catalog data (GPUs, instance types and prices, model architectures) loaded into typed records.
+
+The YAML files beside this module are the only place outside numbers enter the planner; each carries its source
+and the date it was checked. `load_catalog()` reads them once per process.
+"""
+
+from __future__ import annotations
+
+import difflib
+from enum import Enum
+from functools import lru_cache
+from importlib import resources
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from blueprints.errors import CatalogError, format_validation_error
+
+SCHEMA_VERSION = 1
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Task(str, Enum):
+    """What a model does; decides between token-by-token (generative) and one-shot serving."""
+
+    TEXT_GENERATION = "text-generation"
+    EMBEDDING = "embedding"
+    RERANKING = "reranking"
+    CLASSIFICATION = "classification"
+    VISION = "vision"
+    OTHER = "other"
+
+    @property
+    def generative(self) -> bool:
+        return self is Task.TEXT_GENERATION
+
+
+class Gpu(_Record):
+    """One GPU model's physical limits (per GPU)."""
+
+    name: str = Field(description="short name used on the command line, e.g. `l40s`")
+    model: str = Field(description="vendor name")
+    memory_gib: float = Field(gt=0, description="usable device memory per GPU, GiB")
+    bandwidth_gb_per_s: float = Field(gt=0, description="memory bandwidth per GPU, 1e9 bytes/s")
+    tflops_16bit: float = Field(gt=0, description="dense FP16/BF16 tensor TFLOPS per GPU")
+    tflops_fp8: float | None = Field(default=None, gt=0, description="dense FP8 tensor TFLOPS; none if unsupported")
+    supports_bf16: bool
+
+
+class InstanceType(_Record):
+    """One EC2 or SageMaker hosting instance type with its on-demand price."""
+
+    instance_type: str
+    gpu: str | None = Field(description="GPU short name, or none for CPU-only types")
+    gpu_count: int = Field(ge=0)
+    vcpus: int = Field(ge=1)
+    memory_gib: float = Field(gt=0, description="host RAM, GiB")
+    cpu_arch: str = Field(pattern="^(x86_64|arm64)$")
+    usd_per_hour: float = Field(gt=0, description="on-demand, us-east-1, Linux")
+
+    @property
+    def family(self) -> str:
+        """The family prefix: `g6e` for `g6e.12xlarge`, `g5` for `ml.g5.xlarge`."""
+        return self.instance_type.removeprefix("ml.").split(".")[0]
+
+
+class Architecture(_Record):
+    """Transformer shape, as in the model's config.json."""
+
+    params_b: float = Field(gt=0, description="total parameters, billions")
+    active_params_b: float | None = Field(default=None, gt=0, description="parameters active per token (MoE); defaults to params_b")
+    layers: int = Field(ge=1)
+    hidden_size: int = Field(ge=1)
+    attention_heads: int = Field(ge=1)
+    kv_heads: int = Field(ge=1, description="key/value heads (grouped-query attention)")
+    head_dim: int = Field(ge=1)
+
+    @property
+    def active_b(self) -> float:
+        return self.active_params_b or self.params_b
+
+
+class CatalogModel(_Record):
+    """A known model: its task, architecture and where the figures come from."""
+
+    id: str
+    task: Task
+    source: str
+    architecture: Architecture
+    max_context_tokens: int = Field(ge=1)
+    gflops_per_request: float | None = Field(default=None, gt=0, description="for non-token models (vision): compute per request")
+
+
+class _GpuFile(_Record):
+    schema_version: int
+    source: str
+    gpus: list[Gpu]
+
+
+class _InstanceFile(_Record):
+    schema_version: int
+    hours_per_month: float = Field(gt=0)
+    ec2_source: str
+    sagemaker_source: str
+    spot_price_factor: float = Field(gt=0, le=1)
+    eks_control_plane_usd_per_hour: float = Field(ge=0)
+    ec2: list[InstanceType]
+    sagemaker: list[InstanceType]
+
+
+class _ModelFile(_Record):
+    schema_version: int
+    models: list[CatalogModel]
+
+
+class Catalog(BaseModel):
+    """All catalogs, indexed by name. Build with `load_catalog()`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    gpus: dict[str, Gpu]
+    ec2: dict[str, InstanceType]
+    sagemaker: dict[str, InstanceType]
+    models: dict[str, CatalogModel]
+    hours_per_month: float
+    spot_price_factor: float
+    eks_control_plane_usd_per_hour: float
+    ec2_source: str
+    sagemaker_source: str
+    gpu_source: str
+
+    def gpu(self, name: str) -> Gpu:
+        """Return the GPU called `name` (e.g. `l40s`). Raises `CatalogError` with close matches if unknown."""
+        return _lookup(self.gpus, name, "GPU")
+
+    def model(self, model_id: str) -> CatalogModel:
+        """Return the catalog model `model_id`. Raises `CatalogError` with close matches if unknown."""
+        return _lookup(self.models, model_id, "model id")
+
+    def instance(self, instance_type: str) -> InstanceType:
+        """Return an EC2 (`g6e.xlarge`) or SageMaker (`ml.g5.xlarge`) instance type. Raises `CatalogError`."""
+        table = self.sagemaker if instance_type.startswith("ml.") else self.ec2
+        return _lookup(table, instance_type, "instance type")
+
+
+def _lookup(table: dict, key: str, what: str):
+    try:
+        return table[key]
+    except KeyError:
+        close = difflib.get_close_matches(key, table, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise CatalogError(f"unknown {what} {key!r}{hint} Known: {', '.join(sorted(table))}") from None
+
+
+def _read(name: str, model: type[BaseModel]):
+    text = resources.files("blueprints.catalog").joinpath(name).read_text(encoding="utf-8")
+    try:
+        data = model.model_validate(yaml.safe_load(text))
+    except (yaml.YAMLError, ValidationError) as exc:
+        detail = format_validation_error(exc, source=name) if isinstance(exc, ValidationError) else str(exc)
+        raise CatalogError(f"catalog file {name} is malformed: {detail}") from None
+    if data.schema_version != SCHEMA_VERSION:
+        raise CatalogError(f"catalog file {name} has schema_version {data.schema_version}, expected {SCHEMA_VERSION}")
+    return data
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> Catalog:
+    """Load and cross-check the bundled catalogs.
+
+    Returns:
+        The `Catalog`, cached for the process.
+
+    Raises:
+        CatalogError: a file is malformed, or an instance names a GPU that `gpus.yaml` lacks.
+    """
+    gpus = _read("gpus.yaml", _GpuFile)
+    inst = _read("instances.yaml", _InstanceFile)
+    models = _read("models.yaml", _ModelFile)
+    gpu_names = {g.name for g in gpus.gpus}
+    for row in inst.ec2 + inst.sagemaker:
+        if row.gpu is not None and row.gpu not in gpu_names:
+            raise CatalogError(f"instances.yaml: {row.instance_type} names unknown GPU {row.gpu!r}")
+        if (row.gpu is None) != (row.gpu_count == 0):
+            raise CatalogError(f"instances.yaml: {row.instance_type} must set gpu and gpu_count together")
+    return Catalog(
+        gpus={g.name: g for g in gpus.gpus},
+        ec2={i.instance_type: i for i in inst.ec2},
+        sagemaker={i.instance_type: i for i in inst.sagemaker},
+        models={m.id: m for m in models.models},
+        hours_per_month=inst.hours_per_month,
+        spot_price_factor=inst.spot_price_factor,
+        eks_control_plane_usd_per_hour=inst.eks_control_plane_usd_per_hour,
+        ec2_source=inst.ec2_source,
+        sagemaker_source=inst.sagemaker_source,
+        gpu_source=gpus.source,
+    )

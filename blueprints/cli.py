@@ -1,0 +1,128 @@
+"""`blueprint`: plan stack configs from a requirements file and preview them offline.
+
+A thin shell: parse, call the planner or the preview, render. User errors (`BlueprintError`) print as
+`Type: message` on stderr and exit 2; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from blueprints.errors import BlueprintError
+
+app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+out = Console()
+err = Console(stderr=True)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn a `BlueprintError` into `Type: message` on stderr and exit code 2."""
+    try:
+        yield
+    except BlueprintError as exc:
+        err.print(f"[bold red]{type(exc).__name__}[/]: {exc}", markup=True, highlight=False, soft_wrap=True)
+        raise typer.Exit(code=2) from None
+
+
+@app.command()
+def plan(
+    requirements: Path = typer.Argument(..., help="Requirements file, e.g. stacks/requirements/chat-assistant.yaml."),
+    env: Optional[list[str]] = typer.Option(None, "--env", "-e", help="Environment to plan; repeat for several. "
+                                            "Default: every environment in the file."),
+    out_dir: Path = typer.Option(Path("stacks"), "--out-dir", help="Where to write Pulumi.<service>-<env>.yaml."),
+    as_json: bool = typer.Option(False, "--json", help="Print the blueprints as JSON instead of a table."),
+) -> None:
+    """Choose the archetype, size it and write one stack config per environment.
+
+    Nothing is written unless every environment plans cleanly. Exit 2 on invalid or infeasible requirements.
+    """
+    from blueprints.catalog import load_catalog
+    from blueprints.planner import plan as make_plan
+    from blueprints.requirements import load_requirements
+    from blueprints.stackconfig import write_stack_configs
+
+    with user_errors():
+        blueprints = make_plan(load_requirements(requirements), load_catalog(), environments=env)
+        paths = write_stack_configs(blueprints, out_dir, source=requirements.as_posix())
+    if as_json:
+        out.print_json(json.dumps([{"stack": bp.stack, "path": str(p), "blueprint": bp.model_dump(mode="json")}
+                                   for bp, p in zip(blueprints, paths)]))
+        return
+    table = Table(title=f"Planned from {requirements}", show_lines=False)
+    for col in ("stack", "archetype", "instance type", "GPUs/replica", "replicas (min-max)", "TTFT p95",
+                "ITL p95", "USD/month"):
+        table.add_column(col, justify="right" if col in ("USD/month", "TTFT p95", "ITL p95") else "left")
+    for bp in blueprints:
+        p = bp.predictions
+        table.add_row(bp.stack, bp.archetype.value, bp.compute.instance_type, str(bp.compute.gpus_per_replica),
+                      f"{bp.compute.replicas} ({bp.autoscaling.min_replicas}-{bp.autoscaling.max_replicas})",
+                      _ms(p.ttft_p95_ms), _ms(p.itl_p95_ms),
+                      f"{'~' if p.cost_is_estimate else ''}{p.monthly_cost_usd:,.0f}")
+    out.print(table)
+    for path in paths:
+        out.print(f"[green]wrote[/] {path}")
+    out.print("[dim]Each file's `rationale` says why; `blueprint preview <stack>` shows what it builds.[/]")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f} ms" if value >= 100 else f"{value:.1f} ms"
+
+
+@app.command()
+def preview(
+    stack: str = typer.Argument(..., help="Stack name, e.g. chat-assistant-prod (reads stacks/Pulumi.<stack>.yaml)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON: stack, archetype, resources, "
+                                 "manifests, outputs."),
+    out_path: Optional[Path] = typer.Option(None, "--out", help="Also write plan.json and manifests/*.yaml here."),
+    stacks_dir: Path = typer.Option(Path("stacks"), "--stacks-dir", help="Folder of stack configs."),
+    program: Path = typer.Option(Path("__main__.py"), "--program", help="The Pulumi program to run."),
+) -> None:
+    """Run the Pulumi program offline (Pulumi's mock engine) and list what it would create.
+
+    No cloud credentials or Pulumi CLI needed. Exit 2 when the stack config is missing or invalid.
+    """
+    from blueprints.preview import run_preview
+    from blueprints.report import render_terminal, write_report_dir
+
+    with user_errors():
+        with err.status(f"Running the Pulumi program for {stack} under the mock engine..."):
+            report = run_preview(stack, stacks_dir=stacks_dir, program=program)
+        if out_path is not None:
+            write_report_dir(report, out_path)
+    if as_json:
+        out.print_json(json.dumps(report.to_json()))
+    else:
+        render_terminal(report, out)
+    if out_path is not None:
+        err.print(f"[green]wrote[/] {out_path}/plan.json and {len(report.manifests)} manifest(s)")
+
+
+@app.command()
+def schema(
+    out_file: Optional[Path] = typer.Option(None, "--out", help="Write to this file instead of stdout."),
+) -> None:
+    """Print the requirements file's JSON Schema (for editor validation, e.g. yaml-language-server)."""
+    from blueprints.requirements import requirements_json_schema
+
+    text = json.dumps(requirements_json_schema(), indent=2, sort_keys=True) + "\n"
+    if out_file is None:
+        typer.echo(text, nl=False)
+    else:
+        with user_errors():
+            try:
+                out_file.write_text(text, encoding="utf-8")
+            except OSError as exc:
+                raise BlueprintError(f"{out_file}: cannot write ({exc.strerror})") from None
+        err.print(f"[green]wrote[/] {out_file}")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,51 @@
+"""Errors a user can cause. The CLI prints them as `Type: message` and exits 2; anything else is a bug."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+
+class BlueprintError(Exception):
+    """Base class of every error caused by user input (files, flags, catalog choices)."""
+
+
+class RequirementsError(BlueprintError):
+    """Raised when a requirements file is missing, is not YAML, or breaks the requirements schema."""
+
+
+class CatalogError(BlueprintError):
+    """Raised when a catalog id (model, GPU, instance type) is unknown or a catalog file is malformed."""
+
+
+class SizingError(BlueprintError):
+    """Raised when no plan meets the requirements; the message names the constraint to relax."""
+
+
+class StackConfigError(BlueprintError):
+    """Raised when a stack config (`stacks/Pulumi.<stack>.yaml`) is missing or does not hold a valid blueprint."""
+
+
+def format_validation_error(exc: ValidationError, *, source: Path | str, prefix: str = "") -> str:
+    """Render a pydantic `ValidationError` as one line per problem: `file: field.path: message (got value)`.
+
+    Args:
+        exc: the error pydantic raised.
+        source: the file (or config key) the data came from, named in every line.
+        prefix: a dotted path prepended to each field path (e.g. `servingblueprints:blueprint`).
+
+    Returns:
+        A multi-line message, one problem per line, ready to print.
+    """
+    lines = [f"{source}: {exc.error_count()} problem(s)"]
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(part) for part in err["loc"] if part != "__root__")
+        loc = ".".join(p for p in (prefix, loc) if p) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field; check the spelling against `blueprint schema`"
+        got = err.get("input")
+        shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(got, dict) else f" (got {got!r})"
+        lines.append(f"  {loc}: {msg}{shown}")
+    return "\n".join(lines)

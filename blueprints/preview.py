@@ -1,0 +1,231 @@
+"""Offline preview: run the real Pulumi program (`__main__.py`) under Pulumi's mock engine and record everything.
+
+No cloud account, no Pulumi CLI: a custom mock monitor sees every registration (type, name, parent, provider,
+inputs). Kubernetes resources become plain manifests (camelCase, as the engine sees them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import runpy
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from blueprints.blueprint import Blueprint
+from blueprints.errors import StackConfigError
+from blueprints.stackconfig import BLUEPRINT_KEY, PROJECT, read_stack_config, stack_config_path
+
+#: Account id used in mocked ARNs (AWS's documentation example account).
+MOCK_ACCOUNT_ID = "123456789012"
+SECRET_PLACEHOLDER = "[secret]"
+
+
+@dataclass(frozen=True)
+class RegisteredResource:
+    """One resource the program registered: `type` token, logical `name`, parent's name, and its inputs."""
+
+    urn: str
+    type: str
+    name: str
+    parent: str | None
+    custom: bool
+    inputs: dict[str, Any]
+
+
+@dataclass
+class PreviewReport:
+    """What `pulumi up` would create for one stack, computed offline."""
+
+    stack: str
+    archetype: str
+    resources: list[RegisteredResource]
+    manifests: list[dict[str, Any]]
+    outputs: dict[str, Any]
+    blueprint: Blueprint = field(repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """`{"stack", "archetype", "resources": [{"type", "name", "parent", "inputs"}], "manifests", "outputs"}`."""
+        return {
+            "stack": self.stack,
+            "archetype": self.archetype,
+            "resources": [{k: v for k, v in asdict(r).items() if k in ("type", "name", "parent", "inputs")}
+                          for r in self.resources],
+            "manifests": self.manifests,
+            "outputs": self.outputs,
+        }
+
+
+def _normalise(value: Any) -> Any:
+    """Mock inputs arrive with every number as a float: give integral floats back as ints; drop None; sort keys."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):  # sorted keys: the engine's map order is not stable, reports must be
+        return {k: _normalise(value[k]) for k in sorted(value) if value[k] is not None}
+    if isinstance(value, list):
+        return [_normalise(v) for v in value]
+    return value
+
+
+def _parent_name(urn: str) -> str | None:
+    """The parent's logical name; None for the stack root."""
+    if not urn or "::pulumi:pulumi:Stack::" in urn:
+        return None
+    return urn.rsplit("::", 1)[-1]
+
+
+def _run(program: Path, config: dict[str, str], secret_keys: list[str], stack: str):
+    import pulumi
+    from pulumi.runtime import mocks as pmocks
+    from pulumi.runtime import rpc
+    from pulumi.runtime.settings import SETTINGS
+    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
+
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+            return mock_outputs(args.typ, args.name, args.inputs, region=config.get("aws:region", "us-east-1"))
+
+        def call(self, args: pulumi.runtime.MockCallArgs):
+            return mock_call(args.token, args.args, region=config.get("aws:region", "us-east-1"))
+
+    records: list[RegisteredResource] = []
+
+    class Monitor(pmocks.MockMonitor):
+        def RegisterResource(self, request):
+            response = super().RegisterResource(request)
+            if request.type != "pulumi:pulumi:Stack":
+                _ensure_event_loop()
+                inputs = rpc.deserialize_properties(request.object)
+                records.append(RegisteredResource(urn=response.urn, type=request.type, name=request.name,
+                                                  parent=_parent_name(request.parent), custom=request.custom,
+                                                  inputs=_normalise(_unwrap_secrets(inputs))))
+            return response
+
+    SETTINGS.rpc_manager.clear()
+    SETTINGS.outputs.clear()
+    pulumi.runtime.set_all_config(config, secret_keys)
+    pulumi.runtime.set_mocks(Mocks(), project=PROJECT, stack=stack, preview=False, monitor=Monitor(Mocks()))
+    outputs: dict[str, Any] = {}
+
+    def program_body():
+        runpy.run_path(str(program), run_name="__main__")
+        root = pulumi.runtime.get_root_resource()
+        exported = dict(getattr(root, "outputs", {}) or {})
+
+        async def resolve():
+            for key, value in exported.items():
+                outputs[key] = _normalise(await pulumi.Output.from_input(value).future())
+
+        return resolve()
+
+    _sync_await(run_pulumi_func(program_body))
+    return records, outputs
+
+
+def _unwrap_secrets(value: Any) -> Any:
+    """Replace secret values with a placeholder so reports never print them."""
+    from pulumi.runtime.rpc import _special_sig_key, _special_secret_sig  # type: ignore[attr-defined]
+
+    if isinstance(value, dict):
+        if value.get(_special_sig_key) == _special_secret_sig:
+            return SECRET_PLACEHOLDER
+        return {k: _unwrap_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap_secrets(v) for v in value]
+    return value
+
+
+def mock_outputs(typ: str, name: str, inputs: dict, *, region: str) -> tuple[str, dict]:
+    """Realistic provider outputs for a mocked resource: ids, ARNs and names as AWS/Kubernetes would return them."""
+    suffix = hashlib.sha256(name.encode()).hexdigest()[:7]
+    state = dict(inputs)
+    if typ.startswith("kubernetes:"):
+        meta = dict(state.get("metadata") or {})
+        meta.setdefault("name", f"{name}-{suffix}")
+        state["metadata"] = meta
+        return f"{meta.get('namespace', 'default')}/{meta['name']}", state
+    service = typ.split(":")[1].split("/")[0] if typ.startswith("aws:") else ""
+    if typ == "aws:s3/bucket:Bucket":
+        bucket = inputs.get("bucket") or f"{name}-{suffix}"
+        state.update(bucket=bucket, arn=f"arn:aws:s3:::{bucket}", region=region,
+                     bucketRegionalDomainName=f"{bucket}.s3.{region}.amazonaws.com")
+        return bucket, state
+    if typ == "aws:iam/role:Role":
+        state.update(name=inputs.get("name") or f"{name}-{suffix}", arn=f"arn:aws:iam::{MOCK_ACCOUNT_ID}:role/{name}")
+        return state["name"], state
+    if service:
+        state.setdefault("arn", f"arn:aws:{service}:{region}:{MOCK_ACCOUNT_ID}:{name}")
+    return f"{name}-{suffix}", state
+
+
+def mock_call(token: str, args: dict, *, region: str) -> dict:
+    """Realistic results for provider functions (invokes). Keys are camelCase, as the engine returns them."""
+    if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+        return {"names": [f"{region}a", f"{region}b", f"{region}c"],
+                "zoneIds": [f"{region[:2]}{region.split('-')[1][0]}1-az{i}" for i in (1, 2, 3)], "id": region}
+    if token == "aws:index/getCallerIdentity:getCallerIdentity":
+        return {"accountId": MOCK_ACCOUNT_ID, "arn": f"arn:aws:iam::{MOCK_ACCOUNT_ID}:user/preview",
+                "userId": "AIDAPREVIEW", "id": MOCK_ACCOUNT_ID}
+    if token == "aws:index/getRegion:getRegion":
+        return {"name": region, "region": region, "id": region}
+    if token == "aws:index/getPartition:getPartition":
+        return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}
+    return {}
+
+
+def _config_from_file(path: Path) -> tuple[dict[str, str], list[str]]:
+    """The stack file's config as the engine passes it: every value a string (objects as JSON); secrets masked."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    config, secret_keys = {}, []
+    for key, value in (data.get("config") or {}).items():
+        key = key if ":" in key else f"{PROJECT}:{key}"
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            config[key] = SECRET_PLACEHOLDER
+            secret_keys.append(key)
+        else:
+            config[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return config, secret_keys
+
+
+def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path = Path("__main__.py")) -> PreviewReport:
+    """Run the Pulumi program for `stack` offline and report what it would create.
+
+    Args:
+        stack: stack name, e.g. `chat-assistant-prod` (reads `<stacks_dir>/Pulumi.<stack>.yaml`).
+        stacks_dir: folder of stack configs. Defaults to `stacks`.
+        program: the Pulumi program file. Defaults to `__main__.py`.
+
+    Returns:
+        A `PreviewReport` with resources sorted by URN and Kubernetes manifests in the same order.
+
+    Raises:
+        StackConfigError: the stack config is missing or invalid, or the program file is missing.
+    """
+    path = stack_config_path(stacks_dir, stack)
+    if not path.exists():
+        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
+        raise StackConfigError(f"{path}: no such stack config; known stacks: {', '.join(known) or 'none'} "
+                               "(run `blueprint plan` first)")
+    bp = read_stack_config(path)
+    if not program.exists():
+        raise StackConfigError(f"{program}: Pulumi program not found; run from the project folder (with Pulumi.yaml)")
+    config, secret_keys = _config_from_file(path)
+    assert BLUEPRINT_KEY in config
+    records, outputs = _run(program.resolve(), config, secret_keys, stack)
+    records.sort(key=lambda r: r.urn)
+    manifests = [manifest(r) for r in records if r.custom and r.type.startswith("kubernetes:")
+                 and not r.type.startswith("pulumi:providers:")]
+    return PreviewReport(stack=stack, archetype=bp.archetype.value, resources=records, manifests=manifests,
+                         outputs=outputs, blueprint=bp)
+
+
+def manifest(record: RegisteredResource) -> dict[str, Any]:
+    """A Kubernetes resource's inputs as a plain manifest (apiVersion, kind, metadata first)."""
+    inputs = dict(record.inputs)
+    head = {k: inputs.pop(k) for k in ("apiVersion", "kind", "metadata") if k in inputs}
+    head.setdefault("metadata", {}).setdefault("name", record.name)
+    return {**head, **inputs}

@@ -1,0 +1,282 @@
+"""The requirements file schema (`stacks/requirements/<service>.yaml`) and its loader.
+
+Every section is closed (`extra="forbid"`): a misspelt key is an error, never silently ignored.
+`blueprint schema` prints this schema as JSON Schema for editors.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from blueprints.catalog import Architecture, Task
+from blueprints.errors import RequirementsError, format_validation_error
+
+DNS_1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+#: AWS region names such as `us-east-1`, `eu-central-1`, `ap-southeast-2`.
+AWS_REGION = r"^[a-z]{2}(-gov)?-[a-z]+-\d$"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+
+
+class ModelFormat(str, Enum):
+    SAFETENSORS = "safetensors"
+    ONNX = "onnx"
+    TENSORRT = "tensorrt"
+    TORCHSCRIPT = "torchscript"
+    PYTORCH = "pytorch"
+    TENSORFLOW = "tensorflow"
+    GGUF = "gguf"
+
+
+class Precision(str, Enum):
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    FP8 = "fp8"
+    INT8 = "int8"
+    INT4 = "int4"
+
+    @property
+    def bytes_per_param(self) -> float:
+        """Bytes per weight; INT4 includes group-wise scales (~0.56). Source: sizing-facts.md, Formulas."""
+        return {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5625}[self.value]
+
+
+class TrafficPattern(str, Enum):
+    STEADY = "steady"
+    BURSTY = "bursty"
+    SPIKY = "spiky"
+
+
+class Accelerator(str, Enum):
+    NVIDIA_GPU = "nvidia-gpu"
+    CPU = "cpu"
+
+
+class CpuArch(str, Enum):
+    X86_64 = "x86_64"
+    ARM64 = "arm64"
+
+
+class OperationsPreference(str, Enum):
+    MANAGED = "managed"
+    SELF_HOSTED = "self-hosted"
+    ANY = "any"
+
+
+class Platform(str, Enum):
+    EKS = "eks"
+    EXISTING_CLUSTER = "existing-cluster"
+
+
+class Traffic(_Section):
+    """Load at peak, per model. Token counts are per request."""
+
+    peak_requests_per_s: float = Field(gt=0, description="peak arrival rate in production, requests/s")
+    mean_input_tokens: int = Field(default=512, ge=1, description="mean prompt length, tokens")
+    mean_output_tokens: int = Field(default=256, ge=1, description="mean generated length, tokens (generative models)")
+    streaming: bool = Field(default=True, description="responses are streamed token by token")
+    pattern: TrafficPattern = Field(default=TrafficPattern.STEADY, description="shape of the load over a day")
+
+
+class ModelSpec(_Section):
+    """One model to serve: a catalog `id`, or an explicit `architecture` (then `name` is required)."""
+
+    id: str | None = Field(default=None, description="catalog id, e.g. `llama-3.1-8b` (see `blueprint catalog`)")
+    name: str | None = Field(default=None, pattern=DNS_1123_LABEL, max_length=40,
+                             description="served model name; defaults to `id`")
+    architecture: Architecture | None = Field(default=None, description="explicit shape for a model not in the catalog")
+    task: Task | None = Field(default=None, description="defaults to the catalog's task for `id`")
+    format: ModelFormat = Field(default=ModelFormat.SAFETENSORS, description="on-disk weights format")
+    precision: Precision = Field(default=Precision.BF16, description="precision the weights are served at")
+    weights_uri: str = Field(pattern=r"^(s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?|hf://[\w.\-]+/[\w.\-]+)$",
+                             description="`s3://bucket/prefix/` or `hf://org/name`")
+    max_context_tokens: int | None = Field(default=None, ge=64, description="longest prompt + output to serve; "
+                                           "defaults to min(model limit, 8192) for text generation")
+    traffic: Traffic | None = Field(default=None, description="this model's own load (multi-model estates, `models:`)")
+
+    @model_validator(mode="after")
+    def _id_or_architecture(self) -> ModelSpec:
+        if self.id is None and self.architecture is None:
+            raise ValueError("give a catalog `id` or an explicit `architecture`")
+        if self.id is None and (self.name is None or self.task is None):
+            raise ValueError("a model given by `architecture` also needs `name` and `task`")
+        return self
+
+    @property
+    def served_name(self) -> str:
+        return self.name or _dns_label(self.id or "model")
+
+
+def _dns_label(text: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:40]
+
+
+class Slo(_Section):
+    """Latency and availability targets. Generative models use TTFT/ITL; others use request latency."""
+
+    ttft_p95_ms: float | None = Field(default=None, gt=0, description="time to first token, p95, ms")
+    itl_p95_ms: float | None = Field(default=None, gt=0, description="inter-token latency, p95, ms")
+    latency_p95_ms: float | None = Field(default=None, gt=0, description="request latency p95, ms (non-generative)")
+    latency_p99_ms: float | None = Field(default=None, gt=0, description="request latency p99, ms (non-generative)")
+    availability_pct: float = Field(default=99.5, ge=90, lt=100, description="monthly availability target, %")
+
+    @model_validator(mode="after")
+    def _p99_not_below_p95(self) -> Slo:
+        if self.latency_p95_ms and self.latency_p99_ms and self.latency_p99_ms < self.latency_p95_ms:
+            raise ValueError(f"latency_p99_ms ({self.latency_p99_ms}) must be >= latency_p95_ms ({self.latency_p95_ms})")
+        return self
+
+
+class Hardware(_Section):
+    accelerators: list[Accelerator] = Field(default=[Accelerator.NVIDIA_GPU, Accelerator.CPU], min_length=1,
+                                            description="kinds of compute allowed")
+    allowed_instance_families: list[str] = Field(default=[], description="EC2 families allowed, e.g. [g6e, p5]; "
+                                                 "empty allows every family in the catalog")
+    cpu_arch: CpuArch | None = Field(default=None, description="restrict CPU nodes to one architecture")
+
+    @field_validator("allowed_instance_families")
+    @classmethod
+    def _family_names(cls, value: list[str]) -> list[str]:
+        bad = [f for f in value if not re.fullmatch(r"[a-z][a-z0-9-]*", f) or "." in f]
+        if bad:
+            raise ValueError(f"families are prefixes like `g6e` or `p5`, not instance types: {bad}")
+        return value
+
+
+class Operations(_Section):
+    preference: OperationsPreference = Field(default=OperationsPreference.ANY)
+    platform: Platform = Field(default=Platform.EKS, description="where self-hosted archetypes run")
+    kubernetes_version: str = Field(default="1.31", pattern=r"^1\.\d{2}$", description="cluster version (EKS)")
+
+
+class Compliance(_Section):
+    regions_allowed: list[Annotated[str, Field(pattern=AWS_REGION)]] = Field(
+        default=[], description="AWS regions data may live in; empty allows any")
+    private_only: bool = Field(default=False, description="no public endpoints or load balancers")
+    customer_managed_kms: bool = Field(default=False, description="encrypt with a customer-managed KMS key")
+    audit_logging: bool = Field(default=True, description="control-plane and access audit logs on")
+
+
+class Budget(_Section):
+    max_monthly_usd: float | None = Field(default=None, gt=0, description="ceiling per environment, USD/month")
+
+
+class Environment(_Section):
+    """One deployment target; becomes the stack `<service>-<name>`."""
+
+    region: str = Field(pattern=AWS_REGION, description="AWS region, e.g. `us-east-1`")
+    traffic_scale: float = Field(default=1.0, gt=0, le=10, description="fraction of peak traffic this env sees")
+    spot: bool = Field(default=False, description="use spot capacity (never allowed in production)")
+    min_replicas: int | None = Field(default=None, ge=0, description="floor; 0 allows scale to zero (not in production)")
+    max_replicas: int | None = Field(default=None, ge=1, description="ceiling; defaults to twice the peak replicas")
+    production: bool | None = Field(default=None, description="defaults to true for names starting with `prod`")
+
+    @model_validator(mode="after")
+    def _min_le_max(self) -> Environment:
+        if self.min_replicas is not None and self.max_replicas is not None and self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas ({self.min_replicas}) must be <= max_replicas ({self.max_replicas})")
+        return self
+
+
+class Requirements(_Section):
+    """A service's requirements: what to serve, at what load and latency, under which rules, where."""
+
+    service: str = Field(pattern=DNS_1123_LABEL, max_length=40, description="DNS-1123 name of the service")
+    owner: str = Field(min_length=1, description="owning team, tagged on every resource")
+    cost_center: str = Field(min_length=1, description="cost center, tagged on every resource")
+    model: ModelSpec | None = Field(default=None, description="the model (single-model services)")
+    models: list[ModelSpec] | None = Field(default=None, min_length=1, description="several models, each with traffic")
+    traffic: Traffic | None = Field(default=None, description="load for `model`")
+    slo: Slo = Field(default_factory=Slo)
+    hardware: Hardware = Field(default_factory=Hardware)
+    operations: Operations = Field(default_factory=Operations)
+    compliance: Compliance = Field(default_factory=Compliance)
+    budget: Budget = Field(default_factory=Budget)
+    environments: dict[Annotated[str, Field(pattern=DNS_1123_LABEL, max_length=20)], Environment] = Field(
+        min_length=1, description="environment name -> settings")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Requirements:
+        if (self.model is None) == (self.models is None):
+            raise ValueError("give exactly one of `model` (one model) or `models` (a list)")
+        if self.model is not None and self.traffic is None and self.model.traffic is None:
+            raise ValueError("`traffic` is required with `model`")
+        if self.models is not None:
+            missing = [m.served_name for m in self.models if m.traffic is None]
+            if missing:
+                raise ValueError(f"each entry of `models` needs its own `traffic`; missing for {missing}")
+            names = [m.served_name for m in self.models]
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"model names must be unique; repeated: {dupes}")
+        allowed = set(self.compliance.regions_allowed)
+        if allowed:
+            for env, spec in self.environments.items():
+                if spec.region not in allowed:
+                    raise ValueError(f"environments.{env}.region {spec.region!r} is not in compliance.regions_allowed "
+                                     f"{sorted(allowed)}; pick an allowed region or widen the list")
+        for env, spec in self.environments.items():
+            if self.is_production(env) and spec.spot:
+                raise ValueError(f"environments.{env}: spot capacity is not allowed in production; set spot: false")
+            if self.is_production(env) and spec.min_replicas == 0:
+                raise ValueError(f"environments.{env}: production never scales to zero; set min_replicas >= 1")
+        return self
+
+    def is_production(self, env: str) -> bool:
+        flag = self.environments[env].production
+        return flag if flag is not None else env.startswith("prod")
+
+    def served_models(self) -> list[tuple[ModelSpec, Traffic]]:
+        """Each model with its traffic (the top-level `traffic` for a single `model`)."""
+        if self.model is not None:
+            return [(self.model, self.model.traffic or self.traffic)]  # type: ignore[list-item]
+        return [(m, m.traffic) for m in self.models or []]  # type: ignore[misc]
+
+
+def load_requirements(path: Path) -> Requirements:
+    """Read and validate a requirements file.
+
+    Args:
+        path: a YAML file in the shape of `Requirements`.
+
+    Returns:
+        The validated `Requirements`.
+
+    Raises:
+        RequirementsError: the file is missing, is not YAML, is not a mapping, or breaks the schema; the message
+            names the file and each bad field.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RequirementsError(f"{path}: cannot read requirements file ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise RequirementsError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise RequirementsError(f"{path}: expected a mapping with `service`, `model`, `traffic`, ... at the top level, "
+                                f"got {type(data).__name__}")
+    try:
+        return Requirements.model_validate(data)
+    except ValidationError as exc:
+        raise RequirementsError(format_validation_error(exc, source=path)) from None
+
+
+def requirements_json_schema() -> dict:
+    """The requirements schema as JSON Schema (draft 2020-12), for editors and `blueprint schema`."""
+    schema = Requirements.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "serving blueprints requirements file"
+    return schema

@@ -1,0 +1,32 @@
+"""Kubernetes recommended labels (app.kubernetes.io/*) for every object we render."""
+
+from __future__ import annotations
+
+PART_OF = "servingblueprints"
+
+
+def recommended_labels(*, name: str, instance: str, component: str, version: str | None = None) -> dict[str, str]:
+    """The `app.kubernetes.io/{name,instance,component,part-of,managed-by}` labels (and `version` when given).
+
+    Args:
+        name: the application, e.g. `vllm`.
+        instance: the unique instance, e.g. the stack `chat-assistant-prod`.
+        component: the role, e.g. `server`, `weights-sync`.
+        version: the application version (image tag), optional.
+    """
+    labels = {
+        "app.kubernetes.io/name": name,
+        "app.kubernetes.io/instance": instance,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/managed-by": "pulumi",
+    }
+    if version:
+        labels["app.kubernetes.io/version"] = version[:63]
+    return labels
+
+
+def selector_labels(labels: dict[str, str]) -> dict[str, str]:
+    """The immutable subset used in Deployment selectors (name, instance, component)."""
+    keys = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component")
+    return {k: labels[k] for k in keys}
