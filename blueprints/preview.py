@@ -11,13 +11,13 @@ import json
 import runpy
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
 from blueprints.blueprint import Blueprint
 from blueprints.errors import StackConfigError
-from blueprints.stackconfig import BLUEPRINT_KEY, PROJECT, read_stack_config, stack_config_path
+from blueprints.stackconfig import PROJECT, read_stack_config, stack_config_path
 
 #: Account id used in mocked ARNs (AWS's documentation example account).
 MOCK_ACCOUNT_ID = "123456789012"
@@ -77,7 +77,39 @@ def _parent_name(urn: str) -> str | None:
     return urn.rsplit("::", 1)[-1]
 
 
-def _run(program: Path, config: dict[str, str], secret_keys: list[str], stack: str):
+@dataclass
+class MockRun:
+    """Everything a program registered under the mock engine, and its resolved exports."""
+
+    records: list[RegisteredResource]
+    outputs: dict[str, Any]
+
+    def of_type(self, type_token: str) -> list[RegisteredResource]:
+        """Registrations of one type token, e.g. `kubernetes:apps/v1:Deployment`, in URN order."""
+        return [r for r in self.records if r.type == type_token]
+
+    def one(self, type_token: str) -> RegisteredResource:
+        """The single registration of `type_token`; AssertionError if there are none or several."""
+        found = self.of_type(type_token)
+        assert len(found) == 1, f"expected one {type_token}, found {[r.name for r in found]}"
+        return found[0]
+
+
+def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, str] | None = None,
+                    secret_keys: list[str] | None = None) -> MockRun:
+    """Run `body` as a Pulumi program under the mock engine (`preview=False`, so every apply runs).
+
+    Args:
+        body: builds resources; may return a dict of outputs to resolve (like `pulumi.export`). Stack exports
+            made with `pulumi.export` are resolved too.
+        stack: stack name the program sees (`pulumi.get_stack()`).
+        config: engine config, `{"ns:key": "string or JSON"}`.
+        secret_keys: config keys to treat as secrets.
+
+    Returns:
+        A `MockRun`: every registration (type, name, parent, inputs as the engine sees them: camelCase, integral
+        numbers as ints, secrets masked) sorted by URN, and the resolved outputs.
+    """
     import pulumi
     from pulumi.runtime import mocks as pmocks
     from pulumi.runtime import rpc
@@ -85,12 +117,15 @@ def _run(program: Path, config: dict[str, str], secret_keys: list[str], stack: s
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
+    config = dict(config or {})
+    region = config.get("aws:region", "us-east-1")
+
     class Mocks(pulumi.runtime.Mocks):
         def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-            return mock_outputs(args.typ, args.name, args.inputs, region=config.get("aws:region", "us-east-1"))
+            return mock_outputs(args.typ, args.name, args.inputs, region=region)
 
         def call(self, args: pulumi.runtime.MockCallArgs):
-            return mock_call(args.token, args.args, region=config.get("aws:region", "us-east-1"))
+            return mock_call(args.token, args.args, region=region)
 
     records: list[RegisteredResource] = []
 
@@ -107,23 +142,25 @@ def _run(program: Path, config: dict[str, str], secret_keys: list[str], stack: s
 
     SETTINGS.rpc_manager.clear()
     SETTINGS.outputs.clear()
-    pulumi.runtime.set_all_config(config, secret_keys)
-    pulumi.runtime.set_mocks(Mocks(), project=PROJECT, stack=stack, preview=False, monitor=Monitor(Mocks()))
+    pulumi.runtime.set_all_config(config, secret_keys or [])
+    mocks = Mocks()
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=Monitor(mocks))
     outputs: dict[str, Any] = {}
 
     def program_body():
-        runpy.run_path(str(program), run_name="__main__")
+        returned = body() or {}
         root = pulumi.runtime.get_root_resource()
-        exported = dict(getattr(root, "outputs", {}) or {})
+        exported = {**dict(getattr(root, "outputs", {}) or {}), **returned}
 
         async def resolve():
             for key, value in exported.items():
-                outputs[key] = _normalise(await pulumi.Output.from_input(value).future())
+                outputs[key] = _normalise(_unwrap_secrets(await pulumi.Output.from_input(value).future()))
 
         return resolve()
 
     _sync_await(run_pulumi_func(program_body))
-    return records, outputs
+    records.sort(key=lambda r: r.urn)
+    return MockRun(records=records, outputs=outputs)
 
 
 def _unwrap_secrets(value: Any) -> Any:
@@ -214,13 +251,12 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
     if not program.exists():
         raise StackConfigError(f"{program}: Pulumi program not found; run from the project folder (with Pulumi.yaml)")
     config, secret_keys = _config_from_file(path)
-    assert BLUEPRINT_KEY in config
-    records, outputs = _run(program.resolve(), config, secret_keys, stack)
-    records.sort(key=lambda r: r.urn)
-    manifests = [manifest(r) for r in records if r.custom and r.type.startswith("kubernetes:")
-                 and not r.type.startswith("pulumi:providers:")]
-    return PreviewReport(stack=stack, archetype=bp.archetype.value, resources=records, manifests=manifests,
-                         outputs=outputs, blueprint=bp)
+    program_file = program.resolve()
+    run = run_under_mocks(lambda: runpy.run_path(str(program_file), run_name="__main__") and None,
+                          stack=stack, config=config, secret_keys=secret_keys)
+    manifests = [manifest(r) for r in run.records if r.custom and r.type.startswith("kubernetes:")]
+    return PreviewReport(stack=stack, archetype=bp.archetype.value, resources=run.records, manifests=manifests,
+                         outputs=run.outputs, blueprint=bp)
 
 
 def manifest(record: RegisteredResource) -> dict[str, Any]:

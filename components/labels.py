@@ -4,6 +4,13 @@ from __future__ import annotations
 
 PART_OF = "servingblueprints"
 
+#: Pod-template annotations that let policies check a workload against its model without reading the blueprint.
+ANNOTATION_WEIGHTS_GIB = "servingblueprints.io/weights-gib"
+#: Seconds from container start to ready that the startup probe must cover (download + load + warm-up).
+ANNOTATION_POD_START_S = "servingblueprints.io/pod-start-s"
+#: Tensor-parallel degree of the replica (policies size /dev/shm against it).
+ANNOTATION_TENSOR_PARALLEL = "servingblueprints.io/tensor-parallel-size"
+
 
 def recommended_labels(*, name: str, instance: str, component: str, version: str | None = None) -> dict[str, str]:
     """The `app.kubernetes.io/{name,instance,component,part-of,managed-by}` labels (and `version` when given).

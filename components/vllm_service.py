@@ -10,7 +10,13 @@ import pulumi_kubernetes as k8s
 
 from blueprints import defaults
 from blueprints.blueprint import Blueprint, VllmEngine
-from components.labels import recommended_labels, selector_labels
+from components.labels import (
+    ANNOTATION_POD_START_S,
+    ANNOTATION_TENSOR_PARALLEL,
+    ANNOTATION_WEIGHTS_GIB,
+    recommended_labels,
+    selector_labels,
+)
 from components.weights_storage import MODELS_PREFIX
 
 #: Taint on GPU node pools; every pod placed there must tolerate it (EKS GPU AMI / NVIDIA convention).
@@ -117,8 +123,9 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], bucket_name: pulumi.
         "memory": _gi(c.memory_gib_per_replica),
         "ephemeral-storage": _gi(c.ephemeral_storage_gib_per_replica),
     }
-    # Startup probe: period 10 s; enough failures to cover loading the weights twice over.
-    startup_failures = math.ceil(2 * startup.model_load_s / 10) + 6
+    # Startup probe (period 10 s) covers download + load + warm-up twice over; the init container does the download,
+    # so this is generous, never short.
+    startup_failures = math.ceil(2 * startup.pod_start_s / 10)
     no_escalation = {"allowPrivilegeEscalation": False, "privileged": False,
                      "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
     return {
@@ -128,7 +135,10 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], bucket_name: pulumi.
         "progress_deadline_seconds": math.ceil(startup.total_s * 1.5),
         "strategy": {"type": "RollingUpdate", "rolling_update": {"max_surge": 1, "max_unavailable": 0}},
         "template": {
-            "metadata": {"labels": labels},
+            "metadata": {"labels": labels, "annotations": {
+                ANNOTATION_WEIGHTS_GIB: f"{model.weights_gib:g}",
+                ANNOTATION_POD_START_S: str(startup.pod_start_s),
+                ANNOTATION_TENSOR_PARALLEL: str(engine.tensor_parallel_size)}},
             "spec": {
                 "service_account_name": service_account,
                 "node_selector": {INSTANCE_TYPE_LABEL: c.instance_type},

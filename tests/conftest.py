@@ -1,0 +1,57 @@
+"""Shared fixtures: catalogs, requirement builders and planned blueprints. No network anywhere."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from blueprints.blueprint import Blueprint
+from blueprints.catalog import Catalog, load_catalog
+from blueprints.planner import plan
+from blueprints.requirements import Requirements
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "stacks" / "requirements"
+CHAT_EXAMPLE = EXAMPLES / "chat-assistant.yaml"
+
+
+@pytest.fixture(scope="session")
+def catalog() -> Catalog:
+    return load_catalog()
+
+
+def example_data(name: str = "chat-assistant") -> dict[str, Any]:
+    """A bundled example's requirements as a plain dict (a fresh copy each call)."""
+    return copy.deepcopy(yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text()))
+
+
+def requirements_with(base: str = "chat-assistant", **changes: Any) -> Requirements:
+    """A bundled example with top-level sections replaced or merged (dicts merge one level deep)."""
+    data = example_data(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    return Requirements.model_validate(data)
+
+
+def plan_env(req: Requirements, env: str) -> Blueprint:
+    return plan(req, load_catalog(), environments=[env])[0]
+
+
+@pytest.fixture(scope="session")
+def chat_prod() -> Blueprint:
+    """The bundled chat assistant's prod blueprint."""
+    return plan_env(requirements_with(), "prod")
+
+
+def vllm_blueprint(tp: int, *, base: Blueprint) -> Blueprint:
+    """`base` with tensor parallel `tp` on an 8-GPU node (for tests of TP-dependent rendering)."""
+    engine = base.engine.model_copy(update={"tensor_parallel_size": tp, "shm_size_gib": 2.0 * tp})
+    compute = base.compute.model_copy(update={"gpus_per_replica": tp, "gpus_per_node": 8, "instance_type": "g6e.48xlarge"})
+    return Blueprint.model_validate({**base.model_dump(), "engine": engine.model_dump(), "compute": compute.model_dump()})
