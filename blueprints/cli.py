@@ -13,7 +13,6 @@ from typing import Iterator, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from blueprints.errors import BlueprintError
 
@@ -56,20 +55,26 @@ def plan(
         out.print_json(json.dumps([{"stack": bp.stack, "path": str(p), "blueprint": bp.model_dump(mode="json")}
                                    for bp, p in zip(blueprints, paths)]))
         return
-    table = Table(title=f"Planned from {requirements}", show_lines=False)
-    for col in ("stack", "archetype", "instance type", "GPUs/replica", "replicas (min-max)", "TTFT p95",
-                "ITL p95", "USD/month"):
-        table.add_column(col, justify="right" if col in ("USD/month", "TTFT p95", "ITL p95") else "left")
-    for bp in blueprints:
-        p = bp.predictions
-        table.add_row(bp.stack, bp.archetype.value, bp.compute.instance_type, str(bp.compute.gpus_per_replica),
-                      f"{bp.compute.replicas} ({bp.autoscaling.min_replicas}-{bp.autoscaling.max_replicas})",
-                      _ms(p.ttft_p95_ms), _ms(p.itl_p95_ms),
-                      f"{'~' if p.cost_is_estimate else ''}{p.monthly_cost_usd:,.0f}")
-    out.print(table)
-    for path in paths:
-        out.print(f"[green]wrote[/] {path}")
-    out.print("[dim]Each file's `rationale` says why; `blueprint preview <stack>` shows what it builds.[/]")
+    out.print(f"Planned from {requirements}:")
+    for bp, path in zip(blueprints, paths):
+        out.print(summary(bp))
+        out.print(f"  [green]wrote[/]     {path}")
+    out.print("[dim]Each stack config's `rationale` says why; `blueprint preview <stack>` shows what it builds.[/]")
+
+
+def summary(bp) -> str:
+    """A few lines per stack: archetype, compute, predictions and cost (rich markup)."""
+    c, p, a = bp.compute, bp.predictions, bp.autoscaling
+    gpus = f", {c.gpus_per_replica} GPU/replica ({c.gpu})" if c.gpus_per_replica else f", {c.cpu_per_replica:g} vCPU/replica"
+    latency = ", ".join(f"{label} {_ms(v)}" for label, v in (("TTFT p95", p.ttft_p95_ms), ("ITL p95", p.itl_p95_ms),
+                                                            ("latency p95", p.latency_p95_ms)) if v is not None)
+    cost = f"{'~' if p.cost_is_estimate else ''}${p.monthly_cost_usd:,.0f}/month" + (
+        " (spot estimate)" if p.cost_is_estimate else "")
+    return (f"[bold]{bp.stack}[/]  {bp.archetype.value}  {bp.region}\n"
+            f"  compute   {c.instance_type}{gpus}; {c.replicas} replica(s) at peak, autoscale "
+            f"{a.min_replicas}-{a.max_replicas}\n"
+            f"  predicts  {latency}; {p.requests_per_s_capacity:g} requests/s capacity\n"
+            f"  cost      {cost}")
 
 
 def _ms(value: float | None) -> str:

@@ -1,0 +1,111 @@
+"""Offline preview: the real __main__.py under the mock engine, on the bundled example's stack configs."""
+
+from __future__ import annotations
+
+import pytest
+
+from blueprints.errors import StackConfigError
+from blueprints.manifests import validate_manifest
+from blueprints.preview import run_preview
+from blueprints.stackconfig import write_stack_configs
+from tests.conftest import ROOT, plan_env, requirements_with, vllm_blueprint
+
+
+@pytest.fixture()
+def stacks(tmp_path, chat_prod):
+    write_stack_configs([chat_prod], tmp_path, source="req.yaml")
+    return tmp_path
+
+
+def preview(stacks_dir, stack="chat-assistant-prod"):
+    return run_preview(stack, stacks_dir=stacks_dir, program=ROOT / "__main__.py")
+
+
+def deployment(report):
+    [dep] = [m for m in report.manifests if m["kind"] == "Deployment"]
+    return dep
+
+
+def test_preview_lists_bucket_and_gpu_deployment(stacks, chat_prod):
+    report = preview(stacks)
+    types = {r.type for r in report.resources}
+    assert "aws:s3/bucket:Bucket" in types
+    assert "kubernetes:apps/v1:Deployment" in types
+    assert report.archetype == "vllm-gpu"
+    container = deployment(report)["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == str(chat_prod.compute.gpus_per_replica)
+
+
+def test_deployment_mounts_memory_backed_dev_shm(stacks, chat_prod):
+    pod = deployment(preview(stacks))["spec"]["template"]["spec"]
+    [shm] = [v for v in pod["volumes"] if v["name"] == "dshm"]
+    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": f"{int(chat_prod.engine.shm_size_gib)}Gi"}
+    mounts = {m["mountPath"]: m["name"] for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["/dev/shm"] == "dshm"
+
+
+def test_dev_shm_grows_with_tensor_parallel(tmp_path, chat_prod):
+    sizes = {}
+    for tp in (1, 4):
+        folder = tmp_path / f"tp{tp}"
+        write_stack_configs([vllm_blueprint(tp, base=chat_prod)], folder, source="req.yaml")
+        pod = deployment(preview(folder))["spec"]["template"]["spec"]
+        [shm] = [v for v in pod["volumes"] if v["name"] == "dshm"]
+        sizes[tp] = int(shm["emptyDir"]["sizeLimit"].removesuffix("Gi"))
+        assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == str(tp)
+        assert f"--tensor-parallel-size={tp}" in pod["containers"][0]["args"]
+    assert sizes[4] == 4 * sizes[1]
+
+
+def test_every_manifest_is_strictly_valid(stacks):
+    report = preview(stacks)
+    assert len(report.manifests) >= 4
+    problems = {m["kind"]: validate_manifest(m) for m in report.manifests}
+    assert all(not p for p in problems.values()), problems
+
+
+def test_gpu_pods_tolerate_the_gpu_taint(stacks):
+    pod = deployment(preview(stacks))["spec"]["template"]["spec"]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+
+
+def test_engine_flags_reach_the_container(stacks, chat_prod):
+    args = deployment(preview(stacks))["spec"]["template"]["spec"]["containers"][0]["args"]
+    e = chat_prod.engine
+    for flag in (f"--max-model-len={e.max_model_len}", f"--max-num-seqs={e.max_num_seqs}",
+                 f"--gpu-memory-utilization={e.gpu_memory_utilization}", f"--dtype={e.dtype}"):
+        assert flag in args
+
+
+def test_no_static_aws_keys_anywhere(stacks):
+    report = preview(stacks)
+    text = str(report.to_json())
+    assert "AWS_SECRET_ACCESS_KEY" not in text and "AWS_ACCESS_KEY_ID" not in text
+    init = deployment(report)["spec"]["template"]["spec"]["initContainers"][0]
+    assert {"name": "AWS_REGION", "value": "us-east-1"} in init["env"]
+
+
+def test_json_report_has_the_documented_shape(stacks):
+    data = preview(stacks).to_json()
+    assert {"stack", "archetype", "resources", "manifests", "outputs"} <= set(data)
+    assert data["stack"] == "chat-assistant-prod"
+    bucket = next(r for r in data["resources"] if r["type"] == "aws:s3/bucket:Bucket")
+    assert set(bucket) == {"type", "name", "parent", "inputs"}
+    assert bucket["parent"] == "chat-assistant-prod-weights"
+    assert data["outputs"]["weights_uri"].endswith("/models/llama-3-1-8b/")
+
+
+def test_report_is_deterministic(stacks):
+    assert preview(stacks).to_json() == preview(stacks).to_json()
+
+
+def test_missing_stack_lists_the_known_ones(stacks):
+    with pytest.raises(StackConfigError, match="known stacks: chat-assistant-prod"):
+        preview(stacks, "chat-assistant-qa")
+
+
+def test_dev_stack_previews_with_one_replica_on_spot(tmp_path):
+    dev = plan_env(requirements_with(), "dev")
+    write_stack_configs([dev], tmp_path, source="req.yaml")
+    dep = deployment(preview(tmp_path, "chat-assistant-dev"))
+    assert dep["spec"]["replicas"] == 1
