@@ -85,29 +85,43 @@ def _ms(value: float | None) -> str:
 def preview(
     stack: str = typer.Argument(..., help="Stack name, e.g. chat-assistant-prod (reads stacks/Pulumi.<stack>.yaml)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON: stack, archetype, resources, "
-                                 "manifests, outputs."),
-    out_path: Optional[Path] = typer.Option(None, "--out", help="Also write plan.json and manifests/*.yaml here."),
+                                 "manifests, manifest_problems, policy_verdicts, predictions, outputs."),
+    out_path: Optional[Path] = typer.Option(None, "--out", help="Also write plan.md (a PR comment), plan.json and "
+                                            "manifests/*.yaml into this folder."),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="plan.json from the base branch: report "
+                                            "resources added, removed and changed, and the cost delta."),
     stacks_dir: Path = typer.Option(Path("stacks"), "--stacks-dir", help="Folder of stack configs."),
     program: Path = typer.Option(Path("__main__.py"), "--program", help="The Pulumi program to run."),
 ) -> None:
-    """Run the Pulumi program offline (Pulumi's mock engine) and list what it would create.
+    """Run the Pulumi program offline (Pulumi's mock engine) and report what it would create.
 
-    No cloud credentials or Pulumi CLI needed. Exit 2 when the stack config is missing or invalid.
+    No cloud credentials or Pulumi CLI needed. Exit 0 when clean; 1 when a manifest is invalid or a mandatory
+    policy is violated (the report is still printed and written); 2 on bad input.
     """
+    from blueprints.diff import diff_reports, load_baseline
     from blueprints.preview import run_preview
     from blueprints.report import render_terminal, write_report_dir
 
     with user_errors():
+        base = load_baseline(baseline) if baseline is not None else None
         with err.status(f"Running the Pulumi program for {stack} under the mock engine..."):
             report = run_preview(stack, stacks_dir=stacks_dir, program=program)
+        diff = diff_reports(base, report.to_json()) if base is not None else None
         if out_path is not None:
-            write_report_dir(report, out_path)
+            write_report_dir(report, out_path, diff)
     if as_json:
-        out.print_json(json.dumps(report.to_json()))
+        data = report.to_json()
+        if diff is not None:
+            data["diff"] = diff.to_json()
+        out.print_json(json.dumps(data))
     else:
-        render_terminal(report, out)
+        render_terminal(report, out, diff)
     if out_path is not None:
-        err.print(f"[green]wrote[/] {out_path}/plan.json and {len(report.manifests)} manifest(s)")
+        err.print(f"[green]wrote[/] {out_path}/plan.md, plan.json and {len(report.manifests)} manifest(s)")
+    if not report.clean:
+        err.print(f"[red]{stack}: {len(report.manifest_problems)} invalid manifest(s), "
+                  f"{len(report.mandatory_violations)} mandatory policy violation(s)[/]")
+        raise typer.Exit(code=1)
 
 
 @app.command()

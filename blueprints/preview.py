@@ -17,6 +17,7 @@ import yaml
 
 from blueprints.blueprint import Blueprint
 from blueprints.errors import StackConfigError
+from blueprints.manifests import manifest_id, validate_manifest
 from blueprints.stackconfig import PROJECT, read_stack_config, stack_config_path
 
 #: Account id used in mocked ARNs (AWS's documentation example account).
@@ -34,11 +35,22 @@ class RegisteredResource:
     parent: str | None
     custom: bool
     inputs: dict[str, Any]
+    parent_urn: str | None = None
+
+
+@dataclass(frozen=True)
+class PolicyVerdict:
+    """One policy finding: `level` is `mandatory` (fails the preview) or `advisory`."""
+
+    policy: str
+    level: str
+    resource: str
+    message: str
 
 
 @dataclass
 class PreviewReport:
-    """What `pulumi up` would create for one stack, computed offline."""
+    """What `pulumi up` would create for one stack, computed offline, with its checks."""
 
     stack: str
     archetype: str
@@ -46,15 +58,31 @@ class PreviewReport:
     manifests: list[dict[str, Any]]
     outputs: dict[str, Any]
     blueprint: Blueprint = field(repr=False)
+    manifest_problems: dict[str, list[str]] = field(default_factory=dict)
+    policy_verdicts: list[PolicyVerdict] = field(default_factory=list)
+
+    @property
+    def mandatory_violations(self) -> list[PolicyVerdict]:
+        return [v for v in self.policy_verdicts if v.level == "mandatory"]
+
+    @property
+    def clean(self) -> bool:
+        """No invalid manifest and no mandatory policy violation."""
+        return not self.manifest_problems and not self.mandatory_violations
 
     def to_json(self) -> dict[str, Any]:
-        """`{"stack", "archetype", "resources": [{"type", "name", "parent", "inputs"}], "manifests", "outputs"}`."""
+        """`{"stack", "archetype", "region", "resources": [{"type", "name", "parent", "inputs"}], "manifests",
+        "manifest_problems", "policy_verdicts", "predictions", "outputs"}`."""
         return {
             "stack": self.stack,
             "archetype": self.archetype,
+            "region": self.blueprint.region,
             "resources": [{k: v for k, v in asdict(r).items() if k in ("type", "name", "parent", "inputs")}
                           for r in self.resources],
             "manifests": self.manifests,
+            "manifest_problems": self.manifest_problems,
+            "policy_verdicts": [asdict(v) for v in self.policy_verdicts],
+            "predictions": self.blueprint.predictions.model_dump(mode="json"),
             "outputs": self.outputs,
         }
 
@@ -137,7 +165,8 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
                 inputs = rpc.deserialize_properties(request.object)
                 records.append(RegisteredResource(urn=response.urn, type=request.type, name=request.name,
                                                   parent=_parent_name(request.parent), custom=request.custom,
-                                                  inputs=_normalise(_unwrap_secrets(inputs))))
+                                                  inputs=_normalise(_unwrap_secrets(inputs)),
+                                                  parent_urn=request.parent if _parent_name(request.parent) else None))
             return response
 
     SETTINGS.rpc_manager.clear()
@@ -255,8 +284,13 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
     run = run_under_mocks(lambda: runpy.run_path(str(program_file), run_name="__main__") and None,
                           stack=stack, config=config, secret_keys=secret_keys)
     manifests = [manifest(r) for r in run.records if r.custom and r.type.startswith("kubernetes:")]
+    problems = {}
+    for obj in manifests:
+        found = validate_manifest(obj, kubernetes_version=bp.platform.kubernetes_version)
+        if found:
+            problems[manifest_id(obj)] = found
     return PreviewReport(stack=stack, archetype=bp.archetype.value, resources=run.records, manifests=manifests,
-                         outputs=run.outputs, blueprint=bp)
+                         outputs=run.outputs, blueprint=bp, manifest_problems=problems)
 
 
 def manifest(record: RegisteredResource) -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""Render a `PreviewReport`: a rich terminal view, and a folder with plan.json and one YAML file per manifest."""
+"""Render a `PreviewReport` for people: a rich terminal view, and `plan.md` / `plan.json` / `manifests/*.yaml`.
+
+`plan.md` is written to be pasted as a pull-request comment: the diff against the base branch first (when a
+baseline is given), then policy verdicts, predictions and cost, the architecture diagram, and every resource.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,16 @@ from typing import Any
 
 import yaml
 from rich.console import Console
-from rich.table import Table
 from rich.tree import Tree
+from tabulate import tabulate
 
-from blueprints.manifests import manifest_id, validate_manifest
+from blueprints.diff import PlanDiff
+from blueprints.errors import BlueprintError
+from blueprints.manifests import manifest_id
 from blueprints.preview import PreviewReport, RegisteredResource
+
+#: Comment marker so the PR workflow updates one comment per stack instead of adding new ones.
+COMMENT_MARKER = "<!-- servingblueprints-preview:{stack} -->"
 
 
 def key_settings(record: RegisteredResource) -> dict[str, Any]:
@@ -22,11 +31,13 @@ def key_settings(record: RegisteredResource) -> dict[str, Any]:
     if record.type == "kubernetes:apps/v1:Deployment":
         pod = i.get("spec", {}).get("template", {}).get("spec", {})
         main = (pod.get("containers") or [{}])[0]
-        shm = next((v["emptyDir"] for v in pod.get("volumes", []) if v.get("name") == "dshm"), {})
-        return {"replicas": i.get("spec", {}).get("replicas"), "image": main.get("image"),
-                "nvidia.com/gpu": main.get("resources", {}).get("limits", {}).get("nvidia.com/gpu"),
-                "/dev/shm": f"{shm.get('medium', 'disk')} {shm.get('sizeLimit', '')}".strip() if shm else "default 64Mi",
-                "node": ",".join(f"{k}={v}" for k, v in pod.get("nodeSelector", {}).items())}
+        shm = next((v["emptyDir"] for v in pod.get("volumes", []) if v.get("name") == "dshm"), None)
+        settings = {"replicas": i.get("spec", {}).get("replicas"), "image": main.get("image"),
+                    "nvidia.com/gpu": main.get("resources", {}).get("limits", {}).get("nvidia.com/gpu"),
+                    "node": ",".join(f"{k}={v}" for k, v in pod.get("nodeSelector", {}).items())}
+        if shm is not None:
+            settings["/dev/shm"] = f"{shm.get('medium', 'disk')} {shm.get('sizeLimit', '')}".strip()
+        return settings
     if record.type == "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration":
         rule = (i.get("rules") or [{}])[0].get("applyServerSideEncryptionByDefault", {})
         return {"sse": rule.get("sseAlgorithm"), "kms key": rule.get("kmsMasterKeyId", "aws/s3")}
@@ -34,80 +45,221 @@ def key_settings(record: RegisteredResource) -> dict[str, Any]:
         return {k: v for k, v in i.items() if k.startswith(("block", "ignore", "restrict"))}
     if record.type == "aws:s3/bucketVersioning:BucketVersioning":
         return {"versioning": i.get("versioningConfiguration", {}).get("status")}
-    scalars = {k: v for k, v in i.items() if isinstance(v, (str, int, float, bool)) and k not in ("apiVersion", "kind")
-               and len(str(v)) < 80}
+    if record.type == "aws:eks/nodeGroup:NodeGroup":
+        scaling = i.get("scalingConfig", {})
+        return {"instanceTypes": ",".join(i.get("instanceTypes", [])), "capacityType": i.get("capacityType"),
+                "min-max": f"{scaling.get('minSize')}-{scaling.get('maxSize')}", "amiType": i.get("amiType")}
+    scalars = {k: v for k, v in i.items()
+               if isinstance(v, (str, int, float, bool)) and k not in ("apiVersion", "kind") and len(str(v)) < 80}
     return dict(list(scalars.items())[:4])
 
 
-def manifest_problems(report: PreviewReport, kubernetes_version: str) -> dict[str, list[str]]:
-    """`manifest id -> problems` for every manifest that fails strict schema validation."""
-    found = {}
-    for obj in report.manifests:
-        problems = validate_manifest(obj, kubernetes_version=kubernetes_version)
-        if problems:
-            found[manifest_id(obj)] = problems
-    return found
+def _settings_text(record: RegisteredResource) -> str:
+    return ", ".join(f"{k}={v}" for k, v in key_settings(record).items() if v not in (None, ""))
 
 
-def render_terminal(report: PreviewReport, console: Console) -> None:
-    """Print the component tree with key settings, manifest validity, outputs and the cost lines."""
+# --- diagram -------------------------------------------------------------------------------------------------------
+
+def _node_id(record: RegisteredResource) -> str:
+    return "n_" + re.sub(r"[^A-Za-z0-9_]", "_", f"{record.type.split(':')[-1]}_{record.name}")
+
+
+_DIAGRAM_TYPES = {
+    "kubernetes:core/v1:Service": "Service",
+    "kubernetes:apps/v1:Deployment": "Deployment",
+    "kubernetes:batch/v1:Job": "Job",
+    "aws:s3/bucket:Bucket": "S3 bucket",
+    "aws:eks/cluster:Cluster": "EKS cluster",
+    "aws:eks/nodeGroup:NodeGroup": "Node group",
+    "aws:sagemaker/endpoint:Endpoint": "SageMaker endpoint",
+    "aws:sagemaker/endpointConfiguration:EndpointConfiguration": "Endpoint config",
+    "aws:sagemaker/model:Model": "SageMaker model",
+}
+
+
+def mermaid_diagram(report: PreviewReport) -> str:
+    """A Mermaid flowchart of the serving path: clients -> entry point -> workloads -> model store / nodes."""
+    shown = [r for r in report.resources if r.custom and r.type in _DIAGRAM_TYPES]
+    lines = ["flowchart LR", "  clients([clients])"]
+    for r in shown:
+        label = f"{_DIAGRAM_TYPES[r.type]}<br/>{_display_name(r)}"
+        shape = f"[({label})]" if r.type == "aws:s3/bucket:Bucket" else f"[\"{label}\"]"
+        lines.append(f"  {_node_id(r)}{shape}")
+    by_type: dict[str, list[RegisteredResource]] = {}
+    for r in shown:
+        by_type.setdefault(r.type, []).append(r)
+    entries = by_type.get("aws:sagemaker/endpoint:Endpoint", []) + by_type.get("kubernetes:core/v1:Service", [])
+    edges = [("clients", _node_id(r), "") for r in entries]
+    for svc in by_type.get("kubernetes:core/v1:Service", []):
+        selector = svc.inputs.get("spec", {}).get("selector", {})
+        for dep in by_type.get("kubernetes:apps/v1:Deployment", []):
+            labels = dep.inputs.get("spec", {}).get("template", {}).get("metadata", {}).get("labels", {})
+            if selector and all(labels.get(k) == v for k, v in selector.items()):
+                edges.append((_node_id(svc), _node_id(dep), ""))
+    chain = ["aws:sagemaker/endpoint:Endpoint", "aws:sagemaker/endpointConfiguration:EndpointConfiguration",
+             "aws:sagemaker/model:Model"]
+    for upper, lower in zip(chain, chain[1:]):
+        for a in by_type.get(upper, []):
+            for b in by_type.get(lower, []):
+                edges.append((_node_id(a), _node_id(b), ""))
+    readers = by_type.get("kubernetes:apps/v1:Deployment", []) + by_type.get("kubernetes:batch/v1:Job", []) + \
+        by_type.get("aws:sagemaker/model:Model", [])
+    for reader in readers:
+        for bucket in by_type.get("aws:s3/bucket:Bucket", []):
+            edges.append((_node_id(reader), _node_id(bucket), "weights"))
+    for dep in by_type.get("kubernetes:apps/v1:Deployment", []):
+        wanted = dep.inputs.get("spec", {}).get("template", {}).get("spec", {}).get("nodeSelector", {}).get(
+            "node.kubernetes.io/instance-type")
+        for group in by_type.get("aws:eks/nodeGroup:NodeGroup", []):
+            if wanted and wanted in group.inputs.get("instanceTypes", []):
+                edges.append((_node_id(dep), _node_id(group), "runs on"))
+    for a, b, label in edges:
+        lines.append(f"  {a} -->|{label}| {b}" if label else f"  {a} --> {b}")
+    return "\n".join(lines)
+
+
+def _display_name(r: RegisteredResource) -> str:
+    name = r.inputs.get("metadata", {}).get("name") if r.type.startswith("kubernetes:") else None
+    return str(name or r.name)
+
+
+# --- markdown ------------------------------------------------------------------------------------------------------
+
+def _md_table(rows: list[list[Any]], headers: list[str]) -> str:
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def diff_markdown(diff: PlanDiff) -> str:
+    """The baseline comparison as markdown: cost delta, then added / removed / changed resources."""
+    sign = "+" if diff.cost_delta_usd >= 0 else "-"
+    parts = [f"### Changes against the base branch\n\nMonthly cost: ${diff.cost_before_usd:,.2f} -> "
+             f"${diff.cost_after_usd:,.2f} (**{sign}${abs(diff.cost_delta_usd):,.2f}**)\n"]
+    if diff.empty:
+        parts.append("No resource changes.\n")
+    rows = [["added", t, n, ""] for t, n in diff.added] + [["removed", t, n, ""] for t, n in diff.removed]
+    for change in diff.changed:
+        for s in change.settings:
+            rows.append(["changed", change.type, change.name, f"`{s.path}`: {s.before!r} -> {s.after!r}"])
+    if rows:
+        parts.append(_md_table(rows, ["change", "type", "name", "setting"]) + "\n")
+    return "\n".join(parts)
+
+
+def render_markdown(report: PreviewReport, diff: PlanDiff | None = None) -> str:
+    """`plan.md`: a pull-request comment for one stack."""
+    bp = report.blueprint
+    p = bp.predictions
+    status = "passes all checks" if report.clean else "**has blocking problems**"
+    out = [COMMENT_MARKER.format(stack=report.stack),
+           f"## `{report.stack}`: {report.archetype} in {bp.region} — {status}\n"]
+    if diff is not None:
+        out.append(diff_markdown(diff))
+    summary = [["compute", f"{bp.compute.replicas} replica(s) on {bp.compute.instance_type}"
+                + (f", {bp.compute.gpus_per_replica} GPU(s) per replica" if bp.compute.gpus_per_replica else "")],
+               ["autoscaling", f"{bp.autoscaling.min_replicas}-{bp.autoscaling.max_replicas} on `{bp.autoscaling.metric}`"],
+               ["monthly cost", f"${p.monthly_cost_usd:,.2f}" + (" (spot estimate)" if p.cost_is_estimate else "")]]
+    for label, value, unit in (("TTFT p95", p.ttft_p95_ms, "ms"), ("ITL p95", p.itl_p95_ms, "ms"),
+                               ("latency p95", p.latency_p95_ms, "ms"),
+                               ("output tokens/s", p.output_tokens_per_s, ""),
+                               ("requests/s capacity", p.requests_per_s_capacity, "")):
+        if value is not None:
+            summary.append([f"predicted {label}", f"{value:g} {unit}".strip()])
+    out.append("### Plan\n\n" + _md_table(summary, ["", ""]) + "\n")
+    out.append("Why:\n\n" + "\n".join(f"- {r}" for r in bp.rationale) + "\n")
+    out.append("### Policy verdicts\n")
+    if report.policy_verdicts:
+        out.append(_md_table([[v.level, v.policy, v.resource, v.message] for v in report.policy_verdicts],
+                             ["level", "policy", "resource", "message"]) + "\n")
+    else:
+        out.append("No policy violations.\n")
+    out.append(f"### Kubernetes manifests\n\n{len(report.manifests)} manifest(s), strictly validated against "
+               f"Kubernetes {bp.platform.kubernetes_version}"
+               + (": all valid.\n" if not report.manifest_problems else ":\n"))
+    for ident, msgs in report.manifest_problems.items():
+        out.extend(f"- `{ident}`: {m}" for m in msgs)
+    out.append("\n### Cost\n\n" + _md_table(
+        [[c.item, f"{c.quantity:g}", f"{c.usd_per_hour:.4f}", f"{c.monthly_usd:,.2f}"] for c in p.cost_lines]
+        + [["**total**", "", "", f"**{p.monthly_cost_usd:,.2f}**"]],
+        ["item", "quantity", "USD/hour", "USD/month"]) + "\n")
+    out.append("### Architecture\n\n```mermaid\n" + mermaid_diagram(report) + "\n```\n")
+    out.append(f"<details><summary>{len(report.resources)} resources</summary>\n\n" + _md_table(
+        [[r.type, r.name, r.parent or "", _settings_text(r)] for r in report.resources],
+        ["type", "name", "parent", "key settings"]) + "\n\n</details>\n")
+    return "\n".join(out)
+
+
+# --- terminal ------------------------------------------------------------------------------------------------------
+
+def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | None = None) -> None:
+    """Print the component tree with key settings, checks, predictions and cost lines."""
     bp = report.blueprint
     console.print(f"[bold]Stack[/] {report.stack}  [bold]archetype[/] {report.archetype}  "
                   f"[bold]region[/] {bp.region}  [bold]resources[/] {len(report.resources)}")
+    if diff is not None:
+        console.print(f"[bold]Against baseline[/]: +{len(diff.added)} added, -{len(diff.removed)} removed, "
+                      f"~{len(diff.changed)} changed; monthly cost {diff.cost_delta_usd:+,.2f} USD")
+        for change in diff.changed:
+            for s in change.settings:
+                console.print(f"  ~ {change.type} {change.name}: {s.path}: {s.before!r} -> {s.after!r}")
     root = Tree(f"[bold]{report.stack}[/]")
-    nodes: dict[str | None, Tree] = {None: root}
-    pending = list(report.resources)
-    while pending:  # parents are registered before children, but place any order safely
-        progressed = False
-        for record in list(pending):
-            if record.parent in nodes or record.parent not in {r.name for r in pending}:
-                parent = nodes.get(record.parent, root)
-                settings = ", ".join(f"{k}={v}" for k, v in key_settings(record).items() if v not in (None, ""))
-                label = f"[cyan]{record.type}[/] {record.name}" + (f" [dim]{settings}[/]" if settings else "")
-                nodes[record.name] = parent.add(label)
-                pending.remove(record)
-                progressed = True
-        if not progressed:
-            break
+    children: dict[str | None, list[RegisteredResource]] = {}
+    for record in report.resources:
+        children.setdefault(record.parent_urn, []).append(record)
+
+    def add(branch: Tree, parent_urn: str | None) -> None:
+        for record in children.get(parent_urn, []):
+            settings = _settings_text(record)
+            node = branch.add(f"[cyan]{record.type}[/] {record.name}" + (f" [dim]{settings}[/]" if settings else ""))
+            add(node, record.urn)
+
+    add(root, None)
     console.print(root)
-    problems = manifest_problems(report, bp.platform.kubernetes_version)
-    status = "[green]all valid[/]" if not problems else f"[red]{len(problems)} invalid[/]"
+    status = "[green]all valid[/]" if not report.manifest_problems else f"[red]{len(report.manifest_problems)} invalid[/]"
     console.print(f"[bold]Kubernetes manifests[/]: {len(report.manifests)} "
                   f"(strict schema, Kubernetes {bp.platform.kubernetes_version}): {status}")
-    for ident, msgs in problems.items():
+    for ident, msgs in report.manifest_problems.items():
         for msg in msgs:
             console.print(f"  [red]{ident}[/]: {msg}")
-    costs = Table(title="Predicted monthly cost (USD)", show_header=True)
-    for col in ("item", "qty", "USD/hour", "USD/month"):
-        costs.add_column(col, justify="left" if col == "item" else "right")
-    for line in bp.predictions.cost_lines:
-        costs.add_row(line.item, f"{line.quantity:g}", f"{line.usd_per_hour:.4f}", f"{line.monthly_usd:,.2f}")
-    costs.add_row("[bold]total[/]", "", "", f"[bold]{bp.predictions.monthly_cost_usd:,.2f}[/]")
-    console.print(costs)
+    if report.policy_verdicts:
+        console.print(f"[bold]Policy verdicts[/]: {len(report.mandatory_violations)} mandatory, "
+                      f"{len(report.policy_verdicts) - len(report.mandatory_violations)} advisory")
+        for v in report.policy_verdicts:
+            colour = "red" if v.level == "mandatory" else "yellow"
+            console.print(f"  [{colour}]{v.level}[/] {v.policy} on {v.resource}: {v.message}")
+    else:
+        console.print("[bold]Policy verdicts[/]: [green]no violations[/]")
+    p = bp.predictions
+    console.print(f"[bold]Monthly cost[/]: ${p.monthly_cost_usd:,.2f}" + (" (spot estimate)" if p.cost_is_estimate else "")
+                  + "  " + "; ".join(f"{c.item}: {c.quantity:g} x ${c.usd_per_hour:.4f}/h = ${c.monthly_usd:,.2f}"
+                                     for c in p.cost_lines))
     if report.outputs:
         console.print("[bold]Stack outputs[/]: " + ", ".join(f"{k}={v}" for k, v in report.outputs.items()))
 
+
+# --- files ---------------------------------------------------------------------------------------------------------
 
 def _file_name(index: int, obj: dict[str, Any]) -> str:
     slug = re.sub(r"[^a-z0-9.-]+", "-", manifest_id(obj).lower()).strip("-")
     return f"{index:02d}-{slug}.yaml"
 
 
-def write_report_dir(report: PreviewReport, out_dir: Path) -> None:
-    """Write `plan.json` (the `--json` report) and `manifests/NN-<kind>-<namespace>-<name>.yaml` into `out_dir`.
+def write_report_dir(report: PreviewReport, out_dir: Path, diff: PlanDiff | None = None) -> None:
+    """Write `plan.md`, `plan.json` (the `--json` report, plus `diff` when given) and
+    `manifests/NN-<kind>-<namespace>-<name>.yaml` into `out_dir`.
 
     Raises:
         BlueprintError: the folder cannot be written.
     """
-    from blueprints.errors import BlueprintError
-
+    data = report.to_json()
+    if diff is not None:
+        data["diff"] = diff.to_json()
     try:
         manifests_dir = out_dir / "manifests"
         manifests_dir.mkdir(parents=True, exist_ok=True)
         for stale in manifests_dir.glob("*.yaml"):
             stale.unlink()
-        (out_dir / "plan.json").write_text(json.dumps(report.to_json(), indent=2, sort_keys=True) + "\n",
-                                           encoding="utf-8")
+        (out_dir / "plan.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (out_dir / "plan.md").write_text(render_markdown(report, diff), encoding="utf-8")
         for index, obj in enumerate(report.manifests, start=1):
             (manifests_dir / _file_name(index, obj)).write_text(yaml.safe_dump(obj, sort_keys=False),
                                                                 encoding="utf-8")

@@ -1,0 +1,143 @@
+"""The review report: plan.md for a PR comment, the baseline diff with its cost delta, CRD checks, exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from blueprints.cli import app
+from blueprints.diff import diff_reports, flatten
+from blueprints.manifests import validate_manifest
+from blueprints.preview import PolicyVerdict, run_preview
+from blueprints.report import mermaid_diagram, render_markdown
+from blueprints.stackconfig import write_stack_configs
+from tests.conftest import ROOT
+
+runner = CliRunner()
+
+
+@pytest.fixture()
+def report(tmp_path, chat_prod):
+    write_stack_configs([chat_prod], tmp_path, source="req.yaml")
+    return run_preview("chat-assistant-prod", stacks_dir=tmp_path, program=ROOT / "__main__.py")
+
+
+def test_flatten_gives_dotted_paths():
+    assert flatten({"a": {"b": [1, {"c": 2}]}, "d": {}}) == {"a.b[0]": 1, "a.b[1].c": 2, "d": {}}
+
+
+def test_baseline_diff_reports_a_replica_change_and_its_cost_delta(report):
+    base = report.to_json()
+    head = json.loads(json.dumps(base))
+    dep = next(r for r in head["resources"] if r["type"] == "kubernetes:apps/v1:Deployment")
+    dep["inputs"]["spec"]["replicas"] = base_replicas = dep["inputs"]["spec"]["replicas"]
+    dep["inputs"]["spec"]["replicas"] = base_replicas + 2
+    head["predictions"]["monthly_cost_usd"] = base["predictions"]["monthly_cost_usd"] + 2 * 1358.53
+    diff = diff_reports(base, head)
+    assert diff.added == [] and diff.removed == []
+    [change] = diff.changed
+    assert change.type == "kubernetes:apps/v1:Deployment"
+    [setting] = change.settings
+    assert (setting.path, setting.before, setting.after) == ("spec.replicas", base_replicas, base_replicas + 2)
+    assert diff.cost_delta_usd == 2717.06
+
+
+def test_baseline_diff_reports_added_and_removed_resources(report):
+    base = report.to_json()
+    head = json.loads(json.dumps(base))
+    removed = head["resources"].pop(0)
+    head["resources"].append({"type": "aws:kms/key:Key", "name": "k", "parent": None, "inputs": {}})
+    diff = diff_reports(base, head)
+    assert diff.removed == [(removed["type"], removed["name"])]
+    assert diff.added == [("aws:kms/key:Key", "k")]
+
+
+def test_markdown_is_a_pr_comment_with_marker_cost_and_diagram(report):
+    text = render_markdown(report)
+    assert text.startswith("<!-- servingblueprints-preview:chat-assistant-prod -->")
+    assert "passes all checks" in text
+    assert f"**{report.blueprint.predictions.monthly_cost_usd:,.2f}**" in text
+    assert "```mermaid\nflowchart LR" in text
+    assert "| aws:s3/bucket:Bucket" in text
+
+
+def test_markdown_shows_policy_violations_as_blocking(report):
+    report.policy_verdicts.append(PolicyVerdict("images-pinned", "mandatory", "x-deployment", "image has no tag"))
+    text = render_markdown(report)
+    assert "**has blocking problems**" in text
+    assert "| mandatory | images-pinned | x-deployment | image has no tag |" in text
+    assert not report.clean
+
+
+def test_diagram_links_service_to_deployment_to_bucket(report):
+    diagram = mermaid_diagram(report)
+    assert "clients --> n_Service_chat_assistant_prod_service" in diagram
+    assert "n_Service_chat_assistant_prod_service --> n_Deployment_chat_assistant_prod_deployment" in diagram
+    assert "n_Deployment_chat_assistant_prod_deployment -->|weights| n_Bucket_chat_assistant_prod_weights_bucket" in diagram
+
+
+SCALED_OBJECT = {
+    "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "chat"},
+    "spec": {"scaleTargetRef": {"name": "chat-vllm"}, "minReplicaCount": 2, "maxReplicaCount": 10,
+             "triggers": [{"type": "prometheus", "metadata": {"serverAddress": "http://prometheus:9090",
+                                                              "query": "sum(vllm:num_requests_waiting)",
+                                                              "threshold": "5"}}]},
+}
+
+
+def test_scaled_object_structure_is_checked():
+    assert validate_manifest(SCALED_OBJECT) == []
+    broken = json.loads(json.dumps(SCALED_OBJECT))
+    broken["spec"]["maxReplicas"] = 10
+    broken["spec"]["triggers"][0]["metadata"]["threshold"] = 5
+    assert validate_manifest(broken) == [
+        "spec: Additional properties are not allowed ('maxReplicas' was unexpected)",
+        "spec.triggers.0.metadata.threshold: 5 is not of type 'string'",
+    ]
+
+
+def test_prometheus_rule_needs_alert_or_record():
+    rule = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule", "metadata": {"name": "r"},
+            "spec": {"groups": [{"name": "slo", "rules": [{"alert": "TTFTHigh", "expr": "x > 1", "for": "5m"}]}]}}
+    assert validate_manifest(rule) == []
+    rule["spec"]["groups"][0]["rules"][0].pop("alert")
+    assert len(validate_manifest(rule)) == 1
+
+
+def test_unknown_custom_resource_is_reported_not_passed():
+    problems = validate_manifest({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}})
+    assert problems == ["no schema for example.com/v1/Widget in Kubernetes 1.31"]
+
+
+def test_invalid_manifest_makes_preview_exit_1_and_still_write_the_report(tmp_path, chat_prod, monkeypatch):
+    write_stack_configs([chat_prod], tmp_path / "stacks", source="req.yaml")
+    (tmp_path / "__main__.py").write_text(
+        (ROOT / "__main__.py").read_text() + "\nimport pulumi_kubernetes as k8s\n"
+        "k8s.core.v1.ConfigMap('bad', metadata={'name': 'bad'}, data={'a': 1})\n")
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["preview", "chat-assistant-prod", "--out", "review"])
+    assert result.exit_code == 1
+    assert "1 invalid manifest(s)" in result.output
+    assert "ConfigMap/bad" in (tmp_path / "review" / "plan.md").read_text()
+
+
+def test_bad_baseline_exits_2(tmp_path, chat_prod, monkeypatch):
+    write_stack_configs([chat_prod], tmp_path / "stacks", source="req.yaml")
+    (tmp_path / "__main__.py").write_text((ROOT / "__main__.py").read_text())
+    (tmp_path / "base.json").write_text("[1, 2]")
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["preview", "chat-assistant-prod", "--baseline", "base.json"])
+    assert result.exit_code == 2 and "not a preview report" in result.output
+
+
+def test_baseline_flag_prints_the_diff(tmp_path, chat_prod, monkeypatch):
+    write_stack_configs([chat_prod], tmp_path / "stacks", source="req.yaml")
+    (tmp_path / "__main__.py").write_text((ROOT / "__main__.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    assert runner.invoke(app, ["preview", "chat-assistant-prod", "--out", "base"]).exit_code == 0
+    result = runner.invoke(app, ["preview", "chat-assistant-prod", "--baseline", "base/plan.json", "--json"])
+    assert result.exit_code == 0
+    diff = json.loads(result.stdout)["diff"]
+    assert diff["changed"] == [] and diff["monthly_cost_usd"]["delta"] == 0
