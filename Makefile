@@ -6,13 +6,15 @@ STAMP := $(VENV)/.installed
 EXAMPLE ?= stacks/requirements/chat-assistant.yaml
 DEMO_STACK ?= chat-assistant-prod
 
-.PHONY: demo test bench clean
+.PHONY: install demo test bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
+
+install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/blueprint plan $(EXAMPLE)

@@ -125,6 +125,32 @@ def preview(
 
 
 @app.command()
+def stacks(
+    changed: Optional[Path] = typer.Option(None, "--changed", help="File listing changed paths, one per line "
+                                           "(`git diff --name-only`): print only the stacks they affect."),
+    stacks_dir: Path = typer.Option(Path("stacks"), "--stacks-dir", help="Folder of stack configs."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of {stack, service, environment, "
+                                 "production, policy_config} (for a CI matrix)."),
+) -> None:
+    """List the stack configs, or only those a change affects (used by the pull-request and deploy workflows)."""
+    from blueprints.stacks import affected_stacks, list_stacks
+
+    with user_errors():
+        refs = list_stacks(stacks_dir)
+        if changed is not None:
+            try:
+                lines = changed.read_text(encoding="utf-8").splitlines()
+            except OSError as exc:
+                raise BlueprintError(f"{changed}: cannot read the changed-files list ({exc.strerror})") from None
+            refs = affected_stacks(lines, refs, stacks_dir=stacks_dir.as_posix())
+    if as_json:
+        typer.echo(json.dumps([r.to_json() for r in refs], separators=(",", ":")))
+    else:
+        for ref in refs:
+            typer.echo(f"{ref.stack}\t{'production' if ref.production else 'non-production'}\t{ref.policy_config}")
+
+
+@app.command()
 def schema(
     out_file: Optional[Path] = typer.Option(None, "--out", help="Write to this file instead of stdout."),
 ) -> None:
