@@ -65,3 +65,109 @@ NAMESPACE = "serving"
 AWS_LB_DEFAULT_IDLE_TIMEOUT_S = 60
 #: /dev/shm per tensor-parallel rank for NCCL, GiB (vLLM docs recommend --shm-size for TP; 64 MB default is too small).
 SHM_GIB_PER_TP_RANK = 2.0
+
+# --- Components: cluster, network, archetype servers (components/) ------------------------------------------------
+#: NVIDIA Triton Inference Server, NGC release 25.10 (docs.nvidia.com/deeplearning/triton-inference-server/
+#: release-notes, checked 2026-11). Multi-arch (x86_64, arm64 SBSA); ships the onnxruntime, tensorrt, pytorch and
+#: python backends and reads `s3://` model repositories.
+TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:25.10-py3"
+#: Default server for the onnx-cpu archetype: Triton with its ONNX Runtime backend. Microsoft's standalone
+#: "ONNX Runtime Server" is deprecated upstream (onnxruntime docs recommend Triton's onnxruntime backend); Triton's
+#: backend documents `intra_op_thread_count`/`inter_op_thread_count` model parameters (github.com/
+#: triton-inference-server/onnxruntime_backend README). Override with the blueprint's `engine.image`.
+ONNXRUNTIME_SERVER_IMAGE = TRITON_IMAGE
+#: NVIDIA Kubernetes device plugin, static DaemonSet as published in github.com/NVIDIA/k8s-device-plugin
+#: (deployments/static/nvidia-device-plugin.yml); v0.18.0 released 2025-10.
+NVIDIA_DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.18.0"
+#: Image of the one-off Hugging Face download step of the weights sync Job: the pinned vLLM image already ships the
+#: `huggingface_hub` CLI (`hf download`), so no unpinned `pip install` happens at run time.
+HF_DOWNLOAD_IMAGE = VLLM_IMAGE
+#: EKS managed node group AMI types (docs.aws.amazon.com/eks/latest/APIReference/API_Nodegroup.html, amiType).
+EKS_AMI_TYPE = {
+    ("nvidia-gpu", "x86_64"): "AL2023_x86_64_NVIDIA",
+    ("nvidia-gpu", "arm64"): "AL2023_ARM_64_NVIDIA",
+    ("cpu", "x86_64"): "AL2023_x86_64_STANDARD",
+    ("cpu", "arm64"): "AL2023_ARM_64_STANDARD",
+}
+#: Root volume of the system node group, GiB, before the weights sync Job's scratch space is added.
+SYSTEM_NODE_DISK_GIB = 50
+#: Root volume of a workload node besides the replicas' ephemeral storage (OS, images: vLLM ~10 GB compressed), GiB.
+WORKLOAD_NODE_BASE_DISK_GIB = 100
+#: VPC address space of a new network; subnets are carved out of it per availability zone.
+VPC_CIDR = "10.0.0.0/16"
+#: Availability zones a new network spans (at least 2 for EKS; 3 when the region has them).
+NETWORK_AZ_COUNT = 3
+#: NLB listener TCP idle timeout limits, s (docs.aws.amazon.com/elasticloadbalancing/latest/network/
+#: update-idle-timeout.html: 60-6000, default 350). Set via the AWS Load Balancer Controller (>= v2.9.0) annotation
+#: `service.beta.kubernetes.io/aws-load-balancer-listener-attributes.TCP-<port>`.
+NLB_TCP_IDLE_TIMEOUT_MAX_S = 6000
+#: Headroom added above the blueprint's longest expected streamed response, s.
+LB_IDLE_TIMEOUT_HEADROOM_S = 60
+#: CloudWatch log types of the EKS control plane enabled with audit logging (EKS API `ClusterLoggingTypes`).
+EKS_CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+
+# --- Non-generative models: Triton and ONNX Runtime (see blueprints/sizing.py, encoder_* functions) ------------------
+#: Fraction of dense tensor TFLOPS a GPU reaches on encoder/CNN forward passes in Triton (TensorRT/ORT-CUDA backends).
+#: [assumption] below LLM prefill's 0.45 (MFU above): short sequences and small GEMMs; within the public 0.3-0.7 range.
+ENCODER_MFU = 0.35
+#: Per-request server time outside the forward pass (HTTP/gRPC, tokenisation, tensor copies), ms. [assumption]
+TRITON_REQUEST_OVERHEAD_MS = 2.0
+ONNXRUNTIME_REQUEST_OVERHEAD_MS = 1.0
+#: p95 request latency / one forward pass: a request may wait for the batch (or request) in flight, then runs in its
+#: own. [assumption] conservative, like TTFT_P95_FACTOR for LLMs.
+NONGEN_P95_FACTOR = 2.0
+#: Largest Triton max_batch_size the planner sets (powers of two up to this). Triton model-configuration docs start at
+#: small batches and raise until the latency budget is reached; 64 bounds activation memory. [assumption]
+TRITON_MAX_BATCH_SIZE_CAP = 64
+#: The planner takes the smallest batch that keeps this fraction of the largest feasible batch's throughput: bigger
+#: batches then buy latency, not capacity. [assumption]
+BATCH_THROUGHPUT_FRACTION = 0.9
+#: Triton instance_group count per GPU: two instances overlap one batch's copies/pre-processing with the other's
+#: compute (Triton optimization docs, "Model Instances"). On CPU one instance with all intra-op threads.
+TRITON_GPU_INSTANCES = 2
+#: Latency budget used for batching decisions when the requirements set no slo.latency_p95_ms, ms. [assumption]
+DEFAULT_NONGEN_LATENCY_P95_MS = 200.0
+#: GPU memory per model instance besides weights (CUDA context, workspace, activations at max batch), GiB. [assumption]
+ENCODER_ACTIVATION_GIB = 1.0
+#: Share of a CPU node's vCPUs given to serving pods (kubelet, system daemons and DaemonSets keep the rest); the vLLM
+#: planner uses the same 0.75 for CPU requests on GPU nodes.
+NODE_ALLOCATABLE_CPU_FRACTION = 0.75
+#: vCPUs per onnx-cpu replica the planner considers (ONNX Runtime intra-op threads = this; powers of two).
+CPU_REPLICA_VCPUS = (1, 2, 4, 8, 16)
+#: Host memory of an ONNX Runtime replica: weights x this + fixed runtime overhead, GiB. [assumption]
+CPU_MEMORY_WEIGHTS_FACTOR = 2.0
+CPU_MEMORY_OVERHEAD_GIB = 1.0
+
+# --- Autoscaling and archetype choice -----------------------------------------------------------------------------
+#: Minimum scale-in cooldown, s: vLLM production-stack's KEDA default (sizing-facts.md); raised above cold start.
+SCALE_IN_COOLDOWN_MIN_S = 360
+#: SageMakerVariantInvocationsPerInstance target = max requests/s per instance x this x 60 (AWS SageMaker autoscaling
+#: docs, "safety factor 0.5", as quoted in sizing-facts.md).
+SAGEMAKER_INVOCATIONS_SAFETY_FACTOR = 0.5
+#: SageMaker real-time invocation processing limit, s (sizing-facts.md: "60 s processing limit"); a non-streamed
+#: response must complete within it.
+SAGEMAKER_INVOCATION_TIMEOUT_S = 60
+#: SageMaker ContainerStartupHealthCheckTimeoutInSeconds / ModelDataDownloadTimeoutInSeconds bounds, s (API reference:
+#: 60-3600), and the multiple of the predicted duration the planner allows. [assumption] 2x for a slow start.
+SAGEMAKER_TIMEOUT_RANGE_S = (60, 3600)
+SAGEMAKER_TIMEOUT_SAFETY_FACTOR = 2.0
+#: SageMaker ML storage volume: weights x this + scratch, GiB (VolumeSizeInGB, 1-512). [assumption]
+SAGEMAKER_VOLUME_WEIGHTS_FACTOR = 1.5
+SAGEMAKER_VOLUME_SCRATCH_GIB = 20
+SAGEMAKER_MAX_VOLUME_GIB = 512
+#: With operations.preference=any, a single LLM goes to a SageMaker endpoint when its monthly cost is within this
+#: fraction of the self-hosted plan's (cluster overhead included): at small load ops simplicity wins. [assumption]
+MANAGED_COST_TOLERANCE = 0.10
+#: Pinned Triton image (NGC release notes, 25.10); its onnxruntime backend also serves the onnx-cpu archetype, as the
+#: maintained ONNX Runtime server (the standalone onnxruntime-server image was retired upstream).
+TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:25.10-py3"
+ONNXRUNTIME_IMAGE = "nvcr.io/nvidia/tritonserver:25.10-py3"
+
+# --- Monitoring -------------------------------------------------------------------------------------------------
+#: NVIDIA DCGM exporter Helm chart (github.com/NVIDIA/dcgm-exporter, charts served from its GitHub Pages).
+#: [unverified] chart version: check `helm search repo gpu-helm-charts/dcgm-exporter` before the first deploy.
+DCGM_EXPORTER_REPO = "https://nvidia.github.io/dcgm-exporter/helm-charts"
+DCGM_EXPORTER_CHART_VERSION = "4.6.0"
+#: Prometheus server KEDA queries, when `servingblueprints:prometheusUrl` is not set (kube-prometheus-stack's
+#: service in the `monitoring` namespace).
+PROMETHEUS_URL = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"

@@ -128,8 +128,8 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
     """Run `body` as a Pulumi program under the mock engine (`preview=False`, so every apply runs).
 
     Args:
-        body: builds resources; may return a dict of outputs to resolve (like `pulumi.export`). Stack exports
-            made with `pulumi.export` are resolved too.
+        body: builds resources; a dict it returns is resolved as outputs (like `pulumi.export`; anything else it
+            returns is ignored). Stack exports made with `pulumi.export` are resolved too.
         stack: stack name the program sees (`pulumi.get_stack()`).
         config: engine config, `{"ns:key": "string or JSON"}`.
         secret_keys: config keys to treat as secrets.
@@ -171,13 +171,17 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
 
     SETTINGS.rpc_manager.clear()
     SETTINGS.outputs.clear()
+    # A fresh root Stack per run: `set_mocks` keeps an existing root, whose exports would leak into this run.
+    from pulumi.runtime.settings import ROOT
+    ROOT.set(None)
     pulumi.runtime.set_all_config(config, secret_keys or [])
     mocks = Mocks()
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=Monitor(mocks))
     outputs: dict[str, Any] = {}
 
     def program_body():
-        returned = body() or {}
+        returned = body()
+        returned = returned if isinstance(returned, dict) else {}
         root = pulumi.runtime.get_root_resource()
         exported = {**dict(getattr(root, "outputs", {}) or {}), **returned}
 
@@ -223,6 +227,33 @@ def mock_outputs(typ: str, name: str, inputs: dict, *, region: str) -> tuple[str
     if typ == "aws:iam/role:Role":
         state.update(name=inputs.get("name") or f"{name}-{suffix}", arn=f"arn:aws:iam::{MOCK_ACCOUNT_ID}:role/{name}")
         return state["name"], state
+    if typ == "aws:eks/cluster:Cluster":
+        cluster = inputs.get("name") or f"{name}-{suffix}"
+        state.update(name=cluster, arn=f"arn:aws:eks:{region}:{MOCK_ACCOUNT_ID}:cluster/{cluster}",
+                     endpoint=f"https://{suffix.upper()}0000000000000000000000000.gr7.{region}.eks.amazonaws.com",
+                     certificateAuthority={"data": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCm1vY2sKLS0tLS1FTkQ="},
+                     status="ACTIVE", platformVersion="eks.1")
+        return cluster, state
+    if typ in ("aws:sagemaker/model:Model", "aws:sagemaker/endpointConfiguration:EndpointConfiguration",
+               "aws:sagemaker/endpoint:Endpoint"):
+        resource = typ.rsplit(":", 1)[-1]
+        kind = {"Model": "model", "EndpointConfiguration": "endpoint-config", "Endpoint": "endpoint"}[resource]
+        sm_name = inputs.get("name") or f"{name}-{suffix}"
+        state.update(name=sm_name, arn=f"arn:aws:sagemaker:{region}:{MOCK_ACCOUNT_ID}:{kind}/{sm_name}")
+        return sm_name, state
+    if typ == "aws:ec2/vpc:Vpc":
+        state.update(arn=f"arn:aws:ec2:{region}:{MOCK_ACCOUNT_ID}:vpc/vpc-{suffix}", ownerId=MOCK_ACCOUNT_ID)
+        return f"vpc-{suffix}", state
+    if typ == "aws:ec2/subnet:Subnet":
+        state.update(arn=f"arn:aws:ec2:{region}:{MOCK_ACCOUNT_ID}:subnet/subnet-{suffix}")
+        return f"subnet-{suffix}", state
+    if typ == "aws:ec2/securityGroup:SecurityGroup":
+        state.update(arn=f"arn:aws:ec2:{region}:{MOCK_ACCOUNT_ID}:security-group/sg-{suffix}")
+        return f"sg-{suffix}", state
+    if typ == "aws:kms/key:Key":
+        key_id = f"{suffix}-0000-4000-8000-000000000000"
+        state.update(keyId=key_id, arn=f"arn:aws:kms:{region}:{MOCK_ACCOUNT_ID}:key/{key_id}")
+        return key_id, state
     if service:
         state.setdefault("arn", f"arn:aws:{service}:{region}:{MOCK_ACCOUNT_ID}:{name}")
     return f"{name}-{suffix}", state
@@ -230,6 +261,10 @@ def mock_outputs(typ: str, name: str, inputs: dict, *, region: str) -> tuple[str
 
 def mock_call(token: str, args: dict, *, region: str) -> dict:
     """Realistic results for provider functions (invokes). Keys are camelCase, as the engine returns them."""
+    if token == "aws:ec2/getVpc:getVpc":
+        vpc_id = args.get("id") or "vpc-0preview"
+        return {"id": vpc_id, "cidrBlock": "10.20.0.0/16", "ownerId": MOCK_ACCOUNT_ID, "state": "available",
+                "arn": f"arn:aws:ec2:{region}:{MOCK_ACCOUNT_ID}:vpc/{vpc_id}", "default": False}
     if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
         return {"names": [f"{region}a", f"{region}b", f"{region}c"],
                 "zoneIds": [f"{region[:2]}{region.split('-')[1][0]}1-az{i}" for i in (1, 2, 3)], "id": region}
@@ -281,7 +316,11 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
         raise StackConfigError(f"{program}: Pulumi program not found; run from the project folder (with Pulumi.yaml)")
     config, secret_keys = _config_from_file(path)
     program_file = program.resolve()
-    run = run_under_mocks(lambda: runpy.run_path(str(program_file), run_name="__main__") and None,
+
+    def program_body() -> None:  # the module's globals are not outputs; `pulumi.export` calls are
+        runpy.run_path(str(program_file), run_name="__main__")
+
+    run = run_under_mocks(program_body,
                           stack=stack, config=config, secret_keys=secret_keys)
     manifests = [manifest(r) for r in run.records if r.custom and r.type.startswith("kubernetes:")]
     problems = {}
