@@ -38,28 +38,59 @@ def config_values(bp: Blueprint) -> dict[str, object]:
     return {REGION_KEY: bp.region, BLUEPRINT_KEY: bp.model_dump(mode="json")}
 
 
-def render_stack_config(bp: Blueprint, *, source: str) -> str:
-    """The stack config file's text for `bp`: a header comment naming `source`, then `config:`."""
-    body = yaml.safe_dump({"config": config_values(bp)}, sort_keys=False, default_flow_style=False,
-                          allow_unicode=True, width=100)
+def render_stack_config(bp: Blueprint, *, source: str, existing: dict | None = None) -> str:
+    """The stack config file's text for `bp`: a header comment naming `source`, then the settings.
+
+    Args:
+        bp: the blueprint to store.
+        source: the requirements file named in the header.
+        existing: the current file's content, if any. Everything in it other than `aws:region` and
+            `servingblueprints:blueprint` is kept as it is (secrets set with `pulumi config set --secret`, the
+            `secretsprovider`/`encryptionsalt` keys, other providers' config).
+    """
+    data = dict(existing or {})
+    config = dict(data.get("config") or {})
+    config.update(config_values(bp))
+    data["config"] = config
+    body = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True, width=100)
     return HEADER.format(source=source) + body
 
 
+def _existing(path: Path) -> dict | None:
+    """The current content of a stack config about to be rewritten; refuses to overwrite a file it cannot read."""
+    if not path.exists():
+        return None
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise StackConfigError(f"{path}: exists but cannot be read as YAML ({exc}); fix or delete it before "
+                               "re-planning (it may hold secrets set with `pulumi config set --secret`)") from None
+    if data is None:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("config", {}), (dict, type(None))):
+        raise StackConfigError(f"{path}: exists but is not a Pulumi stack settings file (a mapping with `config:`); "
+                               "fix or delete it before re-planning")
+    return data
+
+
 def write_stack_configs(blueprints: list[Blueprint], out_dir: Path, *, source: str) -> list[Path]:
-    """Write one stack config per blueprint into `out_dir`, all or nothing.
+    """Write one stack config per blueprint into `out_dir`, all or nothing, keeping other settings of existing files.
 
     Returns:
         The paths written, in blueprint order.
 
     Raises:
-        StackConfigError: `out_dir` cannot be created or written.
+        StackConfigError: `out_dir` cannot be created or written, or an existing file there cannot be read.
     """
-    rendered = [(stack_config_path(out_dir, bp.stack), render_stack_config(bp, source=source)) for bp in blueprints]
+    rendered = []
+    for bp in blueprints:
+        path = stack_config_path(out_dir, bp.stack)
+        rendered.append((path, render_stack_config(bp, source=source, existing=_existing(path))))
     for path, text in rendered:  # prove every file reads back before touching the disk
         _parse(yaml.safe_load(text), path)
+    temps: list[tuple[str, Path]] = []
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        temps = []
         for path, text in rendered:
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=out_dir)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -68,7 +99,7 @@ def write_stack_configs(blueprints: list[Blueprint], out_dir: Path, *, source: s
         for tmp, path in temps:
             os.replace(tmp, path)
     except OSError as exc:
-        for tmp, _ in locals().get("temps", []):
+        for tmp, _ in temps:
             Path(tmp).unlink(missing_ok=True)
         raise StackConfigError(f"{out_dir}: cannot write stack configs ({exc.strerror})") from None
     return [path for path, _ in rendered]

@@ -113,3 +113,26 @@ def test_dev_and_prod_are_planned_separately():
     assert dev.autoscaling.min_replicas == 0 and prod.autoscaling.min_replicas == 2
     assert dev.predictions.cost_is_estimate and not prod.predictions.cost_is_estimate
     assert dev.storage.retain_on_delete is False and prod.storage.retain_on_delete is True
+
+
+def test_replanning_keeps_secrets_and_other_settings(tmp_path, chat_prod):
+    [path] = write_stack_configs([chat_prod], tmp_path, source="req.yaml")
+    data = yaml.safe_load(path.read_text())
+    data["encryptionsalt"] = "v1:abc:def"
+    data["config"]["servingblueprints:kubeconfig"] = {"secure": "v1:ciphertext"}
+    data["config"]["aws:region"] = "eu-west-1"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    write_stack_configs([chat_prod], tmp_path, source="req.yaml")
+    again = yaml.safe_load(path.read_text())
+    assert again["encryptionsalt"] == "v1:abc:def"
+    assert again["config"]["servingblueprints:kubeconfig"] == {"secure": "v1:ciphertext"}
+    assert again["config"]["aws:region"] == "us-east-1"
+    assert read_stack_config(path) == chat_prod
+
+
+def test_unreadable_existing_file_is_not_overwritten(tmp_path, chat_prod):
+    path = tmp_path / "Pulumi.chat-assistant-prod.yaml"
+    path.write_text("config: [unclosed\n")
+    with pytest.raises(StackConfigError, match="fix or delete it before re-planning"):
+        write_stack_configs([chat_prod], tmp_path, source="req.yaml")
+    assert path.read_text() == "config: [unclosed\n"
