@@ -23,6 +23,9 @@ from blueprints.stackconfig import PROJECT, read_stack_config, stack_config_path
 #: Account id used in mocked ARNs (AWS's documentation example account).
 MOCK_ACCOUNT_ID = "123456789012"
 SECRET_PLACEHOLDER = "[secret]"
+#: Secrets the program requires only to reach a real cluster; the offline preview stands in a placeholder when the
+#: stack file does not set them (`pulumi config set --secret servingblueprints:kubeconfig ...` for a real run).
+OFFLINE_PLACEHOLDER_SECRETS = ("servingblueprints:kubeconfig",)
 
 
 @dataclass(frozen=True)
@@ -289,6 +292,10 @@ def _config_from_file(path: Path) -> tuple[dict[str, str], list[str]]:
             secret_keys.append(key)
         else:
             config[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    for key in OFFLINE_PLACEHOLDER_SECRETS:
+        if key not in config:
+            config[key] = SECRET_PLACEHOLDER
+            secret_keys.append(key)
     return config, secret_keys
 
 
@@ -320,8 +327,14 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
     def program_body() -> None:  # the module's globals are not outputs; `pulumi.export` calls are
         runpy.run_path(str(program_file), run_name="__main__")
 
-    run = run_under_mocks(program_body,
-                          stack=stack, config=config, secret_keys=secret_keys)
+    import pulumi
+
+    try:
+        run = run_under_mocks(program_body, stack=stack, config=config, secret_keys=secret_keys)
+    except pulumi.ConfigMissingError as exc:
+        raise StackConfigError(f"{path}: the program needs config {exc.key!r}; set it with "
+                               f"`pulumi config set{' --secret' if exc.secret else ''} {exc.key} <value> "
+                               f"--stack {stack}`") from None
     manifests = [manifest(r) for r in run.records if r.custom and r.type.startswith("kubernetes:")]
     problems = {}
     for obj in manifests:

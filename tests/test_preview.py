@@ -109,3 +109,20 @@ def test_dev_stack_previews_with_one_replica_on_spot(tmp_path):
     write_stack_configs([dev], tmp_path, source="req.yaml")
     dep = deployment(preview(tmp_path, "chat-assistant-dev"))
     assert dep["spec"]["replicas"] == 1
+
+
+def test_program_config_missing_from_the_stack_is_a_clear_error(stacks):
+    program = stacks / "program.py"
+    program.write_text("import pulumi\npulumi.Config('servingblueprints').require_secret('hfToken')\n")
+    with pytest.raises(StackConfigError, match=r"needs config 'servingblueprints:hfToken'; set it with "
+                                               r"`pulumi config set --secret servingblueprints:hfToken"):
+        run_preview("chat-assistant-prod", stacks_dir=stacks, program=program)
+
+
+def test_secrets_in_the_stack_file_are_masked_in_the_report(stacks):
+    path = stacks / "Pulumi.chat-assistant-prod.yaml"
+    path.write_text(path.read_text().replace("config:\n", "config:\n  servingblueprints:probe: {secure: v1:abc}\n", 1))
+    program = stacks / "program.py"
+    program.write_text("import pulumi\npulumi.export('probe', pulumi.Config('servingblueprints').require_secret('probe'))\n")
+    report = run_preview("chat-assistant-prod", stacks_dir=stacks, program=program)
+    assert report.outputs["probe"] == "[secret]"
