@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from blueprints.errors import BlueprintError
+from blueprints.requirements import Precision
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 out = Console()
@@ -90,22 +91,24 @@ def preview(
                                             "manifests/*.yaml into this folder."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="plan.json from the base branch: report "
                                             "resources added, removed and changed, and the cost delta."),
+    policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="Policy-config JSON for the policy "
+                                                 "pack. Default: policies/config/<environment>.json."),
     stacks_dir: Path = typer.Option(Path("stacks"), "--stacks-dir", help="Folder of stack configs."),
     program: Path = typer.Option(Path("__main__.py"), "--program", help="The Pulumi program to run."),
 ) -> None:
-    """Run the Pulumi program offline (Pulumi's mock engine) and report what it would create.
+    """Run the Pulumi program offline (Pulumi's mock engine) and the policy pack, and report what it would create.
 
     No cloud credentials or Pulumi CLI needed. Exit 0 when clean; 1 when a manifest is invalid or a mandatory
     policy is violated (the report is still printed and written); 2 on bad input.
     """
     from blueprints.diff import diff_reports, load_baseline
-    from blueprints.preview import run_preview
     from blueprints.report import render_terminal, write_report_dir
+    from blueprints.review import review_stack
 
     with user_errors():
         base = load_baseline(baseline) if baseline is not None else None
         with err.status(f"Running the Pulumi program for {stack} under the mock engine..."):
-            report = run_preview(stack, stacks_dir=stacks_dir, program=program)
+            report = review_stack(stack, stacks_dir=stacks_dir, program=program, policy_config=policy_config)
         diff = diff_reports(base, report.to_json()) if base is not None else None
         if out_path is not None:
             write_report_dir(report, out_path, diff)
@@ -148,6 +151,40 @@ def stacks(
     else:
         for ref in refs:
             typer.echo(f"{ref.stack}\t{'production' if ref.production else 'non-production'}\t{ref.policy_config}")
+
+
+@app.command()
+def estimate(
+    model: str = typer.Option(..., "--model", help="Catalog model id, e.g. llama-3.1-8b."),
+    precision: Precision = typer.Option(Precision.BF16, "--precision", help="Weight precision. Default bf16."),
+    gpu: str = typer.Option(..., "--gpu", help="GPU: t4, a10g, l4, l40s, a100-40gb, a100-80gb, h100, h200."),
+    tensor_parallel: int = typer.Option(1, "--tensor-parallel", min=1, help="GPUs per replica. Default 1."),
+    concurrency: int = typer.Option(1, "--concurrency", min=1, help="Sequences decoding at once. Default 1."),
+    input_tokens: int = typer.Option(512, "--input-tokens", min=1, help="Mean prompt length, tokens. Default 512."),
+    output_tokens: int = typer.Option(256, "--output-tokens", min=1, help="Mean output length, tokens. Default 256."),
+    as_json: bool = typer.Option(False, "--json", help="Print {fits, weights_gib, kv_cache_tokens, max_concurrency, "
+                                 "ttft_ms, itl_ms, output_tokens_per_s}."),
+) -> None:
+    """What-if: memory fit, KV cache, TTFT, ITL and throughput of one vLLM replica (the planner's capacity model).
+
+    Exit 2 on an unknown model, GPU or precision.
+    """
+    from blueprints.catalog import load_catalog
+    from blueprints.sizing import estimate_llm
+
+    with user_errors():
+        catalog = load_catalog()
+        est = estimate_llm(catalog.model(model).architecture, catalog.gpu(gpu), precision=precision,
+                           tensor_parallel_size=tensor_parallel, concurrency=concurrency,
+                           input_tokens=input_tokens, output_tokens=output_tokens)
+    result = {"fits": est.holds(concurrency), "weights_gib": est.weights_gib, "kv_cache_tokens": est.kv_cache_tokens,
+              "max_concurrency": est.max_concurrency, "ttft_ms": est.ttft_ms, "itl_ms": est.itl_ms,
+              "output_tokens_per_s": est.output_tokens_per_s}
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    for key, value in result.items():
+        typer.echo(f"{key:<20} {value}")
 
 
 @app.command()

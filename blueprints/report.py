@@ -168,7 +168,7 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None) -> str:
     out.append("Why:\n\n" + "\n".join(f"- {r}" for r in bp.rationale) + "\n")
     out.append("### Policy verdicts\n")
     if report.policy_verdicts:
-        out.append(_md_table([[v.level, v.policy, v.resource, v.message] for v in report.policy_verdicts],
+        out.append(_md_table([[v.level, v.policy, _short(v.resource), v.message] for v in report.policy_verdicts],
                              ["level", "policy", "resource", "message"]) + "\n")
     else:
         out.append("No policy violations.\n")
@@ -186,6 +186,11 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None) -> str:
         [[r.type, r.name, r.parent or "", _settings_text(r)] for r in report.resources],
         ["type", "name", "parent", "key settings"]) + "\n\n</details>\n")
     return "\n".join(out)
+
+
+def _short(resource: str) -> str:
+    """A resource URN's logical name (verdicts name URNs; stack-wide ones the stack)."""
+    return resource.rsplit("::", 1)[-1]
 
 
 # --- terminal ------------------------------------------------------------------------------------------------------
@@ -225,7 +230,7 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
                       f"{len(report.policy_verdicts) - len(report.mandatory_violations)} advisory")
         for v in report.policy_verdicts:
             colour = "red" if v.level == "mandatory" else "yellow"
-            console.print(f"  [{colour}]{v.level}[/] {v.policy} on {v.resource}: {v.message}")
+            console.print(f"  [{colour}]{v.level}[/] {v.policy} on {_short(v.resource)}: {v.message}")
     else:
         console.print("[bold]Policy verdicts[/]: [green]no violations[/]")
     p = bp.predictions

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
+from blueprints.review import POLICY_CONFIG_DIR, policy_config_for
 from blueprints.stackconfig import read_stack_config
 
 #: Paths whose change can alter every stack's resources (the program, the planner, the policies, the toolchain).
@@ -25,19 +26,14 @@ class StackRef:
         return asdict(self)
 
 
-def list_stacks(stacks_dir: Path, *, policy_dir: Path = Path("policies/config")) -> list[StackRef]:
-    """Every stack config in `stacks_dir`, validated, sorted by name.
-
-    `policy_config` is `policies/config/<environment>.json` when it exists, else `prod.json` for production stacks
-    and `dev.json` for the others. Raises `StackConfigError` on an invalid stack config.
-    """
+def list_stacks(stacks_dir: Path, *, policy_dir: Path = POLICY_CONFIG_DIR) -> list[StackRef]:
+    """Every stack config in `stacks_dir`, validated, sorted by name, with its policy config
+    (`blueprints.review.policy_config_for`). Raises `StackConfigError` on an invalid stack config."""
     refs = []
     for path in sorted(stacks_dir.glob("Pulumi.*.yaml")):
         bp = read_stack_config(path)
-        own = policy_dir / f"{bp.environment}.json"
-        fallback = policy_dir / ("prod.json" if bp.production else "dev.json")
         refs.append(StackRef(stack=bp.stack, service=bp.service, environment=bp.environment,
-                             production=bp.production, policy_config=(own if own.exists() else fallback).as_posix()))
+                             production=bp.production, policy_config=policy_config_for(bp, policy_dir).as_posix()))
     return refs
 
 

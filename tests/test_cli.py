@@ -22,6 +22,7 @@ def project(tmp_path, monkeypatch):
     shutil.copy(ROOT / "__main__.py", tmp_path / "__main__.py")
     (tmp_path / "stacks" / "requirements").mkdir(parents=True)
     shutil.copy(CHAT_EXAMPLE, tmp_path / "stacks" / "requirements" / "chat-assistant.yaml")
+    shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

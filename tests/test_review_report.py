@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from typer.testing import CliRunner
@@ -112,11 +113,10 @@ def test_unknown_custom_resource_is_reported_not_passed():
 
 
 def test_invalid_manifest_makes_preview_exit_1_and_still_write_the_report(tmp_path, chat_prod, monkeypatch):
-    write_stack_configs([chat_prod], tmp_path / "stacks", source="req.yaml")
+    _project(tmp_path, chat_prod, monkeypatch)
     (tmp_path / "__main__.py").write_text(
         (ROOT / "__main__.py").read_text() + "\nimport pulumi_kubernetes as k8s\n"
         "k8s.core.v1.ConfigMap('bad', metadata={'name': 'bad'}, data={'a': 1})\n")
-    monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["preview", "chat-assistant-prod", "--out", "review"])
     assert result.exit_code == 1
     assert "1 invalid manifest(s)" in result.output
@@ -124,20 +124,52 @@ def test_invalid_manifest_makes_preview_exit_1_and_still_write_the_report(tmp_pa
 
 
 def test_bad_baseline_exits_2(tmp_path, chat_prod, monkeypatch):
-    write_stack_configs([chat_prod], tmp_path / "stacks", source="req.yaml")
-    (tmp_path / "__main__.py").write_text((ROOT / "__main__.py").read_text())
+    _project(tmp_path, chat_prod, monkeypatch)
     (tmp_path / "base.json").write_text("[1, 2]")
-    monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["preview", "chat-assistant-prod", "--baseline", "base.json"])
     assert result.exit_code == 2 and "not a preview report" in result.output
 
 
 def test_baseline_flag_prints_the_diff(tmp_path, chat_prod, monkeypatch):
-    write_stack_configs([chat_prod], tmp_path / "stacks", source="req.yaml")
-    (tmp_path / "__main__.py").write_text((ROOT / "__main__.py").read_text())
-    monkeypatch.chdir(tmp_path)
+    _project(tmp_path, chat_prod, monkeypatch)
     assert runner.invoke(app, ["preview", "chat-assistant-prod", "--out", "base"]).exit_code == 0
     result = runner.invoke(app, ["preview", "chat-assistant-prod", "--baseline", "base/plan.json", "--json"])
     assert result.exit_code == 0
     diff = json.loads(result.stdout)["diff"]
     assert diff["changed"] == [] and diff["monthly_cost_usd"]["delta"] == 0
+
+
+def _project(tmp_path, chat_prod, monkeypatch):
+    write_stack_configs([chat_prod], tmp_path / "stacks", source="req.yaml")
+    (tmp_path / "__main__.py").write_text((ROOT / "__main__.py").read_text())
+    shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "stacks" / "Pulumi.chat-assistant-prod.yaml"
+
+
+def test_bundled_example_passes_every_mandatory_policy(tmp_path, chat_prod, monkeypatch):
+    _project(tmp_path, chat_prod, monkeypatch)
+    result = runner.invoke(app, ["preview", "chat-assistant-prod", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [v for v in json.loads(result.stdout)["policy_verdicts"] if v["level"] == "mandatory"] == []
+
+
+@pytest.mark.parametrize(("old", "new", "policy"), [
+    ("image: vllm/vllm-openai:v0.11.0", "image: vllm/vllm-openai:latest", "images-pinned"),
+    ("cost-center: cc-4711", "cost-centre: cc-4711", "required-tags"),
+    ("audit_logging: true", "audit_logging: false", "cluster-audit-logs"),
+])
+def test_stack_config_edited_to_break_a_rule_exits_1_naming_it(tmp_path, chat_prod, monkeypatch, old, new, policy):
+    path = _project(tmp_path, chat_prod, monkeypatch)
+    assert old in path.read_text()
+    path.write_text(path.read_text().replace(old, new))
+    result = runner.invoke(app, ["preview", "chat-assistant-prod", "--out", "review"])
+    assert result.exit_code == 1, result.output
+    assert policy in result.output
+    assert f"| mandatory | {policy} |" in (tmp_path / "review" / "plan.md").read_text()
+
+
+def test_missing_policy_config_exits_2(tmp_path, chat_prod, monkeypatch):
+    _project(tmp_path, chat_prod, monkeypatch)
+    result = runner.invoke(app, ["preview", "chat-assistant-prod", "--policy-config", "nope.json"])
+    assert result.exit_code == 2 and "cannot read policy config" in result.output

@@ -1,0 +1,53 @@
+"""A stack's review: the offline preview plus the policy pack's verdicts, as `blueprint preview` reports it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from blueprints.blueprint import Blueprint
+from blueprints.errors import BlueprintError
+from blueprints.preview import PreviewReport, run_preview
+
+#: Per-environment policy configs in the Pulumi policy-config format (the same files `pulumi preview
+#: --policy-pack-config` takes).
+POLICY_CONFIG_DIR = Path("policies/config")
+
+
+def policy_config_for(bp: Blueprint, config_dir: Path = POLICY_CONFIG_DIR) -> Path:
+    """`<config_dir>/<environment>.json` when it exists, else `prod.json` for production stacks, `dev.json` otherwise."""
+    own = config_dir / f"{bp.environment}.json"
+    return own if own.exists() else config_dir / ("prod.json" if bp.production else "dev.json")
+
+
+def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path = Path("__main__.py"),
+                 policy_config: Path | None = None) -> PreviewReport:
+    """Run the program offline and evaluate every policy of the pack over what it registered.
+
+    Args:
+        stack: the stack name.
+        stacks_dir: folder of stack configs.
+        program: the Pulumi program.
+        policy_config: a policy-config JSON file; defaults to `policy_config_for(blueprint)`.
+
+    Returns:
+        The `PreviewReport` with `policy_verdicts` filled in.
+
+    Raises:
+        StackConfigError: as `run_preview`.
+        BlueprintError: the policy config is missing or not JSON.
+    """
+    from policies.offline import evaluate_preview
+
+    report = run_preview(stack, stacks_dir=stacks_dir, program=program)
+    path = policy_config or policy_config_for(report.blueprint)
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BlueprintError(f"{path}: cannot read policy config ({exc.strerror}); pass --policy-config") from None
+    except json.JSONDecodeError as exc:
+        raise BlueprintError(f"{path}: policy config is not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(config, dict):
+        raise BlueprintError(f"{path}: policy config must be an object of policy name -> settings")
+    report.policy_verdicts = evaluate_preview(report, config)
+    return report

@@ -1,0 +1,1 @@
+"""CrossGuard policy pack of serving blueprints; the rules live in `policies.rules`."""

@@ -1,0 +1,90 @@
+"""Run the policy pack's rules offline over what the mock engine recorded (`blueprint preview`).
+
+The same `policies.rules` check functions that CrossGuard runs, over `RegisteredResource` records (type, name, parent,
+inputs in engine camelCase), with a policy config in the Pulumi policy-config format
+(`{"<policy-name>": {"enforcementLevel": "...", <config keys>}}`, e.g. `policies/config/prod.json`).
+
+The region: records carry inputs only and the mock engine registers no default provider, so every `aws:` record gets
+a provider whose `region` is the stack's `aws:region` (passed in; for a `PreviewReport`, the blueprint's `region`,
+which `blueprint plan` writes to `aws:region`). A resource's own `region` input still wins, as under CrossGuard.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pulumi_policy import EnforcementLevel
+
+from blueprints.preview import PolicyVerdict, PreviewReport, RegisteredResource
+from policies.rules import RULES, Res
+
+#: Per-environment policy configs: `policies/config/<env>.json`.
+CONFIG_DIR = Path(__file__).resolve().parent / "config"
+
+
+#: One violation: policy, effective level (`mandatory`/`advisory`), resource URN (or the stack name for a
+#: stack-wide finding) and message. The preview report's own type, so verdicts go into it unchanged.
+Verdict = PolicyVerdict
+
+
+def load_policy_config(environment: str, *, config_dir: Path = CONFIG_DIR) -> dict[str, Any]:
+    """`policies/config/<environment>.json` as a dict; FileNotFoundError names the known environments."""
+    path = config_dir / f"{environment}.json"
+    if not path.exists():
+        known = sorted(p.stem for p in config_dir.glob("*.json"))
+        raise FileNotFoundError(f"{path}: no policy config for environment {environment!r}; known: {known}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _level(default: EnforcementLevel, entry: Any) -> EnforcementLevel:
+    """The configured level (a bare level string or an object's `enforcementLevel`); remediate counts as mandatory."""
+    value = entry if isinstance(entry, str) else (entry or {}).get("enforcementLevel")
+    level = EnforcementLevel(value) if value else default
+    return EnforcementLevel.MANDATORY if level is EnforcementLevel.REMEDIATE else level
+
+
+def _res(record: RegisteredResource, aws_region: str | None) -> Res:
+    provider = {"region": aws_region} if record.type.startswith("aws:") and aws_region else None
+    return Res(type=record.type, name=record.name, props=record.inputs, urn=record.urn, parent=record.parent,
+               provider=provider)
+
+
+def evaluate(records: Sequence[RegisteredResource], policy_config: Mapping[str, Any], *,
+             aws_region: str | None, stack: str = "stack") -> list[Verdict]:
+    """Every rule over the recorded resources, as CrossGuard would run it with `policy_config`.
+
+    Args:
+        records: what the program registered (`PreviewReport.resources` or `MockRun.records`).
+        policy_config: the policy-config file's content; policies it omits run at their default level with their
+            schema defaults; `enforcementLevel: disabled` skips a policy.
+        aws_region: the stack's `aws:region` (the default AWS provider's region); None leaves the region of
+            resources without their own `region` input unjudged.
+        stack: the name used as `resource` for stack-wide findings.
+
+    Returns:
+        One `Verdict` per violation, in `RULES` order, then resource order.
+    """
+    resources = [_res(r, aws_region) for r in records]
+    verdicts = []
+    for rule in RULES:
+        entry = policy_config.get(rule.name)
+        level = _level(rule.enforcement_level, entry)
+        if level is EnforcementLevel.DISABLED:
+            continue
+        config = rule.with_defaults(entry if isinstance(entry, Mapping) else None)
+        verdicts += [Verdict(rule.name, level.value, res.urn if res is not None else stack, message)
+                     for res, message in rule.findings(resources, config)]
+    return verdicts
+
+
+def evaluate_preview(report: PreviewReport, policy_config: Mapping[str, Any]) -> list[Verdict]:
+    """`evaluate` over an offline preview, with the blueprint's region as `aws:region`.
+
+    Example:
+        report = run_preview("chat-assistant-prod")
+        verdicts = evaluate_preview(report, load_policy_config(report.blueprint.environment))
+    """
+    return evaluate(report.resources, policy_config, aws_region=report.blueprint.region, stack=report.stack)
