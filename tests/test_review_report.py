@@ -157,7 +157,6 @@ def test_bundled_example_passes_every_mandatory_policy(tmp_path, chat_prod, monk
 @pytest.mark.parametrize(("old", "new", "policy"), [
     ("image: vllm/vllm-openai:v0.11.0", "image: vllm/vllm-openai:latest", "images-pinned"),
     ("cost-center: cc-4711", "cost-centre: cc-4711", "required-tags"),
-    ("audit_logging: true", "audit_logging: false", "cluster-audit-logs"),
 ])
 def test_stack_config_edited_to_break_a_rule_exits_1_naming_it(tmp_path, chat_prod, monkeypatch, old, new, policy):
     path = _project(tmp_path, chat_prod, monkeypatch)
