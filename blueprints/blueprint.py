@@ -138,6 +138,12 @@ class SageMakerEngine(_Frozen):
     container_startup_health_check_timeout_s: int = Field(ge=60, le=3600)
     model_data_download_timeout_s: int = Field(ge=60, le=3600)
     volume_size_gib: int = Field(ge=1, le=512)
+    tensor_parallel_degree: int | None = Field(default=None, ge=1, description="LMI OPTION_TENSOR_PARALLEL_DEGREE "
+                                               "(text generation only; none for other models)")
+    max_model_len: int | None = Field(default=None, ge=64, description="LMI OPTION_MAX_MODEL_LEN, tokens "
+                                      "(text generation only)")
+    max_rolling_batch_size: int | None = Field(default=None, ge=1, description="LMI OPTION_MAX_ROLLING_BATCH_SIZE: "
+                                               "concurrent sequences per instance (text generation only)")
 
 
 Engine = Annotated[Union[VllmEngine, TritonEngine, OnnxRuntimeEngine, SageMakerEngine], Field(discriminator="kind")]

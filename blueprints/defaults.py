@@ -67,15 +67,6 @@ AWS_LB_DEFAULT_IDLE_TIMEOUT_S = 60
 SHM_GIB_PER_TP_RANK = 2.0
 
 # --- Components: cluster, network, archetype servers (components/) ------------------------------------------------
-#: NVIDIA Triton Inference Server, NGC release 25.10 (docs.nvidia.com/deeplearning/triton-inference-server/
-#: release-notes, checked 2026-11). Multi-arch (x86_64, arm64 SBSA); ships the onnxruntime, tensorrt, pytorch and
-#: python backends and reads `s3://` model repositories.
-TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:25.10-py3"
-#: Default server for the onnx-cpu archetype: Triton with its ONNX Runtime backend. Microsoft's standalone
-#: "ONNX Runtime Server" is deprecated upstream (onnxruntime docs recommend Triton's onnxruntime backend); Triton's
-#: backend documents `intra_op_thread_count`/`inter_op_thread_count` model parameters (github.com/
-#: triton-inference-server/onnxruntime_backend README). Override with the blueprint's `engine.image`.
-ONNXRUNTIME_SERVER_IMAGE = TRITON_IMAGE
 #: NVIDIA Kubernetes device plugin, static DaemonSet as published in github.com/NVIDIA/k8s-device-plugin
 #: (deployments/static/nvidia-device-plugin.yml); v0.18.0 released 2025-10.
 NVIDIA_DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.18.0"
@@ -132,8 +123,9 @@ ENCODER_ACTIVATION_GIB = 1.0
 #: Share of a CPU node's vCPUs given to serving pods (kubelet, system daemons and DaemonSets keep the rest); the vLLM
 #: planner uses the same 0.75 for CPU requests on GPU nodes.
 NODE_ALLOCATABLE_CPU_FRACTION = 0.75
-#: vCPUs per onnx-cpu replica the planner considers (ONNX Runtime intra-op threads = this; powers of two).
-CPU_REPLICA_VCPUS = (1, 2, 4, 8, 16)
+#: CPU replicas per node the planner considers; each gets an equal share of the allocatable vCPUs (ONNX Runtime
+#: intra-op threads = that share). Few large replicas: a transformer forward pass parallelises over threads.
+CPU_REPLICAS_PER_NODE = (1, 2, 4, 8)
 #: Host memory of an ONNX Runtime replica: weights x this + fixed runtime overhead, GiB. [assumption]
 CPU_MEMORY_WEIGHTS_FACTOR = 2.0
 CPU_MEMORY_OVERHEAD_GIB = 1.0

@@ -1,12 +1,14 @@
 """Requirements -> one `Blueprint` per environment: choose the archetype, size it, price it, explain it.
 
+One way through: `resolve_models` -> `select_archetype` (blueprints.selection) -> the archetype's builder below,
+which takes the cheapest option from `blueprints.options`, prices it, checks the budget and writes the blueprint.
 Pure: the same `Requirements` and `Catalog` always give the same blueprints (no clock, network or environment).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import Callable
 
 from blueprints import defaults
 from blueprints.blueprint import (
@@ -17,204 +19,37 @@ from blueprints.blueprint import (
     Compute,
     CostLine,
     Network,
+    OnnxRuntimeEngine,
     PlatformSpec,
     Predictions,
+    SageMakerEngine,
     ServedModel,
     SloTargets,
+    StartupBudget,
     Storage,
+    TritonEngine,
+    TritonModelConfig,
     VllmEngine,
 )
-from blueprints.catalog import Architecture, Catalog, Gpu, InstanceType, Task
+from blueprints.catalog import Catalog, Gpu
 from blueprints.errors import RequirementsError, SizingError
-from blueprints.requirements import Accelerator, CpuArch, ModelSpec, Precision, Requirements, Traffic
-from blueprints.sizing import LlmEstimate, estimate_llm, weights_gib
+from blueprints.options import (
+    LlmOption,
+    NongenOption,
+    ResolvedModel,
+    cluster_monthly_usd,
+    explain_infeasible_llm,
+    explain_infeasible_nongen,
+    latency_target_ms,
+    peak_rps,
+    replicas_floor,
+    resolve_models,
+    search_llm_options,
+    search_nongen_options,
+)
+from blueprints.requirements import Accelerator, CpuArch, ModelFormat, Precision, Requirements
+from blueprints.selection import Selection, sagemaker_engine, select_archetype
 from blueprints.startup import startup_budget
-
-
-@dataclass(frozen=True)
-class ResolvedModel:
-    """A requirements model entry joined with its catalog record."""
-
-    spec: ModelSpec
-    traffic: Traffic
-    architecture: Architecture
-    task: Task
-    max_context_tokens: int
-
-
-def resolve_models(req: Requirements, catalog: Catalog) -> list[ResolvedModel]:
-    """Join each requested model with the catalog. Raises `CatalogError` for an unknown id."""
-    out = []
-    for spec, traffic in req.served_models():
-        record = catalog.model(spec.id) if spec.id else None
-        arch = spec.architecture or record.architecture  # type: ignore[union-attr]
-        task = spec.task or record.task  # type: ignore[union-attr]
-        limit = record.max_context_tokens if record else (spec.max_context_tokens or defaults.DEFAULT_MAX_MODEL_LEN)
-        wanted = spec.max_context_tokens or min(limit, defaults.DEFAULT_MAX_MODEL_LEN)
-        if wanted > limit:
-            raise SizingError(f"model.max_context_tokens={wanted} exceeds {spec.id}'s limit of {limit} tokens; "
-                              f"lower it to <= {limit}")
-        out.append(ResolvedModel(spec, traffic, arch, task, wanted))
-    return out
-
-
-def select_archetype(req: Requirements, models: list[ResolvedModel]) -> tuple[Archetype, list[str]]:
-    """Choose the archetype and say why, in plain words.
-
-    Raises:
-        SizingError: no archetype serves these requirements yet (the message says which input to change).
-    """
-    if len(models) == 1 and models[0].task.generative:
-        if Accelerator.NVIDIA_GPU not in req.hardware.accelerators:
-            raise SizingError("hardware.accelerators excludes nvidia-gpu, but text generation with "
-                              f"{models[0].spec.served_name} needs GPUs; add nvidia-gpu")
-        return Archetype.VLLM_GPU, [
-            f"{models[0].spec.served_name} is a generative model: served token by token by vLLM "
-            "(continuous batching, paged KV cache) on GPU nodes",
-            f"operations.preference={req.operations.preference.value}: self-hosted on "
-            f"{req.operations.platform.value}",
-        ]
-    raise SizingError("this version plans single generative models (vLLM on GPU); "
-                      f"tasks {[m.task.value for m in models]} are not supported yet")
-
-
-@dataclass(frozen=True)
-class LlmOption:
-    """One candidate deployment of an LLM: instance type, tensor parallel, per-replica concurrency, replicas."""
-
-    instance: InstanceType
-    gpu: Gpu
-    tensor_parallel_size: int
-    concurrency: int
-    estimate: LlmEstimate
-    ttft_p95_ms: float
-    itl_p95_ms: float
-    replicas: int
-    nodes: int
-    node_usd_per_hour: float
-
-
-def _candidate_instances(req: Requirements, catalog: Catalog) -> list[InstanceType]:
-    families = set(req.hardware.allowed_instance_families)
-    return [i for i in catalog.ec2.values() if i.gpu_count and (not families or i.family in families)]
-
-
-def _tp_degrees(gpus_per_node: int) -> list[int]:
-    """Powers of two that divide the node's GPU count (tensor parallel stays within one node)."""
-    return [2**k for k in range(0, 4) if 2**k <= gpus_per_node and gpus_per_node % 2**k == 0]
-
-
-def _p95(est: LlmEstimate) -> tuple[float, float]:
-    return est.ttft_ms * defaults.TTFT_P95_FACTOR, est.itl_ms * defaults.ITL_P95_FACTOR
-
-
-def _estimate(model: ResolvedModel, gpu: Gpu, tp: int, *, concurrency: int,
-              precision: Precision | None = None) -> LlmEstimate:
-    return estimate_llm(model.architecture, gpu, precision=precision or model.spec.precision, tensor_parallel_size=tp,
-                        concurrency=concurrency, input_tokens=model.traffic.mean_input_tokens,
-                        output_tokens=model.traffic.mean_output_tokens, max_model_len=model.max_context_tokens)
-
-
-def _best_concurrency(model: ResolvedModel, gpu: Gpu, tp: int, slo_ttft: float | None, slo_itl: float | None,
-                      precision: Precision) -> tuple[int, LlmEstimate] | None:
-    """Largest concurrency whose p95 TTFT and ITL meet the SLO (latency grows with concurrency: bisection).
-
-    Returns None when the model does not fit, or even one sequence misses the SLO.
-    """
-
-    def at(c: int) -> LlmEstimate:
-        return _estimate(model, gpu, tp, concurrency=c, precision=precision)
-
-    def ok(est: LlmEstimate) -> bool:
-        ttft, itl = _p95(est)
-        return (slo_ttft is None or ttft <= slo_ttft) and (slo_itl is None or itl <= slo_itl)
-
-    first = at(1)
-    if not first.fits or first.max_concurrency < 1 or not ok(first):
-        return None
-    lo, hi = 1, first.max_concurrency
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(at(mid)):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo, at(lo)
-
-
-def _replicas_floor(req: Requirements, env: str) -> int:
-    spec = req.environments[env]
-    if spec.min_replicas is not None:
-        return max(1, spec.min_replicas)
-    if req.is_production(env) and req.slo.availability_pct >= defaults.HIGH_AVAILABILITY_PCT:
-        return defaults.MIN_REPLICAS_FOR_HIGH_AVAILABILITY
-    return 1
-
-
-def search_llm_options(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog) -> list[LlmOption]:
-    """Every (instance type, tensor parallel) that fits the model and meets the SLO, cheapest first.
-
-    Ties break on lower ITL, then instance type name, so the order is deterministic.
-    """
-    spec = req.environments[env]
-    peak_rps = model.traffic.peak_requests_per_s * spec.traffic_scale
-    utilization = defaults.TARGET_UTILIZATION[model.traffic.pattern.value]
-    price_factor = catalog.spot_price_factor if spec.spot else 1.0
-    options = []
-    for inst in _candidate_instances(req, catalog):
-        gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
-        for tp in _tp_degrees(inst.gpu_count):
-            found = _best_concurrency(model, gpu, tp, req.slo.ttft_p95_ms, req.slo.itl_p95_ms, model.spec.precision)
-            if found is None:
-                continue
-            conc, est = found
-            replicas = max(_replicas_floor(req, env), math.ceil(peak_rps / (est.requests_per_s * utilization)))
-            nodes = math.ceil(replicas / (inst.gpu_count // tp))
-            ttft, itl = _p95(est)
-            options.append(LlmOption(inst, gpu, tp, conc, est, ttft, itl, replicas, nodes,
-                                     inst.usd_per_hour * price_factor))
-    options.sort(key=lambda o: (o.nodes * o.node_usd_per_hour, o.itl_p95_ms, o.instance.instance_type,
-                                o.tensor_parallel_size))
-    return options
-
-
-def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Catalog) -> str:
-    """Why no option exists, and the nearest feasible alternative (which constraint to relax, by how much)."""
-    name = model.spec.served_name
-    candidates = _candidate_instances(req, catalog)
-    if not candidates:
-        return (f"no GPU instance type in the catalog matches hardware.allowed_instance_families="
-                f"{req.hardware.allowed_instance_families}; allow one of "
-                f"{sorted({i.family for i in catalog.ec2.values() if i.gpu_count})}")
-    fitting = []  # (instance, tp, ttft p95 ms, itl p95 ms) at concurrency 1, for options that fit in memory
-    for inst in candidates:
-        gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
-        for tp in _tp_degrees(inst.gpu_count):
-            est = _estimate(model, gpu, tp, concurrency=1)
-            if est.fits and est.max_concurrency >= 1:
-                fitting.append((inst, tp, *_p95(est)))
-    if not fitting:
-        need = weights_gib(model.architecture, model.spec.precision)
-        largest = max(candidates, key=lambda i: i.gpu_count * catalog.gpu(i.gpu).memory_gib)  # type: ignore[arg-type]
-        have = largest.gpu_count * catalog.gpu(largest.gpu).memory_gib  # type: ignore[arg-type]
-        return (f"{name} needs {need:.0f} GiB of weights at {model.spec.precision.value} plus KV cache for "
-                f"max_context_tokens={model.max_context_tokens}, but the largest allowed node ({largest.instance_type}) "
-                f"has {have:.0f} GiB of GPU memory; allow a larger family (e.g. p5, p4de) in "
-                f"hardware.allowed_instance_families, lower model.precision (fp8, int4) or lower max_context_tokens")
-    best_itl = min(fitting, key=lambda f: f[3])
-    best_ttft = min(fitting, key=lambda f: f[2])
-    parts = []
-    if req.slo.itl_p95_ms is not None and best_itl[3] > req.slo.itl_p95_ms:
-        parts.append(f"the lowest ITL p95 any allowed option reaches is {best_itl[3]:.1f} ms "
-                     f"({best_itl[0].instance_type}, tensor_parallel_size={best_itl[1]}) against slo.itl_p95_ms="
-                     f"{req.slo.itl_p95_ms:g}: raise it to >= {math.ceil(best_itl[3])} or allow faster GPUs")
-    if req.slo.ttft_p95_ms is not None and best_ttft[2] > req.slo.ttft_p95_ms:
-        parts.append(f"the lowest TTFT p95 is {best_ttft[2]:.0f} ms ({best_ttft[0].instance_type}, "
-                     f"tensor_parallel_size={best_ttft[1]}) against slo.ttft_p95_ms={req.slo.ttft_p95_ms:g}: raise it "
-                     f"to >= {math.ceil(best_ttft[2])}, shorten prompts, or allow faster GPUs")
-    if not parts:
-        parts.append("the ITL and TTFT targets cannot be met together on one option; relax either")
-    return f"no allowed option serves {name} within the SLO: " + "; ".join(parts)
 
 
 def _vllm_dtype(precision: Precision, gpu: Gpu) -> tuple[str, str | None]:
@@ -237,19 +72,7 @@ def _tags(req: Requirements, env: str) -> dict[str, str]:
 def _served_model(m: ResolvedModel) -> ServedModel:
     return ServedModel(name=m.spec.served_name, catalog_id=m.spec.id, task=m.task, format=m.spec.format,
                        precision=m.spec.precision, source_uri=m.spec.weights_uri, params_b=m.architecture.params_b,
-                       weights_gib=round(weights_gib(m.architecture, m.spec.precision), 2),
-                       max_context_tokens=m.max_context_tokens)
-
-
-def _cluster_cost_lines(req: Requirements, catalog: Catalog) -> list[CostLine]:
-    """Fixed cost of an EKS cluster we create: control plane and the system node group."""
-    if req.operations.platform.value != "eks":
-        return []
-    system = catalog.instance(defaults.SYSTEM_NODE_INSTANCE_TYPE)
-    return [
-        _line("EKS control plane", 1, catalog.eks_control_plane_usd_per_hour, catalog),
-        _line(f"system nodes ({system.instance_type})", defaults.SYSTEM_NODE_COUNT, system.usd_per_hour, catalog),
-    ]
+                       weights_gib=round(m.weights_gib, 2), max_context_tokens=m.max_context_tokens)
 
 
 def _line(item: str, quantity: float, usd_per_hour: float, catalog: Catalog) -> CostLine:
@@ -257,9 +80,55 @@ def _line(item: str, quantity: float, usd_per_hour: float, catalog: Catalog) -> 
                     monthly_usd=round(quantity * usd_per_hour * catalog.hours_per_month, 2))
 
 
-def _autoscaling_bounds(req: Requirements, env: str, replicas: int) -> tuple[int, int]:
+def _cost_lines(req: Requirements, env: str, catalog: Catalog, *, what: str, instance_type: str, nodes: int,
+                usd_per_hour: float, managed: bool) -> list[CostLine]:
+    """The nodes (or SageMaker instances), then the fixed cost of an EKS cluster we create: control plane and the
+    system node group (their sum is `options.cluster_monthly_usd`)."""
+    spot = ", spot" if req.environments[env].spot and not managed else ""
+    lines = [_line(f"{what} ({instance_type}{spot})", nodes, usd_per_hour, catalog)]
+    if cluster_monthly_usd(req, catalog, managed=managed):
+        system = catalog.instance(defaults.SYSTEM_NODE_INSTANCE_TYPE)
+        lines += [_line("EKS control plane", 1, catalog.eks_control_plane_usd_per_hour, catalog),
+                  _line(f"system nodes ({system.instance_type})", defaults.SYSTEM_NODE_COUNT, system.usd_per_hour,
+                        catalog)]
+    return lines
+
+
+def check_budget(req: Requirements, env: str, catalog: Catalog, *, lines: list[CostLine], what: str, replicas: int,
+                 replicas_per_node: int, node_usd_per_hour: float, managed: bool) -> None:
+    """Raise when the cheapest plan meeting the SLO costs more than budget.max_monthly_usd.
+
+    The message says by how much, and what the budget would buy: how many replicas, serving what share of the peak.
+
+    Raises:
+        SizingError: over budget.
+    """
+    budget = req.budget.max_monthly_usd
+    monthly = sum(line.monthly_usd for line in lines)
+    if budget is None or monthly <= budget:
+        return
+    fixed = cluster_monthly_usd(req, catalog, managed=managed)
+    per_replica = node_usd_per_hour * catalog.hours_per_month / replicas_per_node
+    affordable = max(0, math.floor((budget - fixed) / per_replica))
+    head = (f"environments.{env}: the cheapest plan meeting the SLO ({what}) costs ${monthly:,.0f}/month, "
+            f"${monthly - budget:,.0f} over budget.max_monthly_usd={budget:g}")
+    floor = replicas_floor(req, env)
+    if affordable >= floor:
+        share = affordable / replicas
+        raise SizingError(f"{head}. The budget pays for {affordable} of the {replicas} replicas, about {share:.0%} of "
+                          f"this environment's peak load: raise budget.max_monthly_usd to >= {math.ceil(monthly)}, "
+                          f"or lower environments.{env}.traffic_scale (or traffic.peak_requests_per_s) to "
+                          f"<= {share:.0%} of today's, or relax the SLO")
+    raise SizingError(f"{head}. It does not pay for the minimum of {floor} replica(s) at ${per_replica:,.0f}/month each "
+                      f"plus ${fixed:,.0f}/month of cluster: raise budget.max_monthly_usd to >= {math.ceil(monthly)}, "
+                      "allow cheaper hardware, or relax the SLO")
+
+
+def _autoscaling_bounds(req: Requirements, env: str, replicas: int, *, managed: bool) -> tuple[int, int]:
     spec = req.environments[env]
-    floor = spec.min_replicas if spec.min_replicas is not None else _replicas_floor(req, env)
+    floor = spec.min_replicas if spec.min_replicas is not None else replicas_floor(req, env)
+    if managed:  # a SageMaker real-time endpoint keeps at least one instance
+        floor = max(1, floor)
     ceiling = spec.max_replicas if spec.max_replicas is not None else max(2 * replicas, floor, 1)
     if ceiling < replicas:
         raise SizingError(f"environments.{env}.max_replicas={ceiling} is below the {replicas} replicas the peak load "
@@ -267,85 +136,343 @@ def _autoscaling_bounds(req: Requirements, env: str, replicas: int) -> tuple[int
     return floor, ceiling
 
 
-def _plan_vllm(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, reasons: list[str]) -> Blueprint:
-    options = search_llm_options(req, env, model, catalog)
+def _cooldown_s(startup: StartupBudget) -> int:
+    return max(defaults.SCALE_IN_COOLDOWN_MIN_S, startup.total_s + 60)
+
+
+def _fmt(value: float | None) -> str:
+    return "(no target)" if value is None else f"<= {value:g} ms"
+
+
+def _common(req: Requirements, env: str, *, managed: bool, idle_timeout_s: int) -> dict:
+    """Blueprint fields every archetype fills the same way."""
+    return dict(
+        service=req.service, environment=env, production=req.is_production(env),
+        region=req.environments[env].region, tags=_tags(req, env),
+        storage=Storage(customer_managed_kms=req.compliance.customer_managed_kms,
+                        retain_on_delete=req.is_production(env)),
+        network=Network(private_only=req.compliance.private_only, load_balancer_idle_timeout_s=idle_timeout_s),
+        platform=PlatformSpec(kind="sagemaker" if managed else req.operations.platform,
+                              kubernetes_version=req.operations.kubernetes_version, namespace=defaults.NAMESPACE,
+                              audit_logging=req.compliance.audit_logging),
+        slo=SloTargets(ttft_p95_ms=req.slo.ttft_p95_ms, itl_p95_ms=req.slo.itl_p95_ms,
+                       latency_p95_ms=req.slo.latency_p95_ms, latency_p99_ms=req.slo.latency_p99_ms,
+                       availability_pct=req.slo.availability_pct),
+    )
+
+
+def _capacity(req: Requirements, env: str, *, managed: bool) -> CapacityType:
+    return CapacityType.SPOT if req.environments[env].spot and not managed else CapacityType.ON_DEMAND
+
+
+def _cost_notes(req: Requirements, env: str, catalog: Catalog, *, managed: bool) -> list[str]:
+    """Caveats on the cost: prices quoted for another region, spot estimates, spot not offered."""
+    region = req.environments[env].region
+    notes = [] if region == catalog.price_region else [
+        f"costs use the catalog's {catalog.price_region} list prices; {region} prices differ, so "
+        "check them before relying on the budget"]
+    return notes + _spot_notes(req, env, managed=managed)
+
+
+def _spot_notes(req: Requirements, env: str, *, managed: bool) -> list[str]:
+    if not req.environments[env].spot:
+        return []
+    if managed:
+        return ["environments.{}.spot is ignored: SageMaker real-time endpoints run on-demand only".format(env)]
+    return ["spot capacity: prices are estimates (on-demand x catalog spot_price_factor) and nodes can be reclaimed"]
+
+
+# --- LLMs ----------------------------------------------------------------------------------------------------------
+
+
+def _llm_option(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *,
+                managed: bool) -> tuple[LlmOption, list[LlmOption]]:
+    options = search_llm_options(req, env, model, catalog, managed=managed)
     if not options:
-        raise SizingError(explain_infeasible_llm(req, model, catalog))
-    best = options[0]
-    spec = req.environments[env]
+        raise SizingError(explain_infeasible_llm(req, model, catalog, managed=managed))
+    return options[0], options
+
+
+def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOption, options: list[LlmOption],
+                 catalog: Catalog) -> list[str]:
+    inst, tp, est = best.instance, best.tensor_parallel_size, best.estimate
+    why = [
+        f"{inst.instance_type} ({inst.gpu_count}x {best.gpu.model}) with tensor_parallel_size={tp}: cheapest of "
+        f"{len(options)} options meeting TTFT p95 {_fmt(req.slo.ttft_p95_ms)} and ITL p95 {_fmt(req.slo.itl_p95_ms)}",
+        f"predicted at {best.concurrency} concurrent sequences per replica: TTFT p95 {best.ttft_p95_ms:.0f} ms, "
+        f"ITL p95 {best.itl_p95_ms:.1f} ms, {est.requests_per_s:.2f} requests/s per replica",
+        f"{best.replicas} replica(s) for {peak_rps(req, env, model):g} requests/s at peak "
+        f"({model.traffic.pattern.value} traffic, {defaults.TARGET_UTILIZATION[model.traffic.pattern.value]:.0%} "
+        "target utilisation)",
+    ]
+    runner_up = next((o for o in options if o.instance.instance_type != inst.instance_type), None)
+    if runner_up:
+        why.append(f"next cheapest: {runner_up.instance.instance_type} at "
+                   f"${runner_up.nodes * runner_up.node_usd_per_hour * catalog.hours_per_month:,.0f}/month for "
+                   f"{'instances' if inst.instance_type.startswith('ml.') else 'GPU nodes'}")
+    return why
+
+
+def _llm_predictions(req: Requirements, env: str, model: ResolvedModel, best: LlmOption, lines: list[CostLine],
+                     catalog: Catalog, *, managed: bool) -> Predictions:
+    est = best.estimate
+    monthly = round(sum(line.monthly_usd for line in lines), 2)
+    tokens_per_month = peak_rps(req, env, model) * model.traffic.mean_output_tokens * 3600 * catalog.hours_per_month
+    return Predictions(
+        ttft_p95_ms=round(best.ttft_p95_ms, 1), itl_p95_ms=round(best.itl_p95_ms, 2),
+        output_tokens_per_s=round(est.output_tokens_per_s * best.replicas, 1),
+        requests_per_s_capacity=round(est.requests_per_s * best.replicas, 3),
+        concurrency_per_replica=best.concurrency, monthly_cost_usd=monthly, cost_lines=lines,
+        cost_is_estimate=_capacity(req, env, managed=managed) is CapacityType.SPOT,
+        usd_per_million_output_tokens=round(monthly / tokens_per_month * 1e6, 3))
+
+
+def _llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedModel, *, managed: bool) -> Compute:
+    inst, tp = best.instance, best.tensor_parallel_size
+    share = tp / inst.gpu_count  # this replica's share of the node
+    shm_gib = defaults.SHM_GIB_PER_TP_RANK * tp
+    return Compute(
+        accelerator=Accelerator.NVIDIA_GPU, instance_type=inst.instance_type, gpu=best.gpu.name,
+        gpus_per_node=inst.gpu_count, gpus_per_replica=tp, vcpus_per_node=inst.vcpus,
+        memory_gib_per_node=inst.memory_gib,
+        cpu_per_replica=max(1, math.floor(inst.vcpus * share * defaults.NODE_ALLOCATABLE_CPU_FRACTION)),
+        memory_gib_per_replica=max(math.floor(inst.memory_gib * share * 0.8), math.ceil(shm_gib + 4)),
+        ephemeral_storage_gib_per_replica=math.ceil(served.weights_gib * 1.1 + 10),
+        replicas=best.replicas, capacity_type=_capacity(req, env, managed=managed), cpu_arch=CpuArch(inst.cpu_arch))
+
+
+def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog,
+               selection: Selection) -> Blueprint:
+    model = models[0]
+    best, options = _llm_option(req, env, model, catalog, managed=False)
     inst, tp, est = best.instance, best.tensor_parallel_size, best.estimate
     dtype, quantization = _vllm_dtype(model.spec.precision, best.gpu)
     served = _served_model(model)
     startup = startup_budget(weights_gib=served.weights_gib, engine_kind="vllm", gpu=True)
-    share = tp / inst.gpu_count  # this replica's share of the node
-    shm_gib = defaults.SHM_GIB_PER_TP_RANK * tp
-    lines = [_line(f"GPU nodes ({inst.instance_type}{', spot' if spec.spot else ''})", best.nodes,
-                   best.node_usd_per_hour, catalog), *_cluster_cost_lines(req, catalog)]
-    monthly = round(sum(line.monthly_usd for line in lines), 2)
-    peak_rps = model.traffic.peak_requests_per_s * spec.traffic_scale
-    tokens_per_month = peak_rps * model.traffic.mean_output_tokens * 3600 * catalog.hours_per_month
-    floor, ceiling = _autoscaling_bounds(req, env, best.replicas)
+    lines = _cost_lines(req, env, catalog, what="GPU nodes", instance_type=inst.instance_type, nodes=best.nodes,
+                        usd_per_hour=best.node_usd_per_hour, managed=False)
+    check_budget(req, env, catalog, lines=lines, what=f"vllm-gpu, {best.nodes}x {inst.instance_type}",
+                 replicas=best.replicas, replicas_per_node=inst.gpu_count // tp,
+                 node_usd_per_hour=best.node_usd_per_hour, managed=False)
+    floor, ceiling = _autoscaling_bounds(req, env, best.replicas, managed=False)
     request_s = est.ttft_ms / 1e3 + model.traffic.mean_output_tokens * est.itl_ms / 1e3
     queue_target = 1.0
     if req.slo.ttft_p95_ms is not None:  # waiting requests that still leave TTFT within its SLO
         queue_target = max(1.0, math.floor((req.slo.ttft_p95_ms - best.ttft_p95_ms) / 1e3 / (request_s / best.concurrency)))
     longest_s = best.ttft_p95_ms / 1e3 + (model.max_context_tokens - model.traffic.mean_input_tokens) * best.itl_p95_ms / 1e3
-    runner_up = next((o for o in options if o.instance.instance_type != inst.instance_type), None)
-    why = [
-        *reasons,
-        f"{inst.instance_type} ({inst.gpu_count}x {best.gpu.model}) with tensor_parallel_size={tp}: cheapest of "
-        f"{len(options)} options meeting TTFT p95 {_fmt(req.slo.ttft_p95_ms)} and ITL p95 {_fmt(req.slo.itl_p95_ms)}",
-        f"predicted at {best.concurrency} concurrent sequences per replica: TTFT p95 {best.ttft_p95_ms:.0f} ms, "
-        f"ITL p95 {best.itl_p95_ms:.1f} ms, {est.requests_per_s:.2f} requests/s per replica",
-        f"{best.replicas} replica(s) for {peak_rps:g} requests/s at peak ({model.traffic.pattern.value} traffic, "
-        f"{defaults.TARGET_UTILIZATION[model.traffic.pattern.value]:.0%} target utilisation)",
-    ]
-    if runner_up:
-        why.append(f"next cheapest: {runner_up.instance.instance_type} at "
-                   f"${runner_up.nodes * runner_up.node_usd_per_hour * catalog.hours_per_month:,.0f}/month for GPU nodes")
-    if spec.spot:
-        why.append("spot capacity: prices are estimates (on-demand x catalog spot_price_factor) and nodes can be reclaimed")
     return Blueprint(
-        service=req.service, environment=env, production=req.is_production(env), region=spec.region,
-        archetype=Archetype.VLLM_GPU, tags=_tags(req, env), models=[served],
-        compute=Compute(
-            accelerator=Accelerator.NVIDIA_GPU, instance_type=inst.instance_type, gpu=best.gpu.name,
-            gpus_per_node=inst.gpu_count, gpus_per_replica=tp, vcpus_per_node=inst.vcpus,
-            memory_gib_per_node=inst.memory_gib,
-            cpu_per_replica=max(1, math.floor(inst.vcpus * share * 0.75)),
-            memory_gib_per_replica=max(math.floor(inst.memory_gib * share * 0.8), math.ceil(shm_gib + 4)),
-            ephemeral_storage_gib_per_replica=math.ceil(served.weights_gib * 1.1 + 10),
-            replicas=best.replicas, capacity_type=CapacityType.SPOT if spec.spot else CapacityType.ON_DEMAND,
-            cpu_arch=CpuArch(inst.cpu_arch)),
+        **_common(req, env, managed=False,
+                  idle_timeout_s=min(4000, max(defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S, math.ceil(longest_s)))),
+        archetype=Archetype.VLLM_GPU, models=[served],
+        compute=_llm_compute(req, env, best, served, managed=False),
         engine=VllmEngine(image=defaults.VLLM_IMAGE, tensor_parallel_size=tp,
                           gpu_memory_utilization=defaults.GPU_MEMORY_UTILIZATION,
                           max_model_len=model.max_context_tokens, max_num_seqs=best.concurrency, dtype=dtype,
-                          quantization=quantization, kv_cache_dtype="auto", shm_size_gib=shm_gib),
-        storage=Storage(customer_managed_kms=req.compliance.customer_managed_kms,
-                        retain_on_delete=req.is_production(env)),
-        network=Network(private_only=req.compliance.private_only,
-                        load_balancer_idle_timeout_s=min(4000, max(defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S,
-                                                                   math.ceil(longest_s)))),
-        platform=PlatformSpec(kind=req.operations.platform, kubernetes_version=req.operations.kubernetes_version,
-                              namespace=defaults.NAMESPACE, audit_logging=req.compliance.audit_logging),
+                          quantization=quantization, kv_cache_dtype="auto",
+                          shm_size_gib=defaults.SHM_GIB_PER_TP_RANK * tp),
         startup=startup,
         autoscaling=Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="vllm:num_requests_waiting",
-                                target=queue_target, cooldown_s=max(360, startup.total_s + 60)),
-        slo=SloTargets(ttft_p95_ms=req.slo.ttft_p95_ms, itl_p95_ms=req.slo.itl_p95_ms,
-                       availability_pct=req.slo.availability_pct),
-        predictions=Predictions(
-            ttft_p95_ms=round(best.ttft_p95_ms, 1), itl_p95_ms=round(best.itl_p95_ms, 2),
-            output_tokens_per_s=round(est.output_tokens_per_s * best.replicas, 1),
-            requests_per_s_capacity=round(est.requests_per_s * best.replicas, 3),
-            concurrency_per_replica=best.concurrency, monthly_cost_usd=monthly, cost_lines=lines,
-            cost_is_estimate=spec.spot,
-            usd_per_million_output_tokens=round(monthly / tokens_per_month * 1e6, 3)),
-        rationale=why,
+                                target=queue_target, cooldown_s=_cooldown_s(startup)),
+        predictions=_llm_predictions(req, env, model, best, lines, catalog, managed=False),
+        rationale=[*selection.reasons, *_llm_reasons(req, env, model, best, options, catalog),
+                   *_cost_notes(req, env, catalog, managed=False)],
     )
 
 
-def _fmt(value: float | None) -> str:
-    return "(no target)" if value is None else f"<= {value:g} ms"
+# --- SageMaker -------------------------------------------------------------------------------------------------------
+
+
+def _sagemaker_timers(model_names: str, weights: float) -> tuple[StartupBudget, int, int, int]:
+    """The startup budget and the SageMaker timers derived from it: (budget, startup health-check timeout, download
+    timeout, volume GiB). Raises SizingError when a timer exceeds SageMaker's limits."""
+    startup = startup_budget(weights_gib=weights, engine_kind="sagemaker", gpu=True)
+    low, high = defaults.SAGEMAKER_TIMEOUT_RANGE_S
+    health = math.ceil(defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR * startup.pod_start_s)
+    download = math.ceil(defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR * startup.weights_download_s)
+    volume = math.ceil(weights * defaults.SAGEMAKER_VOLUME_WEIGHTS_FACTOR + defaults.SAGEMAKER_VOLUME_SCRATCH_GIB)
+    if max(health, download) > high or volume > defaults.SAGEMAKER_MAX_VOLUME_GIB:
+        raise SizingError(f"{model_names}: {weights:.0f} GiB of weights need a {health} s startup health check and "
+                          f"{volume} GiB of volume, beyond SageMaker's {high} s / {defaults.SAGEMAKER_MAX_VOLUME_GIB} GiB "
+                          "limits; set operations.preference: self-hosted (vllm-gpu) or lower model.precision")
+    return startup, max(low, health), max(low, download), volume
+
+
+def _plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog,
+                    selection: Selection) -> Blueprint:
+    model = models[0]
+    served = _served_model(model)
+    image = catalog.sagemaker_image(sagemaker_engine(models)).uri(req.environments[env].region)
+    startup, health_s, download_s, volume = _sagemaker_timers(served.name, served.weights_gib)
+    timers = (f"startup health check {health_s} s and model download {download_s} s "
+              f"({defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR:g}x the {startup.pod_start_s} s predicted download + load), "
+              f"{volume} GiB volume")
+    if model.task.generative:
+        best, options = _llm_option(req, env, model, catalog, managed=True)
+        inst, replicas, rps_per_instance = best.instance, best.replicas, best.estimate.requests_per_s
+        compute = _llm_compute(req, env, best, served, managed=True)
+        engine = SageMakerEngine(image=image, initial_instance_count=replicas,
+                                 container_startup_health_check_timeout_s=health_s,
+                                 model_data_download_timeout_s=download_s, volume_size_gib=volume,
+                                 tensor_parallel_degree=best.tensor_parallel_size,
+                                 max_model_len=model.max_context_tokens, max_rolling_batch_size=best.concurrency)
+        sized = _llm_reasons(req, env, model, best, options, catalog)
+    else:
+        option = _nongen_option(req, env, models, catalog, accelerator=Accelerator.NVIDIA_GPU, managed=True)
+        inst, replicas = option.instance, option.replicas
+        rps_per_instance = option.requests_per_s_capacity / replicas
+        compute = _nongen_compute(req, env, option, [served], managed=True)
+        engine = SageMakerEngine(image=image, initial_instance_count=replicas,
+                                 container_startup_health_check_timeout_s=health_s,
+                                 model_data_download_timeout_s=download_s, volume_size_gib=volume)
+        sized = _nongen_reasons(req, env, option, catalog)
+    lines = _cost_lines(req, env, catalog, what="SageMaker instances", instance_type=inst.instance_type, nodes=replicas,
+                        usd_per_hour=inst.usd_per_hour, managed=True)
+    check_budget(req, env, catalog, lines=lines, what=f"sagemaker-endpoint, {replicas}x {inst.instance_type}",
+                 replicas=replicas, replicas_per_node=1, node_usd_per_hour=inst.usd_per_hour, managed=True)
+    floor, ceiling = _autoscaling_bounds(req, env, replicas, managed=True)
+    notes = _cost_notes(req, env, catalog, managed=True)
+    if req.environments[env].min_replicas == 0:
+        notes.append(f"environments.{env}.min_replicas=0 raised to 1: a SageMaker real-time endpoint keeps one "
+                     "instance")
+    if model.task.generative:
+        predictions = _llm_predictions(req, env, model, best, lines, catalog, managed=True)
+    else:
+        predictions = _nongen_predictions(req, env, option, lines)
+    return Blueprint(
+        **_common(req, env, managed=True, idle_timeout_s=defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S),
+        archetype=Archetype.SAGEMAKER_ENDPOINT, models=[served], compute=compute, engine=engine, startup=startup,
+        autoscaling=Autoscaling(
+            min_replicas=floor, max_replicas=ceiling, metric="SageMakerVariantInvocationsPerInstance",
+            target=round(rps_per_instance * defaults.SAGEMAKER_INVOCATIONS_SAFETY_FACTOR * 60, 1),
+            cooldown_s=_cooldown_s(startup)),
+        predictions=predictions,
+        rationale=[*selection.reasons, *sized, f"SageMaker timers from one startup budget: {timers}", *notes],
+    )
+
+
+# --- Non-generative: Triton and ONNX Runtime --------------------------------------------------------------------------
+
+_TRITON_BACKEND = {ModelFormat.ONNX: "onnxruntime", ModelFormat.TENSORRT: "tensorrt",
+                   ModelFormat.TORCHSCRIPT: "pytorch", ModelFormat.PYTORCH: "pytorch", ModelFormat.SAFETENSORS: "python"}
+
+
+def _triton_backend(model: ResolvedModel, accelerator: Accelerator) -> str:
+    backend = _TRITON_BACKEND.get(model.spec.format)
+    if backend is None or (backend == "tensorrt" and accelerator is Accelerator.CPU):
+        allowed = [f.value for f in _TRITON_BACKEND
+                   if accelerator is Accelerator.NVIDIA_GPU or f is not ModelFormat.TENSORRT]
+        raise RequirementsError(f"models[{model.spec.served_name}].format={model.spec.format.value}: Triton on "
+                                f"{'GPU' if accelerator is Accelerator.NVIDIA_GPU else 'CPU'} serves {allowed}; "
+                                "export the model to one of them (ONNX is the most portable)")
+    return backend
+
+
+def _nongen_option(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog, *,
+                   accelerator: Accelerator, managed: bool = False) -> NongenOption:
+    options = search_nongen_options(req, env, models, catalog, accelerator=accelerator, managed=managed)
+    if not options:
+        raise SizingError(explain_infeasible_nongen(req, models, catalog, accelerator=accelerator, managed=managed))
+    return options[0]
+
+
+def _nongen_compute(req: Requirements, env: str, option: NongenOption, served: list[ServedModel], *,
+                    managed: bool = False) -> Compute:
+    inst = option.instance
+    return Compute(
+        accelerator=Accelerator.NVIDIA_GPU if option.gpu else Accelerator.CPU, instance_type=inst.instance_type,
+        gpu=option.gpu.name if option.gpu else None, gpus_per_node=inst.gpu_count,
+        gpus_per_replica=option.gpus_per_replica, vcpus_per_node=inst.vcpus, memory_gib_per_node=inst.memory_gib,
+        cpu_per_replica=option.cpu_per_replica, memory_gib_per_replica=option.memory_gib_per_replica,
+        ephemeral_storage_gib_per_replica=math.ceil(sum(s.weights_gib for s in served) * 1.1 + 10),
+        replicas=option.replicas, capacity_type=_capacity(req, env, managed=managed), cpu_arch=CpuArch(inst.cpu_arch))
+
+
+def _nongen_reasons(req: Requirements, env: str, option: NongenOption, catalog: Catalog) -> list[str]:
+    inst = option.instance
+    shape = (f"{option.gpus_per_replica} GPU ({option.gpu.model})" if option.gpu
+             else f"{option.cpu_per_replica} vCPU ({inst.family}, {catalog.cpu_gflops(inst):g} GFLOP/s per vCPU "
+                  "[unverified])")
+    why = [f"{inst.instance_type}, {shape} per replica: the cheapest option meeting a p95 request latency of "
+           f"{latency_target_ms(req):g} ms"
+           + ("" if req.slo.latency_p95_ms or req.slo.latency_p99_ms else " (default budget; set slo.latency_p95_ms)")]
+    for ld in option.loads:
+        source = "measured latency" if ld.model.spec.measured_latency_ms else "catalog FLOPs"
+        batching = (f"max_batch_size {ld.max_batch_size}, max_queue_delay {ld.max_queue_delay_ms:.1f} ms, "
+                    if option.gpu else "")
+        why.append(f"{ld.model.spec.served_name}: {ld.gflops_per_request:.1f} GFLOP per request ({source}); "
+                   f"{batching}{ld.batch_ms:.1f} ms per {'batch' if option.gpu else 'request'}, p95 "
+                   f"{ld.latency_p95_ms:.0f} ms, {ld.requests_per_s_per_replica:,.0f} requests/s per replica "
+                   f"at full load, {peak_rps(req, env, ld.model):g} requests/s at peak")
+    why.append(f"{option.replicas} replica(s) on {option.nodes} node(s) ({option.replicas_per_node} per node) keep "
+               "each replica under its target utilisation")
+    return why
+
+
+def _nongen_predictions(req: Requirements, env: str, option: NongenOption, lines: list[CostLine]) -> Predictions:
+    return Predictions(
+        latency_p95_ms=round(option.latency_p95_ms, 1),
+        requests_per_s_capacity=round(option.requests_per_s_capacity, 3),
+        concurrency_per_replica=max(ld.max_batch_size for ld in option.loads)
+        * (defaults.TRITON_GPU_INSTANCES if option.gpu else 1),
+        monthly_cost_usd=round(sum(line.monthly_usd for line in lines), 2), cost_lines=lines,
+        cost_is_estimate=_capacity(req, env, managed=False) is CapacityType.SPOT)
+
+
+def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog,
+                 selection: Selection) -> Blueprint:
+    """Triton (one or several models, GPU or CPU) or ONNX Runtime on CPU."""
+    onnx = selection.archetype is Archetype.ONNX_CPU
+    backends = [None if onnx else _triton_backend(m, selection.accelerator) for m in models]
+    option = _nongen_option(req, env, models, catalog, accelerator=selection.accelerator)
+    served = [_served_model(m) for m in models]
+    inst = option.instance
+    startup = startup_budget(weights_gib=sum(s.weights_gib for s in served),
+                             engine_kind="onnxruntime" if onnx else "triton", gpu=option.gpu is not None)
+    lines = _cost_lines(req, env, catalog, what="GPU nodes" if option.gpu else "CPU nodes",
+                        instance_type=inst.instance_type, nodes=option.nodes, usd_per_hour=option.node_usd_per_hour,
+                        managed=False)
+    check_budget(req, env, catalog, lines=lines,
+                 what=f"{selection.archetype.value}, {option.nodes}x {inst.instance_type}",
+                 replicas=option.replicas, replicas_per_node=option.replicas_per_node,
+                 node_usd_per_hour=option.node_usd_per_hour, managed=False)
+    floor, ceiling = _autoscaling_bounds(req, env, option.replicas, managed=False)
+    utilization = min(defaults.TARGET_UTILIZATION[m.traffic.pattern.value] for m in models)
+    if onnx:
+        engine = OnnxRuntimeEngine(image=defaults.ONNXRUNTIME_IMAGE, intra_op_threads=option.cpu_per_replica)
+        scaling = Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="cpu", target=round(utilization * 100),
+                              cooldown_s=_cooldown_s(startup))
+        engine_note = (f"ONNX Runtime intra_op_threads={option.cpu_per_replica} = the CPU limit (0 would start one "
+                       "thread per host core and oversubscribe the node)")
+    else:
+        kind = "KIND_GPU" if option.gpu else "KIND_CPU"
+        count = defaults.TRITON_GPU_INSTANCES if option.gpu else 1
+        engine = TritonEngine(image=defaults.TRITON_IMAGE, models=[
+            TritonModelConfig(name=s.name, backend=b, max_batch_size=ld.max_batch_size,  # type: ignore[arg-type]
+                              max_queue_delay_microseconds=round(ld.max_queue_delay_ms * 1000), instance_kind=kind,
+                              instance_count=count)
+            for s, b, ld in zip(served, backends, option.loads)])
+        scaling = Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="nv_inference_pending_request_count",
+                              target=float(max(ld.max_batch_size for ld in option.loads)),
+                              cooldown_s=_cooldown_s(startup))
+        engine_note = (f"Triton instance_group {kind} x{count} per model"
+                       + (": two instances overlap one batch's data transfer with the other's compute" if option.gpu
+                          else ""))
+    return Blueprint(
+        **_common(req, env, managed=False, idle_timeout_s=defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S),
+        archetype=selection.archetype, models=served, compute=_nongen_compute(req, env, option, served),
+        engine=engine, startup=startup, autoscaling=scaling,
+        predictions=_nongen_predictions(req, env, option, lines),
+        rationale=[*selection.reasons, *_nongen_reasons(req, env, option, catalog), engine_note,
+                   *_cost_notes(req, env, catalog, managed=False)],
+    )
+
+
+_BUILDERS: dict[Archetype, Callable[[Requirements, str, list[ResolvedModel], Catalog, Selection], Blueprint]] = {
+    Archetype.VLLM_GPU: _plan_vllm,
+    Archetype.SAGEMAKER_ENDPOINT: _plan_sagemaker,
+    Archetype.TRITON_MULTI_MODEL: _plan_nongen,
+    Archetype.ONNX_CPU: _plan_nongen,
+}
 
 
 def plan(req: Requirements, catalog: Catalog, *, environments: list[str] | None = None) -> list[Blueprint]:
@@ -360,9 +487,10 @@ def plan(req: Requirements, catalog: Catalog, *, environments: list[str] | None 
         One `Blueprint` per environment, in the order planned.
 
     Raises:
-        RequirementsError: an environment name is not in the file.
+        RequirementsError: an environment name is not in the file, or the requirements contradict every archetype.
         CatalogError: a model id is unknown.
-        SizingError: nothing meets the requirements; the message names the constraint to relax.
+        SizingError: nothing meets the requirements, or the cheapest plan is over budget; the message names the
+            constraint to relax and by how much.
     """
     names = environments or list(req.environments)
     unknown = [n for n in names if n not in req.environments]
@@ -370,5 +498,6 @@ def plan(req: Requirements, catalog: Catalog, *, environments: list[str] | None 
         raise RequirementsError(f"--env {', '.join(unknown)}: not in the requirements' environments "
                                 f"({', '.join(req.environments)})")
     models = resolve_models(req, catalog)
-    archetype, reasons = select_archetype(req, models)
-    return [_plan_vllm(req, env, models[0], catalog, reasons) for env in names]
+    selection = select_archetype(req, models, catalog)
+    build = _BUILDERS[selection.archetype]
+    return [build(req, env, models, catalog, selection) for env in names]

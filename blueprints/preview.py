@@ -39,6 +39,7 @@ class RegisteredResource:
     custom: bool
     inputs: dict[str, Any]
     parent_urn: str | None = None
+    dependencies: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,8 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
                 records.append(RegisteredResource(urn=response.urn, type=request.type, name=request.name,
                                                   parent=_parent_name(request.parent), custom=request.custom,
                                                   inputs=_normalise(_unwrap_secrets(inputs)),
-                                                  parent_urn=request.parent if _parent_name(request.parent) else None))
+                                                  parent_urn=request.parent if _parent_name(request.parent) else None,
+                                                  dependencies=tuple(sorted(request.dependencies))))
             return response
 
     SETTINGS.rpc_manager.clear()
@@ -205,6 +207,9 @@ def _unwrap_secrets(value: Any) -> Any:
 
     if isinstance(value, dict):
         if value.get(_special_sig_key) == _special_secret_sig:
+            inner = value.get("value")
+            if isinstance(inner, dict):  # keep the shape (e.g. a Secret's stringData keys) so manifests still validate
+                return {k: SECRET_PLACEHOLDER for k in inner}
             return SECRET_PLACEHOLDER
         return {k: _unwrap_secrets(v) for k, v in value.items()}
     if isinstance(value, list):

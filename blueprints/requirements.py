@@ -102,6 +102,12 @@ class ModelSpec(_Section):
     max_context_tokens: int | None = Field(default=None, ge=64, description="longest prompt + output to serve; "
                                            "defaults to min(model limit, 8192) for text generation")
     traffic: Traffic | None = Field(default=None, description="this model's own load (multi-model estates, `models:`)")
+    measured_latency_ms: float | None = Field(
+        default=None, gt=0, description="non-generative models: latency of ONE request (batch 1, mean input) you "
+        "measured on `measured_instance_type` using all its GPU / vCPUs, ms. When set, sizing derives the compute per "
+        "request from it instead of the catalog's FLOPs estimate")
+    measured_instance_type: str | None = Field(
+        default=None, description="the EC2 type `measured_latency_ms` was measured on, e.g. `c7i.xlarge`, `g5.xlarge`")
 
     @model_validator(mode="after")
     def _id_or_architecture(self) -> ModelSpec:
@@ -109,6 +115,9 @@ class ModelSpec(_Section):
             raise ValueError("give a catalog `id` or an explicit `architecture`")
         if self.id is None and (self.name is None or self.task is None):
             raise ValueError("a model given by `architecture` also needs `name` and `task`")
+        if (self.measured_latency_ms is None) != (self.measured_instance_type is None):
+            raise ValueError("give `measured_latency_ms` and `measured_instance_type` together (the latency is only "
+                             "meaningful on the hardware it was measured on)")
         return self
 
     @property

@@ -8,22 +8,30 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from blueprints import defaults
 from blueprints.blueprint import Blueprint, VllmEngine
+from components.cluster import GPU_TOLERATION
+from components.disruption import disruption_budget, rollout_timeouts
+from components.exposure import load_balancer_annotations
 from components.labels import (
     ANNOTATION_POD_START_S,
     ANNOTATION_TENSOR_PARALLEL,
     ANNOTATION_WEIGHTS_GIB,
     recommended_labels,
     selector_labels,
+    workload_name,
 )
-from components.weights_storage import MODELS_PREFIX
+from components.options import child_options
+from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
+from components.weights_delivery import (
+    MODELS_MOUNT,
+    RESTRICTED_SECURITY_CONTEXT,
+    fetch_weights_container,
+    gi,
+    models_volume,
+)
 
-#: Taint on GPU node pools; every pod placed there must tolerate it (EKS GPU AMI / NVIDIA convention).
-GPU_TAINT_KEY = "nvidia.com/gpu"
 #: Well-known node label set by the kubelet on every node (kubernetes.io/docs/reference/labels-annotations-taints).
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-MODELS_MOUNT = "/models"
 
 
 @dataclass
@@ -35,12 +43,15 @@ class VllmServiceArgs:
         bucket_name: the model store bucket holding `models/<name>/`.
         service_account_annotations: e.g. IRSA's `eks.amazonaws.com/role-arn`; empty with EKS Pod Identity.
         namespace: where the objects go. Defaults to the blueprint's namespace.
+        expose: a LoadBalancer Service (AWS Load Balancer Controller NLB: internal when `private_only`, idle
+            timeout above the longest stream); otherwise ClusterIP only. Defaults to True.
     """
 
     blueprint: Blueprint
     bucket_name: pulumi.Input[str]
     service_account_annotations: dict[str, pulumi.Input[str]] | None = None
     namespace: pulumi.Input[str] | None = None
+    expose: bool = True
 
 
 def vllm_args(engine: VllmEngine, model_name: str) -> list[str]:
@@ -61,19 +72,16 @@ def vllm_args(engine: VllmEngine, model_name: str) -> list[str]:
     return args
 
 
-def _gi(value: float) -> str:
-    return f"{math.ceil(value)}Gi"
-
-
 class VllmService(pulumi.ComponentResource):
-    """vLLM on GPU nodes: ServiceAccount, Deployment and ClusterIP Service.
+    """vLLM on GPU nodes: ServiceAccount, Deployment and a Service (LoadBalancer, or ClusterIP without `expose`).
 
     The pod copies its model from S3 in an init container using the pod's IAM identity (no static keys), with an
     explicit region; mounts a memory-backed /dev/shm sized by tensor parallel for NCCL; requests exactly
     `tensor_parallel_size` GPUs; tolerates the GPU taint and selects the planned instance type; and its startup
     probe and progress deadline follow the blueprint's startup budget.
 
-    Outputs: `service_name`, `deployment_name`, `endpoint` (in-cluster URL).
+    Outputs: `service_name`, `deployment_name`, `endpoint` (in-cluster URL; the load balancer's DNS name is set on
+    the Service's status once the controller has provisioned it).
     """
 
     def __init__(self, name: str, args: VllmServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -82,26 +90,31 @@ class VllmService(pulumi.ComponentResource):
         if not isinstance(bp.engine, VllmEngine):
             raise ValueError(f"VllmService needs a vllm-gpu blueprint, got archetype {bp.archetype.value}")
         namespace = args.namespace or bp.platform.namespace
+        workload = workload_name(bp.service, bp.engine.kind)
         labels = recommended_labels(name="vllm", instance=bp.stack, component="server",
                                     version=bp.engine.image.rsplit(":", 1)[-1])
-        child = pulumi.ResourceOptions(parent=self)
+        child = child_options(self, opts)
         self.service_account = k8s.core.v1.ServiceAccount(
             f"{name}-sa",
-            metadata={"name": f"{bp.service}-vllm", "namespace": namespace, "labels": labels,
+            metadata={"name": workload, "namespace": namespace, "labels": labels,
                       "annotations": args.service_account_annotations or {}},
             automount_service_account_token=True,
             opts=child)
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
-            metadata={"name": f"{bp.service}-vllm", "namespace": namespace, "labels": labels},
+            metadata={"name": workload, "namespace": namespace, "labels": labels},
             spec=_deployment_spec(bp, labels, args.bucket_name, self.service_account.metadata.name),
-            opts=child)
+            opts=pulumi.ResourceOptions.merge(child, rollout_timeouts(bp)))
+        self.disruption_budget = disruption_budget(f"{name}-pdb", bp, workload, namespace, labels, child)
         self.service = k8s.core.v1.Service(
             f"{name}-service",
-            metadata={"name": f"{bp.service}-vllm", "namespace": namespace, "labels": labels},
-            spec={"type": "ClusterIP", "selector": selector_labels(labels),
+            metadata={"name": workload, "namespace": namespace, "labels": labels,
+                      "annotations": load_balancer_annotations(bp, [bp.engine.port]) if args.expose else {}},
+            spec={"type": "LoadBalancer" if args.expose else "ClusterIP", "selector": selector_labels(labels),
                   "ports": [{"name": "http", "port": bp.engine.port, "target_port": "http", "protocol": "TCP"}]},
             opts=child)
+        self.selector = selector_labels(labels)
+        self.metrics_port_name = "http"  # vLLM serves /metrics on its API port
         self.service_name = self.service.metadata.name
         self.deployment_name = self.deployment.metadata.name
         self.endpoint = pulumi.Output.concat("http://", self.service.metadata.name, ".", namespace,
@@ -116,24 +129,20 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], bucket_name: pulumi.
     model = bp.model
     c = bp.compute
     startup = bp.startup
-    weights_volume_gib = model.weights_gib * 1.1 + 2
     resources = {
         "nvidia.com/gpu": str(c.gpus_per_replica),
         "cpu": str(c.cpu_per_replica),
-        "memory": _gi(c.memory_gib_per_replica),
-        "ephemeral-storage": _gi(c.ephemeral_storage_gib_per_replica),
+        "memory": gi(c.memory_gib_per_replica),
+        "ephemeral-storage": gi(c.ephemeral_storage_gib_per_replica),
     }
     # Startup probe (period 10 s) covers download + load + warm-up twice over; the init container does the download,
     # so this is generous, never short.
     startup_failures = math.ceil(2 * startup.pod_start_s / 10)
-    no_escalation = {"allowPrivilegeEscalation": False, "privileged": False,
-                     "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
     return {
         "replicas": max(1, bp.autoscaling.min_replicas),
         "selector": {"match_labels": selector_labels(labels)},
         # Covers a cold start on a new GPU node: provisioning, image pull, download and load (+50 %).
-        "progress_deadline_seconds": math.ceil(startup.total_s * 1.5),
-        "strategy": {"type": "RollingUpdate", "rolling_update": {"max_surge": 1, "max_unavailable": 0}},
+        **deployment_rollout(bp),
         "template": {
             "metadata": {"labels": labels, "annotations": {
                 ANNOTATION_WEIGHTS_GIB: f"{model.weights_gib:g}",
@@ -142,27 +151,15 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], bucket_name: pulumi.
             "spec": {
                 "service_account_name": service_account,
                 "node_selector": {INSTANCE_TYPE_LABEL: c.instance_type},
-                "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
-                "termination_grace_period_seconds": min(bp.network.load_balancer_idle_timeout_s, 900),
-                "init_containers": [{
-                    "name": "fetch-weights",
-                    "image": defaults.AWS_CLI_IMAGE,
-                    "command": ["aws", "s3", "sync"],
-                    "args": [pulumi.Output.concat("s3://", bucket_name, f"/{MODELS_PREFIX}/{model.name}/"),
-                             f"{MODELS_MOUNT}/{model.name}", "--no-progress", "--only-show-errors"],
-                    # Explicit region: a bucket in another region fails without it.
-                    "env": [{"name": "AWS_REGION", "value": bp.region},
-                            {"name": "AWS_DEFAULT_REGION", "value": bp.region}],
-                    "resources": {"requests": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "1Gi"},
-                                  "limits": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "1Gi"}},
-                    "volume_mounts": [{"name": "models", "mount_path": MODELS_MOUNT}],
-                    "security_context": no_escalation,
-                }],
+                "tolerations": [GPU_TOLERATION],
+                **pod_rollout(bp, selector_labels(labels)),
+                "init_containers": [fetch_weights_container(bp, bucket_name, [model])],
                 "containers": [{
                     "name": "vllm",
                     "image": engine.image,
                     "command": ["vllm", "serve"],
                     "args": vllm_args(engine, model.name),
+                    "lifecycle": container_lifecycle(),
                     "ports": [{"name": "http", "container_port": engine.port, "protocol": "TCP"}],
                     "resources": {"requests": resources, "limits": resources},
                     "startup_probe": {"http_get": {"path": "/health", "port": "http"}, "period_seconds": 10,
@@ -173,12 +170,12 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], bucket_name: pulumi.
                                        "failure_threshold": 4, "timeout_seconds": 10},
                     "volume_mounts": [{"name": "models", "mount_path": MODELS_MOUNT, "read_only": True},
                                       {"name": "dshm", "mount_path": "/dev/shm"}],
-                    "security_context": no_escalation,
+                    "security_context": RESTRICTED_SECURITY_CONTEXT,
                 }],
                 "volumes": [
-                    {"name": "models", "empty_dir": {"size_limit": _gi(weights_volume_gib)}},
+                    models_volume([model]),
                     # NCCL needs more than the 64 MB default /dev/shm with tensor parallel.
-                    {"name": "dshm", "empty_dir": {"medium": "Memory", "size_limit": _gi(engine.shm_size_gib)}},
+                    {"name": "dshm", "empty_dir": {"medium": "Memory", "size_limit": gi(engine.shm_size_gib)}},
                 ],
             },
         },

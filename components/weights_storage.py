@@ -79,11 +79,24 @@ class WeightsStorage(pulumi.ComponentResource):
         """`s3://<bucket>/models/<model_name>/`: where serving pods read this model's weights."""
         return pulumi.Output.concat("s3://", self.bucket_name, f"/{MODELS_PREFIX}/{model_name}/")
 
-    def read_policy_json(self, model_names: list[str]) -> pulumi.Output[str]:
-        """IAM policy JSON granting read of exactly these models' prefixes (and KMS decrypt when customer-managed)."""
+    def read_policy_json(self, model_names: list[str], *, list_repository_root: bool = False) -> pulumi.Output[str]:
+        """IAM policy JSON granting read of exactly these models' prefixes (and KMS decrypt when customer-managed).
+
+        Args:
+            model_names: models whose `models/<name>/` prefixes may be read.
+            list_repository_root: also allow listing `models/` itself (one level, no object reads), which a Triton
+                server reading `s3://<bucket>/models` as its model repository needs. Defaults to False.
+        """
         key_arn = self.kms_key.arn if self.kms_key else pulumi.Output.from_input("")
         return pulumi.Output.all(self.bucket_arn, key_arn).apply(
-            lambda parts: read_only_policy(parts[0], model_names, kms_key_arn=parts[1] or None))
+            lambda parts: read_only_policy(parts[0], model_names, kms_key_arn=parts[1] or None,
+                                           list_repository_root=list_repository_root))
+
+    def write_policy_json(self, model_names: list[str]) -> pulumi.Output[str]:
+        """IAM policy JSON for the weights sync Job: write (and list) exactly these models' prefixes."""
+        key_arn = self.kms_key.arn if self.kms_key else pulumi.Output.from_input("")
+        return pulumi.Output.all(self.bucket_arn, key_arn).apply(
+            lambda parts: write_policy(parts[0], model_names, kms_key_arn=parts[1] or None))
 
 
 def _tls_only_policy(bucket_arn: str) -> str:
@@ -97,16 +110,35 @@ def _tls_only_policy(bucket_arn: str) -> str:
     }, sort_keys=True)
 
 
-def read_only_policy(bucket_arn: str, model_names: list[str], *, kms_key_arn: str | None = None) -> str:
-    """Least-privilege read policy: GetObject under each model's prefix, ListBucket limited to those prefixes."""
+def read_only_policy(bucket_arn: str, model_names: list[str], *, kms_key_arn: str | None = None,
+                     list_repository_root: bool = False) -> str:
+    """Least-privilege read policy: GetObject under each model's prefix, ListBucket limited to those prefixes
+    (plus the bare `models` / `models/` prefixes with `list_repository_root`)."""
     prefixes = [f"{MODELS_PREFIX}/{m}/" for m in model_names]
+    listable = [f"{p}*" for p in prefixes] + ([MODELS_PREFIX, f"{MODELS_PREFIX}/"] if list_repository_root else [])
     statements = [
         {"Sid": "ReadModelWeights", "Effect": "Allow", "Action": ["s3:GetObject"],
+         "Resource": [f"{bucket_arn}/{p}*" for p in prefixes]},
+        {"Sid": "ListModelWeights", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn],
+         "Condition": {"StringLike": {"s3:prefix": listable}}},
+    ]
+    if kms_key_arn:
+        statements.append({"Sid": "DecryptModelWeights", "Effect": "Allow", "Action": ["kms:Decrypt"],
+                           "Resource": [kms_key_arn]})
+    return json.dumps({"Version": "2012-10-17", "Statement": statements}, sort_keys=True)
+
+
+def write_policy(bucket_arn: str, model_names: list[str], *, kms_key_arn: str | None = None) -> str:
+    """Least-privilege write policy of the weights sync Job: put/overwrite objects under each model's prefix only."""
+    prefixes = [f"{MODELS_PREFIX}/{m}/" for m in model_names]
+    statements = [
+        {"Sid": "WriteModelWeights", "Effect": "Allow",
+         "Action": ["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload"],
          "Resource": [f"{bucket_arn}/{p}*" for p in prefixes]},
         {"Sid": "ListModelWeights", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn],
          "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}}},
     ]
     if kms_key_arn:
-        statements.append({"Sid": "DecryptModelWeights", "Effect": "Allow", "Action": ["kms:Decrypt"],
-                           "Resource": [kms_key_arn]})
+        statements.append({"Sid": "EncryptModelWeights", "Effect": "Allow",
+                           "Action": ["kms:GenerateDataKey", "kms:Decrypt"], "Resource": [kms_key_arn]})
     return json.dumps({"Version": "2012-10-17", "Statement": statements}, sort_keys=True)

@@ -94,6 +94,20 @@ class CatalogModel(_Record):
     gflops_per_request: float | None = Field(default=None, gt=0, description="for non-token models (vision): compute per request")
 
 
+class SageMakerImage(_Record):
+    """A SageMaker serving container: one repository:tag, published in each listed region's ECR registry."""
+
+    engine: str = Field(pattern="^(lmi|triton)$", description="`lmi` (LLMs, vLLM inside) or `triton` (other models)")
+    repository: str
+    tag: str = Field(pattern=r"^[\w][\w.\-]{0,127}$", description="pinned version tag, never `latest`")
+    source: str
+    registry_accounts: dict[str, str] = Field(min_length=1, description="region -> 12-digit ECR registry account")
+
+    def uri(self, region: str) -> str:
+        """The image URI in `region` (the caller checks `region in registry_accounts`)."""
+        return f"{self.registry_accounts[region]}.dkr.ecr.{region}.amazonaws.com/{self.repository}:{self.tag}"
+
+
 class _GpuFile(_Record):
     schema_version: int
     source: str
@@ -103,12 +117,16 @@ class _GpuFile(_Record):
 class _InstanceFile(_Record):
     schema_version: int
     hours_per_month: float = Field(gt=0)
+    price_region: str = Field(description="the AWS region the prices are quoted for")
     ec2_source: str
     sagemaker_source: str
     spot_price_factor: float = Field(gt=0, le=1)
     eks_control_plane_usd_per_hour: float = Field(ge=0)
     ec2: list[InstanceType]
     sagemaker: list[InstanceType]
+    cpu_gflops_source: str
+    cpu_gflops_per_vcpu: dict[str, float] = Field(description="CPU family -> effective FP32 GFLOP/s per vCPU")
+    sagemaker_images: list[SageMakerImage]
 
 
 class _ModelFile(_Record):
@@ -126,11 +144,15 @@ class Catalog(BaseModel):
     sagemaker: dict[str, InstanceType]
     models: dict[str, CatalogModel]
     hours_per_month: float
+    price_region: str
     spot_price_factor: float
     eks_control_plane_usd_per_hour: float
     ec2_source: str
     sagemaker_source: str
     gpu_source: str
+    cpu_gflops_per_vcpu: dict[str, float]
+    cpu_gflops_source: str
+    sagemaker_images: dict[str, SageMakerImage]
 
     def gpu(self, name: str) -> Gpu:
         """Return the GPU called `name` (e.g. `l40s`). Raises `CatalogError` with close matches if unknown."""
@@ -144,6 +166,15 @@ class Catalog(BaseModel):
         """Return an EC2 (`g6e.xlarge`) or SageMaker (`ml.g5.xlarge`) instance type. Raises `CatalogError`."""
         table = self.sagemaker if instance_type.startswith("ml.") else self.ec2
         return _lookup(table, instance_type, "instance type")
+
+
+    def cpu_gflops(self, instance: InstanceType) -> float:
+        """Effective FP32 GFLOP/s per vCPU of a CPU instance's family. Raises `CatalogError` if not catalogued."""
+        return _lookup(self.cpu_gflops_per_vcpu, instance.family, "CPU family (cpu_gflops_per_vcpu)")
+
+    def sagemaker_image(self, engine: str) -> SageMakerImage:
+        """The SageMaker serving image for `engine` (`lmi` or `triton`). Raises `CatalogError` if unknown."""
+        return _lookup(self.sagemaker_images, engine, "SageMaker image engine")
 
 
 def _lookup(table: dict, key: str, what: str):
@@ -186,15 +217,21 @@ def load_catalog() -> Catalog:
             raise CatalogError(f"instances.yaml: {row.instance_type} names unknown GPU {row.gpu!r}")
         if (row.gpu is None) != (row.gpu_count == 0):
             raise CatalogError(f"instances.yaml: {row.instance_type} must set gpu and gpu_count together")
+        if row.gpu is None and row.family not in inst.cpu_gflops_per_vcpu:
+            raise CatalogError(f"instances.yaml: CPU type {row.instance_type} needs its family in cpu_gflops_per_vcpu")
     return Catalog(
         gpus={g.name: g for g in gpus.gpus},
         ec2={i.instance_type: i for i in inst.ec2},
         sagemaker={i.instance_type: i for i in inst.sagemaker},
         models={m.id: m for m in models.models},
         hours_per_month=inst.hours_per_month,
+        price_region=inst.price_region,
         spot_price_factor=inst.spot_price_factor,
         eks_control_plane_usd_per_hour=inst.eks_control_plane_usd_per_hour,
         ec2_source=inst.ec2_source,
         sagemaker_source=inst.sagemaker_source,
         gpu_source=gpus.source,
+        cpu_gflops_per_vcpu=inst.cpu_gflops_per_vcpu,
+        cpu_gflops_source=inst.cpu_gflops_source,
+        sagemaker_images={i.engine: i for i in inst.sagemaker_images},
     )

@@ -1,0 +1,212 @@
+"""Archetype selection: which of the four ways to serve fits the requirements, and why, in plain words.
+
+Rules, after the public decision guides (sizing-facts.md, "Serving-engine guidance"):
+- one generative model -> `vllm-gpu`; `sagemaker-endpoint` when operations prefer managed, or (preference `any`)
+  when the managed endpoint costs no more than self-hosting plus `MANAGED_COST_TOLERANCE` (small load: no cluster
+  to run, so ops simplicity wins);
+- several models (`models:`), e.g. embedding + reranker + classifier -> `triton-multi-model`;
+- one non-generative model -> `onnx-cpu` when no GPU is allowed, or when CPU meets the SLO for less than a GPU;
+  `sagemaker-endpoint` when operations prefer managed; otherwise Triton on a GPU (`triton-multi-model`).
+Compliance and regions filter: SageMaker only where the catalog has its serving image for every environment's region.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from blueprints import defaults
+from blueprints.blueprint import Archetype
+from blueprints.catalog import Catalog
+from blueprints.errors import RequirementsError, SizingError
+from blueprints.options import (
+    ResolvedModel,
+    cluster_monthly_usd,
+    search_llm_options,
+    search_nongen_options,
+)
+from blueprints.requirements import Accelerator, ModelFormat, OperationsPreference, Requirements
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The chosen archetype, the accelerator it runs on, and each reason in plain words (for the rationale)."""
+
+    archetype: Archetype
+    accelerator: Accelerator
+    reasons: tuple[str, ...]
+
+
+def sagemaker_engine(models: list[ResolvedModel]) -> str:
+    """The SageMaker serving image for these models: `lmi` (vLLM inside) for text generation, else `triton`."""
+    return "lmi" if models[0].task.generative else "triton"
+
+
+def reference_environment(req: Requirements) -> str:
+    """The environment costs are compared on: the busiest production environment, else the busiest (file order
+    breaks ties)."""
+    names = list(req.environments)
+    return max(names, key=lambda n: (req.is_production(n), req.environments[n].traffic_scale, -names.index(n)))
+
+
+def _sagemaker_regions_missing(req: Requirements, models: list[ResolvedModel], catalog: Catalog) -> list[str]:
+    image = catalog.sagemaker_image(sagemaker_engine(models))
+    return sorted({spec.region for spec in req.environments.values() if spec.region not in image.registry_accounts})
+
+
+def _llm_monthly_usd(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *,
+                     managed: bool) -> float | None:
+    options = search_llm_options(req, env, model, catalog, managed=managed)
+    if not options:
+        return None
+    best = options[0]
+    return best.nodes * best.node_usd_per_hour * catalog.hours_per_month + cluster_monthly_usd(req, catalog,
+                                                                                               managed=managed)
+
+
+def _nongen_monthly_usd(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog, *,
+                    accelerator: Accelerator) -> float | None:
+    options = search_nongen_options(req, env, models, catalog, accelerator=accelerator)
+    if not options:
+        return None
+    best = options[0]
+    return best.nodes * best.node_usd_per_hour * catalog.hours_per_month + cluster_monthly_usd(req, catalog,
+                                                                                               managed=False)
+
+
+def select_archetype(req: Requirements, models: list[ResolvedModel], catalog: Catalog) -> Selection:
+    """Choose the archetype and say why.
+
+    Args:
+        req: validated requirements.
+        models: `resolve_models(req, catalog)`.
+        catalog: from `load_catalog()`.
+
+    Returns:
+        A `Selection`; its reasons go first in every blueprint's rationale.
+
+    Raises:
+        RequirementsError: the requirements contradict every archetype (e.g. a text-generation model inside a
+            `models:` estate, managed operations for an estate, CPU-only text generation).
+        SizingError: the preferred archetype is unavailable (e.g. no SageMaker image in an environment's region).
+    """
+    preference = req.operations.preference
+    gpu_ok = Accelerator.NVIDIA_GPU in req.hardware.accelerators
+    cpu_ok = Accelerator.CPU in req.hardware.accelerators
+    generative = [m.spec.served_name for m in models if m.task.generative]
+    if len(models) > 1:
+        return _select_estate(req, models, generative, gpu_ok=gpu_ok)
+    model = models[0]
+    name = model.spec.served_name
+    missing = _sagemaker_regions_missing(req, models, catalog)
+    if preference is OperationsPreference.MANAGED and missing:
+        raise SizingError(f"operations.preference=managed, but the catalog has no SageMaker "
+                          f"{sagemaker_engine(models)} image for region(s) {missing}; pick a region from "
+                          f"{sorted(catalog.sagemaker_image(sagemaker_engine(models)).registry_accounts)} or set "
+                          "operations.preference: any")
+    if model.task.generative:
+        if not gpu_ok:
+            raise SizingError("hardware.accelerators excludes nvidia-gpu, but text generation with "
+                              f"{name} needs GPUs; add nvidia-gpu")
+        what = f"{name} is a generative model: served token by token by vLLM (continuous batching, paged KV cache)"
+        if preference is OperationsPreference.MANAGED:
+            return Selection(Archetype.SAGEMAKER_ENDPOINT, Accelerator.NVIDIA_GPU, (
+                f"{what} inside SageMaker's LMI container",
+                "operations.preference=managed: a SageMaker real-time endpoint (no cluster to run or patch)"))
+        if preference is OperationsPreference.SELF_HOSTED or missing:
+            why = (f"operations.preference={preference.value}: self-hosted on {req.operations.platform.value}"
+                   if not missing else f"no SageMaker LMI image for region(s) {missing}: self-hosted on "
+                   f"{req.operations.platform.value}")
+            return Selection(Archetype.VLLM_GPU, Accelerator.NVIDIA_GPU, (f"{what} on GPU nodes", why))
+        return _select_llm_by_cost(req, model, catalog, what)
+    return _select_single_nongen(req, model, catalog, gpu_ok=gpu_ok, cpu_ok=cpu_ok)
+
+
+def _usd(cost: float | None) -> str:
+    return "no plan meeting the SLO" if cost is None else f"${cost:,.0f}/month"
+
+
+def _select_llm_by_cost(req: Requirements, model: ResolvedModel, catalog: Catalog, what: str) -> Selection:
+    """operations.preference=any: SageMaker when it meets the SLO within budget and costs at most
+    MANAGED_COST_TOLERANCE more than self-hosting (cluster included), or when self-hosting cannot meet the SLO or
+    the budget (then SageMaker, being cheaper, is within the tolerance too)."""
+    env = reference_environment(req)
+    managed = _llm_monthly_usd(req, env, model, catalog, managed=True)
+    hosted = _llm_monthly_usd(req, env, model, catalog, managed=False)
+    budget = req.budget.max_monthly_usd
+
+    def usable(cost: float | None) -> bool:
+        return cost is not None and (budget is None or cost <= budget)
+
+    close = managed is not None and hosted is not None and managed <= hosted * (1 + defaults.MANAGED_COST_TOLERANCE)
+    if usable(managed) and (close or not usable(hosted)):
+        why = "the load is small" if close else "self-hosting does not meet the SLO"
+        return Selection(Archetype.SAGEMAKER_ENDPOINT, Accelerator.NVIDIA_GPU, (
+            f"{what} inside SageMaker's LMI container",
+            f"operations.preference=any and {why}: in {env} a SageMaker endpoint costs {_usd(managed)} vs "
+            f"self-hosted {_usd(hosted)} (cluster included), so ops simplicity wins"))
+    if managed is not None and not usable(managed):
+        tail = f", over budget.max_monthly_usd={budget:g}"
+    else:
+        tail = f", more than {defaults.MANAGED_COST_TOLERANCE:.0%} apart" if managed is not None else ""
+    return Selection(Archetype.VLLM_GPU, Accelerator.NVIDIA_GPU, (
+        f"{what} on GPU nodes",
+        f"operations.preference=any: in {env} self-hosting costs {_usd(hosted)} (cluster included) vs SageMaker "
+        f"{_usd(managed)}{tail}"))
+
+
+def _select_estate(req: Requirements, models: list[ResolvedModel], generative: list[str], *,
+                   gpu_ok: bool) -> Selection:
+    names = ", ".join(f"{m.spec.served_name} ({m.task.value})" for m in models)
+    if generative:
+        raise RequirementsError(f"models: {generative} generate text and are served one per service (vllm-gpu or "
+                                "sagemaker-endpoint); move each to its own requirements file under `model:` and keep "
+                                "the non-generative models here")
+    if req.operations.preference is OperationsPreference.MANAGED:
+        raise RequirementsError("operations.preference=managed: a SageMaker endpoint here serves one model; for the "
+                                f"{len(models)} models of `models:` set operations.preference: any or self-hosted "
+                                "(Triton multi-model), or split them into one requirements file each")
+    accelerator = Accelerator.NVIDIA_GPU if gpu_ok else Accelerator.CPU
+    where = "sharing each GPU" if gpu_ok else "on CPU nodes (hardware.accelerators excludes nvidia-gpu)"
+    return Selection(Archetype.TRITON_MULTI_MODEL, accelerator, (
+        f"{len(models)} models in one estate: {names}",
+        f"Triton serves them from one model repository, {where}, with dynamic batching per model: one fleet to "
+        "scale and monitor instead of one per model"))
+
+
+def _select_single_nongen(req: Requirements, model: ResolvedModel, catalog: Catalog, *, gpu_ok: bool,
+                          cpu_ok: bool) -> Selection:
+    name, task = model.spec.served_name, model.task.value
+    is_onnx = model.spec.format is ModelFormat.ONNX
+    if req.operations.preference is OperationsPreference.MANAGED:
+        if not gpu_ok:
+            raise RequirementsError("operations.preference=managed with hardware.accelerators=[cpu]: the catalog's "
+                                    "SageMaker hosting types are GPU types; add nvidia-gpu or set operations.preference: "
+                                    "any (CPU serving with ONNX Runtime)")
+        return Selection(Archetype.SAGEMAKER_ENDPOINT, Accelerator.NVIDIA_GPU, (
+            f"{name} is a single {task} model: one forward pass per request, batched by Triton",
+            "operations.preference=managed: a SageMaker real-time endpoint (SageMaker's Triton container)"))
+    if not gpu_ok:
+        if not is_onnx:
+            raise RequirementsError(f"model.format={model.spec.format.value}: without GPUs {name} is served by ONNX "
+                                    "Runtime on CPU, which loads ONNX files; export it (e.g. `optimum-cli export onnx`) "
+                                    "and set model.format: onnx")
+        return Selection(Archetype.ONNX_CPU, Accelerator.CPU, (
+            f"{name} is a single {task} model and hardware.accelerators excludes nvidia-gpu",
+            "ONNX Runtime on CPU nodes, intra-op threads pinned to each replica's CPU limit"))
+    gpu_reason = f"{name} is a single {task} model: one forward pass per request, batched by Triton on a GPU"
+    if not cpu_ok or not is_onnx:
+        why = ("hardware.accelerators excludes cpu" if not cpu_ok else
+               f"model.format={model.spec.format.value}, not onnx: CPU serving would need an ONNX export")
+        return Selection(Archetype.TRITON_MULTI_MODEL, Accelerator.NVIDIA_GPU, (gpu_reason, why))
+    env = reference_environment(req)
+    cpu = _nongen_monthly_usd(req, env, [model], catalog, accelerator=Accelerator.CPU)
+    gpu = _nongen_monthly_usd(req, env, [model], catalog, accelerator=Accelerator.NVIDIA_GPU)
+    if cpu is not None and (gpu is None or cpu <= gpu):
+        versus = "no GPU option meets the SLO" if gpu is None else f"Triton on GPU ${gpu:,.0f}/month"
+        return Selection(Archetype.ONNX_CPU, Accelerator.CPU, (
+            f"{name} is a small {task} model ({model.weights_gib:.2f} GiB): CPU meets the SLO",
+            f"in {env} ONNX Runtime on CPU costs ${cpu:,.0f}/month vs {versus}"))
+    versus = "no CPU option meets the SLO" if cpu is None else f"ONNX Runtime on CPU ${cpu:,.0f}/month"
+    return Selection(Archetype.TRITON_MULTI_MODEL, Accelerator.NVIDIA_GPU, (
+        gpu_reason, f"in {env} Triton on GPU costs ${gpu:,.0f}/month vs {versus}" if gpu is not None
+        else f"neither CPU nor GPU meets the SLO in {env}"))

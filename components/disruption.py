@@ -1,0 +1,31 @@
+"""Rollout safety of a serving workload as resources and options: its PodDisruptionBudget (from
+`components.rollout.disruption_budget_spec`) and how long Pulumi waits for its Deployment."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from blueprints.blueprint import Blueprint
+from components.labels import selector_labels
+from components.rollout import disruption_budget_spec, progress_deadline_s
+
+#: Slack past the Deployment's progress deadline before Pulumi stops waiting, s.
+AWAIT_SLACK_S = 300
+
+
+def disruption_budget(resource_name: str, bp: Blueprint, name: str, namespace: pulumi.Input[str],
+                      labels: dict[str, str], opts: pulumi.ResourceOptions) -> k8s.policy.v1.PodDisruptionBudget | None:
+    """A PDB (`maxUnavailable: 1`) over the workload's pods when it runs two or more replicas; None otherwise."""
+    spec = disruption_budget_spec(bp, selector_labels(labels))
+    if spec is None:
+        return None
+    return k8s.policy.v1.PodDisruptionBudget(
+        resource_name, metadata={"name": name, "namespace": namespace, "labels": labels}, spec=spec, opts=opts)
+
+
+def rollout_timeouts(bp: Blueprint) -> pulumi.ResourceOptions:
+    """Pulumi waits for a Deployment as long as Kubernetes would (the progress deadline, from the cold-start budget)
+    plus slack, instead of the provider's 10-minute default, which a GPU node's cold start can outlast."""
+    wait = f"{progress_deadline_s(bp) + AWAIT_SLACK_S}s"
+    return pulumi.ResourceOptions(custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait))

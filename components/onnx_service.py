@@ -1,0 +1,169 @@
+"""OnnxRuntimeService: an ONNX model on CPU nodes (x86_64 or arm64 pool, or an existing edge cluster).
+
+The default server (`defaults.ONNXRUNTIME_IMAGE`, overridable with the blueprint's `engine.image`) is Triton
+with its ONNX Runtime backend, reading a local repository: an init container copies `models/<name>/` (the weights in
+`1/model.onnx` and the generated `config.pbtxt`) from S3 with the pod's identity. ONNX Runtime's thread pools are
+pinned to the CPU limit in two places: the backend's `intra_op_thread_count` model parameter (in `config.pbtxt`,
+see `components.triton_service.onnx_thread_parameters`) and `OMP_NUM_THREADS`; otherwise ONNX Runtime starts one
+thread per host core and a pod limited to 4 cores on a 64-core node thrashes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from blueprints.blueprint import Blueprint, OnnxRuntimeEngine
+from components.disruption import disruption_budget, rollout_timeouts
+from components.exposure import load_balancer_annotations
+from components.labels import (
+    ANNOTATION_POD_START_S,
+    ANNOTATION_WEIGHTS_GIB,
+    recommended_labels,
+    selector_labels,
+    workload_name,
+)
+from components.options import child_options
+from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
+from components.triton_service import HEALTH_LIVE, HEALTH_READY, metrics_service, placement, server_resources
+from components.weights_delivery import (
+    MODELS_MOUNT,
+    RESTRICTED_SECURITY_CONTEXT,
+    fetch_weights_container,
+    models_volume,
+    region_env,
+)
+
+#: Triton's default Prometheus metrics port (`--metrics-port`, Triton metrics docs).
+METRICS_PORT = 8002
+
+
+@dataclass
+class OnnxRuntimeServiceArgs:
+    """Inputs of `OnnxRuntimeService`.
+
+    Args:
+        blueprint: an onnx-cpu blueprint.
+        bucket_name: the model store bucket holding `models/<name>/`.
+        namespace: where the objects go. Defaults to the blueprint's namespace.
+        pin_to_node_pool: select the planned instance type (a node pool we built). False on an existing or edge
+            cluster: only the CPU architecture is selected. Defaults to True.
+        expose: a LoadBalancer Service; otherwise ClusterIP only. Defaults to True.
+    """
+
+    blueprint: Blueprint
+    bucket_name: pulumi.Input[str]
+    namespace: pulumi.Input[str] | None = None
+    pin_to_node_pool: bool = True
+    expose: bool = True
+
+
+def cpu_limit_threads(bp: Blueprint) -> int:
+    """Whole cores of the CPU limit: the thread count ONNX Runtime must use."""
+    return max(1, math.floor(bp.compute.cpu_per_replica))
+
+
+def check_threads(bp: Blueprint) -> list[str]:
+    """Problems: intra-op threads must equal the CPU limit (never 0 = one per host core)."""
+    engine: OnnxRuntimeEngine = bp.engine  # type: ignore[assignment]
+    want = cpu_limit_threads(bp)
+    if engine.intra_op_threads != want:
+        return [f"engine.intra_op_threads={engine.intra_op_threads} must equal the CPU limit "
+                f"(compute.cpu_per_replica={bp.compute.cpu_per_replica:g} -> {want}); set it to {want}"]
+    return []
+
+
+class OnnxRuntimeService(pulumi.ComponentResource):
+    """ONNX Runtime on CPU: ServiceAccount, Deployment (requests == limits; threads == CPU limit) and Service.
+
+    Attributes for monitoring: `selector` and `metrics_port_name` (`metrics`, on a ClusterIP Service only).
+    Outputs: `service_name`, `deployment_name`, `endpoint` (in-cluster HTTP URL, KServe v2 protocol).
+    """
+
+    def __init__(self, name: str, args: OnnxRuntimeServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("servingblueprints:index:OnnxRuntimeService", name, None, opts)
+        bp = args.blueprint
+        if not isinstance(bp.engine, OnnxRuntimeEngine):
+            raise ValueError(f"OnnxRuntimeService needs an onnx-cpu blueprint, got archetype {bp.archetype.value}")
+        problems = check_threads(bp)
+        if problems:
+            raise ValueError("; ".join(problems))
+        engine = bp.engine
+        namespace = args.namespace or bp.platform.namespace
+        workload = workload_name(bp.service, bp.engine.kind)
+        labels = recommended_labels(name="onnxruntime", instance=bp.stack, component="server",
+                                    version=engine.image.rsplit(":", 1)[-1])
+        child = child_options(self, opts)
+        self.service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-sa", metadata={"name": workload, "namespace": namespace, "labels": labels},
+            automount_service_account_token=True, opts=child)
+        self.deployment = k8s.apps.v1.Deployment(
+            f"{name}-deployment",
+            metadata={"name": workload, "namespace": namespace, "labels": labels},
+            spec=self._spec(bp, engine, labels, args), opts=child)
+        self.disruption_budget = disruption_budget(f"{name}-pdb", bp, workload, namespace, labels, child)
+        self.service = k8s.core.v1.Service(
+            f"{name}-service",
+            metadata={"name": workload, "namespace": namespace, "labels": labels,
+                      "annotations": load_balancer_annotations(bp, [engine.port]) if args.expose else {}},
+            spec={"type": "LoadBalancer" if args.expose else "ClusterIP", "selector": selector_labels(labels),
+                  "ports": [{"name": "http", "port": engine.port, "targetPort": "http", "protocol": "TCP"}]},
+            opts=pulumi.ResourceOptions.merge(child, rollout_timeouts(bp)))
+        self.metrics_service = metrics_service(f"{name}-metrics", f"{bp.service}-onnxruntime-metrics", namespace,
+                                               labels, METRICS_PORT, child)
+        self.selector = selector_labels(labels)
+        self.metrics_port_name = "metrics"
+        self.service_name = self.service.metadata.name
+        self.deployment_name = self.deployment.metadata.name
+        self.endpoint = pulumi.Output.concat("http://", self.service.metadata.name, ".", namespace,
+                                             f".svc.cluster.local:{engine.port}/v2/models/{bp.model.name}")
+        self.register_outputs({"service_name": self.service_name, "deployment_name": self.deployment_name,
+                               "endpoint": self.endpoint})
+
+    def _spec(self, bp: Blueprint, engine: OnnxRuntimeEngine, labels: dict[str, str],
+              args: OnnxRuntimeServiceArgs) -> dict:
+        resources = server_resources(bp, gpu=False)
+        selector, _ = placement(bp, pin_instance_type=args.pin_to_node_pool)
+        startup = bp.startup
+        threads = str(engine.intra_op_threads)
+        return {
+            "replicas": max(1, bp.autoscaling.min_replicas),
+            "selector": {"matchLabels": selector_labels(labels)},
+            **deployment_rollout(bp),
+            "template": {
+                "metadata": {"labels": labels, "annotations": {ANNOTATION_WEIGHTS_GIB: f"{bp.model.weights_gib:g}",
+                                                               ANNOTATION_POD_START_S: str(startup.pod_start_s)}},
+                "spec": {
+                    "serviceAccountName": self.service_account.metadata.name,
+                    "nodeSelector": selector,
+                    **pod_rollout(bp, selector_labels(labels)),
+                    "initContainers": [fetch_weights_container(bp, args.bucket_name, [bp.model])],
+                    "containers": [{
+                        "name": "onnxruntime",
+                        "image": engine.image,
+                        "command": ["tritonserver"],
+                        "lifecycle": container_lifecycle(),
+                        "args": [f"--model-repository={MODELS_MOUNT}", f"--http-port={engine.port}",
+                                 "--allow-grpc=false", "--allow-metrics=true", f"--metrics-port={METRICS_PORT}",
+                                 "--model-control-mode=explicit", f"--load-model={bp.model.name}"],
+                        "env": [*region_env(bp.region), {"name": "OMP_NUM_THREADS", "value": threads}],
+                        "ports": [{"name": "http", "containerPort": engine.port, "protocol": "TCP"},
+                                  {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
+                        "resources": {"requests": resources, "limits": resources},
+                        "startupProbe": {"httpGet": {"path": HEALTH_READY, "port": "http"}, "periodSeconds": 10,
+                                         "failureThreshold": math.ceil(2 * startup.pod_start_s / 10),
+                                         "timeoutSeconds": 5},
+                        "readinessProbe": {"httpGet": {"path": HEALTH_READY, "port": "http"}, "periodSeconds": 5,
+                                           "failureThreshold": 3, "timeoutSeconds": 5},
+                        "livenessProbe": {"httpGet": {"path": HEALTH_LIVE, "port": "http"}, "periodSeconds": 15,
+                                          "failureThreshold": 4, "timeoutSeconds": 10},
+                        "volumeMounts": [{"name": "models", "mountPath": MODELS_MOUNT, "readOnly": True}],
+                        "securityContext": RESTRICTED_SECURITY_CONTEXT,
+                    }],
+                    "volumes": [models_volume([bp.model])],
+                },
+            },
+        }

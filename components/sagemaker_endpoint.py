@@ -1,0 +1,229 @@
+"""SageMakerEndpoint: a managed real-time endpoint (Model, EndpointConfiguration, Endpoint) and its execution role.
+
+Timeouts and the volume follow the model's size: SageMaker fails the health check of a large model that is still
+loading, or the download of one that is still copying, when these keep their defaults. The blueprint's engine values
+are kept when larger than what the model needs; otherwise they are raised (never above SageMaker's 3600 s / 512 GB).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from blueprints import defaults
+from blueprints.blueprint import Blueprint, SageMakerEngine
+from blueprints.catalog import Task
+from components.weights_storage import MODELS_PREFIX
+
+#: SageMaker's limits for ContainerStartupHealthCheckTimeoutInSeconds / ModelDataDownloadTimeoutInSeconds (s) and
+#: VolumeSizeInGB (API_ProductionVariant).
+MAX_TIMEOUT_S = 3600
+MAX_VOLUME_GB = 512
+#: Instance families with local NVMe instance storage: SageMaker rejects VolumeSizeInGB for them, and a storage
+#: KmsKeyArn is pointless there (no EBS volume). Rule of the SageMaker Python SDK's `volume_size_supported`
+#: (sagemaker/utils.py: any family containing "d", plus g5, g6 and trn1, aws/sagemaker-python-sdk#4828); p5 and trn2
+#: added here as they also ship local NVMe. [assumption] checked 2026-11.
+NO_EBS_FAMILY_PREFIXES = ("g5", "g6", "p5", "trn1", "trn2")
+_ECR_IMAGE = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/"
+                        r"(?P<repo>[^:@]+)[:@].+$")
+
+
+@dataclass(frozen=True)
+class VariantSizing:
+    """Model-size-driven settings of the production variant."""
+
+    startup_health_check_timeout_s: int
+    model_data_download_timeout_s: int
+    volume_size_gb: int | None
+
+
+def has_instance_storage(instance_type: str) -> bool:
+    """True for SageMaker instance types with local NVMe storage (`ml.g5.xlarge` -> family `g5`)."""
+    family = instance_type.removeprefix("ml.").split(".")[0]
+    return "d" in family or family.startswith(NO_EBS_FAMILY_PREFIXES)
+
+
+def variant_sizing(bp: Blueprint) -> VariantSizing:
+    """Timeouts and volume: the engine's values, raised to cover the model (load + warm-up and download, each x2;
+    volume 2x the weights + 10 GB for the container's scratch), capped at SageMaker's limits."""
+    engine: SageMakerEngine = bp.engine  # type: ignore[assignment]
+    weights = sum(m.weights_gib for m in bp.models)
+    load_s = weights / defaults.MODEL_LOAD_GIB_PER_S + defaults.MODEL_WARMUP_S
+    download_s = weights / defaults.S3_DOWNLOAD_GIB_PER_S
+    startup = min(MAX_TIMEOUT_S, max(engine.container_startup_health_check_timeout_s, math.ceil(2 * load_s)))
+    download = min(MAX_TIMEOUT_S, max(engine.model_data_download_timeout_s, math.ceil(2 * download_s)))
+    volume = None
+    if not has_instance_storage(bp.compute.instance_type):
+        volume = min(MAX_VOLUME_GB, max(engine.volume_size_gib, math.ceil(2 * weights * 1.074 + 10)))
+    return VariantSizing(startup, download, volume)
+
+
+def ecr_repository_arn(image: str) -> str:
+    """`arn:aws:ecr:<region>:<account>:repository/<name>` of an ECR image URI; ValueError for other registries."""
+    found = _ECR_IMAGE.match(image)
+    if not found:
+        raise ValueError(f"engine.image {image!r} is not an ECR image URI (<account>.dkr.ecr.<region>.amazonaws.com/"
+                         "<repo>:<tag>): SageMaker pulls serving containers from ECR only")
+    return f"arn:aws:ecr:{found['region']}:{found['account']}:repository/{found['repo']}"
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """`s3://bucket/some/prefix/` -> (`bucket`, `some/prefix/`); the prefix always ends with `/`."""
+    if not uri.startswith("s3://") or "/" not in uri[5:]:
+        raise ValueError(f"{uri!r} is not an s3://bucket/prefix/ URI")
+    bucket, prefix = uri[5:].split("/", 1)
+    return bucket, prefix.rstrip("/") + "/"
+
+
+def model_data_uri(bp: Blueprint, bucket_name: str) -> str:
+    """Where SageMaker downloads the model from: an `s3://` source as given (no copy), otherwise the model store's
+    `models/<name>/` prefix (an `hf://` model must be uploaded there first: SageMaker has no sync Job)."""
+    source = bp.model.source_uri
+    return source if source.startswith("s3://") else f"s3://{bucket_name}/{MODELS_PREFIX}/{bp.model.name}/"
+
+
+def execution_policy(model_uri: str, *, image: str, region: str, kms_key_arn: str | None, in_vpc: bool) -> str:
+    """Least privilege: read the model's prefix, pull the one image, write the endpoint's logs (and VPC ENIs)."""
+    bucket, prefix = split_s3_uri(model_uri)
+    statements: list[dict] = [
+        {"Sid": "ReadModelData", "Effect": "Allow", "Action": ["s3:GetObject"],
+         "Resource": [f"arn:aws:s3:::{bucket}/{prefix}*"]},
+        {"Sid": "ListModelData", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [f"arn:aws:s3:::{bucket}"],
+         "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}}},
+    ]
+    if kms_key_arn:
+        statements.append({"Sid": "DecryptModelData", "Effect": "Allow", "Action": ["kms:Decrypt"],
+                           "Resource": [kms_key_arn]})
+    statements += [
+        {"Sid": "EcrAuth", "Effect": "Allow", "Action": ["ecr:GetAuthorizationToken"], "Resource": ["*"]},
+        {"Sid": "EcrPull", "Effect": "Allow", "Resource": [ecr_repository_arn(image)],
+         "Action": ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]},
+        {"Sid": "EndpointLogs", "Effect": "Allow",
+         "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"],
+         "Resource": [f"arn:aws:logs:{region}:*:log-group:/aws/sagemaker/Endpoints/*"]},
+        {"Sid": "EndpointMetrics", "Effect": "Allow", "Action": ["cloudwatch:PutMetricData"], "Resource": ["*"],
+         "Condition": {"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*"]}}},
+    ]
+    if in_vpc:
+        statements.append({"Sid": "VpcNetworkInterfaces", "Effect": "Allow", "Resource": ["*"], "Action": [
+            "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
+            "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeDhcpOptions", "ec2:DescribeNetworkInterfaces",
+            "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs"]})
+    return json.dumps({"Version": "2012-10-17", "Statement": statements}, sort_keys=True)
+
+
+def container_environment(bp: Blueprint) -> dict[str, str]:
+    """The serving container's environment: for text generation, the LMI/TGI options, each a documented variable
+    (docs.djl.ai LMI "Container and Model Configurations": `HF_MODEL_ID`, `OPTION_TENSOR_PARALLEL_DEGREE`,
+    `OPTION_MAX_MODEL_LEN`, `OPTION_MAX_ROLLING_BATCH_SIZE`); unset engine fields render no variable."""
+    engine: SageMakerEngine = bp.engine  # type: ignore[assignment]
+    if bp.model.task is not Task.TEXT_GENERATION:
+        return {}
+    env = {"HF_MODEL_ID": "/opt/ml/model"}  # the downloaded model data, not a hub id: no egress to the hub
+    for var, value in (("OPTION_TENSOR_PARALLEL_DEGREE", engine.tensor_parallel_degree),
+                       ("OPTION_MAX_MODEL_LEN", engine.max_model_len),
+                       ("OPTION_MAX_ROLLING_BATCH_SIZE", engine.max_rolling_batch_size)):
+        if value is not None:
+            env[var] = str(value)
+    return env
+
+
+@dataclass
+class SageMakerEndpointArgs:
+    """Inputs of `SageMakerEndpoint`.
+
+    Args:
+        blueprint: a sagemaker-endpoint blueprint (engine: image, instance count, timeouts, volume).
+        bucket_name: the model store bucket; a model without an `s3://` source is read from its `models/<name>/`
+            prefix (uncompressed), an `s3://` source is read where it is.
+        kms_key_arn: customer-managed key of the model store; also encrypts the endpoint's storage volume where the
+            instance type has one. Defaults to none (AWS-managed keys).
+        subnet_ids: private subnets for the model's VPC config; required with `network.private_only`.
+        security_group_ids: security groups for the model's VPC config.
+    """
+
+    blueprint: Blueprint
+    bucket_name: pulumi.Input[str]
+    kms_key_arn: pulumi.Input[str] | None = None
+    subnet_ids: pulumi.Input[list[str]] | None = None
+    security_group_ids: list[pulumi.Input[str]] | None = None
+
+
+class SageMakerEndpoint(pulumi.ComponentResource):
+    """SageMaker Model + EndpointConfiguration + Endpoint, with a least-privilege execution role.
+
+    With `network.private_only`, the model runs in the given private subnets with network isolation (no internet
+    egress from the container; weights come from S3 through SageMaker).
+
+    Outputs: `endpoint_name`, `invocation_url`.
+    """
+
+    def __init__(self, name: str, args: SageMakerEndpointArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("servingblueprints:index:SageMakerEndpoint", name, None, opts)
+        bp = args.blueprint
+        if not isinstance(bp.engine, SageMakerEngine):
+            raise ValueError(f"SageMakerEndpoint needs a sagemaker-endpoint blueprint, got {bp.archetype.value}")
+        private = bp.network.private_only
+        if private and (args.subnet_ids is None or not args.security_group_ids):
+            raise ValueError("network.private_only needs subnet_ids and security_group_ids for the model's VPC config")
+        engine = bp.engine
+        ecr_repository_arn(engine.image)  # fail before registering anything
+        child = pulumi.ResourceOptions(parent=self)
+        model = bp.model
+        trust = json.dumps({"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}]},
+            sort_keys=True)
+        self.execution_role = aws.iam.Role(f"{name}-execution-role", assume_role_policy=trust, tags=bp.tags,
+                                           opts=child)
+        key = args.kms_key_arn if args.kms_key_arn is not None else ""
+        if not model.source_uri.startswith("s3://"):
+            pulumi.log.warn(f"{model.name}: source {model.source_uri} is not on S3; upload the weights to the model "
+                            f"store's {MODELS_PREFIX}/{model.name}/ prefix before the endpoint is created", self)
+        model_uri = pulumi.Output.from_input(args.bucket_name).apply(lambda bucket: model_data_uri(bp, bucket))
+        uses_store = not model.source_uri.startswith("s3://")
+        policy = aws.iam.RolePolicy(
+            f"{name}-execution-policy", role=self.execution_role.id,
+            policy=pulumi.Output.all(model_uri, key).apply(lambda parts: execution_policy(
+                parts[0], image=engine.image, region=bp.region,
+                kms_key_arn=(parts[1] or None) if uses_store else None, in_vpc=private)),
+            opts=child)
+        self.model = aws.sagemaker.Model(
+            f"{name}-model",
+            execution_role_arn=self.execution_role.arn,
+            primary_container={
+                "image": engine.image,
+                "model_data_source": {"s3_data_sources": [{
+                    "s3_uri": model_uri, "s3_data_type": "S3Prefix", "compression_type": "None"}]},
+                "environment": container_environment(bp) or None,
+            },
+            vpc_config={"subnets": args.subnet_ids, "security_group_ids": args.security_group_ids} if private else None,
+            enable_network_isolation=private,
+            tags=bp.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]))
+        sizing = variant_sizing(bp)
+        storage_kms = None if has_instance_storage(bp.compute.instance_type) else args.kms_key_arn
+        self.endpoint_config = aws.sagemaker.EndpointConfiguration(
+            f"{name}-endpoint-config",
+            production_variants=[{
+                "variant_name": "primary",
+                "model_name": self.model.name,
+                "instance_type": bp.compute.instance_type,
+                "initial_instance_count": engine.initial_instance_count,
+                "container_startup_health_check_timeout_in_seconds": sizing.startup_health_check_timeout_s,
+                "model_data_download_timeout_in_seconds": sizing.model_data_download_timeout_s,
+                "volume_size_in_gb": sizing.volume_size_gb,
+            }],
+            kms_key_arn=storage_kms,
+            tags=bp.tags,
+            opts=child)
+        self.endpoint = aws.sagemaker.Endpoint(f"{name}-endpoint", endpoint_config_name=self.endpoint_config.name,
+                                               tags=bp.tags, opts=child)
+        self.endpoint_name = self.endpoint.name
+        self.invocation_url = pulumi.Output.concat(f"https://runtime.sagemaker.{bp.region}.amazonaws.com/endpoints/",
+                                                   self.endpoint.name, "/invocations")
+        self.register_outputs({"endpoint_name": self.endpoint_name, "invocation_url": self.invocation_url})

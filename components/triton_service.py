@@ -1,0 +1,287 @@
+"""Triton Inference Server: a model repository in S3 with generated `config.pbtxt`s, and the server Deployment.
+
+`config.pbtxt` is rendered from Triton's own protobuf schema (`tritonclient.grpc.model_config_pb2.ModelConfig`)
+with `google.protobuf.text_format`: a field name Triton does not know fails here, not at server start.
+The repository is the model store's `models/` prefix: `models/<name>/config.pbtxt` beside the weights in
+`models/<name>/<version>/` (Triton's repository layout, docs.nvidia.com/deeplearning/triton-inference-server/
+user-guide/docs/user_guide/model_repository.html).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from blueprints.blueprint import Blueprint, OnnxRuntimeEngine, TritonEngine, TritonModelConfig
+from blueprints.requirements import Accelerator
+from components.cluster import GPU_TOLERATION
+from components.disruption import disruption_budget, rollout_timeouts
+from components.exposure import load_balancer_annotations
+from components.labels import (
+    ANNOTATION_POD_START_S,
+    ANNOTATION_WEIGHTS_GIB,
+    recommended_labels,
+    selector_labels,
+    workload_name,
+)
+from components.options import child_options
+from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
+from components.weights_delivery import RESTRICTED_SECURITY_CONTEXT, gi, region_env, weights_volume_gib
+from components.weights_storage import MODELS_PREFIX
+
+#: Well-known node labels (kubernetes.io/docs/reference/labels-annotations-taints).
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+ARCH_LABEL = "kubernetes.io/arch"
+ARCH_VALUE = {"x86_64": "amd64", "arm64": "arm64"}
+#: Triton's documented minimum shared memory (`--shm-size=1g`, Triton "Running the server"); the python backend
+#: and CUDA IPC use /dev/shm, whose container default is 64 MB.
+TRITON_SHM_GIB = 1.0
+HEALTH_READY = "/v2/health/ready"
+HEALTH_LIVE = "/v2/health/live"
+
+
+def model_config(model: TritonModelConfig, *, parameters: dict[str, str] | None = None) -> model_config_pb2.ModelConfig:
+    """Triton's `ModelConfig` for one model: backend, max_batch_size, dynamic_batching, instance_group, parameters.
+
+    `dynamic_batching` is set only when the model batches (`max_batch_size > 0`); inputs and outputs are left to
+    Triton's auto-complete (onnxruntime, tensorrt); `parameters` become string model parameters (e.g. the ONNX
+    Runtime backend's `intra_op_thread_count`).
+    """
+    cfg = model_config_pb2.ModelConfig(name=model.name, backend=model.backend, max_batch_size=model.max_batch_size)
+    if model.max_batch_size > 0:
+        cfg.dynamic_batching.max_queue_delay_microseconds = model.max_queue_delay_microseconds
+    group = cfg.instance_group.add()
+    group.kind = model_config_pb2.ModelInstanceGroup.Kind.Value(model.instance_kind)
+    group.count = model.instance_count
+    for key, value in sorted((parameters or {}).items()):
+        cfg.parameters[key].string_value = value
+    return cfg
+
+
+def config_pbtxt(model: TritonModelConfig, *, parameters: dict[str, str] | None = None) -> str:
+    """The `config.pbtxt` text of one model (protobuf text format)."""
+    return text_format.MessageToString(model_config(model, parameters=parameters))
+
+
+def onnx_model_config(bp: Blueprint) -> TritonModelConfig:
+    """The single model of an onnx-cpu blueprint as a Triton onnxruntime-backend model on CPU."""
+    return TritonModelConfig(name=bp.model.name, backend="onnxruntime", max_batch_size=0,
+                             max_queue_delay_microseconds=0, instance_kind="KIND_CPU", instance_count=1)
+
+
+def onnx_thread_parameters(engine: OnnxRuntimeEngine) -> dict[str, str]:
+    """ONNX Runtime backend thread pools (github.com/triton-inference-server/onnxruntime_backend, "Model Config
+    Options": `intra_op_thread_count`, `inter_op_thread_count`)."""
+    return {"intra_op_thread_count": str(engine.intra_op_threads),
+            "inter_op_thread_count": str(engine.inter_op_threads)}
+
+
+def repository_configs(bp: Blueprint) -> dict[str, str]:
+    """`{model name: config.pbtxt}` for a triton-multi-model or onnx-cpu blueprint."""
+    if isinstance(bp.engine, TritonEngine):
+        served = {m.name for m in bp.models}
+        unknown = [m.name for m in bp.engine.models if m.name not in served]
+        if unknown:
+            raise ValueError(f"engine.models {unknown} are not in the blueprint's models {sorted(served)}: each Triton "
+                             "model needs a served model (its weights prefix)")
+        return {m.name: config_pbtxt(m) for m in bp.engine.models}
+    if isinstance(bp.engine, OnnxRuntimeEngine):
+        return {bp.model.name: config_pbtxt(onnx_model_config(bp), parameters=onnx_thread_parameters(bp.engine))}
+    raise ValueError(f"archetype {bp.archetype.value} has no Triton model repository")
+
+
+@dataclass
+class TritonModelRepositoryArgs:
+    """Inputs of `TritonModelRepository`.
+
+    Args:
+        blueprint: a triton-multi-model or onnx-cpu blueprint.
+        bucket_name: the model store bucket.
+        tags: AWS tags for every object.
+    """
+
+    blueprint: Blueprint
+    bucket_name: pulumi.Input[str]
+    tags: dict[str, str]
+
+
+class TritonModelRepository(pulumi.ComponentResource):
+    """One `models/<name>/config.pbtxt` object per model in the model store (encrypted by the bucket's default).
+
+    Outputs: `repository_uri` (`s3://<bucket>/models`).
+    """
+
+    def __init__(self, name: str, args: TritonModelRepositoryArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("servingblueprints:index:TritonModelRepository", name, None, opts)
+        self.configs = repository_configs(args.blueprint)
+        self.objects = [
+            aws.s3.BucketObjectv2(f"{name}-{model}-config", bucket=args.bucket_name,
+                                  key=f"{MODELS_PREFIX}/{model}/config.pbtxt", content=text,
+                                  content_type="text/plain", tags=args.tags, opts=pulumi.ResourceOptions(parent=self))
+            for model, text in self.configs.items()]
+        self.repository_uri = pulumi.Output.concat("s3://", args.bucket_name, f"/{MODELS_PREFIX}")
+        self.register_outputs({"repository_uri": self.repository_uri})
+
+
+@dataclass
+class TritonServiceArgs:
+    """Inputs of `TritonService`.
+
+    Args:
+        blueprint: a triton-multi-model blueprint.
+        repository_uri: `s3://<bucket>/models` (from `TritonModelRepository`).
+        namespace: where the objects go. Defaults to the blueprint's namespace.
+        expose: a LoadBalancer Service for HTTP and gRPC; otherwise ClusterIP only. Defaults to True.
+    """
+
+    blueprint: Blueprint
+    repository_uri: pulumi.Input[str]
+    namespace: pulumi.Input[str] | None = None
+    expose: bool = True
+
+
+def triton_args(engine: TritonEngine, repository_uri: pulumi.Input[str]) -> list[pulumi.Input[str]]:
+    """`tritonserver` arguments: the S3 repository, the three ports, and explicit loading of the planned models."""
+    return [pulumi.Output.concat("--model-repository=", repository_uri),
+            f"--http-port={engine.http_port}", f"--grpc-port={engine.grpc_port}",
+            f"--metrics-port={engine.metrics_port}", "--model-control-mode=explicit",
+            *[f"--load-model={m.name}" for m in engine.models]]
+
+
+def placement(bp: Blueprint, *, pin_instance_type: bool = True) -> tuple[dict[str, str], list[dict]]:
+    """(nodeSelector, tolerations): GPU pods tolerate the GPU taint; every pod selects its CPU architecture and,
+    on a cluster we built, the planned instance type."""
+    selector = {ARCH_LABEL: ARCH_VALUE[bp.compute.cpu_arch.value]}
+    if pin_instance_type:
+        selector[INSTANCE_TYPE_LABEL] = bp.compute.instance_type
+    gpu = bp.compute.accelerator is Accelerator.NVIDIA_GPU
+    return selector, ([GPU_TOLERATION] if gpu else [])
+
+
+def server_resources(bp: Blueprint, *, gpu: bool) -> dict[str, str]:
+    """Requests == limits: CPU, memory and ephemeral storage (at least the weights' size) per replica, and GPUs."""
+    c = bp.compute
+    res = {"cpu": f"{c.cpu_per_replica:g}", "memory": gi(c.memory_gib_per_replica),
+           "ephemeral-storage": gi(max(c.ephemeral_storage_gib_per_replica, weights_volume_gib(bp.models)))}
+    if gpu:
+        res["nvidia.com/gpu"] = str(c.gpus_per_replica)
+    return res
+
+
+def metrics_service(resource_name: str, service_name: str, namespace: pulumi.Input[str], labels: dict[str, str],
+                    port: int, opts: pulumi.ResourceOptions) -> k8s.core.v1.Service:
+    """A ClusterIP Service exposing only the server's Prometheus port (named `metrics`)."""
+    return k8s.core.v1.Service(
+        resource_name, metadata={"name": service_name, "namespace": namespace, "labels": labels},
+        spec={"type": "ClusterIP", "selector": selector_labels(labels),
+              "ports": [{"name": "metrics", "port": port, "targetPort": "metrics", "protocol": "TCP"}]},
+        opts=opts)
+
+
+class TritonService(pulumi.ComponentResource):
+    """Triton on GPU or CPU nodes (per the plan), reading its repository from S3 with the pod's IAM identity.
+
+    The region is set explicitly (`AWS_DEFAULT_REGION`, `AWS_REGION`) for Triton's S3 client; ports http, grpc and
+    metrics; startup/readiness probes on `/v2/health/ready`, liveness on `/v2/health/live`; startup budget from the
+    blueprint.
+
+    Attributes for monitoring: `selector` (Service labels) and `metrics_port_name` (`metrics`, on a ClusterIP
+    Service only). Outputs: `service_name`, `deployment_name`, `endpoint` (in-cluster HTTP URL).
+    """
+
+    def __init__(self, name: str, args: TritonServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("servingblueprints:index:TritonService", name, None, opts)
+        bp = args.blueprint
+        if not isinstance(bp.engine, TritonEngine):
+            raise ValueError(f"TritonService needs a triton-multi-model blueprint, got archetype {bp.archetype.value}")
+        engine = bp.engine
+        repository_configs(bp)  # validates engine.models against the served models
+        namespace = args.namespace or bp.platform.namespace
+        workload = workload_name(bp.service, bp.engine.kind)
+        labels = recommended_labels(name="triton", instance=bp.stack, component="server",
+                                    version=engine.image.rsplit(":", 1)[-1])
+        child = child_options(self, opts)
+        self.service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-sa", metadata={"name": workload, "namespace": namespace, "labels": labels},
+            automount_service_account_token=True, opts=child)
+        self.deployment = k8s.apps.v1.Deployment(
+            f"{name}-deployment",
+            metadata={"name": workload, "namespace": namespace, "labels": labels},
+            spec=self._spec(bp, engine, labels, args.repository_uri), opts=child)
+        ports = [{"name": "http", "port": engine.http_port, "targetPort": "http", "protocol": "TCP"},
+                 {"name": "grpc", "port": engine.grpc_port, "targetPort": "grpc", "protocol": "TCP"}]
+        self.disruption_budget = disruption_budget(f"{name}-pdb", bp, workload, namespace, labels, child)
+        self.service = k8s.core.v1.Service(
+            f"{name}-service",
+            metadata={"name": workload, "namespace": namespace, "labels": labels,
+                      "annotations": load_balancer_annotations(bp, [engine.http_port, engine.grpc_port])
+                      if args.expose else {}},
+            spec={"type": "LoadBalancer" if args.expose else "ClusterIP", "selector": selector_labels(labels),
+                  "ports": ports},
+            opts=pulumi.ResourceOptions.merge(child, rollout_timeouts(bp)))
+        # Metrics stay inside the cluster: a ClusterIP Service for Prometheus, never a port on the load balancer.
+        self.metrics_service = metrics_service(f"{name}-metrics", f"{bp.service}-triton-metrics", namespace, labels,
+                                               engine.metrics_port, child)
+        self.selector = selector_labels(labels)
+        self.metrics_port_name = "metrics"
+        self.service_name = self.service.metadata.name
+        self.deployment_name = self.deployment.metadata.name
+        self.endpoint = pulumi.Output.concat("http://", self.service.metadata.name, ".", namespace,
+                                             f".svc.cluster.local:{engine.http_port}/v2")
+        self.register_outputs({"service_name": self.service_name, "deployment_name": self.deployment_name,
+                               "endpoint": self.endpoint})
+
+    def _spec(self, bp: Blueprint, engine: TritonEngine, labels: dict[str, str],
+              repository_uri: pulumi.Input[str]) -> dict:
+        gpu = bp.compute.accelerator is Accelerator.NVIDIA_GPU
+        if not gpu and any(m.instance_kind == "KIND_GPU" for m in engine.models):
+            raise ValueError("engine.models use instance_kind KIND_GPU but compute.accelerator is cpu: "
+                             "set instance_kind KIND_CPU or plan GPU compute")
+        resources = server_resources(bp, gpu=gpu)
+        selector, tolerations = placement(bp)
+        startup = bp.startup
+        weights_gib = sum(m.weights_gib for m in bp.models)
+        return {
+            "replicas": max(1, bp.autoscaling.min_replicas),
+            "selector": {"matchLabels": selector_labels(labels)},
+            **deployment_rollout(bp),
+            "template": {
+                "metadata": {"labels": labels, "annotations": {ANNOTATION_WEIGHTS_GIB: f"{weights_gib:g}",
+                                                               ANNOTATION_POD_START_S: str(startup.pod_start_s)}},
+                "spec": {
+                    "serviceAccountName": self.service_account.metadata.name,
+                    "nodeSelector": selector,
+                    **pod_rollout(bp, selector_labels(labels)),
+                    "tolerations": tolerations,
+                    "containers": [{
+                        "name": "triton",
+                        "image": engine.image,
+                        "command": ["tritonserver"],
+                        "lifecycle": container_lifecycle(),
+                        "args": triton_args(engine, repository_uri),
+                        "env": region_env(bp.region),
+                        "ports": [{"name": "http", "containerPort": engine.http_port, "protocol": "TCP"},
+                                  {"name": "grpc", "containerPort": engine.grpc_port, "protocol": "TCP"},
+                                  {"name": "metrics", "containerPort": engine.metrics_port, "protocol": "TCP"}],
+                        "resources": {"requests": resources, "limits": resources},
+                        "startupProbe": {"httpGet": {"path": HEALTH_READY, "port": "http"}, "periodSeconds": 10,
+                                         "failureThreshold": math.ceil(2 * startup.pod_start_s / 10),
+                                         "timeoutSeconds": 5},
+                        "readinessProbe": {"httpGet": {"path": HEALTH_READY, "port": "http"}, "periodSeconds": 5,
+                                           "failureThreshold": 3, "timeoutSeconds": 5},
+                        "livenessProbe": {"httpGet": {"path": HEALTH_LIVE, "port": "http"}, "periodSeconds": 15,
+                                          "failureThreshold": 4, "timeoutSeconds": 10},
+                        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+                        "securityContext": RESTRICTED_SECURITY_CONTEXT,
+                    }],
+                    "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory",
+                                                              "sizeLimit": gi(TRITON_SHM_GIB)}}],
+                },
+            },
+        }

@@ -1,0 +1,210 @@
+"""WeightsSync: one-off Kubernetes Jobs that copy each model's weights from its source into the stack's model store.
+
+- `hf://org/name`: the Job downloads from Hugging Face (token from the Pulumi secret `servingblueprints:hfToken`, put
+  in a Kubernetes Secret, never in plain config) into a node-local scratch volume, then `aws s3 sync`s it to
+  `s3://<bucket>/models/<name>/`.
+- `s3://bucket/prefix/`: the Job runs `aws s3 sync` from the source prefix to the store (S3 server-side copies).
+
+The Jobs run with their own ServiceAccount's identity (read of the sources, write of the models' prefixes only; never
+static keys), on CPU/system nodes: they need no GPU, so they neither tolerate the GPU taint nor occupy a GPU node.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from blueprints import defaults
+from blueprints.blueprint import Archetype, Blueprint, ServedModel
+from components.cluster import POOL_LABEL
+from components.labels import recommended_labels, sync_account_name
+from components.options import child_options
+from components.weights_delivery import (
+    RESTRICTED_SECURITY_CONTEXT,
+    fetch_memory_gib,
+    gi,
+    region_env,
+    weights_volume_gib,
+)
+from components.weights_storage import MODELS_PREFIX
+
+HF_SCHEME = "hf://"
+S3_SCHEME = "s3://"
+SCRATCH_MOUNT = "/scratch"
+HF_TOKEN_KEY = "HF_TOKEN"
+#: Assumed sustained Hugging Face download rate for the Job's deadline, GiB/s. [assumption] conservative.
+HF_DOWNLOAD_GIB_PER_S = 0.05
+
+
+def hf_models(bp: Blueprint) -> list[ServedModel]:
+    """The blueprint's models whose weights come from the Hugging Face Hub (`hf://org/name`)."""
+    return [m for m in bp.models if m.source_uri.startswith(HF_SCHEME)]
+
+
+#: Archetypes whose server reads a Triton model repository: weights go into version folder `1/` of the model.
+_TRITON_REPOSITORY_ARCHETYPES = (Archetype.TRITON_MULTI_MODEL, Archetype.ONNX_CPU)
+
+
+def store_prefix(bp: Blueprint, model: ServedModel) -> str:
+    """Where a model's weights land in the store: `models/<name>/`, or `models/<name>/1/` (Triton's version folder,
+    beside the generated `config.pbtxt`) for Triton-repository archetypes. A source prefix holds one model version."""
+    base = f"{MODELS_PREFIX}/{model.name}/"
+    return f"{base}1/" if bp.archetype in _TRITON_REPOSITORY_ARCHETYPES else base
+
+
+def synced_models(bp: Blueprint) -> list[ServedModel]:
+    """The blueprint's models copied into the model store by a Job: every `hf://` and `s3://` source."""
+    return [m for m in bp.models if m.source_uri.startswith((HF_SCHEME, S3_SCHEME))]
+
+
+def source_read_statements(models: list[ServedModel]) -> list[dict]:
+    """IAM statements reading exactly the `s3://` source prefixes of `models` (none for `hf://` sources)."""
+    statements = []
+    for i, m in enumerate(m for m in models if m.source_uri.startswith(S3_SCHEME)):
+        bucket, _, prefix = m.source_uri.removeprefix(S3_SCHEME).partition("/")
+        prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+        statements += [
+            {"Sid": f"ReadSource{i}", "Effect": "Allow", "Action": ["s3:GetObject"],
+             "Resource": [f"arn:aws:s3:::{bucket}/{prefix}*"]},
+            {"Sid": f"ListSource{i}", "Effect": "Allow", "Action": ["s3:ListBucket"],
+             "Resource": [f"arn:aws:s3:::{bucket}"], "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}}},
+        ]
+    return statements
+
+
+def sync_policy_json(write_policy_json: pulumi.Input[str], models: list[ServedModel]) -> pulumi.Output[str]:
+    """The sync Jobs' IAM policy: the store's write policy plus reads of the `s3://` sources."""
+    def merge(text: str) -> str:
+        doc = json.loads(text)
+        doc["Statement"] += source_read_statements(models)
+        return json.dumps(doc, sort_keys=True)
+    return pulumi.Output.from_input(write_policy_json).apply(merge)
+
+
+def sync_deadline_s(model: ServedModel) -> int:
+    """Seconds the Job may run: download at `HF_DOWNLOAD_GIB_PER_S` and upload at `S3_DOWNLOAD_GIB_PER_S`, x2."""
+    download = model.weights_gib / HF_DOWNLOAD_GIB_PER_S if model.source_uri.startswith(HF_SCHEME) else 0
+    once = download + model.weights_gib / defaults.S3_DOWNLOAD_GIB_PER_S
+    return max(1800, math.ceil(2 * once))
+
+
+@dataclass
+class WeightsSyncArgs:
+    """Inputs of `WeightsSync`.
+
+    Args:
+        blueprint: the planned stack; one Job per `hf://` or `s3://` model.
+        bucket_name: the model store bucket.
+        namespace: where the Job runs. Defaults to the blueprint's namespace.
+        hf_token: Hugging Face token (a Pulumi secret). Defaults to none: public models only.
+        on_system_nodes: pin the Job to the EKS system node group (label `servingblueprints.io/pool=system`).
+            Defaults to True; False on an existing cluster whose node labels we don't know.
+    """
+
+    blueprint: Blueprint
+    bucket_name: pulumi.Input[str]
+    namespace: pulumi.Input[str] | None = None
+    hf_token: pulumi.Input[str] | None = None
+    on_system_nodes: bool = True
+
+
+class WeightsSync(pulumi.ComponentResource):
+    """Source -> model store copy Jobs (one per model), their ServiceAccount and (hf://) the HF token Secret.
+
+    Outputs: `service_account_name`, `job_names`.
+    """
+
+    def __init__(self, name: str, args: WeightsSyncArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("servingblueprints:index:WeightsSync", name, None, opts)
+        bp = args.blueprint
+        models = synced_models(bp)
+        if not models:
+            raise ValueError(f"WeightsSync: no model of {bp.stack} has an {HF_SCHEME} or {S3_SCHEME} source")
+        namespace = args.namespace or bp.platform.namespace
+        labels = recommended_labels(name="weights-sync", instance=bp.stack, component="weights-sync")
+        child = child_options(self, opts)
+        self.service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-sa", metadata={"name": sync_account_name(bp.service), "namespace": namespace, "labels": labels},
+            automount_service_account_token=True, opts=child)
+        self.token_secret = None
+        if args.hf_token is not None and hf_models(bp):
+            self.token_secret = k8s.core.v1.Secret(
+                f"{name}-hf-token",
+                metadata={"name": f"{bp.service}-hf-token", "namespace": namespace, "labels": labels},
+                type="Opaque", string_data={HF_TOKEN_KEY: pulumi.Output.secret(args.hf_token)}, opts=child)
+        self.jobs = []
+        for model in models:
+            deadline = sync_deadline_s(model)
+            self.jobs.append(k8s.batch.v1.Job(
+                f"{name}-{model.name}",
+                metadata={"name": f"{bp.service}-sync-{model.name}"[:63].rstrip("-"), "namespace": namespace,
+                          "labels": labels},
+                spec=self._job_spec(bp, model, args, labels, deadline),
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(custom_timeouts=pulumi.CustomTimeouts(
+                    create=f"{deadline + 600}s", update=f"{deadline + 600}s")))))
+        self.service_account_name = self.service_account.metadata.name
+        self.job_names = pulumi.Output.all(*[j.metadata.name for j in self.jobs])
+        self.register_outputs({"service_account_name": self.service_account_name, "job_names": self.job_names})
+
+    def _job_spec(self, bp: Blueprint, model: ServedModel, args: WeightsSyncArgs, labels: dict[str, str],
+                  deadline_s: int) -> dict:
+        destination = pulumi.Output.concat("s3://", args.bucket_name, "/", store_prefix(bp, model))
+        memory = gi(fetch_memory_gib([model]) + 1)
+        if model.source_uri.startswith(HF_SCHEME):
+            pod_spec = self._hf_pod(bp, model, destination, memory)
+        else:  # s3 -> s3: server-side copies, no local disk
+            resources = {"requests": {"cpu": "1", "memory": memory, "ephemeral-storage": "1Gi"},
+                         "limits": {"cpu": "2", "memory": memory, "ephemeral-storage": "1Gi"}}
+            pod_spec = {"containers": [{
+                "name": "copy",
+                "image": defaults.AWS_CLI_IMAGE,
+                "command": ["aws", "s3", "sync"],
+                "args": [model.source_uri, destination, "--no-progress", "--only-show-errors"],
+                "env": region_env(bp.region),
+                "resources": resources,
+                "securityContext": RESTRICTED_SECURITY_CONTEXT,
+            }]}
+        pod_spec = {"serviceAccountName": self.service_account.metadata.name, "restartPolicy": "OnFailure",
+                    **pod_spec}
+        if args.on_system_nodes:
+            pod_spec["nodeSelector"] = {POOL_LABEL: "system"}
+        return {"backoffLimit": 4, "activeDeadlineSeconds": deadline_s,
+                "template": {"metadata": {"labels": labels}, "spec": pod_spec}}
+
+    def _hf_pod(self, bp: Blueprint, model: ServedModel, destination: pulumi.Output[str], memory: str) -> dict:
+        repo = model.source_uri.removeprefix(HF_SCHEME).strip("/")
+        local = f"{SCRATCH_MOUNT}/{model.name}"
+        storage = gi(weights_volume_gib([model]))
+        resources = {"requests": {"cpu": "1", "memory": memory, "ephemeral-storage": storage},
+                     "limits": {"cpu": "2", "memory": memory, "ephemeral-storage": storage}}
+        download_env = [{"name": "HF_HOME", "value": f"{SCRATCH_MOUNT}/.hf-home"},
+                        {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"}]
+        if self.token_secret is not None:
+            download_env.append({"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": {
+                "name": self.token_secret.metadata.name, "key": HF_TOKEN_KEY}}})
+        return {
+            "initContainers": [{
+                "name": "download",
+                "image": defaults.HF_DOWNLOAD_IMAGE,
+                "command": ["huggingface-cli", "download", repo, "--local-dir", local],
+                "env": download_env,
+                "resources": resources,
+                "volumeMounts": [{"name": "scratch", "mountPath": SCRATCH_MOUNT}],
+                "securityContext": RESTRICTED_SECURITY_CONTEXT,
+            }],
+            "containers": [{
+                "name": "upload",
+                "image": defaults.AWS_CLI_IMAGE,
+                "command": ["aws", "s3", "sync"],
+                "args": [local, destination, "--exclude", ".cache/*", "--no-progress", "--only-show-errors"],
+                "env": region_env(bp.region),
+                "resources": resources,
+                "volumeMounts": [{"name": "scratch", "mountPath": SCRATCH_MOUNT}],
+                "securityContext": RESTRICTED_SECURITY_CONTEXT,
+            }],
+            "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": storage}}],
+        }

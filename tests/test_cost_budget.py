@@ -1,0 +1,94 @@
+"""Monthly cost per environment, spot estimates, cost per million tokens, and the budget ceiling."""
+
+from __future__ import annotations
+
+import pytest
+
+from blueprints.errors import SizingError
+from tests.conftest import plan_env, requirements_with
+
+
+def test_monthly_cost_is_instances_times_730_hours_plus_the_cluster(catalog):
+    bp = plan_env(requirements_with(), "prod")
+    nodes = bp.predictions.cost_lines[0]
+    price = catalog.instance(bp.compute.instance_type).usd_per_hour
+    assert nodes.monthly_usd == pytest.approx(nodes.quantity * price * 730, abs=0.01)
+    assert [line.item for line in bp.predictions.cost_lines[1:]] == ["EKS control plane", "system nodes (m7i.xlarge)"]
+    assert bp.predictions.monthly_cost_usd == pytest.approx(sum(line.monthly_usd for line in bp.predictions.cost_lines))
+
+
+def test_spot_environments_are_priced_at_the_spot_factor_and_flagged_as_estimates(catalog):
+    bp = plan_env(requirements_with(), "dev")
+    nodes = bp.predictions.cost_lines[0]
+    assert bp.predictions.cost_is_estimate is True
+    assert ", spot)" in nodes.item
+    assert nodes.usd_per_hour == pytest.approx(catalog.instance(bp.compute.instance_type).usd_per_hour * 0.4, abs=1e-4)
+    assert any("spot capacity: prices are estimates" in r for r in bp.rationale)
+
+
+def test_on_demand_environments_are_not_estimates():
+    assert plan_env(requirements_with(), "prod").predictions.cost_is_estimate is False
+
+
+def test_llm_plans_state_the_cost_per_million_output_tokens():
+    req = requirements_with()
+    bp = plan_env(req, "prod")
+    tokens = 6 * 300 * 3600 * 730
+    assert bp.predictions.usd_per_million_output_tokens == pytest.approx(bp.predictions.monthly_cost_usd / tokens * 1e6,
+                                                                         rel=1e-3)
+
+
+def test_non_generative_plans_have_no_token_price():
+    assert plan_env(requirements_with("search-relevance"), "prod").predictions.usd_per_million_output_tokens is None
+
+
+def test_sagemaker_has_no_cluster_cost_and_ignores_spot():
+    bp = plan_env(requirements_with("prototype-summarizer", environments={
+        "pilot": {"region": "us-east-1", "spot": True}}), "pilot")
+    assert [line.item for line in bp.predictions.cost_lines] == ["SageMaker instances (ml.g6e.2xlarge)"]
+    assert bp.compute.capacity_type.value == "on-demand" and bp.predictions.cost_is_estimate is False
+    assert "environments.pilot.spot is ignored: SageMaker real-time endpoints run on-demand only" in bp.rationale
+
+
+def test_an_existing_cluster_adds_no_cluster_cost():
+    bp = plan_env(requirements_with("edge-classifier"), "prod")
+    assert [line.item for line in bp.predictions.cost_lines] == ["CPU nodes (c7g.4xlarge)"]
+
+
+def test_over_budget_is_an_error_naming_the_overrun_and_what_the_budget_buys():
+    req = requirements_with(budget={"max_monthly_usd": 5000})  # prod needs ~$7,160
+    with pytest.raises(SizingError) as exc:
+        plan_env(req, "prod")
+    msg = str(exc.value)
+    assert msg.startswith("environments.prod: the cheapest plan meeting the SLO (vllm-gpu, 5x g6e.xlarge) costs "
+                          "$7,160/month, $2,160 over budget.max_monthly_usd=5000")
+    assert "The budget pays for 3 of the 5 replicas, about 60% of this environment's peak load" in msg
+    assert "raise budget.max_monthly_usd to >= 7160" in msg
+
+
+def test_a_budget_below_the_minimum_replicas_says_it_pays_for_nothing():
+    with pytest.raises(SizingError, match=r"does not pay for the minimum of 2 replica\(s\) .* plus \$367/month of "
+                                          r"cluster: raise budget.max_monthly_usd to >= 7160"):
+        plan_env(requirements_with(budget={"max_monthly_usd": 1000}), "prod")
+
+
+def test_a_plan_exactly_within_budget_passes_and_the_budget_is_per_environment():
+    req = requirements_with(budget={"max_monthly_usd": 7160})
+    assert plan_env(req, "prod").predictions.monthly_cost_usd <= 7160
+    assert plan_env(req, "dev").predictions.monthly_cost_usd <= 7160
+
+
+def test_over_budget_applies_to_every_archetype():
+    with pytest.raises(SizingError, match=r"\(onnx-cpu, 1x c7g.4xlarge\) costs \$423/month, \$323 over"):
+        plan_env(requirements_with("edge-classifier", budget={"max_monthly_usd": 100}), "prod")
+    with pytest.raises(SizingError, match=r"\(sagemaker-endpoint, 1x ml.g6e.2xlarge\) costs \$2,044/month"):
+        plan_env(requirements_with("prototype-summarizer", budget={"max_monthly_usd": 1000}), "pilot")
+    with pytest.raises(SizingError, match=r"\(triton-multi-model, 2x g6.xlarge\) costs \$1,542/month"):
+        plan_env(requirements_with("search-relevance", budget={"max_monthly_usd": 500}), "prod")
+
+
+def test_plans_outside_the_price_region_say_their_cost_uses_us_east_1_prices():
+    note = ("costs use the catalog's us-east-1 list prices; eu-central-1 prices differ, so check them before relying "
+            "on the budget")
+    assert note in plan_env(requirements_with("regulated-assistant"), "prod").rationale
+    assert not any(r.startswith("costs use") for r in plan_env(requirements_with(), "prod").rationale)

@@ -1,0 +1,109 @@
+"""Infeasible requirements fail with the reason and the nearest feasible alternative; never a silent bad plan."""
+
+from __future__ import annotations
+
+import pytest
+
+from blueprints.errors import RequirementsError, SizingError
+from blueprints.requirements import load_requirements
+from tests.conftest import example_data, plan_env, requirements_with
+
+
+def test_a_70b_model_on_24gb_gpus_with_long_context_names_the_context_precision_and_family_fixes():
+    req = requirements_with("regulated-assistant", model={"max_context_tokens": 131072},
+                            hardware={"allowed_instance_families": ["g5", "g6"]})
+    with pytest.raises(SizingError) as exc:
+        plan_env(req, "prod")
+    msg = str(exc.value)
+    assert msg.startswith("llama-3-1-70b needs 132 GiB of weights at bf16 plus KV cache for max_context_tokens=131072, "
+                          "but the largest allowed node (g6.48xlarge, 8x NVIDIA L4) has 180 GiB of GPU memory")
+    assert "lower max_context_tokens from 131072 to <= " in msg
+    assert "set model.precision: fp8 (66 GiB of weights)" in msg
+    assert "add 'p4d' to hardware.allowed_instance_families (p4d.24xlarge fits at $21.958/h)" in msg
+
+
+def test_a_70b_model_on_single_gpu_24gb_families_suggests_a_larger_family():
+    req = requirements_with("regulated-assistant", hardware={"allowed_instance_families": ["g4dn"]})
+    with pytest.raises(SizingError, match=r"largest allowed node \(g4dn.12xlarge, 4x NVIDIA T4\) has 60 GiB.*"
+                                          r"set model.precision: int4.*add 'g6e'"):
+        plan_env(req, "prod")
+
+
+def test_an_itl_target_below_the_bandwidth_floor_says_it_is_physically_impossible():
+    req = requirements_with("regulated-assistant", slo={"itl_p95_ms": 3})
+    with pytest.raises(SizingError) as exc:
+        plan_env(req, "prod")
+    msg = str(exc.value)
+    assert "no allowed GPU option serves llama-3-1-70b within the SLO" in msg
+    assert ("against slo.itl_p95_ms=3; physically, reading 132 GiB of weights per token at the full 38,400 GB/s of "
+            "8x NVIDIA H200 141GB takes 3.7 ms") in msg
+    assert "raise it to >= " in msg
+
+
+def test_an_itl_target_above_the_floor_but_below_the_model_names_how_far_to_relax():
+    req = requirements_with(slo={"itl_p95_ms": 1}, budget={"max_monthly_usd": None})  # families: g5, g6, g6e, p5
+    with pytest.raises(SizingError, match=r"the lowest ITL p95 any allowed option reaches is \d+\.\d ms "
+                                          r"\(p5\.48xlarge, tensor_parallel_size=8\) against slo.itl_p95_ms=1: "
+                                          r"raise it to >= 2, lower model.precision"):
+        plan_env(req, "prod")
+
+
+def test_a_ttft_target_out_of_reach_names_the_lowest_reachable_ttft():
+    with pytest.raises(SizingError, match=r"the lowest TTFT p95 is \d+ ms .* slo.ttft_p95_ms=5: raise it to >= \d+"):
+        plan_env(requirements_with(slo={"ttft_p95_ms": 5}), "prod")
+
+
+def test_a_region_outside_compliance_is_refused_when_the_file_is_loaded(tmp_path):
+    import yaml
+
+    data = example_data("regulated-assistant")
+    data["environments"]["prod"]["region"] = "us-east-1"
+    path = tmp_path / "svc.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(RequirementsError, match=r"environments.prod.region 'us-east-1' is not in "
+                                                r"compliance.regions_allowed \['eu-central-1', 'eu-west-1'\]; pick an "
+                                                "allowed region or widen the list"):
+        load_requirements(path)
+
+
+def test_families_matching_nothing_list_the_families_to_allow():
+    with pytest.raises(SizingError, match=r"no GPU instance type in the catalog matches "
+                                          r"hardware.allowed_instance_families=\['c7i'\]; allow one of \['g4dn'"):
+        plan_env(requirements_with(hardware={"allowed_instance_families": ["c7i"]}), "prod")
+
+
+def test_an_encoder_latency_target_out_of_reach_names_the_fastest_option():
+    with pytest.raises(SizingError, match=r"no allowed CPU option serves ticket-sentiment within a p95 request latency "
+                                          r"of 5 ms .* raise slo.latency_p95_ms to >= \d+"):
+        plan_env(requirements_with("edge-classifier", slo={"latency_p95_ms": 5}), "prod")
+
+
+def test_cpu_hardware_that_matches_nothing_says_to_widen_it():
+    with pytest.raises(SizingError, match=r"no CPU instance type in the catalog matches hardware .*widen hardware"):
+        plan_env(requirements_with("edge-classifier", hardware={"allowed_instance_families": ["c7i"]}), "prod")
+
+
+def test_max_replicas_below_the_peak_need_names_the_needed_count():
+    req = requirements_with(environments={"dev": {"region": "us-west-2"},
+                                          "prod": {"region": "us-east-1", "max_replicas": 2}})
+    with pytest.raises(SizingError, match=r"environments.prod.max_replicas=2 is below the 5 replicas the peak load "
+                                          r"needs; raise max_replicas to >= 5"):
+        plan_env(req, "prod")
+
+
+def test_a_non_streamed_llm_too_slow_for_sagemakers_60_s_limit_says_to_stream():
+    req = requirements_with("prototype-summarizer", traffic={"mean_output_tokens": 4000, "mean_input_tokens": 1000},
+                            slo={"itl_p95_ms": None, "ttft_p95_ms": None}, hardware={"allowed_instance_families": ["g6"]},
+                            budget={"max_monthly_usd": None})
+    with pytest.raises(SizingError, match="SageMaker's 60 s invocation limit; set traffic.streaming: true"):
+        plan_env(req, "pilot")
+
+
+def test_a_tensorflow_model_on_triton_is_told_which_formats_triton_serves():
+    data = example_data("search-relevance")
+    data["models"][0]["format"] = "tensorflow"
+    from blueprints.requirements import Requirements
+
+    with pytest.raises(RequirementsError, match=r"models\[embedder\].format=tensorflow: Triton on GPU serves "
+                                                r"\['onnx', 'tensorrt'"):
+        plan_env(Requirements.model_validate(data), "prod")

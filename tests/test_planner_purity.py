@@ -1,0 +1,33 @@
+"""The planner side is pure: planning imports no Pulumi and reads no environment, clock or network."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+PLANNER_MODULES = ["planner", "selection", "options", "sizing", "startup", "requirements", "blueprint", "defaults",
+                   "catalog/__init__"]
+FORBIDDEN = {"pulumi", "pulumi_aws", "pulumi_kubernetes", "os", "time", "datetime", "socket", "urllib", "requests",
+             "random", "httpx"}
+
+
+def test_planning_every_example_imports_no_pulumi():
+    code = ("import sys; from pathlib import Path; from blueprints.catalog import load_catalog; "
+            "from blueprints.planner import plan; from blueprints.requirements import load_requirements; "
+            "[plan(load_requirements(p), load_catalog()) for p in sorted(Path('stacks/requirements').glob('*.yaml'))]; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0].startswith('pulumi')))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_planner_modules_import_nothing_that_reads_the_environment_clock_or_network():
+    for name in PLANNER_MODULES:
+        tree = ast.parse((ROOT / "blueprints" / f"{name}.py").read_text())
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for alias in node.names}
+        imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.module}
+        assert not imported & FORBIDDEN, (name, imported & FORBIDDEN)

@@ -1,0 +1,127 @@
+"""SageMaker endpoint: model-size-driven timeouts and volume, VPC config when private, least-privilege role."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.sagemaker_endpoint import ecr_repository_arn, has_instance_storage, variant_sizing
+from tests.blueprint_builders import derive, run_program, sagemaker_blueprint
+
+
+def variant(run):
+    [v] = run.one("aws:sagemaker/endpointConfiguration:EndpointConfiguration").inputs["productionVariants"]
+    return v
+
+
+@pytest.fixture(scope="module")
+def run(chat_prod):
+    return run_program(sagemaker_blueprint(chat_prod, instance_type="ml.g6e.2xlarge"))
+
+
+def test_timeouts_grow_with_model_size(chat_prod):
+    small = variant(run_program(sagemaker_blueprint(chat_prod, weights_gib=15.0)))
+    large = variant(run_program(sagemaker_blueprint(chat_prod, weights_gib=130.0)))
+    for key in ("containerStartupHealthCheckTimeoutInSeconds", "modelDataDownloadTimeoutInSeconds"):
+        assert large[key] > small[key]
+        assert 60 <= small[key] <= 3600 and large[key] <= 3600
+
+
+def test_engine_values_larger_than_needed_are_kept(chat_prod):
+    bp = sagemaker_blueprint(chat_prod, weights_gib=1.0)
+    bp = derive(bp, engine={**bp.engine.model_dump(mode="json"), "container_startup_health_check_timeout_s": 1200})
+    assert variant_sizing(bp).startup_health_check_timeout_s == 1200
+
+
+def test_volume_grows_with_the_model_on_ebs_instances_and_is_omitted_on_local_nvme(chat_prod):
+    small = variant(run_program(sagemaker_blueprint(chat_prod, weights_gib=15.0, instance_type="ml.inf2.xlarge")))
+    large = variant(run_program(sagemaker_blueprint(chat_prod, weights_gib=130.0, instance_type="ml.inf2.xlarge")))
+    assert large["volumeSizeInGb"] > small["volumeSizeInGb"] >= 30
+    nvme = variant(run_program(sagemaker_blueprint(chat_prod, instance_type="ml.g5.2xlarge")))
+    assert "volumeSizeInGb" not in nvme
+    assert has_instance_storage("ml.g5.2xlarge") and has_instance_storage("ml.p4d.24xlarge")
+    assert not has_instance_storage("ml.inf2.xlarge") and not has_instance_storage("ml.c7i.xlarge")
+
+
+def test_instance_type_and_count_come_from_the_plan(run, chat_prod):
+    v = variant(run)
+    assert v["instanceType"] == "ml.g6e.2xlarge" and v["initialInstanceCount"] == 2
+
+
+def test_model_uses_the_pinned_ecr_image_and_reads_the_uncompressed_prefix(run, chat_prod):
+    container = run.one("aws:sagemaker/model:Model").inputs["primaryContainer"]
+    assert container["image"].startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/") and ":" in container["image"]
+    [source] = container["modelDataSource"]["s3DataSources"]
+    assert source["s3DataType"] == "S3Prefix" and source["compressionType"] == "None"
+    assert source["s3Uri"].endswith(f"/models/{chat_prod.model.name}/")
+    assert container["environment"]["HF_MODEL_ID"] == "/opt/ml/model"
+
+
+def test_an_s3_source_is_read_in_place_and_the_role_may_read_only_that_prefix(chat_prod):
+    bp = sagemaker_blueprint(chat_prod)
+    bp = derive(bp, models=[{**bp.model.model_dump(mode="json"), "source_uri": "s3://labs-models/mistral-7b/"}])
+    r = run_program(bp)
+    [source] = r.one("aws:sagemaker/model:Model").inputs["primaryContainer"]["modelDataSource"]["s3DataSources"]
+    assert source["s3Uri"] == "s3://labs-models/mistral-7b/"
+    policy = json.loads(r.one("aws:iam/rolePolicy:RolePolicy").inputs["policy"])
+    [read] = [s for s in policy["Statement"] if s["Sid"] == "ReadModelData"]
+    assert read["Resource"] == ["arn:aws:s3:::labs-models/mistral-7b/*"]
+
+
+def test_lmi_options_render_only_when_planned(chat_prod):
+    bp = sagemaker_blueprint(chat_prod)
+    planned = derive(bp, engine={**bp.engine.model_dump(mode="json"), "tensor_parallel_degree": 1,
+                                 "max_rolling_batch_size": 32})
+    env = run_program(planned).one("aws:sagemaker/model:Model").inputs["primaryContainer"]["environment"]
+    assert env["OPTION_TENSOR_PARALLEL_DEGREE"] == "1" and env["OPTION_MAX_ROLLING_BATCH_SIZE"] == "32"
+    assert "OPTION_MAX_MODEL_LEN" not in env
+
+
+def test_execution_role_is_least_privilege(run):
+    policy = json.loads(run.one("aws:iam/rolePolicy:RolePolicy").inputs["policy"])
+    actions = {a for s in policy["Statement"] for a in s["Action"]}
+    assert "s3:PutObject" not in actions and not any(a.endswith(":*") or a == "*" for a in actions)
+    [pull] = [s for s in policy["Statement"] if s["Sid"] == "EcrPull"]
+    assert pull["Resource"] == [
+        "arn:aws:ecr:us-east-1:763104351884:repository/huggingface-pytorch-tgi-inference"]
+    [logs] = [s for s in policy["Statement"] if s["Sid"] == "EndpointLogs"]
+    assert logs["Resource"][0].endswith(":log-group:/aws/sagemaker/Endpoints/*")
+    assert not [s for s in policy["Statement"] if s["Sid"] == "VpcNetworkInterfaces"]
+    trust = json.loads(run.one("aws:iam/role:Role").inputs["assumeRolePolicy"])
+    assert trust["Statement"][0]["Principal"] == {"Service": "sagemaker.amazonaws.com"}
+
+
+def test_private_only_puts_the_model_in_private_subnets_with_network_isolation(chat_prod):
+    r = run_program(sagemaker_blueprint(chat_prod, private_only=True))
+    model = r.one("aws:sagemaker/model:Model").inputs
+    assert len(model["vpcConfig"]["subnets"]) == 3 and len(model["vpcConfig"]["securityGroupIds"]) == 1
+    assert model["enableNetworkIsolation"] is True
+    assert r.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")
+    policy = json.loads(r.one("aws:iam/rolePolicy:RolePolicy").inputs["policy"])
+    assert [s for s in policy["Statement"] if s["Sid"] == "VpcNetworkInterfaces"]
+
+
+def test_without_private_only_no_network_or_vpc_config(run):
+    assert "vpcConfig" not in run.one("aws:sagemaker/model:Model").inputs
+    assert run.of_type("aws:ec2/vpc:Vpc") == []
+
+
+def test_customer_managed_kms_encrypts_the_endpoint_volume_where_there_is_one(chat_prod):
+    bp = derive(sagemaker_blueprint(chat_prod, instance_type="ml.inf2.xlarge"), storage={"customer_managed_kms": True})
+    cfg = run_program(bp).one("aws:sagemaker/endpointConfiguration:EndpointConfiguration").inputs
+    assert cfg["kmsKeyArn"].startswith("arn:aws:kms:")
+
+
+def test_outputs_name_the_invocation_url_and_dashboards(run, chat_prod):
+    assert run.outputs["endpoint"].startswith("https://runtime.sagemaker.us-east-1.amazonaws.com/endpoints/")
+    assert run.outputs["endpoint"].endswith("/invocations")
+    assert run.outputs["endpoint_name"] in run.outputs["dashboards"]["sagemaker"]
+    for r in run.records:
+        if r.custom and r.type.startswith("aws:sagemaker"):
+            assert r.inputs["tags"] == chat_prod.tags
+
+
+def test_non_ecr_images_are_rejected_with_the_field_name():
+    with pytest.raises(ValueError, match="engine.image"):
+        ecr_repository_arn("docker.io/library/tgi:1.0")

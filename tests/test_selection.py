@@ -1,0 +1,169 @@
+"""Archetype selection: each archetype is chosen for the requirements it is meant for, with reasons in words."""
+
+from __future__ import annotations
+
+import pytest
+
+from blueprints.blueprint import Archetype
+from blueprints.errors import RequirementsError, SizingError
+from blueprints.options import resolve_models
+from blueprints.requirements import Accelerator
+from blueprints.selection import reference_environment, select_archetype
+from tests.conftest import example_data, requirements_with
+
+
+def select(req, catalog):
+    return select_archetype(req, resolve_models(req, catalog), catalog)
+
+
+@pytest.mark.parametrize(("example", "archetype"), [
+    ("chat-assistant", Archetype.VLLM_GPU),
+    ("regulated-assistant", Archetype.VLLM_GPU),
+    ("prototype-summarizer", Archetype.SAGEMAKER_ENDPOINT),
+    ("search-relevance", Archetype.TRITON_MULTI_MODEL),
+    ("edge-classifier", Archetype.ONNX_CPU),
+])
+def test_each_bundled_example_gets_its_intended_archetype(catalog, example, archetype):
+    assert select(requirements_with(example), catalog).archetype is archetype
+
+
+def test_a_self_hosted_llm_goes_to_vllm_and_says_why(catalog):
+    sel = select(requirements_with(), catalog)
+    assert sel.archetype is Archetype.VLLM_GPU
+    assert sel.reasons[0].startswith("llama-3-1-8b is a generative model: served token by token by vLLM")
+    assert sel.reasons[1] == "operations.preference=self-hosted: self-hosted on eks"
+
+
+def test_managed_preference_sends_an_llm_to_a_sagemaker_endpoint(catalog):
+    sel = select(requirements_with(operations={"preference": "managed"}), catalog)
+    assert sel.archetype is Archetype.SAGEMAKER_ENDPOINT
+    assert any("operations.preference=managed" in r for r in sel.reasons)
+
+
+def test_small_llm_load_with_any_preference_goes_managed_because_ops_simplicity_wins(catalog):
+    req = requirements_with(operations={"preference": "any"}, traffic={"peak_requests_per_s": 0.2},
+                            slo={"availability_pct": 99.5})
+    sel = select(req, catalog)
+    assert sel.archetype is Archetype.SAGEMAKER_ENDPOINT
+    assert "the load is small" in sel.reasons[1] and "ops simplicity wins" in sel.reasons[1]
+
+
+def test_a_managed_option_over_budget_is_not_chosen(catalog):
+    # self-hosted $1,102/month (1x g5.xlarge + cluster) vs SageMaker $1,028/month (1x ml.g5.xlarge)
+    req = requirements_with(operations={"preference": "any"}, traffic={"peak_requests_per_s": 0.2},
+                            slo={"availability_pct": 99.5}, budget={"max_monthly_usd": 1010})
+    sel = select(req, catalog)
+    assert sel.archetype is Archetype.VLLM_GPU
+    assert sel.reasons[1] == ("operations.preference=any: in prod self-hosting costs $1,102/month (cluster included) "
+                              "vs SageMaker $1,028/month, over budget.max_monthly_usd=1010")
+
+
+def test_large_llm_load_with_any_preference_stays_self_hosted_on_cost(catalog):
+    req = requirements_with(operations={"preference": "any"}, traffic={"peak_requests_per_s": 40})
+    sel = select(req, catalog)
+    assert sel.archetype is Archetype.VLLM_GPU
+    assert "self-hosting costs $" in sel.reasons[1] and "SageMaker $" in sel.reasons[1]
+
+
+def test_several_models_go_to_triton_on_gpu(catalog):
+    sel = select(requirements_with("search-relevance"), catalog)
+    assert sel.archetype is Archetype.TRITON_MULTI_MODEL and sel.accelerator is Accelerator.NVIDIA_GPU
+    assert sel.reasons[0].startswith("3 models in one estate: embedder (embedding), reranker (reranking)")
+
+
+def test_an_estate_without_gpus_runs_triton_on_cpu(catalog):
+    req = requirements_with("search-relevance", hardware={"accelerators": ["cpu"], "allowed_instance_families": []})
+    sel = select(req, catalog)
+    assert sel.archetype is Archetype.TRITON_MULTI_MODEL and sel.accelerator is Accelerator.CPU
+
+
+def test_no_gpu_sends_a_single_classifier_to_onnx_cpu(catalog):
+    sel = select(requirements_with("edge-classifier"), catalog)
+    assert sel.archetype is Archetype.ONNX_CPU and sel.accelerator is Accelerator.CPU
+    assert "hardware.accelerators excludes nvidia-gpu" in sel.reasons[0]
+
+
+def test_a_small_onnx_classifier_picks_cpu_when_it_is_cheaper_than_a_gpu(catalog):
+    req = requirements_with("edge-classifier", hardware={"accelerators": ["nvidia-gpu", "cpu"], "cpu_arch": None},
+                            traffic={"peak_requests_per_s": 5})
+    sel = select(req, catalog)
+    assert sel.archetype is Archetype.ONNX_CPU
+    assert "ONNX Runtime on CPU costs $" in sel.reasons[1] and "Triton on GPU $" in sel.reasons[1]
+
+
+def test_a_heavy_encoder_load_picks_the_gpu_when_cpu_costs_more(catalog):
+    data = example_data("edge-classifier")
+    data["model"] = {**data["model"], "id": "bge-large-en-v1.5", "name": "embedder"}
+    data["traffic"] = {"peak_requests_per_s": 300, "mean_input_tokens": 256}
+    data["hardware"] = {"accelerators": ["nvidia-gpu", "cpu"]}
+    data["budget"] = {}
+    from blueprints.requirements import Requirements
+
+    sel = select(Requirements.model_validate(data), catalog)
+    assert sel.archetype is Archetype.TRITON_MULTI_MODEL and sel.accelerator is Accelerator.NVIDIA_GPU
+
+
+def test_a_non_onnx_model_without_gpus_is_told_to_export_to_onnx(catalog):
+    data = example_data("edge-classifier")
+    data["model"]["format"] = "safetensors"
+    from blueprints.requirements import Requirements
+
+    with pytest.raises(RequirementsError, match=r"model.format=safetensors: .* set model.format: onnx"):
+        select(Requirements.model_validate(data), catalog)
+
+
+def test_text_generation_without_gpus_is_refused(catalog):
+    with pytest.raises(SizingError, match="hardware.accelerators excludes nvidia-gpu.*add nvidia-gpu"):
+        select(requirements_with(hardware={"accelerators": ["cpu"], "allowed_instance_families": []}), catalog)
+
+
+def test_an_llm_inside_an_estate_is_refused_with_the_fix(catalog):
+    data = example_data("search-relevance")
+    data["models"].append({"id": "llama-3.1-8b", "weights_uri": "s3://search-models/llama/",
+                           "traffic": {"peak_requests_per_s": 1}})
+    from blueprints.requirements import Requirements
+
+    with pytest.raises(RequirementsError, match=r"\['llama-3-1-8b'\] generate text .* own requirements file"):
+        select(Requirements.model_validate(data), catalog)
+
+
+def test_managed_preference_for_an_estate_is_an_explicit_contradiction(catalog):
+    with pytest.raises(RequirementsError, match="operations.preference=managed: a SageMaker endpoint here serves one"):
+        select(requirements_with("search-relevance", operations={"preference": "managed"}), catalog)
+
+
+def test_managed_preference_in_a_region_without_a_sagemaker_image_names_the_allowed_regions(catalog):
+    data = example_data("prototype-summarizer")
+    data["compliance"]["regions_allowed"] = ["ap-east-1"]
+    data["environments"]["pilot"]["region"] = "ap-east-1"
+    from blueprints.requirements import Requirements
+
+    with pytest.raises(SizingError, match=r"no SageMaker lmi image for region\(s\) \['ap-east-1'\]; pick a region"):
+        select(Requirements.model_validate(data), catalog)
+
+
+def test_any_preference_in_a_region_without_sagemaker_stays_self_hosted(catalog):
+    data = example_data()
+    data["operations"]["preference"] = "any"
+    data["compliance"]["regions_allowed"] = ["ap-east-1"]
+    for env in data["environments"].values():
+        env["region"] = "ap-east-1"
+    from blueprints.requirements import Requirements
+
+    sel = select(Requirements.model_validate(data), catalog)
+    assert sel.archetype is Archetype.VLLM_GPU
+    assert "no SageMaker LMI image for region(s) ['ap-east-1']" in sel.reasons[1]
+
+
+def test_costs_are_compared_on_the_busiest_production_environment():
+    assert reference_environment(requirements_with()) == "prod"
+    assert reference_environment(requirements_with("prototype-summarizer")) == "pilot"
+
+
+def test_selection_reasons_open_every_blueprints_rationale(catalog):
+    from blueprints.planner import plan
+
+    req = requirements_with("search-relevance")
+    sel = select(req, catalog)
+    for bp in plan(req, catalog):
+        assert bp.rationale[: len(sel.reasons)] == list(sel.reasons)

@@ -1,0 +1,106 @@
+"""Triton: config.pbtxt per model from Triton's protobuf schema, S3 repository, ports, probes, GPU/CPU placement."""
+
+from __future__ import annotations
+
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from blueprints.manifests import validate_manifest
+from components.triton_service import config_pbtxt, repository_configs
+from tests.blueprint_builders import manifests, pod_spec, run_program, triton_blueprint
+
+
+@pytest.fixture(scope="module")
+def gpu_bp(chat_prod):
+    return triton_blueprint(chat_prod, gpu=True)
+
+
+@pytest.fixture(scope="module")
+def gpu_run(gpu_bp):
+    return run_program(gpu_bp)
+
+
+def parse(text: str) -> model_config_pb2.ModelConfig:
+    return text_format.Parse(text, model_config_pb2.ModelConfig())
+
+
+def test_each_model_gets_a_config_pbtxt_object_in_the_repository(gpu_run, gpu_bp):
+    objects = {r.inputs["key"]: r.inputs for r in gpu_run.of_type("aws:s3/bucketObjectv2:BucketObjectv2")}
+    assert set(objects) == {f"models/{m.name}/config.pbtxt" for m in gpu_bp.engine.models}
+    assert all(o["tags"] == gpu_bp.tags for o in objects.values())
+
+
+def test_config_pbtxt_carries_backend_batching_and_instance_group_from_the_plan(gpu_run, gpu_bp):
+    objects = {r.inputs["key"]: r.inputs["content"] for r in gpu_run.of_type("aws:s3/bucketObjectv2:BucketObjectv2")}
+    ranker = parse(objects["models/ranker/config.pbtxt"])
+    planned = gpu_bp.engine.models[0]
+    assert (ranker.name, ranker.backend, ranker.max_batch_size) == ("ranker", "onnxruntime", planned.max_batch_size)
+    assert ranker.dynamic_batching.max_queue_delay_microseconds == planned.max_queue_delay_microseconds
+    [group] = ranker.instance_group
+    assert model_config_pb2.ModelInstanceGroup.Kind.Name(group.kind) == "KIND_GPU"
+    assert group.count == planned.instance_count
+
+
+def test_a_model_that_does_not_batch_gets_no_dynamic_batching(gpu_bp):
+    embedder = parse(config_pbtxt(gpu_bp.engine.models[1]))
+    assert embedder.max_batch_size == 0 and not embedder.HasField("dynamic_batching")
+
+
+def test_engine_models_must_name_served_models(gpu_bp):
+    bad = gpu_bp.model_copy(update={"models": gpu_bp.models[:1]})
+    with pytest.raises(ValueError, match="embedder"):
+        repository_configs(bad)
+
+
+def test_server_reads_the_s3_repository_with_an_explicit_region(gpu_run, gpu_bp):
+    ctr = pod_spec(gpu_run)["containers"][0]
+    repo = [a for a in ctr["args"] if a.startswith("--model-repository=")][0]
+    assert repo.startswith("--model-repository=s3://") and repo.endswith("/models")
+    assert {"name": "AWS_DEFAULT_REGION", "value": gpu_bp.region} in ctr["env"]
+    assert {f"--load-model={m.name}" for m in gpu_bp.engine.models} <= set(ctr["args"])
+
+
+def test_http_grpc_and_metrics_ports_and_health_probes(gpu_run):
+    ctr = pod_spec(gpu_run)["containers"][0]
+    assert {p["name"]: p["containerPort"] for p in ctr["ports"]} == {"http": 8000, "grpc": 8001, "metrics": 8002}
+    assert ctr["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert ctr["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert ctr["args"].count("--http-port=8000") == 1
+
+
+def test_gpu_plan_places_pods_on_gpu_nodes(gpu_run, gpu_bp):
+    pod = pod_spec(gpu_run)
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == str(gpu_bp.compute.gpus_per_replica)
+    assert pod["nodeSelector"]["node.kubernetes.io/instance-type"] == gpu_bp.compute.instance_type
+
+
+def test_cpu_plan_places_pods_on_cpu_nodes_without_gpu_toleration(chat_prod):
+    run = run_program(triton_blueprint(chat_prod, gpu=False))
+    pod = pod_spec(run)
+    assert not pod.get("tolerations")
+    assert "nvidia.com/gpu" not in pod["containers"][0]["resources"]["limits"]
+    assert pod["nodeSelector"]["kubernetes.io/arch"] == "amd64"
+    assert run.of_type("servingblueprints:index:GpuDevicePlugin") == []
+
+
+def test_serving_role_may_list_the_repository_root_but_read_only_its_models(gpu_run):
+    [policy] = [r for r in gpu_run.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("serving-read-weights")]
+    text = policy.inputs["policy"]
+    assert '"models/"' in text and "s3:PutObject" not in text
+
+
+def test_every_manifest_validates_strictly(gpu_run):
+    found = manifests(gpu_run)
+    assert {"Deployment", "Service", "ServiceAccount"} <= {m["kind"] for m in found}
+    for m in found:
+        assert validate_manifest(m) == [], m["kind"]
+
+
+def test_metrics_are_served_on_a_cluster_ip_service_never_on_the_load_balancer(gpu_run):
+    services = {m["metadata"]["name"]: m["spec"] for m in manifests(gpu_run) if m["kind"] == "Service"}
+    lb = services["chat-assistant-triton"]
+    assert lb["type"] == "LoadBalancer" and {p["name"] for p in lb["ports"]} == {"http", "grpc"}
+    metrics = services["chat-assistant-triton-metrics"]
+    assert metrics["type"] == "ClusterIP" and [p["port"] for p in metrics["ports"]] == [8002]
