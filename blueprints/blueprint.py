@@ -278,6 +278,12 @@ class Blueprint(_Frozen):
         return f"{self.service}-{self.environment}"
 
     @property
+    def workload_name(self) -> str:
+        """Name of the serving Deployment, Service and ServiceAccount: `<service>-<engine kind>`. Deterministic, so
+        IAM bindings, autoscalers and alert selectors can name the workload before it exists."""
+        return f"{self.service}-{self.engine.kind}"
+
+    @property
     def model(self) -> ServedModel:
         """The first (for single-model archetypes, the only) model."""
         return self.models[0]

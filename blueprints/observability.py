@@ -47,11 +47,6 @@ class AlertRule:
     summary: str
 
 
-def workload_name(bp: Blueprint) -> str:
-    """The Deployment/Service name of the serving workload (`<service>-<engine>`)."""
-    return f"{bp.service}-{bp.engine.kind}"
-
-
 def _selector(bp: Blueprint, *matchers: str) -> str:
     """`{namespace="serving", <matchers>}`; each matcher is PromQL, e.g. `model_name="x"` or `pod=~"x-.*"`."""
     return "{" + ", ".join([f'namespace="{bp.platform.namespace}"', *matchers]) + "}"
@@ -94,7 +89,7 @@ def slo_alerts(bp: Blueprint) -> list[AlertRule]:
     Kubernetes archetypes only; SageMaker endpoints get CloudWatch alarms from `cloudwatch_alarm_specs`.
     """
     sel = _model_selector(bp)
-    name = workload_name(bp)
+    name = bp.workload_name
     slo = bp.slo
     rules: list[AlertRule] = []
     if bp.archetype is Archetype.VLLM_GPU:
@@ -159,7 +154,7 @@ class Panel:
 def dashboard_panels(bp: Blueprint) -> list[Panel]:
     """The serving dashboard: latency against the SLO, throughput, queue, cache and the hardware, per archetype."""
     sel = _model_selector(bp)
-    pods = _selector(bp, f'pod=~"{workload_name(bp)}-.*"')
+    pods = _selector(bp, f'pod=~"{bp.workload_name}-.*"')
     slo = bp.slo
     panels: list[Panel] = []
     if bp.archetype is Archetype.VLLM_GPU:
@@ -183,7 +178,7 @@ def dashboard_panels(bp: Blueprint) -> list[Panel]:
         ]
     else:
         panels.append(Panel("CPU cores used", f"sum(rate(container_cpu_usage_seconds_total{pods}[1m]))", "short"))
-    deployment = _selector(bp, f'deployment="{workload_name(bp)}"')
+    deployment = _selector(bp, f'deployment="{bp.workload_name}"')
     panels.append(Panel("Available replicas", f"kube_deployment_status_replicas_available{deployment}", "short"))
     if bp.compute.gpus_per_replica:
         panels += [Panel("GPU utilisation", f"avg(DCGM_FI_DEV_GPU_UTIL{pods})", "percent"),

@@ -282,7 +282,7 @@ def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog
 # --- SageMaker -------------------------------------------------------------------------------------------------------
 
 
-def _sagemaker_timers(model_names: str, weights: float) -> tuple[StartupBudget, int, int, int]:
+def sagemaker_timers(model_names: str, weights: float) -> tuple[StartupBudget, int, int, int]:
     """The startup budget and the SageMaker timers derived from it: (budget, startup health-check timeout, download
     timeout, volume GiB). Raises SizingError when a timer exceeds SageMaker's limits."""
     startup = startup_budget(weights_gib=weights, engine_kind="sagemaker", gpu=True)
@@ -302,7 +302,7 @@ def _plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], ca
     model = models[0]
     served = _served_model(model)
     image = catalog.sagemaker_image(sagemaker_engine(models)).uri(req.environments[env].region)
-    startup, health_s, download_s, volume = _sagemaker_timers(served.name, served.weights_gib)
+    startup, health_s, download_s, volume = sagemaker_timers(served.name, served.weights_gib)
     timers = (f"startup health check {health_s} s and model download {download_s} s "
               f"({defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR:g}x the {startup.pod_start_s} s predicted download + load), "
               f"{volume} GiB volume")

@@ -340,7 +340,7 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
         raise StackConfigError(f"{path}: the program needs config {exc.key!r}; set it with "
                                f"`pulumi config set{' --secret' if exc.secret else ''} {exc.key} <value> "
                                f"--stack {stack}`") from None
-    manifests = [manifest(r) for r in run.records if r.custom and r.type.startswith("kubernetes:")]
+    manifests = [manifest(r) for r in run.records if is_manifest(r)]
     problems = {}
     for obj in manifests:
         found = validate_manifest(obj, kubernetes_version=bp.platform.kubernetes_version)
@@ -348,6 +348,11 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
             problems[manifest_id(obj)] = found
     return PreviewReport(stack=stack, archetype=bp.archetype.value, resources=run.records, manifests=manifests,
                          outputs=run.outputs, blueprint=bp, manifest_problems=problems)
+
+
+def is_manifest(record: RegisteredResource) -> bool:
+    """A Kubernetes object (not a Helm release, which is a bundle of objects rendered in the cluster)."""
+    return record.custom and record.type.startswith("kubernetes:") and not record.type.startswith("kubernetes:helm.sh/")
 
 
 def manifest(record: RegisteredResource) -> dict[str, Any]:

@@ -55,7 +55,7 @@ class KubernetesScaler(pulumi.ComponentResource):
         a = bp.autoscaling
         child = pulumi.ResourceOptions(parent=self)
         labels = recommended_labels(name=bp.engine.kind, instance=bp.stack, component="autoscaler")
-        metadata = {"name": f"{bp.service}-{bp.engine.kind}", "namespace": args.namespace, "labels": labels}
+        metadata = {"name": bp.workload_name, "namespace": args.namespace, "labels": labels}
         behavior = {"scaleDown": {"stabilizationWindowSeconds": a.cooldown_s,
                                   "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]},
                     "scaleUp": {"stabilizationWindowSeconds": 0,

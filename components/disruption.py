@@ -24,8 +24,13 @@ def disruption_budget(resource_name: str, bp: Blueprint, name: str, namespace: p
         resource_name, metadata={"name": name, "namespace": namespace, "labels": labels}, spec=spec, opts=opts)
 
 
-def rollout_timeouts(bp: Blueprint) -> pulumi.ResourceOptions:
-    """Pulumi waits for a Deployment as long as Kubernetes would (the progress deadline, from the cold-start budget)
-    plus slack, instead of the provider's 10-minute default, which a GPU node's cold start can outlast."""
+def deployment_options(bp: Blueprint) -> pulumi.ResourceOptions:
+    """Options of a serving Deployment.
+
+    Pulumi waits for it as long as Kubernetes would (the progress deadline, from the cold-start budget) plus slack,
+    instead of the provider's 10-minute default, which a GPU node's cold start can outlast. `spec.replicas` is
+    set at creation only: afterwards the autoscaler (KEDA or HPA) owns it, and an update must not reset it.
+    """
     wait = f"{progress_deadline_s(bp) + AWAIT_SLACK_S}s"
-    return pulumi.ResourceOptions(custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait))
+    return pulumi.ResourceOptions(custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait),
+                                  ignore_changes=["spec.replicas"])

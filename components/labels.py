@@ -12,14 +12,6 @@ ANNOTATION_POD_START_S = "servingblueprints.io/pod-start-s"
 ANNOTATION_TENSOR_PARALLEL = "servingblueprints.io/tensor-parallel-size"
 
 
-def workload_name(service: str, engine_kind: str) -> str:
-    """Name of a serving workload's Deployment, Service and ServiceAccount: `<service>-<engine kind>`.
-
-    Deterministic, so IAM bindings (EKS Pod Identity associations) can be created before the pods that need them.
-    """
-    return f"{service}-{engine_kind}"
-
-
 def sync_account_name(service: str) -> str:
     """ServiceAccount of the weights sync Jobs: `<service>-weights-sync`."""
     return f"{service}-weights-sync"

@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 
 from blueprints import defaults
 from blueprints.blueprint import Blueprint
-from blueprints.observability import cloudwatch_alarm_specs, grafana_dashboard, slo_alerts
+from blueprints.observability import CloudWatchAlarmSpec, cloudwatch_alarm_specs, grafana_dashboard, slo_alerts
 from components.labels import recommended_labels
 
 
@@ -47,7 +47,7 @@ class KubernetesMonitoring(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         labels = {**recommended_labels(name=bp.engine.kind, instance=bp.stack, component="monitoring"),
                   "release": args.prometheus_release}
-        base = f"{bp.service}-{bp.engine.kind}"
+        base = bp.workload_name
         self.service_monitor = k8s.apiextensions.CustomResource(
             f"{name}-servicemonitor", api_version="monitoring.coreos.com/v1", kind="ServiceMonitor",
             metadata={"name": base, "namespace": args.namespace, "labels": labels},
@@ -92,6 +92,11 @@ class EndpointMonitoringArgs:
     alarm_actions: list[pulumi.Input[str]] = field(default_factory=list)
 
 
+def alarm_name(bp: Blueprint, spec: CloudWatchAlarmSpec) -> str:
+    """`<stack>-<alarm>`: fixed, so the endpoint's rollback configuration can list alarms by name."""
+    return f"{bp.stack}-{spec.name}"
+
+
 class EndpointMonitoring(pulumi.ComponentResource):
     """CloudWatch alarms from the SLOs and a CloudWatch dashboard for a SageMaker endpoint.
 
@@ -108,7 +113,7 @@ class EndpointMonitoring(pulumi.ComponentResource):
             stat = {"extended_statistic": spec.statistic} if spec.statistic.startswith("p") else \
                 {"statistic": spec.statistic}
             self.alarms.append(aws.cloudwatch.MetricAlarm(
-                f"{name}-{spec.name}", namespace=spec.namespace, metric_name=spec.metric_name, dimensions=dims,
+                f"{name}-{spec.name}", name=alarm_name(bp, spec), namespace=spec.namespace, metric_name=spec.metric_name, dimensions=dims,
                 period=spec.period_s, evaluation_periods=spec.evaluation_periods, threshold=spec.threshold,
                 comparison_operator=spec.comparison, treat_missing_data="notBreaching",
                 alarm_description=spec.description, alarm_actions=args.alarm_actions, tags=bp.tags, **stat,
@@ -124,5 +129,6 @@ class EndpointMonitoring(pulumi.ComponentResource):
         self.dashboard = aws.cloudwatch.Dashboard(f"{name}-dashboard", dashboard_name=f"{bp.stack}-serving",
                                                   dashboard_body=body, opts=child)
         self.alarm_arns = [a.arn for a in self.alarms]
+        self.alarm_names = [alarm_name(bp, spec) for spec in cloudwatch_alarm_specs(bp)]
         self.dashboard_name = self.dashboard.dashboard_name
         self.register_outputs({"alarm_arns": self.alarm_arns, "dashboard_name": self.dashboard_name})

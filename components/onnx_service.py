@@ -17,14 +17,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from blueprints.blueprint import Blueprint, OnnxRuntimeEngine
-from components.disruption import disruption_budget, rollout_timeouts
+from components.disruption import disruption_budget, deployment_options
 from components.exposure import load_balancer_annotations
 from components.labels import (
     ANNOTATION_POD_START_S,
     ANNOTATION_WEIGHTS_GIB,
     recommended_labels,
     selector_labels,
-    workload_name,
 )
 from components.options import child_options
 from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
@@ -93,7 +92,7 @@ class OnnxRuntimeService(pulumi.ComponentResource):
             raise ValueError("; ".join(problems))
         engine = bp.engine
         namespace = args.namespace or bp.platform.namespace
-        workload = workload_name(bp.service, bp.engine.kind)
+        workload = bp.workload_name
         labels = recommended_labels(name="onnxruntime", instance=bp.stack, component="server",
                                     version=engine.image.rsplit(":", 1)[-1])
         child = child_options(self, opts)
@@ -111,7 +110,7 @@ class OnnxRuntimeService(pulumi.ComponentResource):
                       "annotations": load_balancer_annotations(bp, [engine.port]) if args.expose else {}},
             spec={"type": "LoadBalancer" if args.expose else "ClusterIP", "selector": selector_labels(labels),
                   "ports": [{"name": "http", "port": engine.port, "targetPort": "http", "protocol": "TCP"}]},
-            opts=pulumi.ResourceOptions.merge(child, rollout_timeouts(bp)))
+            opts=pulumi.ResourceOptions.merge(child, deployment_options(bp)))
         self.metrics_service = metrics_service(f"{name}-metrics", f"{bp.service}-onnxruntime-metrics", namespace,
                                                labels, METRICS_PORT, child)
         self.selector = selector_labels(labels)

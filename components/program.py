@@ -10,6 +10,9 @@ Config keys read here (all namespaced `servingblueprints:`):
 - `existingVpc` (optional, object): `{"vpc_id", "private_subnet_ids", "public_subnet_ids"}`: use this VPC instead of
   creating one (see `components.network.ExistingVpc`).
 - `hfToken` (secret, optional): Hugging Face token for the weights sync Job of gated `hf://` models.
+- `prometheusUrl` (optional): the Prometheus server KEDA queries; defaults to kube-prometheus-stack's service
+  (`blueprints.defaults.PROMETHEUS_URL`).
+- `alarmTopicArn` (optional): an SNS topic the SageMaker CloudWatch alarms notify.
 """
 
 from __future__ import annotations
@@ -25,11 +28,19 @@ import pulumi_kubernetes as k8s
 from blueprints.blueprint import Archetype, Blueprint
 from blueprints.requirements import Accelerator
 from blueprints.stackconfig import BLUEPRINT_KEY, PROJECT, blueprint_from_config
+from blueprints import defaults
+from components.autoscaling import EndpointScaler, EndpointScalerArgs, KubernetesScaler, KubernetesScalerArgs
 from components.cluster import Cluster, ClusterArgs, GpuDevicePlugin, GpuDevicePluginArgs
-from components.labels import recommended_labels, sync_account_name, workload_name
+from components.labels import recommended_labels, sync_account_name
+from components.monitoring import (
+    EndpointMonitoring,
+    EndpointMonitoringArgs,
+    KubernetesMonitoring,
+    KubernetesMonitoringArgs,
+)
 from components.network import ExistingVpc, Network, NetworkArgs
 from components.onnx_service import OnnxRuntimeService, OnnxRuntimeServiceArgs
-from components.sagemaker_endpoint import SageMakerEndpoint, SageMakerEndpointArgs
+from components.sagemaker_endpoint import VARIANT_NAME, SageMakerEndpoint, SageMakerEndpointArgs, endpoint_name
 from components.triton_service import TritonModelRepository, TritonModelRepositoryArgs, TritonService, TritonServiceArgs
 from components.vllm_service import VllmService, VllmServiceArgs
 from components.weights_delivery import weights_volume_gib
@@ -60,17 +71,6 @@ def pod_identity_role(name: str, bp: Blueprint, policy_json: pulumi.Input[str]) 
         "Action": ["sts:AssumeRole", "sts:TagSession"]}]}, sort_keys=True)
     role = aws.iam.Role(f"{name}-role", assume_role_policy=trust, tags=bp.tags)
     aws.iam.RolePolicy(f"{name}-policy", role=role.id, policy=policy_json)
-    return role
-
-
-def serving_role(name: str, bp: Blueprint, policy_json: pulumi.Input[str],
-                 opts: pulumi.ResourceOptions | None = None) -> aws.iam.Role:
-    """The serving pods' IAM role (read of the models' prefixes only). Kept for callers of the walking skeleton."""
-    trust = json.dumps({"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
-        "Action": ["sts:AssumeRole", "sts:TagSession"]}]}, sort_keys=True)
-    role = aws.iam.Role(f"{name}-serving-role", assume_role_policy=trust, tags=bp.tags, opts=opts)
-    aws.iam.RolePolicy(f"{name}-serving-read-weights", role=role.id, policy=policy_json, opts=opts)
     return role
 
 
@@ -179,11 +179,24 @@ def build_weights_sync(bp: Blueprint, storage: WeightsStorage, platform: Kuberne
 def serving_identity(bp: Blueprint, storage: WeightsStorage, platform: KubernetesPlatform, *,
                      list_repository_root: bool = False) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
     """The serving pods' role (read of the models' prefixes) bound to `<service>-<engine>`; (role, bindings)."""
-    role = serving_role(bp.stack, bp, storage.read_policy_json([m.name for m in bp.models],
-                                                               list_repository_root=list_repository_root))
+    role = pod_identity_role(f"{bp.stack}-serving", bp, storage.read_policy_json(
+        [m.name for m in bp.models], list_repository_root=list_repository_root))
     bindings = bind_service_account(f"{bp.stack}-pod-identity", bp, platform, role,
-                                    workload_name(bp.service, bp.engine.kind))
+                                    bp.workload_name)
     return role, bindings
+
+
+def build_operations(bp: Blueprint, platform: KubernetesPlatform,
+                     service: VllmService | TritonService | OnnxRuntimeService) -> dict[str, pulumi.Input]:
+    """The workload's autoscaler (KEDA on the plan's signal, or a CPU HPA) and its SLO monitoring."""
+    prometheus = pulumi.Config(PROJECT).get("prometheusUrl") or defaults.PROMETHEUS_URL
+    scaler = KubernetesScaler(f"{bp.stack}-autoscaling", KubernetesScalerArgs(
+        blueprint=bp, deployment_name=service.deployment_name, namespace=platform.namespace,
+        prometheus_url=prometheus), opts=pulumi.ResourceOptions(provider=platform.provider, depends_on=[service]))
+    monitoring = KubernetesMonitoring(f"{bp.stack}-monitoring", KubernetesMonitoringArgs(
+        blueprint=bp, namespace=platform.namespace, selector=service.selector,
+        metrics_port=service.metrics_port_name), opts=platform.opts)
+    return {"autoscaler": scaler.kind, "alerts": monitoring.alert_names}
 
 
 def build_vllm(bp: Blueprint) -> dict[str, pulumi.Input]:
@@ -196,7 +209,8 @@ def build_vllm(bp: Blueprint) -> dict[str, pulumi.Input]:
                                                     namespace=platform.namespace),
                           opts=pulumi.ResourceOptions(provider=platform.provider, depends_on=[*waits, *bindings]))
     return {"endpoint": service.endpoint, "weights_bucket": storage.bucket_name,
-            "weights_uri": storage.model_uri(bp.model.name), "serving_role_arn": role.arn, **platform.outputs}
+            "weights_uri": storage.model_uri(bp.model.name), "serving_role_arn": role.arn, **platform.outputs,
+            **build_operations(bp, platform, service)}
 
 
 def build_triton(bp: Blueprint) -> dict[str, pulumi.Input]:
@@ -212,7 +226,8 @@ def build_triton(bp: Blueprint) -> dict[str, pulumi.Input]:
                             opts=pulumi.ResourceOptions(provider=platform.provider,
                                                         depends_on=[*waits, *bindings, repository]))
     return {"endpoint": service.endpoint, "weights_bucket": storage.bucket_name,
-            "repository_uri": repository.repository_uri, "serving_role_arn": role.arn, **platform.outputs}
+            "repository_uri": repository.repository_uri, "serving_role_arn": role.arn, **platform.outputs,
+            **build_operations(bp, platform, service)}
 
 
 def build_onnx(bp: Blueprint) -> dict[str, pulumi.Input]:
@@ -228,25 +243,37 @@ def build_onnx(bp: Blueprint) -> dict[str, pulumi.Input]:
         pin_to_node_pool=platform.cluster is not None),
         opts=pulumi.ResourceOptions(provider=platform.provider, depends_on=[*waits, *bindings, repository]))
     return {"endpoint": service.endpoint, "weights_bucket": storage.bucket_name,
-            "weights_uri": storage.model_uri(bp.model.name), "serving_role_arn": role.arn, **platform.outputs}
+            "weights_uri": storage.model_uri(bp.model.name), "serving_role_arn": role.arn, **platform.outputs,
+            **build_operations(bp, platform, service)}
 
 
 def build_sagemaker(bp: Blueprint) -> dict[str, pulumi.Input]:
     """Model store, (private_only) network, and the SageMaker endpoint with its execution role."""
     storage = build_storage(bp)
     network = build_network(bp) if bp.network.private_only else None
+    topic = pulumi.Config(PROJECT).get("alarmTopicArn")
+    monitoring = EndpointMonitoring(f"{bp.stack}-monitoring", EndpointMonitoringArgs(
+        blueprint=bp, endpoint_name=endpoint_name(bp), variant_name=VARIANT_NAME,
+        alarm_actions=[topic] if topic else []))
     endpoint = SageMakerEndpoint(bp.stack, SageMakerEndpointArgs(
         blueprint=bp, bucket_name=storage.bucket_name,
         kms_key_arn=storage.kms_key_arn,
         subnet_ids=network.private_subnet_ids if network else None,
-        security_group_ids=[network.workload_security_group_id] if network else None))
+        security_group_ids=[network.workload_security_group_id] if network else None,
+        rollback_alarm_names=monitoring.alarm_names),
+        opts=pulumi.ResourceOptions(depends_on=[monitoring]))
+    EndpointScaler(f"{bp.stack}-autoscaling", EndpointScalerArgs(
+        blueprint=bp, endpoint_name=endpoint.endpoint_name, variant_name=VARIANT_NAME))
     outputs: dict[str, pulumi.Input] = {
         "endpoint": endpoint.invocation_url, "endpoint_name": endpoint.endpoint_name,
         "weights_bucket": storage.bucket_name, "weights_uri": storage.model_uri(bp.model.name),
-        "execution_role_arn": endpoint.execution_role.arn,
+        "execution_role_arn": endpoint.execution_role.arn, "alarms": monitoring.alarm_names,
         "dashboards": {"sagemaker": pulumi.Output.concat(
             f"https://{bp.region}.console.aws.amazon.com/sagemaker/home?region={bp.region}#/endpoints/",
             endpoint.endpoint_name),
+            "cloudwatch": pulumi.Output.concat(
+            f"https://{bp.region}.console.aws.amazon.com/cloudwatch/home?region={bp.region}#dashboards/dashboard/",
+            monitoring.dashboard_name),
             "logs": pulumi.Output.concat(
             f"https://{bp.region}.console.aws.amazon.com/cloudwatch/home?region={bp.region}"
             "#logsV2:log-groups/log-group/$252Faws$252Fsagemaker$252FEndpoints$252F", endpoint.endpoint_name)},

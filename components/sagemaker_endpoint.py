@@ -10,25 +10,20 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 
 from blueprints import defaults
 from blueprints.blueprint import Blueprint, SageMakerEngine
-from blueprints.catalog import Task
+from blueprints.catalog import Task, has_instance_storage
 from components.weights_storage import MODELS_PREFIX
 
 #: SageMaker's limits for ContainerStartupHealthCheckTimeoutInSeconds / ModelDataDownloadTimeoutInSeconds (s) and
 #: VolumeSizeInGB (API_ProductionVariant).
 MAX_TIMEOUT_S = 3600
 MAX_VOLUME_GB = 512
-#: Instance families with local NVMe instance storage: SageMaker rejects VolumeSizeInGB for them, and a storage
-#: KmsKeyArn is pointless there (no EBS volume). Rule of the SageMaker Python SDK's `volume_size_supported`
-#: (sagemaker/utils.py: any family containing "d", plus g5, g6 and trn1, aws/sagemaker-python-sdk#4828); p5 and trn2
-#: added here as they also ship local NVMe. [assumption] checked 2026-11.
-NO_EBS_FAMILY_PREFIXES = ("g5", "g6", "p5", "trn1", "trn2")
 _ECR_IMAGE = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/"
                         r"(?P<repo>[^:@]+)[:@].+$")
 
@@ -42,25 +37,13 @@ class VariantSizing:
     volume_size_gb: int | None
 
 
-def has_instance_storage(instance_type: str) -> bool:
-    """True for SageMaker instance types with local NVMe storage (`ml.g5.xlarge` -> family `g5`)."""
-    family = instance_type.removeprefix("ml.").split(".")[0]
-    return "d" in family or family.startswith(NO_EBS_FAMILY_PREFIXES)
-
-
 def variant_sizing(bp: Blueprint) -> VariantSizing:
-    """Timeouts and volume: the engine's values, raised to cover the model (load + warm-up and download, each x2;
-    volume 2x the weights + 10 GB for the container's scratch), capped at SageMaker's limits."""
+    """The variant's timers as planned from the startup budget (`blueprints.planner._sagemaker_timers`), and its
+    volume: none on instance types with local NVMe storage (SageMaker rejects `VolumeSizeInGB` there)."""
     engine: SageMakerEngine = bp.engine  # type: ignore[assignment]
-    weights = sum(m.weights_gib for m in bp.models)
-    load_s = weights / defaults.MODEL_LOAD_GIB_PER_S + defaults.MODEL_WARMUP_S
-    download_s = weights / defaults.S3_DOWNLOAD_GIB_PER_S
-    startup = min(MAX_TIMEOUT_S, max(engine.container_startup_health_check_timeout_s, math.ceil(2 * load_s)))
-    download = min(MAX_TIMEOUT_S, max(engine.model_data_download_timeout_s, math.ceil(2 * download_s)))
-    volume = None
-    if not has_instance_storage(bp.compute.instance_type):
-        volume = min(MAX_VOLUME_GB, max(engine.volume_size_gib, math.ceil(2 * weights * 1.074 + 10)))
-    return VariantSizing(startup, download, volume)
+    volume = None if has_instance_storage(bp.compute.instance_type) else engine.volume_size_gib
+    return VariantSizing(engine.container_startup_health_check_timeout_s, engine.model_data_download_timeout_s,
+                         volume)
 
 
 def ecr_repository_arn(image: str) -> str:
@@ -145,6 +128,7 @@ class SageMakerEndpointArgs:
             instance type has one. Defaults to none (AWS-managed keys).
         subnet_ids: private subnets for the model's VPC config; required with `network.private_only`.
         security_group_ids: security groups for the model's VPC config.
+        rollback_alarm_names: CloudWatch alarms that roll a blue/green update back (`EndpointMonitoring`).
     """
 
     blueprint: Blueprint
@@ -152,6 +136,38 @@ class SageMakerEndpointArgs:
     kms_key_arn: pulumi.Input[str] | None = None
     subnet_ids: pulumi.Input[list[str]] | None = None
     security_group_ids: list[pulumi.Input[str]] | None = None
+    rollback_alarm_names: list[str] = field(default_factory=list)
+
+
+#: The endpoint's one production variant (autoscaling and alarms address it by name).
+VARIANT_NAME = "primary"
+#: Blue/green canary: one instance takes traffic first, for long enough that the alarms (5 x 60 s) can fire.
+CANARY_WAIT_S = 600
+#: How long the old (blue) fleet is kept after the shift, for a fast rollback, s.
+BLUE_FLEET_TERMINATION_WAIT_S = 300
+
+
+def endpoint_name(bp: Blueprint) -> str:
+    """The SageMaker endpoint name: the stack name (<= 63 characters, letters, digits and hyphens)."""
+    return bp.stack[:63]
+
+
+def deployment_config(bp: Blueprint, alarm_names: list[str]) -> dict:
+    """Blue/green updates with a one-instance canary and automatic rollback on `alarm_names`.
+
+    The whole update may take the green fleet's cold start (the startup budget) plus the canary bake, twice over,
+    within SageMaker's 600-14400 s bounds.
+    """
+    timeout = min(14400, max(600, 2 * (bp.startup.total_s + CANARY_WAIT_S)))
+    return {
+        "blue_green_update_policy": {
+            "traffic_routing_configuration": {"type": "CANARY", "wait_interval_in_seconds": CANARY_WAIT_S,
+                                              "canary_size": {"type": "INSTANCE_COUNT", "value": 1}},
+            "termination_wait_in_seconds": BLUE_FLEET_TERMINATION_WAIT_S,
+            "maximum_execution_timeout_in_seconds": timeout,
+        },
+        "auto_rollback_configuration": {"alarms": [{"alarm_name": n} for n in alarm_names]},
+    }
 
 
 class SageMakerEndpoint(pulumi.ComponentResource):
@@ -210,7 +226,7 @@ class SageMakerEndpoint(pulumi.ComponentResource):
         self.endpoint_config = aws.sagemaker.EndpointConfiguration(
             f"{name}-endpoint-config",
             production_variants=[{
-                "variant_name": "primary",
+                "variant_name": VARIANT_NAME,
                 "model_name": self.model.name,
                 "instance_type": bp.compute.instance_type,
                 "initial_instance_count": engine.initial_instance_count,
@@ -221,7 +237,11 @@ class SageMakerEndpoint(pulumi.ComponentResource):
             kms_key_arn=storage_kms,
             tags=bp.tags,
             opts=child)
-        self.endpoint = aws.sagemaker.Endpoint(f"{name}-endpoint", endpoint_config_name=self.endpoint_config.name,
+        # The endpoint is named after the stack so its alarms can name it before it exists (no dependency cycle
+        # between the alarms and the rollback configuration that lists them).
+        self.endpoint = aws.sagemaker.Endpoint(f"{name}-endpoint", name=endpoint_name(bp),
+                                               endpoint_config_name=self.endpoint_config.name,
+                                               deployment_config=deployment_config(bp, args.rollback_alarm_names),
                                                tags=bp.tags, opts=child)
         self.endpoint_name = self.endpoint.name
         self.invocation_url = pulumi.Output.concat(f"https://runtime.sagemaker.{bp.region}.amazonaws.com/endpoints/",

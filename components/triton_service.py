@@ -21,14 +21,13 @@ from tritonclient.grpc import model_config_pb2
 from blueprints.blueprint import Blueprint, OnnxRuntimeEngine, TritonEngine, TritonModelConfig
 from blueprints.requirements import Accelerator
 from components.cluster import GPU_TOLERATION
-from components.disruption import disruption_budget, rollout_timeouts
+from components.disruption import disruption_budget, deployment_options
 from components.exposure import load_balancer_annotations
 from components.labels import (
     ANNOTATION_POD_START_S,
     ANNOTATION_WEIGHTS_GIB,
     recommended_labels,
     selector_labels,
-    workload_name,
 )
 from components.options import child_options
 from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
@@ -203,7 +202,7 @@ class TritonService(pulumi.ComponentResource):
         engine = bp.engine
         repository_configs(bp)  # validates engine.models against the served models
         namespace = args.namespace or bp.platform.namespace
-        workload = workload_name(bp.service, bp.engine.kind)
+        workload = bp.workload_name
         labels = recommended_labels(name="triton", instance=bp.stack, component="server",
                                     version=engine.image.rsplit(":", 1)[-1])
         child = child_options(self, opts)
@@ -224,7 +223,7 @@ class TritonService(pulumi.ComponentResource):
                       if args.expose else {}},
             spec={"type": "LoadBalancer" if args.expose else "ClusterIP", "selector": selector_labels(labels),
                   "ports": ports},
-            opts=pulumi.ResourceOptions.merge(child, rollout_timeouts(bp)))
+            opts=pulumi.ResourceOptions.merge(child, deployment_options(bp)))
         # Metrics stay inside the cluster: a ClusterIP Service for Prometheus, never a port on the load balancer.
         self.metrics_service = metrics_service(f"{name}-metrics", f"{bp.service}-triton-metrics", namespace, labels,
                                                engine.metrics_port, child)

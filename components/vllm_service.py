@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 
 from blueprints.blueprint import Blueprint, VllmEngine
 from components.cluster import GPU_TOLERATION
-from components.disruption import disruption_budget, rollout_timeouts
+from components.disruption import disruption_budget, deployment_options
 from components.exposure import load_balancer_annotations
 from components.labels import (
     ANNOTATION_POD_START_S,
@@ -18,7 +18,6 @@ from components.labels import (
     ANNOTATION_WEIGHTS_GIB,
     recommended_labels,
     selector_labels,
-    workload_name,
 )
 from components.options import child_options
 from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
@@ -90,7 +89,7 @@ class VllmService(pulumi.ComponentResource):
         if not isinstance(bp.engine, VllmEngine):
             raise ValueError(f"VllmService needs a vllm-gpu blueprint, got archetype {bp.archetype.value}")
         namespace = args.namespace or bp.platform.namespace
-        workload = workload_name(bp.service, bp.engine.kind)
+        workload = bp.workload_name
         labels = recommended_labels(name="vllm", instance=bp.stack, component="server",
                                     version=bp.engine.image.rsplit(":", 1)[-1])
         child = child_options(self, opts)
@@ -104,7 +103,7 @@ class VllmService(pulumi.ComponentResource):
             f"{name}-deployment",
             metadata={"name": workload, "namespace": namespace, "labels": labels},
             spec=_deployment_spec(bp, labels, args.bucket_name, self.service_account.metadata.name),
-            opts=pulumi.ResourceOptions.merge(child, rollout_timeouts(bp)))
+            opts=pulumi.ResourceOptions.merge(child, deployment_options(bp)))
         self.disruption_budget = disruption_budget(f"{name}-pdb", bp, workload, namespace, labels, child)
         self.service = k8s.core.v1.Service(
             f"{name}-service",

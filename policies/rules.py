@@ -36,7 +36,7 @@ from pulumi_policy import (
 )
 from pulumi_policy import proxy as policy_proxy
 
-from blueprints.catalog import load_catalog
+from blueprints.catalog import has_instance_storage, load_catalog
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The resource view every rule reads
@@ -600,8 +600,14 @@ def check_private_endpoints(res: Res, config: Mapping[str, Any]) -> list[str]:
 
 
 def check_sagemaker_kms(res: Res, config: Mapping[str, Any]) -> list[str]:
-    """SageMaker endpoint configurations encrypt the instances' storage volumes with a KMS key."""
+    """SageMaker endpoint configurations encrypt the instances' storage volumes with a KMS key, except on instance
+    types with local NVMe storage (`blueprints.catalog.has_instance_storage`): they have no EBS volume, SageMaker
+    rejects a storage key for them, and their instance store is encrypted by the hardware."""
     if res.type != "aws:sagemaker/endpointConfiguration:EndpointConfiguration" or res.props.get("kmsKeyArn"):
+        return []
+    variants = res.props.get("productionVariants")
+    types = [get(v, "instanceType") for v in variants] if isinstance(variants, list) else []
+    if types and all(isinstance(t, str) and has_instance_storage(t) for t in types):
         return []
     return [f"{res.label} has no kmsKeyArn, so the ML storage volumes attached to the endpoint instances are not "
             "encrypted with your key; set kmsKeyArn to a KMS key ARN"]

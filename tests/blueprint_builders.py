@@ -69,14 +69,17 @@ def onnx_blueprint(base: Blueprint, *, arch: str = "x86_64", cpu: float = 3.0, p
 
 def sagemaker_blueprint(base: Blueprint, *, weights_gib: float = 14.96, private_only: bool = False,
                         instance_type: str = "ml.g5.2xlarge") -> Blueprint:
-    """The base's LLM (weights of `weights_gib`) on a SageMaker real-time endpoint; the engine's timeouts and volume
-    are SageMaker's minimums, so what the component derives from the model shows."""
+    """The base's LLM (weights of `weights_gib`) on a SageMaker real-time endpoint, with the timers and volume the
+    planner derives from the startup budget for that size (`blueprints.planner.sagemaker_timers`)."""
+    from blueprints.planner import sagemaker_timers
+
+    _, health_s, download_s, volume = sagemaker_timers(base.model.name, weights_gib)
     model = {**base.model.model_dump(mode="json"), "weights_gib": weights_gib}
     return derive(base, archetype="sagemaker-endpoint", models=[model],
                   compute={**base.compute.model_dump(mode="json"), "instance_type": instance_type},
                   engine={"kind": "sagemaker", "image": TGI_IMAGE, "initial_instance_count": 2,
-                          "container_startup_health_check_timeout_s": 60, "model_data_download_timeout_s": 60,
-                          "volume_size_gib": 1},
+                          "container_startup_health_check_timeout_s": health_s,
+                          "model_data_download_timeout_s": download_s, "volume_size_gib": volume},
                   network={"private_only": private_only},
                   platform={**base.platform.model_dump(mode="json"), "kind": "sagemaker"})
 
@@ -98,10 +101,9 @@ def run_component(body: Callable[[], Any], bp: Blueprint) -> MockRun:
 
 def manifests(run: MockRun) -> list[dict]:
     """Kubernetes manifests of a run (apiVersion/kind/metadata + spec), as the preview builds them."""
-    from blueprints.preview import manifest
+    from blueprints.preview import is_manifest, manifest
 
-    return [manifest(r) for r in run.records if r.custom and r.type.startswith("kubernetes:")
-            and not r.type.startswith("kubernetes:helm") and r.type != "pulumi:providers:kubernetes"]
+    return [manifest(r) for r in run.records if is_manifest(r)]
 
 
 def pod_spec(run: MockRun, kind: str = "Deployment") -> dict:

@@ -69,12 +69,19 @@ def test_a_sagemaker_model_in_a_vpc_passes_and_one_without_vpc_config_is_flagged
 
 def test_a_sagemaker_endpoint_configuration_with_a_kms_key_passes_and_one_without_is_flagged():
     config = {"kmsKeyArn": "arn:aws:kms:us-east-1:123456789012:key/1",
-              "productionVariants": [{"variantName": "main", "instanceType": "ml.g5.xlarge"}]}
+              "productionVariants": [{"variantName": "main", "instanceType": "ml.inf2.xlarge"}]}
     assert resource_violations("sagemaker-endpoint-kms", ENDPOINT_CONFIG, config) == []
     del config["kmsKeyArn"]
     assert resource_violations("sagemaker-endpoint-kms", ENDPOINT_CONFIG, config, name="ep") == [
         "EndpointConfiguration 'ep' has no kmsKeyArn, so the ML storage volumes attached to the endpoint instances "
         "are not encrypted with your key; set kmsKeyArn to a KMS key ARN"]
+
+
+def test_instance_types_with_local_nvme_need_no_storage_key():
+    config = {"productionVariants": [{"variantName": "main", "instanceType": "ml.g5.2xlarge"}]}
+    assert resource_violations("sagemaker-endpoint-kms", ENDPOINT_CONFIG, config) == []
+    config["productionVariants"].append({"variantName": "canary", "instanceType": "ml.inf2.xlarge"})
+    assert len(resource_violations("sagemaker-endpoint-kms", ENDPOINT_CONFIG, config)) == 1
 
 
 def test_a_kms_key_still_unknown_during_preview_is_not_flagged():

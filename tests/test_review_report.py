@@ -157,14 +157,19 @@ def test_bundled_example_passes_every_mandatory_policy(tmp_path, chat_prod, monk
 @pytest.mark.parametrize(("old", "new", "policy"), [
     ("image: vllm/vllm-openai:v0.11.0", "image: vllm/vllm-openai:latest", "images-pinned"),
     ("cost-center: cc-4711", "cost-centre: cc-4711", "required-tags"),
+    ("audit_logging: true", "audit_logging: false", "cluster-audit-logs"),
+    ("capacity_type: on-demand", "capacity_type: spot", "StackConfigError"),
 ])
 def test_stack_config_edited_to_break_a_rule_exits_1_naming_it(tmp_path, chat_prod, monkeypatch, old, new, policy):
     path = _project(tmp_path, chat_prod, monkeypatch)
     assert old in path.read_text()
     path.write_text(path.read_text().replace(old, new))
     result = runner.invoke(app, ["preview", "chat-assistant-prod", "--out", "review"])
-    assert result.exit_code == 1, result.output
     assert policy in result.output
+    if policy == "StackConfigError":  # the Blueprint model refuses spot in production before any policy runs
+        assert result.exit_code == 2 and "does not run on spot capacity" in result.output
+        return
+    assert result.exit_code == 1, result.output
     assert f"| mandatory | {policy} |" in (tmp_path / "review" / "plan.md").read_text()
 
 

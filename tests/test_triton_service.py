@@ -86,7 +86,7 @@ def test_cpu_plan_places_pods_on_cpu_nodes_without_gpu_toleration(chat_prod):
 
 
 def test_serving_role_may_list_the_repository_root_but_read_only_its_models(gpu_run):
-    [policy] = [r for r in gpu_run.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("serving-read-weights")]
+    [policy] = [r for r in gpu_run.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("-serving-policy")]
     text = policy.inputs["policy"]
     assert '"models/"' in text and "s3:PutObject" not in text
 

@@ -118,5 +118,5 @@ def test_program_binds_the_sync_account_to_a_write_role_with_pod_identity(chat_p
     assert {"chat-assistant-weights-sync", "chat-assistant-vllm"} <= assocs
     [policy] = [r for r in run.of_type("aws:iam/rolePolicy:RolePolicy") if "weights-sync" in r.name]
     assert "s3:PutObject" in policy.inputs["policy"]
-    [serving] = [r for r in run.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("serving-read-weights")]
+    [serving] = [r for r in run.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("-serving-policy")]
     assert "s3:PutObject" not in serving.inputs["policy"]

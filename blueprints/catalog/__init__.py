@@ -177,6 +177,19 @@ class Catalog(BaseModel):
         return _lookup(self.sagemaker_images, engine, "SageMaker image engine")
 
 
+#: SageMaker instance families with local NVMe instance storage: SageMaker rejects VolumeSizeInGB for them, and a storage
+#: KmsKeyArn is pointless there (no EBS volume). Rule of the SageMaker Python SDK's `volume_size_supported`
+#: (sagemaker/utils.py: any family containing "d", plus g5, g6 and trn1, aws/sagemaker-python-sdk#4828); p5 and trn2
+#: added here as they also ship local NVMe. [assumption] checked 2026-11.
+NO_EBS_FAMILY_PREFIXES = ("g5", "g6", "p5", "trn1", "trn2")
+
+
+def has_instance_storage(instance_type: str) -> bool:
+    """True for SageMaker instance types with local NVMe storage (encrypted by the hardware; no EBS volume) (`ml.g5.xlarge` -> family `g5`)."""
+    family = instance_type.removeprefix("ml.").split(".")[0]
+    return "d" in family or family.startswith(NO_EBS_FAMILY_PREFIXES)
+
+
 def _lookup(table: dict, key: str, what: str):
     try:
         return table[key]

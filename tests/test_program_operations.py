@@ -1,0 +1,82 @@
+"""Every bundled stack is operated: scaled on the plan's signal, watched against its SLOs, rolled out safely."""
+
+from __future__ import annotations
+
+import pytest
+
+from blueprints.observability import scaling_signal
+from blueprints.preview import run_preview
+from blueprints.stackconfig import read_stack_config
+from components.rollout import node_pool_max_nodes
+from tests.conftest import ROOT
+
+STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+KUBERNETES = [s for s in STACKS if read_stack_config(ROOT / "stacks" / f"Pulumi.{s}.yaml").platform.kind != "sagemaker"]
+SAGEMAKER = [s for s in STACKS if s not in KUBERNETES]
+
+
+def preview(stack: str):
+    return run_preview(stack, stacks_dir=ROOT / "stacks", program=ROOT / "__main__.py")
+
+
+def of_type(report, type_token: str) -> list:
+    return [r for r in report.resources if r.type == type_token]
+
+
+def test_bundled_examples_cover_both_platforms():
+    assert KUBERNETES and SAGEMAKER
+
+
+@pytest.mark.parametrize("stack", KUBERNETES)
+def test_kubernetes_stacks_scale_on_their_signal_and_alert_on_their_slos(stack):
+    report = preview(stack)
+    bp = report.blueprint
+    signal = scaling_signal(bp)
+    if signal is None:
+        [hpa] = of_type(report, "kubernetes:autoscaling/v2:HorizontalPodAutoscaler")
+        assert hpa.inputs["spec"]["scaleTargetRef"]["name"] == bp.workload_name
+    else:
+        [scaled] = of_type(report, "kubernetes:keda.sh/v1alpha1:ScaledObject")
+        assert scaled.inputs["spec"]["triggers"][0]["metadata"]["query"] == signal.query
+        assert scaled.inputs["spec"]["scaleTargetRef"]["name"] == bp.workload_name
+        assert scaled.inputs["spec"]["minReplicaCount"] == bp.autoscaling.min_replicas
+    [monitor] = of_type(report, "kubernetes:monitoring.coreos.com/v1:ServiceMonitor")
+    [service] = [m for m in report.manifests if m["kind"] == "Service" and m["metadata"]["name"] == bp.workload_name]
+    assert monitor.inputs["spec"]["selector"]["matchLabels"].items() <= service["spec"]["selector"].items()
+    port_names = {p["name"] for s in report.manifests if s["kind"] == "Service" for p in s["spec"]["ports"]}
+    assert monitor.inputs["spec"]["endpoints"][0]["port"] in port_names
+    [rules] = of_type(report, "kubernetes:monitoring.coreos.com/v1:PrometheusRule")
+    assert len(rules.inputs["spec"]["groups"][0]["rules"]) >= 2
+    if bp.production:
+        assert bp.autoscaling.min_replicas >= 1
+
+
+@pytest.mark.parametrize("stack", [s for s in KUBERNETES if "edge" not in s])
+def test_node_pool_grows_to_cover_the_autoscaler_and_a_surge(stack):
+    report = preview(stack)
+    bp = report.blueprint
+    pools = [g for g in of_type(report, "aws:eks/nodeGroup:NodeGroup")
+             if bp.compute.instance_type in g.inputs["instanceTypes"]]
+    assert pools, "the workload node pool"
+    assert pools[0].inputs["scalingConfig"]["maxSize"] == node_pool_max_nodes(bp)
+    if bp.compute.gpus_per_replica:
+        assert pools[0].inputs["scalingConfig"]["maxSize"] * bp.compute.gpus_per_node >= \
+            bp.autoscaling.max_replicas * bp.compute.gpus_per_replica
+
+
+@pytest.mark.parametrize("stack", SAGEMAKER)
+def test_sagemaker_stacks_roll_back_on_their_alarms_and_track_a_target(stack):
+    report = preview(stack)
+    bp = report.blueprint
+    alarms = {a.inputs["name"] for a in of_type(report, "aws:cloudwatch/metricAlarm:MetricAlarm")}
+    [endpoint] = of_type(report, "aws:sagemaker/endpoint:Endpoint")
+    rollback = {a["alarmName"] for a in endpoint.inputs["deploymentConfig"]["autoRollbackConfiguration"]["alarms"]}
+    assert rollback == alarms and f"{bp.stack}-invocation-5xx" in alarms
+    policy = endpoint.inputs["deploymentConfig"]["blueGreenUpdatePolicy"]
+    assert policy["maximumExecutionTimeoutInSeconds"] >= bp.startup.total_s
+    for alarm in of_type(report, "aws:cloudwatch/metricAlarm:MetricAlarm"):
+        assert alarm.inputs["dimensions"]["EndpointName"] == endpoint.inputs["name"]
+    [target] = of_type(report, "aws:appautoscaling/target:Target")
+    assert target.inputs["resourceId"] == f"endpoint/{endpoint.inputs['name']}/variant/primary"
+    [scaling] = of_type(report, "aws:appautoscaling/policy:Policy")
+    assert scaling.inputs["targetTrackingScalingPolicyConfiguration"]["scaleInCooldown"] == bp.autoscaling.cooldown_s
