@@ -24,7 +24,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/plan.py
+	$(BIN)/python benchmarks/preview.py
 
 clean:
 	rm -rf $(VENV) *.egg-info preview-out

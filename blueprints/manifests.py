@@ -14,6 +14,12 @@ from typing import Any
 
 import jsonschema
 import kubernetes_validate
+import kubernetes_validate.utils
+
+# kubernetes-validate re-reads and re-parses its schema files (a 1.5 MB `_definitions.json` among them) on every
+# call. Caching its loader's parsed results keeps the library's validation logic as it is and makes a 100-model
+# estate's preview several times faster. The cached documents are only read, never mutated, by jsonschema.
+kubernetes_validate.utils.schema_contents = lru_cache(maxsize=None)(kubernetes_validate.utils.schema_contents)
 
 #: Kubernetes minor version whose schemas the manifests are validated against by default.
 DEFAULT_KUBERNETES_VERSION = "1.31"

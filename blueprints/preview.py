@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
+
+from blueprints.yamlio import load_yaml
 
 from blueprints.blueprint import Blueprint
 from blueprints.errors import StackConfigError
@@ -288,7 +289,7 @@ def mock_call(token: str, args: dict, *, region: str) -> dict:
 
 def _config_from_file(path: Path) -> tuple[dict[str, str], list[str]]:
     """The stack file's config as the engine passes it: every value a string (objects as JSON); secrets masked."""
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = load_yaml(path.read_text(encoding="utf-8"))
     config, secret_keys = {}, []
     for key, value in (data.get("config") or {}).items():
         key = key if ":" in key else f"{PROJECT}:{key}"

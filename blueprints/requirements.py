@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Annotated
 
 import yaml
+
+from blueprints.yamlio import load_yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from blueprints.catalog import Architecture, Task
@@ -269,7 +271,7 @@ def load_requirements(path: Path) -> Requirements:
     except OSError as exc:
         raise RequirementsError(f"{path}: cannot read requirements file ({exc.strerror})") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 
 import yaml
+
+from blueprints.yamlio import load_yaml
 from pydantic import ValidationError
 
 from blueprints.blueprint import Blueprint
@@ -61,7 +63,7 @@ def _existing(path: Path) -> dict | None:
     if not path.exists():
         return None
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise StackConfigError(f"{path}: exists but cannot be read as YAML ({exc}); fix or delete it before "
                                "re-planning (it may hold secrets set with `pulumi config set --secret`)") from None
@@ -87,7 +89,7 @@ def write_stack_configs(blueprints: list[Blueprint], out_dir: Path, *, source: s
         path = stack_config_path(out_dir, bp.stack)
         rendered.append((path, render_stack_config(bp, source=source, existing=_existing(path))))
     for path, text in rendered:  # prove every file reads back before touching the disk
-        _parse(yaml.safe_load(text), path)
+        _parse(load_yaml(text), path)
     temps: list[tuple[str, Path]] = []
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -117,7 +119,7 @@ def read_stack_config(path: Path) -> Blueprint:
     except OSError as exc:
         raise StackConfigError(f"{path}: cannot read stack config ({exc.strerror}); run `blueprint plan` first") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         raise StackConfigError(f"{path}: not valid YAML: {exc}") from None
     return _parse(data, path)

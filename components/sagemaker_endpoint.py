@@ -8,14 +8,12 @@ are kept when larger than what the model needs; otherwise they are raised (never
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 
-from blueprints import defaults
 from blueprints.blueprint import Blueprint, SageMakerEngine
 from blueprints.catalog import Task, has_instance_storage
 from components.weights_storage import MODELS_PREFIX
