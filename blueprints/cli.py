@@ -1,25 +1,56 @@
-"""`blueprint`: plan stack configs from a requirements file and preview them offline.
+"""`blueprint` command line: a thin shell that parses, calls the planner or the preview, and renders.
 
-A thin shell: parse, call the planner or the preview, render. User errors (`BlueprintError`) print as
-`Type: message` on stderr and exit 2; anything else is a bug and keeps its traceback.
+User errors (`BlueprintError`) print as `Type: message` on stderr and exit 2; anything else is a bug and keeps its
+traceback.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from blueprints.errors import BlueprintError
 from blueprints.requirements import Precision
 
-app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-out = Console()
-err = Console(stderr=True)
+HELP = """Plan production model serving from a requirements file, and review it offline.
+
+\b
+  blueprint plan stacks/requirements/<service>.yaml   write stacks/Pulumi.<service>-<env>.yaml per environment
+  blueprint preview <service>-<env>                   run the Pulumi program offline + the policy pack
+  blueprint estimate --model ID --gpu NAME ...        what-if on the LLM capacity model
+  blueprint schema                                    JSON Schema of requirements files
+
+Exit codes: 0 success; 1 (preview) invalid manifests or mandatory policy violations; 2 bad input.
+"""
+
+app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  rich_markup_mode=None)
+#: Width when output is piped (CI logs, PR pastes): wide enough that URIs and ARNs are not split (rich uses 80).
+PIPED_WIDTH = 200
+out = Console(width=None if sys.stdout.isatty() else PIPED_WIDTH)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else PIPED_WIDTH)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"blueprint (servingblueprints) {version('servingblueprints')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """Plan production model serving from a requirements file, and review it offline."""
 
 
 @contextmanager
@@ -28,7 +59,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except BlueprintError as exc:
-        err.print(f"[bold red]{type(exc).__name__}[/]: {exc}", markup=True, highlight=False, soft_wrap=True)
+        err.print(f"[bold red]{type(exc).__name__}[/]: {escape(str(exc))}", highlight=False)
         raise typer.Exit(code=2) from None
 
 
@@ -106,7 +137,7 @@ def preview(
     from blueprints.review import review_stack
 
     with user_errors():
-        base = load_baseline(baseline) if baseline is not None else None
+        base = load_baseline(baseline, stack=stack) if baseline is not None else None
         with err.status(f"Running the Pulumi program for {stack} under the mock engine..."):
             report = review_stack(stack, stacks_dir=stacks_dir, program=program, policy_config=policy_config)
         diff = diff_reports(base, report.to_json()) if base is not None else None
@@ -167,19 +198,26 @@ def estimate(
 ) -> None:
     """What-if: memory fit, KV cache, TTFT, ITL and throughput of one vLLM replica (the planner's capacity model).
 
-    Exit 2 on an unknown model, GPU or precision.
+    When the replica does not fit (weights plus KV cache for the concurrency), the latency figures are null.
+    Exit 2 on an unknown model or GPU, or a tensor-parallel degree vLLM cannot shard the model over.
     """
     from blueprints.catalog import load_catalog
-    from blueprints.sizing import estimate_llm
+    from blueprints.errors import SizingError
+    from blueprints.sizing import estimate_llm, tensor_parallel_problems
 
     with user_errors():
         catalog = load_catalog()
-        est = estimate_llm(catalog.model(model).architecture, catalog.gpu(gpu), precision=precision,
+        arch = catalog.model(model).architecture
+        problems = tensor_parallel_problems(arch, tensor_parallel)
+        if problems:
+            raise SizingError(f"--tensor-parallel {tensor_parallel} for {model}: {'; '.join(problems)}")
+        est = estimate_llm(arch, catalog.gpu(gpu), precision=precision,
                            tensor_parallel_size=tensor_parallel, concurrency=concurrency,
                            input_tokens=input_tokens, output_tokens=output_tokens)
-    result = {"fits": est.holds(concurrency), "weights_gib": est.weights_gib, "kv_cache_tokens": est.kv_cache_tokens,
-              "max_concurrency": est.max_concurrency, "ttft_ms": est.ttft_ms, "itl_ms": est.itl_ms,
-              "output_tokens_per_s": est.output_tokens_per_s}
+    fits = est.holds(concurrency)
+    result = {"fits": fits, "weights_gib": est.weights_gib, "kv_cache_tokens": est.kv_cache_tokens,
+              "max_concurrency": est.max_concurrency, "ttft_ms": est.ttft_ms if fits else None,
+              "itl_ms": est.itl_ms if fits else None, "output_tokens_per_s": est.output_tokens_per_s if fits else None}
     if as_json:
         typer.echo(json.dumps(result))
         return

@@ -88,8 +88,9 @@ def _cost(report: dict[str, Any]) -> float:
     return float(report.get("predictions", {}).get("monthly_cost_usd", 0.0))
 
 
-def load_baseline(path: Path) -> dict[str, Any]:
-    """Read a baseline `plan.json`. Raises `BlueprintError` if it is missing or not a preview report."""
+def load_baseline(path: Path, *, stack: str) -> dict[str, Any]:
+    """Read a baseline `plan.json` of `stack`. Raises `BlueprintError` if it is missing, not a preview report, or a
+    report of another stack."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -98,4 +99,7 @@ def load_baseline(path: Path) -> dict[str, Any]:
         raise BlueprintError(f"{path}: baseline is not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(data, dict) or not isinstance(data.get("resources"), list):
         raise BlueprintError(f"{path}: not a preview report; pass a plan.json written by `blueprint preview --out`")
+    if data.get("stack") != stack:
+        raise BlueprintError(f"{path}: baseline is a report of stack {data.get('stack')!r}, not {stack!r}; pass the "
+                             f"base branch's plan.json of {stack}")
     return data

@@ -22,6 +22,7 @@ from blueprints.sizing import (
     gflops_from_cpu_latency,
     gflops_from_gpu_latency,
     gpu_batch_ms,
+    tensor_parallel_problems,
     weights_gib,
 )
 
@@ -145,12 +146,13 @@ class LlmOption:
     node_usd_per_hour: float
 
 
-def tp_degrees(gpus_per_node: int, *, managed: bool) -> list[int]:
-    """Tensor-parallel degrees to try: powers of two dividing the node's GPUs (within one node). A SageMaker LMI
-    endpoint runs one model copy across all GPUs of its instance."""
-    if managed:
-        return [gpus_per_node]
-    return [2**k for k in range(0, 4) if 2**k <= gpus_per_node and gpus_per_node % 2**k == 0]
+def tp_degrees(gpus_per_node: int, arch: Architecture, *, managed: bool) -> list[int]:
+    """Tensor-parallel degrees to try: powers of two dividing the node's GPUs (within one node) that vLLM can shard
+    the model over (`sizing.tensor_parallel_problems`). A SageMaker LMI endpoint runs one model copy across all GPUs
+    of its instance."""
+    degrees = [gpus_per_node] if managed else [2**k for k in range(0, 4)
+                                               if 2**k <= gpus_per_node and gpus_per_node % 2**k == 0]
+    return [tp for tp in degrees if not tensor_parallel_problems(arch, tp)]
 
 
 def p95(est: LlmEstimate) -> tuple[float, float]:
@@ -214,7 +216,7 @@ def search_llm_options(req: Requirements, env: str, model: ResolvedModel, catalo
     options = []
     for inst in gpu_instances(req, catalog, managed=managed):
         gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
-        for tp in tp_degrees(inst.gpu_count, managed=managed):
+        for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
             found = _best_concurrency(req, model, gpu, tp, managed=managed)
             if found is None:
                 continue
@@ -241,7 +243,7 @@ def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Cat
     fitting = []  # (instance, tp, ttft p95 ms, itl p95 ms) at concurrency 1, for options that fit in memory
     for inst in candidates:
         gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
-        for tp in tp_degrees(inst.gpu_count, managed=managed):
+        for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
             est = llm_estimate(model, gpu, tp, concurrency=1)
             if est.fits and est.max_concurrency >= 1:
                 fitting.append((inst, tp, *p95(est)))

@@ -7,6 +7,7 @@ inputs). Kubernetes resources become plain manifests (camelCase, as the engine s
 from __future__ import annotations
 
 import hashlib
+import logging
 import json
 import runpy
 from dataclasses import asdict, dataclass, field
@@ -65,6 +66,7 @@ class PreviewReport:
     blueprint: Blueprint = field(repr=False)
     manifest_problems: dict[str, list[str]] = field(default_factory=dict)
     policy_verdicts: list[PolicyVerdict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def mandatory_violations(self) -> list[PolicyVerdict]:
@@ -77,7 +79,7 @@ class PreviewReport:
 
     def to_json(self) -> dict[str, Any]:
         """`{"stack", "archetype", "region", "resources": [{"type", "name", "parent", "inputs"}], "manifests",
-        "manifest_problems", "policy_verdicts", "predictions", "outputs"}`."""
+        "manifest_problems", "policy_verdicts", "warnings", "predictions", "outputs"}`."""
         return {
             "stack": self.stack,
             "archetype": self.archetype,
@@ -87,6 +89,7 @@ class PreviewReport:
             "manifests": self.manifests,
             "manifest_problems": self.manifest_problems,
             "policy_verdicts": [asdict(v) for v in self.policy_verdicts],
+            "warnings": self.warnings,
             "predictions": self.blueprint.predictions.model_dump(mode="json"),
             "outputs": self.outputs,
         }
@@ -116,6 +119,7 @@ class MockRun:
 
     records: list[RegisteredResource]
     outputs: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
 
     def of_type(self, type_token: str) -> list[RegisteredResource]:
         """Registrations of one type token, e.g. `kubernetes:apps/v1:Deployment`, in URN order."""
@@ -175,6 +179,16 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
                                                   dependencies=tuple(sorted(request.dependencies))))
             return response
 
+    warnings: list[str] = []
+
+    class Collect(logging.Handler):  # `pulumi.log.warn` from the program goes into the report, not stderr
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                warnings.append(record.getMessage())
+
+    logger = logging.getLogger(f"servingblueprints.preview.{stack}")
+    logger.handlers[:] = [Collect()]
+    logger.propagate = False
     SETTINGS.rpc_manager.clear()
     SETTINGS.outputs.clear()
     # A fresh root Stack per run: `set_mocks` keeps an existing root, whose exports would leak into this run.
@@ -182,7 +196,7 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
     ROOT.set(None)
     pulumi.runtime.set_all_config(config, secret_keys or [])
     mocks = Mocks()
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=Monitor(mocks))
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=Monitor(mocks), logger=logger)
     outputs: dict[str, Any] = {}
 
     def program_body():
@@ -199,7 +213,7 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
 
     _sync_await(run_pulumi_func(program_body))
     records.sort(key=lambda r: r.urn)
-    return MockRun(records=records, outputs=outputs)
+    return MockRun(records=records, outputs=outputs, warnings=sorted(set(warnings)))
 
 
 def _unwrap_secrets(value: Any) -> Any:
@@ -348,7 +362,7 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
         if found:
             problems[manifest_id(obj)] = found
     return PreviewReport(stack=stack, archetype=bp.archetype.value, resources=run.records, manifests=manifests,
-                         outputs=run.outputs, blueprint=bp, manifest_problems=problems)
+                         outputs=run.outputs, blueprint=bp, manifest_problems=problems, warnings=run.warnings)
 
 
 def is_manifest(record: RegisteredResource) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.tree import Tree
 from tabulate import tabulate
 
@@ -166,6 +167,8 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None) -> str:
             summary.append([f"predicted {label}", f"{value:g} {unit}".strip()])
     out.append("### Plan\n\n" + _md_table(summary, ["", ""]) + "\n")
     out.append("Why:\n\n" + "\n".join(f"- {r}" for r in bp.rationale) + "\n")
+    if report.warnings:
+        out.append("### Program warnings\n\n" + "\n".join(f"- {w}" for w in report.warnings) + "\n")
     out.append("### Policy verdicts\n")
     if report.policy_verdicts:
         out.append(_md_table([[v.level, v.policy, _short(v.resource), v.message] for v in report.policy_verdicts],
@@ -205,7 +208,7 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
                       f"~{len(diff.changed)} changed; monthly cost {diff.cost_delta_usd:+,.2f} USD")
         for change in diff.changed:
             for s in change.settings:
-                console.print(f"  ~ {change.type} {change.name}: {s.path}: {s.before!r} -> {s.after!r}")
+                console.print(escape(f"  ~ {change.type} {change.name}: {s.path}: {s.before!r} -> {s.after!r}"))
     root = Tree(f"[bold]{report.stack}[/]")
     children: dict[str | None, list[RegisteredResource]] = {}
     for record in report.resources:
@@ -213,7 +216,7 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
 
     def add(branch: Tree, parent_urn: str | None) -> None:
         for record in children.get(parent_urn, []):
-            settings = _settings_text(record)
+            settings = escape(_settings_text(record))
             node = branch.add(f"[cyan]{record.type}[/] {record.name}" + (f" [dim]{settings}[/]" if settings else ""))
             add(node, record.urn)
 
@@ -224,21 +227,23 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
                   f"(strict schema, Kubernetes {bp.platform.kubernetes_version}): {status}")
     for ident, msgs in report.manifest_problems.items():
         for msg in msgs:
-            console.print(f"  [red]{ident}[/]: {msg}")
+            console.print(f"  [red]{ident}[/]: {escape(msg)}")
     if report.policy_verdicts:
         console.print(f"[bold]Policy verdicts[/]: {len(report.mandatory_violations)} mandatory, "
                       f"{len(report.policy_verdicts) - len(report.mandatory_violations)} advisory")
         for v in report.policy_verdicts:
             colour = "red" if v.level == "mandatory" else "yellow"
-            console.print(f"  [{colour}]{v.level}[/] {v.policy} on {_short(v.resource)}: {v.message}")
+            console.print(f"  [{colour}]{v.level}[/] {v.policy} on {_short(v.resource)}: {escape(v.message)}")
     else:
         console.print("[bold]Policy verdicts[/]: [green]no violations[/]")
+    for warning in report.warnings:
+        console.print(f"[yellow]warning[/]: {escape(warning)}")
     p = bp.predictions
     console.print(f"[bold]Monthly cost[/]: ${p.monthly_cost_usd:,.2f}" + (" (spot estimate)" if p.cost_is_estimate else "")
                   + "  " + "; ".join(f"{c.item}: {c.quantity:g} x ${c.usd_per_hour:.4f}/h = ${c.monthly_usd:,.2f}"
                                      for c in p.cost_lines))
     if report.outputs:
-        console.print("[bold]Stack outputs[/]: " + ", ".join(f"{k}={v}" for k, v in report.outputs.items()))
+        console.print("[bold]Stack outputs[/]: " + escape(", ".join(f"{k}={v}" for k, v in report.outputs.items())))
 
 
 # --- files ---------------------------------------------------------------------------------------------------------

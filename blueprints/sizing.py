@@ -51,6 +51,21 @@ def mbu(precision: Precision, tensor_parallel_size: int) -> float:
     return defaults.MBU_SINGLE_GPU_16BIT
 
 
+def tensor_parallel_problems(arch: Architecture, tensor_parallel_size: int) -> list[str]:
+    """Why vLLM cannot shard this model `tensor_parallel_size` ways (empty when it can).
+
+    vLLM splits attention heads evenly across ranks (`num_attention_heads % tensor_parallel_size == 0`,
+    vllm/config.py `verify_with_parallel_config`), and NCCL all-reduce within one node is planned for powers of two.
+    """
+    tp = tensor_parallel_size
+    problems = []
+    if tp < 1 or tp & (tp - 1):
+        problems.append(f"tensor_parallel_size={tp} must be a power of two (1, 2, 4, 8)")
+    elif arch.attention_heads % tp:
+        problems.append(f"tensor_parallel_size={tp} must divide the model's {arch.attention_heads} attention heads")
+    return problems
+
+
 @dataclass(frozen=True)
 class LlmEstimate:
     """Prediction for one replica (`tensor_parallel_size` GPUs) at a fixed concurrency.

@@ -80,3 +80,25 @@ def test_an_unknown_precision_exits_2_listing_the_choices():
 def test_a_zero_concurrency_exits_2():
     result = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "0"])
     assert result.exit_code == 2
+
+
+def test_latency_figures_are_null_when_the_replica_does_not_fit():
+    result = runner.invoke(app, ["estimate", "--model", "llama-3.1-70b", "--gpu", "l4", "--json"])
+    data = json.loads(result.stdout)
+    assert result.exit_code == 0 and data["fits"] is False
+    assert data["ttft_ms"] is None and data["itl_ms"] is None and data["output_tokens_per_s"] is None
+    assert data["weights_gib"] > 100
+
+
+@pytest.mark.parametrize(("tp", "message"), [
+    ("3", "tensor_parallel_size=3 must be a power of two"),
+    ("16", "tensor_parallel_size=16 must divide the model's 28 attention heads"),
+])
+def test_a_tensor_parallel_degree_vllm_cannot_use_exits_2(tp, message):
+    result = runner.invoke(app, ["estimate", "--model", "qwen2.5-7b", "--gpu", "h100", "--tensor-parallel", tp])
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_version_is_printed():
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.startswith("blueprint (servingblueprints) ")

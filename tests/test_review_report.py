@@ -177,3 +177,21 @@ def test_missing_policy_config_exits_2(tmp_path, chat_prod, monkeypatch):
     _project(tmp_path, chat_prod, monkeypatch)
     result = runner.invoke(app, ["preview", "chat-assistant-prod", "--policy-config", "nope.json"])
     assert result.exit_code == 2 and "cannot read policy config" in result.output
+
+
+def test_baseline_of_another_stack_exits_2(tmp_path, chat_prod, monkeypatch):
+    _project(tmp_path, chat_prod, monkeypatch)
+    assert runner.invoke(app, ["preview", "chat-assistant-prod", "--out", "base"]).exit_code == 0
+    data = json.loads((tmp_path / "base" / "plan.json").read_text())
+    data["stack"] = "chat-assistant-dev"
+    (tmp_path / "base" / "plan.json").write_text(json.dumps(data))
+    result = runner.invoke(app, ["preview", "chat-assistant-prod", "--baseline", "base/plan.json"])
+    assert result.exit_code == 2 and "a report of stack 'chat-assistant-dev', not 'chat-assistant-prod'" in result.output
+
+
+def test_program_warnings_go_into_the_report_and_secrets_print_as_placeholders(tmp_path, chat_prod, monkeypatch):
+    _project(tmp_path, chat_prod, monkeypatch)
+    result = runner.invoke(app, ["preview", "chat-assistant-prod", "--out", "review"])
+    assert "warning: servingblueprints:hfToken is not set" in result.output
+    assert "kubeconfig=[secret]" in result.output
+    assert "### Program warnings" in (tmp_path / "review" / "plan.md").read_text()

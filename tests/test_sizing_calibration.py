@@ -61,3 +61,13 @@ def test_itl_never_beats_the_bandwidth_floor(catalog, gpu):
                        output_tokens=128)
     floor_ms = arch.params_b * 1e9 * 2 / (g.bandwidth_gb_per_s * 1e9) * 1e3
     assert est.itl_ms > floor_ms
+
+
+def test_planner_never_shards_a_model_over_a_degree_that_does_not_divide_its_heads(catalog):
+    from blueprints.options import tp_degrees
+    from blueprints.sizing import tensor_parallel_problems
+
+    qwen = catalog.model("qwen2.5-7b").architecture  # 28 attention heads
+    assert tp_degrees(8, qwen, managed=False) == [1, 2, 4]
+    assert tp_degrees(8, qwen, managed=True) == []
+    assert tensor_parallel_problems(qwen, 4) == []

@@ -195,8 +195,8 @@ def _lookup(table: dict, key: str, what: str):
         return table[key]
     except KeyError:
         close = difflib.get_close_matches(key, table, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise CatalogError(f"unknown {what} {key!r}{hint} Known: {', '.join(sorted(table))}") from None
+        hint = f"; did you mean {', '.join(close)}?" if close else "."
+        raise CatalogError(f"unknown {what} {key!r}{hint} Known: {', '.join(sorted(table))}.") from None
 
 
 def _read(name: str, model: type[BaseModel]):
