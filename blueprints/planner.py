@@ -38,6 +38,7 @@ from blueprints.options import (
     NongenOption,
     ResolvedModel,
     cluster_monthly_usd,
+    fixed_cost_items,
     explain_infeasible_llm,
     explain_infeasible_nongen,
     latency_target_ms,
@@ -82,15 +83,11 @@ def _line(item: str, quantity: float, usd_per_hour: float, catalog: Catalog) -> 
 
 def _cost_lines(req: Requirements, env: str, catalog: Catalog, *, what: str, instance_type: str, nodes: int,
                 usd_per_hour: float, managed: bool) -> list[CostLine]:
-    """The nodes (or SageMaker instances), then the fixed cost of an EKS cluster we create: control plane and the
-    system node group (their sum is `options.cluster_monthly_usd`)."""
+    """The nodes (or SageMaker instances), then the stack's fixed items (`options.fixed_cost_items`: cluster,
+    network, load balancer, keys; their sum is `options.cluster_monthly_usd`)."""
     spot = ", spot" if req.environments[env].spot and not managed else ""
     lines = [_line(f"{what} ({instance_type}{spot})", nodes, usd_per_hour, catalog)]
-    if cluster_monthly_usd(req, catalog, managed=managed):
-        system = catalog.instance(defaults.SYSTEM_NODE_INSTANCE_TYPE)
-        lines += [_line("EKS control plane", 1, catalog.eks_control_plane_usd_per_hour, catalog),
-                  _line(f"system nodes ({system.instance_type})", defaults.SYSTEM_NODE_COUNT, system.usd_per_hour,
-                        catalog)]
+    lines += [_line(item, qty, usd, catalog) for item, qty, usd in fixed_cost_items(req, env, catalog, managed=managed)]
     return lines
 
 
@@ -107,9 +104,9 @@ def check_budget(req: Requirements, env: str, catalog: Catalog, *, lines: list[C
     monthly = sum(line.monthly_usd for line in lines)
     if budget is None or monthly <= budget:
         return
-    fixed = cluster_monthly_usd(req, catalog, managed=managed)
-    per_replica = node_usd_per_hour * catalog.hours_per_month / replicas_per_node
-    affordable = max(0, math.floor((budget - fixed) / per_replica))
+    fixed = cluster_monthly_usd(req, env, catalog, managed=managed)
+    node_monthly = node_usd_per_hour * catalog.hours_per_month
+    affordable = max(0, math.floor((budget - fixed) / node_monthly)) * replicas_per_node
     head = (f"environments.{env}: the cheapest plan meeting the SLO ({what}) costs ${monthly:,.0f}/month, "
             f"${monthly - budget:,.0f} over budget.max_monthly_usd={budget:g}")
     floor = replicas_floor(req, env)
@@ -119,9 +116,11 @@ def check_budget(req: Requirements, env: str, catalog: Catalog, *, lines: list[C
                           f"this environment's peak load: raise budget.max_monthly_usd to >= {math.ceil(monthly)}, "
                           f"or lower environments.{env}.traffic_scale (or traffic.peak_requests_per_s) to "
                           f"<= {share:.0%} of today's, or relax the SLO")
-    raise SizingError(f"{head}. It does not pay for the minimum of {floor} replica(s) at ${per_replica:,.0f}/month each "
-                      f"plus ${fixed:,.0f}/month of cluster: raise budget.max_monthly_usd to >= {math.ceil(monthly)}, "
-                      "allow cheaper hardware, or relax the SLO")
+    min_nodes = math.ceil(floor / replicas_per_node)
+    raise SizingError(f"{head}. It does not pay for the minimum of {floor} replica(s): {min_nodes} node(s) at "
+                      f"${node_monthly:,.0f}/month each ({replicas_per_node} replica(s) per node) plus ${fixed:,.0f}/month "
+                      f"of cluster, network and keys: raise budget.max_monthly_usd to >= "
+                      f"{math.ceil(min_nodes * node_monthly + fixed)}, allow cheaper hardware, or relax the SLO")
 
 
 def _autoscaling_bounds(req: Requirements, env: str, replicas: int, *, managed: bool) -> tuple[int, int]:

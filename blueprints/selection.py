@@ -59,7 +59,7 @@ def _llm_monthly_usd(req: Requirements, env: str, model: ResolvedModel, catalog:
     if not options:
         return None
     best = options[0]
-    return best.nodes * best.node_usd_per_hour * catalog.hours_per_month + cluster_monthly_usd(req, catalog,
+    return best.nodes * best.node_usd_per_hour * catalog.hours_per_month + cluster_monthly_usd(req, env, catalog,
                                                                                                managed=managed)
 
 
@@ -69,7 +69,7 @@ def _nongen_monthly_usd(req: Requirements, env: str, models: list[ResolvedModel]
     if not options:
         return None
     best = options[0]
-    return best.nodes * best.node_usd_per_hour * catalog.hours_per_month + cluster_monthly_usd(req, catalog,
+    return best.nodes * best.node_usd_per_hour * catalog.hours_per_month + cluster_monthly_usd(req, env, catalog,
                                                                                                managed=False)
 
 

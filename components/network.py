@@ -21,7 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from blueprints import defaults
 
 #: Interface endpoints created with `private_only` (service suffix after `com.amazonaws.<region>.`).
-INTERFACE_ENDPOINT_SERVICES = ("ecr.api", "ecr.dkr", "sts", "sagemaker.runtime")
 #: Subnet tags the AWS Load Balancer Controller uses to discover subnets (kubernetes-sigs.github.io/
 #: aws-load-balancer-controller/latest/deploy/subnet_discovery/).
 PUBLIC_ELB_TAG = "kubernetes.io/role/elb"
@@ -204,7 +203,7 @@ class Network(pulumi.ComponentResource):
                 vpc_endpoint_type="Gateway", route_table_ids=route_table_ids, tags={**args.tags, "Name": f"{name}-s3"},
                 opts=child))
         assert self.endpoint_security_group is not None
-        for service in INTERFACE_ENDPOINT_SERVICES:
+        for service in defaults.INTERFACE_ENDPOINT_SERVICES:
             suffix = service.replace(".", "-")
             self.endpoints.append(aws.ec2.VpcEndpoint(
                 f"{name}-{suffix}", vpc_id=vpc_id, service_name=f"com.amazonaws.{args.region}.{service}",

@@ -49,12 +49,12 @@ def test_small_llm_load_with_any_preference_goes_managed_because_ops_simplicity_
 
 
 def test_a_managed_option_over_budget_is_not_chosen(catalog):
-    # self-hosted $1,102/month (1x g5.xlarge + cluster) vs SageMaker $1,028/month (1x ml.g5.xlarge)
+    # self-hosted $1,217/month (1x g5.xlarge + cluster, NATs, NLB) vs SageMaker $1,028/month (1x ml.g5.xlarge)
     req = requirements_with(operations={"preference": "any"}, traffic={"peak_requests_per_s": 0.2},
                             slo={"availability_pct": 99.5}, budget={"max_monthly_usd": 1010})
     sel = select(req, catalog)
     assert sel.archetype is Archetype.VLLM_GPU
-    assert sel.reasons[1] == ("operations.preference=any: in prod self-hosting costs $1,102/month (cluster included) "
+    assert sel.reasons[1] == ("operations.preference=any: in prod self-hosting costs $1,217/month (cluster included) "
                               "vs SageMaker $1,028/month, over budget.max_monthly_usd=1010")
 
 

@@ -122,6 +122,10 @@ class _InstanceFile(_Record):
     sagemaker_source: str
     spot_price_factor: float = Field(gt=0, le=1)
     eks_control_plane_usd_per_hour: float = Field(ge=0)
+    nat_gateway_usd_per_hour: float = Field(ge=0)
+    interface_endpoint_usd_per_hour_per_az: float = Field(ge=0)
+    network_load_balancer_usd_per_hour: float = Field(ge=0)
+    kms_key_usd_per_month: float = Field(ge=0)
     ec2: list[InstanceType]
     sagemaker: list[InstanceType]
     cpu_gflops_source: str
@@ -147,6 +151,10 @@ class Catalog(BaseModel):
     price_region: str
     spot_price_factor: float
     eks_control_plane_usd_per_hour: float
+    nat_gateway_usd_per_hour: float
+    interface_endpoint_usd_per_hour_per_az: float
+    network_load_balancer_usd_per_hour: float
+    kms_key_usd_per_month: float
     ec2_source: str
     sagemaker_source: str
     gpu_source: str
@@ -241,6 +249,10 @@ def load_catalog() -> Catalog:
         price_region=inst.price_region,
         spot_price_factor=inst.spot_price_factor,
         eks_control_plane_usd_per_hour=inst.eks_control_plane_usd_per_hour,
+        nat_gateway_usd_per_hour=inst.nat_gateway_usd_per_hour,
+        interface_endpoint_usd_per_hour_per_az=inst.interface_endpoint_usd_per_hour_per_az,
+        network_load_balancer_usd_per_hour=inst.network_load_balancer_usd_per_hour,
+        kms_key_usd_per_month=inst.kms_key_usd_per_month,
         ec2_source=inst.ec2_source,
         sagemaker_source=inst.sagemaker_source,
         gpu_source=gpus.source,
