@@ -123,10 +123,12 @@ def check_budget(req: Requirements, env: str, catalog: Catalog, *, lines: list[C
                       f"{math.ceil(min_nodes * node_monthly + fixed)}, allow cheaper hardware, or relax the SLO")
 
 
-def _autoscaling_bounds(req: Requirements, env: str, replicas: int, *, managed: bool) -> tuple[int, int]:
+def _autoscaling_bounds(req: Requirements, env: str, replicas: int, *, can_scale_to_zero: bool) -> tuple[int, int]:
+    """(min, max) replicas. Scale to zero needs KEDA (vLLM, Triton); a SageMaker real-time endpoint and a CPU HPA
+    (ONNX Runtime) keep at least one replica."""
     spec = req.environments[env]
     floor = spec.min_replicas if spec.min_replicas is not None else replicas_floor(req, env)
-    if managed:  # a SageMaker real-time endpoint keeps at least one instance
+    if not can_scale_to_zero:
         floor = max(1, floor)
     ceiling = spec.max_replicas if spec.max_replicas is not None else max(2 * replicas, floor, 1)
     if ceiling < replicas:
@@ -253,7 +255,7 @@ def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog
     check_budget(req, env, catalog, lines=lines, what=f"vllm-gpu, {best.nodes}x {inst.instance_type}",
                  replicas=best.replicas, replicas_per_node=inst.gpu_count // tp,
                  node_usd_per_hour=best.node_usd_per_hour, managed=False)
-    floor, ceiling = _autoscaling_bounds(req, env, best.replicas, managed=False)
+    floor, ceiling = _autoscaling_bounds(req, env, best.replicas, can_scale_to_zero=True)
     request_s = est.ttft_ms / 1e3 + model.traffic.mean_output_tokens * est.itl_ms / 1e3
     queue_target = 1.0
     if req.slo.ttft_p95_ms is not None:  # waiting requests that still leave TTFT within its SLO
@@ -328,7 +330,7 @@ def _plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], ca
                         usd_per_hour=inst.usd_per_hour, managed=True)
     check_budget(req, env, catalog, lines=lines, what=f"sagemaker-endpoint, {replicas}x {inst.instance_type}",
                  replicas=replicas, replicas_per_node=1, node_usd_per_hour=inst.usd_per_hour, managed=True)
-    floor, ceiling = _autoscaling_bounds(req, env, replicas, managed=True)
+    floor, ceiling = _autoscaling_bounds(req, env, replicas, can_scale_to_zero=False)
     notes = _cost_notes(req, env, catalog, managed=True)
     if req.environments[env].min_replicas == 0:
         notes.append(f"environments.{env}.min_replicas=0 raised to 1: a SageMaker real-time endpoint keeps one "
@@ -434,7 +436,7 @@ def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catal
                  what=f"{selection.archetype.value}, {option.nodes}x {inst.instance_type}",
                  replicas=option.replicas, replicas_per_node=option.replicas_per_node,
                  node_usd_per_hour=option.node_usd_per_hour, managed=False)
-    floor, ceiling = _autoscaling_bounds(req, env, option.replicas, managed=False)
+    floor, ceiling = _autoscaling_bounds(req, env, option.replicas, can_scale_to_zero=not onnx)
     utilization = min(defaults.TARGET_UTILIZATION[m.traffic.pattern.value] for m in models)
     if onnx:
         engine = OnnxRuntimeEngine(image=defaults.ONNXRUNTIME_IMAGE, intra_op_threads=option.cpu_per_replica)

@@ -2,7 +2,8 @@
 
 - vLLM / Triton: a KEDA `ScaledObject` on the Prometheus signal (queue depth / queue time), scale-in stabilised
   for longer than a cold start, scale-to-zero only outside production.
-- ONNX Runtime on CPU: an `autoscaling/v2` HorizontalPodAutoscaler on CPU utilisation.
+- ONNX Runtime on CPU: an `autoscaling/v2` HorizontalPodAutoscaler on CPU utilisation (the plan's target, %;
+  requests == limits, so 100 % is the whole limit).
 - SageMaker: Application Auto Scaling target tracking on invocations per instance, scale-in cooldown from the
   startup budget.
 """
@@ -22,8 +23,6 @@ from components.labels import recommended_labels
 
 #: KEDA's polling interval, s (its default is 30; 15 halves the reaction time to a burst).
 KEDA_POLLING_INTERVAL_S = 15
-#: CPU utilisation target for ONNX Runtime replicas (requests == limits, so 100 % is the whole limit).
-CPU_TARGET_UTILIZATION_PCT = 70
 #: SageMaker target tracking: safety factor on the planned per-instance rate, as in the SageMaker docs' formula
 #: "max RPS per instance x safety factor (0.5) x 60" (sizing-facts.md, serving-engine guidance).
 SAGEMAKER_SAFETY_FACTOR = 0.5
@@ -87,7 +86,7 @@ class KubernetesScaler(pulumi.ComponentResource):
                                            "name": args.deployment_name},
                       "min_replicas": max(1, a.min_replicas), "max_replicas": a.max_replicas,
                       "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
-                          "type": "Utilization", "average_utilization": CPU_TARGET_UTILIZATION_PCT}}}],
+                          "type": "Utilization", "average_utilization": round(a.target)}}}],
                       "behavior": {"scale_down": {"stabilization_window_seconds": a.cooldown_s,
                                                   "policies": [{"type": "Pods", "value": 1, "period_seconds": 60}]},
                                    "scale_up": {"stabilization_window_seconds": 0,

@@ -61,6 +61,7 @@ def _cpu_blueprint(base: Blueprint) -> Blueprint:
     data = base.model_dump(mode="json")
     data.update(archetype="onnx-cpu", engine={"kind": "onnxruntime", "image": "mcr.microsoft.com/onnxruntime/server:v1",
                                               "intra_op_threads": 4})
+    data["autoscaling"].update(metric="cpu", target=65)
     data["compute"].update(accelerator="cpu", instance_type="c7i.2xlarge", gpu=None, gpus_per_node=0,
                            gpus_per_replica=0, cpu_per_replica=4)
     return Blueprint.model_validate(data)
@@ -73,7 +74,8 @@ def test_cpu_archetype_gets_an_hpa_on_cpu_and_no_keda(chat_prod):
     assert run.of_type("kubernetes:keda.sh/v1alpha1:ScaledObject") == []
     hpa = run.one("kubernetes:autoscaling/v2:HorizontalPodAutoscaler")
     [metric] = hpa.inputs["spec"]["metrics"]
-    assert metric["resource"]["name"] == "cpu" and metric["resource"]["target"]["averageUtilization"] == 70
+    assert metric["resource"]["name"] == "cpu"
+    assert metric["resource"]["target"]["averageUtilization"] == bp.autoscaling.target == 65
     assert hpa.inputs["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == bp.autoscaling.cooldown_s
     assert validate_manifest(manifest(hpa)) == []
 
