@@ -13,14 +13,27 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from blueprints.catalog import Task
-from blueprints.requirements import DNS_1123_LABEL, AWS_REGION, Accelerator, CpuArch, ModelFormat, Platform, Precision
+from blueprints.requirements import (
+    DNS_1123_LABEL,
+    WEIGHTS_URI,
+    Accelerator,
+    CpuArch,
+    ModelFormat,
+    Platform,
+    Precision,
+    Region,
+)
 
 #: Bumped when a field changes meaning; the program refuses configs of another version.
 BLUEPRINT_SCHEMA_VERSION = 1
 
 
+#: A TCP port a container or Service listens on.
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Archetype(str, Enum):
@@ -45,7 +58,8 @@ class ServedModel(_Frozen):
     task: Task
     format: ModelFormat
     precision: Precision
-    source_uri: str = Field(description="where the weights come from: s3://bucket/prefix/ or hf://org/name")
+    source_uri: str = Field(pattern=WEIGHTS_URI, description="where the weights come from: s3://bucket/prefix/ or "
+                            "hf://org/name")
     params_b: float = Field(gt=0, description="total parameters, billions")
     weights_gib: float = Field(gt=0, description="weights on disk and in memory at `precision`, GiB")
     max_context_tokens: int = Field(ge=1)
@@ -70,6 +84,12 @@ class Compute(_Frozen):
 
     @model_validator(mode="after")
     def _gpu_shape(self) -> Compute:
+        if self.cpu_per_replica > self.vcpus_per_node:
+            raise ValueError(f"cpu_per_replica={self.cpu_per_replica:g} exceeds the {self.vcpus_per_node} vCPUs of "
+                             f"{self.instance_type}: the pod can never be scheduled")
+        if self.memory_gib_per_replica > self.memory_gib_per_node:
+            raise ValueError(f"memory_gib_per_replica={self.memory_gib_per_replica:g} exceeds the "
+                             f"{self.memory_gib_per_node:g} GiB of {self.instance_type}")
         if self.accelerator is Accelerator.NVIDIA_GPU:
             if self.gpu is None or self.gpus_per_replica < 1:
                 raise ValueError("GPU compute needs `gpu` and gpus_per_replica >= 1")
@@ -100,7 +120,7 @@ class VllmEngine(_Frozen):
     quantization: Literal["fp8", "awq", "gptq", "bitsandbytes"] | None = Field(description="--quantization")
     kv_cache_dtype: Literal["auto", "fp8"] = Field(description="--kv-cache-dtype")
     shm_size_gib: float = Field(gt=0, description="memory-backed /dev/shm for NCCL, GiB; grows with tensor parallel")
-    port: int = 8000
+    port: Port = 8000
 
 
 class TritonModelConfig(_Frozen):
@@ -118,9 +138,9 @@ class TritonEngine(_Frozen):
     kind: Literal["triton"] = "triton"
     image: str = Field(description="pinned image, e.g. nvcr.io/nvidia/tritonserver:25.10-py3")
     models: list[TritonModelConfig] = Field(min_length=1)
-    http_port: int = 8000
-    grpc_port: int = 8001
-    metrics_port: int = 8002
+    http_port: Port = 8000
+    grpc_port: Port = 8001
+    metrics_port: Port = 8002
 
 
 class OnnxRuntimeEngine(_Frozen):
@@ -128,7 +148,7 @@ class OnnxRuntimeEngine(_Frozen):
     image: str = Field(description="pinned ONNX Runtime server image; overridable")
     intra_op_threads: int = Field(ge=1, description="= the container CPU limit, never 0 (one per host core)")
     inter_op_threads: int = Field(default=1, ge=1)
-    port: int = 8001
+    port: Port = 8001
 
 
 class SageMakerEngine(_Frozen):
@@ -245,7 +265,7 @@ class Blueprint(_Frozen):
     service: str = Field(pattern=DNS_1123_LABEL)
     environment: str = Field(pattern=DNS_1123_LABEL)
     production: bool
-    region: str = Field(pattern=AWS_REGION)
+    region: Region
     archetype: Archetype
     tags: dict[str, str]
     models: list[ServedModel] = Field(min_length=1)
@@ -270,6 +290,19 @@ class Blueprint(_Frozen):
             raise ValueError("a production stack never scales to zero: autoscaling.min_replicas must be >= 1")
         if self.production and self.compute.capacity_type is CapacityType.SPOT:
             raise ValueError("a production stack does not run on spot capacity")
+        if isinstance(self.engine, VllmEngine):
+            if self.engine.tensor_parallel_size != self.compute.gpus_per_replica:
+                raise ValueError(f"engine.tensor_parallel_size={self.engine.tensor_parallel_size} must equal "
+                                 f"compute.gpus_per_replica={self.compute.gpus_per_replica}")
+            if self.engine.max_model_len > self.model.max_context_tokens:
+                raise ValueError(f"engine.max_model_len={self.engine.max_model_len} exceeds the model's "
+                                 f"max_context_tokens={self.model.max_context_tokens}")
+        for name in ("ttft_p95_ms", "itl_p95_ms", "latency_p95_ms"):
+            target, predicted = getattr(self.slo, name), getattr(self.predictions, name)
+            # Predictions are stored rounded to 0.1 ms; more than that over the target is a plan missing its SLO.
+            if target is not None and predicted is not None and predicted > target + 0.05:
+                raise ValueError(f"predictions.{name}={predicted:g} misses slo.{name}={target:g}: this plan does not "
+                                 "meet its own SLO; re-plan with `blueprint plan` instead of editing the stack config")
         return self
 
     @property

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from blueprints.errors import BlueprintError
+from blueprints.errors import BlueprintError, read_text_file
 from blueprints.requirements import Precision
 
 HELP = """Plan production model serving from a requirements file, and review it offline.
@@ -81,7 +81,11 @@ def plan(
     from blueprints.stackconfig import write_stack_configs
 
     with user_errors():
-        blueprints = make_plan(load_requirements(requirements), load_catalog(), environments=env)
+        req = load_requirements(requirements)
+        try:
+            blueprints = make_plan(req, load_catalog(), environments=env)
+        except BlueprintError as exc:  # planner messages name the field; add the file they come from
+            raise type(exc)(f"{requirements}: {exc}") from None
         paths = write_stack_configs(blueprints, out_dir, source=requirements.as_posix())
     if as_json:
         out.print_json(json.dumps([{"stack": bp.stack, "path": str(p), "blueprint": bp.model_dump(mode="json")}
@@ -170,12 +174,12 @@ def stacks(
     from blueprints.stacks import affected_stacks, list_stacks
 
     with user_errors():
+        if not stacks_dir.is_dir():
+            raise BlueprintError(f"--stacks-dir {stacks_dir}: no such folder; run from the project folder or pass "
+                                 "the folder holding Pulumi.<stack>.yaml files")
         refs = list_stacks(stacks_dir)
         if changed is not None:
-            try:
-                lines = changed.read_text(encoding="utf-8").splitlines()
-            except OSError as exc:
-                raise BlueprintError(f"{changed}: cannot read the changed-files list ({exc.strerror})") from None
+            lines = read_text_file(changed, BlueprintError, "changed-files list").splitlines()
             refs = affected_stacks(lines, refs, stacks_dir=stacks_dir.as_posix())
     if as_json:
         typer.echo(json.dumps([r.to_json() for r in refs], separators=(",", ":")))
@@ -207,10 +211,20 @@ def estimate(
 
     with user_errors():
         catalog = load_catalog()
-        arch = catalog.model(model).architecture
+        record = catalog.model(model)
+        if not record.task.generative:
+            raise SizingError(f"--model {model} is a {record.task.value} model; estimate models text generation "
+                              "(vLLM) only")
+        arch = record.architecture
         problems = tensor_parallel_problems(arch, tensor_parallel)
+        node_gpus = max((i.gpu_count for i in catalog.ec2.values() if i.gpu == gpu), default=0)
+        if node_gpus and tensor_parallel > node_gpus:
+            problems.append(f"tensor parallel stays within one node, and the largest {gpu} node has {node_gpus} GPUs")
         if problems:
             raise SizingError(f"--tensor-parallel {tensor_parallel} for {model}: {'; '.join(problems)}")
+        if input_tokens + output_tokens > record.max_context_tokens:
+            raise SizingError(f"--input-tokens {input_tokens} + --output-tokens {output_tokens} exceed {model}'s "
+                              f"context of {record.max_context_tokens} tokens")
         est = estimate_llm(arch, catalog.gpu(gpu), precision=precision,
                            tensor_parallel_size=tensor_parallel, concurrency=concurrency,
                            input_tokens=input_tokens, output_tokens=output_tokens)
@@ -237,6 +251,9 @@ def schema(
         typer.echo(text, nl=False)
     else:
         with user_errors():
+            if out_file.suffix != ".json":
+                raise BlueprintError(f"--out {out_file}: the schema is JSON; name a .json file (this guards "
+                                     "requirements files against being overwritten)")
             try:
                 out_file.write_text(text, encoding="utf-8")
             except OSError as exc:

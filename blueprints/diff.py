@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from blueprints.errors import BlueprintError
+from blueprints.errors import BlueprintError, read_text_file
 
 
 @dataclass(frozen=True)
@@ -91,10 +91,9 @@ def _cost(report: dict[str, Any]) -> float:
 def load_baseline(path: Path, *, stack: str) -> dict[str, Any]:
     """Read a baseline `plan.json` of `stack`. Raises `BlueprintError` if it is missing, not a preview report, or a
     report of another stack."""
+    text = read_text_file(path, BlueprintError, "baseline report")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BlueprintError(f"{path}: cannot read baseline report ({exc.strerror})") from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BlueprintError(f"{path}: baseline is not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(data, dict) or not isinstance(data.get("resources"), list):

@@ -49,3 +49,20 @@ def format_validation_error(exc: ValidationError, *, source: Path | str, prefix:
         shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(got, dict) else f" (got {got!r})"
         lines.append(f"  {loc}: {msg}{shown}")
     return "\n".join(lines)
+
+
+def read_text_file(path: Path, error: type[BlueprintError], what: str, *, hint: str = "") -> str:
+    """A UTF-8 text file's content; `error` naming the file when it is missing, unreadable or not UTF-8 text.
+
+    Args:
+        path: the file.
+        error: the `BlueprintError` subclass to raise.
+        what: what the file is, for the message (e.g. "requirements file").
+        hint: appended to the message (e.g. "; run `blueprint plan` first").
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: the {what} is not UTF-8 text (byte {exc.start}){hint}") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read {what} ({exc.strerror}){hint}") from None

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from blueprints import defaults
 from blueprints.catalog import Architecture, Catalog, Gpu, InstanceType, Task
-from blueprints.errors import RequirementsError, SizingError
+from blueprints.errors import CatalogError, RequirementsError, SizingError
 from blueprints.requirements import Accelerator, ModelSpec, Platform, Precision, Requirements, Traffic
 from blueprints.sizing import (
     LlmEstimate,
@@ -52,8 +52,12 @@ def resolve_models(req: Requirements, catalog: Catalog) -> list[ResolvedModel]:
         SizingError: max_context_tokens above the model's limit.
     """
     out = []
-    for spec, traffic in req.served_models():
-        record = catalog.model(spec.id) if spec.id else None
+    for index, (spec, traffic) in enumerate(req.served_models()):
+        field = "model.id" if req.model is not None else f"models.{index}.id"
+        try:
+            record = catalog.model(spec.id) if spec.id else None
+        except CatalogError as exc:
+            raise CatalogError(f"{field}: {exc}") from None
         arch = spec.architecture or record.architecture  # type: ignore[union-attr]
         task = spec.task or record.task  # type: ignore[union-attr]
         limit = record.max_context_tokens if record else (spec.max_context_tokens or defaults.DEFAULT_MAX_MODEL_LEN)

@@ -14,18 +14,24 @@ from typing import Annotated
 import yaml
 
 from blueprints.yamlio import load_yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from blueprints.catalog import Architecture, Task
-from blueprints.errors import RequirementsError, format_validation_error
+from blueprints.catalog import Architecture, Task, known_region
+from blueprints.errors import RequirementsError, format_validation_error, read_text_file
 
 DNS_1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 #: AWS region names such as `us-east-1`, `eu-central-1`, `ap-southeast-2`.
 AWS_REGION = r"^[a-z]{2}(-gov)?-[a-z]+-\d$"
+#: An AWS region in the catalog (`blueprints.catalog.known_region`).
+Region = Annotated[str, Field(pattern=AWS_REGION), AfterValidator(known_region)]
+#: Where weights come from: `s3://bucket/prefix/` or `hf://org/name`.
+WEIGHTS_URI = r"^(s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?|hf://[\w.\-]+/[\w.\-]+)$"
+#: AWS tag values: up to 256 letters, digits, spaces and _ . : / = + - @, starting and ending with a non-space.
+TAG_VALUE = r"^[\w.:/=+\-@]([\w .:/=+\-@]*[\w.:/=+\-@])?$"
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False, allow_inf_nan=False)
 
 
 class ModelFormat(str, Enum):
@@ -99,7 +105,7 @@ class ModelSpec(_Section):
     task: Task | None = Field(default=None, description="defaults to the catalog's task for `id`")
     format: ModelFormat = Field(default=ModelFormat.SAFETENSORS, description="on-disk weights format")
     precision: Precision = Field(default=Precision.BF16, description="precision the weights are served at")
-    weights_uri: str = Field(pattern=r"^(s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?|hf://[\w.\-]+/[\w.\-]+)$",
+    weights_uri: str = Field(pattern=WEIGHTS_URI,
                              description="`s3://bucket/prefix/` or `hf://org/name`")
     max_context_tokens: int | None = Field(default=None, ge=64, description="longest prompt + output to serve; "
                                            "defaults to min(model limit, 8192) for text generation")
@@ -166,11 +172,12 @@ class Hardware(_Section):
 class Operations(_Section):
     preference: OperationsPreference = Field(default=OperationsPreference.ANY)
     platform: Platform = Field(default=Platform.EKS, description="where self-hosted archetypes run")
-    kubernetes_version: str = Field(default="1.31", pattern=r"^1\.\d{2}$", description="cluster version (EKS)")
+    kubernetes_version: str = Field(default="1.31", pattern=r"^1\.(2[89]|3[0-4])$",
+                                    description="cluster version (EKS), 1.28-1.34")
 
 
 class Compliance(_Section):
-    regions_allowed: list[Annotated[str, Field(pattern=AWS_REGION)]] = Field(
+    regions_allowed: list[Region] = Field(
         default=[], description="AWS regions data may live in; empty allows any")
     private_only: bool = Field(default=False, description="no public endpoints or load balancers")
     customer_managed_kms: bool = Field(default=False, description="encrypt with a customer-managed KMS key")
@@ -184,7 +191,7 @@ class Budget(_Section):
 class Environment(_Section):
     """One deployment target; becomes the stack `<service>-<name>`."""
 
-    region: str = Field(pattern=AWS_REGION, description="AWS region, e.g. `us-east-1`")
+    region: Region = Field(description="AWS region, e.g. `us-east-1`")
     traffic_scale: float = Field(default=1.0, gt=0, le=10, description="fraction of peak traffic this env sees")
     spot: bool = Field(default=False, description="use spot capacity (never allowed in production)")
     min_replicas: int | None = Field(default=None, ge=0, description="floor; 0 allows scale to zero (not in production)")
@@ -202,8 +209,9 @@ class Requirements(_Section):
     """A service's requirements: what to serve, at what load and latency, under which rules, where."""
 
     service: str = Field(pattern=DNS_1123_LABEL, max_length=40, description="DNS-1123 name of the service")
-    owner: str = Field(min_length=1, description="owning team, tagged on every resource")
-    cost_center: str = Field(min_length=1, description="cost center, tagged on every resource")
+    owner: str = Field(pattern=TAG_VALUE, max_length=256, description="owning team, tagged on every resource (AWS tag value: up to "
+                       "256 letters, digits, spaces and _.:/=+-@)")
+    cost_center: str = Field(pattern=TAG_VALUE, max_length=256, description="cost center, tagged on every resource (AWS tag value)")
     model: ModelSpec | None = Field(default=None, description="the model (single-model services)")
     models: list[ModelSpec] | None = Field(default=None, min_length=1, description="several models, each with traffic")
     traffic: Traffic | None = Field(default=None, description="load for `model`")
@@ -219,6 +227,8 @@ class Requirements(_Section):
     def _consistent(self) -> Requirements:
         if (self.model is None) == (self.models is None):
             raise ValueError("give exactly one of `model` (one model) or `models` (a list)")
+        if self.models is not None and self.traffic is not None:
+            raise ValueError("top-level `traffic` goes with `model`; with `models`, give each entry its own `traffic`")
         if self.model is not None and self.traffic is None and self.model.traffic is None:
             raise ValueError("`traffic` is required with `model`")
         if self.models is not None:
@@ -266,10 +276,7 @@ def load_requirements(path: Path) -> Requirements:
         RequirementsError: the file is missing, is not YAML, is not a mapping, or breaks the schema; the message
             names the file and each bad field.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RequirementsError(f"{path}: cannot read requirements file ({exc.strerror})") from None
+    text = read_text_file(path, RequirementsError, "requirements file")
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from blueprints.blueprint import Blueprint
-from blueprints.errors import BlueprintError
+from blueprints.errors import BlueprintError, read_text_file
 from blueprints.preview import PreviewReport, run_preview
 
 #: Per-environment policy configs in the Pulumi policy-config format (the same files `pulumi preview
@@ -37,17 +37,17 @@ def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path
         StackConfigError: as `run_preview`.
         BlueprintError: the policy config is missing or not JSON.
     """
-    from policies.offline import evaluate_preview
+    from policies.offline import evaluate_preview, policy_config_problems
 
     report = run_preview(stack, stacks_dir=stacks_dir, program=program)
     path = policy_config or policy_config_for(report.blueprint)
+    text = read_text_file(path, BlueprintError, "policy config", hint="; pass --policy-config")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BlueprintError(f"{path}: cannot read policy config ({exc.strerror}); pass --policy-config") from None
+        config = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BlueprintError(f"{path}: policy config is not JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(config, dict):
-        raise BlueprintError(f"{path}: policy config must be an object of policy name -> settings")
+    problems = policy_config_problems(config)
+    if problems:
+        raise BlueprintError(f"{path}: " + "; ".join(problems))
     report.policy_verdicts = evaluate_preview(report, config)
     return report

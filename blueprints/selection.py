@@ -73,6 +73,28 @@ def _nongen_monthly_usd(req: Requirements, env: str, models: list[ResolvedModel]
                                                                                                managed=False)
 
 
+#: Checkpoint formats vLLM loads (safetensors, PyTorch .bin, GGUF); ONNX/TensorRT/TorchScript exports are for
+#: Triton or ONNX Runtime.
+VLLM_FORMATS = (ModelFormat.SAFETENSORS, ModelFormat.PYTORCH, ModelFormat.GGUF)
+
+
+def _check_slo_fields(req: Requirements, models: list[ResolvedModel]) -> None:
+    """An SLO the plan would ignore is an error: TTFT/ITL apply to text generation, request latency to the rest."""
+    generative = [m for m in models if m.task.generative]
+    if generative and (req.slo.latency_p95_ms is not None or req.slo.latency_p99_ms is not None):
+        raise RequirementsError(f"slo.latency_p95_ms / latency_p99_ms apply to non-generative models; "
+                                f"{generative[0].spec.served_name} generates text: set slo.ttft_p95_ms and "
+                                "slo.itl_p95_ms instead")
+    if not generative and (req.slo.ttft_p95_ms is not None or req.slo.itl_p95_ms is not None):
+        raise RequirementsError("slo.ttft_p95_ms / itl_p95_ms apply to text generation; "
+                                f"{models[0].spec.served_name} is a {models[0].task.value} model: set "
+                                "slo.latency_p95_ms (and latency_p99_ms) instead")
+    for m in generative:
+        if m.spec.format not in VLLM_FORMATS:
+            raise RequirementsError(f"model {m.spec.served_name}: format={m.spec.format.value} cannot be served by "
+                                    f"vLLM; give {', '.join(f.value for f in VLLM_FORMATS)} weights")
+
+
 def select_archetype(req: Requirements, models: list[ResolvedModel], catalog: Catalog) -> Selection:
     """Choose the archetype and say why.
 
@@ -94,7 +116,10 @@ def select_archetype(req: Requirements, models: list[ResolvedModel], catalog: Ca
     cpu_ok = Accelerator.CPU in req.hardware.accelerators
     generative = [m.spec.served_name for m in models if m.task.generative]
     if len(models) > 1:
-        return _select_estate(req, models, generative, gpu_ok=gpu_ok)
+        estate = _select_estate(req, models, generative, gpu_ok=gpu_ok)
+        _check_slo_fields(req, models)
+        return estate
+    _check_slo_fields(req, models)
     model = models[0]
     name = model.spec.served_name
     missing = _sagemaker_regions_missing(req, models, catalog)

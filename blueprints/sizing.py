@@ -160,7 +160,7 @@ def estimate_llm(
         max_concurrency=max_conc,
         ttft_ms=round(ttft_s * 1e3, 2),
         itl_ms=round(itl_s * 1e3, 2),
-        output_tokens_per_s=round(concurrency * output_tokens / request_s, 1),
+        output_tokens_per_s=round(concurrency * output_tokens / request_s, 3),
         requests_per_s=round(concurrency / request_s, 3),
     )
 

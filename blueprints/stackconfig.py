@@ -22,7 +22,8 @@ from blueprints.yamlio import load_yaml
 from pydantic import ValidationError
 
 from blueprints.blueprint import Blueprint
-from blueprints.errors import StackConfigError, format_validation_error
+from blueprints.catalog import load_catalog
+from blueprints.errors import CatalogError, StackConfigError, format_validation_error, read_text_file
 
 PROJECT = "servingblueprints"
 BLUEPRINT_KEY = f"{PROJECT}:blueprint"
@@ -87,7 +88,14 @@ def write_stack_configs(blueprints: list[Blueprint], out_dir: Path, *, source: s
     rendered = []
     for bp in blueprints:
         path = stack_config_path(out_dir, bp.stack)
-        rendered.append((path, render_stack_config(bp, source=source, existing=_existing(path))))
+        existing = _existing(path)
+        owner = ((existing or {}).get("config") or {}).get(BLUEPRINT_KEY)
+        if isinstance(owner, dict) and (owner.get("service"), owner.get("environment")) != (bp.service, bp.environment):
+            raise StackConfigError(
+                f"{path}: already holds service {owner.get('service')!r} environment {owner.get('environment')!r}; "
+                f"service {bp.service!r} environment {bp.environment!r} would overwrite it (both are stack "
+                f"{bp.stack!r}); rename the service or the environment")
+        rendered.append((path, render_stack_config(bp, source=source, existing=existing)))
     for path, text in rendered:  # prove every file reads back before touching the disk
         _parse(load_yaml(text), path)
     temps: list[tuple[str, Path]] = []
@@ -114,10 +122,7 @@ def read_stack_config(path: Path) -> Blueprint:
         StackConfigError: missing file, bad YAML, missing keys, or a blueprint that fails validation; the message
             names the file and the field.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise StackConfigError(f"{path}: cannot read stack config ({exc.strerror}); run `blueprint plan` first") from None
+    text = read_text_file(path, StackConfigError, "stack config", hint="; run `blueprint plan` first")
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
@@ -130,6 +135,13 @@ def _parse(data: object, path: Path) -> Blueprint:
     if not isinstance(config, dict) or BLUEPRINT_KEY not in config:
         raise StackConfigError(f"{path}: expected `config: {{{BLUEPRINT_KEY}: ...}}`; regenerate it with `blueprint plan`")
     bp = blueprint_from_config(config[BLUEPRINT_KEY], source=str(path))
+    if path.name != f"Pulumi.{bp.stack}.yaml":
+        raise StackConfigError(f"{path}: holds the blueprint of stack {bp.stack!r} (service {bp.service!r}, "
+                               f"environment {bp.environment!r}); the file must be Pulumi.{bp.stack}.yaml")
+    try:
+        load_catalog().instance(bp.compute.instance_type)
+    except CatalogError as exc:
+        raise StackConfigError(f"{path}: {BLUEPRINT_KEY}.compute.instance_type: {exc}") from None
     region = config.get(REGION_KEY)
     if region != bp.region:
         raise StackConfigError(f"{path}: {REGION_KEY} is {region!r} but the blueprint's region is {bp.region!r}; "

@@ -30,6 +30,35 @@ CONFIG_DIR = Path(__file__).resolve().parent / "config"
 Verdict = PolicyVerdict
 
 
+def policy_config_problems(policy_config: Any) -> list[str]:
+    """Everything wrong with a policy-config document: unknown policy names (with close matches), entries that are
+    not an enforcement level or an object, and values that break a policy's config schema. Empty when valid."""
+    import difflib
+
+    import jsonschema
+
+    if not isinstance(policy_config, Mapping):
+        return ["a policy config is an object of policy name -> settings"]
+    rules = {rule.name: rule for rule in RULES}
+    problems = []
+    for name, entry in policy_config.items():
+        rule = rules.get(name)
+        if rule is None:
+            close = difflib.get_close_matches(name, rules, n=1)
+            problems.append(f"{name}: no such policy" + (f"; did you mean {close[0]}?" if close else
+                                                        f"; known: {', '.join(rules)}"))
+            continue
+        levels = [e.value for e in EnforcementLevel]
+        if isinstance(entry, str):
+            if entry not in levels:
+                problems.append(f"{name}: {entry!r} is not an enforcement level ({', '.join(levels)})")
+            continue
+        for error in jsonschema.Draft202012Validator(rule.config_json_schema()).iter_errors(entry):
+            where = ".".join(str(p) for p in error.path)
+            problems.append(f"{name}{'.' + where if where else ''}: {error.message}")
+    return problems
+
+
 def load_policy_config(environment: str, *, config_dir: Path = CONFIG_DIR) -> dict[str, Any]:
     """`policies/config/<environment>.json` as a dict; FileNotFoundError names the known environments."""
     path = config_dir / f"{environment}.json"

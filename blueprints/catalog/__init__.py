@@ -20,7 +20,7 @@ SCHEMA_VERSION = 1
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Task(str, Enum):
@@ -122,6 +122,7 @@ class _InstanceFile(_Record):
     sagemaker_source: str
     spot_price_factor: float = Field(gt=0, le=1)
     eks_control_plane_usd_per_hour: float = Field(ge=0)
+    aws_regions: list[str] = Field(min_length=1)
     nat_gateway_usd_per_hour: float = Field(ge=0)
     interface_endpoint_usd_per_hour_per_az: float = Field(ge=0)
     network_load_balancer_usd_per_hour: float = Field(ge=0)
@@ -151,6 +152,7 @@ class Catalog(BaseModel):
     price_region: str
     spot_price_factor: float
     eks_control_plane_usd_per_hour: float
+    aws_regions: tuple[str, ...]
     nat_gateway_usd_per_hour: float
     interface_endpoint_usd_per_hour_per_az: float
     network_load_balancer_usd_per_hour: float
@@ -249,6 +251,7 @@ def load_catalog() -> Catalog:
         price_region=inst.price_region,
         spot_price_factor=inst.spot_price_factor,
         eks_control_plane_usd_per_hour=inst.eks_control_plane_usd_per_hour,
+        aws_regions=tuple(inst.aws_regions),
         nat_gateway_usd_per_hour=inst.nat_gateway_usd_per_hour,
         interface_endpoint_usd_per_hour_per_az=inst.interface_endpoint_usd_per_hour_per_az,
         network_load_balancer_usd_per_hour=inst.network_load_balancer_usd_per_hour,
@@ -260,3 +263,14 @@ def load_catalog() -> Catalog:
         cpu_gflops_source=inst.cpu_gflops_source,
         sagemaker_images={i.engine: i for i in inst.sagemaker_images},
     )
+
+
+def known_region(region: str) -> str:
+    """`region` if it is an AWS region in the catalog; ValueError with close matches otherwise (a pydantic
+    validator: the message lands on the field)."""
+    regions = load_catalog().aws_regions
+    if region not in regions:
+        close = difflib.get_close_matches(region, regions, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(regions)}"
+        raise ValueError(f"unknown AWS region {region!r}{hint}")
+    return region

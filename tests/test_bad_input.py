@@ -1,0 +1,144 @@
+"""Bad input found by trying to break the CLI: each gives exit 2, one message naming the file and field, and no
+file written. One case per finding."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from blueprints.cli import app
+from tests.conftest import CHAT_EXAMPLE, EXAMPLES, ROOT, example_data
+
+runner = CliRunner()
+
+
+@pytest.fixture()
+def project(tmp_path, monkeypatch):
+    shutil.copy(ROOT / "__main__.py", tmp_path / "__main__.py")
+    shutil.copytree(EXAMPLES, tmp_path / "stacks" / "requirements")
+    shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
+    monkeypatch.chdir(tmp_path)
+    assert runner.invoke(app, ["plan", "stacks/requirements/chat-assistant.yaml"]).exit_code == 0
+    return tmp_path
+
+
+def fails(args: list[str], *messages: str) -> str:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    for message in messages:
+        assert message in result.output, result.output
+    return result.output
+
+
+def write_requirements(project, mutate) -> str:
+    data = example_data()
+    mutate(data)
+    path = project / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def test_a_plan_that_would_overwrite_another_services_stack_is_refused(project):
+    stack = project / "stacks" / "Pulumi.chat-assistant-dev.yaml"
+    before = stack.read_text()
+    path = write_requirements(project, lambda d: d.update(service="chat", environments={
+        "assistant-dev": {"region": "us-west-2"}}))
+    fails(["plan", path], "already holds service 'chat-assistant' environment 'dev'", "rename the service")
+    assert stack.read_text() == before
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda d: d["slo"].update(latency_p95_ms=5), "slo.latency_p95_ms / latency_p99_ms apply to non-generative"),
+    (lambda d: d["model"].update(format="onnx"), "format=onnx cannot be served by vLLM"),
+    (lambda d: d["environments"]["prod"].update(region="xx-fake-9"), "unknown AWS region 'xx-fake-9'"),
+    (lambda d: d["traffic"].update(peak_requests_per_s=float("inf")), "traffic.peak_requests_per_s"),
+    (lambda d: d.update(owner="   "), "owner: String should match pattern"),
+    (lambda d: d.update(owner="x" * 300), "owner: String should have at most 256 characters"),
+    (lambda d: d["operations"].update(kubernetes_version="1.99"), "operations.kubernetes_version"),
+    (lambda d: d["model"].update(id="llama-9-999b"), "bad.yaml: model.id: unknown model id 'llama-9-999b'"),
+])
+def test_requirements_the_plan_would_silently_misread_are_refused(project, mutate, message):
+    fails(["plan", write_requirements(project, mutate)], message)
+    assert not (project / "stacks" / "Pulumi.chat-assistant-staging.yaml").exists()
+
+
+def test_a_latency_slo_on_a_classifier_must_be_request_latency(project):
+    data = yaml.safe_load((EXAMPLES / "edge-classifier.yaml").read_text())
+    data["slo"] = {"ttft_p95_ms": 1, "itl_p95_ms": 1}
+    (project / "edge.yaml").write_text(yaml.safe_dump(data))
+    fails(["plan", "edge.yaml"], "slo.ttft_p95_ms / itl_p95_ms apply to text generation")
+
+
+def test_top_level_traffic_next_to_models_is_refused(project):
+    data = yaml.safe_load((EXAMPLES / "search-relevance.yaml").read_text())
+    data["traffic"] = {"peak_requests_per_s": 5}
+    (project / "estate.yaml").write_text(yaml.safe_dump(data))
+    fails(["plan", "estate.yaml"], "top-level `traffic` goes with `model`")
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    (("engine", "port"), 99999, "engine.vllm.port: Input should be less than or equal to 65535"),
+    (("compute", "cpu_per_replica"), 500, "cpu_per_replica=500 exceeds the 4 vCPUs of g6e.xlarge"),
+    (("engine", "max_model_len"), 10_000_000, "exceeds the model's max_context_tokens=8192"),
+    (("models", 0, "source_uri"), "ftp://x", "models.0.source_uri: String should match pattern"),
+    (("predictions", "itl_p95_ms"), 500, "predictions.itl_p95_ms=500 misses slo.itl_p95_ms=50"),
+    (("service",), "other", "the file must be Pulumi.other-prod.yaml"),
+    (("compute", "instance_type"), "zz.mega", "compute.instance_type: unknown instance type 'zz.mega'"),
+    (("engine", "tensor_parallel_size"), 3, "engine.tensor_parallel_size=3 must equal compute.gpus_per_replica=1"),
+])
+def test_a_stack_config_edited_into_nonsense_exits_2(project, path, value, message):
+    stack = project / "stacks" / "Pulumi.chat-assistant-prod.yaml"
+    data = yaml.safe_load(stack.read_text())
+    node = data["config"]["servingblueprints:blueprint"]
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    stack.write_text(yaml.safe_dump(data, sort_keys=False))
+    fails(["preview", "chat-assistant-prod"], message)
+
+
+def test_files_that_are_not_utf8_text_exit_2(project):
+    binary = project / "binary.bin"
+    binary.write_bytes(b"service: caf\xe9\n\x00\xff")
+    fails(["plan", str(binary)], "the requirements file is not UTF-8 text")
+    fails(["preview", "chat-assistant-prod", "--policy-config", str(binary)], "the policy config is not UTF-8 text")
+    fails(["preview", "chat-assistant-prod", "--baseline", str(binary)], "the baseline report is not UTF-8 text")
+    fails(["stacks", "--changed", str(binary)], "the changed-files list is not UTF-8 text")
+    shutil.copy(binary, project / "stacks" / "Pulumi.broken-dev.yaml")
+    fails(["preview", "broken-dev"], "the stack config is not UTF-8 text")
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ({"gpu-quota": {"enforcementLevel": "mandatroy"}}, "gpu-quota.enforcementLevel: 'mandatroy' is not one of"),
+    ({"gpu-quota": {"maxGpus": "lots"}}, "gpu-quota.maxGpus: 'lots' is not of type 'integer'"),
+    ({"gpu-qouta": {"maxGpus": 8}}, "gpu-qouta: no such policy; did you mean gpu-quota?"),
+    ({"images-pinned": "sometimes"}, "images-pinned: 'sometimes' is not an enforcement level"),
+])
+def test_a_policy_config_with_wrong_values_exits_2(project, config, message):
+    (project / "policy.json").write_text(json.dumps(config))
+    fails(["preview", "chat-assistant-prod", "--policy-config", "policy.json"], message)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--model", "llama-3.1-8b", "--gpu", "h100", "--tensor-parallel", "16"], "the largest h100 node has 8 GPUs"),
+    (["--model", "resnet-50", "--gpu", "h100"], "resnet-50 is a vision model"),
+    (["--model", "llama-3.1-8b", "--gpu", "h100", "--input-tokens", "200000"], "exceed llama-3.1-8b's context"),
+])
+def test_estimate_refuses_questions_the_model_cannot_answer(args, message):
+    fails(["estimate", *args], message)
+
+
+def test_stacks_in_a_missing_folder_exits_2(project):
+    fails(["stacks", "--stacks-dir", "nope"], "--stacks-dir nope: no such folder")
+
+
+def test_schema_never_overwrites_a_requirements_file(project):
+    before = (project / "stacks" / "requirements" / "chat-assistant.yaml").read_text()
+    fails(["schema", "--out", "stacks/requirements/chat-assistant.yaml"], "name a .json file")
+    assert (project / "stacks" / "requirements" / "chat-assistant.yaml").read_text() == before
+    assert CHAT_EXAMPLE.read_text() == before
