@@ -49,5 +49,15 @@ def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path
     problems = policy_config_problems(config)
     if problems:
         raise BlueprintError(f"{path}: " + "; ".join(problems))
-    report.policy_verdicts = evaluate_preview(report, config)
+    report.policy_verdicts = evaluate_preview(report, stack_policy_config(config, report.blueprint))
     return report
+
+
+def stack_policy_config(config: dict, bp: Blueprint) -> dict:
+    """The environment's policy config, tightened by what the stack itself declares: a stack planned private-only
+    (`compliance.private_only`) is checked as private-only whatever the environment's file says."""
+    if not bp.network.private_only:
+        return config
+    entry = config.get("private-endpoints")
+    entry = {"enforcementLevel": entry} if isinstance(entry, str) else dict(entry or {})
+    return {**config, "private-endpoints": {**entry, "privateOnly": True}}

@@ -195,3 +195,22 @@ def test_program_warnings_go_into_the_report_and_secrets_print_as_placeholders(t
     assert "warning: servingblueprints:hfToken is not set" in result.output
     assert "kubeconfig=[secret]" in result.output
     assert "### Program warnings" in (tmp_path / "review" / "plan.md").read_text()
+
+
+def test_a_private_stack_is_checked_as_private_whatever_the_environment_file_says(tmp_path, monkeypatch):
+    from blueprints.review import review_stack
+
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    program = tmp_path / "program.py"
+    program.write_text((ROOT / "__main__.py").read_text() + "\nimport pulumi_kubernetes as k8s\n"
+                       "k8s.core.v1.Service('public', metadata={'name': 'public', 'namespace': 'serving'},\n"
+                       "    spec={'type': 'LoadBalancer', 'ports': [{'port': 80}]})\n")
+    config = ROOT / "policies" / "config" / "prod.json"
+    assert json.loads(config.read_text())["private-endpoints"]["privateOnly"] is False
+    report = review_stack("regulated-assistant-prod", stacks_dir=tmp_path / "stacks", program=program,
+                          policy_config=config)
+    [verdict] = [v for v in report.policy_verdicts if v.policy == "private-endpoints"]
+    assert verdict.level == "mandatory" and verdict.resource.endswith("::public")
+    clean = review_stack("regulated-assistant-prod", stacks_dir=tmp_path / "stacks", program=ROOT / "__main__.py",
+                         policy_config=config)
+    assert clean.policy_verdicts == []
