@@ -41,6 +41,7 @@ class RegisteredResource:
     custom: bool
     inputs: dict[str, Any]
     parent_urn: str | None = None
+    ignore_changes: tuple[str, ...] = ()
     dependencies: tuple[str, ...] = ()
 
 
@@ -176,7 +177,8 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
                                                   parent=_parent_name(request.parent), custom=request.custom,
                                                   inputs=_normalise(_unwrap_secrets(inputs)),
                                                   parent_urn=request.parent if _parent_name(request.parent) else None,
-                                                  dependencies=tuple(sorted(request.dependencies))))
+                                                  dependencies=tuple(sorted(request.dependencies)),
+                                                  ignore_changes=tuple(request.ignoreChanges)))
             return response
 
     warnings: list[str] = []

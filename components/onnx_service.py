@@ -102,7 +102,8 @@ class OnnxRuntimeService(pulumi.ComponentResource):
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata={"name": workload, "namespace": namespace, "labels": labels},
-            spec=self._spec(bp, engine, labels, args), opts=child)
+            spec=self._spec(bp, engine, labels, args), 
+            opts=pulumi.ResourceOptions.merge(child, deployment_options(bp)))
         self.disruption_budget = disruption_budget(f"{name}-pdb", bp, workload, namespace, labels, child)
         self.service = k8s.core.v1.Service(
             f"{name}-service",
@@ -110,7 +111,7 @@ class OnnxRuntimeService(pulumi.ComponentResource):
                       "annotations": load_balancer_annotations(bp, [engine.port]) if args.expose else {}},
             spec={"type": "LoadBalancer" if args.expose else "ClusterIP", "selector": selector_labels(labels),
                   "ports": [{"name": "http", "port": engine.port, "targetPort": "http", "protocol": "TCP"}]},
-            opts=pulumi.ResourceOptions.merge(child, deployment_options(bp)))
+            opts=child)
         self.metrics_service = metrics_service(f"{name}-metrics", f"{bp.service}-onnxruntime-metrics", namespace,
                                                labels, METRICS_PORT, child)
         self.selector = selector_labels(labels)

@@ -212,7 +212,8 @@ class TritonService(pulumi.ComponentResource):
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata={"name": workload, "namespace": namespace, "labels": labels},
-            spec=self._spec(bp, engine, labels, args.repository_uri), opts=child)
+            spec=self._spec(bp, engine, labels, args.repository_uri), 
+            opts=pulumi.ResourceOptions.merge(child, deployment_options(bp)))
         ports = [{"name": "http", "port": engine.http_port, "targetPort": "http", "protocol": "TCP"},
                  {"name": "grpc", "port": engine.grpc_port, "targetPort": "grpc", "protocol": "TCP"}]
         self.disruption_budget = disruption_budget(f"{name}-pdb", bp, workload, namespace, labels, child)
@@ -223,7 +224,7 @@ class TritonService(pulumi.ComponentResource):
                       if args.expose else {}},
             spec={"type": "LoadBalancer" if args.expose else "ClusterIP", "selector": selector_labels(labels),
                   "ports": ports},
-            opts=pulumi.ResourceOptions.merge(child, deployment_options(bp)))
+            opts=child)
         # Metrics stay inside the cluster: a ClusterIP Service for Prometheus, never a port on the load balancer.
         self.metrics_service = metrics_service(f"{name}-metrics", f"{bp.service}-triton-metrics", namespace, labels,
                                                engine.metrics_port, child)

@@ -80,3 +80,12 @@ def test_sagemaker_stacks_roll_back_on_their_alarms_and_track_a_target(stack):
     assert target.inputs["resourceId"] == f"endpoint/{endpoint.inputs['name']}/variant/primary"
     [scaling] = of_type(report, "aws:appautoscaling/policy:Policy")
     assert scaling.inputs["targetTrackingScalingPolicyConfiguration"]["scaleInCooldown"] == bp.autoscaling.cooldown_s
+
+
+@pytest.mark.parametrize("stack", KUBERNETES)
+def test_the_autoscaler_owns_replicas_so_an_update_never_resets_them(stack):
+    report = preview(stack)
+    [deployment] = [r for r in of_type(report, "kubernetes:apps/v1:Deployment")
+                    if r.inputs["metadata"]["name"] == report.blueprint.workload_name]
+    assert deployment.ignore_changes == ("spec.replicas",)
+    assert all(r.ignore_changes == () for r in of_type(report, "kubernetes:core/v1:Service"))
