@@ -142,3 +142,9 @@ def test_schema_never_overwrites_a_requirements_file(project):
     fails(["schema", "--out", "stacks/requirements/chat-assistant.yaml"], "name a .json file")
     assert (project / "stacks" / "requirements" / "chat-assistant.yaml").read_text() == before
     assert CHAT_EXAMPLE.read_text() == before
+
+
+def test_a_key_given_twice_is_refused_not_last_one_wins(project):
+    (project / "dup.yaml").write_text(CHAT_EXAMPLE.read_text() + "service: other-svc\n")
+    fails(["plan", "dup.yaml"], "dup.yaml: not valid YAML at line", "duplicate key 'service'")
+    assert not list((project / "stacks").glob("Pulumi.other-svc-*.yaml"))
