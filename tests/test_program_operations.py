@@ -89,3 +89,26 @@ def test_the_autoscaler_owns_replicas_so_an_update_never_resets_them(stack):
                     if r.inputs["metadata"]["name"] == report.blueprint.workload_name]
     assert deployment.ignore_changes == ("spec.replicas",)
     assert all(r.ignore_changes == () for r in of_type(report, "kubernetes:core/v1:Service"))
+
+
+def test_a_70b_model_gets_a_longer_startup_budget_and_every_timer_follows_it():
+    small, large = preview("chat-assistant-prod"), preview("regulated-assistant-prod")  # Llama-3.1 8B vs 70B
+
+    def timers(report):
+        bp = report.blueprint
+        [dep] = [m for m in report.manifests if m["kind"] == "Deployment" and m["metadata"]["name"] == bp.workload_name]
+        probe = dep["spec"]["template"]["spec"]["containers"][0]["startupProbe"]
+        [scaled] = of_type(report, "kubernetes:keda.sh/v1alpha1:ScaledObject")
+        return {"budget": bp.startup.total_s, "cooldown": bp.autoscaling.cooldown_s,
+                "scale_down_window": scaled.inputs["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"][
+                    "scaleDown"]["stabilizationWindowSeconds"],
+                "probe_s": probe["periodSeconds"] * probe["failureThreshold"],
+                "progress_deadline": dep["spec"]["progressDeadlineSeconds"]}
+
+    a, b = timers(small), timers(large)
+    assert b["budget"] > a["budget"]
+    for key in ("cooldown", "scale_down_window", "probe_s", "progress_deadline"):
+        assert b[key] > a[key], key
+    for t, report in ((a, small), (b, large)):
+        assert t["cooldown"] > t["budget"] and t["progress_deadline"] >= t["budget"]
+        assert t["probe_s"] >= report.blueprint.startup.pod_start_s
