@@ -14,11 +14,9 @@ import math
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from blueprints.blueprint import Blueprint, OnnxRuntimeEngine
-from components.disruption import disruption_budget, deployment_options
-from components.exposure import load_balancer_annotations
+from components.workload import serving_objects
 from components.labels import (
     ANNOTATION_POD_START_S,
     ANNOTATION_WEIGHTS_GIB,
@@ -92,26 +90,15 @@ class OnnxRuntimeService(pulumi.ComponentResource):
             raise ValueError("; ".join(problems))
         engine = bp.engine
         namespace = args.namespace or bp.platform.namespace
-        workload = bp.workload_name
         labels = recommended_labels(name="onnxruntime", instance=bp.stack, component="server",
                                     version=engine.image.rsplit(":", 1)[-1])
         child = child_options(self, opts)
-        self.service_account = k8s.core.v1.ServiceAccount(
-            f"{name}-sa", metadata={"name": workload, "namespace": namespace, "labels": labels},
-            automount_service_account_token=True, opts=child)
-        self.deployment = k8s.apps.v1.Deployment(
-            f"{name}-deployment",
-            metadata={"name": workload, "namespace": namespace, "labels": labels},
-            spec=self._spec(bp, engine, labels, args), 
-            opts=pulumi.ResourceOptions.merge(child, deployment_options(bp)))
-        self.disruption_budget = disruption_budget(f"{name}-pdb", bp, workload, namespace, labels, child)
-        self.service = k8s.core.v1.Service(
-            f"{name}-service",
-            metadata={"name": workload, "namespace": namespace, "labels": labels,
-                      "annotations": load_balancer_annotations(bp, [engine.port]) if args.expose else {}},
-            spec={"type": "LoadBalancer" if args.expose else "ClusterIP", "selector": selector_labels(labels),
-                  "ports": [{"name": "http", "port": engine.port, "targetPort": "http", "protocol": "TCP"}]},
-            opts=child)
+        objects = serving_objects(
+            name, bp, labels=labels, namespace=namespace, opts=child, expose=args.expose,
+            deployment_spec=lambda account: self._spec(bp, engine, labels, args, account),
+            ports=[{"name": "http", "port": engine.port, "targetPort": "http", "protocol": "TCP"}])
+        self.service_account, self.deployment = objects.service_account, objects.deployment
+        self.disruption_budget, self.service = objects.disruption_budget, objects.service
         self.metrics_service = metrics_service(f"{name}-metrics", f"{bp.service}-onnxruntime-metrics", namespace,
                                                labels, METRICS_PORT, child)
         self.selector = selector_labels(labels)
@@ -124,7 +111,7 @@ class OnnxRuntimeService(pulumi.ComponentResource):
                                "endpoint": self.endpoint})
 
     def _spec(self, bp: Blueprint, engine: OnnxRuntimeEngine, labels: dict[str, str],
-              args: OnnxRuntimeServiceArgs) -> dict:
+              args: OnnxRuntimeServiceArgs, account: pulumi.Input[str]) -> dict:
         resources = server_resources(bp, gpu=False)
         selector, _ = placement(bp, pin_instance_type=args.pin_to_node_pool)
         startup = bp.startup
@@ -137,7 +124,7 @@ class OnnxRuntimeService(pulumi.ComponentResource):
                 "metadata": {"labels": labels, "annotations": {ANNOTATION_WEIGHTS_GIB: f"{bp.model.weights_gib:g}",
                                                                ANNOTATION_POD_START_S: str(startup.pod_start_s)}},
                 "spec": {
-                    "serviceAccountName": self.service_account.metadata.name,
+                    "serviceAccountName": account,
                     "nodeSelector": selector,
                     **pod_rollout(bp, selector_labels(labels)),
                     "initContainers": [fetch_weights_container(bp, args.bucket_name, [bp.model])],

@@ -21,8 +21,7 @@ from tritonclient.grpc import model_config_pb2
 from blueprints.blueprint import Blueprint, OnnxRuntimeEngine, TritonEngine, TritonModelConfig
 from blueprints.requirements import Accelerator
 from components.cluster import GPU_TOLERATION
-from components.disruption import disruption_budget, deployment_options
-from components.exposure import load_balancer_annotations
+from components.workload import serving_objects
 from components.labels import (
     ANNOTATION_POD_START_S,
     ANNOTATION_WEIGHTS_GIB,
@@ -202,29 +201,16 @@ class TritonService(pulumi.ComponentResource):
         engine = bp.engine
         repository_configs(bp)  # validates engine.models against the served models
         namespace = args.namespace or bp.platform.namespace
-        workload = bp.workload_name
         labels = recommended_labels(name="triton", instance=bp.stack, component="server",
                                     version=engine.image.rsplit(":", 1)[-1])
         child = child_options(self, opts)
-        self.service_account = k8s.core.v1.ServiceAccount(
-            f"{name}-sa", metadata={"name": workload, "namespace": namespace, "labels": labels},
-            automount_service_account_token=True, opts=child)
-        self.deployment = k8s.apps.v1.Deployment(
-            f"{name}-deployment",
-            metadata={"name": workload, "namespace": namespace, "labels": labels},
-            spec=self._spec(bp, engine, labels, args.repository_uri), 
-            opts=pulumi.ResourceOptions.merge(child, deployment_options(bp)))
-        ports = [{"name": "http", "port": engine.http_port, "targetPort": "http", "protocol": "TCP"},
-                 {"name": "grpc", "port": engine.grpc_port, "targetPort": "grpc", "protocol": "TCP"}]
-        self.disruption_budget = disruption_budget(f"{name}-pdb", bp, workload, namespace, labels, child)
-        self.service = k8s.core.v1.Service(
-            f"{name}-service",
-            metadata={"name": workload, "namespace": namespace, "labels": labels,
-                      "annotations": load_balancer_annotations(bp, [engine.http_port, engine.grpc_port])
-                      if args.expose else {}},
-            spec={"type": "LoadBalancer" if args.expose else "ClusterIP", "selector": selector_labels(labels),
-                  "ports": ports},
-            opts=child)
+        objects = serving_objects(
+            name, bp, labels=labels, namespace=namespace, opts=child, expose=args.expose,
+            deployment_spec=lambda account: self._spec(bp, engine, labels, args.repository_uri, account),
+            ports=[{"name": "http", "port": engine.http_port, "targetPort": "http", "protocol": "TCP"},
+                   {"name": "grpc", "port": engine.grpc_port, "targetPort": "grpc", "protocol": "TCP"}])
+        self.service_account, self.deployment = objects.service_account, objects.deployment
+        self.disruption_budget, self.service = objects.disruption_budget, objects.service
         # Metrics stay inside the cluster: a ClusterIP Service for Prometheus, never a port on the load balancer.
         self.metrics_service = metrics_service(f"{name}-metrics", f"{bp.service}-triton-metrics", namespace, labels,
                                                engine.metrics_port, child)
@@ -238,7 +224,7 @@ class TritonService(pulumi.ComponentResource):
                                "endpoint": self.endpoint})
 
     def _spec(self, bp: Blueprint, engine: TritonEngine, labels: dict[str, str],
-              repository_uri: pulumi.Input[str]) -> dict:
+              repository_uri: pulumi.Input[str], account: pulumi.Input[str]) -> dict:
         gpu = bp.compute.accelerator is Accelerator.NVIDIA_GPU
         if not gpu and any(m.instance_kind == "KIND_GPU" for m in engine.models):
             raise ValueError("engine.models use instance_kind KIND_GPU but compute.accelerator is cpu: "
@@ -255,7 +241,7 @@ class TritonService(pulumi.ComponentResource):
                 "metadata": {"labels": labels, "annotations": {ANNOTATION_WEIGHTS_GIB: f"{weights_gib:g}",
                                                                ANNOTATION_POD_START_S: str(startup.pod_start_s)}},
                 "spec": {
-                    "serviceAccountName": self.service_account.metadata.name,
+                    "serviceAccountName": account,
                     "nodeSelector": selector,
                     **pod_rollout(bp, selector_labels(labels)),
                     "tolerations": tolerations,

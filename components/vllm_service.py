@@ -6,12 +6,10 @@ import math
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from blueprints.blueprint import Blueprint, VllmEngine
 from components.cluster import GPU_TOLERATION
-from components.disruption import disruption_budget, deployment_options
-from components.exposure import load_balancer_annotations
+from components.workload import serving_objects
 from components.labels import (
     ANNOTATION_POD_START_S,
     ANNOTATION_TENSOR_PARALLEL,
@@ -89,29 +87,16 @@ class VllmService(pulumi.ComponentResource):
         if not isinstance(bp.engine, VllmEngine):
             raise ValueError(f"VllmService needs a vllm-gpu blueprint, got archetype {bp.archetype.value}")
         namespace = args.namespace or bp.platform.namespace
-        workload = bp.workload_name
         labels = recommended_labels(name="vllm", instance=bp.stack, component="server",
                                     version=bp.engine.image.rsplit(":", 1)[-1])
         child = child_options(self, opts)
-        self.service_account = k8s.core.v1.ServiceAccount(
-            f"{name}-sa",
-            metadata={"name": workload, "namespace": namespace, "labels": labels,
-                      "annotations": args.service_account_annotations or {}},
-            automount_service_account_token=True,
-            opts=child)
-        self.deployment = k8s.apps.v1.Deployment(
-            f"{name}-deployment",
-            metadata={"name": workload, "namespace": namespace, "labels": labels},
-            spec=_deployment_spec(bp, labels, args.bucket_name, self.service_account.metadata.name),
-            opts=pulumi.ResourceOptions.merge(child, deployment_options(bp)))
-        self.disruption_budget = disruption_budget(f"{name}-pdb", bp, workload, namespace, labels, child)
-        self.service = k8s.core.v1.Service(
-            f"{name}-service",
-            metadata={"name": workload, "namespace": namespace, "labels": labels,
-                      "annotations": load_balancer_annotations(bp, [bp.engine.port]) if args.expose else {}},
-            spec={"type": "LoadBalancer" if args.expose else "ClusterIP", "selector": selector_labels(labels),
-                  "ports": [{"name": "http", "port": bp.engine.port, "target_port": "http", "protocol": "TCP"}]},
-            opts=child)
+        objects = serving_objects(
+            name, bp, labels=labels, namespace=namespace, opts=child, expose=args.expose,
+            service_account_annotations=args.service_account_annotations,
+            deployment_spec=lambda account: _deployment_spec(bp, labels, args.bucket_name, account),
+            ports=[{"name": "http", "port": bp.engine.port, "targetPort": "http", "protocol": "TCP"}])
+        self.service_account, self.deployment = objects.service_account, objects.deployment
+        self.disruption_budget, self.service = objects.disruption_budget, objects.service
         self.selector = selector_labels(labels)
         self.metrics_port_name = "http"  # vLLM serves /metrics on its API port
         self.service_name = self.service.metadata.name
