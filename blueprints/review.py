@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from blueprints.blueprint import Blueprint
-from blueprints.errors import BlueprintError, read_text_file
 from blueprints.preview import PreviewReport, run_preview
 
 #: Per-environment policy configs in the Pulumi policy-config format (the same files `pulumi preview
@@ -35,20 +33,13 @@ def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path
 
     Raises:
         StackConfigError: as `run_preview`.
-        BlueprintError: the policy config is missing or not JSON.
+        BlueprintError: the policy config is missing, not JSON, or breaks a policy's config schema.
     """
-    from policies.offline import evaluate_preview, policy_config_problems
+    from policies.offline import evaluate_preview, read_policy_config
 
     report = run_preview(stack, stacks_dir=stacks_dir, program=program)
     path = policy_config or policy_config_for(report.blueprint)
-    text = read_text_file(path, BlueprintError, "policy config", hint="; pass --policy-config")
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BlueprintError(f"{path}: policy config is not JSON ({exc.msg} at line {exc.lineno})") from None
-    problems = policy_config_problems(config)
-    if problems:
-        raise BlueprintError(f"{path}: " + "; ".join(problems))
+    config = read_policy_config(path)
     report.policy_verdicts = evaluate_preview(report, stack_policy_config(config, report.blueprint))
     return report
 

@@ -18,10 +18,6 @@ from blueprints.blueprint import Blueprint, SageMakerEngine
 from blueprints.catalog import Task, has_instance_storage
 from components.weights_storage import MODELS_PREFIX
 
-#: SageMaker's limits for ContainerStartupHealthCheckTimeoutInSeconds / ModelDataDownloadTimeoutInSeconds (s) and
-#: VolumeSizeInGB (API_ProductionVariant).
-MAX_TIMEOUT_S = 3600
-MAX_VOLUME_GB = 512
 _ECR_IMAGE = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/"
                         r"(?P<repo>[^:@]+)[:@].+$")
 

@@ -19,7 +19,7 @@ from typing import Any
 from pulumi_policy import EnforcementLevel
 
 from blueprints.preview import PolicyVerdict, PreviewReport, RegisteredResource
-from policies.rules import RULES, Res
+from policies.rules import RULES, RULES_BY_NAME, Res
 
 #: Per-environment policy configs: `policies/config/<env>.json`.
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
@@ -39,7 +39,7 @@ def policy_config_problems(policy_config: Any) -> list[str]:
 
     if not isinstance(policy_config, Mapping):
         return ["a policy config is an object of policy name -> settings"]
-    rules = {rule.name: rule for rule in RULES}
+    rules = RULES_BY_NAME
     problems = []
     for name, entry in policy_config.items():
         rule = rules.get(name)
@@ -59,13 +59,34 @@ def policy_config_problems(policy_config: Any) -> list[str]:
     return problems
 
 
+def read_policy_config(path: Path) -> dict[str, Any]:
+    """A policy-config file, validated (`policy_config_problems`).
+
+    Raises:
+        BlueprintError: the file is missing, not UTF-8 JSON, or breaks a policy's config schema; the message names
+            the file and each problem.
+    """
+    from blueprints.errors import BlueprintError, read_text_file
+
+    text = read_text_file(path, BlueprintError, "policy config", hint="; pass --policy-config")
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BlueprintError(f"{path}: policy config is not JSON ({exc.msg} at line {exc.lineno})") from None
+    problems = policy_config_problems(config)
+    if problems:
+        raise BlueprintError(f"{path}: " + "; ".join(problems))
+    return config
+
+
 def load_policy_config(environment: str, *, config_dir: Path = CONFIG_DIR) -> dict[str, Any]:
-    """`policies/config/<environment>.json` as a dict; FileNotFoundError names the known environments."""
+    """`read_policy_config` of `policies/config/<environment>.json`; FileNotFoundError names the known
+    environments."""
     path = config_dir / f"{environment}.json"
     if not path.exists():
         known = sorted(p.stem for p in config_dir.glob("*.json"))
         raise FileNotFoundError(f"{path}: no policy config for environment {environment!r}; known: {known}")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_policy_config(path)
 
 
 def _level(default: EnforcementLevel, entry: Any) -> EnforcementLevel:
