@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from hypothesis import settings
+
+# CI replays the same examples on every run (a red CI blocks landing, so it must be reproducible); locally Hypothesis
+# explores new ones each run and remembers failures in .hypothesis/.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 from blueprints.blueprint import Blueprint
 from blueprints.catalog import Catalog, load_catalog
