@@ -47,6 +47,8 @@ def format_validation_error(exc: ValidationError, *, source: Path | str, prefix:
             msg = "unknown field; check the spelling against `blueprint schema`"
         got = err.get("input")
         shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(got, dict) else f" (got {got!r})"
+        if isinstance(got, bool) and err["type"] == "string_type":
+            msg += "; YAML reads unquoted yes/no/on/off/true/false as booleans: quote the value"
         lines.append(f"  {loc}: {msg}{shown}")
     return "\n".join(lines)
 

@@ -123,3 +123,10 @@ def test_instance_types_are_not_families():
     data["hardware"]["allowed_instance_families"] = ["g6e.xlarge"]
     with pytest.raises(ValueError, match="families are prefixes"):
         Requirements.model_validate(data)
+
+
+def test_an_unquoted_yaml_boolean_gets_a_hint_to_quote_it(tmp_path):
+    data = example_data()
+    data["environments"] = {False: {"region": "us-east-1"}}  # what `no:` becomes in YAML 1.1
+    with pytest.raises(RequirementsError, match="quote the value"):
+        load_requirements(write(tmp_path, data))
