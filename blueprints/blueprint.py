@@ -248,7 +248,8 @@ class Predictions(_Frozen):
 
     ttft_p95_ms: float | None = None
     itl_p95_ms: float | None = None
-    latency_p95_ms: float | None = None
+    latency_p95_ms: float | None = Field(default=None, description="request latency p95, ms (for LLMs: a mean "
+                                         "request, TTFT + output tokens x ITL)")
     output_tokens_per_s: float | None = Field(default=None, description="all replicas at peak, tokens/s")
     requests_per_s_capacity: float = Field(gt=0, description="all planned replicas, requests/s")
     concurrency_per_replica: int = Field(ge=1)

@@ -219,8 +219,11 @@ def _llm_predictions(req: Requirements, env: str, model: ResolvedModel, best: Ll
     est = best.estimate
     monthly = round(sum(line.monthly_usd for line in lines), 2)
     tokens_per_month = peak_rps(req, env, model) * model.traffic.mean_output_tokens * 3600 * catalog.hours_per_month
+    # Whole-request latency of a mean request at p95 (what SageMaker's ModelLatency measures): TTFT + tokens x ITL.
+    request_p95_ms = best.ttft_p95_ms + model.traffic.mean_output_tokens * best.itl_p95_ms
     return Predictions(
         ttft_p95_ms=round(best.ttft_p95_ms, 1), itl_p95_ms=round(best.itl_p95_ms, 2),
+        latency_p95_ms=round(request_p95_ms, 1),
         output_tokens_per_s=round(est.output_tokens_per_s * best.replicas, 1),
         requests_per_s_capacity=round(est.requests_per_s * best.replicas, 3),
         concurrency_per_replica=best.concurrency, monthly_cost_usd=monthly, cost_lines=lines,

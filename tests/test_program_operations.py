@@ -112,3 +112,13 @@ def test_a_70b_model_gets_a_longer_startup_budget_and_every_timer_follows_it():
     for t, report in ((a, small), (b, large)):
         assert t["cooldown"] > t["budget"] and t["progress_deadline"] >= t["budget"]
         assert t["probe_s"] >= report.blueprint.startup.pod_start_s
+
+
+@pytest.mark.parametrize("stack", SAGEMAKER)
+def test_a_sagemaker_llm_alarms_on_model_latency_above_its_predicted_request_time(stack):
+    report = preview(stack)
+    bp = report.blueprint
+    assert bp.predictions.latency_p95_ms > bp.predictions.ttft_p95_ms + bp.predictions.itl_p95_ms
+    [alarm] = [a for a in of_type(report, "aws:cloudwatch/metricAlarm:MetricAlarm") if a.name.endswith("latency-p95")]
+    assert alarm.inputs["metricName"] == "ModelLatency" and alarm.inputs["extendedStatistic"] == "p95"
+    assert alarm.inputs["threshold"] == pytest.approx(bp.predictions.latency_p95_ms * 1.5 * 1000, rel=1e-6)
