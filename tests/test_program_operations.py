@@ -122,3 +122,10 @@ def test_a_sagemaker_llm_alarms_on_model_latency_above_its_predicted_request_tim
     [alarm] = [a for a in of_type(report, "aws:cloudwatch/metricAlarm:MetricAlarm") if a.name.endswith("latency-p95")]
     assert alarm.inputs["metricName"] == "ModelLatency" and alarm.inputs["extendedStatistic"] == "p95"
     assert alarm.inputs["threshold"] == pytest.approx(bp.predictions.latency_p95_ms * 1.5 * 1000, rel=1e-6)
+
+
+def test_llm_request_latency_is_ttft_plus_the_mean_output_at_itl():
+    from tests.conftest import plan_env, requirements_with
+
+    p = plan_env(requirements_with(), "prod").predictions  # mean_output_tokens: 300
+    assert p.latency_p95_ms == pytest.approx(p.ttft_p95_ms + 300 * p.itl_p95_ms, abs=2)
