@@ -7,11 +7,13 @@ validated with the same errors. Units live in field names.
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from blueprints import defaults
 from blueprints.catalog import Task
 from blueprints.requirements import (
     DNS_1123_LABEL,
@@ -316,6 +318,13 @@ class Blueprint(_Frozen):
         """Name of the serving Deployment, Service and ServiceAccount: `<service>-<engine kind>`. Deterministic, so
         IAM bindings, autoscalers and alert selectors can name the workload before it exists."""
         return f"{self.service}-{self.engine.kind}"
+
+    @property
+    def node_pool_max_nodes(self) -> int:
+        """Nodes the workload pool must be able to reach: autoscaler max plus the rollout surge
+        (`defaults.SURGE_REPLICAS`), bin-packed. For GPUs: `max_nodes x gpus_per_node >= (max_replicas + surge) x
+        gpus_per_replica`."""
+        return math.ceil((self.autoscaling.max_replicas + defaults.SURGE_REPLICAS) / self.compute.replicas_per_node)
 
     @property
     def model(self) -> ServedModel:

@@ -69,6 +69,9 @@ def plan(
     env: Optional[list[str]] = typer.Option(None, "--env", "-e", help="Environment to plan; repeat for several. "
                                             "Default: every environment in the file."),
     out_dir: Path = typer.Option(Path("stacks"), "--out-dir", help="Where to write Pulumi.<service>-<env>.yaml."),
+    policy_dir: Path = typer.Option(Path("policies/config"), "--policy-dir", help="Per-environment policy configs; "
+                                    "each environment is planned within its allowed instance families and GPU "
+                                    "quota. Skipped when the folder does not exist."),
     as_json: bool = typer.Option(False, "--json", help="Print the blueprints as JSON instead of a table."),
 ) -> None:
     """Choose the archetype, size it and write one stack config per environment.
@@ -78,12 +81,14 @@ def plan(
     from blueprints.catalog import load_catalog
     from blueprints.planner import plan as make_plan
     from blueprints.requirements import load_requirements
+    from blueprints.review import environment_guardrails
     from blueprints.stackconfig import write_stack_configs
 
     with user_errors():
         req = load_requirements(requirements)
+        limits = environment_guardrails(req, policy_dir)
         try:
-            blueprints = make_plan(req, load_catalog(), environments=env)
+            blueprints = make_plan(req, load_catalog(), environments=env, guardrails=limits)
         except BlueprintError as exc:  # planner messages name the field; add the file they come from
             raise type(exc)(f"{requirements}: {exc}") from None
         paths = write_stack_configs(blueprints, out_dir, source=requirements.as_posix())
@@ -181,6 +186,8 @@ def stacks(
         if changed is not None:
             lines = read_text_file(changed, BlueprintError, "changed-files list").splitlines()
             refs = affected_stacks(lines, refs, stacks_dir=stacks_dir.as_posix())
+        elif not refs:
+            err.print(f"no stack configs (Pulumi.<stack>.yaml) in {stacks_dir}; run `blueprint plan` first")
     if as_json:
         typer.echo(json.dumps([r.to_json() for r in refs], separators=(",", ":")))
     else:

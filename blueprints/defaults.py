@@ -37,6 +37,9 @@ TARGET_UTILIZATION = {"steady": 0.8, "bursty": 0.65, "spiky": 0.5}
 MIN_REPLICAS_FOR_HIGH_AVAILABILITY = 2
 HIGH_AVAILABILITY_PCT = 99.9
 
+#: Extra replicas a rolling update starts before stopping an old one (maxSurge); node pools leave room for them.
+SURGE_REPLICAS = 1
+
 # --- Startup budget (see blueprints/startup.py) -------------------------------------------------------------------
 #: EKS managed node group: EC2 launch + bootstrap + NVIDIA device plugin ready, s. [unverified] public reports 3-6 min.
 GPU_NODE_PROVISIONING_S = 360

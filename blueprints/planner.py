@@ -8,6 +8,7 @@ Pure: the same `Requirements` and `Catalog` always give the same blueprints (no 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Callable
 
 from blueprints import defaults
@@ -32,6 +33,7 @@ from blueprints.blueprint import (
     VllmEngine,
 )
 from blueprints.catalog import Catalog, Gpu
+from blueprints.guardrails import Guardrails
 from blueprints.errors import RequirementsError, SizingError
 from blueprints.options import (
     LlmOption,
@@ -479,13 +481,16 @@ _BUILDERS: dict[Archetype, Callable[[Requirements, str, list[ResolvedModel], Cat
 }
 
 
-def plan(req: Requirements, catalog: Catalog, *, environments: list[str] | None = None) -> list[Blueprint]:
+def plan(req: Requirements, catalog: Catalog, *, environments: list[str] | None = None,
+         guardrails: Mapping[str, Guardrails] | None = None) -> list[Blueprint]:
     """Plan every (or the named) environment of a requirements file.
 
     Args:
         req: validated requirements.
         catalog: from `load_catalog()`.
         environments: names to plan; all of `req.environments` (in file order) when omitted.
+        guardrails: per environment, the policy pack's limits to plan within (`blueprints.guardrails`); each
+            environment with guardrails is then planned on its own (its allowed families may differ).
 
     Returns:
         One `Blueprint` per environment, in the order planned.
@@ -501,6 +506,16 @@ def plan(req: Requirements, catalog: Catalog, *, environments: list[str] | None 
     if unknown:
         raise RequirementsError(f"--env {', '.join(unknown)}: not in the requirements' environments "
                                 f"({', '.join(req.environments)})")
+    if guardrails:
+        planned = []
+        for env in names:
+            limits = guardrails.get(env)
+            if limits is None:
+                planned += plan(req, catalog, environments=[env])
+            else:
+                [bp] = plan(limits.restrict(req, env), catalog, environments=[env])
+                planned.append(limits.cap(bp))
+        return planned
     models = resolve_models(req, catalog)
     selection = select_archetype(req, models, catalog)
     build = _BUILDERS[selection.archetype]

@@ -98,7 +98,8 @@ class Traffic(_Section):
 class ModelSpec(_Section):
     """One model to serve: a catalog `id`, or an explicit `architecture` (then `name` is required)."""
 
-    id: str | None = Field(default=None, description="catalog id, e.g. `llama-3.1-8b` (see `blueprint catalog`)")
+    id: str | None = Field(default=None,
+                           description="catalog id, e.g. `llama-3.1-8b` (see blueprints/catalog/models.yaml)")
     name: str | None = Field(default=None, pattern=DNS_1123_LABEL, max_length=40,
                              description="served model name; defaults to `id`")
     architecture: Architecture | None = Field(default=None, description="explicit shape for a model not in the catalog")

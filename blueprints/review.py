@@ -5,17 +5,34 @@ from __future__ import annotations
 from pathlib import Path
 
 from blueprints.blueprint import Blueprint
+from blueprints.guardrails import Guardrails
 from blueprints.preview import PreviewReport, run_preview
+from blueprints.requirements import Requirements
 
 #: Per-environment policy configs in the Pulumi policy-config format (the same files `pulumi preview
 #: --policy-pack-config` takes).
 POLICY_CONFIG_DIR = Path("policies/config")
 
 
-def policy_config_for(bp: Blueprint, config_dir: Path = POLICY_CONFIG_DIR) -> Path:
+def policy_config_for(environment: str, *, production: bool, config_dir: Path = POLICY_CONFIG_DIR) -> Path:
     """`<config_dir>/<environment>.json` when it exists, else `prod.json` for production stacks, `dev.json` otherwise."""
-    own = config_dir / f"{bp.environment}.json"
-    return own if own.exists() else config_dir / ("prod.json" if bp.production else "dev.json")
+    own = config_dir / f"{environment}.json"
+    return own if own.exists() else config_dir / ("prod.json" if production else "dev.json")
+
+
+def environment_guardrails(req: Requirements, config_dir: Path = POLICY_CONFIG_DIR) -> dict[str, Guardrails]:
+    """Each environment's planning limits from its policy config (`policy_config_for`); none when `config_dir` is
+    absent (a project without the policy pack). Raises `BlueprintError` for an invalid policy config."""
+    from policies.offline import guardrails, read_policy_config
+
+    if not config_dir.is_dir():
+        return {}
+    limits = {}
+    for env in req.environments:
+        path = policy_config_for(env, production=req.is_production(env), config_dir=config_dir)
+        if path.exists():
+            limits[env] = guardrails(read_policy_config(path), source=path.as_posix())
+    return limits
 
 
 def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path = Path("__main__.py"),
@@ -26,7 +43,7 @@ def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path
         stack: the stack name.
         stacks_dir: folder of stack configs.
         program: the Pulumi program.
-        policy_config: a policy-config JSON file; defaults to `policy_config_for(blueprint)`.
+        policy_config: a policy-config JSON file; defaults to `policy_config_for` of the stack's environment.
 
     Returns:
         The `PreviewReport` with `policy_verdicts` filled in.
@@ -38,7 +55,8 @@ def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path
     from policies.offline import evaluate_preview, read_policy_config
 
     report = run_preview(stack, stacks_dir=stacks_dir, program=program)
-    path = policy_config or policy_config_for(report.blueprint)
+    bp = report.blueprint
+    path = policy_config or policy_config_for(bp.environment, production=bp.production)
     config = read_policy_config(path)
     report.policy_verdicts = evaluate_preview(report, stack_policy_config(config, report.blueprint))
     return report

@@ -33,7 +33,9 @@ def list_stacks(stacks_dir: Path, *, policy_dir: Path = POLICY_CONFIG_DIR) -> li
     for path in sorted(stacks_dir.glob("Pulumi.*.yaml")):
         bp = read_stack_config(path)
         refs.append(StackRef(stack=bp.stack, service=bp.service, environment=bp.environment,
-                             production=bp.production, policy_config=policy_config_for(bp, policy_dir).as_posix()))
+                             production=bp.production,
+                             policy_config=policy_config_for(bp.environment, production=bp.production,
+                                                             config_dir=policy_dir).as_posix()))
     return refs
 
 

@@ -18,7 +18,7 @@ from blueprints import defaults
 from blueprints.blueprint import Blueprint
 
 #: Extra replicas a rolling update starts before stopping an old one.
-SURGE_REPLICAS = 1
+SURGE_REPLICAS = defaults.SURGE_REPLICAS
 #: Seconds a terminating pod keeps serving so endpoints and load-balancer targets deregister first
 #: (AWS Load Balancer Controller docs, "pod graceful termination": deregistration takes seconds).
 PRESTOP_SLEEP_S = 15
@@ -29,11 +29,8 @@ HOSTNAME_KEY = "kubernetes.io/hostname"
 
 
 def node_pool_max_nodes(bp: Blueprint) -> int:
-    """Nodes the workload pool must be able to reach: autoscaler max plus the rollout surge, bin-packed.
-
-    For GPUs: `max_nodes x gpus_per_node >= (max_replicas + SURGE_REPLICAS) x gpus_per_replica`.
-    """
-    return math.ceil((bp.autoscaling.max_replicas + SURGE_REPLICAS) / bp.compute.replicas_per_node)
+    """Nodes the workload pool must be able to reach (`Blueprint.node_pool_max_nodes`: autoscaler max plus surge)."""
+    return bp.node_pool_max_nodes
 
 
 def progress_deadline_s(bp: Blueprint) -> int:

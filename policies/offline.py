@@ -18,6 +18,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel
 
+from blueprints.guardrails import Guardrails
 from blueprints.preview import PolicyVerdict, PreviewReport, RegisteredResource
 from policies.rules import RULES, RULES_BY_NAME, Res
 
@@ -77,6 +78,22 @@ def read_policy_config(path: Path) -> dict[str, Any]:
     if problems:
         raise BlueprintError(f"{path}: " + "; ".join(problems))
     return config
+
+
+def guardrails(policy_config: Mapping[str, Any], *, source: str) -> Guardrails:
+    """The planning limits a policy config sets (`instance-types-allowed` families, `gpu-quota` maxGpus), with each
+    policy's schema defaults; a disabled policy sets none."""
+
+    def settings(name: str) -> dict[str, Any] | None:
+        rule, entry = RULES_BY_NAME[name], policy_config.get(name)
+        if _level(rule.enforcement_level, entry) is EnforcementLevel.DISABLED:
+            return None
+        return rule.with_defaults(entry if isinstance(entry, Mapping) else None)
+
+    families, quota = settings("instance-types-allowed"), settings("gpu-quota")
+    return Guardrails(source=source,
+                      allowed_instance_families=tuple(families["allowedInstanceFamilies"]) if families else None,
+                      max_gpus=int(quota["maxGpus"]) if quota else None)
 
 
 def load_policy_config(environment: str, *, config_dir: Path = CONFIG_DIR) -> dict[str, Any]:

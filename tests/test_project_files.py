@@ -25,11 +25,14 @@ def test_committed_stack_configs_are_current(tmp_path):
     from blueprints.catalog import load_catalog
     from blueprints.planner import plan
     from blueprints.requirements import load_requirements
+    from blueprints.review import environment_guardrails
     from blueprints.stackconfig import write_stack_configs
 
     committed = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
     assert committed, "the bundled examples' stack configs must be committed"
     for req_file in sorted((ROOT / "stacks" / "requirements").glob("*.yaml")):
         source = req_file.relative_to(ROOT).as_posix()
-        for path in write_stack_configs(plan(load_requirements(req_file), load_catalog()), tmp_path, source=source):
+        req = load_requirements(req_file)
+        limits = environment_guardrails(req, ROOT / "policies" / "config")
+        for path in write_stack_configs(plan(req, load_catalog(), guardrails=limits), tmp_path, source=source):
             assert (ROOT / "stacks" / path.name).read_text() == path.read_text(), f"re-run blueprint plan {source}"
