@@ -53,9 +53,9 @@ def _sagemaker_regions_missing(req: Requirements, models: list[ResolvedModel], c
     return sorted({spec.region for spec in req.environments.values() if spec.region not in image.registry_accounts})
 
 
-def _llm_monthly_usd(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *,
-                     managed: bool) -> float | None:
-    options = search_llm_options(req, env, model, catalog, managed=managed)
+def _cheapest_monthly_usd(options: list, req: Requirements, env: str, catalog: Catalog, *,
+                          managed: bool) -> float | None:
+    """Monthly cost of the cheapest option (nodes plus the stack's fixed items); None when there is none."""
     if not options:
         return None
     best = options[0]
@@ -63,14 +63,16 @@ def _llm_monthly_usd(req: Requirements, env: str, model: ResolvedModel, catalog:
                                                                                                managed=managed)
 
 
+def _llm_monthly_usd(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *,
+                     managed: bool) -> float | None:
+    return _cheapest_monthly_usd(search_llm_options(req, env, model, catalog, managed=managed), req, env, catalog,
+                                 managed=managed)
+
+
 def _nongen_monthly_usd(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog, *,
-                    accelerator: Accelerator) -> float | None:
-    options = search_nongen_options(req, env, models, catalog, accelerator=accelerator)
-    if not options:
-        return None
-    best = options[0]
-    return best.nodes * best.node_usd_per_hour * catalog.hours_per_month + cluster_monthly_usd(req, env, catalog,
-                                                                                               managed=False)
+                        accelerator: Accelerator) -> float | None:
+    return _cheapest_monthly_usd(search_nongen_options(req, env, models, catalog, accelerator=accelerator), req, env,
+                                 catalog, managed=False)
 
 
 #: Checkpoint formats vLLM loads (safetensors, PyTorch .bin, GGUF); ONNX/TensorRT/TorchScript exports are for
