@@ -27,7 +27,7 @@ from blueprints.requirements import (
 )
 
 #: Bumped when a field changes meaning; the program refuses configs of another version.
-BLUEPRINT_SCHEMA_VERSION = 1
+BLUEPRINT_SCHEMA_VERSION = 2
 
 
 #: A TCP port a container or Service listens on.
@@ -192,10 +192,24 @@ class Network(_Frozen):
 
 
 class PlatformSpec(_Frozen):
+    """Where the stack runs: a shared platform's EKS cluster, an existing cluster, or SageMaker.
+
+    `stack` names the platform stack this service lands on (`platform-<env>-<region>`): its cluster for `eks`, its
+    VPC for a private SageMaker endpoint; none for an existing cluster or a SageMaker endpoint outside a VPC.
+    """
+
     kind: Platform | Literal["sagemaker"]
     kubernetes_version: str = Field(pattern=r"^1\.\d{2}$")
-    namespace: str = Field(pattern=DNS_1123_LABEL)
-    audit_logging: bool
+    namespace: str = Field(pattern=DNS_1123_LABEL, max_length=63, description="the service's own namespace")
+    stack: str | None = Field(default=None, pattern=r"^platform-[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=100)
+
+    @model_validator(mode="after")
+    def _platform_stack(self) -> PlatformSpec:
+        if self.kind == "eks" and self.stack is None:
+            raise ValueError("kind eks lands on a shared platform: set `stack` (platform-<env>-<region>)")
+        if self.kind == "existing-cluster" and self.stack is not None:
+            raise ValueError("an existing cluster is not a platform stack: remove `stack`")
+        return self
 
 
 class StartupBudget(_Frozen):
@@ -259,12 +273,14 @@ class Predictions(_Frozen):
     cost_lines: list[CostLine]
     cost_is_estimate: bool = Field(description="true when spot prices (estimated) are used")
     usd_per_million_output_tokens: float | None = None
+    platform_monthly_cost_usd: float | None = Field(default=None, ge=0, description="the shared platform's own "
+                                                    "monthly cost (reported, not part of monthly_cost_usd)")
 
 
 class Blueprint(_Frozen):
     """Everything the Pulumi program needs to build one stack, and why it looks the way it does."""
 
-    schema_version: Literal[1] = BLUEPRINT_SCHEMA_VERSION
+    schema_version: Literal[2] = BLUEPRINT_SCHEMA_VERSION
     service: str = Field(pattern=DNS_1123_LABEL)
     environment: str = Field(pattern=DNS_1123_LABEL)
     production: bool

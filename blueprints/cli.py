@@ -6,6 +6,7 @@ traceback.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 from contextlib import contextmanager
@@ -63,44 +64,78 @@ def user_errors() -> Iterator[None]:
         raise typer.Exit(code=2) from None
 
 
+def _as_of(value: Optional[str]) -> Optional[dt.date]:
+    if value is None:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not a date; use YYYY-MM-DD, e.g. 2026-12-01") from None
+
+
 @app.command()
 def plan(
     requirements: Path = typer.Argument(..., help="Requirements file, e.g. stacks/requirements/chat-assistant.yaml."),
     env: Optional[list[str]] = typer.Option(None, "--env", "-e", help="Environment to plan; repeat for several. "
                                             "Default: every environment in the file."),
-    out_dir: Path = typer.Option(Path("stacks"), "--out-dir", help="Where to write Pulumi.<service>-<env>.yaml."),
-    policy_dir: Path = typer.Option(Path("policies/config"), "--policy-dir", help="Per-environment policy configs; "
-                                    "each environment is planned within its allowed instance families and GPU "
-                                    "quota. Skipped when the folder does not exist."),
+    out_dir: Path = typer.Option(Path("stacks"), "--out-dir", help="Where to write Pulumi.<stack>.yaml."),
+    policy_dir: Optional[Path] = typer.Option(None, "--policy-dir", help="Per-environment policy configs; each "
+                                              "environment is planned within its allowed instance families and GPU "
+                                              "quota. Default: policies/config of the project (the folder holding "
+                                              "Pulumi.yaml above the requirements file, or the working directory)."),
+    no_policy: bool = typer.Option(False, "--no-policy", help="Plan without the policy configs' guardrails."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", callback=_as_of, metavar="YYYY-MM-DD",
+                                        help="Plan date: picks the default Kubernetes version (newest in EKS "
+                                        "standard support), its price and support warnings. Default: today."),
     as_json: bool = typer.Option(False, "--json", help="Print the blueprints as JSON instead of a table."),
 ) -> None:
-    """Choose the archetype, size it and write one stack config per environment.
+    """Choose the archetype, size it and write one stack config per environment, plus the shared platform stack
+    config of each environment and region it lands on (`Pulumi.platform-<env>-<region>.yaml`).
 
-    Nothing is written unless every environment plans cleanly. Exit 2 on invalid or infeasible requirements.
+    Every requirements file beside this one (and platform.yaml) shapes the shared platforms: the strictest
+    compliance of the services on a platform wins. Nothing is written unless every environment plans cleanly.
+    Exit 2 on invalid or infeasible requirements.
     """
-    from blueprints.catalog import load_catalog
-    from blueprints.planner import plan as make_plan
-    from blueprints.requirements import load_requirements
-    from blueprints.review import environment_guardrails
+    from blueprints.platform import today
     from blueprints.stackconfig import write_stack_configs
+    from blueprints.workspace import default_policy_dir, plan_requirements_file
 
     with user_errors():
-        req = load_requirements(requirements)
-        limits = environment_guardrails(req, policy_dir)
-        try:
-            blueprints = make_plan(req, load_catalog(), environments=env, guardrails=limits)
-        except BlueprintError as exc:  # planner messages name the field; add the file they come from
-            raise type(exc)(f"{requirements}: {exc}") from None
-        paths = write_stack_configs(blueprints, out_dir, source=requirements.as_posix())
+        planned = plan_requirements_file(
+            requirements, as_of=as_of or today(), environments=env,
+            policy_dir=policy_dir if policy_dir is not None else default_policy_dir(requirements),
+            use_policy=not no_policy)
+        paths = write_stack_configs(planned.subjects, out_dir, source=requirements.as_posix(),
+                                    cluster_addons=planned.cluster_addons)
+    written = dict(zip([s.stack for s in planned.subjects], paths))
     if as_json:
-        out.print_json(json.dumps([{"stack": bp.stack, "path": str(p), "blueprint": bp.model_dump(mode="json")}
-                                   for bp, p in zip(blueprints, paths)]))
+        out.print_json(json.dumps(
+            [{"stack": p.stack, "path": str(written[p.stack]), "platform": p.model_dump(mode="json")}
+             for p in planned.platforms]
+            + [{"stack": bp.stack, "path": str(written[bp.stack]), "blueprint": bp.model_dump(mode="json")}
+               for bp in planned.blueprints]))
         return
     out.print(f"Planned from {requirements}:")
-    for bp, path in zip(blueprints, paths):
+    for platform in planned.platforms:
+        out.print(platform_summary(platform))
+        out.print(f"  [green]wrote[/]     {written[platform.stack]}")
+    for bp in planned.blueprints:
         out.print(summary(bp))
-        out.print(f"  [green]wrote[/]     {path}")
-    out.print("[dim]Each stack config's `rationale` says why; `blueprint preview <stack>` shows what it builds.[/]")
+        out.print(f"  [green]wrote[/]     {written[bp.stack]}")
+    out.print("[dim]Each stack config's `rationale` says why; `blueprint preview <stack>` shows what it builds "
+              "(platform stacks first: services read their outputs).[/]")
+
+
+def platform_summary(platform) -> str:
+    """A few lines per platform stack: kind, version, add-ons, the services on it and its cost (rich markup)."""
+    warn = "".join(f"\n  [yellow]warning[/]   {escape(w)}" for w in platform.warnings)
+    return (f"[bold]{platform.stack}[/]  shared platform ({platform.kind.value})  {platform.region}\n"
+            f"  cluster   Kubernetes {platform.kubernetes_version}, {platform.system_nodes.count}x "
+            f"{platform.system_nodes.instance_type} system nodes, "
+            f"{'private' if platform.network.private_endpoint else 'public'} API endpoint\n"
+            f"  add-ons   {', '.join(a.id for a in platform.addons) or '-'}\n"
+            f"  serves    {', '.join(platform.services)}\n"
+            f"  cost      ${platform.monthly_cost_usd:,.0f}/month (shared){warn}")
 
 
 def summary(bp) -> str:
@@ -111,6 +146,9 @@ def summary(bp) -> str:
                                                             ("latency p95", p.latency_p95_ms)) if v is not None)
     cost = f"{'~' if p.cost_is_estimate else ''}${p.monthly_cost_usd:,.0f}/month" + (
         " (spot estimate)" if p.cost_is_estimate else "")
+    if bp.platform.stack:
+        cost += f" + shared {bp.platform.stack}" + (f" (${p.platform_monthly_cost_usd:,.0f}/month for all its "
+                                                    "services)" if p.platform_monthly_cost_usd is not None else "")
     return (f"[bold]{bp.stack}[/]  {bp.archetype.value}  {bp.region}\n"
             f"  compute   {c.instance_type}{gpus}; {c.replicas} replica(s) at peak, autoscale "
             f"{a.min_replicas}-{a.max_replicas}\n"

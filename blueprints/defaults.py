@@ -53,9 +53,48 @@ MODEL_LOAD_GIB_PER_S = 1.0
 MODEL_WARMUP_S = 60
 
 # --- Cluster overhead ------------------------------------------------------------------------------------------
+#: Karpenter EC2NodeClass AMI: the AL2023 alias, which resolves the standard, NVIDIA or Neuron variant per instance
+#: type. Pinned to an EKS AMI release so a new AMI reaches nodes through a reviewed change (Karpenter v1.14 docs,
+#: nodeclasses.md: "pinned to a specific AMI using the format of that AMI's GitHub release tags ... al2023@v20240703").
+#: v20260714: awslabs/amazon-eks-ami release whose CHANGELOG lists amazon-eks-node-al2023-{x86_64,arm64}-{standard,
+#: nvidia}-<k8s>-v20260714 for Kubernetes 1.30-1.36 (checked 2026-12 at tag v20260724).
+KARPENTER_AMI_ALIAS = "al2023@v20260714"
+#: Root EBS volume of Karpenter GPU nodes, GiB: OS only; kubelet, containerd and pod ephemeral storage go on the
+#: instance-store NVMe array (instanceStorePolicy RAID0), which every catalogued GPU family has.
+GPU_NODE_ROOT_VOLUME_GIB = 100
+#: Root EBS volume of Karpenter CPU nodes (no instance store on c7i/c7g/m7i): images plus replicas' ephemeral
+#: storage, GiB. [assumption] the CPU archetypes serve models of a few GiB.
+CPU_NODE_ROOT_VOLUME_GIB = 100
 #: The EKS system node group (CoreDNS, device plugin, KEDA, monitoring agents): type and count, priced from the catalog.
 SYSTEM_NODE_INSTANCE_TYPE = "m7i.xlarge"
 SYSTEM_NODE_COUNT = 2
+
+# --- Node allocatable (offline scheduling checks, blueprints/deployability.py) ------------------------------------
+#: Share of an instance's memory the hypervisor keeps: Karpenter's `vmMemoryOverheadPercent` default 0.075
+#: (karpenter-provider-aws settings, VM_MEMORY_OVERHEAD_PERCENT).
+VM_MEMORY_OVERHEAD_FRACTION = 0.075
+#: Pods per node in the kube-reserved memory formula. [assumption] Kubernetes' default max pods (110); EKS AMIs use
+#: the ENI limit, which is lower on small types (so this overestimates the reservation, i.e. errs safe).
+MAX_PODS_PER_NODE = 110
+#: kube-reserved memory = 11 MiB x max pods + 255 MiB; kubelet hard eviction at 100 MiB (amazon-eks-ami nodeadm
+#: kubelet config, "getMemoryMebibytesToReserve"; Karpenter computes the same).
+KUBE_RESERVED_MEMORY_MIB_PER_POD = 11
+KUBE_RESERVED_MEMORY_BASE_MIB = 255
+EVICTION_MEMORY_MIB = 100
+#: kube-reserved CPU: 6 % of the first core, 1 % of the second, 0.5 % of the third and fourth, 0.25 % of the rest
+#: (amazon-eks-ami nodeadm "getCPUMillicoresToReserve").
+KUBE_RESERVED_CPU_FRACTIONS = (0.06, 0.01, 0.005, 0.005)
+KUBE_RESERVED_CPU_REST_FRACTION = 0.0025
+#: Instance-store NVMe of each GPU instance type, GiB (GB x 10^9 / 2^30), the ephemeral storage of a RAID0 node class.
+#: Source: docs.aws.amazon.com/ec2/latest/instancetypes/ (accelerated computing, instance store volumes).
+#: [unverified] copied from the AWS instance-type tables, checked 2026-12.
+INSTANCE_STORE_GB = {
+    "g4dn.xlarge": 125, "g4dn.2xlarge": 225, "g4dn.12xlarge": 900,
+    "g5.xlarge": 250, "g5.2xlarge": 450, "g5.4xlarge": 600, "g5.12xlarge": 3800, "g5.48xlarge": 7600,
+    "g6.xlarge": 250, "g6.2xlarge": 450, "g6.4xlarge": 600, "g6.12xlarge": 3760, "g6.48xlarge": 7520,
+    "g6e.xlarge": 250, "g6e.2xlarge": 450, "g6e.4xlarge": 600, "g6e.12xlarge": 3800, "g6e.48xlarge": 7600,
+    "p4d.24xlarge": 8000, "p4de.24xlarge": 8000, "p5.4xlarge": 3840, "p5.48xlarge": 30720, "p5en.48xlarge": 30720,
+}
 
 # --- Deployment defaults ------------------------------------------------------------------------------------------
 #: Pinned serving images. Never `latest`: a tag change must be a reviewed diff.
@@ -153,7 +192,8 @@ SAGEMAKER_VOLUME_WEIGHTS_FACTOR = 1.5
 SAGEMAKER_VOLUME_SCRATCH_GIB = 20
 SAGEMAKER_MAX_VOLUME_GIB = 512
 #: With operations.preference=any, a single LLM goes to a SageMaker endpoint when its monthly cost is within this
-#: fraction of the self-hosted plan's (cluster overhead included): at small load ops simplicity wins. [assumption]
+#: fraction of the self-hosted plan's (the service's own cost; the shared platform is not charged to one service): at
+#: small load ops simplicity wins. [assumption]
 MANAGED_COST_TOLERANCE = 0.10
 #: Pinned Triton image (NGC release notes, 25.10); its onnxruntime backend also serves the onnx-cpu archetype, as the
 #: maintained ONNX Runtime server (the standalone onnxruntime-server image was retired upstream).

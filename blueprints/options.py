@@ -101,34 +101,22 @@ def price_factor(req: Requirements, env: str, catalog: Catalog, *, managed: bool
 
 
 def fixed_cost_items(req: Requirements, env: str, catalog: Catalog, *, managed: bool) -> list[tuple[str, float, float]]:
-    """What a stack pays besides its serving nodes, as (item, quantity, USD/hour per unit): the EKS control plane
-    and system nodes of a cluster we create; the NAT gateways (one per zone in production) and, when private-only,
-    the interface VPC endpoints of a network we create; the load balancer of a Kubernetes archetype on EKS;
-    customer-managed KMS keys. Usage-based charges (data processed, LCUs, requests, S3 storage) are not included."""
+    """What a service stack pays besides its serving nodes, as (item, quantity, USD/hour per unit): the load balancer
+    of a Kubernetes archetype on a shared EKS platform, and its model store's customer-managed KMS key. The cluster,
+    its system nodes, NAT gateways and VPC endpoints belong to the shared platform stack, whose cost the plan reports
+    beside (`blueprints.platform_plan`). Usage-based charges (data processed, LCUs, requests, S3 storage) are not
+    included."""
     items: list[tuple[str, float, float]] = []
-    eks = not managed and req.operations.platform is Platform.EKS
-    if eks:
-        system = catalog.instance(defaults.SYSTEM_NODE_INSTANCE_TYPE)
-        items += [("EKS control plane", 1, catalog.eks_control_plane_usd_per_hour),
-                  (f"system nodes ({system.instance_type})", defaults.SYSTEM_NODE_COUNT, system.usd_per_hour)]
-    private = req.compliance.private_only
-    if eks or (managed and private):
-        nat = defaults.NETWORK_AZ_COUNT if req.is_production(env) else 1
-        items.append(("NAT gateways", nat, catalog.nat_gateway_usd_per_hour))
-        if private:
-            endpoints = len(defaults.INTERFACE_ENDPOINT_SERVICES) * defaults.NETWORK_AZ_COUNT
-            items.append((f"interface VPC endpoints ({len(defaults.INTERFACE_ENDPOINT_SERVICES)} services x "
-                          f"{defaults.NETWORK_AZ_COUNT} zones)", endpoints, catalog.interface_endpoint_usd_per_hour_per_az))
-    if eks:  # on an existing cluster the Service's load balancer is whatever that cluster provisions
+    if not managed and req.operations.platform is Platform.EKS:  # an existing cluster provisions its own
         items.append(("network load balancer", 1, catalog.network_load_balancer_usd_per_hour))
     if req.compliance.customer_managed_kms:
-        items.append(("KMS keys (customer-managed)", 2 if eks else 1,
+        items.append(("KMS key (model store, customer-managed)", 1,
                       catalog.kms_key_usd_per_month / catalog.hours_per_month))
     return items
 
 
-def cluster_monthly_usd(req: Requirements, env: str, catalog: Catalog, *, managed: bool) -> float:
-    """Monthly sum of `fixed_cost_items`: what the stack costs before its first serving node."""
+def service_fixed_monthly_usd(req: Requirements, env: str, catalog: Catalog, *, managed: bool) -> float:
+    """Monthly sum of `fixed_cost_items`: what the service costs before its first serving node."""
     return sum(qty * usd for _, qty, usd in fixed_cost_items(req, env, catalog, managed=managed)) \
         * catalog.hours_per_month
 

@@ -7,7 +7,9 @@ Pure: the same `Requirements` and `Catalog` always give the same blueprints (no 
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import Callable
 
@@ -33,13 +35,16 @@ from blueprints.blueprint import (
     VllmEngine,
 )
 from blueprints.catalog import Catalog, Gpu
+from blueprints.catalog.addons import load_platform_catalog
+from blueprints.platform import PlatformConfig
+from blueprints.platform_plan import landing_platform
 from blueprints.guardrails import Guardrails
 from blueprints.errors import RequirementsError, SizingError
 from blueprints.options import (
     LlmOption,
     NongenOption,
     ResolvedModel,
-    cluster_monthly_usd,
+    service_fixed_monthly_usd,
     fixed_cost_items,
     explain_infeasible_llm,
     explain_infeasible_nongen,
@@ -85,8 +90,8 @@ def _line(item: str, quantity: float, usd_per_hour: float, catalog: Catalog) -> 
 
 def _cost_lines(req: Requirements, env: str, catalog: Catalog, *, what: str, instance_type: str, nodes: int,
                 usd_per_hour: float, managed: bool) -> list[CostLine]:
-    """The nodes (or SageMaker instances), then the stack's fixed items (`options.fixed_cost_items`: cluster,
-    network, load balancer, keys; their sum is `options.cluster_monthly_usd`)."""
+    """The nodes (or SageMaker instances), then the service's fixed items (`options.fixed_cost_items`: load balancer,
+    keys; their sum is `options.service_fixed_monthly_usd`). The shared platform's cost is its own stack's."""
     spot = ", spot" if req.environments[env].spot and not managed else ""
     lines = [_line(f"{what} ({instance_type}{spot})", nodes, usd_per_hour, catalog)]
     lines += [_line(item, qty, usd, catalog) for item, qty, usd in fixed_cost_items(req, env, catalog, managed=managed)]
@@ -106,7 +111,7 @@ def check_budget(req: Requirements, env: str, catalog: Catalog, *, lines: list[C
     monthly = sum(line.monthly_usd for line in lines)
     if budget is None or monthly <= budget:
         return
-    fixed = cluster_monthly_usd(req, env, catalog, managed=managed)
+    fixed = service_fixed_monthly_usd(req, env, catalog, managed=managed)
     node_monthly = node_usd_per_hour * catalog.hours_per_month
     affordable = max(0, math.floor((budget - fixed) / node_monthly)) * replicas_per_node
     head = (f"environments.{env}: the cheapest plan meeting the SLO ({what}) costs ${monthly:,.0f}/month, "
@@ -121,7 +126,7 @@ def check_budget(req: Requirements, env: str, catalog: Catalog, *, lines: list[C
     min_nodes = math.ceil(floor / replicas_per_node)
     raise SizingError(f"{head}. It does not pay for the minimum of {floor} replica(s): {min_nodes} node(s) at "
                       f"${node_monthly:,.0f}/month each ({replicas_per_node} replica(s) per node) plus ${fixed:,.0f}/month "
-                      f"of cluster, network and keys: raise budget.max_monthly_usd to >= "
+                      f"of load balancer and keys: raise budget.max_monthly_usd to >= "
                       f"{math.ceil(min_nodes * node_monthly + fixed)}, allow cheaper hardware, or relax the SLO")
 
 
@@ -147,8 +152,32 @@ def _fmt(value: float | None) -> str:
     return "(no target)" if value is None else f"<= {value:g} ms"
 
 
-def _common(req: Requirements, env: str, *, managed: bool, idle_timeout_s: int) -> dict:
+@dataclass(frozen=True)
+class PlanContext:
+    """What every environment's plan shares: the plan date and the platforms services land on."""
+
+    as_of: dt.date
+    platforms: Mapping[str, PlatformConfig]
+
+    def platform(self, req: Requirements, env: str, *, managed: bool) -> PlatformConfig | None:
+        """The platform this environment uses: its cluster (self-hosted on EKS) or its VPC (private SageMaker)."""
+        name = landing_platform(req, env)
+        if name is None or (managed and not req.compliance.private_only):
+            return None
+        return self.platforms[name]
+
+    def kubernetes_version(self, req: Requirements, env: str, *, managed: bool) -> str:
+        platform = self.platform(req, env, managed=managed)
+        if platform is not None:
+            return platform.kubernetes_version
+        if req.operations.kubernetes_version is not None:
+            return req.operations.kubernetes_version
+        return default_kubernetes_version(self.as_of)
+
+
+def _common(req: Requirements, env: str, ctx: PlanContext, *, managed: bool, idle_timeout_s: int) -> dict:
     """Blueprint fields every archetype fills the same way."""
+    platform = ctx.platform(req, env, managed=managed)
     return dict(
         service=req.service, environment=env, production=req.is_production(env),
         region=req.environments[env].region, tags=_tags(req, env),
@@ -156,8 +185,8 @@ def _common(req: Requirements, env: str, *, managed: bool, idle_timeout_s: int) 
                         retain_on_delete=req.is_production(env)),
         network=Network(private_only=req.compliance.private_only, load_balancer_idle_timeout_s=idle_timeout_s),
         platform=PlatformSpec(kind="sagemaker" if managed else req.operations.platform,
-                              kubernetes_version=req.operations.kubernetes_version, namespace=defaults.NAMESPACE,
-                              audit_logging=req.compliance.audit_logging),
+                              kubernetes_version=ctx.kubernetes_version(req, env, managed=managed),
+                              namespace=req.service, stack=platform.stack if platform else None),
         slo=SloTargets(ttft_p95_ms=req.slo.ttft_p95_ms, itl_p95_ms=req.slo.itl_p95_ms,
                        latency_p95_ms=req.slo.latency_p95_ms, latency_p99_ms=req.slo.latency_p99_ms,
                        availability_pct=req.slo.availability_pct),
@@ -248,7 +277,7 @@ def _llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedMod
 
 
 def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog,
-               selection: Selection) -> Blueprint:
+               selection: Selection, ctx: PlanContext) -> Blueprint:
     model = models[0]
     best, options = _llm_option(req, env, model, catalog, managed=False)
     inst, tp, est = best.instance, best.tensor_parallel_size, best.estimate
@@ -267,7 +296,7 @@ def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog
         queue_target = max(1.0, math.floor((req.slo.ttft_p95_ms - best.ttft_p95_ms) / 1e3 / (request_s / best.concurrency)))
     longest_s = best.ttft_p95_ms / 1e3 + (model.max_context_tokens - model.traffic.mean_input_tokens) * best.itl_p95_ms / 1e3
     return Blueprint(
-        **_common(req, env, managed=False,
+        **_common(req, env, ctx, managed=False,
                   idle_timeout_s=min(4000, max(defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S, math.ceil(longest_s)))),
         archetype=Archetype.VLLM_GPU, models=[served],
         compute=_llm_compute(req, env, best, served, managed=False),
@@ -304,7 +333,7 @@ def sagemaker_timers(model_names: str, weights: float) -> tuple[StartupBudget, i
 
 
 def _plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog,
-                    selection: Selection) -> Blueprint:
+                    selection: Selection, ctx: PlanContext) -> Blueprint:
     model = models[0]
     served = _served_model(model)
     image = catalog.sagemaker_image(sagemaker_engine(models)).uri(req.environments[env].region)
@@ -345,7 +374,7 @@ def _plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], ca
     else:
         predictions = _nongen_predictions(req, env, option, lines)
     return Blueprint(
-        **_common(req, env, managed=True, idle_timeout_s=defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S),
+        **_common(req, env, ctx, managed=True, idle_timeout_s=defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S),
         archetype=Archetype.SAGEMAKER_ENDPOINT, models=[served], compute=compute, engine=engine, startup=startup,
         autoscaling=Autoscaling(
             min_replicas=floor, max_replicas=ceiling, metric="SageMakerVariantInvocationsPerInstance",
@@ -425,7 +454,7 @@ def _nongen_predictions(req: Requirements, env: str, option: NongenOption, lines
 
 
 def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog,
-                 selection: Selection) -> Blueprint:
+                 selection: Selection, ctx: PlanContext) -> Blueprint:
     """Triton (one or several models, GPU or CPU) or ONNX Runtime on CPU."""
     onnx = selection.archetype is Archetype.ONNX_CPU
     backends = [None if onnx else _triton_backend(m, selection.accelerator) for m in models]
@@ -464,7 +493,7 @@ def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catal
                        + (": two instances overlap one batch's data transfer with the other's compute" if option.gpu
                           else ""))
     return Blueprint(
-        **_common(req, env, managed=False, idle_timeout_s=defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S),
+        **_common(req, env, ctx, managed=False, idle_timeout_s=defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S),
         archetype=selection.archetype, models=served, compute=_nongen_compute(req, env, option, served),
         engine=engine, startup=startup, autoscaling=scaling,
         predictions=_nongen_predictions(req, env, option, lines),
@@ -473,7 +502,8 @@ def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catal
     )
 
 
-_BUILDERS: dict[Archetype, Callable[[Requirements, str, list[ResolvedModel], Catalog, Selection], Blueprint]] = {
+_BUILDERS: dict[Archetype, Callable[[Requirements, str, list[ResolvedModel], Catalog, Selection, PlanContext],
+                                    Blueprint]] = {
     Archetype.VLLM_GPU: _plan_vllm,
     Archetype.SAGEMAKER_ENDPOINT: _plan_sagemaker,
     Archetype.TRITON_MULTI_MODEL: _plan_nongen,
@@ -481,16 +511,41 @@ _BUILDERS: dict[Archetype, Callable[[Requirements, str, list[ResolvedModel], Cat
 }
 
 
-def plan(req: Requirements, catalog: Catalog, *, environments: list[str] | None = None,
-         guardrails: Mapping[str, Guardrails] | None = None) -> list[Blueprint]:
+def default_kubernetes_version(as_of: dt.date) -> str:
+    """The newest EKS version in standard support on `as_of` that every pinned add-on supports (as a platform's)."""
+    from blueprints.platform_plan import BASE_ADDONS, GPU_ADDONS, choose_kubernetes_version
+
+    version, _, _ = choose_kubernetes_version(load_platform_catalog(), [*BASE_ADDONS, *GPU_ADDONS], as_of, wanted=None,
+                                              source="blueprints/catalog")
+    return version
+
+
+def _land(bp: Blueprint, ctx: PlanContext, req: Requirements) -> Blueprint:
+    """Name the shared platform and its cost in the service's predictions and rationale."""
+    platform = ctx.platform(req, bp.environment, managed=bp.archetype is Archetype.SAGEMAKER_ENDPOINT)
+    if platform is None:
+        return bp
+    what = "cluster" if bp.platform.kind == "eks" else "VPC"
+    note = (f"lands on the shared platform {platform.stack} ({what}, ${platform.monthly_cost_usd:,.0f}/month, shared "
+            f"by {len(platform.services)} stack(s), not included in this service's cost)")
+    predictions = bp.predictions.model_copy(update={"platform_monthly_cost_usd": platform.monthly_cost_usd})
+    return bp.model_copy(update={"predictions": predictions, "rationale": [*bp.rationale, note]})
+
+
+def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: list[str] | None = None,
+         guardrails: Mapping[str, Guardrails] | None = None,
+         platforms: Mapping[str, PlatformConfig] | None = None) -> list[Blueprint]:
     """Plan every (or the named) environment of a requirements file.
 
     Args:
         req: validated requirements.
         catalog: from `load_catalog()`.
+        as_of: the plan date (Kubernetes versions and their prices, support-window warnings).
         environments: names to plan; all of `req.environments` (in file order) when omitted.
         guardrails: per environment, the policy pack's limits to plan within (`blueprints.guardrails`); each
             environment with guardrails is then planned on its own (its allowed families may differ).
+        platforms: the planned platforms by name (`blueprints.platform_plan.plan_platforms` over every requirements
+            file); when omitted, planned from this file alone with the platform team's defaults.
 
     Returns:
         One `Blueprint` per environment, in the order planned.
@@ -506,17 +561,24 @@ def plan(req: Requirements, catalog: Catalog, *, environments: list[str] | None 
     if unknown:
         raise RequirementsError(f"--env {', '.join(unknown)}: not in the requirements' environments "
                                 f"({', '.join(req.environments)})")
+    if platforms is None:
+        from blueprints.platform import PlatformRequirements
+        from blueprints.platform_plan import ServiceFile, plan_platforms
+
+        platforms = {p.name: p for p in plan_platforms([ServiceFile(None, req)], PlatformRequirements(),
+                                                       catalog=catalog, pcat=load_platform_catalog(), as_of=as_of)}
     if guardrails:
         planned = []
         for env in names:
             limits = guardrails.get(env)
             if limits is None:
-                planned += plan(req, catalog, environments=[env])
+                planned += plan(req, catalog, as_of=as_of, environments=[env], platforms=platforms)
             else:
-                [bp] = plan(limits.restrict(req, env), catalog, environments=[env])
+                [bp] = plan(limits.restrict(req, env), catalog, as_of=as_of, environments=[env], platforms=platforms)
                 planned.append(limits.cap(bp))
         return planned
+    ctx = PlanContext(as_of=as_of, platforms=platforms)
     models = resolve_models(req, catalog)
     selection = select_archetype(req, models, catalog)
     build = _BUILDERS[selection.archetype]
-    return [build(req, env, models, catalog, selection) for env in names]
+    return [_land(build(req, env, models, catalog, selection, ctx), ctx, req) for env in names]

@@ -20,7 +20,8 @@ from blueprints.yamlio import load_yaml
 from blueprints.blueprint import Blueprint
 from blueprints.errors import StackConfigError
 from blueprints.manifests import manifest_id, validate_manifest
-from blueprints.stackconfig import PROJECT, read_stack_config, stack_config_path
+from blueprints.platform import PlatformConfig, PlatformOutputs, planned_outputs
+from blueprints.stackconfig import PROJECT, read_config, read_platform_config, stack_config_path
 
 #: Account id used in mocked ARNs (AWS's documentation example account).
 MOCK_ACCOUNT_ID = "123456789012"
@@ -43,6 +44,9 @@ class RegisteredResource:
     parent_urn: str | None = None
     ignore_changes: tuple[str, ...] = ()
     dependencies: tuple[str, ...] = ()
+    #: A read of an existing resource (`pulumi.StackReference`, `get`), not a registration.
+    read: bool = False
+    provider: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,19 +59,60 @@ class PolicyVerdict:
     message: str
 
 
+@dataclass(frozen=True)
+class DeployabilityFinding:
+    """Something a real `pulumi up` would trip on that the mock engine does not check (`blueprints.deployability`):
+    `check` names the rule, `resource` the object (or the stack), `message` the problem and the fix."""
+
+    check: str
+    resource: str
+    message: str
+
+
 @dataclass
 class PreviewReport:
-    """What `pulumi up` would create for one stack, computed offline, with its checks."""
+    """What `pulumi up` would create for one stack (a service or a shared platform), computed offline, with its
+    checks: manifests against the Kubernetes schemas, deployability, and the policy pack."""
 
     stack: str
     archetype: str
     resources: list[RegisteredResource]
     manifests: list[dict[str, Any]]
     outputs: dict[str, Any]
-    blueprint: Blueprint = field(repr=False)
+    subject: Blueprint | PlatformConfig = field(repr=False)
     manifest_problems: dict[str, list[str]] = field(default_factory=dict)
     policy_verdicts: list[PolicyVerdict] = field(default_factory=list)
+    deployability: list[DeployabilityFinding] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: The platform a service lands on (its planned outputs stood in for the StackReference).
+    platform: PlatformConfig | None = field(default=None, repr=False)
+
+    @property
+    def blueprint(self) -> Blueprint:
+        """The service's blueprint; raises `TypeError` for a platform stack (use `subject`)."""
+        if not isinstance(self.subject, Blueprint):
+            raise TypeError(f"{self.stack} is a platform stack; it has no blueprint")
+        return self.subject
+
+    @property
+    def is_platform(self) -> bool:
+        return isinstance(self.subject, PlatformConfig)
+
+    @property
+    def region(self) -> str:
+        return self.subject.region
+
+    @property
+    def environment(self) -> str:
+        return self.subject.environment
+
+    @property
+    def kubernetes_version(self) -> str:
+        return self.subject.kubernetes_version if self.is_platform else self.blueprint.platform.kubernetes_version
+
+    @property
+    def monthly_cost_usd(self) -> float:
+        return self.subject.monthly_cost_usd if self.is_platform else self.blueprint.predictions.monthly_cost_usd
 
     @property
     def mandatory_violations(self) -> list[PolicyVerdict]:
@@ -75,23 +120,35 @@ class PreviewReport:
 
     @property
     def clean(self) -> bool:
-        """No invalid manifest and no mandatory policy violation."""
-        return not self.manifest_problems and not self.mandatory_violations
+        """No invalid manifest, no deployability finding and no mandatory policy violation."""
+        return not self.manifest_problems and not self.mandatory_violations and not self.deployability
+
+    def depends_on(self, record: RegisteredResource) -> list[str]:
+        """The URNs a resource waits for: its explicit `depends_on`, the resources its inputs come from, and its
+        provider (a read such as the platform's StackReference included)."""
+        found = set(record.dependencies)
+        if record.provider:
+            found.add(record.provider.rsplit("::", 1)[0])
+        return sorted(found)
 
     def to_json(self) -> dict[str, Any]:
-        """`{"stack", "archetype", "region", "resources": [{"type", "name", "parent", "inputs"}], "manifests",
-        "manifest_problems", "policy_verdicts", "warnings", "predictions", "outputs"}`."""
+        """`{"stack", "archetype", "region", "resources": [{"urn", "type", "name", "parent", "read", "depends_on",
+        "inputs"}], "manifests", "manifest_problems", "deployability", "policy_verdicts", "warnings", "predictions",
+        "outputs"}`. `archetype` is `platform` for a platform stack, whose `predictions` hold its cost lines."""
+        predictions = (self.subject.model_dump(mode="json", include={"cost_lines", "monthly_cost_usd"})
+                       if self.is_platform else self.blueprint.predictions.model_dump(mode="json"))
         return {
             "stack": self.stack,
             "archetype": self.archetype,
-            "region": self.blueprint.region,
-            "resources": [{k: v for k, v in asdict(r).items() if k in ("type", "name", "parent", "inputs")}
-                          for r in self.resources],
+            "region": self.region,
+            "resources": [{"urn": r.urn, "type": r.type, "name": r.name, "parent": r.parent, "read": r.read,
+                           "depends_on": self.depends_on(r), "inputs": r.inputs} for r in self.resources],
             "manifests": self.manifests,
             "manifest_problems": self.manifest_problems,
+            "deployability": [asdict(f) for f in self.deployability],
             "policy_verdicts": [asdict(v) for v in self.policy_verdicts],
             "warnings": self.warnings,
-            "predictions": self.blueprint.predictions.model_dump(mode="json"),
+            "predictions": predictions,
             "outputs": self.outputs,
         }
 
@@ -133,8 +190,21 @@ class MockRun:
         return found[0]
 
 
+#: The organization the mock engine reports (`pulumi.get_organization()`): the DIY backend's fixed name.
+MOCK_ORGANIZATION = "organization"
+
+
+@dataclass(frozen=True)
+class StackOutputs:
+    """Outputs a mocked `pulumi.StackReference` returns: values and the names of the secret ones."""
+
+    outputs: dict[str, Any]
+    secret_names: tuple[str, ...] = ()
+
+
 def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, str] | None = None,
-                    secret_keys: list[str] | None = None) -> MockRun:
+                    secret_keys: list[str] | None = None,
+                    stack_references: dict[str, StackOutputs] | None = None) -> MockRun:
     """Run `body` as a Pulumi program under the mock engine (`preview=False`, so every apply runs).
 
     Args:
@@ -143,6 +213,8 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
         stack: stack name the program sees (`pulumi.get_stack()`).
         config: engine config, `{"ns:key": "string or JSON"}`.
         secret_keys: config keys to treat as secrets.
+        stack_references: stack name (the last part of `org/project/stack`) -> the outputs a `pulumi.StackReference`
+            to it reads. A reference to any other stack fails like a missing stack.
 
     Returns:
         A `MockRun`: every registration (type, name, parent, inputs as the engine sees them: camelCase, integral
@@ -158,8 +230,18 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
     config = dict(config or {})
     region = config.get("aws:region", "us-east-1")
 
+    references = dict(stack_references or {})
+
     class Mocks(pulumi.runtime.Mocks):
         def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+            if args.typ == "pulumi:pulumi:StackReference":
+                name = args.resource_id or args.inputs.get("name") or args.name
+                found = references.get(str(name).rsplit("/", 1)[-1])
+                if found is None:
+                    raise pulumi.RunError(f"stack reference {name!r}: no such stack (the offline preview knows "
+                                          f"{', '.join(sorted(references)) or 'none'})")
+                return name, {"name": name, "outputs": found.outputs,
+                              "secretOutputNames": list(found.secret_names)}
             return mock_outputs(args.typ, args.name, args.inputs, region=region)
 
         def call(self, args: pulumi.runtime.MockCallArgs):
@@ -178,7 +260,20 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
                                                   inputs=_normalise(_unwrap_secrets(inputs)),
                                                   parent_urn=request.parent if _parent_name(request.parent) else None,
                                                   dependencies=tuple(sorted(request.dependencies)),
-                                                  ignore_changes=tuple(request.ignoreChanges)))
+                                                  ignore_changes=tuple(request.ignoreChanges),
+                                                  provider=request.provider or None))
+            return response
+
+        def ReadResource(self, request):
+            response = super().ReadResource(request)
+            _ensure_event_loop()
+            inputs = rpc.deserialize_properties(request.properties)
+            records.append(RegisteredResource(urn=response.urn, type=request.type, name=request.name,
+                                              parent=_parent_name(request.parent), custom=True,
+                                              inputs=_normalise(_unwrap_secrets(inputs)),
+                                              parent_urn=request.parent if _parent_name(request.parent) else None,
+                                              dependencies=tuple(sorted(request.dependencies)), read=True,
+                                              provider=request.provider or None))
             return response
 
     warnings: list[str] = []
@@ -198,7 +293,8 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
     ROOT.set(None)
     pulumi.runtime.set_all_config(config, secret_keys or [])
     mocks = Mocks()
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=Monitor(mocks), logger=logger)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=Monitor(mocks), logger=logger,
+                             organization=MOCK_ORGANIZATION)
     outputs: dict[str, Any] = {}
 
     def program_body():
@@ -209,7 +305,9 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
 
         async def resolve():
             for key, value in exported.items():
-                outputs[key] = _normalise(_unwrap_secrets(await pulumi.Output.from_input(value).future()))
+                output = pulumi.Output.from_input(value)
+                secret = await output.is_secret()  # a secret stack output stays masked in every report
+                outputs[key] = SECRET_PLACEHOLDER if secret else _normalise(_unwrap_secrets(await output.future()))
 
         return resolve()
 
@@ -257,6 +355,7 @@ def mock_outputs(typ: str, name: str, inputs: dict, *, region: str) -> tuple[str
         state.update(name=cluster, arn=f"arn:aws:eks:{region}:{MOCK_ACCOUNT_ID}:cluster/{cluster}",
                      endpoint=f"https://{suffix.upper()}0000000000000000000000000.gr7.{region}.eks.amazonaws.com",
                      certificateAuthority={"data": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCm1vY2sKLS0tLS1FTkQ="},
+                     vpcConfig={**(inputs.get("vpcConfig") or {}), "clusterSecurityGroupId": f"sg-{suffix}c"},
                      status="ACTIVE", platformVersion="eks.1")
         return cluster, state
     if typ in ("aws:sagemaker/model:Model", "aws:sagemaker/endpointConfiguration:EndpointConfiguration",
@@ -303,8 +402,9 @@ def mock_call(token: str, args: dict, *, region: str) -> dict:
     return {}
 
 
-def _config_from_file(path: Path) -> tuple[dict[str, str], list[str]]:
-    """The stack file's config as the engine passes it: every value a string (objects as JSON); secrets masked."""
+def _config_from_file(path: Path, *, needs_kubeconfig: bool) -> tuple[dict[str, str], list[str]]:
+    """The stack file's config as the engine passes it: every value a string (objects as JSON); secrets masked; a
+    placeholder kubeconfig for an existing cluster when the file has none."""
     data = load_yaml(path.read_text(encoding="utf-8"))
     config, secret_keys = {}, []
     for key, value in (data.get("config") or {}).items():
@@ -314,18 +414,43 @@ def _config_from_file(path: Path) -> tuple[dict[str, str], list[str]]:
             secret_keys.append(key)
         else:
             config[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    for key in OFFLINE_PLACEHOLDER_SECRETS:
+    for key in OFFLINE_PLACEHOLDER_SECRETS if needs_kubeconfig else ():
         if key not in config:
             config[key] = SECRET_PLACEHOLDER
             secret_keys.append(key)
     return config, secret_keys
 
 
+def platform_stand_in(bp: Blueprint, stacks_dir: Path) -> tuple[PlatformConfig, StackOutputs] | None:
+    """The platform a service lands on, from its planned stack config, and the outputs its StackReference returns
+    offline (`blueprints.platform.planned_outputs`); None when the service lands on no platform.
+
+    Raises:
+        StackConfigError: the platform's stack config is missing or invalid; the message names the stack to plan.
+    """
+    if bp.platform.stack is None:
+        return None
+    path = stack_config_path(stacks_dir, bp.platform.stack)
+    if not path.exists():
+        raise StackConfigError(f"{path}: {bp.stack} lands on platform {bp.platform.stack}, whose stack config is "
+                               f"missing; plan it first (`blueprint plan` of any service on it writes it)")
+    platform = read_platform_config(path)
+    if platform.region != bp.region:
+        raise StackConfigError(f"{path}: platform {platform.stack} is in {platform.region} but {bp.stack} is in "
+                               f"{bp.region}; re-plan both (`blueprint plan`)")
+    outputs = planned_outputs(platform).model_dump(mode="json")
+    return platform, StackOutputs(outputs=outputs, secret_names=PlatformOutputs.SECRET_FIELDS)
+
+
 def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path = Path("__main__.py")) -> PreviewReport:
     """Run the Pulumi program for `stack` offline and report what it would create.
 
+    A service stack on a shared platform reads that platform's planned outputs through its StackReference (the
+    platform's stack config must exist); a platform stack builds the platform.
+
     Args:
-        stack: stack name, e.g. `chat-assistant-prod` (reads `<stacks_dir>/Pulumi.<stack>.yaml`).
+        stack: stack name, e.g. `chat-assistant-prod` or `platform-prod-us-east-1` (reads
+            `<stacks_dir>/Pulumi.<stack>.yaml`).
         stacks_dir: folder of stack configs. Defaults to `stacks`.
         program: the Pulumi program file. Defaults to `__main__.py`.
 
@@ -333,17 +458,19 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
         A `PreviewReport` with resources sorted by URN and Kubernetes manifests in the same order.
 
     Raises:
-        StackConfigError: the stack config is missing or invalid, or the program file is missing.
+        StackConfigError: the stack config (or its platform's) is missing or invalid, or the program is missing.
     """
     path = stack_config_path(stacks_dir, stack)
     if not path.exists():
         known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
         raise StackConfigError(f"{path}: no such stack config; known stacks: {', '.join(known) or 'none'} "
                                "(run `blueprint plan` first)")
-    bp = read_stack_config(path)
+    subject = read_config(path)
+    stand_in = platform_stand_in(subject, stacks_dir) if isinstance(subject, Blueprint) else None
     if not program.exists():
         raise StackConfigError(f"{program}: Pulumi program not found; run from the project folder (with Pulumi.yaml)")
-    config, secret_keys = _config_from_file(path)
+    config, secret_keys = _config_from_file(path, needs_kubeconfig=isinstance(subject, Blueprint)
+                                            and subject.platform.kind == "existing-cluster")
     program_file = program.resolve()
 
     def program_body() -> None:  # the module's globals are not outputs; `pulumi.export` calls are
@@ -351,20 +478,26 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
 
     import pulumi
 
+    references = {stand_in[0].stack: stand_in[1]} if stand_in else {}
     try:
-        run = run_under_mocks(program_body, stack=stack, config=config, secret_keys=secret_keys)
+        run = run_under_mocks(program_body, stack=stack, config=config, secret_keys=secret_keys,
+                              stack_references=references)
     except pulumi.ConfigMissingError as exc:
         raise StackConfigError(f"{path}: the program needs config {exc.key!r}; set it with "
                                f"`pulumi config set{' --secret' if exc.secret else ''} {exc.key} <value> "
                                f"--stack {stack}`") from None
     manifests = [manifest(r) for r in run.records if is_manifest(r)]
+    version = subject.kubernetes_version if isinstance(subject, PlatformConfig) else \
+        subject.platform.kubernetes_version
     problems = {}
     for obj in manifests:
-        found = validate_manifest(obj, kubernetes_version=bp.platform.kubernetes_version)
+        found = validate_manifest(obj, kubernetes_version=version)
         if found:
             problems[manifest_id(obj)] = found
-    return PreviewReport(stack=stack, archetype=bp.archetype.value, resources=run.records, manifests=manifests,
-                         outputs=run.outputs, blueprint=bp, manifest_problems=problems, warnings=run.warnings)
+    archetype = "platform" if isinstance(subject, PlatformConfig) else subject.archetype.value
+    return PreviewReport(stack=stack, archetype=archetype, resources=run.records, manifests=manifests,
+                         outputs=run.outputs, subject=subject, manifest_problems=problems, warnings=run.warnings,
+                         platform=stand_in[0] if stand_in else None)
 
 
 def is_manifest(record: RegisteredResource) -> bool:

@@ -72,6 +72,8 @@ _DIAGRAM_TYPES = {
     "aws:s3/bucket:Bucket": "S3 bucket",
     "aws:eks/cluster:Cluster": "EKS cluster",
     "aws:eks/nodeGroup:NodeGroup": "Node group",
+    "kubernetes:karpenter.sh/v1:NodePool": "NodePool",
+    "kubernetes:helm.sh/v3:Release": "Helm release",
     "aws:sagemaker/endpoint:Endpoint": "SageMaker endpoint",
     "aws:sagemaker/endpointConfiguration:EndpointConfiguration": "Endpoint config",
     "aws:sagemaker/model:Model": "SageMaker model",
@@ -109,11 +111,15 @@ def mermaid_diagram(report: PreviewReport) -> str:
         for bucket in by_type.get("aws:s3/bucket:Bucket", []):
             edges.append((_node_id(reader), _node_id(bucket), "weights"))
     for dep in by_type.get("kubernetes:apps/v1:Deployment", []):
-        wanted = dep.inputs.get("spec", {}).get("template", {}).get("spec", {}).get("nodeSelector", {}).get(
-            "node.kubernetes.io/instance-type")
+        selector = dep.inputs.get("spec", {}).get("template", {}).get("spec", {}).get("nodeSelector", {})
+        wanted = selector.get("node.kubernetes.io/instance-type")
         for group in by_type.get("aws:eks/nodeGroup:NodeGroup", []):
             if wanted and wanted in group.inputs.get("instanceTypes", []):
                 edges.append((_node_id(dep), _node_id(group), "runs on"))
+        for pool in by_type.get("kubernetes:karpenter.sh/v1:NodePool", []):
+            labels = pool.inputs.get("spec", {}).get("template", {}).get("metadata", {}).get("labels", {})
+            if selector and labels and all(selector.get(k) == v for k, v in labels.items() if k in selector):
+                edges.append((_node_id(dep), _node_id(pool), "runs on"))
     for a, b, label in edges:
         lines.append(f"  {a} -->|{label}| {b}" if label else f"  {a} --> {b}")
     return "\n".join(lines)
@@ -146,29 +152,63 @@ def diff_markdown(diff: PlanDiff) -> str:
     return "\n".join(parts)
 
 
-def render_markdown(report: PreviewReport, diff: PlanDiff | None = None) -> str:
-    """`plan.md`: a pull-request comment for one stack."""
+def plan_summary(report: PreviewReport) -> list[list[str]]:
+    """The plan in a few rows (label, value): compute, scaling, predictions and cost for a service; version, nodes,
+    add-ons, services and cost for a platform."""
+    if report.is_platform:
+        cfg = report.subject
+        return [["kind", f"shared platform ({cfg.kind.value}), Kubernetes {cfg.kubernetes_version}"],
+                ["system nodes", f"{cfg.system_nodes.count}x {cfg.system_nodes.instance_type}"],
+                ["API endpoint", "private" if cfg.network.private_endpoint else "public"],
+                ["add-ons", ", ".join(f"{a.id} {a.version}" for a in cfg.addons) or "-"],
+                ["services", ", ".join(cfg.services)],
+                ["monthly cost", f"${cfg.monthly_cost_usd:,.2f} (shared by its services)"]]
     bp = report.blueprint
     p = bp.predictions
-    status = "passes all checks" if report.clean else "**has blocking problems**"
-    out = [COMMENT_MARKER.format(stack=report.stack),
-           f"## `{report.stack}`: {report.archetype} in {bp.region} — {status}\n"]
-    if diff is not None:
-        out.append(diff_markdown(diff))
-    summary = [["compute", f"{bp.compute.replicas} replica(s) on {bp.compute.instance_type}"
-                + (f", {bp.compute.gpus_per_replica} GPU(s) per replica" if bp.compute.gpus_per_replica else "")],
-               ["autoscaling", f"{bp.autoscaling.min_replicas}-{bp.autoscaling.max_replicas} on `{bp.autoscaling.metric}`"],
-               ["monthly cost", f"${p.monthly_cost_usd:,.2f}" + (" (spot estimate)" if p.cost_is_estimate else "")]]
+    rows = [["compute", f"{bp.compute.replicas} replica(s) on {bp.compute.instance_type}"
+             + (f", {bp.compute.gpus_per_replica} GPU(s) per replica" if bp.compute.gpus_per_replica else "")],
+            ["autoscaling", f"{bp.autoscaling.min_replicas}-{bp.autoscaling.max_replicas} on `{bp.autoscaling.metric}`"],
+            ["monthly cost", f"${p.monthly_cost_usd:,.2f}" + (" (spot estimate)" if p.cost_is_estimate else "")]]
+    if bp.platform.stack:
+        rows.append(["platform", f"{bp.platform.stack}" + (f" (${p.platform_monthly_cost_usd:,.2f}/month, shared)"
+                                                           if p.platform_monthly_cost_usd is not None else "")])
     for label, value, unit in (("TTFT p95", p.ttft_p95_ms, "ms"), ("ITL p95", p.itl_p95_ms, "ms"),
                                ("latency p95", p.latency_p95_ms, "ms"),
                                ("output tokens/s", p.output_tokens_per_s, ""),
                                ("requests/s capacity", p.requests_per_s_capacity, "")):
         if value is not None:
-            summary.append([f"predicted {label}", f"{value:g} {unit}".strip()])
-    out.append("### Plan\n\n" + _md_table(summary, ["", ""]) + "\n")
-    out.append("Why:\n\n" + "\n".join(f"- {r}" for r in bp.rationale) + "\n")
-    if report.warnings:
-        out.append("### Program warnings\n\n" + "\n".join(f"- {w}" for w in report.warnings) + "\n")
+            rows.append([f"predicted {label}", f"{value:g} {unit}".strip()])
+    return rows
+
+
+def _cost(report: PreviewReport) -> tuple[list, float, bool]:
+    """(cost lines, monthly total, is a spot estimate)."""
+    if report.is_platform:
+        return list(report.subject.cost_lines), report.subject.monthly_cost_usd, False
+    p = report.blueprint.predictions
+    return list(p.cost_lines), p.monthly_cost_usd, p.cost_is_estimate
+
+
+def render_markdown(report: PreviewReport, diff: PlanDiff | None = None) -> str:
+    """`plan.md`: a pull-request comment for one stack (a service or a shared platform)."""
+    subject = report.subject
+    status = "passes all checks" if report.clean else "**has blocking problems**"
+    out = [COMMENT_MARKER.format(stack=report.stack),
+           f"## `{report.stack}`: {report.archetype} in {report.region} — {status}\n"]
+    if diff is not None:
+        out.append(diff_markdown(diff))
+    out.append("### Plan\n\n" + _md_table(plan_summary(report), ["", ""]) + "\n")
+    out.append("Why:\n\n" + "\n".join(f"- {r}" for r in subject.rationale) + "\n")
+    warnings = [*(subject.warnings if report.is_platform else []), *report.warnings]
+    if warnings:
+        out.append("### Warnings\n\n" + "\n".join(f"- {w}" for w in warnings) + "\n")
+    out.append("### Deployability\n")
+    if report.deployability:
+        out.append(_md_table([[f.check, _short(f.resource), f.message] for f in report.deployability],
+                             ["check", "resource", "problem and fix"]) + "\n")
+    else:
+        out.append("Every custom resource has its CRD, every Service and webhook-guarded object its controller, every "
+                   "pod a node it fits on and a Pod Security level that admits it.\n")
     out.append("### Policy verdicts\n")
     if report.policy_verdicts:
         out.append(_md_table([[v.level, v.policy, _short(v.resource), v.message] for v in report.policy_verdicts],
@@ -176,13 +216,14 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None) -> str:
     else:
         out.append("No policy violations.\n")
     out.append(f"### Kubernetes manifests\n\n{len(report.manifests)} manifest(s), strictly validated against "
-               f"Kubernetes {bp.platform.kubernetes_version}"
+               f"Kubernetes {report.kubernetes_version}"
                + (": all valid.\n" if not report.manifest_problems else ":\n"))
     for ident, msgs in report.manifest_problems.items():
         out.extend(f"- `{ident}`: {m}" for m in msgs)
+    lines, total, _ = _cost(report)
     out.append("\n### Cost\n\n" + _md_table(
-        [[c.item, f"{c.quantity:g}", f"{c.usd_per_hour:.4f}", f"{c.monthly_usd:,.2f}"] for c in p.cost_lines]
-        + [["**total**", "", "", f"**{p.monthly_cost_usd:,.2f}**"]],
+        [[c.item, f"{c.quantity:g}", f"{c.usd_per_hour:.4f}", f"{c.monthly_usd:,.2f}"] for c in lines]
+        + [["**total**", "", "", f"**{total:,.2f}**"]],
         ["item", "quantity", "USD/hour", "USD/month"]) + "\n")
     out.append("### Architecture\n\n```mermaid\n" + mermaid_diagram(report) + "\n```\n")
     out.append(f"<details><summary>{len(report.resources)} resources</summary>\n\n" + _md_table(
@@ -200,9 +241,8 @@ def _short(resource: str) -> str:
 
 def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | None = None) -> None:
     """Print the component tree with key settings, checks, predictions and cost lines."""
-    bp = report.blueprint
     console.print(f"[bold]Stack[/] {report.stack}  [bold]archetype[/] {report.archetype}  "
-                  f"[bold]region[/] {bp.region}  [bold]resources[/] {len(report.resources)}")
+                  f"[bold]region[/] {report.region}  [bold]resources[/] {len(report.resources)}")
     if diff is not None:
         console.print(f"[bold]Against baseline[/]: +{len(diff.added)} added, -{len(diff.removed)} removed, "
                       f"~{len(diff.changed)} changed; monthly cost {diff.cost_delta_usd:+,.2f} USD")
@@ -224,10 +264,16 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
     console.print(root)
     status = "[green]all valid[/]" if not report.manifest_problems else f"[red]{len(report.manifest_problems)} invalid[/]"
     console.print(f"[bold]Kubernetes manifests[/]: {len(report.manifests)} "
-                  f"(strict schema, Kubernetes {bp.platform.kubernetes_version}): {status}")
+                  f"(strict schema, Kubernetes {report.kubernetes_version}): {status}")
     for ident, msgs in report.manifest_problems.items():
         for msg in msgs:
             console.print(f"  [red]{ident}[/]: {escape(msg)}")
+    if report.deployability:
+        console.print(f"[bold]Deployability[/]: [red]{len(report.deployability)} problem(s)[/]")
+        for f in report.deployability:
+            console.print(f"  [red]{f.check}[/] on {_short(f.resource)}: {escape(f.message)}")
+    else:
+        console.print("[bold]Deployability[/]: [green]CRDs, controllers, scheduling and Pod Security all hold[/]")
     if report.policy_verdicts:
         console.print(f"[bold]Policy verdicts[/]: {len(report.mandatory_violations)} mandatory, "
                       f"{len(report.policy_verdicts) - len(report.mandatory_violations)} advisory")
@@ -236,12 +282,17 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
             console.print(f"  [{colour}]{v.level}[/] {v.policy} on {_short(v.resource)}: {escape(v.message)}")
     else:
         console.print("[bold]Policy verdicts[/]: [green]no violations[/]")
-    for warning in report.warnings:
+    for warning in [*(report.subject.warnings if report.is_platform else []), *report.warnings]:
         console.print(f"[yellow]warning[/]: {escape(warning)}")
-    p = bp.predictions
-    console.print(f"[bold]Monthly cost[/]: ${p.monthly_cost_usd:,.2f}" + (" (spot estimate)" if p.cost_is_estimate else "")
+    lines, total, estimate = _cost(report)
+    console.print(f"[bold]Monthly cost[/]: ${total:,.2f}" + (" (spot estimate)" if estimate else "")
                   + "  " + "; ".join(f"{c.item}: {c.quantity:g} x ${c.usd_per_hour:.4f}/h = ${c.monthly_usd:,.2f}"
-                                     for c in p.cost_lines))
+                                     for c in lines))
+    if not report.is_platform and report.blueprint.platform.stack:
+        p = report.blueprint.predictions
+        console.print(f"[bold]Shared platform[/]: {report.blueprint.platform.stack}"
+                      + (f" (${p.platform_monthly_cost_usd:,.2f}/month for all its services)"
+                         if p.platform_monthly_cost_usd is not None else ""))
     if report.outputs:
         console.print("[bold]Stack outputs[/]: " + escape(", ".join(f"{k}={v}" for k, v in report.outputs.items())))
 

@@ -173,8 +173,49 @@ class Hardware(_Section):
 class Operations(_Section):
     preference: OperationsPreference = Field(default=OperationsPreference.ANY)
     platform: Platform = Field(default=Platform.EKS, description="where self-hosted archetypes run")
-    kubernetes_version: str = Field(default="1.31", pattern=r"^1\.(2[89]|3[0-4])$",
-                                    description="cluster version (EKS), 1.28-1.34")
+    kubernetes_version: str | None = Field(
+        default=None, pattern=r"^1\.\d{2}$", description="Kubernetes version. On EKS the shared platform sets it "
+        "(stacks/requirements/platform.yaml); a value here must match it. On an existing cluster: that cluster's "
+        "version (default: the newest EKS version in standard support on the plan date)")
+
+    cluster_addons: list[str] | None = Field(
+        default=None, max_length=20, description="existing-cluster only: the add-ons that cluster already runs "
+        "(catalog ids: karpenter, aws-load-balancer-controller, keda, keda-http-add-on, kube-prometheus-stack, "
+        "metrics-server, nvidia-device-plugin, dcgm-exporter); written to the stack config as "
+        "servingblueprints:clusterAddons and checked by `blueprint preview`")
+
+    @field_validator("cluster_addons")
+    @classmethod
+    def _known_addons(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            from blueprints.catalog.addons import load_platform_catalog
+
+            known = load_platform_catalog().helm
+            unknown = [a for a in value if a not in known]
+            if unknown:
+                raise ValueError(f"unknown add-on(s) {unknown}; known: {', '.join(sorted(known))}")
+            if len(set(value)) != len(value):
+                raise ValueError("an add-on is listed twice")
+        return value
+
+    @model_validator(mode="after")
+    def _addons_only_on_existing_clusters(self) -> Operations:
+        if self.cluster_addons is not None and self.platform is not Platform.EXISTING_CLUSTER:
+            raise ValueError("cluster_addons describes an existing cluster (platform: existing-cluster); on eks the "
+                             "shared platform installs the add-ons")
+        return self
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _known_version(cls, value: str | None) -> str | None:
+        if value is not None:
+            from blueprints.catalog.addons import load_platform_catalog
+
+            known = load_platform_catalog().versions
+            if value not in known:
+                raise ValueError(f"unknown Kubernetes version {value!r}; EKS versions in the catalog: "
+                                 f"{', '.join(known)}")
+        return value
 
 
 class Compliance(_Section):
@@ -198,6 +239,9 @@ class Environment(_Section):
     min_replicas: int | None = Field(default=None, ge=0, description="floor; 0 allows scale to zero (not in production)")
     max_replicas: int | None = Field(default=None, ge=1, description="ceiling; defaults to twice the peak replicas")
     production: bool | None = Field(default=None, description="defaults to true for names starting with `prod`")
+    platform: str | None = Field(default=None, pattern=DNS_1123_LABEL, max_length=40,
+                                 description="the shared platform this environment lands on (EKS, private SageMaker); "
+                                 "defaults to `<environment>-<region>`, stack platform-<that>")
 
     @model_validator(mode="after")
     def _min_le_max(self) -> Environment:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from blueprints.blueprint import Blueprint
 from blueprints.guardrails import Guardrails
+from blueprints.platform import PlatformConfig
 from blueprints.preview import PreviewReport, run_preview
 from blueprints.requirements import Requirements
 
@@ -54,18 +55,24 @@ def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path
     """
     from policies.offline import evaluate_preview, read_policy_config
 
+    from blueprints.deployability import check_deployability
+
     report = run_preview(stack, stacks_dir=stacks_dir, program=program)
-    bp = report.blueprint
-    path = policy_config or policy_config_for(bp.environment, production=bp.production)
+    subject = report.subject
+    path = policy_config or policy_config_for(subject.environment, production=subject.production)
     config = read_policy_config(path)
-    report.policy_verdicts = evaluate_preview(report, stack_policy_config(config, report.blueprint))
+    report.policy_verdicts = evaluate_preview(report, stack_policy_config(config, subject))
+    report.deployability = check_deployability(report, stacks_dir=stacks_dir)
     return report
 
 
-def stack_policy_config(config: dict, bp: Blueprint) -> dict:
+def stack_policy_config(config: dict, subject: Blueprint | PlatformConfig) -> dict:
     """The environment's policy config, tightened by what the stack itself declares: a stack planned private-only
-    (`compliance.private_only`) is checked as private-only whatever the environment's file says."""
-    if not bp.network.private_only:
+    (`compliance.private_only`, or a platform with a private API endpoint) is checked as private-only whatever the
+    environment's file says."""
+    private = subject.network.private_endpoint if isinstance(subject, PlatformConfig) else \
+        subject.network.private_only
+    if not private:
         return config
     entry = config.get("private-endpoints")
     entry = {"enforcementLevel": entry} if isinstance(entry, str) else dict(entry or {})

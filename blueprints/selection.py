@@ -20,7 +20,7 @@ from blueprints.catalog import Catalog
 from blueprints.errors import RequirementsError, SizingError
 from blueprints.options import (
     ResolvedModel,
-    cluster_monthly_usd,
+    service_fixed_monthly_usd,
     search_llm_options,
     search_nongen_options,
 )
@@ -59,7 +59,7 @@ def _cheapest_monthly_usd(options: list, req: Requirements, env: str, catalog: C
     if not options:
         return None
     best = options[0]
-    return best.nodes * best.node_usd_per_hour * catalog.hours_per_month + cluster_monthly_usd(req, env, catalog,
+    return best.nodes * best.node_usd_per_hour * catalog.hours_per_month + service_fixed_monthly_usd(req, env, catalog,
                                                                                                managed=managed)
 
 

@@ -11,7 +11,6 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from blueprints import defaults
 from blueprints.blueprint import Blueprint
 from blueprints.observability import CloudWatchAlarmSpec, cloudwatch_alarm_specs, grafana_dashboard, slo_alerts
 from components.labels import recommended_labels
@@ -38,8 +37,8 @@ class KubernetesMonitoringArgs:
 
 
 class KubernetesMonitoring(pulumi.ComponentResource):
-    """ServiceMonitor, PrometheusRule (SLO alerts) and a Grafana dashboard ConfigMap (`grafana_dashboard: "1"`);
-    the DCGM exporter (Helm) for GPU metrics when the plan uses GPUs. Outputs: `alert_names`."""
+    """ServiceMonitor, PrometheusRule (SLO alerts) and a Grafana dashboard ConfigMap (`grafana_dashboard: "1"`).
+    GPU metrics come from the platform's DCGM exporter. Outputs: `alert_names`."""
 
     def __init__(self, name: str, args: KubernetesMonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("servingblueprints:index:KubernetesMonitoring", name, None, opts)
@@ -69,15 +68,6 @@ class KubernetesMonitoring(pulumi.ComponentResource):
                       "labels": {**labels, "grafana_dashboard": "1"}},
             data={f"{bp.stack}.json": json.dumps(grafana_dashboard(bp), sort_keys=True)},
             opts=child)
-        if bp.compute.gpus_per_replica:
-            # DaemonSet on GPU nodes only: it must tolerate the GPU taint or it stays Pending there.
-            self.dcgm = k8s.helm.v3.Release(
-                f"{name}-dcgm-exporter", chart="dcgm-exporter", version=defaults.DCGM_EXPORTER_CHART_VERSION,
-                repository_opts={"repo": defaults.DCGM_EXPORTER_REPO}, namespace=args.namespace,
-                values={"serviceMonitor": {"enabled": True, "additionalLabels": {"release": args.prometheus_release}},
-                        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                        "nodeSelector": {"node.kubernetes.io/instance-type": bp.compute.instance_type}},
-                opts=child)
         self.alert_names = [r.name for r in rules]
         self.register_outputs({"alert_names": self.alert_names})
 

@@ -6,7 +6,7 @@ production so a zone outage does not cut egress), one route table per private su
 (workloads; interface endpoints). With `private_only`, AWS APIs are reached through VPC endpoints (S3 gateway; ECR
 api/dkr, STS and SageMaker runtime interface endpoints) so weights, images and credentials never cross the internet.
 
-An existing VPC is used instead when the stack config holds `servingblueprints:existingVpc` (see `ExistingVpc`).
+An existing VPC (`blueprints.platform.ExistingVpc`, from the platform team's platform.yaml) is used instead when given.
 """
 
 from __future__ import annotations
@@ -16,29 +16,14 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, ConfigDict, Field
-
 from blueprints import defaults
+from blueprints.platform import ExistingVpc
 
 #: Interface endpoints created with `private_only` (service suffix after `com.amazonaws.<region>.`).
 #: Subnet tags the AWS Load Balancer Controller uses to discover subnets (kubernetes-sigs.github.io/
 #: aws-load-balancer-controller/latest/deploy/subnet_discovery/).
 PUBLIC_ELB_TAG = "kubernetes.io/role/elb"
 INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
-
-
-class ExistingVpc(BaseModel):
-    """`servingblueprints:existingVpc`: a VPC the stack uses instead of creating one.
-
-    Example (stack config): `{"vpc_id": "vpc-0abc", "private_subnet_ids": ["subnet-1", "subnet-2"],
-    "public_subnet_ids": ["subnet-3", "subnet-4"]}`. Private subnets need outbound access (NAT or endpoints).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]+$")
-    private_subnet_ids: list[str] = Field(min_length=2, description="in >= 2 availability zones")
-    public_subnet_ids: list[str] = Field(default_factory=list, description="for internet-facing load balancers")
 
 
 @dataclass
@@ -79,7 +64,7 @@ def subnet_cidrs(cidr_block: str, zones: int) -> tuple[list[str], list[str]]:
 class Network(pulumi.ComponentResource):
     """A VPC over >= 2 zones with NAT, route tables, security groups and (private_only) VPC endpoints.
 
-    Outputs: `vpc_id`, `private_subnet_ids`, `public_subnet_ids`, `workload_security_group_id`.
+    Outputs: `vpc_id`, `vpc_cidr`, `private_subnet_ids`, `public_subnet_ids`, `workload_security_group_id`.
 
     Example:
         net = Network("chat-prod-network", NetworkArgs(region="us-east-1", tags=tags, private_only=True))
@@ -113,6 +98,7 @@ class Network(pulumi.ComponentResource):
         if args.private_only:
             self._endpoints(name, args, vpc_id, private_route_table_ids, child)
         self.vpc_id = pulumi.Output.from_input(vpc_id)
+        self.vpc_cidr = pulumi.Output.from_input(vpc_cidr)
         self.workload_security_group_id = self.workload_security_group.id
         self.register_outputs({"vpc_id": self.vpc_id, "private_subnet_ids": self.private_subnet_ids,
                                "public_subnet_ids": self.public_subnet_ids,

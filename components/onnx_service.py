@@ -25,7 +25,13 @@ from components.labels import (
 )
 from components.options import child_options
 from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
-from components.triton_service import HEALTH_LIVE, HEALTH_READY, metrics_service, placement, server_resources
+from components.triton_service import (
+    HEALTH_LIVE,
+    HEALTH_READY,
+    default_node_selector,
+    metrics_service,
+    server_resources,
+)
 from components.weights_delivery import (
     MODELS_MOUNT,
     RESTRICTED_SECURITY_CONTEXT,
@@ -46,16 +52,18 @@ class OnnxRuntimeServiceArgs:
         blueprint: an onnx-cpu blueprint.
         bucket_name: the model store bucket holding `models/<name>/`.
         namespace: where the objects go. Defaults to the blueprint's namespace.
-        pin_to_node_pool: select the planned instance type (a node pool we built). False on an existing or edge
-            cluster: only the CPU architecture is selected. Defaults to True.
+        node_selector: where the pods run (`components.serving.placement`; on an existing or edge cluster only the
+            CPU architecture). Defaults to the CPU architecture and the planned instance type.
         expose: a LoadBalancer Service; otherwise ClusterIP only. Defaults to True.
+        load_balancer_subnet_ids: the load balancer's subnets; default: discovered by their role tags.
     """
 
     blueprint: Blueprint
     bucket_name: pulumi.Input[str]
     namespace: pulumi.Input[str] | None = None
-    pin_to_node_pool: bool = True
+    node_selector: dict[str, str] | None = None
     expose: bool = True
+    load_balancer_subnet_ids: pulumi.Input[list[str]] | None = None
 
 
 def cpu_limit_threads(bp: Blueprint) -> int:
@@ -95,6 +103,7 @@ class OnnxRuntimeService(pulumi.ComponentResource):
         child = child_options(self, opts)
         objects = serving_objects(
             name, bp, labels=labels, namespace=namespace, opts=child, expose=args.expose,
+            load_balancer_subnet_ids=args.load_balancer_subnet_ids,
             deployment_spec=lambda account: self._spec(bp, engine, labels, args, account),
             ports=[{"name": "http", "port": engine.port, "targetPort": "http", "protocol": "TCP"}])
         self.service_account, self.deployment = objects.service_account, objects.deployment
@@ -113,7 +122,7 @@ class OnnxRuntimeService(pulumi.ComponentResource):
     def _spec(self, bp: Blueprint, engine: OnnxRuntimeEngine, labels: dict[str, str],
               args: OnnxRuntimeServiceArgs, account: pulumi.Input[str]) -> dict:
         resources = server_resources(bp, gpu=False)
-        selector, _ = placement(bp, pin_instance_type=args.pin_to_node_pool)
+        selector = args.node_selector or default_node_selector(bp)
         startup = bp.startup
         threads = str(engine.intra_op_threads)
         return {

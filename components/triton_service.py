@@ -136,12 +136,17 @@ class TritonServiceArgs:
         repository_uri: `s3://<bucket>/models` (from `TritonModelRepository`).
         namespace: where the objects go. Defaults to the blueprint's namespace.
         expose: a LoadBalancer Service for HTTP and gRPC; otherwise ClusterIP only. Defaults to True.
+        node_selector: where the pods run (`components.serving.placement`). Defaults to the CPU architecture and the
+            planned instance type.
+        load_balancer_subnet_ids: the load balancer's subnets; default: discovered by their role tags.
     """
 
     blueprint: Blueprint
     repository_uri: pulumi.Input[str]
     namespace: pulumi.Input[str] | None = None
     expose: bool = True
+    node_selector: dict[str, str] | None = None
+    load_balancer_subnet_ids: pulumi.Input[list[str]] | None = None
 
 
 def triton_args(engine: TritonEngine, repository_uri: pulumi.Input[str]) -> list[pulumi.Input[str]]:
@@ -152,14 +157,14 @@ def triton_args(engine: TritonEngine, repository_uri: pulumi.Input[str]) -> list
             *[f"--load-model={m.name}" for m in engine.models]]
 
 
-def placement(bp: Blueprint, *, pin_instance_type: bool = True) -> tuple[dict[str, str], list[dict]]:
-    """(nodeSelector, tolerations): GPU pods tolerate the GPU taint; every pod selects its CPU architecture and,
-    on a cluster we built, the planned instance type."""
-    selector = {ARCH_LABEL: ARCH_VALUE[bp.compute.cpu_arch.value]}
-    if pin_instance_type:
-        selector[INSTANCE_TYPE_LABEL] = bp.compute.instance_type
-    gpu = bp.compute.accelerator is Accelerator.NVIDIA_GPU
-    return selector, ([GPU_TOLERATION] if gpu else [])
+def default_node_selector(bp: Blueprint) -> dict[str, str]:
+    """The CPU architecture and the planned instance type (when no placement is given)."""
+    return {ARCH_LABEL: ARCH_VALUE[bp.compute.cpu_arch.value], INSTANCE_TYPE_LABEL: bp.compute.instance_type}
+
+
+def tolerations(bp: Blueprint) -> list[dict]:
+    """GPU pods tolerate the GPU taint; CPU pods tolerate nothing."""
+    return [GPU_TOLERATION] if bp.compute.accelerator is Accelerator.NVIDIA_GPU else []
 
 
 def server_resources(bp: Blueprint, *, gpu: bool) -> dict[str, str]:
@@ -206,7 +211,9 @@ class TritonService(pulumi.ComponentResource):
         child = child_options(self, opts)
         objects = serving_objects(
             name, bp, labels=labels, namespace=namespace, opts=child, expose=args.expose,
-            deployment_spec=lambda account: self._spec(bp, engine, labels, args.repository_uri, account),
+            load_balancer_subnet_ids=args.load_balancer_subnet_ids,
+            deployment_spec=lambda account: self._spec(bp, engine, labels, args.repository_uri, account,
+                                                       args.node_selector or default_node_selector(bp)),
             ports=[{"name": "http", "port": engine.http_port, "targetPort": "http", "protocol": "TCP"},
                    {"name": "grpc", "port": engine.grpc_port, "targetPort": "grpc", "protocol": "TCP"}])
         self.service_account, self.deployment = objects.service_account, objects.deployment
@@ -224,13 +231,12 @@ class TritonService(pulumi.ComponentResource):
                                "endpoint": self.endpoint})
 
     def _spec(self, bp: Blueprint, engine: TritonEngine, labels: dict[str, str],
-              repository_uri: pulumi.Input[str], account: pulumi.Input[str]) -> dict:
+              repository_uri: pulumi.Input[str], account: pulumi.Input[str], selector: dict[str, str]) -> dict:
         gpu = bp.compute.accelerator is Accelerator.NVIDIA_GPU
         if not gpu and any(m.instance_kind == "KIND_GPU" for m in engine.models):
             raise ValueError("engine.models use instance_kind KIND_GPU but compute.accelerator is cpu: "
                              "set instance_kind KIND_CPU or plan GPU compute")
         resources = server_resources(bp, gpu=gpu)
-        selector, tolerations = placement(bp)
         startup = bp.startup
         weights_gib = sum(m.weights_gib for m in bp.models)
         return {
@@ -244,7 +250,7 @@ class TritonService(pulumi.ComponentResource):
                     "serviceAccountName": account,
                     "nodeSelector": selector,
                     **pod_rollout(bp, selector_labels(labels)),
-                    "tolerations": tolerations,
+                    "tolerations": tolerations(bp),
                     "containers": [{
                         "name": "triton",
                         "image": engine.image,

@@ -42,6 +42,8 @@ class VllmServiceArgs:
         namespace: where the objects go. Defaults to the blueprint's namespace.
         expose: a LoadBalancer Service (AWS Load Balancer Controller NLB: internal when `private_only`, idle
             timeout above the longest stream); otherwise ClusterIP only. Defaults to True.
+        node_selector: where the pods run (`components.serving.placement`). Defaults to the planned instance type.
+        load_balancer_subnet_ids: the load balancer's subnets; default: discovered by their role tags.
     """
 
     blueprint: Blueprint
@@ -49,6 +51,8 @@ class VllmServiceArgs:
     service_account_annotations: dict[str, pulumi.Input[str]] | None = None
     namespace: pulumi.Input[str] | None = None
     expose: bool = True
+    node_selector: dict[str, str] | None = None
+    load_balancer_subnet_ids: pulumi.Input[list[str]] | None = None
 
 
 def vllm_args(engine: VllmEngine, model_name: str) -> list[str]:
@@ -93,7 +97,10 @@ class VllmService(pulumi.ComponentResource):
         objects = serving_objects(
             name, bp, labels=labels, namespace=namespace, opts=child, expose=args.expose,
             service_account_annotations=args.service_account_annotations,
-            deployment_spec=lambda account: _deployment_spec(bp, labels, args.bucket_name, account),
+            load_balancer_subnet_ids=args.load_balancer_subnet_ids,
+            deployment_spec=lambda account: _deployment_spec(
+                bp, labels, args.bucket_name, account,
+                args.node_selector or {INSTANCE_TYPE_LABEL: bp.compute.instance_type}),
             ports=[{"name": "http", "port": bp.engine.port, "targetPort": "http", "protocol": "TCP"}])
         self.service_account, self.deployment = objects.service_account, objects.deployment
         self.disruption_budget, self.service = objects.disruption_budget, objects.service
@@ -108,7 +115,7 @@ class VllmService(pulumi.ComponentResource):
 
 
 def _deployment_spec(bp: Blueprint, labels: dict[str, str], bucket_name: pulumi.Input[str],
-                     service_account: pulumi.Input[str]) -> dict:
+                     service_account: pulumi.Input[str], node_selector: dict[str, str]) -> dict:
     engine: VllmEngine = bp.engine  # type: ignore[assignment]
     model = bp.model
     c = bp.compute
@@ -134,7 +141,7 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], bucket_name: pulumi.
                 ANNOTATION_TENSOR_PARALLEL: str(engine.tensor_parallel_size)}},
             "spec": {
                 "service_account_name": service_account,
-                "node_selector": {INSTANCE_TYPE_LABEL: c.instance_type},
+                "node_selector": node_selector,
                 "tolerations": [GPU_TOLERATION],
                 **pod_rollout(bp, selector_labels(labels)),
                 "init_containers": [fetch_weights_container(bp, bucket_name, [model])],

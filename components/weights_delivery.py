@@ -11,7 +11,7 @@ import math
 
 import pulumi
 
-from blueprints import defaults
+from blueprints import defaults, weights
 from blueprints.blueprint import Blueprint, ServedModel
 from components.weights_storage import MODELS_PREFIX
 
@@ -27,8 +27,8 @@ def gi(value: float) -> str:
 
 
 def weights_volume_gib(models: list[ServedModel]) -> float:
-    """Local disk for the models' weights: +10 % and 2 GiB for tokenizer/config files and filesystem overhead."""
-    return sum(m.weights_gib for m in models) * 1.1 + 2
+    """Local disk for the models' weights (`blueprints.weights.weights_volume_gib`), GiB."""
+    return weights.weights_volume_gib(m.weights_gib for m in models)
 
 
 def fetch_memory_gib(models: list[ServedModel]) -> float:

@@ -19,8 +19,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from blueprints import defaults
+from blueprints.weights import HF_EXCLUDE_PATTERNS, HF_INCLUDE_PATTERNS
 from blueprints.blueprint import Archetype, Blueprint, ServedModel
-from components.cluster import POOL_LABEL
 from components.labels import recommended_labels, sync_account_name
 from components.options import child_options
 from components.weights_delivery import (
@@ -101,15 +101,16 @@ class WeightsSyncArgs:
         bucket_name: the model store bucket.
         namespace: where the Job runs. Defaults to the blueprint's namespace.
         hf_token: Hugging Face token (a Pulumi secret). Defaults to none: public models only.
-        on_system_nodes: pin the Job to the EKS system node group (label `servingblueprints.io/pool=system`).
-            Defaults to True; False on an existing cluster whose node labels we don't know.
+        node_selector: where the Job runs: the platform's system nodes (`servingblueprints.io/pool: system`, which
+            have the scratch disk for the largest download); None on an existing cluster whose node labels we don't
+            know.
     """
 
     blueprint: Blueprint
     bucket_name: pulumi.Input[str]
     namespace: pulumi.Input[str] | None = None
     hf_token: pulumi.Input[str] | None = None
-    on_system_nodes: bool = True
+    node_selector: dict[str, str] | None = None
 
 
 class WeightsSync(pulumi.ComponentResource):
@@ -170,8 +171,8 @@ class WeightsSync(pulumi.ComponentResource):
             }]}
         pod_spec = {"serviceAccountName": self.service_account.metadata.name, "restartPolicy": "OnFailure",
                     **pod_spec}
-        if args.on_system_nodes:
-            pod_spec["nodeSelector"] = {POOL_LABEL: "system"}
+        if args.node_selector:
+            pod_spec["nodeSelector"] = dict(args.node_selector)
         return {"backoffLimit": 4, "activeDeadlineSeconds": deadline_s,
                 "template": {"metadata": {"labels": labels}, "spec": pod_spec}}
 
@@ -190,7 +191,9 @@ class WeightsSync(pulumi.ComponentResource):
             "initContainers": [{
                 "name": "download",
                 "image": defaults.HF_DOWNLOAD_IMAGE,
-                "command": ["huggingface-cli", "download", repo, "--local-dir", local],
+                # Only what vLLM loads (safetensors, configs, tokenizer): never Meta's `original/*.pth` copy.
+                "command": ["hf", "download", repo, "--local-dir", local,
+                            "--include", *HF_INCLUDE_PATTERNS, "--exclude", *HF_EXCLUDE_PATTERNS],
                 "env": download_env,
                 "resources": resources,
                 "volumeMounts": [{"name": "scratch", "mountPath": SCRATCH_MOUNT}],

@@ -27,13 +27,16 @@ class ServingObjects:
 def serving_objects(name: str, bp: Blueprint, *, labels: dict[str, str], namespace: pulumi.Input[str],
                     deployment_spec: Callable[[pulumi.Output[str]], dict], ports: list[dict], expose: bool,
                     opts: pulumi.ResourceOptions,
-                    service_account_annotations: dict[str, pulumi.Input[str]] | None = None) -> ServingObjects:
+                    service_account_annotations: dict[str, pulumi.Input[str]] | None = None,
+                    load_balancer_subnet_ids: pulumi.Input[list[str]] | None = None) -> ServingObjects:
     """Create the workload's objects as children (`opts`) of a serving component named `name`.
 
     Args:
         deployment_spec: builds the Deployment spec from the ServiceAccount's name.
         ports: the serving Service's ports (`name`, `port`, `targetPort`, `protocol`); all go on the load balancer.
         expose: a LoadBalancer Service; otherwise ClusterIP.
+        load_balancer_subnet_ids: the load balancer's subnets (the platform's); None lets the controller discover
+            subnets by their role tags.
     """
     workload = bp.workload_name
     account = k8s.core.v1.ServiceAccount(
@@ -47,7 +50,8 @@ def serving_objects(name: str, bp: Blueprint, *, labels: dict[str, str], namespa
     service = k8s.core.v1.Service(
         f"{name}-service",
         metadata={"name": workload, "namespace": namespace, "labels": labels,
-                  "annotations": load_balancer_annotations(bp, [p["port"] for p in ports]) if expose else {}},
+                  "annotations": load_balancer_annotations(bp, [p["port"] for p in ports],
+                                                           subnet_ids=load_balancer_subnet_ids) if expose else {}},
         spec={"type": "LoadBalancer" if expose else "ClusterIP", "selector": selector_labels(labels), "ports": ports},
         opts=opts)
     return ServingObjects(account, deployment, budget, service)

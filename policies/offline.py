@@ -154,4 +154,4 @@ def evaluate_preview(report: PreviewReport, policy_config: Mapping[str, Any]) ->
         report = run_preview("chat-assistant-prod")
         verdicts = evaluate_preview(report, load_policy_config(report.blueprint.environment))
     """
-    return evaluate(report.resources, policy_config, aws_region=report.blueprint.region, stack=report.stack)
+    return evaluate(report.resources, policy_config, aws_region=report.region, stack=report.stack)

@@ -1,0 +1,331 @@
+"""The shared platform's typed contracts: what a platform team decides (`platform.yaml`), the planned platform stack
+config (`PlatformConfig`, config key `servingblueprints:platform`) and the outputs services read (`PlatformOutputs`).
+
+One platform per environment and region (stack `platform-<env>-<region>`) runs the VPC, one EKS cluster and the
+add-ons every service needs; service stacks land on it and read its outputs through a StackReference. The planner
+writes `PlatformConfig` (`blueprints.platform_plan`); the program builds it (`components.platform.Platform`) and
+exports `PlatformOutputs`; services and the offline preview read that same model.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, ClassVar, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from blueprints.catalog.addons import KUBERNETES_VERSION
+from blueprints.errors import RequirementsError, format_validation_error, read_text_file
+from blueprints.requirements import DNS_1123_LABEL, TAG_VALUE, Region
+from blueprints.yamlio import load_yaml
+
+#: Bumped when a field changes meaning; the program refuses platform configs of another version.
+PLATFORM_SCHEMA_VERSION = 1
+#: Service name reserved for platform stacks (`platform-<env>-<region>`).
+PLATFORM_SERVICE = "platform"
+#: The optional platform team's file beside the services' requirements files.
+PLATFORM_FILE = "platform.yaml"
+#: An IAM role ARN (commercial, China and GovCloud partitions), for access entries.
+IAM_ROLE_ARN = r"^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:role/[A-Za-z0-9_+=,.@/-]+$"
+#: A label for a self-hosted GitHub Actions runner.
+RUNNER_LABEL = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+def platform_stack_name(platform: str) -> str:
+    """The Pulumi stack of a platform: `platform-<name>` (`<name>` defaults to `<env>-<region>`)."""
+    return f"{PLATFORM_SERVICE}-{platform}"
+
+
+# --- platform.yaml: what a platform team decides -----------------------------------------------------------------
+
+
+class ExistingVpc(_Frozen):
+    """A VPC a platform (or a private SageMaker service) uses instead of creating one.
+
+    Example: `{"vpc_id": "vpc-0abc", "private_subnet_ids": ["subnet-1", "subnet-2"], "public_subnet_ids": [...]}`.
+    Private subnets need outbound access (NAT or VPC endpoints).
+    """
+
+    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
+    private_subnet_ids: list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]] = Field(
+        min_length=2, max_length=16, description="in >= 2 availability zones")
+    public_subnet_ids: list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]] = Field(
+        default_factory=list, max_length=16, description="for internet-facing load balancers")
+
+    @model_validator(mode="after")
+    def _distinct(self) -> ExistingVpc:
+        ids = [*self.private_subnet_ids, *self.public_subnet_ids]
+        if len(ids) != len(set(ids)):
+            raise ValueError("a subnet id is listed twice (private and public subnets are distinct)")
+        return self
+
+
+class SpotPolicy(str, Enum):
+    ALLOWED = "allowed"
+    FORBIDDEN = "forbidden"
+
+
+class SystemNodesSpec(_Frozen):
+    """The managed node group that runs the platform's controllers (Karpenter, KEDA, Prometheus, ...)."""
+
+    instance_type: str = Field(default="m7i.xlarge", description="an EC2 CPU type in the catalog")
+    count: int = Field(default=2, ge=2, le=10, description="nodes; >= 2 so controllers survive a node loss")
+
+
+class AccessSpec(_Frozen):
+    """Who may administer the clusters (EKS access entries, API authentication mode)."""
+
+    admin_role_arns: list[Annotated[str, Field(pattern=IAM_ROLE_ARN)]] = Field(
+        default_factory=list, max_length=20, description="IAM roles given cluster admin (AmazonEKSClusterAdminPolicy)")
+    deployer_role_arn: str | None = Field(default=None, pattern=IAM_ROLE_ARN,
+                                          description="the CI role that runs `pulumi up` for service stacks")
+
+
+class PlatformOverride(_Frozen):
+    """Settings of one named platform (`platforms.<name>` in platform.yaml)."""
+
+    environment: str | None = Field(default=None, pattern=DNS_1123_LABEL, max_length=20,
+                                    description="its environment (policy config); required for a custom name")
+    region: Region | None = Field(default=None, description="its region; required for a custom name")
+    existing_vpc: ExistingVpc | None = Field(default=None, description="use this VPC instead of creating one")
+    private_endpoint: bool | None = Field(default=None, description="EKS API private only; default: private when "
+                                          "any service on it is private_only. false refuses private services")
+    runner_label: str | None = Field(default=None, pattern=RUNNER_LABEL,
+                                     description="self-hosted GitHub Actions runner (inside `existing_vpc`) that "
+                                     "deploys a private platform and its services")
+
+
+class PlatformRequirements(_Frozen):
+    """`stacks/requirements/platform.yaml`: what the platform team decides for every platform. Every field is
+    optional; the file itself is optional."""
+
+    owner: str = Field(default="platform", pattern=TAG_VALUE, max_length=256, description="tag: owning team")
+    cost_center: str = Field(default="shared", pattern=TAG_VALUE, max_length=256, description="tag: cost center")
+    kubernetes_version: str | None = Field(default=None, pattern=KUBERNETES_VERSION,
+                                           description="EKS version; default: the newest version in standard "
+                                           "support on the plan date that every pinned add-on supports")
+    system_nodes: SystemNodesSpec = Field(default_factory=SystemNodesSpec)
+    addon_versions: dict[Annotated[str, Field(pattern=r"^[a-z0-9-]+$", max_length=40)],
+                         Annotated[str, Field(max_length=40)]] = Field(
+        default_factory=dict, description="add-on id -> a chart version the catalog knows (default: its first)")
+    spot: SpotPolicy = Field(default=SpotPolicy.ALLOWED, description="whether non-production services may use spot")
+    access: AccessSpec = Field(default_factory=AccessSpec)
+    platforms: dict[Annotated[str, Field(pattern=DNS_1123_LABEL, max_length=40)], PlatformOverride] = Field(
+        default_factory=dict, max_length=50, description="per platform (`<env>-<region>` or a custom name)")
+
+    @field_validator("platforms")
+    @classmethod
+    def _custom_names_say_where(cls, value: dict[str, PlatformOverride]) -> dict[str, PlatformOverride]:
+        for name, spec in value.items():
+            derived = re.fullmatch(r"([a-z0-9-]+?)-([a-z]{2}(?:-gov)?-[a-z]+-\d)", name)
+            if (spec.environment is None or spec.region is None) and derived is None:
+                raise ValueError(f"platforms.{name}: a name other than <env>-<region> needs `environment` and "
+                                 "`region`")
+        return value
+
+
+def load_platform_requirements(path: Path) -> PlatformRequirements:
+    """Read `platform.yaml`; the defaults when the file does not exist.
+
+    Raises:
+        RequirementsError: not YAML, not a mapping, or breaks the schema; the message names the file and field.
+    """
+    if not path.exists():
+        return PlatformRequirements()
+    text = read_text_file(path, RequirementsError, "platform file")
+    try:
+        data = load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise RequirementsError(f"{path}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if data is None:
+        return PlatformRequirements()
+    if not isinstance(data, dict):
+        raise RequirementsError(f"{path}: expected a mapping (owner, kubernetes_version, platforms, ...), got "
+                                f"{type(data).__name__}")
+    try:
+        return PlatformRequirements.model_validate(data)
+    except ValidationError as exc:
+        raise RequirementsError(format_validation_error(exc, source=path)) from None
+
+
+# --- the planned platform stack config ---------------------------------------------------------------------------
+
+
+class PlatformKind(str, Enum):
+    EKS = "eks"
+    #: Only the VPC: every service on it is a private SageMaker endpoint.
+    NETWORK = "network"
+
+
+class PlatformNetwork(_Frozen):
+    existing_vpc: ExistingVpc | None
+    az_count: int = Field(ge=2, le=6, description="zones a new VPC spans")
+    nat_per_az: bool = Field(description="one NAT gateway per zone (production) or one shared")
+    private_endpoint: bool = Field(description="the EKS API has no public endpoint")
+    interface_endpoints: list[str] = Field(description="AWS services reached through interface VPC endpoints")
+
+
+class SystemNodes(_Frozen):
+    instance_type: str
+    count: int = Field(ge=1, le=10)
+    disk_gib: int = Field(ge=20, le=16384)
+
+
+class AddonRelease(_Frozen):
+    """An add-on the platform installs, at a catalog version."""
+
+    id: str = Field(pattern=r"^[a-z0-9-]+$")
+    version: str
+
+
+class NodeClass(_Frozen):
+    """A Karpenter EC2NodeClass services reference from their NodePools."""
+
+    name: str = Field(pattern=DNS_1123_LABEL)
+    ami_alias: str = Field(pattern=r"^(al2023|bottlerocket)@(latest|v[\w.]+)$",
+                           description="amiSelectorTerms alias; the al2023 alias resolves the NVIDIA AMI on GPU types")
+    root_volume_gib: int = Field(ge=20, le=16384)
+    instance_store_raid0: bool = Field(description="kubelet and containerd on the instance-store NVMe (RAID0)")
+
+
+class CostItem(_Frozen):
+    item: str
+    quantity: float = Field(ge=0)
+    usd_per_hour: float = Field(ge=0, description="per unit")
+    monthly_usd: float = Field(ge=0)
+
+
+class PlatformConfig(_Frozen):
+    """Everything the program needs to build one platform stack, and why it looks the way it does."""
+
+    schema_version: Literal[1] = PLATFORM_SCHEMA_VERSION
+    name: str = Field(pattern=DNS_1123_LABEL, description="`<env>-<region>` or a custom name")
+    environment: str = Field(pattern=DNS_1123_LABEL)
+    production: bool
+    region: Region
+    kind: PlatformKind
+    kubernetes_version: str = Field(pattern=KUBERNETES_VERSION)
+    audit_logging: bool
+    secrets_kms: bool = Field(description="Kubernetes secrets envelope-encrypted with a customer-managed KMS key")
+    network: PlatformNetwork
+    system_nodes: SystemNodes
+    addons: list[AddonRelease]
+    node_classes: list[NodeClass]
+    spot_allowed: bool
+    access: AccessSpec
+    runner_label: str | None = Field(default=None, pattern=RUNNER_LABEL)
+    services: list[str] = Field(description="service stacks that land on this platform")
+    tags: dict[str, str]
+    cost_lines: list[CostItem]
+    monthly_cost_usd: float = Field(ge=0)
+    rationale: list[str] = Field(min_length=1)
+    warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def stack(self) -> str:
+        return platform_stack_name(self.name)
+
+    @property
+    def cluster_name(self) -> str:
+        """The EKS cluster's name: the platform stack's name (deterministic, so services can name it)."""
+        return self.stack
+
+    def addon_version(self, addon_id: str) -> str | None:
+        return next((a.version for a in self.addons if a.id == addon_id), None)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PlatformConfig:
+        ids = [a.id for a in self.addons]
+        if len(ids) != len(set(ids)):
+            raise ValueError(f"addons lists an add-on twice: {ids}")
+        if self.kind is PlatformKind.NETWORK and (self.addons or self.node_classes):
+            raise ValueError("a network-only platform installs no add-ons and no node classes")
+        if self.network.private_endpoint and self.network.existing_vpc is None and self.kind is PlatformKind.EKS:
+            raise ValueError("a private EKS endpoint is reachable only from inside its VPC: give network.existing_vpc "
+                             "(where the deploy runner lives) and runner_label")
+        return self
+
+
+# --- the outputs contract ----------------------------------------------------------------------------------------
+
+
+class PlatformOutputs(_Frozen):
+    """What a platform stack exports and services read (`pulumi.StackReference`), one stack output per field.
+
+    `kubeconfig` is a secret output. Network-only platforms export no cluster fields (None).
+    """
+
+    platform: str = Field(description="the platform stack's name")
+    region: Region
+    kubernetes_version: str
+    vpc_id: str
+    vpc_cidr: str
+    private_subnet_ids: list[str]
+    public_subnet_ids: list[str]
+    workload_security_group_id: str
+    cluster_name: str | None = None
+    kubeconfig: str | None = Field(default=None, description="secret; authenticates with `aws eks get-token`")
+    cluster_security_group_id: str | None = None
+    node_classes: dict[str, str] = Field(default_factory=dict, description="`gpu`/`cpu` -> EC2NodeClass name")
+    prometheus_url: str | None = None
+    addons: dict[str, str] = Field(default_factory=dict, description="installed add-on id -> chart version")
+    system_node_labels: dict[str, str] = Field(default_factory=dict)
+    system_node_instance_type: str | None = None
+
+    #: Stack outputs holding secrets.
+    SECRET_FIELDS: ClassVar[tuple[str, ...]] = ("kubeconfig",)
+
+
+def prometheus_service_url(release: str, namespace: str) -> str:
+    """kube-prometheus-stack's Prometheus Service: `<fullname>-prometheus.<namespace>.svc:9090`, where fullname is the
+    release name when it contains `kube-prometheus-stack`, truncated to 26 characters ([KPS] templates/_helpers.tpl
+    L14-24, templates/prometheus/service.yaml); otherwise `<release>-kube-prometheus-stack`."""
+    fullname = release if "kube-prometheus-stack" in release else f"{release}-kube-prometheus-stack"
+    return f"http://{fullname[:26].rstrip('-')}-prometheus.{namespace}.svc:9090"
+
+
+def planned_outputs(config: PlatformConfig) -> PlatformOutputs:
+    """The outputs a platform will export, with stand-in ids (hashed from its name), for the offline preview of the
+    services on it. The same fields the real platform exports; ids and the kubeconfig are placeholders."""
+    digest = hashlib.sha256(config.stack.encode()).hexdigest()
+    zones = config.network.az_count
+    vpc = config.network.existing_vpc
+    return PlatformOutputs(
+        platform=config.stack, region=config.region, kubernetes_version=config.kubernetes_version,
+        vpc_id=vpc.vpc_id if vpc else f"vpc-{digest[:17]}", vpc_cidr="10.0.0.0/16",
+        private_subnet_ids=list(vpc.private_subnet_ids) if vpc else [f"subnet-{digest[i:i + 17]}" for i in range(zones)],
+        public_subnet_ids=list(vpc.public_subnet_ids) if vpc else [f"subnet-{digest[i + 20:i + 37]}"
+                                                                     for i in range(zones)],
+        workload_security_group_id=f"sg-{digest[40:57]}",
+        cluster_name=config.cluster_name if config.kind is PlatformKind.EKS else None,
+        kubeconfig="[planned kubeconfig]" if config.kind is PlatformKind.EKS else None,
+        cluster_security_group_id=f"sg-{digest[20:37]}" if config.kind is PlatformKind.EKS else None,
+        node_classes={nc.name: nc.name for nc in config.node_classes},
+        prometheus_url=_planned_prometheus_url(config),
+        addons={a.id: a.version for a in config.addons},
+        system_node_labels={"servingblueprints.io/pool": "system"} if config.kind is PlatformKind.EKS else {},
+        system_node_instance_type=config.system_nodes.instance_type if config.kind is PlatformKind.EKS else None,
+    )
+
+
+def _planned_prometheus_url(config: PlatformConfig) -> str | None:
+    from blueprints.catalog.addons import load_platform_catalog
+
+    if config.addon_version("kube-prometheus-stack") is None:
+        return None
+    addon = load_platform_catalog().addon("kube-prometheus-stack")
+    return prometheus_service_url(addon.release, addon.namespace)
+
+
+def today() -> dt.date:
+    """The plan date when `--as-of` is not given (the CLI's only clock read; the planner itself is pure)."""
+    return dt.date.today()

@@ -1,0 +1,350 @@
+"""Plan the shared platforms: which services land where, and each platform's config as a pure function of
+`platform.yaml` and every requirements file that lands on it.
+
+The strictest compliance of the services on a platform wins (private API endpoint, audit logs, customer-managed KMS
+for Kubernetes secrets), so planning any one service writes the same platform bytes and never weakens what another
+service needs. The plan date is an explicit input: it picks the default Kubernetes version (the newest in EKS
+standard support that every pinned add-on supports), the control plane's price and the support-window warnings.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from blueprints import defaults
+from blueprints.catalog import Catalog
+from blueprints.catalog.addons import PlatformCatalog
+from blueprints.errors import CatalogError, RequirementsError
+from blueprints.platform import (
+    PLATFORM_SERVICE,
+    AccessSpec,
+    AddonRelease,
+    CostItem,
+    NodeClass,
+    PlatformConfig,
+    PlatformKind,
+    PlatformNetwork,
+    PlatformOverride,
+    PlatformRequirements,
+    SpotPolicy,
+    SystemNodes,
+    platform_stack_name,
+)
+from blueprints.requirements import Accelerator, OperationsPreference, Platform, Requirements
+from blueprints.weights import weights_volume_gib
+
+#: Add-ons every EKS platform installs, in install order.
+BASE_ADDONS = ("karpenter", "aws-load-balancer-controller", "kube-prometheus-stack", "keda", "metrics-server")
+#: Added when a service on the platform may run on GPUs.
+GPU_ADDONS = ("nvidia-device-plugin", "dcgm-exporter")
+#: Added when a service on the platform scales to zero (its interceptor holds requests during a cold start).
+SCALE_TO_ZERO_ADDONS = ("keda-http-add-on",)
+
+
+@dataclass(frozen=True)
+class ServiceFile:
+    """A service's requirements and the file they come from (named in errors)."""
+
+    path: Path | None
+    requirements: Requirements
+
+    @property
+    def where(self) -> str:
+        return str(self.path) if self.path else f"service {self.requirements.service!r}"
+
+
+def landing_platform(req: Requirements, env: str) -> str | None:
+    """The platform an environment of a service lands on (`<env>-<region>` unless the environment names one), or
+    None when it needs none: an existing cluster, or a SageMaker endpoint outside any VPC of ours.
+
+    Self-hosted EKS services land on the platform's cluster; private SageMaker endpoints use its VPC. With
+    `operations.preference: any` a service may still be planned onto SageMaker: it is counted as landing (its
+    platform then exists for it, see the platform's rationale).
+    """
+    spec = req.environments[env]
+    on_eks = req.operations.platform is Platform.EKS and req.operations.preference is not OperationsPreference.MANAGED
+    managed_private = req.operations.preference is not OperationsPreference.SELF_HOSTED and req.compliance.private_only
+    if not (on_eks or managed_private):
+        return None
+    return spec.platform or f"{env}-{spec.region}"
+
+
+def _self_hosted_on_eks(req: Requirements) -> bool:
+    return req.operations.platform is Platform.EKS and req.operations.preference is not OperationsPreference.MANAGED
+
+
+def _where_of(name: str, override: PlatformOverride | None, first: tuple[ServiceFile, str]) -> tuple[str, str]:
+    """(environment, region) of a platform: its platform.yaml entry, else parsed from `<env>-<region>`, else the
+    first environment landing on it."""
+    parsed = re.fullmatch(r"([a-z0-9-]+?)-([a-z]{2}(?:-gov)?-[a-z]+-\d)", name)
+    service, env = first
+    environment = (override.environment if override and override.environment else
+                   parsed.group(1) if parsed else env)
+    region = (override.region if override and override.region else
+              parsed.group(2) if parsed else service.requirements.environments[env].region)
+    return environment, region
+
+
+def choose_kubernetes_version(pcat: PlatformCatalog, addon_ids: Sequence[str], as_of: dt.date, *,
+                              wanted: str | None, source: str) -> tuple[str, list[str], list[str]]:
+    """The platform's Kubernetes version, with rationale and warnings.
+
+    Default: the newest catalog version in EKS standard support on `as_of` that every add-on supports
+    (`kubernetes_max`). A version asked for must be in the catalog and still supported on `as_of`.
+
+    Raises:
+        RequirementsError: the wanted version is unknown, out of support, or beyond an add-on's support.
+    """
+    limits = {a: pcat.addon(a).kubernetes_max for a in addon_ids if pcat.addon(a).kubernetes_max}
+
+    def supported_by_addons(version: str) -> list[str]:
+        return [f"{a} (<= {m})" for a, m in limits.items() if _vkey(version) > _vkey(m)]
+
+    if wanted is not None:
+        try:
+            record = pcat.version(wanted)
+        except CatalogError as exc:
+            raise RequirementsError(f"{source}: kubernetes_version: {exc}") from None
+        phase = record.phase(as_of)
+        if phase == "unsupported":
+            raise RequirementsError(f"{source}: kubernetes_version {wanted} left EKS extended support on "
+                                    f"{record.end_of_extended}; choose {_newest_standard(pcat, as_of) or 'a newer version'}")
+        too_new = supported_by_addons(wanted)
+        if too_new:
+            raise RequirementsError(f"{source}: kubernetes_version {wanted} is newer than the pinned add-ons support: "
+                                    f"{', '.join(too_new)}; choose an older version or newer add-on versions")
+        version = wanted
+        why = f"Kubernetes {wanted} as platform.yaml asks"
+    else:
+        candidates = [v for v, r in pcat.versions.items() if r.phase(as_of) == "standard" and not supported_by_addons(v)]
+        if not candidates:
+            raise RequirementsError(f"{source}: no Kubernetes version in the catalog is in EKS standard support on "
+                                    f"{as_of} and supported by the pinned add-ons; update blueprints/catalog")
+        version = max(candidates, key=_vkey)
+        why = (f"Kubernetes {version}: the newest EKS version in standard support on {as_of} that every pinned "
+               "add-on supports")
+    record = pcat.version(version)
+    warnings = []
+    phase = record.phase(as_of)
+    if phase == "standard" and record.end_of_standard is not None:
+        why += f" (standard support until {record.end_of_standard})"
+        days = (record.end_of_standard - as_of).days
+        if days <= pcat.warn_days_before_end:
+            warnings.append(f"Kubernetes {version} leaves EKS standard support on {record.end_of_standard} "
+                            f"({days} days after {as_of}); the control plane then costs "
+                            f"${pcat.extended_usd_per_hour:.2f}/hour instead of ${pcat.standard_usd_per_hour:.2f}: "
+                            "plan an upgrade")
+    elif phase == "extended":
+        warnings.append(f"Kubernetes {version} is in EKS extended support on {as_of} (until "
+                        f"{record.end_of_extended}): the control plane costs ${pcat.extended_usd_per_hour:.2f}/hour")
+    elif phase == "unknown":
+        warnings.append(f"Kubernetes {version}: EKS has not published its support dates; priced as standard support")
+    return version, [why], warnings
+
+
+def _vkey(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")
+    return int(major), int(minor)
+
+
+def _newest_standard(pcat: PlatformCatalog, as_of: dt.date) -> str | None:
+    standard = [v for v, r in pcat.versions.items() if r.phase(as_of) == "standard"]
+    return max(standard, key=_vkey) if standard else None
+
+
+def _addon_releases(ids: Sequence[str], wanted: dict[str, str], pcat: PlatformCatalog, source: str) -> list[AddonRelease]:
+    releases = []
+    for addon_id in ids:
+        addon = pcat.addon(addon_id)
+        version = wanted.get(addon_id, addon.default_version)
+        if version not in addon.versions:
+            raise RequirementsError(f"{source}: addon_versions.{addon_id}: unknown chart version {version!r}; the "
+                                    f"catalog knows {', '.join(addon.versions)}")
+        releases.append(AddonRelease(id=addon_id, version=version))
+    return releases
+
+
+def _check_addon_versions(wanted: dict[str, str], pcat: PlatformCatalog, source: str) -> None:
+    unknown = sorted(a for a in wanted if a not in pcat.helm)
+    if unknown:
+        raise RequirementsError(f"{source}: addon_versions: unknown add-on(s) {', '.join(unknown)}; known: "
+                                f"{', '.join(sorted(pcat.helm))}")
+    for addon_id, version in wanted.items():
+        if version not in pcat.helm[addon_id].versions:
+            raise RequirementsError(f"{source}: addon_versions.{addon_id}: unknown chart version {version!r}; the "
+                                    f"catalog knows {', '.join(pcat.helm[addon_id].versions)}")
+
+
+def sync_scratch_gib(reqs: Sequence[Requirements], catalog: Catalog) -> float:
+    """Scratch disk the largest Hugging Face download of these services needs on a system node, GiB: the weights
+    sync Jobs of `hf://` models run there (they need no GPU), one model at a time per Job."""
+    from blueprints.options import resolve_models
+
+    sizes = [m.weights_gib for r in reqs for m in resolve_models(r, catalog) if m.spec.weights_uri.startswith("hf://")]
+    return weights_volume_gib([max(sizes)]) if sizes else 0.0
+
+
+def _line(item: str, quantity: float, usd_per_hour: float, catalog: Catalog) -> CostItem:
+    return CostItem(item=item, quantity=quantity, usd_per_hour=round(usd_per_hour, 4),
+                    monthly_usd=round(quantity * usd_per_hour * catalog.hours_per_month, 2))
+
+
+def plan_platforms(services: Sequence[ServiceFile], platform_req: PlatformRequirements, *, catalog: Catalog,
+                   pcat: PlatformCatalog, as_of: dt.date, platform_file: str = "platform.yaml") -> list[PlatformConfig]:
+    """Every platform that at least one service environment lands on, sorted by name.
+
+    Args:
+        services: every requirements file whose environments may land on a platform (all of them: the strictest
+            compliance of all wins).
+        platform_req: `platform.yaml` (defaults when absent).
+        catalog, pcat: instance prices; add-ons and Kubernetes versions.
+        as_of: the plan date.
+        platform_file: the platform file's path, named in errors.
+
+    Raises:
+        RequirementsError: a service conflicts with its platform's settings (region, privacy, spot), two files
+            declare the same service, the reserved service name is used, or platform.yaml names an unknown add-on,
+            chart version or Kubernetes version; the message names both files and the fix.
+    """
+    seen: dict[str, ServiceFile] = {}
+    for svc in services:
+        name = svc.requirements.service
+        if name == PLATFORM_SERVICE:
+            raise RequirementsError(f"{svc.where}: service: {name!r} is reserved for platform stacks; rename it")
+        if name in seen:
+            raise RequirementsError(f"{svc.where} and {seen[name].where} both declare service {name!r}; service "
+                                    "names are unique (they name stacks, namespaces and node pools)")
+        seen[name] = svc
+    _check_addon_versions(platform_req.addon_versions, pcat, platform_file)
+    groups: dict[str, list[tuple[ServiceFile, str]]] = {}
+    for svc in sorted(services, key=lambda s: s.requirements.service):
+        for env in svc.requirements.environments:
+            name = landing_platform(svc.requirements, env)
+            if name is not None:
+                groups.setdefault(name, []).append((svc, env))
+    return [_plan_one(name, members, platform_req, catalog=catalog, pcat=pcat, as_of=as_of,
+                      platform_file=platform_file) for name, members in sorted(groups.items())]
+
+
+def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformRequirements, *, catalog: Catalog,
+              pcat: PlatformCatalog, as_of: dt.date, platform_file: str) -> PlatformConfig:
+    override = preq.platforms.get(name)
+    environment, region = _where_of(name, override, members[0])
+    stack = platform_stack_name(name)
+    where = f"{platform_file} (platform {stack})"
+    for svc, env in members:
+        env_region = svc.requirements.environments[env].region
+        if env_region != region:
+            raise RequirementsError(f"{svc.where}: environments.{env}.region is {env_region} but it lands on {stack} "
+                                    f"in {region} ({where}); land it on a platform in {env_region} or move it")
+    reqs = [(svc, env, svc.requirements) for svc, env in members]
+    production = any(r.is_production(env) for _, env, r in reqs)
+    eks = any(_self_hosted_on_eks(r) for _, _, r in reqs)
+    private_services = [f"{r.service} ({svc.where})" for svc, _, r in reqs if r.compliance.private_only]
+    if override and override.private_endpoint is False and private_services:
+        raise RequirementsError(f"{private_services[0]}: compliance.private_only needs a private platform, but "
+                                f"{where} sets private_endpoint: false; remove that setting or land the service on "
+                                "another platform (environments.<env>.platform)")
+    private = bool(override.private_endpoint) if override and override.private_endpoint is not None \
+        else bool(private_services)
+    spot_envs = [f"{r.service}.{env} ({svc.where})" for svc, env, r in reqs if r.environments[env].spot]
+    if spot_envs and preq.spot is SpotPolicy.FORBIDDEN:
+        raise RequirementsError(f"{spot_envs[0]}: asks for spot capacity but {platform_file} sets spot: forbidden; "
+                                "set environments.<env>.spot: false or allow spot in the platform file")
+    gpu = any(Accelerator.NVIDIA_GPU in r.hardware.accelerators for _, _, r in reqs if _self_hosted_on_eks(r))
+    zero = any(r.environments[env].min_replicas == 0 for _, env, r in reqs if _self_hosted_on_eks(r))
+    existing = override.existing_vpc if override else None
+    runner = override.runner_label if override else None
+    rationale: list[str] = []
+    warnings: list[str] = []
+    services = sorted(f"{r.service}-{env}" for _, env, r in reqs)
+    if eks:
+        addon_ids = [*BASE_ADDONS, *(GPU_ADDONS if gpu else ()), *(SCALE_TO_ZERO_ADDONS if zero else ())]
+        addons = _addon_releases(addon_ids, preq.addon_versions, pcat, platform_file)
+        version, why, warned = choose_kubernetes_version(pcat, addon_ids, as_of, wanted=preq.kubernetes_version,
+                                                         source=platform_file)
+        for svc, env, r in reqs:
+            asked = r.operations.kubernetes_version
+            if asked is not None and asked != version and _self_hosted_on_eks(r):
+                raise RequirementsError(f"{svc.where}: operations.kubernetes_version {asked} differs from {stack}'s "
+                                        f"{version} ({platform_file}); a shared cluster has one version: remove the "
+                                        "service's setting or set kubernetes_version in the platform file")
+        rationale += why
+        warnings += warned
+        if private and (existing is None or runner is None):
+            raise RequirementsError(
+                f"{private_services[0] if private_services else where}: a private platform ({stack}) has no public "
+                "Kubernetes API, so neither a GitHub-hosted runner nor a runner in a VPC the same stack creates can "
+                f"deploy it; in {platform_file} set platforms.{name}.existing_vpc (a VPC where a self-hosted runner "
+                f"lives) and platforms.{name}.runner_label (that runner's label)")
+        rationale.append(f"add-ons: {', '.join(f'{a.id} {a.version}' for a in addons)}"
+                         + (" (GPU services land here: device plugin and DCGM exporter)" if gpu else "")
+                         + (" (a service scales to zero: KEDA HTTP add-on)" if zero else ""))
+        node_classes = [NodeClass(name="cpu", ami_alias=defaults.KARPENTER_AMI_ALIAS,
+                                  root_volume_gib=defaults.CPU_NODE_ROOT_VOLUME_GIB, instance_store_raid0=False)]
+        if gpu:
+            node_classes.insert(0, NodeClass(name="gpu", ami_alias=defaults.KARPENTER_AMI_ALIAS,
+                                             root_volume_gib=defaults.GPU_NODE_ROOT_VOLUME_GIB,
+                                             instance_store_raid0=True))
+    else:
+        addons, node_classes = [], []
+        version = _newest_standard(pcat, as_of) or max(pcat.versions, key=_vkey)
+        rationale.append("network only: every service here is a private SageMaker endpoint in this VPC")
+    kind = PlatformKind.EKS if eks else PlatformKind.NETWORK
+    audit = any(r.compliance.audit_logging for _, _, r in reqs if _self_hosted_on_eks(r))
+    kms = any(r.compliance.customer_managed_kms for _, _, r in reqs if _self_hosted_on_eks(r))
+    if private:
+        rationale.append("private: " + (", ".join(private_services) or "platform.yaml") + " require(s) private_only; "
+                         f"deployed from self-hosted runner {runner!r} in {existing.vpc_id if existing else 'its VPC'}"
+                         if eks else "private: " + ", ".join(private_services))
+    if eks:
+        rationale.append(f"audit logs {'on' if audit else 'off'}, Kubernetes secrets "
+                         f"{'encrypted with a customer-managed KMS key' if kms else 'encrypted by EKS'}: the strictest "
+                         "compliance of the services here")
+    system_type = catalog.instance(preq.system_nodes.instance_type)
+    if system_type.gpu_count:
+        raise RequirementsError(f"{platform_file}: system_nodes.instance_type {system_type.instance_type} has GPUs; "
+                                "controllers run on a CPU type such as m7i.xlarge")
+    az = defaults.NETWORK_AZ_COUNT if existing is None else len(existing.private_subnet_ids)
+    nat = 0 if existing else (az if production else 1)
+    endpoints = list(defaults.INTERFACE_ENDPOINT_SERVICES) if private else []
+    lines = []
+    if eks:
+        lines.append(_line(f"EKS control plane (Kubernetes {version})", 1,
+                           pcat.control_plane_usd_per_hour(version, as_of), catalog))
+        lines.append(_line(f"system nodes ({system_type.instance_type})", preq.system_nodes.count,
+                           system_type.usd_per_hour, catalog))
+    if nat:
+        lines.append(_line("NAT gateways", nat, catalog.nat_gateway_usd_per_hour, catalog))
+    if endpoints:
+        lines.append(_line(f"interface VPC endpoints ({len(endpoints)} services x {az} zones)", len(endpoints) * az,
+                           catalog.interface_endpoint_usd_per_hour_per_az, catalog))
+    if kms and eks:
+        lines.append(_line("KMS key (Kubernetes secrets)", 1, catalog.kms_key_usd_per_month / catalog.hours_per_month,
+                           catalog))
+    if spot_envs and preq.spot is SpotPolicy.ALLOWED:
+        rationale.append(f"spot allowed for {', '.join(spot_envs)}: Karpenter may create the EC2 Spot service-linked "
+                         "role on first use")
+    if region != catalog.price_region:
+        rationale.append(f"costs use the catalog's {catalog.price_region} list prices; {region} prices differ")
+    rationale.append(f"serves {', '.join(services)}")
+    tags = {"service": PLATFORM_SERVICE, "environment": environment, "owner": preq.owner,
+            "cost-center": preq.cost_center, "managed-by": "servingblueprints"}
+    return PlatformConfig(
+        name=name, environment=environment, production=production, region=region, kind=kind,
+        kubernetes_version=version, audit_logging=audit, secrets_kms=kms,
+        network=PlatformNetwork(existing_vpc=existing, az_count=az, nat_per_az=production,
+                                private_endpoint=private and eks, interface_endpoints=endpoints),
+        system_nodes=SystemNodes(instance_type=system_type.instance_type, count=preq.system_nodes.count,
+                                 disk_gib=math.ceil(defaults.SYSTEM_NODE_DISK_GIB + sync_scratch_gib(
+                                     [r for _, _, r in reqs if _self_hosted_on_eks(r)], catalog))),
+        addons=addons, node_classes=node_classes,
+        spot_allowed=bool(spot_envs) and preq.spot is SpotPolicy.ALLOWED and eks,
+        access=preq.access if eks else AccessSpec(), runner_label=runner if private and eks else None,
+        services=services, tags=tags, cost_lines=lines,
+        monthly_cost_usd=round(sum(line.monthly_usd for line in lines), 2), rationale=rationale, warnings=warnings)

@@ -1,0 +1,132 @@
+"""Planning a requirements file in its project: the other services' files and `platform.yaml` beside it, the
+policy configs of the project root, and the stack configs it writes (its services' and its platforms').
+
+`blueprint plan` is a thin shell over `plan_requirements_file`; the test that keeps the committed stack configs
+current calls the same function.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+
+from blueprints.blueprint import Blueprint
+from blueprints.catalog import load_catalog
+from blueprints.catalog.addons import load_platform_catalog
+from blueprints.errors import BlueprintError, RequirementsError
+from blueprints.platform import PLATFORM_FILE, PlatformConfig, load_platform_requirements
+from blueprints.platform_plan import ServiceFile, plan_platforms
+from blueprints.requirements import load_requirements
+
+#: The file marking the project root (where `policies/config/` lives).
+PROJECT_FILE = "Pulumi.yaml"
+POLICY_CONFIG_SUBDIR = Path("policies") / "config"
+
+
+def project_root(start: Path) -> Path | None:
+    """The nearest folder at or above `start` (a file or folder) holding `Pulumi.yaml`; None when there is none."""
+    here = start.resolve()
+    for folder in [here, *here.parents] if here.is_dir() else list(here.parents):
+        if (folder / PROJECT_FILE).is_file():
+            return folder
+    return None
+
+
+def default_policy_dir(requirements: Path) -> Path | None:
+    """`<project root>/policies/config`, the root found from the requirements file, else the working directory."""
+    root = project_root(requirements) or project_root(Path.cwd())
+    return root / POLICY_CONFIG_SUBDIR if root else None
+
+
+def requirements_files(folder: Path) -> list[Path]:
+    """The services' requirements files in a folder (`*.yaml`, `*.yml`), sorted; `platform.yaml` is not one."""
+    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.name != PLATFORM_FILE
+                  and p.is_file())
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    """What planning one requirements file gives: its services' blueprints and the platforms they land on."""
+
+    blueprints: list[Blueprint]
+    platforms: list[PlatformConfig]
+    cluster_addons: dict[str, list[str]]
+
+    @property
+    def subjects(self) -> list[Blueprint | PlatformConfig]:
+        """Everything to write: the platforms first, then the services (deploy order)."""
+        return [*self.platforms, *self.blueprints]
+
+
+def plan_platform_set(folder: Path, *, as_of: dt.date) -> list[PlatformConfig]:
+    """Every platform the requirements files of `folder` land on, from `folder/platform.yaml` and all of them.
+
+    Raises:
+        BlueprintError: a requirements file or the platform file is invalid (the message names it) or conflicts.
+    """
+    catalog = load_catalog()
+    services = []
+    for path in requirements_files(folder):
+        try:
+            services.append(ServiceFile(path, load_requirements(path)))
+        except BlueprintError as exc:
+            raise type(exc)(f"{exc}\n(every requirements file in {folder} shapes the shared platforms; fix or move "
+                            "this one)") from None
+    platform_file = folder / PLATFORM_FILE
+    return plan_platforms(services, load_platform_requirements(platform_file), catalog=catalog,
+                          pcat=load_platform_catalog(), as_of=as_of, platform_file=str(platform_file))
+
+
+def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str] | None = None,
+                           policy_dir: Path | None, use_policy: bool = True) -> PlannedFile:
+    """Plan one requirements file within its project.
+
+    Args:
+        path: the service's requirements file.
+        as_of: the plan date.
+        environments: the environments to plan (all when omitted).
+        policy_dir: folder of per-environment policy configs; each environment is planned within its guardrails.
+        use_policy: False plans without guardrails (`--no-policy`).
+
+    Returns:
+        The service's blueprints, the platforms its planned environments land on, and the clusterAddons of its
+        existing-cluster stacks.
+
+    Raises:
+        BlueprintError: invalid input anywhere it depends on; the message names the file, the field and the fix.
+    """
+    from blueprints.planner import plan
+    from blueprints.review import environment_guardrails
+
+    req = load_requirements(path)
+    folder = path.parent
+    if path.name == PLATFORM_FILE:
+        raise RequirementsError(f"{path}: this is the platform team's file; plan a service's requirements file (the "
+                                "platform stacks are written with every service that lands on them)")
+    platforms = {p.name: p for p in plan_platform_set(folder, as_of=as_of)} if path.resolve() in \
+        {p.resolve() for p in requirements_files(folder)} else None
+    if platforms is None:  # a file outside the folder scan (e.g. a .yml elsewhere): its platforms alone
+        from blueprints.platform import PlatformRequirements
+
+        platforms = {p.name: p for p in plan_platforms([ServiceFile(path, req)], PlatformRequirements(),
+                                                       catalog=load_catalog(), pcat=load_platform_catalog(),
+                                                       as_of=as_of)}
+    limits = {}
+    if use_policy:
+        if policy_dir is None or not policy_dir.is_dir():
+            raise BlueprintError(f"--policy-dir {policy_dir or '(none found)'}: no policy config folder; every "
+                                 "environment is planned within its policy config's guardrails. Run from the project "
+                                 "(the folder holding Pulumi.yaml), pass --policy-dir, or plan without guardrails with "
+                                 "--no-policy")
+        limits = environment_guardrails(req, policy_dir)
+    try:
+        blueprints = plan(req, load_catalog(), as_of=as_of, environments=environments, guardrails=limits,
+                          platforms=platforms)
+    except BlueprintError as exc:  # planner messages name the field; add the file they come from
+        raise type(exc)(f"{path}: {exc}") from None
+    landed = sorted({bp.platform.stack for bp in blueprints if bp.platform.stack})
+    addons = req.operations.cluster_addons
+    return PlannedFile(
+        blueprints=blueprints, platforms=[p for p in platforms.values() if p.stack in landed],
+        cluster_addons={bp.stack: list(addons) for bp in blueprints if addons is not None})

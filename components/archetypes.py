@@ -1,0 +1,222 @@
+"""The four archetypes, each one `ComponentResource` composed from the building blocks and usable from any Pulumi
+program: `VllmGpu`, `TritonMultiModel` and `OnnxCpu` on Kubernetes (a shared platform or an existing cluster),
+and `ManagedEndpoint` (SageMaker real-time).
+
+A Kubernetes archetype brings its own namespace, NodePool (on a platform), model store, Pod Identity roles, weights
+sync Jobs, workload, autoscaler and monitoring; the platform's cluster, add-ons and node classes are read, never
+created. Pass the cluster's Kubernetes provider through opts (`providers=[provider]`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+
+from blueprints.blueprint import Archetype, Blueprint
+from components.autoscaling import EndpointScaler, EndpointScalerArgs
+from components.monitoring import EndpointMonitoring, EndpointMonitoringArgs
+from components.onnx_service import OnnxRuntimeService, OnnxRuntimeServiceArgs
+from components.sagemaker_endpoint import VARIANT_NAME, SageMakerEndpoint, SageMakerEndpointArgs, endpoint_name
+from components.serving import (
+    ServiceTarget,
+    operations,
+    placement,
+    service_namespace,
+    service_node_pool,
+    serving_identity,
+    storage,
+    weights_sync,
+)
+from components.triton_service import (
+    TritonModelRepository,
+    TritonModelRepositoryArgs,
+    TritonService,
+    TritonServiceArgs,
+)
+from components.vllm_service import VllmService, VllmServiceArgs
+
+
+@dataclass
+class KubernetesArchetypeArgs:
+    """Inputs of a Kubernetes archetype.
+
+    Args:
+        blueprint: the planned stack (its archetype must match the component).
+        target: where it lands (`components.serving.ServiceTarget`).
+        hf_token: Hugging Face token (a Pulumi secret) for gated `hf://` models. Defaults to none: public models only.
+    """
+
+    blueprint: Blueprint
+    target: ServiceTarget
+    hf_token: pulumi.Input[str] | None = None
+
+
+class _KubernetesArchetype(pulumi.ComponentResource):
+    """The shared construction of the Kubernetes archetypes; subclasses build the workload."""
+
+    TYPE = ""
+    ARCHETYPE: Archetype
+    #: The serving role may list the models root (Triton reads `config.pbtxt` beside each model).
+    LIST_REPOSITORY_ROOT = False
+
+    def __init__(self, name: str, args: KubernetesArchetypeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        bp, target = args.blueprint, args.target
+        if bp.archetype is not self.ARCHETYPE:
+            raise ValueError(f"{type(self).__name__} builds archetype {self.ARCHETYPE.value}; the blueprint is "
+                             f"{bp.archetype.value}")
+        child = pulumi.ResourceOptions(parent=self)
+        self.namespace = service_namespace(f"{name}-namespace", bp, child)
+        namespace = self.namespace.metadata.name
+        in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace])
+        self.node_pool = service_node_pool(f"{name}-node-pool", bp, target.node_class, child) \
+            if target.node_class is not None else None
+        self.storage = storage(f"{name}-weights", bp, child)
+        waits = weights_sync(f"{name}-weights-sync", bp, self.storage, target, hf_token=args.hf_token,
+                             namespace=namespace, opts=in_namespace)
+        self.role, bindings = serving_identity(f"{name}-serving", bp, self.storage, target, child,
+                                               list_repository_root=self.LIST_REPOSITORY_ROOT)
+        before = [*self._prepare(name, bp), *waits, *bindings, *([self.node_pool] if self.node_pool else [])]
+        self.workload = self._workload(f"{name}-server", bp, target, namespace,
+                                       pulumi.ResourceOptions(parent=self, depends_on=[self.namespace, *before]))
+        self.outputs: dict[str, pulumi.Input] = {
+            "endpoint": self.workload.endpoint, "namespace": namespace, "weights_bucket": self.storage.bucket_name,
+            "serving_role_arn": self.role.arn, **self._extra_outputs(bp), **target.outputs,
+            **operations(name, bp, target, self.workload, namespace=namespace, opts=in_namespace)}
+        self.register_outputs(self.outputs)
+
+    def _prepare(self, name: str, bp: Blueprint) -> list[pulumi.Resource]:
+        """Resources the workload waits for besides weights and identity (e.g. Triton's repository)."""
+        return []
+
+    def _extra_outputs(self, bp: Blueprint) -> dict[str, pulumi.Input]:
+        return {"weights_uri": self.storage.model_uri(bp.model.name)}
+
+    def _workload(self, name: str, bp: Blueprint, target: ServiceTarget, namespace: pulumi.Input[str],
+                  opts: pulumi.ResourceOptions):
+        raise NotImplementedError
+
+
+class VllmGpu(_KubernetesArchetype):
+    """Archetype `vllm-gpu`: vLLM's OpenAI server on GPU nodes with tensor parallel, KEDA on queue depth.
+
+    Outputs: `endpoint`, `namespace`, `weights_bucket`, `weights_uri`, `serving_role_arn`, `autoscaler`, `alerts`.
+    """
+
+    TYPE = "servingblueprints:index:VllmGpu"
+    ARCHETYPE = Archetype.VLLM_GPU
+
+    def _workload(self, name, bp, target, namespace, opts):
+        return VllmService(name, VllmServiceArgs(
+            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace,
+            node_selector=placement(bp, target), load_balancer_subnet_ids=target.subnet_ids), opts=opts)
+
+
+class TritonMultiModel(_KubernetesArchetype):
+    """Archetype `triton-multi-model`: Triton serving several models from a generated repository, GPU or CPU.
+
+    Outputs: as `VllmGpu`, with `repository_uri` instead of `weights_uri`.
+    """
+
+    TYPE = "servingblueprints:index:TritonMultiModel"
+    ARCHETYPE = Archetype.TRITON_MULTI_MODEL
+    LIST_REPOSITORY_ROOT = True
+
+    def _prepare(self, name, bp):
+        self.repository = TritonModelRepository(f"{name}-repository", TritonModelRepositoryArgs(
+            blueprint=bp, bucket_name=self.storage.bucket_name, tags=bp.tags), opts=pulumi.ResourceOptions(parent=self))
+        return [self.repository]
+
+    def _extra_outputs(self, bp):
+        return {"repository_uri": self.repository.repository_uri}
+
+    def _workload(self, name, bp, target, namespace, opts):
+        return TritonService(name, TritonServiceArgs(
+            blueprint=bp, repository_uri=self.repository.repository_uri, namespace=namespace,
+            node_selector=placement(bp, target), load_balancer_subnet_ids=target.subnet_ids), opts=opts)
+
+
+class OnnxCpu(_KubernetesArchetype):
+    """Archetype `onnx-cpu`: ONNX Runtime (Triton's onnxruntime backend) on CPU nodes, threads = CPU limit, CPU HPA.
+
+    Outputs: as `VllmGpu`.
+    """
+
+    TYPE = "servingblueprints:index:OnnxCpu"
+    ARCHETYPE = Archetype.ONNX_CPU
+
+    def _prepare(self, name, bp):
+        self.repository = TritonModelRepository(f"{name}-repository", TritonModelRepositoryArgs(
+            blueprint=bp, bucket_name=self.storage.bucket_name, tags=bp.tags), opts=pulumi.ResourceOptions(parent=self))
+        return [self.repository]
+
+    def _workload(self, name, bp, target, namespace, opts):
+        return OnnxRuntimeService(name, OnnxRuntimeServiceArgs(
+            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace,
+            node_selector=placement(bp, target), load_balancer_subnet_ids=target.subnet_ids), opts=opts)
+
+
+@dataclass
+class ManagedEndpointArgs:
+    """Inputs of `ManagedEndpoint`.
+
+    Args:
+        blueprint: the planned stack (archetype `sagemaker-endpoint`).
+        subnet_ids, security_group_ids: the platform VPC's private subnets and workload security group, for a
+            private endpoint (`network.private_only`); None otherwise.
+        alarm_topic_arns: SNS topics the CloudWatch alarms notify. Defaults to none.
+    """
+
+    blueprint: Blueprint
+    subnet_ids: pulumi.Input[list[str]] | None = None
+    security_group_ids: list[pulumi.Input[str]] | None = None
+    alarm_topic_arns: list[pulumi.Input[str]] = field(default_factory=list)
+
+
+class ManagedEndpoint(pulumi.ComponentResource):
+    """Archetype `sagemaker-endpoint`: model store, CloudWatch alarms and dashboard, the SageMaker endpoint (blue/green
+    with auto-rollback on the alarms) and target-tracking autoscaling. IAM-authorised: callers need
+    `sagemaker:InvokeEndpoint` on it.
+
+    Outputs: `endpoint`, `endpoint_name`, `weights_bucket`, `weights_uri`, `execution_role_arn`, `alarms`, `dashboards`.
+    """
+
+    def __init__(self, name: str, args: ManagedEndpointArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("servingblueprints:index:ManagedEndpoint", name, None, opts)
+        bp = args.blueprint
+        if bp.archetype is not Archetype.SAGEMAKER_ENDPOINT:
+            raise ValueError(f"ManagedEndpoint builds archetype sagemaker-endpoint; the blueprint is "
+                             f"{bp.archetype.value}")
+        child = pulumi.ResourceOptions(parent=self)
+        self.storage = storage(f"{name}-weights", bp, child)
+        monitoring = EndpointMonitoring(f"{name}-monitoring", EndpointMonitoringArgs(
+            blueprint=bp, endpoint_name=endpoint_name(bp), variant_name=VARIANT_NAME,
+            alarm_actions=list(args.alarm_topic_arns)), opts=child)
+        endpoint = SageMakerEndpoint(f"{name}-endpoint", SageMakerEndpointArgs(
+            blueprint=bp, bucket_name=self.storage.bucket_name, kms_key_arn=self.storage.kms_key_arn,
+            subnet_ids=args.subnet_ids, security_group_ids=args.security_group_ids,
+            rollback_alarm_names=monitoring.alarm_names),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[monitoring]))
+        EndpointScaler(f"{name}-autoscaling", EndpointScalerArgs(
+            blueprint=bp, endpoint_name=endpoint.endpoint_name, variant_name=VARIANT_NAME), opts=child)
+        console = f"https://{bp.region}.console.aws.amazon.com"
+        self.outputs: dict[str, pulumi.Input] = {
+            "endpoint": endpoint.invocation_url, "endpoint_name": endpoint.endpoint_name,
+            "weights_bucket": self.storage.bucket_name, "weights_uri": self.storage.model_uri(bp.model.name),
+            "execution_role_arn": endpoint.execution_role.arn, "alarms": monitoring.alarm_names,
+            "dashboards": {
+                "sagemaker": pulumi.Output.concat(f"{console}/sagemaker/home?region={bp.region}#/endpoints/",
+                                                  endpoint.endpoint_name),
+                "cloudwatch": pulumi.Output.concat(f"{console}/cloudwatch/home?region={bp.region}"
+                                                   "#dashboards/dashboard/", monitoring.dashboard_name),
+                "logs": pulumi.Output.concat(f"{console}/cloudwatch/home?region={bp.region}#logsV2:log-groups/"
+                                             "log-group/$252Faws$252Fsagemaker$252FEndpoints$252F",
+                                             endpoint.endpoint_name)},
+        }
+        self.register_outputs(self.outputs)
+
+
+#: The component class of each Kubernetes archetype.
+KUBERNETES_ARCHETYPES: dict[Archetype, type[_KubernetesArchetype]] = {
+    Archetype.VLLM_GPU: VllmGpu, Archetype.TRITON_MULTI_MODEL: TritonMultiModel, Archetype.ONNX_CPU: OnnxCpu}

@@ -1,0 +1,163 @@
+"""What every Kubernetes archetype builds around its workload, one way: its namespace, its Karpenter NodePool, the
+model store, IAM identities bound through EKS Pod Identity, the weights sync Jobs, and autoscaling plus monitoring.
+
+`ServiceTarget` says where a service lands: a shared platform (its outputs read through a StackReference) or an
+existing cluster (a kubeconfig and the add-ons it declares). The archetype components (`components.archetypes`)
+compose these parts; the program only chooses one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from blueprints.blueprint import Blueprint
+from blueprints.requirements import Accelerator
+from components.autoscaling import KubernetesScaler, KubernetesScalerArgs
+from components.cluster import POOL_LABEL, SYSTEM_POOL, trust_policy
+from components.karpenter import ARCH_LABEL, INSTANCE_TYPE_LABEL, NODE_ARCH, node_pool_name, node_pool_spec
+from components.labels import recommended_labels, sync_account_name
+from components.monitoring import KubernetesMonitoring, KubernetesMonitoringArgs
+from components.weights_storage import WeightsStorage, WeightsStorageArgs
+from components.weights_sync import WeightsSync, WeightsSyncArgs, hf_models, sync_policy_json, synced_models
+
+#: Namespace label the AWS Load Balancer Controller's pod webhook selects: it injects readiness gates, so a rolling
+#: update waits until the new pod is healthy in the NLB target group ([LBC] docs/deploy/pod_readiness_gate.md).
+READINESS_GATE_LABEL = "elbv2.k8s.aws/pod-readiness-gate-inject"
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+
+
+@dataclass
+class ServiceTarget:
+    """Where a Kubernetes service lands. Pass the cluster's Kubernetes provider through the archetype's opts.
+
+    Attributes:
+        cluster_name: the EKS cluster, to bind ServiceAccounts with EKS Pod Identity; None on a cluster whose name
+            is not known (then the roles must be bound by hand, and the program warns).
+        node_class: the platform's EC2NodeClass for this service's NodePool; None on an existing cluster (whose
+            capacity is not ours to manage).
+        prometheus_url: the Prometheus server KEDA queries.
+        subnet_ids: subnets for the load balancer (the platform's private or public ones); None: let the load
+            balancer controller discover tagged subnets.
+        outputs: stack outputs to export besides the archetype's own (cluster name, dashboards).
+    """
+
+    cluster_name: pulumi.Input[str] | None
+    node_class: pulumi.Input[str] | None
+    prometheus_url: pulumi.Input[str]
+    subnet_ids: pulumi.Input[list[str]] | None = None
+    outputs: dict[str, pulumi.Input] = field(default_factory=dict)
+
+    @property
+    def on_platform(self) -> bool:
+        return self.node_class is not None
+
+
+def placement(bp: Blueprint, target: ServiceTarget) -> dict[str, str]:
+    """The serving pods' nodeSelector: on a platform, the service's own NodePool (its pool label and instance type);
+    on an existing cluster, the CPU architecture and, for GPUs, the planned instance type."""
+    selector = {ARCH_LABEL: NODE_ARCH[bp.compute.cpu_arch]}
+    if target.on_platform:
+        selector[POOL_LABEL] = node_pool_name(bp)
+    if target.on_platform or bp.compute.accelerator is Accelerator.NVIDIA_GPU:
+        selector[INSTANCE_TYPE_LABEL] = bp.compute.instance_type
+    return selector
+
+
+def service_namespace(name: str, bp: Blueprint, opts: pulumi.ResourceOptions,
+                      *, pod_security: str = "baseline") -> k8s.core.v1.Namespace:
+    """The service's own namespace (named after it): its Pod Security level and the load balancer's readiness-gate
+    injection, both set before any pod exists."""
+    return k8s.core.v1.Namespace(
+        name, metadata={"name": bp.platform.namespace, "labels": {
+            **recommended_labels(name=bp.engine.kind, instance=bp.stack, component="namespace"),
+            POD_SECURITY_ENFORCE: pod_security, READINESS_GATE_LABEL: "enabled"}},
+        opts=opts)
+
+
+def service_node_pool(name: str, bp: Blueprint, node_class: pulumi.Input[str],
+                      opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    """The service's Karpenter NodePool (`components.karpenter.node_pool_spec`) on the platform's node class."""
+    return k8s.apiextensions.CustomResource(
+        name, api_version="karpenter.sh/v1", kind="NodePool",
+        metadata={"name": node_pool_name(bp), "labels": recommended_labels(
+            name=bp.engine.kind, instance=bp.stack, component="node-pool")},
+        spec=pulumi.Output.from_input(node_class).apply(lambda nc: node_pool_spec(bp, node_class=nc)),
+        opts=opts)
+
+
+def storage(name: str, bp: Blueprint, opts: pulumi.ResourceOptions) -> WeightsStorage:
+    return WeightsStorage(name, WeightsStorageArgs(
+        tags=bp.tags, customer_managed_kms=bp.storage.customer_managed_kms,
+        retain_on_delete=bp.storage.retain_on_delete,
+        noncurrent_version_expiry_days=bp.storage.noncurrent_version_expiry_days), opts=opts)
+
+
+def pod_identity_role(name: str, bp: Blueprint, policy_json: pulumi.Input[str],
+                      opts: pulumi.ResourceOptions) -> aws.iam.Role:
+    """An IAM role for EKS Pod Identity (trust `pods.eks.amazonaws.com`) with one inline policy."""
+    role = aws.iam.Role(f"{name}-role", assume_role_policy=trust_policy("pods.eks.amazonaws.com", tag_session=True),
+                        tags=bp.tags, opts=opts)
+    aws.iam.RolePolicy(f"{name}-policy", role=role.id, policy=policy_json, opts=opts)
+    return role
+
+
+def bind_service_account(name: str, bp: Blueprint, target: ServiceTarget, role: aws.iam.Role, service_account: str,
+                         opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+    """EKS Pod Identity: the ServiceAccount gets `role` without static keys or annotations.
+
+    Returns the association, which pods using the account must depend on: Pod Identity injects credentials when a
+    pod is created, so a pod created before its association never gets them.
+    """
+    if target.cluster_name is None:
+        pulumi.log.warn(f"{name}: no cluster name (set servingblueprints:clusterName) - bind the role to the "
+                        "ServiceAccount yourself (EKS Pod Identity or IRSA)")
+        return []
+    return [aws.eks.PodIdentityAssociation(name, cluster_name=target.cluster_name, namespace=bp.platform.namespace,
+                                           service_account=service_account, role_arn=role.arn, tags=bp.tags,
+                                           opts=opts)]
+
+
+def weights_sync(name: str, bp: Blueprint, store: WeightsStorage, target: ServiceTarget, *,
+                 hf_token: pulumi.Input[str] | None, namespace: pulumi.Input[str],
+                 opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+    """The source -> model store copy Jobs (after their identity); returns what serving pods must wait for."""
+    models = synced_models(bp)
+    if not models:
+        return []
+    if hf_token is None and hf_models(bp):
+        pulumi.log.warn("servingblueprints:hfToken is not set: the weights sync Job can only fetch public models "
+                        "(set it with `pulumi config set --secret servingblueprints:hfToken ...`)")
+    policy = sync_policy_json(store.write_policy_json([m.name for m in models]), models)
+    role = pod_identity_role(f"{name}-identity", bp, policy, opts)
+    bindings = bind_service_account(f"{name}-binding", bp, target, role, sync_account_name(bp.service), opts)
+    sync = WeightsSync(name, WeightsSyncArgs(
+        blueprint=bp, bucket_name=store.bucket_name, namespace=namespace, hf_token=hf_token,
+        node_selector={POOL_LABEL: SYSTEM_POOL} if target.on_platform else None),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=bindings)))
+    return [sync]
+
+
+def serving_identity(name: str, bp: Blueprint, store: WeightsStorage, target: ServiceTarget,
+                     opts: pulumi.ResourceOptions, *,
+                     list_repository_root: bool = False) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
+    """The serving pods' role (read of the models' prefixes) bound to `<service>-<engine>`; (role, bindings)."""
+    role = pod_identity_role(name, bp, store.read_policy_json([m.name for m in bp.models],
+                                                             list_repository_root=list_repository_root), opts)
+    return role, bind_service_account(f"{name}-binding", bp, target, role, bp.workload_name, opts)
+
+
+def operations(name: str, bp: Blueprint, target: ServiceTarget, workload, *, namespace: pulumi.Input[str],
+               opts: pulumi.ResourceOptions) -> dict[str, pulumi.Input]:
+    """The workload's autoscaler (KEDA on the plan's signal, or a CPU HPA) and its SLO monitoring."""
+    scaler = KubernetesScaler(f"{name}-autoscaling", KubernetesScalerArgs(
+        blueprint=bp, deployment_name=workload.deployment_name, namespace=namespace,
+        prometheus_url=target.prometheus_url),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[workload])))
+    monitoring = KubernetesMonitoring(f"{name}-monitoring", KubernetesMonitoringArgs(
+        blueprint=bp, namespace=namespace, selector=workload.selector, metrics_port=workload.metrics_port_name),
+        opts=opts)
+    return {"autoscaler": scaler.kind, "alerts": monitoring.alert_names}
