@@ -96,13 +96,13 @@ def plan(
     compliance of the services on a platform wins. Nothing is written unless every environment plans cleanly.
     Exit 2 on invalid or infeasible requirements.
     """
-    from blueprints.platform import today
     from blueprints.stackconfig import write_stack_configs
     from blueprints.workspace import default_policy_dir, plan_requirements_file
 
     with user_errors():
         planned = plan_requirements_file(
-            requirements, as_of=as_of or today(), environments=env,
+            # The CLI's only clock read: the planner itself is pure and takes the date as an input.
+            requirements, as_of=as_of or dt.date.today(), environments=env,
             policy_dir=policy_dir if policy_dir is not None else default_policy_dir(requirements),
             use_policy=not no_policy)
         paths = write_stack_configs(planned.subjects, out_dir, source=requirements.as_posix(),
@@ -210,10 +210,12 @@ def stacks(
     changed: Optional[Path] = typer.Option(None, "--changed", help="File listing changed paths, one per line "
                                            "(`git diff --name-only`): print only the stacks they affect."),
     stacks_dir: Path = typer.Option(Path("stacks"), "--stacks-dir", help="Folder of stack configs."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of {stack, service, environment, "
-                                 "production, policy_config} (for a CI matrix)."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of {stack, kind, service, environment, "
+                                 "production, policy_config, platform, runs_on} (for a CI matrix)."),
 ) -> None:
-    """List the stack configs, or only those a change affects (used by the pull-request and deploy workflows)."""
+    """List the stack configs, or only those a change affects, in deploy order: platform stacks first (services read
+    their outputs), then services. Used by the pull-request and deploy workflows; `runs_on` names the self-hosted
+    runner of a private platform and its services."""
     from blueprints.stacks import affected_stacks, list_stacks
 
     with user_errors():
@@ -230,7 +232,8 @@ def stacks(
         typer.echo(json.dumps([r.to_json() for r in refs], separators=(",", ":")))
     else:
         for ref in refs:
-            typer.echo(f"{ref.stack}\t{'production' if ref.production else 'non-production'}\t{ref.policy_config}")
+            typer.echo(f"{ref.stack}\t{ref.kind}\t{'production' if ref.production else 'non-production'}\t"
+                       f"{ref.policy_config}\t{','.join(ref.runs_on)}")
 
 
 @app.command()

@@ -9,7 +9,6 @@ exports `PlatformOutputs`; services and the offline preview read that same model
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import re
 from enum import Enum
@@ -324,8 +323,3 @@ def _planned_prometheus_url(config: PlatformConfig) -> str | None:
         return None
     addon = load_platform_catalog().addon("kube-prometheus-stack")
     return prometheus_service_url(addon.release, addon.namespace)
-
-
-def today() -> dt.date:
-    """The plan date when `--as-of` is not given (the CLI's only clock read; the planner itself is pure)."""
-    return dt.date.today()

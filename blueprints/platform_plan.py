@@ -19,7 +19,7 @@ from pathlib import Path
 from blueprints import defaults
 from blueprints.catalog import Catalog
 from blueprints.catalog.addons import PlatformCatalog
-from blueprints.errors import CatalogError, RequirementsError
+from blueprints.errors import BlueprintError, CatalogError, RequirementsError
 from blueprints.platform import (
     PLATFORM_SERVICE,
     AccessSpec,
@@ -180,12 +180,22 @@ def _check_addon_versions(wanted: dict[str, str], pcat: PlatformCatalog, source:
                                     f"catalog knows {', '.join(pcat.helm[addon_id].versions)}")
 
 
-def sync_scratch_gib(reqs: Sequence[Requirements], catalog: Catalog) -> float:
+def sync_scratch_gib(services: Sequence[ServiceFile], catalog: Catalog) -> float:
     """Scratch disk the largest Hugging Face download of these services needs on a system node, GiB: the weights
-    sync Jobs of `hf://` models run there (they need no GPU), one model at a time per Job."""
+    sync Jobs of `hf://` models run there (they need no GPU), one model at a time per Job.
+
+    Raises:
+        BlueprintError: a service's model is unknown; the message names its file.
+    """
     from blueprints.options import resolve_models
 
-    sizes = [m.weights_gib for r in reqs for m in resolve_models(r, catalog) if m.spec.weights_uri.startswith("hf://")]
+    sizes = []
+    for svc in services:
+        try:
+            models = resolve_models(svc.requirements, catalog)
+        except BlueprintError as exc:
+            raise type(exc)(f"{svc.where}: {exc}") from None
+        sizes += [m.weights_gib for m in models if m.spec.weights_uri.startswith("hf://")]
     return weights_volume_gib([max(sizes)]) if sizes else 0.0
 
 
@@ -342,7 +352,7 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
                                 private_endpoint=private and eks, interface_endpoints=endpoints),
         system_nodes=SystemNodes(instance_type=system_type.instance_type, count=preq.system_nodes.count,
                                  disk_gib=math.ceil(defaults.SYSTEM_NODE_DISK_GIB + sync_scratch_gib(
-                                     [r for _, _, r in reqs if _self_hosted_on_eks(r)], catalog))),
+                                     [svc for svc, _, r in reqs if _self_hosted_on_eks(r)], catalog))),
         addons=addons, node_classes=node_classes,
         spot_allowed=bool(spot_envs) and preq.spot is SpotPolicy.ALLOWED and eks,
         access=preq.access if eks else AccessSpec(), runner_label=runner if private and eks else None,

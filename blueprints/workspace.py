@@ -40,9 +40,11 @@ def default_policy_dir(requirements: Path) -> Path | None:
 
 
 def requirements_files(folder: Path) -> list[Path]:
-    """The services' requirements files in a folder (`*.yaml`, `*.yml`), sorted; `platform.yaml` is not one."""
+    """The services' requirements files in a folder (`*.yaml`, `*.yml`), sorted. Not requirements: `platform.yaml`
+    and Pulumi's own files (`Pulumi.yaml`, `Pulumi.<stack>.yaml`); keep requirements in a folder of their own
+    (`stacks/requirements/`): every other YAML file there is read as one."""
     return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.name != PLATFORM_FILE
-                  and p.is_file())
+                  and not p.name.startswith("Pulumi.") and p.is_file())
 
 
 @dataclass(frozen=True)

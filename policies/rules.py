@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
 import importlib
 import inspect
 import math
@@ -229,15 +230,37 @@ def gpus_per_instance(instance_type: str) -> int | None:
     return row.gpu_count if row else None
 
 
+NODE_GROUP: Final = "aws:eks/nodeGroup:NodeGroup"
+#: Karpenter NodePools (karpenter.sh/v1): where each service's nodes come from on a shared platform.
+NODE_POOL: Final = "kubernetes:karpenter.sh/v1:NodePool"
+CAPACITY_TYPE_LABEL: Final = "karpenter.sh/capacity-type"
+
+
+def node_pool_requirement(res: Res, key: str) -> list[str] | None:
+    """The `In` values a NodePool's template requires for a node label; None when it does not constrain it (or the
+    spec is not known yet)."""
+    for req in _items(get(res.props, "spec", "template", "spec", "requirements")):
+        if get(req, "key") == key and get(req, "operator") == "In":
+            return [v for v in _items(get(req, "values")) if isinstance(v, str)]
+    return None
+
+
 def instance_types(res: Res) -> list[str]:
-    """The known instance types a node group or SageMaker endpoint configuration runs on."""
-    if res.type == "aws:eks/nodeGroup:NodeGroup":
+    """The known instance types a node group, Karpenter NodePool or SageMaker endpoint configuration runs on."""
+    if res.type == NODE_GROUP:
         found = _items(res.props.get("instanceTypes"))
+    elif res.type == NODE_POOL:
+        found = node_pool_requirement(res, INSTANCE_TYPE_LABELS[0]) or []
     elif res.type == "aws:sagemaker/endpointConfiguration:EndpointConfiguration":
         found = [get(v, "instanceType") for v in _items(res.props.get("productionVariants"))]
     else:
         found = []
     return [t for t in found if isinstance(t, str)]
+
+
+def node_pool_gpu_limit(res: Res) -> int | None:
+    """A NodePool's `limits['nvidia.com/gpu']` (None when unset or unknown)."""
+    return _int(get(res.props, "spec", "limits", GPU_RESOURCE))
 
 
 def _gpu_container_limit(container: Mapping[str, Any]) -> int | None:
@@ -300,12 +323,26 @@ def check_instance_types_allowed(res: Res, config: Mapping[str, Any]) -> list[st
 
 
 def check_gpu_quota(resources: Sequence[Res], config: Mapping[str, Any]) -> list[Finding]:
-    """Sum over node groups of scalingConfig.maxSize x GPUs per instance must stay within `maxGpus`."""
+    """The stack's GPUs at full scale stay within `maxGpus`: node groups' scalingConfig.maxSize x GPUs per instance
+    plus Karpenter NodePools' `limits['nvidia.com/gpu']` (a GPU NodePool without that limit is unbounded)."""
     cap = int(config["maxGpus"])
     total, parts = 0, []
     findings: list[Finding] = []
     for res in resources:
-        if res.type != "aws:eks/nodeGroup:NodeGroup":
+        if res.type == NODE_POOL:
+            if get(res.props, "spec") is UNKNOWN or get(res.props, "spec", "limits") is UNKNOWN:
+                continue  # judged at `pulumi up`
+            types = instance_types(res)
+            limit = node_pool_gpu_limit(res)
+            if limit is not None:
+                total += limit
+                parts.append(f"{res.name}: limits nvidia.com/gpu {limit}")
+            elif any((gpus_per_instance(t) or 0) > 0 for t in types) or not types:
+                findings.append((res, f"{res.label} may launch GPU instances but sets no limits['{GPU_RESOURCE}'], "
+                                      "so it can grow without bound; set spec.limits['nvidia.com/gpu'] to the GPUs "
+                                      "the service may reach (autoscaler max plus the rollout surge)"))
+            continue
+        if res.type != NODE_GROUP:
             continue
         max_size = _int(get(res.props, "scalingConfig", "maxSize"))
         types = instance_types(res)
@@ -323,8 +360,8 @@ def check_gpu_quota(resources: Sequence[Res], config: Mapping[str, Any]) -> list
             parts.append(f"{res.name}: {max_size} x {largest}")
     if total > cap:
         findings.append((None, f"the stack can scale to {total} GPUs ({'; '.join(parts)}) but this environment "
-                               f"allows {cap}; lower scalingConfig.maxSize, use smaller instance types, or raise "
-                               "maxGpus in the policy config"))
+                               f"allows {cap}; lower the NodePool's GPU limit (or scalingConfig.maxSize), use "
+                               "smaller instance types, or raise maxGpus in the policy config"))
     return findings
 
 
@@ -440,13 +477,41 @@ _AUTOSCALERS: Final = {"kubernetes:keda.sh/v1alpha1:ScaledObject": ("spec", "max
                        "kubernetes:autoscaling/v1:HorizontalPodAutoscaler": ("spec", "maxReplicas")}
 
 
+def _node_pool_replicas(pool: Res, selector: Mapping[str, Any], gpus_per_replica: int) -> tuple[int, str] | None:
+    """Replicas of `gpus_per_replica` GPUs a NodePool holds at its GPU limit, for pods whose nodeSelector it
+    satisfies; None when it does not match or is not known yet."""
+    labels = get(pool.props, "spec", "template", "metadata", "labels")
+    if get(pool.props, "spec") is UNKNOWN or not isinstance(labels, Mapping):
+        return None
+    offered = {k: {v} for k, v in labels.items()}  # node labels: the template's, and the In-requirements' values
+    for req in _items(get(pool.props, "spec", "template", "spec", "requirements")):
+        if get(req, "operator") == "In":
+            offered.setdefault(get(req, "key"), set()).update(v for v in _items(get(req, "values")))
+    if any(k not in INSTANCE_TYPE_LABELS and v not in offered.get(k, set()) for k, v in selector.items()):
+        return None
+    types = instance_types(pool)
+    wanted = next((v for k, v in selector.items() if k in INSTANCE_TYPE_LABELS), None)
+    types = [t for t in types if wanted in (None, t)]
+    limit = node_pool_gpu_limit(pool)
+    if not types or limit is None:
+        return None
+    per_node = gpus_per_instance(types[0]) or 0
+    if not per_node:
+        return 0, f"{pool.name} (no GPUs)"
+    return (limit // per_node) * (per_node // gpus_per_replica), f"{pool.name} (limit {limit} GPUs of {types[0]})"
+
+
 def check_node_capacity(resources: Sequence[Res], config: Mapping[str, Any]) -> list[Finding]:
-    """Node groups that can host a GPU workload reach its autoscaler's max replicas at their maxSize."""
+    """Node groups (at their maxSize) or Karpenter NodePools (at their GPU limit) that can host a GPU workload
+    reach its autoscaler's max replicas."""
     workloads = {(get(r.props, "metadata", "namespace"), get(r.props, "metadata", "name")): r
                  for r in resources if r.type in POD_TEMPLATE_PATHS}
-    node_groups = [r for r in resources if r.type == "aws:eks/nodeGroup:NodeGroup"]
-    if not node_groups or any(get(g.props, "scalingConfig", "maxSize") is UNKNOWN for g in node_groups):
-        return []  # nodes managed outside this stack, or sizes known only at `pulumi up`
+    node_groups = [r for r in resources if r.type == NODE_GROUP]
+    pools = [r for r in resources if r.type == NODE_POOL]
+    if not node_groups and not pools:
+        return []  # nodes managed outside this stack
+    if any(get(g.props, "scalingConfig", "maxSize") is UNKNOWN for g in node_groups):
+        return []  # sizes known only at `pulumi up`
     findings: list[Finding] = []
     for scaler in (r for r in resources if r.type in _AUTOSCALERS):
         max_replicas = _int(get(scaler.props, *_AUTOSCALERS[scaler.type]))
@@ -461,6 +526,11 @@ def check_node_capacity(resources: Sequence[Res], config: Mapping[str, Any]) -> 
         selected = next((v for k, v in _mapping(pod.spec.get("nodeSelector")).items() if k in INSTANCE_TYPE_LABELS),
                         None)
         reachable, groups = 0, []
+        for pool in pools:
+            held = _node_pool_replicas(pool, _mapping(pod.spec.get("nodeSelector")), gpus_per_replica)
+            if held is not None:
+                reachable += held[0]
+                groups.append(held[1])
         for group in node_groups:
             max_size = _int(get(group.props, "scalingConfig", "maxSize"))
             for itype in instance_types(group):
@@ -473,17 +543,22 @@ def check_node_capacity(resources: Sequence[Res], config: Mapping[str, Any]) -> 
             where = ", ".join(groups) or (f"no node group with {gpus_per_replica}+ GPUs"
                                           + (f" of type {selected}" if selected else ""))
             findings.append((scaler, f"{scaler.label} may scale {target.label} to {max_replicas} replicas of "
-                                     f"{gpus_per_replica} GPU(s) but the node groups hold {reachable} ({where}); "
-                                     "raise scalingConfig.maxSize or lower the autoscaler's max"))
+                                     f"{gpus_per_replica} GPU(s) but its nodes hold {reachable} ({where}); raise "
+                                     "the NodePool's GPU limit (or scalingConfig.maxSize) or lower the autoscaler's "
+                                     "max"))
     return findings
 
 
 def check_no_spot(res: Res, config: Mapping[str, Any]) -> list[str]:
-    """Node groups do not use SPOT capacity."""
-    if res.type != "aws:eks/nodeGroup:NodeGroup" or res.props.get("capacityType") != "SPOT":
-        return []
-    return [f"{res.label} uses capacityType SPOT, which can be reclaimed with two minutes' notice mid-request; "
-            "set capacityType: ON_DEMAND (or lower this policy's enforcementLevel for non-production environments)"]
+    """Node groups do not use SPOT capacity; Karpenter NodePools do not allow `karpenter.sh/capacity-type: spot`."""
+    fix = "(or lower this policy's enforcementLevel for non-production environments)"
+    if res.type == NODE_GROUP and res.props.get("capacityType") == "SPOT":
+        return [f"{res.label} uses capacityType SPOT, which can be reclaimed with two minutes' notice mid-request; "
+                f"set capacityType: ON_DEMAND {fix}"]
+    if res.type == NODE_POOL and "spot" in (node_pool_requirement(res, CAPACITY_TYPE_LABEL) or []):
+        return [f"{res.label} allows {CAPACITY_TYPE_LABEL} spot, which can be reclaimed with two minutes' notice "
+                f"mid-request; require [on-demand] {fix}"]
+    return []
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -771,6 +846,54 @@ def check_audit_logs(res: Res, config: Mapping[str, Any]) -> list[str]:
             "enabledClusterLogTypes"]
 
 
+def _eks_version_phase(res: Res, config: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """(version, its catalog record or None) of an EKS cluster, and the date it is judged on (`asOf`, default
+    today: the day the pack runs)."""
+    if res.type != "aws:eks/cluster:Cluster":
+        return None
+    version = res.props.get("version")
+    if not isinstance(version, str):
+        return None  # unset: EKS picks its default (a supported version); unknown: judged at `pulumi up`
+    from blueprints.catalog.addons import load_platform_catalog
+
+    return version, load_platform_catalog().versions.get(version)
+
+
+def _as_of(config: Mapping[str, Any]) -> datetime.date:
+    value = config.get("asOf")
+    return datetime.date.fromisoformat(value) if value else datetime.date.today()
+
+
+def check_kubernetes_version_supported(res: Res, config: Mapping[str, Any]) -> list[str]:
+    """EKS clusters run a Kubernetes version EKS still supports (standard or extended support) on `asOf`."""
+    found = _eks_version_phase(res, config)
+    if found is None:
+        return []
+    version, record = found
+    if record is None:
+        return [f"{res.label} runs Kubernetes {version}, which is not in blueprints/catalog/kubernetes.yaml; use a "
+                "catalogued EKS version"]
+    on = _as_of(config)
+    if record.phase(on) == "unsupported":
+        return [f"{res.label} runs Kubernetes {version}, out of EKS extended support since {record.end_of_extended} "
+                f"(judged on {on}): EKS upgrades it automatically; plan the upgrade (kubernetes_version in "
+                "platform.yaml, or re-plan for the default)"]
+    return []
+
+
+def check_kubernetes_version_extended(res: Res, config: Mapping[str, Any]) -> list[str]:
+    """EKS clusters in extended support are flagged: the control plane costs six times the standard price."""
+    found = _eks_version_phase(res, config)
+    if found is None or found[1] is None:
+        return []
+    version, record = found
+    on = _as_of(config)
+    if record.phase(on) != "extended":
+        return []
+    return [f"{res.label} runs Kubernetes {version}, in EKS extended support since {record.end_of_standard} (until "
+            f"{record.end_of_extended}, judged on {on}): the control plane costs $0.60/hour instead of $0.10; upgrade"]
+
+
 def check_no_privileged_containers(res: Res, config: Mapping[str, Any]) -> list[str]:
     """Containers are not privileged and set securityContext.allowPrivilegeEscalation: false."""
     pod = pod_template(res)
@@ -837,8 +960,9 @@ MANDATORY = EnforcementLevel.MANDATORY
 
 RULES: Final[tuple[Rule, ...]] = (
     Rule("instance-types-allowed",
-         "Node groups and SageMaker endpoints use only instance families this environment allows, so a typo or an "
-         "oversized GPU type cannot reach the bill. Fix: pick an allowed type, or extend allowedInstanceFamilies.",
+         "Node groups, Karpenter NodePools and SageMaker endpoints use only instance families this environment "
+         "allows, so a typo or an oversized GPU type cannot reach the bill. Fix: pick an allowed type, or extend "
+         "allowedInstanceFamilies.",
          MANDATORY, resource_check=check_instance_types_allowed,
          config={"allowedInstanceFamilies": {**_STRING_LIST, "description": "families such as g6e, p5, m7i",
                                              "default": ["g5", "g6", "g6e", "p4d", "p4de", "p5", "p5en",
@@ -846,8 +970,9 @@ RULES: Final[tuple[Rule, ...]] = (
                  "allowedInstanceTypes": {**_STRING_LIST, "description": "exact types allowed besides the families",
                                           "default": []}}),
     Rule("gpu-quota",
-         "The stack's GPUs at full scale (node group scalingConfig.maxSize x GPUs per instance) stay within the "
-         "environment's cap, so the account's GPU quota and budget hold. Fix: lower maxSize or raise maxGpus.",
+         "The stack's GPUs at full scale (NodePool limits['nvidia.com/gpu'], node group scalingConfig.maxSize x GPUs "
+         "per instance) stay within the environment's cap, so the account's GPU quota and budget hold. Fix: lower "
+         "the limit or raise maxGpus.",
          MANDATORY, stack_check=check_gpu_quota,
          config={"maxGpus": {"type": "integer", "minimum": 0, "description": "GPUs per stack at full scale",
                              "default": 64}}),
@@ -872,12 +997,14 @@ RULES: Final[tuple[Rule, ...]] = (
          "startupProbe.failureThreshold.",
          MANDATORY, resource_check=check_startup_probe_budget),
     Rule("node-capacity-covers-autoscaler",
-         "Node groups at maxSize fit the autoscaler's maximum replicas (KEDA maxReplicaCount / HPA maxReplicas) of "
-         "each GPU workload, or scale-out stalls with Pending pods. Fix: raise the node group's maxSize.",
+         "NodePools at their GPU limit (node groups at maxSize) fit the autoscaler's maximum replicas (KEDA "
+         "maxReplicaCount / HPA maxReplicas) of each GPU workload, or scale-out stalls with Pending pods. Fix: raise "
+         "the NodePool's limit.",
          MANDATORY, stack_check=check_node_capacity),
     Rule("no-spot-capacity",
-         "Node groups run on on-demand capacity: spot GPUs are reclaimed mid-request. Fix: capacityType ON_DEMAND; "
-         "non-production environments lower this policy's enforcementLevel.",
+         "Node groups and NodePools run on on-demand capacity: spot GPUs are reclaimed mid-request. Fix: "
+         "capacityType ON_DEMAND / capacity-type [on-demand]; non-production environments lower this policy's "
+         "enforcementLevel.",
          MANDATORY, resource_check=check_no_spot),
     Rule("bucket-encrypted-kms",
          "S3 buckets encrypt objects with KMS (auditable key use, revocable access). Fix: add a "
@@ -931,6 +1058,18 @@ RULES: Final[tuple[Rule, ...]] = (
          MANDATORY, resource_check=check_audit_logs,
          config={"auditLoggingRequired": {"type": "boolean", "description": "audit logs are required",
                                           "default": True}}),
+    Rule("kubernetes-version-supported",
+         "EKS clusters run a Kubernetes version EKS still supports on the day the pack runs (or `asOf`): past "
+         "extended support EKS upgrades the cluster by itself. Fix: upgrade (kubernetes_version in platform.yaml).",
+         MANDATORY, resource_check=check_kubernetes_version_supported,
+         config={"asOf": {"type": "string", "format": "date", "pattern": "^\\d{4}-\\d{2}-\\d{2}$",
+                          "description": "judge support on this date instead of today (YYYY-MM-DD)"}}),
+    Rule("kubernetes-version-extended-support",
+         "EKS clusters in extended support are flagged: the control plane costs $0.60/hour instead of $0.10. Fix: "
+         "upgrade to a version in standard support.",
+         EnforcementLevel.ADVISORY, resource_check=check_kubernetes_version_extended,
+         config={"asOf": {"type": "string", "format": "date", "pattern": "^\\d{4}-\\d{2}-\\d{2}$",
+                          "description": "judge support on this date instead of today (YYYY-MM-DD)"}}),
     Rule("no-privileged-containers",
          "Containers are not privileged and cannot escalate privileges: a compromised model server must not own the "
          "GPU node. Fix: securityContext {privileged: false, allowPrivilegeEscalation: false}.",

@@ -84,14 +84,31 @@ def sagemaker_blueprint(base: Blueprint, *, weights_gib: float = 14.96, private_
                   platform={**base.platform.model_dump(mode="json"), "kind": "sagemaker"})
 
 
+def bundled_platform(stack: str):
+    """The bundled examples' planned platform `stack` (`platform-<env>-<region>`), as `blueprint plan` writes it."""
+    from blueprints.workspace import plan_platform_set
+    from tests.conftest import EXAMPLES, PLAN_DATE
+
+    platforms = {p.stack: p for p in plan_platform_set(EXAMPLES, as_of=PLAN_DATE)}
+    return platforms[stack]
+
+
 def run_program(bp: Blueprint, *, extra_config: dict[str, str] | None = None,
-                secret_keys: list[str] | None = None) -> MockRun:
-    """Run the real program (`components.program.main`) for `bp` under the mock engine."""
+                secret_keys: list[str] | None = None, platform=None) -> MockRun:
+    """Run the real program (`components.program.main`) for `bp` under the mock engine. A service on a platform reads
+    `platform`'s planned outputs (default: the bundled examples' platform of that name) through its StackReference."""
+    from blueprints.platform import PlatformOutputs, planned_outputs
+    from blueprints.preview import StackOutputs
     from components.program import main
 
     config = {k: v if isinstance(v, str) else json.dumps(v) for k, v in config_values(bp).items()}
     config.update(extra_config or {})
-    return run_under_mocks(main, stack=bp.stack, config=config, secret_keys=secret_keys)
+    references = {}
+    if bp.platform.stack is not None:
+        platform = platform or bundled_platform(bp.platform.stack)
+        references[platform.stack] = StackOutputs(planned_outputs(platform).model_dump(mode="json"),
+                                                  PlatformOutputs.SECRET_FIELDS)
+    return run_under_mocks(main, stack=bp.stack, config=config, secret_keys=secret_keys, stack_references=references)
 
 
 def run_component(body: Callable[[], Any], bp: Blueprint) -> MockRun:

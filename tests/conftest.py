@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import os
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from blueprints.planner import plan
 from blueprints.requirements import Requirements
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The plan date every test plans on (plans depend on it: the default Kubernetes version, support warnings).
+PLAN_DATE = datetime.date(2026, 12, 1)
 EXAMPLES = ROOT / "stacks" / "requirements"
 CHAT_EXAMPLE = EXAMPLES / "chat-assistant.yaml"
 
@@ -48,8 +51,20 @@ def requirements_with(base: str = "chat-assistant", **changes: Any) -> Requireme
     return Requirements.model_validate(data)
 
 
+def platforms_for(req: Requirements) -> dict:
+    """The platforms `req` lands on, planned from it alone with the bundled platform.yaml (existing VPCs and runner
+    labels of the private platforms)."""
+    from blueprints.catalog.addons import load_platform_catalog
+    from blueprints.platform import load_platform_requirements
+    from blueprints.platform_plan import ServiceFile, plan_platforms
+
+    return {p.name: p for p in plan_platforms([ServiceFile(None, req)],
+                                              load_platform_requirements(EXAMPLES / "platform.yaml"),
+                                              catalog=load_catalog(), pcat=load_platform_catalog(), as_of=PLAN_DATE)}
+
+
 def plan_env(req: Requirements, env: str) -> Blueprint:
-    return plan(req, load_catalog(), environments=[env])[0]
+    return plan(req, load_catalog(), as_of=PLAN_DATE, environments=[env], platforms=platforms_for(req))[0]
 
 
 @pytest.fixture(scope="session")
@@ -63,3 +78,14 @@ def vllm_blueprint(tp: int, *, base: Blueprint) -> Blueprint:
     engine = base.engine.model_copy(update={"tensor_parallel_size": tp, "shm_size_gib": 2.0 * tp})
     compute = base.compute.model_copy(update={"gpus_per_replica": tp, "gpus_per_node": 8, "instance_type": "g6e.48xlarge"})
     return Blueprint.model_validate({**base.model_dump(), "engine": engine.model_dump(), "compute": compute.model_dump()})
+
+
+def write_stacks(blueprints: list[Blueprint], folder: Path) -> list[Path]:
+    """Write service stack configs plus the bundled platform each lands on (its preview reads the platform's), as
+    `blueprint plan` would."""
+    from blueprints.stackconfig import write_stack_configs
+    from tests.blueprint_builders import bundled_platform
+
+    platforms = {bp.platform.stack: bundled_platform(bp.platform.stack) for bp in blueprints if bp.platform.stack}
+    written = write_stack_configs([*platforms.values(), *blueprints], folder, source="req.yaml")
+    return written[len(platforms):]

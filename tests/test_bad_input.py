@@ -19,10 +19,12 @@ runner = CliRunner()
 @pytest.fixture()
 def project(tmp_path, monkeypatch):
     shutil.copy(ROOT / "__main__.py", tmp_path / "__main__.py")
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     shutil.copytree(EXAMPLES, tmp_path / "stacks" / "requirements")
     shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
     monkeypatch.chdir(tmp_path)
-    assert runner.invoke(app, ["plan", "stacks/requirements/chat-assistant.yaml"]).exit_code == 0
+    assert runner.invoke(app, ["plan", "stacks/requirements/chat-assistant.yaml",
+                                       "--as-of", "2026-12-01"]).exit_code == 0
     return tmp_path
 
 
@@ -38,7 +40,8 @@ def fails(args: list[str], *messages: str) -> str:
 def write_requirements(project, mutate) -> str:
     data = example_data()
     mutate(data)
-    path = project / "bad.yaml"
+    path = project / "drafts" / "bad.yaml"  # a draft of its own: beside chat-assistant.yaml it would share its service
+    path.parent.mkdir(exist_ok=True)
     path.write_text(yaml.safe_dump(data))
     return str(path)
 

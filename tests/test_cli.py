@@ -20,6 +20,7 @@ runner = CliRunner()
 def project(tmp_path, monkeypatch):
     """A copy of the project layout (program + example) in a temp dir, as the working directory."""
     shutil.copy(ROOT / "__main__.py", tmp_path / "__main__.py")
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     (tmp_path / "stacks" / "requirements").mkdir(parents=True)
     shutil.copy(CHAT_EXAMPLE, tmp_path / "stacks" / "requirements" / "chat-assistant.yaml")
     shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
@@ -31,8 +32,10 @@ def test_plan_writes_one_stack_config_per_environment(project):
     result = runner.invoke(app, ["plan", "stacks/requirements/chat-assistant.yaml"])
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (project / "stacks").glob("Pulumi.*.yaml")) == [
-        "Pulumi.chat-assistant-dev.yaml", "Pulumi.chat-assistant-prod.yaml"]
+        "Pulumi.chat-assistant-dev.yaml", "Pulumi.chat-assistant-prod.yaml", "Pulumi.platform-dev-us-west-2.yaml",
+        "Pulumi.platform-prod-us-east-1.yaml"]
     assert "vllm-gpu" in result.output and "chat-assistant-prod" in result.output
+    assert "platform-prod-us-east-1  shared platform (eks)" in result.output
 
 
 def test_plan_twice_gives_byte_identical_files(project):
@@ -46,7 +49,8 @@ def test_plan_one_environment_as_json(project):
     result = runner.invoke(app, ["plan", "stacks/requirements/chat-assistant.yaml", "--env", "prod", "--json",
                                  "--out-dir", "out"])
     assert result.exit_code == 0, result.output
-    [entry] = json.loads(result.output)
+    [platform, entry] = json.loads(result.output)
+    assert platform["stack"] == "platform-prod-us-east-1" and platform["platform"]["kind"] == "eks"
     assert entry["stack"] == "chat-assistant-prod"
     assert entry["blueprint"]["archetype"] == "vllm-gpu"
     assert (project / "out" / "Pulumi.chat-assistant-prod.yaml").exists()
@@ -63,7 +67,8 @@ def test_plan_one_environment_as_json(project):
 def test_bad_requirements_exit_2_with_message_and_write_nothing(project, mutate, message):
     data = example_data()
     mutate(data)
-    path = project / "stacks" / "requirements" / "bad.yaml"
+    path = project / "drafts" / "bad.yaml"
+    path.parent.mkdir()
     path.write_text(yaml.safe_dump(data))
     result = runner.invoke(app, ["plan", str(path)])
     assert result.exit_code == 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.conftest import PLAN_DATE, write_stacks
+
 import shutil
 
 import pytest
@@ -12,7 +14,6 @@ from blueprints.errors import RequirementsError, SizingError
 from blueprints.guardrails import Guardrails
 from blueprints.planner import plan
 from blueprints.review import environment_guardrails, review_stack
-from blueprints.stackconfig import write_stack_configs
 from tests.conftest import ROOT, requirements_with
 
 NO_BUDGET = {"max_monthly_usd": 1_000_000}
@@ -21,23 +22,23 @@ PROD = Guardrails(source="prod.json", allowed_instance_families=("g5", "g6", "g6
 
 def test_without_own_families_the_plan_uses_only_the_environments():
     req = requirements_with(hardware={"allowed_instance_families": []}, model={"precision": "int4"})
-    unrestricted = plan(req, load_catalog(), environments=["prod"])[0]
+    unrestricted = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"])[0]
     assert unrestricted.compute.instance_type.startswith("g4dn")  # cheapest without guardrails
-    [bp] = plan(req, load_catalog(), environments=["prod"], guardrails={"prod": PROD})
+    [bp] = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"], guardrails={"prod": PROD})
     assert bp.compute.instance_type.split(".")[0] in PROD.allowed_instance_families
 
 
 def test_families_with_nothing_in_common_are_an_error():
     req = requirements_with(hardware={"allowed_instance_families": ["p4d"]})
     with pytest.raises(RequirementsError, match=r"environments.prod: .* have no family in common"):
-        plan(req, load_catalog(), environments=["prod"], guardrails={"prod": PROD})
+        plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"], guardrails={"prod": PROD})
 
 
 def test_autoscaling_max_is_capped_to_the_gpu_quota():
     req = requirements_with(environments={"prod": {"region": "us-east-1", "traffic_scale": 5}}, budget=NO_BUDGET)
-    [free] = plan(req, load_catalog(), environments=["prod"])
+    [free] = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"])
     limits = Guardrails(source="prod.json", allowed_instance_families=None, max_gpus=free.compute.replicas + 4)
-    [bp] = plan(req, load_catalog(), environments=["prod"], guardrails={"prod": limits})
+    [bp] = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"], guardrails={"prod": limits})
     assert free.node_pool_max_nodes * free.compute.gpus_per_node > limits.max_gpus
     assert bp.node_pool_max_nodes * bp.compute.gpus_per_node <= limits.max_gpus
     assert bp.autoscaling.max_replicas >= bp.compute.replicas
@@ -47,7 +48,7 @@ def test_autoscaling_max_is_capped_to_the_gpu_quota():
 def test_a_peak_beyond_the_gpu_quota_is_an_error_naming_the_file():
     req = requirements_with(environments={"prod": {"region": "us-east-1", "traffic_scale": 10}}, budget=NO_BUDGET)
     with pytest.raises(SizingError, match=r"allows maxGpus=8; raise maxGpus"):
-        plan(req, load_catalog(), environments=["prod"],
+        plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"],
              guardrails={"prod": Guardrails(source="prod.json", allowed_instance_families=None, max_gpus=8)})
 
 
@@ -58,8 +59,8 @@ def test_a_peak_beyond_the_gpu_quota_is_an_error_naming_the_file():
 def test_what_plan_writes_passes_the_policy_pack_it_is_checked_against(tmp_path, changes):
     req = requirements_with(**changes)
     limits = environment_guardrails(req, ROOT / "policies" / "config")
-    blueprints = plan(req, load_catalog(), environments=["prod"], guardrails=limits)
-    write_stack_configs(blueprints, tmp_path, source="req.yaml")
+    blueprints = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"], guardrails=limits)
+    write_stacks(blueprints, tmp_path)
     report = review_stack("chat-assistant-prod", stacks_dir=tmp_path, program=ROOT / "__main__.py",
                           policy_config=ROOT / "policies" / "config" / "prod.json")
     assert report.mandatory_violations == []

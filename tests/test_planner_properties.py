@@ -3,6 +3,8 @@ raises a `BlueprintError` (never any other exception)."""
 
 from __future__ import annotations
 
+from tests.conftest import PLAN_DATE
+
 import math
 
 from hypothesis import HealthCheck, given, settings
@@ -126,7 +128,7 @@ def test_the_planner_returns_self_consistent_plans_or_a_blueprint_error(data):
     except ValueError:
         return  # the schema refused the combination (e.g. spot in production): not the planner's concern
     try:
-        blueprints = plan(req, CATALOG)
+        blueprints = plan(req, CATALOG, as_of=PLAN_DATE)
     except BlueprintError as exc:
         assert str(exc)  # a message the user can act on
         return
@@ -134,7 +136,7 @@ def test_the_planner_returns_self_consistent_plans_or_a_blueprint_error(data):
     assert len({bp.archetype for bp in blueprints}) == 1
     for bp in blueprints:
         check_blueprint(bp, req)
-    assert plan(req, CATALOG) == blueprints  # deterministic
+    assert plan(req, CATALOG, as_of=PLAN_DATE) == blueprints  # deterministic
 
 
 @settings(max_examples=40, deadline=None)

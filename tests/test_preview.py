@@ -7,13 +7,12 @@ import pytest
 from blueprints.errors import StackConfigError
 from blueprints.manifests import validate_manifest
 from blueprints.preview import run_preview
-from blueprints.stackconfig import write_stack_configs
-from tests.conftest import ROOT, plan_env, requirements_with, vllm_blueprint
+from tests.conftest import ROOT, plan_env, requirements_with, vllm_blueprint, write_stacks
 
 
 @pytest.fixture()
 def stacks(tmp_path, chat_prod):
-    write_stack_configs([chat_prod], tmp_path, source="req.yaml")
+    write_stacks([chat_prod], tmp_path)
     return tmp_path
 
 
@@ -48,7 +47,7 @@ def test_dev_shm_grows_with_tensor_parallel(tmp_path, chat_prod):
     sizes = {}
     for tp in (1, 4):
         folder = tmp_path / f"tp{tp}"
-        write_stack_configs([vllm_blueprint(tp, base=chat_prod)], folder, source="req.yaml")
+        write_stacks([vllm_blueprint(tp, base=chat_prod)], folder)
         pod = deployment(preview(folder))["spec"]["template"]["spec"]
         [shm] = [v for v in pod["volumes"] if v["name"] == "dshm"]
         sizes[tp] = int(shm["emptyDir"]["sizeLimit"].removesuffix("Gi"))
@@ -106,7 +105,7 @@ def test_missing_stack_lists_the_known_ones(stacks):
 
 def test_dev_stack_previews_with_one_replica_on_spot(tmp_path):
     dev = plan_env(requirements_with(), "dev")
-    write_stack_configs([dev], tmp_path, source="req.yaml")
+    write_stacks([dev], tmp_path)
     dep = deployment(preview(tmp_path, "chat-assistant-dev"))
     assert dep["spec"]["replicas"] == 1
 

@@ -13,15 +13,14 @@ from blueprints.diff import diff_reports, flatten
 from blueprints.manifests import validate_manifest
 from blueprints.preview import PolicyVerdict, run_preview
 from blueprints.report import mermaid_diagram, render_markdown
-from blueprints.stackconfig import write_stack_configs
-from tests.conftest import ROOT
+from tests.conftest import ROOT, write_stacks
 
 runner = CliRunner()
 
 
 @pytest.fixture()
 def report(tmp_path, chat_prod):
-    write_stack_configs([chat_prod], tmp_path, source="req.yaml")
+    write_stacks([chat_prod], tmp_path)
     return run_preview("chat-assistant-prod", stacks_dir=tmp_path, program=ROOT / "__main__.py")
 
 
@@ -140,7 +139,7 @@ def test_baseline_flag_prints_the_diff(tmp_path, chat_prod, monkeypatch):
 
 
 def _project(tmp_path, chat_prod, monkeypatch):
-    write_stack_configs([chat_prod], tmp_path / "stacks", source="req.yaml")
+    write_stacks([chat_prod], tmp_path / "stacks")
     (tmp_path / "__main__.py").write_text((ROOT / "__main__.py").read_text())
     shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
     monkeypatch.chdir(tmp_path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.conftest import PLAN_DATE
+
 import pytest
 
 from blueprints.blueprint import Archetype
@@ -165,5 +167,5 @@ def test_selection_reasons_open_every_blueprints_rationale(catalog):
 
     req = requirements_with("search-relevance")
     sel = select(req, catalog)
-    for bp in plan(req, catalog):
+    for bp in plan(req, catalog, as_of=PLAN_DATE):
         assert bp.rationale[: len(sel.reasons)] == list(sel.reasons)

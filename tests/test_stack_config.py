@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.conftest import PLAN_DATE
+
 from pathlib import Path
 
 import pytest
@@ -30,8 +32,8 @@ def test_same_requirements_give_byte_identical_files(tmp_path):
     from blueprints.catalog import load_catalog
     from blueprints.planner import plan
 
-    write_stack_configs(plan(req, load_catalog()), first, source="req.yaml")
-    write_stack_configs(plan(requirements_with(), load_catalog()), second, source="req.yaml")
+    write_stack_configs(plan(req, load_catalog(), as_of=PLAN_DATE), first, source="req.yaml")
+    write_stack_configs(plan(requirements_with(), load_catalog(), as_of=PLAN_DATE), second, source="req.yaml")
     names = sorted(p.name for p in first.iterdir())
     assert names == ["Pulumi.chat-assistant-dev.yaml", "Pulumi.chat-assistant-prod.yaml"]
     for name in names:

@@ -18,10 +18,13 @@ from components.weights_sync import (
 from tests.blueprint_builders import derive, manifests, onnx_blueprint, run_program
 
 
-def run_sync(bp, *, token=None, on_system_nodes=True):
+SYSTEM_NODES = {"servingblueprints.io/pool": "system"}
+
+
+def run_sync(bp, *, token=None, node_selector=SYSTEM_NODES):
     def body():
         WeightsSync("sync", WeightsSyncArgs(blueprint=bp, bucket_name="store", hf_token=token,
-                                            on_system_nodes=on_system_nodes))
+                                            node_selector=node_selector))
     return run_under_mocks(body, stack=bp.stack)
 
 
@@ -37,7 +40,7 @@ def hf_run(chat_prod):
 def test_hf_source_downloads_then_uploads_to_the_models_prefix(hf_run, chat_prod):
     pod = job(hf_run)["spec"]["template"]["spec"]
     [download] = pod["initContainers"]
-    assert download["command"][:3] == ["huggingface-cli", "download", "meta-llama/Llama-3.1-8B-Instruct"]
+    assert download["command"][:3] == ["hf", "download", "meta-llama/Llama-3.1-8B-Instruct"]
     [upload] = pod["containers"]
     assert upload["command"] == ["aws", "s3", "sync"]
     assert f"s3://store/models/{chat_prod.model.name}/" in upload["args"]
@@ -67,7 +70,7 @@ def test_sync_job_runs_on_system_nodes_without_the_gpu_toleration(hf_run):
 
 
 def test_on_an_existing_cluster_the_job_has_no_node_selector(chat_prod):
-    assert "nodeSelector" not in job(run_sync(chat_prod, on_system_nodes=False))["spec"]["template"]["spec"]
+    assert "nodeSelector" not in job(run_sync(chat_prod, node_selector=None))["spec"]["template"]["spec"]
 
 
 def test_scratch_volume_and_ephemeral_storage_grow_with_the_model(chat_prod):
@@ -120,3 +123,14 @@ def test_program_binds_the_sync_account_to_a_write_role_with_pod_identity(chat_p
     assert "s3:PutObject" in policy.inputs["policy"]
     [serving] = [r for r in run.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("-serving-policy")]
     assert "s3:PutObject" not in serving.inputs["policy"]
+
+
+def test_the_hf_download_keeps_only_what_vllm_loads_and_never_metas_original_folder(hf_run):
+    """Meta's repositories ship `original/*.pth` beside the safetensors (~16 GB more for Llama-3.1-8B): excluded."""
+    [download] = job(hf_run)["spec"]["template"]["spec"]["initContainers"]
+    command = download["command"]
+    includes = command[command.index("--include") + 1:command.index("--exclude")]
+    excludes = command[command.index("--exclude") + 1:]
+    assert "*.safetensors" in includes and "*.json" in includes
+    assert not any(p.endswith((".pth", ".bin", ".pt")) for p in includes)
+    assert excludes == ["original/*"]
