@@ -154,8 +154,8 @@ def _usd(cost: float | None) -> str:
 
 def _select_llm_by_cost(req: Requirements, model: ResolvedModel, catalog: Catalog, what: str) -> Selection:
     """operations.preference=any: SageMaker when it meets the SLO within budget and costs at most
-    MANAGED_COST_TOLERANCE more than self-hosting (cluster included), or when self-hosting cannot meet the SLO or
-    the budget (then SageMaker, being cheaper, is within the tolerance too)."""
+    MANAGED_COST_TOLERANCE more than self-hosting (the service's own nodes and load balancer: the shared platform is
+    not charged to one service), or when self-hosting cannot meet the SLO or the budget."""
     env = reference_environment(req)
     managed = _llm_monthly_usd(req, env, model, catalog, managed=True)
     hosted = _llm_monthly_usd(req, env, model, catalog, managed=False)
@@ -170,14 +170,15 @@ def _select_llm_by_cost(req: Requirements, model: ResolvedModel, catalog: Catalo
         return Selection(Archetype.SAGEMAKER_ENDPOINT, Accelerator.NVIDIA_GPU, (
             f"{what} inside SageMaker's LMI container",
             f"operations.preference=any and {why}: in {env} a SageMaker endpoint costs {_usd(managed)} vs "
-            f"self-hosted {_usd(hosted)} (cluster included), so ops simplicity wins"))
+            f"self-hosted {_usd(hosted)} (its own nodes; the shared platform apart), so ops simplicity wins"))
     if managed is not None and not usable(managed):
         tail = f", over budget.max_monthly_usd={budget:g}"
     else:
         tail = f", more than {defaults.MANAGED_COST_TOLERANCE:.0%} apart" if managed is not None else ""
     return Selection(Archetype.VLLM_GPU, Accelerator.NVIDIA_GPU, (
         f"{what} on GPU nodes",
-        f"operations.preference=any: in {env} self-hosting costs {_usd(hosted)} (cluster included) vs SageMaker "
+        f"operations.preference=any: in {env} self-hosting costs {_usd(hosted)} (its own nodes; the shared platform "
+        "apart) vs SageMaker "
         f"{_usd(managed)}{tail}"))
 
 

@@ -921,6 +921,8 @@ ResourceCheck = Callable[[Res, Mapping[str, Any]], list[str]]
 StackCheck = Callable[[Sequence[Res], Mapping[str, Any]], list[Finding]]
 
 _STRING_LIST: Final = {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True}
+_AS_OF: Final = {"type": "string", "pattern": "^([0-9]{4}-[0-9]{2}-[0-9]{2})?$", "default": "",
+                 "description": "judge support on this date (YYYY-MM-DD) instead of the day the pack runs (empty)"}
 
 
 @dataclass(frozen=True)
@@ -1062,14 +1064,12 @@ RULES: Final[tuple[Rule, ...]] = (
          "EKS clusters run a Kubernetes version EKS still supports on the day the pack runs (or `asOf`): past "
          "extended support EKS upgrades the cluster by itself. Fix: upgrade (kubernetes_version in platform.yaml).",
          MANDATORY, resource_check=check_kubernetes_version_supported,
-         config={"asOf": {"type": "string", "format": "date", "pattern": "^\\d{4}-\\d{2}-\\d{2}$",
-                          "description": "judge support on this date instead of today (YYYY-MM-DD)"}}),
+         config={"asOf": _AS_OF}),
     Rule("kubernetes-version-extended-support",
          "EKS clusters in extended support are flagged: the control plane costs $0.60/hour instead of $0.10. Fix: "
          "upgrade to a version in standard support.",
          EnforcementLevel.ADVISORY, resource_check=check_kubernetes_version_extended,
-         config={"asOf": {"type": "string", "format": "date", "pattern": "^\\d{4}-\\d{2}-\\d{2}$",
-                          "description": "judge support on this date instead of today (YYYY-MM-DD)"}}),
+         config={"asOf": _AS_OF}),
     Rule("no-privileged-containers",
          "Containers are not privileged and cannot escalate privileges: a compromised model server must not own the "
          "GPU node. Fix: securityContext {privileged: false, allowPrivilegeEscalation: false}.",

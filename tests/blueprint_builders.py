@@ -64,7 +64,8 @@ def onnx_blueprint(base: Blueprint, *, arch: str = "x86_64", cpu: float = 3.0, p
                   compute={**CPU_COMPUTE, "instance_type": instance, "cpu_arch": arch, "cpu_per_replica": cpu},
                   engine={"kind": "onnxruntime", "image": defaults.ONNXRUNTIME_IMAGE,
                           "intra_op_threads": int(cpu), "inter_op_threads": 1, "port": 8001},
-                  platform={**base.platform.model_dump(mode="json"), "kind": platform})
+                  platform={**base.platform.model_dump(mode="json"), "kind": platform,
+                            "stack": base.platform.stack if platform == "eks" else None})
 
 
 def sagemaker_blueprint(base: Blueprint, *, weights_gib: float = 14.96, private_only: bool = False,
@@ -81,7 +82,9 @@ def sagemaker_blueprint(base: Blueprint, *, weights_gib: float = 14.96, private_
                           "container_startup_health_check_timeout_s": health_s,
                           "model_data_download_timeout_s": download_s, "volume_size_gib": volume},
                   network={"private_only": private_only},
-                  platform={**base.platform.model_dump(mode="json"), "kind": "sagemaker"})
+                  # A private endpoint uses its platform's VPC; otherwise it lands on no platform.
+                  platform={**base.platform.model_dump(mode="json"), "kind": "sagemaker",
+                            "stack": base.platform.stack if private_only else None})
 
 
 def bundled_platform(stack: str):

@@ -30,7 +30,8 @@ def test_vllm_scales_on_queue_depth_with_the_planned_threshold(chat_prod):
     [trigger] = spec["triggers"]
     assert trigger["type"] == "prometheus" and trigger["metricType"] == "AverageValue"
     assert trigger["metadata"]["query"] == scaling_signal(chat_prod).query
-    assert 'vllm:num_requests_waiting{namespace="serving", model_name="llama-3-1-8b"}' in trigger["metadata"]["query"]
+    assert 'vllm:num_requests_waiting{namespace="chat-assistant", model_name="llama-3-1-8b"}' in \
+        trigger["metadata"]["query"]
     assert trigger["metadata"]["threshold"] == f"{chat_prod.autoscaling.target:g}"
     assert trigger["metadata"]["serverAddress"] == PROM
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (chat_prod.autoscaling.min_replicas,

@@ -8,26 +8,28 @@ from blueprints.errors import SizingError
 from tests.conftest import plan_env, requirements_with
 
 
-def test_monthly_cost_is_instances_times_730_hours_plus_the_cluster(catalog):
+def test_monthly_cost_is_instances_times_730_hours_plus_the_services_own_load_balancer(catalog):
     bp = plan_env(requirements_with(), "prod")
     nodes = bp.predictions.cost_lines[0]
     price = catalog.instance(bp.compute.instance_type).usd_per_hour
     assert nodes.monthly_usd == pytest.approx(nodes.quantity * price * 730, abs=0.01)
-    assert [line.item for line in bp.predictions.cost_lines[1:]] == [
-        "EKS control plane", "system nodes (m7i.xlarge)", "NAT gateways", "network load balancer"]
+    assert [line.item for line in bp.predictions.cost_lines[1:]] == ["network load balancer"]
     assert bp.predictions.monthly_cost_usd == pytest.approx(sum(line.monthly_usd for line in bp.predictions.cost_lines))
 
 
-def test_network_lines_follow_the_stack_the_program_builds(catalog):
-    prod = {line.item: line for line in plan_env(requirements_with(), "prod").predictions.cost_lines}
-    dev = {line.item: line for line in plan_env(requirements_with(), "dev").predictions.cost_lines}
-    assert prod["NAT gateways"].quantity == 3 and dev["NAT gateways"].quantity == 1  # one per zone in production
-    assert prod["NAT gateways"].monthly_usd == pytest.approx(3 * catalog.nat_gateway_usd_per_hour * 730, abs=0.01)
-    private = {line.item: line for line in plan_env(requirements_with(
-        compliance={"private_only": True, "customer_managed_kms": True}), "prod").predictions.cost_lines}
-    endpoints = next(line for item, line in private.items() if item.startswith("interface VPC endpoints"))
-    assert endpoints.quantity == 4 * 3
-    assert private["KMS keys (customer-managed)"].quantity == 2  # model store + EKS secrets
+def test_the_shared_platform_is_named_with_its_cost_but_not_charged_to_the_service():
+    bp = plan_env(requirements_with(), "prod")
+    assert bp.platform.stack == "platform-prod-us-east-1"
+    assert bp.predictions.platform_monthly_cost_usd == pytest.approx(465.89)  # control plane, 2 system nodes, 3 NATs
+    assert not any("EKS" in line.item or "NAT" in line.item for line in bp.predictions.cost_lines)
+    assert any(r.startswith("lands on the shared platform platform-prod-us-east-1 (cluster, $466/month")
+               for r in bp.rationale)
+
+
+def test_a_customer_managed_key_is_the_services_own_line():
+    bp = plan_env(requirements_with("regulated-assistant"), "prod")
+    assert [line.item for line in bp.predictions.cost_lines[1:]] == [
+        "network load balancer", "KMS key (model store, customer-managed)"]
 
 
 def test_spot_environments_are_priced_at_the_spot_factor_and_flagged_as_estimates(catalog):
@@ -69,28 +71,28 @@ def test_an_existing_cluster_adds_no_cluster_cost():
 
 
 def test_over_budget_is_an_error_naming_the_overrun_and_what_the_budget_buys():
-    req = requirements_with(budget={"max_monthly_usd": 5000})  # prod needs ~$7,275
+    req = requirements_with(budget={"max_monthly_usd": 5000})  # prod needs ~$6,809
     with pytest.raises(SizingError) as exc:
         plan_env(req, "prod")
     msg = str(exc.value)
     assert msg.startswith("environments.prod: the cheapest plan meeting the SLO (vllm-gpu, 5x g6e.xlarge) costs "
-                          "$7,275/month, $2,275 over budget.max_monthly_usd=5000")
+                          "$6,809/month, $1,809 over budget.max_monthly_usd=5000")
     assert "The budget pays for 3 of the 5 replicas, about 60% of this environment's peak load" in msg
-    assert "raise budget.max_monthly_usd to >= 7275" in msg
+    assert "raise budget.max_monthly_usd to >= 6810" in msg
 
 
 def test_a_budget_below_the_minimum_replicas_says_it_pays_for_nothing():
-    # 2 replicas need 2 g6e.xlarge nodes (2 x $1,358.53) plus $482.32 of control plane, system nodes, NATs and NLB.
+    # 2 replicas need 2 g6e.xlarge nodes (2 x $1,358.53) plus the $16.43 network load balancer.
     with pytest.raises(SizingError, match=r"does not pay for the minimum of 2 replica\(s\): 2 node\(s\) at \$1,359/month "
-                                          r"each \(1 replica\(s\) per node\) plus \$482/month of cluster, network and "
-                                          r"keys: raise budget.max_monthly_usd to >= 3200"):
+                                          r"each \(1 replica\(s\) per node\) plus \$16/month of load balancer and "
+                                          r"keys: raise budget.max_monthly_usd to >= 2734"):
         plan_env(requirements_with(budget={"max_monthly_usd": 1000}), "prod")
 
 
 def test_a_plan_exactly_within_budget_passes_and_the_budget_is_per_environment():
-    req = requirements_with(budget={"max_monthly_usd": 7275})
-    assert plan_env(req, "prod").predictions.monthly_cost_usd <= 7275
-    assert plan_env(req, "dev").predictions.monthly_cost_usd <= 7275
+    req = requirements_with(budget={"max_monthly_usd": 6810})
+    assert plan_env(req, "prod").predictions.monthly_cost_usd <= 6810
+    assert plan_env(req, "dev").predictions.monthly_cost_usd <= 6810
 
 
 def test_over_budget_applies_to_every_archetype():
@@ -98,7 +100,7 @@ def test_over_budget_applies_to_every_archetype():
         plan_env(requirements_with("edge-classifier", budget={"max_monthly_usd": 100}), "prod")
     with pytest.raises(SizingError, match=r"\(sagemaker-endpoint, 1x ml.g6e.2xlarge\) costs \$2,044/month"):
         plan_env(requirements_with("prototype-summarizer", budget={"max_monthly_usd": 1000}), "pilot")
-    with pytest.raises(SizingError, match=r"\(triton-multi-model, 2x g6.xlarge\) costs \$1,657/month"):
+    with pytest.raises(SizingError, match=r"\(triton-multi-model, 2x g6.xlarge\) costs \$1,191/month"):
         plan_env(requirements_with("search-relevance", budget={"max_monthly_usd": 500}), "prod")
 
 

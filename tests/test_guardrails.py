@@ -70,6 +70,7 @@ def test_the_cli_plans_within_the_policy_folder(tmp_path, monkeypatch):
     from blueprints.cli import app
 
     shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")  # the project root the policy folder is found from
     (tmp_path / "req.yaml").write_text((ROOT / "stacks" / "requirements" / "chat-assistant.yaml").read_text()
                                        .replace("  allowed_instance_families: [g5, g6, g6e, p5]\n", "")
                                        .replace("precision: bf16", "precision: int4"))

@@ -7,7 +7,8 @@ import ipaddress
 import pytest
 
 from blueprints.preview import run_under_mocks
-from components.network import ExistingVpc, Network, NetworkArgs, subnet_cidrs
+from blueprints.platform import ExistingVpc
+from components.network import Network, NetworkArgs, subnet_cidrs
 
 TAGS = {"service": "chat", "environment": "prod"}
 
@@ -87,15 +88,15 @@ def test_subnets_are_tagged_for_load_balancer_discovery_and_every_taggable_child
 
 
 def test_an_existing_vpc_creates_no_vpc_subnets_or_nat_only_security_groups():
-    existing = ExistingVpc(vpc_id="vpc-0abc", private_subnet_ids=["subnet-1", "subnet-2"],
-                           public_subnet_ids=["subnet-3"])
+    existing = ExistingVpc(vpc_id="vpc-0abc12345", private_subnet_ids=["subnet-0aaa11111", "subnet-0aaa22222"],
+                           public_subnet_ids=["subnet-0aaa33333"])
     run = run_network(existing=existing, private_only=False)
     assert run.of_type("aws:ec2/vpc:Vpc") == [] and run.of_type("aws:ec2/subnet:Subnet") == []
     assert run.of_type("aws:ec2/natGateway:NatGateway") == []
-    assert run.one("aws:ec2/securityGroup:SecurityGroup").inputs["vpcId"] == "vpc-0abc"
-    assert run.outputs["private"] == ["subnet-1", "subnet-2"]
+    assert run.one("aws:ec2/securityGroup:SecurityGroup").inputs["vpcId"] == "vpc-0abc12345"
+    assert run.outputs["private"] == ["subnet-0aaa11111", "subnet-0aaa22222"]
 
 
 def test_existing_vpc_config_rejects_a_single_subnet():
     with pytest.raises(ValueError, match="private_subnet_ids"):
-        ExistingVpc.model_validate({"vpc_id": "vpc-0abc", "private_subnet_ids": ["subnet-1"]})
+        ExistingVpc.model_validate({"vpc_id": "vpc-0abc12345", "private_subnet_ids": ["subnet-0aaa11111"]})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -112,6 +113,7 @@ def test_a_stack_config_edited_to_break_a_rule_makes_the_offline_preview_name_th
     data = yaml.safe_load((ROOT / "stacks" / "Pulumi.chat-assistant-prod.yaml").read_text())
     data["config"]["servingblueprints:blueprint"]["engine"]["image"] = "vllm/vllm-openai:latest"
     (tmp_path / "Pulumi.chat-assistant-prod.yaml").write_text(yaml.safe_dump(data))
+    shutil.copy(ROOT / "stacks" / "Pulumi.platform-prod-us-east-1.yaml", tmp_path)
     report = run_preview("chat-assistant-prod", stacks_dir=tmp_path, program=ROOT / "__main__.py")
     verdicts = evaluate_preview(report, load_policy_config("prod"))
     assert {(v.policy, v.level) for v in verdicts} == {("images-pinned", "mandatory")}

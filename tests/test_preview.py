@@ -89,8 +89,16 @@ def test_json_report_has_the_documented_shape(stacks):
     assert {"stack", "archetype", "resources", "manifests", "outputs"} <= set(data)
     assert data["stack"] == "chat-assistant-prod"
     bucket = next(r for r in data["resources"] if r["type"] == "aws:s3/bucket:Bucket")
-    assert set(bucket) == {"type", "name", "parent", "inputs"}
-    assert bucket["parent"] == "chat-assistant-prod-weights"
+    assert set(bucket) == {"urn", "type", "name", "parent", "read", "depends_on", "inputs"}
+    assert bucket["parent"] == "chat-assistant-prod-weights" and bucket["read"] is False
+    [reference] = [r for r in data["resources"] if r["type"] == "pulumi:pulumi:StackReference"]
+    assert reference["read"] is True  # the platform's outputs are read, not created
+    deployment = next(r for r in data["resources"] if r["type"] == "kubernetes:apps/v1:Deployment")
+    names = {r["urn"]: r["name"] for r in data["resources"]}
+    waits = {names.get(u, u) for u in deployment["depends_on"]}
+    # the provider built from the platform's kubeconfig, the namespace, the node pool and the Pod Identity binding
+    assert {"chat-assistant-prod-k8s", "chat-assistant-prod-namespace", "chat-assistant-prod-node-pool",
+            "chat-assistant-prod-serving-binding"} <= waits
     assert data["outputs"]["weights_uri"].endswith("/models/llama-3-1-8b/")
 
 

@@ -73,9 +73,12 @@ def test_markdown_shows_policy_violations_as_blocking(report):
 
 def test_diagram_links_service_to_deployment_to_bucket(report):
     diagram = mermaid_diagram(report)
-    assert "clients --> n_Service_chat_assistant_prod_service" in diagram
-    assert "n_Service_chat_assistant_prod_service --> n_Deployment_chat_assistant_prod_deployment" in diagram
-    assert "n_Deployment_chat_assistant_prod_deployment -->|weights| n_Bucket_chat_assistant_prod_weights_bucket" in diagram
+    assert "clients --> n_Service_chat_assistant_prod_server_service" in diagram
+    assert "n_Service_chat_assistant_prod_server_service --> n_Deployment_chat_assistant_prod_server_deployment" in diagram
+    assert ("n_Deployment_chat_assistant_prod_server_deployment -->|weights| n_Bucket_chat_assistant_prod_weights_bucket"
+            in diagram)
+    assert "n_Deployment_chat_assistant_prod_server_deployment -->|runs on| n_NodePool_chat_assistant_prod_node_pool" \
+        in diagram
 
 
 SCALED_OBJECT = {
@@ -153,17 +156,19 @@ def test_bundled_example_passes_every_mandatory_policy(tmp_path, chat_prod, monk
     assert [v for v in json.loads(result.stdout)["policy_verdicts"] if v["level"] == "mandatory"] == []
 
 
-@pytest.mark.parametrize(("old", "new", "policy"), [
-    ("image: vllm/vllm-openai:v0.11.0", "image: vllm/vllm-openai:latest", "images-pinned"),
-    ("cost-center: cc-4711", "cost-centre: cc-4711", "required-tags"),
-    ("audit_logging: true", "audit_logging: false", "cluster-audit-logs"),
-    ("capacity_type: on-demand", "capacity_type: spot", "StackConfigError"),
+@pytest.mark.parametrize(("stack", "old", "new", "policy"), [
+    ("chat-assistant-prod", "image: vllm/vllm-openai:v0.11.0", "image: vllm/vllm-openai:latest", "images-pinned"),
+    ("chat-assistant-prod", "cost-center: cc-4711", "cost-centre: cc-4711", "required-tags"),
+    ("platform-prod-us-east-1", "audit_logging: true", "audit_logging: false", "cluster-audit-logs"),
+    ("chat-assistant-prod", "capacity_type: on-demand", "capacity_type: spot", "StackConfigError"),
 ])
-def test_stack_config_edited_to_break_a_rule_exits_1_naming_it(tmp_path, chat_prod, monkeypatch, old, new, policy):
-    path = _project(tmp_path, chat_prod, monkeypatch)
+def test_stack_config_edited_to_break_a_rule_exits_1_naming_it(tmp_path, chat_prod, monkeypatch, stack, old, new,
+                                                                policy):
+    _project(tmp_path, chat_prod, monkeypatch)
+    path = tmp_path / "stacks" / f"Pulumi.{stack}.yaml"
     assert old in path.read_text()
     path.write_text(path.read_text().replace(old, new))
-    result = runner.invoke(app, ["preview", "chat-assistant-prod", "--out", "review"])
+    result = runner.invoke(app, ["preview", stack, "--out", "review"])
     assert policy in result.output
     if policy == "StackConfigError":  # the Blueprint model refuses spot in production before any policy runs
         assert result.exit_code == 2 and "does not run on spot capacity" in result.output
@@ -193,7 +198,7 @@ def test_program_warnings_go_into_the_report_and_secrets_print_as_placeholders(t
     result = runner.invoke(app, ["preview", "chat-assistant-prod", "--out", "review"])
     assert "warning: servingblueprints:hfToken is not set" in result.output
     assert "kubeconfig=[secret]" in result.output
-    assert "### Program warnings" in (tmp_path / "review" / "plan.md").read_text()
+    assert "### Warnings" in (tmp_path / "review" / "plan.md").read_text()
 
 
 def test_a_private_stack_is_checked_as_private_whatever_the_environment_file_says(tmp_path, monkeypatch):

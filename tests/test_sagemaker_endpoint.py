@@ -99,7 +99,10 @@ def test_private_only_puts_the_model_in_private_subnets_with_network_isolation(c
     model = r.one("aws:sagemaker/model:Model").inputs
     assert len(model["vpcConfig"]["subnets"]) == 3 and len(model["vpcConfig"]["securityGroupIds"]) == 1
     assert model["enableNetworkIsolation"] is True
-    assert r.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")
+    # The VPC and its endpoints are the shared platform's (read through its StackReference), not this stack's.
+    assert r.of_type("aws:ec2/vpcEndpoint:VpcEndpoint") == [] and r.of_type("aws:ec2/vpc:Vpc") == []
+    [ref] = [x for x in r.records if x.type == "pulumi:pulumi:StackReference"]
+    assert ref.read and ref.name.endswith("/servingblueprints/platform-prod-us-east-1")
     policy = json.loads(r.one("aws:iam/rolePolicy:RolePolicy").inputs["policy"])
     assert [s for s in policy["Statement"] if s["Sid"] == "VpcNetworkInterfaces"]
 
