@@ -263,6 +263,9 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
     private = bool(override.private_endpoint) if override and override.private_endpoint is not None \
         else bool(private_services)
     spot_envs = [f"{r.service}.{env} ({svc.where})" for svc, env, r in reqs if r.environments[env].spot]
+    # What the stack config records names services only: file paths depend on where `plan` ran from.
+    private_names = [r.service for _, _, r in reqs if r.compliance.private_only]
+    spot_names = [f"{r.service}.{env}" for _, env, r in reqs if r.environments[env].spot]
     if spot_envs and preq.spot is SpotPolicy.FORBIDDEN:
         raise RequirementsError(f"{spot_envs[0]}: asks for spot capacity but {platform_file} sets spot: forbidden; "
                                 "set environments.<env>.spot: false or allow spot in the platform file")
@@ -309,9 +312,9 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
     audit = any(r.compliance.audit_logging for _, _, r in reqs if _self_hosted_on_eks(r))
     kms = any(r.compliance.customer_managed_kms for _, _, r in reqs if _self_hosted_on_eks(r))
     if private:
-        rationale.append("private: " + (", ".join(private_services) or "platform.yaml") + " require(s) private_only; "
+        rationale.append("private: " + (", ".join(private_names) or "platform.yaml") + " require(s) private_only; "
                          f"deployed from self-hosted runner {runner!r} in {existing.vpc_id if existing else 'its VPC'}"
-                         if eks else "private: " + ", ".join(private_services))
+                         if eks else "private: " + ", ".join(private_names))
     if eks:
         rationale.append(f"audit logs {'on' if audit else 'off'}, Kubernetes secrets "
                          f"{'encrypted with a customer-managed KMS key' if kms else 'encrypted by EKS'}: the strictest "
@@ -338,7 +341,7 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
         lines.append(_line("KMS key (Kubernetes secrets)", 1, catalog.kms_key_usd_per_month / catalog.hours_per_month,
                            catalog))
     if spot_envs and preq.spot is SpotPolicy.ALLOWED:
-        rationale.append(f"spot allowed for {', '.join(spot_envs)}: Karpenter may create the EC2 Spot service-linked "
+        rationale.append(f"spot allowed for {', '.join(spot_names)}: Karpenter may create the EC2 Spot service-linked "
                          "role on first use")
     if region != catalog.price_region:
         rationale.append(f"costs use the catalog's {catalog.price_region} list prices; {region} prices differ")

@@ -87,7 +87,8 @@ class ClusterAddons(pulumi.ComponentResource):
         self.namespaces = self._namespaces(addons)
         self.releases: dict[str, k8s.helm.v3.Release] = {}
         self.storage_class = k8s.storage.v1.StorageClass(
-            f"{name}-gp3", metadata={"name": STORAGE_CLASS, "annotations": {
+            f"{name}-gp3", metadata={"name": STORAGE_CLASS, "labels": recommended_labels(
+                name="ebs-csi", instance=cfg.stack, component="storage-class"), "annotations": {
                 "storageclass.kubernetes.io/is-default-class": "true"}},
             provisioner="ebs.csi.aws.com", volume_binding_mode="WaitForFirstConsumer", allow_volume_expansion=True,
             reclaim_policy="Delete", parameters={"type": "gp3", "encrypted": "true"},
@@ -200,7 +201,9 @@ class ClusterAddons(pulumi.ComponentResource):
         password = random.RandomPassword(f"{self._name}-grafana-admin", length=32, special=False,
                                          opts=pulumi.ResourceOptions(parent=self))
         secret = k8s.core.v1.Secret(
-            f"{self._name}-grafana-admin", metadata={"name": GRAFANA_ADMIN_SECRET, "namespace": addon.namespace},
+            f"{self._name}-grafana-admin", metadata={
+                "name": GRAFANA_ADMIN_SECRET, "namespace": addon.namespace,
+                "labels": recommended_labels(name="grafana", instance=self._cfg.stack, component="admin-credentials")},
             type="Opaque", string_data={"admin-user": "admin", "admin-password": password.result},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.namespaces[addon.namespace]]))
         volume = {"volumeClaimTemplate": {"spec": {"storageClassName": STORAGE_CLASS, "accessModes": ["ReadWriteOnce"],

@@ -129,3 +129,11 @@ def manifests(run: MockRun) -> list[dict]:
 def pod_spec(run: MockRun, kind: str = "Deployment") -> dict:
     [obj] = [m for m in manifests(run) if m["kind"] == kind]
     return obj["spec"]["template"]["spec"]
+
+
+def run_platform(platform) -> MockRun:
+    """Run the real program for a platform stack config (`PlatformConfig`) under the mock engine."""
+    from components.program import main
+
+    config = {k: v if isinstance(v, str) else json.dumps(v) for k, v in config_values(platform).items()}
+    return run_under_mocks(main, stack=platform.stack, config=config)

@@ -1,4 +1,5 @@
-"""The program: one builder per archetype; every bundled stack builds offline with valid, secure, tagged resources."""
+"""The program: one component per archetype and one for the platform; every bundled stack builds offline with valid,
+secure, tagged resources."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import pytest
 from blueprints.blueprint import Archetype
 from blueprints.manifests import validate_manifest
 from blueprints.preview import run_preview
-from components.program import BUILDERS
+from components.archetypes import KUBERNETES_ARCHETYPES
 from tests.conftest import ROOT
 
 STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+SERVICES = [s for s in STACKS if not s.startswith("platform-")]
 
 
 @pytest.fixture(scope="module", params=STACKS)
@@ -39,8 +41,19 @@ def containers(manifest: dict) -> list[dict]:
     return pod.get("containers", []) + pod.get("initContainers", [])
 
 
-def test_there_is_one_builder_per_archetype():
-    assert set(BUILDERS) == set(Archetype)
+def test_there_is_one_component_per_kubernetes_archetype_and_sagemaker_has_its_own():
+    assert set(KUBERNETES_ARCHETYPES) == set(Archetype) - {Archetype.SAGEMAKER_ENDPOINT}
+    types = {c.TYPE for c in KUBERNETES_ARCHETYPES.values()}
+    assert types == {"servingblueprints:index:VllmGpu", "servingblueprints:index:TritonMultiModel",
+                     "servingblueprints:index:OnnxCpu"}
+
+
+def test_no_service_stack_contains_a_cluster_and_every_platform_stack_one(report):
+    clusters = [r for r in report.resources if r.type == "aws:eks/cluster:Cluster"]
+    if report.is_platform:
+        assert len(clusters) == (1 if report.subject.kind.value == "eks" else 0)
+    else:
+        assert clusters == [] and not [r for r in report.resources if r.type == "aws:eks/nodeGroup:NodeGroup"]
 
 
 def test_every_archetype_builds_with_valid_manifests_from_fixture_blueprints(chat_prod):
@@ -66,7 +79,7 @@ def test_no_static_aws_keys_anywhere(report):
 
 
 def test_every_taggable_aws_resource_carries_the_blueprint_tags(report):
-    tags = report.blueprint.tags
+    tags = report.subject.tags
     for r in report.resources:
         if r.custom and r.type.startswith("aws:") and taggable(r.type):
             assert tags.items() <= (r.inputs.get("tags") or {}).items(), (report.stack, r.type, r.name)
@@ -98,6 +111,8 @@ def test_kubernetes_objects_carry_the_recommended_labels(report):
 
 
 def test_gpu_pods_tolerate_the_gpu_taint_and_cpu_pods_do_not_need_it(report):
+    if report.is_platform:
+        return  # the platform's pods come from Helm charts (their values are tested in test_platform_components)
     gpu = report.blueprint.compute.gpus_per_replica > 0
     for m in report.manifests:
         if m["kind"] != "Deployment":
@@ -107,11 +122,14 @@ def test_gpu_pods_tolerate_the_gpu_taint_and_cpu_pods_do_not_need_it(report):
         assert tolerated == gpu, (report.stack, m["metadata"]["name"])
 
 
-def test_outputs_include_the_endpoint_and_bucket(report):
+def test_outputs_include_the_endpoint_and_bucket_or_the_platform_contract(report):
+    if report.is_platform:
+        assert report.outputs["platform"] == report.stack and report.outputs["vpc_id"].startswith("vpc-")
+        return
     assert report.outputs["endpoint"].startswith(("http://", "https://"))
     assert report.outputs["weights_bucket"]
     if report.blueprint.platform.kind == "eks":
-        assert report.outputs["cluster_name"] and "eks" in report.outputs["dashboards"]
+        assert report.outputs["cluster_name"] == report.outputs["platform"] == report.blueprint.platform.stack
 
 
 def _deps(record) -> set[str]:
@@ -137,11 +155,24 @@ def test_serving_pods_wait_for_the_weights_sync_job(chat_prod):
     assert run.one("kubernetes:batch/v1:Job").name in _deps(run.one("kubernetes:apps/v1:Deployment"))
 
 
-def test_private_only_gives_an_internal_load_balancer_a_private_eks_endpoint_and_vpc_endpoints(chat_prod):
-    from tests.blueprint_builders import derive, manifests, run_program
+def test_private_only_gives_an_internal_load_balancer_on_the_platforms_private_subnets(chat_prod):
+    from blueprints.platform import planned_outputs
+    from tests.blueprint_builders import bundled_platform, derive, manifests, run_program
 
     run = run_program(derive(chat_prod, network={"private_only": True}))
-    assert run.one("aws:eks/cluster:Cluster").inputs["vpcConfig"]["endpointPublicAccess"] is False
     [svc] = [m for m in manifests(run) if m["kind"] == "Service"]
-    assert svc["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internal"
-    assert len(run.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")) == 5
+    annotations = svc["metadata"]["annotations"]
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internal"
+    private = planned_outputs(bundled_platform("platform-prod-us-east-1")).private_subnet_ids
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-subnets"] == ",".join(private)
+    assert run.of_type("aws:eks/cluster:Cluster") == [] and run.of_type("aws:ec2/vpc:Vpc") == []
+
+
+def test_the_platform_stack_reference_defaults_to_this_org_and_project_and_can_be_overridden(chat_prod):
+    from tests.blueprint_builders import run_program
+
+    [default] = [r for r in run_program(chat_prod).records if r.type == "pulumi:pulumi:StackReference"]
+    assert default.name == "organization/servingblueprints/platform-prod-us-east-1"
+    run = run_program(chat_prod, extra_config={"servingblueprints:platformStack": "acme/infra/platform-prod-us-east-1"})
+    [override] = [r for r in run.records if r.type == "pulumi:pulumi:StackReference"]
+    assert override.name == "acme/infra/platform-prod-us-east-1"

@@ -10,7 +10,8 @@ from blueprints.stackconfig import read_stack_config
 from components.rollout import node_pool_max_nodes
 from tests.conftest import ROOT
 
-STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml")
+                if not p.name.startswith("Pulumi.platform-"))
 KUBERNETES = [s for s in STACKS if read_stack_config(ROOT / "stacks" / f"Pulumi.{s}.yaml").platform.kind != "sagemaker"]
 SAGEMAKER = [s for s in STACKS if s not in KUBERNETES]
 
@@ -55,13 +56,19 @@ def test_kubernetes_stacks_scale_on_their_signal_and_alert_on_their_slos(stack):
 def test_node_pool_grows_to_cover_the_autoscaler_and_a_surge(stack):
     report = preview(stack)
     bp = report.blueprint
-    pools = [g for g in of_type(report, "aws:eks/nodeGroup:NodeGroup")
-             if bp.compute.instance_type in g.inputs["instanceTypes"]]
-    assert pools, "the workload node pool"
-    assert pools[0].inputs["scalingConfig"]["maxSize"] == node_pool_max_nodes(bp)
+    [pool] = of_type(report, "kubernetes:karpenter.sh/v1:NodePool")
+    requirements = {r["key"]: r["values"] for r in pool.inputs["spec"]["template"]["spec"]["requirements"]}
+    assert requirements["node.kubernetes.io/instance-type"] == [bp.compute.instance_type]
+    limits = pool.inputs["spec"]["limits"]
     if bp.compute.gpus_per_replica:
-        assert pools[0].inputs["scalingConfig"]["maxSize"] * bp.compute.gpus_per_node >= \
-            bp.autoscaling.max_replicas * bp.compute.gpus_per_replica
+        assert limits["nvidia.com/gpu"] == node_pool_max_nodes(bp) * bp.compute.gpus_per_node
+        assert limits["nvidia.com/gpu"] >= (bp.autoscaling.max_replicas + 1) * bp.compute.gpus_per_replica
+    else:
+        assert limits["cpu"] == node_pool_max_nodes(bp) * bp.compute.vcpus_per_node
+    disruption = pool.inputs["spec"]["disruption"]
+    # Only empty nodes are consolidated, and never within the autoscaler's cooldown.
+    assert disruption == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": f"{bp.autoscaling.cooldown_s}s",
+                          "budgets": [{"nodes": "1"}]}
 
 
 @pytest.mark.parametrize("stack", SAGEMAKER)

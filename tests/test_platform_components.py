@@ -1,0 +1,197 @@
+"""The shared platform as the program builds it: EKS with its add-ons in a deployable order, Karpenter's AWS side and
+node classes, the Helm add-ons with explicit names and pinned versions, and the outputs contract."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from blueprints.catalog.addons import load_platform_catalog
+from blueprints.platform import PlatformOutputs
+from tests.blueprint_builders import bundled_platform, manifests, run_platform
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+@pytest.fixture(scope="module")
+def prod():
+    return bundled_platform("platform-prod-us-east-1")
+
+
+@pytest.fixture(scope="module")
+def prod_run(prod):
+    return run_platform(prod)
+
+
+@pytest.fixture(scope="module")
+def dev_run():
+    return run_platform(bundled_platform("platform-dev-us-west-2"))
+
+
+def releases(run) -> dict:
+    return {r.inputs["name"]: r for r in run.of_type(RELEASE)}
+
+
+def names(run, record) -> set[str]:
+    by_urn = {r.urn: r.name for r in run.records}
+    return {by_urn.get(u, u) for u in record.dependencies}
+
+
+def test_the_cluster_is_named_after_the_platform_stack_at_the_planned_version(prod_run, prod):
+    cluster = prod_run.one("aws:eks/cluster:Cluster").inputs
+    assert cluster["name"] == "platform-prod-us-east-1" == prod.cluster_name
+    assert cluster["version"] == prod.kubernetes_version == "1.35"
+    assert cluster["accessConfig"] == {"authenticationMode": "API", "bootstrapClusterCreatorAdminPermissions": True}
+    assert cluster["bootstrapSelfManagedAddons"] is False
+    assert cluster["enabledClusterLogTypes"] == ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+
+
+def test_vpc_cni_enforces_network_policy_and_comes_before_any_node(prod_run):
+    addons = {r.inputs["addonName"]: r for r in prod_run.of_type("aws:eks/addon:Addon")}
+    assert json.loads(addons["vpc-cni"].inputs["configurationValues"]) == {"enableNetworkPolicy": "true"}
+    system = prod_run.one("aws:eks/nodeGroup:NodeGroup")
+    assert {addons["vpc-cni"].name, addons["eks-pod-identity-agent"].name} <= names(prod_run, system)
+    for late in ("kube-proxy", "coredns", "aws-ebs-csi-driver"):
+        assert system.name in names(prod_run, addons[late]), late
+    assert addons["aws-ebs-csi-driver"].inputs["podIdentityAssociations"][0]["serviceAccount"] == \
+        "ebs-csi-controller-sa"
+
+
+def test_the_system_node_group_is_the_only_node_group_and_has_room_for_the_largest_download(prod_run, prod):
+    [group] = prod_run.of_type("aws:eks/nodeGroup:NodeGroup")
+    assert group.inputs["labels"] == {"servingblueprints.io/pool": "system"}
+    assert group.inputs["instanceTypes"] == ["m7i.xlarge"] and group.inputs["scalingConfig"]["minSize"] == 2
+    # Llama-3.1-8B (15 GiB at BF16) is the largest hf:// model landing here: 50 GiB + 15 x 1.1 + 2.
+    assert group.inputs["diskSize"] == prod.system_nodes.disk_gib == 69
+
+
+def test_every_add_on_is_a_named_release_at_its_catalog_version(prod_run, prod):
+    pcat = load_platform_catalog()
+    found = releases(prod_run)
+    for addon in prod.addons:
+        record = found[pcat.addon(addon.id).release]
+        assert record.inputs["version"] == addon.version
+        assert record.inputs["namespace"] == pcat.addon(addon.id).namespace
+    assert "karpenter-crd" in found  # the CRD chart, installed first
+
+
+def test_karpenter_installs_its_crds_first_and_runs_with_its_queue_and_identity(prod_run):
+    found = releases(prod_run)
+    main = found["karpenter"]
+    assert main.inputs["skipCrds"] is True and main.inputs["chart"] == "oci://public.ecr.aws/karpenter/karpenter"
+    assert main.inputs["values"]["settings"] == {"clusterName": "platform-prod-us-east-1",
+                                                  "interruptionQueue": "platform-prod-us-east-1"}
+    waits = names(prod_run, main)
+    assert found["karpenter-crd"].name in waits
+    assert {"platform-prod-us-east-1-addons-karpenter-controller-identity",
+            "platform-prod-us-east-1-addons-karpenter-node-access"} <= waits
+    queue = prod_run.one("aws:sqs/queue:Queue").inputs
+    assert queue["name"] == "platform-prod-us-east-1" and queue["messageRetentionSeconds"] == 300
+    rules = [json.loads(r.inputs["eventPattern"]) for r in prod_run.of_type("aws:cloudwatch/eventRule:EventRule")]
+    assert sorted(r["detail-type"][0] for r in rules) == [
+        "AWS Health Event", "EC2 Capacity Reservation Instance Interruption Warning",
+        "EC2 Instance Rebalance Recommendation", "EC2 Instance State-change Notification",
+        "EC2 Spot Instance Interruption Warning"]
+
+
+def test_the_karpenter_controller_policy_is_filled_for_this_cluster_and_spot_only_where_allowed(prod_run, dev_run):
+    def policy(run):
+        [p] = [r for r in run.of_type("aws:iam/rolePolicy:RolePolicy") if "karpenter" in r.name]
+        return json.loads(p.inputs["policy"])
+
+    prod_policy, dev_policy = policy(prod_run), policy(dev_run)
+    assert "${" not in json.dumps(prod_policy)
+    assert len(prod_policy["Statement"]) == 18
+    describe = next(s for s in prod_policy["Statement"] if s["Sid"] == "AllowAPIServerEndpointDiscovery")
+    assert describe["Resource"] == ["arn:aws:eks:us-east-1:123456789012:cluster/platform-prod-us-east-1"]
+    spot = "AllowSpotServiceLinkedRoleCreation"
+    assert spot not in {s["Sid"] for s in prod_policy["Statement"]}  # production: no spot anywhere
+    assert spot in {s["Sid"] for s in dev_policy["Statement"]}  # chat-assistant-dev runs on spot
+
+
+def test_the_load_balancer_controller_gets_its_region_vpc_policy_and_no_service_webhook(prod_run):
+    values = releases(prod_run)["aws-load-balancer-controller"].inputs["values"]
+    assert values["clusterName"] == "platform-prod-us-east-1" and values["region"] == "us-east-1"
+    assert values["vpcId"].startswith("vpc-")
+    assert values["keepTLSSecret"] is True and values["enableServiceMutatorWebhook"] is False
+    [policy] = [r for r in prod_run.of_type("aws:iam/policy:Policy") if "lbc" in r.name]
+    statements = json.loads(policy.inputs["policy"])["Statement"]
+    assert len(statements) == 16 and len({a for s in statements for a in s["Action"]}) == 80
+    assert "${" not in policy.inputs["policy"]
+
+
+def test_prometheus_picks_up_every_servicemonitor_and_rule_and_keeps_its_data(prod_run):
+    values = releases(prod_run)["kube-prometheus-stack"].inputs["values"]
+    spec = values["prometheus"]["prometheusSpec"]
+    for kind in ("serviceMonitor", "podMonitor", "rule", "probe", "scrapeConfig"):
+        assert spec[f"{kind}SelectorNilUsesHelmValues"] is False
+    assert spec["storageSpec"]["volumeClaimTemplate"]["spec"]["storageClassName"] == "gp3"
+    assert values["grafana"]["admin"]["existingSecret"] == "grafana-admin"
+    assert values["grafana"]["sidecar"]["dashboards"]["label"] == "grafana_dashboard"
+
+
+def test_dcgm_exporter_runs_on_gpu_nodes_after_prometheus_with_honoured_pod_labels(prod_run):
+    found = releases(prod_run)
+    dcgm = found["dcgm-exporter"]
+    assert dcgm.inputs["values"]["serviceMonitor"]["honorLabels"] is True
+    assert {"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"} in dcgm.inputs["values"]["tolerations"]
+    assert dcgm.inputs["values"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert found["kube-prometheus-stack"].name in names(prod_run, dcgm)
+
+
+def test_add_on_namespaces_carry_the_pod_security_level_their_add_ons_need(prod_run):
+    levels = {m["metadata"]["name"]: m["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+              for m in manifests(prod_run) if m["kind"] == "Namespace"}
+    assert levels == {"dcgm-exporter": "privileged", "keda": "restricted", "monitoring": "privileged"}
+
+
+def test_the_http_add_on_comes_only_with_a_scale_to_zero_service_and_after_keda(prod_run, dev_run):
+    assert "keda-add-ons-http" not in releases(prod_run)
+    found = releases(dev_run)
+    assert found["keda"].name in names(dev_run, found["keda-add-ons-http"])
+
+
+def test_node_classes_pin_the_ami_and_take_subnets_and_security_group_by_id(prod_run):
+    classes = {m["metadata"]["name"]: m["spec"] for m in manifests(prod_run) if m["kind"] == "EC2NodeClass"}
+    assert set(classes) == {"gpu", "cpu"}
+    gpu = classes["gpu"]
+    assert gpu["amiSelectorTerms"] == [{"alias": "al2023@v20260714"}]
+    assert gpu["instanceStorePolicy"] == "RAID0" and "instanceStorePolicy" not in classes["cpu"]
+    assert all(t["id"].startswith("subnet-") for t in gpu["subnetSelectorTerms"]) and len(gpu["subnetSelectorTerms"]) == 3
+    assert gpu["securityGroupSelectorTerms"][0]["id"].startswith("sg-")
+    assert gpu["metadataOptions"]["httpPutResponseHopLimit"] == 1 and gpu["metadataOptions"]["httpTokens"] == "required"
+
+
+def test_outputs_are_the_contract_and_the_kubeconfig_stays_secret(prod_run):
+    assert set(PlatformOutputs.model_fields) <= set(prod_run.outputs)
+    assert prod_run.outputs["kubeconfig"] == "[secret]"
+    assert prod_run.outputs["prometheus_url"] == "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
+    assert prod_run.outputs["node_classes"] == {"cpu": "cpu", "gpu": "gpu"}
+
+
+def test_a_private_platform_uses_its_existing_vpc_a_private_api_and_vpc_endpoints():
+    platform = bundled_platform("platform-prod-eu-central-1")
+    run = run_platform(platform)
+    cluster = run.one("aws:eks/cluster:Cluster").inputs
+    assert cluster["vpcConfig"]["endpointPublicAccess"] is False
+    assert run.of_type("aws:ec2/vpc:Vpc") == [] and run.of_type("aws:ec2/natGateway:NatGateway") == []
+    assert cluster["vpcConfig"]["subnetIds"] == ["subnet-0b1c2d3e4f5a60711", "subnet-0b1c2d3e4f5a60712",
+                                                 "subnet-0b1c2d3e4f5a60713"]
+    assert len(run.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")) == 4  # ECR api/dkr, STS, SageMaker runtime
+    key = run.one("aws:kms/key:Key").inputs
+    assert key["enableKeyRotation"] is True and cluster["encryptionConfig"]["resources"] == ["secrets"]
+
+
+def test_a_deployer_role_gets_an_access_entry_instead_of_the_creator_bootstrap(prod):
+    access = prod.access.model_copy(update={"deployer_role_arn": "arn:aws:iam::123456789012:role/ci-deployer",
+                                            "admin_role_arns": ["arn:aws:iam::123456789012:role/platform-admins"]})
+    run = run_platform(prod.model_copy(update={"access": access}))
+    assert run.one("aws:eks/cluster:Cluster").inputs["accessConfig"]["bootstrapClusterCreatorAdminPermissions"] is False
+    entries = {r.inputs["principalArn"]: r.inputs for r in run.of_type("aws:eks/accessEntry:AccessEntry")}
+    assert entries["arn:aws:iam::123456789012:role/ci-deployer"]["type"] == "STANDARD"
+    assert "arn:aws:iam::123456789012:role/platform-admins" in entries
+    assert sum(1 for e in entries.values() if e["type"] == "EC2_LINUX") == 1  # Karpenter's node role
+    policies = {r.inputs["principalArn"]: r.inputs["policyArn"]
+                for r in run.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")}
+    assert set(policies.values()) == {"arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"}
