@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXAMPLE ?= stacks/requirements/chat-assistant.yaml
 DEMO_STACK ?= chat-assistant-prod
+DEMO_PLATFORM ?= platform-prod-us-east-1
 
 .PHONY: install demo test bench clean
 
@@ -18,6 +19,7 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/blueprint plan $(EXAMPLE)
+	$(BIN)/blueprint preview $(DEMO_PLATFORM)
 	$(BIN)/blueprint preview $(DEMO_STACK)
 
 test: $(STAMP)

@@ -11,7 +11,8 @@ each installs, the objects its webhooks guard, its per-node DaemonSets, its Pod 
 - `webhook-ready`: an object guarded by a webhook of an add-on this stack installs depends on that add-on's release;
 - `schedulable`: every workload's pods match a NodePool or node group (node selector, taints) and fit its nodes'
   allocatable resources after the DaemonSets every node runs;
-- `node-pool-limits`: a NodePool's limits hold the autoscaler's maximum replicas plus the rollout surge;
+- `node-pool-limits`: a NodePool's limits hold the nodes (their capacity, as Karpenter counts) the autoscaler's maximum
+  replicas plus the rollout surge need;
 - `pod-security`: every pod is admitted by its namespace's Pod Security level (kubernetes.io Pod Security Standards);
 - `prometheus-address`: a KEDA Prometheus trigger queries the Prometheus the platform (or cluster) runs.
 
@@ -465,6 +466,33 @@ def _surge(workload: RegisteredResource, replicas: int) -> int:
     return int(surge)
 
 
+def _pool_usage(ctx: _Context, pool: NodeSource, want: Mapping[str, Decimal],
+                pods: int) -> tuple[str, dict[str, Decimal]] | None:
+    """How `pods` pods requesting `want` count against `pool`'s limits: Karpenter sums the capacity of the nodes it
+    launches, not the pods' requests, so (a description of the nodes, the capacity they add up to) on the instance
+    type needing the fewest; None when no catalogued instance type of the pool fits one pod."""
+    best = None
+    for itype in pool.instance_types:
+        inst = load_catalog().ec2.get(itype)
+        if inst is None:
+            continue
+        have = allocatable(itype, ephemeral_gib=pool.ephemeral_gib.get(itype, 0.0),
+                           daemonsets=_daemonsets(ctx, gpu_node=inst.gpu_count > 0))
+        per_node = min([int(have[k] / v) for k, v in want.items() if k in have and v > 0],
+                       default=defaults.MAX_PODS_PER_NODE)
+        per_node = min(per_node, defaults.MAX_PODS_PER_NODE)
+        if per_node < 1:
+            continue
+        nodes = math.ceil(pods / per_node)
+        capacity = {"cpu": Decimal(inst.vcpus), "memory": Decimal(str(inst.memory_gib)) * 2**30,
+                    "ephemeral-storage": Decimal(str(round(pool.ephemeral_gib.get(itype, 0.0), 3))) * 2**30,
+                    GPU: Decimal(inst.gpu_count)}
+        usage = {k: v * nodes for k, v in capacity.items()}
+        if best is None or nodes < best[0]:
+            best = (nodes, f"on {nodes} {itype} node(s), {per_node} per node", usage)
+    return (best[1], best[2]) if best else None
+
+
 def _check_node_pool_limits(ctx: _Context) -> list[DeployabilityFinding]:
     findings = []
     pools = [s for s in _node_sources(ctx) if s.record is not None and s.limits]
@@ -479,14 +507,19 @@ def _check_node_pool_limits(ctx: _Context) -> list[DeployabilityFinding]:
             if peak is None:
                 continue
             pods = peak + _surge(record, peak)
+            usage = _pool_usage(ctx, pool, want, pods)
             for resource, limit in pool.limits.items():  # type: ignore[union-attr]
-                need = want.get(resource, Decimal(0)) * pods
+                if usage is not None and resource in usage[1]:
+                    where, need = usage[0], usage[1][resource]
+                else:  # a resource nodes do not report as capacity: the pods' requests
+                    where, need = "", want.get(resource, Decimal(0)) * pods
                 if need > parse_quantity(limit):
                     findings.append(DeployabilityFinding(
                         "node-pool-limits", pool.record.urn if pool.record else record.urn,  # type: ignore[union-attr]
                         f"{pool.name} limits {resource} to {limit} but {_name(record)} may run {peak} replicas plus "
-                        f"{pods - peak} surge, {_fmt(resource, need)} in all: scale-out and rollouts stall with "
-                        "Pending pods; raise the NodePool's limits (or lower the autoscaler's maximum)"))
+                        f"{pods - peak} surge{' ' + where if where else ''}, {_fmt(resource, need)} in all: "
+                        "scale-out and rollouts stall with Pending pods; raise the NodePool's limits (or lower the "
+                        "autoscaler's maximum)"))
     return findings
 
 
@@ -506,7 +539,17 @@ def pod_security_violations(spec: Mapping[str, Any], level: str) -> list[str]:
             found.append(f"hostPath volume {volume.get('name')!r}")
         elif level == "restricted" and not (set(volume) - {"name"}) <= RESTRICTED_VOLUMES:
             found.append(f"volume {volume.get('name')!r} of type {sorted(set(volume) - {'name'})}")
+    # The pod-level fields are checked on their own: a container's value does not excuse a bad pod-level one
+    # (pod-security-admission policy/check_runAsUser.go, check_runAsNonRoot.go, check_seccompProfile_*.go).
     pod_sc = spec.get("securityContext") or {}
+    pod_seccomp = _get(pod_sc, "seccompProfile", "type")
+    if pod_seccomp == "Unconfined":
+        found.append("pod runs seccomp Unconfined")
+    if level == "restricted":
+        if pod_sc.get("runAsNonRoot") is False:
+            found.append("pod sets runAsNonRoot: false")
+        if pod_sc.get("runAsUser") == 0:
+            found.append("pod runs as UID 0")
     for c in _containers(spec):
         sc = c.get("securityContext") or {}
         name = c.get("name", "?")
@@ -518,8 +561,8 @@ def pod_security_violations(spec: Mapping[str, Any], level: str) -> list[str]:
             found.append(f"container {name!r} adds capabilities {sorted(added - allowed_add)}")
         if any(p.get("hostPort") for p in _items(c.get("ports"))):
             found.append(f"container {name!r} uses a hostPort")
-        seccomp = _get(sc, "seccompProfile", "type") or _get(pod_sc, "seccompProfile", "type")
-        if seccomp == "Unconfined":
+        own_seccomp = _get(sc, "seccompProfile", "type")
+        if own_seccomp == "Unconfined":
             found.append(f"container {name!r} runs seccomp Unconfined")
         if level != "restricted":
             continue
@@ -528,8 +571,9 @@ def pod_security_violations(spec: Mapping[str, Any], level: str) -> list[str]:
         non_root = sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot"))
         if non_root is not True:
             found.append(f"container {name!r} does not set runAsNonRoot: true")
-        if sc.get("runAsUser", pod_sc.get("runAsUser")) == 0:
+        if sc.get("runAsUser") == 0:
             found.append(f"container {name!r} runs as UID 0")
+        seccomp = own_seccomp or pod_seccomp
         if seccomp not in ("RuntimeDefault", "Localhost"):
             found.append(f"container {name!r} has no seccompProfile RuntimeDefault")
         if "ALL" not in (_get(sc, "capabilities", "drop") or []):

@@ -14,8 +14,12 @@ from blueprints.stacks import StackRef, affected_stacks, list_stacks
 from tests.conftest import ROOT
 
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
-STACKS = [StackRef("chat-dev", "chat", "dev", False), StackRef("chat-prod", "chat", "prod", True),
-          StackRef("search-prod", "search", "prod", True)]
+STACKS = [StackRef("platform-dev-us-west-2", "platform", "dev", False, kind="platform"),
+          StackRef("platform-prod-us-east-1", "platform", "prod", True, kind="platform"),
+          StackRef("chat-dev", "chat", "dev", False, platform="platform-dev-us-west-2"),
+          StackRef("chat-prod", "chat", "prod", True, platform="platform-prod-us-east-1"),
+          StackRef("search-prod", "search", "prod", True, platform="platform-prod-us-east-1")]
+ALL = [s.stack for s in STACKS]
 
 
 def test_workflows_validate_against_the_github_workflow_schema():
@@ -43,16 +47,53 @@ def test_production_deploys_behind_the_production_environment():
     assert "up-nonprod" in wf["jobs"]["up-prod"]["needs"]
 
 
+def test_platforms_deploy_before_services_and_are_destroyed_after_them():
+    jobs = yaml.safe_load((ROOT / ".github" / "workflows" / "deploy.yml").read_text())["jobs"]
+    assert "up-platforms" in jobs["up-nonprod"]["needs"] and "up-platforms" in jobs["up-prod"]["needs"]
+    assert "destroy-services" in jobs["destroy-platforms"]["needs"]
+    assert "destroy-platforms" in jobs["up-platforms"]["needs"]
+    assert "kind == \"platform\"" in jobs["stacks"]["steps"][-2]["run"]
+    destroy = next(s for s in jobs["destroy-services"]["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
+    assert destroy["with"]["command"] == "destroy"
+
+
+def test_every_job_touching_a_cluster_runs_where_its_stack_says():
+    """A private platform's API is reachable only from its VPC: those jobs take `runs-on` from the stack list."""
+    for name in ("deploy.yml", "pull-request.yml"):
+        jobs = yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())["jobs"]
+        for job_name, job in jobs.items():
+            if any(s.get("uses", "").startswith("pulumi/actions@") for s in job.get("steps", [])):
+                assert job["runs-on"] == "${{ matrix.runs_on }}", (name, job_name)
+
+
 @pytest.mark.parametrize(("changed", "expected"), [
     (["README.md", "tests/test_cli.py"], []),
     (["stacks/Pulumi.chat-prod.yaml"], ["chat-prod"]),
-    (["stacks/requirements/chat.yaml"], ["chat-dev", "chat-prod"]),
-    (["stacks/requirements/search.yaml", "docs/x.md"], ["search-prod"]),
-    (["components/vllm_service.py"], ["chat-dev", "chat-prod", "search-prod"]),
-    (["policies/rules.py"], ["chat-dev", "chat-prod", "search-prod"]),
+    (["stacks/requirements/chat.yaml"], ["platform-dev-us-west-2", "platform-prod-us-east-1", "chat-dev",
+                                         "chat-prod"]),
+    (["stacks/requirements/search.yaml", "docs/x.md"], ["platform-prod-us-east-1", "search-prod"]),
+    (["stacks/requirements/platform.yaml"], ["platform-dev-us-west-2", "platform-prod-us-east-1"]),
+    (["components/vllm_service.py"], ALL),
+    (["policies/rules.py"], ALL),
 ])
-def test_affected_stacks_follow_the_changed_files(changed, expected):
+def test_affected_stacks_follow_the_changed_files_in_deploy_order(changed, expected):
     assert [s.stack for s in affected_stacks(changed, STACKS)] == expected
+
+
+def test_a_requirements_file_maps_to_stacks_by_the_service_it_declares_not_its_name(tmp_path):
+    (tmp_path / "stacks" / "requirements").mkdir(parents=True)
+    (tmp_path / "stacks" / "requirements" / "my-chat.yaml").write_text("service: chat\nowner: x\n")
+    found = affected_stacks(["stacks/requirements/my-chat.yaml"], STACKS, root=tmp_path)
+    assert [s.stack for s in found] == ["platform-dev-us-west-2", "platform-prod-us-east-1", "chat-dev", "chat-prod"]
+
+
+def test_services_on_a_private_platform_run_on_its_self_hosted_runner():
+    refs = {r.stack: r for r in list_stacks(ROOT / "stacks", policy_dir=ROOT / "policies" / "config")}
+    assert [r.kind for r in refs.values()][:5] == ["platform"] * 5  # platforms first
+    assert refs["platform-prod-eu-central-1"].runs_on == ["self-hosted", "servingblueprints-eu-central-1"]
+    assert refs["regulated-assistant-prod"].runs_on == ["self-hosted", "servingblueprints-eu-central-1"]
+    assert refs["regulated-assistant-prod"].platform == "platform-prod-eu-central-1"
+    assert refs["chat-assistant-prod"].runs_on == ["ubuntu-latest"]
 
 
 def test_listed_stacks_carry_their_policy_config(tmp_path, chat_prod):
