@@ -162,9 +162,11 @@ def _ms(value: float | None) -> str:
 
 @app.command()
 def preview(
-    stack: str = typer.Argument(..., help="Stack name, e.g. chat-assistant-prod (reads stacks/Pulumi.<stack>.yaml)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON: stack, archetype, resources, "
-                                 "manifests, manifest_problems, policy_verdicts, predictions, outputs."),
+    stack: str = typer.Argument(..., help="Stack name, e.g. chat-assistant-prod or platform-prod-us-east-1 (reads "
+                                "stacks/Pulumi.<stack>.yaml)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON: stack, archetype, resources (with "
+                                 "depends_on), manifests, manifest_problems, deployability, policy_verdicts, "
+                                 "predictions, outputs."),
     out_path: Optional[Path] = typer.Option(None, "--out", help="Also write plan.md (a PR comment), plan.json and "
                                             "manifests/*.yaml into this folder."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="plan.json from the base branch: report "
@@ -174,10 +176,13 @@ def preview(
     stacks_dir: Path = typer.Option(Path("stacks"), "--stacks-dir", help="Folder of stack configs."),
     program: Path = typer.Option(Path("__main__.py"), "--program", help="The Pulumi program to run."),
 ) -> None:
-    """Run the Pulumi program offline (Pulumi's mock engine) and the policy pack, and report what it would create.
+    """Run the Pulumi program offline (Pulumi's mock engine), the deployability checks and the policy pack, and
+    report what a service or platform stack would create.
 
-    No cloud credentials or Pulumi CLI needed. Exit 0 when clean; 1 when a manifest is invalid or a mandatory
-    policy is violated (the report is still printed and written); 2 on bad input.
+    No cloud credentials or Pulumi CLI needed. A service on a shared platform reads the platform's planned outputs
+    (plan the platform first). Exit 0 when clean; 1 when a manifest is invalid, a deployability check fails (a CRD,
+    controller, node or Pod Security level missing) or a mandatory policy is violated (the report is still printed
+    and written); 2 on bad input.
     """
     from blueprints.diff import diff_reports, load_baseline
     from blueprints.report import render_terminal, write_report_dir
@@ -201,6 +206,7 @@ def preview(
         err.print(f"[green]wrote[/] {out_path}/plan.md, plan.json and {len(report.manifests)} manifest(s)")
     if not report.clean:
         err.print(f"[red]{stack}: {len(report.manifest_problems)} invalid manifest(s), "
+                  f"{len(report.deployability)} deployability finding(s), "
                   f"{len(report.mandatory_violations)} mandatory policy violation(s)[/]")
         raise typer.Exit(code=1)
 

@@ -39,6 +39,11 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
+#: Labels every system node carries: the pool label the node group sets, and the well-known labels the kubelet sets
+#: (kubernetes.io/docs/reference/labels-annotations-taints; system nodes are x86_64 AL2023, `components.cluster`).
+SYSTEM_NODE_LABELS = {"servingblueprints.io/pool": "system", "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"}
+
+
 def platform_stack_name(platform: str) -> str:
     """The Pulumi stack of a platform: `platform-<name>` (`<name>` defaults to `<env>-<region>`)."""
     return f"{PLATFORM_SERVICE}-{platform}"
@@ -248,10 +253,38 @@ class PlatformConfig(_Frozen):
             raise ValueError(f"addons lists an add-on twice: {ids}")
         if self.kind is PlatformKind.NETWORK and (self.addons or self.node_classes):
             raise ValueError("a network-only platform installs no add-ons and no node classes")
+        problems = addon_problems([(a.id, a.version) for a in self.addons])
+        if self.node_classes and "karpenter" not in ids:
+            problems.append("node_classes are Karpenter EC2NodeClasses: add-on karpenter must be installed")
+        if problems:
+            raise ValueError("; ".join(problems))
         if self.network.private_endpoint and self.network.existing_vpc is None and self.kind is PlatformKind.EKS:
             raise ValueError("a private EKS endpoint is reachable only from inside its VPC: give network.existing_vpc "
                              "(where the deploy runner lives) and runner_label")
         return self
+
+
+def addon_problems(addons: list[tuple[str, str]]) -> list[str]:
+    """What is wrong with a set of (add-on id, chart version): unknown ids or versions (with the known ones), and
+    add-ons whose needs (another add-on, or the CRDs their charts render) are missing from the set."""
+    from blueprints.catalog.addons import load_platform_catalog
+
+    pcat = load_platform_catalog()
+    ids = {a for a, _ in addons}
+    problems = []
+    for addon_id, version in addons:
+        if addon_id not in pcat.helm:
+            problems.append(f"unknown add-on {addon_id!r}; known: {', '.join(sorted(pcat.helm))}")
+            continue
+        addon = pcat.helm[addon_id]
+        if version not in addon.versions:
+            problems.append(f"add-on {addon_id}: unknown chart version {version!r}; the catalog knows "
+                            f"{', '.join(addon.versions)}")
+        needed = [*addon.needs, *(o.id for c in addon.needs_crds if (o := pcat.crd_owner(c)) is not None)]
+        missing = sorted(set(needed) - ids)
+        if missing:
+            problems.append(f"add-on {addon_id} needs {', '.join(missing)} installed too")
+    return problems
 
 
 # --- the outputs contract ----------------------------------------------------------------------------------------
@@ -311,7 +344,7 @@ def planned_outputs(config: PlatformConfig) -> PlatformOutputs:
         node_classes={nc.name: nc.name for nc in config.node_classes},
         prometheus_url=_planned_prometheus_url(config),
         addons={a.id: a.version for a in config.addons},
-        system_node_labels={"servingblueprints.io/pool": "system"} if config.kind is PlatformKind.EKS else {},
+        system_node_labels=SYSTEM_NODE_LABELS if config.kind is PlatformKind.EKS else {},
         system_node_instance_type=config.system_nodes.instance_type if config.kind is PlatformKind.EKS else None,
     )
 

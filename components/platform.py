@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from blueprints.platform import PlatformConfig, PlatformKind, PlatformOutputs
+from blueprints.platform import SYSTEM_NODE_LABELS, PlatformConfig, PlatformKind, PlatformOutputs
 from components.addons import ClusterAddons, ClusterAddonsArgs
-from components.cluster import POOL_LABEL, SYSTEM_POOL, EksCluster, EksClusterArgs
+from components.cluster import EksCluster, EksClusterArgs
 from components.network import Network, NetworkArgs
 
 
@@ -79,7 +79,7 @@ class Platform(pulumi.ComponentResource):
             "node_classes": {nc.name: nc.name for nc in cfg.node_classes},
             "prometheus_url": self.addons.prometheus_url if self.addons else None,
             "addons": {a.id: a.version for a in cfg.addons},
-            "system_node_labels": {POOL_LABEL: SYSTEM_POOL} if eks else {},
+            "system_node_labels": dict(SYSTEM_NODE_LABELS) if eks else {},
             "system_node_instance_type": cfg.system_nodes.instance_type if eks else None,
         }
         missing = set(PlatformOutputs.model_fields) - set(values)

@@ -64,8 +64,11 @@ def kubernetes_target(bp: Blueprint) -> tuple[k8s.Provider, ServiceTarget]:
         subnets = ref.require_output("private_subnet_ids" if bp.network.private_only else "public_subnet_ids")
         cluster_name = ref.require_output("cluster_name")
         return provider, ServiceTarget(
-            cluster_name=cluster_name, node_class=ref.require_output("node_classes").apply(lambda nc: nc[pool]),
-            prometheus_url=ref.require_output("prometheus_url"), subnet_ids=subnets,
+            # A platform without that node class (or Karpenter) leaves the name dangling: the preview names it.
+            cluster_name=cluster_name, node_class=ref.require_output("node_classes").apply(lambda nc: nc.get(pool, pool)),
+            # A platform without kube-prometheus-stack exports none: the preview's deployability check names it.
+            prometheus_url=ref.get_output("prometheus_url").apply(lambda url: url or "none-installed"),
+            subnet_ids=subnets,
             outputs={"platform": bp.platform.stack, "cluster_name": cluster_name})
     provider = k8s.Provider(f"{bp.stack}-k8s", kubeconfig=config.require_secret("kubeconfig"),
                             enable_server_side_apply=True)

@@ -71,11 +71,19 @@ def _edit_config(stacks_dir: Path, stack: str, edit: Callable[[dict], None]) -> 
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
+#: What a platform config must drop with an add-on to stay valid (PlatformConfig refuses an add-on whose needs are
+#: missing, and node classes without Karpenter).
+_DROPPED_WITH = {"kube-prometheus-stack": ["dcgm-exporter"], "keda": ["keda-http-add-on"]}
+
+
 def _drop_addon(addon: str) -> Callable[[dict], None]:
     def edit(config: dict) -> None:
         addons = config[PLATFORM_KEY]["addons"]
         assert addon in [a["id"] for a in addons]
-        config[PLATFORM_KEY]["addons"] = [a for a in addons if a["id"] != addon]
+        gone = {addon, *_DROPPED_WITH.get(addon, [])}
+        config[PLATFORM_KEY]["addons"] = [a for a in addons if a["id"] not in gone]
+        if addon == "karpenter":
+            config[PLATFORM_KEY]["node_classes"] = []
     return edit
 
 
@@ -267,16 +275,17 @@ def test_removing_an_add_on_from_the_platform_fails_the_service_preview_naming_t
     stacks = _copy_stacks(tmp_path, CHAT, PLATFORM)
     _edit_config(stacks, PLATFORM, _drop_addon(addon))
     report = _review(stacks, CHAT)
-    [finding] = report.deployability
+    [finding] = [f for f in report.deployability if f.check == "addon-installed"]
     assert (finding.check, finding.resource) == ("addon-installed", _record(report, kind, name).urn)
+    if addon == "karpenter":  # without it the NodePool's node class is gone too: no node fits the pods
+        assert {f.check for f in report.deployability} == {"addon-installed", "schedulable"}
+    else:
+        assert len(report.deployability) == 1
     assert f"{kind} '{name}' needs add-on {addon} (" in finding.message
     assert f"which is not installed: add it to the platform {PLATFORM}" in finding.message
     assert not report.clean
 
 
-@pytest.mark.xfail(raises=KeyError, strict=True, reason=(
-    "components/program.py reads the platform's prometheus_url with require_output; a platform without "
-    "kube-prometheus-stack exports none, so the program raises KeyError before any check runs"))
 def test_removing_kube_prometheus_stack_from_the_platform_fails_the_service_preview_naming_its_monitors(tmp_path):
     stacks = _copy_stacks(tmp_path, CHAT, PLATFORM)
     _edit_config(stacks, PLATFORM, _drop_addon("kube-prometheus-stack"))
@@ -668,3 +677,15 @@ def test_an_existing_cluster_with_no_prometheus_flags_a_scaler_that_queries_one(
            f"installed or declared: add kube-prometheus-stack to {CLUSTER_ADDONS_KEY} in " \
            f"{stacks / f'Pulumi.{EDGE}.yaml'}" in found[0][1]
     assert f"or set {PROJECT}:prometheusUrl" in found[0][1]
+
+
+def test_a_platform_config_edited_into_an_add_on_without_what_it_needs_exits_2_naming_both(tmp_path):
+    stacks = _copy_stacks(tmp_path, PLATFORM)
+
+    def drop_only_prometheus(config: dict) -> None:
+        config[PLATFORM_KEY]["addons"] = [a for a in config[PLATFORM_KEY]["addons"]
+                                          if a["id"] != "kube-prometheus-stack"]
+
+    _edit_config(stacks, PLATFORM, drop_only_prometheus)
+    with pytest.raises(StackConfigError, match="add-on dcgm-exporter needs kube-prometheus-stack installed too"):
+        _review(stacks, PLATFORM)
