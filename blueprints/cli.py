@@ -23,12 +23,15 @@ from blueprints.requirements import Precision
 HELP = """Plan production model serving from a requirements file, and review it offline.
 
 \b
-  blueprint plan stacks/requirements/<service>.yaml   write stacks/Pulumi.<service>-<env>.yaml per environment
-  blueprint preview <service>-<env>                   run the Pulumi program offline + the policy pack
+  blueprint plan stacks/requirements/<service>.yaml   write stacks/Pulumi.<service>-<env>.yaml per environment,
+                                                      and the shared platform-<env>-<region> stacks they land on
+  blueprint preview <stack>                           run the Pulumi program offline: deployability + policy pack
+  blueprint preflight <stack>                         check the AWS service quotas the stack needs
   blueprint estimate --model ID --gpu NAME ...        what-if on the LLM capacity model
   blueprint schema                                    JSON Schema of requirements files
 
-Exit codes: 0 success; 1 (preview) invalid manifests or mandatory policy violations; 2 bad input.
+Exit codes: 0 success; 1 (preview) invalid manifests, deployability findings or mandatory policy violations,
+(preflight) a quota below what the stack needs; 2 bad input.
 """
 
 app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -240,6 +243,62 @@ def stacks(
         for ref in refs:
             typer.echo(f"{ref.stack}\t{ref.kind}\t{'production' if ref.production else 'non-production'}\t"
                        f"{ref.policy_config}\t{','.join(ref.runs_on)}")
+
+
+@app.command()
+def preflight(
+    stack: str = typer.Argument(..., help="Stack name, e.g. chat-assistant-prod or platform-prod-us-east-1."),
+    stacks_dir: Path = typer.Option(Path("stacks"), "--stacks-dir", help="Folder of stack configs."),
+    offline: bool = typer.Option(False, "--offline", help="Do not call AWS even when credentials are present: print "
+                                 "what to check and the commands to request increases."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of {service_code, quota_code, quota_name, "
+                                 "region, needed, unit, why, value, source, ok}."),
+) -> None:
+    """Check the AWS service quotas a stack needs at full scale (EC2 vCPUs per instance family group, SageMaker
+    endpoint instances) against the account, with the Service Quotas API when AWS credentials are present.
+
+    Fresh accounts start with 0 vCPUs for G and P instances in most Regions. Exit 0 when every quota holds (or,
+    offline, after printing what to check); 1 when a quota is below what the stack needs; 2 on bad input.
+    """
+    from blueprints.quota import check_quotas, quota_needs
+    from blueprints.stackconfig import read_config, stack_config_path
+
+    with user_errors():
+        needs = quota_needs(read_config(stack_config_path(stacks_dir, stack)))
+        client_for = None if offline else _service_quotas_client_factory()
+        checks = check_quotas(needs, client_for) if client_for is not None else []
+    if as_json:
+        rows = [c.to_json() for c in checks] if checks else [{**n.to_json(), "value": None, "source": "offline",
+                                                             "ok": None} for n in needs]
+        typer.echo(json.dumps(rows))
+    elif not needs:
+        out.print(f"{stack} needs no service quota we know of (an existing cluster, or an uncatalogued type)")
+    elif not checks:
+        out.print(f"[bold]{stack}[/]: no AWS credentials (or --offline); check these quotas:")
+        for n in needs:
+            out.print(f"  {n.service_code} {n.quota_code} ({escape(n.quota_name)}) in {n.region}: needs >= "
+                      f"{n.needed:g} {n.unit} — {escape(n.why)}")
+            out.print(f"    check:   {n.get_command()}")
+            out.print(f"    request: {n.request_command()}")
+    else:
+        for c in checks:
+            status = "[green]ok[/]" if c.ok else "[red]too low[/]"
+            out.print(f"  {status} {c.need.service_code} {c.need.quota_code} ({escape(c.need.quota_name)}) in "
+                      f"{c.need.region}: {c.value:g} {c.need.unit} ({c.source}), needs >= {c.need.needed:g}")
+            if not c.ok:
+                out.print(f"    request: {c.need.request_command()}")
+    if any(c.ok is False for c in checks):
+        raise typer.Exit(code=1)
+
+
+def _service_quotas_client_factory():
+    """region -> a boto3 Service Quotas client, or None when boto3 finds no AWS credentials."""
+    import boto3
+
+    session = boto3.Session()
+    if session.get_credentials() is None:
+        return None
+    return lambda region: session.client("service-quotas", region_name=region)
 
 
 @app.command()

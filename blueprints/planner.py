@@ -535,6 +535,18 @@ def _land(bp: Blueprint, ctx: PlanContext, req: Requirements) -> Blueprint:
 def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: list[str] | None = None,
          guardrails: Mapping[str, Guardrails] | None = None,
          platforms: Mapping[str, PlatformConfig] | None = None) -> list[Blueprint]:
+    """Plan every (or the named) environment of a requirements file (see `_plan`), each blueprint's rationale ending
+    with the service quotas it needs at full scale (`blueprints.quota`)."""
+    from blueprints.quota import quota_note
+
+    planned = _plan(req, catalog, as_of=as_of, environments=environments, guardrails=guardrails, platforms=platforms)
+    return [bp.model_copy(update={"rationale": [*bp.rationale, note]}) if (note := quota_note(bp)) else bp
+            for bp in planned]
+
+
+def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: list[str] | None = None,
+          guardrails: Mapping[str, Guardrails] | None = None,
+          platforms: Mapping[str, PlatformConfig] | None = None) -> list[Blueprint]:
     """Plan every (or the named) environment of a requirements file.
 
     Args:
@@ -572,9 +584,9 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
         for env in names:
             limits = guardrails.get(env)
             if limits is None:
-                planned += plan(req, catalog, as_of=as_of, environments=[env], platforms=platforms)
+                planned += _plan(req, catalog, as_of=as_of, environments=[env], platforms=platforms)
             else:
-                [bp] = plan(limits.restrict(req, env), catalog, as_of=as_of, environments=[env], platforms=platforms)
+                [bp] = _plan(limits.restrict(req, env), catalog, as_of=as_of, environments=[env], platforms=platforms)
                 planned.append(limits.cap(bp))
         return planned
     ctx = PlanContext(as_of=as_of, platforms=platforms)

@@ -35,6 +35,7 @@ from blueprints.platform import (
     SystemNodes,
     platform_stack_name,
 )
+from blueprints.quota import quota_note
 from blueprints.requirements import Accelerator, OperationsPreference, Platform, Requirements
 from blueprints.weights import weights_volume_gib
 
@@ -348,7 +349,7 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
     rationale.append(f"serves {', '.join(services)}")
     tags = {"service": PLATFORM_SERVICE, "environment": environment, "owner": preq.owner,
             "cost-center": preq.cost_center, "managed-by": "servingblueprints"}
-    return PlatformConfig(
+    config = PlatformConfig(
         name=name, environment=environment, production=production, region=region, kind=kind,
         kubernetes_version=version, audit_logging=audit, secrets_kms=kms,
         network=PlatformNetwork(existing_vpc=existing, az_count=az, nat_per_az=production,
@@ -361,3 +362,5 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
         access=preq.access if eks else AccessSpec(), runner_label=runner if private and eks else None,
         services=services, tags=tags, cost_lines=lines,
         monthly_cost_usd=round(sum(line.monthly_usd for line in lines), 2), rationale=rationale, warnings=warnings)
+    note = quota_note(config)
+    return config.model_copy(update={"rationale": [*rationale, note]}) if note else config
