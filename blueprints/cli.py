@@ -63,7 +63,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except BlueprintError as exc:
-        err.print(f"[bold red]{type(exc).__name__}[/]: {escape(str(exc))}", highlight=False)
+        err.print(f"[bold red]{type(exc).__name__}[/]: {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
 
 
@@ -81,7 +81,9 @@ def plan(
     requirements: Path = typer.Argument(..., help="Requirements file, e.g. stacks/requirements/chat-assistant.yaml."),
     env: Optional[list[str]] = typer.Option(None, "--env", "-e", help="Environment to plan; repeat for several. "
                                             "Default: every environment in the file."),
-    out_dir: Path = typer.Option(Path("stacks"), "--out-dir", help="Where to write Pulumi.<stack>.yaml."),
+    out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where to write Pulumi.<stack>.yaml. Default: the "
+                                           "project's stack folder (Pulumi.yaml's stackConfigDir, `stacks`), the "
+                                           "project found from the requirements file or the working directory."),
     policy_dir: Optional[Path] = typer.Option(None, "--policy-dir", help="Per-environment policy configs; each "
                                               "environment is planned within its allowed instance families and GPU "
                                               "quota. Default: policies/config of the project (the folder holding "
@@ -100,16 +102,17 @@ def plan(
     Exit 2 on invalid or infeasible requirements.
     """
     from blueprints.stackconfig import write_stack_configs
-    from blueprints.workspace import default_policy_dir, plan_requirements_file
+    from blueprints.workspace import project_paths, plan_requirements_file
 
     with user_errors():
+        project = project_paths(requirements)
         planned = plan_requirements_file(
             # The CLI's only clock read: the planner itself is pure and takes the date as an input.
             requirements, as_of=as_of or dt.date.today(), environments=env,
-            policy_dir=policy_dir if policy_dir is not None else default_policy_dir(requirements),
-            use_policy=not no_policy)
-        paths = write_stack_configs(planned.subjects, out_dir, source=requirements.as_posix(),
-                                    cluster_addons=planned.cluster_addons)
+            policy_dir=policy_dir if policy_dir is not None else (project.policy_dir if project.root else None),
+            use_policy=not no_policy, requirements_dir=project.requirements_dir if project.root else None)
+        paths = write_stack_configs(planned.subjects, out_dir if out_dir is not None else project.stacks_dir,
+                                    source=requirements.as_posix(), cluster_addons=planned.cluster_addons)
     written = dict(zip([s.stack for s in planned.subjects], paths))
     if as_json:
         out.print_json(json.dumps(
@@ -176,8 +179,10 @@ def preview(
                                             "resources added, removed and changed, and the cost delta."),
     policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="Policy-config JSON for the policy "
                                                  "pack. Default: policies/config/<environment>.json."),
-    stacks_dir: Path = typer.Option(Path("stacks"), "--stacks-dir", help="Folder of stack configs."),
-    program: Path = typer.Option(Path("__main__.py"), "--program", help="The Pulumi program to run."),
+    stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
+                                              "project's (found from the working directory)."),
+    program: Optional[Path] = typer.Option(None, "--program", help="The Pulumi program to run. Default: the "
+                                           "project's __main__.py."),
 ) -> None:
     """Run the Pulumi program offline (Pulumi's mock engine), the deployability checks and the policy pack, and
     report what a service or platform stack would create.
@@ -190,11 +195,15 @@ def preview(
     from blueprints.diff import diff_reports, load_baseline
     from blueprints.report import render_terminal, write_report_dir
     from blueprints.review import review_stack
+    from blueprints.workspace import project_paths
 
     with user_errors():
         base = load_baseline(baseline, stack=stack) if baseline is not None else None
+        project = project_paths(stacks_dir)
         with err.status(f"Running the Pulumi program for {stack} under the mock engine..."):
-            report = review_stack(stack, stacks_dir=stacks_dir, program=program, policy_config=policy_config)
+            report = review_stack(stack, stacks_dir=stacks_dir or project.stacks_dir,
+                                  program=program or project.program, policy_config=policy_config,
+                                  policy_dir=project.policy_dir)
         diff = diff_reports(base, report.to_json()) if base is not None else None
         if out_path is not None:
             write_report_dir(report, out_path, diff)
@@ -218,7 +227,8 @@ def preview(
 def stacks(
     changed: Optional[Path] = typer.Option(None, "--changed", help="File listing changed paths, one per line "
                                            "(`git diff --name-only`): print only the stacks they affect."),
-    stacks_dir: Path = typer.Option(Path("stacks"), "--stacks-dir", help="Folder of stack configs."),
+    stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
+                                              "project's (found from the working directory)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of {stack, kind, service, environment, "
                                  "production, policy_config, platform, runs_on} (for a CI matrix)."),
 ) -> None:
@@ -226,15 +236,21 @@ def stacks(
     their outputs), then services. Used by the pull-request and deploy workflows; `runs_on` names the self-hosted
     runner of a private platform and its services."""
     from blueprints.stacks import affected_stacks, list_stacks
+    from blueprints.workspace import project_paths
 
     with user_errors():
+        project = project_paths(stacks_dir)
+        stacks_dir = stacks_dir or project.stacks_dir
         if not stacks_dir.is_dir():
             raise BlueprintError(f"--stacks-dir {stacks_dir}: no such folder; run from the project folder or pass "
                                  "the folder holding Pulumi.<stack>.yaml files")
-        refs = list_stacks(stacks_dir)
+        refs = list_stacks(stacks_dir, policy_dir=project.policy_dir)
         if changed is not None:
             lines = read_text_file(changed, BlueprintError, "changed-files list").splitlines()
-            refs = affected_stacks(lines, refs, stacks_dir=stacks_dir.as_posix())
+            root = project.root or Path(".")
+            relative = stacks_dir.resolve().relative_to(root.resolve()) if project.root and \
+                stacks_dir.resolve().is_relative_to(root.resolve()) else stacks_dir
+            refs = affected_stacks(lines, refs, stacks_dir=relative.as_posix(), root=root)
         elif not refs:
             err.print(f"no stack configs (Pulumi.<stack>.yaml) in {stacks_dir}; run `blueprint plan` first")
     if as_json:
@@ -248,7 +264,8 @@ def stacks(
 @app.command()
 def preflight(
     stack: str = typer.Argument(..., help="Stack name, e.g. chat-assistant-prod or platform-prod-us-east-1."),
-    stacks_dir: Path = typer.Option(Path("stacks"), "--stacks-dir", help="Folder of stack configs."),
+    stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
+                                              "project's (found from the working directory)."),
     offline: bool = typer.Option(False, "--offline", help="Do not call AWS even when credentials are present: print "
                                  "what to check and the commands to request increases."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of {service_code, quota_code, quota_name, "
@@ -262,9 +279,10 @@ def preflight(
     """
     from blueprints.quota import check_quotas, quota_needs
     from blueprints.stackconfig import read_config, stack_config_path
+    from blueprints.workspace import project_paths
 
     with user_errors():
-        needs = quota_needs(read_config(stack_config_path(stacks_dir, stack)))
+        needs = quota_needs(read_config(stack_config_path(stacks_dir or project_paths(stacks_dir).stacks_dir, stack)))
         client_for = None if offline else _service_quotas_client_factory()
         checks = check_quotas(needs, client_for) if client_for is not None else []
     if as_json:

@@ -39,6 +39,7 @@ def fails(args: list[str], *messages: str) -> str:
 
 def write_requirements(project, mutate) -> str:
     data = example_data()
+    data["service"] = "chat-draft"  # a draft planned from elsewhere may not redeclare a service of the project
     mutate(data)
     path = project / "drafts" / "bad.yaml"  # a draft of its own: beside chat-assistant.yaml it would share its service
     path.parent.mkdir(exist_ok=True)
@@ -73,6 +74,7 @@ def test_requirements_the_plan_would_silently_misread_are_refused(project, mutat
 def test_a_latency_slo_on_a_classifier_must_be_request_latency(project):
     data = yaml.safe_load((EXAMPLES / "edge-classifier.yaml").read_text())
     data["slo"] = {"ttft_p95_ms": 1, "itl_p95_ms": 1}
+    data["service"] = "edge-draft"
     (project / "edge.yaml").write_text(yaml.safe_dump(data))
     fails(["plan", "edge.yaml"], "slo.ttft_p95_ms / itl_p95_ms apply to text generation")
 
