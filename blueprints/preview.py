@@ -49,6 +49,8 @@ class RegisteredResource:
     #: A read of an existing resource (`pulumi.StackReference`, `get`), not a registration.
     read: bool = False
     provider: str | None = None
+    delete_before_replace: bool = False
+    replace_with: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -276,7 +278,9 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
                                                   parent_urn=request.parent if _parent_name(request.parent) else None,
                                                   dependencies=tuple(sorted(request.dependencies)),
                                                   ignore_changes=tuple(request.ignoreChanges),
-                                                  provider=request.provider or None))
+                                                  provider=request.provider or None,
+                                                  delete_before_replace=request.deleteBeforeReplace,
+                                                  replace_with=tuple(request.replace_with)))
             return response
 
         def ReadResource(self, request):

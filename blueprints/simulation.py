@@ -102,7 +102,7 @@ def planned_traffic(bp: Blueprint, *, days: int = 1) -> list[float]:
 def slo_targets(bp: Blueprint) -> dict[str, float]:
     """The p95 targets a minute must meet, keyed like `LoadPoint.p95_ms`."""
     slo = bp.slo
-    if bp.model.task.generative and (slo.ttft_p95_ms or slo.itl_p95_ms) and replica_model(bp).generative:
+    if replica_model(bp).generative:
         return {k: v for k, v in (("ttft_p95_ms", slo.ttft_p95_ms), ("itl_p95_ms", slo.itl_p95_ms)) if v}
     target = slo.latency_p95_ms or slo.latency_p99_ms
     if target is None and bp.predictions.latency_p95_ms is not None:
