@@ -83,8 +83,8 @@ def read_trace(path: Path) -> list[float]:
     """
     text = read_text_file(path, RequirementsError, "trace file")
     rows = [r for r in csv.reader(text.splitlines()) if r and any(c.strip() for c in r)]
-    if rows and not _is_number(rows[0][-1]):
-        rows = rows[1:]  # a header
+    if rows and not any(_parses(c) for c in rows[0]):
+        rows = rows[1:]  # a header (no cell of it is a number)
     if not rows:
         raise RequirementsError(f"{path}: no rows; give one row per minute with the request rate (requests/s), "
                                 "e.g. `minute,rps` then `0,3.5`")
@@ -98,6 +98,14 @@ def read_trace(path: Path) -> list[float]:
                                     f"is requests/s for one minute, a number from 0 to {MAX_TRACE_RPS:g}")
         values.append(float(cell))
     return values
+
+
+def _parses(cell: str) -> bool:
+    try:
+        float(cell)
+        return True
+    except ValueError:
+        return False
 
 
 def _is_number(cell: str) -> bool:
