@@ -97,3 +97,15 @@ def test_disruption_budget_only_with_two_or_more_replicas():
     prod = plan_env(requirements_with(), "prod")
     assert disruption_budget_spec(prod, SELECTOR) == {"max_unavailable": 1, "selector": {"match_labels": SELECTOR}}
     assert disruption_budget_spec(plan_env(requirements_with(), "dev"), SELECTOR) is None
+
+
+def test_the_readiness_gate_label_is_on_the_namespace_before_any_serving_pod():
+    """The load balancer controller injects readiness gates at pod creation in namespaces carrying the label, so the
+    namespace (created with the label) must come before the Deployment."""
+    from components.serving import READINESS_GATE_LABEL
+    from tests.blueprint_builders import run_program
+
+    run = run_program(plan_env(requirements_with(), "prod"))
+    namespace = run.one("kubernetes:core/v1:Namespace")
+    assert namespace.inputs["metadata"]["labels"][READINESS_GATE_LABEL] == "enabled"
+    assert namespace.urn in run.one("kubernetes:apps/v1:Deployment").dependencies
