@@ -28,6 +28,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/plan.py
 	$(BIN)/python benchmarks/preview.py
+	$(BIN)/python benchmarks/simulate.py
 
 clean:
 	rm -rf $(VENV) *.egg-info preview-out

@@ -25,13 +25,16 @@ HELP = """Plan production model serving from a requirements file, and review it 
 \b
   blueprint plan stacks/requirements/<service>.yaml   write stacks/Pulumi.<service>-<env>.yaml per environment,
                                                       and the shared platform-<env>-<region> stacks they land on
-  blueprint preview <stack>                           run the Pulumi program offline: deployability + policy pack
+  blueprint preview <stack>                           run the Pulumi program offline: deployability, signals,
+                                                      policy pack
+  blueprint simulate <service>-<env>                  replay traffic against the planned fleet
   blueprint preflight <stack>                         check the AWS service quotas the stack needs
+  blueprint stacks [--changed FILE]                   the stacks in deploy order (platforms first), for CI
   blueprint estimate --model ID --gpu NAME ...        what-if on the LLM capacity model
   blueprint schema                                    JSON Schema of requirements files
 
-Exit codes: 0 success; 1 (preview) invalid manifests, deployability findings or mandatory policy violations,
-(preflight) a quota below what the stack needs; 2 bad input.
+Exit codes: 0 success; 1 (preview) invalid manifests, deployability or signal findings, or mandatory policy
+violations, (preflight) a quota below what the stack needs; 2 bad input.
 """
 
 app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -159,7 +162,15 @@ def summary(bp) -> str:
             f"  compute   {c.instance_type}{gpus}; {c.replicas} replica(s) at peak, autoscale "
             f"{a.min_replicas}-{a.max_replicas}\n"
             f"  predicts  {latency}; {p.requests_per_s_capacity:g} requests/s capacity\n"
-            f"  cost      {cost}")
+            f"  cost      {cost}{_expected(p)}")
+
+
+def _expected(p) -> str:
+    """The simulation's expected cost and SLO attainment beside the peak cost (rich markup)."""
+    if p.expected_monthly_cost_usd is None:
+        return ""
+    return (f"\n  simulated ~${p.expected_monthly_cost_usd:,.0f}/month expected (peak-provisioned "
+            f"${p.monthly_cost_usd:,.0f}), SLO met in {p.slo_attainment:.1%} of minutes")
 
 
 def _ms(value: float | None) -> str:
@@ -218,9 +229,55 @@ def preview(
         err.print(f"[green]wrote[/] {out_path}/plan.md, plan.json and {len(report.manifests)} manifest(s)")
     if not report.clean:
         err.print(f"[red]{stack}: {len(report.manifest_problems)} invalid manifest(s), "
-                  f"{len(report.deployability)} deployability finding(s), "
+                  f"{len(report.deployability)} deployability and {len(report.signals)} signal finding(s), "
                   f"{len(report.mandatory_violations)} mandatory policy violation(s)[/]")
         raise typer.Exit(code=1)
+
+
+@app.command()
+def simulate(
+    stack: str = typer.Argument(..., help="Service stack name, e.g. chat-assistant-prod (reads "
+                                "stacks/Pulumi.<stack>.yaml)."),
+    trace: Optional[Path] = typer.Option(None, "--trace", help="CSV of requests/s per minute (column `rps`, or the "
+                                         "last column; a header is allowed). Default: the planned traffic pattern."),
+    days: int = typer.Option(1, "--days", min=1, max=90, help="Days of the planned pattern to replay (1-90). "
+                             "Default 1. Ignored with --trace."),
+    out_path: Optional[Path] = typer.Option(None, "--out", help="Write plot.svg, plot.png and simulation.md (a "
+                                            "Mermaid xychart for plan.md) into this folder."),
+    as_json: bool = typer.Option(False, "--json", help="Print {stack, days, slo_attainment (0-1), "
+                                 "expected_monthly_usd, peak_monthly_usd, replica_hours, cold_starts, "
+                                 "cold_start_max_s, cold_start_mean_s, worst_queue, scale_ups, scale_downs}."),
+    stacks_dir: Path = typer.Option(Path("stacks"), "--stacks-dir", help="Folder of stack configs."),
+) -> None:
+    """Replay traffic against the planned fleet with its autoscaler's real settings and the capacity model; report
+    SLO attainment, queues, cold starts, replica-hours and the expected monthly cost beside the peak cost.
+
+    Exit 2 on a missing or invalid stack config, a platform stack, or an invalid trace.
+    """
+    from blueprints.simulation import simulate as run
+    from blueprints.simulation_report import summary_markdown, write_plot
+    from blueprints.stackconfig import read_stack_config, stack_config_path
+    from blueprints.traffic import read_trace
+
+    with user_errors():
+        bp = read_stack_config(stack_config_path(stacks_dir, stack))
+        result = run(bp, trace=read_trace(trace) if trace is not None else None, days=days)
+        if out_path is not None:
+            write_plot(result, out_path / "plot.svg")
+            write_plot(result, out_path / "plot.png")
+            try:
+                (out_path / "simulation.md").write_text(summary_markdown(result), encoding="utf-8")
+            except OSError as exc:
+                raise BlueprintError(f"{out_path}: cannot write simulation.md ({exc.strerror})") from None
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), sort_keys=True))
+    else:
+        data = result.to_json()
+        for key in ("slo_attainment", "expected_monthly_usd", "peak_monthly_usd", "replica_hours", "cold_starts",
+                    "cold_start_max_s", "worst_queue", "scale_ups", "scale_downs"):
+            typer.echo(f"{key:<22} {data[key]}")
+    if out_path is not None:
+        err.print(f"[green]wrote[/] {out_path}/plot.svg, plot.png and simulation.md")
 
 
 @app.command()

@@ -94,6 +94,47 @@ class AccessSpec(_Frozen):
                                           description="the CI role that runs `pulumi up` for service stacks")
 
 
+class ReceiverKind(str, Enum):
+    """Alertmanager receivers a platform can page through; the URL (or PagerDuty routing key) is a secret."""
+
+    SLACK = "slack"
+    PAGERDUTY = "pagerduty"
+    WEBHOOK = "webhook"
+
+
+#: The platform stack's secret config key holding the receiver's URL (Slack incoming webhook, webhook endpoint) or
+#: PagerDuty Events API v2 routing key: `pulumi config set --secret servingblueprints:alertReceiverUrl ...`.
+ALERT_RECEIVER_SECRET_KEY = "servingblueprints:alertReceiverUrl"
+SNS_TOPIC_ARN = r"^arn:aws(-cn|-us-gov)?:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$"
+
+
+class AlertingSpec(_Frozen):
+    """Where alerts go (`alerting` in platform.yaml, or per platform).
+
+    Example: `{"receiver": "slack", "slack_channel": "#ml-serving-alerts", "sns_topic_arns": {"us-east-1":
+    "arn:aws:sns:us-east-1:123456789012:ml-serving-alerts"}}`.
+    """
+
+    receiver: ReceiverKind | None = Field(default=None, description="the platforms' Alertmanager receiver; its URL "
+                                          f"is the secret config key {ALERT_RECEIVER_SECRET_KEY} of each platform "
+                                          "stack. Omitted: no receiver (plans say alerts reach nobody)")
+    slack_channel: str | None = Field(default=None, pattern=r"^#[a-z0-9_.-]{1,80}$",
+                                      description="Slack only: the channel (an incoming webhook posts to its own)")
+    sns_topic_arns: dict[Region, Annotated[str, Field(pattern=SNS_TOPIC_ARN)]] = Field(
+        default_factory=dict, max_length=40, description="region -> SNS topic the SageMaker endpoints' CloudWatch "
+        "alarms notify there")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AlertingSpec:
+        if self.slack_channel is not None and self.receiver is not ReceiverKind.SLACK:
+            raise ValueError("slack_channel is for receiver: slack only")
+        for region, arn in self.sns_topic_arns.items():
+            if arn.split(":")[3] != region:
+                raise ValueError(f"sns_topic_arns.{region}: {arn} is in region {arn.split(':')[3]}; CloudWatch "
+                                 "alarms notify topics of their own region")
+        return self
+
+
 class PlatformOverride(_Frozen):
     """Settings of one named platform (`platforms.<name>` in platform.yaml)."""
 
@@ -106,6 +147,8 @@ class PlatformOverride(_Frozen):
     runner_label: str | None = Field(default=None, pattern=RUNNER_LABEL,
                                      description="self-hosted GitHub Actions runner (inside `existing_vpc`) that "
                                      "deploys a private platform and its services")
+    alerting: AlertingSpec | None = Field(default=None, description="this platform's receiver, instead of the "
+                                          "file's `alerting`")
 
 
 class PlatformRequirements(_Frozen):
@@ -123,6 +166,7 @@ class PlatformRequirements(_Frozen):
         default_factory=dict, description="add-on id -> a chart version the catalog knows (default: its first)")
     spot: SpotPolicy = Field(default=SpotPolicy.ALLOWED, description="whether non-production services may use spot")
     access: AccessSpec = Field(default_factory=AccessSpec)
+    alerting: AlertingSpec = Field(default_factory=AlertingSpec, description="where alerts go")
     platforms: dict[Annotated[str, Field(pattern=DNS_1123_LABEL, max_length=40)], PlatformOverride] = Field(
         default_factory=dict, max_length=50, description="per platform (`<env>-<region>` or a custom name)")
 
@@ -201,6 +245,14 @@ class NodeClass(_Frozen):
     instance_store_raid0: bool = Field(description="kubelet and containerd on the instance-store NVMe (RAID0)")
 
 
+class PlatformAlerting(_Frozen):
+    """The platform's Alertmanager receiver: its kind (the URL is the secret config key
+    `ALERT_RECEIVER_SECRET_KEY`), or none."""
+
+    receiver: ReceiverKind | None = None
+    slack_channel: str | None = Field(default=None, pattern=r"^#[a-z0-9_.-]{1,80}$")
+
+
 class CostItem(_Frozen):
     item: str
     quantity: float = Field(ge=0)
@@ -227,6 +279,7 @@ class PlatformConfig(_Frozen):
     spot_allowed: bool
     access: AccessSpec
     runner_label: str | None = Field(default=None, pattern=RUNNER_LABEL)
+    alerting: PlatformAlerting = Field(default_factory=PlatformAlerting)
     services: list[str] = Field(description="service stacks that land on this platform")
     tags: dict[str, str]
     cost_lines: list[CostItem]

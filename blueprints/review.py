@@ -57,6 +57,7 @@ def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path
     from policies.offline import evaluate_preview, read_policy_config
 
     from blueprints.deployability import check_deployability
+    from blueprints.signal_check import check_signals
 
     report = run_preview(stack, stacks_dir=stacks_dir, program=program)
     subject = report.subject
@@ -65,6 +66,7 @@ def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path
     config = read_policy_config(path)
     report.policy_verdicts = evaluate_preview(report, stack_policy_config(config, subject))
     report.deployability = check_deployability(report, stacks_dir=stacks_dir)
+    report.signals = check_signals(report, stacks_dir=stacks_dir)
     return report
 
 

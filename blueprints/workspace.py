@@ -163,9 +163,10 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
                                  "(the folder holding Pulumi.yaml), pass --policy-dir, or plan without guardrails with "
                                  "--no-policy")
         limits = environment_guardrails(req, policy_dir)
+    alerting = load_platform_requirements(folder / PLATFORM_FILE).alerting
     try:
         blueprints = plan(req, load_catalog(), as_of=as_of, environments=environments, guardrails=limits,
-                          platforms=platforms)
+                          platforms=platforms, alerting=alerting)
     except BlueprintError as exc:  # planner messages name the field; add the file they come from
         raise type(exc)(f"{path}: {exc}") from None
     landed = sorted({bp.platform.stack for bp in blueprints if bp.platform.stack})

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pulumi
 
 from blueprints.blueprint import Archetype, Blueprint
-from components.autoscaling import EndpointScaler, EndpointScalerArgs
+from components.autoscaling import EndpointScaler, EndpointScalerArgs, instance_type_gate
 from components.monitoring import EndpointMonitoring, EndpointMonitoringArgs
 from components.onnx_service import OnnxRuntimeService, OnnxRuntimeServiceArgs
 from components.sagemaker_endpoint import VARIANT_NAME, SageMakerEndpoint, SageMakerEndpointArgs, endpoint_name
@@ -50,6 +50,14 @@ class KubernetesArchetypeArgs:
     blueprint: Blueprint
     target: ServiceTarget
     hf_token: pulumi.Input[str] | None = None
+
+
+def exposed(bp: Blueprint) -> bool:
+    """Whether the serving Service gets a load balancer. Not when the service scales to zero: a load balancer in front
+    of zero pods resets the connection (and the NLB reports no request count, its flow metrics come every 60 s and
+    not at zero, so it cannot wake the service); clients go through the KEDA HTTP interceptor
+    (`components.autoscaling`), which holds the request while a replica starts."""
+    return bp.autoscaling.min_replicas > 0
 
 
 class _KubernetesArchetype(pulumi.ComponentResource):
@@ -109,7 +117,7 @@ class VllmGpu(_KubernetesArchetype):
 
     def _workload(self, name, bp, target, namespace, opts):
         return VllmService(name, VllmServiceArgs(
-            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace,
+            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace, expose=exposed(bp),
             node_selector=placement(bp, target), load_balancer_subnet_ids=target.subnet_ids), opts=opts)
 
 
@@ -133,7 +141,7 @@ class TritonMultiModel(_KubernetesArchetype):
 
     def _workload(self, name, bp, target, namespace, opts):
         return TritonService(name, TritonServiceArgs(
-            blueprint=bp, repository_uri=self.repository.repository_uri, namespace=namespace,
+            blueprint=bp, repository_uri=self.repository.repository_uri, namespace=namespace, expose=exposed(bp),
             node_selector=placement(bp, target), load_balancer_subnet_ids=target.subnet_ids), opts=opts)
 
 
@@ -153,7 +161,7 @@ class OnnxCpu(_KubernetesArchetype):
 
     def _workload(self, name, bp, target, namespace, opts):
         return OnnxRuntimeService(name, OnnxRuntimeServiceArgs(
-            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace,
+            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace, expose=exposed(bp),
             node_selector=placement(bp, target), load_balancer_subnet_ids=target.subnet_ids), opts=opts)
 
 
@@ -190,16 +198,20 @@ class ManagedEndpoint(pulumi.ComponentResource):
                              f"{bp.archetype.value}")
         child = pulumi.ResourceOptions(parent=self)
         self.storage = storage(f"{name}-weights", bp, child)
+        # Registered before the endpoint: replaced (delete first) when the instance type changes, taking the
+        # scalable target and its policy with it, so the endpoint update runs deregistered (see EndpointScaler).
+        gate = instance_type_gate(f"{name}-autoscaling", bp, child)
         monitoring = EndpointMonitoring(f"{name}-monitoring", EndpointMonitoringArgs(
             blueprint=bp, endpoint_name=endpoint_name(bp), variant_name=VARIANT_NAME,
             alarm_actions=list(args.alarm_topic_arns)), opts=child)
         endpoint = SageMakerEndpoint(f"{name}-endpoint", SageMakerEndpointArgs(
             blueprint=bp, bucket_name=self.storage.bucket_name, kms_key_arn=self.storage.kms_key_arn,
             subnet_ids=args.subnet_ids, security_group_ids=args.security_group_ids,
-            rollback_alarm_names=monitoring.alarm_names),
+            rollback_alarm_names=monitoring.rollback_alarm_names, instance_type_gate=gate),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[monitoring]))
         EndpointScaler(f"{name}-autoscaling", EndpointScalerArgs(
-            blueprint=bp, endpoint_name=endpoint.endpoint_name, variant_name=VARIANT_NAME), opts=child)
+            blueprint=bp, endpoint_name=endpoint.endpoint_name, variant_name=VARIANT_NAME, instance_type_gate=gate),
+            opts=child)
         console = f"https://{bp.region}.console.aws.amazon.com"
         self.outputs: dict[str, pulumi.Input] = {
             "endpoint": endpoint.invocation_url, "endpoint_name": endpoint.endpoint_name,

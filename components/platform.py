@@ -19,9 +19,11 @@ from components.network import Network, NetworkArgs
 
 @dataclass
 class PlatformArgs:
-    """Inputs of `Platform`: the planned platform config (`servingblueprints:platform`)."""
+    """Inputs of `Platform`: the planned platform config (`servingblueprints:platform`) and, when it names an
+    Alertmanager receiver, the receiver's URL or routing key (a Pulumi secret)."""
 
     config: PlatformConfig
+    alert_receiver_url: pulumi.Input[str] | None = None
 
 
 class Platform(pulumi.ComponentResource):
@@ -60,7 +62,8 @@ class Platform(pulumi.ComponentResource):
             self.addons = ClusterAddons(f"{name}-addons", ClusterAddonsArgs(
                 platform=cfg, cluster_name=self.cluster.cluster_name, cluster_ready=self.cluster.ready,
                 vpc_id=self.network.vpc_id, subnet_ids=self.network.private_subnet_ids,
-                node_security_group_id=self.cluster.cluster_security_group_id),
+                node_security_group_id=self.cluster.cluster_security_group_id,
+                alert_receiver_url=args.alert_receiver_url),
                 opts=pulumi.ResourceOptions(parent=self, providers=[self.provider]))
         self.register_outputs(self.outputs())
 

@@ -13,7 +13,10 @@ Config keys read here (all namespaced `servingblueprints:`):
 - `clusterAddons` (`existing-cluster` only): the add-ons the cluster runs (catalog ids), judged by the preview.
 - `hfToken` (secret, optional): Hugging Face token for the weights sync Job of gated `hf://` models.
 - `prometheusUrl` (optional, `existing-cluster` only): the Prometheus KEDA queries; on a platform, the platform's.
-- `alarmTopicArn` (optional): an SNS topic the SageMaker CloudWatch alarms notify.
+- `alarmTopicArn` (optional): an SNS topic the SageMaker CloudWatch alarms notify; default: the plan's
+  `alerting.sns_topic_arn` (platform.yaml `alerting.sns_topic_arns`).
+- `alertReceiverUrl` (secret; a platform whose `alerting.receiver` is set): the Alertmanager receiver's URL (Slack
+  incoming webhook, webhook endpoint) or PagerDuty routing key.
 """
 
 from __future__ import annotations
@@ -89,7 +92,7 @@ def build_service(bp: Blueprint) -> dict[str, pulumi.Input]:
             subnets = ref.require_output("private_subnet_ids")
             groups = [ref.require_output("workload_security_group_id")]
             extra = {"platform": bp.platform.stack, "vpc_id": ref.require_output("vpc_id")}
-        topic = config.get("alarmTopicArn")
+        topic = config.get("alarmTopicArn") or bp.alerting.sns_topic_arn
         endpoint = ManagedEndpoint(bp.stack, ManagedEndpointArgs(
             blueprint=bp, subnet_ids=subnets, security_group_ids=groups, alarm_topic_arns=[topic] if topic else []))
         return {**endpoint.outputs, **extra}
@@ -109,7 +112,8 @@ def main() -> None:
         cfg = platform_from_config(platform_value, source=f"stack {pulumi.get_stack()} config {PLATFORM_KEY}")
         if cfg.stack != pulumi.get_stack():
             pulumi.log.warn(f"platform config is for stack {cfg.stack!r} but this is stack {pulumi.get_stack()!r}")
-        platform = Platform(cfg.stack, PlatformArgs(config=cfg))
+        receiver = config.require_secret("alertReceiverUrl") if cfg.alerting.receiver is not None else None
+        platform = Platform(cfg.stack, PlatformArgs(config=cfg, alert_receiver_url=receiver))
         pulumi.export("monthly_cost_usd", cfg.monthly_cost_usd)
         for key, value in platform.outputs().items():
             pulumi.export(key, value)
