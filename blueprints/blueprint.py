@@ -118,11 +118,23 @@ class VllmEngine(_Frozen):
     gpu_memory_utilization: float = Field(gt=0, le=0.98, description="--gpu-memory-utilization")
     max_model_len: int = Field(ge=64, description="--max-model-len, tokens")
     max_num_seqs: int = Field(ge=1, description="--max-num-seqs, concurrent sequences per replica")
+    max_num_batched_tokens: int | None = Field(default=None, ge=1, le=1_048_576,
+                                               description="--max-num-batched-tokens, tokens one engine step computes "
+                                               "at most (chunked prefill); vLLM's default for the GPU when unset")
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(description="--dtype")
-    quantization: Literal["fp8", "awq", "gptq", "bitsandbytes"] | None = Field(description="--quantization")
+    quantization: Literal["fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors",
+                          "bitsandbytes"] | None = Field(description="--quantization")
     kv_cache_dtype: Literal["auto", "fp8"] = Field(description="--kv-cache-dtype")
     shm_size_gib: float = Field(gt=0, description="memory-backed /dev/shm for NCCL, GiB; grows with tensor parallel")
     port: Port = 8000
+
+    @model_validator(mode="after")
+    def _batched_tokens_hold_the_batch(self) -> VllmEngine:
+        if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < self.max_num_seqs:
+            raise ValueError(f"max_num_batched_tokens={self.max_num_batched_tokens} is below max_num_seqs="
+                             f"{self.max_num_seqs}; vLLM refuses to start (each running sequence needs a token a step): "
+                             "raise max_num_batched_tokens or lower max_num_seqs")
+        return self
 
 
 class TritonModelConfig(_Frozen):

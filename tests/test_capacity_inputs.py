@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from blueprints.catalog import Architecture
 from blueprints.errors import RequirementsError
 from blueprints.requirements import Quantization, Requirements, load_requirements, requirements_json_schema
-from tests.conftest import CHAT_EXAMPLE, example_data, requirements_with
+from tests.conftest import CHAT_EXAMPLE, example_data, plan_env, requirements_with
 
 DENSE = {"params_b": 8.03, "layers": 32, "hidden_size": 4096, "attention_heads": 32, "kv_heads": 8, "head_dim": 128}
 
@@ -51,6 +51,29 @@ def test_a_p95_outside_its_bounds_is_refused(tmp_path, value):
     data["traffic"]["input_tokens_p95"] = value
     with pytest.raises(RequirementsError, match="input_tokens_p95"):
         _load(tmp_path, data)
+
+
+def test_p95_lengths_must_fit_the_context_together():
+    req = requirements_with(traffic={"input_tokens_p95": 4000, "output_tokens_p95": 1000},
+                            model={"max_context_tokens": 4096})
+    with pytest.raises(RequirementsError, match=r"model llama-3-1-8b: traffic.input_tokens_p95 \+ output_tokens_p95 "
+                                                r".* = 5000 exceeds max_context_tokens=4096.*raise "
+                                                r"model.max_context_tokens"):
+        plan_env(req, "prod")
+
+
+def test_p95_lengths_on_a_non_generative_model_are_an_error():
+    req = requirements_with("edge-classifier", traffic={"input_tokens_p95": 300})
+    with pytest.raises(RequirementsError, match=r"traffic.input_tokens_p95 / output_tokens_p95 apply to text "
+                                                r"generation"):
+        plan_env(req, "prod")
+
+
+def test_longer_p95_prompts_cost_at_least_as_much():
+    base = plan_env(requirements_with(), "prod")
+    long = plan_env(requirements_with(traffic={"input_tokens_p95": 4000}), "prod")
+    assert long.predictions.ttft_p95_ms > base.predictions.ttft_p95_ms
+    assert long.predictions.monthly_cost_usd >= base.predictions.monthly_cost_usd
 
 
 def test_a_quantization_method_must_match_the_precision(tmp_path):

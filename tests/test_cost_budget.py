@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from blueprints.errors import SizingError
@@ -69,14 +71,21 @@ def test_an_existing_cluster_adds_no_cluster_cost():
 
 
 def test_over_budget_is_an_error_naming_the_overrun_and_what_the_budget_buys():
-    req = requirements_with(budget={"max_monthly_usd": 5000})  # prod needs ~$7,275
+    busy = {"dev": {"region": "us-west-2"}, "prod": {"region": "us-east-1", "traffic_scale": 4}}
+    free = plan_env(requirements_with(environments=busy, budget={"max_monthly_usd": None}), "prod")
+    replicas, monthly = free.compute.replicas, free.predictions.monthly_cost_usd
+    node_monthly = free.predictions.cost_lines[0].monthly_usd / replicas  # one replica per g6e.xlarge node
+    budget = round(monthly - 2 * node_monthly)  # pays for two nodes fewer
     with pytest.raises(SizingError) as exc:
-        plan_env(req, "prod")
+        plan_env(requirements_with(environments=busy, budget={"max_monthly_usd": budget}), "prod")
     msg = str(exc.value)
-    assert msg.startswith("environments.prod: the cheapest plan meeting the SLO (vllm-gpu, 5x g6e.xlarge) costs "
-                          "$7,275/month, $2,275 over budget.max_monthly_usd=5000")
-    assert "The budget pays for 3 of the 5 replicas, about 60% of this environment's peak load" in msg
-    assert "raise budget.max_monthly_usd to >= 7275" in msg
+    assert msg.startswith(f"environments.prod: the cheapest plan meeting the SLO (vllm-gpu, {replicas}x "
+                          f"{free.compute.instance_type}) costs ${monthly:,.0f}/month, ${monthly - budget:,.0f} over "
+                          f"budget.max_monthly_usd={budget}")
+    affordable = replicas - 2
+    assert (f"The budget pays for {affordable} of the {replicas} replicas, about {affordable / replicas:.0%} of this "
+            "environment's peak load") in msg
+    assert f"raise budget.max_monthly_usd to >= {math.ceil(monthly)}" in msg
 
 
 def test_a_budget_below_the_minimum_replicas_says_it_pays_for_nothing():
