@@ -25,6 +25,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/plan.py
+	$(BIN)/python benchmarks/sizing.py
 	$(BIN)/python benchmarks/preview.py
 
 clean:
