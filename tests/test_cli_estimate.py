@@ -236,3 +236,24 @@ def test_a_tensor_parallel_degree_vllm_cannot_use_exits_2(tp, message):
 def test_version_is_printed():
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.output.startswith("blueprint (servingblueprints) ")
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--max-num-seqs", "0"), ("--concurrency", "5000"),
+                                             ("--tensor-parallel", "0"), ("--input-tokens", "0"),
+                                             ("--max-model-len", "0"), ("--output-tokens", "2000000")])
+def test_numeric_flags_outside_their_bounds_exit_2_naming_the_flag(flag, value):
+    result = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "l40s", flag, value])
+    assert result.exit_code == 2 and flag in result.output
+
+
+def test_a_requirements_file_with_several_models_exits_2(tmp_path):
+    result = runner.invoke(app, ["estimate", "--requirements", "stacks/requirements/search-relevance.yaml",
+                                 "--gpu", "l40s"])
+    assert result.exit_code == 2
+    assert "estimate takes a requirements file with one `model`; this one lists `models`" in result.stderr
+
+
+def test_a_non_generative_requirements_model_exits_2():
+    result = runner.invoke(app, ["estimate", "--requirements", "stacks/requirements/edge-classifier.yaml",
+                                 "--gpu", "l40s"])
+    assert result.exit_code == 2 and "estimate models text generation (vLLM) only" in result.stderr

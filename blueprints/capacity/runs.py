@@ -37,17 +37,19 @@ def closed_loop(model: ReplicaModel, config: SchedulerConfig, *, concurrency: in
 
 def open_loop(model: ReplicaModel, config: SchedulerConfig, *, rate_per_s: float, pattern: str, inputs: LengthModel,
               outputs: LengthModel, max_model_len: int, requests: int | None = None,
-              seed: int = defaults.SIMULATION_SEED) -> SimulationResult:
-    """Requests arriving at `rate_per_s` (mean) with the traffic pattern's burstiness; stops early (unstable) when
-    the queue grows past what the replica could ever drain.
+              seed: int = defaults.SIMULATION_SEED, stop_when_overloaded: bool = True) -> SimulationResult:
+    """Requests arriving at `rate_per_s` (mean) with the traffic pattern's burstiness.
 
     Args:
         requests: how many to simulate; defaults to `workload.simulation_requests(rate_per_s)`. Pass the same
             number for runs at different rates to compare them on common random numbers.
+        stop_when_overloaded: stop (unstable) once the queue grows past what the replica could ever drain, which
+            saves time in a search; otherwise every request is served, so an overloaded run's latencies keep growing
+            with the rate.
     """
     count = requests or simulation_requests(rate_per_s)
     shapes = request_shapes(inputs, outputs, count=count, max_model_len=max_model_len, seed=seed)
     arrivals = arrival_times(pattern, rate_per_s, count, seed=seed)
     warmup = int(count * defaults.SIMULATION_WARMUP_FRACTION)
-    limit = max(64, 2 * config.max_num_seqs, count // 4)
+    limit = max(64, 2 * config.max_num_seqs, count // 4) if stop_when_overloaded else None
     return simulate(model, config, shapes, arrivals=arrivals, warmup=warmup, queue_limit=limit)

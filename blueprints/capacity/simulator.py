@@ -75,8 +75,9 @@ class SimulationResult:
         mean_running: time-averaged decoding sequences.
         preemptions: requests preempted (KV cache exhausted).
         stable: False when the offered load exceeds the replica: the queue outgrew its limit (the run stopped
-            early), or more than 20 + 5 % of the requests were still waiting when the last one arrived. The
-            latencies then describe an overloaded replica.
+            early), or when the last request arrived more than 20 + 5 % of the requests were still waiting or more
+            were in the replica than Little's law allows at the latency of those done (a batch growing without
+            bound). The latencies then describe an overloaded replica.
         measured: requests measured.
     """
 
@@ -193,6 +194,17 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
     joined_stall: list[float] = []  # V0: stall already elapsed when each newly joined decoder got its first token
     limit = queue_limit if queue_limit is not None else math.inf
     backlog_limit = 20 + n_req // 20
+
+    def overloaded() -> bool:
+        """At the last arrival: more than 20 + 5 % of the run still waiting, or more requests in the replica than
+        Little's law gives for the rate and the latency of those already done (the batch grew without bound)."""
+        if len(waiting) > backlog_limit:
+            return True
+        done = [finish_t[i] - arrival[i] for i in range(n_req) if not math.isnan(finish_t[i])]
+        if not done or t <= 0:
+            return False
+        in_system = n_req - len(done)
+        return in_system > 20 + 2 * (n_req / t) * (sum(done) / len(done))
 
     def join_or_finish(i: int) -> None:
         """The step computing request i's last prompt token ended at t: emit a token."""
@@ -327,8 +339,8 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         while next_arr < scheduled and arrival[next_arr] <= t:
             waiting.append(next_arr)
             next_arr += 1
-            if next_arr == n_req and not closed and len(waiting) > backlog_limit:
-                stable = False  # still queueing a twentieth of the run when the last request arrives: overloaded
+            if next_arr == n_req and not closed and overloaded():
+                stable = False
         if not measuring and (issued > warmup if closed else t >= t_measure):
             measuring = True
         if not running:

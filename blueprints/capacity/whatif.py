@@ -4,7 +4,8 @@ under an arrival rate (the same model the planner sizes with).
 Closed loop (`--concurrency`): the simulation in steady state with every request at the given lengths; `ttft_ms`,
 `itl_ms` and `output_tokens_per_s` are its means. Open loop (`--arrival-rate`): requests/s arriving with the traffic
 pattern's burstiness and the length distribution (the requirements' p95s, else `defaults.TOKENS_P95_TO_MEAN`); adds
-the p50/p95 of TTFT and ITL and the p95 of the request latency. Engine limits are vLLM's defaults for the GPU unless
+the p50/p95 of TTFT and ITL and the p95 of the request latency, over the same `ESTIMATE_REQUESTS` requests at any
+rate, every one served (an overloaded replica's latencies keep growing with the rate; the CLI warns). Engine limits are vLLM's defaults for the GPU unless
 `--max-num-seqs` is given.
 """
 
@@ -12,12 +13,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from blueprints import defaults
 from blueprints.capacity.physics import kv_cache_tokens, replica_model, tensor_parallel_problems
 from blueprints.capacity.runs import closed_loop, open_loop, scheduler_config
 from blueprints.capacity.simulator import SimulationResult
 from blueprints.capacity.workload import LengthModel, length_model
 from blueprints.catalog import Architecture, Gpu
 from blueprints.requirements import Precision, Quantization
+
+
+#: Requests one `--arrival-rate` run simulates, whatever the rate: runs at different rates then draw the same requests
+#: (common random numbers), so their percentiles compare like with like.
+ESTIMATE_REQUESTS = defaults.SIMULATION_REQUESTS[1]
 
 
 @dataclass(frozen=True)
@@ -101,7 +108,8 @@ def estimate(w: WhatIf) -> tuple[dict, SimulationResult | None]:
         if w.arrival_rate is not None:
             run = open_loop(model, config, rate_per_s=w.arrival_rate, pattern=w.pattern,
                             inputs=length_model(w.input_tokens, w.input_tokens_p95),
-                            outputs=length_model(w.output_tokens, w.output_tokens_p95), max_model_len=w.max_model_len)
+                            outputs=length_model(w.output_tokens, w.output_tokens_p95), max_model_len=w.max_model_len,
+                            requests=ESTIMATE_REQUESTS, stop_when_overloaded=False)
     if w.arrival_rate is not None:
         result.update(
             ttft_p50_ms=round(run.ttft_ms.p50, 1) if run else None,
