@@ -98,8 +98,8 @@ SIMULATION_WARMUP_FRACTION = 0.1
 #: Highest share of a replica's saturated request rate the planner loads it to at peak, whatever the simulated p95
 #: says: at the saturation knee a finite simulation understates the queue. [assumption]
 LLM_MAX_UTILIZATION = 0.9
-#: Candidates the planner simulates at most per model (cheapest by the analytic screen first; it stops earlier when
-#: the next one's optimistic cost exceeds the best simulated cost).
+#: Candidates the planner simulates per model once one meets the SLO (cheapest by the analytic screen first; it stops
+#: earlier when the next one's optimistic cost exceeds the best simulated cost).
 MAX_SIMULATED_CANDIDATES = 6
 #: Fraction of a non-generative replica's saturated request rate the planner loads it to at peak (headroom for
 #: bursts; LLM replicas are sized by the simulated queue instead).

@@ -298,7 +298,8 @@ def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
                managed: bool = False) -> LlmSearch:
     """Every allowed (instance type, tensor parallel, KV-cache dtype) screened analytically, then the few that can
     win simulated: in order of their optimistic cost, until the next one's optimistic cost exceeds the cheapest
-    simulated option (or `defaults.MAX_SIMULATED_CANDIDATES` ran).
+    simulated option (or `defaults.MAX_SIMULATED_CANDIDATES` ran and one meets the SLO; until then every candidate
+    is tried).
 
     An FP8 KV cache is tried where the GPU has FP8 support (and not on SageMaker, whose engine settings here have no
     KV-cache dtype). Options sort by monthly node cost, then a 16-bit KV cache before FP8, then lower ITL p95, then
@@ -325,7 +326,7 @@ def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
     best = math.inf
     simulated = 0
     for bound, _, _, _, inst, gpu, cand in screened:
-        if bound > best + 1e-9 or simulated >= defaults.MAX_SIMULATED_CANDIDATES:
+        if bound > best + 1e-9 or (options and simulated >= defaults.MAX_SIMULATED_CANDIDATES):
             break
         simulated += 1
         option = _priced_option(inst, gpu, cand, peak=peak, floor=floor, factor=factor, shape=shape,
@@ -437,12 +438,40 @@ def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Cat
         parts.append(f"at p95 a non-streamed response takes longer than SageMaker's {limit_s} s "
                      "invocation limit; set traffic.streaming: true or lower mean_output_tokens")
     if not parts:
-        parts.append(f"each target is reachable on an idle replica (TTFT from {best_ttft[2]:.0f} ms, ITL from "
-                     f"{best_itl[3]:.1f} ms), but not at p95 under load: the 95th-percentile prompt "
-                     f"({shape.inputs.p95} tokens) or the queue behind other prompts pushes TTFT past "
-                     f"slo.ttft_p95_ms, or prompt chunks push token gaps past slo.itl_p95_ms; relax either target, "
-                     "or lower traffic.input_tokens_p95")
+        parts.append(_explain_under_load(req, model, catalog, fitting, managed=managed))
     return f"no allowed {where} option serves {name} within the SLO: " + "; ".join(parts)
+
+
+def _explain_under_load(req: Requirements, model: ResolvedModel, catalog: Catalog, fitting: list, *,
+                        managed: bool) -> str:
+    """Both targets are met on an idle replica but no option meets them at p95 even under light load (1/32 of its
+    saturated rate): name the best p95s the fastest options reach there."""
+    shape = traffic_shape(model)
+    itl_only = LatencyTargets(None, req.slo.itl_p95_ms)
+    runs = []
+    for inst, tp, _, _ in sorted(fitting, key=lambda f: (f[2], f[0].instance_type))[:4]:
+        cand = screen(model.architecture, catalog.gpu(inst.gpu), precision=model.spec.precision,  # type: ignore[arg-type]
+                      quantization=model.spec.quantization_method, tensor_parallel_size=tp, kv_cache_fp8=False,
+                      shape=shape, targets=itl_only, tune_batched_tokens=not managed)
+        if cand is not None:
+            runs.append((inst.instance_type, tp, run_at_rate(cand, shape, cand.rate_bound_rps / 32)))
+    if not runs:
+        return "no option keeps a token gap within slo.itl_p95_ms with a prompt chunk in the step; relax it"
+    where, tp, run = min(runs, key=lambda r: (r[2].ttft_ms.p95, r[0]))
+    fixes = [f"raise slo.{name} to >= {math.ceil(got)}" for name, got, want in (
+        ("ttft_p95_ms", run.ttft_ms.p95, req.slo.ttft_p95_ms), ("itl_p95_ms", run.itl_ms.p95, req.slo.itl_p95_ms))
+        if want is not None and got > want]
+    fixes.append("relax the ITL target so prompts prefill in larger chunks" if req.slo.itl_p95_ms else
+                 "allow faster GPUs")
+    return (f"even at light load the best p95s are TTFT {run.ttft_ms.p95:.0f} ms and ITL {run.itl_ms.p95:.1f} ms "
+            f"({where}, tensor_parallel_size={tp}), against slo.ttft_p95_ms={_slo(req.slo.ttft_p95_ms)} and "
+            f"slo.itl_p95_ms={_slo(req.slo.itl_p95_ms)}: the 95th-percentile prompt ({shape.inputs.p95} tokens) "
+            f"needs more prefill than the targets allow together; {', or '.join(fixes)}, or lower "
+            "traffic.input_tokens_p95")
+
+
+def _slo(value: float | None) -> str:
+    return "none" if value is None else f"{value:g}"
 
 
 def _explain_memory(req: Requirements, model: ResolvedModel, catalog: Catalog, candidates: list[InstanceType], *,

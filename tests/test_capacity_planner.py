@@ -120,3 +120,23 @@ def test_llm_search_is_deterministic_and_simulates_only_candidates_that_can_win(
     assert first == llm_search(req, "prod", model, catalog)
     assert first.simulated <= min(first.screened, defaults.MAX_SIMULATED_CANDIDATES)
     assert first.screened > 2 * first.simulated
+
+
+def test_the_search_keeps_simulating_until_some_candidate_meets_the_slo():
+    # Long p95 prompts: the cheapest candidates all miss the TTFT target; a faster, dearer one meets it.
+    req = requirements_with(traffic={"mean_input_tokens": 3000, "input_tokens_p95": 9000, "mean_output_tokens": 200},
+                            model={"max_context_tokens": 16384}, slo={"ttft_p95_ms": 400, "itl_p95_ms": 40},
+                            budget={"max_monthly_usd": None})
+    bp = plan_env(req, "prod")
+    assert bp.predictions.ttft_p95_ms <= 400 and bp.predictions.itl_p95_ms <= 40
+
+
+def test_targets_met_idle_but_not_under_load_name_the_light_load_p95s():
+    from blueprints.errors import SizingError
+
+    req = requirements_with("regulated-assistant", traffic={"mean_input_tokens": 2000, "input_tokens_p95": 4000},
+                            slo={"ttft_p95_ms": 200, "itl_p95_ms": 20}, budget={"max_monthly_usd": None})
+    with pytest.raises(SizingError, match=r"even at light load the best p95s are TTFT (\d+) ms and ITL [\d.]+ ms "
+                                          r"\(p5(en)?\.48xlarge, tensor_parallel_size=8\).*raise slo.ttft_p95_ms to >= "
+                                          r"\d+, or relax the ITL target"):
+        plan_env(req, "prod")
