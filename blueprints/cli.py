@@ -269,7 +269,8 @@ def estimate(
     with user_errors():
         catalog = load_catalog()
         g = catalog.gpu(gpu)
-        arch, limit, traffic, spec_precision, spec_quant = _estimate_model(model, requirements, architecture, catalog)
+        arch, limit, context_default, traffic, spec_precision, spec_quant = _estimate_model(model, requirements,
+                                                                                            architecture, catalog)
         inp = input_tokens or (traffic.mean_input_tokens if traffic else 512)
         out = output_tokens or (traffic.mean_output_tokens if traffic else 256)
         prec = precision or spec_precision or Precision.BF16
@@ -284,7 +285,7 @@ def estimate(
         if problems:
             raise SizingError(f"--tensor-parallel {tensor_parallel} for {_what(model, requirements, architecture)}: "
                               f"{'; '.join(problems)}")
-        context = max_model_len or (_requirements_context(requirements, catalog) if requirements else None)
+        context = max_model_len or context_default
         if inp + out > (limit or MAX_ESTIMATE_TOKENS):
             raise SizingError(f"--input-tokens {inp} + --output-tokens {out} exceed "
                               f"{_what(model, requirements, architecture)}'s context of {limit} tokens")
@@ -323,8 +324,10 @@ def _what(model: str | None, requirements: Path | None, architecture: Path | Non
 
 
 def _estimate_model(model: str | None, requirements: Path | None, architecture: Path | None, catalog):
-    """(architecture, context limit or None, traffic or None, precision or None, quantization or None) from exactly
-    one of --model, --requirements, --architecture."""
+    """(architecture, context limit or None, max_model_len default or None, traffic or None, precision or None,
+    quantization or None) from exactly one of --model, --requirements, --architecture."""
+    import yaml
+
     from blueprints.catalog import Architecture
     from blueprints.errors import RequirementsError, SizingError, format_validation_error
     from blueprints.options import resolve_models
@@ -341,7 +344,7 @@ def _estimate_model(model: str | None, requirements: Path | None, architecture: 
         if not record.task.generative:
             raise SizingError(f"--model {model} is a {record.task.value} model; estimate models text generation "
                               "(vLLM) only")
-        return record.architecture, record.max_context_tokens, None, None, None
+        return record.architecture, record.max_context_tokens, None, None, None, None
     if requirements is not None:
         req = load_requirements(requirements)
         if req.model is None:
@@ -355,29 +358,22 @@ def _estimate_model(model: str | None, requirements: Path | None, architecture: 
             raise SizingError(f"{requirements}: model {resolved.spec.served_name} is a {resolved.task.value} model; "
                               "estimate models text generation (vLLM) only")
         limit = catalog.model(req.model.id).max_context_tokens if req.model.id else None
-        return (resolved.architecture, limit, resolved.traffic, req.model.precision,
+        return (resolved.architecture, limit, resolved.max_context_tokens, resolved.traffic, req.model.precision,
                 req.model.quantization_method)
     text = read_text_file(architecture, SizingError, "architecture file")  # type: ignore[arg-type]
     try:
         data = load_yaml(text)
-    except Exception as exc:  # noqa: BLE001 - YAML errors become a user error naming the file
-        raise SizingError(f"{architecture}: not valid YAML ({exc})") from None
+    except yaml.YAMLError as exc:
+        raise SizingError(f"{architecture}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
     if isinstance(data, dict) and isinstance(data.get("architecture"), dict):
         data = data["architecture"]
     if not isinstance(data, dict):
         raise SizingError(f"{architecture}: expected a mapping of architecture fields (params_b, layers, hidden_size, "
                           "attention_heads, kv_heads, head_dim)")
     try:
-        return Architecture.model_validate(data), None, None, None, None
+        return Architecture.model_validate(data), None, None, None, None, None
     except ValidationError as exc:
         raise SizingError(format_validation_error(exc, source=architecture)) from None  # type: ignore[arg-type]
-
-
-def _requirements_context(requirements: Path, catalog) -> int:
-    from blueprints.options import resolve_models
-    from blueprints.requirements import load_requirements
-
-    return resolve_models(load_requirements(requirements), catalog)[0].max_context_tokens
 
 
 @app.command()

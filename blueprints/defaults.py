@@ -32,8 +32,8 @@ MFU = 0.49
 #: roofline of its active parameters; with the experts 11.3 of its 12.9 B active parameters that is ~0.58.
 #: [assumption] until MoE points are in the calibration set.
 MOE_GEMM_EFFICIENCY = 0.58
-#: Paged-attention KV reads reach this fraction of memory bandwidth (the weights' MBU: the Qwen2.5 30k-token points
-#: put long contiguous context reads at full decode efficiency; fitted with the step overheads below).
+#: Paged-attention KV reads reach this fraction of memory bandwidth: the weights' MBU. [assumption] consistent with the
+#: Qwen2.5 30k-token points (7B, 32B, 72B within 2.5 % with it), which read ~1.8-10 GB of context a step.
 KV_READ_BANDWIDTH_EFFICIENCY = 0.75
 #: Tensor-parallel all-reduces per layer per step (after attention and after the MLP; Megatron-style TP in vLLM).
 ALLREDUCES_PER_LAYER = 2
