@@ -254,8 +254,8 @@ def estimate(
 ) -> None:
     """What-if: memory fit, KV cache, TTFT, ITL and throughput of one vLLM replica (the planner's capacity model).
 
-    `ttft_ms`, `itl_ms` and `output_tokens_per_s` are means of a closed loop at --concurrency (each client sends its
-    next request when the last one completes). When the replica does not fit (weights plus KV cache for the
+    `ttft_ms`, `itl_ms` and `output_tokens_per_s` are means of a closed loop at --concurrency, run as a benchmark runs
+    it: every client sends a request at once and its next one when the last completes. When the replica does not fit (weights plus KV cache for the
     concurrency), the latency figures are null and `min_tensor_parallel` names the smallest degree that fits (null if
     none within one node). Exit 2 on an unknown model or GPU, a tensor-parallel degree vLLM cannot shard the model
     over, or inconsistent flags.

@@ -45,6 +45,8 @@ class PointArgs(_Closed):
     concurrency: int = Field(ge=1)
     input_tokens: int = Field(ge=1)
     output_tokens: int = Field(ge=1)
+    input_tokens_p95: int | None = Field(default=None, ge=1)
+    output_tokens_p95: int | None = Field(default=None, ge=1)
     max_model_len: int | None = Field(default=None, ge=1)
 
 
@@ -89,13 +91,14 @@ def predict(point: CalibrationPoint, catalog: Catalog) -> float:
     gpu = catalog.gpu(a.gpu)
     inflation = point.tokenizer_inflation
     prompt = round(a.input_tokens / inflation)  # tokens the server saw
+    prompt_p95 = round((a.input_tokens_p95 or a.input_tokens) / inflation)
     out = a.output_tokens  # max_tokens: the server's own tokens
     max_len = a.max_model_len or prompt + out
     model = replica_model(arch, gpu, precision=a.precision, quantization=a.quantization,
                           tensor_parallel_size=a.tensor_parallel, engine=engine_profile(point.engine_profile))
     config = scheduler_config(model, gpu, max_model_len=max_len)
-    run = closed_loop(model, config, concurrency=a.concurrency, inputs=LengthModel(prompt, prompt),
-                      outputs=LengthModel(out, out), max_model_len=max_len)
+    run = closed_loop(model, config, concurrency=a.concurrency, inputs=LengthModel(prompt, prompt_p95),
+                      outputs=LengthModel(out, a.output_tokens_p95 or out), max_model_len=max_len)
     if point.measurement == "offline-speed":
         from blueprints import defaults
 

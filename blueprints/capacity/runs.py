@@ -23,16 +23,14 @@ def scheduler_config(model: ReplicaModel, gpu: Gpu, *, max_model_len: int, max_n
 
 def closed_loop(model: ReplicaModel, config: SchedulerConfig, *, concurrency: int, inputs: LengthModel,
                 outputs: LengthModel, max_model_len: int, seed: int = defaults.SIMULATION_SEED) -> SimulationResult:
-    """`concurrency` clients each keeping one request in flight (a benchmark's closed loop), in steady state.
-
-    Clients start spread over one request's predicted duration; the first 2 x concurrency requests are warm-up.
-    """
+    """`concurrency` clients each keeping one request in flight, as a benchmark runs them: every client sends its
+    first request at once and its next one when the last completes (the API server takes them one at a time). With
+    fixed lengths the clients stay in step, so their prompts keep arriving together; length spread desynchronises
+    them. The first 2 x concurrency requests are warm-up."""
     warmup = 2 * concurrency
     count = warmup + max(40, 6 * concurrency)
     shapes = request_shapes(inputs, outputs, count=count, max_model_len=max_model_len, seed=seed)
-    context = concurrency * (inputs.mean + outputs.mean / 2)
-    duration = model.step_s(concurrency, context, inputs.mean) + outputs.mean * model.step_s(concurrency, context)
-    return simulate(model, config, shapes, concurrency=concurrency, stagger_s=duration, warmup=warmup)
+    return simulate(model, config, shapes, concurrency=concurrency, warmup=warmup)
 
 
 def open_loop(model: ReplicaModel, config: SchedulerConfig, *, rate_per_s: float, pattern: str, inputs: LengthModel,

@@ -15,8 +15,9 @@ What it models (vLLM V1's `Scheduler.schedule`, and V0's for the engines of olde
   request.
 - Each step lasts `ReplicaModel.step_s` of its decode sequences, their context and its prefill tokens. A token is
   emitted at the end of the step that computes it: TTFT ends with the step finishing the prompt, each later token's
-  gap (ITL) is the time since that request's previous token. `defaults.SERVER_OVERHEAD_MS` is added to TTFT and to
-  the request latency (tokenisation, HTTP).
+  gap (ITL) is the time since that request's previous token. Requests pass the API server one at a time
+  (`defaults.SERVER_OVERHEAD_MS` each: HTTP, tokenisation) before the scheduler sees them, so requests sent together
+  reach it one after another; TTFT and request latency count from the send.
 Runs of identical decode steps between events (an arrival, a completion, the KV cache filling) are advanced in one go
 with their summed duration (the step time is linear in the context that grows by one token per sequence each step), so
 a run costs a few microseconds per request rather than per token. Deterministic: no clock, no unseeded randomness.
@@ -128,8 +129,7 @@ def _weighted_percentiles(values: list[float], weights: list[float]) -> Percenti
 
 
 def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, arrivals: list[float] | None = None,
-             concurrency: int | None = None, stagger_s: float = 0.0, warmup: int = 0,
-             queue_limit: int | None = None) -> SimulationResult:
+             concurrency: int | None = None, warmup: int = 0, queue_limit: int | None = None) -> SimulationResult:
     """Run one replica over a workload.
 
     Args:
@@ -137,10 +137,8 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         config: scheduler limits and KV blocks.
         shapes: prompt and output tokens per request, in arrival order.
         arrivals: open loop: each request's arrival time, s (non-decreasing), one per request.
-        concurrency: closed loop instead: this many clients, each sending its next request when its previous one
-            completes.
-        stagger_s: closed loop: client i sends its first request at i x stagger_s / concurrency, so clients start
-            out of phase as in a steady state (with fixed lengths, simultaneous starts would stay in lockstep).
+        concurrency: closed loop instead: this many clients, all sending their first request at time 0 and each
+            its next one when its previous one completes.
         warmup: requests (in arrival order) excluded from the statistics.
         queue_limit: stop and report `stable=False` when more requests than this wait.
 
@@ -154,11 +152,18 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         if not concurrency:
             raise ValueError("give arrivals (open loop) or concurrency (closed loop)")
         issued = min(concurrency, n_req)
-        arrival = [i * stagger_s / concurrency for i in range(issued)] + [math.inf] * (n_req - issued)
+        arrival = [0.0] * issued + [math.inf] * (n_req - issued)
     else:
         arrival = list(arrivals)  # type: ignore[arg-type]
         issued = n_req
-    scheduled = issued  # requests whose arrival time is known up front
+    # The API server handles requests one at a time (HTTP, tokenisation: SERVER_OVERHEAD_MS each) before the engine
+    # sees them, so requests sent together reach the scheduler one after another.
+    frontend_s = defaults.SERVER_OVERHEAD_MS / 1e3
+    ready = [math.inf] * n_req
+    frontend_free = 0.0
+    for i in range(issued):
+        frontend_free = ready[i] = max(arrival[i], frontend_free) + frontend_s
+    scheduled = issued  # requests whose arrival time is known
     chunked = model.engine.chunked_prefill
     mns, mnbt = config.max_num_seqs, config.max_num_batched_tokens
     free = config.kv_cache_blocks
@@ -182,7 +187,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
     G = 0
     t = 0.0
     next_arr = 0
-    t_measure = 0.0 if warmup <= 0 or warmup >= n_req or closed else arrival[warmup]
+    t_measure = 0.0 if warmup <= 0 or warmup >= n_req or closed else ready[warmup]
     measuring = warmup <= 0
     itl_v: list[float] = []
     itl_w: list[float] = []
@@ -229,7 +234,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
             joined_stall.append(stall)
 
     def finish(i: int, *, decoder: bool) -> None:
-        nonlocal sum_base, n_dec, free, finished, issued
+        nonlocal sum_base, n_dec, free, finished, issued, scheduled, frontend_free
         free += blocks_for(base[i] + G if decoder else computed[i])
         if decoder:
             counts[base[i] % _BLOCK] -= 1
@@ -239,10 +244,11 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         gen[i] = out[i]
         finish_t[i] = t
         finished += 1
-        if closed and issued < n_req:
+        if closed and issued < n_req:  # the client sends its next request now
             arrival[issued] = t
-            waiting.append(issued)
+            frontend_free = ready[issued] = max(t, frontend_free) + frontend_s
             issued += 1
+            scheduled = issued
 
     def preempt_tail() -> int:
         """Preempt the most recently admitted running request; return how many of this step's decoder blocks it
@@ -336,7 +342,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         return tokens <= budget and free - blocks_for(tokens) >= watermark
 
     while True:
-        while next_arr < scheduled and arrival[next_arr] <= t:
+        while next_arr < scheduled and ready[next_arr] <= t:
             waiting.append(next_arr)
             next_arr += 1
             if next_arr == n_req and not closed and overloaded():
@@ -347,7 +353,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
             if not waiting:
                 if next_arr >= scheduled:
                     break
-                t = arrival[next_arr]
+                t = ready[next_arr]
                 continue
         if len(waiting) > limit:
             stable = False
@@ -375,7 +381,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
             dk = step_s(n_dec, ctx0 + n_dec * (k - 1)) if k > 1 else d0
             slope = (dk - d0) / (k - 1) if k > 1 else 0.0
             if next_arr < scheduled and not waiting and len(running) < mns:
-                gap = arrival[next_arr] - t
+                gap = ready[next_arr] - t
                 if k * (d0 + dk) / 2 > gap:  # stop at the first step boundary at or after the arrival
                     if slope > 0:
                         a, b = slope / 2, d0 - slope / 2
@@ -516,11 +522,10 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
 
     first = max(0, warmup) if warmup < n_req else 0
     done = [i for i in range(first, n_req) if not math.isnan(finish_t[i])]
-    overhead = defaults.SERVER_OVERHEAD_MS
-    ttft = [(first_t[i] - arrival[i]) * 1e3 + overhead for i in done]
-    e2e = [(finish_t[i] - arrival[i]) * 1e3 + overhead for i in done]
+    ttft = [(first_t[i] - arrival[i]) * 1e3 for i in done]
+    e2e = [(finish_t[i] - arrival[i]) * 1e3 for i in done]
     if not stable:  # still waiting: their TTFT is at least the time waited so far
-        ttft += [(t - arrival[i]) * 1e3 + overhead for i in waiting if i >= first]
+        ttft += [(t - arrival[i]) * 1e3 for i in waiting if i >= first]
     mean_out = sum(out[i] for i in done) / len(done) if done else 0.0
     if closed:
         rps = concurrency / (sum(e2e) / len(e2e) / 1e3) if e2e else 0.0  # Little's law, no think time

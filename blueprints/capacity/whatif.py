@@ -1,8 +1,9 @@
 """`blueprint estimate`: one replica's memory fit and latency, in a closed loop at a concurrency and, optionally,
 under an arrival rate (the same model the planner sizes with).
 
-Closed loop (`--concurrency`): the simulation in steady state with every request at the given lengths; `ttft_ms`,
-`itl_ms` and `output_tokens_per_s` are its means. Open loop (`--arrival-rate`): requests/s arriving with the traffic
+Closed loop (`--concurrency`): the simulation run as a benchmark runs it, every client sending a request at once and
+the next when its last completes, every request at the given lengths (so the clients stay in step and their prompts
+keep arriving together); `ttft_ms`, `itl_ms` and `output_tokens_per_s` are its means after warm-up. Open loop (`--arrival-rate`): requests/s arriving with the traffic
 pattern's burstiness and the length distribution (the requirements' p95s, else `defaults.TOKENS_P95_TO_MEAN`); adds
 the p50/p95 of TTFT and ITL and the p95 of the request latency, over the same `ESTIMATE_REQUESTS` requests at any
 rate, every one served (an overloaded replica's latencies keep growing with the rate; the CLI warns). Engine limits are vLLM's defaults for the GPU unless
