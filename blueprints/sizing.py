@@ -39,7 +39,7 @@ def estimate_llm(
     max_model_len: int | None = None,
     kv_cache_fp8: bool = False,
     gpu_memory_utilization: float = defaults.GPU_MEMORY_UTILIZATION,
-    max_num_seqs: int | None = defaults.MAX_NUM_SEQS_CAP,
+    max_num_seqs: int | None = None,
     quantization: Quantization | None = None,
     max_num_batched_tokens: int | None = None,
     engine: EngineProfile | None = None,
@@ -57,7 +57,8 @@ def estimate_llm(
         max_model_len: longest sequence that must fit, tokens. Defaults to input + output.
         kv_cache_fp8: FP8 KV cache (`--kv-cache-dtype fp8`).
         gpu_memory_utilization: fraction of each GPU's memory vLLM may use.
-        max_num_seqs: cap on running sequences (and on `max_concurrency`); None for none.
+        max_num_seqs: cap on running sequences (and on `max_concurrency`). Defaults to none: `max_concurrency` is
+            then what the KV cache holds, as in `blueprint estimate`.
         quantization: quantisation method; defaults to the one `precision` implies.
         max_num_batched_tokens: step token budget; vLLM's default for the GPU when omitted.
         engine: engine profile; the pinned vLLM when omitted.

@@ -109,3 +109,13 @@ def test_an_fp8_kv_cache_halves_the_bytes_held_and_read(catalog):
     fp8 = _model(catalog, gpu="l40s", kv_cache_fp8=True)
     assert fp8.kv_cache_tokens == pytest.approx(2 * auto.kv_cache_tokens, abs=1)
     assert fp8.kv_read_s_per_token == pytest.approx(auto.kv_read_s_per_token / 2)
+
+
+def test_estimate_llm_counts_what_an_fp8_kv_cache_holds_without_a_sequence_cap(catalog):
+    from blueprints.sizing import estimate_llm
+
+    arch, gpu = catalog.model("llama-3.1-8b").architecture, catalog.gpu("l40s")
+    kw = dict(precision=Precision.BF16, tensor_parallel_size=1, concurrency=1, input_tokens=128, output_tokens=128)
+    auto, fp8 = estimate_llm(arch, gpu, **kw), estimate_llm(arch, gpu, kv_cache_fp8=True, **kw)
+    assert fp8.max_concurrency >= 1.8 * auto.max_concurrency > 1000
+    assert estimate_llm(arch, gpu, kv_cache_fp8=True, max_num_seqs=256, **kw).max_concurrency == 256
