@@ -93,56 +93,35 @@ def request_shapes(inputs: LengthModel, outputs: LengthModel, *, count: int, max
     return Requests(tuple(prompt), tuple(out))
 
 
-def _burst_schedule(pattern: str, seed: int, horizon_s: float) -> tuple[tuple[float, float], ...]:
-    """Rate-multiplier segments (end time s, multiplier) covering `horizon_s`: bursts of the pattern's duration at
-    its multiplier, then lulls at the rate that keeps the mean, repeating; the seed sets where in the cycle time 0
-    falls. Regular rather than random durations, so every run of a few cycles sees the pattern's share of bursts."""
-    burst = defaults.ARRIVAL_BURSTS[pattern]
-    if burst is None:
-        return ((math.inf, 1.0),)
-    high, share, burst_s = burst
-    low = (1.0 - share * high) / (1.0 - share)
-    lull_s = burst_s * (1.0 - share) / share
-    phase = random.Random(seed * 7919 + 1).random() * (burst_s + lull_s)
-    clock, segments = 0.0, []
-    if phase < burst_s:
-        clock = burst_s - phase
-        segments.append((clock, high))
-        clock += lull_s
-        segments.append((clock, low))
-    else:
-        clock = burst_s + lull_s - phase
-        segments.append((clock, low))
-    while clock < horizon_s:
-        clock += burst_s
-        segments.append((clock, high))
-        clock += lull_s
-        segments.append((clock, low))
-    segments.append((math.inf, 1.0))
-    return tuple(segments)
-
-
 def arrival_times(pattern: str, rate_per_s: float, count: int, *, seed: int = defaults.SIMULATION_SEED) -> list[float]:
     """Arrival times (s) of `count` requests at mean `rate_per_s` with the pattern's burstiness.
 
-    The unit-rate epochs are mapped through the inverse of the cumulative intensity rate x multiplier(t).
+    The unit-rate epochs are mapped through the inverse of the cumulative intensity rate x multiplier(t), where the
+    multiplier repeats a cycle of a burst (`defaults.ARRIVAL_BURSTS`: multiplier h for d s) and a lull (the multiplier
+    that keeps the mean, for d (1 - share) / share s); the seed sets where in the cycle time 0 falls. Regular rather
+    than random durations, so every run of a few cycles sees the pattern's share of bursts. Closed form per request:
+    a cycle's intensity is the rate x its length.
     """
     epochs, _, _ = _unit_draws(seed, count)
-    horizon = 4.0 * epochs[-1] / rate_per_s + 60.0
-    segments = _burst_schedule(pattern, seed, round(horizon, -1) if horizon < 1e9 else 1e9)
+    burst = defaults.ARRIVAL_BURSTS[pattern]
+    if burst is None:
+        return [e / rate_per_s for e in epochs]
+    high, share, burst_s = burst
+    low = (1.0 - share * high) / (1.0 - share)
+    cycle = burst_s / share
+    per_cycle = rate_per_s * cycle
+    in_burst = rate_per_s * high * burst_s  # intensity of the burst part of a cycle
+
+    def within(x: float) -> float:  # intensity from the start of a cycle to position x
+        return rate_per_s * (high * min(x, burst_s) + low * max(0.0, x - burst_s))
+
+    phase = random.Random(seed * 7919 + 1).random() * cycle
+    start = within(phase)
     out = []
-    seg, start, done = 0, 0.0, 0.0  # segment index, its start time, intensity accumulated before it
-    end, mult = segments[0]
     for e in epochs:
-        while True:
-            seg_rate = rate_per_s * mult
-            if end == math.inf or done + (end - start) * seg_rate >= e:
-                out.append(start + (e - done) / seg_rate)
-                break
-            done += (end - start) * seg_rate
-            seg += 1
-            start = end
-            end, mult = segments[seg]
+        k, rest = divmod(e + start, per_cycle)
+        x = rest / (rate_per_s * high) if rest <= in_burst else burst_s + (rest - in_burst) / (rate_per_s * low)
+        out.append(k * cycle + x - phase)
     return out
 
 
