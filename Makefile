@@ -27,6 +27,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/plan.py
+	$(BIN)/python benchmarks/sizing.py
 	$(BIN)/python benchmarks/preview.py
 	$(BIN)/python benchmarks/simulate.py
 

@@ -23,6 +23,7 @@ from blueprints.requirements import (
     ModelFormat,
     Platform,
     Precision,
+    Quantization,
     Region,
 )
 
@@ -67,6 +68,10 @@ class ModelTraffic(_Frozen):
     pattern: Literal["steady", "bursty", "spiky"] = Field(description="shape of the load over a day")
     mean_input_tokens: int = Field(ge=1, le=10_000_000, description="mean prompt length, tokens")
     mean_output_tokens: int = Field(ge=1, le=10_000_000, description="mean generated length, tokens (generative)")
+    input_tokens_p95: int | None = Field(default=None, ge=1, le=10_000_000, description="95th-percentile prompt "
+                                         "length, tokens (none: twice the mean)")
+    output_tokens_p95: int | None = Field(default=None, ge=1, le=10_000_000, description="95th-percentile "
+                                          "generated length, tokens (none: twice the mean)")
 
 
 class ServedModel(_Frozen):
@@ -77,6 +82,8 @@ class ServedModel(_Frozen):
     task: Task
     format: ModelFormat
     precision: Precision
+    quantization: Quantization | None = Field(default=None, description="how a quantised checkpoint was quantised "
+                                              "(none: the method `precision` implies)")
     source_uri: str = Field(pattern=WEIGHTS_URI, description="where the weights come from: s3://bucket/prefix/ or "
                             "hf://org/name")
     params_b: float = Field(gt=0, description="total parameters, billions")
@@ -136,11 +143,23 @@ class VllmEngine(_Frozen):
     gpu_memory_utilization: float = Field(gt=0, le=0.98, description="--gpu-memory-utilization")
     max_model_len: int = Field(ge=64, description="--max-model-len, tokens")
     max_num_seqs: int = Field(ge=1, description="--max-num-seqs, concurrent sequences per replica")
+    max_num_batched_tokens: int | None = Field(default=None, ge=1, le=1_048_576,
+                                               description="--max-num-batched-tokens, tokens one engine step computes "
+                                               "at most (chunked prefill); vLLM's default for the GPU when unset")
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(description="--dtype")
-    quantization: Literal["fp8", "awq", "gptq", "bitsandbytes"] | None = Field(description="--quantization")
+    quantization: Literal["fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors",
+                          "bitsandbytes"] | None = Field(description="--quantization")
     kv_cache_dtype: Literal["auto", "fp8"] = Field(description="--kv-cache-dtype")
     shm_size_gib: float = Field(gt=0, description="memory-backed /dev/shm for NCCL, GiB; grows with tensor parallel")
     port: Port = 8000
+
+    @model_validator(mode="after")
+    def _batched_tokens_hold_the_batch(self) -> VllmEngine:
+        if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < self.max_num_seqs:
+            raise ValueError(f"max_num_batched_tokens={self.max_num_batched_tokens} is below max_num_seqs="
+                             f"{self.max_num_seqs}; vLLM refuses to start (each running sequence needs a token a step): "
+                             "raise max_num_batched_tokens or lower max_num_seqs")
+        return self
 
 
 class TritonModelConfig(_Frozen):

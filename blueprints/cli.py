@@ -10,15 +10,17 @@ import datetime as dt
 import json
 import sys
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 from typing import Iterator, Optional
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
 from blueprints.errors import BlueprintError, read_text_file
-from blueprints.requirements import Precision
+from blueprints.requirements import Precision, Quantization
 
 HELP = """Plan production model serving from a requirements file, and review it offline.
 
@@ -376,55 +378,183 @@ def _service_quotas_client_factory():
     return lambda region: session.client("service-quotas", region_name=region)
 
 
+class KvCacheDtype(str, Enum):
+    """vLLM's --kv-cache-dtype choices the model knows."""
+
+    AUTO = "auto"
+    FP8 = "fp8"
+
+
+#: Bounds of estimate's numeric flags (a what-if should not run for minutes on a typo).
+MAX_ARRIVAL_RATE = 1000.0
+MAX_ESTIMATE_CONCURRENCY = 4096
+MAX_ESTIMATE_TOKENS = 1_048_576
+
+
 @app.command()
 def estimate(
-    model: str = typer.Option(..., "--model", help="Catalog model id, e.g. llama-3.1-8b."),
-    precision: Precision = typer.Option(Precision.BF16, "--precision", help="Weight precision. Default bf16."),
+    model: Optional[str] = typer.Option(None, "--model", help="Catalog model id, e.g. llama-3.1-8b. Or use "
+                                        "--requirements or --architecture."),
+    precision: Optional[Precision] = typer.Option(None, "--precision", help="Weight precision. Default bf16 (or the "
+                                                  "requirements' model.precision)."),
+    quantization: Optional[Quantization] = typer.Option(None, "--quantization", help="How the quantised checkpoint "
+                                                        "was made (awq, gptq, fp8, w8a8). Default: what --precision "
+                                                        "implies (int4 awq, int8 gptq)."),
     gpu: str = typer.Option(..., "--gpu", help="GPU: t4, a10g, l4, l40s, a100-40gb, a100-80gb, h100, h200."),
-    tensor_parallel: int = typer.Option(1, "--tensor-parallel", min=1, help="GPUs per replica. Default 1."),
-    concurrency: int = typer.Option(1, "--concurrency", min=1, help="Sequences decoding at once. Default 1."),
-    input_tokens: int = typer.Option(512, "--input-tokens", min=1, help="Mean prompt length, tokens. Default 512."),
-    output_tokens: int = typer.Option(256, "--output-tokens", min=1, help="Mean output length, tokens. Default 256."),
+    tensor_parallel: int = typer.Option(1, "--tensor-parallel", min=1, max=64, help="GPUs per replica. Default 1."),
+    concurrency: int = typer.Option(1, "--concurrency", min=1, max=MAX_ESTIMATE_CONCURRENCY,
+                                    help="Requests in flight (closed loop), 1-4096. Default 1."),
+    input_tokens: Optional[int] = typer.Option(None, "--input-tokens", min=1, max=MAX_ESTIMATE_TOKENS,
+                                               help="Mean prompt length, tokens. Default 512 (or the requirements' "
+                                               "traffic.mean_input_tokens)."),
+    output_tokens: Optional[int] = typer.Option(None, "--output-tokens", min=1, max=MAX_ESTIMATE_TOKENS,
+                                                help="Mean output length, tokens. Default 256 (or the requirements')."),
+    requirements: Optional[Path] = typer.Option(None, "--requirements", help="A requirements file: estimate its "
+                                                "model (catalog id or architecture), precision, context and traffic "
+                                                "lengths; flags given override it."),
+    architecture: Optional[Path] = typer.Option(None, "--architecture", help="A YAML file with a model shape "
+                                                "(params_b, layers, hidden_size, attention_heads, kv_heads, head_dim; "
+                                                "optional vocab_size and MoE fields) for a model outside the catalog."),
+    kv_cache_dtype: KvCacheDtype = typer.Option(KvCacheDtype.AUTO, "--kv-cache-dtype", help="KV cache: auto "
+                                                "(16-bit) or fp8 (GPUs with FP8: l4, l40s, h100, h200). Default auto."),
+    max_model_len: Optional[int] = typer.Option(None, "--max-model-len", min=1, max=MAX_ESTIMATE_TOKENS,
+                                                help="Longest sequence one request may reach, tokens (>= input + "
+                                                "output, <= the model's context). Default input + output (or the "
+                                                "requirements' max_context_tokens)."),
+    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", min=1, max=MAX_ESTIMATE_CONCURRENCY,
+                                               help="vLLM --max-num-seqs: caps max_concurrency and the running "
+                                               "requests. Default: vLLM's default for the GPU, no cap on "
+                                               "max_concurrency."),
+    arrival_rate: Optional[float] = typer.Option(None, "--arrival-rate", min=0.0, max=MAX_ARRIVAL_RATE,
+                                                 help="Requests/s arriving at this one replica (0-1000, exclusive of "
+                                                 "0): adds ttft_p50_ms, ttft_p95_ms, itl_p50_ms, itl_p95_ms and "
+                                                 "e2e_p95_ms from the queue-aware simulation."),
     as_json: bool = typer.Option(False, "--json", help="Print {fits, weights_gib, kv_cache_tokens, max_concurrency, "
-                                 "ttft_ms, itl_ms, output_tokens_per_s}."),
+                                 "ttft_ms, itl_ms, output_tokens_per_s} (+ the --arrival-rate percentiles, + "
+                                 "min_tensor_parallel when it does not fit)."),
 ) -> None:
     """What-if: memory fit, KV cache, TTFT, ITL and throughput of one vLLM replica (the planner's capacity model).
 
-    When the replica does not fit (weights plus KV cache for the concurrency), the latency figures are null.
-    Exit 2 on an unknown model or GPU, or a tensor-parallel degree vLLM cannot shard the model over.
+    `ttft_ms`, `itl_ms` and `output_tokens_per_s` are means of a closed loop at --concurrency, run as a benchmark runs
+    it: every client sends a request at once and its next one when the last completes. When the replica does not fit (weights plus KV cache for the
+    concurrency), the latency figures are null and `min_tensor_parallel` names the smallest degree that fits (null if
+    none within one node). Exit 2 on an unknown model or GPU, a tensor-parallel degree vLLM cannot shard the model
+    over, or inconsistent flags.
     """
+    from blueprints.capacity.physics import tensor_parallel_problems
+    from blueprints.capacity.whatif import WhatIf
+    from blueprints.capacity.whatif import estimate as run_estimate
     from blueprints.catalog import load_catalog
     from blueprints.errors import SizingError
-    from blueprints.sizing import estimate_llm, tensor_parallel_problems
 
     with user_errors():
         catalog = load_catalog()
-        record = catalog.model(model)
-        if not record.task.generative:
-            raise SizingError(f"--model {model} is a {record.task.value} model; estimate models text generation "
-                              "(vLLM) only")
-        arch = record.architecture
+        g = catalog.gpu(gpu)
+        arch, limit, context_default, traffic, spec_precision, spec_quant = _estimate_model(model, requirements,
+                                                                                            architecture, catalog)
+        inp = input_tokens or (traffic.mean_input_tokens if traffic else 512)
+        out = output_tokens or (traffic.mean_output_tokens if traffic else 256)
+        prec = precision or spec_precision or Precision.BF16
+        quant = quantization or (spec_quant if precision in (None, spec_precision) else None)
+        if quant is not None and prec not in quant.precisions:
+            raise SizingError(f"--quantization {quant.value} comes with --precision "
+                              f"{' or '.join(p.value for p in quant.precisions)}, not {prec.value}")
         problems = tensor_parallel_problems(arch, tensor_parallel)
         node_gpus = max((i.gpu_count for i in catalog.ec2.values() if i.gpu == gpu), default=0)
         if node_gpus and tensor_parallel > node_gpus:
             problems.append(f"tensor parallel stays within one node, and the largest {gpu} node has {node_gpus} GPUs")
         if problems:
-            raise SizingError(f"--tensor-parallel {tensor_parallel} for {model}: {'; '.join(problems)}")
-        if input_tokens + output_tokens > record.max_context_tokens:
-            raise SizingError(f"--input-tokens {input_tokens} + --output-tokens {output_tokens} exceed {model}'s "
-                              f"context of {record.max_context_tokens} tokens")
-        est = estimate_llm(arch, catalog.gpu(gpu), precision=precision,
-                           tensor_parallel_size=tensor_parallel, concurrency=concurrency,
-                           input_tokens=input_tokens, output_tokens=output_tokens)
-    fits = est.holds(concurrency)
-    result = {"fits": fits, "weights_gib": est.weights_gib, "kv_cache_tokens": est.kv_cache_tokens,
-              "max_concurrency": est.max_concurrency, "ttft_ms": est.ttft_ms if fits else None,
-              "itl_ms": est.itl_ms if fits else None, "output_tokens_per_s": est.output_tokens_per_s if fits else None}
+            raise SizingError(f"--tensor-parallel {tensor_parallel} for {_what(model, requirements, architecture)}: "
+                              f"{'; '.join(problems)}")
+        context = max_model_len or context_default
+        if inp + out > (limit or MAX_ESTIMATE_TOKENS):
+            raise SizingError(f"--input-tokens {inp} + --output-tokens {out} exceed "
+                              f"{_what(model, requirements, architecture)}'s context of {limit} tokens")
+        if context is not None and not inp + out <= context <= (limit or MAX_ESTIMATE_TOKENS):
+            raise SizingError(f"--max-model-len {context} must hold one mean request (input + output = {inp + out}) "
+                              f"and stay within the model's context ({limit or MAX_ESTIMATE_TOKENS} tokens); pass a "
+                              "value between them")
+        if kv_cache_dtype is KvCacheDtype.FP8 and not g.supports_fp8:
+            raise SizingError(f"--kv-cache-dtype fp8: {g.model} has no FP8 support (compute capability "
+                              f"{g.compute_capability:g} < 8.9), so the planner never runs an FP8 KV cache on it; use "
+                              "auto, or an FP8 GPU (l4, l40s, h100, h200)")
+        if arrival_rate is not None and arrival_rate <= 0:
+            raise SizingError(f"--arrival-rate {arrival_rate:g}: give a rate above 0 requests/s (at most "
+                              f"{MAX_ARRIVAL_RATE:g})")
+        question = WhatIf(
+            arch=arch, gpu=g, node_gpus=node_gpus or tensor_parallel, precision=prec, quantization=quant,
+            tensor_parallel_size=tensor_parallel, concurrency=concurrency, input_tokens=inp, output_tokens=out,
+            input_tokens_p95=traffic.input_tokens_p95 if traffic and input_tokens is None else None,
+            output_tokens_p95=traffic.output_tokens_p95 if traffic and output_tokens is None else None,
+            max_model_len=context or inp + out, kv_cache_fp8=kv_cache_dtype is KvCacheDtype.FP8,
+            max_num_seqs=max_num_seqs, arrival_rate=arrival_rate,
+            pattern=traffic.pattern.value if traffic else "steady")
+        result, run = run_estimate(question)
+    if run is not None and not run.stable:
+        err.print(f"--arrival-rate {arrival_rate:g}: more than this replica can serve; the queue grows without bound, "
+                  "so the percentiles describe an overloaded replica (add replicas or lower the rate)")
     if as_json:
         typer.echo(json.dumps(result))
         return
     for key, value in result.items():
         typer.echo(f"{key:<20} {value}")
+
+
+def _what(model: str | None, requirements: Path | None, architecture: Path | None) -> str:
+    return model or (str(requirements) if requirements else str(architecture))
+
+
+def _estimate_model(model: str | None, requirements: Path | None, architecture: Path | None, catalog):
+    """(architecture, context limit or None, max_model_len default or None, traffic or None, precision or None,
+    quantization or None) from exactly one of --model, --requirements, --architecture."""
+    import yaml
+
+    from blueprints.catalog import Architecture
+    from blueprints.errors import RequirementsError, SizingError, format_validation_error
+    from blueprints.options import resolve_models
+    from blueprints.requirements import load_requirements
+    from blueprints.yamlio import load_yaml
+
+    given = [name for name, value in (("--model", model), ("--requirements", requirements),
+                                      ("--architecture", architecture)) if value is not None]
+    if len(given) != 1:
+        raise SizingError(f"give exactly one of --model, --requirements or --architecture (got "
+                          f"{', '.join(given) or 'none'})")
+    if model is not None:
+        record = catalog.model(model)
+        if not record.task.generative:
+            raise SizingError(f"--model {model} is a {record.task.value} model; estimate models text generation "
+                              "(vLLM) only")
+        return record.architecture, record.max_context_tokens, None, None, None, None
+    if requirements is not None:
+        req = load_requirements(requirements)
+        if req.model is None:
+            raise RequirementsError(f"{requirements}: estimate takes a requirements file with one `model`; this one "
+                                    "lists `models`")
+        try:
+            [resolved] = resolve_models(req, catalog)
+        except BlueprintError as exc:
+            raise type(exc)(f"{requirements}: {exc}") from None
+        if not resolved.task.generative:
+            raise SizingError(f"{requirements}: model {resolved.spec.served_name} is a {resolved.task.value} model; "
+                              "estimate models text generation (vLLM) only")
+        limit = catalog.model(req.model.id).max_context_tokens if req.model.id else None
+        return (resolved.architecture, limit, resolved.max_context_tokens, resolved.traffic, req.model.precision,
+                req.model.quantization_method)
+    text = read_text_file(architecture, SizingError, "architecture file")  # type: ignore[arg-type]
+    try:
+        data = load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise SizingError(f"{architecture}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+    if isinstance(data, dict) and isinstance(data.get("architecture"), dict):
+        data = data["architecture"]
+    if not isinstance(data, dict):
+        raise SizingError(f"{architecture}: expected a mapping of architecture fields (params_b, layers, hidden_size, "
+                          "attention_heads, kv_heads, head_dim)")
+    try:
+        return Architecture.model_validate(data), None, None, None, None, None
+    except ValidationError as exc:
+        raise SizingError(format_validation_error(exc, source=architecture)) from None  # type: ignore[arg-type]
 
 
 @app.command()

@@ -1,37 +1,108 @@
 """Named defaults, each with its source. Change one only with a note in the changelog: plans depend on them."""
 
-# --- Capacity model (see blueprints/sizing.py) --------------------------------------------------------------------
+# --- Capacity model (see blueprints/capacity/) ------------------------------------------------------------------
+# Fitted values say what they were fitted to; `benchmarks/sizing.py` reproduces every calibration point and
+# `benchmarks/sizing.py --fit` refits the fitted ones (tests/data/calibration-points.yaml).
 #: vLLM --gpu-memory-utilization default in releases up to 0.10 (vllm/engine/arg_utils.py); we keep 0.90 for headroom.
 GPU_MEMORY_UTILIZATION = 0.90
 #: Per-GPU memory vLLM needs besides weights and KV cache (activations, CUDA graphs, NCCL buffers), GiB.
 #: sizing-facts.md: "activations/CUDA-graph overhead (a few GB)".
 ACTIVATION_OVERHEAD_GIB_PER_GPU = 2.0
-#: Memory-bandwidth utilisation in decode, one GPU at 16-bit. Public runs: 0.7-0.77 (sizing-facts.md);
-#: 0.75 reproduces calibration points 1 (A100-40GB, 13.3 ms/token) and 2 (H100, 6.5 ms TPOT) within 5 %.
+#: Memory-bandwidth utilisation of a decode step streaming 16-bit weights. Public runs: 0.7-0.77 (sizing-facts.md);
+#: 0.75 reproduces calibration points 1 (A100-40GB, 13.3 ms/token), 2 (H100, 6.5 ms TPOT) and the A10G points.
 MBU_SINGLE_GPU_16BIT = 0.75
-#: Memory-bandwidth utilisation with tensor parallel >= 2 or 8-bit-or-lower weights. Public runs: 0.5-0.6;
-#: 0.55 reproduces calibration point 3 (70B FP8, TP2 H100, ITL 18.6 ms) within 10 %.
-MBU_PARALLEL_OR_QUANTISED = 0.55
-#: Model FLOPs utilisation of dense tensor TFLOPS in prefill. Public range 0.3-0.7; 0.45 reproduces calibration
-#: point 3 (TTFT 407 ms for 5000 input tokens) within 5 %.
-MFU = 0.45
-#: Paged-attention KV reads reach this fraction of raw memory bandwidth in decode (scattered 16-token blocks).
-#: [assumption] fitted with PER_SEQUENCE_STEP_MS to calibration points 1 (A100: 6.6x throughput at concurrency 8)
-#: and 2 (H100: 10.9 ms TPOT at concurrency 16).
-KV_READ_BANDWIDTH_EFFICIENCY = 0.5
-#: Host-side time per running sequence per decode step (scheduling, sampling, detokenisation), ms. Same fit.
-PER_SEQUENCE_STEP_MS = 0.24
-#: API server, tokenisation and scheduling time added to every TTFT, ms. Fitted to calibration point 2 (14 ms TTFT).
-SERVER_OVERHEAD_MS = 5.0
-#: vLLM --max-num-seqs default (vllm/engine/arg_utils.py); the planner never plans more per replica.
-MAX_NUM_SEQS_CAP = 256
+#: Effective bandwidth of each weight-only or 8-bit kernel family in decode, as a fraction of the 16-bit kernels' (x
+#: MBU_SINGLE_GPU_16BIT). Fitted (benchmarks/sizing.py --fit) to the Qwen2.5 speed benchmark on A100-80GB, batch 1
+#: (vLLM 0.6.3, Marlin kernels): AWQ 4-bit to 7B/32B (TP1) and 72B (TP2); GPTQ 4-bit to 72B (TP1); GPTQ 8-bit to 7B
+#: (TP1) and 72B (TP2). FP8 to calibration point 3 (70B FP8, TP2 H100, ITL 18.6 ms). W8A8 (int8 weights and
+#: activations) [assumption] as GPTQ 8-bit. 4-bit kernels dequantise on the fly: AWQ's reach ~0.76 of 16-bit, Qwen's
+#: GPTQ-Int4 72B only ~0.46 (16.5 tokens/s on one A100 where streaming its 42 GB at 16-bit efficiency gives ~33).
+WEIGHT_BANDWIDTH_FACTOR = {"none": 1.0, "awq": 0.76, "gptq-int4": 0.46, "gptq-int8": 0.9, "fp8": 0.95, "w8a8": 0.9}
+#: Compute efficiency of weight-only kernels in prefill (dequantising every tile) relative to 16-bit GEMMs. AWQ
+#: fitted to Qwen2.5-7B AWQ at 30k-token and 72B AWQ at 14k-token prompts (~1.4x the BF16 prefill); GPTQ 4-bit
+#: [assumption] as AWQ; 8-bit weight-only and FP8 W8A16 (GPUs without FP8 tensor cores) [assumption] 0.85.
+#: W8A8 and FP8 on FP8 GPUs run native GEMMs: 1.0.
+QUANTIZED_PREFILL_FACTOR = {"none": 1.0, "awq": 0.7, "gptq-int4": 0.7, "gptq-int8": 0.85, "fp8": 0.85,
+                            "w8a8": 1.0}
+#: Model FLOPs utilisation of dense tensor TFLOPS in prefill, where gpus.yaml gives no `prefill_mfu` for the GPU.
+#: Public range 0.3-0.7; fitted to calibration point 3 (TTFT 407 ms for 5000 input tokens, FP8 on H100).
+MFU = 0.49
+#: Mixture-of-experts GEMMs (vLLM's fused_moe: routing, permutation, grouped GEMM) reach this fraction of dense GEMM
+#: efficiency. Issue 13 reports published Mixtral-8x7B prefill (TP2 H100, TP4 L40S) 1.6-1.7x slower than the dense
+#: roofline of its active parameters; with the experts 11.3 of its 12.9 B active parameters that is ~0.58.
+#: [assumption] until MoE points are in the calibration set.
+MOE_GEMM_EFFICIENCY = 0.58
+#: Paged-attention KV reads reach this fraction of memory bandwidth: the weights' MBU. [assumption] consistent with the
+#: Qwen2.5 30k-token points (7B, 32B, 72B within 2.5 % with it), which read ~1.8-10 GB of context a step.
+KV_READ_BANDWIDTH_EFFICIENCY = 0.75
+#: Tensor-parallel all-reduces per layer per step (after attention and after the MLP; Megatron-style TP in vLLM).
+ALLREDUCES_PER_LAYER = 2
+#: Latency of one all-reduce step, microseconds: an all-reduce over TP ranks costs 2 x log2(TP) steps (reduce-scatter
+#: and all-gather in recursive halving/doubling) plus 2 x (TP - 1)/TP x its bytes over the link. NVLink: fitted to the
+#: Qwen2.5-72B TP4 point (the 160 all-reduces of a 72B decode step add ~6 ms at TP4). PCIe [assumption]: NCCL over
+#: PCIe without NVLink (vLLM's custom all-reduce needs NVLink or full P2P) at 2.5x the NVLink step.
+ALLREDUCE_HOP_US = {"nvlink": 9.0, "pcie": 22.5}
+#: API server, tokenisation and scheduling time added to every TTFT and request latency, ms. Fitted to calibration
+#: point 2 (14 ms TTFT for a short prompt on H100).
+SERVER_OVERHEAD_MS = 7.5
+#: The serving engines the model knows. `vllm-0.11` is the pinned image (VLLM_IMAGE, the V1 engine: chunked prefill
+#: always on); the others are the engines of published measurements, so calibration compares like with like:
+#: - step_overhead_ms: fixed host/launch time of every step. vllm-0.11: fitted to points 1 and 2 (decode at batch 1
+#:   is within 0.5 ms of the bandwidth roofline). vllm-0.6.3-offline: the Qwen2.5 speed benchmark's LLM.generate()
+#:   with Qwen's generation_config (top-p/top-k/repetition-penalty sampling over a 152k vocabulary) costs ~2.5 ms a
+#:   step more, fitted to Qwen2.5-7B BF16 at batch 1. vllm-0.4.3: as the pinned engine (the A10G c1 ITL fits).
+#: - host_ms_per_sequence: per running sequence per step (input preparation, sampling, detokenisation, streaming),
+#:   overlapped with the GPU step, so a step takes max(GPU time, sequences x this): the cost that grows with batch.
+#:   Fitted to point 2 at concurrency 16 (1384 tokens/s, TPOT 10.9 ms where the GPU step is ~7 ms: 0.7 ms per
+#:   sequence); issue 13 reports 47 ms ITL at 64 concurrent on the same setup, which this predicts within 10 %.
+#: - chunked_prefill: prefill joins decode steps within max_num_batched_tokens (V1); otherwise prefill steps run
+#:   alone, pausing decode (V0 default for max_model_len <= 32k).
+ENGINE_PROFILES = {
+    "vllm-0.11": {"chunked_prefill": True, "step_overhead_ms": 0.5, "host_ms_per_sequence": 0.7},
+    "vllm-0.6.3-offline": {"chunked_prefill": False, "step_overhead_ms": 2.6, "host_ms_per_sequence": 0.7},
+    "vllm-0.4.3": {"chunked_prefill": False, "step_overhead_ms": 0.5, "host_ms_per_sequence": 0.7},
+}
+#: The engine profile of VLLM_IMAGE: plans and `estimate` use it.
+PINNED_ENGINE = "vllm-0.11"
+#: vLLM's KV-cache block, tokens (--block-size default on CUDA).
+KV_BLOCK_TOKENS = 16
+#: vLLM V1 defaults for the OpenAI server (vllm/engine/arg_utils.py, get_batch_defaults): --max-num-batched-tokens
+#: 8192 and --max-num-seqs 1024 on GPUs with >= 70 GiB that are not A100s, else 2048 and 256.
+VLLM_DEFAULT_BATCH = {"large": (8192, 1024), "other": (2048, 256)}
+#: V0 engines without chunked prefill: --max-num-batched-tokens = max(max_model_len, 2048) and a 1 % watermark of KV
+#: blocks kept free when admitting (vllm 0.4-0.6 config.py / core/block_manager).
+V0_MIN_BATCHED_TOKENS = 2048
+V0_WATERMARK = 0.01
+#: The planner never sets --max-num-seqs above this: vLLM V1 captures CUDA graphs for batches up to 512
+#: (compilation config `max_cudagraph_capture_size`), and larger batches run eagerly.
+MAX_NUM_SEQS_CAP = 512
 #: Default --max-model-len when the requirements leave it open, tokens (the model's own limit if lower).
 DEFAULT_MAX_MODEL_LEN = 8192
-#: p95 / modelled value. TTFT p95 includes queueing behind other prefills at the planned utilisation; ITL p95
-#: includes chunked-prefill interference. [assumption] conservative factors until fitted to measured p95 data.
-TTFT_P95_FACTOR = 1.5
-ITL_P95_FACTOR = 1.15
-#: Fraction of a replica's saturated request rate the planner loads it to at peak (headroom for bursts).
+#: Request lengths: lognormal around each mean, with p95 = this x the mean unless the requirements give
+#: traffic.input_tokens_p95 / output_tokens_p95. [assumption] a moderate spread (a prompt of twice the mean is the
+#: 95th percentile); set the p95 fields from your logs.
+TOKENS_P95_TO_MEAN = 2.0
+#: Arrivals per traffic pattern, around the peak mean rate: `steady` is Poisson; `bursty` and `spiky` are Poisson with
+#: a rate that alternates between a burst (the mean x the multiplier, for the duration given) and a lull (the rate
+#: that keeps the mean): (burst rate multiplier, share of time in bursts, burst duration s). bursty: 10 s at 2x every
+#: 40 s; spiky: 5 s at 4x every 50 s. [assumption] bursts of seconds that an autoscaler reacting in minutes cannot
+#: absorb, so each replica must; the old fixed headroom (TARGET_UTILIZATION 0.65 / 0.5) is what these imply at
+#: second-scale TTFT targets.
+ARRIVAL_BURSTS = {"steady": None, "bursty": (2.0, 0.25, 10.0), "spiky": (4.0, 0.1, 5.0)}
+#: The replica simulation: seeded, so the same inputs give the same plan. Requests per run: enough for
+#: SIMULATION_HORIZON_S of traffic, within the bounds; the first SIMULATION_WARMUP_FRACTION are not measured.
+SIMULATION_SEED = 13
+SIMULATION_REQUESTS = (300, 800)
+SIMULATION_HORIZON_S = 600.0
+SIMULATION_WARMUP_FRACTION = 0.1
+#: Highest share of a replica's saturated request rate the planner loads it to at peak, whatever the simulated p95
+#: says: at the saturation knee a finite simulation understates the queue. [assumption]
+LLM_MAX_UTILIZATION = 0.9
+#: Candidates the planner simulates per model once one meets the SLO (cheapest by the analytic screen first; it stops
+#: earlier when the next one's optimistic cost exceeds the best simulated cost).
+MAX_SIMULATED_CANDIDATES = 6
+#: Fraction of a non-generative replica's saturated request rate the planner loads it to at peak (headroom for
+#: bursts; LLM replicas are sized by the simulated queue instead).
 TARGET_UTILIZATION = {"steady": 0.8, "bursty": 0.65, "spiky": 0.5}
 #: Replicas at least, per availability target (topology-spread over zones in production).
 MIN_REPLICAS_FOR_HIGH_AVAILABILITY = 2
@@ -154,7 +225,7 @@ ENCODER_MFU = 0.35
 TRITON_REQUEST_OVERHEAD_MS = 2.0
 ONNXRUNTIME_REQUEST_OVERHEAD_MS = 1.0
 #: p95 request latency / one forward pass: a request may wait for the batch (or request) in flight, then runs in its
-#: own. [assumption] conservative, like TTFT_P95_FACTOR for LLMs.
+#: own. [assumption] conservative.
 NONGEN_P95_FACTOR = 2.0
 #: Largest Triton max_batch_size the planner sets (powers of two up to this). Triton model-configuration docs start at
 #: small batches and raise until the latency budget is reached; 64 bounds activation memory. [assumption]

@@ -32,8 +32,8 @@ from kubernetes.utils.quantity import parse_quantity
 
 from blueprints import defaults
 from blueprints.catalog import load_catalog
-from blueprints.catalog.addons import HelmAddon, PlatformCatalog, load_platform_catalog
-from blueprints.platform import PlatformConfig, planned_outputs
+from blueprints.catalog.addons import PlatformCatalog, load_platform_catalog
+from blueprints.platform import planned_outputs
 from blueprints.preview import DeployabilityFinding, PreviewReport, RegisteredResource
 from blueprints.stackconfig import CLUSTER_ADDONS_KEY, PROJECT, cluster_addons_of, stack_config_path
 from blueprints.yamlio import load_yaml

@@ -4,7 +4,6 @@ reach at full scale (`gpu-quota`). Pure: the CLI reads `policies/config/<env>.js
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from blueprints import defaults

@@ -8,17 +8,32 @@ instance types, parallel degrees, batch sizes and replica counts to try, and wha
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from blueprints import defaults
 from blueprints.catalog import Architecture, Catalog, Gpu, InstanceType, Task
 from blueprints.errors import CatalogError, RequirementsError, SizingError
 from blueprints.requirements import Accelerator, ModelSpec, Platform, Precision, Requirements, Traffic
+from blueprints.capacity.physics import kv_cache_tokens, replica_model
+from blueprints.capacity.planning import (
+    Candidate,
+    LatencyTargets,
+    ReplicaSizing,
+    TrafficShape,
+    engine_limits,
+    idle_itl_ms,
+    idle_ttft_ms,
+    meets_at,
+    run_at_rate,
+    screen,
+    size_replica,
+    size_replica_at_least,
+)
+from blueprints.capacity.planning import traffic_shape as planning_shape
+from blueprints.capacity.simulator import SimulationResult
 from blueprints.sizing import (
-    LlmEstimate,
     cpu_request_ms,
     encoder_gflops_per_request,
-    estimate_llm,
     gflops_from_cpu_latency,
     gflops_from_gpu_latency,
     gpu_batch_ms,
@@ -70,6 +85,19 @@ def resolve_models(req: Requirements, catalog: Catalog) -> list[ResolvedModel]:
                 f"model {spec.served_name}: traffic.mean_input_tokens + mean_output_tokens = "
                 f"{traffic.mean_input_tokens + traffic.mean_output_tokens} exceeds max_context_tokens={wanted}, so "
                 f"the mean request would be rejected; raise model.max_context_tokens (<= {limit}) or shorten requests")
+        given_p95 = traffic.input_tokens_p95 is not None or traffic.output_tokens_p95 is not None
+        traffic_field = "traffic" if req.model is not None else f"models.{index}.traffic"
+        if given_p95 and not task.generative:
+            raise RequirementsError(f"{traffic_field}.input_tokens_p95 / output_tokens_p95 apply to text generation; "
+                                    f"{spec.served_name} is a {task.value} model: remove them")
+        if given_p95 and task.generative:
+            p95_in = traffic.input_tokens_p95 or traffic.mean_input_tokens
+            p95_out = traffic.output_tokens_p95 or traffic.mean_output_tokens
+            if p95_in + p95_out > wanted:
+                raise RequirementsError(
+                    f"model {spec.served_name}: {traffic_field}.input_tokens_p95 + output_tokens_p95 (or the mean "
+                    f"where no p95 is given) = {p95_in + p95_out} exceeds max_context_tokens={wanted}, so one "
+                    f"request in twenty would not fit; raise model.max_context_tokens (<= {limit}) or lower the p95s")
         if spec.measured_instance_type is not None:
             catalog.instance(spec.measured_instance_type)
         out.append(ResolvedModel(spec, traffic, arch, task, wanted,
@@ -148,18 +176,58 @@ def cpu_instances(req: Requirements, catalog: Catalog) -> list[InstanceType]:
 
 @dataclass(frozen=True)
 class LlmOption:
-    """One candidate deployment of an LLM: instance type, tensor parallel, per-replica concurrency, replicas."""
+    """One candidate deployment of an LLM: instance type, tensor parallel, KV-cache dtype, engine limits and the
+    replicas that serve the peak within the SLO (`blueprints.capacity.planning`).
+
+    Attributes:
+        candidate: the replica shape and its engine limits.
+        replicas: replicas for this environment's peak.
+        nodes: nodes holding them.
+        node_usd_per_hour: price of one node (spot-adjusted).
+        check: the simulated run that decided the replica count (at the peak share of the minimum replicas, or at
+            the highest rate meeting the SLO).
+        sizing: the highest per-replica rate meeting the SLO and the run there; None until needed (an option that
+            already meets the SLO at its minimum replica count is priced without the search; `complete_sizing`
+            fills it for the chosen one).
+    """
 
     instance: InstanceType
     gpu: Gpu
-    tensor_parallel_size: int
-    concurrency: int
-    estimate: LlmEstimate
-    ttft_p95_ms: float
-    itl_p95_ms: float
+    candidate: Candidate
     replicas: int
     nodes: int
     node_usd_per_hour: float
+    check: SimulationResult
+    sizing: ReplicaSizing | None = None
+
+    @property
+    def tensor_parallel_size(self) -> int:
+        return self.candidate.tensor_parallel_size
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        """`fp8` or `auto` (the model's 16-bit dtype): vLLM's --kv-cache-dtype."""
+        return "fp8" if self.candidate.kv_cache_fp8 else "auto"
+
+    @property
+    def concurrency(self) -> int:
+        """Sequences one replica runs at most: vLLM's --max-num-seqs."""
+        return self.candidate.max_num_seqs
+
+    @property
+    def monthly_node_usd_per_hour(self) -> float:
+        """All its nodes' price per hour, USD."""
+        return self.nodes * self.node_usd_per_hour
+
+
+@dataclass(frozen=True)
+class LlmSearch:
+    """The LLM search: options that meet the SLO (cheapest first), and how many candidates were screened and
+    simulated to find them."""
+
+    options: list[LlmOption]
+    screened: int
+    simulated: int
 
 
 def tp_degrees(gpus_per_node: int, arch: Architecture, *, managed: bool) -> list[int]:
@@ -171,79 +239,144 @@ def tp_degrees(gpus_per_node: int, arch: Architecture, *, managed: bool) -> list
     return [tp for tp in degrees if not tensor_parallel_problems(arch, tp)]
 
 
-def p95(est: LlmEstimate) -> tuple[float, float]:
-    """(TTFT p95, ITL p95) in ms from a modelled estimate (see defaults.TTFT_P95_FACTOR, ITL_P95_FACTOR)."""
-    return est.ttft_ms * defaults.TTFT_P95_FACTOR, est.itl_ms * defaults.ITL_P95_FACTOR
+def traffic_shape(model: ResolvedModel) -> TrafficShape:
+    """The request lengths (mean and p95), arrival pattern and context limit one replica of `model` sees."""
+    t = model.traffic
+    return planning_shape(t.mean_input_tokens, t.input_tokens_p95, t.mean_output_tokens, t.output_tokens_p95,
+                          pattern=t.pattern.value, max_model_len=model.max_context_tokens)
 
 
-def llm_estimate(model: ResolvedModel, gpu: Gpu, tp: int, *, concurrency: int) -> LlmEstimate:
-    """`estimate_llm` at this model's precision, mean traffic shape and max_context_tokens."""
-    return estimate_llm(model.architecture, gpu, precision=model.spec.precision, tensor_parallel_size=tp,
-                        concurrency=concurrency, input_tokens=model.traffic.mean_input_tokens,
-                        output_tokens=model.traffic.mean_output_tokens, max_model_len=model.max_context_tokens)
+def latency_targets(req: Requirements, model: ResolvedModel, *, managed: bool) -> LatencyTargets:
+    """The SLO's TTFT and ITL p95, and on SageMaker without streaming the real-time invocation limit on the whole
+    request (`defaults.SAGEMAKER_INVOCATION_TIMEOUT_S`)."""
+    e2e = defaults.SAGEMAKER_INVOCATION_TIMEOUT_S * 1e3 if managed and not model.traffic.streaming else None
+    return LatencyTargets(req.slo.ttft_p95_ms, req.slo.itl_p95_ms, e2e)
 
 
-def _within_invocation_limit(model: ResolvedModel, est: LlmEstimate, *, managed: bool) -> bool:
-    """A non-streamed SageMaker response must complete within the real-time invocation limit."""
-    if not managed or model.traffic.streaming:
-        return True
-    ttft, itl = p95(est)
-    return (ttft + model.traffic.mean_output_tokens * itl) / 1e3 <= defaults.SAGEMAKER_INVOCATION_TIMEOUT_S
+def screen_candidate(model: ResolvedModel, gpu: Gpu, tp: int, *, kv_cache_fp8: bool, req: Requirements,
+                     managed: bool) -> Candidate | None:
+    """`planning.screen` for this model, GPU and degree (SageMaker's LMI keeps vLLM's default token budget)."""
+    return screen(model.architecture, gpu, precision=model.spec.precision,
+                  quantization=model.spec.quantization_method, tensor_parallel_size=tp, kv_cache_fp8=kv_cache_fp8,
+                  shape=traffic_shape(model), targets=latency_targets(req, model, managed=managed),
+                  tune_batched_tokens=not managed)
 
 
-def _best_concurrency(req: Requirements, model: ResolvedModel, gpu: Gpu, tp: int, *,
-                      managed: bool) -> tuple[int, LlmEstimate] | None:
-    """Largest concurrency whose p95 TTFT and ITL meet the SLO (latency grows with concurrency: bisection).
+def _priced_option(inst: InstanceType, gpu: Gpu, cand: Candidate, *, peak: float, floor: int, factor: float,
+                   shape: TrafficShape, targets: LatencyTargets) -> LlmOption | None:
+    """The replicas (and nodes) a screened candidate needs for `peak`, or None when it cannot meet the targets.
 
-    Returns None when the model does not fit, or even one sequence misses the SLO.
-    """
-    slo_ttft, slo_itl = req.slo.ttft_p95_ms, req.slo.itl_p95_ms
-
-    def ok(est: LlmEstimate) -> bool:
-        ttft, itl = p95(est)
-        return ((slo_ttft is None or ttft <= slo_ttft) and (slo_itl is None or itl <= slo_itl)
-                and _within_invocation_limit(model, est, managed=managed))
-
-    first = llm_estimate(model, gpu, tp, concurrency=1)
-    if not first.fits or first.max_concurrency < 1 or not ok(first):
+    When the minimum replica count already meets the targets at its share of the peak, that is the count (one
+    simulated run); otherwise the highest rate meeting them is searched (`planning.size_replica`)."""
+    per_node = inst.gpu_count // cand.tensor_parallel_size
+    need = peak / floor
+    if meets_at(cand, shape, targets, need):
+        return LlmOption(inst, gpu, cand, floor, math.ceil(floor / per_node), inst.usd_per_hour * factor,
+                         run_at_rate(cand, shape, need))
+    sizing = size_replica(cand, shape, targets)
+    if sizing is None:
         return None
-    lo, hi = 1, first.max_concurrency
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(llm_estimate(model, gpu, tp, concurrency=mid)):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo, llm_estimate(model, gpu, tp, concurrency=lo)
+    replicas = max(floor, math.ceil(peak / sizing.max_rps - 1e-9))
+    return LlmOption(inst, gpu, cand, replicas, math.ceil(replicas / per_node), inst.usd_per_hour * factor,
+                     sizing.at_max, sizing)
+
+
+def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *,
+               managed: bool = False) -> LlmSearch:
+    """Every allowed (instance type, tensor parallel, KV-cache dtype) screened analytically, then the few that can
+    win simulated: in order of their optimistic cost, until the next one's optimistic cost exceeds the cheapest
+    simulated option (or `defaults.MAX_SIMULATED_CANDIDATES` ran and one meets the SLO; until then every candidate
+    is tried).
+
+    An FP8 KV cache is tried where the GPU has FP8 support (and not on SageMaker, whose engine settings here have no
+    KV-cache dtype). Options sort by monthly node cost, then a 16-bit KV cache before FP8, then lower ITL p95, then
+    instance type name and degree, so the order is deterministic.
+    """
+    peak = peak_rps(req, env, model)
+    floor = replicas_floor(req, env)
+    factor = price_factor(req, env, catalog, managed=managed)
+    shape = traffic_shape(model)
+    targets = latency_targets(req, model, managed=managed)
+    screened = []
+    for inst in gpu_instances(req, catalog, managed=managed):
+        gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
+        for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
+            for fp8 in ((False, True) if gpu.supports_fp8 and not managed else (False,)):
+                cand = screen_candidate(model, gpu, tp, kv_cache_fp8=fp8, req=req, managed=managed)
+                if cand is None:
+                    continue
+                replicas = max(floor, math.ceil(peak / cand.rate_bound_rps - 1e-9))
+                nodes = math.ceil(replicas / (inst.gpu_count // tp))
+                screened.append((nodes * inst.usd_per_hour * factor, fp8, inst.instance_type, tp, inst, gpu, cand))
+    screened.sort(key=lambda s: s[:4])
+    options: list[LlmOption] = []
+    best = math.inf
+    simulated = 0
+    for bound, _, _, _, inst, gpu, cand in screened:
+        if bound > best + 1e-9 or (options and simulated >= defaults.MAX_SIMULATED_CANDIDATES):
+            break
+        simulated += 1
+        option = _priced_option(inst, gpu, cand, peak=peak, floor=floor, factor=factor, shape=shape,
+                                targets=targets)
+        if option is not None:
+            options.append(option)
+            best = min(best, option.monthly_node_usd_per_hour)
+    options.sort(key=lambda o: (o.monthly_node_usd_per_hour, o.kv_cache_dtype == "fp8", o.check.itl_ms.p95,
+                                o.instance.instance_type, o.tensor_parallel_size))
+    return LlmSearch(options, len(screened), simulated)
+
+
+def complete_sizing(option: LlmOption, model: ResolvedModel, req: Requirements, env: str, *,
+                    managed: bool) -> LlmOption:
+    """The option with its `sizing` (the highest per-replica rate meeting the SLO), for the plan's capacity."""
+    if option.sizing is not None:
+        return option
+    need = peak_rps(req, env, model) / option.replicas
+    sizing = size_replica_at_least(option.candidate, traffic_shape(model), latency_targets(req, model, managed=managed),
+                                   need)
+    return replace(option, sizing=sizing)
 
 
 def search_llm_options(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *,
                        managed: bool = False) -> list[LlmOption]:
-    """Every (instance type, tensor parallel) that fits the model and meets the SLO, cheapest first.
+    """The options of `llm_search`, cheapest first.
 
     Args:
         managed: search SageMaker hosting types (one model copy per instance) instead of EC2.
-
-    Ties break on lower ITL, then instance type name, so the order is deterministic.
     """
-    peak = peak_rps(req, env, model)
-    utilization = defaults.TARGET_UTILIZATION[model.traffic.pattern.value]
-    factor = price_factor(req, env, catalog, managed=managed)
-    options = []
-    for inst in gpu_instances(req, catalog, managed=managed):
-        gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
-        for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
-            found = _best_concurrency(req, model, gpu, tp, managed=managed)
-            if found is None:
-                continue
-            conc, est = found
-            replicas = max(replicas_floor(req, env), math.ceil(peak / (est.requests_per_s * utilization)))
-            nodes = math.ceil(replicas / (inst.gpu_count // tp))
-            ttft, itl = p95(est)
-            options.append(LlmOption(inst, gpu, tp, conc, est, ttft, itl, replicas, nodes, inst.usd_per_hour * factor))
-    options.sort(key=lambda o: (o.nodes * o.node_usd_per_hour, o.itl_p95_ms, o.instance.instance_type,
-                                o.tensor_parallel_size))
-    return options
+    return llm_search(req, env, model, catalog, managed=managed).options
+
+
+def size_twin(option: LlmOption, model: ResolvedModel, req: Requirements, env: str, catalog: Catalog, *,
+              kv_cache_fp8: bool) -> LlmOption | None:
+    """The same instance type and degree with the other KV-cache dtype, priced the same way (None when it cannot
+    meet the SLO), to say what FP8 KV changes."""
+    cand = screen_candidate(model, option.gpu, option.tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, req=req,
+                            managed=False)
+    if cand is None:
+        return None
+    return _priced_option(option.instance, option.gpu, cand, peak=peak_rps(req, env, model),
+                          floor=replicas_floor(req, env), factor=option.node_usd_per_hour / option.instance.usd_per_hour,
+                          shape=traffic_shape(model), targets=latency_targets(req, model, managed=False))
+
+
+def predict_at_peak(option: LlmOption, model: ResolvedModel, req: Requirements, env: str, *,
+                    managed: bool) -> tuple[LlmOption, SimulationResult]:
+    """The simulated replica at this environment's peak share per replica (what the plan predicts).
+
+    The rate is at most the option's `max_rps`, which met the targets; should the finite simulation miss them at the
+    lower rate (the two runs draw the same requests but stretch them differently), a replica is added until it
+    does, so a plan never predicts a p95 above its SLO. Returns the (possibly grown) option and its run.
+    """
+    targets = latency_targets(req, model, managed=managed)
+    shape = traffic_shape(model)
+    per_node = option.instance.gpu_count // option.tensor_parallel_size
+    while True:
+        run = run_at_rate(option.candidate, shape, peak_rps(req, env, model) / option.replicas)
+        if targets.met_by(run):
+            return option, run
+        replicas = option.replicas + 1
+        option = replace(option, replicas=replicas, nodes=math.ceil(replicas / per_node))
 
 
 def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Catalog, *, managed: bool = False) -> str:
@@ -256,13 +389,16 @@ def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Cat
         return (f"no {where} instance type in the catalog matches hardware.allowed_instance_families="
                 f"{req.hardware.allowed_instance_families}; allow one of "
                 f"{sorted({i.family for i in table.values() if i.gpu_count})}")
-    fitting = []  # (instance, tp, ttft p95 ms, itl p95 ms) at concurrency 1, for options that fit in memory
+    shape = traffic_shape(model)
+    fitting = []  # (instance, tp, TTFT ms and ITL ms of an idle replica), for options that fit in memory
     for inst in candidates:
         gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
         for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
-            est = llm_estimate(model, gpu, tp, concurrency=1)
-            if est.fits and est.max_concurrency >= 1:
-                fitting.append((inst, tp, *p95(est)))
+            replica = replica_model(model.architecture, gpu, precision=model.spec.precision,
+                                    quantization=model.spec.quantization_method, tensor_parallel_size=tp)
+            config = engine_limits(replica, gpu, shape, LatencyTargets(None, None))
+            if config is not None:
+                fitting.append((inst, tp, idle_ttft_ms(replica, config, shape), idle_itl_ms(replica, shape)))
     if not fitting:
         return _explain_memory(req, model, catalog, candidates, managed=managed)
     best_itl = min(fitting, key=lambda f: (f[3], f[0].instance_type))
@@ -275,21 +411,54 @@ def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Cat
         physics = (f"; physically, reading {model.weights_gib:.0f} GiB of weights per token at the full "
                    f"{tp * gpu.bandwidth_gb_per_s:,.0f} GB/s of {tp}x {gpu.model} takes {floor_ms:.1f} ms"
                    if req.slo.itl_p95_ms < floor_ms else "")
-        parts.append(f"the lowest ITL p95 any allowed option reaches is {best_itl[3]:.1f} ms "
-                     f"({inst.instance_type}, tensor_parallel_size={tp}) against slo.itl_p95_ms="
-                     f"{req.slo.itl_p95_ms:g}{physics}: raise it to >= {math.ceil(best_itl[3])}, lower "
-                     "model.precision, or allow faster GPUs")
+        parts.append(f"the lowest ITL any allowed option reaches, with one request and nothing else running, is "
+                     f"{best_itl[3]:.1f} ms ({inst.instance_type}, tensor_parallel_size={tp}) against "
+                     f"slo.itl_p95_ms={req.slo.itl_p95_ms:g}{physics}: raise it to >= {math.ceil(best_itl[3])}, "
+                     "lower model.precision, or allow faster GPUs")
     if req.slo.ttft_p95_ms is not None and best_ttft[2] > req.slo.ttft_p95_ms:
-        parts.append(f"the lowest TTFT p95 is {best_ttft[2]:.0f} ms ({best_ttft[0].instance_type}, "
-                     f"tensor_parallel_size={best_ttft[1]}) against slo.ttft_p95_ms={req.slo.ttft_p95_ms:g}: raise it "
-                     f"to >= {math.ceil(best_ttft[2])}, shorten prompts, or allow faster GPUs")
+        parts.append(f"the lowest TTFT of a mean-length prompt on an idle replica is {best_ttft[2]:.0f} ms "
+                     f"({best_ttft[0].instance_type}, tensor_parallel_size={best_ttft[1]}) against "
+                     f"slo.ttft_p95_ms={req.slo.ttft_p95_ms:g}: raise it to >= {math.ceil(best_ttft[2])}, shorten "
+                     "prompts, or allow faster GPUs")
     if not parts and managed and not model.traffic.streaming:
         limit_s = defaults.SAGEMAKER_INVOCATION_TIMEOUT_S
-        parts.append(f"a non-streamed response takes longer than SageMaker's {limit_s} s "
+        parts.append(f"at p95 a non-streamed response takes longer than SageMaker's {limit_s} s "
                      "invocation limit; set traffic.streaming: true or lower mean_output_tokens")
     if not parts:
-        parts.append("the ITL and TTFT targets cannot be met together on one option; relax either")
+        parts.append(_explain_under_load(req, model, catalog, fitting, managed=managed))
     return f"no allowed {where} option serves {name} within the SLO: " + "; ".join(parts)
+
+
+def _explain_under_load(req: Requirements, model: ResolvedModel, catalog: Catalog, fitting: list, *,
+                        managed: bool) -> str:
+    """Both targets are met on an idle replica but no option meets them at p95 even under light load (1/32 of its
+    saturated rate): name the best p95s the fastest options reach there."""
+    shape = traffic_shape(model)
+    itl_only = LatencyTargets(None, req.slo.itl_p95_ms)
+    runs = []
+    for inst, tp, _, _ in sorted(fitting, key=lambda f: (f[2], f[0].instance_type))[:4]:
+        cand = screen(model.architecture, catalog.gpu(inst.gpu), precision=model.spec.precision,  # type: ignore[arg-type]
+                      quantization=model.spec.quantization_method, tensor_parallel_size=tp, kv_cache_fp8=False,
+                      shape=shape, targets=itl_only, tune_batched_tokens=not managed)
+        if cand is not None:
+            runs.append((inst.instance_type, tp, run_at_rate(cand, shape, cand.rate_bound_rps / 32)))
+    if not runs:
+        return "no option keeps a token gap within slo.itl_p95_ms with a prompt chunk in the step; relax it"
+    where, tp, run = min(runs, key=lambda r: (r[2].ttft_ms.p95, r[0]))
+    fixes = [f"raise slo.{name} to >= {math.ceil(got)}" for name, got, want in (
+        ("ttft_p95_ms", run.ttft_ms.p95, req.slo.ttft_p95_ms), ("itl_p95_ms", run.itl_ms.p95, req.slo.itl_p95_ms))
+        if want is not None and got > want]
+    fixes.append("relax the ITL target so prompts prefill in larger chunks" if req.slo.itl_p95_ms else
+                 "allow faster GPUs")
+    return (f"even at light load the best p95s are TTFT {run.ttft_ms.p95:.0f} ms and ITL {run.itl_ms.p95:.1f} ms "
+            f"({where}, tensor_parallel_size={tp}), against slo.ttft_p95_ms={_slo(req.slo.ttft_p95_ms)} and "
+            f"slo.itl_p95_ms={_slo(req.slo.itl_p95_ms)}: the 95th-percentile prompt ({shape.inputs.p95} tokens) "
+            f"needs more prefill than the targets allow together; {', or '.join(fixes)}, or lower "
+            "traffic.input_tokens_p95")
+
+
+def _slo(value: float | None) -> str:
+    return "none" if value is None else f"{value:g}"
 
 
 def _explain_memory(req: Requirements, model: ResolvedModel, catalog: Catalog, candidates: list[InstanceType], *,
@@ -298,23 +467,25 @@ def _explain_memory(req: Requirements, model: ResolvedModel, catalog: Catalog, c
     name, prec = model.spec.served_name, model.spec.precision
     largest = max(candidates, key=lambda i: (i.gpu_count * catalog.gpu(i.gpu).memory_gib, i.instance_type))  # type: ignore[arg-type]
     gpu = catalog.gpu(largest.gpu)  # type: ignore[arg-type]
-    est = llm_estimate(model, gpu, largest.gpu_count, concurrency=1)
+
+    def kv_tokens(precision: Precision, g: Gpu, tp: int) -> int:
+        return kv_cache_tokens(model.architecture, g, precision=precision, tensor_parallel_size=tp)
+
     fixes = []
-    if est.kv_cache_tokens >= 64:
-        fixes.append(f"lower max_context_tokens from {model.max_context_tokens} to <= {est.kv_cache_tokens} "
+    held = kv_tokens(prec, gpu, largest.gpu_count)
+    if held >= 64:
+        fixes.append(f"lower max_context_tokens from {model.max_context_tokens} to <= {held} "
                      f"(what {largest.instance_type} holds)")
     for lower in (Precision.FP8, Precision.INT4):
         if lower.bytes_per_param < prec.bytes_per_param:
-            smaller = ResolvedModel(model.spec.model_copy(update={"precision": lower}), model.traffic,
-                                    model.architecture, model.task, model.max_context_tokens)
-            if llm_estimate(smaller, gpu, largest.gpu_count, concurrency=1).fits:
+            if kv_tokens(lower, gpu, largest.gpu_count) >= model.max_context_tokens:
                 fixes.append(f"set model.precision: {lower.value} ({weights_gib(model.architecture, lower):.0f} GiB "
                              f"of weights)")
                 break
     table = catalog.sagemaker if managed else catalog.ec2
     allowed = {i.family for i in candidates}
     others = sorted((i for i in table.values() if i.gpu_count and i.family not in allowed
-                     and llm_estimate(model, catalog.gpu(i.gpu), i.gpu_count, concurrency=1).fits),  # type: ignore[arg-type]
+                     and kv_tokens(prec, catalog.gpu(i.gpu), i.gpu_count) >= model.max_context_tokens),  # type: ignore[arg-type]
                     key=lambda i: (i.usd_per_hour, i.instance_type))
     if others:
         fixes.append(f"add {others[0].family!r} to hardware.allowed_instance_families ({others[0].instance_type} "

@@ -41,38 +41,58 @@ from blueprints.platform import AlertingSpec, PlatformConfig
 from blueprints.platform_plan import landing_platform
 from blueprints.guardrails import Guardrails
 from blueprints.errors import RequirementsError, SizingError
+from blueprints.capacity.simulator import SimulationResult
 from blueprints.options import (
     LlmOption,
+    LlmSearch,
     NongenOption,
     ResolvedModel,
     service_fixed_monthly_usd,
     fixed_cost_items,
     explain_infeasible_llm,
+    complete_sizing,
     explain_infeasible_nongen,
     latency_target_ms,
+    llm_search,
     peak_rps,
+    predict_at_peak,
     replicas_floor,
     resolve_models,
-    search_llm_options,
     search_nongen_options,
+    size_twin,
+    traffic_shape,
 )
-from blueprints.requirements import Accelerator, CpuArch, ModelFormat, Precision, Requirements
+from blueprints.requirements import (
+    DEFAULT_QUANTIZATION,
+    Accelerator,
+    CpuArch,
+    ModelFormat,
+    Precision,
+    Quantization,
+    Requirements,
+)
 from blueprints.scaling_plan import finish, zones_of
 from blueprints.selection import Selection, sagemaker_engine, select_archetype
 from blueprints.signals import planned_target
 from blueprints.startup import startup_budget
 
 
-def _vllm_dtype(precision: Precision, gpu: Gpu) -> tuple[str, str | None]:
-    """(--dtype, --quantization) for a weight precision. FP8 uses vLLM's fp8 quantization; INT4/INT8 expect
-    pre-quantised AWQ/GPTQ checkpoints. GPUs without BF16 (T4) run BF16 checkpoints as float16."""
+def _vllm_dtype(precision: Precision, quantization: Quantization | None, gpu: Gpu) -> tuple[str, str | None]:
+    """(--dtype, --quantization) for a weight precision and quantisation method. FP8 uses vLLM's fp8 quantization;
+    AWQ and GPTQ checkpoints use the Marlin kernels on GPUs that have them (compute capability >= 8.0), which the
+    calibrated kernel bandwidths describe, and the older kernels otherwise; W8A8 (int8) checkpoints are
+    compressed-tensors. GPUs without BF16 (T4) run BF16 checkpoints as float16."""
     if precision is Precision.FP32:
         return "float32", None
     if precision is Precision.FP16 or (precision is Precision.BF16 and not gpu.supports_bf16):
         return "float16", None
     if precision is Precision.BF16:
         return "bfloat16", None
-    return "auto", {"fp8": "fp8", "int8": "gptq", "int4": "awq"}[precision.value]
+    method = quantization or DEFAULT_QUANTIZATION[precision]
+    flag = {Quantization.FP8: "fp8", Quantization.W8A8: "compressed-tensors",
+            Quantization.AWQ: "awq_marlin" if gpu.supports_marlin else "awq",
+            Quantization.GPTQ: "gptq_marlin" if gpu.supports_marlin else "gptq"}[method]
+    return "auto", flag
 
 
 def _tags(req: Requirements, env: str) -> dict[str, str]:
@@ -83,9 +103,11 @@ def _tags(req: Requirements, env: str) -> dict[str, str]:
 def _served_model(m: ResolvedModel, req: Requirements, env: str) -> ServedModel:
     traffic = ModelTraffic(peak_requests_per_s=round(peak_rps(req, env, m), 6), pattern=m.traffic.pattern.value,
                            mean_input_tokens=m.traffic.mean_input_tokens,
-                           mean_output_tokens=m.traffic.mean_output_tokens)
+                           mean_output_tokens=m.traffic.mean_output_tokens,
+                           input_tokens_p95=m.traffic.input_tokens_p95, output_tokens_p95=m.traffic.output_tokens_p95)
     return ServedModel(name=m.spec.served_name, catalog_id=m.spec.id, task=m.task, format=m.spec.format,
-                       precision=m.spec.precision, source_uri=m.spec.weights_uri, params_b=m.architecture.params_b,
+                       precision=m.spec.precision, quantization=m.spec.quantization_method,
+                       source_uri=m.spec.weights_uri, params_b=m.architecture.params_b,
                        weights_gib=round(m.weights_gib, 2), max_context_tokens=m.max_context_tokens, traffic=traffic)
 
 
@@ -224,46 +246,92 @@ def _spot_notes(req: Requirements, env: str, *, managed: bool) -> list[str]:
 # --- LLMs ----------------------------------------------------------------------------------------------------------
 
 
-def _llm_option(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *,
-                managed: bool) -> tuple[LlmOption, list[LlmOption]]:
-    options = search_llm_options(req, env, model, catalog, managed=managed)
-    if not options:
+@dataclass(frozen=True)
+class _LlmPlan:
+    """The chosen LLM option, the search behind it, its simulated run at this environment's peak, and the
+    reasons."""
+
+    best: LlmOption
+    search: LlmSearch
+    at_peak: SimulationResult
+    reasons: list[str]
+
+
+def _llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *, managed: bool) -> _LlmPlan:
+    search = llm_search(req, env, model, catalog, managed=managed)
+    if not search.options:
         raise SizingError(explain_infeasible_llm(req, model, catalog, managed=managed))
-    return options[0], options
+    best = search.options[0]
+    if best.kv_cache_dtype == "fp8":  # FP8 only where it is cheaper: a 16-bit twin at the same cost wins the tie
+        twin = size_twin(best, model, req, env, catalog, kv_cache_fp8=False)
+        if twin is not None and twin.monthly_node_usd_per_hour <= best.monthly_node_usd_per_hour + 1e-9:
+            best = twin
+    best, at_peak = predict_at_peak(best, model, req, env, managed=managed)
+    best = complete_sizing(best, model, req, env, managed=managed)
+    return _LlmPlan(best, search, at_peak, _llm_reasons(req, env, model, best, search, at_peak, catalog,
+                                                         managed=managed))
 
 
-def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOption, options: list[LlmOption],
-                 catalog: Catalog) -> list[str]:
-    inst, tp, est = best.instance, best.tensor_parallel_size, best.estimate
+def _lengths(model: ResolvedModel) -> str:
+    shape = traffic_shape(model)
+    return (f"prompts {shape.inputs.mean} tokens (p95 {shape.inputs.p95}), outputs {shape.outputs.mean} "
+            f"(p95 {shape.outputs.p95})")
+
+
+def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOption, search: LlmSearch,
+                 at_peak: SimulationResult, catalog: Catalog, *, managed: bool) -> list[str]:
+    inst, tp, sizing = best.instance, best.tensor_parallel_size, best.sizing
+    cand = best.candidate
+    peak = peak_rps(req, env, model)
     why = [
         f"{inst.instance_type} ({inst.gpu_count}x {best.gpu.model}) with tensor_parallel_size={tp}: cheapest of "
-        f"{len(options)} options meeting TTFT p95 {_fmt(req.slo.ttft_p95_ms)} and ITL p95 {_fmt(req.slo.itl_p95_ms)}",
-        f"predicted at {best.concurrency} concurrent sequences per replica: TTFT p95 {best.ttft_p95_ms:.0f} ms, "
-        f"ITL p95 {best.itl_p95_ms:.1f} ms, {est.requests_per_s:.2f} requests/s per replica",
-        f"{best.replicas} replica(s) for {peak_rps(req, env, model):g} requests/s at peak "
-        f"({model.traffic.pattern.value} traffic, {defaults.TARGET_UTILIZATION[model.traffic.pattern.value]:.0%} "
-        "target utilisation)",
+        f"{len(search.options)} option(s) meeting TTFT p95 {_fmt(req.slo.ttft_p95_ms)} and ITL p95 "
+        f"{_fmt(req.slo.itl_p95_ms)} ({search.screened} candidates screened analytically, the {search.simulated} "
+        "that could be cheapest simulated)",
+        f"each replica runs at most {cand.max_num_seqs} sequences (max_num_seqs: the largest batch whose decode "
+        "step keeps token gaps within the ITL target and whose mean-length requests its "
+        f"{cand.model.kv_cache_tokens:,} KV-cache tokens hold)"
+        + ("" if managed else f" and computes at most {cand.max_num_batched_tokens} tokens a step "
+           "(max_num_batched_tokens: a prompt chunk never stretches a token gap past the ITL target)"),
+        f"simulated with {model.traffic.pattern.value} arrivals and {_lengths(model)}: one replica meets the SLO up "
+        f"to {sizing.max_rps:.2f} requests/s (saturates near {cand.saturation_rps:.2f})",
+        f"{best.replicas} replica(s) for {peak:g} requests/s at peak, {peak / best.replicas:.2f} each: TTFT p50/p95 "
+        f"{at_peak.ttft_ms.p50:.0f}/{at_peak.ttft_ms.p95:.0f} ms, ITL p50/p95 {at_peak.itl_ms.p50:.1f}/"
+        f"{at_peak.itl_ms.p95:.1f} ms, request latency p95 {at_peak.e2e_ms.p95 / 1e3:.1f} s, "
+        f"{at_peak.mean_running:.1f} sequences running on average",
     ]
-    runner_up = next((o for o in options if o.instance.instance_type != inst.instance_type), None)
+    if not managed and best.gpu.supports_fp8:
+        twin = size_twin(best, model, req, env, catalog, kv_cache_fp8=best.kv_cache_dtype != "fp8")
+        month = catalog.hours_per_month
+        if best.kv_cache_dtype == "fp8":
+            other = (f"a 16-bit cache would need {twin.replicas} replica(s), "
+                     f"${twin.monthly_node_usd_per_hour * month:,.0f}/month for nodes against "
+                     f"${best.monthly_node_usd_per_hour * month:,.0f}" if twin else
+                     "a 16-bit cache cannot meet the SLO on it")
+            why.append(f"FP8 KV cache (kv_cache_dtype fp8, supported on {best.gpu.model}): it holds twice the tokens "
+                       f"of a 16-bit cache and reads half the bytes per step; on {inst.instance_type} {other}. "
+                       "FP8 KV (E4M3, per-tensor scales) costs little accuracy (vLLM docs, quantized KV cache)")
+        else:
+            why.append(f"16-bit KV cache: FP8 (supported on {best.gpu.model}) would not lower the cost here")
+    runner_up = next((o for o in search.options if o.instance.instance_type != inst.instance_type), None)
     if runner_up:
         why.append(f"next cheapest: {runner_up.instance.instance_type} at "
-                   f"${runner_up.nodes * runner_up.node_usd_per_hour * catalog.hours_per_month:,.0f}/month for "
+                   f"${runner_up.monthly_node_usd_per_hour * catalog.hours_per_month:,.0f}/month for "
                    f"{'instances' if inst.instance_type.startswith('ml.') else 'GPU nodes'}")
     return why
 
 
-def _llm_predictions(req: Requirements, env: str, model: ResolvedModel, best: LlmOption, lines: list[CostLine],
+def _llm_predictions(req: Requirements, env: str, model: ResolvedModel, plan_: _LlmPlan, lines: list[CostLine],
                      catalog: Catalog, *, managed: bool) -> Predictions:
-    est = best.estimate
+    best, run = plan_.best, plan_.at_peak
     monthly = round(sum(line.monthly_usd for line in lines), 2)
     tokens_per_month = peak_rps(req, env, model) * model.traffic.mean_output_tokens * 3600 * catalog.hours_per_month
-    # Whole-request latency of a mean request at p95 (what SageMaker's ModelLatency measures): TTFT + tokens x ITL.
-    request_p95_ms = best.ttft_p95_ms + model.traffic.mean_output_tokens * best.itl_p95_ms
+    capacity_rps = best.sizing.max_rps * best.replicas
     return Predictions(
-        ttft_p95_ms=round(best.ttft_p95_ms, 1), itl_p95_ms=round(best.itl_p95_ms, 2),
-        latency_p95_ms=round(request_p95_ms, 1),
-        output_tokens_per_s=round(est.output_tokens_per_s * best.replicas, 1),
-        requests_per_s_capacity=round(est.requests_per_s * best.replicas, 3),
+        ttft_p95_ms=round(run.ttft_ms.p95, 1), itl_p95_ms=round(run.itl_ms.p95, 2),
+        latency_p95_ms=round(run.e2e_ms.p95, 1),
+        output_tokens_per_s=round(capacity_rps * model.traffic.mean_output_tokens, 1),
+        requests_per_s_capacity=round(capacity_rps, 3),
         concurrency_per_replica=best.concurrency, monthly_cost_usd=monthly, cost_lines=lines,
         cost_is_estimate=_capacity(req, env, managed=managed) is CapacityType.SPOT,
         usd_per_million_output_tokens=round(monthly / tokens_per_month * 1e6, 3))
@@ -286,9 +354,10 @@ def _llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedMod
 def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog,
                selection: Selection, ctx: PlanContext) -> Blueprint:
     model = models[0]
-    best, options = _llm_option(req, env, model, catalog, managed=False)
-    inst, tp, est = best.instance, best.tensor_parallel_size, best.estimate
-    dtype, quantization = _vllm_dtype(model.spec.precision, best.gpu)
+    llm = _llm_plan(req, env, model, catalog, managed=False)
+    best, run = llm.best, llm.at_peak
+    inst, tp, cand = best.instance, best.tensor_parallel_size, best.candidate
+    dtype, quantization = _vllm_dtype(model.spec.precision, model.spec.quantization_method, best.gpu)
     served = _served_model(model, req, env)
     startup = startup_budget(weights_gib=served.weights_gib, engine_kind="vllm", gpu=True)
     lines = _cost_lines(req, env, catalog, what="GPU nodes", instance_type=inst.instance_type, nodes=best.nodes,
@@ -297,7 +366,8 @@ def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog
                  replicas=best.replicas, replicas_per_node=inst.gpu_count // tp,
                  node_usd_per_hour=best.node_usd_per_hour, managed=False)
     floor, ceiling = _autoscaling_bounds(req, env, best.replicas, can_scale_to_zero=True)
-    longest_s = best.ttft_p95_ms / 1e3 + (model.max_context_tokens - model.traffic.mean_input_tokens) * best.itl_p95_ms / 1e3
+    longest_s = (run.ttft_ms.p95 + (model.max_context_tokens - model.traffic.mean_input_tokens)
+                 * run.itl_ms.p95) / 1e3
     return Blueprint(
         **_common(req, env, ctx, managed=False,
                   idle_timeout_s=min(4000, max(defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S, math.ceil(longest_s)))),
@@ -305,15 +375,16 @@ def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog
         compute=_llm_compute(req, env, best, served, managed=False),
         engine=VllmEngine(image=defaults.VLLM_IMAGE, tensor_parallel_size=tp,
                           gpu_memory_utilization=defaults.GPU_MEMORY_UTILIZATION,
-                          max_model_len=model.max_context_tokens, max_num_seqs=best.concurrency, dtype=dtype,
-                          quantization=quantization, kv_cache_dtype="auto",
+                          max_model_len=model.max_context_tokens, max_num_seqs=cand.max_num_seqs,
+                          max_num_batched_tokens=cand.max_num_batched_tokens, dtype=dtype,
+                          quantization=quantization, kv_cache_dtype=best.kv_cache_dtype,  # type: ignore[arg-type]
                           shm_size_gib=defaults.SHM_GIB_PER_TP_RANK * tp),
         startup=startup,
         # The target is set from the replica model once the blueprint exists (`scaling_plan.scaling_targets`).
         autoscaling=Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="vllm:num_requests_running",
                                 target=1.0, cooldown_s=_cooldown_s(startup)),
-        predictions=_llm_predictions(req, env, model, best, lines, catalog, managed=False),
-        rationale=[*selection.reasons, *_llm_reasons(req, env, model, best, options, catalog),
+        predictions=_llm_predictions(req, env, model, llm, lines, catalog, managed=False),
+        rationale=[*selection.reasons, *llm.reasons,
                    *_cost_notes(req, env, catalog, managed=False)],
     )
 
@@ -346,15 +417,16 @@ def _plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], ca
               f"({defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR:g}x the {startup.pod_start_s} s predicted download + load), "
               f"{volume} GiB volume")
     if model.task.generative:
-        best, options = _llm_option(req, env, model, catalog, managed=True)
-        inst, replicas, rps_per_instance = best.instance, best.replicas, best.estimate.requests_per_s
+        llm = _llm_plan(req, env, model, catalog, managed=True)
+        best = llm.best
+        inst, replicas, rps_per_instance = best.instance, best.replicas, best.sizing.max_rps
         compute = _llm_compute(req, env, best, served, managed=True)
         engine = SageMakerEngine(image=image, initial_instance_count=replicas,
                                  container_startup_health_check_timeout_s=health_s,
                                  model_data_download_timeout_s=download_s, volume_size_gib=volume,
                                  tensor_parallel_degree=best.tensor_parallel_size,
                                  max_model_len=model.max_context_tokens, max_rolling_batch_size=best.concurrency)
-        sized = _llm_reasons(req, env, model, best, options, catalog)
+        sized = llm.reasons
     else:
         option = _nongen_option(req, env, models, catalog, accelerator=Accelerator.NVIDIA_GPU, managed=True)
         inst, replicas = option.instance, option.replicas
@@ -374,7 +446,7 @@ def _plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], ca
         notes.append(f"environments.{env}.min_replicas=0 raised to 1: a SageMaker real-time endpoint keeps one "
                      "instance")
     if model.task.generative:
-        predictions = _llm_predictions(req, env, model, best, lines, catalog, managed=True)
+        predictions = _llm_predictions(req, env, model, llm, lines, catalog, managed=True)
     else:
         predictions = _nongen_predictions(req, env, option, lines)
     return Blueprint(

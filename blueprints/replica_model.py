@@ -1,21 +1,23 @@
 """One replica under load: its capacity, its p95 latency at an arrival rate, and the value of the autoscaler's signal.
 
 This is the narrow interface between the capacity model and its two consumers here, the planner's scaling targets
-and the fleet simulation (`blueprints.simulation`). It reads the capacity model through exactly two functions, so a
-new capacity model changes only this file:
+and the fleet simulation (`blueprints.simulation`). It reads the capacity model through two functions, so a new
+capacity model changes only this file:
 
-- `blueprints.sizing.estimate_llm(arch, gpu, precision=, tensor_parallel_size=, concurrency=, input_tokens=,
-  output_tokens=, max_model_len=)` -> `requests_per_s`, `ttft_ms`, `itl_ms` of one replica at a concurrency;
-- `blueprints.options.p95(estimate)` -> (TTFT p95 ms, ITL p95 ms) of that estimate.
+- `blueprints.capacity.planning.run_at_rate(candidate, shape, rate)` -> the simulated replica (TTFT and ITL p95, the
+  mean of sequences running) under open-loop arrivals at `rate` with the traffic pattern's second-scale bursts;
+- `blueprints.capacity.runs.closed_loop(...)` at max_num_seqs -> its saturated throughput.
 
-LLMs: the estimate is evaluated at every concurrency 1..max_num_seqs once, giving a curve of throughput and p95
-latency; an arrival rate maps to the concurrency whose throughput serves it (Little's law). Non-generative models
-(and an LLM whose architecture the catalog does not know) use the plan's own figures: capacity = planned requests/s
-per replica, and a p95 that grows with the M/D/1 queueing wait as utilisation rises [assumption].
+LLMs: capacity is the simulated replica's throughput with its batch full (a closed loop at max_num_seqs: the rate
+beyond which arrivals queue without bound); the replica is simulated under open-loop arrivals at `LOAD_CURVE_FRACTIONS`
+of it and at the planned per-replica peak (so the target at the peak is exactly the planner's run there); a rate
+between grid points is interpolated. Non-generative models (and an LLM whose architecture the catalog does not know) use the
+plan's own figures: capacity = planned requests/s per replica, and a p95 that grows with the M/D/1 queueing wait as
+utilisation rises [assumption].
 
 Queueing rules, documented once here and used by both the planner and the simulation:
-- vLLM's `vllm:num_requests_running` per replica = the concurrency serving the arrival rate (capped at
-  max_num_seqs); arrivals beyond saturation wait (`vllm:num_requests_waiting`).
+- vLLM's `vllm:num_requests_running` per replica = the simulated mean of sequences running at the arrival rate
+  (at most max_num_seqs); arrivals beyond its capacity wait (`vllm:num_requests_waiting`).
 - Triton's `nv_inference_pending_request_count` per replica = requests waiting for their batch to form (each model:
   a request waits on average half its `max_queue_delay`, or half the time to fill `max_batch_size`, whichever is
   shorter) plus the M/D/1 wait for a busy instance, times the arrival rate (Little's law).
@@ -27,6 +29,7 @@ import bisect
 from dataclasses import dataclass
 from functools import lru_cache
 
+from blueprints import defaults
 from blueprints.blueprint import Blueprint, SageMakerEngine, TritonEngine, VllmEngine
 from blueprints.catalog import load_catalog
 from blueprints.errors import CatalogError
@@ -35,6 +38,8 @@ from blueprints.errors import CatalogError
 WAIT_P95_FACTOR = 3.0
 #: Utilisation at which the M/D/1 wait is evaluated at most (it diverges at 1; beyond, the backlog is simulated).
 MAX_UTILISATION = 0.98
+#: Where an LLM replica's load curve is simulated: shares of its saturated throughput.
+LOAD_CURVE_FRACTIONS = (0.05, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 1.0)
 
 
 @dataclass(frozen=True)
@@ -51,10 +56,12 @@ class ReplicaModel:
     """Capacity and latency of one replica of a blueprint (see the module docstring)."""
 
     capacity_rps: float
-    #: LLM curve: throughput (requests/s), TTFT p95 and ITL p95 (ms) at concurrency 1..len.
+    #: LLM load curve: arrival rates (requests/s, ascending), and at each the TTFT p95, ITL p95 (ms) and the mean
+    #: of sequences running.
     rates: tuple[float, ...] = ()
     ttft_p95_ms: tuple[float, ...] = ()
     itl_p95_ms: tuple[float, ...] = ()
+    running: tuple[float, ...] = ()
     #: Non-generative: planned p95 (ms) at planned utilisation, and the Triton batching figures per model.
     planned_p95_ms: float = 0.0
     planned_utilisation: float = 0.0
@@ -69,10 +76,9 @@ class ReplicaModel:
         """The replica at `rate_rps` arrivals (capped at its capacity; beyond it the caller queues the rest)."""
         rate = max(0.0, min(rate_rps, self.capacity_rps))
         if self.generative:
-            k = _concurrency_for(self.rates, rate)
-            i = max(0, min(len(self.rates) - 1, int(round(k)) - 1))
-            return LoadPoint({"ttft_p95_ms": self.ttft_p95_ms[i], "itl_p95_ms": self.itl_p95_ms[i]}, running=k,
-                             pending=0.0)
+            return LoadPoint({"ttft_p95_ms": _interpolate(self.rates, self.ttft_p95_ms, rate),
+                              "itl_p95_ms": _interpolate(self.rates, self.itl_p95_ms, rate)},
+                             running=_interpolate((0.0, *self.rates), (0.0, *self.running), rate), pending=0.0)
         rho = min(MAX_UTILISATION, rate / self.capacity_rps)
         wait_s = _md1_wait_s(rho, self.capacity_rps)
         planned_wait_s = _md1_wait_s(min(MAX_UTILISATION, self.planned_utilisation), self.capacity_rps)
@@ -87,17 +93,15 @@ def _md1_wait_s(rho: float, mu: float) -> float:
     return rho / (2 * mu * (1 - rho)) if rho > 0 else 0.0
 
 
-def _concurrency_for(rates: tuple[float, ...], rate: float) -> float:
-    """The (fractional) concurrency whose throughput is `rate`, interpolated on the curve; 0 at rate 0."""
-    if rate <= 0:
-        return 0.0
-    i = bisect.bisect_left(rates, rate)
+def _interpolate(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> float:
+    """ys at x, linear between the points of ascending xs, held flat beyond either end."""
+    i = bisect.bisect_left(xs, x)
     if i == 0:
-        return rate / rates[0]
-    if i >= len(rates):
-        return float(len(rates))
-    low, high = rates[i - 1], rates[i]
-    return i + (rate - low) / (high - low) if high > low else float(i + 1)
+        return ys[0]
+    if i >= len(xs):
+        return ys[-1]
+    x0, x1 = xs[i - 1], xs[i]
+    return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0) if x1 > x0 else ys[i]
 
 
 def replica_model(bp: Blueprint) -> ReplicaModel:
@@ -108,10 +112,9 @@ def replica_model(bp: Blueprint) -> ReplicaModel:
 @lru_cache(maxsize=64)
 def _model(blueprint_json: str) -> ReplicaModel:
     bp = Blueprint.model_validate_json(blueprint_json)
-    curve = _llm_curve(bp)
-    if curve is not None:
-        rates, ttfts, itls = curve
-        return ReplicaModel(capacity_rps=max(rates), rates=_monotone(rates), ttft_p95_ms=ttfts, itl_p95_ms=itls)
+    llm = _llm_model(bp)
+    if llm is not None:
+        return llm
     per_replica = bp.predictions.requests_per_s_capacity / max(1, bp.compute.replicas)
     peak = sum(m.traffic.peak_requests_per_s for m in bp.models if m.traffic) or per_replica * bp.compute.replicas
     batching: tuple[tuple[float, float, int], ...] = ()
@@ -126,44 +129,48 @@ def _model(blueprint_json: str) -> ReplicaModel:
                         batching=batching, request_s=1.0 / per_replica)
 
 
-def _monotone(rates: tuple[float, ...]) -> tuple[float, ...]:
-    """Throughput never falls as concurrency rises (the bisection needs a sorted curve)."""
-    out, best = [], 0.0
-    for r in rates:
-        best = max(best, r)
-        out.append(best)
-    return tuple(out)
+def _llm_model(bp: Blueprint) -> ReplicaModel | None:
+    """The load curve of a vLLM (or SageMaker LMI) replica from the capacity model; None for a non-generative
+    blueprint or a model the catalog cannot describe."""
+    from blueprints.capacity.physics import default_batch_limits
+    from blueprints.capacity.physics import replica_model as physics_model
+    from blueprints.capacity.planning import candidate, run_at_rate, traffic_shape
+    from blueprints.capacity.runs import closed_loop
+    from blueprints.capacity.simulator import SchedulerConfig
 
-
-def _llm_curve(bp: Blueprint) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]] | None:
-    """(requests/s, TTFT p95 ms, ITL p95 ms) at concurrency 1..max sequences, from the capacity model; None for a
-    non-generative blueprint or a model the catalog cannot describe."""
-    from blueprints.options import p95
-    from blueprints.sizing import estimate_llm
-
-    engine = bp.engine
-    model = bp.model
+    engine, model = bp.engine, bp.model
     if not model.task.generative or model.catalog_id is None or model.traffic is None or bp.compute.gpu is None:
-        return None
-    if isinstance(engine, VllmEngine):
-        tp, max_seqs, max_len = engine.tensor_parallel_size, engine.max_num_seqs, engine.max_model_len
-    elif isinstance(engine, SageMakerEngine) and engine.max_rolling_batch_size:
-        tp, max_seqs = engine.tensor_parallel_degree or bp.compute.gpus_per_replica, engine.max_rolling_batch_size
-        max_len = engine.max_model_len or model.max_context_tokens
-    else:
         return None
     catalog = load_catalog()
     try:
         arch, gpu = catalog.model(model.catalog_id).architecture, catalog.gpu(bp.compute.gpu)
     except CatalogError:
         return None
-    rates, ttfts, itls = [], [], []
-    for k in range(1, max_seqs + 1):
-        est = estimate_llm(arch, gpu, precision=model.precision, tensor_parallel_size=tp, concurrency=k,
-                           input_tokens=model.traffic.mean_input_tokens,
-                           output_tokens=model.traffic.mean_output_tokens, max_model_len=max_len)
-        ttft, itl = p95(est)
-        rates.append(est.requests_per_s)
-        ttfts.append(ttft)
-        itls.append(itl)
-    return tuple(rates), tuple(ttfts), tuple(itls)
+    if isinstance(engine, VllmEngine):
+        tp, max_len, fp8 = engine.tensor_parallel_size, engine.max_model_len, engine.kv_cache_dtype == "fp8"
+        seqs, tokens, utilisation = engine.max_num_seqs, engine.max_num_batched_tokens, engine.gpu_memory_utilization
+    elif isinstance(engine, SageMakerEngine) and engine.max_rolling_batch_size:
+        tp, fp8 = engine.tensor_parallel_degree or bp.compute.gpus_per_replica, False
+        max_len = engine.max_model_len or model.max_context_tokens
+        seqs, tokens = engine.max_rolling_batch_size, default_batch_limits(gpu)[0]
+        utilisation = defaults.GPU_MEMORY_UTILIZATION
+    else:
+        return None
+    replica = physics_model(arch, gpu, precision=model.precision, quantization=model.quantization,
+                            tensor_parallel_size=tp, kv_cache_fp8=fp8, gpu_memory_utilization=utilisation)
+    config = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens,
+                             kv_cache_blocks=replica.kv_cache_tokens // defaults.KV_BLOCK_TOKENS)
+    t = model.traffic
+    shape = traffic_shape(t.mean_input_tokens, t.input_tokens_p95, t.mean_output_tokens, t.output_tokens_p95,
+                          pattern=t.pattern, max_model_len=max_len)
+    cand = candidate(replica, gpu, tp, fp8, config, shape)
+    saturated = closed_loop(replica, config, concurrency=seqs, inputs=shape.inputs, outputs=shape.outputs,
+                            max_model_len=max_len).requests_per_s
+    if not saturated > 0:
+        return None
+    peak = sum(m.traffic.peak_requests_per_s for m in bp.models if m.traffic) / max(1, bp.compute.replicas)
+    grid = sorted({*(round(saturated * f, 9) for f in LOAD_CURVE_FRACTIONS), *([peak] if peak < saturated else [])})
+    runs = [run_at_rate(cand, shape, rate) for rate in grid]
+    return ReplicaModel(capacity_rps=saturated, rates=tuple(grid), ttft_p95_ms=tuple(r.ttft_ms.p95 for r in runs),
+                        itl_p95_ms=tuple(r.itl_ms.p95 for r in runs),
+                        running=tuple(min(seqs, r.mean_running) for r in runs))

@@ -58,6 +58,32 @@ class Precision(str, Enum):
         return {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5625}[self.value]
 
 
+class Quantization(str, Enum):
+    """How a checkpoint's weights were quantised: the kernel family vLLM runs, which sets the decode bandwidth a
+    quantised model reaches (4-bit AWQ and GPTQ kernels differ; see `defaults.WEIGHT_BANDWIDTH_FACTOR`)."""
+
+    AWQ = "awq"
+    GPTQ = "gptq"
+    FP8 = "fp8"
+    W8A8 = "w8a8"
+
+    @property
+    def precisions(self) -> tuple[Precision, ...]:
+        """The weight precisions a checkpoint of this method comes in."""
+        return {"awq": (Precision.INT4,), "gptq": (Precision.INT4, Precision.INT8), "fp8": (Precision.FP8,),
+                "w8a8": (Precision.INT8,)}[self.value]
+
+
+#: The method a quantised precision implies when `model.quantization` is not given (what the planner always assumed:
+#: INT4 -> AWQ, INT8 -> GPTQ, FP8 -> FP8), so requirement files written before the field existed keep their meaning.
+DEFAULT_QUANTIZATION = {Precision.INT4: Quantization.AWQ, Precision.INT8: Quantization.GPTQ,
+                        Precision.FP8: Quantization.FP8}
+
+#: Largest p95 / mean of a token-length distribution: lengths are drawn from a lognormal matched to the mean and
+#: p95, and a lognormal's p95 is at most exp(1.645^2 / 2) = 3.87x its mean (blueprints/capacity/workload.py).
+MAX_TOKENS_P95_TO_MEAN = 3.5
+
+
 class TrafficPattern(str, Enum):
     STEADY = "steady"
     BURSTY = "bursty"
@@ -92,7 +118,30 @@ class Traffic(_Section):
     mean_input_tokens: int = Field(default=512, ge=1, description="mean prompt length, tokens")
     mean_output_tokens: int = Field(default=256, ge=1, description="mean generated length, tokens (generative models)")
     streaming: bool = Field(default=True, description="responses are streamed token by token")
-    pattern: TrafficPattern = Field(default=TrafficPattern.STEADY, description="shape of the load over a day")
+    pattern: TrafficPattern = Field(default=TrafficPattern.STEADY, description="how arrivals bunch around the peak "
+                                    "rate: steady = Poisson; bursty, spiky = rate bursts of seconds (see "
+                                    "defaults.ARRIVAL_BURSTS)")
+    input_tokens_p95: int | None = Field(default=None, ge=1, le=1_048_576, description="95th-percentile prompt "
+                                         "length, tokens (>= mean_input_tokens, <= 3.5x it); the capacity model "
+                                         "draws prompt lengths from a lognormal with this mean and p95. Default: "
+                                         "defaults.TOKENS_P95_TO_MEAN x the mean")
+    output_tokens_p95: int | None = Field(default=None, ge=1, le=1_048_576, description="95th-percentile generated "
+                                          "length, tokens (>= mean_output_tokens, <= 3.5x it); as input_tokens_p95")
+
+    @model_validator(mode="after")
+    def _p95_around_mean(self) -> Traffic:
+        for field, mean_field in (("input_tokens_p95", "mean_input_tokens"), ("output_tokens_p95", "mean_output_tokens")):
+            p95, mean = getattr(self, field), getattr(self, mean_field)
+            if p95 is None:
+                continue
+            if p95 < mean:
+                raise ValueError(f"{field}={p95} is below {mean_field}={mean}: a 95th percentile is at least the "
+                                 f"mean of lengths this skewed; raise {field} to >= {mean} or lower {mean_field}")
+            if p95 > MAX_TOKENS_P95_TO_MEAN * mean:
+                raise ValueError(f"{field}={p95} is more than {MAX_TOKENS_P95_TO_MEAN:g}x {mean_field}={mean}; the "
+                                 f"length model cannot put the p95 that far above the mean; lower {field} to <= "
+                                 f"{int(MAX_TOKENS_P95_TO_MEAN * mean)} or check both figures")
+        return self
 
 
 class ModelSpec(_Section):
@@ -106,6 +155,10 @@ class ModelSpec(_Section):
     task: Task | None = Field(default=None, description="defaults to the catalog's task for `id`")
     format: ModelFormat = Field(default=ModelFormat.SAFETENSORS, description="on-disk weights format")
     precision: Precision = Field(default=Precision.BF16, description="precision the weights are served at")
+    quantization: Quantization | None = Field(
+        default=None, description="how a quantised checkpoint was made: `awq` (int4), `gptq` (int4 or int8), `fp8`, "
+        "`w8a8` (int8 weights and activations). Default: the one `precision` implies (int4 -> awq, int8 -> gptq, "
+        "fp8 -> fp8); none for 16/32-bit")
     weights_uri: str = Field(pattern=WEIGHTS_URI,
                              description="`s3://bucket/prefix/` or `hf://org/name`")
     max_context_tokens: int | None = Field(default=None, ge=64, description="longest prompt + output to serve; "
@@ -124,6 +177,10 @@ class ModelSpec(_Section):
             raise ValueError("give a catalog `id` or an explicit `architecture`")
         if self.id is None and (self.name is None or self.task is None):
             raise ValueError("a model given by `architecture` also needs `name` and `task`")
+        if self.quantization is not None and self.precision not in self.quantization.precisions:
+            allowed = ", ".join(p.value for p in self.quantization.precisions)
+            raise ValueError(f"quantization `{self.quantization.value}` comes with precision {allowed}, not "
+                             f"`{self.precision.value}`; set model.precision to {allowed} or drop model.quantization")
         if (self.measured_latency_ms is None) != (self.measured_instance_type is None):
             raise ValueError("give `measured_latency_ms` and `measured_instance_type` together (the latency is only "
                              "meaningful on the hardware it was measured on)")
@@ -132,6 +189,11 @@ class ModelSpec(_Section):
     @property
     def served_name(self) -> str:
         return self.name or _dns_label(self.id or "model")
+
+    @property
+    def quantization_method(self) -> Quantization | None:
+        """`quantization`, or the method `precision` implies (None for 16/32-bit weights)."""
+        return self.quantization or DEFAULT_QUANTIZATION.get(self.precision)
 
 
 def _dns_label(text: str) -> str:

@@ -174,8 +174,10 @@ def simulate(bp: Blueprint, *, trace: list[float] | None = None, days: int = 1) 
     sagemaker = bp.archetype is Archetype.SAGEMAKER_ENDPOINT
     step = SAGEMAKER_STEP_S if sagemaker else K8S_STEP_S
     a = bp.autoscaling
-    first = rps[0] if rps else 0.0  # start warm for the first minute's load (at zero when idle and allowed)
-    start = max(a.min_replicas, min(a.max_replicas, math.ceil(first / model.capacity_rps)))
+    # Start warm for the first minute's load, as the plan sizes it (at zero when idle and allowed).
+    first = rps[0] if rps else 0.0
+    planned_rps = bp.predictions.requests_per_s_capacity / max(1, bp.compute.replicas)  # per replica, within SLO
+    start = max(a.min_replicas, min(a.max_replicas, math.ceil(first / planned_rps - 1e-9)))
     fleet = _Fleet(bp, start)
     node_usd_per_hour = bp.predictions.cost_lines[0].usd_per_hour
     fixed_monthly = sum(line.monthly_usd for line in bp.predictions.cost_lines[1:])

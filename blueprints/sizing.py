@@ -1,98 +1,30 @@
-"""Capacity model for LLM serving on vLLM: memory fit, KV cache, and roofline latency.
+"""Capacity model: LLM serving on vLLM (memory, step time, the queue-aware replica simulation) and non-generative
+models (Triton, ONNX Runtime, SageMaker).
 
-Pure functions of catalog records; no I/O. Formulas from ../shared/reference/sizing-facts.md:
-- weights bytes = params x bytes/param; KV bytes/token = 2 x layers x kv_heads x head_dim x bytes/element.
-- A decode step is the slower of streaming the weights at MBU x bandwidth (+ KV reads at paged-attention
-  efficiency) and its FLOPs at MFU x dense TFLOPS, plus host-side time per running sequence. Prefill of arriving requests joins decode steps (chunked prefill), so its FLOPs are amortised into
-  the step: memory-bound decode and compute-bound prefill overlap instead of adding.
-- TTFT = server overhead + the step that carries the new request's prefill.
+The LLM model lives in `blueprints.capacity` (physics, scheduler simulation, analytic screen, calibration); this
+module keeps the names the rest of the planner imports, and the one-pass models of non-generative serving.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from blueprints import defaults
+from blueprints.capacity.analytic import LlmEstimate, estimate_closed_loop
+from blueprints.capacity.physics import (
+    EngineProfile,
+    compute_tflops,
+    kv_bytes_per_token,
+    replica_model,
+    tensor_parallel_problems,
+    weights_gib,
+)
 from blueprints.catalog import Architecture, Gpu
-from blueprints.requirements import Precision
+from blueprints.requirements import Precision, Quantization
+
+__all__ = ["LlmEstimate", "compute_tflops", "estimate_llm", "kv_bytes_per_token", "tensor_parallel_problems",
+           "weights_gib", "encoder_gflops_per_request", "gpu_batch_ms", "cpu_request_ms", "gflops_from_gpu_latency",
+           "gflops_from_cpu_latency"]
 
 GIB = 1024**3
-
-
-def weights_gib(arch: Architecture, precision: Precision) -> float:
-    """Weight memory at `precision`, GiB (params x bytes/param)."""
-    return arch.params_b * 1e9 * precision.bytes_per_param / GIB
-
-
-def kv_bytes_per_token(arch: Architecture, *, kv_cache_fp8: bool = False, precision: Precision = Precision.BF16) -> int:
-    """KV cache bytes per token across all layers: 2 (K,V) x layers x kv_heads x head_dim x bytes/element.
-
-    Elements are 16-bit unless the KV cache is FP8 (1 byte) or the model is served at FP32 (4 bytes).
-    Example: Llama-3.1-8B at BF16 -> 131072 (128 KiB).
-    """
-    element = 1 if kv_cache_fp8 else (4 if precision is Precision.FP32 else 2)
-    return 2 * arch.layers * arch.kv_heads * arch.head_dim * element
-
-
-def compute_tflops(gpu: Gpu, precision: Precision) -> float:
-    """Dense TFLOPS a GPU gives this precision: FP8 tensor cores when both sides have them, else 16-bit.
-
-    INT8/INT4 here are weight-only schemes (AWQ/GPTQ) that compute in 16-bit.
-    """
-    if precision is Precision.FP8 and gpu.tflops_fp8:
-        return gpu.tflops_fp8
-    return gpu.tflops_16bit
-
-
-def mbu(precision: Precision, tensor_parallel_size: int) -> float:
-    """Memory-bandwidth utilisation in decode (see `defaults.MBU_*` for the sources)."""
-    if tensor_parallel_size >= 2 or precision.bytes_per_param < 2:
-        return defaults.MBU_PARALLEL_OR_QUANTISED
-    return defaults.MBU_SINGLE_GPU_16BIT
-
-
-def tensor_parallel_problems(arch: Architecture, tensor_parallel_size: int) -> list[str]:
-    """Why vLLM cannot shard this model `tensor_parallel_size` ways (empty when it can).
-
-    vLLM splits attention heads evenly across ranks (`num_attention_heads % tensor_parallel_size == 0`,
-    vllm/config.py `verify_with_parallel_config`), and NCCL all-reduce within one node is planned for powers of two.
-    """
-    tp = tensor_parallel_size
-    problems = []
-    if tp < 1 or tp & (tp - 1):
-        problems.append(f"tensor_parallel_size={tp} must be a power of two (1, 2, 4, 8)")
-    elif arch.attention_heads % tp:
-        problems.append(f"tensor_parallel_size={tp} must divide the model's {arch.attention_heads} attention heads")
-    return problems
-
-
-@dataclass(frozen=True)
-class LlmEstimate:
-    """Prediction for one replica (`tensor_parallel_size` GPUs) at a fixed concurrency.
-
-    Attributes:
-        fits: weights plus one `max_model_len` sequence of KV cache fit in the usable memory.
-        weights_gib: weight memory, GiB (whole model, all ranks).
-        kv_cache_tokens: tokens of KV cache the replica holds after weights and overhead.
-        max_concurrency: sequences of mean length (input + output) that fit at once, capped by max_num_seqs.
-        ttft_ms: time to first token at this concurrency, ms (model value, not p95).
-        itl_ms: inter-token latency at this concurrency, ms (model value, not p95).
-        output_tokens_per_s: generated tokens/s of the replica at this concurrency, TTFT included.
-        requests_per_s: completed requests/s at this concurrency (Little's law).
-    """
-
-    fits: bool
-    weights_gib: float
-    kv_cache_tokens: int
-    max_concurrency: int
-    ttft_ms: float
-    itl_ms: float
-    output_tokens_per_s: float
-    requests_per_s: float
-
-    def holds(self, concurrency: int) -> bool:
-        """The replica fits in memory and keeps `concurrency` sequences of mean length without preemption."""
-        return self.fits and concurrency <= self.max_concurrency
 
 
 def estimate_llm(
@@ -107,62 +39,39 @@ def estimate_llm(
     max_model_len: int | None = None,
     kv_cache_fp8: bool = False,
     gpu_memory_utilization: float = defaults.GPU_MEMORY_UTILIZATION,
-    max_num_seqs: int = defaults.MAX_NUM_SEQS_CAP,
+    max_num_seqs: int | None = None,
+    quantization: Quantization | None = None,
+    max_num_batched_tokens: int | None = None,
+    engine: EngineProfile | None = None,
 ) -> LlmEstimate:
-    """Predict memory fit, KV capacity, TTFT, ITL and throughput of one vLLM replica.
+    """Mean-value prediction of memory fit, KV capacity, TTFT, ITL and throughput of one vLLM replica in a closed
+    loop at `concurrency` (`blueprints.capacity.analytic`; the simulation gives distributions).
 
     Args:
         arch: model shape (catalog or explicit).
         gpu: GPU record.
         precision: weight precision.
         tensor_parallel_size: GPUs per replica.
-        concurrency: sequences decoding at once (>= 1).
+        concurrency: sequences in flight (>= 1).
         input_tokens, output_tokens: mean per request, tokens.
         max_model_len: longest sequence that must fit, tokens. Defaults to input + output.
         kv_cache_fp8: FP8 KV cache (`--kv-cache-dtype fp8`).
         gpu_memory_utilization: fraction of each GPU's memory vLLM may use.
-        max_num_seqs: cap on concurrent sequences.
+        max_num_seqs: cap on running sequences (and on `max_concurrency`). Defaults to none: `max_concurrency` is
+            then what the KV cache holds, as in `blueprint estimate`.
+        quantization: quantisation method; defaults to the one `precision` implies.
+        max_num_batched_tokens: step token budget; vLLM's default for the GPU when omitted.
+        engine: engine profile; the pinned vLLM when omitted.
 
     Returns:
         An `LlmEstimate`. Latency is computed even when it does not fit (for what-if comparisons).
     """
-    tp = tensor_parallel_size
-    w_gib = weights_gib(arch, precision)
-    kv_tok = kv_bytes_per_token(arch, kv_cache_fp8=kv_cache_fp8, precision=precision)
-    usable_gib = tp * (gpu.memory_gib * gpu_memory_utilization - defaults.ACTIVATION_OVERHEAD_GIB_PER_GPU)
-    kv_tokens = max(0, int((usable_gib - w_gib) * GIB // kv_tok))
-    need_len = max_model_len or (input_tokens + output_tokens)
-    fits = kv_tokens >= need_len
-    max_conc = min(max_num_seqs, kv_tokens // (input_tokens + output_tokens))
-
-    raw_bandwidth = tp * gpu.bandwidth_gb_per_s * 1e9  # bytes/s, whole replica
-    weight_bandwidth = raw_bandwidth * mbu(precision, tp)
-    kv_bandwidth = raw_bandwidth * defaults.KV_READ_BANDWIDTH_EFFICIENCY
-    flops = tp * compute_tflops(gpu, precision) * 1e12 * defaults.MFU  # FLOP/s, whole replica
-    weight_bytes = arch.params_b * 1e9 * precision.bytes_per_param
-    context_bytes = (input_tokens + output_tokens / 2) * kv_tok  # KV one running sequence reads per step
-    active = arch.active_b * 1e9
-
-    def step_s(running: int, prefill_tokens: float) -> float:
-        memory = weight_bytes / weight_bandwidth + running * context_bytes / kv_bandwidth
-        attention = 2 * arch.layers * arch.hidden_size * prefill_tokens * input_tokens  # causal QK^T and AV
-        compute = (2 * active * (running + prefill_tokens) + attention) / flops
-        return max(memory, compute) + running * defaults.PER_SEQUENCE_STEP_MS / 1e3
-
-    # Each request's prefill is spread over its output_tokens decode steps (chunked prefill).
-    itl_s = step_s(concurrency, concurrency * input_tokens / output_tokens)
-    ttft_s = defaults.SERVER_OVERHEAD_MS / 1e3 + step_s(concurrency - 1, input_tokens)
-    request_s = ttft_s + output_tokens * itl_s
-    return LlmEstimate(
-        fits=fits,
-        weights_gib=round(w_gib, 2),
-        kv_cache_tokens=kv_tokens,
-        max_concurrency=max_conc,
-        ttft_ms=round(ttft_s * 1e3, 2),
-        itl_ms=round(itl_s * 1e3, 2),
-        output_tokens_per_s=round(concurrency * output_tokens / request_s, 3),
-        requests_per_s=round(concurrency / request_s, 3),
-    )
+    model = replica_model(arch, gpu, precision=precision, tensor_parallel_size=tensor_parallel_size,
+                          quantization=quantization, kv_cache_fp8=kv_cache_fp8,
+                          gpu_memory_utilization=gpu_memory_utilization, engine=engine)
+    return estimate_closed_loop(model, gpu, concurrency=concurrency, input_tokens=input_tokens,
+                                output_tokens=output_tokens, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+                                max_num_batched_tokens=max_num_batched_tokens)
 
 
 # --- Non-generative models (Triton, ONNX Runtime, SageMaker) ---------------------------------------------------------

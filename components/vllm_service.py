@@ -68,6 +68,8 @@ def vllm_args(engine: VllmEngine, model_name: str) -> list[str]:
         f"--kv-cache-dtype={engine.kv_cache_dtype}",
         f"--port={engine.port}",
     ]
+    if engine.max_num_batched_tokens is not None:
+        args.append(f"--max-num-batched-tokens={engine.max_num_batched_tokens}")
     if engine.quantization:
         args.append(f"--quantization={engine.quantization}")
     return args

@@ -86,8 +86,8 @@ def test_cpu_archetype_gets_an_hpa_on_cpu_and_no_keda(chat_prod):
 
 
 def test_sagemaker_target_tracking_deploys_the_planned_target_as_planned():
-    """One rounding rule: the plan's target (66.9 for the pilot) is what the policy gets; the old component floored
-    its own recomputation (66) while the plan said 67."""
+    """One rounding rule: the plan's target (invocations per instance per minute at the safety factor, one decimal)
+    is what the policy gets; the old component floored its own recomputation while the plan rounded."""
     bp = plan_env(requirements_with("prototype-summarizer"), "pilot")
     run = run_under_mocks(lambda: EndpointScaler("e", EndpointScalerArgs(
         blueprint=bp, endpoint_name="chat-ep", variant_name="primary")), stack=bp.stack)
@@ -98,8 +98,8 @@ def test_sagemaker_target_tracking_deploys_the_planned_target_as_planned():
     policy = run.one("aws:appautoscaling/policy:Policy").inputs["targetTrackingScalingPolicyConfiguration"]
     assert policy["predefinedMetricSpecification"]["predefinedMetricType"] == "SageMakerVariantInvocationsPerInstance"
     per_instance = bp.predictions.requests_per_s_capacity / bp.compute.replicas
-    assert policy["targetValue"] == bp.autoscaling.target == 66.9
-    assert abs(per_instance * 0.5 * 60 - 66.9) < 0.1
+    assert policy["targetValue"] == bp.autoscaling.target
+    assert bp.autoscaling.target == round(per_instance * 0.5 * 60, 1)
     assert policy["scaleInCooldown"] == bp.autoscaling.cooldown_s
 
 

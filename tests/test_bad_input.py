@@ -169,7 +169,7 @@ def test_an_alias_bomb_is_refused_quickly_with_a_short_message(project):
     text = (project / "stacks" / "requirements" / "chat-assistant.yaml").read_text()
     path = project / "drafts" / "bomb.yaml"
     path.parent.mkdir(exist_ok=True)
-    path.write_text(_alias_bomb() + "\n" + text.replace("owner: ml-platform", f"owner: *l8"))
+    path.write_text(_alias_bomb() + "\n" + text.replace("owner: ml-platform", "owner: *l8"))
     start = time.perf_counter()
     output = fails(["plan", str(path)], "bomb.yaml", "expands to more than 200,000 YAML nodes")
     assert time.perf_counter() - start < 5 and len(output) < 2000

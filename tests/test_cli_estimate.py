@@ -1,33 +1,43 @@
-"""`blueprint estimate`: the what-if calculator behind the sizing, as JSON or a table; bad names exit 2."""
+"""`blueprint estimate`: the what-if calculator behind the sizing, as JSON or a table; bad input exits 2."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
+from blueprints.capacity.physics import replica_model
 from blueprints.cli import app
 from blueprints.requirements import Precision
-from blueprints.sizing import estimate_llm
+from tests.conftest import CHAT_EXAMPLE, example_data
 
 runner = CliRunner()
 KEYS = {"fits", "weights_gib", "kv_cache_tokens", "max_concurrency", "ttft_ms", "itl_ms", "output_tokens_per_s"}
+ARRIVAL_KEYS = {"ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "itl_p95_ms", "e2e_p95_ms"}
 POINT_3 = ["estimate", "--model", "llama-3.1-70b", "--precision", "fp8", "--gpu", "h100", "--tensor-parallel", "2",
            "--concurrency", "1", "--input-tokens", "5000", "--output-tokens", "500"]
+QWEN_32B = {"params_b": 32.76, "layers": 64, "hidden_size": 5120, "attention_heads": 40, "kv_heads": 8,
+            "head_dim": 128, "vocab_size": 152064}
+
+
+def _json(args: list[str]) -> dict:
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
 
 
 def test_json_output_has_exactly_the_documented_keys_and_the_capacity_models_values(catalog):
-    result = runner.invoke(app, [*POINT_3, "--json"])
-    assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)
+    data = _json(POINT_3)
     assert set(data) == KEYS
-    est = estimate_llm(catalog.model("llama-3.1-70b").architecture, catalog.gpu("h100"), precision=Precision.FP8,
-                       tensor_parallel_size=2, concurrency=1, input_tokens=5000, output_tokens=500)
-    assert data == {"fits": True, "weights_gib": est.weights_gib, "kv_cache_tokens": est.kv_cache_tokens,
-                    "max_concurrency": est.max_concurrency, "ttft_ms": est.ttft_ms, "itl_ms": est.itl_ms,
-                    "output_tokens_per_s": est.output_tokens_per_s}
-    assert data["weights_gib"] == pytest.approx(65.75) and data["itl_ms"] == pytest.approx(18.6, rel=0.25)
+    arch = catalog.model("llama-3.1-70b").architecture
+    model = replica_model(arch, catalog.gpu("h100"), precision=Precision.FP8, tensor_parallel_size=2)
+    assert data["fits"] is True
+    assert data["weights_gib"] == round(model.weights_gib, 2) == pytest.approx(67.71)  # 16-bit embeddings
+    assert data["kv_cache_tokens"] == model.kv_cache_tokens
+    assert data["max_concurrency"] == model.kv_cache_tokens // 5500
+    assert data["ttft_ms"] == pytest.approx(407, rel=0.1) and data["itl_ms"] == pytest.approx(18.6, rel=0.1)
 
 
 def test_table_output_names_each_figure():
@@ -37,19 +47,144 @@ def test_table_output_names_each_figure():
         "fits", "weights_gib", "kv_cache_tokens", "max_concurrency", "ttft_ms", "itl_ms", "output_tokens_per_s"]
 
 
-def test_a_70b_model_does_not_fit_one_24gb_gpu():
-    result = runner.invoke(app, ["estimate", "--model", "llama-3.1-70b", "--gpu", "a10g", "--json"])
-    assert result.exit_code == 0
-    data = json.loads(result.stdout)
+def test_closed_loop_latency_grows_with_concurrency():
+    args = ["estimate", "--model", "llama-3.1-8b", "--precision", "fp16", "--gpu", "h100", "--input-tokens", "200",
+            "--output-tokens", "200"]
+    one, many = _json([*args, "--concurrency", "1"]), _json([*args, "--concurrency", "64"])
+    assert many["itl_ms"] > 3 * one["itl_ms"]  # per-sequence host work grows with the batch
+    assert many["itl_ms"] == pytest.approx(47, rel=0.2)  # published ITL issue 13 quotes for this setup
+    assert many["output_tokens_per_s"] > 8 * one["output_tokens_per_s"]
+
+
+def test_a_70b_model_does_not_fit_one_24gb_gpu_and_names_the_smallest_degree_that_would():
+    data = _json(["estimate", "--model", "llama-3.1-70b", "--gpu", "a10g"])
     assert data["fits"] is False and data["kv_cache_tokens"] == 0 and data["max_concurrency"] == 0
+    assert data["min_tensor_parallel"] == 8  # 132 GiB of weights: 8x 22.5 GiB A10G (g5.48xlarge)
+    assert _json(["estimate", "--model", "llama-3.1-70b", "--gpu", "l40s"])["min_tensor_parallel"] == 4
+
+
+def test_no_degree_within_one_node_is_null():
+    data = _json(["estimate", "--model", "llama-3.1-70b", "--gpu", "t4"])  # 4x 15 GiB at most
+    assert data["fits"] is False and data["min_tensor_parallel"] is None
 
 
 def test_concurrency_beyond_the_kv_cache_does_not_fit():
-    args = ["estimate", "--model", "llama-3.1-8b", "--gpu", "l4", "--input-tokens", "8000", "--output-tokens", "1000",
-            "--json"]
-    small = json.loads(runner.invoke(app, args).stdout)
-    big = json.loads(runner.invoke(app, [*args, "--concurrency", str(small["max_concurrency"] + 1)]).stdout)
-    assert small["fits"] is True and big["fits"] is False
+    args = ["estimate", "--model", "llama-3.1-8b", "--gpu", "l4", "--input-tokens", "8000", "--output-tokens", "1000"]
+    small = _json(args)
+    big = _json([*args, "--concurrency", str(small["max_concurrency"] + 1)])
+    assert small["fits"] is True and big["fits"] is False and big["min_tensor_parallel"] == 2
+
+
+def test_max_num_seqs_caps_max_concurrency():
+    args = ["estimate", "--model", "llama-3.1-8b", "--gpu", "h100"]
+    assert _json(args)["max_concurrency"] > 64
+    assert _json([*args, "--max-num-seqs", "64"])["max_concurrency"] == 64
+
+
+def test_an_fp8_kv_cache_on_l40s_holds_about_twice_the_sequences_of_a_16_bit_one():
+    args = ["estimate", "--model", "llama-3.1-8b", "--gpu", "l40s", "--input-tokens", "1200", "--output-tokens", "300"]
+    auto, fp8 = _json(args), _json([*args, "--kv-cache-dtype", "fp8"])
+    assert fp8["kv_cache_tokens"] == pytest.approx(2 * auto["kv_cache_tokens"], abs=1)
+    assert fp8["max_concurrency"] >= 1.8 * auto["max_concurrency"]
+
+
+def test_an_fp8_kv_cache_on_a_gpu_without_fp8_exits_2_naming_the_flag():
+    result = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "a10g", "--kv-cache-dtype", "fp8"])
+    assert result.exit_code == 2
+    assert "--kv-cache-dtype fp8: NVIDIA A10G has no FP8 support" in result.stderr and "use auto" in result.stderr
+
+
+def test_max_model_len_must_hold_a_request_and_stay_within_the_context():
+    args = ["estimate", "--model", "llama-3.1-8b", "--gpu", "l40s", "--input-tokens", "1000", "--output-tokens", "200"]
+    assert _json([*args, "--max-model-len", "32768"])["fits"] is True
+    short = runner.invoke(app, [*args, "--max-model-len", "1000"])
+    assert short.exit_code == 2 and "--max-model-len 1000 must hold one mean request" in short.stderr
+    long = runner.invoke(app, [*args, "--max-model-len", "200000"])
+    assert long.exit_code == 2 and "within the model's context (131072 tokens)" in long.stderr
+
+
+def test_a_longer_max_model_len_that_does_not_fit_is_reported_not_refused():
+    data = _json(["estimate", "--model", "llama-3.1-70b", "--gpu", "h100", "--tensor-parallel", "2",
+                  "--max-model-len", "131072"])
+    assert data["fits"] is False and data["min_tensor_parallel"] == 4
+
+
+def test_arrival_rate_adds_queue_aware_percentiles_that_grow_with_the_rate():
+    base = ["estimate", "--model", "llama-3.1-8b", "--gpu", "l40s", "--input-tokens", "1000", "--output-tokens", "200"]
+    light, heavy = _json([*base, "--arrival-rate", "0.5"]), _json([*base, "--arrival-rate", "4"])
+    assert ARRIVAL_KEYS <= set(light) and set(light) - KEYS == ARRIVAL_KEYS
+    for data in (light, heavy):
+        assert data["ttft_p95_ms"] > data["ttft_p50_ms"] and data["itl_p95_ms"] > data["itl_p50_ms"]
+        assert data["e2e_p95_ms"] > data["ttft_p95_ms"]
+    assert heavy["ttft_p50_ms"] > light["ttft_p50_ms"] and heavy["ttft_p95_ms"] > light["ttft_p95_ms"]
+    assert heavy["itl_p50_ms"] > light["itl_p50_ms"] and heavy["itl_p95_ms"] > light["itl_p95_ms"]
+
+
+def test_an_arrival_rate_beyond_the_replica_warns_that_it_is_overloaded():
+    result = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "l4", "--arrival-rate", "50",
+                                 "--json"])
+    assert result.exit_code == 0
+    assert "more than this replica can serve" in result.stderr
+
+
+@pytest.mark.parametrize("rate", ["0", "-1", "5000"])
+def test_an_arrival_rate_outside_its_bounds_exits_2(rate):
+    result = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "l40s", "--arrival-rate", rate])
+    assert result.exit_code == 2 and "--arrival-rate" in result.output
+
+
+def test_requirements_give_the_model_context_and_traffic():
+    data = _json(["estimate", "--requirements", str(CHAT_EXAMPLE), "--gpu", "l40s", "--concurrency", "8"])
+    flags = _json(["estimate", "--model", "llama-3.1-8b", "--gpu", "l40s", "--concurrency", "8", "--input-tokens",
+                   "1200", "--output-tokens", "300", "--max-model-len", "8192"])
+    assert data == flags  # chat-assistant: llama-3.1-8b bf16, 1200 in / 300 out, max_context_tokens 8192
+
+
+def test_requirements_with_a_model_given_only_by_its_architecture(tmp_path):
+    data = example_data()
+    data["model"] = {"name": "qwen-32b", "task": "text-generation", "architecture": QWEN_32B, "precision": "int4",
+                     "quantization": "awq", "weights_uri": "s3://bucket-name/qwen/", "max_context_tokens": 8192}
+    path = tmp_path / "req.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = _json(["estimate", "--requirements", str(path), "--gpu", "a100-80gb", "--arrival-rate", "1"])
+    assert out["fits"] is True and ARRIVAL_KEYS <= set(out)
+    assert 16 < out["weights_gib"] < 20  # 4-bit linear layers, 16-bit embeddings
+
+
+def test_architecture_file_estimates_a_model_outside_the_catalog(tmp_path):
+    path = tmp_path / "arch.yaml"
+    path.write_text(yaml.safe_dump(QWEN_32B))
+    data = _json(["estimate", "--architecture", str(path), "--gpu", "a100-80gb", "--precision", "bf16",
+                  "--tensor-parallel", "2"])
+    assert data["fits"] is True and data["weights_gib"] == pytest.approx(61.0, abs=0.5)
+
+
+def test_a_bad_architecture_file_exits_2_naming_the_file_and_field(tmp_path):
+    path = tmp_path / "arch.yaml"
+    path.write_text(yaml.safe_dump({**QWEN_32B, "layers": 0}))
+    result = runner.invoke(app, ["estimate", "--architecture", str(path), "--gpu", "a100-80gb"])
+    assert result.exit_code == 2
+    assert f"{path}" in result.stderr and "layers" in result.stderr and "Traceback" not in result.output
+
+
+def test_model_requirements_and_architecture_are_mutually_exclusive(tmp_path):
+    result = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--requirements", str(CHAT_EXAMPLE),
+                                 "--gpu", "l40s"])
+    assert result.exit_code == 2 and "give exactly one of --model, --requirements or --architecture" in result.stderr
+    none = runner.invoke(app, ["estimate", "--gpu", "l40s"])
+    assert none.exit_code == 2 and "(got none)" in none.stderr
+
+
+def test_a_quantization_that_does_not_match_the_precision_exits_2():
+    result = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "l40s", "--precision", "bf16",
+                                 "--quantization", "awq"])
+    assert result.exit_code == 2 and "--quantization awq comes with --precision int4" in result.stderr
+
+
+def test_gptq_4_bit_decodes_slower_than_awq_4_bit():
+    args = ["estimate", "--model", "qwen2.5-72b", "--gpu", "a100-80gb", "--precision", "int4"]
+    awq, gptq = _json([*args, "--quantization", "awq"]), _json([*args, "--quantization", "gptq"])
+    assert gptq["itl_ms"] > 1.4 * awq["itl_ms"]
 
 
 def test_every_catalog_gpu_name_is_accepted(catalog):
@@ -83,9 +218,8 @@ def test_a_zero_concurrency_exits_2():
 
 
 def test_latency_figures_are_null_when_the_replica_does_not_fit():
-    result = runner.invoke(app, ["estimate", "--model", "llama-3.1-70b", "--gpu", "l4", "--json"])
-    data = json.loads(result.stdout)
-    assert result.exit_code == 0 and data["fits"] is False
+    data = _json(["estimate", "--model", "llama-3.1-70b", "--gpu", "l4"])
+    assert data["fits"] is False
     assert data["ttft_ms"] is None and data["itl_ms"] is None and data["output_tokens_per_s"] is None
     assert data["weights_gib"] > 100
 
@@ -102,3 +236,24 @@ def test_a_tensor_parallel_degree_vllm_cannot_use_exits_2(tp, message):
 def test_version_is_printed():
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.output.startswith("blueprint (servingblueprints) ")
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--max-num-seqs", "0"), ("--concurrency", "5000"),
+                                             ("--tensor-parallel", "0"), ("--input-tokens", "0"),
+                                             ("--max-model-len", "0"), ("--output-tokens", "2000000")])
+def test_numeric_flags_outside_their_bounds_exit_2_naming_the_flag(flag, value):
+    result = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "l40s", flag, value])
+    assert result.exit_code == 2 and flag in result.output
+
+
+def test_a_requirements_file_with_several_models_exits_2(tmp_path):
+    result = runner.invoke(app, ["estimate", "--requirements", "stacks/requirements/search-relevance.yaml",
+                                 "--gpu", "l40s"])
+    assert result.exit_code == 2
+    assert "estimate takes a requirements file with one `model`; this one lists `models`" in result.stderr
+
+
+def test_a_non_generative_requirements_model_exits_2():
+    result = runner.invoke(app, ["estimate", "--requirements", "stacks/requirements/edge-classifier.yaml",
+                                 "--gpu", "l40s"])
+    assert result.exit_code == 2 and "estimate models text generation (vLLM) only" in result.stderr

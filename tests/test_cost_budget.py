@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import re
+
 import pytest
 
 from blueprints.errors import SizingError
@@ -71,14 +74,21 @@ def test_an_existing_cluster_adds_no_cluster_cost():
 
 
 def test_over_budget_is_an_error_naming_the_overrun_and_what_the_budget_buys():
-    req = requirements_with(budget={"max_monthly_usd": 5000})  # prod needs ~$6,809
+    busy = {"dev": {"region": "us-west-2"}, "prod": {"region": "us-east-1", "traffic_scale": 4}}
+    free = plan_env(requirements_with(environments=busy, budget={"max_monthly_usd": None}), "prod")
+    replicas, monthly = free.compute.replicas, free.predictions.monthly_cost_usd
+    node_monthly = free.predictions.cost_lines[0].monthly_usd / replicas  # one replica per g6e.xlarge node
+    budget = round(monthly - 2 * node_monthly)  # pays for two nodes fewer
     with pytest.raises(SizingError) as exc:
-        plan_env(req, "prod")
+        plan_env(requirements_with(environments=busy, budget={"max_monthly_usd": budget}), "prod")
     msg = str(exc.value)
-    assert msg.startswith("environments.prod: the cheapest plan meeting the SLO (vllm-gpu, 5x g6e.xlarge) costs "
-                          "$6,809/month, $1,809 over budget.max_monthly_usd=5000")
-    assert "The budget pays for 3 of the 5 replicas, about 60% of this environment's peak load" in msg
-    assert "raise budget.max_monthly_usd to >= 6810" in msg
+    assert msg.startswith(f"environments.prod: the cheapest plan meeting the SLO (vllm-gpu, {replicas}x "
+                          f"{free.compute.instance_type}) costs ${monthly:,.0f}/month, ${monthly - budget:,.0f} over "
+                          f"budget.max_monthly_usd={budget}")
+    bought = re.search(rf"The budget pays for (\d+) of the {replicas} replicas, about (\d+)% of this environment's "
+                       "peak load", msg)
+    assert bought and int(bought.group(1)) < replicas and int(bought.group(2)) == round(int(bought.group(1)) / replicas * 100)
+    assert f"raise budget.max_monthly_usd to >= {math.ceil(monthly)}" in msg
 
 
 def test_a_budget_below_the_minimum_replicas_says_it_pays_for_nothing():

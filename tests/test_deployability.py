@@ -26,7 +26,7 @@ from blueprints.errors import StackConfigError
 from blueprints.platform import PlatformConfig, planned_outputs
 from blueprints.preview import PreviewReport, RegisteredResource
 from blueprints.review import review_stack
-from blueprints.stackconfig import BLUEPRINT_KEY, CLUSTER_ADDONS_KEY, PLATFORM_KEY, PROJECT
+from blueprints.stackconfig import BLUEPRINT_KEY, CLUSTER_ADDONS_KEY, PLATFORM_KEY, PROJECT, read_stack_config
 from tests.conftest import ROOT
 
 STACKS = ROOT / "stacks"
@@ -468,41 +468,47 @@ def test_only_a_toleration_matching_the_gpu_taint_lets_the_pods_schedule(bundled
     assert [c for c, _, _ in _findings(edited)] == ([] if tolerated else ["schedulable"])
 
 
+def _chat_max_replicas() -> int:
+    return read_stack_config(ROOT / "stacks" / f"Pulumi.{CHAT}.yaml").autoscaling.max_replicas
+
+
 def test_a_gpu_node_pool_whose_limit_is_below_max_replicas_plus_surge_is_flagged(bundled):
-    report = bundled[CHAT]
+    report, most = bundled[CHAT], _chat_max_replicas()
     pool = _record(report, "NodePool")
-    assert pool.inputs["spec"]["limits"] == {"nvidia.com/gpu": 11}  # 10 replicas + 1 surge, one GPU each
-    short = _edited(report, pool, lambda i: i["spec"]["limits"].__setitem__("nvidia.com/gpu", 10))
+    assert pool.inputs["spec"]["limits"] == {"nvidia.com/gpu": most + 1}  # max replicas + 1 surge, one GPU each
+    short = _edited(report, pool, lambda i: i["spec"]["limits"].__setitem__("nvidia.com/gpu", most))
     [(check, resource, message)] = _findings(short)
     assert (check, resource) == ("node-pool-limits", pool.urn)
-    assert "NodePool 'chat-assistant' limits nvidia.com/gpu to 10 but Deployment 'chat-assistant-vllm' may run 10 " \
-           "replicas plus 1 surge" in message
-    assert "11 nvidia.com/gpu in all" in message
+    assert f"NodePool 'chat-assistant' limits nvidia.com/gpu to {most} but Deployment 'chat-assistant-vllm' may run " \
+           f"{most} replicas plus 1 surge" in message
+    assert f"{most + 1} nvidia.com/gpu in all" in message
     assert "raise the NodePool's limits (or lower the autoscaler's maximum)" in message
 
 
 def test_a_percentage_max_surge_counts_against_the_node_pool_limits(bundled):
-    report = bundled[CHAT]
+    report, most = bundled[CHAT], _chat_max_replicas()
     deployment = _record(report, "Deployment")
     assert deployment.inputs["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == 1
     wide = _edited(report, deployment, lambda i: i["spec"]["strategy"]["rollingUpdate"].__setitem__("maxSurge",
                                                                                                    "50%"))
     [(check, _, message)] = _findings(wide)
     assert check == "node-pool-limits"
-    assert "may run 10 replicas plus 5 surge" in message and "15 nvidia.com/gpu in all" in message
+    surge = -(-most // 2)  # Kubernetes rounds a percentage surge up
+    assert f"may run {most} replicas plus {surge} surge" in message and f"{most + surge} nvidia.com/gpu in all" in message
 
 
 def test_node_pool_limits_count_the_capacity_of_the_nodes_not_the_requests_of_the_pods(bundled):
-    # 11 pods of 3 CPU request 33 CPU, but each needs its own 4-vCPU g6e.xlarge: Karpenter counts 44 vCPU.
-    report = bundled[CHAT]
+    # Pods of 3 CPU, but each needs its own 4-vCPU g6e.xlarge: Karpenter counts 4 vCPU per pod, not 3.
+    report, most = bundled[CHAT], _chat_max_replicas()
     pool = _record(report, "NodePool")
     assert pod_requests(_pod_spec(_record(report, "Deployment").inputs))["cpu"] == 3
-    short = _edited(report, pool, lambda i: i["spec"]["limits"].__setitem__("cpu", "40"))
+    nodes = most + 1
+    short = _edited(report, pool, lambda i: i["spec"]["limits"].__setitem__("cpu", str(3 * nodes + 1)))
     [(check, resource, message)] = _findings(short)
     assert (check, resource) == ("node-pool-limits", pool.urn)
-    assert "NodePool 'chat-assistant' limits cpu to 40 but Deployment 'chat-assistant-vllm' may run 10 replicas " \
-           "plus 1 surge on 11 g6e.xlarge node(s), 1 per node, 44 CPU in all" in message
-    enough = _edited(report, pool, lambda i: i["spec"]["limits"].__setitem__("cpu", "44"))
+    assert f"NodePool 'chat-assistant' limits cpu to {3 * nodes + 1} but Deployment 'chat-assistant-vllm' may run " \
+           f"{most} replicas plus 1 surge on {nodes} g6e.xlarge node(s), 1 per node, {4 * nodes} CPU in all" in message
+    enough = _edited(report, pool, lambda i: i["spec"]["limits"].__setitem__("cpu", str(4 * nodes)))
     assert _findings(enough) == []
 
 

@@ -23,9 +23,11 @@ PROD = Guardrails(source="prod.json", allowed_instance_families=("g5", "g6", "g6
 def test_without_own_families_the_plan_uses_only_the_environments():
     req = requirements_with(hardware={"allowed_instance_families": []}, model={"precision": "int4"})
     unrestricted = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"])[0]
-    assert unrestricted.compute.instance_type.startswith("g4dn")  # cheapest without guardrails
-    [bp] = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"], guardrails={"prod": PROD})
-    assert bp.compute.instance_type.split(".")[0] in PROD.allowed_instance_families
+    family = unrestricted.compute.instance_type.split(".")[0]
+    limits = Guardrails(source="prod.json", allowed_instance_families=("g5", "g6e", "p5"), max_gpus=64)
+    assert family not in limits.allowed_instance_families  # cheapest without guardrails (g6, L4)
+    [bp] = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"], guardrails={"prod": limits})
+    assert bp.compute.instance_type.split(".")[0] in limits.allowed_instance_families
 
 
 def test_families_with_nothing_in_common_are_an_error():

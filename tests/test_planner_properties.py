@@ -14,7 +14,8 @@ from blueprints import defaults
 from blueprints.blueprint import Archetype, Blueprint
 from blueprints.catalog import load_catalog
 from blueprints.errors import BlueprintError
-from blueprints.options import latency_target_ms, p95
+from blueprints.capacity.physics import kv_cache_tokens
+from blueprints.options import latency_target_ms
 from blueprints.planner import plan
 from blueprints.requirements import Requirements
 from blueprints.sizing import estimate_llm
@@ -100,16 +101,18 @@ def check_blueprint(bp: Blueprint, req: Requirements) -> None:
         tp = bp.compute.gpus_per_replica
         assert bp.compute.gpus_per_node % tp == 0 and tp & (tp - 1) == 0
         conc = bp.predictions.concurrency_per_replica
-        est = estimate_llm(CATALOG.model(spec.id).architecture, gpu, precision=spec.precision,
-                           tensor_parallel_size=tp, concurrency=conc,
-                           input_tokens=req.traffic.mean_input_tokens, output_tokens=req.traffic.mean_output_tokens,
-                           max_model_len=bp.models[0].max_context_tokens)
-        assert est.holds(conc)  # weights + KV for the planned concurrency fit in memory
-        ttft, itl = p95(est)
-        assert req.slo.ttft_p95_ms is None or ttft <= req.slo.ttft_p95_ms
-        assert req.slo.itl_p95_ms is None or itl <= req.slo.itl_p95_ms
+        fp8_kv = bp.archetype is Archetype.VLLM_GPU and bp.engine.kv_cache_dtype == "fp8"
+        assert not fp8_kv or gpu.supports_fp8
+        kv = kv_cache_tokens(CATALOG.model(spec.id).architecture, gpu, precision=spec.precision,
+                             tensor_parallel_size=tp, kv_cache_fp8=fp8_kv)
+        assert kv >= bp.models[0].max_context_tokens  # weights + one max_model_len sequence fit in memory
+        assert conc * (req.traffic.mean_input_tokens + req.traffic.mean_output_tokens) <= kv  # mean requests fit
+        p = bp.predictions  # simulated p95 at this environment's peak share per replica
+        assert req.slo.ttft_p95_ms is None or p.ttft_p95_ms <= req.slo.ttft_p95_ms
+        assert req.slo.itl_p95_ms is None or p.itl_p95_ms <= req.slo.itl_p95_ms
         if bp.archetype is Archetype.VLLM_GPU:
             assert bp.engine.tensor_parallel_size == tp and bp.engine.max_num_seqs == conc
+            assert bp.engine.max_num_batched_tokens >= conc
     else:
         assert bp.predictions.latency_p95_ms <= latency_target_ms(req) + 0.05  # predictions are rounded to 0.1 ms
         if bp.archetype is Archetype.ONNX_CPU:

@@ -36,7 +36,9 @@ def test_a_gpu_service_needs_its_node_pools_vcpus_at_full_scale():
     bp = stack("chat-assistant-prod")
     [need] = quota_needs(bp)
     assert (need.service_code, need.quota_code, need.region) == ("ec2", "L-DB2E81BA", "us-east-1")
-    assert need.needed == bp.node_pool_max_nodes * 4 == 44  # (10 replicas + 1 surge) x g6e.xlarge's 4 vCPUs
+    assert bp.compute.instance_type == "g6e.xlarge" and bp.compute.replicas_per_node == 1
+    assert bp.node_pool_max_nodes == bp.autoscaling.max_replicas + 1  # max replicas + 1 surge, a node each
+    assert need.needed == bp.node_pool_max_nodes * 4  # g6e.xlarge has 4 vCPUs
     [spot] = quota_needs(stack("chat-assistant-dev"))
     assert spot.quota_code == "L-3819A6DF"  # dev runs on spot
 
@@ -50,10 +52,15 @@ def test_sagemaker_counts_instances_twice_for_a_blue_green_update_and_platforms_
     assert quota_needs(stack("edge-classifier-prod")) == []  # an existing cluster's nodes are not ours
 
 
+def _chat_prod_vcpus() -> int:
+    bp = stack("chat-assistant-prod")
+    return bp.node_pool_max_nodes * bp.compute.vcpus_per_node
+
+
 def test_the_plan_states_the_quotas_it_needs():
     assert stack("chat-assistant-prod").rationale[-1].startswith(
         "needs service quotas in us-east-1 (fresh accounts start at 0 for G and P instances): ec2 L-DB2E81BA "
-        "(Running On-Demand G and VT instances) >= 44 vCPUs")
+        f"(Running On-Demand G and VT instances) >= {_chat_prod_vcpus()} vCPUs")
 
 
 def _client(responses: list[tuple[str, dict, dict | None]]):
@@ -73,13 +80,13 @@ def test_an_applied_quota_is_compared_and_a_never_changed_one_falls_back_to_the_
     needs = quota_needs(stack("chat-assistant-prod")) + quota_needs(stack("platform-prod-us-east-1"))
     client = _client([
         ("get_service_quota", {"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA"},
-         {"Quota": {"QuotaCode": "L-DB2E81BA", "Value": 32.0}}),
+         {"Quota": {"QuotaCode": "L-DB2E81BA", "Value": float(_chat_prod_vcpus() - 4)}}),
         ("get_service_quota", {"ServiceCode": "ec2", "QuotaCode": "L-1216C47A"}, None),
         ("get_aws_default_service_quota", {"ServiceCode": "ec2", "QuotaCode": "L-1216C47A"},
          {"Quota": {"QuotaCode": "L-1216C47A", "Value": 5.0}}),
     ])
     gpu, standard = check_quotas(needs, lambda region: client)
-    assert (gpu.value, gpu.source, gpu.ok) == (32.0, "applied", False)  # 32 < 44
+    assert (gpu.value, gpu.source, gpu.ok) == (_chat_prod_vcpus() - 4, "applied", False)  # one node short
     assert (standard.value, standard.source, standard.ok) == (5.0, "AWS default", False)
 
 
@@ -88,7 +95,7 @@ def test_preflight_without_credentials_prints_what_to_check_and_how_to_request_i
     result = runner.invoke(app, ["preflight", "chat-assistant-prod", "--stacks-dir", str(ROOT / "stacks")])
     assert result.exit_code == 0, result.output
     assert ("aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-DB2E81BA "
-            "--desired-value 44 --region us-east-1") in result.output
+            f"--desired-value {_chat_prod_vcpus()} --region us-east-1") in result.output
 
 
 def test_preflight_exits_1_naming_a_quota_below_the_need(monkeypatch):
@@ -98,7 +105,7 @@ def test_preflight_exits_1_naming_a_quota_below_the_need(monkeypatch):
     result = runner.invoke(app, ["preflight", "chat-assistant-prod", "--stacks-dir", str(ROOT / "stacks"), "--json"])
     assert result.exit_code == 1
     [row] = json.loads(result.stdout)
-    assert (row["quota_code"], row["value"], row["needed"], row["ok"]) == ("L-DB2E81BA", 8.0, 44.0, False)
+    assert (row["quota_code"], row["value"], row["needed"], row["ok"]) == ("L-DB2E81BA", 8.0, _chat_prod_vcpus(), False)
 
 
 def test_preflight_of_an_unknown_stack_exits_2():

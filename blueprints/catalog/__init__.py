@@ -12,7 +12,7 @@ from functools import lru_cache
 from importlib import resources
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from blueprints.errors import CatalogError, format_validation_error
 
@@ -38,8 +38,15 @@ class Task(str, Enum):
         return self is Task.TEXT_GENERATION
 
 
+class Interconnect(str, Enum):
+    """How the GPUs of one node exchange tensor-parallel all-reduces."""
+
+    NVLINK = "nvlink"
+    PCIE = "pcie"
+
+
 class Gpu(_Record):
-    """One GPU model's physical limits (per GPU)."""
+    """One GPU model's physical limits (per GPU) and the efficiencies the capacity model uses for it."""
 
     name: str = Field(description="short name used on the command line, e.g. `l40s`")
     model: str = Field(description="vendor name")
@@ -48,6 +55,26 @@ class Gpu(_Record):
     tflops_16bit: float = Field(gt=0, description="dense FP16/BF16 tensor TFLOPS per GPU")
     tflops_fp8: float | None = Field(default=None, gt=0, description="dense FP8 tensor TFLOPS; none if unsupported")
     supports_bf16: bool
+    compute_capability: float = Field(ge=5.0, le=12.0, description="CUDA compute capability, e.g. 8.9 (Ada)")
+    interconnect: Interconnect = Field(description="GPU-to-GPU link inside one node (tensor-parallel all-reduce)")
+    interconnect_gb_per_s: float = Field(gt=0, description="GPU-to-GPU bandwidth per direction, 1e9 bytes/s")
+    prefill_mfu: float | None = Field(default=None, gt=0, le=1, description="fraction of the dense tensor TFLOPS "
+                                      "prefill reaches on this GPU; defaults to `defaults.MFU`. Set where a measured "
+                                      "figure says the datasheet misleads, with its source in gpus.yaml")
+
+    @property
+    def supports_fp8(self) -> bool:
+        """FP8 tensor cores (compute capability >= 8.9: Ada, Hopper): FP8 weights run W8A8 and vLLM's FP8 KV cache is
+        planned. Source: vLLM docs, features/quantization/fp8 ("FP8 computation is supported on NVIDIA GPUs with
+        compute capability >= 8.9")."""
+        return self.compute_capability >= 8.9
+
+    @property
+    def supports_marlin(self) -> bool:
+        """vLLM's Marlin kernels for 4/8-bit weight-only checkpoints (awq_marlin, gptq_marlin) need compute
+        capability >= 8.0 (Ampere); vLLM picks them automatically unless `--quantization awq|gptq` forces the older
+        kernels (vllm/model_executor/layers/quantization/awq_marlin.py, `is_awq_marlin_compatible`)."""
+        return self.compute_capability >= 8.0
 
 
 class InstanceType(_Record):
@@ -68,19 +95,80 @@ class InstanceType(_Record):
 
 
 class Architecture(_Record):
-    """Transformer shape, as in the model's config.json."""
+    """Transformer shape, as in the model's config.json.
 
-    params_b: float = Field(gt=0, description="total parameters, billions")
-    active_params_b: float | None = Field(default=None, gt=0, description="parameters active per token (MoE); defaults to params_b")
-    layers: int = Field(ge=1)
-    hidden_size: int = Field(ge=1)
-    attention_heads: int = Field(ge=1)
-    kv_heads: int = Field(ge=1, description="key/value heads (grouped-query attention)")
-    head_dim: int = Field(ge=1)
+    Mixture-of-experts models add `experts` (config.json `num_local_experts`), `experts_per_token`
+    (`num_experts_per_tok`) and `shared_params_b` (everything outside the routed experts: attention, embeddings,
+    norms, router, shared experts); all three or none. `vocab_size` and `tie_word_embeddings` let the capacity model
+    keep the embedding table out of the bytes a decode step reads and at 16-bit in quantised checkpoints; without
+    them every parameter counts as a weight of the model's precision that each step reads.
+
+    Example:
+        Mixtral-8x7B: `{params_b: 46.7, layers: 32, hidden_size: 4096, attention_heads: 32, kv_heads: 8,
+        head_dim: 128, experts: 8, experts_per_token: 2, shared_params_b: 1.61}`
+    """
+
+    params_b: float = Field(gt=0, le=10_000, description="total parameters, billions")
+    active_params_b: float | None = Field(default=None, gt=0, description="parameters active per token (MoE); "
+                                          "defaults to params_b, or to the MoE fields' shared + k/E of the experts")
+    layers: int = Field(ge=1, le=1000)
+    hidden_size: int = Field(ge=1, le=131_072)
+    attention_heads: int = Field(ge=1, le=1024)
+    kv_heads: int = Field(ge=1, le=1024, description="key/value heads (grouped-query attention)")
+    head_dim: int = Field(ge=1, le=1024)
+    vocab_size: int | None = Field(default=None, ge=1, le=2_000_000, description="config.json `vocab_size`")
+    tie_word_embeddings: bool = Field(default=False, description="config.json `tie_word_embeddings`: the output "
+                                      "projection reuses the embedding table")
+    experts: int | None = Field(default=None, ge=2, le=1024, description="MoE: routed experts per MoE layer")
+    experts_per_token: int | None = Field(default=None, ge=1, le=64, description="MoE: routed experts each token "
+                                          "uses per layer")
+    shared_params_b: float | None = Field(default=None, gt=0, description="MoE: parameters outside the routed "
+                                          "experts (attention, embeddings, norms, router, shared experts), billions")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Architecture:
+        moe = (self.experts, self.experts_per_token, self.shared_params_b)
+        if any(v is not None for v in moe) and any(v is None for v in moe):
+            raise ValueError("a mixture-of-experts model gives `experts`, `experts_per_token` and `shared_params_b` "
+                             "together (config.json num_local_experts, num_experts_per_tok, and the parameters "
+                             "outside the experts)")
+        if self.experts is not None:
+            if self.experts_per_token > self.experts:  # type: ignore[operator]
+                raise ValueError(f"experts_per_token={self.experts_per_token} exceeds experts={self.experts}")
+            if self.shared_params_b >= self.params_b:  # type: ignore[operator]
+                raise ValueError(f"shared_params_b={self.shared_params_b} must be below params_b={self.params_b} "
+                                 "(the routed experts hold the rest)")
+            derived = self.moe_active_b
+            if self.active_params_b is not None and abs(self.active_params_b - derived) > 0.05 * derived:
+                raise ValueError(f"active_params_b={self.active_params_b} disagrees with the MoE fields, which give "
+                                 f"{derived:.2f} (shared + experts_per_token/experts of the rest); fix either")
+        if self.active_params_b is not None and self.active_params_b > self.params_b:
+            raise ValueError(f"active_params_b={self.active_params_b} exceeds params_b={self.params_b}")
+        if self.vocab_size is not None and self.embedding_params_b >= self.params_b:
+            raise ValueError(f"vocab_size={self.vocab_size} x hidden_size={self.hidden_size} "
+                             f"{'' if self.tie_word_embeddings else 'x 2 (untied) '}is more than params_b="
+                             f"{self.params_b} billion; check the units (params_b is in billions)")
+        return self
+
+    @property
+    def moe_active_b(self) -> float:
+        """Active parameters per token from the MoE fields (shared + k/E of the routed experts), billions."""
+        shared = self.shared_params_b or 0.0
+        return shared + (self.params_b - shared) * (self.experts_per_token or 1) / (self.experts or 1)
 
     @property
     def active_b(self) -> float:
-        return self.active_params_b or self.params_b
+        """Parameters each token multiplies through, billions (all of them for a dense model)."""
+        if self.active_params_b is not None:
+            return self.active_params_b
+        return self.moe_active_b if self.experts else self.params_b
+
+    @property
+    def embedding_params_b(self) -> float:
+        """Embedding table plus an untied output projection, billions (0 when `vocab_size` is not given)."""
+        if self.vocab_size is None:
+            return 0.0
+        return self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2) / 1e9
 
 
 class CatalogModel(_Record):

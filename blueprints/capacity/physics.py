@@ -1,0 +1,275 @@
+"""Memory and step time of one vLLM replica: the roofline the scheduler simulation steps on.
+
+Pure functions of catalog records; no I/O. One engine step (one forward pass over every scheduled token) takes
+
+    step = max(GPU time, running sequences x host time per sequence)
+    GPU time = step overhead + max(weight and KV reads, FLOPs) + tensor-parallel all-reduces
+
+- Weight reads: every non-expert weight once per step, at MBU x the kernel family's bandwidth factor (16-bit, AWQ,
+  GPTQ 4/8-bit, FP8, W8A8); the embedding table is looked up, not streamed, and stays 16-bit (as does an untied
+  lm_head) in quantised checkpoints. A mixture-of-experts layer reads only the experts its tokens route to: with
+  T tokens each picking k of E experts, E x (1 - (1 - k/E)^T) distinct experts on average.
+- KV reads: each decoding sequence's context at KV_READ_BANDWIDTH_EFFICIENCY of bandwidth.
+- FLOPs: 2 x active parameters per token (expert GEMMs at MOE_GEMM_EFFICIENCY, weight-only kernels at
+  QUANTIZED_PREFILL_FACTOR), the lm_head for sampled tokens, and attention 4 x layers x heads x head_dim per
+  (query, context) token pair, at the GPU's prefill MFU x dense tensor TFLOPS (FP8 tensor cores for FP8 weights).
+- All-reduces: 2 per layer, each 2 x log2(TP) link latencies plus its activations over the NVLink or PCIe link.
+- Host time: input preparation, sampling, detokenisation and streaming per running sequence, overlapped with the
+  GPU step (the engine profile's `host_ms_per_sequence`): the per-sequence cost that grows with the batch.
+Sources of every constant: `blueprints.defaults` (capacity model section) and `catalog/gpus.yaml`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from blueprints import defaults
+from blueprints.catalog import Architecture, Gpu
+from blueprints.requirements import DEFAULT_QUANTIZATION, Precision, Quantization
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """How one serving-engine release schedules and what each step costs on the host (`defaults.ENGINE_PROFILES`).
+
+    Attributes:
+        name: profile key, e.g. `vllm-0.11` (the pinned image).
+        chunked_prefill: prefill chunks join decode steps (vLLM V1); otherwise prefill steps run alone.
+        step_overhead_s: fixed host/launch time of every step, s.
+        host_s_per_sequence: host time per running sequence per step, overlapped with the GPU, s.
+    """
+
+    name: str
+    chunked_prefill: bool
+    step_overhead_s: float
+    host_s_per_sequence: float
+
+
+def engine_profile(name: str = defaults.PINNED_ENGINE) -> EngineProfile:
+    """The `defaults.ENGINE_PROFILES` entry `name` (KeyError for an unknown one: profiles are ours, not user input)."""
+    p = defaults.ENGINE_PROFILES[name]
+    return EngineProfile(name, bool(p["chunked_prefill"]), p["step_overhead_ms"] / 1e3,
+                         p["host_ms_per_sequence"] / 1e3)
+
+
+def kernel_family(precision: Precision, quantization: Quantization | None) -> str:
+    """The `defaults.WEIGHT_BANDWIDTH_FACTOR` key of these weights: `none` (16/32-bit), `awq`, `gptq-int4`,
+    `gptq-int8`, `fp8` or `w8a8`."""
+    method = quantization or DEFAULT_QUANTIZATION.get(precision)
+    if method is None:
+        return "none"
+    if method is Quantization.GPTQ:
+        return "gptq-int4" if precision is Precision.INT4 else "gptq-int8"
+    return method.value
+
+
+def _embedding_bytes_per_param(precision: Precision) -> float:
+    """Embeddings and lm_head stay at the checkpoint's 16-bit dtype in quantised checkpoints (FP32 stays FP32)."""
+    return precision.bytes_per_param if precision.bytes_per_param >= 2 else 2.0
+
+
+def weights_bytes(arch: Architecture, precision: Precision) -> float:
+    """Weight memory at `precision`, bytes: quantised linear layers plus 16-bit embeddings (when `vocab_size` is
+    known; otherwise every parameter at `precision`)."""
+    emb = arch.embedding_params_b * 1e9
+    return (arch.params_b * 1e9 - emb) * precision.bytes_per_param + emb * _embedding_bytes_per_param(precision)
+
+
+def weights_gib(arch: Architecture, precision: Precision) -> float:
+    """Weight memory at `precision`, GiB (see `weights_bytes`)."""
+    return weights_bytes(arch, precision) / GIB
+
+
+def kv_bytes_per_token(arch: Architecture, *, kv_cache_fp8: bool = False, precision: Precision = Precision.BF16) -> int:
+    """KV cache bytes per token across all layers: 2 (K,V) x layers x kv_heads x head_dim x bytes/element.
+
+    Elements are 16-bit unless the KV cache is FP8 (1 byte) or the model is served at FP32 (4 bytes).
+    Example: Llama-3.1-8B at BF16 -> 131072 (128 KiB); with an FP8 KV cache -> 65536.
+    """
+    element = 1 if kv_cache_fp8 else (4 if precision is Precision.FP32 else 2)
+    return 2 * arch.layers * arch.kv_heads * arch.head_dim * element
+
+
+def compute_tflops(gpu: Gpu, precision: Precision) -> float:
+    """Dense TFLOPS a GPU gives this precision: FP8 tensor cores when both sides have them, else 16-bit.
+
+    INT8/INT4 here are weight-only schemes (AWQ/GPTQ) that compute in 16-bit.
+    """
+    if precision is Precision.FP8 and gpu.tflops_fp8:
+        return gpu.tflops_fp8
+    return gpu.tflops_16bit
+
+
+def kv_cache_tokens(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_parallel_size: int,
+                    kv_cache_fp8: bool = False, gpu_memory_utilization: float = defaults.GPU_MEMORY_UTILIZATION) -> int:
+    """Tokens of KV cache one replica holds: its GPUs' memory x utilisation, less the per-GPU activation overhead and
+    the weights, over the KV bytes per token (0 when the weights do not fit)."""
+    usable_gib = tensor_parallel_size * (gpu.memory_gib * gpu_memory_utilization - defaults.ACTIVATION_OVERHEAD_GIB_PER_GPU)
+    kv = kv_bytes_per_token(arch, kv_cache_fp8=kv_cache_fp8, precision=precision)
+    return max(0, int((usable_gib - weights_gib(arch, precision)) * GIB // kv))
+
+
+@dataclass(frozen=True)
+class ReplicaModel:
+    """The step-time model of one replica, with every per-step coefficient precomputed (seconds, per replica).
+
+    Build with `replica_model()`; `step_s()` is the one formula the simulation and the analytic screen share.
+
+    Attributes:
+        kv_cache_tokens: tokens of KV cache the replica holds.
+        weights_gib: weight memory of the whole model, GiB.
+        kv_bytes_per_token: KV bytes per token (all layers, one replica).
+        engine: the engine profile steps are timed for.
+    """
+
+    kv_cache_tokens: int
+    weights_gib: float
+    kv_bytes_per_token: int
+    engine: EngineProfile
+    dense_read_s: float
+    expert_read_s: float
+    experts: int
+    experts_per_token: int
+    kv_read_s_per_token: float
+    dense_flop_s_per_token: float
+    expert_flop_s_per_token: float
+    lm_head_s_per_sample: float
+    attention_s_per_pair: float
+    allreduce_fixed_s: float
+    allreduce_s_per_token: float
+
+    def distinct_experts(self, tokens: int) -> float:
+        """Expected distinct experts a layer reads when `tokens` tokens each pick `experts_per_token` of `experts`
+        (uniform routing): E x (1 - (1 - k/E)^T)."""
+        if not self.experts or tokens <= 0:
+            return 0.0
+        return self.experts * (1.0 - (1.0 - self.experts_per_token / self.experts) ** tokens)
+
+    def gpu_s(self, decode: int, decode_context: float, prefill: int = 0, prefill_pairs: float = 0.0) -> float:
+        """GPU time of one step, s.
+
+        Args:
+            decode: sequences decoding one token this step.
+            decode_context: their summed context, tokens (KV each reads).
+            prefill: prompt tokens this step computes (chunks of one or more requests).
+            prefill_pairs: attention (query, context) pairs of those chunks: sum of chunk x (start + chunk / 2).
+        """
+        tokens = decode + prefill
+        memory = (self.dense_read_s + self.expert_read_s * self.distinct_experts(tokens)
+                  + decode_context * self.kv_read_s_per_token)
+        samples = decode + (1 if prefill else 0)
+        compute = (tokens * (self.dense_flop_s_per_token + self.expert_flop_s_per_token)
+                   + samples * self.lm_head_s_per_sample
+                   + (decode_context + prefill_pairs) * self.attention_s_per_pair)
+        allreduce = self.allreduce_fixed_s + tokens * self.allreduce_s_per_token if self.allreduce_fixed_s else 0.0
+        return self.engine.step_overhead_s + max(memory, compute) + allreduce
+
+    def step_s(self, decode: int, decode_context: float, prefill: int = 0, prefill_pairs: float = 0.0) -> float:
+        """Wall time of one step, s: the GPU time, or the host's per-sequence work when that is longer."""
+        return max(self.gpu_s(decode, decode_context, prefill, prefill_pairs),
+                   decode * self.engine.host_s_per_sequence)
+
+
+def replica_model(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_parallel_size: int,
+                  quantization: Quantization | None = None, kv_cache_fp8: bool = False,
+                  gpu_memory_utilization: float = defaults.GPU_MEMORY_UTILIZATION,
+                  engine: EngineProfile | None = None) -> ReplicaModel:
+    """Precompute the step-time coefficients of one replica.
+
+    Args:
+        arch: model shape (catalog or explicit).
+        gpu: GPU record.
+        precision: weight precision.
+        tensor_parallel_size: GPUs per replica.
+        quantization: quantisation method; defaults to the one `precision` implies.
+        kv_cache_fp8: FP8 KV cache (`--kv-cache-dtype fp8`).
+        gpu_memory_utilization: fraction of each GPU's memory vLLM may use.
+        engine: engine profile; the pinned vLLM by default.
+
+    Returns:
+        A `ReplicaModel`.
+    """
+    tp = tensor_parallel_size
+    engine = engine or engine_profile()
+    family = kernel_family(precision, quantization)
+    bandwidth = tp * gpu.bandwidth_gb_per_s * 1e9  # bytes/s, whole replica (ranks read their shards in parallel)
+    mbu16 = defaults.MBU_SINGLE_GPU_16BIT
+    mbu_q = mbu16 * defaults.WEIGHT_BANDWIDTH_FACTOR[family]
+    bpp = precision.bytes_per_param
+    emb_bpp = _embedding_bytes_per_param(precision)
+
+    params = arch.params_b * 1e9
+    lm_head = arch.vocab_size * arch.hidden_size if arch.vocab_size else 0.0  # untied or tied: streamed once a step
+    embedding_only = arch.embedding_params_b * 1e9 - lm_head  # the untied input table: looked up, not streamed
+    if arch.experts:
+        shared = arch.shared_params_b * 1e9  # type: ignore[operator]
+        expert_params = (params - shared) / arch.experts  # one expert, all layers
+    else:
+        shared, expert_params = params, 0.0
+    dense_linear = shared - embedding_only - lm_head
+    dense_read_s = dense_linear * bpp / (bandwidth * mbu_q) + lm_head * emb_bpp / (bandwidth * mbu16)
+    expert_read_s = expert_params * bpp / (bandwidth * mbu_q)
+
+    mfu = gpu.prefill_mfu or defaults.MFU
+    fp8_native = precision is Precision.FP8 and gpu.supports_fp8
+    prefill_factor = 1.0 if fp8_native else defaults.QUANTIZED_PREFILL_FACTOR[family]
+    flops = tp * compute_tflops(gpu, precision) * 1e12 * mfu  # FLOP/s, whole replica
+    linear_flops = flops * prefill_factor
+    active_experts = expert_params * (arch.experts_per_token or 0)
+    kv_tok = kv_bytes_per_token(arch, kv_cache_fp8=kv_cache_fp8, precision=precision)
+
+    if tp > 1:
+        hops = 2 * math.log2(tp)
+        per_layer = defaults.ALLREDUCES_PER_LAYER * arch.layers
+        link = gpu.interconnect_gb_per_s * 1e9
+        allreduce_fixed_s = per_layer * hops * defaults.ALLREDUCE_HOP_US[gpu.interconnect.value] / 1e6
+        allreduce_s_per_token = per_layer * (hops / tp) * arch.hidden_size * 2 / link  # 16-bit activations
+    else:
+        allreduce_fixed_s = allreduce_s_per_token = 0.0
+    return ReplicaModel(
+        kv_cache_tokens=kv_cache_tokens(arch, gpu, precision=precision, tensor_parallel_size=tp,
+                                        kv_cache_fp8=kv_cache_fp8, gpu_memory_utilization=gpu_memory_utilization),
+        weights_gib=weights_gib(arch, precision),
+        kv_bytes_per_token=kv_tok,
+        engine=engine,
+        dense_read_s=dense_read_s,
+        expert_read_s=expert_read_s,
+        experts=arch.experts or 0,
+        experts_per_token=arch.experts_per_token or 0,
+        kv_read_s_per_token=kv_tok / (bandwidth * defaults.KV_READ_BANDWIDTH_EFFICIENCY),
+        dense_flop_s_per_token=2 * dense_linear / linear_flops,
+        expert_flop_s_per_token=2 * active_experts / (linear_flops * defaults.MOE_GEMM_EFFICIENCY),
+        lm_head_s_per_sample=2 * lm_head / flops,
+        attention_s_per_pair=4 * arch.layers * arch.attention_heads * arch.head_dim / flops,
+        allreduce_fixed_s=allreduce_fixed_s,
+        allreduce_s_per_token=allreduce_s_per_token,
+    )
+
+
+def blocks_for(tokens: int) -> int:
+    """KV-cache blocks `tokens` tokens occupy (`defaults.KV_BLOCK_TOKENS` per block)."""
+    return -(-tokens // defaults.KV_BLOCK_TOKENS)
+
+
+def default_batch_limits(gpu: Gpu) -> tuple[int, int]:
+    """vLLM V1's (max_num_batched_tokens, max_num_seqs) defaults for the OpenAI server on this GPU."""
+    large = gpu.memory_gib >= 70 and "a100" not in gpu.name
+    return defaults.VLLM_DEFAULT_BATCH["large" if large else "other"]
+
+
+def tensor_parallel_problems(arch: Architecture, tensor_parallel_size: int) -> list[str]:
+    """Why vLLM cannot shard this model `tensor_parallel_size` ways (empty when it can).
+
+    vLLM splits attention heads evenly across ranks (`num_attention_heads % tensor_parallel_size == 0`,
+    vllm/config.py `verify_with_parallel_config`), and NCCL all-reduce within one node is planned for powers of two.
+    """
+    tp = tensor_parallel_size
+    problems = []
+    if tp < 1 or tp & (tp - 1):
+        problems.append(f"tensor_parallel_size={tp} must be a power of two (1, 2, 4, 8)")
+    elif arch.attention_heads % tp:
+        problems.append(f"tensor_parallel_size={tp} must divide the model's {arch.attention_heads} attention heads")
+    return problems

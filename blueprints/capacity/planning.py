@@ -1,0 +1,248 @@
+"""Sizing one replica for the planner: engine limits, the highest arrival rate that meets the SLO, and predictions.
+
+For one candidate (GPU, tensor parallel, KV-cache dtype) and the requirements' traffic:
+1. `--max-num-seqs`: the largest batch whose pure decode step keeps a token gap within the ITL target and whose
+   mean-length sequences the KV cache holds (capped at `defaults.MAX_NUM_SEQS_CAP`).
+2. `--max-num-batched-tokens`: vLLM's default for the GPU, or with an ITL target the largest power of two whose full
+   step (the batch above plus a prompt chunk filling the budget) stays within it, so a prefill chunk never stretches a
+   token gap past the target (never below max_num_seqs, which vLLM requires).
+3. `screen`: an optimistic analytic bound on the rate (`LLM_MAX_UTILIZATION` x the saturated rate), for ranking.
+4. `size_replica`: the highest per-replica arrival rate at which the simulated TTFT p95, ITL p95 and (when bounded)
+   request-latency p95 meet the targets: bisection over the rate on common random numbers, at most the screen's bound.
+Results are cached per input (the same candidate is sized once per process across environments and archetypes).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from blueprints import defaults
+from blueprints.capacity.analytic import saturation_rps
+from blueprints.capacity.physics import ReplicaModel, default_batch_limits, replica_model
+from blueprints.capacity.runs import open_loop
+from blueprints.capacity.simulator import SchedulerConfig, SimulationResult
+from blueprints.capacity.workload import LengthModel, length_model, simulation_requests
+from blueprints.catalog import Architecture, Gpu
+from blueprints.requirements import Precision, Quantization
+
+
+@dataclass(frozen=True)
+class TrafficShape:
+    """What one replica sees, besides the rate: request lengths, the arrival pattern and the context limit."""
+
+    inputs: LengthModel
+    outputs: LengthModel
+    pattern: str
+    max_model_len: int
+
+
+@dataclass(frozen=True)
+class LatencyTargets:
+    """p95 targets, ms (None: no target)."""
+
+    ttft_p95_ms: float | None
+    itl_p95_ms: float | None
+    e2e_p95_ms: float | None = None
+
+    def met_by(self, run: SimulationResult) -> bool:
+        """The run was stable and every given p95 is within its target."""
+        return (run.stable
+                and (self.ttft_p95_ms is None or run.ttft_ms.p95 <= self.ttft_p95_ms)
+                and (self.itl_p95_ms is None or run.itl_ms.p95 <= self.itl_p95_ms)
+                and (self.e2e_p95_ms is None or run.e2e_ms.p95 <= self.e2e_p95_ms))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One replica shape with its engine limits and the analytic screen."""
+
+    model: ReplicaModel
+    gpu: Gpu
+    tensor_parallel_size: int
+    kv_cache_fp8: bool
+    config: SchedulerConfig
+    saturation_rps: float
+
+    @property
+    def max_num_seqs(self) -> int:
+        return self.config.max_num_seqs
+
+    @property
+    def max_num_batched_tokens(self) -> int:
+        return self.config.max_num_batched_tokens
+
+    @property
+    def rate_bound_rps(self) -> float:
+        """Optimistic per-replica rate: `LLM_MAX_UTILIZATION` of the saturated rate (the simulation never plans
+        above it)."""
+        return defaults.LLM_MAX_UTILIZATION * self.saturation_rps
+
+
+@dataclass(frozen=True)
+class ReplicaSizing:
+    """A simulated candidate: the highest per-replica rate that meets the targets and the run at that rate."""
+
+    candidate: Candidate
+    max_rps: float
+    at_max: SimulationResult
+
+    def run_at(self, shape: TrafficShape, rate_per_s: float) -> SimulationResult:
+        """The candidate at another rate, on the same simulated requests as the search (common random numbers)."""
+        return run_at_rate(self.candidate, shape, rate_per_s)
+
+
+def _context(shape: TrafficShape) -> float:
+    """Mean context a decoding sequence holds, tokens (its prompt and half its output)."""
+    return shape.inputs.mean + shape.outputs.mean / 2
+
+
+def engine_limits(model: ReplicaModel, gpu: Gpu, shape: TrafficShape, targets: LatencyTargets, *,
+                  tune_batched_tokens: bool = True) -> SchedulerConfig | None:
+    """`--max-num-seqs` and `--max-num-batched-tokens` for this replica (see the module docstring), or None when the
+    KV cache cannot hold one `max_model_len` sequence or one sequence's step misses the ITL target."""
+    if model.kv_cache_tokens < shape.max_model_len:
+        return None
+    held = model.kv_cache_tokens // (shape.inputs.mean + shape.outputs.mean)
+    ceiling = min(defaults.MAX_NUM_SEQS_CAP, held)
+    ctx = _context(shape)
+    itl_s = targets.itl_p95_ms / 1e3 if targets.itl_p95_ms is not None else math.inf
+    if ceiling < 1 or model.step_s(1, ctx) > itl_s:
+        return None
+    lo, hi = 1, ceiling
+    while lo < hi:  # the step time grows with the batch
+        mid = (lo + hi + 1) // 2
+        if model.step_s(mid, mid * ctx) <= itl_s:
+            lo = mid
+        else:
+            hi = mid - 1
+    seqs = lo
+    tokens = default_batch_limits(gpu)[0]
+    if tune_batched_tokens and math.isfinite(itl_s):
+        budget = tokens
+        while budget > seqs and budget >= 64:
+            chunk = budget - seqs
+            if model.step_s(seqs, seqs * ctx, chunk, chunk * (shape.inputs.mean / 2)) <= itl_s:
+                break
+            budget //= 2
+        tokens = max(seqs, budget)
+    return SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens,
+                           kv_cache_blocks=model.kv_cache_tokens // defaults.KV_BLOCK_TOKENS)
+
+
+def screen(arch: Architecture, gpu: Gpu, *, precision: Precision, quantization: Quantization | None,
+           tensor_parallel_size: int, kv_cache_fp8: bool, shape: TrafficShape, targets: LatencyTargets,
+           tune_batched_tokens: bool = True) -> Candidate | None:
+    """The candidate's engine limits and analytic bound, or None when it cannot serve one request within the
+    targets (memory, ITL at batch 1, or TTFT of an unloaded replica)."""
+    model = replica_model(arch, gpu, precision=precision, quantization=quantization,
+                          tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8)
+    config = engine_limits(model, gpu, shape, targets, tune_batched_tokens=tune_batched_tokens)
+    if config is None:
+        return None
+    if targets.ttft_p95_ms is not None and idle_ttft_ms(model, config, shape) > targets.ttft_p95_ms:
+        return None
+    return candidate(model, gpu, tensor_parallel_size, kv_cache_fp8, config, shape)
+
+
+def candidate(model: ReplicaModel, gpu: Gpu, tensor_parallel_size: int, kv_cache_fp8: bool, config: SchedulerConfig,
+              shape: TrafficShape) -> Candidate:
+    """A replica with given engine limits, and its analytic saturated rate (requests/s) under `shape`."""
+    sat = saturation_rps(model, running=config.max_num_seqs, input_tokens=shape.inputs.mean,
+                         output_tokens=shape.outputs.mean, max_num_batched_tokens=config.max_num_batched_tokens)
+    return Candidate(model, gpu, tensor_parallel_size, kv_cache_fp8, config, sat)
+
+
+def traffic_shape(mean_input: int, input_p95: int | None, mean_output: int, output_p95: int | None, *,
+                  pattern: str, max_model_len: int) -> TrafficShape:
+    """The shape of a traffic description: lengths from the mean and p95 (`workload.length_model`), its pattern."""
+    return TrafficShape(inputs=length_model(mean_input, input_p95), outputs=length_model(mean_output, output_p95),
+                        pattern=pattern, max_model_len=max_model_len)
+
+
+def idle_ttft_ms(model: ReplicaModel, config: SchedulerConfig, shape: TrafficShape) -> float:
+    """TTFT of a mean-length prompt on an idle replica, ms: server overhead plus its prefill chunks."""
+    inp = shape.inputs.mean
+    chunk = min(inp, config.max_num_batched_tokens)
+    steps = math.ceil(inp / chunk)
+    return defaults.SERVER_OVERHEAD_MS + steps * model.step_s(0, 0.0, chunk, chunk * (inp - chunk / 2)) * 1e3
+
+
+def idle_itl_ms(model: ReplicaModel, shape: TrafficShape) -> float:
+    """Token gap of a single decoding sequence, ms (the floor of any ITL p95)."""
+    return model.step_s(1, _context(shape)) * 1e3
+
+
+def simulate_rate(candidate: Candidate, shape: TrafficShape, rate_per_s: float, *,
+                  requests: int | None = None) -> SimulationResult:
+    """The candidate under `rate_per_s` requests/s with the shape's arrivals and lengths."""
+    return open_loop(candidate.model, candidate.config, rate_per_s=rate_per_s, pattern=shape.pattern,
+                     inputs=shape.inputs, outputs=shape.outputs, max_model_len=shape.max_model_len,
+                     requests=requests)
+
+
+#: Bisection steps over the rate: the bracket shrinks to 1/2^6 of the screen's bound (~1.5 % of it).
+_BISECTION_STEPS = 6
+
+
+def size_replica(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets) -> ReplicaSizing | None:
+    """The highest per-replica arrival rate whose simulated p95s meet `targets`, or None when even a light load
+    misses them."""
+    return _size_replica(candidate, shape, targets)
+
+
+@lru_cache(maxsize=4096)
+def run_at_rate(candidate: Candidate, shape: TrafficShape, rate_per_s: float) -> SimulationResult:
+    """The candidate at `rate_per_s`, always on the same simulated requests (as many as
+    `workload.simulation_requests` gives at its rate bound), so runs at different rates compare like with like."""
+    return simulate_rate(candidate, shape, rate_per_s, requests=simulation_requests(candidate.rate_bound_rps))
+
+
+def meets_at(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets, rate_per_s: float) -> bool:
+    """Whether the candidate meets the targets at `rate_per_s` (never above its rate bound)."""
+    return rate_per_s <= candidate.rate_bound_rps and targets.met_by(run_at_rate(candidate, shape, rate_per_s))
+
+
+@lru_cache(maxsize=512)
+def _size_replica(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets) -> ReplicaSizing | None:
+    hi = candidate.rate_bound_rps
+    if not hi > 0:
+        return None
+    top = run_at_rate(candidate, shape, hi)
+    if targets.met_by(top):
+        return ReplicaSizing(candidate, hi, top)
+    lo = hi / 32
+    low_run = run_at_rate(candidate, shape, lo)
+    if not targets.met_by(low_run):
+        return None
+    best = (lo, low_run)
+    a, b = lo, hi
+    for _ in range(_BISECTION_STEPS):
+        mid = (a + b) / 2
+        run = run_at_rate(candidate, shape, mid)
+        if targets.met_by(run):
+            a, best = mid, (mid, run)
+        else:
+            b = mid
+    return ReplicaSizing(candidate, round(best[0], 6), best[1])
+
+
+def size_replica_at_least(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets,
+                          rate_per_s: float) -> ReplicaSizing:
+    """`size_replica` for a candidate already known to meet the targets at `rate_per_s`: the bisection's rate, or
+    that rate should the bisection (a finite simulation, not perfectly monotone) land below it."""
+    sizing = size_replica(candidate, shape, targets)
+    if sizing is None or sizing.max_rps < rate_per_s:
+        return ReplicaSizing(candidate, rate_per_s, run_at_rate(candidate, shape, rate_per_s))
+    return sizing
+
+
+def clear_caches() -> None:
+    """Forget every sized candidate and drawn workload (benchmarks time a cold start with it)."""
+    from blueprints.capacity import workload
+
+    _size_replica.cache_clear()
+    run_at_rate.cache_clear()
+    workload.request_shapes.cache_clear()
+    workload._unit_draws.cache_clear()

@@ -1,0 +1,142 @@
+"""The planner sizes LLM replicas from the queue-aware model: engine limits (max_num_seqs, max_num_batched_tokens,
+KV-cache dtype, quantisation kernels) reach vLLM, replicas follow the simulated p95 at peak, FP8 KV only when it is
+cheaper."""
+
+from __future__ import annotations
+
+import pytest
+
+from blueprints import defaults
+from blueprints.capacity.planning import run_at_rate
+from blueprints.catalog import load_catalog
+from blueprints.options import llm_search, resolve_models, traffic_shape
+from components.vllm_service import vllm_args
+from tests.conftest import plan_env, requirements_with
+
+#: A KV-bound workload on L40S nodes: long prompts, a loose ITL target.
+LONG_PROMPTS = dict(traffic={"peak_requests_per_s": 10, "mean_input_tokens": 6000, "mean_output_tokens": 400,
+                             "pattern": "steady"},
+                    model={"max_context_tokens": 32768}, slo={"ttft_p95_ms": 5000, "itl_p95_ms": 100},
+                    hardware={"allowed_instance_families": ["g6e"]}, budget={"max_monthly_usd": None})
+
+
+def test_the_fixed_p95_factors_are_gone():
+    assert not hasattr(defaults, "TTFT_P95_FACTOR") and not hasattr(defaults, "ITL_P95_FACTOR")
+
+
+def test_engine_limits_reach_the_vllm_container_args(chat_prod):
+    e = chat_prod.engine
+    args = vllm_args(e, chat_prod.model.name)
+    assert f"--max-num-seqs={e.max_num_seqs}" in args
+    assert f"--max-num-batched-tokens={e.max_num_batched_tokens}" in args
+    assert f"--kv-cache-dtype={e.kv_cache_dtype}" in args
+    assert e.max_num_batched_tokens >= e.max_num_seqs  # vLLM refuses to start otherwise
+
+
+def test_an_unset_token_budget_renders_no_flag(chat_prod):
+    engine = chat_prod.engine.model_copy(update={"max_num_batched_tokens": None})
+    assert not any(a.startswith("--max-num-batched-tokens") for a in vllm_args(engine, "m"))
+
+
+def test_a_full_step_never_stretches_a_token_gap_past_the_itl_target(catalog):
+    req = requirements_with()
+    model = resolve_models(req, catalog)[0]
+    best = llm_search(req, "prod", model, catalog).options[0]
+    cand, shape = best.candidate, traffic_shape(model)
+    seqs, tokens = cand.max_num_seqs, cand.max_num_batched_tokens
+    context = seqs * (shape.inputs.mean + shape.outputs.mean / 2)
+    assert cand.model.step_s(seqs, context) <= req.slo.itl_p95_ms / 1e3  # max_num_seqs: decode within the target
+    chunk = tokens - seqs
+    assert cand.model.step_s(seqs, context, chunk, chunk * shape.inputs.mean / 2) <= req.slo.itl_p95_ms / 1e3
+    assert seqs * (shape.inputs.mean + shape.outputs.mean) <= cand.model.kv_cache_tokens
+
+
+def test_the_plan_predicts_the_simulated_p95_at_its_peak_share_per_replica(catalog, chat_prod):
+    req = requirements_with()
+    model = resolve_models(req, catalog)[0]
+    best = llm_search(req, "prod", model, catalog).options[0]
+    assert chat_prod.compute.replicas >= best.replicas
+    run = run_at_rate(best.candidate, traffic_shape(model), 6.0 / chat_prod.compute.replicas)  # peak 6 req/s
+    assert chat_prod.predictions.ttft_p95_ms == round(run.ttft_ms.p95, 1) <= req.slo.ttft_p95_ms
+    assert chat_prod.predictions.itl_p95_ms == round(run.itl_ms.p95, 2) <= req.slo.itl_p95_ms
+    assert chat_prod.predictions.requests_per_s_capacity >= 6.0
+    assert any("TTFT p50/p95" in r and "ITL p50/p95" in r for r in chat_prod.rationale)
+
+
+def test_more_traffic_needs_more_replicas_and_spikes_more_than_steady_load():
+    def replicas(**traffic):
+        req = requirements_with(traffic=traffic, budget={"max_monthly_usd": None})
+        return plan_env(req, "prod").compute.replicas
+
+    assert replicas(peak_requests_per_s=24) > replicas(peak_requests_per_s=6)
+    steady = replicas(peak_requests_per_s=24, pattern="steady")
+    assert steady <= replicas(peak_requests_per_s=24, pattern="bursty") < replicas(peak_requests_per_s=24,
+                                                                                    pattern="spiky")
+
+
+def test_an_fp8_kv_cache_is_planned_where_it_is_cheaper_and_the_rationale_says_by_how_much():
+    bp = plan_env(requirements_with(**LONG_PROMPTS), "prod")
+    assert bp.compute.gpu == "l40s" and bp.engine.kv_cache_dtype == "fp8"
+    assert "--kv-cache-dtype=fp8" in vllm_args(bp.engine, bp.model.name)
+    [why] = [r for r in bp.rationale if r.startswith("FP8 KV cache")]
+    assert "holds twice the tokens" in why and "a 16-bit cache would need" in why
+
+
+def test_a_16_bit_kv_cache_is_kept_where_fp8_saves_nothing(chat_prod):
+    assert chat_prod.engine.kv_cache_dtype == "auto"
+    assert any("FP8 (supported on NVIDIA L40S) would not lower the cost here" in r for r in chat_prod.rationale)
+
+
+def test_gpus_without_fp8_never_get_an_fp8_kv_cache():
+    req = requirements_with(**{**LONG_PROMPTS, "hardware": {"allowed_instance_families": ["p4de"]}})
+    bp = plan_env(req, "prod")
+    assert bp.compute.gpu == "a100-80gb" and bp.engine.kv_cache_dtype == "auto"
+    assert not any("KV cache" in r and "FP8" in r for r in bp.rationale)
+
+
+@pytest.mark.parametrize(("families", "quantization", "flag"), [
+    (["g6e"], None, "awq_marlin"), (["g4dn"], None, "awq"), (["g6e"], "gptq", "gptq_marlin")])
+def test_quantised_checkpoints_run_the_kernels_the_model_was_calibrated_on(families, quantization, flag):
+    model = {"precision": "int4", **({"quantization": quantization} if quantization else {})}
+    req = requirements_with(model=model, hardware={"allowed_instance_families": families},
+                            slo={"ttft_p95_ms": 3000, "itl_p95_ms": 150}, budget={"max_monthly_usd": None})
+    bp = plan_env(req, "prod")
+    assert bp.engine.quantization == flag and f"--quantization={flag}" in vllm_args(bp.engine, bp.model.name)
+
+
+def test_a_mixture_of_experts_model_is_sized_on_its_active_experts():
+    req = requirements_with(model={"id": "mixtral-8x7b", "max_context_tokens": 8192},
+                            hardware={"allowed_instance_families": ["p5", "p4de"]}, budget={"max_monthly_usd": None})
+    bp = plan_env(req, "prod")
+    assert bp.models[0].weights_gib == pytest.approx(87, abs=1)
+    assert bp.predictions.itl_p95_ms <= 50 and bp.compute.gpus_per_replica >= 2
+
+
+def test_llm_search_is_deterministic_and_simulates_only_candidates_that_can_win():
+    catalog = load_catalog()
+    req = requirements_with()
+    model = resolve_models(req, catalog)[0]
+    first = llm_search(req, "prod", model, catalog)
+    assert first == llm_search(req, "prod", model, catalog)
+    assert first.simulated <= min(first.screened, defaults.MAX_SIMULATED_CANDIDATES)
+    assert first.screened > 2 * first.simulated
+
+
+def test_the_search_keeps_simulating_until_some_candidate_meets_the_slo():
+    # Long p95 prompts: the cheapest candidates all miss the TTFT target; a faster, dearer one meets it.
+    req = requirements_with(traffic={"mean_input_tokens": 3000, "input_tokens_p95": 9000, "mean_output_tokens": 200},
+                            model={"max_context_tokens": 16384}, slo={"ttft_p95_ms": 400, "itl_p95_ms": 40},
+                            budget={"max_monthly_usd": None})
+    bp = plan_env(req, "prod")
+    assert bp.predictions.ttft_p95_ms <= 400 and bp.predictions.itl_p95_ms <= 40
+
+
+def test_targets_met_idle_but_not_under_load_name_the_light_load_p95s():
+    from blueprints.errors import SizingError
+
+    req = requirements_with("regulated-assistant", traffic={"mean_input_tokens": 2000, "input_tokens_p95": 4000},
+                            slo={"ttft_p95_ms": 200, "itl_p95_ms": 20}, budget={"max_monthly_usd": None})
+    with pytest.raises(SizingError, match=r"even at light load the best p95s are TTFT (\d+) ms and ITL [\d.]+ ms "
+                                          r"\(p5(en)?\.48xlarge, tensor_parallel_size=8\).*raise slo.ttft_p95_ms to >= "
+                                          r"\d+, or relax the ITL target"):
+        plan_env(req, "prod")
