@@ -19,7 +19,10 @@ from blueprints.requirements import (
     DNS_1123_LABEL,
     WEIGHTS_URI,
     Accelerator,
+    Compliance,
     CpuArch,
+    Exposure,
+    ExposureScope,
     ModelFormat,
     Platform,
     Precision,
@@ -27,7 +30,8 @@ from blueprints.requirements import (
 )
 
 #: Bumped when a field changes meaning; the program refuses configs of another version.
-BLUEPRINT_SCHEMA_VERSION = 2
+#: 3: `compliance` (the requirements' compliance, recorded) and `network.exposure`.
+BLUEPRINT_SCHEMA_VERSION = 3
 
 
 #: A TCP port a container or Service listens on.
@@ -187,8 +191,28 @@ class Storage(_Frozen):
 
 
 class Network(_Frozen):
+    """How the service is reached. `private_only` is derived from `compliance.private_only`; `exposure` from the
+    requirements' `exposure` section (the same schema, validated the same way)."""
+
     private_only: bool
     load_balancer_idle_timeout_s: int = Field(ge=60, le=4000, description="above the longest streamed response")
+    exposure: Exposure = Field(description="who can reach the endpoint: internal (VPC) or public (TLS, source CIDRs)")
+
+    @model_validator(mode="after")
+    def _private_is_internal(self) -> Network:
+        if self.private_only and self.exposure.scope is ExposureScope.PUBLIC:
+            raise ValueError("network.exposure.scope public contradicts network.private_only: re-plan with "
+                             "`blueprint plan` instead of editing the stack config")
+        return self
+
+
+class ComplianceRecord(Compliance):
+    """The requirements' compliance as planned, recorded in the stack config beside the settings derived from it
+    (`network`, `storage`, `production`, `region`, the platform). The policy pack checks the derived settings against
+    this record, so a hand edit that weakens a stack below its own requirements fails the review; a change of the
+    record itself is listed first in the baseline diff."""
+
+    production: bool = Field(description="the environment is production (no scale to zero, no spot, data retained)")
 
 
 class PlatformSpec(_Frozen):
@@ -280,13 +304,14 @@ class Predictions(_Frozen):
 class Blueprint(_Frozen):
     """Everything the Pulumi program needs to build one stack, and why it looks the way it does."""
 
-    schema_version: Literal[2] = BLUEPRINT_SCHEMA_VERSION
+    schema_version: Literal[3] = BLUEPRINT_SCHEMA_VERSION
     service: str = Field(pattern=DNS_1123_LABEL)
     environment: str = Field(pattern=DNS_1123_LABEL)
     production: bool
     region: Region
     archetype: Archetype
     tags: dict[str, str]
+    compliance: ComplianceRecord
     models: list[ServedModel] = Field(min_length=1)
     compute: Compute
     engine: Engine
@@ -309,6 +334,10 @@ class Blueprint(_Frozen):
             raise ValueError("a production stack never scales to zero: autoscaling.min_replicas must be >= 1")
         if self.production and self.compute.capacity_type is CapacityType.SPOT:
             raise ValueError("a production stack does not run on spot capacity")
+        cert_region = self.network.exposure.certificate_region
+        if cert_region is not None and cert_region != self.region:
+            raise ValueError(f"network.exposure.tls_certificate_arn is in {cert_region} but the stack is in "
+                             f"{self.region}: a load balancer uses an ACM certificate of its own region")
         if isinstance(self.engine, VllmEngine):
             if self.engine.tensor_parallel_size != self.compute.gpus_per_replica:
                 raise ValueError(f"engine.tensor_parallel_size={self.engine.tensor_parallel_size} must equal "
