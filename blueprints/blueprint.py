@@ -214,6 +214,36 @@ class ComplianceRecord(Compliance):
 
     production: bool = Field(description="the environment is production (no scale to zero, no spot, data retained)")
 
+    def to_tag(self) -> str:
+        """The record as one AWS tag value (also a Kubernetes annotation value): `key=value` pairs separated by
+        spaces, regions joined by `/` (tag values allow letters, digits, spaces and `_ . : / = + - @`)."""
+        return encode_flags({"audit_logging": self.audit_logging, "customer_managed_kms": self.customer_managed_kms,
+                             "private_only": self.private_only, "production": self.production,
+                             "regions_allowed": "/".join(self.regions_allowed)})
+
+
+#: The tag on every service stack's model store bucket that records its compliance (`ComplianceRecord.to_tag`).
+COMPLIANCE_TAG = "servingblueprints:compliance"
+#: Namespace annotation recording the platform's compliance settings as its StackReference reports them.
+PLATFORM_COMPLIANCE_ANNOTATION = "servingblueprints.io/platform-compliance"
+#: Namespace label recording the stack's derived `network.private_only`.
+PRIVATE_ONLY_LABEL = "servingblueprints.io/private-only"
+
+
+def encode_flags(values: dict[str, bool | str]) -> str:
+    """`{"a": True, "b": "x"}` -> `a=true b=x` (sorted keys)."""
+    return " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in sorted(values.items()))
+
+
+def decode_flags(text: str) -> dict[str, bool | str]:
+    """The inverse of `encode_flags`: `true`/`false` become booleans; a malformed pair is skipped."""
+    out: dict[str, bool | str] = {}
+    for pair in text.split():
+        key, sep, value = pair.partition("=")
+        if sep:
+            out[key] = {"true": True, "false": False}.get(value, value)
+    return out
+
 
 class PlatformSpec(_Frozen):
     """Where the stack runs: a shared platform's EKS cluster, an existing cluster, or SageMaker.

@@ -340,7 +340,17 @@ def mock_outputs(typ: str, name: str, inputs: dict, *, region: str) -> tuple[str
         meta = dict(state.get("metadata") or {})
         meta.setdefault("name", f"{name}-{suffix}")
         state["metadata"] = meta
+        if typ == "kubernetes:core/v1:Service" and (state.get("spec") or {}).get("type") == "LoadBalancer":
+            # The load balancer controller's NLB: `k8s-<namespace>-<name>-<hash>.elb.<region>.amazonaws.com`.
+            host = f"k8s-{meta.get('namespace', 'default')[:8]}-{meta['name'][:8]}-{suffix}.elb.{region}.amazonaws.com"
+            state["status"] = {"loadBalancer": {"ingress": [{"hostname": host}]}}
         return f"{meta.get('namespace', 'default')}/{meta['name']}", state
+    if typ == "random:index/randomPassword:RandomPassword":
+        # pulumi-random computes `result` at create time; offline it is a deterministic stand-in of the asked length
+        # (never printed: the program wraps it as a secret).
+        length = int(inputs.get("length") or 16)
+        state["result"] = (hashlib.sha256(f"preview-secret:{name}".encode()).hexdigest() * 4)[:length]
+        return f"{name}-{suffix}", state
     service = typ.split(":")[1].split("/")[0] if typ.startswith("aws:") else ""
     if typ == "aws:s3/bucket:Bucket":
         bucket = inputs.get("bucket") or f"{name}-{suffix}"
