@@ -49,12 +49,36 @@ from policies.gpu import (
 )
 from policies.kubernetes_versions import check_kubernetes_version_extended, check_kubernetes_version_supported
 from policies.resources import Finding, Res, plain
+from policies.exposure import check_public_endpoint_protected, check_workloads_have_network_policy
+from policies.stack_compliance import (
+    check_compliance_audit_logging,
+    check_compliance_customer_managed_kms,
+    check_compliance_private_only,
+    check_compliance_production,
+    check_compliance_regions,
+)
 from policies.workloads import (
+    check_containers_non_root,
+    check_images_from_allowed_registries,
     check_images_pinned,
+    check_model_control_disabled,
     check_no_plaintext_secrets,
     check_no_privileged_containers,
     check_no_static_aws_credentials,
+    check_not_in_system_namespaces,
 )
+
+
+def catalog_registries() -> list[str]:
+    """The registries of the images the project pins (blueprints/defaults.py: vLLM, Triton, aws-cli, Envoy) and of
+    the catalog's SageMaker serving images (blueprints/catalog/instances.yaml, per-region ECR accounts)."""
+    from blueprints.catalog import load_catalog
+
+    pinned = ["docker.io/vllm/", "nvcr.io/nvidia/", "public.ecr.aws/aws-cli/", "docker.io/envoyproxy/"]
+    sagemaker = sorted({f"{account}.dkr.ecr.{region}.amazonaws.com/{image.repository}"
+                        for image in load_catalog().sagemaker_images.values()
+                        for region, account in image.registry_accounts.items()})
+    return pinned + sagemaker
 
 
 ResourceCheck = Callable[[Res, Mapping[str, Any]], list[str]]
@@ -214,6 +238,65 @@ RULES: Final[tuple[Rule, ...]] = (
          "Containers are not privileged and cannot escalate privileges: a compromised model server must not own the "
          "GPU node. Fix: securityContext {privileged: false, allowPrivilegeEscalation: false}.",
          MANDATORY, resource_check=check_no_privileged_containers),
+    Rule("containers-run-as-non-root",
+         "Containers run as a non-root user (runAsNonRoot, never UID 0) and drop every Linux capability. Fix: "
+         "securityContext {runAsNonRoot: true, runAsUser: <the image's non-root UID>, capabilities: {drop: [ALL]}}.",
+         MANDATORY, resource_check=check_containers_non_root),
+    Rule("model-control-disabled",
+         "No model server lets its clients load or unload models (Triton --model-control-mode explicit/poll or "
+         "--load-model; vLLM runtime LoRA updates): model control can run arbitrary code. Fix: "
+         "--model-control-mode=none.",
+         MANDATORY, resource_check=check_model_control_disabled),
+    Rule("images-from-allowed-registries",
+         "Container images come from allowed registries (the catalog's, or your ECR), so a typo or a look-alike "
+         "repository cannot run in the cluster. Fix: mirror the image into an allowed registry, or extend "
+         "allowedRegistries / ecrAccountIds.",
+         MANDATORY, resource_check=check_images_from_allowed_registries,
+         config={"allowedRegistries": {**_STRING_LIST, "description": "registry/repository prefixes, e.g. "
+                                       "docker.io/vllm/ (Docker Hub images are docker.io/<org>/...)",
+                                       "default": catalog_registries()},
+                 "ecrAccountIds": {**_STRING_LIST, "items": {"type": "string", "pattern": "^[0-9]{12}$"},
+                                   "description": "AWS accounts whose ECR registries are allowed (your account: a "
+                                   "policy cannot see it)", "default": []}}),
+    Rule("no-workloads-in-system-namespaces",
+         "Service workloads run in their own namespace, never in kube-system or default, where they would share "
+         "the cluster components' permissions and policies. Fix: the service's namespace.",
+         MANDATORY, resource_check=check_not_in_system_namespaces,
+         config={"forbiddenNamespaces": {**_STRING_LIST, "description": "namespaces no service workload runs in",
+                                         "default": ["kube-system", "default"]}}),
+    Rule("workloads-have-network-policy",
+         "Every workload's pods are selected by NetworkPolicies restricting both ingress and egress, so only the "
+         "load balancer path reaches the proxy and only monitoring reaches the engine's metrics. Fix: a default-deny "
+         "policy plus the allowed traffic (components.network_policy).",
+         MANDATORY, stack_check=check_workloads_have_network_policy),
+    Rule("public-endpoint-protected",
+         "An internet-facing load balancer terminates TLS on every port, admits only listed source ranges and "
+         "reaches only an authenticating proxy. Fix: exposure.tls_certificate_arn and exposure.allowed_cidrs in the "
+         "requirements, or an internal exposure.",
+         MANDATORY, stack_check=check_public_endpoint_protected,
+         config={"authProxyImages": {**_STRING_LIST, "description": "images of authenticating proxies (repository, "
+                                     "without tag)", "default": ["envoyproxy/envoy"]}}),
+    Rule("compliance-private-only",
+         "A stack whose recorded requirements are private_only has no internet-facing load balancer, keeps "
+         "network.private_only, runs SageMaker models in a VPC and lands on a platform with a private API. Fix: "
+         "re-plan instead of editing the stack config.",
+         MANDATORY, stack_check=check_compliance_private_only),
+    Rule("compliance-customer-managed-kms",
+         "A stack whose recorded requirements are customer_managed_kms encrypts its model store with its own KMS "
+         "key and lands on a platform whose secrets (the API key) are KMS-encrypted. Fix: re-plan.",
+         MANDATORY, stack_check=check_compliance_customer_managed_kms),
+    Rule("compliance-audit-logging",
+         "A stack whose recorded requirements are audit_logging lands on a platform whose cluster sends Kubernetes "
+         "audit logs (as its StackReference reports). Fix: re-plan the platform.",
+         MANDATORY, stack_check=check_compliance_audit_logging),
+    Rule("compliance-regions",
+         "A stack's AWS resources live in its recorded requirements' regions_allowed, whatever the environment's "
+         "allowedRegions. Fix: re-plan for an allowed region.",
+         MANDATORY, stack_check=check_compliance_regions),
+    Rule("compliance-production",
+         "A stack whose recorded requirements say production never scales to zero and never runs on spot capacity. "
+         "Fix: re-plan instead of editing production or the autoscaling bounds.",
+         MANDATORY, stack_check=check_compliance_production),
 )
 
 RULES_BY_NAME: Final = {r.name: r for r in RULES}

@@ -111,3 +111,138 @@ def check_no_privileged_containers(res: Res, config: Mapping[str, Any]) -> list[
     return found
 
 
+
+
+# --- Service workloads' security (issue: secure serving endpoints by default) ------------------------------------------
+
+
+def check_containers_non_root(res: Res, config: Mapping[str, Any]) -> list[str]:
+    """Containers run as non-root (`runAsNonRoot: true`, never UID 0, from the container or the pod) and drop every
+    Linux capability, adding none."""
+    pod = pod_template(res)
+    if pod is None or pod.spec.get("securityContext") is UNKNOWN:
+        return []
+    pod_sc = mapping(pod.spec.get("securityContext"))
+    found = []
+    for c in pod.containers():
+        sc = c.get("securityContext")
+        if sc is UNKNOWN:
+            continue
+        sc = mapping(sc)
+        non_root = sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot"))
+        uid = sc.get("runAsUser", pod_sc.get("runAsUser"))
+        where = container_label(res, c)
+        if UNKNOWN in (non_root, uid):
+            continue
+        if uid == 0:
+            found.append(f"{where} runs as UID 0 (root); set securityContext.runAsUser to the image's non-root UID")
+        elif non_root is not True:
+            found.append(f"{where} may run as root (runAsNonRoot is {'unset' if non_root is None else non_root}, so "
+                         "the image's default user, often root, applies); set securityContext.runAsNonRoot: true and "
+                         "runAsUser/runAsGroup to the image's documented non-root user")
+        drop, add = get(sc, "capabilities", "drop"), get(sc, "capabilities", "add")
+        if drop is not UNKNOWN and "ALL" not in items(drop):
+            found.append(f"{where} keeps the runtime's default Linux capabilities; set securityContext.capabilities"
+                         ".drop: [ALL]")
+        if add not in (None, UNKNOWN) and items(add):
+            found.append(f"{where} adds capabilities {items(add)}; a model server needs none: remove "
+                         "securityContext.capabilities.add")
+    return found
+
+
+#: Triton model control modes that let a client load or unload models (server command_line_parser.cc, v2.62.0:
+#: none | poll | explicit; "Allowing dynamic updates to the model repository can lead to arbitrary code execution",
+#: docs/customization_guide/deploy.md).
+_MODEL_CONTROL_MODES: Final = ("explicit", "poll")
+#: vLLM's runtime LoRA loading (`/v1/load_lora_adapter`), enabled by this variable (vllm/envs.py).
+_VLLM_RUNTIME_LORA: Final = "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
+
+
+def _flag_values(words: list[str], flag: str) -> list[str]:
+    """Values of `--flag=value` and `--flag value` in an argument list."""
+    values = [w.split("=", 1)[1] for w in words if w.startswith(f"{flag}=")]
+    values += [b for a, b in zip(words, words[1:]) if a == flag]
+    return values
+
+
+def check_model_control_disabled(res: Res, config: Mapping[str, Any]) -> list[str]:
+    """No model server lets clients load or unload models: Triton's `--model-control-mode` is none (its default) with
+    no `--load-model`, and vLLM's runtime LoRA updating is off."""
+    pod = pod_template(res)
+    if pod is None:
+        return []
+    found = []
+    for c in pod.containers():
+        words = [w for w in items(c.get("command")) + items(c.get("args")) if isinstance(w, str)]
+        modes = [m for m in _flag_values(words, "--model-control-mode") if m in _MODEL_CONTROL_MODES]
+        loads = [w for w in words if w.startswith("--load-model")]
+        where = container_label(res, c)
+        if modes or loads:
+            found.append(f"{where} enables model control ({', '.join([*(f'--model-control-mode={m}' for m in modes), *loads[:1]])}"
+                         "): anyone who reaches the server can load or unload models, which can run arbitrary code; "
+                         "use --model-control-mode=none (every model in the repository loads at start) and drop "
+                         "--load-model")
+        for _, e in ((c, e) for e in items(c.get("env")) if isinstance(e, Mapping)):
+            if e.get("name") == _VLLM_RUNTIME_LORA and str(e.get("value", "")).lower() in ("1", "true"):
+                found.append(f"{where} sets {_VLLM_RUNTIME_LORA}, so clients can load LoRA adapters at run time; "
+                             "remove it and bake adapters into the deployment")
+    return found
+
+
+def image_registry(image: str) -> str:
+    """`docker.io/vllm/vllm-openai` for `vllm/vllm-openai:v0.11.0` (Docker's implicit registry and `library/`):
+    the image's registry and repository, without tag or digest."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        name = name[: -len(last)] + last.split(":", 1)[0]
+    first = name.split("/", 1)[0]
+    if "/" not in name:
+        return f"docker.io/library/{name}"
+    if "." in first or ":" in first or first == "localhost":
+        return name
+    return f"docker.io/{name}"
+
+
+_ECR = re.compile(r"^([0-9]{12})\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/")
+
+
+def registry_allowed(image: str, config: Mapping[str, Any]) -> bool:
+    """Whether an image comes from an allowed registry prefix or the ECR of an allowed account."""
+    full = image_registry(image)
+    if any(full.startswith(prefix) for prefix in config["allowedRegistries"]):
+        return True
+    match = _ECR.match(full)
+    return bool(match and match.group(1) in config["ecrAccountIds"])
+
+
+def check_images_from_allowed_registries(res: Res, config: Mapping[str, Any]) -> list[str]:
+    """Container images (pods and SageMaker models) come from the allowed registries (`allowedRegistries` prefixes,
+    default the catalog's) or the ECR of an allowed account (`ecrAccountIds`)."""
+    pod = pod_template(res)
+    if pod is not None:
+        images = [(container_label(res, c), c.get("image")) for c in pod.containers()]
+    elif res.type == "aws:sagemaker/model:Model":
+        containers = [res.props.get("primaryContainer")] + items(res.props.get("containers"))
+        images = [(f"a container of {res.label}", get(c, "image")) for c in containers if c]
+    else:
+        return []
+    return [f"{where}: image {image!r} comes from {image_registry(image).rsplit('/', 1)[0]!r}, outside the allowed "
+            "registries; use an image from an allowed registry (mirror it into your ECR) or add the registry to "
+            "allowedRegistries (an ECR account to ecrAccountIds) in the policy config"
+            for where, image in images if isinstance(image, str) and not registry_allowed(image, config)]
+
+
+def check_not_in_system_namespaces(res: Res, config: Mapping[str, Any]) -> list[str]:
+    """Service workloads run in their own namespace, never in `kube-system` or `default` (or none, which is
+    `default`)."""
+    if pod_template(res) is None:
+        return []
+    namespace = get(res.props, "metadata", "namespace")
+    if namespace is UNKNOWN:
+        return []
+    if namespace in (None, "") or namespace in config["forbiddenNamespaces"]:
+        shown = namespace or "default (none set)"
+        return [f"{res.label} runs in namespace {shown!r}, shared with the cluster's own components; put it in the "
+                "service's own namespace (components.serving.service_namespace)"]
+    return []
