@@ -89,7 +89,7 @@ def check_workloads_have_network_policy(resources: Sequence[Res], config: Mappin
             if selected is not False:
                 types = items(get(spec, "policyTypes")) or (["Ingress"] + (["Egress"] if get(spec, "egress") else []))
                 covered |= set(types)
-        missing = sorted({"Ingress", "Egress"} - covered)
+        missing = [t for t in ("Ingress", "Egress") if t not in covered]
         if missing:
             findings.append((res, f"{res.label}: no NetworkPolicy in namespace {_namespace(res)!r} restricts its pods' "
                                   f"{' and '.join(m.lower() for m in missing)}, so any pod in the cluster can reach "
