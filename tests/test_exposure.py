@@ -80,3 +80,29 @@ def test_a_sagemaker_plan_says_it_is_iam_authorised():
     req = Requirements.model_validate(example_data())
     [line] = access_reasons(req, managed=True)
     assert "IAM-authorised" in line and "sagemaker:InvokeEndpoint" in line
+
+
+def test_every_bundled_load_balancer_is_internal_but_the_public_examples_which_has_tls_ranges_and_a_key():
+    from pathlib import Path
+
+    from blueprints.review import review_stack
+
+    root = Path(__file__).resolve().parents[1]
+    schemes = {}
+    for path in sorted((root / "stacks").glob("Pulumi.*.yaml")):
+        stack = path.name[len("Pulumi."):-len(".yaml")]
+        if stack.startswith("platform-") or stack.startswith("prototype-"):
+            continue  # platforms have no serving Service; the prototype is a SageMaker endpoint (IAM-authorised)
+        report = review_stack(stack, stacks_dir=root / "stacks", program=root / "__main__.py")
+        assert report.clean, stack
+        [svc] = [m for m in report.manifests if m["kind"] == "Service" and m["spec"]["type"] == "LoadBalancer"]
+        annotations = svc["metadata"]["annotations"]
+        schemes[stack] = annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"]
+        if stack == "partner-api-prod":
+            assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"].startswith("arn:aws:acm:")
+            assert svc["spec"]["loadBalancerSourceRanges"] == ["198.51.100.0/24", "203.0.113.0/24"]
+            assert [m for m in report.manifests if m["kind"] == "Secret" and m["metadata"]["name"] == "partner-api-api-key"]
+            assert report.outputs["api_key"] == "[secret]"
+            assert report.outputs["endpoint"] == "https://llm.partners.example.com/v1"
+    assert {s for s, scheme in schemes.items() if scheme != "internal"} == {"partner-api-prod"}
+    assert len(schemes) == 9
