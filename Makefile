@@ -8,9 +8,12 @@ DEMO_STACK ?= chat-assistant-prod
 DEMO_PLATFORM ?= platform-prod-us-east-1
 # checkov scans the rendered manifests in the test suite. It lives in a virtualenv of its own: installed into the
 # project's, it downgrades packages pulumi needs. Pinned (3.3.x); the stamp makes a second `make test` skip the install.
+# The same virtualenv holds xds-protos (Envoy's data-plane-api as Python protobufs, which need protobuf 6 while
+# pulumi-policy pins 5): the suite parses the proxy's configuration with them.
 CHECKOV_VERSION := 3.3.30
+XDS_PROTOS_VERSION := 1.85.0
 CHECKOV_VENV := .venv-checkov
-CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)-$(XDS_PROTOS_VERSION)
 
 .PHONY: install checkov demo test bench clean
 
@@ -22,7 +25,7 @@ $(STAMP): pyproject.toml
 
 $(CHECKOV_STAMP):
 	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet 'checkov==$(CHECKOV_VERSION)'
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet 'checkov==$(CHECKOV_VERSION)' 'xds-protos==$(XDS_PROTOS_VERSION)'
 	rm -f $(CHECKOV_VENV)/.installed-*
 	touch $(CHECKOV_STAMP)
 

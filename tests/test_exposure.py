@@ -106,3 +106,16 @@ def test_every_bundled_load_balancer_is_internal_but_the_public_examples_which_h
             assert report.outputs["endpoint"] == "https://llm.partners.example.com/v1"
     assert {s for s, scheme in schemes.items() if scheme != "internal"} == {"partner-api-prod"}
     assert len(schemes) == 9
+
+
+def test_a_stack_config_cannot_be_public_and_private_only_nor_use_a_certificate_of_another_region(chat_prod):
+    from pydantic import ValidationError
+
+    from tests.blueprint_builders import derive
+
+    public = {"scope": "public", "tls_certificate_arn": CERT, "allowed_cidrs": ["203.0.113.0/24"]}
+    with pytest.raises(ValidationError, match="contradicts network.private_only"):
+        derive(chat_prod, network={"private_only": True, "exposure": public})
+    with pytest.raises(ValidationError, match="a load balancer uses an ACM certificate of its own region"):
+        derive(chat_prod, network={"exposure": {**public, "tls_certificate_arn": CERT.replace("us-east-1",
+                                                                                              "eu-west-1")}})
