@@ -52,7 +52,8 @@ def writable_mounts() -> list[dict]:
 def writable_volumes() -> list[dict]:
     """The node-local emptyDirs behind `writable_mounts`, each capped at `defaults.WRITABLE_DIR_GIB`."""
     size = f"{defaults.WRITABLE_DIR_GIB}Gi"
-    return [{"name": HOME_VOLUME, "emptyDir": {"sizeLimit": size}}, {"name": TMP_VOLUME, "emptyDir": {"sizeLimit": size}}]
+    return [{"name": HOME_VOLUME, "emptyDir": {"sizeLimit": size}},
+            {"name": TMP_VOLUME, "emptyDir": {"sizeLimit": size}}]
 
 
 def harden(container: dict) -> dict:

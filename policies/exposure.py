@@ -126,7 +126,8 @@ def check_public_endpoint_protected(resources: Sequence[Res], config: Mapping[st
         ports = [p for p in items(get(svc.props, "spec", "ports")) if isinstance(p, Mapping)]
         problems = []
         tls_ports = {p.strip() for p in str(ann.get(SSL_PORTS, "")).split(",") if p.strip()}
-        plain = [p for p in ports if tls_ports and str(p.get("port")) not in tls_ports and p.get("name") not in tls_ports]
+        plain = [p for p in ports
+                 if tls_ports and str(p.get("port")) not in tls_ports and p.get("name") not in tls_ports]
         if not ann.get(SSL_CERT):
             problems.append(f"no TLS certificate ({SSL_CERT}: an ACM certificate ARN), so requests and the API key "
                             "cross the internet in clear text")

@@ -102,8 +102,8 @@ def _customer_managed_kms(resources: Sequence[Res], record: Res, _: dict[str, An
     findings: list[Finding] = []
     settings = [r for r in resources if r.type == SSE and r.parent == record.parent]
     keys = [_sse_key(r.props) for r in settings]
-    if settings and UNKNOWN not in keys and not any(isinstance(k, str) and k != "aws/s3" and not k.endswith("alias/aws/s3")
-                                                    for k in keys):
+    own_key = [isinstance(k, str) and k != "aws/s3" and not k.endswith("alias/aws/s3") for k in keys]
+    if settings and UNKNOWN not in keys and not any(own_key):
         findings.append((record, f"{record.label} is encrypted with the AWS-managed key (no kmsMasterKeyId) but the "
                                  "stack's requirements are customer_managed_kms; re-plan (storage.customer_managed_kms "
                                  "creates the key)"))

@@ -113,7 +113,7 @@ def check_no_privileged_containers(res: Res, config: Mapping[str, Any]) -> list[
 
 
 
-# --- Service workloads' security (issue: secure serving endpoints by default) ------------------------------------------
+# --- Service workloads' security: non-root, no model control, allowed registries, own namespaces -----------------
 
 
 def check_containers_non_root(res: Res, config: Mapping[str, Any]) -> list[str]:
@@ -178,11 +178,11 @@ def check_model_control_disabled(res: Res, config: Mapping[str, Any]) -> list[st
         loads = [w for w in words if w.startswith("--load-model")]
         where = container_label(res, c)
         if modes or loads:
-            found.append(f"{where} enables model control ({', '.join([*(f'--model-control-mode={m}' for m in modes), *loads[:1]])}"
-                         "): anyone who reaches the server can load or unload models, which can run arbitrary code; "
-                         "use --model-control-mode=none (every model in the repository loads at start) and drop "
+            flags = [*(f"--model-control-mode={m}" for m in modes), *loads[:1]]
+            found.append(f"{where} enables model control ({', '.join(flags)}): anyone who reaches the server can "
+                         "load or unload models, which can run arbitrary code; use --model-control-mode=none (every model in the repository loads at start) and drop "
                          "--load-model")
-        for _, e in ((c, e) for e in items(c.get("env")) if isinstance(e, Mapping)):
+        for e in (e for e in items(c.get("env")) if isinstance(e, Mapping)):
             if e.get("name") == _VLLM_RUNTIME_LORA and str(e.get("value", "")).lower() in ("1", "true"):
                 found.append(f"{where} sets {_VLLM_RUNTIME_LORA}, so clients can load LoRA adapters at run time; "
                              "remove it and bake adapters into the deployment")
