@@ -44,6 +44,7 @@ test: $(STAMP) $(CHECKOV_STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/plan.py
 	$(BIN)/python benchmarks/preview.py
+	$(BIN)/python benchmarks/simulate.py
 
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) *.egg-info preview-out

@@ -34,6 +34,14 @@ from blueprints.requirements import (
 BLUEPRINT_SCHEMA_VERSION = 3
 
 
+def nodes_for(replicas: int, per_node: int, *, zones: int = 1) -> int:
+    """Nodes `replicas` need at `per_node` replicas per node when spread evenly (max skew 1) over `zones` zones.
+    Example: 9 replicas, 2 per node, 3 zones -> 3 + 3 + 3 replicas -> 2 + 2 + 2 = 6 nodes (5 without zones)."""
+    zones = max(1, min(zones, replicas)) if replicas else 1
+    share, extra = divmod(replicas, zones)
+    return sum(math.ceil((share + (1 if z < extra else 0)) / per_node) for z in range(zones))
+
+
 #: A TCP port a container or Service listens on.
 Port = Annotated[int, Field(ge=1, le=65535)]
 
@@ -56,6 +64,15 @@ class CapacityType(str, Enum):
     SPOT = "spot"
 
 
+class ModelTraffic(_Frozen):
+    """This environment's load on one model, as planned (the fleet simulation replays it)."""
+
+    peak_requests_per_s: float = Field(gt=0, le=1e6, description="this environment's peak arrival rate, requests/s")
+    pattern: Literal["steady", "bursty", "spiky"] = Field(description="shape of the load over a day")
+    mean_input_tokens: int = Field(ge=1, le=10_000_000, description="mean prompt length, tokens")
+    mean_output_tokens: int = Field(ge=1, le=10_000_000, description="mean generated length, tokens (generative)")
+
+
 class ServedModel(_Frozen):
     """A model as the program needs it: where the weights come from and how big they are."""
 
@@ -69,6 +86,7 @@ class ServedModel(_Frozen):
     params_b: float = Field(gt=0, description="total parameters, billions")
     weights_gib: float = Field(gt=0, description="weights on disk and in memory at `precision`, GiB")
     max_context_tokens: int = Field(ge=1)
+    traffic: ModelTraffic | None = Field(default=None, description="this environment's planned load on the model")
 
 
 class Compute(_Frozen):
@@ -256,6 +274,8 @@ class PlatformSpec(_Frozen):
     kubernetes_version: str = Field(pattern=r"^1\.\d{2}$")
     namespace: str = Field(pattern=DNS_1123_LABEL, max_length=63, description="the service's own namespace")
     stack: str | None = Field(default=None, pattern=r"^platform-[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=100)
+    zones: int | None = Field(default=None, ge=1, le=6, description="availability zones the platform's subnets "
+                              "span (its NodePools can launch nodes there); none off a platform")
 
     @model_validator(mode="after")
     def _platform_stack(self) -> PlatformSpec:
@@ -285,16 +305,28 @@ class StartupBudget(_Frozen):
 
 
 class Autoscaling(_Frozen):
-    min_replicas: int = Field(ge=0)
-    max_replicas: int = Field(ge=1)
-    metric: str = Field(description="the signal scaled on, e.g. vllm:num_requests_waiting")
-    target: float = Field(gt=0, description="per-replica target of `metric`")
-    cooldown_s: int = Field(ge=0, description="scale-in delay; longer than the cold start")
+    min_replicas: int = Field(ge=0, le=1000)
+    max_replicas: int = Field(ge=1, le=1000)
+    metric: str = Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$", max_length=200,
+                        description="the signal scaled on (a row of blueprints/signals.py), e.g. "
+                        "vllm:num_requests_running")
+    target: float = Field(gt=0, le=1e9, description="per-replica target of `metric`, in the unit the signals table "
+                          "gives (rounded by `blueprints.signals.planned_target`)")
+    cooldown_s: int = Field(ge=0, le=86_400, description="scale-in delay; longer than the cold start")
+    cold_start_s: int | None = Field(default=None, ge=0, le=86_400, description="scale to zero only: how long the "
+                                     "first request after an idle period waits (a replica's cold start on a new "
+                                     "node, held by the KEDA HTTP interceptor)")
+    interceptor_concurrency_target: int | None = Field(default=None, ge=1, le=100_000, description="scale to zero "
+                                                       "only: in-flight requests per replica the KEDA HTTP add-on "
+                                                       "scales on (InterceptorRoute concurrency targetValue)")
 
     @model_validator(mode="after")
     def _bounds(self) -> Autoscaling:
         if self.min_replicas > self.max_replicas:
             raise ValueError(f"min_replicas ({self.min_replicas}) must be <= max_replicas ({self.max_replicas})")
+        if self.metric == "cpu" and not float(self.target).is_integer():
+            raise ValueError(f"target={self.target:g}: a CPU utilisation target is a whole percent (the HPA's "
+                             "averageUtilization is an integer); re-plan with `blueprint plan`")
         return self
 
 
@@ -329,6 +361,21 @@ class Predictions(_Frozen):
     usd_per_million_output_tokens: float | None = None
     platform_monthly_cost_usd: float | None = Field(default=None, ge=0, description="the shared platform's own "
                                                     "monthly cost (reported, not part of monthly_cost_usd)")
+    expected_monthly_cost_usd: float | None = Field(default=None, ge=0, description="the fleet simulation's monthly "
+                                                    "cost of the autoscaled fleet over a typical day of the traffic "
+                                                    "pattern (`monthly_cost_usd` is the peak-provisioned cost)")
+    slo_attainment: float | None = Field(default=None, ge=0, le=1, description="the fleet simulation's share of "
+                                         "minutes within every p95 target (0-1)")
+
+
+class Alerting(_Frozen):
+    """Where this stack's alerts go: the platform's Alertmanager receiver (Kubernetes), or an SNS topic (SageMaker)."""
+
+    receiver: Literal["slack", "pagerduty", "webhook"] | None = Field(
+        default=None, description="the Alertmanager receiver of the platform this stack lands on; none: alerts "
+        "reach nobody")
+    sns_topic_arn: str | None = Field(default=None, pattern=r"^arn:aws(-cn|-us-gov)?:sns:[a-z0-9-]+:[0-9]{12}:"
+                                      r"[A-Za-z0-9_-]{1,256}$", description="SageMaker: the topic its alarms notify")
 
 
 class Blueprint(_Frozen):
@@ -352,6 +399,7 @@ class Blueprint(_Frozen):
     autoscaling: Autoscaling
     slo: SloTargets
     predictions: Predictions
+    alerting: Alerting = Field(default_factory=Alerting)
     rationale: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -360,6 +408,9 @@ class Blueprint(_Frozen):
         if not isinstance(self.engine, expected):
             raise ValueError(f"archetype {self.archetype.value} needs engine kind "
                              f"{expected.model_fields['kind'].default!r}, got {self.engine.kind!r}")
+        if self.network.exposure.scope is ExposureScope.PUBLIC and self.autoscaling.min_replicas == 0:
+            raise ValueError("network.exposure.scope public needs autoscaling.min_replicas >= 1: a service that scales "
+                             "to zero has no load balancer (clients reach it through the in-cluster KEDA interceptor)")
         if self.production and self.autoscaling.min_replicas == 0:
             raise ValueError("a production stack never scales to zero: autoscaling.min_replicas must be >= 1")
         if self.production and self.compute.capacity_type is CapacityType.SPOT:
@@ -397,9 +448,25 @@ class Blueprint(_Frozen):
     @property
     def node_pool_max_nodes(self) -> int:
         """Nodes the workload pool must be able to reach: autoscaler max plus the rollout surge
-        (`defaults.SURGE_REPLICAS`), bin-packed. For GPUs: `max_nodes x gpus_per_node >= (max_replicas + surge) x
-        gpus_per_replica`."""
-        return math.ceil((self.autoscaling.max_replicas + defaults.SURGE_REPLICAS) / self.compute.replicas_per_node)
+        (`defaults.SURGE_REPLICAS`), spread over the platform's zones (topology spread keeps zones within one replica
+        of each other, and a node serves one zone), bin-packed within each zone. For GPUs: `max_nodes x
+        gpus_per_node >= (max_replicas + surge) x gpus_per_replica`."""
+        return nodes_for(self.autoscaling.max_replicas + defaults.SURGE_REPLICAS, self.compute.replicas_per_node,
+                         zones=self.platform.zones or 1)
+
+    @property
+    def strict_zone_spread(self) -> bool:
+        """Availability >= `defaults.HIGH_AVAILABILITY_PCT` in production: replicas must spread over at least
+        `defaults.MIN_ZONES_FOR_HIGH_AVAILABILITY` zones (topology spread with `minDomains`, DoNotSchedule)."""
+        return self.production and self.slo.availability_pct >= defaults.HIGH_AVAILABILITY_PCT
+
+    @property
+    def serving_port(self) -> int | None:
+        """The serving Service's port clients send HTTP requests to: the authenticating proxy's, 443 with a TLS
+        certificate and 80 without (the engine's own port is never on the Service); None on SageMaker."""
+        if isinstance(self.engine, SageMakerEngine):
+            return None
+        return defaults.TLS_PORT if self.network.exposure.tls_certificate_arn else defaults.PLAIN_PORT
 
     @property
     def model(self) -> ServedModel:

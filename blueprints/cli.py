@@ -23,12 +23,18 @@ from blueprints.requirements import Precision
 HELP = """Plan production model serving from a requirements file, and review it offline.
 
 \b
-  blueprint plan stacks/requirements/<service>.yaml   write stacks/Pulumi.<service>-<env>.yaml per environment
-  blueprint preview <service>-<env>                   run the Pulumi program offline + the policy pack
+  blueprint plan stacks/requirements/<service>.yaml   write stacks/Pulumi.<service>-<env>.yaml per environment,
+                                                      and the shared platform-<env>-<region> stacks they land on
+  blueprint preview <stack>                           run the Pulumi program offline: deployability, signals,
+                                                      policy pack
+  blueprint simulate <service>-<env>                  replay traffic against the planned fleet
+  blueprint preflight <stack>                         check the AWS service quotas the stack needs
+  blueprint stacks [--changed FILE]                   the stacks in deploy order (platforms first), for CI
   blueprint estimate --model ID --gpu NAME ...        what-if on the LLM capacity model
   blueprint schema                                    JSON Schema of requirements files
 
-Exit codes: 0 success; 1 (preview) invalid manifests or mandatory policy violations; 2 bad input.
+Exit codes: 0 success; 1 (preview) invalid manifests, deployability or signal findings, or mandatory policy
+violations, (preflight) a quota below what the stack needs; 2 bad input.
 """
 
 app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -60,7 +66,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except BlueprintError as exc:
-        err.print(f"[bold red]{type(exc).__name__}[/]: {escape(str(exc))}", highlight=False)
+        err.print(f"[bold red]{type(exc).__name__}[/]: {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
 
 
@@ -78,7 +84,9 @@ def plan(
     requirements: Path = typer.Argument(..., help="Requirements file, e.g. stacks/requirements/chat-assistant.yaml."),
     env: Optional[list[str]] = typer.Option(None, "--env", "-e", help="Environment to plan; repeat for several. "
                                             "Default: every environment in the file."),
-    out_dir: Path = typer.Option(Path("stacks"), "--out-dir", help="Where to write Pulumi.<stack>.yaml."),
+    out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where to write Pulumi.<stack>.yaml. Default: the "
+                                           "project's stack folder (Pulumi.yaml's stackConfigDir, `stacks`), the "
+                                           "project found from the requirements file or the working directory."),
     policy_dir: Optional[Path] = typer.Option(None, "--policy-dir", help="Per-environment policy configs; each "
                                               "environment is planned within its allowed instance families and GPU "
                                               "quota. Default: policies/config of the project (the folder holding "
@@ -97,16 +105,17 @@ def plan(
     Exit 2 on invalid or infeasible requirements.
     """
     from blueprints.stackconfig import write_stack_configs
-    from blueprints.workspace import default_policy_dir, plan_requirements_file
+    from blueprints.workspace import project_paths, plan_requirements_file
 
     with user_errors():
+        project = project_paths(requirements)
         planned = plan_requirements_file(
             # The CLI's only clock read: the planner itself is pure and takes the date as an input.
             requirements, as_of=as_of or dt.date.today(), environments=env,
-            policy_dir=policy_dir if policy_dir is not None else default_policy_dir(requirements),
-            use_policy=not no_policy)
-        paths = write_stack_configs(planned.subjects, out_dir, source=requirements.as_posix(),
-                                    cluster_addons=planned.cluster_addons)
+            policy_dir=policy_dir if policy_dir is not None else (project.policy_dir if project.root else None),
+            use_policy=not no_policy, requirements_dir=project.requirements_dir if project.root else None)
+        paths = write_stack_configs(planned.subjects, out_dir if out_dir is not None else project.stacks_dir,
+                                    source=requirements.as_posix(), cluster_addons=planned.cluster_addons)
     written = dict(zip([s.stack for s in planned.subjects], paths))
     if as_json:
         out.print_json(json.dumps(
@@ -153,7 +162,15 @@ def summary(bp) -> str:
             f"  compute   {c.instance_type}{gpus}; {c.replicas} replica(s) at peak, autoscale "
             f"{a.min_replicas}-{a.max_replicas}\n"
             f"  predicts  {latency}; {p.requests_per_s_capacity:g} requests/s capacity\n"
-            f"  cost      {cost}")
+            f"  cost      {cost}{_expected(p)}")
+
+
+def _expected(p) -> str:
+    """The simulation's expected cost and SLO attainment beside the peak cost (rich markup)."""
+    if p.expected_monthly_cost_usd is None:
+        return ""
+    return (f"\n  simulated ~${p.expected_monthly_cost_usd:,.0f}/month expected (peak-provisioned "
+            f"${p.monthly_cost_usd:,.0f}), SLO met in {p.slo_attainment:.1%} of minutes")
 
 
 def _ms(value: float | None) -> str:
@@ -162,31 +179,42 @@ def _ms(value: float | None) -> str:
 
 @app.command()
 def preview(
-    stack: str = typer.Argument(..., help="Stack name, e.g. chat-assistant-prod (reads stacks/Pulumi.<stack>.yaml)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON: stack, archetype, resources, "
-                                 "manifests, manifest_problems, policy_verdicts, predictions, outputs."),
+    stack: str = typer.Argument(..., help="Stack name, e.g. chat-assistant-prod or platform-prod-us-east-1 (reads "
+                                "stacks/Pulumi.<stack>.yaml)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON: stack, archetype, resources (with "
+                                 "depends_on), manifests, manifest_problems, deployability, policy_verdicts, "
+                                 "predictions, outputs."),
     out_path: Optional[Path] = typer.Option(None, "--out", help="Also write plan.md (a PR comment), plan.json and "
                                             "manifests/*.yaml into this folder."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="plan.json from the base branch: report "
                                             "resources added, removed and changed, and the cost delta."),
     policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="Policy-config JSON for the policy "
                                                  "pack. Default: policies/config/<environment>.json."),
-    stacks_dir: Path = typer.Option(Path("stacks"), "--stacks-dir", help="Folder of stack configs."),
-    program: Path = typer.Option(Path("__main__.py"), "--program", help="The Pulumi program to run."),
+    stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
+                                              "project's (found from the working directory)."),
+    program: Optional[Path] = typer.Option(None, "--program", help="The Pulumi program to run. Default: the "
+                                           "project's __main__.py."),
 ) -> None:
-    """Run the Pulumi program offline (Pulumi's mock engine) and the policy pack, and report what it would create.
+    """Run the Pulumi program offline (Pulumi's mock engine), the deployability checks and the policy pack, and
+    report what a service or platform stack would create.
 
-    No cloud credentials or Pulumi CLI needed. Exit 0 when clean; 1 when a manifest is invalid or a mandatory
-    policy is violated (the report is still printed and written); 2 on bad input.
+    No cloud credentials or Pulumi CLI needed. A service on a shared platform reads the platform's planned outputs
+    (plan the platform first). Exit 0 when clean; 1 when a manifest is invalid, a deployability check fails (a CRD,
+    controller, node or Pod Security level missing) or a mandatory policy is violated (the report is still printed
+    and written); 2 on bad input.
     """
     from blueprints.diff import diff_reports, load_baseline
     from blueprints.report import render_terminal, write_report_dir
     from blueprints.review import review_stack
+    from blueprints.workspace import project_paths
 
     with user_errors():
         base = load_baseline(baseline, stack=stack) if baseline is not None else None
+        project = project_paths(stacks_dir)
         with err.status(f"Running the Pulumi program for {stack} under the mock engine..."):
-            report = review_stack(stack, stacks_dir=stacks_dir, program=program, policy_config=policy_config)
+            report = review_stack(stack, stacks_dir=stacks_dir or project.stacks_dir,
+                                  program=program or project.program, policy_config=policy_config,
+                                  policy_dir=project.policy_dir)
         diff = diff_reports(base, report.to_json()) if base is not None else None
         if out_path is not None:
             write_report_dir(report, out_path, diff)
@@ -201,15 +229,63 @@ def preview(
         err.print(f"[green]wrote[/] {out_path}/plan.md, plan.json and {len(report.manifests)} manifest(s)")
     if not report.clean:
         err.print(f"[red]{stack}: {len(report.manifest_problems)} invalid manifest(s), "
+                  f"{len(report.deployability)} deployability and {len(report.signals)} signal finding(s), "
                   f"{len(report.mandatory_violations)} mandatory policy violation(s)[/]")
         raise typer.Exit(code=1)
+
+
+@app.command()
+def simulate(
+    stack: str = typer.Argument(..., help="Service stack name, e.g. chat-assistant-prod (reads "
+                                "stacks/Pulumi.<stack>.yaml)."),
+    trace: Optional[Path] = typer.Option(None, "--trace", help="CSV of requests/s per minute (column `rps`, or the "
+                                         "last column; a header is allowed). Default: the planned traffic pattern."),
+    days: int = typer.Option(1, "--days", min=1, max=90, help="Days of the planned pattern to replay (1-90). "
+                             "Default 1. Ignored with --trace."),
+    out_path: Optional[Path] = typer.Option(None, "--out", help="Write plot.svg, plot.png and simulation.md (a "
+                                            "Mermaid xychart for plan.md) into this folder."),
+    as_json: bool = typer.Option(False, "--json", help="Print {stack, days, slo_attainment (0-1), "
+                                 "expected_monthly_usd, peak_monthly_usd, replica_hours, cold_starts, "
+                                 "cold_start_max_s, cold_start_mean_s, worst_queue, scale_ups, scale_downs}."),
+    stacks_dir: Path = typer.Option(Path("stacks"), "--stacks-dir", help="Folder of stack configs."),
+) -> None:
+    """Replay traffic against the planned fleet with its autoscaler's real settings and the capacity model; report
+    SLO attainment, queues, cold starts, replica-hours and the expected monthly cost beside the peak cost.
+
+    Exit 2 on a missing or invalid stack config, a platform stack, or an invalid trace.
+    """
+    from blueprints.simulation import simulate as run
+    from blueprints.simulation_report import summary_markdown, write_plot
+    from blueprints.stackconfig import read_stack_config, stack_config_path
+    from blueprints.traffic import read_trace
+
+    with user_errors():
+        bp = read_stack_config(stack_config_path(stacks_dir, stack))
+        result = run(bp, trace=read_trace(trace) if trace is not None else None, days=days)
+        if out_path is not None:
+            write_plot(result, out_path / "plot.svg")
+            write_plot(result, out_path / "plot.png")
+            try:
+                (out_path / "simulation.md").write_text(summary_markdown(result), encoding="utf-8")
+            except OSError as exc:
+                raise BlueprintError(f"{out_path}: cannot write simulation.md ({exc.strerror})") from None
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), sort_keys=True))
+    else:
+        data = result.to_json()
+        for key in ("slo_attainment", "expected_monthly_usd", "peak_monthly_usd", "replica_hours", "cold_starts",
+                    "cold_start_max_s", "worst_queue", "scale_ups", "scale_downs"):
+            typer.echo(f"{key:<22} {data[key]}")
+    if out_path is not None:
+        err.print(f"[green]wrote[/] {out_path}/plot.svg, plot.png and simulation.md")
 
 
 @app.command()
 def stacks(
     changed: Optional[Path] = typer.Option(None, "--changed", help="File listing changed paths, one per line "
                                            "(`git diff --name-only`): print only the stacks they affect."),
-    stacks_dir: Path = typer.Option(Path("stacks"), "--stacks-dir", help="Folder of stack configs."),
+    stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
+                                              "project's (found from the working directory)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of {stack, kind, service, environment, "
                                  "production, policy_config, platform, runs_on} (for a CI matrix)."),
 ) -> None:
@@ -217,15 +293,21 @@ def stacks(
     their outputs), then services. Used by the pull-request and deploy workflows; `runs_on` names the self-hosted
     runner of a private platform and its services."""
     from blueprints.stacks import affected_stacks, list_stacks
+    from blueprints.workspace import project_paths
 
     with user_errors():
+        project = project_paths(stacks_dir)
+        stacks_dir = stacks_dir or project.stacks_dir
         if not stacks_dir.is_dir():
             raise BlueprintError(f"--stacks-dir {stacks_dir}: no such folder; run from the project folder or pass "
                                  "the folder holding Pulumi.<stack>.yaml files")
-        refs = list_stacks(stacks_dir)
+        refs = list_stacks(stacks_dir, policy_dir=project.policy_dir)
         if changed is not None:
             lines = read_text_file(changed, BlueprintError, "changed-files list").splitlines()
-            refs = affected_stacks(lines, refs, stacks_dir=stacks_dir.as_posix())
+            root = project.root or Path(".")
+            relative = stacks_dir.resolve().relative_to(root.resolve()) if project.root and \
+                stacks_dir.resolve().is_relative_to(root.resolve()) else stacks_dir
+            refs = affected_stacks(lines, refs, stacks_dir=relative.as_posix(), root=root)
         elif not refs:
             err.print(f"no stack configs (Pulumi.<stack>.yaml) in {stacks_dir}; run `blueprint plan` first")
     if as_json:
@@ -234,6 +316,64 @@ def stacks(
         for ref in refs:
             typer.echo(f"{ref.stack}\t{ref.kind}\t{'production' if ref.production else 'non-production'}\t"
                        f"{ref.policy_config}\t{','.join(ref.runs_on)}")
+
+
+@app.command()
+def preflight(
+    stack: str = typer.Argument(..., help="Stack name, e.g. chat-assistant-prod or platform-prod-us-east-1."),
+    stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
+                                              "project's (found from the working directory)."),
+    offline: bool = typer.Option(False, "--offline", help="Do not call AWS even when credentials are present: print "
+                                 "what to check and the commands to request increases."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of {service_code, quota_code, quota_name, "
+                                 "region, needed, unit, why, value, source, ok}."),
+) -> None:
+    """Check the AWS service quotas a stack needs at full scale (EC2 vCPUs per instance family group, SageMaker
+    endpoint instances) against the account, with the Service Quotas API when AWS credentials are present.
+
+    Fresh accounts start with 0 vCPUs for G and P instances in most Regions. Exit 0 when every quota holds (or,
+    offline, after printing what to check); 1 when a quota is below what the stack needs; 2 on bad input.
+    """
+    from blueprints.quota import check_quotas, quota_needs
+    from blueprints.stackconfig import read_config, stack_config_path
+    from blueprints.workspace import project_paths
+
+    with user_errors():
+        needs = quota_needs(read_config(stack_config_path(stacks_dir or project_paths(stacks_dir).stacks_dir, stack)))
+        client_for = None if offline else _service_quotas_client_factory()
+        checks = check_quotas(needs, client_for) if client_for is not None else []
+    if as_json:
+        rows = [c.to_json() for c in checks] if checks else [{**n.to_json(), "value": None, "source": "offline",
+                                                             "ok": None} for n in needs]
+        typer.echo(json.dumps(rows))
+    elif not needs:
+        out.print(f"{stack} needs no service quota we know of (an existing cluster, or an uncatalogued type)")
+    elif not checks:
+        out.print(f"[bold]{stack}[/]: no AWS credentials (or --offline); check these quotas:")
+        for n in needs:
+            out.print(f"  {n.service_code} {n.quota_code} ({escape(n.quota_name)}) in {n.region}: needs >= "
+                      f"{n.needed:g} {n.unit} — {escape(n.why)}")
+            out.print(f"    check:   {n.get_command()}")
+            out.print(f"    request: {n.request_command()}")
+    else:
+        for c in checks:
+            status = "[green]ok[/]" if c.ok else "[red]too low[/]"
+            out.print(f"  {status} {c.need.service_code} {c.need.quota_code} ({escape(c.need.quota_name)}) in "
+                      f"{c.need.region}: {c.value:g} {c.need.unit} ({c.source}), needs >= {c.need.needed:g}")
+            if not c.ok:
+                out.print(f"    request: {c.need.request_command()}")
+    if any(c.ok is False for c in checks):
+        raise typer.Exit(code=1)
+
+
+def _service_quotas_client_factory():
+    """region -> a boto3 Service Quotas client, or None when boto3 finds no AWS credentials."""
+    import boto3
+
+    session = boto3.Session()
+    if session.get_credentials() is None:
+        return None
+    return lambda region: session.client("service-quotas", region_name=region)
 
 
 @app.command()

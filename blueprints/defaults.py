@@ -36,6 +36,11 @@ TARGET_UTILIZATION = {"steady": 0.8, "bursty": 0.65, "spiky": 0.5}
 #: Replicas at least, per availability target (topology-spread over zones in production).
 MIN_REPLICAS_FOR_HIGH_AVAILABILITY = 2
 HIGH_AVAILABILITY_PCT = 99.9
+#: Zones a high-availability workload spreads over at least: the topology spread constraint's `minDomains`
+#: (kubernetes.io/docs/concepts/scheduling-eviction/topology-spread-constraints: with minDomains the scheduler
+#: treats fewer eligible domains as global minimum 0, so pods go Pending rather than pile into one zone; stable since
+#: Kubernetes 1.30; Karpenter provisions for topology spread constraints, [unverified] including minDomains).
+MIN_ZONES_FOR_HIGH_AVAILABILITY = 2
 
 #: Extra replicas a rolling update starts before stopping an old one (maxSurge); node pools leave room for them.
 SURGE_REPLICAS = 1

@@ -27,6 +27,17 @@ class StackConfigError(BlueprintError):
     """Raised when a stack config (`stacks/Pulumi.<stack>.yaml`) is missing or does not hold a valid blueprint."""
 
 
+#: Longest excerpt of a bad value an error message quotes, characters: a huge value (a pasted file, an expanded
+#: alias) must not turn one error into megabytes of output.
+MAX_EXCERPT_CHARS = 80
+
+
+def excerpt(value: object, *, limit: int = MAX_EXCERPT_CHARS) -> str:
+    """`repr(value)`, cut to `limit` characters with the full length noted when longer."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def format_validation_error(exc: ValidationError, *, source: Path | str, prefix: str = "") -> str:
     """Render a pydantic `ValidationError` as one line per problem: `file: field.path: message (got value)`.
 
@@ -46,7 +57,8 @@ def format_validation_error(exc: ValidationError, *, source: Path | str, prefix:
         if err["type"] == "extra_forbidden":
             msg = "unknown field; check the spelling against `blueprint schema`"
         got = err.get("input")
-        shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(got, dict) else f" (got {got!r})"
+        shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(got, dict) else \
+            f" (got {excerpt(got)})"
         if isinstance(got, bool) and err["type"] == "string_type":
             msg += "; YAML reads unquoted yes/no/on/off/true/false as booleans: quote the value"
         lines.append(f"  {loc}: {msg}{shown}")

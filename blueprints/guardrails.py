@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 
 from blueprints import defaults
-from blueprints.blueprint import Archetype, Blueprint
+from blueprints.blueprint import Archetype, Blueprint, nodes_for
 from blueprints.errors import RequirementsError, SizingError
 from blueprints.requirements import Requirements
 
@@ -57,10 +57,14 @@ class Guardrails:
             return bp
         if bp.node_pool_max_nodes * gpus_per_node <= self.max_gpus:
             return bp
-        cap = (self.max_gpus // gpus_per_node) * bp.compute.replicas_per_node - defaults.SURGE_REPLICAS
+        max_nodes = self.max_gpus // gpus_per_node
+        zones = bp.platform.zones or 1
+        cap = max_nodes * bp.compute.replicas_per_node - defaults.SURGE_REPLICAS
+        while cap > 0 and nodes_for(cap + defaults.SURGE_REPLICAS, bp.compute.replicas_per_node, zones=zones) > max_nodes:
+            cap -= 1  # zone spread: replicas per zone round up to whole nodes
         need = max(bp.compute.replicas, bp.autoscaling.min_replicas, 1)
         if cap < need:
-            gpus = math.ceil((need + defaults.SURGE_REPLICAS) / bp.compute.replicas_per_node) * gpus_per_node
+            gpus = nodes_for(need + defaults.SURGE_REPLICAS, bp.compute.replicas_per_node, zones=zones) * gpus_per_node
             raise SizingError(
                 f"environments.{bp.environment}: the peak needs {need} replica(s) of {bp.compute.instance_type} "
                 f"({gpus} GPUs with the rollout surge) but {self.source} (gpu-quota) allows maxGpus={self.max_gpus}; "

@@ -22,6 +22,7 @@ from blueprints.blueprint import (
     ComplianceRecord,
     Compute,
     CostLine,
+    ModelTraffic,
     Network,
     OnnxRuntimeEngine,
     PlatformSpec,
@@ -37,7 +38,7 @@ from blueprints.blueprint import (
 )
 from blueprints.catalog import Catalog, Gpu
 from blueprints.catalog.addons import load_platform_catalog
-from blueprints.platform import PlatformConfig
+from blueprints.platform import AlertingSpec, PlatformConfig
 from blueprints.platform_plan import landing_platform
 from blueprints.guardrails import Guardrails
 from blueprints.errors import RequirementsError, SizingError
@@ -57,7 +58,9 @@ from blueprints.options import (
     search_nongen_options,
 )
 from blueprints.requirements import Accelerator, CpuArch, Exposure, ExposureScope, ModelFormat, Precision, Requirements
+from blueprints.scaling_plan import finish, zones_of
 from blueprints.selection import Selection, sagemaker_engine, select_archetype
+from blueprints.signals import planned_target
 from blueprints.startup import startup_budget
 
 
@@ -78,10 +81,13 @@ def _tags(req: Requirements, env: str) -> dict[str, str]:
             "managed-by": "servingblueprints"}
 
 
-def _served_model(m: ResolvedModel) -> ServedModel:
+def _served_model(m: ResolvedModel, req: Requirements, env: str) -> ServedModel:
+    traffic = ModelTraffic(peak_requests_per_s=round(peak_rps(req, env, m), 6), pattern=m.traffic.pattern.value,
+                           mean_input_tokens=m.traffic.mean_input_tokens,
+                           mean_output_tokens=m.traffic.mean_output_tokens)
     return ServedModel(name=m.spec.served_name, catalog_id=m.spec.id, task=m.task, format=m.spec.format,
                        precision=m.spec.precision, source_uri=m.spec.weights_uri, params_b=m.architecture.params_b,
-                       weights_gib=round(m.weights_gib, 2), max_context_tokens=m.max_context_tokens)
+                       weights_gib=round(m.weights_gib, 2), max_context_tokens=m.max_context_tokens, traffic=traffic)
 
 
 def _line(item: str, quantity: float, usd_per_hour: float, catalog: Catalog) -> CostLine:
@@ -189,7 +195,8 @@ def _common(req: Requirements, env: str, ctx: PlanContext, *, managed: bool, idl
                         exposure=Exposure() if managed else req.exposure),
         platform=PlatformSpec(kind="sagemaker" if managed else req.operations.platform,
                               kubernetes_version=ctx.kubernetes_version(req, env, managed=managed),
-                              namespace=req.service, stack=platform.stack if platform else None),
+                              namespace=req.service, stack=platform.stack if platform else None,
+                              zones=zones_of(platform)),
         slo=SloTargets(ttft_p95_ms=req.slo.ttft_p95_ms, itl_p95_ms=req.slo.itl_p95_ms,
                        latency_p95_ms=req.slo.latency_p95_ms, latency_p99_ms=req.slo.latency_p99_ms,
                        availability_pct=req.slo.availability_pct),
@@ -307,7 +314,7 @@ def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog
     best, options = _llm_option(req, env, model, catalog, managed=False)
     inst, tp, est = best.instance, best.tensor_parallel_size, best.estimate
     dtype, quantization = _vllm_dtype(model.spec.precision, best.gpu)
-    served = _served_model(model)
+    served = _served_model(model, req, env)
     startup = startup_budget(weights_gib=served.weights_gib, engine_kind="vllm", gpu=True)
     lines = _cost_lines(req, env, catalog, what="GPU nodes", instance_type=inst.instance_type, nodes=best.nodes,
                         usd_per_hour=best.node_usd_per_hour, managed=False)
@@ -315,10 +322,6 @@ def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog
                  replicas=best.replicas, replicas_per_node=inst.gpu_count // tp,
                  node_usd_per_hour=best.node_usd_per_hour, managed=False)
     floor, ceiling = _autoscaling_bounds(req, env, best.replicas, can_scale_to_zero=True)
-    request_s = est.ttft_ms / 1e3 + model.traffic.mean_output_tokens * est.itl_ms / 1e3
-    queue_target = 1.0
-    if req.slo.ttft_p95_ms is not None:  # waiting requests that still leave TTFT within its SLO
-        queue_target = max(1.0, math.floor((req.slo.ttft_p95_ms - best.ttft_p95_ms) / 1e3 / (request_s / best.concurrency)))
     longest_s = best.ttft_p95_ms / 1e3 + (model.max_context_tokens - model.traffic.mean_input_tokens) * best.itl_p95_ms / 1e3
     return Blueprint(
         **_common(req, env, ctx, managed=False,
@@ -331,8 +334,9 @@ def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog
                           quantization=quantization, kv_cache_dtype="auto",
                           shm_size_gib=defaults.SHM_GIB_PER_TP_RANK * tp),
         startup=startup,
-        autoscaling=Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="vllm:num_requests_waiting",
-                                target=queue_target, cooldown_s=_cooldown_s(startup)),
+        # The target is set from the replica model once the blueprint exists (`scaling_plan.scaling_targets`).
+        autoscaling=Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="vllm:num_requests_running",
+                                target=1.0, cooldown_s=_cooldown_s(startup)),
         predictions=_llm_predictions(req, env, model, best, lines, catalog, managed=False),
         rationale=[*selection.reasons, *_llm_reasons(req, env, model, best, options, catalog),
                    *access_reasons(req, managed=False), *_cost_notes(req, env, catalog, managed=False)],
@@ -360,7 +364,7 @@ def sagemaker_timers(model_names: str, weights: float) -> tuple[StartupBudget, i
 def _plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog,
                     selection: Selection, ctx: PlanContext) -> Blueprint:
     model = models[0]
-    served = _served_model(model)
+    served = _served_model(model, req, env)
     image = catalog.sagemaker_image(sagemaker_engine(models)).uri(req.environments[env].region)
     startup, health_s, download_s, volume = sagemaker_timers(served.name, served.weights_gib)
     timers = (f"startup health check {health_s} s and model download {download_s} s "
@@ -403,7 +407,7 @@ def _plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], ca
         archetype=Archetype.SAGEMAKER_ENDPOINT, models=[served], compute=compute, engine=engine, startup=startup,
         autoscaling=Autoscaling(
             min_replicas=floor, max_replicas=ceiling, metric="SageMakerVariantInvocationsPerInstance",
-            target=round(rps_per_instance * defaults.SAGEMAKER_INVOCATIONS_SAFETY_FACTOR * 60, 1),
+            target=planned_target(rps_per_instance * defaults.SAGEMAKER_INVOCATIONS_SAFETY_FACTOR * 60),
             cooldown_s=_cooldown_s(startup)),
         predictions=predictions,
         rationale=[*selection.reasons, *sized, f"SageMaker timers from one startup budget: {timers}",
@@ -485,7 +489,7 @@ def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catal
     onnx = selection.archetype is Archetype.ONNX_CPU
     backends = [None if onnx else _triton_backend(m, selection.accelerator) for m in models]
     option = _nongen_option(req, env, models, catalog, accelerator=selection.accelerator)
-    served = [_served_model(m) for m in models]
+    served = [_served_model(m, req, env) for m in models]
     inst = option.instance
     startup = startup_budget(weights_gib=sum(s.weights_gib for s in served),
                              engine_kind="onnxruntime" if onnx else "triton", gpu=option.gpu is not None)
@@ -500,8 +504,8 @@ def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catal
     utilization = min(defaults.TARGET_UTILIZATION[m.traffic.pattern.value] for m in models)
     if onnx:
         engine = OnnxRuntimeEngine(image=defaults.ONNXRUNTIME_IMAGE, intra_op_threads=option.cpu_per_replica)
-        scaling = Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="cpu", target=round(utilization * 100),
-                              cooldown_s=_cooldown_s(startup))
+        scaling = Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="cpu",
+                              target=planned_target(utilization * 100, whole=True), cooldown_s=_cooldown_s(startup))
         engine_note = (f"ONNX Runtime intra_op_threads={option.cpu_per_replica} = the CPU limit (0 would start one "
                        "thread per host core and oversubscribe the node)")
     else:
@@ -512,9 +516,9 @@ def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catal
                               max_queue_delay_microseconds=round(ld.max_queue_delay_ms * 1000), instance_kind=kind,
                               instance_count=count)
             for s, b, ld in zip(served, backends, option.loads)])
+        # The target is set from the replica model once the blueprint exists (`scaling_plan.scaling_targets`).
         scaling = Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="nv_inference_pending_request_count",
-                              target=float(max(ld.max_batch_size for ld in option.loads)),
-                              cooldown_s=_cooldown_s(startup))
+                              target=1.0, cooldown_s=_cooldown_s(startup))
         engine_note = (f"Triton instance_group {kind} x{count} per model"
                        + (": two instances overlap one batch's data transfer with the other's compute" if option.gpu
                           else ""))
@@ -560,7 +564,8 @@ def _land(bp: Blueprint, ctx: PlanContext, req: Requirements) -> Blueprint:
 
 def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: list[str] | None = None,
          guardrails: Mapping[str, Guardrails] | None = None,
-         platforms: Mapping[str, PlatformConfig] | None = None) -> list[Blueprint]:
+         platforms: Mapping[str, PlatformConfig] | None = None,
+         alerting: AlertingSpec | None = None) -> list[Blueprint]:
     """Plan every (or the named) environment of a requirements file.
 
     Args:
@@ -572,6 +577,7 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
             environment with guardrails is then planned on its own (its allowed families may differ).
         platforms: the planned platforms by name (`blueprints.platform_plan.plan_platforms` over every requirements
             file); when omitted, planned from this file alone with the platform team's defaults.
+        alerting: platform.yaml's `alerting` (SNS topics of SageMaker alarms); default: none.
 
     Returns:
         One `Blueprint` per environment, in the order planned.
@@ -593,17 +599,30 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
 
         platforms = {p.name: p for p in plan_platforms([ServiceFile(None, req)], PlatformRequirements(),
                                                        catalog=catalog, pcat=load_platform_catalog(), as_of=as_of)}
+    ctx = PlanContext(as_of=as_of, platforms=platforms)
     if guardrails:
         planned = []
         for env in names:
             limits = guardrails.get(env)
             if limits is None:
-                planned += plan(req, catalog, as_of=as_of, environments=[env], platforms=platforms)
+                planned += _plan_sized(req, catalog, ctx, [env])
             else:
-                [bp] = plan(limits.restrict(req, env), catalog, as_of=as_of, environments=[env], platforms=platforms)
+                [bp] = _plan_sized(limits.restrict(req, env), catalog, ctx, [env])
                 planned.append(limits.cap(bp))
-        return planned
-    ctx = PlanContext(as_of=as_of, platforms=platforms)
+    else:
+        planned = _plan_sized(req, catalog, ctx, names)
+    from blueprints.quota import quota_note
+
+    spec = alerting or AlertingSpec()
+    finished = [finish(bp, ctx.platform(req, bp.environment, managed=bp.archetype is Archetype.SAGEMAKER_ENDPOINT),
+                       spec) for bp in planned]
+    # Last: the service quotas the final plan needs at full scale (`blueprints.quota`).
+    return [bp.model_copy(update={"rationale": [*bp.rationale, note]}) if (note := quota_note(bp)) else bp
+            for bp in finished]
+
+
+def _plan_sized(req: Requirements, catalog: Catalog, ctx: PlanContext, names: list[str]) -> list[Blueprint]:
+    """Select, size and price each environment (before targets, alerting and simulation: `scaling_plan.finish`)."""
     models = resolve_models(req, catalog)
     selection = select_archetype(req, models, catalog)
     build = _BUILDERS[selection.archetype]

@@ -39,6 +39,11 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
+#: Labels every system node carries: the pool label the node group sets, and the well-known labels the kubelet sets
+#: (kubernetes.io/docs/reference/labels-annotations-taints; system nodes are x86_64 AL2023, `components.cluster`).
+SYSTEM_NODE_LABELS = {"servingblueprints.io/pool": "system", "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"}
+
+
 def platform_stack_name(platform: str) -> str:
     """The Pulumi stack of a platform: `platform-<name>` (`<name>` defaults to `<env>-<region>`)."""
     return f"{PLATFORM_SERVICE}-{platform}"
@@ -89,6 +94,47 @@ class AccessSpec(_Frozen):
                                           description="the CI role that runs `pulumi up` for service stacks")
 
 
+class ReceiverKind(str, Enum):
+    """Alertmanager receivers a platform can page through; the URL (or PagerDuty routing key) is a secret."""
+
+    SLACK = "slack"
+    PAGERDUTY = "pagerduty"
+    WEBHOOK = "webhook"
+
+
+#: The platform stack's secret config key holding the receiver's URL (Slack incoming webhook, webhook endpoint) or
+#: PagerDuty Events API v2 routing key: `pulumi config set --secret servingblueprints:alertReceiverUrl ...`.
+ALERT_RECEIVER_SECRET_KEY = "servingblueprints:alertReceiverUrl"
+SNS_TOPIC_ARN = r"^arn:aws(-cn|-us-gov)?:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$"
+
+
+class AlertingSpec(_Frozen):
+    """Where alerts go (`alerting` in platform.yaml, or per platform).
+
+    Example: `{"receiver": "slack", "slack_channel": "#ml-serving-alerts", "sns_topic_arns": {"us-east-1":
+    "arn:aws:sns:us-east-1:123456789012:ml-serving-alerts"}}`.
+    """
+
+    receiver: ReceiverKind | None = Field(default=None, description="the platforms' Alertmanager receiver; its URL "
+                                          f"is the secret config key {ALERT_RECEIVER_SECRET_KEY} of each platform "
+                                          "stack. Omitted: no receiver (plans say alerts reach nobody)")
+    slack_channel: str | None = Field(default=None, pattern=r"^#[a-z0-9_.-]{1,80}$",
+                                      description="Slack only: the channel (an incoming webhook posts to its own)")
+    sns_topic_arns: dict[Region, Annotated[str, Field(pattern=SNS_TOPIC_ARN)]] = Field(
+        default_factory=dict, max_length=40, description="region -> SNS topic the SageMaker endpoints' CloudWatch "
+        "alarms notify there")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AlertingSpec:
+        if self.slack_channel is not None and self.receiver is not ReceiverKind.SLACK:
+            raise ValueError("slack_channel is for receiver: slack only")
+        for region, arn in self.sns_topic_arns.items():
+            if arn.split(":")[3] != region:
+                raise ValueError(f"sns_topic_arns.{region}: {arn} is in region {arn.split(':')[3]}; CloudWatch "
+                                 "alarms notify topics of their own region")
+        return self
+
+
 class PlatformOverride(_Frozen):
     """Settings of one named platform (`platforms.<name>` in platform.yaml)."""
 
@@ -101,6 +147,8 @@ class PlatformOverride(_Frozen):
     runner_label: str | None = Field(default=None, pattern=RUNNER_LABEL,
                                      description="self-hosted GitHub Actions runner (inside `existing_vpc`) that "
                                      "deploys a private platform and its services")
+    alerting: AlertingSpec | None = Field(default=None, description="this platform's receiver, instead of the "
+                                          "file's `alerting`")
 
 
 class PlatformRequirements(_Frozen):
@@ -118,6 +166,7 @@ class PlatformRequirements(_Frozen):
         default_factory=dict, description="add-on id -> a chart version the catalog knows (default: its first)")
     spot: SpotPolicy = Field(default=SpotPolicy.ALLOWED, description="whether non-production services may use spot")
     access: AccessSpec = Field(default_factory=AccessSpec)
+    alerting: AlertingSpec = Field(default_factory=AlertingSpec, description="where alerts go")
     platforms: dict[Annotated[str, Field(pattern=DNS_1123_LABEL, max_length=40)], PlatformOverride] = Field(
         default_factory=dict, max_length=50, description="per platform (`<env>-<region>` or a custom name)")
 
@@ -196,6 +245,14 @@ class NodeClass(_Frozen):
     instance_store_raid0: bool = Field(description="kubelet and containerd on the instance-store NVMe (RAID0)")
 
 
+class PlatformAlerting(_Frozen):
+    """The platform's Alertmanager receiver: its kind (the URL is the secret config key
+    `ALERT_RECEIVER_SECRET_KEY`), or none."""
+
+    receiver: ReceiverKind | None = None
+    slack_channel: str | None = Field(default=None, pattern=r"^#[a-z0-9_.-]{1,80}$")
+
+
 class CostItem(_Frozen):
     item: str
     quantity: float = Field(ge=0)
@@ -222,6 +279,7 @@ class PlatformConfig(_Frozen):
     spot_allowed: bool
     access: AccessSpec
     runner_label: str | None = Field(default=None, pattern=RUNNER_LABEL)
+    alerting: PlatformAlerting = Field(default_factory=PlatformAlerting)
     services: list[str] = Field(description="service stacks that land on this platform")
     tags: dict[str, str]
     cost_lines: list[CostItem]
@@ -248,10 +306,38 @@ class PlatformConfig(_Frozen):
             raise ValueError(f"addons lists an add-on twice: {ids}")
         if self.kind is PlatformKind.NETWORK and (self.addons or self.node_classes):
             raise ValueError("a network-only platform installs no add-ons and no node classes")
+        problems = addon_problems([(a.id, a.version) for a in self.addons])
+        if self.node_classes and "karpenter" not in ids:
+            problems.append("node_classes are Karpenter EC2NodeClasses: add-on karpenter must be installed")
+        if problems:
+            raise ValueError("; ".join(problems))
         if self.network.private_endpoint and self.network.existing_vpc is None and self.kind is PlatformKind.EKS:
             raise ValueError("a private EKS endpoint is reachable only from inside its VPC: give network.existing_vpc "
                              "(where the deploy runner lives) and runner_label")
         return self
+
+
+def addon_problems(addons: list[tuple[str, str]]) -> list[str]:
+    """What is wrong with a set of (add-on id, chart version): unknown ids or versions (with the known ones), and
+    add-ons whose needs (another add-on, or the CRDs their charts render) are missing from the set."""
+    from blueprints.catalog.addons import load_platform_catalog
+
+    pcat = load_platform_catalog()
+    ids = {a for a, _ in addons}
+    problems = []
+    for addon_id, version in addons:
+        if addon_id not in pcat.helm:
+            problems.append(f"unknown add-on {addon_id!r}; known: {', '.join(sorted(pcat.helm))}")
+            continue
+        addon = pcat.helm[addon_id]
+        if version not in addon.versions:
+            problems.append(f"add-on {addon_id}: unknown chart version {version!r}; the catalog knows "
+                            f"{', '.join(addon.versions)}")
+        needed = [*addon.needs, *(o.id for c in addon.needs_crds if (o := pcat.crd_owner(c)) is not None)]
+        missing = sorted(set(needed) - ids)
+        if missing:
+            problems.append(f"add-on {addon_id} needs {', '.join(missing)} installed too")
+    return problems
 
 
 # --- the outputs contract ----------------------------------------------------------------------------------------
@@ -318,7 +404,7 @@ def planned_outputs(config: PlatformConfig) -> PlatformOutputs:
         node_classes={nc.name: nc.name for nc in config.node_classes},
         prometheus_url=_planned_prometheus_url(config),
         addons={a.id: a.version for a in config.addons},
-        system_node_labels={"servingblueprints.io/pool": "system"} if config.kind is PlatformKind.EKS else {},
+        system_node_labels=SYSTEM_NODE_LABELS if config.kind is PlatformKind.EKS else {},
         system_node_instance_type=config.system_nodes.instance_type if config.kind is PlatformKind.EKS else None,
         audit_logging=config.audit_logging if config.kind is PlatformKind.EKS else None,
         private_endpoint=config.network.private_endpoint if config.kind is PlatformKind.EKS else None,

@@ -21,11 +21,13 @@ from blueprints.catalog import Catalog
 from blueprints.catalog.addons import PlatformCatalog
 from blueprints.errors import BlueprintError, CatalogError, RequirementsError
 from blueprints.platform import (
+    ALERT_RECEIVER_SECRET_KEY,
     PLATFORM_SERVICE,
     AccessSpec,
     AddonRelease,
     CostItem,
     NodeClass,
+    PlatformAlerting,
     PlatformConfig,
     PlatformKind,
     PlatformNetwork,
@@ -35,6 +37,7 @@ from blueprints.platform import (
     SystemNodes,
     platform_stack_name,
 )
+from blueprints.quota import quota_note
 from blueprints.requirements import Accelerator, OperationsPreference, Platform, Requirements
 from blueprints.weights import weights_volume_gib
 
@@ -346,9 +349,21 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
     if region != catalog.price_region:
         rationale.append(f"costs use the catalog's {catalog.price_region} list prices; {region} prices differ")
     rationale.append(f"serves {', '.join(services)}")
+    alerting = PlatformAlerting()
+    if eks:
+        spec = override.alerting if override and override.alerting else preq.alerting
+        alerting = PlatformAlerting(receiver=spec.receiver, slack_channel=spec.slack_channel)
+        if spec.receiver is None:
+            warnings.append("no Alertmanager receiver: every alert of the services here fires into nothing (the "
+                            "chart's default receiver is 'null'); set alerting.receiver in platform.yaml and the "
+                            f"receiver's URL with `pulumi config set --secret {ALERT_RECEIVER_SECRET_KEY} ...`")
+        else:
+            rationale.append(f"alerts page through Alertmanager's {spec.receiver.value} receiver"
+                             + (f" ({spec.slack_channel})" if spec.slack_channel else "")
+                             + f"; its URL is the secret config key {ALERT_RECEIVER_SECRET_KEY}")
     tags = {"service": PLATFORM_SERVICE, "environment": environment, "owner": preq.owner,
             "cost-center": preq.cost_center, "managed-by": "servingblueprints"}
-    return PlatformConfig(
+    config = PlatformConfig(
         name=name, environment=environment, production=production, region=region, kind=kind,
         kubernetes_version=version, audit_logging=audit, secrets_kms=kms,
         network=PlatformNetwork(existing_vpc=existing, az_count=az, nat_per_az=production,
@@ -359,5 +374,8 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
         addons=addons, node_classes=node_classes,
         spot_allowed=bool(spot_envs) and preq.spot is SpotPolicy.ALLOWED and eks,
         access=preq.access if eks else AccessSpec(), runner_label=runner if private and eks else None,
+        alerting=alerting,
         services=services, tags=tags, cost_lines=lines,
         monthly_cost_usd=round(sum(line.monthly_usd for line in lines), 2), rationale=rationale, warnings=warnings)
+    note = quota_note(config)
+    return config.model_copy(update={"rationale": [*rationale, note]}) if note else config

@@ -29,6 +29,8 @@ SECRET_PLACEHOLDER = "[secret]"
 #: Secrets the program requires only to reach a real cluster; the offline preview stands in a placeholder when the
 #: stack file does not set them (`pulumi config set --secret servingblueprints:kubeconfig ...` for a real run).
 OFFLINE_PLACEHOLDER_SECRETS = ("servingblueprints:kubeconfig",)
+#: A platform with an Alertmanager receiver needs its URL (`pulumi config set --secret`); offline, a placeholder.
+OFFLINE_RECEIVER_SECRET = "servingblueprints:alertReceiverUrl"
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class RegisteredResource:
     #: A read of an existing resource (`pulumi.StackReference`, `get`), not a registration.
     read: bool = False
     provider: str | None = None
+    delete_before_replace: bool = False
+    replace_with: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,16 @@ class DeployabilityFinding:
     message: str
 
 
+@dataclass(frozen=True)
+class SignalFinding:
+    """A scaling signal, alert or dashboard query that would read nothing or compare the wrong unit
+    (`blueprints.signal_check`): `check` names the rule, `resource` the object, `message` the problem and the fix."""
+
+    check: str
+    resource: str
+    message: str
+
+
 @dataclass
 class PreviewReport:
     """What `pulumi up` would create for one stack (a service or a shared platform), computed offline, with its
@@ -83,6 +97,7 @@ class PreviewReport:
     manifest_problems: dict[str, list[str]] = field(default_factory=dict)
     policy_verdicts: list[PolicyVerdict] = field(default_factory=list)
     deployability: list[DeployabilityFinding] = field(default_factory=list)
+    signals: list[SignalFinding] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     #: The platform a service lands on (its planned outputs stood in for the StackReference).
     platform: PlatformConfig | None = field(default=None, repr=False)
@@ -120,8 +135,9 @@ class PreviewReport:
 
     @property
     def clean(self) -> bool:
-        """No invalid manifest, no deployability finding and no mandatory policy violation."""
-        return not self.manifest_problems and not self.mandatory_violations and not self.deployability
+        """No invalid manifest, no deployability or signal finding and no mandatory policy violation."""
+        return (not self.manifest_problems and not self.mandatory_violations and not self.deployability
+                and not self.signals)
 
     @property
     def compliance(self) -> dict[str, Any]:
@@ -142,9 +158,10 @@ class PreviewReport:
         return sorted(found)
 
     def to_json(self) -> dict[str, Any]:
-        """`{"stack", "archetype", "region", "compliance", "resources": [{"urn", "type", "name", "parent", "read", "depends_on",
-        "inputs"}], "manifests", "manifest_problems", "deployability", "policy_verdicts", "warnings", "predictions",
-        "outputs"}`. `archetype` is `platform` for a platform stack, whose `predictions` hold its cost lines."""
+        """`{"stack", "archetype", "region", "compliance", "resources": [{"urn", "type", "name", "parent", "read",
+        "depends_on", "inputs"}], "manifests", "manifest_problems", "deployability", "signals", "policy_verdicts",
+        "warnings", "predictions", "outputs"}`. `archetype` is `platform` for a platform stack, whose `predictions` hold
+        its cost lines."""
         predictions = (self.subject.model_dump(mode="json", include={"cost_lines", "monthly_cost_usd"})
                        if self.is_platform else self.blueprint.predictions.model_dump(mode="json"))
         return {
@@ -157,6 +174,7 @@ class PreviewReport:
             "manifests": self.manifests,
             "manifest_problems": self.manifest_problems,
             "deployability": [asdict(f) for f in self.deployability],
+            "signals": [asdict(f) for f in self.signals],
             "policy_verdicts": [asdict(v) for v in self.policy_verdicts],
             "warnings": self.warnings,
             "predictions": predictions,
@@ -272,7 +290,9 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
                                                   parent_urn=request.parent if _parent_name(request.parent) else None,
                                                   dependencies=tuple(sorted(request.dependencies)),
                                                   ignore_changes=tuple(request.ignoreChanges),
-                                                  provider=request.provider or None))
+                                                  provider=request.provider or None,
+                                                  delete_before_replace=request.deleteBeforeReplace,
+                                                  replace_with=tuple(request.replace_with)))
             return response
 
         def ReadResource(self, request):
@@ -427,7 +447,8 @@ def mock_call(token: str, args: dict, *, region: str) -> dict:
     return {}
 
 
-def _config_from_file(path: Path, *, needs_kubeconfig: bool) -> tuple[dict[str, str], list[str]]:
+def _config_from_file(path: Path, *, needs_kubeconfig: bool,
+                      needs_receiver: bool = False) -> tuple[dict[str, str], list[str]]:
     """The stack file's config as the engine passes it: every value a string (objects as JSON); secrets masked; a
     placeholder kubeconfig for an existing cluster when the file has none."""
     data = load_yaml(path.read_text(encoding="utf-8"))
@@ -439,7 +460,8 @@ def _config_from_file(path: Path, *, needs_kubeconfig: bool) -> tuple[dict[str, 
             secret_keys.append(key)
         else:
             config[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    for key in OFFLINE_PLACEHOLDER_SECRETS if needs_kubeconfig else ():
+    for key in [*(OFFLINE_PLACEHOLDER_SECRETS if needs_kubeconfig else ()),
+                *((OFFLINE_RECEIVER_SECRET,) if needs_receiver else ())]:
         if key not in config:
             config[key] = SECRET_PLACEHOLDER
             secret_keys.append(key)
@@ -495,7 +517,9 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
     if not program.exists():
         raise StackConfigError(f"{program}: Pulumi program not found; run from the project folder (with Pulumi.yaml)")
     config, secret_keys = _config_from_file(path, needs_kubeconfig=isinstance(subject, Blueprint)
-                                            and subject.platform.kind == "existing-cluster")
+                                            and subject.platform.kind == "existing-cluster",
+                                            needs_receiver=isinstance(subject, PlatformConfig)
+                                            and subject.alerting.receiver is not None)
     program_file = program.resolve()
 
     def program_body() -> None:  # the module's globals are not outputs; `pulumi.export` calls are

@@ -174,7 +174,14 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
     rows = [["compute", f"{bp.compute.replicas} replica(s) on {bp.compute.instance_type}"
              + (f", {bp.compute.gpus_per_replica} GPU(s) per replica" if bp.compute.gpus_per_replica else "")],
             ["autoscaling", f"{bp.autoscaling.min_replicas}-{bp.autoscaling.max_replicas} on `{bp.autoscaling.metric}`"],
-            ["monthly cost", f"${p.monthly_cost_usd:,.2f}" + (" (spot estimate)" if p.cost_is_estimate else "")]]
+            ["monthly cost", f"${p.monthly_cost_usd:,.2f} provisioned for the peak"
+             + (" (spot estimate)" if p.cost_is_estimate else "")]]
+    if p.expected_monthly_cost_usd is not None:
+        rows.append(["expected monthly cost", f"${p.expected_monthly_cost_usd:,.2f} (fleet simulation of a planned "
+                     f"day; `blueprint simulate {bp.stack}`)"])
+        rows.append(["SLO attainment", f"{p.slo_attainment:.1%} of minutes within every p95 target"])
+    where = (bp.alerting.receiver and f"Alertmanager {bp.alerting.receiver}") or bp.alerting.sns_topic_arn
+    rows.append(["alerts to", where or "nobody (no receiver configured)"])
     if bp.platform.stack:
         rows.append(["platform", f"{bp.platform.stack}" + (f" (${p.platform_monthly_cost_usd:,.2f}/month, shared)"
                                                            if p.platform_monthly_cost_usd is not None else "")])
@@ -215,6 +222,13 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None) -> str:
     else:
         out.append("Every custom resource has its CRD, every Service and webhook-guarded object its controller, every "
                    "pod a node it fits on and a Pod Security level that admits it.\n")
+    out.append("### Signals\n")
+    if report.signals:
+        out.append(_md_table([[f.check, _short(f.resource), f.message] for f in report.signals],
+                             ["check", "resource", "problem and fix"]) + "\n")
+    elif not report.is_platform:
+        out.append("Every scaling query, alert and dashboard panel parses, names only metrics its engine and exporter "
+                   "versions expose, and compares its threshold in its query's unit.\n")
     out.append("### Policy verdicts\n")
     if report.policy_verdicts:
         out.append(_md_table([[v.level, v.policy, _short(v.resource), v.message] for v in report.policy_verdicts],
@@ -282,6 +296,12 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
             console.print(f"  [red]{f.check}[/] on {_short(f.resource)}: {escape(f.message)}")
     else:
         console.print("[bold]Deployability[/]: [green]CRDs, controllers, scheduling and Pod Security all hold[/]")
+    if report.signals:
+        console.print(f"[bold]Signals[/]: [red]{len(report.signals)} problem(s)[/]")
+        for f in report.signals:
+            console.print(f"  [red]{f.check}[/] on {_short(f.resource)}: {escape(f.message)}")
+    elif not report.is_platform:
+        console.print("[bold]Signals[/]: [green]every query names real metrics in its threshold's unit[/]")
     if report.policy_verdicts:
         console.print(f"[bold]Policy verdicts[/]: {len(report.mandatory_violations)} mandatory, "
                       f"{len(report.policy_verdicts) - len(report.mandatory_violations)} advisory")
@@ -293,6 +313,10 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
     for warning in [*(report.subject.warnings if report.is_platform else []), *report.warnings]:
         console.print(f"[yellow]warning[/]: {escape(warning)}")
     lines, total, estimate = _cost(report)
+    if not report.is_platform and report.blueprint.predictions.expected_monthly_cost_usd is not None:
+        p = report.blueprint.predictions
+        console.print(f"[bold]Expected monthly cost[/]: ${p.expected_monthly_cost_usd:,.2f} (fleet simulation; "
+                      f"peak-provisioned ${p.monthly_cost_usd:,.2f}), SLO met in {p.slo_attainment:.1%} of minutes")
     console.print(f"[bold]Monthly cost[/]: ${total:,.2f}" + (" (spot estimate)" if estimate else "")
                   + "  " + "; ".join(f"{c.item}: {c.quantity:g} x ${c.usd_per_hour:.4f}/h = ${c.monthly_usd:,.2f}"
                                      for c in lines))

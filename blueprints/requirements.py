@@ -387,6 +387,10 @@ class Requirements(_Section):
                 raise ValueError(f"environments.{env}: spot capacity is not allowed in production; set spot: false")
             if self.is_production(env) and spec.min_replicas == 0:
                 raise ValueError(f"environments.{env}: production never scales to zero; set min_replicas >= 1")
+            if self.exposure.scope is ExposureScope.PUBLIC and spec.min_replicas == 0:
+                raise ValueError(f"environments.{env}.min_replicas 0 with exposure.scope public: a service that scales "
+                                 "to zero has no load balancer (clients reach it through the in-cluster KEDA "
+                                 "interceptor); set min_replicas >= 1 or use exposure.scope: internal")
         return self
 
     def is_production(self, env: str) -> bool:

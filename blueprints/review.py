@@ -37,14 +37,15 @@ def environment_guardrails(req: Requirements, config_dir: Path = POLICY_CONFIG_D
 
 
 def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path = Path("__main__.py"),
-                 policy_config: Path | None = None) -> PreviewReport:
+                 policy_config: Path | None = None, policy_dir: Path = POLICY_CONFIG_DIR) -> PreviewReport:
     """Run the program offline and evaluate every policy of the pack over what it registered.
 
     Args:
         stack: the stack name.
         stacks_dir: folder of stack configs.
         program: the Pulumi program.
-        policy_config: a policy-config JSON file; defaults to `policy_config_for` of the stack's environment.
+        policy_config: a policy-config JSON file; defaults to `policy_config_for` of the stack's environment in
+            `policy_dir` (default `policies/config`).
 
     Returns:
         The `PreviewReport` with `policy_verdicts` filled in.
@@ -56,13 +57,16 @@ def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path
     from policies.offline import evaluate_preview, read_policy_config
 
     from blueprints.deployability import check_deployability
+    from blueprints.signal_check import check_signals
 
     report = run_preview(stack, stacks_dir=stacks_dir, program=program)
     subject = report.subject
-    path = policy_config or policy_config_for(subject.environment, production=subject.production)
+    path = policy_config or policy_config_for(subject.environment, production=subject.production,
+                                              config_dir=policy_dir)
     config = read_policy_config(path)
     report.policy_verdicts = evaluate_preview(report, stack_policy_config(config, subject))
     report.deployability = check_deployability(report, stacks_dir=stacks_dir)
+    report.signals = check_signals(report, stacks_dir=stacks_dir)
     return report
 
 

@@ -11,6 +11,8 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from blueprints.blueprint import Blueprint
 from blueprints.catalog import load_catalog
 from blueprints.catalog.addons import load_platform_catalog
@@ -18,6 +20,10 @@ from blueprints.errors import BlueprintError, RequirementsError
 from blueprints.platform import PLATFORM_FILE, PlatformConfig, load_platform_requirements
 from blueprints.platform_plan import ServiceFile, plan_platforms
 from blueprints.requirements import load_requirements
+from blueprints.yamlio import load_yaml
+
+#: Names a platform team's file may have (`platform.yml` is not read as a service by mistake).
+PLATFORM_FILES = (PLATFORM_FILE, "platform.yml")
 
 #: The file marking the project root (where `policies/config/` lives).
 PROJECT_FILE = "Pulumi.yaml"
@@ -33,17 +39,50 @@ def project_root(start: Path) -> Path | None:
     return None
 
 
+@dataclass(frozen=True)
+class ProjectPaths:
+    """Where a project keeps its parts, resolved from its root (the folder holding `Pulumi.yaml`), so the CLI works
+    the same from any working directory; relative to the working directory when no root is found."""
+
+    root: Path | None
+    stacks_dir: Path
+    program: Path
+    policy_dir: Path
+
+    @property
+    def requirements_dir(self) -> Path:
+        """`<stacks>/requirements`: every service's requirements file and the platform team's `platform.yaml`."""
+        return self.stacks_dir / "requirements"
+
+
+def project_paths(start: Path | None = None) -> ProjectPaths:
+    """The project found at or above `start` (a requirements file or folder), else above the working directory.
+
+    The stack config folder is `Pulumi.yaml`'s `stackConfigDir` (this project: `stacks`).
+    """
+    root = (project_root(start) if start is not None else None) or project_root(Path.cwd())
+    if root is None:
+        return ProjectPaths(None, Path("stacks"), Path("__main__.py"), POLICY_CONFIG_SUBDIR)
+    try:
+        project = load_yaml((root / PROJECT_FILE).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        project = {}
+    stacks = project.get("stackConfigDir") if isinstance(project, dict) else None
+    return ProjectPaths(root, root / (stacks if isinstance(stacks, str) else "stacks"), root / "__main__.py",
+                        root / POLICY_CONFIG_SUBDIR)
+
+
 def default_policy_dir(requirements: Path) -> Path | None:
     """`<project root>/policies/config`, the root found from the requirements file, else the working directory."""
-    root = project_root(requirements) or project_root(Path.cwd())
-    return root / POLICY_CONFIG_SUBDIR if root else None
+    paths = project_paths(requirements)
+    return paths.policy_dir if paths.root else None
 
 
 def requirements_files(folder: Path) -> list[Path]:
     """The services' requirements files in a folder (`*.yaml`, `*.yml`), sorted. Not requirements: `platform.yaml`
     and Pulumi's own files (`Pulumi.yaml`, `Pulumi.<stack>.yaml`); keep requirements in a folder of their own
     (`stacks/requirements/`): every other YAML file there is read as one."""
-    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.name != PLATFORM_FILE
+    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.name.lower() not in PLATFORM_FILES
                   and not p.name.startswith("Pulumi.") and p.is_file())
 
 
@@ -61,15 +100,20 @@ class PlannedFile:
         return [*self.platforms, *self.blueprints]
 
 
-def plan_platform_set(folder: Path, *, as_of: dt.date) -> list[PlatformConfig]:
-    """Every platform the requirements files of `folder` land on, from `folder/platform.yaml` and all of them.
+def plan_platform_set(folder: Path, *, as_of: dt.date, extra: Path | None = None) -> list[PlatformConfig]:
+    """Every platform the requirements files of `folder` (and `extra`, a file planned from elsewhere) land on, from
+    `folder/platform.yaml` and all of them.
 
     Raises:
-        BlueprintError: a requirements file or the platform file is invalid (the message names it) or conflicts.
+        BlueprintError: a requirements file or the platform file is invalid (the message names it) or conflicts
+            (e.g. `extra` declares a service a file of `folder` declares too).
     """
     catalog = load_catalog()
     services = []
-    for path in requirements_files(folder):
+    files = requirements_files(folder) if folder.is_dir() else []
+    if extra is not None and extra.resolve() not in {f.resolve() for f in files}:
+        files.append(extra)
+    for path in files:
         try:
             services.append(ServiceFile(path, load_requirements(path)))
         except BlueprintError as exc:
@@ -81,7 +125,8 @@ def plan_platform_set(folder: Path, *, as_of: dt.date) -> list[PlatformConfig]:
 
 
 def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str] | None = None,
-                           policy_dir: Path | None, use_policy: bool = True) -> PlannedFile:
+                           policy_dir: Path | None, use_policy: bool = True,
+                           requirements_dir: Path | None = None) -> PlannedFile:
     """Plan one requirements file within its project.
 
     Args:
@@ -90,6 +135,9 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
         environments: the environments to plan (all when omitted).
         policy_dir: folder of per-environment policy configs; each environment is planned within its guardrails.
         use_policy: False plans without guardrails (`--no-policy`).
+        requirements_dir: the project's requirements folder, whose files (and `platform.yaml`) shape the platforms
+            with this one; defaults to the file's own folder. A file planned from elsewhere joins them (it cannot
+            redeclare one of their services, so it cannot rewrite their platforms from a partial view).
 
     Returns:
         The service's blueprints, the platforms its planned environments land on, and the clusterAddons of its
@@ -101,19 +149,12 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
     from blueprints.planner import plan
     from blueprints.review import environment_guardrails
 
-    req = load_requirements(path)
-    folder = path.parent
-    if path.name == PLATFORM_FILE:
+    if path.name in PLATFORM_FILES:
         raise RequirementsError(f"{path}: this is the platform team's file; plan a service's requirements file (the "
                                 "platform stacks are written with every service that lands on them)")
-    platforms = {p.name: p for p in plan_platform_set(folder, as_of=as_of)} if path.resolve() in \
-        {p.resolve() for p in requirements_files(folder)} else None
-    if platforms is None:  # a file outside the folder scan (e.g. a .yml elsewhere): its platforms alone
-        from blueprints.platform import PlatformRequirements
-
-        platforms = {p.name: p for p in plan_platforms([ServiceFile(path, req)], PlatformRequirements(),
-                                                       catalog=load_catalog(), pcat=load_platform_catalog(),
-                                                       as_of=as_of)}
+    req = load_requirements(path)
+    folder = requirements_dir if requirements_dir is not None else path.parent
+    platforms = {p.name: p for p in plan_platform_set(folder, as_of=as_of, extra=path)}
     limits = {}
     if use_policy:
         if policy_dir is None or not policy_dir.is_dir():
@@ -122,9 +163,10 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
                                  "(the folder holding Pulumi.yaml), pass --policy-dir, or plan without guardrails with "
                                  "--no-policy")
         limits = environment_guardrails(req, policy_dir)
+    alerting = load_platform_requirements(folder / PLATFORM_FILE).alerting
     try:
         blueprints = plan(req, load_catalog(), as_of=as_of, environments=environments, guardrails=limits,
-                          platforms=platforms)
+                          platforms=platforms, alerting=alerting)
     except BlueprintError as exc:  # planner messages name the field; add the file they come from
         raise type(exc)(f"{path}: {exc}") from None
     landed = sorted({bp.platform.stack for bp in blueprints if bp.platform.stack})

@@ -19,7 +19,7 @@ import pulumi_random as random
 
 from blueprints.catalog.addons import HelmAddon, load_platform_catalog
 from blueprints.catalog.iam import policy_document
-from blueprints.platform import PlatformConfig, prometheus_service_url
+from blueprints.platform import PlatformAlerting, PlatformConfig, ReceiverKind, prometheus_service_url
 from components import karpenter
 from components.cluster import GPU_PRESENT_LABEL, GPU_TOLERATION, POOL_LABEL, SYSTEM_POOL, trust_policy
 from components.labels import recommended_labels
@@ -33,8 +33,37 @@ STORAGE_CLASS = "gp3"
 PROMETHEUS_VOLUME_GIB = 50
 PROMETHEUS_RETENTION = "15d"
 GRAFANA_ADMIN_SECRET = "grafana-admin"
+#: The Secret holding the Alertmanager receiver's URL (or PagerDuty routing key), mounted by the Prometheus Operator
+#: at /etc/alertmanager/secrets/<name>/ (Alertmanager CRD `spec.secrets`; KPS `alertmanager.alertmanagerSpec.secrets`).
+ALERT_RECEIVER_SECRET = "alertmanager-receiver"
+ALERT_RECEIVER_FILE = f"/etc/alertmanager/secrets/{ALERT_RECEIVER_SECRET}/url"
 #: Controllers run on the system node group, never on a service's Karpenter nodes (which they would keep alive).
 SYSTEM_NODES = {POOL_LABEL: SYSTEM_POOL}
+
+
+def alertmanager_config(alerting: PlatformAlerting) -> dict:
+    """kube-prometheus-stack's `alertmanager.config` for the platform's receiver: every alert to it, the chart's
+    Watchdog heartbeat to `'null'` ([KPS] values.yaml L553-593: Helm replaces lists, so route and receivers are given
+    whole). The URL is read from `ALERT_RECEIVER_FILE` (Alertmanager: slack `api_url_file`, webhook `url_file` since
+    v0.26, pagerduty `routing_key_file` since v0.25; prometheus/alertmanager docs/configuration.md)."""
+    kind = alerting.receiver
+    if kind is None:
+        raise ValueError("no receiver to configure")
+    if kind is ReceiverKind.SLACK:
+        target = {"slack_configs": [{"api_url_file": ALERT_RECEIVER_FILE, "send_resolved": True,
+                                     **({"channel": alerting.slack_channel} if alerting.slack_channel else {})}]}
+    elif kind is ReceiverKind.PAGERDUTY:
+        target = {"pagerduty_configs": [{"routing_key_file": ALERT_RECEIVER_FILE, "send_resolved": True}]}
+    else:
+        target = {"webhook_configs": [{"url_file": ALERT_RECEIVER_FILE, "send_resolved": True}]}
+    return {
+        "global": {"resolve_timeout": "5m"},
+        "route": {"group_by": ["namespace", "alertname"], "group_wait": "30s", "group_interval": "5m",
+                  "repeat_interval": "4h", "receiver": kind.value,
+                  "routes": [{"receiver": "null", "matchers": ['alertname = "Watchdog"']}]},
+        "receivers": [{"name": "null"}, {"name": kind.value, **target}],
+        "templates": ["/etc/alertmanager/config/*.tmpl"],
+    }
 
 
 def namespace_pod_security(addons: list[HelmAddon]) -> dict[str, str]:
@@ -57,6 +86,8 @@ class ClusterAddonsArgs:
         vpc_id: the platform's VPC (the load balancer controller needs it: pods cannot reach IMDS).
         subnet_ids: private subnets Karpenter launches nodes into.
         node_security_group_id: the cluster security group Karpenter nodes join.
+        alert_receiver_url: the Alertmanager receiver's URL or routing key (a Pulumi secret), for
+            `platform.alerting.receiver`. Defaults to none: no receiver.
     """
 
     platform: PlatformConfig
@@ -65,6 +96,7 @@ class ClusterAddonsArgs:
     vpc_id: pulumi.Input[str]
     subnet_ids: pulumi.Input[list[str]]
     node_security_group_id: pulumi.Input[str]
+    alert_receiver_url: pulumi.Input[str] | None = None
 
 
 class ClusterAddons(pulumi.ComponentResource):
@@ -109,7 +141,8 @@ class ClusterAddons(pulumi.ComponentResource):
             self._load_balancer_controller(pcat.addon("aws-load-balancer-controller"),
                                            wanted["aws-load-balancer-controller"], args)
         if "kube-prometheus-stack" in wanted:
-            self._prometheus(pcat.addon("kube-prometheus-stack"), wanted["kube-prometheus-stack"])
+            self._prometheus(pcat.addon("kube-prometheus-stack"), wanted["kube-prometheus-stack"],
+                             args.alert_receiver_url)
         if "keda" in wanted:
             self._release(pcat.addon("keda"), wanted["keda"], values={"nodeSelector": SYSTEM_NODES})
         if "keda-http-add-on" in wanted:
@@ -194,10 +227,11 @@ class ClusterAddons(pulumi.ComponentResource):
             "serviceAccount": {"name": LBC_SERVICE_ACCOUNT}, "keepTLSSecret": True,
             "enableServiceMutatorWebhook": False, "nodeSelector": SYSTEM_NODES})
 
-    def _prometheus(self, addon: HelmAddon, version: str) -> None:
+    def _prometheus(self, addon: HelmAddon, version: str, receiver_url: pulumi.Input[str] | None) -> None:
         """kube-prometheus-stack selecting every ServiceMonitor/PodMonitor/PrometheusRule in the cluster (not only
-        `release`-labelled ones), on persistent gp3 storage, Grafana's dashboard sidecar on, and a generated Grafana
-        admin password held in a Secret (the chart would otherwise regenerate it on each render)."""
+        `release`-labelled ones), on persistent gp3 storage, Grafana's dashboard sidecar on, a generated Grafana
+        admin password held in a Secret (the chart would otherwise regenerate it on each render), and Alertmanager
+        routing to the platform's receiver, whose URL is read from a mounted Secret (never in the chart's values)."""
         password = random.RandomPassword(f"{self._name}-grafana-admin", length=32, special=False,
                                          opts=pulumi.ResourceOptions(parent=self))
         secret = k8s.core.v1.Secret(
@@ -210,10 +244,25 @@ class ClusterAddons(pulumi.ComponentResource):
                                                    "resources": {"requests": {"storage": f"{PROMETHEUS_VOLUME_GIB}Gi"}}}}}
         selectors = {f"{kind}SelectorNilUsesHelmValues": False
                      for kind in ("serviceMonitor", "podMonitor", "rule", "probe", "scrapeConfig")}
-        self._release(addon, version, depends=[self.storage_class, secret], values={
+        depends: list[pulumi.Resource] = [self.storage_class, secret]
+        alertmanager: dict = {"alertmanagerSpec": {"nodeSelector": SYSTEM_NODES}}
+        if self._cfg.alerting.receiver is not None:
+            if receiver_url is None:
+                raise ValueError(f"platform {self._cfg.stack}: alerting.receiver is {self._cfg.alerting.receiver.value} "
+                                 "but no receiver URL was given")
+            depends.append(k8s.core.v1.Secret(
+                f"{self._name}-alert-receiver", metadata={
+                    "name": ALERT_RECEIVER_SECRET, "namespace": addon.namespace,
+                    "labels": recommended_labels(name="alertmanager", instance=self._cfg.stack,
+                                                 component="receiver-credentials")},
+                type="Opaque", string_data={"url": receiver_url},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.namespaces[addon.namespace]])))
+            alertmanager = {"alertmanagerSpec": {"nodeSelector": SYSTEM_NODES, "secrets": [ALERT_RECEIVER_SECRET]},
+                            "config": alertmanager_config(self._cfg.alerting)}
+        self._release(addon, version, depends=depends, values={
             "prometheus": {"prometheusSpec": {**selectors, "retention": PROMETHEUS_RETENTION, "storageSpec": volume,
                                               "nodeSelector": SYSTEM_NODES}},
-            "alertmanager": {"alertmanagerSpec": {"nodeSelector": SYSTEM_NODES}},
+            "alertmanager": alertmanager,
             "prometheusOperator": {"nodeSelector": SYSTEM_NODES},
             "kube-state-metrics": {"nodeSelector": SYSTEM_NODES},
             "grafana": {"nodeSelector": SYSTEM_NODES,

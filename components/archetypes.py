@@ -18,7 +18,7 @@ from blueprints.blueprint import Archetype, Blueprint
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.requirements import ExposureScope
 from components.access import ApiKey, ApiKeyArgs
-from components.autoscaling import EndpointScaler, EndpointScalerArgs
+from components.autoscaling import EndpointScaler, EndpointScalerArgs, instance_type_gate
 from components.monitoring import EndpointMonitoring, EndpointMonitoringArgs
 from components.onnx_service import OnnxRuntimeService, OnnxRuntimeServiceArgs
 from components.sagemaker_endpoint import VARIANT_NAME, SageMakerEndpoint, SageMakerEndpointArgs, endpoint_name
@@ -69,6 +69,14 @@ class KubernetesArchetypeArgs:
     api_key: pulumi.Input[str] | None = None
 
 
+def exposed(bp: Blueprint) -> bool:
+    """Whether the serving Service gets a load balancer. Not when the service scales to zero: a load balancer in front
+    of zero pods resets the connection (and the NLB reports no request count, its flow metrics come every 60 s and
+    not at zero, so it cannot wake the service); clients go through the KEDA HTTP interceptor
+    (`components.autoscaling`), which holds the request while a replica starts."""
+    return bp.autoscaling.min_replicas > 0
+
+
 class _KubernetesArchetype(pulumi.ComponentResource):
     """The shared construction of the Kubernetes archetypes; subclasses build the workload."""
 
@@ -90,11 +98,12 @@ class _KubernetesArchetype(pulumi.ComponentResource):
         self.default_deny = default_deny(f"{name}-default-deny", bp, namespace, in_namespace)
         self.api_key = ApiKey(f"{name}-api-key", ApiKeyArgs(blueprint=bp, namespace=namespace, value=args.api_key),
                               opts=in_namespace)
-        self.access = Endpoint(api_key_secret=self.api_key.secret_name,
-                                 vpc_cidrs=target.vpc_cidrs if target.vpc_cidrs is not None
-                                 else list(defaults.PRIVATE_CIDRS),
-                                 load_balancer_subnet_ids=target.subnet_ids,
-                                 monitoring_namespace=load_platform_catalog().addon("kube-prometheus-stack").namespace)
+        self.access = Endpoint(
+            api_key_secret=self.api_key.secret_name,
+            vpc_cidrs=target.vpc_cidrs if target.vpc_cidrs is not None else list(defaults.PRIVATE_CIDRS),
+            load_balancer_subnet_ids=target.subnet_ids,
+            monitoring_namespace=load_platform_catalog().addon("kube-prometheus-stack").namespace,
+            interceptor_namespace=None if exposed(bp) else load_platform_catalog().addon("keda-http-add-on").namespace)
         self.node_pool = service_node_pool(f"{name}-node-pool", bp, target.node_class, child) \
             if target.node_class is not None else None
         self.storage = storage(f"{name}-weights", bp, child)
@@ -136,7 +145,7 @@ class VllmGpu(_KubernetesArchetype):
 
     def _workload(self, name, bp, target, namespace, opts):
         return VllmService(name, VllmServiceArgs(
-            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace, endpoint=self.access,
+            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace, endpoint=self.access, expose=exposed(bp),
             node_selector=placement(bp, target)), opts=opts)
 
 
@@ -159,7 +168,7 @@ class TritonMultiModel(_KubernetesArchetype):
 
     def _workload(self, name, bp, target, namespace, opts):
         return TritonService(name, TritonServiceArgs(
-            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace, endpoint=self.access,
+            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace, endpoint=self.access, expose=exposed(bp),
             node_selector=placement(bp, target)), opts=opts)
 
 
@@ -179,7 +188,7 @@ class OnnxCpu(_KubernetesArchetype):
 
     def _workload(self, name, bp, target, namespace, opts):
         return OnnxRuntimeService(name, OnnxRuntimeServiceArgs(
-            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace, endpoint=self.access,
+            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace, endpoint=self.access, expose=exposed(bp),
             node_selector=placement(bp, target)), opts=opts)
 
 
@@ -216,16 +225,20 @@ class ManagedEndpoint(pulumi.ComponentResource):
                              f"{bp.archetype.value}")
         child = pulumi.ResourceOptions(parent=self)
         self.storage = storage(f"{name}-weights", bp, child)
+        # Registered before the endpoint: replaced (delete first) when the instance type changes, taking the
+        # scalable target and its policy with it, so the endpoint update runs deregistered (see EndpointScaler).
+        gate = instance_type_gate(f"{name}-autoscaling", bp, child)
         monitoring = EndpointMonitoring(f"{name}-monitoring", EndpointMonitoringArgs(
             blueprint=bp, endpoint_name=endpoint_name(bp), variant_name=VARIANT_NAME,
             alarm_actions=list(args.alarm_topic_arns)), opts=child)
         endpoint = SageMakerEndpoint(f"{name}-endpoint", SageMakerEndpointArgs(
             blueprint=bp, bucket_name=self.storage.bucket_name, kms_key_arn=self.storage.kms_key_arn,
             subnet_ids=args.subnet_ids, security_group_ids=args.security_group_ids,
-            rollback_alarm_names=monitoring.alarm_names),
+            rollback_alarm_names=monitoring.rollback_alarm_names, instance_type_gate=gate),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[monitoring]))
         EndpointScaler(f"{name}-autoscaling", EndpointScalerArgs(
-            blueprint=bp, endpoint_name=endpoint.endpoint_name, variant_name=VARIANT_NAME), opts=child)
+            blueprint=bp, endpoint_name=endpoint.endpoint_name, variant_name=VARIANT_NAME, instance_type_gate=gate),
+            opts=child)
         console = f"https://{bp.region}.console.aws.amazon.com"
         self.outputs: dict[str, pulumi.Input] = {
             "endpoint": endpoint.invocation_url, "endpoint_name": endpoint.endpoint_name,

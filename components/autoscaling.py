@@ -1,31 +1,37 @@
 """Autoscaling for each archetype, from the blueprint and the one scaling signal in `blueprints.observability`.
 
-- vLLM / Triton: a KEDA `ScaledObject` on the Prometheus signal (queue depth / queue time), scale-in stabilised
-  for longer than a cold start, scale-to-zero only outside production.
+- vLLM / Triton: a KEDA `ScaledObject` on the Prometheus signal (requests running / pending per replica), scale-in
+  stabilised for longer than a cold start. A stack planned to scale to zero (never in production) also gets the KEDA
+  HTTP add-on's path (0.15: an `InterceptorRoute` and an `external-push` trigger, the non-deprecated API; the
+  deprecated `HTTPScaledObject` is not used): the engine's own metrics vanish with its last pod, so only the
+  interceptor, which holds requests while a replica starts, can wake it. Clients reach it through `<workload>-proxy`
+  (an ExternalName Service to the interceptor proxy).
 - ONNX Runtime on CPU: an `autoscaling/v2` HorizontalPodAutoscaler on CPU utilisation (the plan's target, %;
   requests == limits, so 100 % is the whole limit).
-- SageMaker: Application Auto Scaling target tracking on invocations per instance, scale-in cooldown from the
-  startup budget.
+- SageMaker: Application Auto Scaling target tracking on invocations per instance at the plan's target, scale-in
+  cooldown from the startup budget; the scalable target is deregistered around an instance-type change
+  (`instance_type_gate`).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
+import pulumi_random as random
 
 from blueprints.blueprint import Blueprint
+from blueprints.catalog.addons import load_platform_catalog
 from blueprints.observability import scaling_signal
 from components.labels import recommended_labels
+from components.rollout import progress_deadline_s
 
 #: KEDA's polling interval, s (its default is 30; 15 halves the reaction time to a burst).
 KEDA_POLLING_INTERVAL_S = 15
-#: SageMaker target tracking: safety factor on the planned per-instance rate, as in the SageMaker docs' formula
-#: "max RPS per instance x safety factor (0.5) x 60" (sizing-facts.md, serving-engine guidance).
-SAGEMAKER_SAFETY_FACTOR = 0.5
+#: The KEDA HTTP add-on's catalog id (its endpoints: the interceptor proxy and the external scaler).
+HTTP_ADD_ON = "keda-http-add-on"
 
 
 @dataclass
@@ -37,16 +43,45 @@ class KubernetesScalerArgs:
         deployment_name: the Deployment to scale.
         namespace: its namespace.
         prometheus_url: Prometheus server address KEDA queries (vLLM/Triton).
+        service_name: the serving Service the interceptor forwards to (scale to zero). Defaults to the blueprint's
+            workload name.
     """
 
     blueprint: Blueprint
     deployment_name: pulumi.Input[str]
     namespace: pulumi.Input[str]
-    prometheus_url: str
+    prometheus_url: pulumi.Input[str]
+    service_name: pulumi.Input[str] | None = None
+
+
+def proxy_service_name(bp: Blueprint) -> str:
+    """The in-cluster name clients of a scaled-to-zero service call (an ExternalName Service to the interceptor)."""
+    return f"{bp.workload_name}-proxy"
+
+
+def interceptor_hosts(bp: Blueprint) -> list[str]:
+    """Host headers the interceptor routes to this service: the proxy Service's in-cluster names."""
+    proxy, ns = proxy_service_name(bp), bp.platform.namespace
+    return [proxy, f"{proxy}.{ns}", f"{proxy}.{ns}.svc", f"{proxy}.{ns}.svc.cluster.local"]
+
+
+def interceptor_route_spec(bp: Blueprint, service_name: str) -> dict:
+    """InterceptorRoute (http.keda.sh/v1beta1) spec: route the proxy names to the serving Service, scale on
+    in-flight requests per replica, hold a cold request for up to the progress deadline (a cold start on a new node,
+    x1.5) and wait for response headers as long as the longest planned response."""
+    return {
+        "target": {"service": service_name, "port": bp.serving_port},
+        "rules": [{"hosts": interceptor_hosts(bp)}],
+        "scalingMetric": {"concurrency": {"targetValue": bp.autoscaling.interceptor_concurrency_target}},
+        "timeouts": {"readiness": f"{progress_deadline_s(bp)}s",
+                     "responseHeader": f"{bp.network.load_balancer_idle_timeout_s}s"},
+    }
 
 
 class KubernetesScaler(pulumi.ComponentResource):
-    """A KEDA ScaledObject (queue signal) or, for CPU archetypes, an HPA on CPU. Output: `kind`."""
+    """A KEDA ScaledObject (the plan's signal; with scale to zero also the HTTP add-on's InterceptorRoute and proxy
+    Service) or, for CPU archetypes, an HPA on CPU. Outputs: `kind`, `endpoint` (the proxy URL when scaled to zero,
+    else None)."""
 
     def __init__(self, name: str, args: KubernetesScalerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("servingblueprints:index:KubernetesScaler", name, None, opts)
@@ -60,7 +95,15 @@ class KubernetesScaler(pulumi.ComponentResource):
                     "scaleUp": {"stabilizationWindowSeconds": 0,
                                 "policies": [{"type": "Pods", "value": 2, "periodSeconds": 60}]}}
         signal = scaling_signal(bp)
+        self.endpoint: pulumi.Input[str] | None = None
         if signal is not None:
+            triggers = [{"type": "prometheus", "metricType": signal.metric_type, "metadata": {
+                "serverAddress": args.prometheus_url, "query": signal.query,
+                "threshold": f"{signal.threshold:g}", "ignoreNullValues": "true"}}]
+            route = []
+            if a.min_replicas == 0:
+                route, trigger = self._wake_path(name, bp, args, labels, child)
+                triggers.append(trigger)
             spec = {
                 "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": args.deployment_name},
                 "pollingInterval": KEDA_POLLING_INTERVAL_S,
@@ -71,13 +114,13 @@ class KubernetesScaler(pulumi.ComponentResource):
                 "minReplicaCount": a.min_replicas,
                 "maxReplicaCount": a.max_replicas,
                 "advanced": {"horizontalPodAutoscalerConfig": {"behavior": behavior}},
-                "triggers": [{"type": "prometheus", "metricType": signal.metric_type, "metadata": {
-                    "serverAddress": args.prometheus_url, "query": signal.query,
-                    "threshold": f"{signal.threshold:g}", "ignoreNullValues": "true"}}],
+                "triggers": triggers,
             }
+            # After its InterceptorRoute: the add-on's scaler returns an empty metric spec for a route it does not
+            # know, and KEDA then falls back to a CPU metric (keda-docs http-add-on/0.15 autoscale-an-app.md).
             self.scaler = k8s.apiextensions.CustomResource(
                 f"{name}-scaledobject", api_version="keda.sh/v1alpha1", kind="ScaledObject",
-                metadata=metadata, spec=spec, opts=child)
+                metadata=metadata, spec=spec, opts=pulumi.ResourceOptions(parent=self, depends_on=route))
             self.kind = "ScaledObject"
         else:
             self.scaler = k8s.autoscaling.v2.HorizontalPodAutoscaler(
@@ -86,30 +129,61 @@ class KubernetesScaler(pulumi.ComponentResource):
                                            "name": args.deployment_name},
                       "min_replicas": max(1, a.min_replicas), "max_replicas": a.max_replicas,
                       "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
-                          "type": "Utilization", "average_utilization": round(a.target)}}}],
+                          "type": "Utilization", "average_utilization": int(a.target)}}}],
                       "behavior": {"scale_down": {"stabilization_window_seconds": a.cooldown_s,
                                                   "policies": [{"type": "Pods", "value": 1, "period_seconds": 60}]},
                                    "scale_up": {"stabilization_window_seconds": 0,
                                                 "policies": [{"type": "Pods", "value": 2, "period_seconds": 60}]}}},
                 opts=child)
             self.kind = "HorizontalPodAutoscaler"
-        self.register_outputs({"kind": self.kind})
+        self.register_outputs({"kind": self.kind, "endpoint": self.endpoint})
+
+    def _wake_path(self, name: str, bp: Blueprint, args: KubernetesScalerArgs, labels: dict[str, str],
+                   child: pulumi.ResourceOptions) -> tuple[list[pulumi.Resource], dict]:
+        """The HTTP add-on's InterceptorRoute, the `<workload>-proxy` ExternalName Service clients call, and the
+        ScaledObject trigger that reads the interceptor (it reports activity while requests are held at zero)."""
+        addon = load_platform_catalog().addon(HTTP_ADD_ON)
+        proxy_host, proxy_port = addon.endpoints["interceptor-proxy"].rsplit(":", 1)
+        route = k8s.apiextensions.CustomResource(
+            f"{name}-interceptorroute", api_version="http.keda.sh/v1beta1", kind="InterceptorRoute",
+            metadata={"name": bp.workload_name, "namespace": args.namespace, "labels": labels},
+            spec=pulumi.Output.from_input(args.service_name or bp.workload_name).apply(
+                lambda service: interceptor_route_spec(bp, service)),
+            opts=child)
+        proxy = k8s.core.v1.Service(
+            f"{name}-proxy", metadata={"name": proxy_service_name(bp), "namespace": args.namespace, "labels": labels},
+            spec={"type": "ExternalName", "external_name": proxy_host,
+                  "ports": [{"name": "http", "port": int(proxy_port), "protocol": "TCP"}]},
+            opts=child)
+        self.endpoint = pulumi.Output.concat("http://", proxy.metadata.name, ".", args.namespace,
+                                             f".svc.cluster.local:{proxy_port}")
+        trigger = {"type": "external-push", "metadata": {"scalerAddress": addon.endpoints["external-scaler"],
+                                                         "interceptorRoute": bp.workload_name}}
+        return [route], trigger
 
 
 @dataclass
 class EndpointScalerArgs:
-    """Inputs of `EndpointScaler`: the blueprint and the SageMaker endpoint/variant names."""
+    """Inputs of `EndpointScaler`: the blueprint, the SageMaker endpoint/variant names and the instance-type gate
+    (`instance_type_gate`, registered before the endpoint; None: no gate)."""
 
     blueprint: Blueprint
     endpoint_name: pulumi.Input[str]
     variant_name: str
+    instance_type_gate: pulumi.Resource | None = None
 
 
-def invocations_per_instance_target(bp: Blueprint) -> int:
-    """SageMakerVariantInvocationsPerInstance target (invocations per instance per minute):
-    planned requests/s per instance x `SAGEMAKER_SAFETY_FACTOR` x 60, at least 1."""
-    per_instance_rps = bp.predictions.requests_per_s_capacity / max(1, bp.compute.replicas)
-    return max(1, math.floor(per_instance_rps * SAGEMAKER_SAFETY_FACTOR * 60))
+def instance_type_gate(name: str, bp: Blueprint, opts: pulumi.ResourceOptions) -> random.RandomId:
+    """A resource replaced, delete-before-replace, exactly when the variant's instance type changes. The endpoint
+    depends on it; the scalable target and its policy are `replace_with` it. Pulumi deletes the resources that
+    `replace_with` a delete-before-replace resource before deleting it (engine step_generator
+    `findDependentCascadeReplacements`), so on an instance-type change the target is deregistered first, the
+    endpoint updates, and the target and policy are registered again after it (they read the endpoint's name).
+    SageMaker refuses to change the instance type of a variant registered for autoscaling
+    (docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html)."""
+    return random.RandomId(f"{name}-instance-type", byte_length=4,
+                           keepers={"instance_type": bp.compute.instance_type},
+                           opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True)))
 
 
 class EndpointScaler(pulumi.ComponentResource):
@@ -118,7 +192,8 @@ class EndpointScaler(pulumi.ComponentResource):
     def __init__(self, name: str, args: EndpointScalerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("servingblueprints:index:EndpointScaler", name, None, opts)
         bp = args.blueprint
-        child = pulumi.ResourceOptions(parent=self)
+        gate = [args.instance_type_gate] if args.instance_type_gate is not None else None
+        child = pulumi.ResourceOptions(parent=self, replace_with=gate)
         resource_id = pulumi.Output.concat("endpoint/", args.endpoint_name, f"/variant/{args.variant_name}")
         self.target = aws.appautoscaling.Target(
             f"{name}-target", service_namespace="sagemaker", scalable_dimension="sagemaker:variant:DesiredInstanceCount",
@@ -129,7 +204,8 @@ class EndpointScaler(pulumi.ComponentResource):
             scalable_dimension=self.target.scalable_dimension, resource_id=self.target.resource_id,
             target_tracking_scaling_policy_configuration={
                 "predefined_metric_specification": {"predefined_metric_type": "SageMakerVariantInvocationsPerInstance"},
-                "target_value": invocations_per_instance_target(bp),
+                # The plan's target as planned (`blueprints.signals.planned_target`): no second rounding here.
+                "target_value": bp.autoscaling.target,
                 # Scale in only after a cold start's worth of quiet; scale out fast.
                 "scale_in_cooldown": bp.autoscaling.cooldown_s,
                 "scale_out_cooldown": 60,

@@ -47,8 +47,11 @@ def scheme(bp: Blueprint) -> str:
 
 
 def listener_port(bp: Blueprint) -> int:
-    """443 with a TLS certificate, 80 without."""
-    return defaults.TLS_PORT if bp.network.exposure.tls_certificate_arn else defaults.PLAIN_PORT
+    """443 with a TLS certificate, 80 without (`Blueprint.serving_port`)."""
+    port = bp.serving_port
+    if port is None:
+        raise ValueError(f"archetype {bp.archetype.value} has no serving Service")
+    return port
 
 
 def client_url(bp: Blueprint, load_balancer_host: pulumi.Input[str], path: str) -> pulumi.Output[str]:

@@ -12,7 +12,13 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from blueprints.blueprint import Blueprint
-from blueprints.observability import CloudWatchAlarmSpec, cloudwatch_alarm_specs, grafana_dashboard, slo_alerts
+from blueprints.observability import (
+    CloudWatchAlarmSpec,
+    cloudwatch_alarm_specs,
+    grafana_dashboard,
+    rollback_alarm_names,
+    slo_alerts,
+)
 from components.labels import recommended_labels
 
 
@@ -90,7 +96,8 @@ def alarm_name(bp: Blueprint, spec: CloudWatchAlarmSpec) -> str:
 class EndpointMonitoring(pulumi.ComponentResource):
     """CloudWatch alarms from the SLOs and a CloudWatch dashboard for a SageMaker endpoint.
 
-    Outputs: `alarm_arns` (used by the endpoint's blue/green auto-rollback), `dashboard_name`.
+    Outputs: `alarm_arns`, `alarm_names`, `rollback_alarm_names` (the alarms above their steady state, which the
+    endpoint's blue/green auto-rollback watches), `dashboard_name`.
     """
 
     def __init__(self, name: str, args: EndpointMonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -120,5 +127,6 @@ class EndpointMonitoring(pulumi.ComponentResource):
                                                   dashboard_body=body, opts=child)
         self.alarm_arns = [a.arn for a in self.alarms]
         self.alarm_names = [alarm_name(bp, spec) for spec in cloudwatch_alarm_specs(bp)]
+        self.rollback_alarm_names = rollback_alarm_names(bp, lambda spec: alarm_name(bp, spec))
         self.dashboard_name = self.dashboard.dashboard_name
         self.register_outputs({"alarm_arns": self.alarm_arns, "dashboard_name": self.dashboard_name})

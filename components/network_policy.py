@@ -60,20 +60,26 @@ def default_deny(name: str, bp: Blueprint, namespace: pulumi.Input[str],
 def serving_policy(name: str, bp: Blueprint, *, namespace: pulumi.Input[str], selector: dict[str, str],
                    proxy_port: int, metrics_port: int, client_cidrs: pulumi.Input[list[str]],
                    vpc_cidrs: pulumi.Input[list[str]], monitoring_namespace: str,
-                   opts: pulumi.ResourceOptions) -> k8s.networking.v1.NetworkPolicy:
+                   opts: pulumi.ResourceOptions,
+                   interceptor_namespace: str | None = None) -> k8s.networking.v1.NetworkPolicy:
     """The serving pods' policy (see the module docstring).
 
     Args:
         client_cidrs: who may reach the proxy port: the VPC's CIDR(s) and the exposure's allowed CIDRs.
         vpc_cidrs: the VPC's CIDR(s), for its interface endpoints.
         monitoring_namespace: where Prometheus runs (it scrapes `metrics_port`).
+        interceptor_namespace: where the KEDA HTTP interceptor runs, when the service scales to zero: it forwards
+            clients' requests to the proxy port.
     """
     def spec(sources: list[str], vpcs: list[str]) -> dict:
         return {
             "podSelector": {"matchLabels": dict(selector)},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [
-                {"from": [{"ipBlock": {"cidr": c}} for c in sorted(set(sources))], "ports": [_tcp(proxy_port)]},
+                {"from": [*({"ipBlock": {"cidr": c}} for c in sorted(set(sources))),
+                          *([{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: interceptor_namespace}}}]
+                            if interceptor_namespace else [])],
+                 "ports": [_tcp(proxy_port)]},
                 {"from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: monitoring_namespace}}}],
                  "ports": [_tcp(metrics_port)]},
             ],

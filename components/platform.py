@@ -11,17 +11,19 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from blueprints.platform import PlatformConfig, PlatformKind, PlatformOutputs
+from blueprints.platform import SYSTEM_NODE_LABELS, PlatformConfig, PlatformKind, PlatformOutputs
 from components.addons import ClusterAddons, ClusterAddonsArgs
-from components.cluster import POOL_LABEL, SYSTEM_POOL, EksCluster, EksClusterArgs
+from components.cluster import EksCluster, EksClusterArgs
 from components.network import Network, NetworkArgs
 
 
 @dataclass
 class PlatformArgs:
-    """Inputs of `Platform`: the planned platform config (`servingblueprints:platform`)."""
+    """Inputs of `Platform`: the planned platform config (`servingblueprints:platform`) and, when it names an
+    Alertmanager receiver, the receiver's URL or routing key (a Pulumi secret)."""
 
     config: PlatformConfig
+    alert_receiver_url: pulumi.Input[str] | None = None
 
 
 class Platform(pulumi.ComponentResource):
@@ -60,7 +62,8 @@ class Platform(pulumi.ComponentResource):
             self.addons = ClusterAddons(f"{name}-addons", ClusterAddonsArgs(
                 platform=cfg, cluster_name=self.cluster.cluster_name, cluster_ready=self.cluster.ready,
                 vpc_id=self.network.vpc_id, subnet_ids=self.network.private_subnet_ids,
-                node_security_group_id=self.cluster.cluster_security_group_id),
+                node_security_group_id=self.cluster.cluster_security_group_id,
+                alert_receiver_url=args.alert_receiver_url),
                 opts=pulumi.ResourceOptions(parent=self, providers=[self.provider]))
         self.register_outputs(self.outputs())
 
@@ -79,7 +82,7 @@ class Platform(pulumi.ComponentResource):
             "node_classes": {nc.name: nc.name for nc in cfg.node_classes},
             "prometheus_url": self.addons.prometheus_url if self.addons else None,
             "addons": {a.id: a.version for a in cfg.addons},
-            "system_node_labels": {POOL_LABEL: SYSTEM_POOL} if eks else {},
+            "system_node_labels": dict(SYSTEM_NODE_LABELS) if eks else {},
             "system_node_instance_type": cfg.system_nodes.instance_type if eks else None,
             # Read back from the cluster resource itself, so services record what the cluster really has.
             "audit_logging": self.cluster.eks.enabled_cluster_log_types.apply(lambda t: "audit" in (t or []))

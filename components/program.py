@@ -14,7 +14,10 @@ Config keys read here (all namespaced `servingblueprints:`):
 - `hfToken` (secret, optional): Hugging Face token for the weights sync Job of gated `hf://` models.
 - `apiKey` (secret, optional): the self-hosted endpoint's API key; default: a generated one (stack output `api_key`).
 - `prometheusUrl` (optional, `existing-cluster` only): the Prometheus KEDA queries; on a platform, the platform's.
-- `alarmTopicArn` (optional): an SNS topic the SageMaker CloudWatch alarms notify.
+- `alarmTopicArn` (optional): an SNS topic the SageMaker CloudWatch alarms notify; default: the plan's
+  `alerting.sns_topic_arn` (platform.yaml `alerting.sns_topic_arns`).
+- `alertReceiverUrl` (secret; a platform whose `alerting.receiver` is set): the Alertmanager receiver's URL (Slack
+  incoming webhook, webhook endpoint) or PagerDuty routing key.
 """
 
 from __future__ import annotations
@@ -70,8 +73,11 @@ def kubernetes_target(bp: Blueprint) -> tuple[k8s.Provider, ServiceTarget]:
         compliance = pulumi.Output.all(*[ref.get_output(f) for f in PlatformOutputs.COMPLIANCE_FIELDS]).apply(
             lambda values: {f: bool(v) for f, v in zip(PlatformOutputs.COMPLIANCE_FIELDS, values)})
         return provider, ServiceTarget(
-            cluster_name=cluster_name, node_class=ref.require_output("node_classes").apply(lambda nc: nc[pool]),
-            prometheus_url=ref.require_output("prometheus_url"), subnet_ids=subnets,
+            # A platform without that node class (or Karpenter) leaves the name dangling: the preview names it.
+            cluster_name=cluster_name, node_class=ref.require_output("node_classes").apply(lambda nc: nc.get(pool, pool)),
+            # A platform without kube-prometheus-stack exports none: the preview's deployability check names it.
+            prometheus_url=ref.get_output("prometheus_url").apply(lambda url: url or "none-installed"),
+            subnet_ids=subnets,
             vpc_cidrs=ref.require_output("vpc_cidr").apply(lambda cidr: [cidr]), platform_compliance=compliance,
             outputs={"platform": bp.platform.stack, "cluster_name": cluster_name})
     provider = k8s.Provider(f"{bp.stack}-k8s", kubeconfig=config.require_secret("kubeconfig"),
@@ -93,7 +99,7 @@ def build_service(bp: Blueprint) -> dict[str, pulumi.Input]:
             subnets = ref.require_output("private_subnet_ids")
             groups = [ref.require_output("workload_security_group_id")]
             extra = {"platform": bp.platform.stack, "vpc_id": ref.require_output("vpc_id")}
-        topic = config.get("alarmTopicArn")
+        topic = config.get("alarmTopicArn") or bp.alerting.sns_topic_arn
         endpoint = ManagedEndpoint(bp.stack, ManagedEndpointArgs(
             blueprint=bp, subnet_ids=subnets, security_group_ids=groups, alarm_topic_arns=[topic] if topic else []))
         return {**endpoint.outputs, **extra}
@@ -113,7 +119,8 @@ def main() -> None:
         cfg = platform_from_config(platform_value, source=f"stack {pulumi.get_stack()} config {PLATFORM_KEY}")
         if cfg.stack != pulumi.get_stack():
             pulumi.log.warn(f"platform config is for stack {cfg.stack!r} but this is stack {pulumi.get_stack()!r}")
-        platform = Platform(cfg.stack, PlatformArgs(config=cfg))
+        receiver = config.require_secret("alertReceiverUrl") if cfg.alerting.receiver is not None else None
+        platform = Platform(cfg.stack, PlatformArgs(config=cfg, alert_receiver_url=receiver))
         pulumi.export("monthly_cost_usd", cfg.monthly_cost_usd)
         for key, value in platform.outputs().items():
             pulumi.export(key, value)

@@ -7,7 +7,10 @@ deadline, graceful drain, zone spread and the PodDisruptionBudget, all derived f
 - The progress deadline covers a cold start on a new node (startup budget x 1.5).
 - Drain: a preStop sleep lets the load balancer deregister the pod before SIGTERM; the grace period then covers
   the longest request the plan expects.
-- `availability_pct >= 99.9` in production: replicas must spread over zones (DoNotSchedule); otherwise best effort.
+- `availability_pct >= 99.9` in production (`Blueprint.strict_zone_spread`): replicas must spread over at least
+  `MIN_ZONES_FOR_HIGH_AVAILABILITY` zones (DoNotSchedule with `minDomains`, so the minimum of two replicas lands on two
+  nodes in two zones and a node drain evicts one replica, which its PodDisruptionBudget allows); otherwise best
+  effort.
 """
 
 from __future__ import annotations
@@ -56,13 +59,14 @@ def deployment_rollout(bp: Blueprint) -> dict:
 
 def pod_rollout(bp: Blueprint, selector: dict[str, str]) -> dict:
     """Pod spec fields: `termination_grace_period_seconds` and `topology_spread_constraints`."""
-    strict = bp.production and bp.slo.availability_pct >= defaults.HIGH_AVAILABILITY_PCT
+    zone: dict = {"max_skew": 1, "topology_key": ZONE_KEY, "when_unsatisfiable": "ScheduleAnyway",
+                  "label_selector": {"match_labels": selector}}
+    if bp.strict_zone_spread:  # minDomains is only allowed with DoNotSchedule
+        zone.update(when_unsatisfiable="DoNotSchedule", min_domains=defaults.MIN_ZONES_FOR_HIGH_AVAILABILITY)
     return {
         "termination_grace_period_seconds": termination_grace_period_s(bp),
         "topology_spread_constraints": [
-            {"max_skew": 1, "topology_key": ZONE_KEY,
-             "when_unsatisfiable": "DoNotSchedule" if strict else "ScheduleAnyway",
-             "label_selector": {"match_labels": selector}},
+            zone,
             {"max_skew": 1, "topology_key": HOSTNAME_KEY, "when_unsatisfiable": "ScheduleAnyway",
              "label_selector": {"match_labels": selector}},
         ],

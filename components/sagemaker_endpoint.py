@@ -122,7 +122,10 @@ class SageMakerEndpointArgs:
             instance type has one. Defaults to none (AWS-managed keys).
         subnet_ids: private subnets for the model's VPC config; required with `network.private_only`.
         security_group_ids: security groups for the model's VPC config.
-        rollback_alarm_names: CloudWatch alarms that roll a blue/green update back (`EndpointMonitoring`).
+        rollback_alarm_names: CloudWatch alarms that roll a blue/green update back (`EndpointMonitoring`'s alarms
+            above their steady state).
+        instance_type_gate: the resource the endpoint waits for so that its scalable target is deregistered before
+            an instance-type change (`components.autoscaling.instance_type_gate`). Defaults to none.
     """
 
     blueprint: Blueprint
@@ -131,12 +134,18 @@ class SageMakerEndpointArgs:
     subnet_ids: pulumi.Input[list[str]] | None = None
     security_group_ids: list[pulumi.Input[str]] | None = None
     rollback_alarm_names: list[str] = field(default_factory=list)
+    instance_type_gate: pulumi.Resource | None = None
 
 
 #: The endpoint's one production variant (autoscaling and alarms address it by name).
 VARIANT_NAME = "primary"
-#: Blue/green canary: one instance takes traffic first, for long enough that the alarms (5 x 60 s) can fire.
+#: Blue/green: how long the canary (or, with all-at-once, the whole green fleet) bakes before the old fleet goes, long
+#: enough that the alarms (5 x 60 s) can fire; SageMaker allows 0-3600 s (WaitIntervalInSeconds).
 CANARY_WAIT_S = 600
+#: A canary is at most half of the variant's instances ("the canary size should be less than or equal to 50% of the
+#: new fleet's capacity": docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-blue-green-canary.html;
+#: pulumi-aws 7.51 sagemaker.Endpoint canary_size: "less than or equal to 50% of the variant's total instance count").
+CANARY_MAX_SHARE = 0.5
 #: How long the old (blue) fleet is kept after the shift, for a fast rollback, s.
 BLUE_FLEET_TERMINATION_WAIT_S = 300
 
@@ -146,17 +155,32 @@ def endpoint_name(bp: Blueprint) -> str:
     return bp.stack[:63]
 
 
-def deployment_config(bp: Blueprint, alarm_names: list[str]) -> dict:
-    """Blue/green updates with a one-instance canary and automatic rollback on `alarm_names`.
+def fleet_instances(bp: Blueprint) -> int:
+    """The fewest instances the variant runs during an update: its initial count, never below the autoscaling
+    minimum the scalable target holds."""
+    engine: SageMakerEngine = bp.engine  # type: ignore[assignment]
+    return min(engine.initial_instance_count, max(1, bp.autoscaling.min_replicas))
 
-    The whole update may take the green fleet's cold start (the startup budget) plus the canary bake, twice over,
-    within SageMaker's 600-14400 s bounds.
+
+def traffic_routing(bp: Blueprint) -> dict:
+    """A one-instance canary when one instance is at most `CANARY_MAX_SHARE` of the variant (two instances or more);
+    otherwise all at once, baking `CANARY_WAIT_S` on the whole green fleet under the rollback alarms."""
+    if 1 <= CANARY_MAX_SHARE * fleet_instances(bp):
+        return {"type": "CANARY", "wait_interval_in_seconds": CANARY_WAIT_S,
+                "canary_size": {"type": "INSTANCE_COUNT", "value": 1}}
+    return {"type": "ALL_AT_ONCE", "wait_interval_in_seconds": CANARY_WAIT_S}
+
+
+def deployment_config(bp: Blueprint, alarm_names: list[str]) -> dict:
+    """Blue/green updates (`traffic_routing`) with automatic rollback on `alarm_names`.
+
+    The whole update may take the green fleet's cold start (the startup budget) plus the bake, twice over, within
+    SageMaker's 600-14400 s bounds.
     """
     timeout = min(14400, max(600, 2 * (bp.startup.total_s + CANARY_WAIT_S)))
     return {
         "blue_green_update_policy": {
-            "traffic_routing_configuration": {"type": "CANARY", "wait_interval_in_seconds": CANARY_WAIT_S,
-                                              "canary_size": {"type": "INSTANCE_COUNT", "value": 1}},
+            "traffic_routing_configuration": traffic_routing(bp),
             "termination_wait_in_seconds": BLUE_FLEET_TERMINATION_WAIT_S,
             "maximum_execution_timeout_in_seconds": timeout,
         },
@@ -233,10 +257,12 @@ class SageMakerEndpoint(pulumi.ComponentResource):
             opts=child)
         # The endpoint is named after the stack so its alarms can name it before it exists (no dependency cycle
         # between the alarms and the rollback configuration that lists them).
+        gate = [args.instance_type_gate] if args.instance_type_gate is not None else []
         self.endpoint = aws.sagemaker.Endpoint(f"{name}-endpoint", name=endpoint_name(bp),
                                                endpoint_config_name=self.endpoint_config.name,
                                                deployment_config=deployment_config(bp, args.rollback_alarm_names),
-                                               tags=bp.tags, opts=child)
+                                               tags=bp.tags,
+                                               opts=pulumi.ResourceOptions(parent=self, depends_on=gate))
         self.endpoint_name = self.endpoint.name
         self.invocation_url = pulumi.Output.concat(f"https://runtime.sagemaker.{bp.region}.amazonaws.com/endpoints/",
                                                    self.endpoint.name, "/invocations")

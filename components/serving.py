@@ -182,12 +182,16 @@ def serving_identity(name: str, bp: Blueprint, store: WeightsStorage, target: Se
 
 def operations(name: str, bp: Blueprint, target: ServiceTarget, workload, *, namespace: pulumi.Input[str],
                opts: pulumi.ResourceOptions) -> dict[str, pulumi.Input]:
-    """The workload's autoscaler (KEDA on the plan's signal, or a CPU HPA) and its SLO monitoring."""
+    """The workload's autoscaler (KEDA on the plan's signal, or a CPU HPA) and its SLO monitoring. A service that
+    scales to zero is reached through the KEDA HTTP interceptor: its `endpoint` output is the proxy URL."""
     scaler = KubernetesScaler(f"{name}-autoscaling", KubernetesScalerArgs(
         blueprint=bp, deployment_name=workload.deployment_name, namespace=namespace,
-        prometheus_url=target.prometheus_url),
+        prometheus_url=target.prometheus_url, service_name=workload.service_name),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[workload])))
     monitoring = KubernetesMonitoring(f"{name}-monitoring", KubernetesMonitoringArgs(
         blueprint=bp, namespace=namespace, selector=workload.selector, metrics_port=workload.metrics_port_name),
         opts=opts)
-    return {"autoscaler": scaler.kind, "alerts": monitoring.alert_names}
+    outputs: dict[str, pulumi.Input] = {"autoscaler": scaler.kind, "alerts": monitoring.alert_names}
+    if scaler.endpoint is not None:
+        outputs["endpoint"] = scaler.endpoint
+    return outputs

@@ -32,12 +32,15 @@ class Endpoint:
             address space, for a cluster whose VPC is not known).
         load_balancer_subnet_ids: the load balancer's subnets; None lets the controller discover them by role tags.
         monitoring_namespace: where Prometheus runs; only it reaches the engine's metrics port.
+        interceptor_namespace: where the KEDA HTTP add-on's interceptor runs, for a service that scales to zero (it
+            forwards clients' requests to the proxy's port); None otherwise.
     """
 
     api_key_secret: pulumi.Input[str]
     vpc_cidrs: pulumi.Input[list[str]] = field(default_factory=lambda: list(defaults.PRIVATE_CIDRS))
     load_balancer_subnet_ids: pulumi.Input[list[str]] | None = None
     monitoring_namespace: str = "monitoring"
+    interceptor_namespace: str | None = None
 
 
 @dataclass
@@ -112,5 +115,5 @@ def serving_objects(name: str, bp: Blueprint, *, labels: dict[str, str], namespa
     policy = serving_policy(f"{name}-network-policy", bp, namespace=namespace, selector=selector_labels(labels),
                             proxy_port=defaults.PROXY_PORT, metrics_port=metrics_port, client_cidrs=clients,
                             vpc_cidrs=endpoint.vpc_cidrs, monitoring_namespace=endpoint.monitoring_namespace,
-                            opts=opts)
+                            interceptor_namespace=endpoint.interceptor_namespace, opts=opts)
     return ServingObjects(account, deployment, budget, service, metrics, policy)

@@ -1,4 +1,6 @@
-"""Autoscaling: the KEDA trigger and the alerts share one query; cooldowns outlast cold starts; prod never hits zero."""
+"""Autoscaling: the KEDA trigger reads the plan's signal per replica; cooldowns outlast cold starts; prod never hits
+zero; a scale-to-zero stack wakes through the KEDA HTTP add-on; SageMaker deploys the plan's target as planned and
+deregisters its scalable target around an instance-type change."""
 
 from __future__ import annotations
 
@@ -11,27 +13,29 @@ from components.autoscaling import (
     EndpointScalerArgs,
     KubernetesScaler,
     KubernetesScalerArgs,
-    invocations_per_instance_target,
+    instance_type_gate,
 )
 from tests.conftest import plan_env, requirements_with
 
 PROM = "http://prometheus.monitoring.svc:9090"
 
 
-def scale(bp: Blueprint):
-    run = run_under_mocks(lambda: KubernetesScaler("s", KubernetesScalerArgs(
+def scaler_run(bp: Blueprint):
+    return run_under_mocks(lambda: KubernetesScaler("s", KubernetesScalerArgs(
         blueprint=bp, deployment_name="chat-assistant-vllm", namespace="serving", prometheus_url=PROM)),
         stack=bp.stack)
-    return run.one("kubernetes:keda.sh/v1alpha1:ScaledObject").inputs
 
 
-def test_vllm_scales_on_queue_depth_with_the_planned_threshold(chat_prod):
+def scale(bp: Blueprint):
+    return scaler_run(bp).one("kubernetes:keda.sh/v1alpha1:ScaledObject").inputs
+
+
+def test_vllm_scales_on_requests_running_per_replica_with_the_planned_threshold(chat_prod):
     spec = scale(chat_prod)["spec"]
     [trigger] = spec["triggers"]
     assert trigger["type"] == "prometheus" and trigger["metricType"] == "AverageValue"
-    assert trigger["metadata"]["query"] == scaling_signal(chat_prod).query
-    assert 'vllm:num_requests_waiting{namespace="chat-assistant", model_name="llama-3-1-8b"}' in \
-        trigger["metadata"]["query"]
+    assert trigger["metadata"]["query"] == scaling_signal(chat_prod).query == (
+        'sum(avg_over_time(vllm:num_requests_running{namespace="chat-assistant", model_name="llama-3-1-8b"}[1m]))')
     assert trigger["metadata"]["threshold"] == f"{chat_prod.autoscaling.target:g}"
     assert trigger["metadata"]["serverAddress"] == PROM
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (chat_prod.autoscaling.min_replicas,
@@ -81,15 +85,71 @@ def test_cpu_archetype_gets_an_hpa_on_cpu_and_no_keda(chat_prod):
     assert validate_manifest(manifest(hpa)) == []
 
 
-def test_sagemaker_target_tracking_uses_invocations_per_instance_and_cooldown(chat_prod):
+def test_sagemaker_target_tracking_deploys_the_planned_target_as_planned():
+    """One rounding rule: the plan's target (66.9 for the pilot) is what the policy gets; the old component floored
+    its own recomputation (66) while the plan said 67."""
+    bp = plan_env(requirements_with("prototype-summarizer"), "pilot")
     run = run_under_mocks(lambda: EndpointScaler("e", EndpointScalerArgs(
-        blueprint=chat_prod, endpoint_name="chat-ep", variant_name="primary")), stack=chat_prod.stack)
+        blueprint=bp, endpoint_name="chat-ep", variant_name="primary")), stack=bp.stack)
     target = run.one("aws:appautoscaling/target:Target").inputs
     assert target["resourceId"] == "endpoint/chat-ep/variant/primary"
     assert target["scalableDimension"] == "sagemaker:variant:DesiredInstanceCount"
-    assert (target["minCapacity"], target["maxCapacity"]) == (2, chat_prod.autoscaling.max_replicas)
+    assert (target["minCapacity"], target["maxCapacity"]) == (1, bp.autoscaling.max_replicas)
     policy = run.one("aws:appautoscaling/policy:Policy").inputs["targetTrackingScalingPolicyConfiguration"]
     assert policy["predefinedMetricSpecification"]["predefinedMetricType"] == "SageMakerVariantInvocationsPerInstance"
-    per_instance = chat_prod.predictions.requests_per_s_capacity / chat_prod.compute.replicas
-    assert policy["targetValue"] == invocations_per_instance_target(chat_prod) == int(per_instance * 0.5 * 60)
-    assert policy["scaleInCooldown"] == chat_prod.autoscaling.cooldown_s
+    per_instance = bp.predictions.requests_per_s_capacity / bp.compute.replicas
+    assert policy["targetValue"] == bp.autoscaling.target == 66.9
+    assert abs(per_instance * 0.5 * 60 - 66.9) < 0.1
+    assert policy["scaleInCooldown"] == bp.autoscaling.cooldown_s
+
+
+def test_an_instance_type_change_deregisters_the_scalable_target_before_the_endpoint_updates(chat_prod):
+    """The gate is replaced (delete first) exactly when the instance type changes; the target and its policy are
+    replaced with it, so Pulumi deletes them (deregisters) before the endpoint update, and registers them after."""
+    import pulumi
+
+    def body():
+        gate = instance_type_gate("e", chat_prod, pulumi.ResourceOptions())
+        EndpointScaler("e", EndpointScalerArgs(blueprint=chat_prod, endpoint_name="chat-ep", variant_name="primary",
+                                                instance_type_gate=gate))
+
+    run = run_under_mocks(body, stack=chat_prod.stack)
+    gate = run.one("random:index/randomId:RandomId")
+    assert gate.inputs["keepers"] == {"instance_type": chat_prod.compute.instance_type}
+    assert gate.delete_before_replace is True
+    for kind in ("aws:appautoscaling/target:Target", "aws:appautoscaling/policy:Policy"):
+        assert run.one(kind).replace_with == (gate.urn,)
+
+
+def test_without_the_gate_nothing_is_replaced_with_it(chat_prod):
+    run = run_under_mocks(lambda: EndpointScaler("e", EndpointScalerArgs(
+        blueprint=chat_prod, endpoint_name="chat-ep", variant_name="primary")), stack=chat_prod.stack)
+    assert run.one("aws:appautoscaling/target:Target").replace_with == ()
+
+
+def test_a_scale_to_zero_stack_wakes_through_the_http_add_on():
+    """The old ScaledObject had only the vLLM queue trigger, absent at zero pods: the stack never woke."""
+    dev = plan_env(requirements_with(), "dev")
+    assert dev.autoscaling.min_replicas == 0
+    run = scaler_run(dev)
+    route = run.one("kubernetes:http.keda.sh/v1beta1:InterceptorRoute")
+    scaled = run.one("kubernetes:keda.sh/v1alpha1:ScaledObject")
+    assert route.urn in scaled.dependencies  # the scaler must know the route before KEDA asks for its metric spec
+    push = [t for t in scaled.inputs["spec"]["triggers"] if t["type"] == "external-push"]
+    assert push == [{"type": "external-push", "metadata": {
+        "scalerAddress": "keda-add-ons-http-external-scaler.keda:9090", "interceptorRoute": "chat-assistant-vllm"}}]
+    spec = route.inputs["spec"]
+    assert spec["target"] == {"service": "chat-assistant-vllm", "port": 80}  # the authenticating proxy's port
+    assert spec["scalingMetric"] == {"concurrency": {"targetValue": dev.autoscaling.interceptor_concurrency_target}}
+    assert "chat-assistant-vllm-proxy.chat-assistant.svc.cluster.local" in spec["rules"][0]["hosts"]
+    proxy = [r for r in run.of_type("kubernetes:core/v1:Service")][0].inputs["spec"]
+    assert proxy == {"externalName": "keda-add-ons-http-interceptor-proxy.keda.svc.cluster.local", "ports": [
+        {"name": "http", "port": 8080, "protocol": "TCP"}], "type": "ExternalName"}
+    assert validate_manifest(manifest(route)) == [] and validate_manifest(manifest(scaled)) == []
+
+
+def test_a_stack_with_a_minimum_keeps_no_interceptor(chat_prod):
+    run = scaler_run(chat_prod)
+    assert run.of_type("kubernetes:http.keda.sh/v1beta1:InterceptorRoute") == []
+    assert [t["type"] for t in run.one("kubernetes:keda.sh/v1alpha1:ScaledObject").inputs["spec"]["triggers"]] == [
+        "prometheus"]

@@ -39,6 +39,7 @@ def fails(args: list[str], *messages: str) -> str:
 
 def write_requirements(project, mutate) -> str:
     data = example_data()
+    data["service"] = "chat-draft"  # a draft planned from elsewhere may not redeclare a service of the project
     mutate(data)
     path = project / "drafts" / "bad.yaml"  # a draft of its own: beside chat-assistant.yaml it would share its service
     path.parent.mkdir(exist_ok=True)
@@ -73,6 +74,7 @@ def test_requirements_the_plan_would_silently_misread_are_refused(project, mutat
 def test_a_latency_slo_on_a_classifier_must_be_request_latency(project):
     data = yaml.safe_load((EXAMPLES / "edge-classifier.yaml").read_text())
     data["slo"] = {"ttft_p95_ms": 1, "itl_p95_ms": 1}
+    data["service"] = "edge-draft"
     (project / "edge.yaml").write_text(yaml.safe_dump(data))
     fails(["plan", "edge.yaml"], "slo.ttft_p95_ms / itl_p95_ms apply to text generation")
 
@@ -151,3 +153,39 @@ def test_a_key_given_twice_is_refused_not_last_one_wins(project):
     (project / "dup.yaml").write_text(CHAT_EXAMPLE.read_text() + "service: other-svc\n")
     fails(["plan", "dup.yaml"], "dup.yaml: not valid YAML at line", "duplicate key 'service'")
     assert not list((project / "stacks").glob("Pulumi.other-svc-*.yaml"))
+
+
+def _alias_bomb(levels: int = 9) -> str:
+    """1.2 KB of YAML whose aliases expand to 9**levels strings."""
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join(lines)
+
+
+def test_an_alias_bomb_is_refused_quickly_with_a_short_message(project):
+    """A 1.2 KB alias bomb assigned to `owner:` once hung `plan` for minutes and printed megabytes."""
+    import time
+
+    text = (project / "stacks" / "requirements" / "chat-assistant.yaml").read_text()
+    path = project / "drafts" / "bomb.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(_alias_bomb() + "\n" + text.replace("owner: ml-platform", f"owner: *l8"))
+    start = time.perf_counter()
+    output = fails(["plan", str(path)], "bomb.yaml", "expands to more than 200,000 YAML nodes")
+    assert time.perf_counter() - start < 5 and len(output) < 2000
+
+
+def test_a_recursive_alias_and_an_oversized_document_are_refused(project):
+    path = project / "drafts" / "loop.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("service: &s [*s]\n")
+    fails(["plan", str(path)], "loop.yaml", "refers to a node that contains it")
+    path.write_text("service: x\nowner: " + "y" * (3 * 1024 * 1024) + "\n")
+    output = fails(["plan", str(path)], "loop.yaml", "larger than 2 MiB")
+    assert len(output) < 2000
+
+
+def test_a_huge_bad_value_is_quoted_as_a_short_excerpt(project):
+    path = write_requirements(project, lambda d: d.update(owner="x" * 100_000 + "\n"))
+    output = fails(["plan", path], "owner", "(100,004 characters)")  # the repr: quotes and an escaped newline
+    assert len(output) < 3000

@@ -66,6 +66,7 @@ def test_plan_one_environment_as_json(project):
 ])
 def test_bad_requirements_exit_2_with_message_and_write_nothing(project, mutate, message):
     data = example_data()
+    data["service"] = "chat-draft"  # a draft planned from elsewhere may not redeclare a service of the project
     mutate(data)
     path = project / "drafts" / "bad.yaml"
     path.parent.mkdir()

@@ -42,7 +42,7 @@ def test_autoscaling_max_is_capped_to_the_gpu_quota():
     assert free.node_pool_max_nodes * free.compute.gpus_per_node > limits.max_gpus
     assert bp.node_pool_max_nodes * bp.compute.gpus_per_node <= limits.max_gpus
     assert bp.autoscaling.max_replicas >= bp.compute.replicas
-    assert "capped" in bp.rationale[-1] and "maxGpus" in bp.rationale[-1]
+    assert any("capped" in line and "maxGpus" in line for line in bp.rationale)
 
 
 def test_a_peak_beyond_the_gpu_quota_is_an_error_naming_the_file():

@@ -195,3 +195,50 @@ def test_a_deployer_role_gets_an_access_entry_instead_of_the_creator_bootstrap(p
     policies = {r.inputs["principalArn"]: r.inputs["policyArn"]
                 for r in run.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")}
     assert set(policies.values()) == {"arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"}
+
+
+def test_alertmanager_pages_the_platforms_receiver_with_its_url_from_a_secret():
+    """The chart's default routes every alert to the 'null' receiver: nobody was paged."""
+    from components.addons import ALERT_RECEIVER_FILE, ALERT_RECEIVER_SECRET
+    from tests.blueprint_builders import bundled_platform, run_platform
+
+    platform = bundled_platform("platform-prod-us-east-1")
+    assert platform.alerting.receiver.value == "slack"
+    run = run_platform(platform)
+    [kps] = [r for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kube-prometheus-stack"]
+    alertmanager = kps.inputs["values"]["alertmanager"]
+    config = alertmanager["config"]
+    assert config["route"]["receiver"] == "slack"
+    [slack] = [r for r in config["receivers"] if r["name"] == "slack"]
+    assert slack["slack_configs"] == [{"api_url_file": ALERT_RECEIVER_FILE, "channel": "#ml-serving-alerts",
+                                       "send_resolved": True}]
+    assert alertmanager["alertmanagerSpec"]["secrets"] == [ALERT_RECEIVER_SECRET]
+    [secret] = [r for r in run.of_type("kubernetes:core/v1:Secret")
+                if r.inputs["metadata"]["name"] == ALERT_RECEIVER_SECRET]
+    assert secret.inputs["stringData"] == {"url": "[secret]"}  # the URL stays a Pulumi secret
+    assert secret.urn in kps.dependencies
+    assert "hooks.slack.com" not in str(kps.inputs)
+
+
+def test_a_platform_without_a_receiver_says_so():
+    from blueprints.platform import PlatformRequirements
+    from blueprints.platform_plan import ServiceFile, plan_platforms
+    from blueprints.catalog import load_catalog
+    from blueprints.catalog.addons import load_platform_catalog
+    from tests.conftest import PLAN_DATE, requirements_with
+
+    [platform, _] = plan_platforms([ServiceFile(None, requirements_with())], PlatformRequirements(),
+                                   catalog=load_catalog(), pcat=load_platform_catalog(), as_of=PLAN_DATE)
+    assert platform.alerting.receiver is None
+    assert any("no Alertmanager receiver" in w for w in platform.warnings)
+
+
+@pytest.mark.parametrize("kind,key", [("pagerduty", "routing_key_file"), ("webhook", "url_file")])
+def test_every_receiver_kind_reads_its_secret_from_the_mounted_file(kind, key):
+    from blueprints.platform import PlatformAlerting, ReceiverKind
+    from components.addons import ALERT_RECEIVER_FILE, alertmanager_config
+
+    config = alertmanager_config(PlatformAlerting(receiver=ReceiverKind(kind)))
+    [receiver] = [r for r in config["receivers"] if r["name"] == kind]
+    [entry] = next(v for k, v in receiver.items() if k.endswith("_configs"))
+    assert entry[key] == ALERT_RECEIVER_FILE

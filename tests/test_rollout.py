@@ -32,13 +32,26 @@ def test_rolling_update_never_drops_below_capacity(chat_prod):
     assert rollout["strategy"]["rolling_update"] == {"max_surge": 1, "max_unavailable": 0}
 
 
-def test_node_pool_covers_autoscaler_max_plus_surge(chat_prod):
+def test_node_pool_covers_autoscaler_max_plus_surge_spread_over_the_zones(chat_prod):
     for tp in (1, 2, 4, 8):
         bp = vllm_blueprint(tp, base=chat_prod)
+        per_node, zones = bp.compute.replicas_per_node, bp.platform.zones
+        pods = bp.autoscaling.max_replicas + SURGE_REPLICAS
         nodes = node_pool_max_nodes(bp)
-        need = (bp.autoscaling.max_replicas + SURGE_REPLICAS) * bp.compute.gpus_per_replica
-        assert nodes * bp.compute.gpus_per_node >= need
-        assert (nodes - 1) * bp.compute.gpus_per_node < need  # and no more than that
+        assert nodes * bp.compute.gpus_per_node >= pods * bp.compute.gpus_per_replica
+        # Zones hold pods // zones (+1 for the first pods % zones); each zone rounds up to whole nodes.
+        split = [pods // zones + (1 if z < pods % zones else 0) for z in range(zones)]
+        assert nodes == sum(-(-n // per_node) for n in split)
+
+
+def test_zone_spread_needs_more_nodes_than_bin_packing_alone():
+    """regulated-assistant-prod: 8 replicas + 1 surge on p4de (2 per node) over 3 zones need 6 nodes, not 5; a pool
+    limited to 5 would leave the rollout's surge Pending."""
+    from blueprints.blueprint import nodes_for
+
+    assert nodes_for(9, 2, zones=3) == 6 and nodes_for(9, 2, zones=1) == 5
+    prod = plan_env(requirements_with("regulated-assistant"), "prod")
+    assert prod.platform.zones == 3 and prod.node_pool_max_nodes == 6
 
 
 def test_bigger_model_gets_longer_deadline_and_startup_budget(chat_prod):
@@ -52,21 +65,47 @@ def test_grace_period_covers_the_longest_request_after_prestop(chat_prod):
     assert termination_grace_period_s(chat_prod) == PRESTOP_SLEEP_S + chat_prod.network.load_balancer_idle_timeout_s
 
 
-def test_high_availability_prod_spreads_over_zones_strictly():
+def test_high_availability_prod_spreads_over_at_least_two_zones_with_min_domains():
     prod = plan_env(requirements_with(), "prod")  # availability_pct 99.9
     [zone, host] = pod_rollout(prod, SELECTOR)["topology_spread_constraints"]
     assert (zone["topology_key"], zone["when_unsatisfiable"]) == ("topology.kubernetes.io/zone", "DoNotSchedule")
+    assert zone["min_domains"] == 2  # without it, one zone alone satisfies maxSkew and both replicas may share it
     assert host["when_unsatisfiable"] == "ScheduleAnyway"
+
+
+def test_regulated_prod_keeps_two_replicas_on_two_nodes_in_two_zones_and_a_drainable_budget():
+    """The old plan put min 2 replicas on one p4de node (2 per node) and a maxUnavailable-1 PDB blocked its drain."""
+    prod = plan_env(requirements_with("regulated-assistant"), "prod")
+    assert prod.compute.replicas_per_node == 2 and prod.autoscaling.min_replicas == 2
+    [zone, _] = pod_rollout(prod, SELECTOR)["topology_spread_constraints"]
+    # maxSkew 1 over >= 2 zones: the two minimum replicas are in two zones, so on two nodes.
+    assert (zone["when_unsatisfiable"], zone["max_skew"], zone["min_domains"]) == ("DoNotSchedule", 1, 2)
+    # A drain of one node then evicts one replica, which maxUnavailable 1 allows.
+    assert disruption_budget_spec(prod, SELECTOR)["max_unavailable"] == 1
+    assert any("2 zones" in line and "minDomains" in line for line in prod.rationale)
 
 
 def test_lower_availability_or_dev_spreads_best_effort():
     dev = plan_env(requirements_with(), "dev")
     assert pod_rollout(dev, SELECTOR)["topology_spread_constraints"][0]["when_unsatisfiable"] == "ScheduleAnyway"
     relaxed = plan_env(requirements_with(slo={"availability_pct": 99.5}), "prod")
-    assert pod_rollout(relaxed, SELECTOR)["topology_spread_constraints"][0]["when_unsatisfiable"] == "ScheduleAnyway"
+    zone = pod_rollout(relaxed, SELECTOR)["topology_spread_constraints"][0]
+    assert zone["when_unsatisfiable"] == "ScheduleAnyway" and "min_domains" not in zone
 
 
 def test_disruption_budget_only_with_two_or_more_replicas():
     prod = plan_env(requirements_with(), "prod")
     assert disruption_budget_spec(prod, SELECTOR) == {"max_unavailable": 1, "selector": {"match_labels": SELECTOR}}
     assert disruption_budget_spec(plan_env(requirements_with(), "dev"), SELECTOR) is None
+
+
+def test_the_readiness_gate_label_is_on_the_namespace_before_any_serving_pod():
+    """The load balancer controller injects readiness gates at pod creation in namespaces carrying the label, so the
+    namespace (created with the label) must come before the Deployment."""
+    from components.serving import READINESS_GATE_LABEL
+    from tests.blueprint_builders import run_program
+
+    run = run_program(plan_env(requirements_with(), "prod"))
+    namespace = run.one("kubernetes:core/v1:Namespace")
+    assert namespace.inputs["metadata"]["labels"][READINESS_GATE_LABEL] == "enabled"
+    assert namespace.urn in run.one("kubernetes:apps/v1:Deployment").dependencies

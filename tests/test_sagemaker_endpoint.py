@@ -130,3 +130,62 @@ def test_outputs_name_the_invocation_url_and_dashboards(run, chat_prod):
 def test_non_ecr_images_are_rejected_with_the_field_name():
     with pytest.raises(ValueError, match="engine.image"):
         ecr_repository_arn("docker.io/library/tgi:1.0")
+
+
+def _deployment(run):
+    return run.one("aws:sagemaker/endpoint:Endpoint").inputs["deploymentConfig"]
+
+
+def test_a_one_instance_variant_deploys_all_at_once_with_baking_and_rollback():
+    """The old config put a 1-instance canary on a 1-instance variant: more than the 50 % SageMaker allows."""
+    from tests.conftest import plan_env, requirements_with
+
+    pilot = plan_env(requirements_with("prototype-summarizer"), "pilot")
+    assert pilot.engine.initial_instance_count == 1
+    config = _deployment(run_program(pilot))
+    routing = config["blueGreenUpdatePolicy"]["trafficRoutingConfiguration"]
+    assert routing == {"type": "ALL_AT_ONCE", "waitIntervalInSeconds": 600}
+    assert [a["alarmName"] for a in config["autoRollbackConfiguration"]["alarms"]] == [
+        "prototype-summarizer-pilot-model-latency-p95", "prototype-summarizer-pilot-invocation-5xx"]
+
+
+def test_a_canary_of_one_instance_needs_two_or_more(chat_prod):
+    bp = derive(sagemaker_blueprint(chat_prod), autoscaling={"min_replicas": 2})
+    routing = _deployment(run_program(bp))["blueGreenUpdatePolicy"]["trafficRoutingConfiguration"]
+    assert routing["type"] == "CANARY" and routing["canarySize"] == {"type": "INSTANCE_COUNT", "value": 1}
+    single = derive(sagemaker_blueprint(chat_prod), autoscaling={"min_replicas": 1})
+    assert _deployment(run_program(single))["blueGreenUpdatePolicy"]["trafficRoutingConfiguration"]["type"] == \
+        "ALL_AT_ONCE"
+
+
+def test_rollback_alarms_never_sit_at_steady_state(chat_prod):
+    """The old GPU-memory alarm (> 90 %) sat where vLLM preallocates (gpu_memory_utilization 0.9)."""
+    from blueprints.observability import ROLLBACK_MARGIN, cloudwatch_alarm_specs
+
+    for bp in (sagemaker_blueprint(chat_prod), derive(sagemaker_blueprint(chat_prod), models=[
+            {**chat_prod.model.model_dump(mode="json"), "task": "classification", "catalog_id": None}])):
+        for spec in cloudwatch_alarm_specs(bp):
+            if spec.rollback:
+                assert spec.steady_state is not None and spec.steady_state * ROLLBACK_MARGIN <= spec.threshold
+            if spec.metric_name == "GPUMemoryUtilization":
+                assert not spec.rollback and not bp.model.task.generative
+
+
+def test_the_endpoint_waits_for_the_instance_type_gate_and_the_target_is_replaced_with_it(run):
+    gate = run.one("random:index/randomId:RandomId")
+    assert gate.delete_before_replace and gate.inputs["keepers"]["instance_type"] == "ml.g6e.2xlarge"
+    assert gate.urn in run.one("aws:sagemaker/endpoint:Endpoint").dependencies
+    assert run.one("aws:appautoscaling/target:Target").replace_with == (gate.urn,)
+    assert run.one("aws:appautoscaling/policy:Policy").replace_with == (gate.urn,)
+
+
+def test_alarms_notify_the_planned_topic():
+    from tests.conftest import plan_env, requirements_with
+
+    pilot = plan_env(requirements_with("prototype-summarizer"), "pilot")
+    assert pilot.alerting.sns_topic_arn is None  # planned without platform.yaml: the plan says nobody is paged
+    assert any("alerts reach nobody" in line for line in pilot.rationale)
+    topic = "arn:aws:sns:us-east-1:123456789012:ml-serving-alerts"
+    bp = derive(pilot, alerting={"sns_topic_arn": topic})
+    for alarm in run_program(bp).of_type("aws:cloudwatch/metricAlarm:MetricAlarm"):
+        assert alarm.inputs["alarmActions"] == [topic]

@@ -56,6 +56,8 @@ class HelmAddon(_Record):
     kubernetes_max: str | None = Field(default=None, pattern=KUBERNETES_VERSION)
     pod_security: str = Field(pattern=r"^(privileged|baseline|restricted)$")
     daemonset: DaemonSetRequests | None = None
+    endpoints: dict[str, str] = Field(default_factory=dict, description="in-cluster addresses its chart serves, "
+                                      "name -> host:port (names as its docs use them)")
     source: str
 
     @property

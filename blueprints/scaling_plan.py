@@ -1,0 +1,116 @@
+"""The last step of planning a stack: its scaling targets, scale-to-zero wake path, zone spread, where its alerts go,
+and the fleet simulation's expected cost and SLO attainment beside the peak cost.
+
+Targets follow one rule (`blueprints.signals.planned_target`) and one idea: at the planned peak the autoscaler holds
+the planned replicas. vLLM: the requests a replica runs at its share of the peak; Triton: the requests pending in its
+scheduler then (`blueprints.replica_model`); SageMaker: invocations per instance per minute at the documented
+safety factor; ONNX Runtime: the CPU utilisation the plan loads a replica to.
+"""
+
+from __future__ import annotations
+
+from blueprints import defaults
+from blueprints.blueprint import Alerting, Archetype, Blueprint
+from blueprints.platform import AlertingSpec, PlatformConfig
+from blueprints.replica_model import replica_model
+from blueprints.signals import planned_target
+
+
+def _peak_per_replica(bp: Blueprint) -> float:
+    peak = sum(m.traffic.peak_requests_per_s for m in bp.models if m.traffic)
+    return peak / max(1, bp.compute.replicas)
+
+
+def scaling_targets(bp: Blueprint) -> Blueprint:
+    """`autoscaling.target` (and on a scale-to-zero stack the interceptor's concurrency target and the cold start)
+    for a KEDA-scaled blueprint; other archetypes are returned as they are (their targets are set when built)."""
+    if bp.archetype not in (Archetype.VLLM_GPU, Archetype.TRITON_MULTI_MODEL):
+        return bp
+    point = replica_model(bp).at(_peak_per_replica(bp))
+    value = point.running if bp.archetype is Archetype.VLLM_GPU else point.pending
+    update: dict = {"target": planned_target(value)}
+    if bp.autoscaling.min_replicas == 0:
+        update.update(cold_start_s=bp.startup.total_s,
+                      interceptor_concurrency_target=int(planned_target(point.running + point.pending, whole=True)))
+    return bp.model_copy(update={"autoscaling": bp.autoscaling.model_copy(update=update)})
+
+
+def scaling_reasons(bp: Blueprint, platform: PlatformConfig | None) -> list[str]:
+    """Why the fleet scales and spreads the way it does, in a reviewer's words."""
+    a = bp.autoscaling
+    why = []
+    if bp.archetype is Archetype.VLLM_GPU:
+        why.append(f"KEDA scales on requests running per replica (vllm:num_requests_running), target {a.target:g}: "
+                   f"what a replica runs at its share of the peak, so the peak holds {bp.compute.replicas} "
+                   "replica(s); requests waiting alone would read 0 whenever capacity suffices and let the "
+                   "autoscaler fall to the minimum")
+    elif bp.archetype is Archetype.TRITON_MULTI_MODEL:
+        why.append(f"KEDA scales on requests pending per replica (nv_inference_pending_request_count, AverageValue), "
+                   f"target {a.target:g}: what waits for a batch at the peak share of each replica")
+    if a.min_replicas == 0:
+        why.append(f"scales to zero: requests go through the KEDA HTTP add-on's interceptor "
+                   f"({bp.workload_name}-proxy.{bp.platform.namespace}), which holds them while a replica starts; "
+                   f"the first request after an idle period waits about {a.cold_start_s} s (a cold start on a new "
+                   "node) and the stack has no load balancer of its own (one in front of zero pods resets "
+                   "connections)")
+    if bp.strict_zone_spread and bp.platform.zones:
+        why.append(f"availability {bp.slo.availability_pct:g} %: at least {max(2, a.min_replicas)} replicas on "
+                   f">= {defaults.MIN_ZONES_FOR_HIGH_AVAILABILITY} nodes in >= "
+                   f"{defaults.MIN_ZONES_FOR_HIGH_AVAILABILITY} zones (topology spread, minDomains), so a node drain "
+                   f"evicts one replica, which its PodDisruptionBudget allows; the catalog does not know which zones "
+                   f"of {bp.region} offer {bp.compute.instance_type}, so the NodePool spans the platform's "
+                   f"{bp.platform.zones} zones (check with `aws ec2 describe-instance-type-offerings "
+                   "--location-type availability-zone`)")
+    if bp.platform.zones:
+        why.append(f"NodePool limit {bp.node_pool_max_nodes} node(s): {a.max_replicas} replicas plus a rollout surge "
+                   f"of {defaults.SURGE_REPLICAS}, {bp.compute.replicas_per_node} per node, spread over "
+                   f"{bp.platform.zones} zones")
+    return why
+
+
+def alerting_for(bp: Blueprint, platform: PlatformConfig | None, spec: AlertingSpec) -> tuple[Alerting, str]:
+    """Where the stack's alerts go, and the plan's sentence about it (saying so when they reach nobody)."""
+    if bp.archetype is Archetype.SAGEMAKER_ENDPOINT:
+        topic = spec.sns_topic_arns.get(bp.region)
+        if topic is None:
+            return Alerting(), (f"alerts reach nobody: no SNS topic for {bp.region} (set alerting.sns_topic_arns in "
+                                "platform.yaml, or servingblueprints:alarmTopicArn)")
+        return Alerting(sns_topic_arn=topic), f"CloudWatch alarms notify SNS topic {topic}"
+    if platform is None:
+        return Alerting(), ("alerts go to the existing cluster's Alertmanager, whose receivers this project does not "
+                            "manage")
+    receiver = platform.alerting.receiver
+    if receiver is None:
+        return Alerting(), (f"alerts reach nobody: {platform.stack} has no Alertmanager receiver (set "
+                            "alerting.receiver in platform.yaml)")
+    return Alerting(receiver=receiver.value), f"alerts page through {platform.stack}'s {receiver.value} receiver"
+
+
+def simulation_predictions(bp: Blueprint) -> Blueprint:
+    """The fleet simulation of one planned day (`blueprints.simulation`): expected monthly cost and SLO attainment."""
+    from blueprints.simulation import simulate
+
+    result = simulate(bp, days=1)
+    predictions = bp.predictions.model_copy(update={
+        "expected_monthly_cost_usd": round(result.expected_monthly_usd, 2),
+        "slo_attainment": round(result.slo_attainment, 4)})
+    note = (f"fleet simulation of a planned day ({bp.model.traffic.pattern if bp.model.traffic else 'planned'} "
+            f"traffic): about ${result.expected_monthly_usd:,.0f}/month expected against "
+            f"${bp.predictions.monthly_cost_usd:,.0f}/month provisioned for the peak, p95 targets met in "
+            f"{result.slo_attainment:.1%} of minutes")
+    return bp.model_copy(update={"predictions": predictions, "rationale": [*bp.rationale, note]})
+
+
+def finish(bp: Blueprint, platform: PlatformConfig | None, alerting: AlertingSpec) -> Blueprint:
+    """Targets, reasons, alerting and simulation for one planned blueprint."""
+    bp = scaling_targets(bp)
+    where, note = alerting_for(bp, platform, alerting)
+    bp = bp.model_copy(update={"alerting": where,
+                               "rationale": [*bp.rationale, *scaling_reasons(bp, platform), note]})
+    return simulation_predictions(bp)
+
+
+def zones_of(platform: PlatformConfig | None) -> int | None:
+    """The zones a platform's subnets span (its NodePools launch nodes there)."""
+    return platform.network.az_count if platform is not None and platform.kind.value == "eks" else None
+

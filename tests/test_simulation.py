@@ -1,0 +1,155 @@
+"""Fleet simulation: properties (more traffic never lowers replica-hours; a cooldown shorter than the cold start
+flaps; a scale-to-zero stack wakes after the cold start; a steady load at the planned peak meets the SLO), the
+bundled stacks' expected cost against the peak cost, and the `simulate` command."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from blueprints.cli import app
+from blueprints.simulation import planned_traffic, simulate
+from blueprints.stackconfig import read_stack_config
+from blueprints.traffic import MINUTES_PER_DAY, PATTERNS, daily_curve
+from tests.blueprint_builders import derive
+from tests.conftest import ROOT, plan_env, requirements_with
+
+STACKS = ROOT / "stacks"
+
+
+def stack(name: str):
+    return read_stack_config(STACKS / f"Pulumi.{name}.yaml")
+
+
+def test_a_steady_load_at_the_planned_peak_meets_the_slo():
+    for name in ("chat-assistant-prod", "regulated-assistant-prod", "search-relevance-prod"):
+        bp = stack(name)
+        peak = sum(m.traffic.peak_requests_per_s for m in bp.models)
+        result = simulate(bp, trace=[peak] * 180)
+        assert result.slo_attainment == 1.0, name
+        assert result.worst_queue == 0
+
+
+def test_more_traffic_never_lowers_replica_hours():
+    bp = stack("chat-assistant-prod")
+    base = planned_traffic(bp)
+    hours = [simulate(bp, trace=[r * f for r in base]).replica_hours for f in (0.25, 0.5, 1.0, 1.5)]
+    assert hours == sorted(hours)
+
+
+@settings(max_examples=15, deadline=None)
+@given(levels=st.lists(st.floats(min_value=0, max_value=12), min_size=10, max_size=60),
+       factor=st.floats(min_value=1.0, max_value=3.0))
+def test_scaling_a_trace_up_never_lowers_replica_hours(levels, factor):
+    bp = stack("chat-assistant-prod")
+    trace = [x for x in levels for _ in range(5)]
+    assert simulate(bp, trace=[x * factor for x in trace]).replica_hours >= \
+        simulate(bp, trace=trace).replica_hours - 1e-9
+
+
+def test_a_cooldown_shorter_than_the_cold_start_flaps():
+    bp = stack("chat-assistant-prod")
+    trace = planned_traffic(bp)
+    planned = simulate(bp, trace=trace)
+    short = derive(bp, autoscaling={"cooldown_s": 60})
+    assert bp.autoscaling.cooldown_s > bp.startup.total_s > 60
+    flapping = simulate(short, trace=trace)
+    assert flapping.scale_downs > planned.scale_downs and flapping.scale_ups > planned.scale_ups
+    assert flapping.slo_attainment <= planned.slo_attainment
+
+
+def test_a_scale_to_zero_stack_wakes_on_its_first_request_after_the_cold_start():
+    dev = stack("chat-assistant-dev")
+    assert dev.autoscaling.min_replicas == 0
+    trace = [0.0] * 30 + [0.2] * 60
+    result = simulate(dev, trace=trace)
+    assert result.cold_starts == 1
+    # Held by the interceptor from minute 30 until a replica on a new node is ready: the whole startup budget.
+    assert dev.startup.total_s <= result.cold_start_max_s <= dev.startup.total_s + 60
+    assert result.minutes["replicas"][29] == 0 and result.minutes["replicas"][-1] == 1
+
+
+def test_without_the_interceptor_a_scaled_to_zero_stack_never_wakes():
+    dev = stack("chat-assistant-dev")
+    old = derive(dev, autoscaling={"interceptor_concurrency_target": None, "cold_start_s": None})
+    result = simulate(old, trace=[0.0] * 5 + [0.2] * 60)
+    assert max(result.minutes["replicas"]) == 0 and result.slo_attainment < 0.1
+
+
+def test_bursty_bundled_stacks_cost_less_than_their_peak_and_report_every_key():
+    runner = CliRunner()
+    result = runner.invoke(app, ["simulate", "chat-assistant-prod", "--json", "--stacks-dir", str(STACKS)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    for key in ("slo_attainment", "expected_monthly_usd", "peak_monthly_usd", "replica_hours", "cold_starts",
+                "worst_queue"):
+        assert key in data
+    assert 0 <= data["slo_attainment"] <= 1
+    assert data["expected_monthly_usd"] < data["peak_monthly_usd"]
+
+
+def test_the_plan_records_the_simulation_beside_the_peak_cost():
+    bp = stack("chat-assistant-prod")
+    result = simulate(bp)
+    assert bp.predictions.expected_monthly_cost_usd == round(result.expected_monthly_usd, 2)
+    assert bp.predictions.slo_attainment == round(result.slo_attainment, 4)
+    assert any("fleet simulation" in line for line in bp.rationale)
+
+
+def test_the_simulation_is_deterministic():
+    bp = stack("search-relevance-prod")
+    assert simulate(bp, days=2).to_json() == simulate(bp, days=2).to_json()
+    assert daily_curve("spiky", 3.0) == daily_curve("spiky", 3.0)
+
+
+@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+def test_every_pattern_reaches_its_peak_once_a_day(pattern):
+    curve = daily_curve(pattern, 10.0, days=2)
+    assert len(curve) == 2 * MINUTES_PER_DAY
+    assert max(curve[:MINUTES_PER_DAY]) == pytest.approx(10.0) and min(curve) >= 0
+
+
+def test_simulate_writes_a_plot_and_a_mermaid_chart(tmp_path):
+    result = CliRunner().invoke(app, ["simulate", "search-relevance-prod", "--out", str(tmp_path), "--stacks-dir",
+                                      str(STACKS)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "plot.svg").read_text().startswith("<?xml")
+    assert (tmp_path / "plot.png").read_bytes()[:4] == b"\x89PNG"
+    assert "xychart-beta" in (tmp_path / "simulation.md").read_text()
+
+
+def test_simulate_replays_a_trace_file(tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("minute,rps\n" + "\n".join(f"{m},{1.0 + m % 3}" for m in range(120)) + "\n")
+    result = CliRunner().invoke(app, ["simulate", "chat-assistant-prod", "--trace", str(trace), "--json",
+                                      "--stacks-dir", str(STACKS)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["days"] == pytest.approx(120 / 1440, abs=1e-4)
+
+
+@pytest.mark.parametrize("content,message", [("minute,rps\n", "no rows"), ("0,fast\n", "row 1"),
+                                             ("0,-1\n", "row 1"), ("0,nan\n", "row 1")])
+def test_a_bad_trace_exits_2_naming_the_row(tmp_path, content, message):
+    trace = tmp_path / "trace.csv"
+    trace.write_text(content)
+    result = CliRunner().invoke(app, ["simulate", "chat-assistant-prod", "--trace", str(trace), "--stacks-dir",
+                                      str(STACKS)])
+    assert result.exit_code == 2 and message in result.output and str(trace) in result.output
+
+
+def test_simulate_refuses_a_platform_stack_and_an_unknown_stack():
+    runner = CliRunner()
+    platform = runner.invoke(app, ["simulate", "platform-prod-us-east-1", "--stacks-dir", str(STACKS)])
+    assert platform.exit_code == 2 and "platform" in platform.output
+    missing = runner.invoke(app, ["simulate", "nope-prod", "--stacks-dir", str(STACKS)])
+    assert missing.exit_code == 2
+
+
+def test_planned_dev_scale_to_zero_states_the_cold_start():
+    dev = plan_env(requirements_with(), "dev")
+    assert dev.autoscaling.cold_start_s == dev.startup.total_s
+    assert any(f"waits about {dev.startup.total_s} s" in line for line in dev.rationale)
