@@ -124,3 +124,23 @@ def test_a_stack_config_cannot_be_public_and_private_only_nor_use_a_certificate_
     with pytest.raises(ValidationError, match="a load balancer uses an ACM certificate of its own region"):
         derive(chat_prod, network={"exposure": {**public, "tls_certificate_arn": CERT.replace("us-east-1",
                                                                                               "eu-west-1")}})
+
+
+def test_a_public_service_that_scales_to_zero_exits_2(project):  # noqa: F811
+    def mutate(data):
+        with_exposure(scope="public", tls_certificate_arn=CERT, allowed_cidrs=["203.0.113.0/24"])(data)
+        data["environments"] = {"dev": {"region": "us-east-1", "min_replicas": 0}}
+    fails(["plan", write_requirements(project, mutate)], "environments.dev.min_replicas 0 with exposure.scope public",
+          "set min_replicas >= 1 or use exposure.scope: internal")
+
+
+def test_a_scaled_to_zero_service_admits_the_keda_interceptor_to_the_proxy():
+    from tests.blueprint_builders import manifests, run_program
+    from tests.conftest import plan_env, requirements_with
+
+    dev = plan_env(requirements_with(), "dev")
+    assert dev.autoscaling.min_replicas == 0 and dev.serving_port == 80
+    [policy] = [m for m in manifests(run_program(dev))
+                if m["kind"] == "NetworkPolicy" and m["metadata"]["name"] == "chat-assistant-vllm"]
+    assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "keda"}}} in \
+        policy["spec"]["ingress"][0]["from"]
