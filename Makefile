@@ -6,8 +6,16 @@ STAMP := $(VENV)/.installed
 EXAMPLE ?= stacks/requirements/chat-assistant.yaml
 DEMO_STACK ?= chat-assistant-prod
 DEMO_PLATFORM ?= platform-prod-us-east-1
+# checkov scans the rendered manifests in the test suite. It lives in a virtualenv of its own: installed into the
+# project's, it downgrades packages pulumi needs. Pinned (3.3.x); the stamp makes a second `make test` skip the install.
+# The same virtualenv holds xds-protos (Envoy's data-plane-api as Python protobufs, which need protobuf 6 while
+# pulumi-policy pins 5): the suite parses the proxy's configuration with them.
+CHECKOV_VERSION := 3.3.30
+XDS_PROTOS_VERSION := 1.85.0
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)-$(XDS_PROTOS_VERSION)
 
-.PHONY: install demo test bench clean
+.PHONY: install checkov demo test bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,15 +23,23 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+$(CHECKOV_STAMP):
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet 'checkov==$(CHECKOV_VERSION)' 'xds-protos==$(XDS_PROTOS_VERSION)'
+	rm -f $(CHECKOV_VENV)/.installed-*
+	touch $(CHECKOV_STAMP)
+
 install: $(STAMP)
+
+checkov: $(CHECKOV_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/blueprint plan $(EXAMPLE)
 	$(BIN)/blueprint preview $(DEMO_PLATFORM)
 	$(BIN)/blueprint preview $(DEMO_STACK)
 
-test: $(STAMP)
-	$(BIN)/python -m pytest
+test: $(STAMP) $(CHECKOV_STAMP)
+	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/python -m pytest
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/plan.py
@@ -32,4 +48,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/simulate.py
 
 clean:
-	rm -rf $(VENV) *.egg-info preview-out
+	rm -rf $(VENV) $(CHECKOV_VENV) *.egg-info preview-out

@@ -19,7 +19,10 @@ from blueprints.requirements import (
     DNS_1123_LABEL,
     WEIGHTS_URI,
     Accelerator,
+    Compliance,
     CpuArch,
+    Exposure,
+    ExposureScope,
     ModelFormat,
     Platform,
     Precision,
@@ -28,7 +31,8 @@ from blueprints.requirements import (
 )
 
 #: Bumped when a field changes meaning; the program refuses configs of another version.
-BLUEPRINT_SCHEMA_VERSION = 2
+#: 3: `compliance` (the requirements' compliance, recorded) and `network.exposure`.
+BLUEPRINT_SCHEMA_VERSION = 3
 
 
 def nodes_for(replicas: int, per_node: int, *, zones: int = 1) -> int:
@@ -224,8 +228,58 @@ class Storage(_Frozen):
 
 
 class Network(_Frozen):
+    """How the service is reached. `private_only` is derived from `compliance.private_only`; `exposure` from the
+    requirements' `exposure` section (the same schema, validated the same way)."""
+
     private_only: bool
     load_balancer_idle_timeout_s: int = Field(ge=60, le=4000, description="above the longest streamed response")
+    exposure: Exposure = Field(description="who can reach the endpoint: internal (VPC) or public (TLS, source CIDRs)")
+
+    @model_validator(mode="after")
+    def _private_is_internal(self) -> Network:
+        if self.private_only and self.exposure.scope is ExposureScope.PUBLIC:
+            raise ValueError("network.exposure.scope public contradicts network.private_only: re-plan with "
+                             "`blueprint plan` instead of editing the stack config")
+        return self
+
+
+class ComplianceRecord(Compliance):
+    """The requirements' compliance as planned, recorded in the stack config beside the settings derived from it
+    (`network`, `storage`, `production`, `region`, the platform). The policy pack checks the derived settings against
+    this record, so a hand edit that weakens a stack below its own requirements fails the review; a change of the
+    record itself is listed first in the baseline diff."""
+
+    production: bool = Field(description="the environment is production (no scale to zero, no spot, data retained)")
+
+    def to_tag(self) -> str:
+        """The record as one AWS tag value (also a Kubernetes annotation value): `key=value` pairs separated by
+        spaces, regions joined by `/` (tag values allow letters, digits, spaces and `_ . : / = + - @`)."""
+        return encode_flags({"audit_logging": self.audit_logging, "customer_managed_kms": self.customer_managed_kms,
+                             "private_only": self.private_only, "production": self.production,
+                             "regions_allowed": "/".join(self.regions_allowed)})
+
+
+#: The tag on every service stack's model store bucket that records its compliance (`ComplianceRecord.to_tag`).
+COMPLIANCE_TAG = "servingblueprints:compliance"
+#: Namespace annotation recording the platform's compliance settings as its StackReference reports them.
+PLATFORM_COMPLIANCE_ANNOTATION = "servingblueprints.io/platform-compliance"
+#: Namespace label recording the stack's derived `network.private_only`.
+PRIVATE_ONLY_LABEL = "servingblueprints.io/private-only"
+
+
+def encode_flags(values: dict[str, bool | str]) -> str:
+    """`{"a": True, "b": "x"}` -> `a=true b=x` (sorted keys)."""
+    return " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in sorted(values.items()))
+
+
+def decode_flags(text: str) -> dict[str, bool | str]:
+    """The inverse of `encode_flags`: `true`/`false` become booleans; a malformed pair is skipped."""
+    out: dict[str, bool | str] = {}
+    for pair in text.split():
+        key, sep, value = pair.partition("=")
+        if sep:
+            out[key] = {"true": True, "false": False}.get(value, value)
+    return out
 
 
 class PlatformSpec(_Frozen):
@@ -346,13 +400,14 @@ class Alerting(_Frozen):
 class Blueprint(_Frozen):
     """Everything the Pulumi program needs to build one stack, and why it looks the way it does."""
 
-    schema_version: Literal[2] = BLUEPRINT_SCHEMA_VERSION
+    schema_version: Literal[3] = BLUEPRINT_SCHEMA_VERSION
     service: str = Field(pattern=DNS_1123_LABEL)
     environment: str = Field(pattern=DNS_1123_LABEL)
     production: bool
     region: Region
     archetype: Archetype
     tags: dict[str, str]
+    compliance: ComplianceRecord
     models: list[ServedModel] = Field(min_length=1)
     compute: Compute
     engine: Engine
@@ -372,10 +427,17 @@ class Blueprint(_Frozen):
         if not isinstance(self.engine, expected):
             raise ValueError(f"archetype {self.archetype.value} needs engine kind "
                              f"{expected.model_fields['kind'].default!r}, got {self.engine.kind!r}")
+        if self.network.exposure.scope is ExposureScope.PUBLIC and self.autoscaling.min_replicas == 0:
+            raise ValueError("network.exposure.scope public needs autoscaling.min_replicas >= 1: a service that scales "
+                             "to zero has no load balancer (clients reach it through the in-cluster KEDA interceptor)")
         if self.production and self.autoscaling.min_replicas == 0:
             raise ValueError("a production stack never scales to zero: autoscaling.min_replicas must be >= 1")
         if self.production and self.compute.capacity_type is CapacityType.SPOT:
             raise ValueError("a production stack does not run on spot capacity")
+        cert_region = self.network.exposure.certificate_region
+        if cert_region is not None and cert_region != self.region:
+            raise ValueError(f"network.exposure.tls_certificate_arn is in {cert_region} but the stack is in "
+                             f"{self.region}: a load balancer uses an ACM certificate of its own region")
         if isinstance(self.engine, VllmEngine):
             if self.engine.tensor_parallel_size != self.compute.gpus_per_replica:
                 raise ValueError(f"engine.tensor_parallel_size={self.engine.tensor_parallel_size} must equal "
@@ -419,11 +481,11 @@ class Blueprint(_Frozen):
 
     @property
     def serving_port(self) -> int | None:
-        """The port clients send HTTP requests to (vLLM's, Triton's HTTP, ONNX Runtime's); None on SageMaker."""
-        engine = self.engine
-        if isinstance(engine, TritonEngine):
-            return engine.http_port
-        return None if isinstance(engine, SageMakerEngine) else engine.port
+        """The serving Service's port clients send HTTP requests to: the authenticating proxy's, 443 with a TLS
+        certificate and 80 without (the engine's own port is never on the Service); None on SageMaker."""
+        if isinstance(self.engine, SageMakerEngine):
+            return None
+        return defaults.TLS_PORT if self.network.exposure.tls_certificate_arn else defaults.PLAIN_PORT
 
     @property
     def model(self) -> ServedModel:

@@ -284,3 +284,58 @@ DCGM_EXPORTER_CHART_VERSION = "4.6.0"
 #: Prometheus server KEDA queries, when `servingblueprints:prometheusUrl` is not set (kube-prometheus-stack's
 #: service in the `monitoring` namespace).
 PROMETHEUS_URL = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
+
+# --- Access and hardening (components/access.py, components/hardening.py) ---------------------------------------
+#: The authenticating reverse proxy in every self-hosted serving pod: Envoy's distroless image, which runs as the
+#: distroless `nonroot` user (no shell, no entrypoint script that switches users; `envoyproxy/envoy`
+#: distribution/docker/Dockerfile-envoy, target `envoy-distroless`: `FROM gcr.io/distroless/base-nossl-debian12:nonroot`,
+#: `ENTRYPOINT ["/usr/local/bin/envoy"]`). Tag seen pinned in public manifests (2026); verify it before the first
+#: deploy with `docker manifest inspect`. [unverified] tag
+ENVOY_IMAGE = "envoyproxy/envoy:distroless-v1.37.2"
+#: Port the proxy listens on inside the pod (plain HTTP/1.1 and h2c; TLS ends at the load balancer).
+PROXY_PORT = 8080
+#: Load balancer listener ports: 443 with a TLS certificate, 80 without (internal only).
+TLS_PORT = 443
+PLAIN_PORT = 80
+#: Length of the generated per-stack API key (pulumi-random RandomPassword, letters and digits: ~238 bits).
+API_KEY_LENGTH = 40
+#: The header Triton's restricted APIs check (`--http-restricted-api=<apis>:<header>=<value>`; gRPC clients send
+#: `triton-grpc-protocol-<header>`, Triton docs customization_guide/inference_protocols.md "Limit Endpoint Access
+#: (BETA)", v2.62.0). The proxy sets it on requests it has authenticated.
+TRITON_RESTRICTED_HEADER = "api-key"
+
+#: The user (UID, GID) each pinned image runs as, where its image documents one; images without a user run as
+#: `DEFAULT_NON_ROOT_UID` with a writable HOME and cache (an emptyDir), never as root.
+#: - Triton 25.10: user `triton-server`, UID/GID 1000 (server v2.62.0 build.py; docs customization_guide/deploy.md
+#:   "Run as a Non-Root User"); the image has no USER line, so the pod must set it.
+#: - Envoy distroless: distroless `nonroot`, UID/GID 65532 (GoogleContainerTools/distroless base images, "nonroot"
+#:   tag). [unverified] UID read from distroless' documentation, not the image
+#: - vLLM v0.11.0 and aws-cli 2.31.13: no USER (root by default; vLLM docs: "designed to be run under the root user");
+#:   both run as any UID given writable HOME/cache directories.
+IMAGE_USERS = {
+    "nvcr.io/nvidia/tritonserver": (1000, 1000),
+    "envoyproxy/envoy": (65532, 65532),
+}
+#: UID/GID for images without a documented user: above 10000, so it never collides with a node's users.
+DEFAULT_NON_ROOT_UID = 10001
+#: Writable directories every container gets (node-local emptyDirs; the root filesystem is read-only): HOME with its
+#: caches (Hugging Face, vLLM, torch compile and Triton kernel caches live under it) and /tmp.
+HOME_DIR = "/home/serving"
+TMP_DIR = "/tmp"
+#: Size cap of each writable directory, GiB (compile and kernel caches; weights live in their own volume).
+WRITABLE_DIR_GIB = 4
+#: vLLM usage statistics go to stats.vllm.ai unless disabled (vllm/usage/usage_lib.py: `VLLM_NO_USAGE_STATS`,
+#: `DO_NOT_TRACK`); the serving pods have no business on the internet after their weights are fetched.
+VLLM_PRIVACY_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
+
+# --- NetworkPolicy (components/network_policy.py) -----------------------------------------------------------------
+#: EKS Pod Identity agent on every node: `169.254.170.23` port 80 (EKS user guide, pod-id-how-it-works: "the agent
+#: ... listens on 169.254.170.23 (IPv4) port 80"); the SDKs fetch credentials from it.
+POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
+POD_IDENTITY_AGENT_PORT = 80
+#: Private address space (RFC 1918): serving pods reach AWS's public endpoints (S3, STS) on 443 but no other private
+#: address than their VPC's interface endpoints.
+PRIVATE_CIDRS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+#: CoreDNS: `k8s-app: kube-dns` pods in kube-system (EKS CoreDNS add-on labels), port 53 UDP and TCP.
+DNS_NAMESPACE = "kube-system"
+DNS_POD_LABELS = {"k8s-app": "kube-dns"}

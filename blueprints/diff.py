@@ -26,8 +26,10 @@ class ResourceChange:
 
 @dataclass
 class PlanDiff:
-    """Resources added, removed and changed (with the changed settings), and the monthly cost delta in USD."""
+    """Compliance changes (listed first: a weaker record is what a reviewer must not miss), resources added, removed
+    and changed (with the changed settings), and the monthly cost delta in USD."""
 
+    compliance: list[SettingChange] = field(default_factory=list)
     added: list[tuple[str, str]] = field(default_factory=list)
     removed: list[tuple[str, str]] = field(default_factory=list)
     changed: list[ResourceChange] = field(default_factory=list)
@@ -40,10 +42,11 @@ class PlanDiff:
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.removed or self.changed) and self.cost_delta_usd == 0
+        return not (self.compliance or self.added or self.removed or self.changed) and self.cost_delta_usd == 0
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "compliance": [{"path": s.path, "before": s.before, "after": s.after} for s in self.compliance],
             "added": [{"type": t, "name": n} for t, n in self.added],
             "removed": [{"type": t, "name": n} for t, n in self.removed],
             "changed": [{"type": c.type, "name": c.name,
@@ -73,7 +76,11 @@ def diff_reports(base: dict[str, Any], head: dict[str, Any]) -> PlanDiff:
     """Diff two `PreviewReport.to_json()` documents by resource (type, name) and setting path."""
     before = {(r["type"], r["name"]): r for r in base.get("resources", [])}
     after = {(r["type"], r["name"]): r for r in head.get("resources", [])}
-    result = PlanDiff(added=sorted(after.keys() - before.keys()), removed=sorted(before.keys() - after.keys()),
+    old_rules, new_rules = flatten(base.get("compliance") or {}), flatten(head.get("compliance") or {})
+    result = PlanDiff(compliance=[SettingChange(p, old_rules.get(p), new_rules.get(p))
+                                  for p in sorted(old_rules.keys() | new_rules.keys())
+                                  if old_rules.get(p) != new_rules.get(p)],
+                      added=sorted(after.keys() - before.keys()), removed=sorted(before.keys() - after.keys()),
                       cost_before_usd=_cost(base), cost_after_usd=_cost(head))
     for key in sorted(before.keys() & after.keys()):
         old, new = flatten(before[key]["inputs"]), flatten(after[key]["inputs"])

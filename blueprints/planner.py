@@ -19,6 +19,7 @@ from blueprints.blueprint import (
     Autoscaling,
     Blueprint,
     CapacityType,
+    ComplianceRecord,
     Compute,
     CostLine,
     ModelTraffic,
@@ -66,6 +67,8 @@ from blueprints.requirements import (
     DEFAULT_QUANTIZATION,
     Accelerator,
     CpuArch,
+    Exposure,
+    ExposureScope,
     ModelFormat,
     Precision,
     Quantization,
@@ -209,9 +212,11 @@ def _common(req: Requirements, env: str, ctx: PlanContext, *, managed: bool, idl
     return dict(
         service=req.service, environment=env, production=req.is_production(env),
         region=req.environments[env].region, tags=_tags(req, env),
+        compliance=ComplianceRecord(**req.compliance.model_dump(), production=req.is_production(env)),
         storage=Storage(customer_managed_kms=req.compliance.customer_managed_kms,
                         retain_on_delete=req.is_production(env)),
-        network=Network(private_only=req.compliance.private_only, load_balancer_idle_timeout_s=idle_timeout_s),
+        network=Network(private_only=req.compliance.private_only, load_balancer_idle_timeout_s=idle_timeout_s,
+                        exposure=Exposure() if managed else req.exposure),
         platform=PlatformSpec(kind="sagemaker" if managed else req.operations.platform,
                               kubernetes_version=ctx.kubernetes_version(req, env, managed=managed),
                               namespace=req.service, stack=platform.stack if platform else None,
@@ -220,6 +225,28 @@ def _common(req: Requirements, env: str, ctx: PlanContext, *, managed: bool, idl
                        latency_p95_ms=req.slo.latency_p95_ms, latency_p99_ms=req.slo.latency_p99_ms,
                        availability_pct=req.slo.availability_pct),
     )
+
+
+def access_reasons(req: Requirements, *, managed: bool) -> list[str]:
+    """Who can reach the endpoint, in plain words (the plan's rationale)."""
+    if managed:
+        notes = ["access: a SageMaker endpoint is IAM-authorised: callers sign requests (SigV4) with a role allowed "
+                 "sagemaker:InvokeEndpoint on it" + (", from inside the platform's VPC (private_only)"
+                                                     if req.compliance.private_only else "")]
+        if req.exposure != Exposure():
+            notes.append("exposure settings apply to self-hosted endpoints only; a SageMaker endpoint ignores them")
+        return notes
+    exposure = req.exposure
+    key = ("every request needs the stack's API key (`Authorization: Bearer <key>`; stack output `api_key`, a "
+           "secret), checked by the authenticating proxy in each pod")
+    if exposure.scope is ExposureScope.PUBLIC:
+        where = ("the whole internet (acknowledged)" if exposure.acknowledge_open_internet and "0.0.0.0/0" in
+                 exposure.allowed_cidrs else ", ".join(exposure.allowed_cidrs))
+        return [f"access: an internet-facing load balancer with TLS ({exposure.tls_certificate_arn}) at "
+                f"https://{exposure.hostname or '<load balancer DNS name>'}, reachable from {where} only; {key}"]
+    extra = f" and {', '.join(exposure.allowed_cidrs)}" if exposure.allowed_cidrs else ""
+    return [f"access: an internal load balancer (exposure.scope internal), reachable from the platform's VPC{extra} "
+            f"(and networks peered with it) only, never from the internet; {key}"]
 
 
 def _capacity(req: Requirements, env: str, *, managed: bool) -> CapacityType:
@@ -384,7 +411,7 @@ def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog
         autoscaling=Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="vllm:num_requests_running",
                                 target=1.0, cooldown_s=_cooldown_s(startup)),
         predictions=_llm_predictions(req, env, model, llm, lines, catalog, managed=False),
-        rationale=[*selection.reasons, *llm.reasons,
+        rationale=[*selection.reasons, *llm.reasons, *access_reasons(req, managed=False),
                    *_cost_notes(req, env, catalog, managed=False)],
     )
 
@@ -457,7 +484,8 @@ def _plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], ca
             target=planned_target(rps_per_instance * defaults.SAGEMAKER_INVOCATIONS_SAFETY_FACTOR * 60),
             cooldown_s=_cooldown_s(startup)),
         predictions=predictions,
-        rationale=[*selection.reasons, *sized, f"SageMaker timers from one startup budget: {timers}", *notes],
+        rationale=[*selection.reasons, *sized, f"SageMaker timers from one startup budget: {timers}",
+                   *access_reasons(req, managed=True), *notes],
     )
 
 
@@ -574,7 +602,7 @@ def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catal
         engine=engine, startup=startup, autoscaling=scaling,
         predictions=_nongen_predictions(req, env, option, lines),
         rationale=[*selection.reasons, *_nongen_reasons(req, env, option, catalog), engine_note,
-                   *_cost_notes(req, env, catalog, managed=False)],
+                   *access_reasons(req, managed=False), *_cost_notes(req, env, catalog, managed=False)],
     )
 
 

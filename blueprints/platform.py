@@ -365,7 +365,14 @@ class PlatformOutputs(_Frozen):
     addons: dict[str, str] = Field(default_factory=dict, description="installed add-on id -> chart version")
     system_node_labels: dict[str, str] = Field(default_factory=dict)
     system_node_instance_type: str | None = None
+    audit_logging: bool | None = Field(default=None, description="the cluster sends Kubernetes audit logs to "
+                                       "CloudWatch (from its enabled log types)")
+    private_endpoint: bool | None = Field(default=None, description="the cluster's API has no public endpoint")
+    secrets_kms: bool | None = Field(default=None, description="Kubernetes secrets are envelope-encrypted with a "
+                                     "customer-managed KMS key")
 
+    #: The compliance settings a service records beside its own (namespace annotation, `components.serving`).
+    COMPLIANCE_FIELDS: ClassVar[tuple[str, ...]] = ("audit_logging", "private_endpoint", "secrets_kms")
     #: Stack outputs holding secrets.
     SECRET_FIELDS: ClassVar[tuple[str, ...]] = ("kubeconfig",)
 
@@ -399,6 +406,9 @@ def planned_outputs(config: PlatformConfig) -> PlatformOutputs:
         addons={a.id: a.version for a in config.addons},
         system_node_labels=SYSTEM_NODE_LABELS if config.kind is PlatformKind.EKS else {},
         system_node_instance_type=config.system_nodes.instance_type if config.kind is PlatformKind.EKS else None,
+        audit_logging=config.audit_logging if config.kind is PlatformKind.EKS else None,
+        private_endpoint=config.network.private_endpoint if config.kind is PlatformKind.EKS else None,
+        secrets_kms=config.secrets_kms if config.kind is PlatformKind.EKS else None,
     )
 
 

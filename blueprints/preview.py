@@ -139,6 +139,16 @@ class PreviewReport:
         return (not self.manifest_problems and not self.mandatory_violations and not self.deployability
                 and not self.signals)
 
+    @property
+    def compliance(self) -> dict[str, Any]:
+        """What the stack records of its compliance: a service's requirements (`Blueprint.compliance`), a platform's
+        settings (audit logs, private API endpoint, secrets key)."""
+        if self.is_platform:
+            cfg = self.subject
+            return {"audit_logging": cfg.audit_logging, "private_endpoint": cfg.network.private_endpoint,
+                    "secrets_kms": cfg.secrets_kms}
+        return self.blueprint.compliance.model_dump(mode="json")
+
     def depends_on(self, record: RegisteredResource) -> list[str]:
         """The URNs a resource waits for: its explicit `depends_on`, the resources its inputs come from, and its
         provider (a read such as the platform's StackReference included)."""
@@ -148,15 +158,17 @@ class PreviewReport:
         return sorted(found)
 
     def to_json(self) -> dict[str, Any]:
-        """`{"stack", "archetype", "region", "resources": [{"urn", "type", "name", "parent", "read", "depends_on",
-        "inputs"}], "manifests", "manifest_problems", "deployability", "signals", "policy_verdicts", "warnings",
-        "predictions", "outputs"}`. `archetype` is `platform` for a platform stack, whose `predictions` hold its cost lines."""
+        """`{"stack", "archetype", "region", "compliance", "resources": [{"urn", "type", "name", "parent", "read",
+        "depends_on", "inputs"}], "manifests", "manifest_problems", "deployability", "signals", "policy_verdicts",
+        "warnings", "predictions", "outputs"}`. `archetype` is `platform` for a platform stack, whose `predictions` hold
+        its cost lines."""
         predictions = (self.subject.model_dump(mode="json", include={"cost_lines", "monthly_cost_usd"})
                        if self.is_platform else self.blueprint.predictions.model_dump(mode="json"))
         return {
             "stack": self.stack,
             "archetype": self.archetype,
             "region": self.region,
+            "compliance": self.compliance,
             "resources": [{"urn": r.urn, "type": r.type, "name": r.name, "parent": r.parent, "read": r.read,
                            "depends_on": self.depends_on(r), "inputs": r.inputs} for r in self.resources],
             "manifests": self.manifests,
@@ -351,6 +363,11 @@ def _unwrap_secrets(value: Any) -> Any:
     return value
 
 
+def mock_secret_value(name: str, length: int) -> str:
+    """The value the mocks give a pulumi-random password named `name` (deterministic, so tests can look for it)."""
+    return (hashlib.sha256(f"preview-secret:{name}".encode()).hexdigest() * 4)[:length]
+
+
 def mock_outputs(typ: str, name: str, inputs: dict, *, region: str) -> tuple[str, dict]:
     """Realistic provider outputs for a mocked resource: ids, ARNs and names as AWS/Kubernetes would return them."""
     suffix = hashlib.sha256(name.encode()).hexdigest()[:7]
@@ -359,7 +376,16 @@ def mock_outputs(typ: str, name: str, inputs: dict, *, region: str) -> tuple[str
         meta = dict(state.get("metadata") or {})
         meta.setdefault("name", f"{name}-{suffix}")
         state["metadata"] = meta
+        if typ == "kubernetes:core/v1:Service" and (state.get("spec") or {}).get("type") == "LoadBalancer":
+            # The load balancer controller's NLB: `k8s-<namespace>-<name>-<hash>.elb.<region>.amazonaws.com`.
+            host = f"k8s-{meta.get('namespace', 'default')[:8]}-{meta['name'][:8]}-{suffix}.elb.{region}.amazonaws.com"
+            state["status"] = {"loadBalancer": {"ingress": [{"hostname": host}]}}
         return f"{meta.get('namespace', 'default')}/{meta['name']}", state
+    if typ == "random:index/randomPassword:RandomPassword":
+        # pulumi-random computes `result` at create time; offline it is a deterministic stand-in of the asked length
+        # (never printed: the program wraps it as a secret).
+        state["result"] = mock_secret_value(name, int(inputs.get("length") or 16))
+        return f"{name}-{suffix}", state
     service = typ.split(":")[1].split("/")[0] if typ.startswith("aws:") else ""
     if typ == "aws:s3/bucket:Bucket":
         bucket = inputs.get("bucket") or f"{name}-{suffix}"

@@ -137,9 +137,15 @@ def _md_table(rows: list[list[Any]], headers: list[str]) -> str:
 
 
 def diff_markdown(diff: PlanDiff) -> str:
-    """The baseline comparison as markdown: cost delta, then added / removed / changed resources."""
+    """The baseline comparison as markdown: compliance changes first, then the cost delta, then added / removed /
+    changed resources."""
     sign = "+" if diff.cost_delta_usd >= 0 else "-"
-    parts = [f"### Changes against the base branch\n\nMonthly cost: ${diff.cost_before_usd:,.2f} -> "
+    parts = ["### Changes against the base branch\n"]
+    if diff.compliance:
+        parts.append("**Compliance changed** (the requirements this stack is checked against):\n\n" + _md_table(
+            [[f"`{c.path}`", repr(c.before), repr(c.after)] for c in diff.compliance],
+            ["compliance", "before", "after"]) + "\n")
+    parts += [f"Monthly cost: ${diff.cost_before_usd:,.2f} -> "
              f"${diff.cost_after_usd:,.2f} (**{sign}${abs(diff.cost_delta_usd):,.2f}**)\n"]
     if diff.empty:
         parts.append("No resource changes.\n")
@@ -258,6 +264,8 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
     console.print(f"[bold]Stack[/] {report.stack}  [bold]archetype[/] {report.archetype}  "
                   f"[bold]region[/] {report.region}  [bold]resources[/] {len(report.resources)}")
     if diff is not None:
+        for c in diff.compliance:
+            console.print(escape(f"[compliance changed] {c.path}: {c.before!r} -> {c.after!r}"), style="bold red")
         console.print(f"[bold]Against baseline[/]: +{len(diff.added)} added, -{len(diff.removed)} removed, "
                       f"~{len(diff.changed)} changed; monthly cost {diff.cost_delta_usd:+,.2f} USD")
         for change in diff.changed:

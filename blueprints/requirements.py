@@ -6,6 +6,7 @@ Every section is closed (`extra="forbid"`): a misspelt key is an error, never si
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from enum import Enum
 from pathlib import Path
@@ -26,6 +27,17 @@ AWS_REGION = r"^[a-z]{2}(-gov)?-[a-z]+-\d$"
 Region = Annotated[str, Field(pattern=AWS_REGION), AfterValidator(known_region)]
 #: Where weights come from: `s3://bucket/prefix/` or `hf://org/name`.
 WEIGHTS_URI = r"^(s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?|hf://[\w.\-]+/[\w.\-]+)$"
+#: An ACM certificate ARN (commercial, China and GovCloud partitions): `arn:aws:acm:<region>:<account>:certificate/<id>`
+#: (AWS General Reference, "Amazon Resource Names", ACM resource type `certificate/<certificate-id>`).
+ACM_CERTIFICATE_ARN = r"^arn:aws(-cn|-us-gov)?:acm:([a-z]{2}(-gov)?-[a-z]+-\d):[0-9]{12}:certificate/[0-9a-f-]{36}$"
+#: A DNS host name (RFC 1123): dot-separated labels of letters, digits and hyphens, at most 253 characters.
+HOSTNAME = r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)+$"
+#: The open internet, as an IPv4 CIDR.
+OPEN_INTERNET = "0.0.0.0/0"
+#: At most this many source CIDRs: the load balancer controller writes one security-group rule per CIDR and port,
+#: and a security group holds 60 inbound rules by default (Amazon VPC quotas, "Inbound or outbound rules per security
+#: group").
+MAX_ALLOWED_CIDRS = 20
 #: AWS tag values: up to 256 letters, digits, spaces and _ . : / = + - @, starting and ending with a non-space.
 TAG_VALUE = r"^[\w.:/=+\-@]([\w .:/=+\-@]*[\w.:/=+\-@])?$"
 
@@ -282,10 +294,79 @@ class Operations(_Section):
 
 class Compliance(_Section):
     regions_allowed: list[Region] = Field(
-        default=[], description="AWS regions data may live in; empty allows any")
+        default=[], max_length=20, description="AWS regions data may live in; empty allows any")
     private_only: bool = Field(default=False, description="no public endpoints or load balancers")
     customer_managed_kms: bool = Field(default=False, description="encrypt with a customer-managed KMS key")
     audit_logging: bool = Field(default=True, description="control-plane and access audit logs on")
+
+    @field_validator("regions_allowed")
+    @classmethod
+    def _unique_regions(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("a region is listed twice")
+        return value
+
+
+class ExposureScope(str, Enum):
+    INTERNAL = "internal"
+    PUBLIC = "public"
+
+
+def ipv4_cidr(value: str) -> str:
+    """An IPv4 network in CIDR notation with no host bits set (`10.0.0.0/8`, not `10.0.0.1/8`)."""
+    try:
+        network = ipaddress.IPv4Network(value, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not an IPv4 CIDR with its host bits zero, e.g. 203.0.113.0/24 ({exc})") from None
+    if "/" not in value:
+        raise ValueError(f"{value!r} has no prefix length; write it as {network.with_prefixlen}")
+    return network.with_prefixlen
+
+
+Cidr = Annotated[str, Field(max_length=18), AfterValidator(ipv4_cidr)]
+
+
+class Exposure(_Section):
+    """Who can reach the serving endpoint (self-hosted archetypes; SageMaker endpoints are IAM-authorised).
+
+    `internal` (default): an internal Network Load Balancer, reachable from the VPC and networks peered or connected
+    with it. `public`: an internet-facing one, which needs a TLS certificate and the client CIDRs allowed to connect.
+    """
+
+    scope: ExposureScope = Field(default=ExposureScope.INTERNAL, description="internal (default) or public")
+    allowed_cidrs: list[Cidr] = Field(
+        default=[], max_length=MAX_ALLOWED_CIDRS, description="IPv4 CIDRs allowed to connect (the load balancer's "
+        "source ranges); required for public, where 0.0.0.0/0 also needs acknowledge_open_internet. Internal default: "
+        "the VPC's CIDR")
+    acknowledge_open_internet: bool = Field(default=False, description="confirm that 0.0.0.0/0 in allowed_cidrs is "
+                                            "meant: the whole internet may try the API key")
+    tls_certificate_arn: str | None = Field(
+        default=None, pattern=ACM_CERTIFICATE_ARN, description="ACM certificate ARN in the environments' region; "
+        "required for public: the load balancer's listener terminates TLS with it")
+    hostname: str | None = Field(default=None, pattern=HOSTNAME, max_length=253, description="the DNS name clients use (its record "
+                                 "points at the load balancer; managed outside this stack); default: the load "
+                                 "balancer's own DNS name")
+
+    @model_validator(mode="after")
+    def _public_needs_tls_and_ranges(self) -> Exposure:
+        if len(set(self.allowed_cidrs)) != len(self.allowed_cidrs):
+            raise ValueError("allowed_cidrs lists a CIDR twice")
+        if OPEN_INTERNET in self.allowed_cidrs and not self.acknowledge_open_internet:
+            raise ValueError(f"allowed_cidrs contains {OPEN_INTERNET} (the whole internet); list your clients' CIDRs "
+                             "instead, or set acknowledge_open_internet: true if that is really meant")
+        if self.scope is ExposureScope.PUBLIC:
+            missing = [f for f in ("tls_certificate_arn", "allowed_cidrs") if not getattr(self, f)]
+            if missing:
+                raise ValueError(f"scope public needs {' and '.join(missing)}: an internet-facing endpoint is served "
+                                 "only over TLS (an ACM certificate ARN) and only to the client CIDRs you list; add "
+                                 "them or use scope: internal")
+        return self
+
+    @property
+    def certificate_region(self) -> str | None:
+        """The region of `tls_certificate_arn` (ACM certificates are regional)."""
+        match = re.match(ACM_CERTIFICATE_ARN, self.tls_certificate_arn or "")
+        return match.group(2) if match else None
 
 
 class Budget(_Section):
@@ -326,6 +407,7 @@ class Requirements(_Section):
     hardware: Hardware = Field(default_factory=Hardware)
     operations: Operations = Field(default_factory=Operations)
     compliance: Compliance = Field(default_factory=Compliance)
+    exposure: Exposure = Field(default_factory=Exposure, description="who can reach the endpoint (internal by default)")
     budget: Budget = Field(default_factory=Budget)
     environments: dict[Annotated[str, Field(pattern=DNS_1123_LABEL, max_length=20)], Environment] = Field(
         min_length=1, description="environment name -> settings")
@@ -352,11 +434,25 @@ class Requirements(_Section):
                 if spec.region not in allowed:
                     raise ValueError(f"environments.{env}.region {spec.region!r} is not in compliance.regions_allowed "
                                      f"{sorted(allowed)}; pick an allowed region or widen the list")
+        if self.compliance.private_only and self.exposure.scope is ExposureScope.PUBLIC:
+            raise ValueError("exposure.scope public contradicts compliance.private_only: a private-only service has no "
+                             "internet-facing endpoint; use exposure.scope: internal (or drop private_only)")
+        cert_region = self.exposure.certificate_region
+        for env, spec in self.environments.items():
+            if cert_region is not None and spec.region != cert_region:
+                raise ValueError(f"exposure.tls_certificate_arn is an ACM certificate in {cert_region} but "
+                                 f"environments.{env}.region is {spec.region}: ACM certificates are regional and a "
+                                 f"load balancer uses one of its own region; request (or import) the certificate in "
+                                 f"{spec.region}, or give that environment its own requirements file")
         for env, spec in self.environments.items():
             if self.is_production(env) and spec.spot:
                 raise ValueError(f"environments.{env}: spot capacity is not allowed in production; set spot: false")
             if self.is_production(env) and spec.min_replicas == 0:
                 raise ValueError(f"environments.{env}: production never scales to zero; set min_replicas >= 1")
+            if self.exposure.scope is ExposureScope.PUBLIC and spec.min_replicas == 0:
+                raise ValueError(f"environments.{env}.min_replicas 0 with exposure.scope public: a service that scales "
+                                 "to zero has no load balancer (clients reach it through the in-cluster KEDA "
+                                 "interceptor); set min_replicas >= 1 or use exposure.scope: internal")
         return self
 
     def is_production(self, env: str) -> bool:

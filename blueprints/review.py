@@ -71,11 +71,12 @@ def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path
 
 
 def stack_policy_config(config: dict, subject: Blueprint | PlatformConfig) -> dict:
-    """The environment's policy config, tightened by what the stack itself declares: a stack planned private-only
-    (`compliance.private_only`, or a platform with a private API endpoint) is checked as private-only whatever the
-    environment's file says."""
+    """The environment's policy config, tightened by what the stack itself records: a stack whose requirements are
+    private-only (its recorded `compliance.private_only`, not the derived `network.private_only` a hand edit could
+    flip; or a platform with a private API endpoint) is checked as private-only whatever the environment's file
+    says. The other recorded requirements are checked by the pack's `compliance-*` rules."""
     private = subject.network.private_endpoint if isinstance(subject, PlatformConfig) else \
-        subject.network.private_only
+        subject.compliance.private_only
     if not private:
         return config
     entry = config.get("private-endpoints")

@@ -13,7 +13,11 @@ from dataclasses import dataclass, field
 
 import pulumi
 
+from blueprints import defaults
 from blueprints.blueprint import Archetype, Blueprint
+from blueprints.catalog.addons import load_platform_catalog
+from blueprints.requirements import ExposureScope
+from components.access import ApiKey, ApiKeyArgs
 from components.autoscaling import EndpointScaler, EndpointScalerArgs, instance_type_gate
 from components.monitoring import EndpointMonitoring, EndpointMonitoringArgs
 from components.onnx_service import OnnxRuntimeService, OnnxRuntimeServiceArgs
@@ -34,7 +38,18 @@ from components.triton_service import (
     TritonService,
     TritonServiceArgs,
 )
+from components.network_policy import default_deny
 from components.vllm_service import VllmService, VllmServiceArgs
+from components.workload import Endpoint
+
+
+def exposure_summary(bp: Blueprint) -> str:
+    """Who can reach the endpoint, one line (a stack output beside `endpoint`)."""
+    exposure = bp.network.exposure
+    if exposure.scope is ExposureScope.PUBLIC:
+        return f"public (TLS; from {', '.join(exposure.allowed_cidrs)}); API key required"
+    return (f"internal (the VPC{', ' + ', '.join(exposure.allowed_cidrs) if exposure.allowed_cidrs else ''}); "
+            "API key required")
 
 
 @dataclass
@@ -45,11 +60,13 @@ class KubernetesArchetypeArgs:
         blueprint: the planned stack (its archetype must match the component).
         target: where it lands (`components.serving.ServiceTarget`).
         hf_token: Hugging Face token (a Pulumi secret) for gated `hf://` models. Defaults to none: public models only.
+        api_key: the endpoint's API key (a Pulumi secret, `servingblueprints:apiKey`). Defaults to a generated one.
     """
 
     blueprint: Blueprint
     target: ServiceTarget
     hf_token: pulumi.Input[str] | None = None
+    api_key: pulumi.Input[str] | None = None
 
 
 def exposed(bp: Blueprint) -> bool:
@@ -75,9 +92,18 @@ class _KubernetesArchetype(pulumi.ComponentResource):
             raise ValueError(f"{type(self).__name__} builds archetype {self.ARCHETYPE.value}; the blueprint is "
                              f"{bp.archetype.value}")
         child = pulumi.ResourceOptions(parent=self)
-        self.namespace = service_namespace(f"{name}-namespace", bp, child)
+        self.namespace = service_namespace(f"{name}-namespace", bp, target, child)
         namespace = self.namespace.metadata.name
         in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace])
+        self.default_deny = default_deny(f"{name}-default-deny", bp, namespace, in_namespace)
+        self.api_key = ApiKey(f"{name}-api-key", ApiKeyArgs(blueprint=bp, namespace=namespace, value=args.api_key),
+                              opts=in_namespace)
+        self.access = Endpoint(
+            api_key_secret=self.api_key.secret_name,
+            vpc_cidrs=target.vpc_cidrs if target.vpc_cidrs is not None else list(defaults.PRIVATE_CIDRS),
+            load_balancer_subnet_ids=target.subnet_ids,
+            monitoring_namespace=load_platform_catalog().addon("kube-prometheus-stack").namespace,
+            interceptor_namespace=None if exposed(bp) else load_platform_catalog().addon("keda-http-add-on").namespace)
         self.node_pool = service_node_pool(f"{name}-node-pool", bp, target.node_class, child) \
             if target.node_class is not None else None
         self.storage = storage(f"{name}-weights", bp, child)
@@ -89,7 +115,8 @@ class _KubernetesArchetype(pulumi.ComponentResource):
         self.workload = self._workload(f"{name}-server", bp, target, namespace,
                                        pulumi.ResourceOptions(parent=self, depends_on=[self.namespace, *before]))
         self.outputs: dict[str, pulumi.Input] = {
-            "endpoint": self.workload.endpoint, "namespace": namespace, "weights_bucket": self.storage.bucket_name,
+            "endpoint": self.workload.endpoint, "api_key": self.api_key.api_key,
+            "exposure": exposure_summary(bp), "namespace": namespace, "weights_bucket": self.storage.bucket_name,
             "serving_role_arn": self.role.arn, **self._extra_outputs(bp), **target.outputs,
             **operations(name, bp, target, self.workload, namespace=namespace, opts=in_namespace)}
         self.register_outputs(self.outputs)
@@ -109,7 +136,8 @@ class _KubernetesArchetype(pulumi.ComponentResource):
 class VllmGpu(_KubernetesArchetype):
     """Archetype `vllm-gpu`: vLLM's OpenAI server on GPU nodes with tensor parallel, KEDA on queue depth.
 
-    Outputs: `endpoint`, `namespace`, `weights_bucket`, `weights_uri`, `serving_role_arn`, `autoscaler`, `alerts`.
+    Outputs: `endpoint` (the URL clients use), `api_key` (secret), `exposure` (who can reach it), `namespace`,
+    `weights_bucket`, `weights_uri`, `serving_role_arn`, `autoscaler`, `alerts`.
     """
 
     TYPE = "servingblueprints:index:VllmGpu"
@@ -117,8 +145,8 @@ class VllmGpu(_KubernetesArchetype):
 
     def _workload(self, name, bp, target, namespace, opts):
         return VllmService(name, VllmServiceArgs(
-            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace, expose=exposed(bp),
-            node_selector=placement(bp, target), load_balancer_subnet_ids=target.subnet_ids), opts=opts)
+            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace, endpoint=self.access, expose=exposed(bp),
+            node_selector=placement(bp, target)), opts=opts)
 
 
 class TritonMultiModel(_KubernetesArchetype):
@@ -129,7 +157,6 @@ class TritonMultiModel(_KubernetesArchetype):
 
     TYPE = "servingblueprints:index:TritonMultiModel"
     ARCHETYPE = Archetype.TRITON_MULTI_MODEL
-    LIST_REPOSITORY_ROOT = True
 
     def _prepare(self, name, bp):
         self.repository = TritonModelRepository(f"{name}-repository", TritonModelRepositoryArgs(
@@ -141,8 +168,8 @@ class TritonMultiModel(_KubernetesArchetype):
 
     def _workload(self, name, bp, target, namespace, opts):
         return TritonService(name, TritonServiceArgs(
-            blueprint=bp, repository_uri=self.repository.repository_uri, namespace=namespace, expose=exposed(bp),
-            node_selector=placement(bp, target), load_balancer_subnet_ids=target.subnet_ids), opts=opts)
+            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace, endpoint=self.access, expose=exposed(bp),
+            node_selector=placement(bp, target)), opts=opts)
 
 
 class OnnxCpu(_KubernetesArchetype):
@@ -161,8 +188,8 @@ class OnnxCpu(_KubernetesArchetype):
 
     def _workload(self, name, bp, target, namespace, opts):
         return OnnxRuntimeService(name, OnnxRuntimeServiceArgs(
-            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace, expose=exposed(bp),
-            node_selector=placement(bp, target), load_balancer_subnet_ids=target.subnet_ids), opts=opts)
+            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace, endpoint=self.access, expose=exposed(bp),
+            node_selector=placement(bp, target)), opts=opts)
 
 
 @dataclass

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pulumi
 
 from blueprints.blueprint import Blueprint, OnnxRuntimeEngine
-from components.workload import serving_objects
+from components.workload import Endpoint, serving_objects
 from components.labels import (
     ANNOTATION_POD_START_S,
     ANNOTATION_WEIGHTS_GIB,
@@ -25,20 +25,17 @@ from components.labels import (
 )
 from components.options import child_options
 from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
+from components.access import api_key_env
+from components.exposure import client_url
 from components.triton_service import (
+    API_KEY_ENV,
     HEALTH_LIVE,
     HEALTH_READY,
     default_node_selector,
-    metrics_service,
+    restricted_api_args,
     server_resources,
 )
-from components.weights_delivery import (
-    MODELS_MOUNT,
-    RESTRICTED_SECURITY_CONTEXT,
-    fetch_weights_container,
-    models_volume,
-    region_env,
-)
+from components.weights_delivery import MODELS_MOUNT, fetch_weights_container, models_volume
 
 #: Triton's default Prometheus metrics port (`--metrics-port`, Triton metrics docs).
 METRICS_PORT = 8002
@@ -54,21 +51,29 @@ class OnnxRuntimeServiceArgs:
         namespace: where the objects go. Defaults to the blueprint's namespace.
         node_selector: where the pods run (`components.serving.placement`; on an existing or edge cluster only the
             CPU architecture). Defaults to the CPU architecture and the planned instance type.
-        expose: a LoadBalancer Service; otherwise ClusterIP only. Defaults to True.
-        load_balancer_subnet_ids: the load balancer's subnets; default: discovered by their role tags.
+        endpoint: the API-key Secret, the VPC's CIDRs and the load balancer's subnets (`components.workload.Endpoint`).
+        expose: a LoadBalancer Service on the proxy; otherwise ClusterIP only. Defaults to True.
     """
 
     blueprint: Blueprint
     bucket_name: pulumi.Input[str]
+    endpoint: Endpoint
     namespace: pulumi.Input[str] | None = None
     node_selector: dict[str, str] | None = None
     expose: bool = True
-    load_balancer_subnet_ids: pulumi.Input[list[str]] | None = None
 
 
 def cpu_limit_threads(bp: Blueprint) -> int:
     """Whole cores of the CPU limit: the thread count ONNX Runtime must use."""
     return max(1, math.floor(bp.compute.cpu_per_replica))
+
+
+def onnx_args(engine: OnnxRuntimeEngine) -> list[str]:
+    """`tritonserver` arguments of the ONNX Runtime server: the local repository, HTTP and metrics only (no gRPC), no
+    model control (the one model loads at start), every API but health restricted to the key."""
+    return [f"--model-repository={MODELS_MOUNT}", f"--http-port={engine.port}", "--allow-grpc=false",
+            "--allow-metrics=true", f"--metrics-port={METRICS_PORT}", "--model-control-mode=none",
+            *restricted_api_args(grpc=False)]
 
 
 def check_threads(bp: Blueprint) -> list[str]:
@@ -102,20 +107,19 @@ class OnnxRuntimeService(pulumi.ComponentResource):
                                     version=engine.image.rsplit(":", 1)[-1])
         child = child_options(self, opts)
         objects = serving_objects(
-            name, bp, labels=labels, namespace=namespace, opts=child, expose=args.expose,
-            load_balancer_subnet_ids=args.load_balancer_subnet_ids,
+            name, bp, labels=labels, namespace=namespace, opts=child, expose=args.expose, endpoint=args.endpoint,
             deployment_spec=lambda account: self._spec(bp, engine, labels, args, account),
-            ports=[{"name": "http", "port": engine.port, "targetPort": "http", "protocol": "TCP"}])
+            metrics_port=METRICS_PORT, metrics_target="metrics")
         self.service_account, self.deployment = objects.service_account, objects.deployment
         self.disruption_budget, self.service = objects.disruption_budget, objects.service
-        self.metrics_service = metrics_service(f"{name}-metrics", f"{bp.service}-onnxruntime-metrics", namespace,
-                                               labels, METRICS_PORT, child)
+        self.metrics_service, self.network_policy = objects.metrics_service, objects.network_policy
         self.selector = selector_labels(labels)
         self.metrics_port_name = "metrics"
         self.service_name = self.service.metadata.name
         self.deployment_name = self.deployment.metadata.name
-        self.endpoint = pulumi.Output.concat("http://", self.service.metadata.name, ".", namespace,
-                                             f".svc.cluster.local:{engine.port}/v2/models/{bp.model.name}")
+        path = f"/v2/models/{bp.model.name}"
+        self.endpoint = client_url(bp, objects.load_balancer_host, path) if args.expose else pulumi.Output.concat(
+            "http://", self.service.metadata.name, ".", namespace, f".svc.cluster.local{path}")
         self.register_outputs({"service_name": self.service_name, "deployment_name": self.deployment_name,
                                "endpoint": self.endpoint})
 
@@ -142,10 +146,9 @@ class OnnxRuntimeService(pulumi.ComponentResource):
                         "image": engine.image,
                         "command": ["tritonserver"],
                         "lifecycle": container_lifecycle(),
-                        "args": [f"--model-repository={MODELS_MOUNT}", f"--http-port={engine.port}",
-                                 "--allow-grpc=false", "--allow-metrics=true", f"--metrics-port={METRICS_PORT}",
-                                 "--model-control-mode=explicit", f"--load-model={bp.model.name}"],
-                        "env": [*region_env(bp.region), {"name": "OMP_NUM_THREADS", "value": threads}],
+                        "args": onnx_args(engine),
+                        "env": [api_key_env(args.endpoint.api_key_secret, API_KEY_ENV),
+                                {"name": "OMP_NUM_THREADS", "value": threads}],
                         "ports": [{"name": "http", "containerPort": engine.port, "protocol": "TCP"},
                                   {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
                         "resources": {"requests": resources, "limits": resources},
@@ -157,7 +160,6 @@ class OnnxRuntimeService(pulumi.ComponentResource):
                         "livenessProbe": {"httpGet": {"path": HEALTH_LIVE, "port": "http"}, "periodSeconds": 15,
                                           "failureThreshold": 4, "timeoutSeconds": 10},
                         "volumeMounts": [{"name": "models", "mountPath": MODELS_MOUNT, "readOnly": True}],
-                        "securityContext": RESTRICTED_SECURITY_CONTEXT,
                     }],
                     "volumes": [models_volume([bp.model])],
                 },

@@ -84,6 +84,12 @@ class Platform(pulumi.ComponentResource):
             "addons": {a.id: a.version for a in cfg.addons},
             "system_node_labels": dict(SYSTEM_NODE_LABELS) if eks else {},
             "system_node_instance_type": cfg.system_nodes.instance_type if eks else None,
+            # Read back from the cluster resource itself, so services record what the cluster really has.
+            "audit_logging": self.cluster.eks.enabled_cluster_log_types.apply(lambda t: "audit" in (t or []))
+            if eks else None,
+            "private_endpoint": self.cluster.eks.vpc_config.apply(lambda v: v.endpoint_public_access is False)
+            if eks else None,
+            "secrets_kms": self.cluster.eks.encryption_config.apply(lambda e: e is not None) if eks else None,
         }
         missing = set(PlatformOutputs.model_fields) - set(values)
         assert not missing, f"Platform.outputs lacks {missing}"  # the contract and the exports move together

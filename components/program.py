@@ -12,6 +12,7 @@ Config keys read here (all namespaced `servingblueprints:`):
   ServiceAccounts with EKS Pod Identity. Without it, bind the roles yourself (IRSA or Pod Identity).
 - `clusterAddons` (`existing-cluster` only): the add-ons the cluster runs (catalog ids), judged by the preview.
 - `hfToken` (secret, optional): Hugging Face token for the weights sync Job of gated `hf://` models.
+- `apiKey` (secret, optional): the self-hosted endpoint's API key; default: a generated one (stack output `api_key`).
 - `prometheusUrl` (optional, `existing-cluster` only): the Prometheus KEDA queries; on a platform, the platform's.
 - `alarmTopicArn` (optional): an SNS topic the SageMaker CloudWatch alarms notify; default: the plan's
   `alerting.sns_topic_arn` (platform.yaml `alerting.sns_topic_arns`).
@@ -35,6 +36,8 @@ from components.archetypes import (
     ManagedEndpointArgs,
 )
 from components.platform import Platform, PlatformArgs
+from blueprints.platform import PlatformOutputs
+from components.exposure import scheme
 from components.serving import ServiceTarget
 
 
@@ -64,14 +67,18 @@ def kubernetes_target(bp: Blueprint) -> tuple[k8s.Provider, ServiceTarget]:
         provider = k8s.Provider(f"{bp.stack}-k8s", kubeconfig=ref.require_output("kubeconfig"),
                                 enable_server_side_apply=True)
         pool = "gpu" if bp.compute.accelerator is Accelerator.NVIDIA_GPU else "cpu"
-        subnets = ref.require_output("private_subnet_ids" if bp.network.private_only else "public_subnet_ids")
+        # An internet-facing load balancer needs public subnets; an internal one stays in the private subnets.
+        subnets = ref.require_output("public_subnet_ids" if scheme(bp) == "internet-facing" else "private_subnet_ids")
         cluster_name = ref.require_output("cluster_name")
+        compliance = pulumi.Output.all(*[ref.get_output(f) for f in PlatformOutputs.COMPLIANCE_FIELDS]).apply(
+            lambda values: {f: bool(v) for f, v in zip(PlatformOutputs.COMPLIANCE_FIELDS, values)})
         return provider, ServiceTarget(
             # A platform without that node class (or Karpenter) leaves the name dangling: the preview names it.
             cluster_name=cluster_name, node_class=ref.require_output("node_classes").apply(lambda nc: nc.get(pool, pool)),
             # A platform without kube-prometheus-stack exports none: the preview's deployability check names it.
             prometheus_url=ref.get_output("prometheus_url").apply(lambda url: url or "none-installed"),
             subnet_ids=subnets,
+            vpc_cidrs=ref.require_output("vpc_cidr").apply(lambda cidr: [cidr]), platform_compliance=compliance,
             outputs={"platform": bp.platform.stack, "cluster_name": cluster_name})
     provider = k8s.Provider(f"{bp.stack}-k8s", kubeconfig=config.require_secret("kubeconfig"),
                             enable_server_side_apply=True)
@@ -99,7 +106,7 @@ def build_service(bp: Blueprint) -> dict[str, pulumi.Input]:
     provider, target = kubernetes_target(bp)
     component = KUBERNETES_ARCHETYPES[bp.archetype]
     archetype = component(bp.stack, KubernetesArchetypeArgs(
-        blueprint=bp, target=target, hf_token=config.get_secret("hfToken")),
+        blueprint=bp, target=target, hf_token=config.get_secret("hfToken"), api_key=config.get_secret("apiKey")),
         opts=pulumi.ResourceOptions(providers=[provider]))
     return archetype.outputs
 

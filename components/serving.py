@@ -14,7 +14,13 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from blueprints.blueprint import Blueprint
+from blueprints.blueprint import (
+    COMPLIANCE_TAG,
+    PLATFORM_COMPLIANCE_ANNOTATION,
+    PRIVATE_ONLY_LABEL,
+    Blueprint,
+    encode_flags,
+)
 from blueprints.requirements import Accelerator
 from components.autoscaling import KubernetesScaler, KubernetesScalerArgs
 from components.cluster import POOL_LABEL, SYSTEM_POOL, trust_policy
@@ -28,6 +34,12 @@ from components.weights_sync import WeightsSync, WeightsSyncArgs, hf_models, syn
 #: update waits until the new pod is healthy in the NLB target group ([LBC] docs/deploy/pod_readiness_gate.md).
 READINESS_GATE_LABEL = "elbv2.k8s.aws/pod-readiness-gate-inject"
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+#: Why the namespace has its Pod Security level (beside the label, for a reviewer and an auditor).
+POD_SECURITY_REASON = "servingblueprints.io/pod-security-reason"
+#: Every pod a service runs (serving Deployment and weights sync Jobs) is built by `components.hardening`.
+RESTRICTED_REASON = ("every pod of this service runs non-root with an explicit UID/GID, no privilege escalation, all "
+                     "capabilities dropped and seccomp RuntimeDefault (components/hardening.py); `blueprint preview` "
+                     "checks each pod against this level")
 
 
 @dataclass
@@ -40,6 +52,10 @@ class ServiceTarget:
         node_class: the platform's EC2NodeClass for this service's NodePool; None on an existing cluster (whose
             capacity is not ours to manage).
         prometheus_url: the Prometheus server KEDA queries.
+        vpc_cidrs: the VPC's CIDR(s) (the load balancer's addresses, interface endpoints); None: unknown (an existing
+            cluster), then the private address space stands in.
+        platform_compliance: the platform's compliance settings as its outputs report them (`audit_logging`,
+            `private_endpoint`, `secrets_kms`), recorded on the namespace; None on an existing cluster.
         subnet_ids: subnets for the load balancer (the platform's private or public ones); None: let the load
             balancer controller discover tagged subnets.
         outputs: stack outputs to export besides the archetype's own (cluster name, dashboards).
@@ -50,6 +66,8 @@ class ServiceTarget:
     prometheus_url: pulumi.Input[str]
     subnet_ids: pulumi.Input[list[str]] | None = None
     outputs: dict[str, pulumi.Input] = field(default_factory=dict)
+    vpc_cidrs: pulumi.Input[list[str]] | None = None
+    platform_compliance: pulumi.Input[dict[str, bool]] | None = None
 
     @property
     def on_platform(self) -> bool:
@@ -67,14 +85,24 @@ def placement(bp: Blueprint, target: ServiceTarget) -> dict[str, str]:
     return selector
 
 
-def service_namespace(name: str, bp: Blueprint, opts: pulumi.ResourceOptions,
-                      *, pod_security: str = "baseline") -> k8s.core.v1.Namespace:
-    """The service's own namespace (named after it): its Pod Security level and the load balancer's readiness-gate
-    injection, both set before any pod exists."""
+def service_namespace(name: str, bp: Blueprint, target: ServiceTarget, opts: pulumi.ResourceOptions, *,
+                      pod_security: str = "restricted", reason: str = RESTRICTED_REASON) -> k8s.core.v1.Namespace:
+    """The service's own namespace (named after it), set up before any pod exists: its Pod Security level with the
+    reason beside it (`restricted` unless a pod needs less, then `baseline` and why), the load balancer's
+    readiness-gate injection, the stack's derived `private-only` posture, and the platform's compliance settings as
+    the platform reports them (checked against the stack's compliance record by the policy pack)."""
+    if pod_security not in ("restricted", "baseline"):
+        raise ValueError(f"pod_security {pod_security!r}: a service namespace is restricted or baseline")
+    annotations: dict[str, pulumi.Input[str]] = {POD_SECURITY_REASON: reason}
+    if target.platform_compliance is not None:
+        annotations[PLATFORM_COMPLIANCE_ANNOTATION] = pulumi.Output.from_input(target.platform_compliance).apply(
+            encode_flags)
     return k8s.core.v1.Namespace(
         name, metadata={"name": bp.platform.namespace, "labels": {
             **recommended_labels(name=bp.engine.kind, instance=bp.stack, component="namespace"),
-            POD_SECURITY_ENFORCE: pod_security, READINESS_GATE_LABEL: "enabled"}},
+            POD_SECURITY_ENFORCE: pod_security, READINESS_GATE_LABEL: "enabled",
+            PRIVATE_ONLY_LABEL: str(bp.network.private_only).lower()},
+            "annotations": annotations},
         opts=opts)
 
 
@@ -90,8 +118,10 @@ def service_node_pool(name: str, bp: Blueprint, node_class: pulumi.Input[str],
 
 
 def storage(name: str, bp: Blueprint, opts: pulumi.ResourceOptions) -> WeightsStorage:
+    """The stack's model store; its bucket also carries the stack's compliance record (`COMPLIANCE_TAG`)."""
     return WeightsStorage(name, WeightsStorageArgs(
-        tags=bp.tags, customer_managed_kms=bp.storage.customer_managed_kms,
+        tags=bp.tags, bucket_tags={COMPLIANCE_TAG: bp.compliance.to_tag()},
+        customer_managed_kms=bp.storage.customer_managed_kms,
         retain_on_delete=bp.storage.retain_on_delete,
         noncurrent_version_expiry_days=bp.storage.noncurrent_version_expiry_days), opts=opts)
 

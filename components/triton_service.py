@@ -14,14 +14,16 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from blueprints.blueprint import Blueprint, OnnxRuntimeEngine, TritonEngine, TritonModelConfig
 from blueprints.requirements import Accelerator
+from blueprints import defaults
+from components.access import api_key_env
 from components.cluster import GPU_TOLERATION
-from components.workload import serving_objects
+from components.exposure import client_url
+from components.workload import Endpoint, serving_objects
 from components.labels import (
     ANNOTATION_POD_START_S,
     ANNOTATION_WEIGHTS_GIB,
@@ -30,7 +32,7 @@ from components.labels import (
 )
 from components.options import child_options
 from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
-from components.weights_delivery import RESTRICTED_SECURITY_CONTEXT, gi, region_env, weights_volume_gib
+from components.weights_delivery import MODELS_MOUNT, fetch_weights_container, gi, models_volume, weights_volume_gib
 from components.weights_storage import MODELS_PREFIX
 
 #: Well-known node labels (kubernetes.io/docs/reference/labels-annotations-taints).
@@ -133,28 +135,43 @@ class TritonServiceArgs:
 
     Args:
         blueprint: a triton-multi-model blueprint.
-        repository_uri: `s3://<bucket>/models` (from `TritonModelRepository`).
+        bucket_name: the model store bucket; its `models/` prefix is the repository (`TritonModelRepository`).
+        endpoint: the API-key Secret, the VPC's CIDRs and the load balancer's subnets (`components.workload.Endpoint`).
         namespace: where the objects go. Defaults to the blueprint's namespace.
-        expose: a LoadBalancer Service for HTTP and gRPC; otherwise ClusterIP only. Defaults to True.
+        expose: a LoadBalancer Service on the proxy (HTTP and gRPC); otherwise ClusterIP only. Defaults to True.
         node_selector: where the pods run (`components.serving.placement`). Defaults to the CPU architecture and the
             planned instance type.
-        load_balancer_subnet_ids: the load balancer's subnets; default: discovered by their role tags.
     """
 
     blueprint: Blueprint
-    repository_uri: pulumi.Input[str]
+    bucket_name: pulumi.Input[str]
+    endpoint: Endpoint
     namespace: pulumi.Input[str] | None = None
     expose: bool = True
     node_selector: dict[str, str] | None = None
-    load_balancer_subnet_ids: pulumi.Input[list[str]] | None = None
 
 
-def triton_args(engine: TritonEngine, repository_uri: pulumi.Input[str]) -> list[pulumi.Input[str]]:
-    """`tritonserver` arguments: the S3 repository, the three ports, and explicit loading of the planned models."""
-    return [pulumi.Output.concat("--model-repository=", repository_uri),
-            f"--http-port={engine.http_port}", f"--grpc-port={engine.grpc_port}",
-            f"--metrics-port={engine.metrics_port}", "--model-control-mode=explicit",
-            *[f"--load-model={m.name}" for m in engine.models]]
+#: Every Triton API but `health` (restricted_features.h, v2.62.0: health, metadata, inference, shared-memory,
+#: model-config, model-repository, statistics, trace, logging); an API may be in one group only.
+RESTRICTED_APIS = ("metadata", "inference", "shared-memory", "model-config", "model-repository", "statistics",
+                   "trace", "logging")
+#: The environment variable the key reaches the arguments through (`$(API_KEY)`: Kubernetes expands it in `args`).
+API_KEY_ENV = "API_KEY"
+
+
+def restricted_api_args(*, grpc: bool) -> list[str]:
+    """`--http-restricted-api` (and `--grpc-restricted-protocol`) for every API but health, keyed on
+    `defaults.TRITON_RESTRICTED_HEADER` = the API key (BETA flags of the pinned Triton 25.10 = 2.62.0)."""
+    rule = f"{','.join(RESTRICTED_APIS)}:{defaults.TRITON_RESTRICTED_HEADER}=$({API_KEY_ENV})"
+    return [f"--http-restricted-api={rule}", *([f"--grpc-restricted-protocol={rule}"] if grpc else [])]
+
+
+def triton_args(engine: TritonEngine) -> list[str]:
+    """`tritonserver` arguments: the local repository (copied by the init container), the three ports, no model
+    control (every model in the repository loads at start; load/unload requests fail), restricted APIs."""
+    return [f"--model-repository={MODELS_MOUNT}", f"--http-port={engine.http_port}",
+            f"--grpc-port={engine.grpc_port}", f"--metrics-port={engine.metrics_port}", "--model-control-mode=none",
+            *restricted_api_args(grpc=True)]
 
 
 def default_node_selector(bp: Blueprint) -> dict[str, str]:
@@ -177,25 +194,15 @@ def server_resources(bp: Blueprint, *, gpu: bool) -> dict[str, str]:
     return res
 
 
-def metrics_service(resource_name: str, service_name: str, namespace: pulumi.Input[str], labels: dict[str, str],
-                    port: int, opts: pulumi.ResourceOptions) -> k8s.core.v1.Service:
-    """A ClusterIP Service exposing only the server's Prometheus port (named `metrics`)."""
-    return k8s.core.v1.Service(
-        resource_name, metadata={"name": service_name, "namespace": namespace, "labels": labels},
-        spec={"type": "ClusterIP", "selector": selector_labels(labels),
-              "ports": [{"name": "metrics", "port": port, "targetPort": "metrics", "protocol": "TCP"}]},
-        opts=opts)
-
-
 class TritonService(pulumi.ComponentResource):
-    """Triton on GPU or CPU nodes (per the plan), reading its repository from S3 with the pod's IAM identity.
-
-    The region is set explicitly (`AWS_DEFAULT_REGION`, `AWS_REGION`) for Triton's S3 client; ports http, grpc and
-    metrics; startup/readiness probes on `/v2/health/ready`, liveness on `/v2/health/live`; startup budget from the
-    blueprint.
+    """Triton on GPU or CPU nodes (per the plan) behind the authenticating proxy, serving a local copy of its model
+    repository: the init container copies `models/<name>/` (config.pbtxt and weights) from S3 with the pod's identity
+    and an explicit region (Triton's bundled AWS SDK predates EKS Pod Identity, so Triton never reads S3 itself).
+    Ports http, grpc and metrics; startup/readiness probes on `/v2/health/ready`, liveness on `/v2/health/live`;
+    startup budget from the blueprint.
 
     Attributes for monitoring: `selector` (Service labels) and `metrics_port_name` (`metrics`, on a ClusterIP
-    Service only). Outputs: `service_name`, `deployment_name`, `endpoint` (in-cluster HTTP URL).
+    Service only). Outputs: `service_name`, `deployment_name`, `endpoint` (the URL clients use).
     """
 
     def __init__(self, name: str, args: TritonServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -210,28 +217,24 @@ class TritonService(pulumi.ComponentResource):
                                     version=engine.image.rsplit(":", 1)[-1])
         child = child_options(self, opts)
         objects = serving_objects(
-            name, bp, labels=labels, namespace=namespace, opts=child, expose=args.expose,
-            load_balancer_subnet_ids=args.load_balancer_subnet_ids,
-            deployment_spec=lambda account: self._spec(bp, engine, labels, args.repository_uri, account,
+            name, bp, labels=labels, namespace=namespace, opts=child, expose=args.expose, endpoint=args.endpoint,
+            deployment_spec=lambda account: self._spec(bp, engine, labels, args, account,
                                                        args.node_selector or default_node_selector(bp)),
-            ports=[{"name": "http", "port": engine.http_port, "targetPort": "http", "protocol": "TCP"},
-                   {"name": "grpc", "port": engine.grpc_port, "targetPort": "grpc", "protocol": "TCP"}])
+            metrics_port=engine.metrics_port, metrics_target="metrics")
         self.service_account, self.deployment = objects.service_account, objects.deployment
         self.disruption_budget, self.service = objects.disruption_budget, objects.service
-        # Metrics stay inside the cluster: a ClusterIP Service for Prometheus, never a port on the load balancer.
-        self.metrics_service = metrics_service(f"{name}-metrics", f"{bp.service}-triton-metrics", namespace, labels,
-                                               engine.metrics_port, child)
+        self.metrics_service, self.network_policy = objects.metrics_service, objects.network_policy
         self.selector = selector_labels(labels)
         self.metrics_port_name = "metrics"
         self.service_name = self.service.metadata.name
         self.deployment_name = self.deployment.metadata.name
-        self.endpoint = pulumi.Output.concat("http://", self.service.metadata.name, ".", namespace,
-                                             f".svc.cluster.local:{engine.http_port}/v2")
+        self.endpoint = client_url(bp, objects.load_balancer_host, "/v2") if args.expose else pulumi.Output.concat(
+            "http://", self.service.metadata.name, ".", namespace, ".svc.cluster.local/v2")
         self.register_outputs({"service_name": self.service_name, "deployment_name": self.deployment_name,
                                "endpoint": self.endpoint})
 
-    def _spec(self, bp: Blueprint, engine: TritonEngine, labels: dict[str, str],
-              repository_uri: pulumi.Input[str], account: pulumi.Input[str], selector: dict[str, str]) -> dict:
+    def _spec(self, bp: Blueprint, engine: TritonEngine, labels: dict[str, str], args: TritonServiceArgs,
+              account: pulumi.Input[str], selector: dict[str, str]) -> dict:
         gpu = bp.compute.accelerator is Accelerator.NVIDIA_GPU
         if not gpu and any(m.instance_kind == "KIND_GPU" for m in engine.models):
             raise ValueError("engine.models use instance_kind KIND_GPU but compute.accelerator is cpu: "
@@ -251,13 +254,14 @@ class TritonService(pulumi.ComponentResource):
                     "nodeSelector": selector,
                     **pod_rollout(bp, selector_labels(labels)),
                     "tolerations": tolerations(bp),
+                    "initContainers": [fetch_weights_container(bp, args.bucket_name, list(bp.models))],
                     "containers": [{
                         "name": "triton",
                         "image": engine.image,
                         "command": ["tritonserver"],
                         "lifecycle": container_lifecycle(),
-                        "args": triton_args(engine, repository_uri),
-                        "env": region_env(bp.region),
+                        "args": triton_args(engine),
+                        "env": [api_key_env(args.endpoint.api_key_secret, API_KEY_ENV)],
                         "ports": [{"name": "http", "containerPort": engine.http_port, "protocol": "TCP"},
                                   {"name": "grpc", "containerPort": engine.grpc_port, "protocol": "TCP"},
                                   {"name": "metrics", "containerPort": engine.metrics_port, "protocol": "TCP"}],
@@ -269,11 +273,11 @@ class TritonService(pulumi.ComponentResource):
                                            "failureThreshold": 3, "timeoutSeconds": 5},
                         "livenessProbe": {"httpGet": {"path": HEALTH_LIVE, "port": "http"}, "periodSeconds": 15,
                                           "failureThreshold": 4, "timeoutSeconds": 10},
-                        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
-                        "securityContext": RESTRICTED_SECURITY_CONTEXT,
+                        "volumeMounts": [{"name": "models", "mountPath": MODELS_MOUNT, "readOnly": True},
+                                         {"name": "dshm", "mountPath": "/dev/shm"}],
                     }],
-                    "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory",
-                                                              "sizeLimit": gi(TRITON_SHM_GIB)}}],
+                    "volumes": [models_volume(list(bp.models)),
+                                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": gi(TRITON_SHM_GIB)}}],
                 },
             },
         }

@@ -7,9 +7,12 @@ from dataclasses import dataclass
 
 import pulumi
 
+from blueprints import defaults
 from blueprints.blueprint import Blueprint, VllmEngine
+from components.access import api_key_env
 from components.cluster import GPU_TOLERATION
-from components.workload import serving_objects
+from components.exposure import client_url
+from components.workload import Endpoint, serving_objects
 from components.labels import (
     ANNOTATION_POD_START_S,
     ANNOTATION_TENSOR_PARALLEL,
@@ -21,7 +24,6 @@ from components.options import child_options
 from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
 from components.weights_delivery import (
     MODELS_MOUNT,
-    RESTRICTED_SECURITY_CONTEXT,
     fetch_weights_container,
     gi,
     models_volume,
@@ -38,21 +40,19 @@ class VllmServiceArgs:
     Args:
         blueprint: the planned stack (archetype `vllm-gpu`).
         bucket_name: the model store bucket holding `models/<name>/`.
-        service_account_annotations: e.g. IRSA's `eks.amazonaws.com/role-arn`; empty with EKS Pod Identity.
+        endpoint: the API-key Secret, the VPC's CIDRs and the load balancer's subnets (`components.workload.Endpoint`).
         namespace: where the objects go. Defaults to the blueprint's namespace.
-        expose: a LoadBalancer Service (AWS Load Balancer Controller NLB: internal when `private_only`, idle
-            timeout above the longest stream); otherwise ClusterIP only. Defaults to True.
+        expose: a LoadBalancer Service (AWS Load Balancer Controller NLB per `network.exposure`, idle timeout above the
+            longest stream); otherwise ClusterIP only. Defaults to True.
         node_selector: where the pods run (`components.serving.placement`). Defaults to the planned instance type.
-        load_balancer_subnet_ids: the load balancer's subnets; default: discovered by their role tags.
     """
 
     blueprint: Blueprint
     bucket_name: pulumi.Input[str]
-    service_account_annotations: dict[str, pulumi.Input[str]] | None = None
+    endpoint: Endpoint
     namespace: pulumi.Input[str] | None = None
     expose: bool = True
     node_selector: dict[str, str] | None = None
-    load_balancer_subnet_ids: pulumi.Input[list[str]] | None = None
 
 
 def vllm_args(engine: VllmEngine, model_name: str) -> list[str]:
@@ -67,6 +67,8 @@ def vllm_args(engine: VllmEngine, model_name: str) -> list[str]:
         f"--dtype={engine.dtype}",
         f"--kv-cache-dtype={engine.kv_cache_dtype}",
         f"--port={engine.port}",
+        # No /docs, /redoc, /openapi.json (cli_args.py `--disable-fastapi-docs`); the proxy would not pass them anyway.
+        "--disable-fastapi-docs",
     ]
     if engine.max_num_batched_tokens is not None:
         args.append(f"--max-num-batched-tokens={engine.max_num_batched_tokens}")
@@ -76,15 +78,16 @@ def vllm_args(engine: VllmEngine, model_name: str) -> list[str]:
 
 
 class VllmService(pulumi.ComponentResource):
-    """vLLM on GPU nodes: ServiceAccount, Deployment and a Service (LoadBalancer, or ClusterIP without `expose`).
+    """vLLM on GPU nodes behind the authenticating proxy: ServiceAccount, Deployment, Services and NetworkPolicy.
 
     The pod copies its model from S3 in an init container using the pod's IAM identity (no static keys), with an
     explicit region; mounts a memory-backed /dev/shm sized by tensor parallel for NCCL; requests exactly
     `tensor_parallel_size` GPUs; tolerates the GPU taint and selects the planned instance type; and its startup
-    probe and progress deadline follow the blueprint's startup budget.
+    probe and progress deadline follow the blueprint's startup budget. vLLM also checks the key itself on `/v1/*`
+    (`VLLM_API_KEY` from the Secret), behind the proxy that guards every path.
 
-    Outputs: `service_name`, `deployment_name`, `endpoint` (in-cluster URL; the load balancer's DNS name is set on
-    the Service's status once the controller has provisioned it).
+    Outputs: `service_name`, `deployment_name`, `endpoint` (the URL clients use: the load balancer's, or in-cluster
+    without `expose`).
     """
 
     def __init__(self, name: str, args: VllmServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -97,27 +100,27 @@ class VllmService(pulumi.ComponentResource):
                                     version=bp.engine.image.rsplit(":", 1)[-1])
         child = child_options(self, opts)
         objects = serving_objects(
-            name, bp, labels=labels, namespace=namespace, opts=child, expose=args.expose,
-            service_account_annotations=args.service_account_annotations,
-            load_balancer_subnet_ids=args.load_balancer_subnet_ids,
+            name, bp, labels=labels, namespace=namespace, opts=child, expose=args.expose, endpoint=args.endpoint,
             deployment_spec=lambda account: _deployment_spec(
-                bp, labels, args.bucket_name, account,
+                bp, labels, args.bucket_name, account, args.endpoint.api_key_secret,
                 args.node_selector or {INSTANCE_TYPE_LABEL: bp.compute.instance_type}),
-            ports=[{"name": "http", "port": bp.engine.port, "targetPort": "http", "protocol": "TCP"}])
+            metrics_port=bp.engine.port, metrics_target="http")  # vLLM serves /metrics on its API port
         self.service_account, self.deployment = objects.service_account, objects.deployment
         self.disruption_budget, self.service = objects.disruption_budget, objects.service
+        self.metrics_service, self.network_policy = objects.metrics_service, objects.network_policy
         self.selector = selector_labels(labels)
-        self.metrics_port_name = "http"  # vLLM serves /metrics on its API port
+        self.metrics_port_name = "metrics"
         self.service_name = self.service.metadata.name
         self.deployment_name = self.deployment.metadata.name
-        self.endpoint = pulumi.Output.concat("http://", self.service.metadata.name, ".", namespace,
-                                             f".svc.cluster.local:{bp.engine.port}/v1")
+        self.endpoint = client_url(bp, objects.load_balancer_host, "/v1") if args.expose else pulumi.Output.concat(
+            "http://", self.service.metadata.name, ".", namespace, ".svc.cluster.local/v1")
         self.register_outputs({"service_name": self.service_name, "deployment_name": self.deployment_name,
                                "endpoint": self.endpoint})
 
 
 def _deployment_spec(bp: Blueprint, labels: dict[str, str], bucket_name: pulumi.Input[str],
-                     service_account: pulumi.Input[str], node_selector: dict[str, str]) -> dict:
+                     service_account: pulumi.Input[str], api_key_secret: pulumi.Input[str],
+                     node_selector: dict[str, str]) -> dict:
     engine: VllmEngine = bp.engine  # type: ignore[assignment]
     model = bp.model
     c = bp.compute
@@ -133,7 +136,7 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], bucket_name: pulumi.
     startup_failures = math.ceil(2 * startup.pod_start_s / 10)
     return {
         "replicas": max(1, bp.autoscaling.min_replicas),
-        "selector": {"match_labels": selector_labels(labels)},
+        "selector": {"matchLabels": selector_labels(labels)},
         # Covers a cold start on a new GPU node: provisioning, image pull, download and load (+50 %).
         **deployment_rollout(bp),
         "template": {
@@ -142,33 +145,34 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], bucket_name: pulumi.
                 ANNOTATION_POD_START_S: str(startup.pod_start_s),
                 ANNOTATION_TENSOR_PARALLEL: str(engine.tensor_parallel_size)}},
             "spec": {
-                "service_account_name": service_account,
-                "node_selector": node_selector,
+                "serviceAccountName": service_account,
+                "nodeSelector": node_selector,
                 "tolerations": [GPU_TOLERATION],
                 **pod_rollout(bp, selector_labels(labels)),
-                "init_containers": [fetch_weights_container(bp, bucket_name, [model])],
+                "initContainers": [fetch_weights_container(bp, bucket_name, [model])],
                 "containers": [{
                     "name": "vllm",
                     "image": engine.image,
                     "command": ["vllm", "serve"],
                     "args": vllm_args(engine, model.name),
+                    "env": [api_key_env(api_key_secret, "VLLM_API_KEY"),
+                            *({"name": k, "value": v} for k, v in sorted(defaults.VLLM_PRIVACY_ENV.items()))],
                     "lifecycle": container_lifecycle(),
-                    "ports": [{"name": "http", "container_port": engine.port, "protocol": "TCP"}],
+                    "ports": [{"name": "http", "containerPort": engine.port, "protocol": "TCP"}],
                     "resources": {"requests": resources, "limits": resources},
-                    "startup_probe": {"http_get": {"path": "/health", "port": "http"}, "period_seconds": 10,
-                                      "failure_threshold": startup_failures, "timeout_seconds": 5},
-                    "readiness_probe": {"http_get": {"path": "/health", "port": "http"}, "period_seconds": 5,
-                                        "failure_threshold": 3, "timeout_seconds": 5},
-                    "liveness_probe": {"http_get": {"path": "/health", "port": "http"}, "period_seconds": 15,
-                                       "failure_threshold": 4, "timeout_seconds": 10},
-                    "volume_mounts": [{"name": "models", "mount_path": MODELS_MOUNT, "read_only": True},
-                                      {"name": "dshm", "mount_path": "/dev/shm"}],
-                    "security_context": RESTRICTED_SECURITY_CONTEXT,
+                    "startupProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10,
+                                     "failureThreshold": startup_failures, "timeoutSeconds": 5},
+                    "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5,
+                                       "failureThreshold": 3, "timeoutSeconds": 5},
+                    "livenessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 15,
+                                      "failureThreshold": 4, "timeoutSeconds": 10},
+                    "volumeMounts": [{"name": "models", "mountPath": MODELS_MOUNT, "readOnly": True},
+                                     {"name": "dshm", "mountPath": "/dev/shm"}],
                 }],
                 "volumes": [
                     models_volume([model]),
                     # NCCL needs more than the 64 MB default /dev/shm with tensor parallel.
-                    {"name": "dshm", "empty_dir": {"medium": "Memory", "size_limit": gi(engine.shm_size_gib)}},
+                    {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": gi(engine.shm_size_gib)}},
                 ],
             },
         },

@@ -16,9 +16,6 @@ from blueprints.blueprint import Blueprint, ServedModel
 from components.weights_storage import MODELS_PREFIX
 
 MODELS_MOUNT = "/models"
-#: Container security context for every container we render: no privilege, no escalation, no capabilities.
-RESTRICTED_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "privileged": False,
-                               "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def gi(value: float) -> str:
@@ -54,7 +51,8 @@ def fetch_weights_container(bp: Blueprint, bucket_name: pulumi.Input[str], model
     """Init container: `aws s3 sync s3://<bucket>/models/<name>/ /models/<name>` for each model, with the pod's role.
 
     Memory and ephemeral-storage limits are sized from the models (the copied files land in the `models` emptyDir,
-    which is charged to the pod's ephemeral storage).
+    which is charged to the pod's ephemeral storage). Its security context comes with the pod's hardening
+    (`components.hardening`).
     """
     script_args: list[pulumi.Input[str]] = []
     for m in models:
@@ -73,5 +71,4 @@ def fetch_weights_container(bp: Blueprint, bucket_name: pulumi.Input[str], model
         "resources": {"requests": {"cpu": "1", "memory": memory, "ephemeral-storage": storage},
                       "limits": {"cpu": "2", "memory": memory, "ephemeral-storage": storage}},
         "volumeMounts": [{"name": "models", "mountPath": MODELS_MOUNT}],
-        "securityContext": RESTRICTED_SECURITY_CONTEXT,
     }

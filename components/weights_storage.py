@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
@@ -22,12 +22,14 @@ class WeightsStorageArgs:
             AWS-managed `aws/s3` key.
         retain_on_delete: keep the bucket (and key) when the stack is destroyed. Defaults to True.
         noncurrent_version_expiry_days: delete overwritten weight versions after this many days. Defaults to 30.
+        bucket_tags: tags for the bucket only, besides `tags` (e.g. the stack's compliance record). Defaults to none.
     """
 
     tags: dict[str, str]
     customer_managed_kms: bool = False
     retain_on_delete: bool = True
     noncurrent_version_expiry_days: int = 30
+    bucket_tags: dict[str, str] = field(default_factory=dict)
 
 
 class WeightsStorage(pulumi.ComponentResource):
@@ -47,7 +49,8 @@ class WeightsStorage(pulumi.ComponentResource):
         if args.customer_managed_kms:
             self.kms_key = aws.kms.Key(f"{name}-key", description=f"Model weights of {name}",
                                        enable_key_rotation=True, deletion_window_in_days=30, tags=args.tags, opts=child)
-        self.bucket = aws.s3.Bucket(f"{name}-bucket", force_destroy=False, tags=args.tags, opts=child)
+        self.bucket = aws.s3.Bucket(f"{name}-bucket", force_destroy=False, tags={**args.tags, **args.bucket_tags},
+                                    opts=child)
         on_bucket = pulumi.ResourceOptions(parent=self)
         aws.s3.BucketPublicAccessBlock(f"{name}-public-access", bucket=self.bucket.id, block_public_acls=True,
                                        block_public_policy=True, ignore_public_acls=True,

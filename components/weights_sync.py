@@ -21,10 +21,11 @@ import pulumi_kubernetes as k8s
 from blueprints import defaults
 from blueprints.weights import HF_EXCLUDE_PATTERNS, HF_INCLUDE_PATTERNS
 from blueprints.blueprint import Archetype, Blueprint, ServedModel
-from components.labels import recommended_labels, sync_account_name
+from components.labels import recommended_labels, selector_labels, sync_account_name
 from components.options import child_options
+from components.hardening import hardened_pod_spec
+from components.network_policy import sync_job_policy
 from components.weights_delivery import (
-    RESTRICTED_SECURITY_CONTEXT,
     fetch_memory_gib,
     gi,
     region_env,
@@ -130,7 +131,10 @@ class WeightsSync(pulumi.ComponentResource):
         child = child_options(self, opts)
         self.service_account = k8s.core.v1.ServiceAccount(
             f"{name}-sa", metadata={"name": sync_account_name(bp.service), "namespace": namespace, "labels": labels},
-            automount_service_account_token=True, opts=child)
+            automount_service_account_token=False, opts=child)
+        # Egress: DNS, the Pod Identity agent and HTTPS anywhere (Hugging Face, S3); no ingress.
+        self.network_policy = sync_job_policy(f"{name}-network-policy", bp, namespace=namespace,
+                                              selector=selector_labels(labels), opts=child)
         self.token_secret = None
         if args.hf_token is not None and hf_models(bp):
             self.token_secret = k8s.core.v1.Secret(
@@ -167,10 +171,9 @@ class WeightsSync(pulumi.ComponentResource):
                 "args": [model.source_uri, destination, "--no-progress", "--only-show-errors"],
                 "env": region_env(bp.region),
                 "resources": resources,
-                "securityContext": RESTRICTED_SECURITY_CONTEXT,
             }]}
-        pod_spec = {"serviceAccountName": self.service_account.metadata.name, "restartPolicy": "OnFailure",
-                    **pod_spec}
+        pod_spec = hardened_pod_spec({"serviceAccountName": self.service_account.metadata.name,
+                                      "restartPolicy": "OnFailure", **pod_spec})
         if args.node_selector:
             pod_spec["nodeSelector"] = dict(args.node_selector)
         return {"backoffLimit": 4, "activeDeadlineSeconds": deadline_s,
@@ -197,7 +200,6 @@ class WeightsSync(pulumi.ComponentResource):
                 "env": download_env,
                 "resources": resources,
                 "volumeMounts": [{"name": "scratch", "mountPath": SCRATCH_MOUNT}],
-                "securityContext": RESTRICTED_SECURITY_CONTEXT,
             }],
             "containers": [{
                 "name": "upload",
@@ -207,7 +209,6 @@ class WeightsSync(pulumi.ComponentResource):
                 "env": region_env(bp.region),
                 "resources": resources,
                 "volumeMounts": [{"name": "scratch", "mountPath": SCRATCH_MOUNT}],
-                "securityContext": RESTRICTED_SECURITY_CONTEXT,
             }],
             "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": storage}}],
         }

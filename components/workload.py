@@ -1,19 +1,46 @@
-"""The Kubernetes objects every serving workload has, built one way: ServiceAccount, Deployment (with the rollout
-options of `components.disruption.deployment_options`), PodDisruptionBudget and the serving Service (an NLB when
-exposed, see `components.exposure`). All are named `Blueprint.workload_name`."""
+"""The Kubernetes objects every serving workload has, built one way: ServiceAccount (no token mounted), Deployment
+(the engine behind the authenticating proxy, every container hardened, with the rollout options of
+`components.disruption.deployment_options`), PodDisruptionBudget, the serving Service (an NLB on the proxy's port when
+exposed, see `components.exposure`), a ClusterIP metrics Service for Prometheus, and the pods' NetworkPolicy. All are
+named `Blueprint.workload_name` (the metrics Service `<workload>-metrics`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from blueprints import defaults
 from blueprints.blueprint import Blueprint
+from components.access import PROXY_PORT_NAME, proxy_container
 from components.disruption import deployment_options, disruption_budget
-from components.exposure import load_balancer_annotations
+from components.exposure import listener_port, load_balancer_annotations, source_ranges
+from components.hardening import hardened_pod_spec
 from components.labels import selector_labels
+from components.network_policy import serving_policy
+
+
+@dataclass
+class Endpoint:
+    """How a serving workload is reached.
+
+    Attributes:
+        api_key_secret: the Secret holding the API key and the proxy's configuration (`components.access.ApiKey`).
+        vpc_cidrs: the VPC's CIDR(s): the load balancer's addresses and interface endpoints (default: the private
+            address space, for a cluster whose VPC is not known).
+        load_balancer_subnet_ids: the load balancer's subnets; None lets the controller discover them by role tags.
+        monitoring_namespace: where Prometheus runs; only it reaches the engine's metrics port.
+        interceptor_namespace: where the KEDA HTTP add-on's interceptor runs, for a service that scales to zero (it
+            forwards clients' requests to the proxy's port); None otherwise.
+    """
+
+    api_key_secret: pulumi.Input[str]
+    vpc_cidrs: pulumi.Input[list[str]] = field(default_factory=lambda: list(defaults.PRIVATE_CIDRS))
+    load_balancer_subnet_ids: pulumi.Input[list[str]] | None = None
+    monitoring_namespace: str = "monitoring"
+    interceptor_namespace: str | None = None
 
 
 @dataclass
@@ -22,36 +49,71 @@ class ServingObjects:
     deployment: k8s.apps.v1.Deployment
     disruption_budget: k8s.policy.v1.PodDisruptionBudget | None
     service: k8s.core.v1.Service
+    metrics_service: k8s.core.v1.Service
+    network_policy: k8s.networking.v1.NetworkPolicy
+
+    @property
+    def load_balancer_host(self) -> pulumi.Output[str]:
+        """The load balancer's DNS name once the controller has provisioned it (the Service's status)."""
+        def host(status) -> str:
+            ingress = (status.load_balancer.ingress or []) if status and status.load_balancer else []
+            return (ingress[0].hostname or ingress[0].ip or "") if ingress else ""
+        return self.service.status.apply(host)
+
+
+def with_proxy(spec: dict, secret_name: pulumi.Input[str], *, pod_start_s: int) -> dict:
+    """A Deployment spec whose pod runs the authenticating proxy beside the engine, every container hardened."""
+    template = spec["template"]
+    pod = dict(template["spec"])
+    proxy, volume = proxy_container(secret_name, pod_start_s=pod_start_s)
+    pod["containers"] = [*pod["containers"], proxy]
+    pod["volumes"] = [*pod.get("volumes", []), volume]
+    return {**spec, "template": {**template, "spec": hardened_pod_spec(pod)}}
 
 
 def serving_objects(name: str, bp: Blueprint, *, labels: dict[str, str], namespace: pulumi.Input[str],
-                    deployment_spec: Callable[[pulumi.Output[str]], dict], ports: list[dict], expose: bool,
-                    opts: pulumi.ResourceOptions,
-                    service_account_annotations: dict[str, pulumi.Input[str]] | None = None,
-                    load_balancer_subnet_ids: pulumi.Input[list[str]] | None = None) -> ServingObjects:
+                    deployment_spec: Callable[[pulumi.Output[str]], dict], metrics_port: int, metrics_target: str,
+                    endpoint: Endpoint, expose: bool, opts: pulumi.ResourceOptions) -> ServingObjects:
     """Create the workload's objects as children (`opts`) of a serving component named `name`.
 
     Args:
-        deployment_spec: builds the Deployment spec from the ServiceAccount's name.
-        ports: the serving Service's ports (`name`, `port`, `targetPort`, `protocol`); all go on the load balancer.
+        deployment_spec: builds the Deployment spec (camelCase, the engine's containers) from the ServiceAccount's
+            name; the proxy container and the hardening are added here.
+        metrics_port: the engine port Prometheus scrapes; `metrics_target` its container port name.
+        endpoint: the API-key Secret, the VPC's CIDRs, the load balancer's subnets and the monitoring namespace.
         expose: a LoadBalancer Service; otherwise ClusterIP.
-        load_balancer_subnet_ids: the load balancer's subnets (the platform's); None lets the controller discover
-            subnets by their role tags.
     """
     workload = bp.workload_name
     account = k8s.core.v1.ServiceAccount(
-        f"{name}-sa", metadata={"name": workload, "namespace": namespace, "labels": labels,
-                                "annotations": service_account_annotations or {}},
-        automount_service_account_token=True, opts=opts)
+        f"{name}-sa", metadata={"name": workload, "namespace": namespace, "labels": labels},
+        automount_service_account_token=False, opts=opts)
     deployment = k8s.apps.v1.Deployment(
         f"{name}-deployment", metadata={"name": workload, "namespace": namespace, "labels": labels},
-        spec=deployment_spec(account.metadata.name), opts=pulumi.ResourceOptions.merge(opts, deployment_options(bp)))
+        spec=with_proxy(deployment_spec(account.metadata.name), endpoint.api_key_secret,
+                        pod_start_s=bp.startup.pod_start_s),
+        opts=pulumi.ResourceOptions.merge(opts, deployment_options(bp)))
     budget = disruption_budget(f"{name}-pdb", bp, workload, namespace, labels, opts)
+    port = listener_port(bp)
+    spec: dict = {"type": "LoadBalancer" if expose else "ClusterIP", "selector": selector_labels(labels),
+                  "ports": [{"name": PROXY_PORT_NAME, "port": port, "targetPort": PROXY_PORT_NAME, "protocol": "TCP"}]}
+    if expose:
+        spec["loadBalancerSourceRanges"] = source_ranges(bp, endpoint.vpc_cidrs)
     service = k8s.core.v1.Service(
         f"{name}-service",
         metadata={"name": workload, "namespace": namespace, "labels": labels,
-                  "annotations": load_balancer_annotations(bp, [p["port"] for p in ports],
-                                                           subnet_ids=load_balancer_subnet_ids) if expose else {}},
-        spec={"type": "LoadBalancer" if expose else "ClusterIP", "selector": selector_labels(labels), "ports": ports},
+                  "annotations": load_balancer_annotations(bp, [port], subnet_ids=endpoint.load_balancer_subnet_ids)
+                  if expose else {}},
+        spec=spec, opts=opts)
+    # Metrics stay inside the cluster: a ClusterIP Service for Prometheus, never a port on the load balancer.
+    metrics = k8s.core.v1.Service(
+        f"{name}-metrics", metadata={"name": f"{workload}-metrics", "namespace": namespace, "labels": labels},
+        spec={"type": "ClusterIP", "selector": selector_labels(labels),
+              "ports": [{"name": "metrics", "port": metrics_port, "targetPort": metrics_target, "protocol": "TCP"}]},
         opts=opts)
-    return ServingObjects(account, deployment, budget, service)
+    clients = pulumi.Output.all(source_ranges(bp, endpoint.vpc_cidrs), endpoint.vpc_cidrs).apply(
+        lambda both: [*both[0], *both[1]])
+    policy = serving_policy(f"{name}-network-policy", bp, namespace=namespace, selector=selector_labels(labels),
+                            proxy_port=defaults.PROXY_PORT, metrics_port=metrics_port, client_cidrs=clients,
+                            vpc_cidrs=endpoint.vpc_cidrs, monitoring_namespace=endpoint.monitoring_namespace,
+                            interceptor_namespace=endpoint.interceptor_namespace, opts=opts)
+    return ServingObjects(account, deployment, budget, service, metrics, policy)

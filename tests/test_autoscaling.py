@@ -139,7 +139,7 @@ def test_a_scale_to_zero_stack_wakes_through_the_http_add_on():
     assert push == [{"type": "external-push", "metadata": {
         "scalerAddress": "keda-add-ons-http-external-scaler.keda:9090", "interceptorRoute": "chat-assistant-vllm"}}]
     spec = route.inputs["spec"]
-    assert spec["target"] == {"service": "chat-assistant-vllm", "port": 8000}
+    assert spec["target"] == {"service": "chat-assistant-vllm", "port": 80}  # the authenticating proxy's port
     assert spec["scalingMetric"] == {"concurrency": {"targetValue": dev.autoscaling.interceptor_concurrency_target}}
     assert "chat-assistant-vllm-proxy.chat-assistant.svc.cluster.local" in spec["rules"][0]["hosts"]
     proxy = [r for r in run.of_type("kubernetes:core/v1:Service")][0].inputs["spec"]

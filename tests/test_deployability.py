@@ -423,7 +423,8 @@ def test_a_replica_requesting_more_than_a_g6e_xlarge_can_give_is_unschedulable(t
 
 def test_a_replica_requesting_just_under_what_a_g6e_xlarge_can_give_is_schedulable(tmp_path):
     stacks = _copy_stacks(tmp_path, CHAT, PLATFORM)
-    _edit_config(stacks, CHAT, lambda config: config[BLUEPRINT_KEY]["compute"].__setitem__("cpu_per_replica", 3.6))
+    # 3.5 CPU for vLLM plus the authenticating proxy's 0.1 CPU (components/access.py).
+    _edit_config(stacks, CHAT, lambda config: config[BLUEPRINT_KEY]["compute"].__setitem__("cpu_per_replica", 3.5))
     report = _review(stacks, CHAT)
     assert pod_requests(_pod_spec(_record(report, "Deployment").inputs))["cpu"] == Decimal("3.6")
     assert report.deployability == []
@@ -498,10 +499,11 @@ def test_a_percentage_max_surge_counts_against_the_node_pool_limits(bundled):
 
 
 def test_node_pool_limits_count_the_capacity_of_the_nodes_not_the_requests_of_the_pods(bundled):
-    # Pods of 3 CPU, but each needs its own 4-vCPU g6e.xlarge: Karpenter counts 4 vCPU per pod, not 3.
+    # Pods of 3.1 CPU (vLLM 3, its proxy 0.1), but each needs its own 4-vCPU g6e.xlarge: Karpenter counts 4 vCPU
+    # per pod, not 3.1.
     report, most = bundled[CHAT], _chat_max_replicas()
     pool = _record(report, "NodePool")
-    assert pod_requests(_pod_spec(_record(report, "Deployment").inputs))["cpu"] == 3
+    assert pod_requests(_pod_spec(_record(report, "Deployment").inputs))["cpu"] == Decimal("3.1")
     nodes = most + 1
     short = _edited(report, pool, lambda i: i["spec"]["limits"].__setitem__("cpu", str(3 * nodes + 1)))
     [(check, resource, message)] = _findings(short)
@@ -517,9 +519,11 @@ def test_node_pool_limits_count_the_capacity_of_the_nodes_not_the_requests_of_th
 
 def test_a_host_path_volume_in_a_baseline_namespace_is_rejected(bundled):
     report = bundled[CHAT]
-    assert _record(report, "Namespace").inputs["metadata"]["labels"][ENFORCE] == "baseline"
-    deployment = _record(report, "Deployment")
-    host = _edited(report, deployment, lambda i: _pod_spec(i)["volumes"].append(
+    namespace = _record(report, "Namespace")
+    assert namespace.inputs["metadata"]["labels"][ENFORCE] == "restricted"
+    baseline = _edited(report, namespace, lambda i: i["metadata"]["labels"].__setitem__(ENFORCE, "baseline"))
+    deployment = _record(baseline, "Deployment")
+    host = _edited(baseline, deployment, lambda i: _pod_spec(i)["volumes"].append(
         {"name": "host-logs", "hostPath": {"path": "/var/log"}}))
     [(check, resource, message)] = _findings(host)
     assert (check, resource) == ("pod-security", deployment.urn)
@@ -530,21 +534,25 @@ def test_a_host_path_volume_in_a_baseline_namespace_is_rejected(bundled):
 
 def test_pods_that_do_not_set_run_as_non_root_are_rejected_in_a_restricted_namespace(bundled):
     report = bundled[CHAT]
-    namespace, deployment, job = (_record(report, "Namespace"), _record(report, "Deployment"),
-                                  _record(report, "Job"))
-    restricted = _edited(report, namespace, lambda i: i["metadata"]["labels"].__setitem__(ENFORCE, "restricted"))
-    findings = _findings(restricted)
-    assert [(c, r) for c, r, _ in findings] == [("pod-security", deployment.urn), ("pod-security", job.urn)]
+    namespace, deployment = _record(report, "Namespace"), _record(report, "Deployment")
+    assert namespace.inputs["metadata"]["labels"][ENFORCE] == "restricted" and _findings(report) == []
+
+    def drop_non_root(inputs: dict) -> None:  # neither the pod nor the containers say so
+        pod = _pod_spec(inputs)
+        del pod["securityContext"]["runAsNonRoot"]
+        for c in pod["initContainers"] + pod["containers"]:
+            del c["securityContext"]["runAsNonRoot"]
+
+    findings = _findings(_edited(report, deployment, drop_non_root))
+    assert [(c, r) for c, r, _ in findings] == [("pod-security", deployment.urn)]
     assert "Deployment 'chat-assistant-vllm': namespace 'chat-assistant' enforces Pod Security 'restricted'" \
         in findings[0][2]
     assert "(container 'fetch-weights' does not set runAsNonRoot: true; container 'vllm' does not set " \
-           "runAsNonRoot: true)" in findings[0][2]
-    assert pod_security_violations(_pod_spec(deployment.inputs), "restricted") == [
-        "container 'fetch-weights' does not set runAsNonRoot: true", "container 'vllm' does not set runAsNonRoot: true"]
-    admitted = restricted
-    for record in (deployment, job):
-        admitted = _edited(admitted, record, lambda i: _pod_spec(i).__setitem__("securityContext",
-                                                                                   {"runAsNonRoot": True}))
+           "runAsNonRoot: true; container 'auth-proxy' does not set runAsNonRoot: true)" in findings[0][2]
+    assert pod_security_violations(_pod_spec(deployment.inputs), "restricted") == []
+    # The pod-level runAsNonRoot alone admits every container again.
+    admitted = _edited(report, deployment, lambda i: (drop_non_root(i), _pod_spec(i)["securityContext"].__setitem__(
+        "runAsNonRoot", True)))
     assert _findings(admitted) == []
 
 

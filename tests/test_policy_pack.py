@@ -137,8 +137,10 @@ def test_offline_evaluation_reports_the_same_messages_as_crossguard():
                                                 provider=aws_provider("eu-west-1"))}
     crossguard |= {(name, m) for name in ("bucket-encrypted-kms", "bucket-versioned", "bucket-public-access-blocked")
                    for _, m in stack_violations(name, [policy_resource("aws:s3/bucket:Bucket", {}, name="b")])}
+    crossguard |= {("workloads-have-network-policy", m) for _, m in stack_violations(
+        "workloads-have-network-policy", [policy_resource("kubernetes:apps/v1:Deployment", d, name="vllm")])}
     assert offline == crossguard
-    assert len(offline) == 7
+    assert len(offline) == 8
 
 
 def test_offline_evaluation_applies_the_configured_levels():
@@ -166,12 +168,13 @@ UNKNOWN_PROPS = {
                                                  "versioningConfiguration": UNKNOWN_STRING},
     "kubernetes:core/v1:Service": {"metadata": {"annotations": UNKNOWN_STRING},
                                    "spec": {"type": "LoadBalancer"}},
-    "kubernetes:apps/v1:Deployment": {"metadata": {"name": UNKNOWN_STRING}, "spec": {"template": {
+    "kubernetes:apps/v1:Deployment": {"metadata": {"name": UNKNOWN_STRING, "namespace": "serving"}, "spec": {"template": {
         "metadata": {"annotations": {"servingblueprints.io/tensor-parallel-size": "2",
                                      "servingblueprints.io/pod-start-s": UNKNOWN_STRING}},
         "spec": {"nodeSelector": {"node.kubernetes.io/instance-type": "g6e.12xlarge"},
                  "containers": [{"name": "c", "image": UNKNOWN_STRING, "env": UNKNOWN_STRING,
-                                 "securityContext": {"allowPrivilegeEscalation": UNKNOWN_STRING},
+                                 "securityContext": {"allowPrivilegeEscalation": UNKNOWN_STRING,
+                                                     "runAsNonRoot": UNKNOWN_STRING, "capabilities": UNKNOWN_STRING},
                                  "resources": {"limits": {"nvidia.com/gpu": UNKNOWN_STRING}}}],
                  "tolerations": UNKNOWN_STRING, "volumes": UNKNOWN_STRING}}}},
     "kubernetes:keda.sh/v1alpha1:ScaledObject": {"spec": {"maxReplicaCount": UNKNOWN_STRING,
@@ -189,6 +192,7 @@ def test_values_unknown_during_preview_neither_crash_a_policy_nor_count_as_viola
                                        for t, p in UNKNOWN_PROPS.items()]
     stack_policies = [p.name for p in POLICIES if isinstance(p, StackValidationPolicy)]
     found = {name: [m.split(":")[0] for _, m in stack_violations(name, resources)] for name in stack_policies}
-    assert found == {name: [] for name in stack_policies} | {  # these two resources are absent: real findings
+    assert found == {name: [] for name in stack_policies} | {  # these resources are absent: real findings
         "bucket-encrypted-kms": ["Bucket 'Bucket' has no BucketServerSideEncryptionConfiguration"],
-        "bucket-public-access-blocked": ["Bucket 'Bucket' has no BucketPublicAccessBlock"]}
+        "bucket-public-access-blocked": ["Bucket 'Bucket' has no BucketPublicAccessBlock"],
+        "workloads-have-network-policy": ["Deployment 'Deployment'"]}

@@ -76,7 +76,8 @@ def gpu_deployment(**pod_spec_changes: Any) -> dict[str, Any]:
                       "requests": {"nvidia.com/gpu": "1", "memory": "25Gi"}},
         "startupProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10, "failureThreshold": 27},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
-        "securityContext": {"allowPrivilegeEscalation": False, "privileged": False},
+        "securityContext": {"allowPrivilegeEscalation": False, "privileged": False, "runAsNonRoot": True,
+                            "runAsUser": 10001, "capabilities": {"drop": ["ALL"]}},
     }
     spec = {
         "nodeSelector": {"node.kubernetes.io/instance-type": "g6e.xlarge"},

@@ -155,17 +155,33 @@ def test_serving_pods_wait_for_the_weights_sync_job(chat_prod):
     assert run.one("kubernetes:batch/v1:Job").name in _deps(run.one("kubernetes:apps/v1:Deployment"))
 
 
-def test_private_only_gives_an_internal_load_balancer_on_the_platforms_private_subnets(chat_prod):
+def test_an_internal_exposure_is_an_internal_load_balancer_on_the_platforms_private_subnets(chat_prod):
     from blueprints.platform import planned_outputs
-    from tests.blueprint_builders import bundled_platform, derive, manifests, run_program
+    from tests.blueprint_builders import bundled_platform, manifests, run_program
 
-    run = run_program(derive(chat_prod, network={"private_only": True}))
-    [svc] = [m for m in manifests(run) if m["kind"] == "Service"]
+    run = run_program(chat_prod)
+    [svc] = [m for m in manifests(run) if m["kind"] == "Service" and m["spec"]["type"] == "LoadBalancer"]
     annotations = svc["metadata"]["annotations"]
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internal"
     private = planned_outputs(bundled_platform("platform-prod-us-east-1")).private_subnet_ids
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-subnets"] == ",".join(private)
     assert run.of_type("aws:eks/cluster:Cluster") == [] and run.of_type("aws:ec2/vpc:Vpc") == []
+
+
+def test_a_public_exposure_lands_on_the_platforms_public_subnets_and_the_outputs_name_the_client_url(chat_prod):
+    from blueprints.platform import planned_outputs
+    from tests.blueprint_builders import bundled_platform, derive, manifests, run_program
+
+    cert = "arn:aws:acm:us-east-1:123456789012:certificate/0b5c7e4a-1d2f-4c3b-9a8e-7f6d5c4b3a21"
+    bp = derive(chat_prod, network={"exposure": {"scope": "public", "tls_certificate_arn": cert,
+                                                 "allowed_cidrs": ["198.51.100.0/24"], "hostname": "chat.example.com"}})
+    run = run_program(bp)
+    [svc] = [m for m in manifests(run) if m["kind"] == "Service" and m["spec"]["type"] == "LoadBalancer"]
+    public = planned_outputs(bundled_platform("platform-prod-us-east-1")).public_subnet_ids
+    assert svc["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-subnets"] == ",".join(public)
+    assert run.outputs["endpoint"] == "https://chat.example.com/v1"
+    assert run.outputs["api_key"] == "[secret]"
+    assert run.outputs["exposure"] == "public (TLS; from 198.51.100.0/24); API key required"
 
 
 def test_the_platform_stack_reference_defaults_to_this_org_and_project_and_can_be_overridden(chat_prod):

@@ -53,12 +53,28 @@ def test_engine_models_must_name_served_models(gpu_bp):
         repository_configs(bad)
 
 
-def test_server_reads_the_s3_repository_with_an_explicit_region(gpu_run, gpu_bp):
+def test_the_init_container_copies_the_repository_to_local_disk_with_the_pod_identity(gpu_run, gpu_bp):
+    pod = pod_spec(gpu_run)
+    [init] = pod["initContainers"]
+    assert init["image"].startswith("public.ecr.aws/aws-cli/")
+    for m in gpu_bp.models:  # config.pbtxt and the version folder of each model, from the stack's store
+        assert any(a.endswith(f"/models/{m.name}/") for a in init["args"] if isinstance(a, str))
+        assert f"/models/{m.name}" in init["args"]
+    assert {"name": "AWS_REGION", "value": gpu_bp.region} in init["env"]
+    ctr = pod["containers"][0]
+    assert "--model-repository=/models" in ctr["args"]
+    assert not any("s3://" in a for a in ctr["args"]) and not any(e["name"].startswith("AWS_") for e in ctr["env"])
+
+
+def test_model_control_is_off_and_every_api_but_health_needs_the_key_from_the_secret(gpu_run):
     ctr = pod_spec(gpu_run)["containers"][0]
-    repo = [a for a in ctr["args"] if a.startswith("--model-repository=")][0]
-    assert repo.startswith("--model-repository=s3://") and repo.endswith("/models")
-    assert {"name": "AWS_DEFAULT_REGION", "value": gpu_bp.region} in ctr["env"]
-    assert {f"--load-model={m.name}" for m in gpu_bp.engine.models} <= set(ctr["args"])
+    assert "--model-control-mode=none" in ctr["args"]
+    assert not any(a.startswith(("--load-model", "--model-control-mode=explicit")) for a in ctr["args"])
+    apis = "metadata,inference,shared-memory,model-config,model-repository,statistics,trace,logging"
+    assert f"--http-restricted-api={apis}:api-key=$(API_KEY)" in ctr["args"]
+    assert f"--grpc-restricted-protocol={apis}:api-key=$(API_KEY)" in ctr["args"]
+    assert {"name": "API_KEY", "valueFrom": {"secretKeyRef": {"name": "chat-assistant-api-key",
+                                                              "key": "api-key"}}} in ctr["env"]
 
 
 def test_http_grpc_and_metrics_ports_and_health_probes(gpu_run):
@@ -85,10 +101,11 @@ def test_cpu_plan_places_pods_on_cpu_nodes_without_gpu_toleration(chat_prod):
     assert run.of_type("servingblueprints:index:GpuDevicePlugin") == []
 
 
-def test_serving_role_may_list_the_repository_root_but_read_only_its_models(gpu_run):
+def test_serving_role_reads_only_its_models(gpu_run, gpu_bp):
     [policy] = [r for r in gpu_run.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("-serving-policy")]
     text = policy.inputs["policy"]
-    assert '"models/"' in text and "s3:PutObject" not in text
+    assert '"models/"' not in text and "s3:PutObject" not in text
+    assert all(f"models/{m.name}/" in text for m in gpu_bp.models)
 
 
 def test_every_manifest_validates_strictly(gpu_run):
@@ -101,6 +118,7 @@ def test_every_manifest_validates_strictly(gpu_run):
 def test_metrics_are_served_on_a_cluster_ip_service_never_on_the_load_balancer(gpu_run):
     services = {m["metadata"]["name"]: m["spec"] for m in manifests(gpu_run) if m["kind"] == "Service"}
     lb = services["chat-assistant-triton"]
-    assert lb["type"] == "LoadBalancer" and {p["name"] for p in lb["ports"]} == {"http", "grpc"}
+    assert lb["type"] == "LoadBalancer" and lb["ports"] == [{"name": "api", "port": 80, "targetPort": "api",
+                                                             "protocol": "TCP"}]
     metrics = services["chat-assistant-triton-metrics"]
     assert metrics["type"] == "ClusterIP" and [p["port"] for p in metrics["ports"]] == [8002]

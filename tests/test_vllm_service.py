@@ -9,20 +9,29 @@ import pytest
 from blueprints.manifests import validate_manifest
 from blueprints.preview import run_under_mocks
 from components.vllm_service import VllmService, VllmServiceArgs
+from components.workload import Endpoint
 from tests.blueprint_builders import derive, manifests, pod_spec
 from tests.conftest import vllm_blueprint
 
 LB = "service.beta.kubernetes.io/aws-load-balancer-"
+CERT = "arn:aws:acm:us-east-1:123456789012:certificate/0b5c7e4a-1d2f-4c3b-9a8e-7f6d5c4b3a21"
 
 
 def run_vllm(bp, **kwargs):
+    kwargs.setdefault("endpoint", Endpoint(api_key_secret="chat-assistant-api-key", vpc_cidrs=["10.0.0.0/16"]))
     return run_under_mocks(lambda: VllmService(bp.stack, VllmServiceArgs(blueprint=bp, bucket_name="store", **kwargs))
                            and None, stack=bp.stack)
 
 
 def service(run):
-    [svc] = [m for m in manifests(run) if m["kind"] == "Service"]
+    """The serving Service (not the metrics one)."""
+    [svc] = [m for m in manifests(run) if m["kind"] == "Service" and not m["metadata"]["name"].endswith("-metrics")]
     return svc
+
+
+def public(bp, **exposure):
+    return derive(bp, network={"exposure": {"scope": "public", "tls_certificate_arn": CERT,
+                                            "allowed_cidrs": ["203.0.113.0/24"], **exposure}})
 
 
 @pytest.fixture(scope="module")
@@ -30,13 +39,34 @@ def prod_run(chat_prod):
     return run_vllm(chat_prod)
 
 
-def test_service_is_an_internet_facing_nlb_without_private_only(prod_run, chat_prod):
+def test_service_is_an_internal_nlb_on_the_proxy_reachable_from_the_vpc_by_default(prod_run, chat_prod):
     svc = service(prod_run)
-    assert chat_prod.network.private_only is False
+    assert chat_prod.network.private_only is False and chat_prod.network.exposure.scope.value == "internal"
     assert svc["spec"]["type"] == "LoadBalancer"
     ann = svc["metadata"]["annotations"]
-    assert ann[f"{LB}scheme"] == "internet-facing"
+    assert ann[f"{LB}scheme"] == "internal"
     assert ann[f"{LB}type"] == "external" and ann[f"{LB}nlb-target-type"] == "ip"
+    assert ann[f"{LB}target-group-attributes"] == "preserve_client_ip.enabled=true"
+    assert f"{LB}ssl-cert" not in ann
+    assert svc["spec"]["ports"] == [{"name": "api", "port": 80, "targetPort": "api", "protocol": "TCP"}]
+    assert svc["spec"]["loadBalancerSourceRanges"] == ["10.0.0.0/16"]
+
+
+def test_public_exposure_is_an_internet_facing_tls_listener_open_only_to_the_allowed_cidrs(chat_prod):
+    svc = service(run_vllm(public(chat_prod)))
+    ann = svc["metadata"]["annotations"]
+    assert ann[f"{LB}scheme"] == "internet-facing"
+    assert ann[f"{LB}ssl-cert"] == CERT and ann[f"{LB}ssl-ports"] == "443"
+    assert ann[f"{LB}ssl-negotiation-policy"].startswith("ELBSecurityPolicy-TLS13")
+    assert svc["spec"]["ports"][0]["port"] == 443 and svc["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+
+
+def test_engine_port_and_metrics_are_never_on_the_load_balancer(prod_run, chat_prod):
+    [metrics] = [m for m in manifests(prod_run) if m["metadata"]["name"] == "chat-assistant-vllm-metrics"]
+    assert metrics["spec"]["type"] == "ClusterIP"
+    assert metrics["spec"]["ports"] == [{"name": "metrics", "port": chat_prod.engine.port, "targetPort": "http",
+                                         "protocol": "TCP"}]
+    assert all(p["targetPort"] == "api" for p in service(prod_run)["spec"]["ports"])
 
 
 def test_private_only_gives_an_internal_load_balancer(chat_prod):
@@ -46,7 +76,7 @@ def test_private_only_gives_an_internal_load_balancer(chat_prod):
 
 def test_idle_timeout_is_set_above_the_longest_streamed_response(prod_run, chat_prod):
     ann = service(prod_run)["metadata"]["annotations"]
-    value = ann[f"{LB}listener-attributes.TCP-{chat_prod.engine.port}"]
+    value = ann[f"{LB}listener-attributes.TCP-80"]
     key, seconds = value.split("=")
     assert key == "tcp.idle_timeout.seconds"
     assert chat_prod.network.load_balancer_idle_timeout_s < int(seconds) <= 6000
@@ -104,6 +134,7 @@ def test_copy_step_limits_and_volume_grow_with_the_model(chat_prod):
 
 def test_containers_are_unprivileged_and_cannot_escalate(prod_run):
     pod = pod_spec(prod_run)
+    assert [c["name"] for c in pod["containers"]] == ["vllm", "auth-proxy"]
     for c in pod["containers"] + pod["initContainers"]:
         assert c["securityContext"]["privileged"] is False
         assert c["securityContext"]["allowPrivilegeEscalation"] is False

@@ -90,7 +90,8 @@ def test_s3_source_is_copied_server_side_into_the_triton_version_folder(chat_pro
     pod = job(run_sync(bp))["spec"]["template"]["spec"]
     [copy] = pod["containers"]
     assert copy["args"][:2] == [bp.model.source_uri, f"s3://store/models/{bp.model.name}/1/"]
-    assert "initContainers" not in pod and "volumes" not in pod
+    assert "initContainers" not in pod
+    assert {v["name"] for v in pod["volumes"]} == {"home", "tmp"}  # only the hardening's writable dirs, no scratch
     assert store_prefix(bp, bp.model) == f"models/{bp.model.name}/1/"
     assert store_prefix(chat_prod, chat_prod.model) == f"models/{chat_prod.model.name}/"
 

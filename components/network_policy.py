@@ -1,0 +1,103 @@
+"""NetworkPolicies of a service's namespace, enforced by the VPC CNI's network policy agent (the platform turns it on:
+`enableNetworkPolicy: "true"` on the vpc-cni add-on).
+
+- `<service>-default-deny`: every pod in the namespace, no ingress and no egress unless another policy allows it.
+- `<workload>` (serving pods): ingress to the proxy port from the load balancer's path (the VPC's CIDR, where the
+  NLB's addresses are, plus the exposure's allowed CIDRs: the load balancer preserves client IPs, see
+  `components.exposure`), and to the engine's metrics port from the monitoring namespace only; egress to DNS, the EKS
+  Pod Identity agent and HTTPS to AWS's public endpoints (S3, STS) and the VPC's interface endpoints, never to other
+  private addresses.
+- `<service>-weights-sync` (sync Jobs): egress to DNS, the Pod Identity agent and HTTPS anywhere (Hugging Face, S3).
+
+NetworkPolicy has no host names: "S3" and "Hugging Face" can only be written as addresses and ports, so HTTPS egress
+is by port (443) and address range, not by service.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from blueprints import defaults
+from blueprints.blueprint import Blueprint
+from components.labels import recommended_labels
+
+#: Label every namespace carries with its own name (Kubernetes >= 1.21, `kubernetes.io/metadata.name`).
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def _tcp(port: int | str) -> dict:
+    return {"port": port, "protocol": "TCP"}
+
+
+def egress_base() -> list[dict]:
+    """DNS (CoreDNS in kube-system, UDP and TCP 53) and the EKS Pod Identity agent (TCP 80)."""
+    return [
+        {"to": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: defaults.DNS_NAMESPACE}},
+                 "podSelector": {"matchLabels": dict(defaults.DNS_POD_LABELS)}}],
+         "ports": [{"port": 53, "protocol": "UDP"}, _tcp(53)]},
+        {"to": [{"ipBlock": {"cidr": defaults.POD_IDENTITY_AGENT_CIDR}}], "ports": [_tcp(defaults.POD_IDENTITY_AGENT_PORT)]},
+    ]
+
+
+def aws_endpoints_egress(vpc_cidrs: list[str]) -> dict:
+    """HTTPS to AWS's public endpoints (any public address: S3 and STS have no fixed ranges NetworkPolicy can name)
+    and to the VPC's interface endpoints (`vpc_cidrs`); no other private address."""
+    return {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(defaults.PRIVATE_CIDRS)}},
+                   *({"ipBlock": {"cidr": c}} for c in vpc_cidrs)],
+            "ports": [_tcp(443)]}
+
+
+def default_deny(name: str, bp: Blueprint, namespace: pulumi.Input[str],
+                 opts: pulumi.ResourceOptions) -> k8s.networking.v1.NetworkPolicy:
+    """Deny all ingress and egress to every pod of the namespace (other policies add what is allowed)."""
+    return k8s.networking.v1.NetworkPolicy(
+        name, metadata={"name": f"{bp.service}-default-deny", "namespace": namespace,
+                        "labels": recommended_labels(name=bp.engine.kind, instance=bp.stack, component="network")},
+        spec={"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}, opts=opts)
+
+
+def serving_policy(name: str, bp: Blueprint, *, namespace: pulumi.Input[str], selector: dict[str, str],
+                   proxy_port: int, metrics_port: int, client_cidrs: pulumi.Input[list[str]],
+                   vpc_cidrs: pulumi.Input[list[str]], monitoring_namespace: str,
+                   opts: pulumi.ResourceOptions,
+                   interceptor_namespace: str | None = None) -> k8s.networking.v1.NetworkPolicy:
+    """The serving pods' policy (see the module docstring).
+
+    Args:
+        client_cidrs: who may reach the proxy port: the VPC's CIDR(s) and the exposure's allowed CIDRs.
+        vpc_cidrs: the VPC's CIDR(s), for its interface endpoints.
+        monitoring_namespace: where Prometheus runs (it scrapes `metrics_port`).
+        interceptor_namespace: where the KEDA HTTP interceptor runs, when the service scales to zero: it forwards
+            clients' requests to the proxy port.
+    """
+    def spec(sources: list[str], vpcs: list[str]) -> dict:
+        return {
+            "podSelector": {"matchLabels": dict(selector)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [
+                {"from": [*({"ipBlock": {"cidr": c}} for c in sorted(set(sources))),
+                          *([{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: interceptor_namespace}}}]
+                            if interceptor_namespace else [])],
+                 "ports": [_tcp(proxy_port)]},
+                {"from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: monitoring_namespace}}}],
+                 "ports": [_tcp(metrics_port)]},
+            ],
+            "egress": [*egress_base(), aws_endpoints_egress(sorted(set(vpcs)))],
+        }
+
+    return k8s.networking.v1.NetworkPolicy(
+        name, metadata={"name": bp.workload_name, "namespace": namespace,
+                        "labels": recommended_labels(name=bp.engine.kind, instance=bp.stack, component="network")},
+        spec=pulumi.Output.all(client_cidrs, vpc_cidrs).apply(lambda both: spec(both[0], both[1])), opts=opts)
+
+
+def sync_job_policy(name: str, bp: Blueprint, *, namespace: pulumi.Input[str], selector: dict[str, str],
+                    opts: pulumi.ResourceOptions) -> k8s.networking.v1.NetworkPolicy:
+    """The weights sync Jobs' policy: no ingress; DNS, the Pod Identity agent and HTTPS anywhere."""
+    return k8s.networking.v1.NetworkPolicy(
+        name, metadata={"name": f"{bp.service}-weights-sync", "namespace": namespace,
+                        "labels": recommended_labels(name="weights-sync", instance=bp.stack, component="network")},
+        spec={"podSelector": {"matchLabels": dict(selector)}, "policyTypes": ["Ingress", "Egress"], "ingress": [],
+              "egress": [*egress_base(), {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [_tcp(443)]}]},
+        opts=opts)

@@ -1,0 +1,158 @@
+"""The stack against its own requirements: each service stack records its requirements' compliance (a tag on its model
+store bucket, `blueprints.blueprint.COMPLIANCE_TAG`, written by `blueprint plan` beside the settings derived from it),
+and these rules check the derived settings the program rendered against that record, whatever the environment's
+policy config says. A hand edit of a stack config that weakens it below its requirements therefore fails here,
+naming the rule; editing the record itself shows in the baseline diff, compliance changes first.
+
+The platform's own settings (audit logs, private API endpoint, secrets key) are read from the namespace annotation the
+service writes from its platform's StackReference outputs (`blueprints.blueprint.PLATFORM_COMPLIANCE_ANNOTATION`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from blueprints.blueprint import COMPLIANCE_TAG, PLATFORM_COMPLIANCE_ANNOTATION, PRIVATE_ONLY_LABEL, decode_flags
+from policies.compliance import BUCKET, resource_region
+from policies.exposure import is_internet_facing
+from policies.resources import (
+    CAPACITY_TYPE_LABEL,
+    NODE_GROUP,
+    NODE_POOL,
+    UNKNOWN,
+    Finding,
+    Res,
+    get,
+    items,
+    mapping,
+    node_pool_requirement,
+)
+
+NAMESPACE: Final = "kubernetes:core/v1:Namespace"
+SSE: Final = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+SCALED_OBJECT: Final = "kubernetes:keda.sh/v1alpha1:ScaledObject"
+HPAS: Final = ("kubernetes:autoscaling/v2:HorizontalPodAutoscaler", "kubernetes:autoscaling/v1:HorizontalPodAutoscaler")
+SCALABLE_TARGET: Final = "aws:appautoscaling/target:Target"
+
+
+def compliance_record(resources: Sequence[Res]) -> tuple[Res, dict[str, Any]] | None:
+    """(the bucket carrying it, the decoded record) of the stack's compliance record; None when the stack has none
+    (a platform stack) or its tags are unknown yet."""
+    for res in resources:
+        tags = res.props.get("tags") if res.type == BUCKET else None
+        value = mapping(tags).get(COMPLIANCE_TAG) if tags is not UNKNOWN else None
+        if isinstance(value, str):
+            return res, decode_flags(value)
+    return None
+
+
+def platform_settings(resources: Sequence[Res]) -> list[tuple[Res, dict[str, Any]]]:
+    """(namespace, the platform's settings as recorded on it) for each namespace carrying them."""
+    found = []
+    for res in resources:
+        if res.type != NAMESPACE:
+            continue
+        value = get(res.props, "metadata", "annotations", PLATFORM_COMPLIANCE_ANNOTATION)
+        if isinstance(value, str):
+            found.append((res, decode_flags(value)))
+    return found
+
+
+def _record_check(requirement: str, check: Callable[[Sequence[Res], Res, dict[str, Any]], list[Finding]]):
+    """A stack check that runs `check` when the stack's record requires `requirement` (truthy)."""
+
+    def run(resources: Sequence[Res], config: Mapping[str, Any]) -> list[Finding]:
+        found = compliance_record(resources)
+        if found is None or not found[1].get(requirement):
+            return []
+        return check(resources, found[0], found[1])
+
+    return run
+
+
+def _platform_flag(resources: Sequence[Res], flag: str, problem: str, fix: str) -> list[Finding]:
+    return [(ns, f"{ns.label}: its platform reports {flag}=false: {problem}; {fix}")
+            for ns, settings in platform_settings(resources) if settings.get(flag) is False]
+
+
+def _private_only(resources: Sequence[Res], record: Res, _: dict[str, Any]) -> list[Finding]:
+    findings: list[Finding] = []
+    for res in resources:
+        if is_internet_facing(res):
+            findings.append((res, f"{res.label} is internet-facing but the stack's requirements are private_only; "
+                                  "re-plan (`blueprint plan`): exposure is internal for a private-only service"))
+        label = get(res.props, "metadata", "labels", PRIVATE_ONLY_LABEL) if res.type == NAMESPACE else None
+        if label == "false":
+            findings.append((res, f"{res.label} is labelled {PRIVATE_ONLY_LABEL}=false (network.private_only) but the "
+                                  "stack's requirements are private_only; re-plan instead of editing the stack config"))
+        if res.type == "aws:sagemaker/model:Model" and res.props.get("vpcConfig") is None:
+            findings.append((res, f"{res.label} runs outside a VPC but the stack's requirements are private_only; "
+                                  "re-plan (the model runs in the platform's private subnets)"))
+    return findings + _platform_flag(resources, "private_endpoint", "its Kubernetes API is public",
+                                     "re-plan the platform (a private-only service needs a private platform)")
+
+
+def _sse_key(props: Mapping[str, Any]) -> Any:
+    keys = [get(r, "applyServerSideEncryptionByDefault", "kmsMasterKeyId") for r in items(props.get("rules"))]
+    return UNKNOWN if UNKNOWN in keys or props.get("rules") is UNKNOWN else next((k for k in keys if k), None)
+
+
+def _customer_managed_kms(resources: Sequence[Res], record: Res, _: dict[str, Any]) -> list[Finding]:
+    findings: list[Finding] = []
+    settings = [r for r in resources if r.type == SSE and r.parent == record.parent]
+    keys = [_sse_key(r.props) for r in settings]
+    own_key = [isinstance(k, str) and k != "aws/s3" and not k.endswith("alias/aws/s3") for k in keys]
+    if settings and UNKNOWN not in keys and not any(own_key):
+        findings.append((record, f"{record.label} is encrypted with the AWS-managed key (no kmsMasterKeyId) but the "
+                                 "stack's requirements are customer_managed_kms; re-plan (storage.customer_managed_kms "
+                                 "creates the key)"))
+    return findings + _platform_flag(resources, "secrets_kms", "Kubernetes secrets (the API key) are not encrypted "
+                                     "with a customer-managed key", "re-plan the platform")
+
+
+def _audit_logging(resources: Sequence[Res], record: Res, _: dict[str, Any]) -> list[Finding]:
+    return _platform_flag(resources, "audit_logging", "the cluster sends no Kubernetes audit logs, which the stack's "
+                          "requirements need", "re-plan the platform (audit logging follows its services)")
+
+
+def _regions(resources: Sequence[Res], record: Res, values: dict[str, Any]) -> list[Finding]:
+    allowed = [r for r in str(values.get("regions_allowed") or "").split("/") if r]
+    findings: list[Finding] = []
+    for res in resources:
+        region = resource_region(res) if res.type.startswith("aws:") else None
+        if allowed and region is not None and region not in allowed:
+            findings.append((res, f"{res.label} is in {region}, outside the stack's compliance.regions_allowed "
+                                  f"{allowed}; re-plan for an allowed region"))
+    return findings
+
+
+def _production(resources: Sequence[Res], record: Res, _: dict[str, Any]) -> list[Finding]:
+    findings: list[Finding] = []
+    for res in resources:
+        if res.type == SCALED_OBJECT:
+            low = get(res.props, "spec", "minReplicaCount")
+            low = 0 if low is None else low  # KEDA's default minReplicaCount is 0
+        elif res.type in HPAS:
+            low = get(res.props, "spec", "minReplicas")
+            low = 1 if low is None else low
+        elif res.type == SCALABLE_TARGET:
+            low = res.props.get("minCapacity")
+        else:
+            low = None
+        if isinstance(low, (int, float)) and low < 1:
+            findings.append((res, f"{res.label} may scale to zero but the stack's requirements are production; "
+                                  "re-plan (production keeps at least one replica)"))
+        spot = ((res.type == NODE_POOL and "spot" in (node_pool_requirement(res, CAPACITY_TYPE_LABEL) or []))
+                or (res.type == NODE_GROUP and res.props.get("capacityType") == "SPOT"))
+        if spot:
+            findings.append((res, f"{res.label} may use spot capacity but the stack's requirements are production; "
+                                  "re-plan (production runs on-demand)"))
+    return findings
+
+
+check_compliance_private_only = _record_check("private_only", _private_only)
+check_compliance_customer_managed_kms = _record_check("customer_managed_kms", _customer_managed_kms)
+check_compliance_audit_logging = _record_check("audit_logging", _audit_logging)
+check_compliance_regions = _record_check("regions_allowed", _regions)
+check_compliance_production = _record_check("production", _production)

@@ -1,0 +1,146 @@
+"""Exposure in the requirements: internal by default; public only with TLS (an ACM certificate in the stack's region)
+and source CIDRs, 0.0.0.0/0 only acknowledged, never with private_only; the plan says who can reach the endpoint."""
+
+from __future__ import annotations
+
+import pytest
+
+from blueprints.requirements import ExposureScope, Requirements
+from test_bad_input import fails, project, write_requirements  # noqa: F401 - the fixture
+from tests.conftest import example_data
+
+CERT = "arn:aws:acm:us-east-1:123456789012:certificate/0b5c7e4a-1d2f-4c3b-9a8e-7f6d5c4b3a21"
+
+
+def with_exposure(**exposure):
+    def mutate(data):
+        data["exposure"] = exposure
+        data["environments"] = {"prod": {"region": "us-east-1"}}
+    return mutate
+
+
+def test_a_service_without_an_exposure_section_is_internal():
+    assert Requirements.model_validate(example_data()).exposure.scope is ExposureScope.INTERNAL
+
+
+@pytest.mark.parametrize("exposure, message", [
+    ({"scope": "public", "allowed_cidrs": ["203.0.113.0/24"]}, "exposure: Value error, scope public needs "
+     "tls_certificate_arn"),
+    ({"scope": "public", "tls_certificate_arn": CERT}, "scope public needs allowed_cidrs"),
+    ({"scope": "public", "tls_certificate_arn": CERT, "allowed_cidrs": ["0.0.0.0/0"]},
+     "set acknowledge_open_internet: true"),
+    ({"tls_certificate_arn": "arn:aws:iam::123456789012:server-certificate/x"}, "exposure.tls_certificate_arn"),
+    ({"allowed_cidrs": ["10.0.0.1/8"]}, "is not an IPv4 CIDR with its host bits zero"),
+    ({"allowed_cidrs": ["10.0.0.0"]}, "has no prefix length; write it as 10.0.0.0/32"),
+    ({"scope": "everyone"}, "exposure.scope"),
+    ({"hostname": "-bad-.example.com"}, "exposure.hostname"),
+], ids=["no-tls", "no-cidrs", "open-internet-unacknowledged", "not-acm", "host-bits", "no-prefix", "bad-scope",
+        "bad-hostname"])
+def test_bad_exposure_exits_2_naming_the_field_and_the_fix(project, exposure, message):  # noqa: F811
+    fails(["plan", write_requirements(project, with_exposure(**exposure))], "bad.yaml", message)
+
+
+def test_public_together_with_private_only_exits_2(project):  # noqa: F811
+    def mutate(data):
+        with_exposure(scope="public", tls_certificate_arn=CERT, allowed_cidrs=["203.0.113.0/24"])(data)
+        data["compliance"]["private_only"] = True
+    fails(["plan", write_requirements(project, mutate)], "contradicts compliance.private_only",
+          "use exposure.scope: internal")
+
+
+def test_a_certificate_of_another_region_exits_2(project):  # noqa: F811
+    def mutate(data):
+        with_exposure(scope="public", tls_certificate_arn=CERT, allowed_cidrs=["203.0.113.0/24"])(data)
+        data["environments"] = {"prod": {"region": "us-west-2"}}
+    fails(["plan", write_requirements(project, mutate)], "ACM certificate in us-east-1",
+          "environments.prod.region is us-west-2", "request (or import) the certificate in us-west-2")
+
+
+def test_an_acknowledged_open_internet_plans_and_the_plan_says_who_can_reach_it(project):  # noqa: F811
+    from blueprints.stackconfig import read_config
+    from typer.testing import CliRunner
+
+    from blueprints.cli import app
+
+    path = write_requirements(project, with_exposure(scope="public", tls_certificate_arn=CERT,
+                                                     allowed_cidrs=["0.0.0.0/0"], acknowledge_open_internet=True,
+                                                     hostname="chat.example.com"))
+    result = CliRunner().invoke(app, ["plan", path, "--as-of", "2026-12-01", "--out-dir", str(project / "out")])
+    assert result.exit_code == 0, result.output
+    [written] = (project / "out").glob("Pulumi.*-prod.yaml")
+    bp = read_config(written)
+    assert bp.network.exposure.scope is ExposureScope.PUBLIC
+    [access] = [r for r in bp.rationale if r.startswith("access:")]
+    assert "https://chat.example.com" in access and "the whole internet (acknowledged)" in access
+    assert "API key" in access
+
+
+def test_a_sagemaker_plan_says_it_is_iam_authorised():
+    from blueprints.planner import access_reasons
+
+    req = Requirements.model_validate(example_data())
+    [line] = access_reasons(req, managed=True)
+    assert "IAM-authorised" in line and "sagemaker:InvokeEndpoint" in line
+
+
+def test_every_bundled_load_balancer_is_internal_but_the_public_examples_which_has_tls_ranges_and_a_key():
+    from pathlib import Path
+
+    from blueprints.review import review_stack
+
+    root = Path(__file__).resolve().parents[1]
+    schemes = {}
+    for path in sorted((root / "stacks").glob("Pulumi.*.yaml")):
+        stack = path.name[len("Pulumi."):-len(".yaml")]
+        if stack.startswith("platform-") or stack.startswith("prototype-"):
+            continue  # platforms have no serving Service; the prototype is a SageMaker endpoint (IAM-authorised)
+        report = review_stack(stack, stacks_dir=root / "stacks", program=root / "__main__.py")
+        assert report.clean, stack
+        balancers = [m for m in report.manifests if m["kind"] == "Service" and m["spec"]["type"] == "LoadBalancer"]
+        if report.blueprint.autoscaling.min_replicas == 0:  # scaled to zero: no load balancer, the KEDA interceptor
+            assert balancers == []
+            continue
+        [svc] = balancers
+        annotations = svc["metadata"]["annotations"]
+        schemes[stack] = annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"]
+        if stack == "partner-api-prod":
+            assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"].startswith("arn:aws:acm:")
+            assert svc["spec"]["loadBalancerSourceRanges"] == ["198.51.100.0/24", "203.0.113.0/24"]
+            assert [m for m in report.manifests if m["kind"] == "Secret" and m["metadata"]["name"] == "partner-api-api-key"]
+            assert report.outputs["api_key"] == "[secret]"
+            assert report.outputs["endpoint"] == "https://llm.partners.example.com/v1"
+    assert {s for s, scheme in schemes.items() if scheme != "internal"} == {"partner-api-prod"}
+    assert len(schemes) == 8
+
+
+def test_a_stack_config_cannot_be_public_and_private_only_nor_use_a_certificate_of_another_region(chat_prod):
+    from pydantic import ValidationError
+
+    from tests.blueprint_builders import derive
+
+    public = {"scope": "public", "tls_certificate_arn": CERT, "allowed_cidrs": ["203.0.113.0/24"]}
+    with pytest.raises(ValidationError, match="contradicts network.private_only"):
+        derive(chat_prod, network={"private_only": True, "exposure": public})
+    with pytest.raises(ValidationError, match="a load balancer uses an ACM certificate of its own region"):
+        derive(chat_prod, network={"exposure": {**public, "tls_certificate_arn": CERT.replace("us-east-1",
+                                                                                              "eu-west-1")}})
+
+
+def test_a_public_service_that_scales_to_zero_exits_2(project):  # noqa: F811
+    def mutate(data):
+        with_exposure(scope="public", tls_certificate_arn=CERT, allowed_cidrs=["203.0.113.0/24"])(data)
+        data["environments"] = {"dev": {"region": "us-east-1", "min_replicas": 0}}
+    fails(["plan", write_requirements(project, mutate)], "environments.dev.min_replicas 0 with exposure.scope public",
+          "set min_replicas >= 1 or use exposure.scope: internal")
+
+
+def test_a_scaled_to_zero_service_admits_the_keda_interceptor_to_the_proxy():
+    from tests.blueprint_builders import manifests, run_program
+    from tests.conftest import plan_env, requirements_with
+
+    dev = plan_env(requirements_with(), "dev")
+    assert dev.autoscaling.min_replicas == 0 and dev.serving_port == 80
+    [policy] = [m for m in manifests(run_program(dev))
+                if m["kind"] == "NetworkPolicy" and m["metadata"]["name"] == "chat-assistant-vllm"]
+    assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "keda"}}} in \
+        policy["spec"]["ingress"][0]["from"]

@@ -1,0 +1,138 @@
+"""The stack against its own recorded requirements: a hand edit that weakens a stack below them fails the preview
+(exit 1) naming the `compliance-*` rule; the bundled stacks pass; the baseline diff lists compliance changes first."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from blueprints.blueprint import COMPLIANCE_TAG, PLATFORM_COMPLIANCE_ANNOTATION, ComplianceRecord, decode_flags
+from blueprints.cli import app
+from test_policy_support import policy_resource, stack_violations
+
+ROOT = Path(__file__).resolve().parents[1]
+STACK = "regulated-assistant-prod"
+
+
+def preview(stacks: Path, *extra: str):
+    return CliRunner().invoke(app, ["preview", STACK, "--stacks-dir", str(stacks), "--program",
+                                    str(ROOT / "__main__.py"), *extra])
+
+
+def edited(tmp_path: Path, stack: str, edit) -> Path:
+    for f in (ROOT / "stacks").glob("Pulumi.*.yaml"):
+        shutil.copy(f, tmp_path)
+    path = tmp_path / f"Pulumi.{stack}.yaml"
+    data = yaml.safe_load(path.read_text())
+    config = data["config"]
+    edit(config.get("servingblueprints:blueprint") or config["servingblueprints:platform"])
+    path.write_text(yaml.safe_dump(data))
+    return tmp_path
+
+
+@pytest.mark.parametrize("edit, rule", [
+    (lambda bp: bp["network"].update(private_only=False), "compliance-private-only"),
+    (lambda bp: bp["storage"].update(customer_managed_kms=False), "compliance-customer-managed-kms"),
+    (lambda bp: (bp.update(production=False), bp["autoscaling"].update(min_replicas=0)), "compliance-production"),
+], ids=["private_only-false", "no-customer-managed-key", "production-scales-to-zero"])
+def test_a_hand_edit_below_the_stacks_own_requirements_exits_1_naming_the_rule(tmp_path, edit, rule):
+    result = preview(edited(tmp_path, STACK, edit))
+    assert result.exit_code == 1, result.output
+    mandatory = [line for line in result.output.splitlines() if line.strip().startswith("mandatory ")]
+    assert [line.split()[1] for line in mandatory] == [rule]
+
+
+def test_a_service_requiring_audit_logs_on_a_platform_without_them_fails(tmp_path):
+    stacks = edited(tmp_path, "platform-prod-eu-central-1", lambda cfg: cfg.update(audit_logging=False))
+    result = preview(stacks)
+    assert result.exit_code == 1
+    assert "mandatory compliance-audit-logging on regulated-assistant-prod-namespace" in result.output
+    assert "its platform reports audit_logging=false" in result.output
+
+
+def test_the_bundled_regulated_stack_records_its_requirements_and_passes(tmp_path):
+    result = preview(ROOT / "stacks", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["compliance"] == {"regions_allowed": ["eu-central-1", "eu-west-1"], "private_only": True,
+                                  "customer_managed_kms": True, "audit_logging": True, "production": True}
+    [bucket] = [r for r in data["resources"] if r["type"] == "aws:s3/bucket:Bucket"]
+    assert decode_flags(bucket["inputs"]["tags"][COMPLIANCE_TAG]) == {
+        "audit_logging": True, "customer_managed_kms": True, "private_only": True, "production": True,
+        "regions_allowed": "eu-central-1/eu-west-1"}
+    [namespace] = [m for m in data["manifests"] if m["kind"] == "Namespace"]
+    assert decode_flags(namespace["metadata"]["annotations"][PLATFORM_COMPLIANCE_ANNOTATION]) == {
+        "audit_logging": True, "private_endpoint": True, "secrets_kms": True}
+
+
+def test_the_baseline_diff_lists_a_compliance_change_first(tmp_path):
+    base_dir = tmp_path / "base"
+    assert preview(ROOT / "stacks", "--out", str(base_dir)).exit_code == 0
+    (tmp_path / "head").mkdir()
+    head = edited(tmp_path / "head", STACK,
+                  lambda bp: bp["compliance"].update(private_only=False, customer_managed_kms=False))
+    result = preview(head, "--baseline", str(base_dir / "plan.json"), "--out", str(tmp_path / "out"))
+    lines = result.output.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("[compliance changed]"))
+    assert lines[first:first + 2] == ["[compliance changed] customer_managed_kms: True -> False",
+                                      "[compliance changed] private_only: True -> False"]
+    assert lines[first + 2].startswith("Against baseline")
+    markdown = (tmp_path / "out" / "plan.md").read_text()
+    assert markdown.index("**Compliance changed**") < markdown.index("Monthly cost:")
+    assert json.loads((tmp_path / "out" / "plan.json").read_text())["diff"]["compliance"][0] == {
+        "path": "customer_managed_kms", "before": True, "after": False}
+
+
+def record(**changes) -> dict:
+    values = {"regions_allowed": ["eu-central-1"], "private_only": True, "customer_managed_kms": True,
+              "audit_logging": True, "production": True, **changes}
+    return {"tags": {COMPLIANCE_TAG: ComplianceRecord(**values).to_tag()}}
+
+
+def bucket(**changes):
+    return policy_resource("aws:s3/bucket:Bucket", record(**changes), name="weights-bucket")
+
+
+def test_a_record_that_does_not_require_a_setting_makes_its_rule_pass():
+    scaler = policy_resource("kubernetes:keda.sh/v1alpha1:ScaledObject", {"spec": {"minReplicaCount": 0}}, name="s")
+    assert stack_violations("compliance-production", [bucket(production=False), scaler]) == []
+    assert [m.split(" may")[0] for _, m in stack_violations("compliance-production", [bucket(), scaler])] == [
+        "ScaledObject 's'"]
+
+
+def test_a_stack_without_a_record_is_not_judged_by_the_compliance_rules():
+    scaler = policy_resource("kubernetes:keda.sh/v1alpha1:ScaledObject", {"spec": {}}, name="s")
+    assert stack_violations("compliance-production", [scaler]) == []
+
+
+def test_production_forbids_spot_node_pools_and_a_keda_default_of_zero():
+    pool = policy_resource("kubernetes:karpenter.sh/v1:NodePool", {"spec": {"template": {"spec": {"requirements": [
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}]}}}}, name="gpu")
+    scaler = policy_resource("kubernetes:keda.sh/v1alpha1:ScaledObject", {"spec": {"maxReplicaCount": 4}}, name="s")
+    found = [m.split(" may")[0] for _, m in stack_violations("compliance-production", [bucket(), pool, scaler])]
+    assert sorted(found) == ["NodePool 'gpu'", "ScaledObject 's'"]
+
+
+def test_regions_outside_the_records_list_are_flagged_whatever_the_policy_config():
+    from test_policy_support import aws_provider
+
+    role = policy_resource("aws:iam/role:Role", {}, name="r", provider=aws_provider("us-east-1"))
+    found = stack_violations("compliance-regions", [bucket(), role])
+    assert [m.split(" is in")[0] for _, m in found] == ["Role 'r'"]
+    assert stack_violations("compliance-regions", [bucket(regions_allowed=[]), role]) == []
+
+
+def test_private_only_flags_an_internet_facing_load_balancer_and_a_public_platform_api():
+    svc = policy_resource("kubernetes:core/v1:Service", {"metadata": {"annotations": {
+        "service.beta.kubernetes.io/aws-load-balancer-scheme": "internet-facing"}}, "spec": {"type": "LoadBalancer"}},
+        name="vllm")
+    ns = policy_resource("kubernetes:core/v1:Namespace", {"metadata": {"annotations": {
+        PLATFORM_COMPLIANCE_ANNOTATION: "audit_logging=true private_endpoint=false secrets_kms=true"}}}, name="ns")
+    found = [m.split(" ")[0:2] for _, m in stack_violations("compliance-private-only", [bucket(), svc, ns])]
+    assert found == [["Service", "'vllm'"], ["Namespace", "'ns':"]]
+    assert stack_violations("compliance-private-only", [bucket(private_only=False), svc, ns]) == []

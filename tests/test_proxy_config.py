@@ -1,0 +1,59 @@
+"""The proxy's Envoy configuration parses strictly as Envoy's v3 Bootstrap (xds-protos: Envoy's data-plane-api as
+Python protobufs, in the tools virtualenv `make test` creates): every field name and enum value is Envoy's own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from components.access import proxy_config
+from tests.blueprint_builders import onnx_blueprint, triton_blueprint
+
+ROOT = Path(__file__).resolve().parents[1]
+PARSE = """
+import json, sys
+from google.protobuf import json_format
+from envoy.config.bootstrap.v3 import bootstrap_pb2
+from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2  # noqa: F401
+from envoy.extensions.filters.http.router.v3 import router_pb2  # noqa: F401
+from envoy.extensions.access_loggers.stream.v3 import stream_pb2  # noqa: F401
+from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2  # noqa: F401
+for name, config in json.load(sys.stdin).items():
+    json_format.ParseDict(config, bootstrap_pb2.Bootstrap())  # raises on any unknown field or enum value
+    print(name)
+"""
+
+
+def tools_python() -> Path:
+    checkov = os.environ.get("CHECKOV")
+    path = Path(checkov).parent / "python" if checkov else ROOT / ".venv-checkov" / "bin" / "python"
+    if not path.exists():
+        if checkov or os.environ.get("CI"):
+            pytest.fail(f"{path} not found; run `make checkov`")
+        pytest.skip("the tools virtualenv is not installed: `make test` (or `make checkov`) creates it")
+    return path
+
+
+def parse(configs: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([str(tools_python()), "-c", PARSE], input=json.dumps(configs), capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_every_engines_proxy_configuration_is_a_valid_envoy_bootstrap(chat_prod):
+    configs = {"vllm": proxy_config(chat_prod, "k" * 40),
+               "triton": proxy_config(triton_blueprint(chat_prod, gpu=True), "k" * 40),
+               "onnxruntime": proxy_config(onnx_blueprint(chat_prod), "k" * 40)}
+    result = parse(configs)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["vllm", "triton", "onnxruntime"]
+
+
+def test_a_misspelt_field_fails_the_parse(chat_prod):
+    config = proxy_config(chat_prod, "k" * 40)
+    config["static_resources"]["clusters"][0]["conect_timeout"] = "2s"
+    result = parse({"vllm": config})
+    assert result.returncode != 0 and "conect_timeout" in result.stderr
