@@ -2,7 +2,8 @@
 and the fleet simulation's expected cost and SLO attainment beside the peak cost.
 
 Targets follow one rule (`blueprints.signals.planned_target`) and one idea: at the planned peak the autoscaler holds
-the planned replicas. vLLM: the requests a replica runs at its share of the peak; Triton: the requests pending in its
+the planned replicas, and it scales out before a replica passes the highest rate that meets the SLO (the target
+sits the HPA's tolerance below the signal there). vLLM: the requests a replica runs at its share of the peak; Triton: the requests pending in its
 scheduler then (`blueprints.replica_model`); SageMaker: invocations per instance per minute at the documented
 safety factor; ONNX Runtime: the CPU utilisation the plan loads a replica to.
 """
@@ -31,8 +32,13 @@ def scaling_targets(bp: Blueprint) -> Blueprint:
     for a KEDA-scaled blueprint; other archetypes are returned as they are (their targets are set when built)."""
     if bp.archetype not in (Archetype.VLLM_GPU, Archetype.TRITON_MULTI_MODEL):
         return bp
-    point = replica_model(bp).at(_peak_per_replica(bp))
-    value = point.running if bp.archetype is Archetype.VLLM_GPU else point.pending
+    model = replica_model(bp)
+    point = model.at(_peak_per_replica(bp))
+    # The HPA does not scale up while the signal is within its tolerance above the target, so the target sits that
+    # far below the signal at the highest per-replica rate that meets the SLO (the plan's capacity per replica).
+    edge = model.at(bp.predictions.requests_per_s_capacity / max(1, bp.compute.replicas))
+    signal = (lambda p: p.running) if bp.archetype is Archetype.VLLM_GPU else (lambda p: p.pending)
+    value = min(signal(point), signal(edge) / (1 + defaults.HPA_TOLERANCE)) if signal(edge) > 0 else signal(point)
     update: dict = {"target": planned_target(value)}
     if bp.autoscaling.min_replicas == 0:
         update.update(cold_start_s=bp.startup.total_s,
@@ -47,7 +53,8 @@ def scaling_reasons(bp: Blueprint, platform: PlatformConfig | None) -> list[str]
     if bp.archetype is Archetype.VLLM_GPU:
         why.append(f"KEDA scales on requests running per replica (vllm:num_requests_running), target {a.target:g}: "
                    f"what a replica runs at its share of the peak, so the peak holds {bp.compute.replicas} "
-                   "replica(s); requests waiting alone would read 0 whenever capacity suffices and let the "
+                   "replica(s), and at most the HPA's 10 % tolerance below what it runs at the highest rate that "
+                   "meets the SLO, so it scales out before a replica passes that rate; requests waiting alone would read 0 whenever capacity suffices and let the "
                    "autoscaler fall to the minimum")
     elif bp.archetype is Archetype.TRITON_MULTI_MODEL:
         why.append(f"KEDA scales on requests pending per replica (nv_inference_pending_request_count, AverageValue), "

@@ -195,3 +195,17 @@ def test_a_minimum_set_in_the_requirements_is_kept_and_its_attainment_reported()
     assert bp.autoscaling.min_replicas == 2
     assert not any(line.startswith("minimum replicas") for line in bp.rationale)
     assert bp.predictions.slo_attainment == round(simulate(bp).slo_attainment, 4)
+
+
+def test_the_vllm_target_scales_out_before_a_replica_passes_the_rate_that_meets_the_slo(busy_chat):
+    """At most the HPA's tolerance below the signal at the plan's capacity per replica (the SLO's edge), and at most
+    the signal at the peak share, so the peak holds the planned replicas."""
+    from blueprints.defaults import HPA_TOLERANCE
+    from blueprints.replica_model import replica_model
+
+    bp, model = busy_chat, replica_model(busy_chat)
+    edge = model.at(bp.predictions.requests_per_s_capacity / bp.compute.replicas).running
+    at_peak = model.at(bp.model.traffic.peak_requests_per_s / bp.compute.replicas).running
+    assert bp.autoscaling.target * (1 + HPA_TOLERANCE) <= edge
+    assert bp.autoscaling.target <= at_peak
+    assert bp.autoscaling.target >= 0.99 * min(at_peak, edge / (1 + HPA_TOLERANCE))  # rounded down, not further
