@@ -37,6 +37,7 @@ from blueprints.blueprint import (
     VllmEngine,
 )
 from blueprints.catalog import Catalog, Gpu
+from blueprints.consistency import ephemeral_storage_gib, stored_weights_gib, vllm_host_memory_gib
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.platform import AlertingSpec, PlatformConfig
 from blueprints.platform_plan import landing_platform
@@ -111,7 +112,8 @@ def _served_model(m: ResolvedModel, req: Requirements, env: str) -> ServedModel:
     return ServedModel(name=m.spec.served_name, catalog_id=m.spec.id, task=m.task, format=m.spec.format,
                        precision=m.spec.precision, quantization=m.spec.quantization_method,
                        source_uri=m.spec.weights_uri, params_b=m.architecture.params_b,
-                       weights_gib=round(m.weights_gib, 2), max_context_tokens=m.max_context_tokens, traffic=traffic)
+                       weights_gib=stored_weights_gib(m.weights_gib), max_context_tokens=m.max_context_tokens,
+                       architecture=m.spec.architecture, traffic=traffic)
 
 
 def _line(item: str, quantity: float, usd_per_hour: float, catalog: Catalog) -> CostLine:
@@ -373,8 +375,8 @@ def _llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedMod
         gpus_per_node=inst.gpu_count, gpus_per_replica=tp, vcpus_per_node=inst.vcpus,
         memory_gib_per_node=inst.memory_gib,
         cpu_per_replica=max(1, math.floor(inst.vcpus * share * defaults.NODE_ALLOCATABLE_CPU_FRACTION)),
-        memory_gib_per_replica=max(math.floor(inst.memory_gib * share * 0.8), math.ceil(shm_gib + 4)),
-        ephemeral_storage_gib_per_replica=math.ceil(served.weights_gib * 1.1 + 10),
+        memory_gib_per_replica=max(math.floor(inst.memory_gib * share * 0.8), vllm_host_memory_gib(shm_gib)),
+        ephemeral_storage_gib_per_replica=ephemeral_storage_gib(served.weights_gib),
         replicas=best.replicas, capacity_type=_capacity(req, env, managed=managed), cpu_arch=CpuArch(inst.cpu_arch))
 
 
@@ -500,9 +502,9 @@ def _triton_backend(model: ResolvedModel, accelerator: Accelerator) -> str:
     if backend is None or (backend == "tensorrt" and accelerator is Accelerator.CPU):
         allowed = [f.value for f in _TRITON_BACKEND
                    if accelerator is Accelerator.NVIDIA_GPU or f is not ModelFormat.TENSORRT]
-        raise RequirementsError(f"models[{model.spec.served_name}].format={model.spec.format.value}: Triton on "
+        raise RequirementsError(f"{model.path}.format={model.spec.format.value}: Triton on "
                                 f"{'GPU' if accelerator is Accelerator.NVIDIA_GPU else 'CPU'} serves {allowed}; "
-                                "export the model to one of them (ONNX is the most portable)")
+                                "export the model to one of them (ONNX is the most portable)", rule="servable-format")
     return backend
 
 
@@ -522,7 +524,7 @@ def _nongen_compute(req: Requirements, env: str, option: NongenOption, served: l
         gpu=option.gpu.name if option.gpu else None, gpus_per_node=inst.gpu_count,
         gpus_per_replica=option.gpus_per_replica, vcpus_per_node=inst.vcpus, memory_gib_per_node=inst.memory_gib,
         cpu_per_replica=option.cpu_per_replica, memory_gib_per_replica=option.memory_gib_per_replica,
-        ephemeral_storage_gib_per_replica=math.ceil(sum(s.weights_gib for s in served) * 1.1 + 10),
+        ephemeral_storage_gib_per_replica=ephemeral_storage_gib(sum(s.weights_gib for s in served)),
         replicas=option.replicas, capacity_type=_capacity(req, env, managed=managed), cpu_arch=CpuArch(inst.cpu_arch))
 
 

@@ -13,13 +13,14 @@ import hashlib
 import re
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from blueprints.catalog.addons import KUBERNETES_VERSION
 from blueprints.errors import RequirementsError, format_validation_error, read_text_file
+from blueprints.jsontypes import check_json_types
 from blueprints.requirements import DNS_1123_LABEL, TAG_VALUE, Region
 from blueprints.yamlio import load_yaml
 
@@ -37,6 +38,11 @@ RUNNER_LABEL = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$"
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_types(cls, data: Any) -> Any:
+        return check_json_types(cls, data)
 
 
 #: Labels every system node carries: the pool label the node group sets, and the well-known labels the kubelet sets
@@ -202,7 +208,7 @@ def load_platform_requirements(path: Path) -> PlatformRequirements:
     try:
         return PlatformRequirements.model_validate(data)
     except ValidationError as exc:
-        raise RequirementsError(format_validation_error(exc, source=path)) from None
+        raise RequirementsError(format_validation_error(exc, source=path, data=data)) from None
 
 
 # --- the planned platform stack config ---------------------------------------------------------------------------

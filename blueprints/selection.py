@@ -86,15 +86,15 @@ def _check_slo_fields(req: Requirements, models: list[ResolvedModel]) -> None:
     if generative and (req.slo.latency_p95_ms is not None or req.slo.latency_p99_ms is not None):
         raise RequirementsError(f"slo.latency_p95_ms / latency_p99_ms apply to non-generative models; "
                                 f"{generative[0].spec.served_name} generates text: set slo.ttft_p95_ms and "
-                                "slo.itl_p95_ms instead")
+                                "slo.itl_p95_ms instead", rule="slo-matches-task")
     if not generative and (req.slo.ttft_p95_ms is not None or req.slo.itl_p95_ms is not None):
         raise RequirementsError("slo.ttft_p95_ms / itl_p95_ms apply to text generation; "
                                 f"{models[0].spec.served_name} is a {models[0].task.value} model: set "
-                                "slo.latency_p95_ms (and latency_p99_ms) instead")
+                                "slo.latency_p95_ms (and latency_p99_ms) instead", rule="slo-matches-task")
     for m in generative:
         if m.spec.format not in VLLM_FORMATS:
-            raise RequirementsError(f"model {m.spec.served_name}: format={m.spec.format.value} cannot be served by "
-                                    f"vLLM; give {', '.join(f.value for f in VLLM_FORMATS)} weights")
+            raise RequirementsError(f"{m.path}.format={m.spec.format.value} cannot be served by vLLM; give "
+                                    f"{', '.join(f.value for f in VLLM_FORMATS)} weights", rule="servable-format")
 
 
 def select_archetype(req: Requirements, models: list[ResolvedModel], catalog: Catalog) -> Selection:
@@ -188,11 +188,12 @@ def _select_estate(req: Requirements, models: list[ResolvedModel], generative: l
     if generative:
         raise RequirementsError(f"models: {generative} generate text and are served one per service (vllm-gpu or "
                                 "sagemaker-endpoint); move each to its own requirements file under `model:` and keep "
-                                "the non-generative models here")
+                                "the non-generative models here", rule="one-generative-model")
     if req.operations.preference is OperationsPreference.MANAGED:
         raise RequirementsError("operations.preference=managed: a SageMaker endpoint here serves one model; for the "
                                 f"{len(models)} models of `models:` set operations.preference: any or self-hosted "
-                                "(Triton multi-model), or split them into one requirements file each")
+                                "(Triton multi-model), or split them into one requirements file each",
+                                rule="one-generative-model")
     accelerator = Accelerator.NVIDIA_GPU if gpu_ok else Accelerator.CPU
     where = "sharing each GPU" if gpu_ok else "on CPU nodes (hardware.accelerators excludes nvidia-gpu)"
     return Selection(Archetype.TRITON_MULTI_MODEL, accelerator, (
@@ -209,15 +210,15 @@ def _select_single_nongen(req: Requirements, model: ResolvedModel, catalog: Cata
         if not gpu_ok:
             raise RequirementsError("operations.preference=managed with hardware.accelerators=[cpu]: the catalog's "
                                     "SageMaker hosting types are GPU types; add nvidia-gpu or set operations.preference: "
-                                    "any (CPU serving with ONNX Runtime)")
+                                    "any (CPU serving with ONNX Runtime)", rule="managed-needs-gpu")
         return Selection(Archetype.SAGEMAKER_ENDPOINT, Accelerator.NVIDIA_GPU, (
             f"{name} is a single {task} model: one forward pass per request, batched by Triton",
             "operations.preference=managed: a SageMaker real-time endpoint (SageMaker's Triton container)"))
     if not gpu_ok:
         if not is_onnx:
-            raise RequirementsError(f"model.format={model.spec.format.value}: without GPUs {name} is served by ONNX "
-                                    "Runtime on CPU, which loads ONNX files; export it (e.g. `optimum-cli export onnx`) "
-                                    "and set model.format: onnx")
+            raise RequirementsError(f"{model.path}.format={model.spec.format.value}: without GPUs {name} is served by "
+                                    "ONNX Runtime on CPU, which loads ONNX files; export it (e.g. `optimum-cli export "
+                                    "onnx`) and set model.format: onnx", rule="servable-format")
         return Selection(Archetype.ONNX_CPU, Accelerator.CPU, (
             f"{name} is a single {task} model and hardware.accelerators excludes nvidia-gpu",
             "ONNX Runtime on CPU nodes, intra-op threads pinned to each replica's CPU limit"))

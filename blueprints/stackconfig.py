@@ -23,8 +23,7 @@ from blueprints.yamlio import load_yaml
 from pydantic import ValidationError
 
 from blueprints.blueprint import Blueprint
-from blueprints.catalog import load_catalog
-from blueprints.errors import CatalogError, StackConfigError, format_validation_error, read_text_file
+from blueprints.errors import StackConfigError, format_validation_error, read_text_file
 from blueprints.platform import PlatformConfig
 
 PROJECT = "servingblueprints"
@@ -216,10 +215,6 @@ def _parse(data: object, path: Path) -> StackSubject:
     if path.name != f"Pulumi.{bp.stack}.yaml":
         raise StackConfigError(f"{path}: holds the blueprint of stack {bp.stack!r} (service {bp.service!r}, "
                                f"environment {bp.environment!r}); the file must be Pulumi.{bp.stack}.yaml")
-    try:
-        load_catalog().instance(bp.compute.instance_type)
-    except CatalogError as exc:
-        raise StackConfigError(f"{path}: {BLUEPRINT_KEY}.compute.instance_type: {exc}") from None
     region = config.get(REGION_KEY)
     if region != bp.region:
         raise StackConfigError(f"{path}: {REGION_KEY} is {region!r} but the blueprint's region is {bp.region!r}; "
@@ -247,7 +242,7 @@ def platform_from_config(value: object, *, source: str) -> PlatformConfig:
     try:
         return PlatformConfig.model_validate(value)
     except ValidationError as exc:
-        raise StackConfigError(format_validation_error(exc, source=source, prefix=PLATFORM_KEY)) from None
+        raise StackConfigError(format_validation_error(exc, source=source, prefix=PLATFORM_KEY, data=value)) from None
 
 
 def blueprint_from_config(value: object, *, source: str) -> Blueprint:
@@ -258,4 +253,4 @@ def blueprint_from_config(value: object, *, source: str) -> Blueprint:
     try:
         return Blueprint.model_validate(value)
     except ValidationError as exc:
-        raise StackConfigError(format_validation_error(exc, source=source, prefix=BLUEPRINT_KEY)) from None
+        raise StackConfigError(format_validation_error(exc, source=source, prefix=BLUEPRINT_KEY, data=value)) from None
