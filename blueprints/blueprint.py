@@ -49,10 +49,6 @@ def nodes_for(replicas: int, per_node: int, *, zones: int = 1) -> int:
 
 #: A TCP port a container or Service listens on.
 Port = Annotated[int, Field(ge=1, le=65535)]
-#: A tag key: AWS allows up to 128 letters, digits, spaces and `_ . : / = + - @`, not starting with `aws:` (AWS
-#: General Reference, tag restrictions); `=` is left out as in `TAG_VALUE` (the load balancer's tag annotation).
-TAG_KEY = describe_pattern(r"^[A-Za-z0-9_.:/+\-@]([A-Za-z0-9_ .:/+\-@]*[A-Za-z0-9_.:/+\-@])?$",
-                           "a tag key: letters, digits, spaces and _ . : / + - @ (no `=`)")
 #: Most tags one stack config sets: AWS allows 50 per resource, and the model store adds its compliance tag.
 MAX_TAGS = 40
 #: An ECR image URI, `<account>.dkr.ecr.<region>.amazonaws.com[.cn]/<repository>:<tag>` (or `@<digest>`): SageMaker
@@ -464,9 +460,10 @@ class Blueprint(_Frozen):
     production: bool
     region: Region
     archetype: Archetype
-    tags: dict[Annotated[str, Field(pattern=TAG_KEY, max_length=128)],
+    tags: dict[Annotated[str, Field(pattern=TAG_VALUE, max_length=128)],
                Annotated[str, Field(pattern=TAG_VALUE, max_length=256)]] = Field(
-        max_length=MAX_TAGS, description="AWS tags of every resource (also the load balancer's tag annotation)")
+        max_length=MAX_TAGS, description="AWS tags of every resource (also the load balancer's tag annotation): keys of "
+        "up to 128 and values of up to 256 letters, digits, spaces and _ . : / + - @, keys not starting with aws:")
     compliance: ComplianceRecord
     models: list[ServedModel] = Field(min_length=1, max_length=bounds.MAX_MODELS)
     compute: Compute

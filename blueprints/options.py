@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from blueprints import defaults
+from blueprints import bounds, defaults
 from blueprints.catalog import Architecture, Catalog, Gpu, InstanceType, Task
 from blueprints.consistency import cpu_replica_memory_gib, stored_weights_gib
 from blueprints.errors import SizingError
@@ -347,6 +347,10 @@ def predict_at_peak(option: LlmOption, model: ResolvedModel, req: Requirements, 
         if targets.met_by(run):
             return option, run
         replicas = option.replicas + 1
+        if replicas > bounds.MAX_REPLICAS:
+            raise SizingError(f"environments.{env}: {model.path} needs more than {bounds.MAX_REPLICAS:,} replicas "
+                              "of the cheapest option to meet the SLO at its peak; lower the peak or its "
+                              "traffic_scale, relax the SLO, or allow faster GPUs")
         option = replace(option, replicas=replicas, nodes=math.ceil(replicas / per_node))
 
 
@@ -478,11 +482,8 @@ def latency_target_ms(req: Requirements) -> float:
 
 def request_gflops(model: ResolvedModel, catalog: Catalog) -> float:
     """Compute per request, GFLOP: from a measured latency if given, else the catalog's vision FLOPs, else the
-    encoder formula at the mean input length.
-
-    Raises:
-        SizingError: a model without catalog FLOPs or a transformer shape to derive them from.
-    """
+    encoder formula at the mean input length (a vision model outside the catalog always has a measured latency:
+    `Requirements` refuses it otherwise)."""
     spec = model.spec
     if spec.measured_latency_ms is not None and spec.measured_instance_type is not None:
         inst = catalog.instance(spec.measured_instance_type)
@@ -493,10 +494,7 @@ def request_gflops(model: ResolvedModel, catalog: Catalog) -> float:
                                        gflops_per_vcpu=catalog.cpu_gflops(inst))
     if model.catalog_gflops_per_request is not None:
         return model.catalog_gflops_per_request
-    if model.task is Task.VISION:
-        raise SizingError(f"{model.path}: a vision model outside the catalog has no FLOPs figure; set "
-                          f"{model.path}.measured_latency_ms and measured_instance_type",
-                          rule="vision-needs-measurement")
+    # A vision model outside the catalog gives a measured latency (rule vision-needs-measurement, `Requirements`).
     tokens = min(model.traffic.mean_input_tokens, model.max_context_tokens)
     return encoder_gflops_per_request(model.architecture, tokens=tokens)
 

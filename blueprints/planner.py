@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import Callable
 
-from blueprints import defaults
+from blueprints import bounds, defaults
 from blueprints.blueprint import (
     Archetype,
     Autoscaling,
@@ -167,10 +167,16 @@ def _autoscaling_bounds(req: Requirements, env: str, replicas: int, *, can_scale
     """(min, max) replicas. Scale to zero needs KEDA (vLLM, Triton); a SageMaker real-time endpoint and a CPU HPA
     (ONNX Runtime) keep at least one replica."""
     spec = req.environments[env]
+    if replicas > bounds.MAX_REPLICAS:
+        raise SizingError(f"environments.{env}: the peak load needs {replicas:,} replicas, more than one stack scales "
+                          f"to ({bounds.MAX_REPLICAS:,}: one autoscaler and node pool); lower "
+                          f"environments.{env}.traffic_scale or traffic.peak_requests_per_s, allow larger instance "
+                          "families, or split the load over several services")
     floor = spec.min_replicas if spec.min_replicas is not None else replicas_floor(req, env)
     if not can_scale_to_zero:
         floor = max(1, floor)
-    ceiling = spec.max_replicas if spec.max_replicas is not None else max(2 * replicas, floor, 1)
+    ceiling = spec.max_replicas if spec.max_replicas is not None else min(bounds.MAX_REPLICAS,
+                                                                          max(2 * replicas, floor, 1))
     if ceiling < replicas:
         raise SizingError(f"environments.{env}.max_replicas={ceiling} is below the {replicas} replicas the peak load "
                           f"needs; raise max_replicas to >= {replicas} or lower traffic_scale")

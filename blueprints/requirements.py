@@ -15,7 +15,7 @@ from typing import Annotated
 from typing import Any, Callable, Iterable
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from blueprints import bounds
 from blueprints.catalog import Architecture, Task, known_region, load_catalog
@@ -35,7 +35,7 @@ from blueprints.yamlio import load_yaml
 DNS_1123_LABEL = describe_pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "a DNS-1123 label: lowercase letters, digits "
                                   "and `-`, starting and ending with a letter or digit")
 #: AWS region names such as `us-east-1`, `eu-central-1`, `ap-southeast-2`.
-AWS_REGION = describe_pattern(r"^[a-z]{2}(-gov)?-[a-z]+-\d$", "an AWS region name such as us-east-1")
+AWS_REGION = describe_pattern(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$", "an AWS region name such as us-east-1")
 
 
 class CatalogNames:
@@ -114,7 +114,7 @@ MAX_WEIGHTS_URI_CHARS = 1100
 #: An ACM certificate ARN (commercial, China and GovCloud partitions): `arn:aws:acm:<region>:<account>:certificate/<id>`
 #: (AWS General Reference, "Amazon Resource Names", ACM resource type `certificate/<certificate-id>`).
 ACM_CERTIFICATE_ARN = describe_pattern(
-    r"^arn:aws(-cn|-us-gov)?:acm:([a-z]{2}(-gov)?-[a-z]+-\d):[0-9]{12}:certificate/[0-9a-f-]{36}$",
+    r"^arn:aws(-cn|-us-gov)?:acm:([a-z]{2}(-gov)?-[a-z]+-[0-9]):[0-9]{12}:certificate/[0-9a-f-]{36}$",
     "an ACM certificate ARN, arn:aws:acm:<region>:<account>:certificate/<id>")
 #: A DNS host name (RFC 1123): dot-separated labels of letters, digits and hyphens, at most 253 characters.
 HOSTNAME = describe_pattern(r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)+$",
@@ -141,6 +141,29 @@ class _Section(BaseModel):
     @classmethod
     def _json_types(cls, data: Any) -> Any:
         return check_json_types(cls, data)
+
+
+# --- Cross-field rules the JSON Schema states too (each beside the validator that enforces it) --------------------
+
+
+def absent_or_null(*fields: str) -> dict:
+    """JSON Schema: none of `fields` has a value (each absent or null)."""
+    return {"properties": {f: {"type": "null"} for f in fields}}
+
+
+def given(types: dict[str, str]) -> dict:
+    """JSON Schema: each field present with a value of the JSON type given."""
+    return {"required": list(types), "properties": {f: {"type": t} for f, t in types.items()}}
+
+
+def when(condition: dict, then: dict) -> dict:
+    """JSON Schema: `if` the object matches `condition`, `then` it matches `then`."""
+    return {"if": condition, "then": then}
+
+
+def is_const(field: str, value: object) -> dict:
+    """JSON Schema: `field` is present and equals `value`."""
+    return {"required": [field], "properties": {field: {"const": value}}}
 
 
 class ModelFormat(str, Enum):
@@ -259,8 +282,25 @@ class Traffic(_Section):
         return self
 
 
+def _model_spec_rules(schema: dict) -> None:
+    """The ModelSpec rules a JSON Schema states: model-id-or-architecture, measured-latency-pair,
+    quantization-precision, task-of-catalog-model."""
+    schema["allOf"] = [
+        {"anyOf": [given({"id": "string"}), given({"architecture": "object", "name": "string", "task": "string"})]},
+        {"anyOf": [absent_or_null("measured_latency_ms", "measured_instance_type"),
+                   given({"measured_latency_ms": "number", "measured_instance_type": "string"})]},
+        *[when(is_const("quantization", q.value),
+               {"required": ["precision"], "properties": {"precision": {"enum": [p.value for p in q.precisions]}}})
+          for q in Quantization],
+        *[when({"required": ["id", "task"], "properties": {"id": {"const": m.id}, "task": {"type": "string"}}},
+               {"properties": {"task": {"const": m.task.value}}}) for m in load_catalog().models.values()],
+    ]
+
+
 class ModelSpec(_Section):
     """One model to serve: a catalog `id`, or an explicit `architecture` (then `name` is required)."""
+
+    model_config = ConfigDict(json_schema_extra=_model_spec_rules)
 
     id: ModelId | None = Field(default=None,
                                description="catalog id, e.g. `llama-3.1-8b` (see blueprints/catalog/models.yaml)")
@@ -398,11 +438,14 @@ def _known_version(value: str) -> str:
 #: An add-on id of the platform catalog (blueprints/catalog/addons.yaml).
 AddonId = Annotated[str, AfterValidator(_known_addon), CatalogNames(lambda: _platform_catalog().helm)]
 #: An EKS Kubernetes version of the platform catalog (blueprints/catalog/kubernetes.yaml), e.g. `1.35`.
-KubernetesVersion = Annotated[str, Field(pattern=describe_pattern(r"^1\.\d{2}$", "a Kubernetes version such as 1.35")), AfterValidator(_known_version),
+KubernetesVersion = Annotated[str, Field(pattern=describe_pattern(r"^1\.[0-9]{2}$", "a Kubernetes version such as "
+                                                                  "1.35")), AfterValidator(_known_version),
                               CatalogNames(lambda: _platform_catalog().versions)]
 
 
 class Operations(_Section):
+    model_config = ConfigDict(json_schema_extra={"allOf": [  # cluster-addons-existing-cluster
+        when(given({"cluster_addons": "array"}), is_const("platform", "existing-cluster"))]})
     preference: OperationsPreference = Field(default=OperationsPreference.ANY)
     platform: Platform = Field(default=Platform.EKS, description="where self-hosted archetypes run")
     kubernetes_version: KubernetesVersion | None = Field(
@@ -465,6 +508,14 @@ class Exposure(_Section):
     with it. `public`: an internet-facing one, which needs a TLS certificate and the client CIDRs allowed to connect.
     """
 
+    model_config = ConfigDict(json_schema_extra={"allOf": [
+        when(is_const("scope", "public"),  # public-needs-tls-and-cidrs
+             {"required": ["tls_certificate_arn", "allowed_cidrs"],
+              "properties": {"tls_certificate_arn": {"type": "string"}, "allowed_cidrs": {"minItems": 1}}}),
+        when({"required": ["allowed_cidrs"], "properties": {"allowed_cidrs": {"contains": {"const": OPEN_INTERNET}}}},
+             is_const("acknowledge_open_internet", True)),  # open-internet-acknowledged
+    ]})
+
     scope: ExposureScope = Field(default=ExposureScope.INTERNAL, description="internal (default) or public")
     allowed_cidrs: Annotated[list[Cidr], UNIQUE, UNIQUE_ITEMS] = Field(
         default=[], max_length=MAX_ALLOWED_CIDRS, description="IPv4 CIDRs allowed to connect (the load balancer's "
@@ -507,8 +558,14 @@ class Budget(_Section):
                                           description="ceiling per environment, USD/month")
 
 
+#: JSON Schema: an environment that neither uses spot nor scales to zero (production-on-demand, production-always-on).
+ALWAYS_ON_DEMAND = {"properties": {"spot": {"not": {"const": True}}, "min_replicas": {"not": {"const": 0}}}}
+
+
 class Environment(_Section):
     """One deployment target; becomes the stack `<service>-<name>`."""
+
+    model_config = ConfigDict(json_schema_extra={"allOf": [when(is_const("production", True), ALWAYS_ON_DEMAND)]})
 
     region: Region = Field(description="AWS region, e.g. `us-east-1`")
     traffic_scale: float = Field(default=1.0, ge=bounds.MIN_TRAFFIC_SCALE, le=bounds.MAX_TRAFFIC_SCALE,
@@ -567,6 +624,8 @@ class Requirements(_Section):
     Rules across fields that a JSON Schema cannot state are listed in `blueprints.input_rules`; each error names the
     field and carries the rule's id.
     """
+
+    model_config = ConfigDict(json_schema_extra=lambda schema: _requirements_rules(schema))
 
     service: Annotated[str, AfterValidator(_not_reserved), _NotReserved()] = Field(
         pattern=DNS_1123_LABEL, max_length=40, description="DNS-1123 name of the service (not `platform`)")
@@ -718,6 +777,27 @@ class Requirements(_Section):
         return field_path(("models", index), {"models": [{"name": m.served_name} for m in self.models or []]})
 
 
+def _requirements_rules(schema: dict) -> None:
+    """The Requirements rules a JSON Schema states: model-or-models, model-traffic, private-not-public,
+    production-on-demand and production-always-on for environments named `prod...`, public-always-on."""
+    schema["oneOf"] = [
+        {"required": ["model"], "properties": {"model": {"type": "object"}, "models": {"type": "null"}},
+         "anyOf": [given({"traffic": "object"}), {"properties": {"model": given({"traffic": "object"})}}]},
+        {"required": ["models"], "properties": {"models": {"type": "array", "items": given({"traffic": "object"})},
+                                                 "model": {"type": "null"}, "traffic": {"type": "null"}}},
+    ]
+    schema["allOf"] = [
+        when({"required": ["compliance"], "properties": {"compliance": is_const("private_only", True)}},
+             {"properties": {"exposure": {"properties": {"scope": {"not": {"const": "public"}}}}}}),
+        {"properties": {"environments": {"patternProperties": {  # a name starting with prod is production by default
+            "^prod": when({"not": {"properties": {"production": {"const": False}}, "required": ["production"]}},
+                          ALWAYS_ON_DEMAND)}}}},
+        when({"required": ["exposure"], "properties": {"exposure": is_const("scope", "public")}},
+             {"properties": {"environments": {"patternProperties": {
+                 "": {"properties": {"min_replicas": {"not": {"const": 0}}}}}}}}),
+    ]
+
+
 def load_requirements(path: Path) -> Requirements:
     """Read and validate a requirements file.
 
@@ -748,8 +828,37 @@ def load_requirements(path: Path) -> Requirements:
 
 
 def requirements_json_schema() -> dict:
-    """The requirements schema as JSON Schema (draft 2020-12), for editors and `blueprint schema`."""
+    """The requirements schema as JSON Schema (draft 2020-12), for editors and `blueprint schema`.
+
+    It accepts what `load_requirements` accepts, except the rules it cannot state, which it lists under
+    `x-cross-field-rules` (`blueprints.input_rules`): a document valid against it plans, or fails naming one of them.
+    Catalog names (model ids, instance types, regions, add-ons, Kubernetes versions) are `enum`s of this version's
+    catalog. Patterns are ECMA-262 as editors apply them: `$` ends the value (no trailing newline).
+    """
+    from blueprints.input_rules import CROSS_FIELD_RULES
+
     schema = Requirements.model_json_schema()
+    _close_pattern_properties(schema)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "serving blueprints requirements file"
+    schema["description"] = (f"{Requirements.__doc__.split(chr(10))[0]} Besides this schema, a file follows the "
+                             "cross-field rules in x-cross-field-rules (checked by `blueprint plan`, which names the "
+                             "field and the rule).")
+    schema["x-cross-field-rules"] = dict(CROSS_FIELD_RULES)
     return schema
+
+
+def _close_pattern_properties(node: object) -> None:
+    """A mapping whose keys must match a pattern (`environments`) accepts no other key: pydantic writes
+    `patternProperties` without `additionalProperties: false`, which lets any other name through."""
+    if isinstance(node, dict):
+        patterns = node.get("patternProperties")
+        if patterns and node.get("type") == "object" and "additionalProperties" not in node:  # not the rules' parts
+            node["additionalProperties"] = False
+            if len(patterns) == 1:  # the key pattern holds for every name, also beside the rules' patterns
+                node.setdefault("propertyNames", {})["pattern"] = next(iter(patterns))
+        for value in node.values():
+            _close_pattern_properties(value)
+    elif isinstance(node, list):
+        for value in node:
+            _close_pattern_properties(value)

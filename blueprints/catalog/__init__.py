@@ -116,6 +116,13 @@ class Architecture(_Record):
         head_dim: 128, experts: 8, experts_per_token: 2, shared_params_b: 1.61}`
     """
 
+    # architecture-shape, as far as a JSON Schema states it: the MoE fields all or none.
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"properties": {f: {"type": "null"} for f in ("experts", "experts_per_token", "shared_params_b")}},
+        {"required": ["experts", "experts_per_token", "shared_params_b"],
+         "properties": {"experts": {"type": "integer"}, "experts_per_token": {"type": "integer"},
+                        "shared_params_b": {"type": "number"}}}]})
+
     params_b: float = Field(ge=bounds.MIN_PARAMS_B, le=bounds.MAX_PARAMS_B, description="total parameters, billions")
     active_params_b: float | None = Field(default=None, ge=bounds.MIN_PARAMS_B, le=bounds.MAX_PARAMS_B,
                                           description="parameters active per token (MoE); "
