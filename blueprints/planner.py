@@ -163,15 +163,19 @@ def check_budget(req: Requirements, env: str, catalog: Catalog, *, lines: list[C
                       f"{math.ceil(min_nodes * node_monthly + fixed)}, allow cheaper hardware, or relax the SLO")
 
 
-def _autoscaling_bounds(req: Requirements, env: str, replicas: int, *, can_scale_to_zero: bool) -> tuple[int, int]:
-    """(min, max) replicas. Scale to zero needs KEDA (vLLM, Triton); a SageMaker real-time endpoint and a CPU HPA
-    (ONNX Runtime) keep at least one replica."""
-    spec = req.environments[env]
+def _within_replica_limit(env: str, replicas: int) -> None:
+    """Raise when the peak needs more replicas than one stack scales to (`bounds.MAX_REPLICAS`)."""
     if replicas > bounds.MAX_REPLICAS:
         raise SizingError(f"environments.{env}: the peak load needs {replicas:,} replicas, more than one stack scales "
                           f"to ({bounds.MAX_REPLICAS:,}: one autoscaler and node pool); lower "
                           f"environments.{env}.traffic_scale or traffic.peak_requests_per_s, allow larger instance "
                           "families, or split the load over several services")
+
+
+def _autoscaling_bounds(req: Requirements, env: str, replicas: int, *, can_scale_to_zero: bool) -> tuple[int, int]:
+    """(min, max) replicas. Scale to zero needs KEDA (vLLM, Triton); a SageMaker real-time endpoint and a CPU HPA
+    (ONNX Runtime) keep at least one replica."""
+    spec = req.environments[env]
     floor = spec.min_replicas if spec.min_replicas is not None else replicas_floor(req, env)
     if not can_scale_to_zero:
         floor = max(1, floor)
@@ -391,6 +395,7 @@ def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog
     model = models[0]
     llm = _llm_plan(req, env, model, catalog, managed=False)
     best, run = llm.best, llm.at_peak
+    _within_replica_limit(env, best.replicas)
     inst, tp, cand = best.instance, best.tensor_parallel_size, best.candidate
     dtype, quantization = _vllm_dtype(model.spec.precision, model.spec.quantization_method, best.gpu)
     served = _served_model(model, req, env)
@@ -455,6 +460,7 @@ def _plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], ca
         llm = _llm_plan(req, env, model, catalog, managed=True)
         best = llm.best
         inst, replicas, rps_per_instance = best.instance, best.replicas, best.sizing.max_rps
+        _within_replica_limit(env, replicas)
         compute = _llm_compute(req, env, best, served, managed=True)
         engine = SageMakerEngine(image=image, initial_instance_count=replicas,
                                  container_startup_health_check_timeout_s=health_s,
@@ -465,6 +471,7 @@ def _plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], ca
     else:
         option = _nongen_option(req, env, models, catalog, accelerator=Accelerator.NVIDIA_GPU, managed=True)
         inst, replicas = option.instance, option.replicas
+        _within_replica_limit(env, replicas)
         rps_per_instance = option.requests_per_s_capacity / replicas
         compute = _nongen_compute(req, env, option, [served], managed=True)
         engine = SageMakerEngine(image=image, initial_instance_count=replicas,
@@ -571,6 +578,7 @@ def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catal
     onnx = selection.archetype is Archetype.ONNX_CPU
     backends = [None if onnx else _triton_backend(m, selection.accelerator) for m in models]
     option = _nongen_option(req, env, models, catalog, accelerator=selection.accelerator)
+    _within_replica_limit(env, option.replicas)
     served = [_served_model(m, req, env) for m in models]
     inst = option.instance
     startup = startup_budget(weights_gib=sum(s.weights_gib for s in served),

@@ -18,6 +18,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from blueprints import bounds
 from blueprints.catalog.addons import KUBERNETES_VERSION
 from blueprints.errors import RequirementsError, format_validation_error, read_text_file
 from blueprints.jsontypes import check_json_types
@@ -261,9 +262,9 @@ class PlatformAlerting(_Frozen):
 
 class CostItem(_Frozen):
     item: str
-    quantity: float = Field(ge=0)
-    usd_per_hour: float = Field(ge=0, description="per unit")
-    monthly_usd: float = Field(ge=0)
+    quantity: float = Field(ge=0, le=1000)
+    usd_per_hour: float = Field(ge=0, le=bounds.MAX_COST_USD, description="per unit")
+    monthly_usd: float = Field(ge=0, le=bounds.MAX_COST_USD)
 
 
 class PlatformConfig(_Frozen):
@@ -289,7 +290,7 @@ class PlatformConfig(_Frozen):
     services: list[str] = Field(description="service stacks that land on this platform")
     tags: dict[str, str]
     cost_lines: list[CostItem]
-    monthly_cost_usd: float = Field(ge=0)
+    monthly_cost_usd: float = Field(ge=0, le=bounds.MAX_COST_USD)
     rationale: list[str] = Field(min_length=1)
     warnings: list[str] = Field(default_factory=list)
 

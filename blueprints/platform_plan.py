@@ -221,14 +221,12 @@ def plan_platforms(services: Sequence[ServiceFile], platform_req: PlatformRequir
 
     Raises:
         RequirementsError: a service conflicts with its platform's settings (region, privacy, spot), two files
-            declare the same service, the reserved service name is used, or platform.yaml names an unknown add-on,
-            chart version or Kubernetes version; the message names both files and the fix.
+            declare the same service (`Requirements` refuses the reserved name `platform`), or platform.yaml names an
+            unknown add-on, chart version or Kubernetes version; the message names both files and the fix.
     """
     seen: dict[str, ServiceFile] = {}
     for svc in services:
         name = svc.requirements.service
-        if name == PLATFORM_SERVICE:
-            raise RequirementsError(f"{svc.where}: service: {name!r} is reserved for platform stacks; rename it")
         if name in seen:
             raise RequirementsError(f"{svc.where} and {seen[name].where} both declare service {name!r}; service "
                                     "names are unique (they name stacks, namespaces and node pools)")
@@ -254,7 +252,8 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
         env_region = svc.requirements.environments[env].region
         if env_region != region:
             raise RequirementsError(f"{svc.where}: environments.{env}.region is {env_region} but it lands on {stack} "
-                                    f"in {region} ({where}); land it on a platform in {env_region} or move it")
+                                    f"in {region} ({where}); land it on a platform in {env_region} or move it",
+                                    rule="platform-one-region")
     reqs = [(svc, env, svc.requirements) for svc, env in members]
     production = any(r.is_production(env) for _, env, r in reqs)
     eks = any(_self_hosted_on_eks(r) for _, _, r in reqs)
@@ -262,7 +261,7 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
     if override and override.private_endpoint is False and private_services:
         raise RequirementsError(f"{private_services[0]}: compliance.private_only needs a private platform, but "
                                 f"{where} sets private_endpoint: false; remove that setting or land the service on "
-                                "another platform (environments.<env>.platform)")
+                                "another platform (environments.<env>.platform)", rule="platform-settings")
     private = bool(override.private_endpoint) if override and override.private_endpoint is not None \
         else bool(private_services)
     spot_envs = [f"{r.service}.{env} ({svc.where})" for svc, env, r in reqs if r.environments[env].spot]
@@ -271,7 +270,8 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
     spot_names = [f"{r.service}.{env}" for _, env, r in reqs if r.environments[env].spot]
     if spot_envs and preq.spot is SpotPolicy.FORBIDDEN:
         raise RequirementsError(f"{spot_envs[0]}: asks for spot capacity but {platform_file} sets spot: forbidden; "
-                                "set environments.<env>.spot: false or allow spot in the platform file")
+                                "set environments.<env>.spot: false or allow spot in the platform file",
+                                rule="platform-settings")
     gpu = any(Accelerator.NVIDIA_GPU in r.hardware.accelerators for _, _, r in reqs if _self_hosted_on_eks(r))
     zero = any(r.environments[env].min_replicas == 0 for _, env, r in reqs if _self_hosted_on_eks(r))
     existing = override.existing_vpc if override else None
@@ -289,7 +289,8 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
             if asked is not None and asked != version and _self_hosted_on_eks(r):
                 raise RequirementsError(f"{svc.where}: operations.kubernetes_version {asked} differs from {stack}'s "
                                         f"{version} ({platform_file}); a shared cluster has one version: remove the "
-                                        "service's setting or set kubernetes_version in the platform file")
+                                        "service's setting or set kubernetes_version in the platform file",
+                                        rule="kubernetes-version-matches-platform")
         rationale += why
         warnings += warned
         if private and (existing is None or runner is None):
@@ -297,7 +298,7 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
                 f"{private_services[0] if private_services else where}: a private platform ({stack}) has no public "
                 "Kubernetes API, so neither a GitHub-hosted runner nor a runner in a VPC the same stack creates can "
                 f"deploy it; in {platform_file} set platforms.{name}.existing_vpc (a VPC where a self-hosted runner "
-                f"lives) and platforms.{name}.runner_label (that runner's label)")
+                f"lives) and platforms.{name}.runner_label (that runner's label)", rule="private-platform-runner")
         rationale.append(f"add-ons: {', '.join(f'{a.id} {a.version}' for a in addons)}"
                          + (" (GPU services land here: device plugin and DCGM exporter)" if gpu else "")
                          + (" (a service scales to zero: KEDA HTTP add-on)" if zero else ""))
