@@ -70,6 +70,7 @@ from blueprints.requirements import (
     Exposure,
     ExposureScope,
     ModelFormat,
+    Platform,
     Precision,
     Quantization,
     Requirements,
@@ -191,9 +192,13 @@ class PlanContext:
     platforms: Mapping[str, PlatformConfig]
 
     def platform(self, req: Requirements, env: str, *, managed: bool) -> PlatformConfig | None:
-        """The platform this environment uses: its cluster (self-hosted on EKS) or its VPC (private SageMaker)."""
+        """The platform this environment uses: its cluster (self-hosted on EKS) or its VPC (private SageMaker); none
+        for a self-hosted archetype on an existing cluster (a private `preference: any` service lands on a platform
+        only should it be planned onto SageMaker)."""
         name = landing_platform(req, env)
         if name is None or (managed and not req.compliance.private_only):
+            return None
+        if not managed and req.operations.platform is Platform.EXISTING_CLUSTER:
             return None
         return self.platforms[name]
 
