@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +20,8 @@ from blueprints import defaults
 from blueprints.catalog import Catalog
 from blueprints.catalog.addons import PlatformCatalog
 from blueprints.errors import BlueprintError, CatalogError, RequirementsError
+from blueprints.guardrails import Guardrails
+from blueprints.kubernetes_features import minimum_version, version_key
 from blueprints.platform import (
     ALERT_RECEIVER_SECRET_KEY,
     PLATFORM_SERVICE,
@@ -40,6 +42,9 @@ from blueprints.platform import (
 from blueprints.quota import quota_note
 from blueprints.requirements import Accelerator, OperationsPreference, Platform, Requirements
 from blueprints.weights import weights_volume_gib
+
+#: A platform's guardrails by its environment name and production flag (None: no policy).
+PolicyFor = Callable[[str, bool], "Guardrails | None"]
 
 #: Add-ons every EKS platform installs, in install order.
 BASE_ADDONS = ("karpenter", "aws-load-balancer-controller", "kube-prometheus-stack", "keda", "metrics-server")
@@ -98,15 +103,18 @@ def choose_kubernetes_version(pcat: PlatformCatalog, addon_ids: Sequence[str], a
     """The platform's Kubernetes version, with rationale and warnings.
 
     Default: the newest catalog version in EKS standard support on `as_of` that every add-on supports
-    (`kubernetes_max`). A version asked for must be in the catalog and still supported on `as_of`.
+    (`kubernetes_max`) and every field the service workloads render works on (`kubernetes_features`). A version
+    asked for must be in the catalog, still supported on `as_of`, and no older than those fields need.
 
     Raises:
-        RequirementsError: the wanted version is unknown, out of support, or beyond an add-on's support.
+        RequirementsError: the wanted version is unknown, out of support, beyond an add-on's support or older than
+            a workload field needs.
     """
+    oldest = minimum_version()
     limits = {a: pcat.addon(a).kubernetes_max for a in addon_ids if pcat.addon(a).kubernetes_max}
 
     def supported_by_addons(version: str) -> list[str]:
-        return [f"{a} (<= {m})" for a, m in limits.items() if _vkey(version) > _vkey(m)]
+        return [f"{a} (<= {m})" for a, m in limits.items() if version_key(version) > version_key(m)]
 
     if wanted is not None:
         try:
@@ -117,6 +125,10 @@ def choose_kubernetes_version(pcat: PlatformCatalog, addon_ids: Sequence[str], a
         if phase == "unsupported":
             raise RequirementsError(f"{source}: kubernetes_version {wanted} left EKS extended support on "
                                     f"{record.end_of_extended}; choose {_newest_standard(pcat, as_of) or 'a newer version'}")
+        if version_key(wanted) < version_key(oldest):
+            raise RequirementsError(f"{source}: kubernetes_version {wanted} is older than the service workloads need "
+                                    f"(>= {oldest}: {', '.join(f.field for f in pcat.workload_features)}); choose "
+                                    f">= {oldest}")
         too_new = supported_by_addons(wanted)
         if too_new:
             raise RequirementsError(f"{source}: kubernetes_version {wanted} is newer than the pinned add-ons support: "
@@ -124,11 +136,12 @@ def choose_kubernetes_version(pcat: PlatformCatalog, addon_ids: Sequence[str], a
         version = wanted
         why = f"Kubernetes {wanted} as platform.yaml asks"
     else:
-        candidates = [v for v, r in pcat.versions.items() if r.phase(as_of) == "standard" and not supported_by_addons(v)]
+        candidates = [v for v, r in pcat.versions.items() if r.phase(as_of) == "standard" and not supported_by_addons(v)
+                      and version_key(v) >= version_key(oldest)]
         if not candidates:
             raise RequirementsError(f"{source}: no Kubernetes version in the catalog is in EKS standard support on "
                                     f"{as_of} and supported by the pinned add-ons; update blueprints/catalog")
-        version = max(candidates, key=_vkey)
+        version = max(candidates, key=version_key)
         why = (f"Kubernetes {version}: the newest EKS version in standard support on {as_of} that every pinned "
                "add-on supports")
     record = pcat.version(version)
@@ -150,14 +163,9 @@ def choose_kubernetes_version(pcat: PlatformCatalog, addon_ids: Sequence[str], a
     return version, [why], warnings
 
 
-def _vkey(version: str) -> tuple[int, int]:
-    major, minor = version.split(".")
-    return int(major), int(minor)
-
-
 def _newest_standard(pcat: PlatformCatalog, as_of: dt.date) -> str | None:
     standard = [v for v, r in pcat.versions.items() if r.phase(as_of) == "standard"]
-    return max(standard, key=_vkey) if standard else None
+    return max(standard, key=version_key) if standard else None
 
 
 def _addon_releases(ids: Sequence[str], wanted: dict[str, str], pcat: PlatformCatalog, source: str) -> list[AddonRelease]:
@@ -208,7 +216,8 @@ def _line(item: str, quantity: float, usd_per_hour: float, catalog: Catalog) -> 
 
 
 def plan_platforms(services: Sequence[ServiceFile], platform_req: PlatformRequirements, *, catalog: Catalog,
-                   pcat: PlatformCatalog, as_of: dt.date, platform_file: str = "platform.yaml") -> list[PlatformConfig]:
+                   pcat: PlatformCatalog, as_of: dt.date, platform_file: str = "platform.yaml",
+                   policy_for: PolicyFor | None = None) -> list[PlatformConfig]:
     """Every platform that at least one service environment lands on, sorted by name.
 
     Args:
@@ -218,6 +227,9 @@ def plan_platforms(services: Sequence[ServiceFile], platform_req: PlatformRequir
         catalog, pcat: instance prices; add-ons and Kubernetes versions.
         as_of: the plan date.
         platform_file: the platform file's path, named in errors.
+        policy_for: a platform's guardrails by its environment and production flag (`blueprints.guardrails`):
+            audit logs on where required, no spot where forbidden, system nodes of an allowed family. None plans
+            without a policy.
 
     Raises:
         RequirementsError: a service conflicts with its platform's settings (region, privacy, spot), two files
@@ -241,11 +253,12 @@ def plan_platforms(services: Sequence[ServiceFile], platform_req: PlatformRequir
             if name is not None:
                 groups.setdefault(name, []).append((svc, env))
     return [_plan_one(name, members, platform_req, catalog=catalog, pcat=pcat, as_of=as_of,
-                      platform_file=platform_file) for name, members in sorted(groups.items())]
+                      platform_file=platform_file, policy_for=policy_for) for name, members in sorted(groups.items())]
 
 
 def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformRequirements, *, catalog: Catalog,
-              pcat: PlatformCatalog, as_of: dt.date, platform_file: str) -> PlatformConfig:
+              pcat: PlatformCatalog, as_of: dt.date, platform_file: str,
+              policy_for: PolicyFor | None = None) -> PlatformConfig:
     override = preq.platforms.get(name)
     environment, region = _where_of(name, override, members[0])
     stack = platform_stack_name(name)
@@ -257,6 +270,7 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
                                     f"in {region} ({where}); land it on a platform in {env_region} or move it")
     reqs = [(svc, env, svc.requirements) for svc, env in members]
     production = any(r.is_production(env) for _, env, r in reqs)
+    policy = policy_for(environment, production) if policy_for is not None else None
     eks = any(_self_hosted_on_eks(r) for _, _, r in reqs)
     private_services = [f"{r.service} ({svc.where})" for svc, _, r in reqs if r.compliance.private_only]
     if override and override.private_endpoint is False and private_services:
@@ -265,10 +279,12 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
                                 "another platform (environments.<env>.platform)")
     private = bool(override.private_endpoint) if override and override.private_endpoint is not None \
         else bool(private_services)
-    spot_envs = [f"{r.service}.{env} ({svc.where})" for svc, env, r in reqs if r.environments[env].spot]
+    spot_forbidden = policy is not None and policy.spot_forbidden
+    spot_envs = [f"{r.service}.{env} ({svc.where})" for svc, env, r in reqs
+                 if r.environments[env].spot and not spot_forbidden]
     # What the stack config records names services only: file paths depend on where `plan` ran from.
     private_names = [r.service for _, _, r in reqs if r.compliance.private_only]
-    spot_names = [f"{r.service}.{env}" for _, env, r in reqs if r.environments[env].spot]
+    spot_names = [f"{r.service}.{env}" for _, env, r in reqs if r.environments[env].spot and not spot_forbidden]
     if spot_envs and preq.spot is SpotPolicy.FORBIDDEN:
         raise RequirementsError(f"{spot_envs[0]}: asks for spot capacity but {platform_file} sets spot: forbidden; "
                                 "set environments.<env>.spot: false or allow spot in the platform file")
@@ -309,10 +325,11 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
                                              instance_store_raid0=True))
     else:
         addons, node_classes = [], []
-        version = _newest_standard(pcat, as_of) or max(pcat.versions, key=_vkey)
+        version = _newest_standard(pcat, as_of) or max(pcat.versions, key=version_key)
         rationale.append("network only: every service here is a private SageMaker endpoint in this VPC")
     kind = PlatformKind.EKS if eks else PlatformKind.NETWORK
-    audit = any(r.compliance.audit_logging for _, _, r in reqs if _self_hosted_on_eks(r))
+    audit_services = any(r.compliance.audit_logging for _, _, r in reqs if _self_hosted_on_eks(r))
+    audit = audit_services or (policy is not None and policy.audit_logs_required)
     kms = any(r.compliance.customer_managed_kms for _, _, r in reqs if _self_hosted_on_eks(r))
     if private:
         rationale.append("private: " + (", ".join(private_names) or "platform.yaml") + " require(s) private_only; "
@@ -321,8 +338,15 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
     if eks:
         rationale.append(f"audit logs {'on' if audit else 'off'}, Kubernetes secrets "
                          f"{'encrypted with a customer-managed KMS key' if kms else 'encrypted by EKS'}: the strictest "
-                         "compliance of the services here")
+                         "compliance of the services here"
+                         + (f" and of {policy.source} (cluster-audit-logs requires audit logs)"
+                            if audit and not audit_services else ""))
     system_type = catalog.instance(preq.system_nodes.instance_type)
+    if eks and policy is not None and not policy.allows(system_type.instance_type):
+        raise RequirementsError(f"{platform_file}: system_nodes.instance_type {system_type.instance_type} is not "
+                                f"allowed by {policy.source} (instance-types-allowed "
+                                f"{list(policy.allowed_instance_families or [])}) for {stack}; choose an allowed type "
+                                "or allow its family")
     if system_type.gpu_count:
         raise RequirementsError(f"{platform_file}: system_nodes.instance_type {system_type.instance_type} has GPUs; "
                                 "controllers run on a CPU type such as m7i.xlarge")

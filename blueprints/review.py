@@ -21,19 +21,32 @@ def policy_config_for(environment: str, *, production: bool, config_dir: Path = 
     return own if own.exists() else config_dir / ("prod.json" if production else "dev.json")
 
 
-def environment_guardrails(req: Requirements, config_dir: Path = POLICY_CONFIG_DIR) -> dict[str, Guardrails]:
-    """Each environment's planning limits from its policy config (`policy_config_for`); none when `config_dir` is
-    absent (a project without the policy pack). Raises `BlueprintError` for an invalid policy config."""
+def policy_guardrails(environment: str, *, production: bool, config_dir: Path = POLICY_CONFIG_DIR,
+                      root: Path | None = None) -> Guardrails | None:
+    """The planning limits of one environment's policy config (`policy_config_for`); None when it has none. Their
+    `source` (named in plans and messages) is the file's path relative to `root` (the project root) when it lies
+    below it, so plans read the same wherever the project is checked out. Raises `BlueprintError` for an invalid
+    policy config."""
     from policies.offline import guardrails, read_policy_config
 
+    path = policy_config_for(environment, production=production, config_dir=config_dir)
+    if not path.exists():
+        return None
+    shown = path
+    if root is not None and path.resolve().is_relative_to(root.resolve()):
+        shown = path.resolve().relative_to(root.resolve())
+    return guardrails(read_policy_config(path), source=shown.as_posix())
+
+
+def environment_guardrails(req: Requirements, config_dir: Path = POLICY_CONFIG_DIR, *,
+                           root: Path | None = None) -> dict[str, Guardrails]:
+    """Each environment's planning limits from its policy config (`policy_guardrails`); none when `config_dir` is
+    absent (a project without the policy pack). Raises `BlueprintError` for an invalid policy config."""
     if not config_dir.is_dir():
         return {}
-    limits = {}
-    for env in req.environments:
-        path = policy_config_for(env, production=req.is_production(env), config_dir=config_dir)
-        if path.exists():
-            limits[env] = guardrails(read_policy_config(path), source=path.as_posix())
-    return limits
+    limits = {env: policy_guardrails(env, production=req.is_production(env), config_dir=config_dir, root=root)
+              for env in req.environments}
+    return {env: g for env, g in limits.items() if g is not None}
 
 
 def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path = Path("__main__.py"),

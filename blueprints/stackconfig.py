@@ -90,6 +90,13 @@ def _existing(path: Path) -> dict | None:
     return data
 
 
+def existing_blueprint_value(path: Path) -> object | None:
+    """The `servingblueprints:blueprint` value of an existing stack config, unvalidated (None when the file or the
+    key is absent). Raises `StackConfigError` when the file exists but cannot be read."""
+    config = ((_existing(path) or {}).get("config") or {})
+    return config.get(BLUEPRINT_KEY)
+
+
 def write_stack_configs(subjects: list[StackSubject], out_dir: Path, *, source: str,
                         cluster_addons: dict[str, list[str]] | None = None) -> list[Path]:
     """Write one stack config per blueprint or platform into `out_dir`, all or nothing, keeping other settings of
