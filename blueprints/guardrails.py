@@ -105,8 +105,8 @@ class Breach:
     needed: int
     fix: str
 
-    def fix_for(self, env: str) -> str:
-        return self.fix.format(env=env, needed=self.needed)
+    def fix_for(self, env: str, needed: int | None = None) -> str:
+        return self.fix.format(env=env, needed=self.needed if needed is None else needed)
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,12 @@ class SearchLimits:
                                            f"({source}, gpu-quota)", gpus,
                               f"raise maxGpus in {source} to >= {{needed}}")
         return None
+
+    def need(self, constraint: str, inst: InstanceType, *, replicas: int, per_node: int) -> int:
+        """What an option needs of a constraint: replicas at peak (`max_replicas`) or GPUs with the surge."""
+        if constraint == "max_replicas":
+            return replicas
+        return self.gpus_at_full_scale(replicas, per_node=per_node, gpus_per_node=inst.gpu_count)
 
     def autoscaling_cap(self, *, per_node: int, gpus_per_node: int) -> int | None:
         """The most replicas the autoscaler may reach with the surge inside the GPU quota (None: no quota)."""

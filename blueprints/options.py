@@ -425,12 +425,51 @@ def llm_option_on(req: Requirements, env: str, model: ResolvedModel, catalog: Ca
     return f"it {breach.why}" if breach else (option, run)
 
 
-def explain_breach(env: str, cheapest: str, monthly_usd: float, breach: Breach, *, what: str = "option") -> str:
+def explain_breach(env: str, cheapest: str, monthly_usd: float, breach: Breach, *,
+                   least: tuple[int, str, float] | None = None) -> str:
     """The refusal when the cheapest option meeting the SLO breaks a constraint and no option within the
-    constraints meets it: name the binding constraint, what it needs, and the fix."""
-    return (f"environments.{env}: no {what} meeting the SLO stays within {breach.constraint}: the cheapest, "
-            f"{cheapest} (${monthly_usd:,.0f}/month), {breach.why}; {breach.fix_for(env)}, lower "
+    constraints meets it: name the binding constraint, what the cheapest needs, the least any option needs
+    (`least`: amount, option, monthly USD; when below the cheapest's) and the fix."""
+    fewest = ""
+    needed = breach.needed
+    if least is not None and least[0] < breach.needed:
+        needed = least[0]
+        fewest = f"; the least any option meeting the SLO needs is {least[0]} ({least[1]}, ${least[2]:,.0f}/month)"
+    return (f"environments.{env}: no option meeting the SLO stays within {breach.constraint}: the cheapest, "
+            f"{cheapest} (${monthly_usd:,.0f}/month), {breach.why}{fewest}; {breach.fix_for(env, needed)}, lower "
             f"environments.{env}.traffic_scale (or traffic.peak_requests_per_s), or relax the SLO")
+
+
+def _least_llm(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *, managed: bool,
+               limits: SearchLimits, constraint: str) -> tuple[int, str, float] | None:
+    """The option meeting the SLO that needs the least of `constraint` (replicas, or GPUs with the surge): each
+    candidate's screen bounds its need from below (replicas only grow once simulated), so only candidates whose
+    bound is within the least found are simulated."""
+    peak, floor = peak_rps(req, env, model), replicas_floor(req, env)
+    bounds = []
+    for inst in gpu_instances(req, catalog, managed=managed, limits=limits):
+        gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
+        for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
+            for fp8 in ((False, True) if gpu.supports_fp8 and not managed else (False,)):
+                cand = screen_candidate(model, gpu, tp, kv_cache_fp8=fp8, req=req, managed=managed)
+                if cand is not None:
+                    replicas = max(floor, math.ceil(peak / cand.rate_bound_rps - 1e-9))
+                    need = limits.need(constraint, inst, replicas=replicas, per_node=inst.gpu_count // tp)
+                    bounds.append((need, inst.instance_type, tp, fp8))
+    least: tuple[int, str, float] | None = None
+    for bound, name, tp, fp8 in sorted(bounds):
+        if least is not None and bound > least[0]:
+            break
+        found = llm_option_on(req, env, model, catalog, instance_type=name, tensor_parallel_size=tp,
+                              kv_cache_fp8=fp8, managed=managed, limits=relaxed(limits))
+        if isinstance(found, str):
+            continue
+        o = found[0]
+        need = limits.need(constraint, o.instance, replicas=o.replicas, per_node=o.instance.gpu_count // tp)
+        usd = o.monthly_node_usd_per_hour * catalog.hours_per_month
+        if least is None or (need, usd) < least[::2]:
+            least = (need, _describe(o.instance, tp, o.replicas, o.nodes), usd)
+    return least
 
 
 def complete_sizing(option: LlmOption, model: ResolvedModel, req: Requirements, env: str, *,
@@ -503,8 +542,9 @@ def explain_no_llm_option(req: Requirements, env: str, model: ResolvedModel, cat
     breach = limits.breach(best.instance, replicas=best.replicas, per_node=best.instance.gpu_count //
                            best.tensor_parallel_size, managed=managed)
     assert breach is not None, "the constrained search missed an option within every constraint"
+    least = _least_llm(req, env, model, catalog, managed=managed, limits=limits, constraint=breach.constraint)
     return explain_breach(env, _describe(best.instance, best.tensor_parallel_size, best.replicas, best.nodes),
-                          best.monthly_node_usd_per_hour * catalog.hours_per_month, breach)
+                          best.monthly_node_usd_per_hour * catalog.hours_per_month, breach, least=least)
 
 
 def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Catalog, *, managed: bool = False,
@@ -825,6 +865,10 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
     return options
 
 
+def _describe_nongen(o: NongenOption) -> str:
+    return f"{o.nodes}x {o.instance.instance_type} ({o.replicas} replicas)"
+
+
 def nongen_breach(option: NongenOption, limits: SearchLimits, *, managed: bool) -> Breach | None:
     """The constraint a non-generative option breaks (`SearchLimits.breach`), None within all."""
     return limits.breach(option.instance, replicas=option.replicas, per_node=option.replicas_per_node, managed=managed)
@@ -841,8 +885,14 @@ def explain_infeasible_nongen(req: Requirements, env: str, models: list[Resolved
         best = free[0]
         breach = nongen_breach(best, limits, managed=managed)
         assert breach is not None, "the constrained search missed an option within every constraint"
-        return explain_breach(env, f"{best.nodes}x {best.instance.instance_type} ({best.replicas} replicas)",
-                              best.nodes * best.node_usd_per_hour * catalog.hours_per_month, breach)
+
+        def need(o: NongenOption) -> tuple[int, float]:
+            return (limits.need(breach.constraint, o.instance, replicas=o.replicas, per_node=o.replicas_per_node),
+                    o.nodes * o.node_usd_per_hour * catalog.hours_per_month)
+
+        least = min(free, key=need)
+        return explain_breach(env, _describe_nongen(best), need(best)[1], breach,
+                              least=(need(least)[0], _describe_nongen(least), need(least)[1]))
     names = ", ".join(m.spec.served_name for m in models)
     kind = "GPU" if accelerator is Accelerator.NVIDIA_GPU else "CPU"
     candidates = (gpu_instances(req, catalog, managed=managed, limits=limits) if accelerator is Accelerator.NVIDIA_GPU

@@ -50,7 +50,7 @@ def test_autoscaling_max_is_capped_to_the_gpu_quota():
 def test_a_peak_beyond_the_gpu_quota_is_an_error_naming_the_file():
     req = requirements_with(environments={"prod": {"region": "us-east-1", "traffic_scale": 10}}, budget=NO_BUDGET)
     with pytest.raises(SizingError, match=r"no option meeting the SLO stays within gpu-quota: the cheapest, .* needs "
-                                          r"\d+ GPUs with the rollout surge, above maxGpus=8 \(prod.json, gpu-quota\); "
+                                          r"\d+ GPUs with the rollout surge, above maxGpus=8 \(prod.json, gpu-quota\); .*"
                                           r"raise maxGpus in prod.json to >= \d+"):
         plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"],
              guardrails={"prod": Guardrails(source="prod.json", allowed_instance_families=None, max_gpus=8)})

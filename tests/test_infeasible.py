@@ -99,7 +99,8 @@ def test_max_replicas_is_a_constraint_of_the_search_and_names_the_needed_count_w
     # Below the availability floor (2 replicas in production at 99.9 %) no option can comply.
     floor = {**busy, "prod": {**busy["prod"], "max_replicas": 1}}
     with pytest.raises(SizingError, match=r"environments.prod: no option meeting the SLO stays within max_replicas: "
-                                          r"the cheapest, .* needs \d+ replicas at peak, above max_replicas=1; raise "
+                                          r"the cheapest, .* needs \d+ replicas at peak, above max_replicas=1; the least "
+                                          r"any option meeting the SLO needs is \d+ .*; raise "
                                           r"environments.prod.max_replicas to >= \d+"):
         plan_env(requirements_with(environments=floor, budget={"max_monthly_usd": None}), "prod")
 

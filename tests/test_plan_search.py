@@ -84,21 +84,25 @@ def test_a_candidate_whose_bound_breaks_the_quota_is_never_simulated(catalog):
     assert search.rejected and all(r.breach.constraint == "gpu-quota" and not r.simulated for r in search.rejected)
 
 
-def test_no_option_within_the_quota_names_the_gpus_the_cheapest_needs():
+def test_no_option_within_the_quota_names_the_least_gpus_that_would_do():
     req = busy_chat()
-    limits = {"prod": Guardrails(source="policies/config/prod.json", max_gpus=16)}
+
+    def plan_with(max_gpus: int):
+        limits = {"prod": Guardrails(source="policies/config/prod.json", max_gpus=max_gpus)}
+        return plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"], guardrails=limits,
+                    platforms=platforms_for(req))[0]
+
     with pytest.raises(SizingError) as err:
-        plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"], guardrails=limits,
-             platforms=platforms_for(req))
+        plan_with(16)
     message = str(err.value)
     assert message.startswith("environments.prod: no option meeting the SLO stays within gpu-quota: the cheapest, ")
+    assert "GPUs with the rollout surge, above maxGpus=16 (policies/config/prod.json, gpu-quota); the least any " \
+           "option meeting the SLO needs is " in message
     needed = int(message.split("raise maxGpus in policies/config/prod.json to >= ")[1].split(",")[0])
-    assert needed > 16 and f"needs {needed} GPUs with the rollout surge, above maxGpus=16" in message
-    # That many GPUs make it plan.
-    enough = {"prod": Guardrails(source="policies/config/prod.json", max_gpus=needed)}
-    bp = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"], guardrails=enough,
-              platforms=platforms_for(req))[0]
-    assert pool_gpus(bp) <= needed
+    # Exactly enough: one GPU less is still refused, that many plans.
+    with pytest.raises(SizingError, match="no option meeting the SLO stays within gpu-quota"):
+        plan_with(needed - 1)
+    assert pool_gpus(plan_with(needed)) <= needed
 
 
 def test_an_exact_instance_type_the_policy_allows_besides_its_families_can_be_planned():
