@@ -160,8 +160,9 @@ class PreviewReport:
     def to_json(self) -> dict[str, Any]:
         """`{"stack", "archetype", "region", "compliance", "resources": [{"urn", "type", "name", "parent", "read",
         "depends_on", "inputs"}], "manifests", "manifest_problems", "deployability", "signals", "policy_verdicts",
-        "warnings", "predictions", "outputs"}`. `archetype` is `platform` for a platform stack, whose `predictions` hold
-        its cost lines."""
+        "warnings", "predictions", "outputs", "blueprint"}`. `archetype` is `platform` for a platform stack, whose
+        `predictions` hold its cost lines and whose `blueprint` is None; a service's `blueprint` is its stack config's
+        (the review of a later report against this one compares requirements and plan field by field)."""
         predictions = (self.subject.model_dump(mode="json", include={"cost_lines", "monthly_cost_usd"})
                        if self.is_platform else self.blueprint.predictions.model_dump(mode="json"))
         return {
@@ -179,6 +180,7 @@ class PreviewReport:
             "warnings": self.warnings,
             "predictions": predictions,
             "outputs": self.outputs,
+            "blueprint": None if self.is_platform else self.blueprint.model_dump(mode="json"),
         }
 
 
