@@ -78,6 +78,7 @@ from blueprints.scaling_plan import finish, zones_of
 from blueprints.selection import Selection, sagemaker_engine, select_archetype
 from blueprints.signals import planned_target
 from blueprints.startup import startup_budget
+from blueprints.weights import with_weights_reason
 
 
 def _vllm_dtype(precision: Precision, quantization: Quantization | None, gpu: Gpu) -> tuple[str, str | None]:
@@ -110,7 +111,8 @@ def _served_model(m: ResolvedModel, req: Requirements, env: str) -> ServedModel:
                            input_tokens_p95=m.traffic.input_tokens_p95, output_tokens_p95=m.traffic.output_tokens_p95)
     return ServedModel(name=m.spec.served_name, catalog_id=m.spec.id, task=m.task, format=m.spec.format,
                        precision=m.spec.precision, quantization=m.spec.quantization_method,
-                       source_uri=m.spec.weights_uri, params_b=m.architecture.params_b,
+                       source_uri=m.spec.weights_uri, source_kms_key_arn=m.spec.weights_kms_key_arn,
+                       params_b=m.architecture.params_b,
                        weights_gib=round(m.weights_gib, 2), max_context_tokens=m.max_context_tokens, traffic=traffic)
 
 
@@ -700,4 +702,4 @@ def _plan_sized(req: Requirements, catalog: Catalog, ctx: PlanContext, names: li
     models = resolve_models(req, catalog)
     selection = select_archetype(req, models, catalog)
     build = _BUILDERS[selection.archetype]
-    return [_land(build(req, env, models, catalog, selection, ctx), ctx, req) for env in names]
+    return [_land(with_weights_reason(build(req, env, models, catalog, selection, ctx)), ctx, req) for env in names]

@@ -185,7 +185,18 @@ class PreviewReport:
 
 
 def _normalise(value: Any) -> Any:
-    """Mock inputs arrive with every number as a float: give integral floats back as ints; drop None; sort keys."""
+    """Mock inputs arrive with every number as a float: give integral floats back as ints; drop None; sort keys.
+    Assets and archives (a Lambda function's code) become `{"file": name, "sha256": ...}` / `{"archive": {...}}`: the
+    content's digest, not the checkout's path, so two checkouts of the same code report the same input."""
+    import pulumi
+
+    if isinstance(value, pulumi.asset.FileAsset):
+        path = Path(value.path)
+        return {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    if isinstance(value, pulumi.asset.StringAsset):
+        return {"text_sha256": hashlib.sha256(value.text.encode()).hexdigest()}
+    if isinstance(value, pulumi.asset.AssetArchive):
+        return {"archive": {k: _normalise(v) for k, v in sorted(value.assets.items())}}
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):  # sorted keys: the engine's map order is not stable, reports must be

@@ -205,7 +205,6 @@ def test_every_rule_has_a_source_and_planned_by_names_real_blueprint_fields(chat
     from blueprints.diff import flatten
 
     fields = set(flatten(_keyed(_dump(chat_before)))) | set(flatten(_keyed(_dump(_summarizer(0.5)))))
-    fields |= {"models.x.source_kms_key_arn"}  # optional, None in both
     archetypes = {a.value for a in Archetype}
     for rule in load_replace_rules():
         assert rule.source and set(rule.archetypes) <= archetypes
