@@ -180,6 +180,14 @@ class TritonModelConfig(_Frozen):
     instance_kind: Literal["KIND_GPU", "KIND_CPU"]
     instance_count: int = Field(ge=1)
 
+    @model_validator(mode="after")
+    def _no_delay_without_a_batch(self) -> TritonModelConfig:
+        if self.max_batch_size <= 1 and self.max_queue_delay_microseconds > 0:
+            raise ValueError(f"{self.name}: max_queue_delay_microseconds={self.max_queue_delay_microseconds} with "
+                             f"max_batch_size={self.max_batch_size}: the dynamic batcher would hold each request for a "
+                             "batch that cannot form; set the delay to 0 (re-plan with `blueprint plan`)")
+        return self
+
 
 class TritonEngine(_Frozen):
     kind: Literal["triton"] = "triton"
