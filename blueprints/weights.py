@@ -33,21 +33,19 @@ def weights_reason(bp: Blueprint) -> str:
     source into it. SageMaker runs no sync Job, so an `hf://` source is uploaded to the store by hand.
     """
     key = "a customer-managed key" if bp.storage.customer_managed_kms else "the AWS-managed aws/s3 key"
-    parts = []
-    for m in bp.models:
-        decrypt = f", decrypting the source with {m.source_kms_key_arn}" if m.source_kms_key_arn else ""
-        if bp.archetype is not Archetype.SAGEMAKER_ENDPOINT:
-            parts.append(f"{m.source_uri} is copied into the model store's models/{m.name}/ by a sync Job on the "
-                         f"system nodes{decrypt}")
-        elif m.source_uri.startswith("s3://"):
-            parts.append(f"{m.source_uri} is copied into the model store's models/{m.name}/ at deploy by a one-off "
-                         f"server-side copy (a Lambda function whose role reads only the source prefix and writes only "
-                         f"that store prefix{decrypt})")
-        else:
-            parts.append(f"{m.source_uri} is not copied by the stack (SageMaker runs no sync Job): upload it to the "
-                         f"model store's models/{m.name}/ before the endpoint is created")
-    reader = "the endpoint" if bp.archetype is Archetype.SAGEMAKER_ENDPOINT else "each replica, at start,"
-    return (f"weights: {'; '.join(parts)}; {reader} reads the store (SSE-KMS with {key}), never the source")
+    moves = ", ".join(f"{m.source_uri} -> models/{m.name}/" for m in bp.models)
+    keys = "".join(f"; it decrypts {m.source_uri} with {m.source_kms_key_arn}" for m in bp.models
+                   if m.source_kms_key_arn)
+    if bp.archetype is not Archetype.SAGEMAKER_ENDPOINT:
+        how, reader = f"copied into the model store by a sync Job per model on the system nodes{keys}", "each replica"
+    elif bp.model.source_uri.startswith("s3://"):
+        how = ("copied into the model store at deploy by a one-off server-side copy (a Lambda function whose role "
+               f"reads only the source prefix and writes only that store prefix{keys})")
+        reader = "the endpoint"
+    else:
+        how = "not copied by the stack (SageMaker runs no sync Job): upload it to the store before the endpoint is created"
+        reader = "the endpoint"
+    return f"weights: {moves}, {how}; {reader} reads the store (SSE-KMS with {key}), never the source"
 
 
 def with_weights_reason(bp: Blueprint) -> Blueprint:

@@ -118,7 +118,8 @@ def test_the_plan_says_where_the_model_reads_its_weights():
     assert "one-off server-side copy" in line and "never the source" in line
     keyed = plan_env(requirements_with("prototype-summarizer", model={"weights_kms_key_arn": SOURCE_KEY}), "pilot")
     assert keyed.model.source_kms_key_arn == SOURCE_KEY
-    assert f"decrypting the source with {SOURCE_KEY}" in next(r for r in keyed.rationale if r.startswith("weights: "))
+    assert f"it decrypts {bp.model.source_uri} with {SOURCE_KEY}" in next(
+        r for r in keyed.rationale if r.startswith("weights: "))
 
 
 def test_a_kubernetes_sync_job_decrypts_a_declared_source_key(chat_prod):
