@@ -17,6 +17,7 @@ from blueprints import defaults
 from blueprints.catalog import Task
 from blueprints.requirements import (
     DNS_1123_LABEL,
+    KMS_KEY_ARN,
     WEIGHTS_URI,
     Accelerator,
     Compliance,
@@ -90,6 +91,9 @@ class ServedModel(_Frozen):
                                               "(none: the method `precision` implies)")
     source_uri: str = Field(pattern=WEIGHTS_URI, description="where the weights come from: s3://bucket/prefix/ or "
                             "hf://org/name")
+    source_kms_key_arn: str | None = Field(default=None, pattern=KMS_KEY_ARN, description="the customer-managed key "
+                                           "an s3:// source is encrypted with: its copy into the model store may "
+                                           "decrypt with it (none: SSE-S3 or the AWS-managed key)")
     params_b: float = Field(gt=0, description="total parameters, billions")
     weights_gib: float = Field(gt=0, description="weights on disk and in memory at `precision`, GiB")
     max_context_tokens: int = Field(ge=1)
@@ -175,6 +179,14 @@ class TritonModelConfig(_Frozen):
     max_queue_delay_microseconds: int = Field(ge=0)
     instance_kind: Literal["KIND_GPU", "KIND_CPU"]
     instance_count: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _no_delay_without_a_batch(self) -> TritonModelConfig:
+        if self.max_batch_size <= 1 and self.max_queue_delay_microseconds > 0:
+            raise ValueError(f"{self.name}: max_queue_delay_microseconds={self.max_queue_delay_microseconds} with "
+                             f"max_batch_size={self.max_batch_size}: the dynamic batcher would hold each request for a "
+                             "batch that cannot form; set the delay to 0 (re-plan with `blueprint plan`)")
+        return self
 
 
 class TritonEngine(_Frozen):

@@ -104,9 +104,13 @@ def plan(
 
     Every requirements file beside this one (and platform.yaml) shapes the shared platforms: the strictest
     compliance of the services on a platform wins. Nothing is written unless every environment plans cleanly.
+    Over an existing stack config, each stack's summary says what changed against it: requirements and plan field
+    by field, predictions before -> after, and every change that replaces a resource (`--json`: `review`).
     Exit 2 on invalid or infeasible requirements.
     """
-    from blueprints.stackconfig import write_stack_configs
+    from blueprints.changes import review_changes
+    from blueprints.report import print_review
+    from blueprints.stackconfig import recorded_blueprint, stack_config_path, write_stack_configs
     from blueprints.workspace import project_paths, plan_requirements_file
 
     with user_errors():
@@ -116,14 +120,19 @@ def plan(
             requirements, as_of=as_of or dt.date.today(), environments=env,
             policy_dir=policy_dir if policy_dir is not None else (project.policy_dir if project.root else None),
             use_policy=not no_policy, requirements_dir=project.requirements_dir if project.root else None)
-        paths = write_stack_configs(planned.subjects, out_dir if out_dir is not None else project.stacks_dir,
-                                    source=requirements.as_posix(), cluster_addons=planned.cluster_addons)
+        folder = out_dir if out_dir is not None else project.stacks_dir
+        previous = {bp.stack: recorded_blueprint(stack_config_path(folder, bp.stack)) for bp in planned.blueprints}
+        paths = write_stack_configs(planned.subjects, folder, source=requirements.as_posix(),
+                                    cluster_addons=planned.cluster_addons)
     written = dict(zip([s.stack for s in planned.subjects], paths))
+    reviews = {bp.stack: review_changes(bp.stack, previous[bp.stack], bp) for bp in planned.blueprints
+               if previous[bp.stack] is not None}
     if as_json:
         out.print_json(json.dumps(
             [{"stack": p.stack, "path": str(written[p.stack]), "platform": p.model_dump(mode="json")}
              for p in planned.platforms]
-            + [{"stack": bp.stack, "path": str(written[bp.stack]), "blueprint": bp.model_dump(mode="json")}
+            + [{"stack": bp.stack, "path": str(written[bp.stack]), "blueprint": bp.model_dump(mode="json"),
+                "review": reviews[bp.stack].to_json() if bp.stack in reviews else None}
                for bp in planned.blueprints]))
         return
     out.print(f"Planned from {requirements}:")
@@ -132,7 +141,9 @@ def plan(
         out.print(f"  [green]wrote[/]     {written[platform.stack]}")
     for bp in planned.blueprints:
         out.print(summary(bp))
-        out.print(f"  [green]wrote[/]     {written[bp.stack]}")
+        if bp.stack in reviews:
+            print_review(reviews[bp.stack], out, indent="  changed   ")
+        out.print(f"  [green]wrote[/]     {written[bp.stack]}" + ("" if bp.stack in reviews else " (new)"))
     out.print("[dim]Each stack config's `rationale` says why; `blueprint preview <stack>` shows what it builds "
               "(platform stacks first: services read their outputs).[/]")
 
@@ -188,8 +199,10 @@ def preview(
                                  "predictions, outputs."),
     out_path: Optional[Path] = typer.Option(None, "--out", help="Also write plan.md (a PR comment), plan.json and "
                                             "manifests/*.yaml into this folder."),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="plan.json from the base branch: report "
-                                            "resources added, removed and changed, and the cost delta."),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="plan.json from the base branch: lead with "
+                                            "what changed (requirements and plan field by field, predictions before "
+                                            "-> after, every change that replaces a resource), then resources added, "
+                                            "removed and changed, and the cost delta."),
     policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="Policy-config JSON for the policy "
                                                  "pack. Default: policies/config/<environment>.json."),
     stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
@@ -207,7 +220,7 @@ def preview(
     """
     from blueprints.diff import diff_reports, load_baseline
     from blueprints.report import render_terminal, write_report_dir
-    from blueprints.review import review_stack
+    from blueprints.review import baseline_review, review_stack
     from blueprints.workspace import project_paths
 
     with user_errors():
@@ -218,15 +231,16 @@ def preview(
                                   program=program or project.program, policy_config=policy_config,
                                   policy_dir=project.policy_dir)
         diff = diff_reports(base, report.to_json()) if base is not None else None
+        review = baseline_review(report, base, diff) if base is not None and diff is not None else None
         if out_path is not None:
-            write_report_dir(report, out_path, diff)
+            write_report_dir(report, out_path, diff, review)
     if as_json:
         data = report.to_json()
-        if diff is not None:
-            data["diff"] = diff.to_json()
+        if diff is not None and review is not None:
+            data["diff"], data["review"] = diff.to_json(), review.to_json()
         out.print_json(json.dumps(data))
     else:
-        render_terminal(report, out, diff)
+        render_terminal(report, out, diff, review)
     if out_path is not None:
         err.print(f"[green]wrote[/] {out_path}/plan.md, plan.json and {len(report.manifests)} manifest(s)")
     if not report.clean:

@@ -78,6 +78,7 @@ from blueprints.scaling_plan import finish, zones_of
 from blueprints.selection import Selection, sagemaker_engine, select_archetype
 from blueprints.signals import planned_target
 from blueprints.startup import startup_budget
+from blueprints.weights import with_weights_reason
 
 
 def _vllm_dtype(precision: Precision, quantization: Quantization | None, gpu: Gpu) -> tuple[str, str | None]:
@@ -110,7 +111,8 @@ def _served_model(m: ResolvedModel, req: Requirements, env: str) -> ServedModel:
                            input_tokens_p95=m.traffic.input_tokens_p95, output_tokens_p95=m.traffic.output_tokens_p95)
     return ServedModel(name=m.spec.served_name, catalog_id=m.spec.id, task=m.task, format=m.spec.format,
                        precision=m.spec.precision, quantization=m.spec.quantization_method,
-                       source_uri=m.spec.weights_uri, params_b=m.architecture.params_b,
+                       source_uri=m.spec.weights_uri, source_kms_key_arn=m.spec.weights_kms_key_arn,
+                       params_b=m.architecture.params_b,
                        weights_gib=round(m.weights_gib, 2), max_context_tokens=m.max_context_tokens, traffic=traffic)
 
 
@@ -495,7 +497,25 @@ _TRITON_BACKEND = {ModelFormat.ONNX: "onnxruntime", ModelFormat.TENSORRT: "tenso
                    ModelFormat.TORCHSCRIPT: "pytorch", ModelFormat.PYTORCH: "pytorch", ModelFormat.SAFETENSORS: "python"}
 
 
+#: Triton's python backend runs `<model>/<version>/model.py` in the server's own Python, which in the pinned image has
+#: no PyTorch or transformers: they come as the model's execution environment (a conda-pack archive named by the
+#: `EXECUTION_ENV_PATH` parameter). Source: triton-inference-server/python_backend README, "Usage" and "Creating
+#: Custom Execution Environments".
+PYTHON_BACKEND_NOTE = ("Triton's python backend runs the model.py shipped with the weights (the source prefix lands in "
+                       "models/{name}/1/) in the server's own Python; the pinned image has no PyTorch or "
+                       "transformers, so ship them as an execution environment archive (python_backend "
+                       "EXECUTION_ENV_PATH)")
+
+
 def _triton_backend(model: ResolvedModel, accelerator: Accelerator) -> str:
+    """The Triton backend serving `model`'s format; a python-backend model must come from an `s3://` prefix that
+    holds its model.py (a Hugging Face download keeps weights, configs and tokenizer files only)."""
+    if _TRITON_BACKEND.get(model.spec.format) == "python" and model.spec.weights_uri.startswith("hf://"):
+        raise RequirementsError(
+            f"models[{model.spec.served_name}]: format {model.spec.format.value} on Triton runs the python backend, "
+            f"which loads a model.py from the model's folder; {model.spec.weights_uri} is a Hugging Face download "
+            "without one: give an s3:// weights_uri holding model.py beside the weights, or export the model to ONNX "
+            "(format: onnx)")
     backend = _TRITON_BACKEND.get(model.spec.format)
     if backend is None or (backend == "tensorrt" and accelerator is Accelerator.CPU):
         allowed = [f.value for f in _TRITON_BACKEND
@@ -536,6 +556,9 @@ def _nongen_reasons(req: Requirements, env: str, option: NongenOption, catalog: 
            + ("" if req.slo.latency_p95_ms or req.slo.latency_p99_ms else " (default budget; set slo.latency_p95_ms)")]
     for ld in option.loads:
         source = "measured latency" if ld.model.spec.measured_latency_ms else "catalog FLOPs"
+        if ld.model.task.autoregressive:
+            source += (f"; an encoder pass and {ld.model.traffic.mean_output_tokens} decode steps, each reading the "
+                       "decoder's weights, so it scales between GPUs with memory bandwidth")
         batching = (f"max_batch_size {ld.max_batch_size}, max_queue_delay {ld.max_queue_delay_ms:.1f} ms, "
                     if option.gpu else "")
         why.append(f"{ld.model.spec.served_name}: {ld.gflops_per_request:.1f} GFLOP per request ({source}); "
@@ -595,7 +618,9 @@ def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catal
                               target=1.0, cooldown_s=_cooldown_s(startup))
         engine_note = (f"Triton instance_group {kind} x{count} per model"
                        + (": two instances overlap one batch's data transfer with the other's compute" if option.gpu
-                          else ""))
+                          else "")
+                       + "".join(f"; {s.name}: {PYTHON_BACKEND_NOTE.format(name=s.name)}"
+                                 for s, b in zip(served, backends) if b == "python"))
     return Blueprint(
         **_common(req, env, ctx, managed=False, idle_timeout_s=defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S),
         archetype=selection.archetype, models=served, compute=_nongen_compute(req, env, option, served),
@@ -701,4 +726,4 @@ def _plan_sized(req: Requirements, catalog: Catalog, ctx: PlanContext, names: li
     models = resolve_models(req, catalog)
     selection = select_archetype(req, models, catalog)
     build = _BUILDERS[selection.archetype]
-    return [_land(build(req, env, models, catalog, selection, ctx), ctx, req) for env in names]
+    return [_land(with_weights_reason(build(req, env, models, catalog, selection, ctx)), ctx, req) for env in names]

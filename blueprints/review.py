@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from blueprints.blueprint import Blueprint
+from blueprints.changes import Review, review_changes
+from blueprints.diff import PlanDiff
 from blueprints.guardrails import Guardrails
 from blueprints.platform import PlatformConfig
 from blueprints.preview import PreviewReport, run_preview
@@ -91,3 +93,14 @@ def stack_policy_config(config: dict, subject: Blueprint | PlatformConfig) -> di
     entry = config.get("private-endpoints")
     entry = {"enforcementLevel": entry} if isinstance(entry, str) else dict(entry or {})
     return {**config, "private-endpoints": {**entry, "privateOnly": True}}
+
+
+def baseline_review(report: PreviewReport, base: dict, diff: PlanDiff) -> Review:
+    """What changed against the base branch's report of the same stack (`blueprint preview --baseline`): the
+    blueprint recorded in `base` (when it records one) against this stack config's, the predictions, and the
+    replacements the resources' input changes bring (`blueprints.changes.review_changes`)."""
+    before = base.get("blueprint")
+    return review_changes(report.stack, before if isinstance(before, dict) else None,
+                          None if report.is_platform else report.blueprint,
+                          before_predictions=base.get("predictions") if isinstance(base.get("predictions"), dict)
+                          else None, resource_changes=diff.changed)

@@ -205,13 +205,15 @@ def _select_single_nongen(req: Requirements, model: ResolvedModel, catalog: Cata
                           cpu_ok: bool) -> Selection:
     name, task = model.spec.served_name, model.task.value
     is_onnx = model.spec.format is ModelFormat.ONNX
+    call = ("one call per audio window (an encoder pass, then the decoder token by token)"
+            if model.task.autoregressive else "one forward pass per request")
     if req.operations.preference is OperationsPreference.MANAGED:
         if not gpu_ok:
             raise RequirementsError("operations.preference=managed with hardware.accelerators=[cpu]: the catalog's "
                                     "SageMaker hosting types are GPU types; add nvidia-gpu or set operations.preference: "
                                     "any (CPU serving with ONNX Runtime)")
         return Selection(Archetype.SAGEMAKER_ENDPOINT, Accelerator.NVIDIA_GPU, (
-            f"{name} is a single {task} model: one forward pass per request, batched by Triton",
+            f"{name} is a single {task} model: {call}, batched by Triton",
             "operations.preference=managed: a SageMaker real-time endpoint (SageMaker's Triton container)"))
     if not gpu_ok:
         if not is_onnx:
@@ -221,7 +223,7 @@ def _select_single_nongen(req: Requirements, model: ResolvedModel, catalog: Cata
         return Selection(Archetype.ONNX_CPU, Accelerator.CPU, (
             f"{name} is a single {task} model and hardware.accelerators excludes nvidia-gpu",
             "ONNX Runtime on CPU nodes, intra-op threads pinned to each replica's CPU limit"))
-    gpu_reason = f"{name} is a single {task} model: one forward pass per request, batched by Triton on a GPU"
+    gpu_reason = f"{name} is a single {task} model: {call}, batched by Triton on a GPU"
     if not cpu_ok or not is_onnx:
         why = ("hardware.accelerators excludes cpu" if not cpu_ok else
                f"model.format={model.spec.format.value}, not onnx: CPU serving would need an ONNX export")
