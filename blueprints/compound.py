@@ -46,7 +46,7 @@ class ServicePart:
     reasons: tuple[str, ...] = ()
 
 
-def model_task(spec: ModelSpec, catalog: Catalog, *, field: str) -> Task:
+def _model_task(spec: ModelSpec, catalog: Catalog, *, field: str) -> Task:
     """A model entry's task: its own `task`, else its catalog record's. Raises `CatalogError` naming `field`."""
     if spec.task is not None:
         return spec.task
@@ -69,7 +69,7 @@ def service_parts(req: Requirements, catalog: Catalog) -> list[ServicePart]:
     if req.models is None:
         _no_pipeline(budget, "one model (`model:`)")
         return [ServicePart(None, req)]
-    tasks = [model_task(m, catalog, field=f"models.{i}.id") for i, m in enumerate(req.models)]
+    tasks = [_model_task(m, catalog, field=f"models.{i}.id") for i, m in enumerate(req.models)]
     generative = [m.served_name for m, t in zip(req.models, tasks) if t.generative]
     if len(generative) > 1:
         raise RequirementsError(f"models: {generative} generate text; a service has at most one generator (a "
@@ -113,7 +113,3 @@ def _no_pipeline(budget: float | None, why: str) -> None:
                                 "remove it and use slo.ttft_p95_ms / itl_p95_ms (text generation) or "
                                 "slo.latency_p95_ms (other models)")
 
-
-def is_compound(req: Requirements, catalog: Catalog) -> bool:
-    """True when `req` plans into a generator and a retrieval part."""
-    return len(service_parts(req, catalog)) > 1

@@ -26,7 +26,7 @@ from blueprints.pipeline import RULE, check_parts, describe
 from blueprints.preview import PreviewReport
 from blueprints.quota import QuotaNeed, quota_needs
 from blueprints.report import COMMENT_MARKER, render_markdown, render_terminal, write_report_dir
-from blueprints.stackconfig import stack_config_path
+from blueprints.stackconfig import read_stack_config, stack_config_path
 
 #: The parts of a compound service, in the order they are reviewed (the generator first, as in `Pipeline.stacks`).
 PARTS = (PipelinePart.GENERATOR, PipelinePart.RETRIEVAL)
@@ -108,16 +108,18 @@ def review_service(name: str, stacks: list[str], *, stacks_dir: Path, program: P
     from blueprints.review import review_stack
 
     base = load_service_baseline(baseline, name, stacks) if baseline is not None else {}
+    # Before running anything: both parts record one pipeline, and it follows from their predictions.
+    pipeline = check_parts(*(read_stack_config(stack_config_path(stacks_dir, s)) for s in stacks))
     reports = [review_stack(s, stacks_dir=stacks_dir, program=program, policy_config=policy_config,
                             policy_dir=policy_dir) for s in stacks]
-    pipeline = check_parts(reports[0].blueprint, reports[1].blueprint)
     diffs = [diff_reports(base[r.stack], r.to_json()) if r.stack in base else None for r in reports]
     return ServiceReview(name, pipeline, reports, diffs)
 
 
 def load_service_baseline(path: Path, name: str, stacks: list[str]) -> dict[str, dict[str, Any]]:
     """The base branch's reports of these parts by stack: a plan.json written by `blueprint preview <service>-<env>`
-    (its `parts`), or one part's own plan.json. A part absent from it (new on this branch) has no baseline.
+    (its `parts`), or one part's own plan.json. A part absent from it (new on this branch) has no baseline, nor has
+    any part when the base branch's report of `name` is of a plain stack (the service became compound).
 
     Raises:
         BlueprintError: the file is missing, not JSON, or a report of something else.
@@ -132,7 +134,7 @@ def load_service_baseline(path: Path, name: str, stacks: list[str]) -> dict[str,
                                                  for r in reports):
         raise BlueprintError(f"{path}: not a preview report; pass a plan.json written by `blueprint preview --out`")
     found = {r.get("stack"): r for r in reports if r.get("stack") in stacks}
-    if not found:
+    if not found and name not in (data.get("review"), data.get("stack")):
         raise BlueprintError(f"{path}: baseline is a report of {data.get('review') or data.get('stack')!r}, not of "
                              f"{name} ({', '.join(stacks)}); pass the base branch's plan.json of {name}")
     return found
