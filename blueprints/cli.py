@@ -373,7 +373,8 @@ def stacks(
 
 @app.command()
 def preflight(
-    stack: str = typer.Argument(..., help="Stack name, e.g. chat-assistant-prod or platform-prod-us-east-1."),
+    stack: str = typer.Argument(..., help="Stack name, e.g. chat-assistant-prod or platform-prod-us-east-1; or "
+                                "<service>-<env> of a compound service: both parts' needs added up."),
     stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
                                               "project's (found from the working directory)."),
     offline: bool = typer.Option(False, "--offline", help="Do not call AWS even when credentials are present: print "
@@ -387,12 +388,16 @@ def preflight(
     Fresh accounts start with 0 vCPUs for G and P instances in most Regions. Exit 0 when every quota holds (or,
     offline, after printing what to check); 1 when a quota is below what the stack needs; 2 on bad input.
     """
+    from blueprints.pipeline_review import part_stacks, service_quota_needs
     from blueprints.quota import check_quotas, quota_needs
-    from blueprints.stackconfig import read_config, stack_config_path
+    from blueprints.stackconfig import read_config, read_stack_config, stack_config_path
     from blueprints.workspace import project_paths
 
     with user_errors():
-        needs = quota_needs(read_config(stack_config_path(stacks_dir or project_paths(stacks_dir).stacks_dir, stack)))
+        folder = stacks_dir or project_paths(stacks_dir).stacks_dir
+        parts = part_stacks(stack, folder)
+        needs = quota_needs(read_config(stack_config_path(folder, stack))) if parts is None else \
+            service_quota_needs([read_stack_config(stack_config_path(folder, s)) for s in parts])
         client_for = None if offline else _service_quotas_client_factory()
         checks = check_quotas(needs, client_for) if client_for is not None else []
     if as_json:

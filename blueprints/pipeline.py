@@ -14,9 +14,9 @@ The rule (one function, used by the planner and by the review alike):
   `rounds = ceil(calls / concurrent_requests)` batches, each further one adding a batch's compute time.
 - A sum of p95s is a conservative bound for latencies like these: it equals the p95 of the sum when the stages are
   slow together (as under a shared load peak), and lies above it for independent stages without rare, very long
-  stalls (two exponential stages: a p95 of 4.7x the mean against 6.0x). It is a planning bound, not a theorem:
-  quantiles are not additive for every distribution (a stall in under 5 % of each of two stages' requests can put
-  the p95 of the sum above the sum of p95s).
+  stalls (two independent exponential stages of mean m: a sum of p95s of 6.0 m, a p95 of the sum of 4.7 m). It is
+  a planning bound, not a theorem: quantiles are not additive for every distribution (a stall in under 5 % of each
+  of two stages' requests can put the p95 of the sum above the sum of p95s).
 - Not included: the vector search between the retrieval models and the generator, and network hops between the
   caller and each part; leave room for them in the budget.
 """

@@ -70,17 +70,8 @@ class ServiceReview:
         return round(sum(bp.predictions.monthly_cost_usd for bp in self.blueprints), 2)
 
     def quota_needs(self) -> list[QuotaNeed]:
-        """The service quotas both parts need together at full scale: needs of the same quota and Region add up."""
-        merged: dict[tuple[str, str, str], QuotaNeed] = {}
-        for bp in self.blueprints:
-            for need in quota_needs(bp):
-                key = (need.service_code, need.quota_code, need.region)
-                if key in merged:
-                    first = merged[key]
-                    need = QuotaNeed(first.service_code, first.quota_code, first.quota_name, first.region,
-                                     first.needed + need.needed, first.unit, f"{first.why}; {need.why}")
-                merged[key] = need
-        return list(merged.values())
+        """The service quotas both parts need together at full scale (`service_quota_needs`)."""
+        return service_quota_needs(self.blueprints)
 
     def to_json(self) -> dict[str, Any]:
         """`{"review", "service", "environment", "pipeline", "monthly_cost_usd", "quotas", "clean", "parts": [each
@@ -95,6 +86,23 @@ class ServiceReview:
                 "pipeline": self.pipeline.model_dump(mode="json", exclude={"part"}),
                 "monthly_cost_usd": self.monthly_cost_usd, "quotas": [n.to_json() for n in self.quota_needs()],
                 "clean": self.clean, "parts": parts}
+
+
+def service_quota_needs(parts: list[Blueprint]) -> list[QuotaNeed]:
+    """The service quotas a compound service's parts need together at full scale: quotas are per account and Region,
+    so needs of the same quota in the same Region add up (each `why` names its stack)."""
+    merged: dict[tuple[str, str, str], QuotaNeed] = {}
+    for bp in parts:
+        for need in quota_needs(bp):
+            need = QuotaNeed(need.service_code, need.quota_code, need.quota_name, need.region, need.needed, need.unit,
+                             f"{bp.stack}: {need.why}")
+            key = (need.service_code, need.quota_code, need.region)
+            if key in merged:
+                first = merged[key]
+                need = QuotaNeed(first.service_code, first.quota_code, first.quota_name, first.region,
+                                 first.needed + need.needed, first.unit, f"{first.why}; {need.why}")
+            merged[key] = need
+    return list(merged.values())
 
 
 def review_service(name: str, stacks: list[str], *, stacks_dir: Path, program: Path, policy_dir: Path,

@@ -98,3 +98,16 @@ def test_a_part_previewed_alone_names_its_service_review(reviewed):
     part = (out / PARTS[1] / "plan.md").read_text()
     assert "| pipeline " in part and "the retrieval part of compound service rag-assistant" in part
     assert "`blueprint preview rag-assistant-prod` reviews both parts" in part
+
+
+def test_preflight_of_a_compound_service_adds_up_both_parts_quotas():
+    from blueprints.quota import quota_needs
+
+    result = runner.invoke(app, ["preflight", "rag-assistant-prod", "--offline", "--json", "--stacks-dir",
+                                 str(ROOT / "stacks")])
+    assert result.exit_code == 0, result.output
+    [need] = json.loads(result.output)  # both parts run on G instances in us-east-1: one quota
+    parts = [quota_needs(read_stack_config(ROOT / "stacks" / f"Pulumi.{s}.yaml")) for s in PARTS]
+    assert need["quota_code"] == parts[0][0].quota_code == parts[1][0].quota_code
+    assert need["needed"] == parts[0][0].needed + parts[1][0].needed
+    assert all(s in need["why"] for s in PARTS)
