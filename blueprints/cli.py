@@ -306,12 +306,17 @@ def simulate(
 
     Exit 2 on a missing or invalid stack config, a platform stack, or an invalid trace.
     """
+    from blueprints.pipeline_review import part_stacks
     from blueprints.simulation import simulate as run
     from blueprints.simulation_report import summary_markdown, write_plot
     from blueprints.stackconfig import read_stack_config, stack_config_path
     from blueprints.traffic import read_trace
 
     with user_errors():
+        parts = part_stacks(stack, stacks_dir)
+        if parts is not None:
+            raise BlueprintError(f"{stack} is a compound service's environment: simulate each part's fleet, "
+                                 f"`blueprint simulate {parts[0]}` and `blueprint simulate {parts[1]}`")
         bp = read_stack_config(stack_config_path(stacks_dir, stack))
         result = run(bp, trace=read_trace(trace) if trace is not None else None, days=days)
         if out_path is not None:

@@ -111,3 +111,9 @@ def test_preflight_of_a_compound_service_adds_up_both_parts_quotas():
     assert need["quota_code"] == parts[0][0].quota_code == parts[1][0].quota_code
     assert need["needed"] == parts[0][0].needed + parts[1][0].needed
     assert all(s in need["why"] for s in PARTS)
+
+
+def test_simulate_of_a_compound_service_names_its_part_stacks():
+    result = runner.invoke(app, ["simulate", "rag-assistant-prod", "--stacks-dir", str(ROOT / "stacks")])
+    assert result.exit_code == 2, result.output
+    assert all(f"blueprint simulate {s}" in result.output for s in PARTS)
