@@ -110,8 +110,16 @@ def _choose(req: Requirements, env: str, gen: ServicePart, ret: ServicePart, pla
     budget = req.slo.pipeline_latency_p95_ms
     own = _pair(req, _plan(gen, env, plan_part), _plan(ret, env, plan_part), streaming=streaming)
     if budget is None or own.p95_ms <= budget:
-        _check_cost(req, env, [own])
-        return own, own
+        chosen = own
+        if budget is not None and streaming and own.generator.slo.ttft_p95_ms is None:
+            # A generator without a TTFT target of its own gets what the budget leaves it, so its plan, autoscaling
+            # and alerts hold the end-to-end budget; its own plan met it, so this costs no more.
+            given = _try(gen, env, plan_part,
+                         ttft_p95_ms=math.floor(budget - retrieval_p95_ms(own.pipeline.stages)))
+            if given is not None and given.predictions.monthly_cost_usd <= own.generator.predictions.monthly_cost_usd:
+                chosen = _pair(req, given, own.retrieval, streaming=streaming)
+        _check_cost(req, env, [chosen])
+        return chosen, own
     own_target = latency_target_ms(ret.requirements)
     generator_stage = own.pipeline.stages[-1].stage_p95_ms
     generators: dict[int, Blueprint | None] = {}
@@ -145,12 +153,39 @@ def _choose(req: Requirements, env: str, gen: ServicePart, ret: ServicePart, pla
 
 def _targets(pair: _Pair) -> str:
     """The targets the parts were planned to, in words."""
-    g, r = pair.generator.slo, pair.retrieval.slo
-    retrieval = (f"latency_p95_ms {r.latency_p95_ms:g} ms" if r.latency_p95_ms is not None else
-                 f"latency_p99_ms {r.latency_p99_ms:g} ms" if r.latency_p99_ms is not None else
-                 f"latency_p95_ms {defaults.DEFAULT_NONGEN_LATENCY_P95_MS:g} ms (the default)")
-    ttft = "none" if g.ttft_p95_ms is None else f"{g.ttft_p95_ms:g} ms"
-    return f"retrieval {retrieval}, generator ttft_p95_ms {ttft}"
+    return f"retrieval {_retrieval_target(pair)}, generator {_generator_target(pair)}"
+
+
+def _retrieval_target(pair: _Pair) -> str:
+    r = pair.retrieval.slo
+    return (f"latency_p95_ms {r.latency_p95_ms:g} ms" if r.latency_p95_ms is not None else
+            f"latency_p99_ms {r.latency_p99_ms:g} ms" if r.latency_p99_ms is not None else
+            f"latency_p95_ms {defaults.DEFAULT_NONGEN_LATENCY_P95_MS:g} ms (the default)")
+
+
+def _generator_target(pair: _Pair) -> str:
+    ttft = pair.generator.slo.ttft_p95_ms
+    return "no ttft_p95_ms" if ttft is None else f"ttft_p95_ms {ttft:g} ms"
+
+
+def _given(chosen: _Pair, own: _Pair, budget: float | None) -> str:
+    """What each part was given, against its own targets, and what that costs."""
+    retrieval, generator = _retrieval_target(chosen), _generator_target(chosen)
+    retrieval += " (its own)" if retrieval == _retrieval_target(own) else f" (tightened from {_retrieval_target(own)})"
+    if generator == _generator_target(own):
+        generator += " (its own)"
+    elif own.generator.slo.ttft_p95_ms is None:
+        generator += " (what the end-to-end budget leaves it: it has no TTFT target of its own)"
+    else:
+        generator += f" (tightened from {_generator_target(own)})"
+    text = f"targets given: retrieval {retrieval}, generator {generator}"
+    if chosen.p95_ms != own.p95_ms or chosen.monthly_usd != own.monthly_usd:
+        extra = chosen.monthly_usd - own.monthly_usd
+        text += (f"; at their own targets the parts compose to {own.p95_ms:,.0f} ms"
+                 + (" (over the budget)" if budget is not None and own.p95_ms > budget else "")
+                 + (f", for ${extra:,.0f}/month less: this split is the cheapest of those tried that meets the budget"
+                    if extra > 0.005 else ", at the same cost"))
+    return text
 
 
 def _refusal(req: Requirements, env: str, own: _Pair, best: _Pair, *, streaming: bool) -> str:
@@ -191,11 +226,7 @@ def _record(req: Requirements, chosen: _Pair, own: _Pair, gen: ServicePart, ret:
     record = chosen.pipeline.model_copy(update={"latency_p95_budget_ms": req.slo.pipeline_latency_p95_ms})
     record = Pipeline.model_validate(record.model_dump())
     g, r = chosen.generator, chosen.retrieval
-    given = f"targets given: {_targets(chosen)}" + (
-        " (the parts' own)" if chosen is own else
-        f" (tightened: at their own targets, {_targets(own)}, the parts compose to {own.p95_ms:,.0f} ms; this split "
-        f"costs ${chosen.monthly_usd - own.monthly_usd:,.0f}/month more and is the cheapest of those tried that "
-        "meets the budget)")
+    given = _given(chosen, own, req.slo.pipeline_latency_p95_ms)
     total = (f"the service costs ${g.predictions.monthly_cost_usd:,.0f} (generator) + "
              f"${r.predictions.monthly_cost_usd:,.0f} (retrieval) = ${chosen.monthly_usd:,.0f}/month provisioned for "
              "the peak" + (f", within budget.max_monthly_usd={req.budget.max_monthly_usd:g} (both parts together)"

@@ -124,8 +124,20 @@ def test_parts_at_their_own_targets_missing_the_budget_are_tightened_and_the_rat
     cost = generator.predictions.monthly_cost_usd + retrieval.predictions.monthly_cost_usd
     assert cost >= own_cost
     given = next(line for line in generator.rationale if line.startswith("targets given:"))
-    assert f"generator ttft_p95_ms {generator.slo.ttft_p95_ms:g} ms" in given and "tightened" in given
-    assert f"${cost - own_cost:,.0f}/month more" in given
+    assert f"generator ttft_p95_ms {generator.slo.ttft_p95_ms:g} ms (what the end-to-end budget leaves it" in given
+    assert f"compose to {own_generator.pipeline.latency_p95_ms:,.0f} ms (over the budget)" in given
+    assert f"${cost - own_cost:,.0f}/month less: this split is the cheapest" in given
+
+
+def test_a_generator_without_a_ttft_target_gets_what_the_budget_leaves_it(planned):
+    generator, retrieval = [bp for bp in planned.blueprints if bp.environment == "dev"]
+    data = example_data("rag-assistant")
+    assert "ttft_p95_ms" not in data["slo"]
+    assert retrieval.slo.latency_p95_ms == data["slo"]["latency_p95_ms"]  # met in dev: retrieval keeps its own
+    share = sum(s.stage_p95_ms for s in generator.pipeline.stages if s.part is PipelinePart.RETRIEVAL)
+    assert generator.slo.ttft_p95_ms == math.floor(data["slo"]["pipeline_latency_p95_ms"] - share)
+    assert generator.predictions.ttft_p95_ms <= generator.slo.ttft_p95_ms
+    assert any("what the end-to-end budget leaves it" in line for line in generator.rationale)
 
 
 def test_an_unreachable_end_to_end_budget_is_refused_naming_the_field_the_parts_and_the_fix():
