@@ -22,6 +22,7 @@ from blueprints.blueprint import (
     ComplianceRecord,
     Compute,
     CostLine,
+    ModelLatency,
     ModelTraffic,
     Network,
     OnnxRuntimeEngine,
@@ -38,6 +39,7 @@ from blueprints.blueprint import (
 )
 from blueprints.catalog import Catalog, Gpu
 from blueprints.catalog.addons import load_platform_catalog
+from blueprints.compound import service_parts
 from blueprints.platform import AlertingSpec, PlatformConfig
 from blueprints.platform_plan import landing_platform
 from blueprints.guardrails import Guardrails
@@ -571,11 +573,14 @@ def _nongen_reasons(req: Requirements, env: str, option: NongenOption, catalog: 
 
 
 def _nongen_predictions(req: Requirements, env: str, option: NongenOption, lines: list[CostLine]) -> Predictions:
+    instances = defaults.TRITON_GPU_INSTANCES if option.gpu else 1
     return Predictions(
+        models=[ModelLatency(name=ld.model.spec.served_name, latency_p95_ms=round(ld.latency_p95_ms, 1),
+                             batch_ms=round(ld.batch_ms, 2), concurrent_requests=ld.max_batch_size * instances)
+                for ld in option.loads],
         latency_p95_ms=round(option.latency_p95_ms, 1),
         requests_per_s_capacity=round(option.requests_per_s_capacity, 3),
-        concurrency_per_replica=max(ld.max_batch_size for ld in option.loads)
-        * (defaults.TRITON_GPU_INSTANCES if option.gpu else 1),
+        concurrency_per_replica=max(ld.max_batch_size for ld in option.loads) * instances,
         monthly_cost_usd=round(sum(line.monthly_usd for line in lines), 2), cost_lines=lines,
         cost_is_estimate=_capacity(req, env, managed=False) is CapacityType.SPOT)
 
@@ -679,7 +684,8 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
         alerting: platform.yaml's `alerting` (SNS topics of SageMaker alarms); default: none.
 
     Returns:
-        One `Blueprint` per environment, in the order planned.
+        One `Blueprint` per environment, in the order planned; for a compound service (`blueprints.compound`) one
+        per part and environment, generator first.
 
     Raises:
         RequirementsError: an environment name is not in the file, or the requirements contradict every archetype.
@@ -699,6 +705,19 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
         platforms = {p.name: p for p in plan_platforms([ServiceFile(None, req)], PlatformRequirements(),
                                                        catalog=catalog, pcat=load_platform_catalog(), as_of=as_of)}
     ctx = PlanContext(as_of=as_of, platforms=platforms)
+    parts = service_parts(req, catalog)
+    if len(parts) > 1:  # a compound service: one stack per part, an end-to-end budget over both
+        from blueprints.pipeline_plan import plan_pipeline
+
+        return plan_pipeline(req, parts, names, catalog=catalog, plan_part=lambda part, env: _plan_service(
+            part, catalog, ctx, [env], guardrails=guardrails, alerting=alerting)[0])
+    return _plan_service(req, catalog, ctx, names, guardrails=guardrails, alerting=alerting)
+
+
+def _plan_service(req: Requirements, catalog: Catalog, ctx: PlanContext, names: list[str], *,
+                  guardrails: Mapping[str, Guardrails] | None, alerting: AlertingSpec | None) -> list[Blueprint]:
+    """Plan the environments `names` of one stack-worth of requirements (a service, or a part of a compound one):
+    within each environment's guardrails, finished (`scaling_plan.finish`) and with its quota note."""
     if guardrails:
         planned = []
         for env in names:

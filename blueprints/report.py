@@ -189,6 +189,12 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
     if bp.platform.stack:
         rows.append(["platform", f"{bp.platform.stack}" + (f" (${p.platform_monthly_cost_usd:,.2f}/month, shared)"
                                                            if p.platform_monthly_cost_usd is not None else "")])
+    if bp.pipeline is not None:
+        budget = bp.pipeline.latency_p95_budget_ms
+        rows.append(["pipeline", f"the {bp.pipeline.part.value} part of compound service {bp.pipeline.service}: "
+                     f"end-to-end p95 <= {bp.pipeline.latency_p95_ms:,.1f} ms"
+                     + (f" (budget {budget:,.0f} ms)" if budget is not None else "")
+                     + f"; `blueprint preview {bp.pipeline.service}-{bp.environment}` reviews both parts"])
     for label, value, unit in (("TTFT p95", p.ttft_p95_ms, "ms"), ("ITL p95", p.itl_p95_ms, "ms"),
                                ("latency p95", p.latency_p95_ms, "ms"),
                                ("output tokens/s", p.output_tokens_per_s, ""),

@@ -223,6 +223,11 @@ def _dns_label(text: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:40]
 
 
+#: Longest end-to-end budget a compound service may set, ms: 10 minutes, well past any interactive answer
+#: (a SageMaker real-time invocation stops at 60 s) [assumption: a bound against typos, not a platform limit].
+MAX_PIPELINE_LATENCY_MS = 600_000
+
+
 class Slo(_Section):
     """Latency and availability targets. Generative models use TTFT/ITL; others use request latency."""
 
@@ -231,6 +236,11 @@ class Slo(_Section):
     latency_p95_ms: float | None = Field(default=None, gt=0, description="request latency p95, ms (non-generative)")
     latency_p99_ms: float | None = Field(default=None, gt=0, description="request latency p99, ms (non-generative)")
     availability_pct: float = Field(default=99.5, ge=90, lt=100, description="monthly availability target, %")
+    pipeline_latency_p95_ms: float | None = Field(
+        default=None, gt=0, le=MAX_PIPELINE_LATENCY_MS, description="compound services only (a generator and "
+        "retrieval models in `models:`): end-to-end p95 budget, ms, from the request to the answer's first token "
+        "(streamed) or its last (not streamed), composed from the parts' p95s (blueprints/pipeline.py); the plan "
+        "tightens the parts' own targets to meet it or refuses")
 
     @model_validator(mode="after")
     def _p99_not_below_p95(self) -> Slo:

@@ -186,9 +186,10 @@ def _select_estate(req: Requirements, models: list[ResolvedModel], generative: l
                    gpu_ok: bool) -> Selection:
     names = ", ".join(f"{m.spec.served_name} ({m.task.value})" for m in models)
     if generative:
-        raise RequirementsError(f"models: {generative} generate text and are served one per service (vllm-gpu or "
-                                "sagemaker-endpoint); move each to its own requirements file under `model:` and keep "
-                                "the non-generative models here")
+        raise RequirementsError(f"models: {generative} generate text and one Triton estate serves non-generative "
+                                "models only; a generator beside retrieval models plans as a compound service, one "
+                                "stack per part (`blueprint plan`, blueprints.compound), or move it to its own "
+                                "requirements file under `model:`")
     if req.operations.preference is OperationsPreference.MANAGED:
         raise RequirementsError("operations.preference=managed: a SageMaker endpoint here serves one model; for the "
                                 f"{len(models)} models of `models:` set operations.preference: any or self-hosted "
