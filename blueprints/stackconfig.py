@@ -90,11 +90,12 @@ def _existing(path: Path) -> dict | None:
     return data
 
 
-def existing_blueprint_value(path: Path) -> object | None:
-    """The `servingblueprints:blueprint` value of an existing stack config, unvalidated (None when the file or the
-    key is absent). Raises `StackConfigError` when the file exists but cannot be read."""
-    config = ((_existing(path) or {}).get("config") or {})
-    return config.get(BLUEPRINT_KEY)
+def recorded_blueprint(path: Path) -> dict | None:
+    """The blueprint an existing stack config records, as a plain dict (not validated: a config of an older schema
+    still compares in the review); None when there is no file or it holds no blueprint. Raises `StackConfigError`
+    when the file exists but is not readable YAML."""
+    value = ((_existing(path) or {}).get("config") or {}).get(BLUEPRINT_KEY)
+    return value if isinstance(value, dict) else None
 
 
 def write_stack_configs(subjects: list[StackSubject], out_dir: Path, *, source: str,

@@ -22,7 +22,7 @@ from blueprints.platform import PLATFORM_FILE, PlatformConfig, load_platform_req
 from blueprints.platform_plan import ServiceFile, plan_platforms
 from blueprints.requirements import Requirements, load_requirements
 from blueprints.stability import Hardware, hardware_of
-from blueprints.stackconfig import existing_blueprint_value, stack_config_path
+from blueprints.stackconfig import recorded_blueprint, stack_config_path
 from blueprints.yamlio import load_yaml
 
 #: Names a platform team's file may have (`platform.yml` is not read as a service by mistake).
@@ -104,7 +104,7 @@ class PlannedFile:
 
 
 def plan_platform_set(folder: Path, *, as_of: dt.date, extra: Path | None = None,
-                      policy_dir: Path | None = None, root: Path | None = None) -> list[PlatformConfig]:
+                      policy_dir: Path | None = None) -> list[PlatformConfig]:
     """Every platform the requirements files of `folder` (and `extra`, a file planned from elsewhere) land on, from
     `folder/platform.yaml` and all of them, each within its environment's policy config in `policy_dir` (none
     without).
@@ -130,7 +130,7 @@ def plan_platform_set(folder: Path, *, as_of: dt.date, extra: Path | None = None
         from blueprints.review import policy_guardrails
 
         def policy_for(environment: str, production: bool):
-            return policy_guardrails(environment, production=production, config_dir=policy_dir, root=root)
+            return policy_guardrails(environment, production=production, config_dir=policy_dir)
 
     return plan_platforms(services, load_platform_requirements(platform_file), catalog=catalog,
                           pcat=load_platform_catalog(), as_of=as_of, platform_file=str(platform_file),
@@ -172,7 +172,6 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
                                 "platform stacks are written with every service that lands on them)")
     req = load_requirements(path)
     folder = requirements_dir if requirements_dir is not None else path.parent
-    root = project_root(path) or project_root(Path.cwd())  # policy files are named relative to it
     limits = {}
     if use_policy:
         if policy_dir is None or not policy_dir.is_dir():
@@ -180,9 +179,9 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
                                  "environment is planned within its policy config's guardrails. Run from the project "
                                  "(the folder holding Pulumi.yaml), pass --policy-dir, or plan without guardrails with "
                                  "--no-policy")
-        limits = environment_guardrails(req, policy_dir, root=root)
+        limits = environment_guardrails(req, policy_dir)
     platforms = {p.name: p for p in plan_platform_set(folder, as_of=as_of, extra=path,
-                                                      policy_dir=policy_dir if use_policy else None, root=root)}
+                                                      policy_dir=policy_dir if use_policy else None)}
     alerting = load_platform_requirements(folder / PLATFORM_FILE).alerting
     existing = existing_hardware(req, stacks_dir) if stacks_dir is not None else {}
     try:
@@ -199,16 +198,21 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
 
 
 def existing_hardware(req: Requirements, stacks_dir: Path) -> dict[str, Hardware]:
-    """Per environment, the hardware its existing stack config in `stacks_dir` records (`stability.hardware_of`);
-    environments without one (or whose blueprint records none readable) are planned afresh.
+    """Per stack the file plans (each part's of a compound service), the hardware its existing stack config in
+    `stacks_dir` records (`stability.hardware_of`); stacks without one (or whose blueprint records none readable) are
+    planned afresh.
 
     Raises:
         StackConfigError: an existing stack config cannot be read as YAML (it may hold secrets: fix it first).
     """
+    from blueprints.compound import service_parts
+
     found = {}
-    for env in req.environments:
-        value = existing_blueprint_value(stack_config_path(stacks_dir, f"{req.service}-{env}"))
-        hardware = hardware_of(value) if value is not None else None
-        if hardware is not None:
-            found[env] = hardware
+    for part in service_parts(req, load_catalog()):
+        for env in req.environments:
+            stack = f"{part.requirements.service}-{env}"
+            value = recorded_blueprint(stack_config_path(stacks_dir, stack))
+            hardware = hardware_of(value) if value is not None else None
+            if hardware is not None:
+                found[stack] = hardware
     return found

@@ -34,7 +34,7 @@ def busy_chat(**hardware) -> object:
 
 def plan_prod(req, **kwargs):
     return plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"],
-                guardrails=environment_guardrails(req, POLICY_DIR, root=ROOT), platforms=platforms_for(req), **kwargs)[0]
+                guardrails=environment_guardrails(req, POLICY_DIR), platforms=platforms_for(req), **kwargs)[0]
 
 
 def pool_gpus(bp) -> int:

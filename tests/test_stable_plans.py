@@ -84,18 +84,18 @@ def test_hardware_beyond_the_threshold_or_no_longer_allowed_is_switched_naming_w
     assert cheapest.compute.instance_type == "g6e.xlarge"
     dear = Hardware(Archetype.VLLM_GPU, "g6e.2xlarge", 1, "auto")  # the same GPU on a larger, dearer node
     kept = plan(req, catalog, as_of=PLAN_DATE, environments=["prod"], platforms=platforms_for(req),
-                existing={"prod": dear}, switch_threshold_pct=100)[0]
+                existing={"chat-assistant-prod": dear}, switch_threshold_pct=100)[0]
     assert kept.compute.instance_type == dear.instance_type  # kept at a 100 % tolerance...
     above = (kept.predictions.monthly_cost_usd / cheapest.predictions.monthly_cost_usd - 1) * 100
     assert 5 < above <= 100  # ...and switched at the default 5 %
     [bp] = plan(req, catalog, as_of=PLAN_DATE, environments=["prod"], platforms=platforms_for(req),
-                existing={"prod": dear})
+                existing={"chat-assistant-prod": dear})
     assert bp.compute.instance_type == cheapest.compute.instance_type
     assert f"the existing hardware would cost {above:.1f} % more" in bp.rationale[2]
     g6e_only_not = Guardrails(source="prod.json", allowed_instance_families=("g5", "g6", "p5", "m7i"))
     previous = Hardware(Archetype.VLLM_GPU, "g6e.xlarge", 1, "auto")
     [bp] = plan(req, catalog, as_of=PLAN_DATE, environments=["prod"], platforms=platforms_for(req),
-                guardrails={"prod": g6e_only_not}, existing={"prod": previous})
+                guardrails={"prod": g6e_only_not}, existing={"chat-assistant-prod": previous})
     assert bp.compute.instance_type.split(".")[0] != "g6e"
     assert bp.rationale[2].startswith("switched from g6e.xlarge (tensor_parallel_size=1) (the existing stack "
                                       "config) to ")
@@ -105,7 +105,7 @@ def test_hardware_beyond_the_threshold_or_no_longer_allowed_is_switched_naming_w
 def test_the_cheapest_hardware_itself_adds_no_sentence_and_the_plan_stays_a_pure_function():
     req = requirements_with()
     fresh = plan(req, load_catalog(), as_of=PLAN_DATE, platforms=platforms_for(req))
-    same = {bp.environment: hardware_of(bp.model_dump(mode="json")) for bp in fresh}
+    same = {bp.stack: hardware_of(bp.model_dump(mode="json")) for bp in fresh}
     again = plan(req, load_catalog(), as_of=PLAN_DATE, platforms=platforms_for(req), existing=same)
     assert again == fresh == plan(req, load_catalog(), as_of=PLAN_DATE, platforms=platforms_for(req), existing=same)
 
@@ -118,12 +118,12 @@ def test_a_non_generative_replica_shape_is_kept_within_the_threshold(catalog):
     best = options[0]
     other = next(o for o in options if o.nodes * o.node_usd_per_hour > best.nodes * best.node_usd_per_hour)
     previous = Hardware(Archetype.ONNX_CPU, other.instance.instance_type, cpu_per_replica=other.cpu_per_replica)
-    kept = plan(req, catalog, as_of=PLAN_DATE, environments=["prod"], existing={"prod": previous},
+    kept = plan(req, catalog, as_of=PLAN_DATE, environments=["prod"], existing={"edge-classifier-prod": previous},
                 switch_threshold_pct=100)[0]
     assert (kept.compute.instance_type, kept.compute.cpu_per_replica) == (other.instance.instance_type,
                                                                           other.cpu_per_replica)
     assert kept.rationale[2].startswith(f"kept {previous.describe()} from the existing stack config: within ")
-    switched = plan(req, catalog, as_of=PLAN_DATE, environments=["prod"], existing={"prod": previous},
+    switched = plan(req, catalog, as_of=PLAN_DATE, environments=["prod"], existing={"edge-classifier-prod": previous},
                     switch_threshold_pct=0)[0]
     assert switched.compute.instance_type == best.instance.instance_type
     assert switched.rationale[2].startswith(f"switched from {previous.describe()}")
