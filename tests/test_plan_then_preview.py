@@ -62,22 +62,28 @@ def model_part(draw, shape: str) -> dict:
                           "format": "onnx"},
                 "traffic": draw(traffic(generative=False)),
                 "slo": {"latency_p95_ms": draw(st.sampled_from([50, 200]))}}
-    ids = draw(st.lists(st.sampled_from(ENCODERS), min_size=2, max_size=3, unique=True))
-    return {"models": [{"id": i, "weights_uri": "s3://bucket-name/m/", "format": "onnx",
-                        "traffic": draw(traffic(generative=False))} for i in ids],
-            "slo": {"latency_p95_ms": draw(st.sampled_from([100, 300]))}}
+    ids = draw(st.lists(st.sampled_from(ENCODERS), min_size=1 if shape == "compound" else 2, max_size=3, unique=True))
+    estate = [{"id": i, "weights_uri": "s3://bucket-name/m/", "format": "onnx", "traffic": draw(traffic(generative=False))}
+              for i in ids]
+    slo = {"latency_p95_ms": draw(st.sampled_from([100, 300]))}
+    if shape == "compound":  # a generator beside retrieval models: two stacks per environment
+        llm = draw(model_part("llm"))
+        return {"models": [{**llm["model"], "traffic": llm["traffic"]}, *estate], "slo": {**llm["slo"], **slo}}
+    return {"models": estate, "slo": slo}
 
 
 @st.composite
 def requirements(draw) -> dict:
-    shape = draw(st.sampled_from(["llm", "llm", "encoder", "estate"]))
+    shape = draw(st.sampled_from(["llm", "llm", "encoder", "estate", "compound"]))
     data: dict = {"service": "svc", "owner": "team", "cost_center": "cc-1", **draw(model_part(shape))}
     data["slo"]["availability_pct"] = draw(st.sampled_from([99.0, 99.9]))
     gpu_families = sorted({i.family for i in CATALOG.ec2.values() if i.gpu_count})
-    data["hardware"] = {"accelerators": draw(st.sampled_from([["nvidia-gpu"], ["nvidia-gpu", "cpu"]] if shape == "llm"
+    data["hardware"] = {"accelerators": draw(st.sampled_from([["nvidia-gpu"], ["nvidia-gpu", "cpu"]]
+                                                             if shape in ("llm", "compound")
                                                              else [["nvidia-gpu"], ["nvidia-gpu", "cpu"], ["cpu"]])),
                         "allowed_instance_families": draw(st.one_of(st.just([]), st.lists(
-                            st.sampled_from(gpu_families if shape == "llm" else FAMILIES), min_size=1, max_size=4,
+                            st.sampled_from(gpu_families if shape in ("llm", "compound") else FAMILIES), min_size=1,
+                            max_size=4,
                             unique=True)))}
     platform = draw(st.sampled_from(["eks", "eks", "existing-cluster"]))
     data["operations"] = {"preference": draw(st.sampled_from(["any", "self-hosted", "managed"] if shape != "estate"
@@ -111,7 +117,7 @@ BOUNDED = dict(derandomize=True, deadline=None, suppress_health_check=list(Healt
                phases=[Phase.explicit, Phase.generate])
 
 
-@settings(max_examples=30, **BOUNDED)
+@settings(max_examples=40, **BOUNDED)
 @given(requirements())
 def test_every_successful_plan_previews_clean_within_the_policy_pack(data):
     with tempfile.TemporaryDirectory() as tmp:
@@ -122,7 +128,7 @@ def test_every_successful_plan_previews_clean_within_the_policy_pack(data):
             assert str(exc)  # refused with a message the user can act on
             event(f"refused: {type(exc).__name__}")
             return
-        event(f"planned: {planned.blueprints[0].archetype.value}")
+        event(f"planned: {'+'.join(sorted({bp.archetype.value for bp in planned.blueprints}))}")
         write_stack_configs(planned.subjects, folder / "stacks", source="svc.yaml",
                             cluster_addons=planned.cluster_addons)
         for subject in planned.subjects:
