@@ -821,6 +821,9 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
     if unknown:
         raise RequirementsError(f"--env {', '.join(unknown)}: not in the requirements' environments "
                                 f"({', '.join(req.environments)})")
+    if not 0 <= switch_threshold_pct <= 100:
+        raise RequirementsError(f"--switch-threshold {switch_threshold_pct:g}: a percentage from 0 to 100 (how much "
+                                "more the existing hardware may cost than the cheapest and be kept)")
     limits = dict(guardrails or {})
     problems = [p for env in names if env in limits for p in limits[env].problems(req, env)]
     if problems:

@@ -149,3 +149,10 @@ def test_plan_help_documents_the_switch_threshold():
     result = runner.invoke(app, ["plan", "--help"], terminal_width=200)
     assert "--switch-threshold PCT" in result.output
     assert "keeps its hardware" in result.output and "0<=x<=100" in result.output
+
+
+def test_the_planner_refuses_a_switch_threshold_outside_0_to_100():
+    from blueprints.errors import RequirementsError
+
+    with pytest.raises(RequirementsError, match="--switch-threshold 150: a percentage from 0 to 100"):
+        plan(requirements_with(), load_catalog(), as_of=PLAN_DATE, switch_threshold_pct=150)
