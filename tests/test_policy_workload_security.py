@@ -64,7 +64,7 @@ def test_vllm_runtime_lora_updates_are_flagged():
 
 
 @pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.11.0", "nvcr.io/nvidia/tritonserver:25.10-py3",
-                                   "public.ecr.aws/aws-cli/aws-cli:2.31.13", "envoyproxy/envoy:distroless-v1.37.2",
+                                   "public.ecr.aws/aws-cli/aws-cli:2.31.13", "envoyproxy/envoy:distroless-v1.37.6",
                                    "docker.io/vllm/vllm-openai@sha256:" + "a" * 64])
 def test_images_from_the_catalogs_registries_pass(image):
     d = gpu_deployment()
@@ -155,7 +155,7 @@ def proxied_deployment():
     d = labelled(gpu_deployment(), {"app": "vllm"})
     main_container(d)["ports"] = [{"name": "http", "containerPort": 8000}]
     d["spec"]["template"]["spec"]["containers"].append(
-        {"name": "auth-proxy", "image": "envoyproxy/envoy:distroless-v1.37.2",
+        {"name": "auth-proxy", "image": "envoyproxy/envoy:distroless-v1.37.6",
          "ports": [{"name": "api", "containerPort": 8080}]})
     return policy_resource(DEPLOYMENT, d, name="vllm")
 
