@@ -171,9 +171,14 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
                 ["monthly cost", f"${cfg.monthly_cost_usd:,.2f} (shared by its services)"]]
     bp = report.blueprint
     p = bp.predictions
-    rows = [["compute", f"{bp.compute.replicas} replica(s) on {bp.compute.instance_type}"
-             + (f", {bp.compute.gpus_per_replica} GPU(s) per replica" if bp.compute.gpus_per_replica else "")],
-            ["autoscaling", f"{bp.autoscaling.min_replicas}-{bp.autoscaling.max_replicas} on `{bp.autoscaling.metric}`"],
+    c = bp.compute
+    where = (f"{c.owned_nodes} owned {c.cpu_arch.value} edge node(s) of {c.vcpus_per_node} vCPU / "
+             f"{c.memory_gib_per_node:g} GiB" if c.owned_nodes else c.instance_type)
+    scaling = (f"fixed at {bp.autoscaling.min_replicas} replica(s) (no autoscaler)" if bp.autoscaling.metric == "fixed"
+               else f"{bp.autoscaling.min_replicas}-{bp.autoscaling.max_replicas} on `{bp.autoscaling.metric}`")
+    rows = [["compute", f"{c.replicas} replica(s) on {where}"
+             + (f", {c.gpus_per_replica} GPU(s) per replica" if c.gpus_per_replica else "")],
+            ["autoscaling", scaling],
             ["monthly cost", f"${p.monthly_cost_usd:,.2f} provisioned for the peak"
              + (" (spot estimate)" if p.cost_is_estimate else "")]]
     if p.expected_monthly_cost_usd is not None:

@@ -33,6 +33,9 @@ PLATFORM_KEY = f"{PROJECT}:platform"
 #: An existing cluster's add-ons (catalog ids), declared by the requirements' `operations.cluster_addons`.
 CLUSTER_ADDONS_KEY = f"{PROJECT}:clusterAddons"
 REGION_KEY = "aws:region"
+#: An edge cluster's IAM Roles Anywhere trust anchor: the PEM bundle of the CA that issues its pods' certificates
+#: (when the plan names no ACM Private CA); not a secret.
+ROLES_ANYWHERE_CA_KEY = f"{PROJECT}:rolesAnywhereCaBundle"
 
 #: What a stack config holds: a service's `Blueprint` or a shared platform's `PlatformConfig`.
 StackSubject = Union[Blueprint, PlatformConfig]
@@ -217,9 +220,15 @@ def _parse(data: object, path: Path) -> StackSubject:
         raise StackConfigError(f"{path}: holds the blueprint of stack {bp.stack!r} (service {bp.service!r}, "
                                f"environment {bp.environment!r}); the file must be Pulumi.{bp.stack}.yaml")
     try:
-        load_catalog().instance(bp.compute.instance_type)
+        if bp.compute.instance_type is not None:
+            load_catalog().instance(bp.compute.instance_type)
     except CatalogError as exc:
         raise StackConfigError(f"{path}: {BLUEPRINT_KEY}.compute.instance_type: {exc}") from None
+    from blueprints.images import image_problems
+
+    problems = image_problems(bp)
+    if problems:
+        raise StackConfigError(f"{path}: {BLUEPRINT_KEY}.compute.cpu_arch: " + "; ".join(problems))
     region = config.get(REGION_KEY)
     if region != bp.region:
         raise StackConfigError(f"{path}: {REGION_KEY} is {region!r} but the blueprint's region is {bp.region!r}; "
