@@ -271,7 +271,7 @@ class Network(_Frozen):
             from blueprints.catalog.addons import load_platform_catalog
 
             addon = load_platform_catalog().helm.get(self.exposed_by)
-            via = self.exposure.via
+            via = self.exposure.via or ExposureVia.LOAD_BALANCER  # unset: a load balancer, as before edge clusters
             fits = addon is not None and ((via is ExposureVia.LOAD_BALANCER and addon.load_balancer)
                                           or (via is ExposureVia.INGRESS and addon.ingress_class is not None))
             if not fits:
@@ -284,7 +284,10 @@ class Network(_Frozen):
 
     @property
     def aws_load_balancer(self) -> bool:
-        """The Service is an NLB of the AWS Load Balancer Controller (annotations, ACM TLS, subnets)."""
+        """The Service is an NLB of the AWS Load Balancer Controller (annotations, ACM TLS, subnets); so is a stack
+        config written before `exposure.via` existed (no via, no exposed_by)."""
+        if self.exposed_by is None:
+            return self.exposure.via is None
         return self.exposed_by == "aws-load-balancer-controller"
 
 

@@ -194,8 +194,8 @@ def _containers(spec: Mapping[str, Any], *keys: str) -> list[Mapping[str, Any]]:
 
 def needed_addons(record: RegisteredResource, pcat: PlatformCatalog) -> list[tuple[str, str]]:
     """(add-on id, why) for everything `record` needs installed first; an id of `?` when no catalogued add-on
-    installs its CRD (or serves its IngressClass); `a|b` when any one of those add-ons will do (a LoadBalancer
-    Service off AWS: metallb)."""
+    installs its CRD, `?class` when none serves an Ingress's class; `a|b` when any one of those add-ons will do (a
+    LoadBalancer Service off AWS: metallb)."""
     needs: list[tuple[str, str]] = []
     crd = crd_of(record)
     if crd is not None:
@@ -216,9 +216,12 @@ def needed_addons(record: RegisteredResource, pcat: PlatformCatalog) -> list[tup
             needs.append((options, "a LoadBalancer Service without a cloud load balancer gets its address from it"))
     if record.type == "kubernetes:networking.k8s.io/v1:Ingress":
         cls = _get(record.inputs, "spec", "ingressClassName")
-        controller = next((a for a in pcat.ingress_controllers() if a.ingress_class == cls), None)
-        needs.append((controller.id if controller else "?",
-                      f"it serves IngressClass {cls!r}" if controller else f"the IngressClass {cls!r}"))
+        if cls is None:  # the cluster's default IngressClass: any ingress controller
+            needs.append(("|".join(a.id for a in pcat.ingress_controllers()), "an Ingress needs an ingress controller"))
+        else:
+            controller = next((a for a in pcat.ingress_controllers() if a.ingress_class == cls), None)
+            needs.append((controller.id if controller else "?class",
+                          f"it serves IngressClass {cls!r}" if controller else f"IngressClass {cls!r}"))
     if record.type in HPA_TYPES and any(_get(m, "type") == "Resource"
                                         for m in _items(_get(record.inputs, "spec", "metrics"))):
         needs.append(("metrics-server", "an HPA on CPU or memory reads the resource metrics API"))
@@ -245,8 +248,13 @@ def _check_addons(ctx: _Context) -> list[DeployabilityFinding]:
             if addon_id == "?":
                 findings.append(DeployabilityFinding(
                     "addon-installed", record.urn, f"{_name(record)}: no add-on in blueprints/catalog/addons.yaml "
-                    f"installs or serves {why.removeprefix('its CRD ')}, so `pulumi up` fails (\"no matches for "
-                    "kind\") or nothing serves it; install it first and add the add-on to the catalog"))
+                    f"installs {why.removeprefix('its CRD ')}, so `pulumi up` fails with \"no matches for kind\"; "
+                    "install its CRD first and add the add-on to the catalog"))
+            elif addon_id == "?class":
+                findings.append(DeployabilityFinding(
+                    "addon-installed", record.urn, f"{_name(record)}: no add-on in blueprints/catalog/addons.yaml "
+                    f"serves {why}, so no controller ever routes it; use the class of a declared ingress controller "
+                    "(exposure.ingress_class_name) or add the controller to the catalog"))
             elif addon_id in ctx.releases or addon_id in ctx.crd_releases:
                 if not ctx.provides(record, addon_id):
                     release = ctx.releases.get(addon_id) or ctx.crd_releases[addon_id]

@@ -96,19 +96,12 @@ def edge_problems(req: Requirements) -> list[str]:
         problems.append("exposure.tls_certificate_arn is an ACM certificate for an AWS load balancer, which an edge "
                         "cluster has none of: give exposure.tls_secret_name (a kubernetes.io/tls Secret you create "
                         "in the service's namespace)")
-    version = req.operations.kubernetes_version
+    # The credential helper runs as a native sidecar (Kubernetes >= defaults.NATIVE_SIDECAR_MIN_KUBERNETES): every
+    # version operations.kubernetes_version accepts is newer (tests/test_edge_requirements.py).
     uses_helper = any(uri.startswith("s3://") for _, uri in sources)
-    if uses_helper and version is not None and _minor(version) < _minor(defaults.NATIVE_SIDECAR_MIN_KUBERNETES):
-        problems.append(f"operations.kubernetes_version {version}: the Roles Anywhere credential helper runs as a "
-                        f"native sidecar, which needs Kubernetes >= {defaults.NATIVE_SIDECAR_MIN_KUBERNETES}; upgrade "
-                        "the cluster or give an https:// source with model.sha256")
     if req.operations.roles_anywhere is not None and not uses_helper:
         problems.append("operations.roles_anywhere reads s3:// sources, and no model here has one: remove it")
     return problems
-
-
-def _minor(version: str) -> int:
-    return int(version.split(".")[1])
 
 
 def edge_capacity_problem(*, env: str, nodes: OwnedNodeShape, replicas: int, per_node: int, cpu: int,

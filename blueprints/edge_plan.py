@@ -71,6 +71,14 @@ def edge_autoscaling(req: Requirements, archetype: Archetype, *, floor: int, cei
     otherwise a fixed replica count (the peak's replicas, at least the availability floor).
     """
     have = declared(req)
+    fixed = max(floor, replicas)
+    can_scale = ((archetype is Archetype.ONNX_CPU and METRICS_SERVER in have)
+                 or (archetype is Archetype.TRITON_MULTI_MODEL and {KEDA, PROMETHEUS} <= have))
+    if can_scale and ceiling <= fixed:
+        return (Autoscaling(min_replicas=fixed, max_replicas=fixed, metric=FIXED_REPLICAS, target=cpu_target,
+                            cooldown_s=cooldown_s),
+                f"a fixed count of {fixed} replica(s), no autoscaler: the owned nodes hold no more (one replica's room "
+                "is kept for rolling updates); add nodes (hardware.edge_nodes.count) to autoscale")
     if archetype is Archetype.ONNX_CPU and METRICS_SERVER in have:
         return (Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="cpu", target=cpu_target,
                             cooldown_s=cooldown_s),
@@ -81,7 +89,6 @@ def edge_autoscaling(req: Requirements, archetype: Archetype, *, floor: int, cei
                             cooldown_s=cooldown_s),
                 f"KEDA between {floor} and {ceiling} replicas (keda and kube-prometheus-stack are declared in "
                 "operations.cluster_addons)")
-    fixed = max(floor, replicas)
     needs = METRICS_SERVER if archetype is Archetype.ONNX_CPU else f"{KEDA} and {PROMETHEUS}"
     return (Autoscaling(min_replicas=fixed, max_replicas=fixed, metric=FIXED_REPLICAS, target=cpu_target,
                         cooldown_s=cooldown_s),
