@@ -232,7 +232,7 @@ def test_a_metallb_load_balancer_has_no_aws_annotations_and_its_preview_needs_me
         folder = tmp_path / "-".join(declared)
         write_stack_configs([bp], folder, source="kiosk.yaml", cluster_addons={bp.stack: declared})
         (folder / f"Pulumi.{bp.stack}.yaml").write_text(
-            (folder / f"Pulumi.{bp.stack}.yaml").read_text() + f"  servingblueprints:rolesAnywhereCaBundle: |\n"
+            (folder / f"Pulumi.{bp.stack}.yaml").read_text() + "  servingblueprints:rolesAnywhereCaBundle: |\n"
             + "".join(f"    {line}\n" for line in CA.splitlines()))
         found = check_deployability(run_preview(bp.stack, stacks_dir=folder, program=ROOT / "__main__.py"),
                                     stacks_dir=folder)
