@@ -572,6 +572,16 @@ class Blueprint(_Frozen):
                          zones=self.platform.zones or 1)
 
     @property
+    def rollout_surge(self) -> int:
+        """Extra replicas a rolling update starts before stopping an old one: `defaults.SURGE_REPLICAS`, or 0 on an
+        edge cluster whose owned nodes have no room beside the autoscaler's maximum (then a rollout replaces one
+        replica at a time, `maxUnavailable: 1`)."""
+        if self.compute.owned_nodes is None:
+            return defaults.SURGE_REPLICAS
+        room = self.compute.owned_nodes * self.compute.replicas_per_node - self.autoscaling.max_replicas
+        return defaults.SURGE_REPLICAS if room >= defaults.SURGE_REPLICAS else 0
+
+    @property
     def strict_zone_spread(self) -> bool:
         """Availability >= `defaults.HIGH_AVAILABILITY_PCT` in production: replicas must spread over at least
         `defaults.MIN_ZONES_FOR_HIGH_AVAILABILITY` zones (topology spread with `minDomains`, DoNotSchedule)."""

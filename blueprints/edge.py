@@ -104,17 +104,16 @@ def edge_problems(req: Requirements) -> list[str]:
     return problems
 
 
-def edge_capacity_problem(*, env: str, nodes: OwnedNodeShape, replicas: int, per_node: int, cpu: int,
-                          surge: int) -> str | None:
-    """The shortfall when `nodes.count` nodes of `per_node` replicas cannot hold `replicas` plus the rollout's
-    `surge`; None when they can.
+def edge_capacity_problem(*, env: str, nodes: OwnedNodeShape, replicas: int, per_node: int, cpu: int) -> str | None:
+    """The shortfall when `nodes.count` nodes of `per_node` replicas cannot hold the peak's `replicas`; None when they
+    can.
 
-    Example: 5 replicas + 1 surge at 2 per node need 3 nodes; with 2 nodes the message asks for 1 more.
+    Example: 5 replicas at 2 per node need 3 nodes; with 2 nodes the message asks for 1 more.
     """
-    need = math.ceil((replicas + surge) / per_node)
+    need = math.ceil(replicas / per_node)
     if need <= nodes.count:
         return None
-    return (f"environments.{env}: the peak needs {replicas} replica(s) of {cpu} vCPU ({per_node} per node) plus "
-            f"{surge} for a rolling update, {need} node(s) of {nodes.vcpus} vCPU / {nodes.memory_gib:g} GiB, but "
+    return (f"environments.{env}: the peak needs {replicas} replica(s) of {cpu} vCPU ({per_node} per node) within "
+            f"the SLO, {need} node(s) of {nodes.vcpus} vCPU / {nodes.memory_gib:g} GiB, but "
             f"hardware.edge_nodes.count is {nodes.count}: add {need - nodes.count} node(s) (raise count), lower "
             f"environments.{env}.traffic_scale or traffic.peak_requests_per_s, or relax slo.latency_p95_ms")

@@ -40,27 +40,22 @@ def owned_cost_lines(owned: OwnedNodeShape, nodes: int, catalog: Catalog) -> lis
                      monthly_usd=round(nodes * owned.usd_per_hour * catalog.hours_per_month, 2))]
 
 
-def replica_slots(owned: OwnedNodeShape, per_node: int) -> int:
-    """Replicas the owned nodes hold besides the rolling update's surge: the autoscaler's ceiling."""
-    return owned.count * per_node - defaults.SURGE_REPLICAS
-
-
 def bounded_ceiling(req: Requirements, env: str, *, ceiling: int, owned: OwnedNodeShape, per_node: int,
                     replicas: int) -> int:
     """The autoscaling maximum on owned nodes: the environment's max_replicas, or the default ceiling capped at what
-    the nodes hold.
+    the nodes hold besides a rolling update's extra replica (all of it when the peak fills them).
 
     Raises:
         SizingError: environments.<env>.max_replicas asks for more replicas than the nodes hold.
     """
-    slots = replica_slots(owned, per_node)
+    slots = owned.count * per_node
     asked = req.environments[env].max_replicas
     if asked is not None and asked > slots:
         raise SizingError(f"environments.{env}.max_replicas={asked}: {owned.describe()} hold {slots} replica(s) of "
-                          f"this shape ({per_node} per node, one slot kept for a rolling update); lower max_replicas "
-                          f"to <= {slots} or raise hardware.edge_nodes.count to >= "
-                          f"{math.ceil((asked + defaults.SURGE_REPLICAS) / per_node)}")
-    return ceiling if asked is not None else max(replicas, min(ceiling, slots))
+                          f"this shape ({per_node} per node); lower max_replicas to <= {slots} or raise "
+                          f"hardware.edge_nodes.count to >= {math.ceil(asked / per_node)}")
+    room = slots - defaults.SURGE_REPLICAS if slots - defaults.SURGE_REPLICAS >= replicas else slots
+    return ceiling if asked is not None else max(replicas, min(ceiling, room))
 
 
 def edge_autoscaling(req: Requirements, archetype: Archetype, *, floor: int, ceiling: int, replicas: int,
@@ -77,8 +72,8 @@ def edge_autoscaling(req: Requirements, archetype: Archetype, *, floor: int, cei
     if can_scale and ceiling <= fixed:
         return (Autoscaling(min_replicas=fixed, max_replicas=fixed, metric=FIXED_REPLICAS, target=cpu_target,
                             cooldown_s=cooldown_s),
-                f"a fixed count of {fixed} replica(s), no autoscaler: the owned nodes hold no more (one replica's room "
-                "is kept for rolling updates); add nodes (hardware.edge_nodes.count) to autoscale")
+                f"a fixed count of {fixed} replica(s), no autoscaler: the owned nodes hold no more beside a rolling "
+                "update's extra replica; add nodes (hardware.edge_nodes.count) to autoscale")
     if archetype is Archetype.ONNX_CPU and METRICS_SERVER in have:
         return (Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="cpu", target=cpu_target,
                             cooldown_s=cooldown_s),
@@ -110,12 +105,16 @@ def roles_anywhere_spec(req: Requirements, env: str) -> RolesAnywhereSpec | None
 
 
 def edge_reasons(req: Requirements, env: str, *, owned: OwnedNodeShape, replicas: int, per_node: int, cpu: int,
-                 nodes: int, scaling_note: str, roles_anywhere: RolesAnywhereSpec | None) -> list[str]:
+                 nodes: int, ceiling: int, scaling_note: str, roles_anywhere: RolesAnywhereSpec | None) -> list[str]:
     """The plan's sentences about the edge cluster: the nodes used, scaling, monitoring, cost, weights and what the
     operator provides before `pulumi up`."""
+    room = owned.count * per_node - ceiling
+    rollout = (f"with room for {defaults.SURGE_REPLICAS} more during a rolling update" if room >= defaults.SURGE_REPLICAS
+               else "and no room for an extra replica: a rolling update replaces one replica at a time (maxSurge 0, "
+               "maxUnavailable 1), so capacity drops by a replica during it" + (" and a single replica means a "
+               "short outage; add a node to avoid it" if replicas == 1 else ""))
     why = [f"on the edge cluster's {owned.describe()}: {replicas} replica(s) of {cpu} vCPU, {per_node} per node, on "
-           f"{nodes} node(s), with room for {defaults.SURGE_REPLICAS} more during a rolling update; no node is "
-           "launched (node provisioning 0 s in the startup budget)",
+           f"{nodes} node(s), {rollout}; no node is launched (node provisioning 0 s in the startup budget)",
            f"scaling: {scaling_note}",
            ("monitoring: ServiceMonitor, PrometheusRule (alerts on the SLO) and a Grafana dashboard for the declared "
             "kube-prometheus-stack" if monitored(req) else "monitoring: no ServiceMonitor, PrometheusRule or "

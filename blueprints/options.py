@@ -660,12 +660,19 @@ def _replicas_for_load(req: Requirements, env: str, loads: tuple[ModelLoad, ...]
 
 
 def fits_owned_nodes(option: NongenOption) -> bool:
-    """An option on an edge cluster's owned nodes holds the peak replicas plus the rollout surge on its `count`
-    nodes (always true for EC2 options: their node pool grows)."""
+    """An option on an edge cluster's owned nodes holds the peak replicas on its `count` nodes (always true for EC2
+    options: their node pool grows)."""
     inst = option.instance
     if not isinstance(inst, OwnedNodeShape):
         return True
-    return math.ceil((option.replicas + defaults.SURGE_REPLICAS) / option.replicas_per_node) <= inst.count
+    return math.ceil(option.replicas / option.replicas_per_node) <= inst.count
+
+
+def surge_room(option: NongenOption) -> bool:
+    """The owned nodes have room for a rolling update's extra replica beside the peak (EC2 options always do)."""
+    inst = option.instance
+    return not isinstance(inst, OwnedNodeShape) or \
+        inst.count * option.replicas_per_node >= option.replicas + defaults.SURGE_REPLICAS
 
 
 def search_nongen_options(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog, *,
@@ -673,15 +680,16 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
                           within_owned_nodes: bool = True) -> list[NongenOption]:
     """Every node type and replica shape that holds the models and meets the latency budget, cheapest first.
 
-    On an edge cluster the one node shape is the declared owned node: shapes are ranked by the nodes they use
-    (owned hardware is paid for anyway; fewer nodes leave room for the site's other work), then latency.
+    On an edge cluster the one node shape is the declared owned node: shapes leaving room for a rolling update's
+    extra replica come first, then those using the fewest nodes (owned hardware is paid for anyway; fewer nodes leave
+    room for the site's other work), then latency.
 
     Args:
         accelerator: `nvidia-gpu` (Triton on GPUs; one GPU per replica, or one whole instance on SageMaker) or `cpu`
             (ONNX Runtime or Triton on CPU nodes; replicas of 1-16 vCPUs).
         managed: SageMaker hosting types (GPU only in the catalog) instead of EC2.
-        within_owned_nodes: keep only options whose replicas (plus the rollout surge) fit an edge cluster's node
-            count (`fits_owned_nodes`). Defaults to True; the infeasibility explanation turns it off to name the
+        within_owned_nodes: keep only options whose peak replicas fit an edge cluster's node count
+            (`fits_owned_nodes`). Defaults to True; the infeasibility explanation turns it off to name the
             shortfall.
     """
     target = latency_target_ms(req)
@@ -721,8 +729,8 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
                                             math.ceil(replicas / per_node), inst.usd_per_hour * factor))
     if within_owned_nodes:
         options = [o for o in options if fits_owned_nodes(o)]
-    options.sort(key=lambda o: (o.nodes * o.node_usd_per_hour, o.nodes, o.latency_p95_ms, o.instance.instance_type,
-                                o.cpu_per_replica))
+    options.sort(key=lambda o: (o.nodes * o.node_usd_per_hour, not surge_room(o), o.nodes, o.latency_p95_ms,
+                                o.instance.instance_type, o.cpu_per_replica))
     return options
 
 
@@ -772,9 +780,10 @@ def _explain_edge(req: Requirements, models: list[ResolvedModel], catalog: Catal
     names = ", ".join(m.spec.served_name for m in models)
     shapes = cpu_replica_shapes(owned)
     if not shapes:
+        least = next(v for v in range(owned.vcpus + 1, 4096) if cpu_replica_shapes(owned.model_copy(update={"vcpus": v})))
         return (f"hardware.edge_nodes.vcpus={owned.vcpus} leaves no whole vCPU for a replica after the node's own "
                 f"share ({1 - defaults.NODE_ALLOCATABLE_CPU_FRACTION:.0%} for kubelet, the system and the proxy "
-                "sidecar): give nodes of at least 2 vCPUs")
+                f"sidecar): give nodes of at least {least} vCPUs")
     weights = sum(m.weights_gib for m in models)
     memory = weights * defaults.CPU_MEMORY_WEIGHTS_FACTOR + defaults.CPU_MEMORY_OVERHEAD_GIB
     usable = owned.memory_gib * defaults.NODE_ALLOCATABLE_CPU_FRACTION
@@ -789,11 +798,9 @@ def _explain_edge(req: Requirements, models: list[ResolvedModel], catalog: Catal
         unconstrained = search_nongen_options(req, env, models, catalog, accelerator=Accelerator.CPU,
                                               within_owned_nodes=False)
         if unconstrained:
-            best = min(unconstrained, key=lambda o: math.ceil((o.replicas + defaults.SURGE_REPLICAS)
-                                                              / o.replicas_per_node))
+            best = min(unconstrained, key=lambda o: math.ceil(o.replicas / o.replicas_per_node))
             shortfall = edge_capacity_problem(env=env, nodes=owned, replicas=best.replicas,
-                                              per_node=best.replicas_per_node, cpu=best.cpu_per_replica,
-                                              surge=defaults.SURGE_REPLICAS)
+                                              per_node=best.replicas_per_node, cpu=best.cpu_per_replica)
             if shortfall is not None:
                 return shortfall
     gflops = [request_gflops(m, catalog) for m in models]

@@ -661,8 +661,8 @@ def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catal
     if owned is not None and edge_scaling is not None:
         scaling, scaling_note = edge_scaling
         edge_notes = edge_reasons(req, env, owned=owned, replicas=option.replicas, per_node=option.replicas_per_node,
-                                  cpu=option.cpu_per_replica, nodes=option.nodes, scaling_note=scaling_note,
-                                  roles_anywhere=roles_anywhere_spec(req, env))
+                                  cpu=option.cpu_per_replica, nodes=option.nodes, ceiling=scaling.max_replicas,
+                                  scaling_note=scaling_note, roles_anywhere=roles_anywhere_spec(req, env))
         if req.environments[env].min_replicas == 0:
             edge_notes.append(f"environments.{env}.min_replicas=0 raised to {scaling.min_replicas}: an edge cluster's "
                               "service does not scale to zero (no KEDA HTTP interceptor is planned there)")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from blueprints import defaults
 from blueprints.blueprint import FIXED_REPLICAS
@@ -44,7 +46,8 @@ def test_replicas_and_threads_fit_the_declared_nodes(bp):
     assert bp.engine.intra_op_threads == c.cpu_per_replica
     assert c.replicas_per_node * c.memory_gib_per_replica <= nodes["memory_gib"]
     # the autoscaler's maximum plus the rolling update's extra replica fit on the owned nodes
-    assert math.ceil((bp.autoscaling.max_replicas + defaults.SURGE_REPLICAS) / c.replicas_per_node) <= c.owned_nodes
+    assert bp.rollout_surge == defaults.SURGE_REPLICAS
+    assert math.ceil((bp.autoscaling.max_replicas + bp.rollout_surge) / c.replicas_per_node) <= c.owned_nodes
     assert bp.startup.node_provisioning_s == 0  # owned nodes are never launched
 
 
@@ -76,7 +79,7 @@ def test_a_fixed_replica_count_without_metrics_server_and_a_cpu_hpa_with_it(bp):
                        hardware={"edge_nodes": {**EDGE_NODES, "count": 4}}))
     assert hpa.autoscaling.metric == "cpu" and hpa.autoscaling.max_replicas > hpa.autoscaling.min_replicas
     slots = hpa.compute.owned_nodes * hpa.compute.replicas_per_node - defaults.SURGE_REPLICAS
-    assert hpa.autoscaling.max_replicas <= slots
+    assert hpa.autoscaling.max_replicas <= slots and hpa.rollout_surge == defaults.SURGE_REPLICAS
     assert any("CPU HorizontalPodAutoscaler" in r for r in hpa.rationale)
 
 
@@ -107,6 +110,17 @@ def test_nodes_short_of_the_peak_are_refused_naming_the_shortfall():
     assert "hardware.edge_nodes.count is 1" in message and "raise count" in message
     need = int(message.split(" node(s) of ")[0].rsplit(" ", 1)[-1])
     assert f"add {need - 1} node(s)" in message and need > 1
+
+
+def test_a_single_owned_node_full_at_the_peak_rolls_out_one_replica_at_a_time():
+    # 4 vCPUs hold one replica of 3 (the only shape whose vCPUs // share counts the replicas it holds)
+    one = planned(edge(hardware={"edge_nodes": {**EDGE_NODES, "count": 1, "vcpus": 4}}, slo={"latency_p95_ms": 150}))
+    assert one.compute.replicas == one.autoscaling.max_replicas == one.compute.replicas_per_node
+    assert one.rollout_surge == 0  # no room for an extra replica: maxSurge 0, maxUnavailable 1
+    assert any("a rolling update replaces one replica at a time" in r for r in one.rationale)
+    from components.rollout import deployment_rollout
+
+    assert deployment_rollout(one)["strategy"]["rolling_update"] == {"max_surge": 0, "max_unavailable": 1}
 
 
 def test_nodes_that_cannot_hold_one_replica_are_refused_naming_the_field():
@@ -154,3 +168,52 @@ def test_the_edge_exposure_follows_the_declared_ingress_controller():
     lb = planned(edge(operations={"platform": "edge-cluster", "cluster_addons": ["metallb"]},
                       exposure={"via": "load-balancer", "tls_secret_name": "intent-tls"}))
     assert lb.network.exposed_by == "metallb" and lb.proxy_terminates_tls and lb.serving_port == defaults.TLS_PORT
+
+
+@st.composite
+def edge_requirements(draw) -> dict:
+    nodes = {"count": draw(st.integers(1, 6)), "vcpus": draw(st.sampled_from([2, 4, 8, 16, 32, 64])),
+             "memory_gib": draw(st.sampled_from([2, 4, 8, 16, 64])),
+             "cpu_arch": draw(st.sampled_from(["x86_64", "arm64"])),
+             "monthly_usd_per_node": draw(st.one_of(st.none(), st.floats(0, 2000))),
+             "gflops_per_vcpu": draw(st.one_of(st.none(), st.floats(5, 200)))}
+    addons = draw(st.lists(st.sampled_from(["metrics-server", "kube-prometheus-stack", "traefik"]), unique=True))
+    return edge(hardware={"edge_nodes": nodes},
+                traffic={"peak_requests_per_s": draw(st.floats(0.1, 300)),
+                         "mean_input_tokens": draw(st.integers(8, 512))},
+                slo={"latency_p95_ms": draw(st.floats(20, 1000))},
+                operations={"platform": "edge-cluster", "cluster_addons": addons},
+                environments={"dev": {"region": "eu-west-1", "traffic_scale": draw(st.floats(0.05, 1.0))},
+                              "prod": {"region": "eu-west-1"}})
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edge_requirements())
+def test_every_edge_plan_fits_its_owned_nodes_or_is_refused_with_a_message(data):
+    from blueprints.catalog import load_catalog
+    from blueprints.errors import BlueprintError
+    from blueprints.planner import plan
+    from tests.conftest import PLAN_DATE
+
+    req = Requirements.model_validate(data)
+    try:
+        blueprints = plan(req, load_catalog(), as_of=PLAN_DATE)
+    except BlueprintError as exc:
+        assert "hardware.edge_nodes" in str(exc) or "slo.latency_p95_ms" in str(exc)
+        return
+    nodes = req.hardware.edge_nodes
+    for bp in blueprints:
+        c, a = bp.compute, bp.autoscaling
+        assert c.owned_nodes == nodes.count and c.instance_type is None and bp.storage is None
+        assert bp.engine.intra_op_threads == c.cpu_per_replica
+        assert c.replicas_per_node * c.cpu_per_replica <= nodes.vcpus * defaults.NODE_ALLOCATABLE_CPU_FRACTION
+        assert c.replicas_per_node * c.memory_gib_per_replica <= nodes.memory_gib
+        assert math.ceil((a.max_replicas + bp.rollout_surge) / c.replicas_per_node) <= nodes.count
+        assert 1 <= c.replicas <= a.max_replicas
+        [line] = bp.predictions.cost_lines
+        assert line.item.startswith("owned edge nodes")
+        assert line.usd_per_hour == pytest.approx((nodes.monthly_usd_per_node or 0) / 730, abs=1e-4)
+        assert (a.metric == "cpu") == ("metrics-server" in req.operations.cluster_addons and a.max_replicas
+                                       > a.min_replicas)
+        assert bp.monitored == ("kube-prometheus-stack" in req.operations.cluster_addons)
+    assert plan(req, load_catalog(), as_of=PLAN_DATE) == blueprints  # deterministic

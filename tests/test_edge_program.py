@@ -141,7 +141,9 @@ def test_replicas_and_threads_fit_the_declared_nodes(report):
     assert pod["nodeSelector"] == {"kubernetes.io/arch": "arm64"}  # only the owned nodes' architecture
     hpa = _manifest(report, "HorizontalPodAutoscaler")  # metrics-server is declared
     slots = bp.compute.owned_nodes * bp.compute.replicas_per_node
-    assert hpa["spec"]["maxReplicas"] + defaults.SURGE_REPLICAS <= slots
+    assert hpa["spec"]["maxReplicas"] + bp.rollout_surge <= slots and bp.rollout_surge == defaults.SURGE_REPLICAS
+    rolling = _manifest(report, "Deployment")["spec"]["strategy"]["rollingUpdate"]
+    assert rolling == {"maxSurge": defaults.SURGE_REPLICAS, "maxUnavailable": 0}
 
 
 def test_the_ingress_terminates_tls_and_only_its_controller_reaches_the_proxy(report):
@@ -265,7 +267,8 @@ def test_owned_nodes_that_cannot_hold_the_autoscaler_fail_the_preview(tmp_path):
     _edit_config(stacks, EDGE, widen)
     report = run_preview(EDGE, stacks_dir=stacks, program=ROOT / "__main__.py")
     [finding] = [f for f in check_deployability(report, stacks_dir=stacks) if f.check == "owned-nodes"]
-    assert "may run 9 replicas plus 1 surge" in finding.message and "counts 3" in finding.message
+    # nine replicas leave no room on three nodes, so the rollout surges none: still nine pods for three nodes
+    assert "may run 9 replicas plus 0 surge" in finding.message and "counts 3" in finding.message
 
 
 def test_a_replica_larger_than_an_owned_node_is_unschedulable(tmp_path):
