@@ -32,9 +32,12 @@ def monitored(req: Requirements) -> bool:
     return req.hardware.edge_nodes is None or PROMETHEUS in declared(req)
 
 
+OWNED_NODES_ITEM = "owned edge nodes"
+
+
 def owned_cost_lines(owned: OwnedNodeShape, nodes: int, catalog: Catalog) -> list[CostLine]:
     """One line for the owned nodes the plan uses at the peak, at the declared monthly cost per node (or $0)."""
-    what = (f"owned edge nodes ({owned.cpu_arch}, {owned.vcpus} vCPU / {owned.memory_gib:g} GiB; {nodes} of "
+    what = (f"{OWNED_NODES_ITEM} ({owned.cpu_arch}, {owned.vcpus} vCPU / {owned.memory_gib:g} GiB; {nodes} of "
             f"{owned.count} used at peak)")
     return [CostLine(item=what, quantity=nodes, usd_per_hour=round(owned.usd_per_hour, 4),
                      monthly_usd=round(nodes * owned.usd_per_hour * catalog.hours_per_month, 2))]

@@ -18,6 +18,7 @@ from rich.tree import Tree
 from tabulate import tabulate
 
 from blueprints.diff import PlanDiff
+from blueprints.edge_plan import OWNED_NODES_ITEM
 from blueprints.errors import BlueprintError
 from blueprints.manifests import manifest_id
 from blueprints.preview import PreviewReport, RegisteredResource
@@ -199,6 +200,15 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
     return rows
 
 
+def _cost_line_text(c: Any) -> str:
+    """One cost line for the console: cloud lines at their hourly price; owned edge nodes at their monthly cost per
+    node (the requirements' figure, not a price)."""
+    if c.item.startswith(OWNED_NODES_ITEM):
+        per_node = c.monthly_usd / c.quantity if c.quantity else 0.0
+        return f"{c.item}: {c.quantity:g} x ${per_node:,.2f}/month = ${c.monthly_usd:,.2f}"
+    return f"{c.item}: {c.quantity:g} x ${c.usd_per_hour:.4f}/h = ${c.monthly_usd:,.2f}"
+
+
 def _cost(report: PreviewReport) -> tuple[list, float, bool]:
     """(cost lines, monthly total, is a spot estimate)."""
     if report.is_platform:
@@ -247,7 +257,9 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None) -> str:
         out.extend(f"- `{ident}`: {m}" for m in msgs)
     lines, total, _ = _cost(report)
     out.append("\n### Cost\n\n" + _md_table(
-        [[c.item, f"{c.quantity:g}", f"{c.usd_per_hour:.4f}", f"{c.monthly_usd:,.2f}"] for c in lines]
+        [[c.item, f"{c.quantity:g}",
+          "owned" if c.item.startswith(OWNED_NODES_ITEM) else f"{c.usd_per_hour:.4f}", f"{c.monthly_usd:,.2f}"]
+         for c in lines]
         + [["**total**", "", "", f"**{total:,.2f}**"]],
         ["item", "quantity", "USD/hour", "USD/month"]) + "\n")
     out.append("### Architecture\n\n```mermaid\n" + mermaid_diagram(report) + "\n```\n")
@@ -323,8 +335,7 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
         console.print(f"[bold]Expected monthly cost[/]: ${p.expected_monthly_cost_usd:,.2f} (fleet simulation; "
                       f"peak-provisioned ${p.monthly_cost_usd:,.2f}), SLO met in {p.slo_attainment:.1%} of minutes")
     console.print(f"[bold]Monthly cost[/]: ${total:,.2f}" + (" (spot estimate)" if estimate else "")
-                  + "  " + "; ".join(f"{c.item}: {c.quantity:g} x ${c.usd_per_hour:.4f}/h = ${c.monthly_usd:,.2f}"
-                                     for c in lines))
+                  + "  " + "; ".join(_cost_line_text(c) for c in lines))
     if not report.is_platform and report.blueprint.platform.stack:
         p = report.blueprint.predictions
         console.print(f"[bold]Shared platform[/]: {report.blueprint.platform.stack}"

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from blueprints import defaults
@@ -16,6 +18,7 @@ from blueprints.catalog import load_catalog
 from blueprints.cli import app
 from blueprints.deployability import check_deployability
 from blueprints.preview import run_preview
+from blueprints.report import render_markdown, render_terminal
 from blueprints.review import review_stack
 from blueprints.stackconfig import write_stack_configs
 from components.access import PROXY_TLS_DIR, proxy_config
@@ -75,6 +78,12 @@ def test_no_aws_load_balancer_pod_identity_model_store_or_ec2_price(report):
     # the bundled file declares $95 a node: the nodes the peak uses, at that price
     used = math.ceil(report.blueprint.compute.replicas / report.blueprint.compute.replicas_per_node)
     assert line.monthly_usd == pytest.approx(used * 95, abs=0.01)
+    # rendered as owned hardware at the monthly figure, never at an hourly price
+    console = Console(record=True, width=300)
+    render_terminal(report, console)
+    cost_text = [t for t in console.export_text().splitlines() if t.startswith("Monthly cost")][0]
+    assert f"x ${95:,.2f}/month" in cost_text and "/h" not in cost_text
+    assert re.search(r"\|\s*owned\s*\|", render_markdown(report))
     # the pods never reach the EKS Pod Identity agent: their NetworkPolicy has no egress to it
     policy = [m for m in report.manifests if m["kind"] == "NetworkPolicy"
               and m["metadata"]["name"] == report.blueprint.workload_name][0]
