@@ -18,6 +18,7 @@ from blueprints.catalog import Task
 from blueprints.requirements import (
     DNS_1123_LABEL,
     DNS_1123_SUBDOMAIN,
+    KMS_KEY_ARN,
     SHA256_HEX,
     WEIGHTS_URI,
     Accelerator,
@@ -99,6 +100,9 @@ class ServedModel(_Frozen):
                             "s3://bucket/prefix/, hf://org/name, or (edge clusters) an https:// URL of the file")
     sha256: str | None = Field(default=None, pattern=SHA256_HEX, description="https:// sources: the file's SHA-256, "
                                "checked after the download")
+    source_kms_key_arn: str | None = Field(default=None, pattern=KMS_KEY_ARN, description="the customer-managed key "
+                                           "an s3:// source is encrypted with: its copy into the model store may "
+                                           "decrypt with it (none: SSE-S3 or the AWS-managed key)")
     params_b: float = Field(gt=0, description="total parameters, billions")
     weights_gib: float = Field(gt=0, description="weights on disk and in memory at `precision`, GiB")
     max_context_tokens: int = Field(ge=1)
@@ -199,6 +203,14 @@ class TritonModelConfig(_Frozen):
     max_queue_delay_microseconds: int = Field(ge=0)
     instance_kind: Literal["KIND_GPU", "KIND_CPU"]
     instance_count: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _no_delay_without_a_batch(self) -> TritonModelConfig:
+        if self.max_batch_size <= 1 and self.max_queue_delay_microseconds > 0:
+            raise ValueError(f"{self.name}: max_queue_delay_microseconds={self.max_queue_delay_microseconds} with "
+                             f"max_batch_size={self.max_batch_size}: the dynamic batcher would hold each request for a "
+                             "batch that cannot form; set the delay to 0 (re-plan with `blueprint plan`)")
+        return self
 
 
 class TritonEngine(_Frozen):
@@ -423,6 +435,20 @@ class CostLine(_Frozen):
     monthly_usd: float = Field(ge=0)
 
 
+class ModelLatency(_Frozen):
+    """One model's predicted request latency on a non-generative archetype (Triton, ONNX Runtime, SageMaker's
+    Triton), and how many of its requests one replica computes at once: what a compound service's end-to-end
+    latency is composed from (`blueprints.pipeline`)."""
+
+    name: str = Field(pattern=DNS_1123_LABEL, max_length=40, description="served model name")
+    latency_p95_ms: float = Field(gt=0, le=1e7, description="one request's p95 at this environment's peak, ms")
+    batch_ms: float = Field(gt=0, le=1e7, description="one batch's compute time (one request's on CPU), ms: what "
+                            "each further round of batches adds when one caller sends more requests than a replica "
+                            "computes at once")
+    concurrent_requests: int = Field(ge=1, le=1_000_000, description="requests of this model one replica computes "
+                                     "at once: max_batch_size x instances per replica on GPU, 1 on CPU")
+
+
 class Predictions(_Frozen):
     """What the capacity model predicts at this environment's peak, per the planner's roofline model."""
 
@@ -444,6 +470,64 @@ class Predictions(_Frozen):
                                                     "pattern (`monthly_cost_usd` is the peak-provisioned cost)")
     slo_attainment: float | None = Field(default=None, ge=0, le=1, description="the fleet simulation's share of "
                                          "minutes within every p95 target (0-1)")
+    models: list[ModelLatency] | None = Field(default=None, description="non-generative archetypes: each model's "
+                                              "own predicted latency (latency_p95_ms above is the slowest's)")
+
+
+class PipelinePart(str, Enum):
+    """A part of a compound service: its stack is `<service>-<part>-<environment>`, one archetype each."""
+
+    GENERATOR = "generator"
+    RETRIEVAL = "retrieval"
+
+
+class PipelineStage(_Frozen):
+    """One model's share of a compound service's end-to-end p95 (`blueprints.pipeline` composes them)."""
+
+    part: PipelinePart
+    model: str = Field(pattern=DNS_1123_LABEL, max_length=40, description="served model name")
+    measure: Literal["ttft", "latency"] = Field(description="what of the model's latency the pipeline waits for: "
+                                                "`ttft` the generator's first token (streamed answers), `latency` "
+                                                "a whole request")
+    calls_per_request: int = Field(ge=1, le=100_000, description="requests one end-to-end request sends this model "
+                                   "(its peak rate over the generator's, rounded up; a reranker scoring 20 passages: "
+                                   "20), sent together")
+    rounds: int = Field(ge=1, le=100_000, description="batches those calls take one after another on one replica: "
+                        "calls / requests a replica computes at once, rounded up")
+    latency_p95_ms: float = Field(gt=0, le=1e7, description="one call's predicted p95, ms")
+    stage_p95_ms: float = Field(gt=0, le=1e8, description="this stage's share: one call's p95 plus a batch time per "
+                                "further round, ms")
+
+
+class Pipeline(_Frozen):
+    """A compound service's end-to-end view, recorded identically in each part's stack config: the stages, their
+    composed p95 (a sum of p95s: conservative, see `blueprints.pipeline`) and the budget it was planned against."""
+
+    service: str = Field(pattern=DNS_1123_LABEL, max_length=40, description="the compound service (its requirements "
+                         "file's `service`)")
+    part: PipelinePart = Field(description="the part this stack serves")
+    stacks: list[str] = Field(min_length=2, max_length=2, description="every part's stack in this environment, "
+                              "generator first")
+    latency_p95_budget_ms: float | None = Field(default=None, gt=0, le=600_000, description="slo."
+                                                "pipeline_latency_p95_ms, ms (none: reported, not checked)")
+    latency_p95_ms: float = Field(gt=0, le=1e8, description="the stages' composed p95, ms")
+    stages: list[PipelineStage] = Field(min_length=2, max_length=64)
+
+    @model_validator(mode="after")
+    def _composed(self) -> Pipeline:
+        parts = {s.part for s in self.stages}
+        if parts != set(PipelinePart):
+            raise ValueError("a pipeline has stages of both parts (generator and retrieval); re-plan with "
+                             "`blueprint plan`")
+        total = sum(s.stage_p95_ms for s in self.stages)
+        if abs(total - self.latency_p95_ms) > 0.05 * len(self.stages):
+            raise ValueError(f"latency_p95_ms={self.latency_p95_ms:g} is not the sum of its stages ({total:g}); "
+                             "re-plan with `blueprint plan` instead of editing the stack config")
+        if self.latency_p95_budget_ms is not None and self.latency_p95_ms > self.latency_p95_budget_ms + 0.05:
+            raise ValueError(f"latency_p95_ms={self.latency_p95_ms:g} misses latency_p95_budget_ms="
+                             f"{self.latency_p95_budget_ms:g}: re-plan with `blueprint plan` instead of editing the "
+                             "stack config")
+        return self
 
 
 class RolesAnywhereSpec(_Frozen):
@@ -497,6 +581,8 @@ class Blueprint(_Frozen):
     monitored: bool = Field(default=True, description="the stack renders its ServiceMonitor, PrometheusRule and "
                             "dashboard (its cluster runs kube-prometheus-stack); false on an edge cluster that "
                             "declares none")
+    pipeline: Pipeline | None = Field(default=None, description="compound services only: this part's place in the "
+                                      "service's end-to-end latency")
     rationale: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -524,6 +610,12 @@ class Blueprint(_Frozen):
             if self.engine.max_model_len > self.model.max_context_tokens:
                 raise ValueError(f"engine.max_model_len={self.engine.max_model_len} exceeds the model's "
                                  f"max_context_tokens={self.model.max_context_tokens}")
+        served = [m.name for m in self.models]
+        if self.predictions.models is not None and [m.name for m in self.predictions.models] != served:
+            raise ValueError(f"predictions.models names {[m.name for m in self.predictions.models]} but the stack "
+                             f"serves {served}; re-plan with `blueprint plan`")
+        if self.pipeline is not None:
+            self._check_pipeline(self.pipeline, served)
         for name in ("ttft_p95_ms", "itl_p95_ms", "latency_p95_ms"):
             target, predicted = getattr(self.slo, name), getattr(self.predictions, name)
             # Predictions are stored rounded to 0.1 ms; more than that over the target is a plan missing its SLO.
@@ -550,6 +642,18 @@ class Blueprint(_Frozen):
         if wrong:
             raise ValueError(f"models {wrong}: {'hf://' if edge else 'https://'} sources are not served on "
                              f"{self.platform.kind}: re-plan with `blueprint plan`")
+
+    def _check_pipeline(self, pipeline: Pipeline, served: list[str]) -> None:
+        part = pipeline.part.value
+        if self.service != f"{pipeline.service}-{part}":
+            raise ValueError(f"pipeline: the {part} part of service {pipeline.service!r} is service "
+                             f"{pipeline.service}-{part}, not {self.service!r}")
+        if self.stack not in pipeline.stacks:
+            raise ValueError(f"pipeline.stacks {pipeline.stacks} does not name this stack, {self.stack}")
+        own = [s.model for s in pipeline.stages if s.part is pipeline.part]
+        if own != served:
+            raise ValueError(f"pipeline.stages of part {part} name {own} but the stack serves {served}; re-plan "
+                             "with `blueprint plan`")
 
     @property
     def stack(self) -> str:

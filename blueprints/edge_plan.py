@@ -133,8 +133,11 @@ def edge_reasons(req: Requirements, env: str, *, owned: OwnedNodeShape, replicas
         if m.weights_uri.startswith("s3://"):
             why.append(f"weights of {name}: each pod reads {m.weights_uri} itself with IAM Roles Anywhere (the stack's "
                        "trust anchor, profile and a role allowed only s3:GetObject/ListBucket on that prefix; the "
-                       "credential helper signs with the pod's certificate); no model store, no static keys. If the "
-                       "bucket is encrypted with your own KMS key, allow the role kms:Decrypt on it")
+                       "credential helper signs with the pod's certificate"
+                       + (f"; kms:Decrypt on {m.weights_kms_key_arn} only through S3" if m.weights_kms_key_arn else "")
+                       + "); no model store, no static keys"
+                       + ("" if m.weights_kms_key_arn else " (a bucket encrypted with your own KMS key: set "
+                          "model.weights_kms_key_arn)"))
         else:
             why.append(f"weights of {name}: each pod downloads {m.weights_uri} and refuses it unless its SHA-256 is "
                        f"{m.sha256}; no AWS identity needed")

@@ -33,11 +33,13 @@ from blueprints.capacity.planning import (
 from blueprints.capacity.planning import traffic_shape as planning_shape
 from blueprints.capacity.simulator import SimulationResult
 from blueprints.sizing import (
+    GIB,
+    RequestWork,
     cpu_request_ms,
     encoder_gflops_per_request,
     gflops_from_cpu_latency,
-    gflops_from_gpu_latency,
     gpu_batch_ms,
+    work_from_gpu_latency,
     tensor_parallel_problems,
     weights_gib,
 )
@@ -53,6 +55,7 @@ class ResolvedModel:
     task: Task
     max_context_tokens: int
     catalog_gflops_per_request: float | None = None
+    catalog_decoder_params_b: float | None = None
 
     @property
     def weights_gib(self) -> float:
@@ -99,10 +102,17 @@ def resolve_models(req: Requirements, catalog: Catalog) -> list[ResolvedModel]:
                     f"model {spec.served_name}: {traffic_field}.input_tokens_p95 + output_tokens_p95 (or the mean "
                     f"where no p95 is given) = {p95_in + p95_out} exceeds max_context_tokens={wanted}, so one "
                     f"request in twenty would not fit; raise model.max_context_tokens (<= {limit}) or lower the p95s")
+        if task.autoregressive and not task.generative and traffic.mean_output_tokens > wanted:
+            raise RequirementsError(
+                f"model {spec.served_name}: {traffic_field}.mean_output_tokens={traffic.mean_output_tokens} exceeds "
+                f"the decoder's max_context_tokens={wanted}: a {task.value} request (one 30 s window) decodes at most "
+                f"{wanted} tokens; set mean_output_tokens to the tokens one window transcribes (e.g. 120)")
         if spec.measured_instance_type is not None:
             catalog.instance(spec.measured_instance_type)
+        from_catalog = record is not None and spec.architecture is None
         out.append(ResolvedModel(spec, traffic, arch, task, wanted,
-                                 record.gflops_per_request if record and spec.architecture is None else None))
+                                 record.gflops_per_request if from_catalog else None,  # type: ignore[union-attr]
+                                 record.decoder_params_b if from_catalog else None))  # type: ignore[union-attr]
     return out
 
 
@@ -524,28 +534,50 @@ def latency_target_ms(req: Requirements) -> float:
     return req.slo.latency_p95_ms or req.slo.latency_p99_ms or defaults.DEFAULT_NONGEN_LATENCY_P95_MS
 
 
-def request_gflops(model: ResolvedModel, catalog: Catalog) -> float:
-    """Compute per request, GFLOP: from a measured latency if given, else the catalog's vision FLOPs, else the
-    encoder formula at the mean input length.
+def _estimated_work(model: ResolvedModel) -> RequestWork:
+    """The catalog's (or the architecture's) work of one request: a vision model's catalog FLOPs; an autoregressive
+    model's forward pass (the catalog's, else the encoder formula over the mean input) and `mean_output_tokens`
+    decode steps, each reading the decoder's weights (`decoder_params_b`, else all of them) and computing 2 x those
+    parameters; an encoder's FLOPs at the mean input length.
 
     Raises:
-        SizingError: a model without catalog FLOPs or a transformer shape to derive them from.
+        SizingError: a vision or speech model outside the catalog without a measured latency.
+    """
+    spec = model.spec
+    if model.task in (Task.VISION, Task.SPEECH_RECOGNITION) and model.catalog_gflops_per_request is None \
+            and spec.measured_latency_ms is None:
+        raise SizingError(f"models[{spec.served_name}]: a {model.task.value} model outside the catalog has no FLOPs "
+                          "figure; set model.measured_latency_ms and model.measured_instance_type")
+    tokens = min(model.traffic.mean_input_tokens, model.max_context_tokens)
+    gflops = model.catalog_gflops_per_request
+    if gflops is None:
+        gflops = 0.0 if model.task is Task.VISION else encoder_gflops_per_request(model.architecture, tokens=tokens)
+    if not model.task.autoregressive:
+        return RequestWork(gflops=gflops, weights_gib=model.weights_gib)
+    decoder_b = model.catalog_decoder_params_b or model.architecture.params_b
+    return RequestWork(gflops=gflops, weights_gib=model.weights_gib, steps=model.traffic.mean_output_tokens,
+                       step_gib=decoder_b * 1e9 * spec.precision.bytes_per_param / GIB, step_gflops=2 * decoder_b)
+
+
+def request_work(model: ResolvedModel, catalog: Catalog) -> RequestWork:
+    """What one request asks of the hardware (`blueprints.sizing.RequestWork`): from a measured latency if given
+    (`work_from_gpu_latency`: an autoregressive model's decode scales between GPUs with memory bandwidth, a one-pass
+    model with TFLOPS; a CPU measurement is read as compute), else the catalog's or the architecture's estimate.
+
+    Raises:
+        SizingError: a vision or speech model outside the catalog without a measured latency.
     """
     spec = model.spec
     if spec.measured_latency_ms is not None and spec.measured_instance_type is not None:
         inst = catalog.instance(spec.measured_instance_type)
         if inst.gpu_count:
-            return gflops_from_gpu_latency(spec.measured_latency_ms, weights_gib=model.weights_gib,
-                                           gpu=catalog.gpu(inst.gpu), precision=spec.precision)  # type: ignore[arg-type]
-        return gflops_from_cpu_latency(spec.measured_latency_ms, vcpus=inst.vcpus,
-                                       gflops_per_vcpu=gflops_per_vcpu(inst, catalog))
-    if model.catalog_gflops_per_request is not None:
-        return model.catalog_gflops_per_request
-    if model.task is Task.VISION:
-        raise SizingError(f"models[{spec.served_name}]: a vision model outside the catalog has no FLOPs figure; set "
-                          "model.measured_latency_ms and model.measured_instance_type")
-    tokens = min(model.traffic.mean_input_tokens, model.max_context_tokens)
-    return encoder_gflops_per_request(model.architecture, tokens=tokens)
+            return work_from_gpu_latency(spec.measured_latency_ms, estimate=_estimated_work(model),
+                                         gpu=catalog.gpu(inst.gpu), precision=spec.precision,  # type: ignore[arg-type]
+                                         autoregressive=model.task.autoregressive)
+        return RequestWork(gflops=gflops_from_cpu_latency(spec.measured_latency_ms, vcpus=inst.vcpus,
+                                                          gflops_per_vcpu=gflops_per_vcpu(inst, catalog)),
+                           weights_gib=model.weights_gib)
+    return _estimated_work(model)
 
 
 @dataclass(frozen=True)
@@ -589,7 +621,17 @@ class NongenOption:
         return self.replicas / busy_s_per_request
 
 
-def _gpu_loads(models: list[ResolvedModel], gflops: list[float], gpu: Gpu, target_ms: float,
+def queue_delay_ms(batch_size: int, batch_ms: float, target_ms: float) -> float:
+    """Triton's `max_queue_delay_microseconds` for a model, ms: how long the dynamic batcher may hold a request
+    waiting for more to fill the batch, within what the budget leaves after NONGEN_P95_FACTOR batches, and at most
+    one batch. None at `max_batch_size` 1: a batch of one never waits for company (Triton's dynamic batcher: "the
+    delay ... to allow other requests to join the dynamic batch")."""
+    if batch_size <= 1:
+        return 0.0
+    return max(0.0, min(target_ms - defaults.NONGEN_P95_FACTOR * batch_ms, batch_ms))
+
+
+def _gpu_loads(models: list[ResolvedModel], works: list[RequestWork], gpu: Gpu, target_ms: float,
                gpus_per_replica: int) -> tuple[ModelLoad, ...] | None:
     """Batch sizes per model on a shared GPU so that every model's p95 meets `target_ms`, or None.
 
@@ -600,8 +642,7 @@ def _gpu_loads(models: list[ResolvedModel], gflops: list[float], gpu: Gpu, targe
     """
 
     def batch_ms(i: int, b: int) -> float:
-        return gpu_batch_ms(gflops[i], batch_size=b, weights_gib=models[i].weights_gib, gpu=gpu,
-                            precision=models[i].spec.precision)
+        return gpu_batch_ms(works[i], batch_size=b, gpu=gpu, precision=models[i].spec.precision)
 
     sizes = []
     for i in range(len(models)):
@@ -614,20 +655,22 @@ def _gpu_loads(models: list[ResolvedModel], gflops: list[float], gpu: Gpu, targe
         sizes.append(b)
     while True:
         times = [batch_ms(i, b) for i, b in enumerate(sizes)]
-        delays = [max(0.0, min(target_ms - defaults.NONGEN_P95_FACTOR * t, t)) for t in times]
+        delays = [queue_delay_ms(b, t, target_ms) for b, t in zip(sizes, times)]
         p95s = [d + t + max(times) for d, t in zip(delays, times)]
         if all(p <= target_ms for p in p95s):
-            return tuple(ModelLoad(m, g, b, d, t, b / t * 1e3 * gpus_per_replica, p)
-                         for m, g, b, d, t, p in zip(models, gflops, sizes, delays, times, p95s))
+            return tuple(ModelLoad(m, w.total_gflops, b, d, t, b / t * 1e3 * gpus_per_replica, p)
+                         for m, w, b, d, t, p in zip(models, works, sizes, delays, times, p95s))
         worst = max(range(len(models)), key=lambda i: (times[i], -i))
         if sizes[worst] == 1:
             return None
         sizes[worst] //= 2
 
 
-def _cpu_loads(models: list[ResolvedModel], gflops: list[float], vcpus: int, gflops_per_vcpu: float,
+def _cpu_loads(models: list[ResolvedModel], works: list[RequestWork], vcpus: int, gflops_per_vcpu: float,
                target_ms: float) -> tuple[ModelLoad, ...] | None:
-    """One request at a time per replica, intra-op threads = `vcpus`; None when a model's p95 misses the budget."""
+    """One request at a time per replica, intra-op threads = `vcpus` (all of a request's FLOPs at the CPU's rate);
+    None when a model's p95 misses the budget."""
+    gflops = [w.total_gflops for w in works]
     times = [cpu_request_ms(g, vcpus=vcpus, gflops_per_vcpu=gflops_per_vcpu) for g in gflops]
     p95s = [t + max(times) for t in times]
     if any(p > target_ms for p in p95s):
@@ -693,7 +736,7 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
             shortfall.
     """
     target = latency_target_ms(req)
-    gflops = [request_gflops(m, catalog) for m in models]
+    works = [request_work(m, catalog) for m in models]
     weights = sum(m.weights_gib for m in models)
     factor = price_factor(req, env, catalog, managed=managed)
     options = []
@@ -705,7 +748,7 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
             if need_gib > gpu.memory_gib * defaults.GPU_MEMORY_UTILIZATION:
                 continue
             per_replica = inst.gpu_count if managed else 1
-            loads = _gpu_loads(models, gflops, gpu, target, per_replica)
+            loads = _gpu_loads(models, works, gpu, target, per_replica)
             if loads is None:
                 continue
             share = per_replica / inst.gpu_count
@@ -721,7 +764,7 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
             for per_node, vcpus in cpu_replica_shapes(inst):
                 if per_node * memory > inst.memory_gib * defaults.NODE_ALLOCATABLE_CPU_FRACTION:
                     continue
-                loads = _cpu_loads(models, gflops, vcpus, gflops_per_vcpu(inst, catalog), target)
+                loads = _cpu_loads(models, works, vcpus, gflops_per_vcpu(inst, catalog), target)
                 if loads is None:
                     continue
                 replicas = _replicas_for_load(req, env, loads)
@@ -749,7 +792,8 @@ def explain_infeasible_nongen(req: Requirements, models: list[ResolvedModel], ca
                 f"(accelerators={[a.value for a in req.hardware.accelerators]}, allowed_instance_families="
                 f"{req.hardware.allowed_instance_families}, cpu_arch="
                 f"{req.hardware.cpu_arch.value if req.hardware.cpu_arch else 'any'}); widen hardware")
-    gflops = [request_gflops(m, catalog) for m in models]
+    works = [request_work(m, catalog) for m in models]
+    gflops = [w.total_gflops for w in works]
     floors = []  # (p95 at batch 1 on the fastest replica shape, instance type)
     for inst in candidates:
         if accelerator is Accelerator.NVIDIA_GPU:
@@ -757,8 +801,7 @@ def explain_infeasible_nongen(req: Requirements, models: list[ResolvedModel], ca
             need = defaults.TRITON_GPU_INSTANCES * sum(m.weights_gib + defaults.ENCODER_ACTIVATION_GIB for m in models)
             if need > gpu.memory_gib * defaults.GPU_MEMORY_UTILIZATION:
                 continue
-            times = [gpu_batch_ms(g, batch_size=1, weights_gib=m.weights_gib, gpu=gpu, precision=m.spec.precision)
-                     for m, g in zip(models, gflops)]
+            times = [gpu_batch_ms(w, batch_size=1, gpu=gpu, precision=m.spec.precision) for m, w in zip(models, works)]
         else:
             vcpus = max(v for _, v in cpu_replica_shapes(inst))
             times = [cpu_request_ms(g, vcpus=vcpus, gflops_per_vcpu=gflops_per_vcpu(inst, catalog)) for g in gflops]
@@ -803,7 +846,7 @@ def _explain_edge(req: Requirements, models: list[ResolvedModel], catalog: Catal
                                               per_node=best.replicas_per_node, cpu=best.cpu_per_replica)
             if shortfall is not None:
                 return shortfall
-    gflops = [request_gflops(m, catalog) for m in models]
+    gflops = [request_work(m, catalog).gflops for m in models]
     vcpus = max(v for _, v in shapes)
     times = [cpu_request_ms(g, vcpus=vcpus, gflops_per_vcpu=owned.gflops_per_vcpu) for g in gflops]
     floor = max(t + max(times) for t in times)

@@ -22,6 +22,7 @@ from blueprints.blueprint import (
     ComplianceRecord,
     Compute,
     CostLine,
+    ModelLatency,
     ModelTraffic,
     Network,
     OnnxRuntimeEngine,
@@ -38,6 +39,7 @@ from blueprints.blueprint import (
 )
 from blueprints.catalog import Catalog, Gpu
 from blueprints.catalog.addons import load_platform_catalog
+from blueprints.compound import service_parts
 from blueprints.platform import AlertingSpec, PlatformConfig
 from blueprints.platform_plan import landing_platform
 from blueprints.guardrails import Guardrails
@@ -93,6 +95,7 @@ from blueprints.scaling_plan import finish, zones_of
 from blueprints.selection import Selection, sagemaker_engine, select_archetype
 from blueprints.signals import planned_target
 from blueprints.startup import startup_budget
+from blueprints.weights import with_weights_reason
 
 
 def _vllm_dtype(precision: Precision, quantization: Quantization | None, gpu: Gpu) -> tuple[str, str | None]:
@@ -125,7 +128,8 @@ def _served_model(m: ResolvedModel, req: Requirements, env: str) -> ServedModel:
                            input_tokens_p95=m.traffic.input_tokens_p95, output_tokens_p95=m.traffic.output_tokens_p95)
     return ServedModel(name=m.spec.served_name, catalog_id=m.spec.id, task=m.task, format=m.spec.format,
                        precision=m.spec.precision, quantization=m.spec.quantization_method,
-                       source_uri=m.spec.weights_uri, sha256=m.spec.sha256, params_b=m.architecture.params_b,
+                       source_uri=m.spec.weights_uri, sha256=m.spec.sha256,
+                       source_kms_key_arn=m.spec.weights_kms_key_arn, params_b=m.architecture.params_b,
                        weights_gib=round(m.weights_gib, 2), max_context_tokens=m.max_context_tokens, traffic=traffic)
 
 
@@ -534,7 +538,25 @@ _TRITON_BACKEND = {ModelFormat.ONNX: "onnxruntime", ModelFormat.TENSORRT: "tenso
                    ModelFormat.TORCHSCRIPT: "pytorch", ModelFormat.PYTORCH: "pytorch", ModelFormat.SAFETENSORS: "python"}
 
 
+#: Triton's python backend runs `<model>/<version>/model.py` in the server's own Python, which in the pinned image has
+#: no PyTorch or transformers: they come as the model's execution environment (a conda-pack archive named by the
+#: `EXECUTION_ENV_PATH` parameter). Source: triton-inference-server/python_backend README, "Usage" and "Creating
+#: Custom Execution Environments".
+PYTHON_BACKEND_NOTE = ("Triton's python backend runs the model.py shipped with the weights (the source prefix lands in "
+                       "models/{name}/1/) in the server's own Python; the pinned image has no PyTorch or "
+                       "transformers, so ship them as an execution environment archive (python_backend "
+                       "EXECUTION_ENV_PATH)")
+
+
 def _triton_backend(model: ResolvedModel, accelerator: Accelerator) -> str:
+    """The Triton backend serving `model`'s format; a python-backend model must come from an `s3://` prefix that
+    holds its model.py (a Hugging Face download keeps weights, configs and tokenizer files only)."""
+    if _TRITON_BACKEND.get(model.spec.format) == "python" and model.spec.weights_uri.startswith("hf://"):
+        raise RequirementsError(
+            f"models[{model.spec.served_name}]: format {model.spec.format.value} on Triton runs the python backend, "
+            f"which loads a model.py from the model's folder; {model.spec.weights_uri} is a Hugging Face download "
+            "without one: give an s3:// weights_uri holding model.py beside the weights, or export the model to ONNX "
+            "(format: onnx)")
     backend = _TRITON_BACKEND.get(model.spec.format)
     if backend is None or (backend == "tensorrt" and accelerator is Accelerator.CPU):
         allowed = [f.value for f in _TRITON_BACKEND
@@ -585,6 +607,9 @@ def _nongen_reasons(req: Requirements, env: str, option: NongenOption, catalog: 
            + ("" if req.slo.latency_p95_ms or req.slo.latency_p99_ms else " (default budget; set slo.latency_p95_ms)")]
     for ld in option.loads:
         source = "measured latency" if ld.model.spec.measured_latency_ms else "catalog FLOPs"
+        if ld.model.task.autoregressive:
+            source += (f"; an encoder pass and {ld.model.traffic.mean_output_tokens} decode steps, each reading the "
+                       "decoder's weights, so it scales between GPUs with memory bandwidth")
         batching = (f"max_batch_size {ld.max_batch_size}, max_queue_delay {ld.max_queue_delay_ms:.1f} ms, "
                     if option.gpu else "")
         why.append(f"{ld.model.spec.served_name}: {ld.gflops_per_request:.1f} GFLOP per request ({source}); "
@@ -597,11 +622,14 @@ def _nongen_reasons(req: Requirements, env: str, option: NongenOption, catalog: 
 
 
 def _nongen_predictions(req: Requirements, env: str, option: NongenOption, lines: list[CostLine]) -> Predictions:
+    instances = defaults.TRITON_GPU_INSTANCES if option.gpu else 1
     return Predictions(
+        models=[ModelLatency(name=ld.model.spec.served_name, latency_p95_ms=round(ld.latency_p95_ms, 1),
+                             batch_ms=round(ld.batch_ms, 2), concurrent_requests=ld.max_batch_size * instances)
+                for ld in option.loads],
         latency_p95_ms=round(option.latency_p95_ms, 1),
         requests_per_s_capacity=round(option.requests_per_s_capacity, 3),
-        concurrency_per_replica=max(ld.max_batch_size for ld in option.loads)
-        * (defaults.TRITON_GPU_INSTANCES if option.gpu else 1),
+        concurrency_per_replica=max(ld.max_batch_size for ld in option.loads) * instances,
         monthly_cost_usd=round(sum(line.monthly_usd for line in lines), 2), cost_lines=lines,
         cost_is_estimate=_capacity(req, env, managed=False) is CapacityType.SPOT)
 
@@ -656,7 +684,9 @@ def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catal
                               target=1.0, cooldown_s=_cooldown_s(startup))
         engine_note = (f"Triton instance_group {kind} x{count} per model"
                        + (": two instances overlap one batch's data transfer with the other's compute" if option.gpu
-                          else ""))
+                          else "")
+                       + "".join(f"; {s.name}: {PYTHON_BACKEND_NOTE.format(name=s.name)}"
+                                 for s, b in zip(served, backends) if b == "python"))
     edge_notes: list[str] = []
     if owned is not None and edge_scaling is not None:
         scaling, scaling_note = edge_scaling
@@ -724,7 +754,8 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
         alerting: platform.yaml's `alerting` (SNS topics of SageMaker alarms); default: none.
 
     Returns:
-        One `Blueprint` per environment, in the order planned.
+        One `Blueprint` per environment, in the order planned; for a compound service (`blueprints.compound`) one
+        per part and environment, generator first.
 
     Raises:
         RequirementsError: an environment name is not in the file, or the requirements contradict every archetype.
@@ -744,6 +775,19 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
         platforms = {p.name: p for p in plan_platforms([ServiceFile(None, req)], PlatformRequirements(),
                                                        catalog=catalog, pcat=load_platform_catalog(), as_of=as_of)}
     ctx = PlanContext(as_of=as_of, platforms=platforms)
+    parts = service_parts(req, catalog)
+    if len(parts) > 1:  # a compound service: one stack per part, an end-to-end budget over both
+        from blueprints.pipeline_plan import plan_pipeline
+
+        return plan_pipeline(req, parts, names, catalog=catalog, plan_part=lambda part, env: _plan_service(
+            part, catalog, ctx, [env], guardrails=guardrails, alerting=alerting)[0])
+    return _plan_service(req, catalog, ctx, names, guardrails=guardrails, alerting=alerting)
+
+
+def _plan_service(req: Requirements, catalog: Catalog, ctx: PlanContext, names: list[str], *,
+                  guardrails: Mapping[str, Guardrails] | None, alerting: AlertingSpec | None) -> list[Blueprint]:
+    """Plan the environments `names` of one stack-worth of requirements (a service, or a part of a compound one):
+    within each environment's guardrails, finished (`scaling_plan.finish`) and with its quota note."""
     if guardrails:
         planned = []
         for env in names:
@@ -759,7 +803,8 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
 
     spec = alerting or AlertingSpec()
     finished = [finish(bp, ctx.platform(req, bp.environment, managed=bp.archetype is Archetype.SAGEMAKER_ENDPOINT),
-                       spec) for bp in planned]
+                       spec, floor_is_set=req.environments[bp.environment].min_replicas is not None)
+                for bp in planned]
     # Last: the service quotas the final plan needs at full scale (`blueprints.quota`).
     return [bp.model_copy(update={"rationale": [*bp.rationale, note]}) if (note := quota_note(bp)) else bp
             for bp in finished]
@@ -770,7 +815,7 @@ def _plan_sized(req: Requirements, catalog: Catalog, ctx: PlanContext, names: li
     models = resolve_models(req, catalog)
     selection = select_archetype(req, models, catalog)
     build = _BUILDERS[selection.archetype]
-    planned = [_land(build(req, env, models, catalog, selection, ctx), ctx, req) for env in names]
+    planned = [_land(with_weights_reason(build(req, env, models, catalog, selection, ctx)), ctx, req) for env in names]
     for bp in planned:  # every image its pods run must be built for its nodes' architecture
         problems = image_problems(bp)
         if problems:

@@ -224,24 +224,65 @@ def plan_platforms(services: Sequence[ServiceFile], platform_req: PlatformRequir
             declare the same service, the reserved service name is used, or platform.yaml names an unknown add-on,
             chart version or Kubernetes version; the message names both files and the fix.
     """
-    seen: dict[str, ServiceFile] = {}
-    for svc in services:
-        name = svc.requirements.service
-        if name == PLATFORM_SERVICE:
-            raise RequirementsError(f"{svc.where}: service: {name!r} is reserved for platform stacks; rename it")
-        if name in seen:
-            raise RequirementsError(f"{svc.where} and {seen[name].where} both declare service {name!r}; service "
-                                    "names are unique (they name stacks, namespaces and node pools)")
-        seen[name] = svc
+    parts, stacks = _service_stacks(services, catalog)
     _check_addon_versions(platform_req.addon_versions, pcat, platform_file)
     groups: dict[str, list[tuple[ServiceFile, str]]] = {}
-    for svc in sorted(services, key=lambda s: s.requirements.service):
+    for svc in sorted(parts, key=lambda s: s.requirements.service):
         for env in svc.requirements.environments:
             name = landing_platform(svc.requirements, env)
             if name is not None:
                 groups.setdefault(name, []).append((svc, env))
+    for name in groups:
+        clash = stacks.get(platform_stack_name(name))
+        if clash is not None:
+            raise RequirementsError(f"{clash.where}: service {clash.requirements.service!r} plans stack "
+                                    f"{platform_stack_name(name)}, the name of a shared platform's stack; rename the "
+                                    "service or the environment")
     return [_plan_one(name, members, platform_req, catalog=catalog, pcat=pcat, as_of=as_of,
                       platform_file=platform_file) for name, members in sorted(groups.items())]
+
+
+def _service_stacks(services: Sequence[ServiceFile],
+                    catalog: Catalog) -> tuple[list[ServiceFile], dict[str, ServiceFile]]:
+    """Every stack-worth of requirements the files plan (a compound service's parts, `blueprints.compound`, each on
+    its own), and every service stack by name with the requirements it is planned from.
+
+    Raises:
+        RequirementsError: a service (or a compound service's part) is named `platform` or like another file's, or
+            two files plan the same stack name (`a` + environment `b-prod` and `a-b` + `prod`).
+    """
+    from blueprints.compound import service_parts
+
+    names: dict[str, tuple[ServiceFile, str]] = {}
+    planned: list[ServiceFile] = []
+    stacks: dict[str, ServiceFile] = {}
+    for svc in services:
+        declared = svc.requirements.service
+        if declared == PLATFORM_SERVICE:
+            raise RequirementsError(f"{svc.where}: service: {declared!r} is reserved for platform stacks; rename it")
+        try:
+            parts = service_parts(svc.requirements, catalog)
+        except BlueprintError as exc:
+            raise type(exc)(f"{svc.where}: {exc}") from None
+        for part in parts:
+            name = part.requirements.service
+            what = f"{svc.where}: the {part.part.value} part of compound service {declared!r}" if part.part else ""
+            if name in names:
+                other, other_what = names[name]
+                parts_of = "; ".join(w for w in (what, other_what) if w)
+                raise RequirementsError(f"{svc.where} and {other.where} both declare service {name!r}"
+                                        + (f" ({parts_of})" if parts_of else "") + "; service names are unique "
+                                        "(they name stacks, namespaces and node pools): rename one")
+            names[name] = (svc, what)
+            planned.append(ServiceFile(svc.path, part.requirements))
+            for env in part.requirements.environments:
+                stack = f"{name}-{env}"
+                if stack in stacks:
+                    raise RequirementsError(f"{svc.where} (service {name!r}, environment {env!r}) and "
+                                            f"{stacks[stack].where} both plan stack {stack!r}; rename a service or "
+                                            "an environment")
+                stacks[stack] = planned[-1]
+    return planned, stacks
 
 
 def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformRequirements, *, catalog: Catalog,

@@ -170,8 +170,9 @@ class PreviewReport:
     def to_json(self) -> dict[str, Any]:
         """`{"stack", "archetype", "region", "compliance", "resources": [{"urn", "type", "name", "parent", "read",
         "depends_on", "inputs"}], "manifests", "manifest_problems", "deployability", "signals", "policy_verdicts",
-        "warnings", "predictions", "outputs"}`. `archetype` is `platform` for a platform stack, whose `predictions` hold
-        its cost lines."""
+        "warnings", "predictions", "outputs", "blueprint"}`. `archetype` is `platform` for a platform stack, whose
+        `predictions` hold its cost lines and whose `blueprint` is None; a service's `blueprint` is its stack config's
+        (the review of a later report against this one compares requirements and plan field by field)."""
         predictions = (self.subject.model_dump(mode="json", include={"cost_lines", "monthly_cost_usd"})
                        if self.is_platform else self.blueprint.predictions.model_dump(mode="json"))
         return {
@@ -189,11 +190,23 @@ class PreviewReport:
             "warnings": self.warnings,
             "predictions": predictions,
             "outputs": self.outputs,
+            "blueprint": None if self.is_platform else self.blueprint.model_dump(mode="json"),
         }
 
 
 def _normalise(value: Any) -> Any:
-    """Mock inputs arrive with every number as a float: give integral floats back as ints; drop None; sort keys."""
+    """Mock inputs arrive with every number as a float: give integral floats back as ints; drop None; sort keys.
+    Assets and archives (a Lambda function's code) become `{"file": name, "sha256": ...}` / `{"archive": {...}}`: the
+    content's digest, not the checkout's path, so two checkouts of the same code report the same input."""
+    import pulumi
+
+    if isinstance(value, pulumi.asset.FileAsset):
+        path = Path(value.path)
+        return {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    if isinstance(value, pulumi.asset.StringAsset):
+        return {"text_sha256": hashlib.sha256(value.text.encode()).hexdigest()}
+    if isinstance(value, pulumi.asset.AssetArchive):
+        return {"archive": {k: _normalise(v) for k, v in sorted(value.assets.items())}}
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):  # sorted keys: the engine's map order is not stable, reports must be

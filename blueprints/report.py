@@ -1,7 +1,9 @@
 """Render a `PreviewReport` for people: a rich terminal view, and `plan.md` / `plan.json` / `manifests/*.yaml`.
 
-`plan.md` is written to be pasted as a pull-request comment: the diff against the base branch first (when a
-baseline is given), then policy verdicts, predictions and cost, the architecture diagram, and every resource.
+`plan.md` is written to be pasted as a pull-request comment: when a baseline is given, what changed first (the
+requirements and the plan field by field, the predictions before -> after, a warning for every change that replaces a
+resource: `blueprints.changes`) and the resource diff, then policy verdicts, predictions and cost, the architecture
+diagram, and every resource.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from rich.markup import escape
 from rich.tree import Tree
 from tabulate import tabulate
 
+from blueprints.changes import Review
+from blueprints.changes_report import review_lines, review_markdown
 from blueprints.diff import PlanDiff
 from blueprints.edge_plan import OWNED_NODES_ITEM
 from blueprints.errors import BlueprintError
@@ -191,6 +195,12 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
     if bp.platform.stack:
         rows.append(["platform", f"{bp.platform.stack}" + (f" (${p.platform_monthly_cost_usd:,.2f}/month, shared)"
                                                            if p.platform_monthly_cost_usd is not None else "")])
+    if bp.pipeline is not None:
+        budget = bp.pipeline.latency_p95_budget_ms
+        rows.append(["pipeline", f"the {bp.pipeline.part.value} part of compound service {bp.pipeline.service}: "
+                     f"end-to-end p95 <= {bp.pipeline.latency_p95_ms:,.1f} ms"
+                     + (f" (budget {budget:,.0f} ms)" if budget is not None else "")
+                     + f"; `blueprint preview {bp.pipeline.service}-{bp.environment}` reviews both parts"])
     for label, value, unit in (("TTFT p95", p.ttft_p95_ms, "ms"), ("ITL p95", p.itl_p95_ms, "ms"),
                                ("latency p95", p.latency_p95_ms, "ms"),
                                ("output tokens/s", p.output_tokens_per_s, ""),
@@ -217,12 +227,15 @@ def _cost(report: PreviewReport) -> tuple[list, float, bool]:
     return list(p.cost_lines), p.monthly_cost_usd, p.cost_is_estimate
 
 
-def render_markdown(report: PreviewReport, diff: PlanDiff | None = None) -> str:
-    """`plan.md`: a pull-request comment for one stack (a service or a shared platform)."""
+def render_markdown(report: PreviewReport, diff: PlanDiff | None = None, review: Review | None = None) -> str:
+    """`plan.md`: a pull-request comment for one stack (a service or a shared platform), led by `review` (what
+    changed against the baseline) when given."""
     subject = report.subject
     status = "passes all checks" if report.clean else "**has blocking problems**"
     out = [COMMENT_MARKER.format(stack=report.stack),
            f"## `{report.stack}`: {report.archetype} in {report.region} — {status}\n"]
+    if review is not None:
+        out.append(review_markdown(review))
     if diff is not None:
         out.append(diff_markdown(diff))
     out.append("### Plan\n\n" + _md_table(plan_summary(report), ["", ""]) + "\n")
@@ -276,10 +289,14 @@ def _short(resource: str) -> str:
 
 # --- terminal ------------------------------------------------------------------------------------------------------
 
-def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | None = None) -> None:
-    """Print the component tree with key settings, checks, predictions and cost lines."""
+def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | None = None,
+                    review: Review | None = None) -> None:
+    """Print the review against the baseline (when given, briefly), the component tree with key settings, checks,
+    predictions and cost lines."""
     console.print(f"[bold]Stack[/] {report.stack}  [bold]archetype[/] {report.archetype}  "
                   f"[bold]region[/] {report.region}  [bold]resources[/] {len(report.resources)}")
+    if review is not None:
+        print_review(review, console)
     if diff is not None:
         for c in diff.compliance:
             console.print(escape(f"[compliance changed] {c.path}: {c.before!r} -> {c.after!r}"), style="bold red")
@@ -345,6 +362,17 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
         console.print("[bold]Stack outputs[/]: " + escape(", ".join(f"{k}={v}" for k, v in report.outputs.items())))
 
 
+def print_review(review: Review, console: Console, *, indent: str = "") -> None:
+    """The review in a few lines (`blueprints.changes_report.review_lines`): replacements in bold red, rolling
+    updates in yellow; "no change" when nothing changed."""
+    lines = review_lines(review)
+    if not lines:
+        console.print(f"{indent}[dim]no change against the previous plan[/]")
+    styles = {"info": "", "warning": "bold red", "note": "yellow"}
+    for kind, text in lines:
+        console.print(f"{indent}{escape(text)}", style=styles[kind] or None, highlight=False, soft_wrap=True)
+
+
 # --- files ---------------------------------------------------------------------------------------------------------
 
 def _file_name(index: int, obj: dict[str, Any]) -> str:
@@ -352,8 +380,9 @@ def _file_name(index: int, obj: dict[str, Any]) -> str:
     return f"{index:02d}-{slug}.yaml"
 
 
-def write_report_dir(report: PreviewReport, out_dir: Path, diff: PlanDiff | None = None) -> None:
-    """Write `plan.md`, `plan.json` (the `--json` report, plus `diff` when given) and
+def write_report_dir(report: PreviewReport, out_dir: Path, diff: PlanDiff | None = None,
+                     review: Review | None = None) -> None:
+    """Write `plan.md`, `plan.json` (the `--json` report, plus `diff` and `review` when given) and
     `manifests/NN-<kind>-<namespace>-<name>.yaml` into `out_dir`.
 
     Raises:
@@ -362,13 +391,15 @@ def write_report_dir(report: PreviewReport, out_dir: Path, diff: PlanDiff | None
     data = report.to_json()
     if diff is not None:
         data["diff"] = diff.to_json()
+    if review is not None:
+        data["review"] = review.to_json()
     try:
         manifests_dir = out_dir / "manifests"
         manifests_dir.mkdir(parents=True, exist_ok=True)
         for stale in manifests_dir.glob("*.yaml"):
             stale.unlink()
         (out_dir / "plan.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        (out_dir / "plan.md").write_text(render_markdown(report, diff), encoding="utf-8")
+        (out_dir / "plan.md").write_text(render_markdown(report, diff, review), encoding="utf-8")
         for index, obj in enumerate(report.manifests, start=1):
             (manifests_dir / _file_name(index, obj)).write_text(yaml.safe_dump(obj, sort_keys=False),
                                                                 encoding="utf-8")

@@ -38,6 +38,11 @@ ACM_PCA_ARN = r"^arn:aws(-cn|-us-gov)?:acm-pca:[a-z]{2}(-gov)?-[a-z]+-\d:[0-9]{1
 #: An ACM certificate ARN (commercial, China and GovCloud partitions): `arn:aws:acm:<region>:<account>:certificate/<id>`
 #: (AWS General Reference, "Amazon Resource Names", ACM resource type `certificate/<certificate-id>`).
 ACM_CERTIFICATE_ARN = r"^arn:aws(-cn|-us-gov)?:acm:([a-z]{2}(-gov)?-[a-z]+-\d):[0-9]{12}:certificate/[0-9a-f-]{36}$"
+#: A KMS key ARN (AWS KMS Developer Guide, "Key identifiers": `arn:aws:kms:<region>:<account>:key/<key id>`, the id a
+#: UUID or a multi-Region `mrk-` id). IAM grants use of a key only by its key ARN: "You cannot use a key id, alias name,
+#: or alias ARN to identify a KMS key in an IAM policy statement" (KMS Developer Guide, cmks-in-iam-policies).
+KMS_KEY_ARN = (r"^arn:aws(-cn|-us-gov)?:kms:[a-z]{2}(-gov)?-[a-z]+-\d:[0-9]{12}:key/"
+               r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})$")
 #: A DNS host name (RFC 1123): dot-separated labels of letters, digits and hyphens, at most 253 characters.
 HOSTNAME = r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)+$"
 #: The open internet, as an IPv4 CIDR.
@@ -188,6 +193,10 @@ class ModelSpec(_Section):
                              "`https://` URL of the model file (then `sha256` is required)")
     sha256: str | None = Field(default=None, pattern=SHA256_HEX, description="`https://` sources only: the SHA-256 "
                                "of the file (64 lowercase hex digits); the download is refused when it differs")
+    weights_kms_key_arn: str | None = Field(
+        default=None, pattern=KMS_KEY_ARN, description="`s3://` sources encrypted with a customer-managed KMS key: "
+        "its key ARN (not an alias), so the copy into the stack's model store may decrypt them. Default: none (SSE-S3 "
+        "or the AWS-managed key of the source's own account)")
     max_context_tokens: int | None = Field(default=None, ge=64, description="longest prompt + output to serve; "
                                            "defaults to min(model limit, 8192) for text generation")
     traffic: Traffic | None = Field(default=None, description="this model's own load (multi-model estates, `models:`)")
@@ -215,6 +224,8 @@ class ModelSpec(_Section):
         if self.sha256 is not None and not https:
             raise ValueError("`sha256` checks an https:// download; s3:// and hf:// sources are read with an "
                              "identity, not a checksum: remove it")
+        if self.weights_kms_key_arn is not None and not self.weights_uri.startswith("s3://"):
+            raise ValueError(f"weights_kms_key_arn applies to an s3:// weights_uri, not {self.weights_uri}; remove it")
         if (self.measured_latency_ms is None) != (self.measured_instance_type is None):
             raise ValueError("give `measured_latency_ms` and `measured_instance_type` together (the latency is only "
                              "meaningful on the hardware it was measured on)")
@@ -234,6 +245,11 @@ def _dns_label(text: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:40]
 
 
+#: Longest end-to-end budget a compound service may set, ms: 10 minutes, well past any interactive answer
+#: (a SageMaker real-time invocation stops at 60 s) [assumption: a bound against typos, not a platform limit].
+MAX_PIPELINE_LATENCY_MS = 600_000
+
+
 class Slo(_Section):
     """Latency and availability targets. Generative models use TTFT/ITL; others use request latency."""
 
@@ -242,6 +258,11 @@ class Slo(_Section):
     latency_p95_ms: float | None = Field(default=None, gt=0, description="request latency p95, ms (non-generative)")
     latency_p99_ms: float | None = Field(default=None, gt=0, description="request latency p99, ms (non-generative)")
     availability_pct: float = Field(default=99.5, ge=90, lt=100, description="monthly availability target, %")
+    pipeline_latency_p95_ms: float | None = Field(
+        default=None, gt=0, le=MAX_PIPELINE_LATENCY_MS, description="compound services only (a generator and "
+        "retrieval models in `models:`): end-to-end p95 budget, ms, from the request to the answer's first token "
+        "(streamed) or its last (not streamed), composed from the parts' p95s (blueprints/pipeline.py); the plan "
+        "tightens the parts' own targets to meet it or refuses")
 
     @model_validator(mode="after")
     def _p99_not_below_p95(self) -> Slo:

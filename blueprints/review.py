@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from blueprints.blueprint import Blueprint
+from blueprints.changes import Review, review_changes
+from blueprints.diff import PlanDiff
 from blueprints.guardrails import Guardrails
 from blueprints.platform import PlatformConfig
 from blueprints.preview import PreviewReport, run_preview
@@ -21,6 +23,15 @@ def policy_config_for(environment: str, *, production: bool, config_dir: Path = 
     return own if own.exists() else config_dir / ("prod.json" if production else "dev.json")
 
 
+def _project_relative(path: Path) -> str:
+    """`path` relative to its project's root (so plans do not depend on where the checkout lives); as given when it
+    is outside any project."""
+    from blueprints.workspace import project_root
+
+    root = project_root(path)
+    return path.resolve().relative_to(root).as_posix() if root is not None else path.as_posix()
+
+
 def environment_guardrails(req: Requirements, config_dir: Path = POLICY_CONFIG_DIR) -> dict[str, Guardrails]:
     """Each environment's planning limits from its policy config (`policy_config_for`); none when `config_dir` is
     absent (a project without the policy pack). Raises `BlueprintError` for an invalid policy config."""
@@ -32,7 +43,7 @@ def environment_guardrails(req: Requirements, config_dir: Path = POLICY_CONFIG_D
     for env in req.environments:
         path = policy_config_for(env, production=req.is_production(env), config_dir=config_dir)
         if path.exists():
-            limits[env] = guardrails(read_policy_config(path), source=path.as_posix())
+            limits[env] = guardrails(read_policy_config(path), source=_project_relative(path))
     return limits
 
 
@@ -82,3 +93,14 @@ def stack_policy_config(config: dict, subject: Blueprint | PlatformConfig) -> di
     entry = config.get("private-endpoints")
     entry = {"enforcementLevel": entry} if isinstance(entry, str) else dict(entry or {})
     return {**config, "private-endpoints": {**entry, "privateOnly": True}}
+
+
+def baseline_review(report: PreviewReport, base: dict, diff: PlanDiff) -> Review:
+    """What changed against the base branch's report of the same stack (`blueprint preview --baseline`): the
+    blueprint recorded in `base` (when it records one) against this stack config's, the predictions, and the
+    replacements the resources' input changes bring (`blueprints.changes.review_changes`)."""
+    before = base.get("blueprint")
+    return review_changes(report.stack, before if isinstance(before, dict) else None,
+                          None if report.is_platform else report.blueprint,
+                          before_predictions=base.get("predictions") if isinstance(base.get("predictions"), dict)
+                          else None, resource_changes=diff.changed)

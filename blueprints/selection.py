@@ -191,9 +191,10 @@ def _select_estate(req: Requirements, models: list[ResolvedModel], generative: l
                    gpu_ok: bool) -> Selection:
     names = ", ".join(f"{m.spec.served_name} ({m.task.value})" for m in models)
     if generative:
-        raise RequirementsError(f"models: {generative} generate text and are served one per service (vllm-gpu or "
-                                "sagemaker-endpoint); move each to its own requirements file under `model:` and keep "
-                                "the non-generative models here")
+        raise RequirementsError(f"models: {generative} generate text and one Triton estate serves non-generative "
+                                "models only; a generator beside retrieval models plans as a compound service, one "
+                                "stack per part (`blueprint plan`, blueprints.compound), or move it to its own "
+                                "requirements file under `model:`")
     if req.operations.preference is OperationsPreference.MANAGED:
         raise RequirementsError("operations.preference=managed: a SageMaker endpoint here serves one model; for the "
                                 f"{len(models)} models of `models:` set operations.preference: any or self-hosted "
@@ -212,13 +213,15 @@ def _select_single_nongen(req: Requirements, model: ResolvedModel, catalog: Cata
                           cpu_ok: bool) -> Selection:
     name, task = model.spec.served_name, model.task.value
     is_onnx = model.spec.format is ModelFormat.ONNX
+    call = ("one call per audio window (an encoder pass, then the decoder token by token)"
+            if model.task.autoregressive else "one forward pass per request")
     if req.operations.preference is OperationsPreference.MANAGED:
         if not gpu_ok:
             raise RequirementsError("operations.preference=managed with hardware.accelerators=[cpu]: the catalog's "
                                     "SageMaker hosting types are GPU types; add nvidia-gpu or set operations.preference: "
                                     "any (CPU serving with ONNX Runtime)")
         return Selection(Archetype.SAGEMAKER_ENDPOINT, Accelerator.NVIDIA_GPU, (
-            f"{name} is a single {task} model: one forward pass per request, batched by Triton",
+            f"{name} is a single {task} model: {call}, batched by Triton",
             "operations.preference=managed: a SageMaker real-time endpoint (SageMaker's Triton container)"))
     if not gpu_ok:
         edge = req.operations.platform is Platform.EDGE_CLUSTER
@@ -231,7 +234,7 @@ def _select_single_nongen(req: Requirements, model: ResolvedModel, catalog: Cata
         return Selection(Archetype.ONNX_CPU, Accelerator.CPU, (
             f"{name} is a single {task} model and {why}",
             "ONNX Runtime on CPU nodes, intra-op threads pinned to each replica's CPU limit"))
-    gpu_reason = f"{name} is a single {task} model: one forward pass per request, batched by Triton on a GPU"
+    gpu_reason = f"{name} is a single {task} model: {call}, batched by Triton on a GPU"
     if not cpu_ok or not is_onnx:
         why = ("hardware.accelerators excludes cpu" if not cpu_ok else
                f"model.format={model.spec.format.value}, not onnx: CPU serving would need an ONNX export")

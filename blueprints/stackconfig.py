@@ -93,6 +93,14 @@ def _existing(path: Path) -> dict | None:
     return data
 
 
+def recorded_blueprint(path: Path) -> dict | None:
+    """The blueprint an existing stack config records, as a plain dict (not validated: a config of an older schema
+    still compares in the review); None when there is no file or it holds no blueprint. Raises `StackConfigError`
+    when the file exists but is not readable YAML."""
+    value = ((_existing(path) or {}).get("config") or {}).get(BLUEPRINT_KEY)
+    return value if isinstance(value, dict) else None
+
+
 def write_stack_configs(subjects: list[StackSubject], out_dir: Path, *, source: str,
                         cluster_addons: dict[str, list[str]] | None = None) -> list[Path]:
     """Write one stack config per blueprint or platform into `out_dir`, all or nothing, keeping other settings of

@@ -26,9 +26,14 @@ class StackRef:
     """A stack and what CI needs to preview, deploy or destroy it.
 
     Attributes:
+        service: the service its requirements file declares (a compound service's, for each of its parts);
+            `platform` for platforms.
         kind: `platform` or `service`.
         platform: the platform stack a service lands on (None for platforms and services on no platform).
         runs_on: the GitHub Actions `runs-on` labels: a self-hosted runner inside a private platform's VPC.
+        part: a compound service's part (`generator`, `retrieval`) this stack serves; None otherwise.
+        review: what `blueprint preview` reviews it as: `<service>-<environment>` for a part (both parts in one
+            report), the stack itself otherwise.
     """
 
     stack: str
@@ -39,6 +44,12 @@ class StackRef:
     kind: str = "service"
     platform: str | None = None
     runs_on: list[str] = field(default_factory=lambda: list(HOSTED_RUNNER))
+    part: str | None = None
+    review: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.review:
+            object.__setattr__(self, "review", self.stack)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -61,9 +72,12 @@ def list_stacks(stacks_dir: Path, *, policy_dir: Path = POLICY_CONFIG_DIR) -> li
             platform = platforms.get(s.platform.stack or "")
             runner = ["self-hosted", platform.runner_label] if platform and platform.runner_label else \
                 list(HOSTED_RUNNER)
-            refs.append(StackRef(stack=s.stack, service=s.service, environment=s.environment,
+            compound = s.pipeline
+            service = compound.service if compound else s.service
+            refs.append(StackRef(stack=s.stack, service=service, environment=s.environment,
                                  production=s.production, policy_config=policy, platform=s.platform.stack,
-                                 runs_on=runner))
+                                 runs_on=runner, part=compound.part.value if compound else None,
+                                 review=f"{service}-{s.environment}" if compound else s.stack))
     return refs
 
 
@@ -83,7 +97,7 @@ def affected_stacks(changed_paths: list[str], stacks: list[StackRef], *, stacks_
 
     A change to the program, planner, policies or toolchain (`PROGRAM_PATHS`) affects every stack; a stack config
     affects its stack; a requirements file affects the stacks of the service it declares (read from the file, not
-    its name) and the platforms they land on; `platform.yaml` affects every platform; anything else (docs, tests)
+    its name; a compound service's part stacks alike) and the platforms they land on; `platform.yaml` affects every platform; anything else (docs, tests)
     affects none.
     """
     selected: set[str] = set()

@@ -44,6 +44,8 @@ from components.weights_delivery import StoreDelivery, WeightsDelivery
 from components.weights_storage import WeightsStorage
 from components.network_policy import default_deny
 from components.vllm_service import VllmService, VllmServiceArgs
+from components.weights_copy import WeightsCopy, WeightsCopyArgs
+from components.weights_sync import S3_SCHEME
 from components.workload import Endpoint
 
 
@@ -248,9 +250,9 @@ class ManagedEndpointArgs:
 
 
 class ManagedEndpoint(pulumi.ComponentResource):
-    """Archetype `sagemaker-endpoint`: model store, CloudWatch alarms and dashboard, the SageMaker endpoint (blue/green
-    with auto-rollback on the alarms) and target-tracking autoscaling. IAM-authorised: callers need
-    `sagemaker:InvokeEndpoint` on it.
+    """Archetype `sagemaker-endpoint`: model store (an `s3://` source copied into it: `WeightsCopy`), CloudWatch alarms
+    and dashboard, the SageMaker endpoint (blue/green with auto-rollback on the alarms) reading the store, and
+    target-tracking autoscaling. IAM-authorised: callers need `sagemaker:InvokeEndpoint` on it.
 
     Outputs: `endpoint`, `endpoint_name`, `weights_bucket`, `weights_uri`, `execution_role_arn`, `alarms`, `dashboards`.
     """
@@ -263,6 +265,8 @@ class ManagedEndpoint(pulumi.ComponentResource):
                              f"{bp.archetype.value}")
         child = pulumi.ResourceOptions(parent=self)
         self.storage = storage(f"{name}-weights", bp, child)
+        copy = WeightsCopy(f"{name}-weights-copy", WeightsCopyArgs(blueprint=bp, model=bp.model, store=self.storage),
+                           opts=child) if bp.model.source_uri.startswith(S3_SCHEME) else None
         # Registered before the endpoint: replaced (delete first) when the instance type changes, taking the
         # scalable target and its policy with it, so the endpoint update runs deregistered (see EndpointScaler).
         gate = instance_type_gate(f"{name}-autoscaling", bp, child)
@@ -272,7 +276,7 @@ class ManagedEndpoint(pulumi.ComponentResource):
         endpoint = SageMakerEndpoint(f"{name}-endpoint", SageMakerEndpointArgs(
             blueprint=bp, bucket_name=self.storage.bucket_name, kms_key_arn=self.storage.kms_key_arn,
             subnet_ids=args.subnet_ids, security_group_ids=args.security_group_ids,
-            rollback_alarm_names=monitoring.rollback_alarm_names, instance_type_gate=gate),
+            rollback_alarm_names=monitoring.rollback_alarm_names, instance_type_gate=gate, weights_ready=copy),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[monitoring]))
         EndpointScaler(f"{name}-autoscaling", EndpointScalerArgs(
             blueprint=bp, endpoint_name=endpoint.endpoint_name, variant_name=VARIANT_NAME, instance_type_gate=gate),

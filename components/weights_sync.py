@@ -63,7 +63,9 @@ def synced_models(bp: Blueprint) -> list[ServedModel]:
 
 
 def source_read_statements(models: list[ServedModel]) -> list[dict]:
-    """IAM statements reading exactly the `s3://` source prefixes of `models` (none for `hf://` sources)."""
+    """IAM statements reading exactly the `s3://` source prefixes of `models` (none for `hf://` sources), and
+    kms:Decrypt on each declared source key (`source_kms_key_arn`), only through S3 (`kms:ViaService`: S3 decrypts a
+    KMS-encrypted object for a reader that may use its key; AWS KMS Developer Guide, "kms:ViaService")."""
     statements = []
     for i, m in enumerate(m for m in models if m.source_uri.startswith(S3_SCHEME)):
         bucket, _, prefix = m.source_uri.removeprefix(S3_SCHEME).partition("/")
@@ -74,6 +76,11 @@ def source_read_statements(models: list[ServedModel]) -> list[dict]:
             {"Sid": f"ListSource{i}", "Effect": "Allow", "Action": ["s3:ListBucket"],
              "Resource": [f"arn:aws:s3:::{bucket}"], "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}}},
         ]
+        if m.source_kms_key_arn:
+            key_region = m.source_kms_key_arn.split(":")[3]
+            statements.append({"Sid": f"DecryptSource{i}", "Effect": "Allow", "Action": ["kms:Decrypt"],
+                               "Resource": [m.source_kms_key_arn],
+                               "Condition": {"StringEquals": {"kms:ViaService": f"s3.{key_region}.amazonaws.com"}}})
     return statements
 
 

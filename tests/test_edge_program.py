@@ -266,6 +266,38 @@ def test_an_https_source_is_downloaded_and_checked_without_any_aws_resource():
     assert "sha256sum -c -" in command[2] and "--proto =https" in command[2]
 
 
+def test_a_customer_managed_source_key_is_decrypted_only_through_s3_by_the_roles_anywhere_role():
+    key = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    bp = planned(edge(model={**NEW_USER_EDGE["model"], "weights_kms_key_arn": key}))
+    assert bp.model.source_kms_key_arn == key
+    assert any(f"kms:Decrypt on {key} only through S3" in r for r in bp.rationale)
+    assert not [r for r in bp.rationale if r.startswith("weights: ")]  # no model store: the edge sentence says it
+    run = run_edge(bp)
+    [policy] = [json.loads(r.inputs["policy"]) for r in run.records if r.type == "aws:iam/rolePolicy:RolePolicy"]
+    [decrypt] = [s for s in policy["Statement"] if s["Action"] == ["kms:Decrypt"]]
+    assert decrypt["Resource"] == [key]
+    assert decrypt["Condition"] == {"StringEquals": {"kms:ViaService": "s3.eu-west-1.amazonaws.com"}}
+
+
+def test_a_new_source_on_an_edge_cluster_warns_of_no_sync_job_replacement():
+    """The review of a re-plan: an edge cluster has no sync Job, so a changed source replaces none (an existing
+    cluster's review still warns that its Job copies the weights again)."""
+    from blueprints.changes import review_changes
+
+    before = planned(NEW_USER_EDGE)
+    after = planned(edge(model={**NEW_USER_EDGE["model"], "weights_uri": "s3://store-models/kiosk-intent-v2/"}))
+    review = review_changes(after.stack, before.model_dump(mode="json"), after)
+    assert [c for c in review.requirements if "weights_uri" in c.path or "source_uri" in c.path]
+    assert not [r for r in review.replacements if r.what == "weights sync Job"]
+    existing = {"operations": {"platform": "existing-cluster"},
+                "hardware": {"edge_nodes": None, "accelerators": ["cpu"], "allowed_instance_families": ["c7g"]}}
+    old = planned(edge(**existing))
+    new = planned(edge(**existing, model={**NEW_USER_EDGE["model"],
+                                           "weights_uri": "s3://store-models/kiosk-intent-v2/"}))
+    assert [r for r in review_changes(new.stack, old.model_dump(mode="json"), new).replacements
+            if r.what == "weights sync Job"]
+
+
 def test_owned_nodes_that_cannot_hold_the_autoscaler_fail_the_preview(tmp_path):
     from tests.test_deployability import _copy_stacks, _edit_config
 

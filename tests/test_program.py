@@ -31,6 +31,7 @@ def taggable(type_token: str) -> bool:
     """Whether the installed pulumi-aws resource class for `type_token` takes `tags`."""
     _, module_path, cls_name = type_token.split(":")
     module = module_path.split("/")[0]
+    module = module if hasattr(pulumi_aws, module) else f"{module}_"  # Python keywords get an underscore: lambda_
     cls = getattr(getattr(pulumi_aws, module), cls_name)
     return "tags" in inspect.signature(cls._internal_init).parameters
 

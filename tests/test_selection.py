@@ -121,13 +121,15 @@ def test_text_generation_without_gpus_is_refused(catalog):
         select(requirements_with(hardware={"accelerators": ["cpu"], "allowed_instance_families": []}), catalog)
 
 
-def test_an_llm_inside_an_estate_is_refused_with_the_fix(catalog):
+def test_one_estate_never_selects_an_llm_beside_its_models(catalog):
+    """One archetype per stack: `plan` splits such a file into a compound service's parts first
+    (tests/test_compound_services.py); selection itself refuses to put an LLM in a Triton estate."""
     data = example_data("search-relevance")
     data["models"].append({"id": "llama-3.1-8b", "weights_uri": "s3://search-models/llama/",
                            "traffic": {"peak_requests_per_s": 1}})
     from blueprints.requirements import Requirements
 
-    with pytest.raises(RequirementsError, match=r"\['llama-3-1-8b'\] generate text .* own requirements file"):
+    with pytest.raises(RequirementsError, match=r"\['llama-3-1-8b'\] generate text .* compound service"):
         select(Requirements.model_validate(data), catalog)
 
 

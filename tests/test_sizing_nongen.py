@@ -9,7 +9,7 @@ import pytest
 from blueprints import defaults
 from blueprints.blueprint import Archetype
 from blueprints.errors import SizingError
-from blueprints.options import request_gflops, resolve_models
+from blueprints.options import request_work, resolve_models
 from blueprints.requirements import Requirements
 from blueprints.sizing import cpu_request_ms, encoder_gflops_per_request, gpu_batch_ms
 from tests.conftest import example_data, plan_env, requirements_with
@@ -32,13 +32,13 @@ def test_a_vision_model_uses_the_catalogs_flops_per_image(catalog):
     data = example_data("support-sentiment")
     data["model"] = {"id": "resnet-50", "format": "onnx", "weights_uri": "s3://edge-models/resnet/"}
     req = Requirements.model_validate(data)
-    assert request_gflops(resolve_models(req, catalog)[0], catalog) == 8.2
+    assert request_work(resolve_models(req, catalog)[0], catalog).gflops == 8.2
 
 
 def test_a_measured_cpu_latency_replaces_the_flops_estimate(catalog):
     req = requirements_with("support-sentiment", model={"measured_latency_ms": 21.0, "measured_instance_type": "c7g.xlarge"})
     # (21 ms - 1 ms overhead) x 4 vCPUs x 40 GFLOP/s per vCPU = 3.2 GFLOP
-    assert request_gflops(resolve_models(req, catalog)[0], catalog) == pytest.approx(3.2)
+    assert request_work(resolve_models(req, catalog)[0], catalog).gflops == pytest.approx(3.2)
     bp = plan_env(req, "prod")
     assert bp.rationale[3].startswith("ticket-sentiment: 3.2 GFLOP per request (measured latency)")
 
@@ -46,9 +46,9 @@ def test_a_measured_cpu_latency_replaces_the_flops_estimate(catalog):
 def test_a_measured_gpu_latency_round_trips_through_the_gpu_model(catalog):
     req = requirements_with("support-sentiment", model={"measured_latency_ms": 12.0, "measured_instance_type": "g5.xlarge"})
     model = resolve_models(req, catalog)[0]
-    gflops = request_gflops(model, catalog)
-    assert gpu_batch_ms(gflops, batch_size=1, weights_gib=model.weights_gib, gpu=catalog.gpu("a10g"),
-                        precision=model.spec.precision) == pytest.approx(12.0)
+    work = request_work(model, catalog)
+    assert gpu_batch_ms(work, batch_size=1, gpu=catalog.gpu("a10g"), precision=model.spec.precision) == \
+        pytest.approx(12.0)
 
 
 def test_measured_latency_needs_its_instance_type():
@@ -183,7 +183,7 @@ def test_a_vision_model_outside_the_catalog_needs_a_measured_latency(catalog):
                                       "kv_heads": 1, "head_dim": 1}}
     req = Requirements.model_validate(data)
     with pytest.raises(SizingError, match="set model.measured_latency_ms and model.measured_instance_type"):
-        request_gflops(resolve_models(req, catalog)[0], catalog)
+        request_work(resolve_models(req, catalog)[0], catalog)
 
 
 def test_a_sagemaker_endpoint_never_scales_to_zero_and_says_so():
