@@ -324,3 +324,36 @@ def test_the_platform_file_schema_validates_the_bundled_platform_yaml_and_refuse
     jsonschema.validate(data, schema)
     with pytest.raises(jsonschema.ValidationError, match="sytem_nodes"):
         jsonschema.validate({**data, "sytem_nodes": {}}, schema)
+
+
+def _field_paths(model: type, prefix: str = "") -> list[str]:
+    """Every key path of a platform.yaml model: `system_nodes.count`, `platforms.<name>.existing_vpc.vpc_id`, ..."""
+    from pydantic import BaseModel
+
+    from blueprints.platform import PlatformOverride
+
+    paths = []
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{name}"
+        paths.append(path)
+        nested = [t for t in (field.annotation, *getattr(field.annotation, "__args__", ())) if isinstance(t, type)
+                  and issubclass(t, BaseModel)]
+        if name == "platforms":
+            paths += _field_paths(PlatformOverride, "platforms.<name>.")
+        elif nested:
+            paths += _field_paths(nested[0], f"{path}.")
+    return paths
+
+
+def test_the_readme_documents_every_platform_yaml_key():
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### platform.yaml: what the platform team decides", 1)[1].split("\n### ", 1)[0]
+    missing = []
+    for path in _field_paths(PlatformRequirements):
+        leaf = path.rsplit(".", 1)[-1]
+        if f"`{path}" not in section and f"`.{leaf}`" not in section and f"`{leaf}`" not in section:
+            missing.append(path)
+    assert missing == []
+    assert "`environments.<env>.platform`" in section
