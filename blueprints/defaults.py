@@ -115,6 +115,13 @@ MIN_ZONES_FOR_HIGH_AVAILABILITY = 2
 
 #: Extra replicas a rolling update starts before stopping an old one (maxSurge); node pools leave room for them.
 SURGE_REPLICAS = 1
+#: Share of a simulated planned day's minutes that must meet the p95 targets before the plan stops raising the
+#: minimum replicas (`scaling_plan.warm_floor`). [assumption] about 72 minutes a day may miss: holding replicas warm
+#: for every burst would provision the peak all day; the plan states the trade-off and min_replicas overrides it.
+SLO_ATTAINMENT_GOAL = 0.95
+#: HPA: no scaling while the usage ratio is within this of 1 (kube-controller-manager
+#: --horizontal-pod-autoscaler-tolerance default 0.1).
+HPA_TOLERANCE = 0.1
 
 # --- Startup budget (see blueprints/startup.py) -------------------------------------------------------------------
 #: EKS managed node group: EC2 launch + bootstrap + NVIDIA device plugin ready, s. [unverified] public reports 3-6 min.

@@ -690,7 +690,8 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
 
     spec = alerting or AlertingSpec()
     finished = [finish(bp, ctx.platform(req, bp.environment, managed=bp.archetype is Archetype.SAGEMAKER_ENDPOINT),
-                       spec) for bp in planned]
+                       spec, floor_is_set=req.environments[bp.environment].min_replicas is not None)
+                for bp in planned]
     # Last: the service quotas the final plan needs at full scale (`blueprints.quota`).
     return [bp.model_copy(update={"rationale": [*bp.rationale, note]}) if (note := quota_note(bp)) else bp
             for bp in finished]

@@ -24,6 +24,15 @@ def policy_config_for(environment: str, *, production: bool, config_dir: Path = 
     return own if own.exists() else config_dir / ("prod.json" if production else "dev.json")
 
 
+def _project_relative(path: Path) -> str:
+    """`path` relative to its project's root (so plans do not depend on where the checkout lives); as given when it
+    is outside any project."""
+    from blueprints.workspace import project_root
+
+    root = project_root(path)
+    return path.resolve().relative_to(root).as_posix() if root is not None else path.as_posix()
+
+
 def environment_guardrails(req: Requirements, config_dir: Path = POLICY_CONFIG_DIR) -> dict[str, Guardrails]:
     """Each environment's planning limits from its policy config (`policy_config_for`); none when `config_dir` is
     absent (a project without the policy pack).
@@ -45,7 +54,7 @@ def environment_guardrails(req: Requirements, config_dir: Path = POLICY_CONFIG_D
                 f"{path.name} ({'production' if req.is_production(env) else 'non-production'}) exists; add "
                 f"{config_dir / (env + '.json')} (e.g. a copy of {path.name} from the project's policies/config), "
                 "or plan without guardrails with --no-policy")
-        limits[env] = guardrails(read_policy_config(path), source=path.as_posix())
+        limits[env] = guardrails(read_policy_config(path), source=_project_relative(path))
     return limits
 
 

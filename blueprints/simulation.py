@@ -32,6 +32,7 @@ import math
 from collections import deque
 from dataclasses import asdict, dataclass, field
 
+from blueprints import defaults
 from blueprints.blueprint import Archetype, Blueprint
 from blueprints.replica_model import ReplicaModel, replica_model
 from blueprints.traffic import MINUTES_PER_DAY, daily_curve
@@ -40,9 +41,7 @@ from blueprints.traffic import MINUTES_PER_DAY, daily_curve
 #: --horizontal-pod-autoscaler-sync-period default is 15 s).
 K8S_STEP_S = 15
 SAGEMAKER_STEP_S = 60
-#: HPA: no scaling while the usage ratio is within this of 1 (kube-controller-manager
-#: --horizontal-pod-autoscaler-tolerance default 0.1).
-HPA_TOLERANCE = 0.1
+HPA_TOLERANCE = defaults.HPA_TOLERANCE
 #: The scalers' behavior in components.autoscaling: up 2 pods / 60 s, down 1 pod / 60 s.
 SCALE_UP_PODS_PER_MIN = 2
 SCALE_DOWN_PODS_PER_MIN = 1

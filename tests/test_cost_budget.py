@@ -51,7 +51,7 @@ def test_on_demand_environments_are_not_estimates():
 def test_llm_plans_state_the_cost_per_million_output_tokens():
     req = requirements_with()
     bp = plan_env(req, "prod")
-    tokens = 6 * 300 * 3600 * 730
+    tokens = req.traffic.peak_requests_per_s * req.traffic.mean_output_tokens * 3600 * 730  # at the peak, all month
     assert bp.predictions.usd_per_million_output_tokens == pytest.approx(bp.predictions.monthly_cost_usd / tokens * 1e6,
                                                                          rel=1e-3)
 
@@ -100,9 +100,11 @@ def test_a_budget_below_the_minimum_replicas_says_it_pays_for_nothing():
 
 
 def test_a_plan_exactly_within_budget_passes_and_the_budget_is_per_environment():
-    req = requirements_with(budget={"max_monthly_usd": 6810})
-    assert plan_env(req, "prod").predictions.monthly_cost_usd <= 6810
-    assert plan_env(req, "dev").predictions.monthly_cost_usd <= 6810
+    free = plan_env(requirements_with(budget={"max_monthly_usd": None}), "prod").predictions.monthly_cost_usd
+    exact = math.ceil(free)
+    req = requirements_with(budget={"max_monthly_usd": exact})
+    assert plan_env(req, "prod").predictions.monthly_cost_usd == free <= exact
+    assert plan_env(req, "dev").predictions.monthly_cost_usd <= exact
 
 
 def test_over_budget_applies_to_every_archetype():

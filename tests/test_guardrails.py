@@ -80,3 +80,15 @@ def test_the_cli_plans_within_the_policy_folder(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["plan", "req.yaml", "--env", "prod"])
     assert result.exit_code == 0, result.output
     assert "g4dn" not in result.output
+
+
+def test_guardrail_sources_are_relative_to_the_project_so_plans_do_not_depend_on_the_checkout(tmp_path):
+    """A plan quotes the policy config it respected; an absolute path would make every checkout re-plan differently."""
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(ROOT / "policies", copy / "policies")
+    shutil.copy(ROOT / "Pulumi.yaml", copy / "Pulumi.yaml")
+    req = requirements_with("regulated-assistant")
+    here = environment_guardrails(req, ROOT / "policies" / "config")
+    there = environment_guardrails(req, copy / "policies" / "config")
+    assert {env: g.source for env, g in here.items()} == {env: g.source for env, g in there.items()}
+    assert here["staging"].source == "policies/config/staging.json"

@@ -23,7 +23,7 @@ def test_bundled_example_loads_with_its_values():
     assert req.service == "chat-assistant"
     assert req.model.id == "llama-3.1-8b"
     assert req.model.precision is Precision.BF16
-    assert req.traffic.peak_requests_per_s == 6
+    assert req.traffic.peak_requests_per_s == 20
     assert req.slo.itl_p95_ms == 50
     assert set(req.environments) == {"dev", "prod"}
     assert req.is_production("prod") and not req.is_production("dev")

@@ -27,9 +27,8 @@ def stack(name: str):
 
 @pytest.fixture(scope="module")
 def busy_chat():
-    """chat-assistant prod at 4x its traffic: more replicas at peak than its availability floor, so it scales."""
-    bp = plan_env(requirements_with(environments={"dev": {"region": "us-west-2"},
-                                                  "prod": {"region": "us-east-1", "traffic_scale": 4}}), "prod")
+    """chat-assistant prod: more replicas at peak than its minimum, so it scales."""
+    bp = plan_env(requirements_with(), "prod")
     assert bp.compute.replicas > bp.autoscaling.min_replicas
     return bp
 
@@ -61,7 +60,7 @@ def test_scaling_a_trace_up_never_lowers_replica_hours(levels, factor):
 
 
 def test_a_cooldown_shorter_than_the_cold_start_flaps(busy_chat):
-    bp = busy_chat
+    bp = derive(busy_chat, autoscaling={"min_replicas": 2})  # room to scale down
     trace = planned_traffic(bp)
     planned = simulate(bp, trace=trace)
     short = derive(bp, autoscaling={"cooldown_s": 60})
@@ -164,3 +163,49 @@ def test_planned_dev_scale_to_zero_states_the_cold_start():
     dev = plan_env(requirements_with(), "dev")
     assert dev.autoscaling.cold_start_s == dev.startup.total_s
     assert any(f"waits about {dev.startup.total_s} s" in line for line in dev.rationale)
+
+
+def test_the_plan_raises_the_minimum_until_the_simulated_day_meets_the_attainment_goal():
+    """Bursty chat prod: bursts outpace a new replica's start, so the availability floor (2) alone misses the p95
+    targets in many minutes; the plan keeps the lowest floor that meets the goal, and says what it costs."""
+    from blueprints.defaults import SLO_ATTAINMENT_GOAL
+    from blueprints.options import replicas_floor
+
+    req = requirements_with()
+    bp = plan_env(req, "prod")
+    floor = bp.autoscaling.min_replicas
+    planned_floor = replicas_floor(req, "prod")
+    assert planned_floor < floor < bp.compute.replicas
+    at_floor = simulate(bp)
+    below = simulate(derive(bp, autoscaling={"min_replicas": floor - 1}))
+    at_planned = simulate(derive(bp, autoscaling={"min_replicas": planned_floor}))
+    assert below.slo_attainment < SLO_ATTAINMENT_GOAL <= at_floor.slo_attainment
+    assert bp.predictions.slo_attainment == round(at_floor.slo_attainment, 4)
+    assert bp.predictions.expected_monthly_cost_usd < bp.predictions.monthly_cost_usd
+    [note] = [line for line in bp.rationale if line.startswith("minimum replicas")]
+    assert note.startswith(f"minimum replicas {floor}, not {planned_floor}: bursts outpace a new replica's "
+                           f"{bp.startup.total_s} s start")
+    assert f"in {at_planned.slo_attainment:.1%} of minutes; {floor} meet them in {at_floor.slo_attainment:.1%}" in note
+
+
+def test_a_minimum_set_in_the_requirements_is_kept_and_its_attainment_reported():
+    req = requirements_with(environments={"dev": {"region": "us-west-2"},
+                                          "prod": {"region": "us-east-1", "min_replicas": 2}})
+    bp = plan_env(req, "prod")
+    assert bp.autoscaling.min_replicas == 2
+    assert not any(line.startswith("minimum replicas") for line in bp.rationale)
+    assert bp.predictions.slo_attainment == round(simulate(bp).slo_attainment, 4)
+
+
+def test_the_vllm_target_scales_out_before_a_replica_passes_the_rate_that_meets_the_slo(busy_chat):
+    """At most the HPA's tolerance below the signal at the plan's capacity per replica (the SLO's edge), and at most
+    the signal at the peak share, so the peak holds the planned replicas."""
+    from blueprints.defaults import HPA_TOLERANCE
+    from blueprints.replica_model import replica_model
+
+    bp, model = busy_chat, replica_model(busy_chat)
+    edge = model.at(bp.predictions.requests_per_s_capacity / bp.compute.replicas).running
+    at_peak = model.at(bp.model.traffic.peak_requests_per_s / bp.compute.replicas).running
+    assert bp.autoscaling.target * (1 + HPA_TOLERANCE) <= edge
+    assert bp.autoscaling.target <= at_peak
+    assert bp.autoscaling.target >= 0.99 * min(at_peak, edge / (1 + HPA_TOLERANCE))  # rounded down, not further

@@ -112,7 +112,7 @@ def test_dev_and_prod_are_planned_separately():
     req = requirements_with()
     dev, prod = plan_env(req, "dev"), plan_env(req, "prod")
     assert dev.compute.capacity_type.value == "spot" and prod.compute.capacity_type.value == "on-demand"
-    assert dev.autoscaling.min_replicas == 0 and prod.autoscaling.min_replicas == 2
+    assert dev.autoscaling.min_replicas == 0 and prod.autoscaling.min_replicas >= 2  # scale to zero / availability
     assert dev.predictions.cost_is_estimate and not prod.predictions.cost_is_estimate
     assert dev.storage.retain_on_delete is False and prod.storage.retain_on_delete is True
 
