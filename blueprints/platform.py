@@ -9,6 +9,7 @@ exports `PlatformOutputs`; services and the offline preview read that same model
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from enum import Enum
@@ -79,9 +80,11 @@ def cpu_instance_problem(instance_type: str) -> tuple[str | None, CpuArch | None
     catalog = load_catalog()
     try:
         inst = catalog.instance(instance_type)
-    except CatalogError as exc:
+    except CatalogError:
         cpu = sorted(i.instance_type for i in catalog.ec2.values() if not i.gpu_count)
-        return f"{exc}; CPU types in the catalog: {', '.join(cpu)}", None
+        close = difflib.get_close_matches(instance_type, cpu, n=1)
+        return (f"unknown instance type {instance_type!r}" + (f"; did you mean {close[0]}?" if close else "")
+                + f" CPU types in the catalog: {', '.join(cpu)}"), None
     if instance_type.startswith("ml."):
         return f"{instance_type} is a SageMaker hosting type; the system nodes are EC2, e.g. m7i.xlarge", None
     if inst.gpu_count:
