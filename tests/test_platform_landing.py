@@ -254,3 +254,13 @@ def test_blueprint_schema_platform_prints_the_platform_files_schema():
     assert {"kubernetes_version", "system_nodes", "addon_versions", "spot", "access", "alerting", "platforms"} <= \
         set(schema["properties"])
     assert schema["additionalProperties"] is False
+
+
+def test_the_program_itself_refuses_a_platform_stack_override_naming_another_platform(chat_prod):
+    from tests.blueprint_builders import run_program
+
+    # A real `pulumi up` never reaches the mock engine's stand-in: the program checks the override itself.
+    with pytest.raises(StackConfigError, match=r"servingblueprints:platformStack: names stack "
+                                               r"'platform-dev-us-west-2' but chat-assistant-prod was planned for "
+                                               r"platform platform-prod-us-east-1"):
+        run_program(chat_prod, extra_config={"servingblueprints:platformStack": "acme/infra/platform-dev-us-west-2"})
