@@ -25,6 +25,7 @@ from blueprints.diff import PlanDiff
 from blueprints.errors import BlueprintError
 from blueprints.manifests import manifest_id
 from blueprints.preview import PreviewReport, RegisteredResource
+from blueprints.report_platform import platform_diagram, platform_rows
 
 #: Comment marker so the PR workflow updates one comment per stack instead of adding new ones.
 COMMENT_MARKER = "<!-- servingblueprints-preview:{stack} -->"
@@ -223,7 +224,10 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None, review:
         out.append(review_markdown(review))
     if diff is not None:
         out.append(diff_markdown(diff))
-    out.append("### Plan\n\n" + _md_table(plan_summary(report), ["", ""]) + "\n")
+    out.append("### Plan\n\n" + _md_table(plan_summary(report), ["setting", "planned"]) + "\n")
+    if report.is_platform:
+        out.append("### What the platform runs\n\n" + _md_table(platform_rows(report), ["component", "what",
+                                                                                        "version"]) + "\n")
     out.append("Why:\n\n" + "\n".join(f"- {r}" for r in subject.rationale) + "\n")
     warnings = [*(subject.warnings if report.is_platform else []), *report.warnings]
     if warnings:
@@ -242,6 +246,8 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None, review:
     elif not report.is_platform:
         out.append("Every scaling query, alert and dashboard panel parses, names only metrics its engine and exporter "
                    "versions expose, and compares its threshold in its query's unit.\n")
+    else:
+        out.append("A platform has no scaling signals or alerts of its own; each service's preview checks its own.\n")
     out.append("### Policy verdicts\n")
     if report.policy_verdicts:
         out.append(_md_table([[v.level, v.policy, _short(v.resource), v.message] for v in report.policy_verdicts],
@@ -258,7 +264,8 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None, review:
         [[c.item, f"{c.quantity:g}", f"{c.usd_per_hour:.4f}", f"{c.monthly_usd:,.2f}"] for c in lines]
         + [["**total**", "", "", f"**{total:,.2f}**"]],
         ["item", "quantity", "USD/hour", "USD/month"]) + "\n")
-    out.append("### Architecture\n\n```mermaid\n" + mermaid_diagram(report) + "\n```\n")
+    diagram = platform_diagram(report) if report.is_platform else mermaid_diagram(report)
+    out.append("### Architecture\n\n```mermaid\n" + diagram + "\n```\n")
     out.append(f"<details><summary>{len(report.resources)} resources</summary>\n\n" + _md_table(
         [[r.type, r.name, r.parent or "", _settings_text(r)] for r in report.resources],
         ["type", "name", "parent", "key settings"]) + "\n\n</details>\n")

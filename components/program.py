@@ -28,7 +28,16 @@ import pulumi_kubernetes as k8s
 from blueprints import defaults
 from blueprints.blueprint import Archetype, Blueprint
 from blueprints.requirements import Accelerator
-from blueprints.stackconfig import BLUEPRINT_KEY, PLATFORM_KEY, PROJECT, blueprint_from_config, platform_from_config
+from blueprints.errors import StackConfigError
+from blueprints.stackconfig import (
+    BLUEPRINT_KEY,
+    PLATFORM_KEY,
+    PLATFORM_STACK_KEY,
+    PROJECT,
+    blueprint_from_config,
+    platform_from_config,
+    platform_stack_override_problem,
+)
 from components.archetypes import (
     KUBERNETES_ARCHETYPES,
     KubernetesArchetypeArgs,
@@ -53,9 +62,11 @@ def load_blueprint() -> Blueprint:
 def platform_reference(bp: Blueprint) -> pulumi.StackReference:
     """The platform stack this service lands on: `servingblueprints:platformStack`, or
     `<organization>/<project>/<blueprint.platform.stack>` (the same backend and project)."""
-    name = pulumi.Config(PROJECT).get("platformStack") or \
-        f"{pulumi.get_organization()}/{pulumi.get_project()}/{bp.platform.stack}"
-    return pulumi.StackReference(name)
+    override = pulumi.Config(PROJECT).get("platformStack")
+    problem = platform_stack_override_problem(override, bp) if override else None
+    if problem:
+        raise StackConfigError(f"stack {pulumi.get_stack()} config {PLATFORM_STACK_KEY}: {problem}")
+    return pulumi.StackReference(override or f"{pulumi.get_organization()}/{pulumi.get_project()}/{bp.platform.stack}")
 
 
 def kubernetes_target(bp: Blueprint) -> tuple[k8s.Provider, ServiceTarget]:
