@@ -33,7 +33,7 @@ HELP = """Plan production model serving from a requirements file, and review it 
   blueprint preflight <stack>                         check the AWS service quotas the stack needs
   blueprint stacks [--changed FILE]                   the stacks in deploy order (platforms first), for CI
   blueprint estimate --model ID --gpu NAME ...        what-if on the LLM capacity model
-  blueprint schema                                    JSON Schema of requirements files
+  blueprint schema [--platform]                       JSON Schema of requirements files (or platform.yaml)
 
 Exit codes: 0 success; 1 (preview) invalid manifests, deployability or signal findings, or mandatory policy
 violations, (preflight) a quota below what the stack needs; 2 bad input.
@@ -122,7 +122,9 @@ def plan(
             use_policy=not no_policy, requirements_dir=project.requirements_dir if project.root else None)
         folder = out_dir if out_dir is not None else project.stacks_dir
         previous = {bp.stack: recorded_blueprint(stack_config_path(folder, bp.stack)) for bp in planned.blueprints}
+        platform_source = project.requirements_dir.relative_to(project.root) if project.root else requirements.parent
         paths = write_stack_configs(planned.subjects, folder, source=requirements.as_posix(),
+                                    platform_source=platform_source.as_posix(),
                                     cluster_addons=planned.cluster_addons)
     written = dict(zip([s.stack for s in planned.subjects], paths))
     reviews = {bp.stack: review_changes(bp.stack, previous[bp.stack], bp) for bp in planned.blueprints
@@ -253,7 +255,7 @@ def preview(
         with err.status(f"Running the Pulumi program for {stack} under the mock engine..."):
             report = review_stack(stack, stacks_dir=stacks_dir or project.stacks_dir,
                                   program=program or project.program, policy_config=policy_config,
-                                  policy_dir=project.policy_dir)
+                                  policy_dir=project.policy_dir, baseline=base)
         diff = diff_reports(base, report.to_json()) if base is not None else None
         review = baseline_review(report, base, diff) if base is not None and diff is not None else None
         if out_path is not None:
@@ -637,11 +639,16 @@ def _estimate_model(model: str | None, requirements: Path | None, architecture: 
 @app.command()
 def schema(
     out_file: Optional[Path] = typer.Option(None, "--out", help="Write to this file instead of stdout."),
+    platform: bool = typer.Option(False, "--platform", help="The platform team's platform.yaml instead of a "
+                                  "service's requirements file."),
 ) -> None:
-    """Print the requirements file's JSON Schema (for editor validation, e.g. yaml-language-server)."""
+    """Print the requirements file's JSON Schema, or platform.yaml's with --platform (for editor validation, e.g.
+    yaml-language-server)."""
+    from blueprints.platform import platform_json_schema
     from blueprints.requirements import requirements_json_schema
 
-    text = json.dumps(requirements_json_schema(), indent=2, sort_keys=True) + "\n"
+    text = json.dumps(platform_json_schema() if platform else requirements_json_schema(), indent=2,
+                      sort_keys=True) + "\n"
     if out_file is None:
         typer.echo(text, nl=False)
     else:

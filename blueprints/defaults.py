@@ -142,12 +142,50 @@ MODEL_WARMUP_S = 60
 #: v20260714: awslabs/amazon-eks-ami release whose CHANGELOG lists amazon-eks-node-al2023-{x86_64,arm64}-{standard,
 #: nvidia}-<k8s>-v20260714 for Kubernetes 1.30-1.36 (checked 2026-12 at tag v20260724).
 KARPENTER_AMI_ALIAS = "al2023@v20260714"
-#: Root EBS volume of Karpenter GPU nodes, GiB: OS only; kubelet, containerd and pod ephemeral storage go on the
-#: instance-store NVMe array (instanceStorePolicy RAID0), which every catalogued GPU family has.
+#: CPU architectures each EC2NodeClass alias family resolves AMIs for (Karpenter v1.14 pkg/providers/amifamily:
+#: al2023.go reads /aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/<arch>/<variant>/... for x86_64 (standard,
+#: nvidia, neuron) and arm64 (standard, nvidia); bottlerocket.go for x86_64 and arm64, standard and nvidia). Karpenter
+#: picks the AMI of each launched instance type's architecture.
+AMI_ALIAS_ARCHES = {"al2023": ("x86_64", "arm64"), "bottlerocket": ("x86_64", "arm64")}
+#: Root EBS volume of Karpenter GPU nodes, GiB: OS only; kubelet, containerd (images) and pod ephemeral storage go on
+#: the instance-store NVMe array (instanceStorePolicy RAID0), which every catalogued GPU type has
+#: (`INSTANCE_STORE_GB`, checked by tests/test_catalog.py).
 GPU_NODE_ROOT_VOLUME_GIB = 100
-#: Root EBS volume of Karpenter CPU nodes (no instance store on c7i/c7g/m7i): images plus replicas' ephemeral
-#: storage, GiB. [assumption] the CPU archetypes serve models of a few GiB.
+#: Smallest root EBS volume of Karpenter CPU nodes (no instance store on c7i/c7g/m7i): OS, images and replicas'
+#: ephemeral storage share it. The platform plan grows it, in steps of `NODE_VOLUME_STEP_GIB`, until a node full of
+#: the largest CPU-capable service's replicas (`CPU_REPLICAS_PER_NODE`) fits (`blueprints.platform_plan`).
 CPU_NODE_ROOT_VOLUME_GIB = 100
+NODE_VOLUME_STEP_GIB = 50
+
+# --- Node disk (ephemeral storage) ----------------------------------------------------------------------------------
+#: Share of the kubelet's filesystem kept free: its default hard eviction threshold `nodefs.available<10%`
+#: (kubelet --eviction-hard default "imagefs.available<15%,memory.available<100Mi,nodefs.available<10%,
+#: nodefs.inodesFree<5%", kubernetes/kubernetes pkg/kubelet/apis/config/v1beta1 defaults.go DefaultEvictionHard;
+#: the EKS AL2023 AMI keeps it). Pods are evicted once less is free.
+EVICTION_NODEFS_FRACTION = 0.10
+#: kube-reserved ephemeral storage of EKS AL2023 nodes, GiB (awslabs/amazon-eks-ami nodeadm/internal/kubelet/
+#: config.go withDefaultReservedResources: "ephemeral-storage": "1Gi").
+KUBE_RESERVED_EPHEMERAL_GIB = 1
+#: The OS's share of a node's root volume, GiB. [assumption] the AL2023 EKS AMI fits Karpenter's 20 GiB default volume
+#: (karpenter-provider-aws DefaultEBS for AL2023: 20Gi), half of it in use.
+NODE_OS_RESERVE_GIB = 10
+#: Disk one pulled serving image takes on a node, GiB. [assumption] vLLM 0.11 and Triton 25.10 images are ~10 GB
+#: compressed; containerd keeps the compressed layers and the unpacked snapshot, so about three times that.
+SERVING_IMAGE_DISK_GIB = 30
+#: Disk the platform's controller images take on a system node, GiB (Karpenter, the load balancer controller, KEDA,
+#: kube-prometheus-stack, metrics-server, EKS add-ons). [assumption] a few hundred MB each, compressed.
+CONTROLLER_IMAGES_DISK_GIB = 10
+#: What a system node's root volume holds besides the sync Jobs' scratch: the OS, the controllers' images and the
+#: sync Job's image (`HF_DOWNLOAD_IMAGE`, a serving image), GiB.
+SYSTEM_NODE_RESERVE_GIB = NODE_OS_RESERVE_GIB + CONTROLLER_IMAGES_DISK_GIB + SERVING_IMAGE_DISK_GIB
+#: What a serving node's kubelet filesystem holds besides the pods' ephemeral storage, GiB: the serving image, plus
+#: the OS when that filesystem is the root volume (on an instance-store RAID0 node class the OS stays on the root).
+SERVING_NODE_RESERVE_GIB = SERVING_IMAGE_DISK_GIB
+SERVING_NODE_ROOT_RESERVE_GIB = NODE_OS_RESERVE_GIB + SERVING_IMAGE_DISK_GIB
+#: Scratch every serving replica requests beside its weights, GiB (logs, compile caches, engine files).
+REPLICA_SCRATCH_GIB = 10
+#: Ephemeral storage of an s3:// -> model store sync Job, GiB: `aws s3 sync` copies server-side, so only its logs.
+S3_SYNC_EPHEMERAL_GIB = 1
 #: The EKS system node group (CoreDNS, device plugin, KEDA, monitoring agents): type and count, priced from the catalog.
 SYSTEM_NODE_INSTANCE_TYPE = "m7i.xlarge"
 SYSTEM_NODE_COUNT = 2
@@ -198,17 +236,19 @@ NVIDIA_DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.18.0"
 #: Image of the one-off Hugging Face download step of the weights sync Job: the pinned vLLM image already ships the
 #: `huggingface_hub` CLI (`hf download`), so no unpinned `pip install` happens at run time.
 HF_DOWNLOAD_IMAGE = VLLM_IMAGE
-#: EKS managed node group AMI types (docs.aws.amazon.com/eks/latest/APIReference/API_Nodegroup.html, amiType).
+#: CPU architectures `HF_DOWNLOAD_IMAGE` is published for: vllm/vllm-openai is linux/amd64 only
+#: (vllm-project/vllm#22206, 2025-08: "linux/amd64 is the only build offered"), so the sync Job of an `hf://` model
+#: cannot run on Graviton system nodes.
+HF_DOWNLOAD_IMAGE_ARCHES = ("x86_64",)
+#: EKS managed node group AMI types by (accelerator, CPU architecture) (docs.aws.amazon.com/eks/latest/APIReference/
+#: API_Nodegroup.html, amiType: the API spells AL2023_x86_64_STANDARD and AL2023_ARM_64_STANDARD as written here;
+#: the CDK enum NodegroupAmiType lists the same AL2023 variants).
 EKS_AMI_TYPE = {
     ("nvidia-gpu", "x86_64"): "AL2023_x86_64_NVIDIA",
     ("nvidia-gpu", "arm64"): "AL2023_ARM_64_NVIDIA",
     ("cpu", "x86_64"): "AL2023_x86_64_STANDARD",
     ("cpu", "arm64"): "AL2023_ARM_64_STANDARD",
 }
-#: Root volume of the system node group, GiB, before the weights sync Job's scratch space is added.
-SYSTEM_NODE_DISK_GIB = 50
-#: Root volume of a workload node besides the replicas' ephemeral storage (OS, images: vLLM ~10 GB compressed), GiB.
-WORKLOAD_NODE_BASE_DISK_GIB = 100
 #: VPC address space of a new network; subnets are carved out of it per availability zone.
 VPC_CIDR = "10.0.0.0/16"
 #: Availability zones a new network spans (at least 2 for EKS; 3 when the region has them).

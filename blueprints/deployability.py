@@ -11,10 +11,14 @@ each installs, the objects its webhooks guard, its per-node DaemonSets, its Pod 
 - `webhook-ready`: an object guarded by a webhook of an add-on this stack installs depends on that add-on's release;
 - `schedulable`: every workload's pods match a NodePool or node group (node selector, taints) and fit its nodes'
   allocatable resources after the DaemonSets every node runs;
+- `node-pool-arch`: every instance type a NodePool allows has an architecture its `kubernetes.io/arch` requirement
+  admits and its node class's AMI alias resolves;
 - `node-pool-limits`: a NodePool's limits hold the nodes (their capacity, as Karpenter counts) the autoscaler's maximum
   replicas plus the rollout surge need;
 - `pod-security`: every pod is admitted by its namespace's Pod Security level (kubernetes.io Pod Security Standards);
-- `prometheus-address`: a KEDA Prometheus trigger queries the Prometheus the platform (or cluster) runs.
+- `prometheus-address`: a KEDA Prometheus trigger queries the Prometheus the platform (or cluster) runs;
+- `kubernetes-upgrade` (with a baseline, `check_kubernetes_upgrade`): a platform's EKS cluster neither goes back a
+  Kubernetes version nor skips a minor one (EKS cannot do either).
 
 Each finding names the resource and the fix; any finding makes `blueprint preview` exit 1.
 """
@@ -22,6 +26,7 @@ Each finding names the resource and the fix; any finding makes `blueprint previe
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -32,11 +37,13 @@ from kubernetes.utils.quantity import parse_quantity
 
 from blueprints import defaults
 from blueprints.catalog import InstanceType, load_catalog
+from blueprints.catalog.addons import KUBERNETES_VERSION, PlatformCatalog, load_platform_catalog
 from blueprints.edge import EDGE_NODE, OwnedNodeShape
-from blueprints.catalog.addons import PlatformCatalog, load_platform_catalog
-from blueprints.platform import planned_outputs
+from blueprints.platform import NODE_ARCH, kubernetes_upgrade_problem, planned_outputs
+from blueprints.requirements import CpuArch
 from blueprints.preview import DeployabilityFinding, PreviewReport, RegisteredResource
 from blueprints.stackconfig import CLUSTER_ADDONS_KEY, PROJECT, cluster_addons_of, stack_config_path
+from blueprints.weights import usable_disk_gib
 from blueprints.yamlio import load_yaml
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -62,8 +69,7 @@ BUILT_IN_GROUPS = {"core", "apps", "batch", "policy", "autoscaling", "networking
 GPU = "nvidia.com/gpu"
 POOL_LABEL = "servingblueprints.io/pool"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-#: The `kubernetes.io/arch` node label of each catalog architecture (Go's GOARCH names).
-OCI_ARCH = {"x86_64": "amd64", "arm64": "arm64"}
+ARCH_LABEL = "kubernetes.io/arch"
 #: Pod Security Standards (kubernetes.io/docs/concepts/security/pod-security-standards): capabilities baseline
 #: allows to add, volume types restricted allows, and the levels from least to most strict.
 BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
@@ -135,8 +141,12 @@ class _Context:
     releases: dict[str, RegisteredResource]       # in-stack add-on id -> its (main) release
     crd_releases: dict[str, RegisteredResource]   # in-stack add-on id -> its CRD chart's release
     external: dict[str, str]                      # add-on id -> where it comes from (the platform / clusterAddons)
-    where: str                                    # what to change for a missing add-on
+    where: str                                    # what to change for a missing add-on; `{addon}` names it
     config: dict[str, Any]                        # the stack config's `config:` map
+
+    def fix(self, addon_id: str) -> str:
+        """Where to add a missing add-on, for a finding's message."""
+        return self.where.replace("{addon}", addon_id)
 
     def provides(self, record: RegisteredResource, addon_id: str) -> bool:
         """The add-on is in place before `record`: external, or an in-stack release `record` depends on."""
@@ -164,8 +174,9 @@ def _context(report: PreviewReport, stacks_dir: Path) -> _Context:
     where = "this stack"
     if report.platform is not None:
         external = {a.id: f"platform {report.platform.stack}" for a in report.platform.addons}
-        where = (f"the platform {report.platform.stack} (its add-ons follow the services that land on it: re-plan, "
-                 "or set addon_versions in platform.yaml)")
+        where = (f"the platform {report.platform.stack}: re-plan it (`blueprint plan` of any service on it installs "
+                 "the add-ons its services need; platform.yaml's addon_versions.{addon} only pins that add-on's chart "
+                 "version)")
     elif not report.is_platform and report.blueprint.platform.kind in ("existing-cluster", "edge-cluster"):
         declared = cluster_addons_of(path) if path.exists() else None
         external = {a: CLUSTER_ADDONS_KEY for a in declared or []}
@@ -265,7 +276,7 @@ def _check_addons(ctx: _Context) -> list[DeployabilityFinding]:
             elif addon_id not in ctx.external:
                 findings.append(DeployabilityFinding(
                     "addon-installed", record.urn, f"{_name(record)} needs add-on {addon_id} ({why}), which is "
-                    f"not installed: add it to {ctx.where}"))
+                    f"not installed: add it to {ctx.fix(addon_id)}"))
     return findings
 
 
@@ -307,6 +318,46 @@ class NodeSource:
         return all(value in self.labels.get(key, set()) for key, value in selector.items())
 
 
+def _node_class_alias(name: str | None, ctx: _Context) -> str | None:
+    """The `amiSelectorTerms` alias of a node class, in this stack or on the platform."""
+    for r in ctx.report.resources:
+        if r.type == NODE_CLASS and _get(r.inputs, "metadata", "name") == name:
+            return next((t.get("alias") for t in _items(_get(r.inputs, "spec", "amiSelectorTerms")) if t.get("alias")),
+                        None)
+    platform = ctx.report.platform
+    return next((nc.ami_alias for nc in (platform.node_classes if platform else []) if nc.name == name), None)
+
+
+def _check_node_pool_arch(ctx: _Context) -> list[DeployabilityFinding]:
+    """Every instance type a NodePool allows has an architecture its `kubernetes.io/arch` requirement admits and its
+    node class's AMI alias resolves (Karpenter launches nothing it cannot match: the pods stay Pending)."""
+    findings = []
+    for r in ctx.report.resources:
+        if r.type != NODE_POOL:
+            continue
+        template = _get(r.inputs, "spec", "template") or {}
+        wanted = {req["key"]: set(req.get("values", [])) for req in _items(_get(template, "spec", "requirements"))
+                  if req.get("operator") == "In"}
+        alias = _node_class_alias(_get(template, "spec", "nodeClassRef", "name"), ctx)
+        family = alias.split("@")[0] if alias else None
+        for itype in sorted(wanted.get(INSTANCE_TYPE_LABEL, set())):
+            inst = load_catalog().ec2.get(itype)
+            if inst is None:
+                continue
+            arch = NODE_ARCH[CpuArch(inst.cpu_arch)]
+            problem = None
+            if ARCH_LABEL in wanted and arch not in wanted[ARCH_LABEL]:
+                problem = (f"requires {ARCH_LABEL} In {sorted(wanted[ARCH_LABEL])} but {itype} is {arch}: Karpenter can "
+                           f"never launch it; require {arch} (the instance type's architecture)")
+            elif family in defaults.AMI_ALIAS_ARCHES and inst.cpu_arch not in defaults.AMI_ALIAS_ARCHES[family]:
+                problem = (f"launches {itype} ({inst.cpu_arch}) with AMI alias {alias}, which has no {inst.cpu_arch} "
+                           "AMI; use a node class whose alias resolves one")
+            if problem:
+                findings.append(DeployabilityFinding("node-pool-arch", r.urn, f"NodePool "
+                                                     f"'{_get(r.inputs, 'metadata', 'name')}' {problem}"))
+    return findings
+
+
 def _node_class_storage(name: str | None, ctx: _Context) -> tuple[bool, int] | None:
     """(instance-store RAID0, root volume GiB) of a node class, in this stack or on the platform."""
     for r in ctx.report.resources:
@@ -342,16 +393,18 @@ def _node_sources(ctx: _Context) -> list[NodeSource]:
             labels[INSTANCE_TYPE_LABEL] = set(types)
             taints = [{"key": t.get("key"), "value": t.get("value"), "effect": _effect(t.get("effect"))}
                       for t in _items(r.inputs.get("taints"))]
+            reserve = defaults.SYSTEM_NODE_RESERVE_GIB if labels.get(POOL_LABEL) == {"system"} else \
+                defaults.SERVING_NODE_ROOT_RESERVE_GIB
+            usable = usable_disk_gib(float(r.inputs.get("diskSize") or 20), reserve_gib=reserve)
             sources.append(NodeSource(name=f"node group '{r.name}'", labels=labels, taints=taints,
-                                      instance_types=types,
-                                      ephemeral_gib={t: float(r.inputs.get("diskSize") or 20) for t in types}))
+                                      instance_types=types, ephemeral_gib={t: usable for t in types}))
     if not ctx.report.is_platform and ctx.report.blueprint.compute.owned_nodes is not None:
         c = ctx.report.blueprint.compute
         owned = OwnedNodeShape(instance_type=EDGE_NODE, gpu=None, gpu_count=0, vcpus=c.vcpus_per_node,
                                memory_gib=c.memory_gib_per_node, cpu_arch=c.cpu_arch.value, usd_per_hour=0.0,
                                gflops_per_vcpu=1.0, count=c.owned_nodes)
         sources.append(NodeSource(name=f"the edge cluster's {owned.describe()} (hardware.edge_nodes)",
-                                  labels={"kubernetes.io/arch": {OCI_ARCH[c.cpu_arch.value]}}, taints=[],
+                                  labels={ARCH_LABEL: {NODE_ARCH[c.cpu_arch]}}, taints=[],
                                   instance_types=[EDGE_NODE], ephemeral_gib={}, owned=owned))
     platform = ctx.report.platform
     if platform is not None and platform.kind.value == "eks":
@@ -360,7 +413,9 @@ def _node_sources(ctx: _Context) -> list[NodeSource]:
             name=f"{platform.stack}'s system node group",
             labels={**{k: {v} for k, v in planned_outputs(platform).system_node_labels.items()},
                     INSTANCE_TYPE_LABEL: {system.instance_type}},
-            taints=[], instance_types=[system.instance_type], ephemeral_gib={system.instance_type: system.disk_gib}))
+            taints=[], instance_types=[system.instance_type],
+            ephemeral_gib={system.instance_type: usable_disk_gib(system.disk_gib,
+                                                                 reserve_gib=defaults.SYSTEM_NODE_RESERVE_GIB)}))
     return sources
 
 
@@ -370,12 +425,16 @@ def _effect(aws_effect: str | None) -> str:
 
 
 def _ephemeral_gib(instance_type: str, storage: tuple[bool, int] | None) -> float:
+    """Ephemeral storage pods can request on one node of a node class ((instance-store RAID0, root GiB)), GiB: its
+    kubelet filesystem (the instance-store array, else the root volume) less the eviction threshold, kube-reserved,
+    the serving image and, on the root volume, the OS (`blueprints.weights.usable_disk_gib`)."""
     if storage is None:
         return 0.0
     raid0, root = storage
     if raid0 and instance_type in defaults.INSTANCE_STORE_GB:
-        return defaults.INSTANCE_STORE_GB[instance_type] * 1e9 / 2**30
-    return float(root)
+        return usable_disk_gib(defaults.INSTANCE_STORE_GB[instance_type] * 1e9 / 2**30,
+                               reserve_gib=defaults.SERVING_NODE_RESERVE_GIB)
+    return usable_disk_gib(root, reserve_gib=defaults.SERVING_NODE_ROOT_RESERVE_GIB)
 
 
 def _tolerates(spec: Mapping[str, Any], taint: Mapping[str, str]) -> bool:
@@ -498,8 +557,8 @@ def _check_scheduling(ctx: _Context) -> list[DeployabilityFinding]:
             detail = "; ".join(f"{s.name} {t}: {', '.join(short)}" for s, t, short in fits)
             findings.append(DeployabilityFinding(
                 "schedulable", record.urn, f"{_name(record)}: its pods request more than a node can give after "
-                f"kube-reserved and the per-node DaemonSets ({detail}); lower the requests or use a larger "
-                "instance type"))
+                f"kube-reserved, the per-node DaemonSets and, for disk, the kubelet's 10 % eviction threshold, the OS "
+                f"and images ({detail}); lower the requests, use a larger instance type or a larger node volume"))
     return findings
 
 
@@ -727,7 +786,7 @@ def _check_prometheus(ctx: _Context) -> list[DeployabilityFinding]:
             if expected is None:
                 findings.append(DeployabilityFinding(
                     "prometheus-address", record.urn, f"{_name(record)} queries Prometheus at {address}, but no "
-                    f"Prometheus is installed or declared: add kube-prometheus-stack to {ctx.where}, or set "
+                    f"Prometheus is installed or declared: add kube-prometheus-stack to {ctx.fix('kube-prometheus-stack')}, or set "
                     f"{PROJECT}:prometheusUrl"))
             elif address != expected:
                 findings.append(DeployabilityFinding(
@@ -737,9 +796,8 @@ def _check_prometheus(ctx: _Context) -> list[DeployabilityFinding]:
     return findings
 
 
-CHECKS = (_check_addons, _check_webhooks, _check_scheduling, _check_node_pool_limits, _check_owned_nodes,
-          _check_pod_security,
-          _check_prometheus)
+CHECKS = (_check_addons, _check_webhooks, _check_scheduling, _check_node_pool_arch, _check_node_pool_limits,
+          _check_owned_nodes, _check_pod_security, _check_prometheus)
 
 
 def check_deployability(report: PreviewReport, *, stacks_dir: Path = Path("stacks")) -> list[DeployabilityFinding]:
@@ -751,3 +809,23 @@ def check_deployability(report: PreviewReport, *, stacks_dir: Path = Path("stack
     """
     ctx = _context(report, stacks_dir)
     return [finding for check in CHECKS for finding in check(ctx)]
+
+
+EKS_CLUSTER = "aws:eks/cluster:Cluster"
+
+
+def check_kubernetes_upgrade(report: PreviewReport, baseline: Mapping[str, Any]) -> list[DeployabilityFinding]:
+    """A platform's EKS cluster against the base branch's report (`plan.json`): its Kubernetes version may stay or go
+    up one minor version, as EKS upgrades (`blueprints.platform.kubernetes_upgrade_problem`); a finding per cluster
+    that would go down or skip a version, naming the fix."""
+    before = {r.get("name"): (r.get("inputs") or {}).get("version") for r in baseline.get("resources", [])
+              if isinstance(r, Mapping) and r.get("type") == EKS_CLUSTER}
+    findings = []
+    for r in report.resources:
+        old, new = before.get(r.name), r.inputs.get("version")
+        if r.type == EKS_CLUSTER and all(isinstance(v, str) and re.fullmatch(KUBERNETES_VERSION, v) for v in (old, new)):
+            problem = kubernetes_upgrade_problem(old, new)
+            if problem:
+                findings.append(DeployabilityFinding("kubernetes-upgrade", r.urn, f"{_name(r)} (base branch: "
+                                                     f"Kubernetes {old}): {problem}"))
+    return findings

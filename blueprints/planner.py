@@ -41,7 +41,7 @@ from blueprints.catalog import Catalog, Gpu
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.compound import service_parts
 from blueprints.platform import AlertingSpec, PlatformConfig
-from blueprints.platform_plan import landing_platform
+from blueprints.platform_landing import landing_platform
 from blueprints.guardrails import Guardrails
 from blueprints.errors import RequirementsError, SizingError
 from blueprints.capacity.simulator import SimulationResult
@@ -95,7 +95,7 @@ from blueprints.scaling_plan import finish, zones_of
 from blueprints.selection import Selection, sagemaker_engine, select_archetype
 from blueprints.signals import planned_target
 from blueprints.startup import startup_budget
-from blueprints.weights import with_weights_reason
+from blueprints.weights import replica_ephemeral_gib, with_weights_reason
 
 
 def _vllm_dtype(precision: Precision, quantization: Quantization | None, gpu: Gpu) -> tuple[str, str | None]:
@@ -417,7 +417,7 @@ def _llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedMod
         memory_gib_per_node=inst.memory_gib,
         cpu_per_replica=max(1, math.floor(inst.vcpus * share * defaults.NODE_ALLOCATABLE_CPU_FRACTION)),
         memory_gib_per_replica=max(math.floor(inst.memory_gib * share * 0.8), math.ceil(shm_gib + 4)),
-        ephemeral_storage_gib_per_replica=math.ceil(served.weights_gib * 1.1 + 10),
+        ephemeral_storage_gib_per_replica=replica_ephemeral_gib([served.weights_gib]),
         replicas=best.replicas, capacity_type=_capacity(req, env, managed=managed), cpu_arch=CpuArch(inst.cpu_arch))
 
 
@@ -586,7 +586,7 @@ def _nongen_compute(req: Requirements, env: str, option: NongenOption, served: l
         gpu=option.gpu.name if option.gpu else None, gpus_per_node=inst.gpu_count,
         gpus_per_replica=option.gpus_per_replica, vcpus_per_node=inst.vcpus, memory_gib_per_node=inst.memory_gib,
         cpu_per_replica=option.cpu_per_replica, memory_gib_per_replica=option.memory_gib_per_replica,
-        ephemeral_storage_gib_per_replica=math.ceil(sum(s.weights_gib for s in served) * 1.1 + 10),
+        ephemeral_storage_gib_per_replica=replica_ephemeral_gib(s.weights_gib for s in served),
         replicas=option.replicas, capacity_type=_capacity(req, env, managed=managed), cpu_arch=CpuArch(inst.cpu_arch))
 
 

@@ -26,6 +26,7 @@ from blueprints.edge_plan import OWNED_NODES_ITEM
 from blueprints.errors import BlueprintError
 from blueprints.manifests import manifest_id
 from blueprints.preview import PreviewReport, RegisteredResource
+from blueprints.report_platform import platform_diagram, platform_rows
 
 #: Comment marker so the PR workflow updates one comment per stack instead of adding new ones.
 COMMENT_MARKER = "<!-- servingblueprints-preview:{stack} -->"
@@ -238,7 +239,10 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None, review:
         out.append(review_markdown(review))
     if diff is not None:
         out.append(diff_markdown(diff))
-    out.append("### Plan\n\n" + _md_table(plan_summary(report), ["", ""]) + "\n")
+    out.append("### Plan\n\n" + _md_table(plan_summary(report), ["setting", "planned"]) + "\n")
+    if report.is_platform:
+        out.append("### What the platform runs\n\n" + _md_table(platform_rows(report), ["component", "what",
+                                                                                        "version"]) + "\n")
     out.append("Why:\n\n" + "\n".join(f"- {r}" for r in subject.rationale) + "\n")
     warnings = [*(subject.warnings if report.is_platform else []), *report.warnings]
     if warnings:
@@ -257,6 +261,8 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None, review:
     elif not report.is_platform:
         out.append("Every scaling query, alert and dashboard panel parses, names only metrics its engine and exporter "
                    "versions expose, and compares its threshold in its query's unit.\n")
+    else:
+        out.append("A platform has no scaling signals or alerts of its own; each service's preview checks its own.\n")
     out.append("### Policy verdicts\n")
     if report.policy_verdicts:
         out.append(_md_table([[v.level, v.policy, _short(v.resource), v.message] for v in report.policy_verdicts],
@@ -275,7 +281,8 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None, review:
          for c in lines]
         + [["**total**", "", "", f"**{total:,.2f}**"]],
         ["item", "quantity", "USD/hour", "USD/month"]) + "\n")
-    out.append("### Architecture\n\n```mermaid\n" + mermaid_diagram(report) + "\n```\n")
+    diagram = platform_diagram(report) if report.is_platform else mermaid_diagram(report)
+    out.append("### Architecture\n\n```mermaid\n" + diagram + "\n```\n")
     out.append(f"<details><summary>{len(report.resources)} resources</summary>\n\n" + _md_table(
         [[r.type, r.name, r.parent or "", _settings_text(r)] for r in report.resources],
         ["type", "name", "parent", "key settings"]) + "\n\n</details>\n")

@@ -121,7 +121,8 @@ def plan_platform_set(folder: Path, *, as_of: dt.date, extra: Path | None = None
                             "this one)") from None
     platform_file = folder / PLATFORM_FILE
     return plan_platforms(services, load_platform_requirements(platform_file), catalog=catalog,
-                          pcat=load_platform_catalog(), as_of=as_of, platform_file=str(platform_file))
+                          pcat=load_platform_catalog(), as_of=as_of, platform_file=str(platform_file),
+                          complete=folder.is_dir())
 
 
 def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str] | None = None,

@@ -31,13 +31,16 @@ import pulumi_kubernetes as k8s
 from blueprints import defaults
 from blueprints.blueprint import Archetype, Blueprint
 from blueprints.requirements import Accelerator
+from blueprints.errors import StackConfigError
 from blueprints.stackconfig import (
     BLUEPRINT_KEY,
     PLATFORM_KEY,
+    PLATFORM_STACK_KEY,
     PROJECT,
     ROLES_ANYWHERE_CA_KEY,
     blueprint_from_config,
     platform_from_config,
+    platform_stack_override_problem,
 )
 from components.archetypes import (
     KUBERNETES_ARCHETYPES,
@@ -63,9 +66,11 @@ def load_blueprint() -> Blueprint:
 def platform_reference(bp: Blueprint) -> pulumi.StackReference:
     """The platform stack this service lands on: `servingblueprints:platformStack`, or
     `<organization>/<project>/<blueprint.platform.stack>` (the same backend and project)."""
-    name = pulumi.Config(PROJECT).get("platformStack") or \
-        f"{pulumi.get_organization()}/{pulumi.get_project()}/{bp.platform.stack}"
-    return pulumi.StackReference(name)
+    override = pulumi.Config(PROJECT).get("platformStack")
+    problem = platform_stack_override_problem(override, bp) if override else None
+    if problem:
+        raise StackConfigError(f"stack {pulumi.get_stack()} config {PLATFORM_STACK_KEY}: {problem}")
+    return pulumi.StackReference(override or f"{pulumi.get_organization()}/{pulumi.get_project()}/{bp.platform.stack}")
 
 
 def kubernetes_target(bp: Blueprint) -> tuple[k8s.Provider, ServiceTarget]:

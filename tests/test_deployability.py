@@ -423,7 +423,7 @@ def test_a_replica_requesting_more_than_a_g6e_xlarge_can_give_is_unschedulable(t
     assert (finding.check, finding.resource) == ("schedulable", deployment.urn)
     assert "Deployment 'chat-assistant-vllm': its pods request more than a node can give" in finding.message
     assert f"(NodePool 'chat-assistant' g6e.xlarge: {shown(want)} > {shown(have)})" in finding.message
-    assert "lower the requests or use a larger instance type" in finding.message
+    assert "lower the requests, use a larger instance type or a larger node volume" in finding.message
 
 
 def test_a_replica_requesting_just_under_what_a_g6e_xlarge_can_give_is_schedulable(tmp_path):
