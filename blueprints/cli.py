@@ -176,8 +176,10 @@ def summary(bp) -> str:
         cost += f" + shared {bp.platform.stack}" + (f" (${p.platform_monthly_cost_usd:,.0f}/month for all its "
                                                     "services)" if p.platform_monthly_cost_usd is not None else "")
     return (f"[bold]{bp.stack}[/]  {bp.archetype.value}  {bp.region}\n"
-            f"  compute   {c.instance_type}{gpus}; {c.replicas} replica(s) at peak, autoscale "
-            f"{a.min_replicas}-{a.max_replicas}\n"
+            f"  compute   {c.node_type}{f' ({c.owned_nodes} owned)' if c.owned_nodes else ''}{gpus}; "
+            f"{c.replicas} replica(s) at peak, "
+            + (f"fixed {a.min_replicas}" if a.metric == "fixed" else f"autoscale {a.min_replicas}-{a.max_replicas}")
+            + "\n"
             f"  predicts  {latency}; {p.requests_per_s_capacity:g} requests/s capacity\n"
             f"  cost      {cost}{_expected(p)}")
 

@@ -336,9 +336,9 @@ PROMETHEUS_URL = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
 #: The authenticating reverse proxy in every self-hosted serving pod: Envoy's distroless image, which runs as the
 #: distroless `nonroot` user (no shell, no entrypoint script that switches users; `envoyproxy/envoy`
 #: distribution/docker/Dockerfile-envoy, target `envoy-distroless`: `FROM gcr.io/distroless/base-nossl-debian12:nonroot`,
-#: `ENTRYPOINT ["/usr/local/bin/envoy"]`). Tag seen pinned in public manifests (2026); verify it before the first
-#: deploy with `docker manifest inspect`. [unverified] tag
-ENVOY_IMAGE = "envoyproxy/envoy:distroless-v1.37.2"
+#: `ENTRYPOINT ["/usr/local/bin/envoy"]`). The tag is listed on Docker Hub for linux/amd64 and linux/arm64
+#: (blueprints/catalog/images.yaml).
+ENVOY_IMAGE = "envoyproxy/envoy:distroless-v1.37.6"
 #: Port the proxy listens on inside the pod (plain HTTP/1.1 and h2c; TLS ends at the load balancer).
 PROXY_PORT = 8080
 #: Load balancer listener ports: 443 with a TLS certificate, 80 without (internal only).
@@ -362,7 +362,10 @@ TRITON_RESTRICTED_HEADER = "api-key"
 IMAGE_USERS = {
     "nvcr.io/nvidia/tritonserver": (1000, 1000),
     "envoyproxy/envoy": (65532, 65532),
+    "public.ecr.aws/rolesanywhere/credential-helper": (65532, 65532),
 }
+#: - IAM Roles Anywhere credential helper: `USER 65532:65532` (aws/rolesanywhere-credential-helper
+#:   docker_image_resources/Dockerfile).
 #: UID/GID for images without a documented user: above 10000, so it never collides with a node's users.
 DEFAULT_NON_ROOT_UID = 10001
 #: Writable directories every container gets (node-local emptyDirs; the root filesystem is read-only): HOME with its
@@ -374,6 +377,31 @@ WRITABLE_DIR_GIB = 4
 #: vLLM usage statistics go to stats.vllm.ai unless disabled (vllm/usage/usage_lib.py: `VLLM_NO_USAGE_STATS`,
 #: `DO_NOT_TRACK`); the serving pods have no business on the internet after their weights are fetched.
 VLLM_PRIVACY_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
+
+# --- Edge clusters (blueprints/edge.py, components/edge_weights.py) --------------------------------------------------
+#: Effective FP32 GFLOP/s per vCPU of ONNX Runtime on an edge cluster's owned nodes when `hardware.edge_nodes`
+#: gives none: the catalog's current-generation figures (c7i 60 for x86_64, c7g 40 for arm64). [assumption] owned
+#: edge hardware is often older or smaller; measure and set hardware.edge_nodes.gflops_per_vcpu.
+EDGE_CPU_GFLOPS_PER_VCPU = {"x86_64": 60.0, "arm64": 40.0}
+#: The IAM Roles Anywhere credential helper, run in `serve` mode as a native sidecar of the serving pods on an edge
+#: cluster: it signs CreateSession with the pod's certificate and serves the credentials on an IMDSv2-compatible
+#: endpoint at 127.0.0.1 (aws_signing_helper/serve.go: LocalHostAddress, DefaultPort 9911; the `serve` command takes
+#: the same flags as `credential-process`: --certificate, --private-key, --trust-anchor-arn, --profile-arn, --role-arn,
+#: --session-duration, --region; cmd/credentials.go, cmd/serve.go). The official image (multi-arch, distroless) has
+#: no shell to copy the binary into the AWS CLI image, and its AL2023-built binary needs a newer glibc than that
+#: image's Amazon Linux 2, so the CLI reads it as an IMDS endpoint (AWS_EC2_METADATA_SERVICE_ENDPOINT) instead of a
+#: `credential_process`.
+CREDENTIAL_HELPER_IMAGE = "public.ecr.aws/rolesanywhere/credential-helper:1.8.1-2026.04.09.16.01"
+CREDENTIAL_HELPER_PORT = 9911
+#: Kubernetes version from which a restartable init container (`restartPolicy: Always`, a native sidecar) runs
+#: beside the later init containers: SidecarContainers beta and on by default in 1.29 (kubernetes.io/docs/concepts/
+#: workloads/pods/sidecar-containers).
+NATIVE_SIDECAR_MIN_KUBERNETES = "1.29"
+#: The download step of `https://` weights on an edge cluster: the curl project's official image (Alpine: `sh`,
+#: `sha256sum`), built for amd64 and arm64 (blueprints/catalog/images.yaml).
+CURL_IMAGE = "curlimages/curl:8.21.0"
+#: Node provisioning on an edge cluster: its nodes exist, nothing is launched.
+EDGE_NODE_PROVISIONING_S = 0
 
 # --- NetworkPolicy (components/network_policy.py) -----------------------------------------------------------------
 #: EKS Pod Identity agent on every node: `169.254.170.23` port 80 (EKS user guide, pod-id-how-it-works: "the agent

@@ -55,8 +55,9 @@ def landing_platform(req: Requirements, env: str) -> str | None:
 
 
 def _lands_nowhere_because(req: Requirements) -> str:
-    if req.operations.platform is Platform.EXISTING_CLUSTER:
-        return "operations.platform is existing-cluster (the service runs on that cluster, not on a platform)"
+    if req.operations.platform in (Platform.EXISTING_CLUSTER, Platform.EDGE_CLUSTER):
+        return (f"operations.platform is {req.operations.platform.value} (the service runs on that cluster, not on a "
+                "platform)")
     return ("operations.preference is managed and compliance.private_only is false (a SageMaker endpoint outside any "
             "VPC of ours)")
 

@@ -24,6 +24,7 @@ from blueprints.platform import PlatformConfig, PlatformKind, PlatformOutputs, p
 from blueprints.stackconfig import (
     PLATFORM_STACK_KEY,
     PROJECT,
+    ROLES_ANYWHERE_CA_KEY,
     platform_stack_override_problem,
     read_config,
     read_platform_config,
@@ -38,6 +39,10 @@ SECRET_PLACEHOLDER = "[secret]"
 OFFLINE_PLACEHOLDER_SECRETS = ("servingblueprints:kubeconfig",)
 #: A platform with an Alertmanager receiver needs its URL (`pulumi config set --secret`); offline, a placeholder.
 OFFLINE_RECEIVER_SECRET = "servingblueprints:alertReceiverUrl"
+#: An edge cluster's IAM Roles Anywhere trust anchor CA bundle when the stack file has none (not a secret): a
+#: placeholder PEM, so the preview shows the trust anchor the real CA bundle gets.
+OFFLINE_CA_BUNDLE = ("-----BEGIN CERTIFICATE-----\n(offline preview: set servingblueprints:rolesAnywhereCaBundle to "
+                     "your CA's PEM bundle)\n-----END CERTIFICATE-----\n")
 
 
 @dataclass(frozen=True)
@@ -401,9 +406,20 @@ def mock_outputs(typ: str, name: str, inputs: dict, *, region: str) -> tuple[str
         meta.setdefault("name", f"{name}-{suffix}")
         state["metadata"] = meta
         if typ == "kubernetes:core/v1:Service" and (state.get("spec") or {}).get("type") == "LoadBalancer":
-            # The load balancer controller's NLB: `k8s-<namespace>-<name>-<hash>.elb.<region>.amazonaws.com`.
-            host = f"k8s-{meta.get('namespace', 'default')[:8]}-{meta['name'][:8]}-{suffix}.elb.{region}.amazonaws.com"
-            state["status"] = {"loadBalancer": {"ingress": [{"hostname": host}]}}
+            if any(k.startswith("service.beta.kubernetes.io/aws-load-balancer-") for k in meta.get("annotations") or {}):
+                # The load balancer controller's NLB: `k8s-<namespace>-<name>-<hash>.elb.<region>.amazonaws.com`.
+                host = (f"k8s-{meta.get('namespace', 'default')[:8]}-{meta['name'][:8]}-{suffix}.elb.{region}"
+                        ".amazonaws.com")
+                state["status"] = {"loadBalancer": {"ingress": [{"hostname": host}]}}
+            else:  # MetalLB assigns an address from its pool
+                state["status"] = {"loadBalancer": {"ingress": [{"ip": f"192.168.50.{int(suffix, 16) % 200 + 20}"}]}}
+        if typ == "kubernetes:core/v1:Service" and (state.get("spec") or {}).get("type") == "NodePort":
+            ports = [dict(p) for p in (state.get("spec") or {}).get("ports") or []]
+            for i, port in enumerate(ports):  # the API server assigns a free port of 30000-32767
+                port.setdefault("nodePort", 30000 + (int(suffix, 16) + i) % 2768)
+            state["spec"] = {**state["spec"], "ports": ports}
+        if typ == "kubernetes:networking.k8s.io/v1:Ingress":
+            state["status"] = {"loadBalancer": {"ingress": [{"ip": f"192.168.50.{int(suffix, 16) % 200 + 20}"}]}}
         return f"{meta.get('namespace', 'default')}/{meta['name']}", state
     if typ == "random:index/randomPassword:RandomPassword":
         # pulumi-random computes `result` at create time; offline it is a deterministic stand-in of the asked length
@@ -449,6 +465,11 @@ def mock_outputs(typ: str, name: str, inputs: dict, *, region: str) -> tuple[str
     if typ == "aws:ec2/securityGroup:SecurityGroup":
         state.update(arn=f"arn:aws:ec2:{region}:{MOCK_ACCOUNT_ID}:security-group/sg-{suffix}")
         return f"sg-{suffix}", state
+    if typ in ("aws:rolesanywhere/trustAnchor:TrustAnchor", "aws:rolesanywhere/profile:Profile"):
+        resource_id = f"{hashlib.sha256(name.encode()).hexdigest()[:8]}-0000-4000-8000-{suffix}00000"
+        kind = "trust-anchor" if typ.endswith("TrustAnchor") else "profile"
+        state.update(arn=f"arn:aws:rolesanywhere:{region}:{MOCK_ACCOUNT_ID}:{kind}/{resource_id}")
+        return resource_id, state
     if typ == "aws:kms/key:Key":
         key_id = f"{suffix}-0000-4000-8000-000000000000"
         state.update(keyId=key_id, arn=f"arn:aws:kms:{region}:{MOCK_ACCOUNT_ID}:key/{key_id}")
@@ -477,10 +498,11 @@ def mock_call(token: str, args: dict, *, region: str) -> dict:
     return {}
 
 
-def _config_from_file(path: Path, *, needs_kubeconfig: bool,
-                      needs_receiver: bool = False) -> tuple[dict[str, str], list[str]]:
+def _config_from_file(path: Path, *, needs_kubeconfig: bool, needs_receiver: bool = False,
+                      needs_ca_bundle: bool = False) -> tuple[dict[str, str], list[str]]:
     """The stack file's config as the engine passes it: every value a string (objects as JSON); secrets masked; a
-    placeholder kubeconfig for an existing cluster when the file has none."""
+    placeholder kubeconfig for an existing or edge cluster, and a placeholder Roles Anywhere CA bundle, when the file
+    has none."""
     data = load_yaml(path.read_text(encoding="utf-8"))
     config, secret_keys = {}, []
     for key, value in (data.get("config") or {}).items():
@@ -495,6 +517,8 @@ def _config_from_file(path: Path, *, needs_kubeconfig: bool,
         if key not in config:
             config[key] = SECRET_PLACEHOLDER
             secret_keys.append(key)
+    if needs_ca_bundle:
+        config.setdefault(ROLES_ANYWHERE_CA_KEY, OFFLINE_CA_BUNDLE)
     return config, secret_keys
 
 
@@ -578,10 +602,12 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
             raise StackConfigError(f"{path}: {PLATFORM_STACK_KEY}: {problem}")
     if not program.exists():
         raise StackConfigError(f"{program}: Pulumi program not found; run from the project folder (with Pulumi.yaml)")
-    config, secret_keys = _config_from_file(path, needs_kubeconfig=isinstance(subject, Blueprint)
-                                            and subject.platform.kind == "existing-cluster",
-                                            needs_receiver=isinstance(subject, PlatformConfig)
-                                            and subject.alerting.receiver is not None)
+    service = subject if isinstance(subject, Blueprint) else None
+    config, secret_keys = _config_from_file(
+        path, needs_kubeconfig=service is not None and service.platform.kind in ("existing-cluster", "edge-cluster"),
+        needs_receiver=isinstance(subject, PlatformConfig) and subject.alerting.receiver is not None,
+        needs_ca_bundle=service is not None and service.roles_anywhere is not None
+        and service.roles_anywhere.acm_pca_arn is None)
     program_file = program.resolve()
 
     def program_body() -> None:  # the module's globals are not outputs; `pulumi.export` calls are

@@ -35,6 +35,9 @@ PLATFORM_KEY = f"{PROJECT}:platform"
 #: An existing cluster's add-ons (catalog ids), declared by the requirements' `operations.cluster_addons`.
 CLUSTER_ADDONS_KEY = f"{PROJECT}:clusterAddons"
 REGION_KEY = "aws:region"
+#: An edge cluster's IAM Roles Anywhere trust anchor: the PEM bundle of the CA that issues its pods' certificates
+#: (when the plan names no ACM Private CA); not a secret.
+ROLES_ANYWHERE_CA_KEY = f"{PROJECT}:rolesAnywhereCaBundle"
 #: Where a service's platform stack is (`<org>/<project>/<stack>`), when not this org and project.
 PLATFORM_STACK_KEY = f"{PROJECT}:platformStack"
 
@@ -242,7 +245,7 @@ def _parse(data: object, path: Path) -> StackSubject:
     if CLUSTER_ADDONS_KEY in config:
         validate_cluster_addons(config[CLUSTER_ADDONS_KEY], source=f"{path}: {CLUSTER_ADDONS_KEY}")
     bp = blueprint_from_config(config[BLUEPRINT_KEY], source=str(path))
-    if CLUSTER_ADDONS_KEY in config and bp.platform.kind != "existing-cluster":
+    if CLUSTER_ADDONS_KEY in config and bp.platform.kind not in ("existing-cluster", "edge-cluster"):
         runs_on = f"platform {bp.platform.stack}, which installs its add-ons" if bp.platform.stack else "SageMaker"
         raise StackConfigError(f"{path}: {CLUSTER_ADDONS_KEY} declares an existing cluster's add-ons, but this stack "
                                f"runs on {runs_on}; remove {CLUSTER_ADDONS_KEY}")
@@ -250,9 +253,15 @@ def _parse(data: object, path: Path) -> StackSubject:
         raise StackConfigError(f"{path}: holds the blueprint of stack {bp.stack!r} (service {bp.service!r}, "
                                f"environment {bp.environment!r}); the file must be Pulumi.{bp.stack}.yaml")
     try:
-        load_catalog().instance(bp.compute.instance_type)
+        if bp.compute.instance_type is not None:
+            load_catalog().instance(bp.compute.instance_type)
     except CatalogError as exc:
         raise StackConfigError(f"{path}: {BLUEPRINT_KEY}.compute.instance_type: {exc}") from None
+    from blueprints.images import image_problems
+
+    problems = image_problems(bp)
+    if problems:
+        raise StackConfigError(f"{path}: {BLUEPRINT_KEY}.compute.cpu_arch: " + "; ".join(problems))
     region = config.get(REGION_KEY)
     if region != bp.region:
         raise StackConfigError(f"{path}: {REGION_KEY} is {region!r} but the blueprint's region is {bp.region!r}; "

@@ -51,7 +51,10 @@ def weights_reason(bp: Blueprint) -> str:
 
 
 def with_weights_reason(bp: Blueprint) -> Blueprint:
-    """`bp` with `weights_reason` appended to its rationale."""
+    """`bp` with `weights_reason` appended to its rationale (an edge cluster's plan has no model store: its rationale
+    already says how each pod reads its source, `blueprints.edge_plan.edge_reasons`)."""
+    if bp.storage is None:
+        return bp
     return bp.model_copy(update={"rationale": [*bp.rationale, weights_reason(bp)]})
 
 

@@ -171,7 +171,7 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
     except BlueprintError as exc:  # planner messages name the field; add the file they come from
         raise type(exc)(f"{path}: {exc}") from None
     landed = sorted({bp.platform.stack for bp in blueprints if bp.platform.stack})
-    addons = req.operations.cluster_addons
+    addons = req.operations.declared_addons
     return PlannedFile(
         blueprints=blueprints, platforms=[p for p in platforms.values() if p.stack in landed],
         cluster_addons={bp.stack: list(addons) for bp in blueprints if addons is not None})

@@ -141,11 +141,13 @@ def test_a_declared_custom_platform_name_is_accepted():
     assert found["shared-gpu"].services == ["chat-assistant-prod"] and found["shared-gpu"].region == "us-east-1"
 
 
-def test_an_existing_cluster_service_naming_a_platform_is_refused():
+@pytest.mark.parametrize(("service", "kind"), [("support-sentiment", "existing-cluster"),
+                                               ("edge-classifier", "edge-cluster")])
+def test_an_existing_or_edge_cluster_service_naming_a_platform_is_refused(service, kind):
     with pytest.raises(RequirementsError) as exc:
-        plan(with_env("edge-classifier", prod={"platform": "prod-us-east-1"}))
-    assert str(exc.value).startswith("edge-classifier.yaml: environments.prod.platform is set but the service lands "
-                                     "on no platform: operations.platform is existing-cluster")
+        plan(with_env(service, prod={"platform": "prod-us-east-1"}))
+    assert str(exc.value).startswith(f"{service}.yaml: environments.prod.platform is set but the service lands "
+                                     f"on no platform: operations.platform is {kind}")
     assert str(exc.value).endswith("remove environments.prod.platform")
 
 
