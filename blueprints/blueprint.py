@@ -17,13 +17,16 @@ from blueprints import defaults
 from blueprints.catalog import Task
 from blueprints.requirements import (
     DNS_1123_LABEL,
+    DNS_1123_SUBDOMAIN,
     KMS_KEY_ARN,
+    SHA256_HEX,
     WEIGHTS_URI,
     Accelerator,
     Compliance,
     CpuArch,
     Exposure,
     ExposureScope,
+    ExposureVia,
     ModelFormat,
     Platform,
     Precision,
@@ -43,6 +46,10 @@ def nodes_for(replicas: int, per_node: int, *, zones: int = 1) -> int:
     share, extra = divmod(replicas, zones)
     return sum(math.ceil((share + (1 if z < extra else 0)) / per_node) for z in range(zones))
 
+
+#: `autoscaling.metric` of a stack without an autoscaler: a fixed replica count (an edge cluster that declares no
+#: metrics-server for a CPU HPA, nor KEDA with Prometheus).
+FIXED_REPLICAS = "fixed"
 
 #: A TCP port a container or Service listens on.
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -89,8 +96,10 @@ class ServedModel(_Frozen):
     precision: Precision
     quantization: Quantization | None = Field(default=None, description="how a quantised checkpoint was quantised "
                                               "(none: the method `precision` implies)")
-    source_uri: str = Field(pattern=WEIGHTS_URI, description="where the weights come from: s3://bucket/prefix/ or "
-                            "hf://org/name")
+    source_uri: str = Field(pattern=WEIGHTS_URI, max_length=2048, description="where the weights come from: "
+                            "s3://bucket/prefix/, hf://org/name, or (edge clusters) an https:// URL of the file")
+    sha256: str | None = Field(default=None, pattern=SHA256_HEX, description="https:// sources: the file's SHA-256, "
+                               "checked after the download")
     source_kms_key_arn: str | None = Field(default=None, pattern=KMS_KEY_ARN, description="the customer-managed key "
                                            "an s3:// source is encrypted with: its copy into the model store may "
                                            "decrypt with it (none: SSE-S3 or the AWS-managed key)")
@@ -104,7 +113,8 @@ class Compute(_Frozen):
     """Nodes and replicas. A replica is one full copy of the model."""
 
     accelerator: Accelerator
-    instance_type: str = Field(description="EC2 type (`g6e.xlarge`) or SageMaker type (`ml.g5.xlarge`)")
+    instance_type: str | None = Field(description="EC2 type (`g6e.xlarge`) or SageMaker type (`ml.g5.xlarge`); none "
+                                      "on an edge cluster's owned nodes")
     gpu: str | None = Field(description="GPU short name, none on CPU")
     gpus_per_node: int = Field(ge=0)
     gpus_per_replica: int = Field(ge=0, description="GPUs one replica uses (= tensor_parallel_size for vLLM)")
@@ -116,15 +126,29 @@ class Compute(_Frozen):
     replicas: int = Field(ge=1, description="replicas needed at this environment's peak load")
     capacity_type: CapacityType = CapacityType.ON_DEMAND
     cpu_arch: CpuArch = CpuArch.X86_64
+    owned_nodes: int | None = Field(default=None, ge=1, le=1000, description="edge cluster only: the owned nodes "
+                                    "(of vcpus_per_node x memory_gib_per_node) the service may use")
+
+    @property
+    def node_type(self) -> str:
+        """The EC2/SageMaker instance type, or `edge node` on an edge cluster."""
+        return self.instance_type or "edge node"
 
     @model_validator(mode="after")
     def _gpu_shape(self) -> Compute:
+        if (self.instance_type is None) == (self.owned_nodes is None):
+            raise ValueError("give exactly one of instance_type (EC2 or SageMaker capacity) and owned_nodes (an "
+                             "edge cluster's nodes)")
+        if self.owned_nodes is not None and (self.accelerator is not Accelerator.CPU
+                                             or self.capacity_type is CapacityType.SPOT):
+            raise ValueError("an edge cluster's owned nodes are on-demand CPU nodes: accelerator cpu, capacity_type "
+                             "on-demand")
         if self.cpu_per_replica > self.vcpus_per_node:
             raise ValueError(f"cpu_per_replica={self.cpu_per_replica:g} exceeds the {self.vcpus_per_node} vCPUs of "
-                             f"{self.instance_type}: the pod can never be scheduled")
+                             f"{self.node_type}: the pod can never be scheduled")
         if self.memory_gib_per_replica > self.memory_gib_per_node:
             raise ValueError(f"memory_gib_per_replica={self.memory_gib_per_replica:g} exceeds the "
-                             f"{self.memory_gib_per_node:g} GiB of {self.instance_type}")
+                             f"{self.memory_gib_per_node:g} GiB of {self.node_type}")
         if self.accelerator is Accelerator.NVIDIA_GPU:
             if self.gpu is None or self.gpus_per_replica < 1:
                 raise ValueError("GPU compute needs `gpu` and gpus_per_replica >= 1")
@@ -246,13 +270,37 @@ class Network(_Frozen):
     private_only: bool
     load_balancer_idle_timeout_s: int = Field(ge=60, le=4000, description="above the longest streamed response")
     exposure: Exposure = Field(description="who can reach the endpoint: internal (VPC) or public (TLS, source CIDRs)")
+    exposed_by: str | None = Field(default=None, pattern=r"^[a-z0-9-]+$", description="the add-on implementing the "
+                                   "exposure (aws-load-balancer-controller, metallb, ingress-nginx, traefik); none "
+                                   "for a NodePort or a SageMaker endpoint (blueprints.cluster_exposure)")
 
     @model_validator(mode="after")
     def _private_is_internal(self) -> Network:
         if self.private_only and self.exposure.scope is ExposureScope.PUBLIC:
             raise ValueError("network.exposure.scope public contradicts network.private_only: re-plan with "
                              "`blueprint plan` instead of editing the stack config")
+        if self.exposed_by is not None:
+            from blueprints.catalog.addons import load_platform_catalog
+
+            addon = load_platform_catalog().helm.get(self.exposed_by)
+            via = self.exposure.via or ExposureVia.LOAD_BALANCER  # unset: a load balancer, as before edge clusters
+            fits = addon is not None and ((via is ExposureVia.LOAD_BALANCER and addon.load_balancer)
+                                          or (via is ExposureVia.INGRESS and addon.ingress_class is not None))
+            if not fits:
+                raise ValueError(f"network.exposed_by {self.exposed_by!r} does not implement exposure.via "
+                                 f"{via.value if via else None}: re-plan with `blueprint plan`")
+        elif self.exposure.via in (ExposureVia.LOAD_BALANCER, ExposureVia.INGRESS):
+            raise ValueError(f"network.exposure.via {self.exposure.via.value} needs network.exposed_by (the add-on "
+                             "implementing it): re-plan with `blueprint plan`")
         return self
+
+    @property
+    def aws_load_balancer(self) -> bool:
+        """The Service is an NLB of the AWS Load Balancer Controller (annotations, ACM TLS, subnets); so is a stack
+        config written before `exposure.via` existed (no via, no exposed_by)."""
+        if self.exposed_by is None:
+            return self.exposure.via is None
+        return self.exposed_by == "aws-load-balancer-controller"
 
 
 class ComplianceRecord(Compliance):
@@ -277,6 +325,14 @@ COMPLIANCE_TAG = "servingblueprints:compliance"
 PLATFORM_COMPLIANCE_ANNOTATION = "servingblueprints.io/platform-compliance"
 #: Namespace label recording the stack's derived `network.private_only`.
 PRIVATE_ONLY_LABEL = "servingblueprints.io/private-only"
+#: Namespace annotation carrying the stack's compliance record (`ComplianceRecord.to_tag`) where it keeps no model
+#: store bucket to tag (an edge cluster).
+COMPLIANCE_ANNOTATION = "servingblueprints.io/compliance"
+#: Annotations of a Service or Ingress exposed without an AWS load balancer (a NodePort, MetalLB, an Ingress): the
+#: planned `exposure.scope`, and the kubernetes.io/tls Secret that terminates TLS (at the Ingress, or mounted into
+#: the authenticating proxy). The policy pack judges such endpoints by them.
+EXPOSURE_SCOPE_ANNOTATION = "servingblueprints.io/exposure-scope"
+TLS_SECRET_ANNOTATION = "servingblueprints.io/tls-secret"
 
 
 def encode_flags(values: dict[str, bool | str]) -> str:
@@ -312,8 +368,8 @@ class PlatformSpec(_Frozen):
     def _platform_stack(self) -> PlatformSpec:
         if self.kind == "eks" and self.stack is None:
             raise ValueError("kind eks lands on a shared platform: set `stack` (platform-<env>-<region>)")
-        if self.kind == "existing-cluster" and self.stack is not None:
-            raise ValueError("an existing cluster is not a platform stack: remove `stack`")
+        if self.kind in ("existing-cluster", "edge-cluster") and self.stack is not None:
+            raise ValueError(f"an {self.kind} is not a platform stack: remove `stack`")
         return self
 
 
@@ -355,6 +411,9 @@ class Autoscaling(_Frozen):
     def _bounds(self) -> Autoscaling:
         if self.min_replicas > self.max_replicas:
             raise ValueError(f"min_replicas ({self.min_replicas}) must be <= max_replicas ({self.max_replicas})")
+        if self.metric == FIXED_REPLICAS and self.min_replicas != self.max_replicas:
+            raise ValueError(f"metric {FIXED_REPLICAS} (no autoscaler) runs a fixed replica count: min_replicas "
+                             f"({self.min_replicas}) must equal max_replicas ({self.max_replicas})")
         if self.metric == "cpu" and not float(self.target).is_integer():
             raise ValueError(f"target={self.target:g}: a CPU utilisation target is a whole percent (the HPA's "
                              "averageUtilization is an integer); re-plan with `blueprint plan`")
@@ -471,6 +530,19 @@ class Pipeline(_Frozen):
         return self
 
 
+class RolesAnywhereSpec(_Frozen):
+    """How an edge cluster's pods read their `s3://` sources: IAM Roles Anywhere (a trust anchor on your CA, a
+    profile, a role that may only read the sources' prefixes), with the certificate of a Secret you provide."""
+
+    acm_pca_arn: str | None = Field(default=None, description="the trust anchor's ACM Private CA; none: the PEM bundle "
+                                   "in config key servingblueprints:rolesAnywhereCaBundle")
+    certificate_secret: str = Field(pattern=DNS_1123_SUBDOMAIN, max_length=253, description="kubernetes.io/tls Secret "
+                                    "in the service's namespace (tls.crt, tls.key)")
+    certificate_common_name: str = Field(min_length=1, max_length=64, description="the certificate subject's CN the "
+                                         "role trusts")
+    session_duration_s: int = Field(ge=900, le=43_200, description="credentials' lifetime, s")
+
+
 class Alerting(_Frozen):
     """Where this stack's alerts go: the platform's Alertmanager receiver (Kubernetes), or an SNS topic (SageMaker)."""
 
@@ -495,7 +567,8 @@ class Blueprint(_Frozen):
     models: list[ServedModel] = Field(min_length=1)
     compute: Compute
     engine: Engine
-    storage: Storage
+    storage: Storage | None = Field(description="the stack's model store; none on an edge cluster (its pods read the "
+                                    "sources directly)")
     network: Network
     platform: PlatformSpec
     startup: StartupBudget
@@ -503,6 +576,11 @@ class Blueprint(_Frozen):
     slo: SloTargets
     predictions: Predictions
     alerting: Alerting = Field(default_factory=Alerting)
+    roles_anywhere: RolesAnywhereSpec | None = Field(default=None, description="edge cluster with s3:// sources: IAM "
+                                                     "Roles Anywhere (none elsewhere: EKS Pod Identity)")
+    monitored: bool = Field(default=True, description="the stack renders its ServiceMonitor, PrometheusRule and "
+                            "dashboard (its cluster runs kube-prometheus-stack); false on an edge cluster that "
+                            "declares none")
     pipeline: Pipeline | None = Field(default=None, description="compound services only: this part's place in the "
                                       "service's end-to-end latency")
     rationale: list[str] = Field(min_length=1)
@@ -520,6 +598,7 @@ class Blueprint(_Frozen):
             raise ValueError("a production stack never scales to zero: autoscaling.min_replicas must be >= 1")
         if self.production and self.compute.capacity_type is CapacityType.SPOT:
             raise ValueError("a production stack does not run on spot capacity")
+        self._edge_consistent()
         cert_region = self.network.exposure.certificate_region
         if cert_region is not None and cert_region != self.region:
             raise ValueError(f"network.exposure.tls_certificate_arn is in {cert_region} but the stack is in "
@@ -544,6 +623,25 @@ class Blueprint(_Frozen):
                 raise ValueError(f"predictions.{name}={predicted:g} misses slo.{name}={target:g}: this plan does not "
                                  "meet its own SLO; re-plan with `blueprint plan` instead of editing the stack config")
         return self
+
+    def _edge_consistent(self) -> None:
+        """An edge cluster's stack runs on owned nodes, keeps no model store and reads `s3://` sources through IAM
+        Roles Anywhere; elsewhere none of that applies."""
+        edge = self.platform.kind == "edge-cluster"
+        if edge != (self.compute.owned_nodes is not None):
+            raise ValueError("compute.owned_nodes is for platform.kind edge-cluster (and required there): re-plan "
+                             "with `blueprint plan`")
+        if edge != (self.storage is None):
+            raise ValueError("storage (the model store) is omitted exactly on an edge cluster: re-plan with "
+                             "`blueprint plan`")
+        s3 = any(m.source_uri.startswith("s3://") for m in self.models)
+        if (edge and s3) != (self.roles_anywhere is not None):
+            raise ValueError("roles_anywhere is set exactly for an edge cluster with s3:// sources: re-plan with "
+                             "`blueprint plan`")
+        wrong = [m.name for m in self.models if m.source_uri.startswith("hf://" if edge else "https://")]
+        if wrong:
+            raise ValueError(f"models {wrong}: {'hf://' if edge else 'https://'} sources are not served on "
+                             f"{self.platform.kind}: re-plan with `blueprint plan`")
 
     def _check_pipeline(self, pipeline: Pipeline, served: list[str]) -> None:
         part = pipeline.part.value
@@ -578,18 +676,37 @@ class Blueprint(_Frozen):
                          zones=self.platform.zones or 1)
 
     @property
+    def rollout_surge(self) -> int:
+        """Extra replicas a rolling update starts before stopping an old one: `defaults.SURGE_REPLICAS`, or 0 on an
+        edge cluster whose owned nodes have no room beside the autoscaler's maximum (then a rollout replaces one
+        replica at a time, `maxUnavailable: 1`)."""
+        if self.compute.owned_nodes is None:
+            return defaults.SURGE_REPLICAS
+        room = self.compute.owned_nodes * self.compute.replicas_per_node - self.autoscaling.max_replicas
+        return defaults.SURGE_REPLICAS if room >= defaults.SURGE_REPLICAS else 0
+
+    @property
     def strict_zone_spread(self) -> bool:
         """Availability >= `defaults.HIGH_AVAILABILITY_PCT` in production: replicas must spread over at least
         `defaults.MIN_ZONES_FOR_HIGH_AVAILABILITY` zones (topology spread with `minDomains`, DoNotSchedule)."""
         return self.production and self.slo.availability_pct >= defaults.HIGH_AVAILABILITY_PCT
 
     @property
+    def proxy_terminates_tls(self) -> bool:
+        """The pod's authenticating proxy serves TLS itself (a Kubernetes TLS Secret behind a NodePort or a MetalLB
+        LoadBalancer); an NLB and an Ingress terminate TLS before it."""
+        exposure = self.network.exposure
+        return bool(exposure.tls_secret_name) and exposure.via is not ExposureVia.INGRESS
+
+    @property
     def serving_port(self) -> int | None:
-        """The serving Service's port clients send HTTP requests to: the authenticating proxy's, 443 with a TLS
-        certificate and 80 without (the engine's own port is never on the Service); None on SageMaker."""
+        """The serving Service's port clients send HTTP requests to: the authenticating proxy's, 443 when TLS ends at
+        the NLB or at the proxy and 80 otherwise (behind an Ingress, which terminates TLS, the Service speaks plain
+        HTTP); the engine's own port is never on the Service. None on SageMaker."""
         if isinstance(self.engine, SageMakerEngine):
             return None
-        return defaults.TLS_PORT if self.network.exposure.tls_certificate_arn else defaults.PLAIN_PORT
+        tls = self.network.exposure.tls_certificate_arn or self.proxy_terminates_tls
+        return defaults.TLS_PORT if tls else defaults.PLAIN_PORT
 
     @property
     def model(self) -> ServedModel:

@@ -34,7 +34,7 @@ HELP = """Plan production model serving from a requirements file, and review it 
   blueprint preflight <stack>                         check the AWS service quotas the stack needs
   blueprint stacks [--changed FILE]                   the stacks in deploy order (platforms first), for CI
   blueprint estimate --model ID --gpu NAME ...        what-if on the LLM capacity model
-  blueprint schema                                    JSON Schema of requirements files
+  blueprint schema [--platform]                       JSON Schema of requirements files (or platform.yaml)
 
 Exit codes: 0 success; 1 (preview) invalid manifests, deployability or signal findings, or mandatory policy
 violations, (preflight) a quota below what the stack needs; 2 bad input.
@@ -133,7 +133,9 @@ def plan(
             use_policy=not no_policy, requirements_dir=project.requirements_dir if project.root else None,
             stacks_dir=stacks_dir, switch_threshold_pct=switch_threshold)
         previous = {bp.stack: recorded_blueprint(stack_config_path(stacks_dir, bp.stack)) for bp in planned.blueprints}
+        platform_source = project.requirements_dir.relative_to(project.root) if project.root else requirements.parent
         paths = write_stack_configs(planned.subjects, stacks_dir, source=requirements.as_posix(),
+                                    platform_source=platform_source.as_posix(),
                                     cluster_addons=planned.cluster_addons)
     written = dict(zip([s.stack for s in planned.subjects], paths))
     reviews = {bp.stack: review_changes(bp.stack, previous[bp.stack], bp) for bp in planned.blueprints
@@ -185,8 +187,10 @@ def summary(bp) -> str:
         cost += f" + shared {bp.platform.stack}" + (f" (${p.platform_monthly_cost_usd:,.0f}/month for all its "
                                                     "services)" if p.platform_monthly_cost_usd is not None else "")
     return (f"[bold]{bp.stack}[/]  {bp.archetype.value}  {bp.region}\n"
-            f"  compute   {c.instance_type}{gpus}; {c.replicas} replica(s) at peak, autoscale "
-            f"{a.min_replicas}-{a.max_replicas}\n"
+            f"  compute   {c.node_type}{f' ({c.owned_nodes} owned)' if c.owned_nodes else ''}{gpus}; "
+            f"{c.replicas} replica(s) at peak, "
+            + (f"fixed {a.min_replicas}" if a.metric == "fixed" else f"autoscale {a.min_replicas}-{a.max_replicas}")
+            + "\n"
             f"  predicts  {latency}; {p.requests_per_s_capacity:g} requests/s capacity\n"
             f"  cost      {cost}{_expected(p)}")
 
@@ -262,7 +266,7 @@ def preview(
         with err.status(f"Running the Pulumi program for {stack} under the mock engine..."):
             report = review_stack(stack, stacks_dir=stacks_dir or project.stacks_dir,
                                   program=program or project.program, policy_config=policy_config,
-                                  policy_dir=project.policy_dir)
+                                  policy_dir=project.policy_dir, baseline=base)
         diff = diff_reports(base, report.to_json()) if base is not None else None
         review = baseline_review(report, base, diff) if base is not None and diff is not None else None
         if out_path is not None:
@@ -646,11 +650,16 @@ def _estimate_model(model: str | None, requirements: Path | None, architecture: 
 @app.command()
 def schema(
     out_file: Optional[Path] = typer.Option(None, "--out", help="Write to this file instead of stdout."),
+    platform: bool = typer.Option(False, "--platform", help="The platform team's platform.yaml instead of a "
+                                  "service's requirements file."),
 ) -> None:
-    """Print the requirements file's JSON Schema (for editor validation, e.g. yaml-language-server)."""
+    """Print the requirements file's JSON Schema, or platform.yaml's with --platform (for editor validation, e.g.
+    yaml-language-server)."""
+    from blueprints.platform import platform_json_schema
     from blueprints.requirements import requirements_json_schema
 
-    text = json.dumps(requirements_json_schema(), indent=2, sort_keys=True) + "\n"
+    text = json.dumps(platform_json_schema() if platform else requirements_json_schema(), indent=2,
+                      sort_keys=True) + "\n"
     if out_file is None:
         typer.echo(text, nl=False)
     else:

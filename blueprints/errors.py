@@ -61,6 +61,9 @@ def format_validation_error(exc: ValidationError, *, source: Path | str, prefix:
             f" (got {excerpt(got)})"
         if isinstance(got, bool) and err["type"] == "string_type":
             msg += "; YAML reads unquoted yes/no/on/off/true/false as booleans: quote the value"
+        elif isinstance(got, (int, float)) and err["type"] == "string_type":
+            msg += ("; YAML reads an unquoted number as a number (1.30 becomes 1.3): quote the value as written, "
+                    'e.g. "1.30"')
         lines.append(f"  {loc}: {msg}{shown}")
     return "\n".join(lines)
 

@@ -11,12 +11,7 @@ from __future__ import annotations
 
 from blueprints.blueprint import Archetype, Blueprint
 from blueprints.catalog.addons import WorkloadFeature, load_platform_catalog
-
-
-def version_key(version: str) -> tuple[int, int]:
-    """`1.30` -> (1, 30), for ordering Kubernetes minor versions."""
-    major, minor = version.split(".")
-    return int(major), int(minor)
+from blueprints.platform import kubernetes_minor
 
 
 def features_used(bp: Blueprint) -> list[WorkloadFeature]:
@@ -30,7 +25,7 @@ def features_used(bp: Blueprint) -> list[WorkloadFeature]:
 def minimum_version() -> str:
     """The oldest Kubernetes version every field any service workload may render works on."""
     features = load_platform_catalog().workload_features
-    return max((f.min_version for f in features), key=version_key, default="1.0")
+    return max((f.min_version for f in features), key=kubernetes_minor, default="1.0")
 
 
 def feature_problems(bp: Blueprint, *, source: str) -> list[str]:
@@ -44,4 +39,4 @@ def feature_problems(bp: Blueprint, *, source: str) -> list[str]:
     return [f"environments.{bp.environment}: Kubernetes {version} ({source}) lacks {f.field}, which the "
             f"{bp.archetype.value} workloads use (on by default from Kubernetes {f.min_version}: {f.id}); upgrade the "
             f"cluster to >= {f.min_version} and set that version"
-            for f in features_used(bp) if version_key(version) < version_key(f.min_version)]
+            for f in features_used(bp) if kubernetes_minor(version) < kubernetes_minor(f.min_version)]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from blueprints import defaults
 from blueprints.catalog import Architecture, Catalog, Gpu, InstanceType, Task
 from blueprints.errors import CatalogError, RequirementsError, SizingError
+from blueprints.edge import OwnedNodeShape, edge_capacity_problem, owned_node_shape
 from blueprints.guardrails import Breach, SearchLimits
 from blueprints.requirements import Accelerator, ModelSpec, Platform, Precision, Requirements, Traffic
 from blueprints.capacity.physics import kv_cache_tokens, replica_model
@@ -166,11 +167,24 @@ def _families_ok(req: Requirements, inst: InstanceType) -> bool:
     return not families or inst.family in families
 
 
+def edge_nodes(req: Requirements, catalog: Catalog) -> OwnedNodeShape | None:
+    """The edge cluster's owned node shape (`blueprints.edge`), or None off an edge cluster."""
+    nodes = req.hardware.edge_nodes
+    if req.operations.platform is not Platform.EDGE_CLUSTER or nodes is None:
+        return None
+    return owned_node_shape(nodes, hours_per_month=catalog.hours_per_month)
+
+
+def gflops_per_vcpu(inst: InstanceType, catalog: Catalog) -> float:
+    """Effective FP32 GFLOP/s per vCPU: the edge nodes' own figure, else the catalog's for the instance family."""
+    return inst.gflops_per_vcpu if isinstance(inst, OwnedNodeShape) else catalog.cpu_gflops(inst)
+
+
 def gpu_instances(req: Requirements, catalog: Catalog, *, managed: bool,
                   limits: SearchLimits = SearchLimits()) -> list[InstanceType]:
     """GPU instance types allowed by hardware.accelerators, allowed_instance_families and the environment's policy
-    (`limits`; SageMaker's types if managed)."""
-    if Accelerator.NVIDIA_GPU not in req.hardware.accelerators:
+    (`limits`; SageMaker's types if managed); none on an edge cluster (its owned nodes are CPU nodes)."""
+    if Accelerator.NVIDIA_GPU not in req.hardware.accelerators or edge_nodes(req, catalog) is not None:
         return []
     table = catalog.sagemaker if managed else catalog.ec2
     return [i for i in table.values() if i.gpu_count and _families_ok(req, i) and limits.allows(i)]
@@ -178,9 +192,12 @@ def gpu_instances(req: Requirements, catalog: Catalog, *, managed: bool,
 
 def cpu_instances(req: Requirements, catalog: Catalog, *, limits: SearchLimits = SearchLimits()) -> list[InstanceType]:
     """CPU-only EC2 types allowed by accelerators, families, cpu_arch and the environment's policy (none if `cpu` is
-    not an accelerator)."""
+    not an accelerator); on an edge cluster, its owned node shape (no instance type to allow)."""
     if Accelerator.CPU not in req.hardware.accelerators:
         return []
+    owned = edge_nodes(req, catalog)
+    if owned is not None:
+        return [owned]
     arch = req.hardware.cpu_arch
     return [i for i in catalog.ec2.values() if not i.gpu_count and _families_ok(req, i) and limits.allows(i)
             and (arch is None or i.cpu_arch == arch.value)]
@@ -727,7 +744,7 @@ def request_work(model: ResolvedModel, catalog: Catalog) -> RequestWork:
                                          gpu=catalog.gpu(inst.gpu), precision=spec.precision,  # type: ignore[arg-type]
                                          autoregressive=model.task.autoregressive)
         return RequestWork(gflops=gflops_from_cpu_latency(spec.measured_latency_ms, vcpus=inst.vcpus,
-                                                          gflops_per_vcpu=catalog.cpu_gflops(inst)),
+                                                          gflops_per_vcpu=gflops_per_vcpu(inst, catalog)),
                            weights_gib=model.weights_gib)
     return _estimated_work(model)
 
@@ -854,17 +871,41 @@ def _replicas_for_load(req: Requirements, env: str, loads: tuple[ModelLoad, ...]
     return max(replicas_floor(req, env), math.ceil(busy - 1e-9))
 
 
+def fits_owned_nodes(option: NongenOption) -> bool:
+    """An option on an edge cluster's owned nodes holds the peak replicas on its `count` nodes (always true for EC2
+    options: their node pool grows)."""
+    inst = option.instance
+    if not isinstance(inst, OwnedNodeShape):
+        return True
+    return math.ceil(option.replicas / option.replicas_per_node) <= inst.count
+
+
+def surge_room(option: NongenOption) -> bool:
+    """The owned nodes have room for a rolling update's extra replica beside the peak (EC2 options always do)."""
+    inst = option.instance
+    return not isinstance(inst, OwnedNodeShape) or \
+        inst.count * option.replicas_per_node >= option.replicas + defaults.SURGE_REPLICAS
+
+
 def search_nongen_options(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog, *,
                           accelerator: Accelerator, managed: bool = False,
+                          within_owned_nodes: bool = True,
                           limits: SearchLimits = SearchLimits()) -> list[NongenOption]:
     """Every node type and replica shape that holds the models, meets the latency budget and stays within `limits`
     (instance types, GPU quota with the surge, max_replicas), cheapest first. Each is sized analytically, so every
     candidate is evaluated: none is pruned.
 
+    On an edge cluster the one node shape is the declared owned node: shapes leaving room for a rolling update's
+    extra replica come first, then those using the fewest nodes (owned hardware is paid for anyway; fewer nodes leave
+    room for the site's other work), then latency.
+
     Args:
         accelerator: `nvidia-gpu` (Triton on GPUs; one GPU per replica, or one whole instance on SageMaker) or `cpu`
             (ONNX Runtime or Triton on CPU nodes; replicas of 1-16 vCPUs).
         managed: SageMaker hosting types (GPU only in the catalog) instead of EC2.
+        within_owned_nodes: keep only options whose peak replicas fit an edge cluster's node count
+            (`fits_owned_nodes`). Defaults to True; the infeasibility explanation turns it off to name the
+            shortfall.
         limits: the environment's constraints (`guardrails.SearchLimits`).
     """
     target = latency_target_ms(req)
@@ -896,15 +937,17 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
             for per_node, vcpus in cpu_replica_shapes(inst):
                 if per_node * memory > inst.memory_gib * defaults.NODE_ALLOCATABLE_CPU_FRACTION:
                     continue
-                loads = _cpu_loads(models, works, vcpus, catalog.cpu_gflops(inst), target)
+                loads = _cpu_loads(models, works, vcpus, gflops_per_vcpu(inst, catalog), target)
                 if loads is None:
                     continue
                 replicas = _replicas_for_load(req, env, loads)
                 options.append(NongenOption(inst, None, 0, vcpus, memory, per_node, loads, replicas,
                                             math.ceil(replicas / per_node), inst.usd_per_hour * factor))
+    if within_owned_nodes:
+        options = [o for o in options if fits_owned_nodes(o)]
     options = [o for o in options if nongen_breach(o, limits, managed=managed) is None]
-    options.sort(key=lambda o: (o.nodes * o.node_usd_per_hour, o.latency_p95_ms, o.instance.instance_type,
-                                o.cpu_per_replica))
+    options.sort(key=lambda o: (o.nodes * o.node_usd_per_hour, not surge_room(o), o.nodes, o.latency_p95_ms,
+                                o.instance.instance_type, o.cpu_per_replica))
     return options
 
 
@@ -917,13 +960,18 @@ def nongen_breach(option: NongenOption, limits: SearchLimits, *, managed: bool) 
     return limits.breach(option.instance, replicas=option.replicas, per_node=option.replicas_per_node, managed=managed)
 
 
-def explain_infeasible_nongen(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog, *,
-                              accelerator: Accelerator, managed: bool = False,
+def explain_infeasible_nongen(req: Requirements, models: list[ResolvedModel], catalog: Catalog, *,
+                              accelerator: Accelerator, managed: bool = False, env: str | None = None,
                               limits: SearchLimits = SearchLimits()) -> str:
-    """Why no non-generative option exists: the constraint the cheapest option meeting the latency budget breaks,
-    else what to relax (latency budget, hardware, or model size)."""
+    """Why no non-generative option exists: the constraint the cheapest option meeting the latency budget breaks
+    (`env` given), else what to relax (latency budget, hardware, or model size)."""
+    names = ", ".join(m.spec.served_name for m in models)
+    kind = "GPU" if accelerator is Accelerator.NVIDIA_GPU else "CPU"
+    owned = edge_nodes(req, catalog)
+    if owned is not None and not managed and accelerator is Accelerator.CPU:
+        return _explain_edge(req, models, catalog, owned, [env] if env else _edge_environments(req))
     free = search_nongen_options(req, env, models, catalog, accelerator=accelerator, managed=managed,
-                                 limits=relaxed(limits))
+                                 limits=relaxed(limits)) if env is not None else []
     if free:
         best = free[0]
         breach = nongen_breach(best, limits, managed=managed)
@@ -934,10 +982,8 @@ def explain_infeasible_nongen(req: Requirements, env: str, models: list[Resolved
                     o.nodes * o.node_usd_per_hour * catalog.hours_per_month)
 
         least = min(free, key=need)
-        return explain_breach(env, _describe_nongen(best), need(best)[1], breach,
+        return explain_breach(env, _describe_nongen(best), need(best)[1], breach,  # type: ignore[arg-type]
                               least=(need(least)[0], _describe_nongen(least), need(least)[1]))
-    names = ", ".join(m.spec.served_name for m in models)
-    kind = "GPU" if accelerator is Accelerator.NVIDIA_GPU else "CPU"
     candidates = (gpu_instances(req, catalog, managed=managed, limits=limits) if accelerator is Accelerator.NVIDIA_GPU
                   else [] if managed else cpu_instances(req, catalog, limits=limits))
     if not candidates:
@@ -958,7 +1004,7 @@ def explain_infeasible_nongen(req: Requirements, env: str, models: list[Resolved
             times = [gpu_batch_ms(w, batch_size=1, gpu=gpu, precision=m.spec.precision) for m, w in zip(models, works)]
         else:
             vcpus = max(v for _, v in cpu_replica_shapes(inst))
-            times = [cpu_request_ms(g, vcpus=vcpus, gflops_per_vcpu=catalog.cpu_gflops(inst)) for g in gflops]
+            times = [cpu_request_ms(g, vcpus=vcpus, gflops_per_vcpu=gflops_per_vcpu(inst, catalog)) for g in gflops]
         floors.append((max(t + max(times) for t in times), inst.instance_type))
     if not floors:
         return (f"{names} need more GPU memory ({defaults.TRITON_GPU_INSTANCES} instances each) than any allowed GPU "
@@ -968,3 +1014,49 @@ def explain_infeasible_nongen(req: Requirements, env: str, models: list[Resolved
             f"(slo.latency_p95_ms): the fastest, {where} at batch 1, predicts {best:.0f} ms "
             f"({sum(gflops):.1f} GFLOP per request across the models); raise slo.latency_p95_ms to >= "
             f"{math.ceil(best)}, shorten traffic.mean_input_tokens, or allow faster hardware")
+
+
+def _explain_edge(req: Requirements, models: list[ResolvedModel], catalog: Catalog, owned: OwnedNodeShape,
+                  envs: list[str]) -> str:
+    """Why the edge cluster's nodes cannot serve the models: no whole vCPU per replica, not enough memory for one
+    replica, a latency floor above the SLO on the whole node, or too few nodes for the peak (the shortfall)."""
+    names = ", ".join(m.spec.served_name for m in models)
+    shapes = cpu_replica_shapes(owned)
+    if not shapes:
+        least = next(v for v in range(owned.vcpus + 1, 4096) if cpu_replica_shapes(owned.model_copy(update={"vcpus": v})))
+        return (f"hardware.edge_nodes.vcpus={owned.vcpus} leaves no whole vCPU for a replica after the node's own "
+                f"share ({1 - defaults.NODE_ALLOCATABLE_CPU_FRACTION:.0%} for kubelet, the system and the proxy "
+                f"sidecar): give nodes of at least {least} vCPUs")
+    weights = sum(m.weights_gib for m in models)
+    memory = weights * defaults.CPU_MEMORY_WEIGHTS_FACTOR + defaults.CPU_MEMORY_OVERHEAD_GIB
+    usable = owned.memory_gib * defaults.NODE_ALLOCATABLE_CPU_FRACTION
+    if memory > usable:
+        return (f"hardware.edge_nodes.memory_gib={owned.memory_gib:g} cannot hold one replica of {names}: it needs "
+                f"{memory:.1f} GiB ({weights:.2f} GiB of weights x {defaults.CPU_MEMORY_WEIGHTS_FACTOR:g} + "
+                f"{defaults.CPU_MEMORY_OVERHEAD_GIB:g} GiB of runtime) within "
+                f"{defaults.NODE_ALLOCATABLE_CPU_FRACTION:.0%} of the node's memory ({usable:.1f} GiB); give nodes "
+                f"of at least {math.ceil(memory / defaults.NODE_ALLOCATABLE_CPU_FRACTION)} GiB, or serve the model "
+                "at a lower precision")
+    for env in envs:
+        unconstrained = search_nongen_options(req, env, models, catalog, accelerator=Accelerator.CPU,
+                                              within_owned_nodes=False)
+        if unconstrained:
+            best = min(unconstrained, key=lambda o: math.ceil(o.replicas / o.replicas_per_node))
+            shortfall = edge_capacity_problem(env=env, nodes=owned, replicas=best.replicas,
+                                              per_node=best.replicas_per_node, cpu=best.cpu_per_replica)
+            if shortfall is not None:
+                return shortfall
+    gflops = [request_work(m, catalog).gflops for m in models]
+    vcpus = max(v for _, v in shapes)
+    times = [cpu_request_ms(g, vcpus=vcpus, gflops_per_vcpu=owned.gflops_per_vcpu) for g in gflops]
+    floor = max(t + max(times) for t in times)
+    return (f"{names} cannot meet a p95 request latency of {latency_target_ms(req):g} ms (slo.latency_p95_ms) on "
+            f"hardware.edge_nodes: even one replica using {vcpus} of a node's {owned.vcpus} vCPUs at "
+            f"{owned.gflops_per_vcpu:g} GFLOP/s per vCPU predicts {floor:.0f} ms ({sum(gflops):.1f} GFLOP per "
+            f"request); raise slo.latency_p95_ms to >= {math.ceil(floor)}, give nodes with more or faster vCPUs "
+            "(hardware.edge_nodes.vcpus, gflops_per_vcpu as measured), or shorten traffic.mean_input_tokens")
+
+
+def _edge_environments(req: Requirements) -> list[str]:
+    """Environments busiest first (the one short of nodes first)."""
+    return sorted(req.environments, key=lambda e: -req.environments[e].traffic_scale)

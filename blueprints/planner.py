@@ -41,7 +41,7 @@ from blueprints.catalog import Catalog, Gpu
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.compound import service_parts
 from blueprints.platform import AlertingSpec, PlatformConfig
-from blueprints.platform_plan import landing_platform
+from blueprints.platform_landing import landing_platform
 from blueprints.guardrails import Guardrails, SearchLimits
 from blueprints.errors import RequirementsError, SizingError
 from blueprints.capacity.simulator import SimulationResult
@@ -71,19 +71,33 @@ from blueprints.requirements import (
     CpuArch,
     Exposure,
     ExposureScope,
+    ExposureVia,
     ModelFormat,
-    Platform,
+    Platform as PlatformKind,
     Precision,
     Quantization,
     Requirements,
 )
+from blueprints.cluster_exposure import AWS_LOAD_BALANCER_CONTROLLER, resolve_exposure
+from blueprints.edge import OwnedNodeShape
+from blueprints.edge_plan import (
+    bounded_ceiling,
+    edge_autoscaling,
+    edge_reasons,
+    exposure_words,
+    monitored,
+    reach_words,
+    owned_cost_lines,
+    roles_anywhere_spec,
+)
+from blueprints.images import image_problems
+from blueprints.kubernetes_features import feature_problems
 from blueprints.scaling_plan import finish, zones_of
 from blueprints.selection import Selection, sagemaker_engine, select_archetype
 from blueprints.signals import planned_target
-from blueprints.kubernetes_features import feature_problems
 from blueprints.stability import Hardware, decide
 from blueprints.startup import startup_budget
-from blueprints.weights import with_weights_reason
+from blueprints.weights import replica_ephemeral_gib, with_weights_reason
 
 
 def _vllm_dtype(precision: Precision, quantization: Quantization | None, gpu: Gpu) -> tuple[str, str | None]:
@@ -116,8 +130,8 @@ def _served_model(m: ResolvedModel, req: Requirements, env: str) -> ServedModel:
                            input_tokens_p95=m.traffic.input_tokens_p95, output_tokens_p95=m.traffic.output_tokens_p95)
     return ServedModel(name=m.spec.served_name, catalog_id=m.spec.id, task=m.task, format=m.spec.format,
                        precision=m.spec.precision, quantization=m.spec.quantization_method,
-                       source_uri=m.spec.weights_uri, source_kms_key_arn=m.spec.weights_kms_key_arn,
-                       params_b=m.architecture.params_b,
+                       source_uri=m.spec.weights_uri, sha256=m.spec.sha256,
+                       source_kms_key_arn=m.spec.weights_kms_key_arn, params_b=m.architecture.params_b,
                        weights_gib=round(m.weights_gib, 2), max_context_tokens=m.max_context_tokens, traffic=traffic)
 
 
@@ -217,12 +231,12 @@ class PlanContext:
 
     def platform(self, req: Requirements, env: str, *, managed: bool) -> PlatformConfig | None:
         """The platform this environment uses: its cluster (self-hosted on EKS) or its VPC (private SageMaker); none
-        for a self-hosted archetype on an existing cluster (a private `preference: any` service lands on a platform
-        only should it be planned onto SageMaker)."""
+        for a self-hosted archetype on an existing or edge cluster (a private `preference: any` service lands on a
+        platform only should it be planned onto SageMaker)."""
         name = landing_platform(req, env)
         if name is None or (managed and not req.compliance.private_only):
             return None
-        if not managed and req.operations.platform is Platform.EXISTING_CLUSTER:
+        if not managed and req.operations.platform is not PlatformKind.EKS:
             return None
         return self.platforms[name]
 
@@ -235,17 +249,29 @@ class PlanContext:
         return default_kubernetes_version(self.as_of)
 
 
+def _network(req: Requirements, *, managed: bool, idle_timeout_s: int) -> Network:
+    """Who reaches the service and through what (`blueprints.cluster_exposure`); SageMaker endpoints have no
+    Kubernetes exposure."""
+    if managed:
+        return Network(private_only=req.compliance.private_only, load_balancer_idle_timeout_s=idle_timeout_s,
+                       exposure=Exposure())
+    resolved = resolve_exposure(req.operations, req.exposure)
+    return Network(private_only=req.compliance.private_only, load_balancer_idle_timeout_s=idle_timeout_s,
+                   exposure=resolved.exposure(req.exposure), exposed_by=resolved.exposed_by)
+
+
 def _common(req: Requirements, env: str, ctx: PlanContext, *, managed: bool, idle_timeout_s: int) -> dict:
     """Blueprint fields every archetype fills the same way."""
     platform = ctx.platform(req, env, managed=managed)
+    edge = req.operations.platform is PlatformKind.EDGE_CLUSTER and not managed
     return dict(
         service=req.service, environment=env, production=req.is_production(env),
         region=req.environments[env].region, tags=_tags(req, env),
         compliance=ComplianceRecord(**req.compliance.model_dump(), production=req.is_production(env)),
-        storage=Storage(customer_managed_kms=req.compliance.customer_managed_kms,
-                        retain_on_delete=req.is_production(env)),
-        network=Network(private_only=req.compliance.private_only, load_balancer_idle_timeout_s=idle_timeout_s,
-                        exposure=Exposure() if managed else req.exposure),
+        storage=None if edge else Storage(customer_managed_kms=req.compliance.customer_managed_kms,
+                                          retain_on_delete=req.is_production(env)),
+        network=_network(req, managed=managed, idle_timeout_s=idle_timeout_s),
+        roles_anywhere=roles_anywhere_spec(req, env) if edge else None, monitored=monitored(req),
         platform=PlatformSpec(kind="sagemaker" if managed else req.operations.platform,
                               kubernetes_version=ctx.kubernetes_version(req, env, managed=managed),
                               namespace=req.service, stack=platform.stack if platform else None,
@@ -268,6 +294,15 @@ def access_reasons(req: Requirements, *, managed: bool) -> list[str]:
     exposure = req.exposure
     key = ("every request needs the stack's API key (`Authorization: Bearer <key>`; stack output `api_key`, a "
            "secret), checked by the authenticating proxy in each pod")
+    resolved = resolve_exposure(req.operations, exposure)
+    if resolved.exposed_by != AWS_LOAD_BALANCER_CONTROLLER:
+        how = exposure_words(resolved.via, resolved.exposed_by, ingress_class=resolved.ingress_class_name,
+                             node_port=exposure.node_port, hostname=exposure.hostname)
+        tls = (f"TLS with Secret {exposure.tls_secret_name} ("
+               + ("the Ingress terminates it)" if resolved.via is ExposureVia.INGRESS else "the proxy terminates it)")
+               if exposure.tls_secret_name else "plain HTTP (no exposure.tls_secret_name)")
+        return [f"access: {how}, {tls}, exposure.scope {exposure.scope.value}: {reach_words(resolved, exposure)}; "
+                f"{key}"]
     if exposure.scope is ExposureScope.PUBLIC:
         where = ("the whole internet (acknowledged)" if exposure.acknowledge_open_internet and "0.0.0.0/0" in
                  exposure.allowed_cidrs else ", ".join(exposure.allowed_cidrs))
@@ -283,7 +318,10 @@ def _capacity(req: Requirements, env: str, *, managed: bool) -> CapacityType:
 
 
 def _cost_notes(req: Requirements, env: str, catalog: Catalog, *, managed: bool) -> list[str]:
-    """Caveats on the cost: prices quoted for another region, spot estimates, spot not offered."""
+    """Caveats on the cost: prices quoted for another region, spot estimates, spot not offered (none for an edge
+    cluster's owned hardware, which has no list price)."""
+    if req.hardware.edge_nodes is not None and not managed:
+        return []
     region = req.environments[env].region
     notes = [] if region == catalog.price_region else [
         f"costs use the catalog's {catalog.price_region} list prices; {region} prices differ, so "
@@ -451,7 +489,7 @@ def _llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedMod
         memory_gib_per_node=inst.memory_gib,
         cpu_per_replica=max(1, math.floor(inst.vcpus * share * defaults.NODE_ALLOCATABLE_CPU_FRACTION)),
         memory_gib_per_replica=max(math.floor(inst.memory_gib * share * 0.8), math.ceil(shm_gib + 4)),
-        ephemeral_storage_gib_per_replica=math.ceil(served.weights_gib * 1.1 + 10),
+        ephemeral_storage_gib_per_replica=replica_ephemeral_gib([served.weights_gib]),
         replicas=best.replicas, capacity_type=_capacity(req, env, managed=managed), cpu_arch=CpuArch(inst.cpu_arch))
 
 
@@ -620,8 +658,8 @@ def _nongen_option(req: Requirements, env: str, models: list[ResolvedModel], cat
     limits = ctx.limits(req, env, managed=managed)
     options = search_nongen_options(req, env, models, catalog, accelerator=accelerator, managed=managed, limits=limits)
     if not options:
-        raise SizingError(explain_infeasible_nongen(req, env, models, catalog, accelerator=accelerator,
-                                                    managed=managed, limits=limits))
+        raise SizingError(explain_infeasible_nongen(req, models, catalog, accelerator=accelerator, managed=managed,
+                                                    env=env, limits=limits))
     best, headline = options[0], None
     previous = ctx.existing.get(f"{req.service}-{env}")
     if previous is not None and previous.archetype is archetype:
@@ -629,7 +667,8 @@ def _nongen_option(req: Requirements, env: str, models: list[ResolvedModel], cat
         month = catalog.hours_per_month
         kept = next((o for o in options if _nongen_hardware(o, archetype) == previous), None)
         keep, headline = decide(
-            previous, _nongen_hardware(best, archetype), cheapest_usd=best.nodes * best.node_usd_per_hour * month + fixed,
+            previous, _nongen_hardware(best, archetype),
+            cheapest_usd=best.nodes * best.node_usd_per_hour * month + fixed,
             previous_usd=kept.nodes * kept.node_usd_per_hour * month + fixed if kept else None,
             unavailable=None if kept else "it no longer meets the latency budget within the constraints",
             threshold_pct=ctx.switch_threshold_pct)
@@ -650,23 +689,31 @@ def _quota_cap(ctx: PlanContext, req: Requirements, env: str, *, per_node: int, 
 def _nongen_compute(req: Requirements, env: str, option: NongenOption, served: list[ServedModel], *,
                     managed: bool = False) -> Compute:
     inst = option.instance
+    owned = inst if isinstance(inst, OwnedNodeShape) else None
     return Compute(
-        accelerator=Accelerator.NVIDIA_GPU if option.gpu else Accelerator.CPU, instance_type=inst.instance_type,
+        accelerator=Accelerator.NVIDIA_GPU if option.gpu else Accelerator.CPU,
+        instance_type=None if owned else inst.instance_type, owned_nodes=owned.count if owned else None,
         gpu=option.gpu.name if option.gpu else None, gpus_per_node=inst.gpu_count,
         gpus_per_replica=option.gpus_per_replica, vcpus_per_node=inst.vcpus, memory_gib_per_node=inst.memory_gib,
         cpu_per_replica=option.cpu_per_replica, memory_gib_per_replica=option.memory_gib_per_replica,
-        ephemeral_storage_gib_per_replica=math.ceil(sum(s.weights_gib for s in served) * 1.1 + 10),
+        ephemeral_storage_gib_per_replica=replica_ephemeral_gib(s.weights_gib for s in served),
         replicas=option.replicas, capacity_type=_capacity(req, env, managed=managed), cpu_arch=CpuArch(inst.cpu_arch))
 
 
 def _nongen_reasons(req: Requirements, env: str, option: NongenOption, catalog: Catalog, *,
                     cheapest: bool = True) -> list[str]:
     inst = option.instance
-    shape = (f"{option.gpus_per_replica} GPU ({option.gpu.model})" if option.gpu
-             else f"{option.cpu_per_replica} vCPU ({inst.family}, {catalog.cpu_gflops(inst):g} GFLOP/s per vCPU "
-                  "[unverified])")
-    why = [f"{inst.instance_type}, {shape} per replica: {'the cheapest' if cheapest else 'the kept'} option meeting a "
-           "p95 request latency of "
+    if isinstance(inst, OwnedNodeShape):
+        source = ("hardware.edge_nodes.gflops_per_vcpu" if req.hardware.edge_nodes
+                  and req.hardware.edge_nodes.gflops_per_vcpu else f"{inst.cpu_arch} default [assumption]")
+        shape = f"{option.cpu_per_replica} vCPU ({inst.gflops_per_vcpu:g} GFLOP/s per vCPU, {source})"
+    else:
+        shape = (f"{option.gpus_per_replica} GPU ({option.gpu.model})" if option.gpu
+                 else f"{option.cpu_per_replica} vCPU ({inst.family}, {catalog.cpu_gflops(inst):g} GFLOP/s per vCPU "
+                      "[unverified])")
+    choice = ("the replica shape using the fewest owned nodes" if isinstance(inst, OwnedNodeShape)
+              else "the cheapest option" if cheapest else "the kept option")
+    why = [f"{inst.instance_type}, {shape} per replica: {choice} meeting a p95 request latency of "
            f"{latency_target_ms(req):g} ms"
            + ("" if req.slo.latency_p95_ms or req.slo.latency_p99_ms else " (default budget; set slo.latency_p95_ms)")]
     for ld in option.loads:
@@ -707,23 +754,35 @@ def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catal
                                    accelerator=selection.accelerator)
     served = [_served_model(m, req, env) for m in models]
     inst = option.instance
+    owned = inst if isinstance(inst, OwnedNodeShape) else None
     startup = startup_budget(weights_gib=sum(s.weights_gib for s in served),
-                             engine_kind="onnxruntime" if onnx else "triton", gpu=option.gpu is not None)
-    lines = _cost_lines(req, env, catalog, what="GPU nodes" if option.gpu else "CPU nodes",
-                        instance_type=inst.instance_type, nodes=option.nodes, usd_per_hour=option.node_usd_per_hour,
-                        managed=False)
+                             engine_kind="onnxruntime" if onnx else "triton", gpu=option.gpu is not None,
+                             owned_nodes=owned is not None)
+    lines = (owned_cost_lines(owned, option.nodes, catalog) if owned is not None else
+             _cost_lines(req, env, catalog, what="GPU nodes" if option.gpu else "CPU nodes",
+                         instance_type=inst.instance_type, nodes=option.nodes,
+                         usd_per_hour=option.node_usd_per_hour, managed=False))
     check_budget(req, env, catalog, lines=lines,
                  what=f"{selection.archetype.value}, {option.nodes}x {inst.instance_type}",
                  replicas=option.replicas, replicas_per_node=option.replicas_per_node,
                  node_usd_per_hour=option.node_usd_per_hour, managed=False)
-    floor, ceiling, capped = _autoscaling_bounds(req, env, option.replicas, can_scale_to_zero=not onnx,
-                                                 **_quota_cap(ctx, req, env, per_node=option.replicas_per_node,
-                                                              gpus_per_node=inst.gpu_count))
+    quota = _quota_cap(ctx, req, env, per_node=option.replicas_per_node, gpus_per_node=inst.gpu_count)
+    floor, ceiling, capped = _autoscaling_bounds(req, env, option.replicas,
+                                                 can_scale_to_zero=not onnx and owned is None, **quota)
+    if owned is not None:
+        ceiling = bounded_ceiling(req, env, ceiling=ceiling, owned=owned, per_node=option.replicas_per_node,
+                                  replicas=option.replicas)
     utilization = min(defaults.TARGET_UTILIZATION[m.traffic.pattern.value] for m in models)
+    cpu_target = planned_target(utilization * 100, whole=True)
+    edge_scaling = None
+    if owned is not None:
+        edge_scaling = edge_autoscaling(req, selection.archetype, floor=floor, ceiling=ceiling,
+                                        replicas=option.replicas, keda_metric="nv_inference_pending_request_count",
+                                        cpu_target=cpu_target, cooldown_s=_cooldown_s(startup))
     if onnx:
         engine = OnnxRuntimeEngine(image=defaults.ONNXRUNTIME_IMAGE, intra_op_threads=option.cpu_per_replica)
         scaling = Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="cpu",
-                              target=planned_target(utilization * 100, whole=True), cooldown_s=_cooldown_s(startup))
+                              target=cpu_target, cooldown_s=_cooldown_s(startup))
         engine_note = (f"ONNX Runtime intra_op_threads={option.cpu_per_replica} = the CPU limit (0 would start one "
                        "thread per host core and oversubscribe the node)")
     else:
@@ -742,12 +801,21 @@ def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catal
                           else "")
                        + "".join(f"; {s.name}: {PYTHON_BACKEND_NOTE.format(name=s.name)}"
                                  for s, b in zip(served, backends) if b == "python"))
+    edge_notes: list[str] = []
+    if owned is not None and edge_scaling is not None:
+        scaling, scaling_note = edge_scaling
+        edge_notes = edge_reasons(req, env, owned=owned, replicas=option.replicas, per_node=option.replicas_per_node,
+                                  cpu=option.cpu_per_replica, nodes=option.nodes, ceiling=scaling.max_replicas,
+                                  scaling_note=scaling_note, roles_anywhere=roles_anywhere_spec(req, env))
+        if req.environments[env].min_replicas == 0:
+            edge_notes.append(f"environments.{env}.min_replicas=0 raised to {scaling.min_replicas}: an edge cluster's "
+                              "service does not scale to zero (no KEDA HTTP interceptor is planned there)")
     return Blueprint(
         **_common(req, env, ctx, managed=False, idle_timeout_s=defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S),
         archetype=selection.archetype, models=served, compute=_nongen_compute(req, env, option, served),
         engine=engine, startup=startup, autoscaling=scaling,
         predictions=_nongen_predictions(req, env, option, lines),
-        rationale=[*selection.reasons, *sized, engine_note, *capped,
+        rationale=[*selection.reasons, *sized, engine_note, *capped, *edge_notes,
                    *access_reasons(req, managed=False), *_cost_notes(req, env, catalog, managed=False)],
     )
 
@@ -876,6 +944,10 @@ def _plan_sized(req: Requirements, catalog: Catalog, ctx: PlanContext, names: li
     planned = [_land(with_weights_reason(build(req, env, models, catalog, selection, ctx)), ctx, req) for env in names]
     planned = [bp.model_copy(update={"rationale": [*bp.rationale, *ctx.notes[bp.environment]]})
                if ctx.notes.get(bp.environment) else bp for bp in planned]
+    for bp in planned:  # every image its pods run must be built for its nodes' architecture
+        problems = image_problems(bp)
+        if problems:
+            raise SizingError(f"environments.{bp.environment}: " + "; ".join(problems))
     problems = [p for bp in planned for p in feature_problems(bp, source=_version_source(req, bp, ctx))]
     if problems:
         raise RequirementsError("; ".join(problems))

@@ -22,9 +22,11 @@ from tabulate import tabulate
 from blueprints.changes import Review
 from blueprints.changes_report import review_lines, review_markdown
 from blueprints.diff import PlanDiff
+from blueprints.edge_plan import OWNED_NODES_ITEM
 from blueprints.errors import BlueprintError
 from blueprints.manifests import manifest_id
 from blueprints.preview import PreviewReport, RegisteredResource
+from blueprints.report_platform import platform_diagram, platform_rows
 
 #: Comment marker so the PR workflow updates one comment per stack instead of adding new ones.
 COMMENT_MARKER = "<!-- servingblueprints-preview:{stack} -->"
@@ -175,9 +177,14 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
                 ["monthly cost", f"${cfg.monthly_cost_usd:,.2f} (shared by its services)"]]
     bp = report.blueprint
     p = bp.predictions
-    rows = [["compute", f"{bp.compute.replicas} replica(s) on {bp.compute.instance_type}"
-             + (f", {bp.compute.gpus_per_replica} GPU(s) per replica" if bp.compute.gpus_per_replica else "")],
-            ["autoscaling", f"{bp.autoscaling.min_replicas}-{bp.autoscaling.max_replicas} on `{bp.autoscaling.metric}`"],
+    c = bp.compute
+    where = (f"{c.owned_nodes} owned {c.cpu_arch.value} edge node(s) of {c.vcpus_per_node} vCPU / "
+             f"{c.memory_gib_per_node:g} GiB" if c.owned_nodes else c.instance_type)
+    scaling = (f"fixed at {bp.autoscaling.min_replicas} replica(s) (no autoscaler)" if bp.autoscaling.metric == "fixed"
+               else f"{bp.autoscaling.min_replicas}-{bp.autoscaling.max_replicas} on `{bp.autoscaling.metric}`")
+    rows = [["compute", f"{c.replicas} replica(s) on {where}"
+             + (f", {c.gpus_per_replica} GPU(s) per replica" if c.gpus_per_replica else "")],
+            ["autoscaling", scaling],
             ["monthly cost", f"${p.monthly_cost_usd:,.2f} provisioned for the peak"
              + (" (spot estimate)" if p.cost_is_estimate else "")]]
     if p.expected_monthly_cost_usd is not None:
@@ -204,6 +211,15 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
     return rows
 
 
+def _cost_line_text(c: Any) -> str:
+    """One cost line for the console: cloud lines at their hourly price; owned edge nodes at their monthly cost per
+    node (the requirements' figure, not a price)."""
+    if c.item.startswith(OWNED_NODES_ITEM):
+        per_node = c.monthly_usd / c.quantity if c.quantity else 0.0
+        return f"{c.item}: {c.quantity:g} x ${per_node:,.2f}/month = ${c.monthly_usd:,.2f}"
+    return f"{c.item}: {c.quantity:g} x ${c.usd_per_hour:.4f}/h = ${c.monthly_usd:,.2f}"
+
+
 def _cost(report: PreviewReport) -> tuple[list, float, bool]:
     """(cost lines, monthly total, is a spot estimate)."""
     if report.is_platform:
@@ -223,7 +239,10 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None, review:
         out.append(review_markdown(review))
     if diff is not None:
         out.append(diff_markdown(diff))
-    out.append("### Plan\n\n" + _md_table(plan_summary(report), ["", ""]) + "\n")
+    out.append("### Plan\n\n" + _md_table(plan_summary(report), ["setting", "planned"]) + "\n")
+    if report.is_platform:
+        out.append("### What the platform runs\n\n" + _md_table(platform_rows(report), ["component", "what",
+                                                                                        "version"]) + "\n")
     out.append("Why:\n\n" + "\n".join(f"- {r}" for r in subject.rationale) + "\n")
     warnings = [*(subject.warnings if report.is_platform else []), *report.warnings]
     if warnings:
@@ -242,6 +261,8 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None, review:
     elif not report.is_platform:
         out.append("Every scaling query, alert and dashboard panel parses, names only metrics its engine and exporter "
                    "versions expose, and compares its threshold in its query's unit.\n")
+    else:
+        out.append("A platform has no scaling signals or alerts of its own; each service's preview checks its own.\n")
     out.append("### Policy verdicts\n")
     if report.policy_verdicts:
         out.append(_md_table([[v.level, v.policy, _short(v.resource), v.message] for v in report.policy_verdicts],
@@ -255,10 +276,13 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None, review:
         out.extend(f"- `{ident}`: {m}" for m in msgs)
     lines, total, _ = _cost(report)
     out.append("\n### Cost\n\n" + _md_table(
-        [[c.item, f"{c.quantity:g}", f"{c.usd_per_hour:.4f}", f"{c.monthly_usd:,.2f}"] for c in lines]
+        [[c.item, f"{c.quantity:g}",
+          "owned" if c.item.startswith(OWNED_NODES_ITEM) else f"{c.usd_per_hour:.4f}", f"{c.monthly_usd:,.2f}"]
+         for c in lines]
         + [["**total**", "", "", f"**{total:,.2f}**"]],
         ["item", "quantity", "USD/hour", "USD/month"]) + "\n")
-    out.append("### Architecture\n\n```mermaid\n" + mermaid_diagram(report) + "\n```\n")
+    diagram = platform_diagram(report) if report.is_platform else mermaid_diagram(report)
+    out.append("### Architecture\n\n```mermaid\n" + diagram + "\n```\n")
     out.append(f"<details><summary>{len(report.resources)} resources</summary>\n\n" + _md_table(
         [[r.type, r.name, r.parent or "", _settings_text(r)] for r in report.resources],
         ["type", "name", "parent", "key settings"]) + "\n\n</details>\n")
@@ -335,8 +359,7 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
         console.print(f"[bold]Expected monthly cost[/]: ${p.expected_monthly_cost_usd:,.2f} (fleet simulation; "
                       f"peak-provisioned ${p.monthly_cost_usd:,.2f}), SLO met in {p.slo_attainment:.1%} of minutes")
     console.print(f"[bold]Monthly cost[/]: ${total:,.2f}" + (" (spot estimate)" if estimate else "")
-                  + "  " + "; ".join(f"{c.item}: {c.quantity:g} x ${c.usd_per_hour:.4f}/h = ${c.monthly_usd:,.2f}"
-                                     for c in lines))
+                  + "  " + "; ".join(_cost_line_text(c) for c in lines))
     if not report.is_platform and report.blueprint.platform.stack:
         p = report.blueprint.predictions
         console.print(f"[bold]Shared platform[/]: {report.blueprint.platform.stack}"

@@ -25,8 +25,16 @@ DNS_1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 AWS_REGION = r"^[a-z]{2}(-gov)?-[a-z]+-\d$"
 #: An AWS region in the catalog (`blueprints.catalog.known_region`).
 Region = Annotated[str, Field(pattern=AWS_REGION), AfterValidator(known_region)]
-#: Where weights come from: `s3://bucket/prefix/` or `hf://org/name`.
-WEIGHTS_URI = r"^(s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?|hf://[\w.\-]+/[\w.\-]+)$"
+#: Where weights come from: `s3://bucket/prefix/`, `hf://org/name`, or (edge clusters) an `https://` URL of one file.
+WEIGHTS_URI = (r"^(s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?|hf://[\w.\-]+/[\w.\-]+"
+               r"|https://[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?(:[0-9]{1,5})?/[\w.~%!$&'()*+,;=:@/\-]+)$")
+#: A SHA-256 digest, lowercase hex.
+SHA256_HEX = r"^[0-9a-f]{64}$"
+#: A Kubernetes object name (DNS-1123 subdomain): a Secret, an IngressClass.
+DNS_1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+#: An ACM Private CA ARN: `arn:aws:acm-pca:<region>:<account>:certificate-authority/<id>` (AWS General Reference,
+#: "Amazon Resource Names", ACM Private CA resource type `certificate-authority/<id>`).
+ACM_PCA_ARN = r"^arn:aws(-cn|-us-gov)?:acm-pca:[a-z]{2}(-gov)?-[a-z]+-\d:[0-9]{12}:certificate-authority/[0-9a-f-]{36}$"
 #: An ACM certificate ARN (commercial, China and GovCloud partitions): `arn:aws:acm:<region>:<account>:certificate/<id>`
 #: (AWS General Reference, "Amazon Resource Names", ACM resource type `certificate/<certificate-id>`).
 ACM_CERTIFICATE_ARN = r"^arn:aws(-cn|-us-gov)?:acm:([a-z]{2}(-gov)?-[a-z]+-\d):[0-9]{12}:certificate/[0-9a-f-]{36}$"
@@ -124,8 +132,12 @@ class OperationsPreference(str, Enum):
 
 
 class Platform(str, Enum):
+    """Where self-hosted archetypes run: the shared platform's EKS cluster, an existing (EKS or other) cluster whose
+    add-ons are declared, or an edge cluster of owned nodes (no AWS load balancers, Pod Identity or EC2 prices)."""
+
     EKS = "eks"
     EXISTING_CLUSTER = "existing-cluster"
+    EDGE_CLUSTER = "edge-cluster"
 
 
 class Traffic(_Section):
@@ -176,8 +188,11 @@ class ModelSpec(_Section):
         default=None, description="how a quantised checkpoint was made: `awq` (int4), `gptq` (int4 or int8), `fp8`, "
         "`w8a8` (int8 weights and activations). Default: the one `precision` implies (int4 -> awq, int8 -> gptq, "
         "fp8 -> fp8); none for 16/32-bit")
-    weights_uri: str = Field(pattern=WEIGHTS_URI,
-                             description="`s3://bucket/prefix/` or `hf://org/name`")
+    weights_uri: str = Field(pattern=WEIGHTS_URI, max_length=2048,
+                             description="`s3://bucket/prefix/` or `hf://org/name`; on an edge cluster also an "
+                             "`https://` URL of the model file (then `sha256` is required)")
+    sha256: str | None = Field(default=None, pattern=SHA256_HEX, description="`https://` sources only: the SHA-256 "
+                               "of the file (64 lowercase hex digits); the download is refused when it differs")
     weights_kms_key_arn: str | None = Field(
         default=None, pattern=KMS_KEY_ARN, description="`s3://` sources encrypted with a customer-managed KMS key: "
         "its key ARN (not an alias), so the copy into the stack's model store may decrypt them. Default: none (SSE-S3 "
@@ -202,6 +217,13 @@ class ModelSpec(_Section):
             allowed = ", ".join(p.value for p in self.quantization.precisions)
             raise ValueError(f"quantization `{self.quantization.value}` comes with precision {allowed}, not "
                              f"`{self.precision.value}`; set model.precision to {allowed} or drop model.quantization")
+        https = self.weights_uri.startswith("https://")
+        if https and self.sha256 is None:
+            raise ValueError("an https:// weights_uri needs `sha256` (the file's SHA-256, e.g. from `sha256sum "
+                             "model.onnx`): without it a changed or tampered file would be served")
+        if self.sha256 is not None and not https:
+            raise ValueError("`sha256` checks an https:// download; s3:// and hf:// sources are read with an "
+                             "identity, not a checksum: remove it")
         if self.weights_kms_key_arn is not None and not self.weights_uri.startswith("s3://"):
             raise ValueError(f"weights_kms_key_arn applies to an s3:// weights_uri, not {self.weights_uri}; remove it")
         if (self.measured_latency_ms is None) != (self.measured_instance_type is None):
@@ -249,12 +271,33 @@ class Slo(_Section):
         return self
 
 
+class EdgeNodes(_Section):
+    """The nodes an edge cluster gives this service: owned, all of one shape, CPU only (nothing to launch or price as
+    EC2). The planner sizes replicas, vCPUs and ONNX Runtime threads per replica and replicas per node against this
+    shape and refuses, naming the shortfall, when `count` nodes cannot carry the peak within the SLO."""
+
+    count: int = Field(ge=1, le=1000, description="nodes the service may use (its replicas, plus one for a rolling "
+                       "update, must fit on them)")
+    vcpus: int = Field(ge=1, le=1024, description="vCPUs (hardware threads) per node")
+    memory_gib: float = Field(gt=0, le=24_576, description="memory per node, GiB")
+    cpu_arch: CpuArch = Field(description="the nodes' CPU architecture: x86_64 or arm64 (every image the service "
+                              "runs must be built for it)")
+    monthly_usd_per_node: float | None = Field(
+        default=None, ge=0, le=1_000_000, description="what one node costs a month (amortised hardware, power, "
+        "support), USD; the plan shows it as an owned-hardware line, never an EC2 price. Default: none (owned, $0)")
+    gflops_per_vcpu: float | None = Field(
+        default=None, gt=0, le=2000, description="effective FP32 GFLOP/s per vCPU of ONNX Runtime on these nodes (as "
+        "measured); default: defaults.EDGE_CPU_GFLOPS_PER_VCPU for cpu_arch [assumption]")
+
+
 class Hardware(_Section):
     accelerators: list[Accelerator] = Field(default=[Accelerator.NVIDIA_GPU, Accelerator.CPU], min_length=1,
                                             description="kinds of compute allowed")
     allowed_instance_families: list[str] = Field(default=[], description="EC2 families allowed, e.g. [g6e, p5]; "
                                                  "empty allows every family in the catalog")
     cpu_arch: CpuArch | None = Field(default=None, description="restrict CPU nodes to one architecture")
+    edge_nodes: EdgeNodes | None = Field(default=None, description="operations.platform edge-cluster only: the owned "
+                                         "nodes the service runs on")
 
     @field_validator("allowed_instance_families")
     @classmethod
@@ -263,6 +306,25 @@ class Hardware(_Section):
         if bad:
             raise ValueError(f"families are prefixes like `g6e` or `p5`, not instance types: {bad}")
         return value
+
+
+class RolesAnywhere(_Section):
+    """IAM Roles Anywhere for an edge cluster's `s3://` sources: the stack creates a trust anchor (your CA), a profile
+    and a role that may only read the models' source prefixes; each pod presents the certificate of a Secret you
+    provide, through the AWS signing helper. No static keys."""
+
+    acm_pca_arn: str | None = Field(default=None, pattern=ACM_PCA_ARN, description="the trust anchor's source: the ACM "
+                                    "Private CA that issued the pods' certificate. Default: your own CA's PEM "
+                                    "bundle in the stack config key servingblueprints:rolesAnywhereCaBundle")
+    certificate_secret: str | None = Field(default=None, pattern=DNS_1123_SUBDOMAIN, max_length=253, description="the "
+                                           "kubernetes.io/tls Secret (tls.crt, tls.key) in the service's namespace "
+                                           "holding the pods' certificate; default `<service>-roles-anywhere`")
+    certificate_common_name: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[\w.@*:-]+$",
+                                                description="the certificate subject's CN the role trusts (IAM "
+                                                "condition aws:PrincipalTag/x509Subject/CN); default the stack name "
+                                                "`<service>-<environment>`")
+    session_duration_s: int = Field(default=3600, ge=900, le=43_200, description="lifetime of the credentials a "
+                                    "session vends, s (Roles Anywhere profile durationSeconds: 900-43200)")
 
 
 class Operations(_Section):
@@ -274,10 +336,16 @@ class Operations(_Section):
         "version (default: the newest EKS version in standard support on the plan date)")
 
     cluster_addons: list[str] | None = Field(
-        default=None, max_length=20, description="existing-cluster only: the add-ons that cluster already runs "
-        "(catalog ids: karpenter, aws-load-balancer-controller, keda, keda-http-add-on, kube-prometheus-stack, "
-        "metrics-server, nvidia-device-plugin, dcgm-exporter); written to the stack config as "
-        "servingblueprints:clusterAddons and checked by `blueprint preview`")
+        default=None, max_length=20, description="existing-cluster and edge-cluster: the add-ons that cluster already "
+        "runs (catalog ids: karpenter, aws-load-balancer-controller, keda, keda-http-add-on, kube-prometheus-stack, "
+        "metrics-server, nvidia-device-plugin, dcgm-exporter, ingress-nginx, traefik, metallb); written to the stack "
+        "config as servingblueprints:clusterAddons and checked by `blueprint preview`. On an edge cluster they "
+        "decide the scaling (a CPU HPA with metrics-server, else a fixed replica count), the monitoring objects "
+        "(only with kube-prometheus-stack) and the exposure (an Ingress, a NodePort, or a LoadBalancer with "
+        "metallb); default there: none")
+    roles_anywhere: RolesAnywhere | None = Field(
+        default=None, description="edge-cluster only: how pods read `s3://` sources (IAM Roles Anywhere); default "
+        "settings when omitted")
 
     @field_validator("cluster_addons")
     @classmethod
@@ -295,10 +363,29 @@ class Operations(_Section):
 
     @model_validator(mode="after")
     def _addons_only_on_existing_clusters(self) -> Operations:
-        if self.cluster_addons is not None and self.platform is not Platform.EXISTING_CLUSTER:
-            raise ValueError("cluster_addons describes an existing cluster (platform: existing-cluster); on eks the "
-                             "shared platform installs the add-ons")
+        if self.cluster_addons is not None and self.platform is Platform.EKS:
+            raise ValueError("cluster_addons describes an existing or edge cluster (platform: existing-cluster or "
+                             "edge-cluster); on eks the shared platform installs the add-ons")
+        if self.roles_anywhere is not None and self.platform is not Platform.EDGE_CLUSTER:
+            raise ValueError("roles_anywhere gives an edge cluster's pods AWS credentials; on eks and existing EKS "
+                             "clusters pods use EKS Pod Identity: remove it or set platform: edge-cluster")
+        if self.platform is Platform.EDGE_CLUSTER:
+            from blueprints.catalog.addons import load_platform_catalog
+
+            aws_only = [a for a in self.cluster_addons or [] if load_platform_catalog().helm[a].aws_only]
+            if aws_only:
+                raise ValueError(f"cluster_addons {aws_only} run only on AWS (EKS, EC2 load balancers and nodes); an "
+                                 "edge cluster cannot run them: remove them (metallb implements LoadBalancer "
+                                 "Services on an edge cluster)")
         return self
+
+    @property
+    def declared_addons(self) -> list[str] | None:
+        """The add-ons the cluster is declared to run: `cluster_addons`, none on an edge cluster that declares
+        nothing; None when unknown (an existing cluster that declares nothing: the preview names what is missing)."""
+        if self.cluster_addons is None and self.platform is Platform.EDGE_CLUSTER:
+            return []
+        return self.cluster_addons
 
     @field_validator("kubernetes_version")
     @classmethod
@@ -331,6 +418,20 @@ class Compliance(_Section):
 class ExposureScope(str, Enum):
     INTERNAL = "internal"
     PUBLIC = "public"
+
+
+class ExposureVia(str, Enum):
+    """How clients reach the serving Service: a Service of type LoadBalancer (an NLB through the AWS Load Balancer
+    Controller, or MetalLB on an edge cluster), an Ingress of the cluster's ingress controller, or a NodePort on
+    every node. The serving Service itself is ClusterIP behind an Ingress."""
+
+    LOAD_BALANCER = "load-balancer"
+    INGRESS = "ingress"
+    NODE_PORT = "node-port"
+
+
+#: The NodePort range of a default kube-apiserver (`--service-node-port-range` 30000-32767).
+NODE_PORT_RANGE = (30000, 32767)
 
 
 def ipv4_cidr(value: str) -> str:
@@ -367,6 +468,28 @@ class Exposure(_Section):
     hostname: str | None = Field(default=None, pattern=HOSTNAME, max_length=253, description="the DNS name clients use (its record "
                                  "points at the load balancer; managed outside this stack); default: the load "
                                  "balancer's own DNS name")
+    via: ExposureVia | None = Field(default=None, description="load-balancer, ingress or node-port. Default: "
+                                    "load-balancer on eks and existing clusters; on an edge cluster an Ingress when "
+                                    "operations.cluster_addons declares an ingress controller, else a NodePort")
+    ingress_class_name: str | None = Field(default=None, pattern=DNS_1123_SUBDOMAIN, max_length=253, description="via "
+                                           "ingress: the IngressClass; default: the one of the declared controller "
+                                           "(ingress-nginx: nginx, traefik: traefik)")
+    ingress_namespace: str | None = Field(default=None, pattern=DNS_1123_LABEL, max_length=63, description="via "
+                                          "ingress: the namespace the ingress controller's pods run in (the "
+                                          "NetworkPolicy admits it to the proxy); default: the catalog's (k3s runs "
+                                          "traefik in kube-system)")
+    node_port: int | None = Field(default=None, ge=NODE_PORT_RANGE[0], le=NODE_PORT_RANGE[1], description="via "
+                                  "node-port: the port on every node (30000-32767); default: one Kubernetes assigns")
+    tls_secret_name: str | None = Field(default=None, pattern=DNS_1123_SUBDOMAIN, max_length=253, description="a "
+                                        "kubernetes.io/tls Secret you provide in the service's namespace (tls.crt, "
+                                        "tls.key): the Ingress terminates TLS with it, or (node-port, metallb) the "
+                                        "authenticating proxy does. For clusters without AWS load balancers; on "
+                                        "an NLB use tls_certificate_arn")
+
+    @property
+    def tls(self) -> bool:
+        """Clients connect over TLS (an ACM certificate on an NLB, or a Kubernetes TLS Secret)."""
+        return bool(self.tls_certificate_arn or self.tls_secret_name)
 
     @model_validator(mode="after")
     def _public_needs_tls_and_ranges(self) -> Exposure:
@@ -375,12 +498,28 @@ class Exposure(_Section):
         if OPEN_INTERNET in self.allowed_cidrs and not self.acknowledge_open_internet:
             raise ValueError(f"allowed_cidrs contains {OPEN_INTERNET} (the whole internet); list your clients' CIDRs "
                              "instead, or set acknowledge_open_internet: true if that is really meant")
+        if self.tls_certificate_arn and self.tls_secret_name:
+            raise ValueError("give one of tls_certificate_arn (an NLB terminates TLS) and tls_secret_name (an Ingress "
+                             "or the pod's proxy terminates TLS), not both")
         if self.scope is ExposureScope.PUBLIC:
-            missing = [f for f in ("tls_certificate_arn", "allowed_cidrs") if not getattr(self, f)]
+            missing = [f for f, ok in (("tls_certificate_arn or tls_secret_name", self.tls),
+                                       ("allowed_cidrs", self.allowed_cidrs)) if not ok]
             if missing:
                 raise ValueError(f"scope public needs {' and '.join(missing)}: an internet-facing endpoint is served "
-                                 "only over TLS (an ACM certificate ARN) and only to the client CIDRs you list; add "
-                                 "them or use scope: internal")
+                                 "only over TLS (an ACM certificate ARN on an NLB, a Kubernetes TLS Secret "
+                                 "elsewhere) and only to the client CIDRs you list; add them or use scope: internal")
+        misplaced = [f for f, via in (("node_port", ExposureVia.NODE_PORT), ("ingress_class_name", ExposureVia.INGRESS),
+                                      ("ingress_namespace", ExposureVia.INGRESS))
+                     if getattr(self, f) is not None and self.via is not via]
+        if misplaced:
+            raise ValueError(f"{', '.join(misplaced)} set without the exposure they configure (via: "
+                             f"{'node-port' if misplaced[0] == 'node_port' else 'ingress'}); set `via` or remove them")
+        if self.via is ExposureVia.INGRESS and self.tls_secret_name and not self.hostname:
+            raise ValueError("via ingress with tls_secret_name needs `hostname`: the Ingress serves its certificate "
+                             "for that host (TLS SNI); add the name your certificate is issued for")
+        if self.via is ExposureVia.INGRESS and self.tls_certificate_arn:
+            raise ValueError("tls_certificate_arn is for the NLB of via load-balancer; an Ingress terminates TLS with "
+                             "tls_secret_name")
         return self
 
     @property
@@ -474,6 +613,17 @@ class Requirements(_Section):
                 raise ValueError(f"environments.{env}.min_replicas 0 with exposure.scope public: a service that scales "
                                  "to zero has no load balancer (clients reach it through the in-cluster KEDA "
                                  "interceptor); set min_replicas >= 1 or use exposure.scope: internal")
+        from blueprints.cluster_exposure import ExposureProblem, resolve_exposure
+        from blueprints.edge import edge_problems
+
+        problems = edge_problems(self)
+        if self.operations.preference is not OperationsPreference.MANAGED:
+            try:
+                resolve_exposure(self.operations, self.exposure)
+            except ExposureProblem as exc:
+                problems.append(str(exc))
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     def is_production(self, env: str) -> bool:

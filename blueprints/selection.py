@@ -26,7 +26,7 @@ from blueprints.options import (
     service_fixed_monthly_usd,
     search_nongen_options,
 )
-from blueprints.requirements import Accelerator, ModelFormat, OperationsPreference, Requirements
+from blueprints.requirements import Accelerator, ModelFormat, OperationsPreference, Platform, Requirements
 
 
 @dataclass(frozen=True)
@@ -128,9 +128,14 @@ def select_archetype(req: Requirements, models: list[ResolvedModel], catalog: Ca
         SizingError: the preferred archetype is unavailable (e.g. no SageMaker image in an environment's region).
     """
     preference = req.operations.preference
-    gpu_ok = Accelerator.NVIDIA_GPU in req.hardware.accelerators
+    edge = req.operations.platform is Platform.EDGE_CLUSTER
+    gpu_ok = Accelerator.NVIDIA_GPU in req.hardware.accelerators and not edge  # edge nodes have no GPU
     cpu_ok = Accelerator.CPU in req.hardware.accelerators
     generative = [m.spec.served_name for m in models if m.task.generative]
+    if edge and generative:
+        raise SizingError(f"{', '.join(generative)} generate text, which needs GPUs, and an edge cluster's "
+                          "hardware.edge_nodes are CPU nodes: serve it on operations.platform eks or "
+                          "existing-cluster, or serve a non-generative ONNX model on the edge")
     if len(models) > 1:
         estate = _select_estate(req, models, generative, gpu_ok=gpu_ok)
         _check_slo_fields(req, models)
@@ -210,7 +215,9 @@ def _select_estate(req: Requirements, models: list[ResolvedModel], generative: l
                                 f"{len(models)} models of `models:` set operations.preference: any or self-hosted "
                                 "(Triton multi-model), or split them into one requirements file each")
     accelerator = Accelerator.NVIDIA_GPU if gpu_ok else Accelerator.CPU
-    where = "sharing each GPU" if gpu_ok else "on CPU nodes (hardware.accelerators excludes nvidia-gpu)"
+    where = ("sharing each GPU" if gpu_ok else "on the edge cluster's CPU nodes"
+             if req.operations.platform is Platform.EDGE_CLUSTER else
+             "on CPU nodes (hardware.accelerators excludes nvidia-gpu)")
     return Selection(Archetype.TRITON_MULTI_MODEL, accelerator, (
         f"{len(models)} models in one estate: {names}",
         f"Triton serves them from one model repository, {where}, with dynamic batching per model: one fleet to "
@@ -232,12 +239,15 @@ def _select_single_nongen(req: Requirements, model: ResolvedModel, catalog: Cata
             f"{name} is a single {task} model: {call}, batched by Triton",
             "operations.preference=managed: a SageMaker real-time endpoint (SageMaker's Triton container)"))
     if not gpu_ok:
+        edge = req.operations.platform is Platform.EDGE_CLUSTER
         if not is_onnx:
             raise RequirementsError(f"model.format={model.spec.format.value}: without GPUs {name} is served by ONNX "
                                     "Runtime on CPU, which loads ONNX files; export it (e.g. `optimum-cli export onnx`) "
                                     "and set model.format: onnx")
+        why = ("the edge cluster's owned nodes (hardware.edge_nodes) are CPU nodes" if edge
+               else "hardware.accelerators excludes nvidia-gpu")
         return Selection(Archetype.ONNX_CPU, Accelerator.CPU, (
-            f"{name} is a single {task} model and hardware.accelerators excludes nvidia-gpu",
+            f"{name} is a single {task} model and {why}",
             "ONNX Runtime on CPU nodes, intra-op threads pinned to each replica's CPU limit"))
     gpu_reason = f"{name} is a single {task} model: {call}, batched by Triton on a GPU"
     if not cpu_ok or not is_onnx:

@@ -12,7 +12,8 @@ from pathlib import Path, PurePosixPath
 
 from blueprints.platform import PLATFORM_FILE, PlatformConfig
 from blueprints.review import POLICY_CONFIG_DIR, policy_config_for
-from blueprints.stackconfig import read_config
+from blueprints.errors import StackConfigError
+from blueprints.stackconfig import read_config, stack_config_path
 from blueprints.yamlio import load_yaml
 
 #: Paths whose change can alter every stack's resources (the program, the planner, the policies, the toolchain).
@@ -57,10 +58,20 @@ class StackRef:
 
 def list_stacks(stacks_dir: Path, *, policy_dir: Path = POLICY_CONFIG_DIR) -> list[StackRef]:
     """Every stack config in `stacks_dir`, validated, platforms first (sorted by name), then services (sorted), each
-    with its policy config (`blueprints.review.policy_config_for`). Raises `StackConfigError` on an invalid stack
-    config."""
-    subjects = [read_config(path) for path in sorted(stacks_dir.glob("Pulumi.*.yaml"))]
+    with its policy config (`blueprints.review.policy_config_for`).
+
+    Raises:
+        StackConfigError: a stack config is invalid, or a service's platform has no stack config (CI would deploy the
+            service before a platform that is never created).
+    """
+    paths = sorted(stacks_dir.glob("Pulumi.*.yaml"))
+    subjects = [read_config(path) for path in paths]
     platforms = {s.stack: s for s in subjects if isinstance(s, PlatformConfig)}
+    for path, s in zip(paths, subjects):
+        if not isinstance(s, PlatformConfig) and s.platform.stack and s.platform.stack not in platforms:
+            raise StackConfigError(f"{path}: {s.stack} lands on platform {s.platform.stack}, whose stack config "
+                                   f"{stack_config_path(stacks_dir, s.platform.stack)} is missing; plan it first "
+                                   "(`blueprint plan` of any service on it writes it)")
     refs = []
     for s in [*platforms.values(), *(s for s in subjects if not isinstance(s, PlatformConfig))]:
         policy = policy_config_for(s.environment, production=s.production, config_dir=policy_dir).as_posix()

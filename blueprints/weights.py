@@ -6,8 +6,10 @@ limits, the sync Job's download filters), so both size the same thing the same w
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
+from blueprints import defaults
 from blueprints.blueprint import Archetype, Blueprint
 
 #: Files a Hugging Face download keeps: safetensors weights and their index, configs, tokenizer and chat template
@@ -49,5 +51,28 @@ def weights_reason(bp: Blueprint) -> str:
 
 
 def with_weights_reason(bp: Blueprint) -> Blueprint:
-    """`bp` with `weights_reason` appended to its rationale."""
+    """`bp` with `weights_reason` appended to its rationale (an edge cluster's plan has no model store: its rationale
+    already says how each pod reads its source, `blueprints.edge_plan.edge_reasons`)."""
+    if bp.storage is None:
+        return bp
     return bp.model_copy(update={"rationale": [*bp.rationale, weights_reason(bp)]})
+
+
+def replica_ephemeral_gib(weights_gib: Iterable[float]) -> int:
+    """Ephemeral storage one serving replica requests, GiB (rounded up): its models' weights +10 % and
+    `defaults.REPLICA_SCRATCH_GIB` of scratch (logs, compile caches, the engine's own files)."""
+    return math.ceil(sum(weights_gib) * 1.1 + defaults.REPLICA_SCRATCH_GIB)
+
+
+def usable_disk_gib(disk_gib: float, *, reserve_gib: float) -> float:
+    """What pods' ephemeral-storage requests can use of a node's kubelet filesystem of `disk_gib` GiB: the kubelet's
+    hard eviction threshold (`nodefs.available<10%`) and kube-reserved ephemeral storage are kept free, and
+    `reserve_gib` (the OS, pulled images: they share the filesystem but no pod requests them) is already used."""
+    return max(0.0, disk_gib * (1 - defaults.EVICTION_NODEFS_FRACTION) - defaults.KUBE_RESERVED_EPHEMERAL_GIB
+               - reserve_gib)
+
+
+def disk_for_gib(pods_gib: float, *, reserve_gib: float) -> int:
+    """The smallest filesystem, whole GiB, whose `usable_disk_gib` holds `pods_gib` of ephemeral requests."""
+    return math.ceil((pods_gib + defaults.KUBE_RESERVED_EPHEMERAL_GIB + reserve_gib)
+                     / (1 - defaults.EVICTION_NODEFS_FRACTION) - 1e-9)

@@ -134,7 +134,7 @@ def plan_platform_set(folder: Path, *, as_of: dt.date, extra: Path | None = None
 
     return plan_platforms(services, load_platform_requirements(platform_file), catalog=catalog,
                           pcat=load_platform_catalog(), as_of=as_of, platform_file=str(platform_file),
-                          policy_for=policy_for)
+                          policy_for=policy_for, complete=folder.is_dir())
 
 
 def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str] | None = None,
@@ -191,10 +191,11 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
     except BlueprintError as exc:  # planner messages name the field; add the file they come from
         raise type(exc)(f"{path}: {exc}") from None
     landed = sorted({bp.platform.stack for bp in blueprints if bp.platform.stack})
-    addons = req.operations.cluster_addons
+    addons = req.operations.declared_addons
     return PlannedFile(
         blueprints=blueprints, platforms=[p for p in platforms.values() if p.stack in landed],
-        cluster_addons={bp.stack: list(addons) for bp in blueprints if addons is not None})
+        cluster_addons={bp.stack: list(addons) for bp in blueprints
+                        if addons is not None and bp.platform.kind in ("existing-cluster", "edge-cluster")})
 
 
 def existing_hardware(req: Requirements, stacks_dir: Path) -> dict[str, Hardware]:

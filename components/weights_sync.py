@@ -169,8 +169,9 @@ class WeightsSync(pulumi.ComponentResource):
         if model.source_uri.startswith(HF_SCHEME):
             pod_spec = self._hf_pod(bp, model, destination, memory)
         else:  # s3 -> s3: server-side copies, no local disk
-            resources = {"requests": {"cpu": "1", "memory": memory, "ephemeral-storage": "1Gi"},
-                         "limits": {"cpu": "2", "memory": memory, "ephemeral-storage": "1Gi"}}
+            disk = gi(defaults.S3_SYNC_EPHEMERAL_GIB)
+            resources = {"requests": {"cpu": "1", "memory": memory, "ephemeral-storage": disk},
+                         "limits": {"cpu": "2", "memory": memory, "ephemeral-storage": disk}}
             pod_spec = {"containers": [{
                 "name": "copy",
                 "image": defaults.AWS_CLI_IMAGE,

@@ -63,7 +63,7 @@ def test_p95_lengths_must_fit_the_context_together():
 
 
 def test_p95_lengths_on_a_non_generative_model_are_an_error():
-    req = requirements_with("edge-classifier", traffic={"input_tokens_p95": 300})
+    req = requirements_with("support-sentiment", traffic={"input_tokens_p95": 300})
     with pytest.raises(RequirementsError, match=r"traffic.input_tokens_p95 / output_tokens_p95 apply to text "
                                                 r"generation"):
         plan_env(req, "prod")

@@ -79,12 +79,12 @@ def test_families_matching_nothing_list_the_families_to_allow():
 def test_an_encoder_latency_target_out_of_reach_names_the_fastest_option():
     with pytest.raises(SizingError, match=r"no allowed CPU option serves ticket-sentiment within a p95 request latency "
                                           r"of 5 ms .* raise slo.latency_p95_ms to >= \d+"):
-        plan_env(requirements_with("edge-classifier", slo={"latency_p95_ms": 5}), "prod")
+        plan_env(requirements_with("support-sentiment", slo={"latency_p95_ms": 5}), "prod")
 
 
 def test_cpu_hardware_that_matches_nothing_says_to_widen_it():
     with pytest.raises(SizingError, match=r"no CPU instance type in the catalog matches hardware .*widen hardware"):
-        plan_env(requirements_with("edge-classifier", hardware={"allowed_instance_families": ["c7i"]}), "prod")
+        plan_env(requirements_with("support-sentiment", hardware={"allowed_instance_families": ["c7i"]}), "prod")
 
 
 def test_max_replicas_is_a_constraint_of_the_search_and_names_the_needed_count_when_it_binds():

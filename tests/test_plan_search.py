@@ -126,7 +126,8 @@ def test_private_endpoints_and_tags_the_plan_cannot_set_are_refused():
     strict = Guardrails(source="strict.json", private_only=True, required_tags=("team",))
     with pytest.raises(RequirementsError) as err:
         plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"], guardrails={"prod": strict})
-    assert "requires private endpoints (private-endpoints privateOnly: true); set compliance.private_only" in str(err.value)
+    message = str(err.value)
+    assert "requires private endpoints (private-endpoints privateOnly: true); set compliance.private_only" in message
     assert "requires tag(s) ['team'] that plans do not set" in str(err.value)
 
 

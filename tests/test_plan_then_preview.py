@@ -63,8 +63,8 @@ def model_part(draw, shape: str) -> dict:
                 "traffic": draw(traffic(generative=False)),
                 "slo": {"latency_p95_ms": draw(st.sampled_from([50, 200]))}}
     ids = draw(st.lists(st.sampled_from(ENCODERS), min_size=1 if shape == "compound" else 2, max_size=3, unique=True))
-    estate = [{"id": i, "weights_uri": "s3://bucket-name/m/", "format": "onnx", "traffic": draw(traffic(generative=False))}
-              for i in ids]
+    estate = [{"id": i, "weights_uri": "s3://bucket-name/m/", "format": "onnx",
+               "traffic": draw(traffic(generative=False))} for i in ids]
     slo = {"latency_p95_ms": draw(st.sampled_from([100, 300]))}
     if shape == "compound":  # a generator beside retrieval models: two stacks per environment
         llm = draw(model_part("llm"))

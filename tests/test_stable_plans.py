@@ -111,20 +111,19 @@ def test_the_cheapest_hardware_itself_adds_no_sentence_and_the_plan_stays_a_pure
 
 
 def test_a_non_generative_replica_shape_is_kept_within_the_threshold(catalog):
-    req = requirements_with("edge-classifier", hardware={"allowed_instance_families": ["c7g", "c7i", "m7i"],
+    req = requirements_with("support-sentiment", hardware={"allowed_instance_families": ["c7g", "c7i", "m7i"],
                                                          "cpu_arch": None})
     model = resolve_models(req, catalog)
     options = search_nongen_options(req, "prod", model, catalog, accelerator=req.hardware.accelerators[0])
     best = options[0]
     other = next(o for o in options if o.nodes * o.node_usd_per_hour > best.nodes * best.node_usd_per_hour)
     previous = Hardware(Archetype.ONNX_CPU, other.instance.instance_type, cpu_per_replica=other.cpu_per_replica)
-    kept = plan(req, catalog, as_of=PLAN_DATE, environments=["prod"], existing={"edge-classifier-prod": previous},
-                switch_threshold_pct=100)[0]
+    existing = {"support-sentiment-prod": previous}
+    kept = plan(req, catalog, as_of=PLAN_DATE, environments=["prod"], existing=existing, switch_threshold_pct=100)[0]
     assert (kept.compute.instance_type, kept.compute.cpu_per_replica) == (other.instance.instance_type,
                                                                           other.cpu_per_replica)
     assert kept.rationale[2].startswith(f"kept {previous.describe()} from the existing stack config: within ")
-    switched = plan(req, catalog, as_of=PLAN_DATE, environments=["prod"], existing={"edge-classifier-prod": previous},
-                    switch_threshold_pct=0)[0]
+    switched = plan(req, catalog, as_of=PLAN_DATE, environments=["prod"], existing=existing, switch_threshold_pct=0)[0]
     assert switched.compute.instance_type == best.instance.instance_type
     assert switched.rationale[2].startswith(f"switched from {previous.describe()}")
 

@@ -59,6 +59,13 @@ class HelmAddon(_Record):
     daemonset: DaemonSetRequests | None = None
     endpoints: dict[str, str] = Field(default_factory=dict, description="in-cluster addresses its chart serves, "
                                       "name -> host:port (names as its docs use them)")
+    aws_only: bool = Field(default=False, description="works only on AWS (EKS, EC2 nodes or load balancers): never "
+                           "declared for an edge cluster")
+    load_balancer: bool = Field(default=False, description="implements Services of type LoadBalancer")
+    ingress_class: str | None = Field(default=None, description="the IngressClass it serves (Ingress "
+                                      "`spec.ingressClassName`) at its chart's defaults")
+    source_range_annotation: str | None = Field(default=None, description="the Ingress annotation with which it "
+                                                "admits only listed client CIDRs (none: it cannot on a plain Ingress)")
     source: str
 
     @property
@@ -148,6 +155,14 @@ class PlatformCatalog(BaseModel):
         except KeyError:
             raise CatalogError(f"unknown Kubernetes version {version!r}; EKS versions in the catalog: "
                                f"{', '.join(self.versions)}") from None
+
+    def load_balancers(self) -> list[HelmAddon]:
+        """The add-ons that implement Services of type LoadBalancer."""
+        return [a for a in self.helm.values() if a.load_balancer]
+
+    def ingress_controllers(self) -> list[HelmAddon]:
+        """The add-ons that serve an IngressClass."""
+        return [a for a in self.helm.values() if a.ingress_class]
 
     def crd_owner(self, crd: str) -> HelmAddon | None:
         """The add-on whose chart installs `crd` (`group/Kind`), or None."""
