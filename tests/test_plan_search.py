@@ -230,3 +230,20 @@ def test_a_platform_version_older_than_the_workload_fields_is_never_chosen_nor_a
     only_old = pcat.model_copy(update={"versions": {"1.29": old}})
     with pytest.raises(RequirementsError, match="no Kubernetes version in the catalog"):
         choose_kubernetes_version(only_old, [], PLAN_DATE, wanted=None, source="platform.yaml")
+
+
+def test_a_sagemaker_stack_of_an_existing_cluster_service_carries_no_cluster_addons(tmp_path):
+    from blueprints.stackconfig import read_stack_config, write_stack_configs
+    from blueprints.workspace import plan_requirements_file
+
+    data = requirements_with("prototype-summarizer", operations={
+        "preference": "managed", "platform": "existing-cluster", "cluster_addons": ["kube-prometheus-stack"]},
+        budget={"max_monthly_usd": None}).model_dump(mode="json", exclude_none=True)
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements" / "svc.yaml").write_text(json.dumps(data))
+    planned = plan_requirements_file(tmp_path / "requirements" / "svc.yaml", as_of=PLAN_DATE, policy_dir=POLICY_DIR)
+    assert {bp.archetype for bp in planned.blueprints} == {Archetype.SAGEMAKER_ENDPOINT}
+    assert planned.cluster_addons == {}  # the endpoint runs on SageMaker, not on that cluster
+    [path] = write_stack_configs(planned.subjects, tmp_path / "stacks", source="svc.yaml",
+                                 cluster_addons=planned.cluster_addons)
+    assert read_stack_config(path).archetype is Archetype.SAGEMAKER_ENDPOINT
