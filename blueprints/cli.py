@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
+from blueprints import defaults
 from blueprints.errors import BlueprintError, read_text_file
 from blueprints.requirements import Precision, Quantization
 
@@ -89,24 +90,33 @@ def plan(
     out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where to write Pulumi.<stack>.yaml. Default: the "
                                            "project's stack folder (Pulumi.yaml's stackConfigDir, `stacks`), the "
                                            "project found from the requirements file or the working directory."),
-    policy_dir: Optional[Path] = typer.Option(None, "--policy-dir", help="Per-environment policy configs; each "
-                                              "environment is planned within its allowed instance families and GPU "
-                                              "quota. Default: policies/config of the project (the folder holding "
-                                              "Pulumi.yaml above the requirements file, or the working directory)."),
-    no_policy: bool = typer.Option(False, "--no-policy", help="Plan without the policy configs' guardrails."),
+    policy_dir: Optional[Path] = typer.Option(None, "--policy-dir", help="Per-environment policy configs "
+                                              "(<env>.json, else prod.json or dev.json); each environment is planned "
+                                              "within their mandatory guardrails. Default: policies/config of the "
+                                              "project (the folder holding Pulumi.yaml, found from the requirements "
+                                              "file, else the working directory); missing: exit 2."),
+    no_policy: bool = typer.Option(False, "--no-policy", help="Plan without the policy configs' guardrails (the "
+                                   "preview may then fail the pack)."),
     as_of: Optional[str] = typer.Option(None, "--as-of", callback=_as_of, metavar="YYYY-MM-DD",
                                         help="Plan date: picks the default Kubernetes version (newest in EKS "
                                         "standard support), its price and support warnings. Default: today."),
+    switch_threshold: float = typer.Option(
+        defaults.SWITCH_THRESHOLD_PCT, "--switch-threshold", min=0, max=100, metavar="PCT",
+        help="Re-planning over an existing stack config keeps its hardware (instance type, tensor parallel degree, "
+        "KV-cache dtype) while it stays feasible and costs at most PCT % more than the cheapest option: a switch "
+        "replaces the node pool. 0 switches whenever something is cheaper. Range 0-100."),
     as_json: bool = typer.Option(False, "--json", help="Print the blueprints as JSON instead of a table."),
 ) -> None:
     """Choose the archetype, size it and write one stack config per environment, plus the shared platform stack
     config of each environment and region it lands on (`Pulumi.platform-<env>-<region>.yaml`).
 
-    Every requirements file beside this one (and platform.yaml) shapes the shared platforms: the strictest
-    compliance of the services on a platform wins. Nothing is written unless every environment plans cleanly.
-    Over an existing stack config, each stack's summary says what changed against it: requirements and plan field
-    by field, predictions before -> after, and every change that replaces a resource (`--json`: `review`).
-    Exit 2 on invalid or infeasible requirements.
+    Each environment gets the cheapest option meeting its SLO within every guardrail of its policy config (instance
+    families, GPU quota with the rollout surge, regions, audit logs, spot); when none exists the error names the
+    binding constraint. Every requirements file beside this one (and platform.yaml) shapes the shared platforms:
+    the strictest compliance of the services on a platform wins. Nothing is written unless every environment plans
+    cleanly. Over an existing stack config, its hardware is kept within --switch-threshold of the cheapest, and each
+    stack's summary says what changed against it: requirements and plan field by field, predictions before -> after,
+    and every change that replaces a resource (`--json`: `review`). Exit 2 on invalid or infeasible requirements.
     """
     from blueprints.changes import review_changes
     from blueprints.report import print_review
@@ -115,15 +125,16 @@ def plan(
 
     with user_errors():
         project = project_paths(requirements)
+        stacks_dir = out_dir if out_dir is not None else project.stacks_dir
         planned = plan_requirements_file(
             # The CLI's only clock read: the planner itself is pure and takes the date as an input.
             requirements, as_of=as_of or dt.date.today(), environments=env,
             policy_dir=policy_dir if policy_dir is not None else (project.policy_dir if project.root else None),
-            use_policy=not no_policy, requirements_dir=project.requirements_dir if project.root else None)
-        folder = out_dir if out_dir is not None else project.stacks_dir
-        previous = {bp.stack: recorded_blueprint(stack_config_path(folder, bp.stack)) for bp in planned.blueprints}
+            use_policy=not no_policy, requirements_dir=project.requirements_dir if project.root else None,
+            stacks_dir=stacks_dir, switch_threshold_pct=switch_threshold)
+        previous = {bp.stack: recorded_blueprint(stack_config_path(stacks_dir, bp.stack)) for bp in planned.blueprints}
         platform_source = project.requirements_dir.relative_to(project.root) if project.root else requirements.parent
-        paths = write_stack_configs(planned.subjects, folder, source=requirements.as_posix(),
+        paths = write_stack_configs(planned.subjects, stacks_dir, source=requirements.as_posix(),
                                     platform_source=platform_source.as_posix(),
                                     cluster_addons=planned.cluster_addons)
     written = dict(zip([s.stack for s in planned.subjects], paths))

@@ -98,9 +98,10 @@ SIMULATION_WARMUP_FRACTION = 0.1
 #: Highest share of a replica's saturated request rate the planner loads it to at peak, whatever the simulated p95
 #: says: at the saturation knee a finite simulation understates the queue. [assumption]
 LLM_MAX_UTILIZATION = 0.9
-#: Candidates the planner simulates per model once one meets the SLO (cheapest by the analytic screen first; it stops
-#: earlier when the next one's optimistic cost exceeds the best simulated cost).
-MAX_SIMULATED_CANDIDATES = 6
+#: Re-planning over an existing stack config keeps its hardware (instance type, tensor parallel, KV-cache dtype)
+#: while it stays within this share above the cheapest option, %: a switch replaces the node pool (new nodes, a
+#: rollout, a cold start) for a saving a forecast's error exceeds. `blueprint plan --switch-threshold`. [assumption]
+SWITCH_THRESHOLD_PCT = 5.0
 #: Fraction of a non-generative replica's saturated request rate the planner loads it to at peak (headroom for
 #: bursts; LLM replicas are sized by the simulated queue instead).
 TARGET_UTILIZATION = {"steady": 0.8, "bursty": 0.65, "spiky": 0.5}

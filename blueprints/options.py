@@ -7,6 +7,7 @@ instance types, parallel degrees, batch sizes and replica counts to try, and wha
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, replace
 
@@ -14,6 +15,7 @@ from blueprints import defaults
 from blueprints.catalog import Architecture, Catalog, Gpu, InstanceType, Task
 from blueprints.errors import CatalogError, RequirementsError, SizingError
 from blueprints.edge import OwnedNodeShape, edge_capacity_problem, owned_node_shape
+from blueprints.guardrails import Breach, SearchLimits
 from blueprints.requirements import Accelerator, ModelSpec, Platform, Precision, Requirements, Traffic
 from blueprints.capacity.physics import kv_cache_tokens, replica_model
 from blueprints.capacity.planning import (
@@ -178,25 +180,26 @@ def gflops_per_vcpu(inst: InstanceType, catalog: Catalog) -> float:
     return inst.gflops_per_vcpu if isinstance(inst, OwnedNodeShape) else catalog.cpu_gflops(inst)
 
 
-def gpu_instances(req: Requirements, catalog: Catalog, *, managed: bool) -> list[InstanceType]:
-    """GPU instance types allowed by hardware.accelerators and allowed_instance_families (SageMaker's if managed);
-    none on an edge cluster (its owned nodes are CPU nodes)."""
+def gpu_instances(req: Requirements, catalog: Catalog, *, managed: bool,
+                  limits: SearchLimits = SearchLimits()) -> list[InstanceType]:
+    """GPU instance types allowed by hardware.accelerators, allowed_instance_families and the environment's policy
+    (`limits`; SageMaker's types if managed); none on an edge cluster (its owned nodes are CPU nodes)."""
     if Accelerator.NVIDIA_GPU not in req.hardware.accelerators or edge_nodes(req, catalog) is not None:
         return []
     table = catalog.sagemaker if managed else catalog.ec2
-    return [i for i in table.values() if i.gpu_count and _families_ok(req, i)]
+    return [i for i in table.values() if i.gpu_count and _families_ok(req, i) and limits.allows(i)]
 
 
-def cpu_instances(req: Requirements, catalog: Catalog) -> list[InstanceType]:
-    """CPU-only EC2 types allowed by accelerators, families and cpu_arch (none if `cpu` is not an accelerator); on an
-    edge cluster, its owned node shape."""
+def cpu_instances(req: Requirements, catalog: Catalog, *, limits: SearchLimits = SearchLimits()) -> list[InstanceType]:
+    """CPU-only EC2 types allowed by accelerators, families, cpu_arch and the environment's policy (none if `cpu` is
+    not an accelerator); on an edge cluster, its owned node shape (no instance type to allow)."""
     if Accelerator.CPU not in req.hardware.accelerators:
         return []
     owned = edge_nodes(req, catalog)
     if owned is not None:
         return [owned]
     arch = req.hardware.cpu_arch
-    return [i for i in catalog.ec2.values() if not i.gpu_count and _families_ok(req, i)
+    return [i for i in catalog.ec2.values() if not i.gpu_count and _families_ok(req, i) and limits.allows(i)
             and (arch is None or i.cpu_arch == arch.value)]
 
 
@@ -250,11 +253,39 @@ class LlmOption:
 
 
 @dataclass(frozen=True)
-class LlmSearch:
-    """The LLM search: options that meet the SLO (cheapest first), and how many candidates were screened and
-    simulated to find them."""
+class Rejection:
+    """An option the SLO allows but a constraint of the search rules out (`guardrails.SearchLimits.breach`).
 
+    Attributes:
+        what: the option, e.g. `9x p4d.24xlarge (70 replicas, tensor_parallel_size=1)`.
+        monthly_usd: its nodes' monthly cost (a lower bound when `simulated` is False).
+        breach: the constraint it breaks and what it needs.
+        simulated: False when ruled out on its analytic bound (its replicas only grow once simulated).
+    """
+
+    what: str
+    monthly_usd: float
+    breach: Breach
+    simulated: bool
+
+
+@dataclass(frozen=True)
+class LlmSearch:
+    """The LLM search: the cheapest option within the SLO and every constraint, the others it simulated, what the
+    constraints ruled out, and how many candidates were screened and simulated.
+
+    Attributes:
+        best: the cheapest option meeting the SLO within the constraints (None when there is none).
+        at_peak: `best`'s simulated run at this environment's peak share per replica.
+        options: every simulated option meeting the SLO within the constraints, cheapest first (priced at the
+            replicas the search found; `best` may hold more after `predict_at_peak`).
+        rejected: options ruled out by a constraint, cheapest first.
+    """
+
+    best: LlmOption | None
+    at_peak: SimulationResult | None
     options: list[LlmOption]
+    rejected: list[Rejection]
     screened: int
     simulated: int
 
@@ -310,49 +341,162 @@ def _priced_option(inst: InstanceType, gpu: Gpu, cand: Candidate, *, peak: float
                      sizing.at_max, sizing)
 
 
-def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *,
-               managed: bool = False) -> LlmSearch:
-    """Every allowed (instance type, tensor parallel, KV-cache dtype) screened analytically, then the few that can
-    win simulated: in order of their optimistic cost, until the next one's optimistic cost exceeds the cheapest
-    simulated option (or `defaults.MAX_SIMULATED_CANDIDATES` ran and one meets the SLO; until then every candidate
-    is tried).
+def _describe(inst: InstanceType, tp: int, replicas: int, nodes: int) -> str:
+    return f"{nodes}x {inst.instance_type} ({replicas} replicas, tensor_parallel_size={tp})"
 
-    An FP8 KV cache is tried where the GPU has FP8 support (and not on SageMaker, whose engine settings here have no
-    KV-cache dtype). Options sort by monthly node cost, then a 16-bit KV cache before FP8, then lower ITL p95, then
-    instance type name and degree, so the order is deterministic.
+
+def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *,
+               managed: bool = False, limits: SearchLimits = SearchLimits()) -> LlmSearch:
+    """The cheapest (instance type, tensor parallel, KV-cache dtype) meeting the SLO within `limits`.
+
+    Every allowed candidate is screened analytically (`planning.screen`), which bounds its cost from below (its
+    optimistic rate needs the fewest replicas). A best-first search then refines the cheapest bound: simulate it
+    (`_priced_option`: the replicas meeting the SLO at peak), then predict it at its peak share
+    (`predict_at_peak`, which may add a replica); each step only raises the cost, so the first option whose final
+    cost is the lowest in the queue is the cheapest of all. A candidate is dropped only when proven out: its bound
+    exceeds the best final cost (dominated), or even its bound breaks a constraint (replicas only grow). So adding
+    instance families can never make the search fail or cost more.
+
+    Ties at the lowest cost break on a 16-bit KV cache before FP8 (FP8 only where it is cheaper), then the lower ITL
+    p95 at peak, then instance type name and degree, so the result is deterministic. An FP8 KV cache is tried where
+    the GPU has FP8 support (not on SageMaker, whose engine settings here have no KV-cache dtype).
     """
     peak = peak_rps(req, env, model)
     floor = replicas_floor(req, env)
     factor = price_factor(req, env, catalog, managed=managed)
     shape = traffic_shape(model)
     targets = latency_targets(req, model, managed=managed)
-    screened = []
-    for inst in gpu_instances(req, catalog, managed=managed):
+    queue: list[tuple] = []  # (cost $/h, fp8, instance type, degree, stage, payload)
+    rejected: list[Rejection] = []
+    screened = 0
+    for inst in gpu_instances(req, catalog, managed=managed, limits=limits):
         gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
         for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
             for fp8 in ((False, True) if gpu.supports_fp8 and not managed else (False,)):
                 cand = screen_candidate(model, gpu, tp, kv_cache_fp8=fp8, req=req, managed=managed)
                 if cand is None:
                     continue
+                screened += 1
+                per_node = inst.gpu_count // tp
                 replicas = max(floor, math.ceil(peak / cand.rate_bound_rps - 1e-9))
-                nodes = math.ceil(replicas / (inst.gpu_count // tp))
-                screened.append((nodes * inst.usd_per_hour * factor, fp8, inst.instance_type, tp, inst, gpu, cand))
-    screened.sort(key=lambda s: s[:4])
+                nodes = math.ceil(replicas / per_node)
+                cost = nodes * inst.usd_per_hour * factor
+                breach = limits.breach(inst, replicas=replicas, per_node=per_node, managed=managed)
+                if breach is not None:
+                    rejected.append(Rejection(_describe(inst, tp, replicas, nodes),
+                                              cost * catalog.hours_per_month, breach, simulated=False))
+                    continue
+                heapq.heappush(queue, (cost, fp8, inst.instance_type, tp, 0, (inst, gpu, cand)))
     options: list[LlmOption] = []
-    best = math.inf
+    finals: list[tuple[LlmOption, SimulationResult]] = []
     simulated = 0
-    for bound, _, _, _, inst, gpu, cand in screened:
-        if bound > best + 1e-9 or (options and simulated >= defaults.MAX_SIMULATED_CANDIDATES):
+    while queue and not (finals and queue[0][0] > finals[0][0].monthly_node_usd_per_hour + 1e-9):
+        _, fp8, name, tp, stage, payload = heapq.heappop(queue)
+        if stage == 0:  # screened: simulate the replicas meeting the SLO at peak
+            inst, gpu, cand = payload
+            simulated += 1
+            option = _priced_option(inst, gpu, cand, peak=peak, floor=floor, factor=factor, shape=shape,
+                                    targets=targets)
+            if option is not None:
+                options.append(option)
+                heapq.heappush(queue, (option.monthly_node_usd_per_hour, fp8, name, tp, 1, option))
+        elif stage == 1:  # simulated: predict it at its peak share, within the constraints
+            option, run = predict_at_peak(payload, model, req, env, managed=managed)
+            per_node = option.instance.gpu_count // tp
+            breach = limits.breach(option.instance, replicas=option.replicas, per_node=per_node, managed=managed)
+            if breach is not None:
+                rejected.append(Rejection(_describe(option.instance, tp, option.replicas, option.nodes),
+                                          option.monthly_node_usd_per_hour * catalog.hours_per_month, breach,
+                                          simulated=True))
+                continue
+            heapq.heappush(queue, (option.monthly_node_usd_per_hour, fp8, name, tp, 2, (option, run)))
+        else:
+            finals.append(payload)
+    options = sorted((o for o in options if limits.breach(
+        o.instance, replicas=o.replicas, per_node=o.instance.gpu_count // o.tensor_parallel_size,
+        managed=managed) is None), key=_option_order)
+    best, at_peak = min(finals, key=lambda f: (_option_order(f[0])[:2], f[1].itl_ms.p95, _option_order(f[0])[2:])) \
+        if finals else (None, None)
+    rejected.sort(key=lambda r: (r.monthly_usd, r.what))
+    return LlmSearch(best, at_peak, options, rejected, screened, simulated)
+
+
+def _option_order(o: LlmOption) -> tuple:
+    """Cheapest first; a 16-bit KV cache before FP8 at the same cost; then instance type name and degree."""
+    return (round(o.monthly_node_usd_per_hour, 9), o.kv_cache_dtype == "fp8", o.instance.instance_type,
+            o.tensor_parallel_size)
+
+
+def llm_option_on(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *, instance_type: str,
+                  tensor_parallel_size: int, kv_cache_fp8: bool, managed: bool,
+                  limits: SearchLimits = SearchLimits()) -> tuple[LlmOption, SimulationResult] | str:
+    """The option on given hardware (an existing stack config's), priced and predicted as the search does, or why
+    that hardware cannot serve now (a sentence)."""
+    table = catalog.sagemaker if managed else catalog.ec2
+    inst = table.get(instance_type)
+    if inst is None or inst not in gpu_instances(req, catalog, managed=managed, limits=limits):
+        return f"{instance_type} is no longer allowed (hardware.allowed_instance_families or the environment's policy)"
+    gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
+    if tensor_parallel_size not in tp_degrees(inst.gpu_count, model.architecture, managed=managed) or (
+            kv_cache_fp8 and (managed or not gpu.supports_fp8)):
+        return f"tensor_parallel_size={tensor_parallel_size} or its KV-cache dtype no longer applies there"
+    cand = screen_candidate(model, gpu, tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, req=req, managed=managed)
+    priced = cand and _priced_option(inst, gpu, cand, peak=peak_rps(req, env, model), floor=replicas_floor(req, env),
+                                     factor=price_factor(req, env, catalog, managed=managed),
+                                     shape=traffic_shape(model), targets=latency_targets(req, model, managed=managed))
+    if not priced:
+        return "it no longer meets the SLO"
+    option, run = predict_at_peak(priced, model, req, env, managed=managed)
+    breach = limits.breach(inst, replicas=option.replicas, per_node=inst.gpu_count // tensor_parallel_size,
+                           managed=managed)
+    return f"it {breach.why}" if breach else (option, run)
+
+
+def explain_breach(env: str, cheapest: str, monthly_usd: float, breach: Breach, *,
+                   least: tuple[int, str, float] | None = None) -> str:
+    """The refusal when the cheapest option meeting the SLO breaks a constraint and no option within the
+    constraints meets it: name the binding constraint, what the cheapest needs, the least any option needs
+    (`least`: amount, option, monthly USD; when below the cheapest's) and the fix."""
+    fewest = ""
+    needed = breach.needed
+    if least is not None and least[0] < breach.needed:
+        needed = least[0]
+        fewest = f"; the least any option meeting the SLO needs is {least[0]} ({least[1]}, ${least[2]:,.0f}/month)"
+    return (f"environments.{env}: no option meeting the SLO stays within {breach.constraint}: the cheapest, "
+            f"{cheapest} (${monthly_usd:,.0f}/month), {breach.why}{fewest}; {breach.fix_for(env, needed)}, lower "
+            f"environments.{env}.traffic_scale (or traffic.peak_requests_per_s), or relax the SLO")
+
+
+def _least_llm(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *, managed: bool,
+               limits: SearchLimits, constraint: str) -> tuple[int, str, float] | None:
+    """The option meeting the SLO that needs the least of `constraint` (replicas, or GPUs with the surge): each
+    candidate's screen bounds its need from below (replicas only grow once simulated), so only candidates whose
+    bound is within the least found are simulated."""
+    peak, floor = peak_rps(req, env, model), replicas_floor(req, env)
+    bounds = []
+    for inst in gpu_instances(req, catalog, managed=managed, limits=limits):
+        gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
+        for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
+            for fp8 in ((False, True) if gpu.supports_fp8 and not managed else (False,)):
+                cand = screen_candidate(model, gpu, tp, kv_cache_fp8=fp8, req=req, managed=managed)
+                if cand is not None:
+                    replicas = max(floor, math.ceil(peak / cand.rate_bound_rps - 1e-9))
+                    need = limits.need(constraint, inst, replicas=replicas, per_node=inst.gpu_count // tp)
+                    bounds.append((need, inst.instance_type, tp, fp8))
+    least: tuple[int, str, float] | None = None
+    for bound, name, tp, fp8 in sorted(bounds):
+        if least is not None and bound > least[0]:
             break
-        simulated += 1
-        option = _priced_option(inst, gpu, cand, peak=peak, floor=floor, factor=factor, shape=shape,
-                                targets=targets)
-        if option is not None:
-            options.append(option)
-            best = min(best, option.monthly_node_usd_per_hour)
-    options.sort(key=lambda o: (o.monthly_node_usd_per_hour, o.kv_cache_dtype == "fp8", o.check.itl_ms.p95,
-                                o.instance.instance_type, o.tensor_parallel_size))
-    return LlmSearch(options, len(screened), simulated)
+        found = llm_option_on(req, env, model, catalog, instance_type=name, tensor_parallel_size=tp,
+                              kv_cache_fp8=fp8, managed=managed, limits=relaxed(limits))
+        if isinstance(found, str):
+            continue
+        o = found[0]
+        need = limits.need(constraint, o.instance, replicas=o.replicas, per_node=o.instance.gpu_count // tp)
+        usd = o.monthly_node_usd_per_hour * catalog.hours_per_month
+        if least is None or (need, usd) < least[::2]:
+            least = (need, _describe(o.instance, tp, o.replicas, o.nodes), usd)
+    return least
 
 
 def complete_sizing(option: LlmOption, model: ResolvedModel, req: Requirements, env: str, *,
@@ -364,16 +508,6 @@ def complete_sizing(option: LlmOption, model: ResolvedModel, req: Requirements, 
     sizing = size_replica_at_least(option.candidate, traffic_shape(model), latency_targets(req, model, managed=managed),
                                    need)
     return replace(option, sizing=sizing)
-
-
-def search_llm_options(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *,
-                       managed: bool = False) -> list[LlmOption]:
-    """The options of `llm_search`, cheapest first.
-
-    Args:
-        managed: search SageMaker hosting types (one model copy per instance) instead of EC2.
-    """
-    return llm_search(req, env, model, catalog, managed=managed).options
 
 
 def size_twin(option: LlmOption, model: ResolvedModel, req: Requirements, env: str, catalog: Catalog, *,
@@ -408,15 +542,48 @@ def predict_at_peak(option: LlmOption, model: ResolvedModel, req: Requirements, 
         option = replace(option, replicas=replicas, nodes=math.ceil(replicas / per_node))
 
 
-def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Catalog, *, managed: bool = False) -> str:
-    """Why no option exists, and the nearest feasible alternative (which constraint to relax, by how much)."""
+def _policy_families(limits: SearchLimits, joiner: str) -> str:
+    """`<joiner> the environment's policy (<file>, instance-types-allowed [...])`, or nothing without one."""
+    g = limits.guardrails
+    if g is None or g.allowed_instance_families is None:
+        return ""
+    return (f"{joiner} the environment's policy ({g.source}, instance-types-allowed "
+            f"{list(g.allowed_instance_families) + list(g.allowed_instance_types)})")
+
+
+def relaxed(limits: SearchLimits) -> SearchLimits:
+    """`limits` without its quantity constraints (GPU quota, max_replicas): what the SLO alone allows, to name the
+    constraint that binds."""
+    g = limits.guardrails
+    return replace(limits, guardrails=replace(g, max_gpus=None) if g is not None else None, max_replicas=None)
+
+
+def explain_no_llm_option(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *, managed: bool,
+                          limits: SearchLimits) -> str:
+    """Why `llm_search` found nothing: the constraint the cheapest option meeting the SLO breaks, or (when nothing
+    meets the SLO at all) `explain_infeasible_llm`."""
+    free = llm_search(req, env, model, catalog, managed=managed, limits=relaxed(limits))
+    if free.best is None:
+        return explain_infeasible_llm(req, model, catalog, managed=managed, limits=limits)
+    best = free.best
+    breach = limits.breach(best.instance, replicas=best.replicas, per_node=best.instance.gpu_count //
+                           best.tensor_parallel_size, managed=managed)
+    assert breach is not None, "the constrained search missed an option within every constraint"
+    least = _least_llm(req, env, model, catalog, managed=managed, limits=limits, constraint=breach.constraint)
+    return explain_breach(env, _describe(best.instance, best.tensor_parallel_size, best.replicas, best.nodes),
+                          best.monthly_node_usd_per_hour * catalog.hours_per_month, breach, least=least)
+
+
+def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Catalog, *, managed: bool = False,
+                           limits: SearchLimits = SearchLimits()) -> str:
+    """Why no option meets the SLO, and the nearest feasible alternative (which constraint to relax, by how much)."""
     name = model.spec.served_name
     where = "SageMaker hosting" if managed else "GPU"
-    candidates = gpu_instances(req, catalog, managed=managed)
+    candidates = gpu_instances(req, catalog, managed=managed, limits=limits)
     if not candidates:
         table = catalog.sagemaker if managed else catalog.ec2
         return (f"no {where} instance type in the catalog matches hardware.allowed_instance_families="
-                f"{req.hardware.allowed_instance_families}; allow one of "
+                f"{req.hardware.allowed_instance_families}{_policy_families(limits, ' and')}; allow one of "
                 f"{sorted({i.family for i in table.values() if i.gpu_count})}")
     shape = traffic_shape(model)
     fitting = []  # (instance, tp, TTFT ms and ITL ms of an idle replica), for options that fit in memory
@@ -429,7 +596,7 @@ def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Cat
             if config is not None:
                 fitting.append((inst, tp, idle_ttft_ms(replica, config, shape), idle_itl_ms(replica, shape)))
     if not fitting:
-        return _explain_memory(req, model, catalog, candidates, managed=managed)
+        return _explain_memory(req, model, catalog, candidates, managed=managed, limits=limits)
     best_itl = min(fitting, key=lambda f: (f[3], f[0].instance_type))
     best_ttft = min(fitting, key=lambda f: (f[2], f[0].instance_type))
     parts = []
@@ -491,7 +658,7 @@ def _slo(value: float | None) -> str:
 
 
 def _explain_memory(req: Requirements, model: ResolvedModel, catalog: Catalog, candidates: list[InstanceType], *,
-                    managed: bool) -> str:
+                    managed: bool, limits: SearchLimits) -> str:
     """The model does not fit any allowed node: name what would fit (shorter context, lower precision, a family)."""
     name, prec = model.spec.served_name, model.spec.precision
     largest = max(candidates, key=lambda i: (i.gpu_count * catalog.gpu(i.gpu).memory_gib, i.instance_type))  # type: ignore[arg-type]
@@ -517,8 +684,10 @@ def _explain_memory(req: Requirements, model: ResolvedModel, catalog: Catalog, c
                      and kv_tokens(prec, catalog.gpu(i.gpu), i.gpu_count) >= model.max_context_tokens),  # type: ignore[arg-type]
                     key=lambda i: (i.usd_per_hour, i.instance_type))
     if others:
-        fixes.append(f"add {others[0].family!r} to hardware.allowed_instance_families ({others[0].instance_type} "
-                     f"fits at ${others[0].usd_per_hour:g}/h)")
+        policy = "" if limits.allows(others[0]) else \
+            f" and to allowedInstanceFamilies in {limits.guardrails.source}"  # type: ignore[union-attr]
+        fixes.append(f"add {others[0].family!r} to hardware.allowed_instance_families{policy} "
+                     f"({others[0].instance_type} fits at ${others[0].usd_per_hour:g}/h)")
     have = largest.gpu_count * gpu.memory_gib
     return (f"{name} needs {model.weights_gib:.0f} GiB of weights at {prec.value} plus KV cache for "
             f"max_context_tokens={model.max_context_tokens}, but the largest allowed node ({largest.instance_type}, "
@@ -720,8 +889,11 @@ def surge_room(option: NongenOption) -> bool:
 
 def search_nongen_options(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog, *,
                           accelerator: Accelerator, managed: bool = False,
-                          within_owned_nodes: bool = True) -> list[NongenOption]:
-    """Every node type and replica shape that holds the models and meets the latency budget, cheapest first.
+                          within_owned_nodes: bool = True,
+                          limits: SearchLimits = SearchLimits()) -> list[NongenOption]:
+    """Every node type and replica shape that holds the models, meets the latency budget and stays within `limits`
+    (instance types, GPU quota with the surge, max_replicas), cheapest first. Each is sized analytically, so every
+    candidate is evaluated: none is pruned.
 
     On an edge cluster the one node shape is the declared owned node: shapes leaving room for a rolling update's
     extra replica come first, then those using the fewest nodes (owned hardware is paid for anyway; fewer nodes leave
@@ -734,6 +906,7 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
         within_owned_nodes: keep only options whose peak replicas fit an edge cluster's node count
             (`fits_owned_nodes`). Defaults to True; the infeasibility explanation turns it off to name the
             shortfall.
+        limits: the environment's constraints (`guardrails.SearchLimits`).
     """
     target = latency_target_ms(req)
     works = [request_work(m, catalog) for m in models]
@@ -741,7 +914,7 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
     factor = price_factor(req, env, catalog, managed=managed)
     options = []
     if accelerator is Accelerator.NVIDIA_GPU:
-        for inst in gpu_instances(req, catalog, managed=managed):
+        for inst in gpu_instances(req, catalog, managed=managed, limits=limits):
             gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
             need_gib = defaults.TRITON_GPU_INSTANCES * sum(m.weights_gib + defaults.ENCODER_ACTIVATION_GIB
                                                            for m in models)
@@ -760,7 +933,7 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
                                         math.ceil(replicas / per_node), inst.usd_per_hour * factor))
     elif not managed:
         memory = round(weights * defaults.CPU_MEMORY_WEIGHTS_FACTOR + defaults.CPU_MEMORY_OVERHEAD_GIB, 2)
-        for inst in cpu_instances(req, catalog):
+        for inst in cpu_instances(req, catalog, limits=limits):
             for per_node, vcpus in cpu_replica_shapes(inst):
                 if per_node * memory > inst.memory_gib * defaults.NODE_ALLOCATABLE_CPU_FRACTION:
                     continue
@@ -772,26 +945,53 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
                                             math.ceil(replicas / per_node), inst.usd_per_hour * factor))
     if within_owned_nodes:
         options = [o for o in options if fits_owned_nodes(o)]
+    options = [o for o in options if nongen_breach(o, limits, managed=managed) is None]
     options.sort(key=lambda o: (o.nodes * o.node_usd_per_hour, not surge_room(o), o.nodes, o.latency_p95_ms,
                                 o.instance.instance_type, o.cpu_per_replica))
     return options
 
 
+def _describe_nongen(o: NongenOption) -> str:
+    return f"{o.nodes}x {o.instance.instance_type} ({o.replicas} replicas)"
+
+
+def nongen_breach(option: NongenOption, limits: SearchLimits, *, managed: bool) -> Breach | None:
+    """The constraint a non-generative option breaks (`SearchLimits.breach`), None within all."""
+    return limits.breach(option.instance, replicas=option.replicas, per_node=option.replicas_per_node, managed=managed)
+
+
 def explain_infeasible_nongen(req: Requirements, models: list[ResolvedModel], catalog: Catalog, *,
-                              accelerator: Accelerator, managed: bool = False, env: str | None = None) -> str:
-    """Why no non-generative option exists, and what to relax (latency budget, hardware, or model size)."""
+                              accelerator: Accelerator, managed: bool = False, env: str | None = None,
+                              limits: SearchLimits = SearchLimits()) -> str:
+    """Why no non-generative option exists: the constraint the cheapest option meeting the latency budget breaks
+    (`env` given), else what to relax (latency budget, hardware, or model size)."""
     names = ", ".join(m.spec.served_name for m in models)
     kind = "GPU" if accelerator is Accelerator.NVIDIA_GPU else "CPU"
     owned = edge_nodes(req, catalog)
     if owned is not None and not managed and accelerator is Accelerator.CPU:
         return _explain_edge(req, models, catalog, owned, [env] if env else _edge_environments(req))
-    candidates = (gpu_instances(req, catalog, managed=managed) if accelerator is Accelerator.NVIDIA_GPU
-                  else [] if managed else cpu_instances(req, catalog))
+    free = search_nongen_options(req, env, models, catalog, accelerator=accelerator, managed=managed,
+                                 limits=relaxed(limits)) if env is not None else []
+    if free:
+        best = free[0]
+        breach = nongen_breach(best, limits, managed=managed)
+        assert breach is not None, "the constrained search missed an option within every constraint"
+
+        def need(o: NongenOption) -> tuple[int, float]:
+            return (limits.need(breach.constraint, o.instance, replicas=o.replicas, per_node=o.replicas_per_node),
+                    o.nodes * o.node_usd_per_hour * catalog.hours_per_month)
+
+        least = min(free, key=need)
+        return explain_breach(env, _describe_nongen(best), need(best)[1], breach,  # type: ignore[arg-type]
+                              least=(need(least)[0], _describe_nongen(least), need(least)[1]))
+    candidates = (gpu_instances(req, catalog, managed=managed, limits=limits) if accelerator is Accelerator.NVIDIA_GPU
+                  else [] if managed else cpu_instances(req, catalog, limits=limits))
     if not candidates:
         return (f"no {'SageMaker ' if managed else ''}{kind} instance type in the catalog matches hardware "
                 f"(accelerators={[a.value for a in req.hardware.accelerators]}, allowed_instance_families="
                 f"{req.hardware.allowed_instance_families}, cpu_arch="
-                f"{req.hardware.cpu_arch.value if req.hardware.cpu_arch else 'any'}); widen hardware")
+                f"{req.hardware.cpu_arch.value if req.hardware.cpu_arch else 'any'}){_policy_families(limits, ',')}; "
+                "widen hardware")
     works = [request_work(m, catalog) for m in models]
     gflops = [w.total_gflops for w in works]
     floors = []  # (p95 at batch 1 on the fastest replica shape, instance type)

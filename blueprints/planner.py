@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from collections.abc import Mapping
 from typing import Callable
 
@@ -42,7 +42,7 @@ from blueprints.catalog.addons import load_platform_catalog
 from blueprints.compound import service_parts
 from blueprints.platform import AlertingSpec, PlatformConfig
 from blueprints.platform_landing import landing_platform
-from blueprints.guardrails import Guardrails
+from blueprints.guardrails import Guardrails, SearchLimits
 from blueprints.errors import RequirementsError, SizingError
 from blueprints.capacity.simulator import SimulationResult
 from blueprints.options import (
@@ -52,13 +52,13 @@ from blueprints.options import (
     ResolvedModel,
     service_fixed_monthly_usd,
     fixed_cost_items,
-    explain_infeasible_llm,
     complete_sizing,
     explain_infeasible_nongen,
+    explain_no_llm_option,
     latency_target_ms,
+    llm_option_on,
     llm_search,
     peak_rps,
-    predict_at_peak,
     replicas_floor,
     resolve_models,
     search_nongen_options,
@@ -91,9 +91,11 @@ from blueprints.edge_plan import (
     roles_anywhere_spec,
 )
 from blueprints.images import image_problems
+from blueprints.kubernetes_features import feature_problems
 from blueprints.scaling_plan import finish, zones_of
 from blueprints.selection import Selection, sagemaker_engine, select_archetype
 from blueprints.signals import planned_target
+from blueprints.stability import Hardware, decide
 from blueprints.startup import startup_budget
 from blueprints.weights import replica_ephemeral_gib, with_weights_reason
 
@@ -180,18 +182,23 @@ def check_budget(req: Requirements, env: str, catalog: Catalog, *, lines: list[C
                       f"{math.ceil(min_nodes * node_monthly + fixed)}, allow cheaper hardware, or relax the SLO")
 
 
-def _autoscaling_bounds(req: Requirements, env: str, replicas: int, *, can_scale_to_zero: bool) -> tuple[int, int]:
-    """(min, max) replicas. Scale to zero needs KEDA (vLLM, Triton); a SageMaker real-time endpoint and a CPU HPA
-    (ONNX Runtime) keep at least one replica."""
+def _autoscaling_bounds(req: Requirements, env: str, replicas: int, *, can_scale_to_zero: bool,
+                        quota_cap: int | None = None, quota_source: str = "") -> tuple[int, int, list[str]]:
+    """(min, max) replicas and the rationale of a capped maximum. Scale to zero needs KEDA (vLLM, Triton); a
+    SageMaker real-time endpoint and a CPU HPA (ONNX Runtime) keep at least one replica. The maximum (max_replicas,
+    default twice the peak's replicas) is lowered to `quota_cap`, the most the GPU quota holds with the surge; the
+    search kept the peak's replicas within both."""
     spec = req.environments[env]
     floor = spec.min_replicas if spec.min_replicas is not None else replicas_floor(req, env)
     if not can_scale_to_zero:
         floor = max(1, floor)
     ceiling = spec.max_replicas if spec.max_replicas is not None else max(2 * replicas, floor, 1)
-    if ceiling < replicas:
-        raise SizingError(f"environments.{env}.max_replicas={ceiling} is below the {replicas} replicas the peak load "
-                          f"needs; raise max_replicas to >= {replicas} or lower traffic_scale")
-    return floor, ceiling
+    notes = []
+    if quota_cap is not None and ceiling > quota_cap:
+        ceiling = quota_cap
+        notes.append(f"autoscaling max capped at {quota_cap} replicas so the GPU node pool stays within {quota_source}")
+    assert floor <= replicas <= ceiling, "the search keeps the peak's replicas within max_replicas and the quota"
+    return floor, ceiling, notes
 
 
 def _cooldown_s(startup: StartupBudget) -> int:
@@ -204,15 +211,32 @@ def _fmt(value: float | None) -> str:
 
 @dataclass(frozen=True)
 class PlanContext:
-    """What every environment's plan shares: the plan date and the platforms services land on."""
+    """What every environment's plan shares: the plan date, the platforms services land on, each environment's
+    guardrails (and the rationale of the choices they made, `notes`), and the hardware of the existing stack configs
+    by stack name with the tolerance for keeping it."""
 
     as_of: dt.date
     platforms: Mapping[str, PlatformConfig]
+    guardrails: Mapping[str, Guardrails] = field(default_factory=dict)
+    existing: Mapping[str, Hardware] = field(default_factory=dict)
+    switch_threshold_pct: float = defaults.SWITCH_THRESHOLD_PCT
+    notes: Mapping[str, list[str]] = field(default_factory=dict)
+
+    def limits(self, req: Requirements, env: str, *, managed: bool) -> SearchLimits:
+        """The environment's search constraints: its policy's instance types and GPU quota (counted over the
+        platform's zones) and its max_replicas."""
+        return SearchLimits(guardrails=self.guardrails.get(env),
+                            zones=zones_of(self.platform(req, env, managed=managed)) or 1,
+                            max_replicas=req.environments[env].max_replicas)
 
     def platform(self, req: Requirements, env: str, *, managed: bool) -> PlatformConfig | None:
-        """The platform this environment uses: its cluster (self-hosted on EKS) or its VPC (private SageMaker)."""
+        """The platform this environment uses: its cluster (self-hosted on EKS) or its VPC (private SageMaker); none
+        for a self-hosted archetype on an existing or edge cluster (a private `preference: any` service lands on a
+        platform only should it be planned onto SageMaker)."""
         name = landing_platform(req, env)
         if name is None or (managed and not req.compliance.private_only):
+            return None
+        if not managed and req.operations.platform is not PlatformKind.EKS:
             return None
         return self.platforms[name]
 
@@ -327,19 +351,56 @@ class _LlmPlan:
     reasons: list[str]
 
 
-def _llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *, managed: bool) -> _LlmPlan:
-    search = llm_search(req, env, model, catalog, managed=managed)
-    if not search.options:
-        raise SizingError(explain_infeasible_llm(req, model, catalog, managed=managed))
-    best = search.options[0]
-    if best.kv_cache_dtype == "fp8":  # FP8 only where it is cheaper: a 16-bit twin at the same cost wins the tie
-        twin = size_twin(best, model, req, env, catalog, kv_cache_fp8=False)
-        if twin is not None and twin.monthly_node_usd_per_hour <= best.monthly_node_usd_per_hour + 1e-9:
-            best = twin
-    best, at_peak = predict_at_peak(best, model, req, env, managed=managed)
+def _llm_hardware(option: LlmOption, *, managed: bool) -> Hardware:
+    return Hardware(archetype=Archetype.SAGEMAKER_ENDPOINT if managed else Archetype.VLLM_GPU,
+                    instance_type=option.instance.instance_type, tensor_parallel_size=option.tensor_parallel_size,
+                    kv_cache_dtype=None if managed else option.kv_cache_dtype)
+
+
+def _llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, ctx: PlanContext, *,
+              managed: bool) -> _LlmPlan:
+    """The cheapest option within the SLO and the environment's constraints, or the existing stack config's hardware
+    while it stays within `ctx.switch_threshold_pct` of it (`blueprints.stability`).
+
+    Raises:
+        SizingError: no option meets the SLO within the constraints; the message names the binding one.
+    """
+    limits = ctx.limits(req, env, managed=managed)
+    search = llm_search(req, env, model, catalog, managed=managed, limits=limits)
+    if search.best is None:
+        raise SizingError(explain_no_llm_option(req, env, model, catalog, managed=managed, limits=limits))
+    best, at_peak = search.best, search.at_peak
+    headline = None
+    previous = ctx.existing.get(f"{req.service}-{env}")
+    if previous is not None and previous.archetype is (Archetype.SAGEMAKER_ENDPOINT if managed else Archetype.VLLM_GPU):
+        fixed = service_fixed_monthly_usd(req, env, catalog, managed=managed)
+        month = catalog.hours_per_month
+        kept = llm_option_on(req, env, model, catalog, instance_type=previous.instance_type,
+                             tensor_parallel_size=previous.tensor_parallel_size or 0,
+                             kv_cache_fp8=previous.kv_cache_dtype == "fp8", managed=managed, limits=limits)
+        keep, headline = decide(
+            previous, _llm_hardware(best, managed=managed),
+            cheapest_usd=best.monthly_node_usd_per_hour * month + fixed,
+            previous_usd=None if isinstance(kept, str) else kept[0].monthly_node_usd_per_hour * month + fixed,
+            unavailable=kept if isinstance(kept, str) else None, threshold_pct=ctx.switch_threshold_pct)
+        if keep:
+            best, at_peak = kept  # type: ignore[misc]
     best = complete_sizing(best, model, req, env, managed=managed)
     return _LlmPlan(best, search, at_peak, _llm_reasons(req, env, model, best, search, at_peak, catalog,
-                                                         managed=managed))
+                                                         managed=managed, headline=headline))
+
+
+def _ruled_out(search: LlmSearch, catalog: Catalog) -> list[str]:
+    """The cheapest option each constraint ruled out, when it was cheaper than the plan (what the guardrail costs)."""
+    chosen = search.best.monthly_node_usd_per_hour * catalog.hours_per_month if search.best is not None else math.inf
+    seen, out = set(), []
+    for r in search.rejected:
+        if r.breach.constraint in seen or r.monthly_usd >= chosen:
+            continue
+        seen.add(r.breach.constraint)
+        out.append(f"ruled out by {r.breach.constraint}: {r.what}, "
+                   f"{'' if r.simulated else 'at least '}${r.monthly_usd:,.0f}/month for nodes, {r.breach.why}")
+    return out
 
 
 def _lengths(model: ResolvedModel) -> str:
@@ -349,15 +410,21 @@ def _lengths(model: ResolvedModel) -> str:
 
 
 def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOption, search: LlmSearch,
-                 at_peak: SimulationResult, catalog: Catalog, *, managed: bool) -> list[str]:
+                 at_peak: SimulationResult, catalog: Catalog, *, managed: bool, headline: str | None) -> list[str]:
+    """Why this option: what the search compared (and what it ruled out), its engine limits, its simulated p95s, the
+    KV-cache dtype and the runner-up; `headline` (kept or switched hardware, `blueprints.stability`) goes first."""
     inst, tp, sizing = best.instance, best.tensor_parallel_size, best.sizing
     cand = best.candidate
     peak = peak_rps(req, env, model)
-    why = [
-        f"{inst.instance_type} ({inst.gpu_count}x {best.gpu.model}) with tensor_parallel_size={tp}: cheapest of "
-        f"{len(search.options)} option(s) meeting TTFT p95 {_fmt(req.slo.ttft_p95_ms)} and ITL p95 "
-        f"{_fmt(req.slo.itl_p95_ms)} ({search.screened} candidates screened analytically, the {search.simulated} "
-        "that could be cheapest simulated)",
+    cheapest = search.best is not None and _llm_hardware(best, managed=managed) == _llm_hardware(search.best,
+                                                                                                 managed=managed)
+    why = [] if headline is None else [headline]
+    why += [
+        f"{inst.instance_type} ({inst.gpu_count}x {best.gpu.model}) with tensor_parallel_size={tp}: "
+        f"{'cheapest' if cheapest else 'kept'} of {len(search.options)} option(s) meeting TTFT p95 "
+        f"{_fmt(req.slo.ttft_p95_ms)} and ITL p95 {_fmt(req.slo.itl_p95_ms)} within the constraints "
+        f"({search.screened} candidates screened analytically, the {search.simulated} that could be cheapest "
+        "simulated)",
         f"each replica runs at most {cand.max_num_seqs} sequences (max_num_seqs: the largest batch whose decode "
         "step keeps token gaps within the ITL target and whose mean-length requests its "
         f"{cand.model.kv_cache_tokens:,} KV-cache tokens hold)"
@@ -381,8 +448,13 @@ def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOpt
             why.append(f"FP8 KV cache (kv_cache_dtype fp8, supported on {best.gpu.model}): it holds twice the tokens "
                        f"of a 16-bit cache and reads half the bytes per step; on {inst.instance_type} {other}. "
                        "FP8 KV (E4M3, per-tensor scales) costs little accuracy (vLLM docs, quantized KV cache)")
+        elif twin is not None and twin.monthly_node_usd_per_hour < best.monthly_node_usd_per_hour - 1e-9:
+            why.append(f"16-bit KV cache, as the existing stack config has it: FP8 (supported on {best.gpu.model}) "
+                       f"would need {twin.replicas} replica(s), ${twin.monthly_node_usd_per_hour * month:,.0f}/month "
+                       "for nodes")
         else:
             why.append(f"16-bit KV cache: FP8 (supported on {best.gpu.model}) would not lower the cost here")
+    why += _ruled_out(search, catalog)
     runner_up = next((o for o in search.options if o.instance.instance_type != inst.instance_type), None)
     if runner_up:
         why.append(f"next cheapest: {runner_up.instance.instance_type} at "
@@ -424,7 +496,7 @@ def _llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedMod
 def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog,
                selection: Selection, ctx: PlanContext) -> Blueprint:
     model = models[0]
-    llm = _llm_plan(req, env, model, catalog, managed=False)
+    llm = _llm_plan(req, env, model, catalog, ctx, managed=False)
     best, run = llm.best, llm.at_peak
     inst, tp, cand = best.instance, best.tensor_parallel_size, best.candidate
     dtype, quantization = _vllm_dtype(model.spec.precision, model.spec.quantization_method, best.gpu)
@@ -435,7 +507,9 @@ def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog
     check_budget(req, env, catalog, lines=lines, what=f"vllm-gpu, {best.nodes}x {inst.instance_type}",
                  replicas=best.replicas, replicas_per_node=inst.gpu_count // tp,
                  node_usd_per_hour=best.node_usd_per_hour, managed=False)
-    floor, ceiling = _autoscaling_bounds(req, env, best.replicas, can_scale_to_zero=True)
+    floor, ceiling, capped = _autoscaling_bounds(req, env, best.replicas, can_scale_to_zero=True,
+                                                 **_quota_cap(ctx, req, env, per_node=inst.gpu_count // tp,
+                                                              gpus_per_node=inst.gpu_count))
     longest_s = (run.ttft_ms.p95 + (model.max_context_tokens - model.traffic.mean_input_tokens)
                  * run.itl_ms.p95) / 1e3
     return Blueprint(
@@ -454,7 +528,7 @@ def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog
         autoscaling=Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="vllm:num_requests_running",
                                 target=1.0, cooldown_s=_cooldown_s(startup)),
         predictions=_llm_predictions(req, env, model, llm, lines, catalog, managed=False),
-        rationale=[*selection.reasons, *llm.reasons, *access_reasons(req, managed=False),
+        rationale=[*selection.reasons, *llm.reasons, *capped, *access_reasons(req, managed=False),
                    *_cost_notes(req, env, catalog, managed=False)],
     )
 
@@ -487,7 +561,7 @@ def _plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], ca
               f"({defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR:g}x the {startup.pod_start_s} s predicted download + load), "
               f"{volume} GiB volume")
     if model.task.generative:
-        llm = _llm_plan(req, env, model, catalog, managed=True)
+        llm = _llm_plan(req, env, model, catalog, ctx, managed=True)
         best = llm.best
         inst, replicas, rps_per_instance = best.instance, best.replicas, best.sizing.max_rps
         compute = _llm_compute(req, env, best, served, managed=True)
@@ -498,19 +572,19 @@ def _plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], ca
                                  max_model_len=model.max_context_tokens, max_rolling_batch_size=best.concurrency)
         sized = llm.reasons
     else:
-        option = _nongen_option(req, env, models, catalog, accelerator=Accelerator.NVIDIA_GPU, managed=True)
+        option, sized = _nongen_option(req, env, models, catalog, ctx, archetype=Archetype.SAGEMAKER_ENDPOINT,
+                                       accelerator=Accelerator.NVIDIA_GPU)
         inst, replicas = option.instance, option.replicas
         rps_per_instance = option.requests_per_s_capacity / replicas
         compute = _nongen_compute(req, env, option, [served], managed=True)
         engine = SageMakerEngine(image=image, initial_instance_count=replicas,
                                  container_startup_health_check_timeout_s=health_s,
                                  model_data_download_timeout_s=download_s, volume_size_gib=volume)
-        sized = _nongen_reasons(req, env, option, catalog)
     lines = _cost_lines(req, env, catalog, what="SageMaker instances", instance_type=inst.instance_type, nodes=replicas,
                         usd_per_hour=inst.usd_per_hour, managed=True)
     check_budget(req, env, catalog, lines=lines, what=f"sagemaker-endpoint, {replicas}x {inst.instance_type}",
                  replicas=replicas, replicas_per_node=1, node_usd_per_hour=inst.usd_per_hour, managed=True)
-    floor, ceiling = _autoscaling_bounds(req, env, replicas, can_scale_to_zero=False)
+    floor, ceiling, _ = _autoscaling_bounds(req, env, replicas, can_scale_to_zero=False)
     notes = _cost_notes(req, env, catalog, managed=True)
     if req.environments[env].min_replicas == 0:
         notes.append(f"environments.{env}.min_replicas=0 raised to 1: a SageMaker real-time endpoint keeps one "
@@ -567,13 +641,49 @@ def _triton_backend(model: ResolvedModel, accelerator: Accelerator) -> str:
     return backend
 
 
-def _nongen_option(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog, *,
-                   accelerator: Accelerator, managed: bool = False) -> NongenOption:
-    options = search_nongen_options(req, env, models, catalog, accelerator=accelerator, managed=managed)
+def _nongen_hardware(option: NongenOption, archetype: Archetype) -> Hardware:
+    return Hardware(archetype=archetype, instance_type=option.instance.instance_type,
+                    cpu_per_replica=None if option.gpu else option.cpu_per_replica)
+
+
+def _nongen_option(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog, ctx: PlanContext, *,
+                   archetype: Archetype, accelerator: Accelerator) -> tuple[NongenOption, list[str]]:
+    """The cheapest option within the latency budget and the environment's constraints (or the existing stack
+    config's hardware while it stays within `ctx.switch_threshold_pct` of it), and why.
+
+    Raises:
+        SizingError: no option meets the budget within the constraints; the message names the binding one.
+    """
+    managed = archetype is Archetype.SAGEMAKER_ENDPOINT
+    limits = ctx.limits(req, env, managed=managed)
+    options = search_nongen_options(req, env, models, catalog, accelerator=accelerator, managed=managed, limits=limits)
     if not options:
         raise SizingError(explain_infeasible_nongen(req, models, catalog, accelerator=accelerator, managed=managed,
-                                                    env=env))
-    return options[0]
+                                                    env=env, limits=limits))
+    best, headline = options[0], None
+    previous = ctx.existing.get(f"{req.service}-{env}")
+    if previous is not None and previous.archetype is archetype:
+        fixed = service_fixed_monthly_usd(req, env, catalog, managed=managed)
+        month = catalog.hours_per_month
+        kept = next((o for o in options if _nongen_hardware(o, archetype) == previous), None)
+        keep, headline = decide(
+            previous, _nongen_hardware(best, archetype),
+            cheapest_usd=best.nodes * best.node_usd_per_hour * month + fixed,
+            previous_usd=kept.nodes * kept.node_usd_per_hour * month + fixed if kept else None,
+            unavailable=None if kept else "it no longer meets the latency budget within the constraints",
+            threshold_pct=ctx.switch_threshold_pct)
+        if keep:
+            best = kept  # type: ignore[assignment]
+    return best, [*([headline] if headline else []),
+                  *_nongen_reasons(req, env, best, catalog, cheapest=best is options[0])]
+
+
+def _quota_cap(ctx: PlanContext, req: Requirements, env: str, *, per_node: int, gpus_per_node: int) -> dict:
+    """`_autoscaling_bounds`' keywords for the GPU quota of a self-hosted environment."""
+    limits = ctx.limits(req, env, managed=False)
+    cap = limits.autoscaling_cap(per_node=per_node, gpus_per_node=gpus_per_node)
+    return {} if cap is None else {"quota_cap": cap, "quota_source": f"maxGpus={limits.max_gpus} "
+                                   f"({limits.guardrails.source}, gpu-quota)"}  # type: ignore[union-attr]
 
 
 def _nongen_compute(req: Requirements, env: str, option: NongenOption, served: list[ServedModel], *,
@@ -590,7 +700,8 @@ def _nongen_compute(req: Requirements, env: str, option: NongenOption, served: l
         replicas=option.replicas, capacity_type=_capacity(req, env, managed=managed), cpu_arch=CpuArch(inst.cpu_arch))
 
 
-def _nongen_reasons(req: Requirements, env: str, option: NongenOption, catalog: Catalog) -> list[str]:
+def _nongen_reasons(req: Requirements, env: str, option: NongenOption, catalog: Catalog, *,
+                    cheapest: bool = True) -> list[str]:
     inst = option.instance
     if isinstance(inst, OwnedNodeShape):
         source = ("hardware.edge_nodes.gflops_per_vcpu" if req.hardware.edge_nodes
@@ -601,7 +712,7 @@ def _nongen_reasons(req: Requirements, env: str, option: NongenOption, catalog: 
                  else f"{option.cpu_per_replica} vCPU ({inst.family}, {catalog.cpu_gflops(inst):g} GFLOP/s per vCPU "
                       "[unverified])")
     choice = ("the replica shape using the fewest owned nodes" if isinstance(inst, OwnedNodeShape)
-              else "the cheapest option")
+              else "the cheapest option" if cheapest else "the kept option")
     why = [f"{inst.instance_type}, {shape} per replica: {choice} meeting a p95 request latency of "
            f"{latency_target_ms(req):g} ms"
            + ("" if req.slo.latency_p95_ms or req.slo.latency_p99_ms else " (default budget; set slo.latency_p95_ms)")]
@@ -639,7 +750,8 @@ def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catal
     """Triton (one or several models, GPU or CPU) or ONNX Runtime on CPU."""
     onnx = selection.archetype is Archetype.ONNX_CPU
     backends = [None if onnx else _triton_backend(m, selection.accelerator) for m in models]
-    option = _nongen_option(req, env, models, catalog, accelerator=selection.accelerator)
+    option, sized = _nongen_option(req, env, models, catalog, ctx, archetype=selection.archetype,
+                                   accelerator=selection.accelerator)
     served = [_served_model(m, req, env) for m in models]
     inst = option.instance
     owned = inst if isinstance(inst, OwnedNodeShape) else None
@@ -654,7 +766,9 @@ def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catal
                  what=f"{selection.archetype.value}, {option.nodes}x {inst.instance_type}",
                  replicas=option.replicas, replicas_per_node=option.replicas_per_node,
                  node_usd_per_hour=option.node_usd_per_hour, managed=False)
-    floor, ceiling = _autoscaling_bounds(req, env, option.replicas, can_scale_to_zero=not onnx and owned is None)
+    quota = _quota_cap(ctx, req, env, per_node=option.replicas_per_node, gpus_per_node=inst.gpu_count)
+    floor, ceiling, capped = _autoscaling_bounds(req, env, option.replicas,
+                                                 can_scale_to_zero=not onnx and owned is None, **quota)
     if owned is not None:
         ceiling = bounded_ceiling(req, env, ceiling=ceiling, owned=owned, per_node=option.replicas_per_node,
                                   replicas=option.replicas)
@@ -701,7 +815,7 @@ def _plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catal
         archetype=selection.archetype, models=served, compute=_nongen_compute(req, env, option, served),
         engine=engine, startup=startup, autoscaling=scaling,
         predictions=_nongen_predictions(req, env, option, lines),
-        rationale=[*selection.reasons, *_nongen_reasons(req, env, option, catalog), engine_note, *edge_notes,
+        rationale=[*selection.reasons, *sized, engine_note, *capped, *edge_notes,
                    *access_reasons(req, managed=False), *_cost_notes(req, env, catalog, managed=False)],
     )
 
@@ -739,7 +853,8 @@ def _land(bp: Blueprint, ctx: PlanContext, req: Requirements) -> Blueprint:
 def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: list[str] | None = None,
          guardrails: Mapping[str, Guardrails] | None = None,
          platforms: Mapping[str, PlatformConfig] | None = None,
-         alerting: AlertingSpec | None = None) -> list[Blueprint]:
+         alerting: AlertingSpec | None = None, existing: Mapping[str, Hardware] | None = None,
+         switch_threshold_pct: float = defaults.SWITCH_THRESHOLD_PCT) -> list[Blueprint]:
     """Plan every (or the named) environment of a requirements file.
 
     Args:
@@ -747,58 +862,67 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
         catalog: from `load_catalog()`.
         as_of: the plan date (Kubernetes versions and their prices, support-window warnings).
         environments: names to plan; all of `req.environments` (in file order) when omitted.
-        guardrails: per environment, the policy pack's limits to plan within (`blueprints.guardrails`); each
-            environment with guardrails is then planned on its own (its allowed families may differ).
+        guardrails: per environment, the policy pack's limits to plan within (`blueprints.guardrails`): constraints
+            of the search (instance types, GPU quota with the surge), choices (on-demand where spot is forbidden)
+            and refusals (regions, private endpoints, tags).
         platforms: the planned platforms by name (`blueprints.platform_plan.plan_platforms` over every requirements
             file); when omitted, planned from this file alone with the platform team's defaults.
         alerting: platform.yaml's `alerting` (SNS topics of SageMaker alarms); default: none.
+        existing: per stack name (`<service>-<env>`, or a compound service's `<service>-<part>-<env>`), the hardware
+            of its existing stack config (`stability.hardware_of`), kept while it stays within
+            `switch_threshold_pct` % of the cheapest option.
+        switch_threshold_pct: that tolerance, % (0-100).
 
     Returns:
         One `Blueprint` per environment, in the order planned; for a compound service (`blueprints.compound`) one
         per part and environment, generator first.
 
     Raises:
-        RequirementsError: an environment name is not in the file, or the requirements contradict every archetype.
+        RequirementsError: an environment name is not in the file, the requirements contradict every archetype, or
+            they break an environment's policy whatever the plan chooses.
         CatalogError: a model id is unknown.
-        SizingError: nothing meets the requirements, or the cheapest plan is over budget; the message names the
-            constraint to relax and by how much.
+        SizingError: nothing meets the requirements within the constraints, or the cheapest plan is over budget; the
+            message names the binding constraint and by how much to relax it.
     """
     names = environments or list(req.environments)
     unknown = [n for n in names if n not in req.environments]
     if unknown:
         raise RequirementsError(f"--env {', '.join(unknown)}: not in the requirements' environments "
                                 f"({', '.join(req.environments)})")
+    if not 0 <= switch_threshold_pct <= 100:
+        raise RequirementsError(f"--switch-threshold {switch_threshold_pct:g}: a percentage from 0 to 100 (how much "
+                                "more the existing hardware may cost than the cheapest and be kept)")
+    limits = dict(guardrails or {})
+    problems = [p for env in names if env in limits for p in limits[env].problems(req, env)]
+    if problems:
+        raise RequirementsError("; ".join(problems))
+    notes: dict[str, list[str]] = {}
+    for env in names:
+        if env in limits:
+            req, notes[env] = limits[env].apply(req, env)
     if platforms is None:
         from blueprints.platform import PlatformRequirements
         from blueprints.platform_plan import ServiceFile, plan_platforms
 
         platforms = {p.name: p for p in plan_platforms([ServiceFile(None, req)], PlatformRequirements(),
-                                                       catalog=catalog, pcat=load_platform_catalog(), as_of=as_of)}
-    ctx = PlanContext(as_of=as_of, platforms=platforms)
+                                                       catalog=catalog, pcat=load_platform_catalog(), as_of=as_of,
+                                                       policy_for=lambda env, production: limits.get(env))}
+    ctx = PlanContext(as_of=as_of, platforms=platforms, guardrails=limits, existing=existing or {},
+                      switch_threshold_pct=switch_threshold_pct, notes=notes)
     parts = service_parts(req, catalog)
     if len(parts) > 1:  # a compound service: one stack per part, an end-to-end budget over both
         from blueprints.pipeline_plan import plan_pipeline
 
         return plan_pipeline(req, parts, names, catalog=catalog, plan_part=lambda part, env: _plan_service(
-            part, catalog, ctx, [env], guardrails=guardrails, alerting=alerting)[0])
-    return _plan_service(req, catalog, ctx, names, guardrails=guardrails, alerting=alerting)
+            part, catalog, ctx, [env], alerting=alerting)[0])
+    return _plan_service(req, catalog, ctx, names, alerting=alerting)
 
 
 def _plan_service(req: Requirements, catalog: Catalog, ctx: PlanContext, names: list[str], *,
-                  guardrails: Mapping[str, Guardrails] | None, alerting: AlertingSpec | None) -> list[Blueprint]:
+                  alerting: AlertingSpec | None) -> list[Blueprint]:
     """Plan the environments `names` of one stack-worth of requirements (a service, or a part of a compound one):
-    within each environment's guardrails, finished (`scaling_plan.finish`) and with its quota note."""
-    if guardrails:
-        planned = []
-        for env in names:
-            limits = guardrails.get(env)
-            if limits is None:
-                planned += _plan_sized(req, catalog, ctx, [env])
-            else:
-                [bp] = _plan_sized(limits.restrict(req, env), catalog, ctx, [env])
-                planned.append(limits.cap(bp))
-    else:
-        planned = _plan_sized(req, catalog, ctx, names)
+    within each environment's guardrails (`ctx`), finished (`scaling_plan.finish`) and with its quota note."""
+    planned = _plan_sized(req, catalog, ctx, names)
     from blueprints.quota import quota_note
 
     spec = alerting or AlertingSpec()
@@ -811,13 +935,29 @@ def _plan_service(req: Requirements, catalog: Catalog, ctx: PlanContext, names: 
 
 
 def _plan_sized(req: Requirements, catalog: Catalog, ctx: PlanContext, names: list[str]) -> list[Blueprint]:
-    """Select, size and price each environment (before targets, alerting and simulation: `scaling_plan.finish`)."""
+    """Select, size and price each environment (before targets, alerting and simulation: `scaling_plan.finish`),
+    and refuse a plan whose Kubernetes version lacks a feature its workloads use (`kubernetes_features`)."""
     models = resolve_models(req, catalog)
-    selection = select_archetype(req, models, catalog)
+    selection = select_archetype(req, models, catalog,
+                                 limits_for=lambda env, managed: ctx.limits(req, env, managed=managed))
     build = _BUILDERS[selection.archetype]
     planned = [_land(with_weights_reason(build(req, env, models, catalog, selection, ctx)), ctx, req) for env in names]
+    planned = [bp.model_copy(update={"rationale": [*bp.rationale, *ctx.notes[bp.environment]]})
+               if ctx.notes.get(bp.environment) else bp for bp in planned]
     for bp in planned:  # every image its pods run must be built for its nodes' architecture
         problems = image_problems(bp)
         if problems:
             raise SizingError(f"environments.{bp.environment}: " + "; ".join(problems))
+    problems = [p for bp in planned for p in feature_problems(bp, source=_version_source(req, bp, ctx))]
+    if problems:
+        raise RequirementsError("; ".join(problems))
     return planned
+
+
+def _version_source(req: Requirements, bp: Blueprint, ctx: PlanContext) -> str:
+    """Where the stack's Kubernetes version comes from (named in a refusal)."""
+    if bp.platform.stack:
+        return f"the platform {bp.platform.stack} (kubernetes_version in platform.yaml)"
+    if req.operations.kubernetes_version is not None:
+        return "operations.kubernetes_version"
+    return f"the default Kubernetes version on {ctx.as_of}"

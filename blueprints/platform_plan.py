@@ -10,7 +10,7 @@ standard support that every pinned add-on supports), the control plane's price a
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from blueprints import defaults
 from blueprints.catalog import Catalog
@@ -44,8 +44,13 @@ from blueprints.platform_landing import (
     self_hosted_on_eks,
 )
 from blueprints.quota import quota_note
+from blueprints.guardrails import Guardrails
+from blueprints.kubernetes_features import minimum_version
 from blueprints.requirements import Accelerator, CpuArch
 from blueprints.weights import disk_for_gib, replica_ephemeral_gib, weights_volume_gib
+
+#: A platform's guardrails by its environment name and production flag (None: no policy).
+PolicyFor = Callable[[str, bool], "Guardrails | None"]
 
 #: Add-ons every EKS platform installs, in install order.
 BASE_ADDONS = ("karpenter", "aws-load-balancer-controller", "kube-prometheus-stack", "keda", "metrics-server")
@@ -73,20 +78,23 @@ def choose_kubernetes_version(pcat: PlatformCatalog, addon_ids: Sequence[str], a
 
     Default: among the catalog versions EKS had released by `as_of` that every add-on supports (`kubernetes_max`),
     the newest in EKS standard support on `as_of`; when none is (the catalog is older than the plan date), the
-    newest still in extended support, with a warning. A version asked for must be in the catalog, released by
-    `as_of`, still supported on `as_of` and supported by every add-on.
+    newest still in extended support, with a warning. Never older than a field the service workloads render needs
+    (`kubernetes_features`). A version asked for must be in the catalog, released by `as_of`, still supported on
+    `as_of`, supported by every add-on and no older than those fields need.
 
     Raises:
-        RequirementsError: the wanted version is unknown, unreleased, out of support, or beyond an add-on's support;
-            or no catalog version is supported on `as_of` at all.
+        RequirementsError: the wanted version is unknown, unreleased, out of support, beyond an add-on's support or
+            older than a workload field needs; or no catalog version is supported on `as_of` at all.
     """
+    oldest = minimum_version()
     limits = {a: pcat.addon(a).kubernetes_max for a in addon_ids if pcat.addon(a).kubernetes_max}
 
     def beyond_addons(version: str) -> list[str]:
         return [f"{a} (<= {m})" for a, m in limits.items() if kubernetes_minor(version) > kubernetes_minor(m)]
 
     released = [v for v, r in pcat.versions.items()
-                if r.released is not None and r.released <= as_of and not beyond_addons(v)]
+                if r.released is not None and r.released <= as_of and not beyond_addons(v)
+                and kubernetes_minor(v) >= kubernetes_minor(oldest)]
     by_phase = {phase: max((v for v in released if pcat.versions[v].phase(as_of) == phase), key=kubernetes_minor,
                            default=None) for phase in ("standard", "extended")}
     best = by_phase["standard"] or by_phase["extended"]
@@ -102,6 +110,10 @@ def choose_kubernetes_version(pcat: PlatformCatalog, addon_ids: Sequence[str], a
         if record.phase(as_of) == "unsupported":
             raise RequirementsError(f"{source}: kubernetes_version {wanted} left EKS extended support on "
                                     f"{record.end_of_extended}; choose {best or 'a newer version'}")
+        if kubernetes_minor(wanted) < kubernetes_minor(oldest):
+            raise RequirementsError(f"{source}: kubernetes_version {wanted} is older than the service workloads need "
+                                    f"(>= {oldest}: {', '.join(f.field for f in pcat.workload_features)}); choose "
+                                    f">= {oldest}")
         too_new = beyond_addons(wanted)
         if too_new:
             raise RequirementsError(f"{source}: kubernetes_version {wanted} is newer than the pinned add-ons support: "
@@ -229,7 +241,7 @@ def _line(item: str, quantity: float, usd_per_hour: float, catalog: Catalog) -> 
 
 def plan_platforms(services: Sequence[ServiceFile], platform_req: PlatformRequirements, *, catalog: Catalog,
                    pcat: PlatformCatalog, as_of: dt.date, platform_file: str = "platform.yaml",
-                   complete: bool = False) -> list[PlatformConfig]:
+                   complete: bool = False, policy_for: PolicyFor | None = None) -> list[PlatformConfig]:
     """Every platform that at least one service environment lands on, sorted by name.
 
     Args:
@@ -241,6 +253,9 @@ def plan_platforms(services: Sequence[ServiceFile], platform_req: PlatformRequir
         platform_file: the platform file's path, named in errors.
         complete: `services` are every requirements file of the project, so a `platforms.<name>` entry of
             platform.yaml no service lands on is an error (a typo); False when planning a subset.
+        policy_for: a platform's guardrails by its environment and production flag (`blueprints.guardrails`):
+            audit logs on where required, no spot where forbidden, system nodes of an allowed family. None plans
+            without a policy.
 
     Raises:
         RequirementsError: a service conflicts with its platform's settings (region, production, privacy, spot,
@@ -266,7 +281,7 @@ def plan_platforms(services: Sequence[ServiceFile], platform_req: PlatformRequir
     if complete:
         check_unused_entries(groups, platform_req, platform_file=platform_file)
     return [_plan_one(name, members, platform_req, catalog=catalog, pcat=pcat, as_of=as_of,
-                      platform_file=platform_file) for name, members in sorted(groups.items())]
+                      platform_file=platform_file, policy_for=policy_for) for name, members in sorted(groups.items())]
 
 
 def _service_stacks(services: Sequence[ServiceFile],
@@ -313,7 +328,8 @@ def _service_stacks(services: Sequence[ServiceFile],
 
 
 def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformRequirements, *, catalog: Catalog,
-              pcat: PlatformCatalog, as_of: dt.date, platform_file: str) -> PlatformConfig:
+              pcat: PlatformCatalog, as_of: dt.date, platform_file: str,
+              policy_for: PolicyFor | None = None) -> PlatformConfig:
     override = preq.platforms.get(name)
     environment, region = _where_of(name, override, members[0])
     stack = platform_stack_name(name)
@@ -321,6 +337,7 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
     check_members(name, region, members, override, platform_file=platform_file)
     reqs = [(svc, env, svc.requirements) for svc, env in members]
     production = any(r.is_production(env) for _, env, r in reqs)
+    policy = policy_for(environment, production) if policy_for is not None else None
     eks = any(self_hosted_on_eks(r) for _, _, r in reqs)
     private_services = [f"{r.service} ({svc.where})" for svc, _, r in reqs if r.compliance.private_only]
     if override and override.private_endpoint is False and private_services:
@@ -329,10 +346,12 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
                                 "another platform (environments.<env>.platform)")
     private = bool(override.private_endpoint) if override and override.private_endpoint is not None \
         else bool(private_services)
-    spot_envs = [f"{r.service}.{env} ({svc.where})" for svc, env, r in reqs if r.environments[env].spot]
+    spot_forbidden = policy is not None and policy.spot_forbidden
+    spot_envs = [f"{r.service}.{env} ({svc.where})" for svc, env, r in reqs
+                 if r.environments[env].spot and not spot_forbidden]
     # What the stack config records names services only: file paths depend on where `plan` ran from.
     private_names = [r.service for _, _, r in reqs if r.compliance.private_only]
-    spot_names = [f"{r.service}.{env}" for _, env, r in reqs if r.environments[env].spot]
+    spot_names = [f"{r.service}.{env}" for _, env, r in reqs if r.environments[env].spot and not spot_forbidden]
     if spot_envs and preq.spot is SpotPolicy.FORBIDDEN:
         raise RequirementsError(f"{spot_envs[0]}: asks for spot capacity but {platform_file} sets spot: forbidden; "
                                 "set environments.<env>.spot: false or allow spot in the platform file")
@@ -381,7 +400,8 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
         version = choose_kubernetes_version(pcat, [], as_of, wanted=None, source=platform_file)[0]
         rationale.append("network only: every service here is a private SageMaker endpoint in this VPC")
     kind = PlatformKind.EKS if eks else PlatformKind.NETWORK
-    audit = any(r.compliance.audit_logging for _, _, r in reqs if self_hosted_on_eks(r))
+    audit_services = any(r.compliance.audit_logging for _, _, r in reqs if self_hosted_on_eks(r))
+    audit = audit_services or (policy is not None and policy.audit_logs_required)
     kms = any(r.compliance.customer_managed_kms for _, _, r in reqs if self_hosted_on_eks(r))
     if private:
         rationale.append("private: " + (", ".join(private_names) or "platform.yaml") + " require(s) private_only; "
@@ -390,8 +410,15 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
     if eks:
         rationale.append(f"audit logs {'on' if audit else 'off'}, Kubernetes secrets "
                          f"{'encrypted with a customer-managed KMS key' if kms else 'encrypted by EKS'}: the strictest "
-                         "compliance of the services here")
+                         "compliance of the services here"
+                         + (f" and of {policy.source} (cluster-audit-logs requires audit logs)"
+                            if policy is not None and audit and not audit_services else ""))
     system_type = catalog.instance(preq.system_nodes.instance_type)  # a catalogued CPU type (PlatformRequirements)
+    if eks and policy is not None and not policy.allows(system_type.instance_type):
+        raise RequirementsError(f"{platform_file}: system_nodes.instance_type {system_type.instance_type} is not "
+                                f"allowed by {policy.source} (instance-types-allowed "
+                                f"{list(policy.allowed_instance_families or [])}) for {stack}; choose an allowed type "
+                                "or allow its family")
     system_arch = CpuArch(system_type.cpu_arch)
     scratch = sync_scratch_gib([svc for svc, _, r in reqs if self_hosted_on_eks(r)], catalog)
     hf = next((svc for svc, _, r in reqs if self_hosted_on_eks(r) and _downloads_from_hugging_face(svc, catalog)), None)

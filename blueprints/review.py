@@ -35,28 +35,37 @@ def _project_relative(path: Path) -> str:
     return path.resolve().relative_to(root).as_posix() if root is not None else path.as_posix()
 
 
+def policy_guardrails(environment: str, *, production: bool,
+                      config_dir: Path = POLICY_CONFIG_DIR) -> Guardrails | None:
+    """The planning limits of one environment's policy config (`policy_config_for`), named relative to its project
+    (`_project_relative`); None when it has none. Raises `BlueprintError` for an invalid policy config."""
+    from policies.offline import guardrails, read_policy_config
+
+    path = policy_config_for(environment, production=production, config_dir=config_dir)
+    return guardrails(read_policy_config(path), source=_project_relative(path)) if path.exists() else None
+
+
 def environment_guardrails(req: Requirements, config_dir: Path = POLICY_CONFIG_DIR) -> dict[str, Guardrails]:
-    """Each environment's planning limits from its policy config (`policy_config_for`); none when `config_dir` is
+    """Each environment's planning limits from its policy config (`policy_guardrails`); none when `config_dir` is
     absent (a project without the policy pack).
 
     Raises:
         BlueprintError: a policy config is invalid, or `config_dir` has none for an environment (neither
             `<env>.json` nor its fallback): its stacks would be planned without guardrails, then fail their preview.
     """
-    from policies.offline import guardrails, read_policy_config
-
     if not config_dir.is_dir():
         return {}
     limits = {}
     for env in req.environments:
-        path = policy_config_for(env, production=req.is_production(env), config_dir=config_dir)
-        if not path.exists():
+        found = policy_guardrails(env, production=req.is_production(env), config_dir=config_dir)
+        if found is None:
+            path = policy_config_for(env, production=req.is_production(env), config_dir=config_dir)
             raise BlueprintError(
                 f"{config_dir}: no policy config for environment {env!r}: neither {env}.json nor its fallback "
                 f"{path.name} ({'production' if req.is_production(env) else 'non-production'}) exists; add "
                 f"{config_dir / (env + '.json')} (e.g. a copy of {path.name} from the project's policies/config), "
                 "or plan without guardrails with --no-policy")
-        limits[env] = guardrails(read_policy_config(path), source=_project_relative(path))
+        limits[env] = found
     return limits
 
 

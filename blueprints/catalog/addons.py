@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from functools import lru_cache
 from importlib import resources
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -99,6 +100,17 @@ class KubernetesVersion(_Record):
         return "extended" if on <= self.end_of_extended else "unsupported"
 
 
+class WorkloadFeature(_Record):
+    """A Kubernetes API field the service workloads use, and the first version where it works by default."""
+
+    id: str = Field(pattern=r"^[a-z0-9-]+$")
+    field: str = Field(description="where it appears in a pod spec, e.g. containers[].lifecycle.preStop.sleep")
+    min_version: str = Field(pattern=KUBERNETES_VERSION)
+    used_when: Literal["always", "strict-zone-spread"] = Field(description="every self-hosted workload, or only "
+                                                               "those spread strictly over zones")
+    source: str
+
+
 class _AddonFile(_Record):
     schema_version: int
     helm: list[HelmAddon]
@@ -112,6 +124,7 @@ class _KubernetesFile(_Record):
     extended_usd_per_hour: float = Field(ge=0)
     warn_days_before_end: int = Field(ge=0)
     versions: list[KubernetesVersion] = Field(min_length=1)
+    workload_features: list[WorkloadFeature] = Field(default_factory=list)
 
 
 class PlatformCatalog(BaseModel):
@@ -126,6 +139,7 @@ class PlatformCatalog(BaseModel):
     standard_usd_per_hour: float
     extended_usd_per_hour: float
     warn_days_before_end: int
+    workload_features: tuple[WorkloadFeature, ...] = ()
 
     def addon(self, addon_id: str) -> HelmAddon:
         """The Helm add-on `addon_id`. Raises `CatalogError` listing the known ids."""
@@ -192,4 +206,5 @@ def load_platform_catalog() -> PlatformCatalog:
     return PlatformCatalog(
         helm=helm, eks={a.id: a for a in addons.eks}, versions={v.version: v for v in kube.versions},
         kubernetes_source=kube.source, standard_usd_per_hour=kube.standard_usd_per_hour,
-        extended_usd_per_hour=kube.extended_usd_per_hour, warn_days_before_end=kube.warn_days_before_end)
+        extended_usd_per_hour=kube.extended_usd_per_hour, warn_days_before_end=kube.warn_days_before_end,
+        workload_features=tuple(kube.workload_features))
