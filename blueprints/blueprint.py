@@ -19,7 +19,10 @@ from blueprints.errors import FieldProblem, describe_pattern, raise_problems
 from blueprints.jsontypes import check_json_types
 from blueprints.requirements import (
     DNS_1123_LABEL,
+    DNS_1123_SUBDOMAIN,
+    KMS_KEY_ARN,
     MAX_WEIGHTS_URI_CHARS,
+    SHA256_HEX,
     TAG_VALUE,
     WEIGHTS_URI,
     Accelerator,
@@ -27,6 +30,7 @@ from blueprints.requirements import (
     CpuArch,
     Exposure,
     ExposureScope,
+    ExposureVia,
     ModelFormat,
     Platform,
     Precision,
@@ -46,6 +50,10 @@ def nodes_for(replicas: int, per_node: int, *, zones: int = 1) -> int:
     share, extra = divmod(replicas, zones)
     return sum(math.ceil((share + (1 if z < extra else 0)) / per_node) for z in range(zones))
 
+
+#: `autoscaling.metric` of a stack without an autoscaler: a fixed replica count (an edge cluster that declares no
+#: metrics-server for a CPU HPA, nor KEDA with Prometheus).
+FIXED_REPLICAS = "fixed"
 
 #: A TCP port a container or Service listens on.
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -111,7 +119,13 @@ class ServedModel(_Frozen):
     quantization: Quantization | None = Field(default=None, description="how a quantised checkpoint was quantised "
                                               "(none: the method `precision` implies)")
     source_uri: str = Field(pattern=WEIGHTS_URI, max_length=MAX_WEIGHTS_URI_CHARS, description="where the weights "
-                            "come from: s3://bucket/prefix/ or hf://org/name")
+                            "come from: s3://bucket/prefix/, hf://org/name, or (edge clusters) an https:// URL of the "
+                            "file")
+    sha256: str | None = Field(default=None, pattern=SHA256_HEX, description="https:// sources: the file's SHA-256, "
+                               "checked after the download")
+    source_kms_key_arn: str | None = Field(default=None, pattern=KMS_KEY_ARN, description="the customer-managed key "
+                                           "an s3:// source is encrypted with: its copy into the model store may "
+                                           "decrypt with it (none: SSE-S3 or the AWS-managed key)")
     params_b: float = Field(ge=bounds.MIN_PARAMS_B, le=bounds.MAX_PARAMS_B, description="total parameters, billions")
     weights_gib: float = Field(ge=bounds.MIN_WEIGHTS_GIB, le=bounds.MAX_WEIGHTS_GIB, description="weights on disk "
                                "and in memory at `precision`, GiB, rounded up to 0.01")
@@ -125,8 +139,9 @@ class Compute(_Frozen):
     """Nodes and replicas. A replica is one full copy of the model."""
 
     accelerator: Accelerator
-    instance_type: str = Field(max_length=40, description="EC2 type (`g6e.xlarge`) or SageMaker type "
-                               "(`ml.g5.xlarge`) of the catalog; the fields below are its figures")
+    instance_type: str | None = Field(max_length=40, description="EC2 type (`g6e.xlarge`) or SageMaker type "
+                                      "(`ml.g5.xlarge`) of the catalog, the fields below its figures; none on an edge "
+                                      "cluster's owned nodes")
     gpu: str | None = Field(max_length=20, description="GPU short name, none on CPU")
     gpus_per_node: int = Field(ge=0, le=bounds.MAX_GPUS_PER_NODE)
     gpus_per_replica: int = Field(ge=0, le=bounds.MAX_GPUS_PER_NODE, description="GPUs one replica uses (= "
@@ -134,7 +149,7 @@ class Compute(_Frozen):
     vcpus_per_node: int = Field(ge=1, le=bounds.MAX_VCPUS_PER_NODE)
     memory_gib_per_node: float = Field(gt=0, le=bounds.MAX_MEMORY_GIB_PER_NODE)
     cpu_per_replica: float = Field(ge=bounds.MIN_CPU_PER_REPLICA, le=bounds.MAX_VCPUS_PER_NODE,
-                                   description="CPU cores requested (= limit) per replica, at least 1")
+                                   description="CPU cores requested (= limit) per replica")
     memory_gib_per_replica: float = Field(gt=0, le=bounds.MAX_MEMORY_GIB_PER_NODE, description="host memory "
                                           "requested (= limit) per replica, GiB")
     ephemeral_storage_gib_per_replica: float = Field(gt=0, le=bounds.MAX_WEIGHTS_GIB, description="local disk for "
@@ -142,18 +157,33 @@ class Compute(_Frozen):
     replicas: int = Field(ge=1, le=bounds.MAX_REPLICAS, description="replicas needed at this environment's peak load")
     capacity_type: CapacityType = CapacityType.ON_DEMAND
     cpu_arch: CpuArch = CpuArch.X86_64
+    owned_nodes: int | None = Field(default=None, ge=1, le=1000, description="edge cluster only: the owned nodes "
+                                    "(of vcpus_per_node x memory_gib_per_node) the service may use")
+
+    @property
+    def node_type(self) -> str:
+        """The EC2/SageMaker instance type, or `edge node` on an edge cluster."""
+        return self.instance_type or "edge node"
 
     @model_validator(mode="after")
     def _gpu_shape(self) -> Compute:
         problems = []
+        if (self.instance_type is None) == (self.owned_nodes is None):
+            problems.append(FieldProblem("instance_type", "give exactly one of instance_type (EC2 or SageMaker "
+                                         "capacity) and owned_nodes (an edge cluster's nodes)"))
+        if self.owned_nodes is not None and self.accelerator is not Accelerator.CPU:
+            problems.append(FieldProblem("accelerator", "an edge cluster's owned nodes are CPU nodes: accelerator cpu"))
+        if self.owned_nodes is not None and self.capacity_type is CapacityType.SPOT:
+            problems.append(FieldProblem("capacity_type", "an edge cluster's owned nodes are not spot capacity: "
+                                         "capacity_type on-demand"))
         if self.cpu_per_replica > self.vcpus_per_node:
             problems.append(FieldProblem("cpu_per_replica", f"cpu_per_replica={self.cpu_per_replica:g} exceeds the "
-                                         f"{self.vcpus_per_node} vCPUs of {self.instance_type}: the pod can never be "
+                                         f"{self.vcpus_per_node} vCPUs of {self.node_type}: the pod can never be "
                                          "scheduled"))
         if self.memory_gib_per_replica > self.memory_gib_per_node:
             problems.append(FieldProblem("memory_gib_per_replica", f"memory_gib_per_replica="
                                          f"{self.memory_gib_per_replica:g} exceeds the {self.memory_gib_per_node:g} "
-                                         f"GiB of {self.instance_type}"))
+                                         f"GiB of {self.node_type}"))
         if self.accelerator is Accelerator.NVIDIA_GPU:
             if self.gpu is None:
                 problems.append(FieldProblem("gpu", "GPU compute needs `gpu`"))
@@ -216,6 +246,14 @@ class TritonModelConfig(_Frozen):
     instance_kind: Literal["KIND_GPU", "KIND_CPU"]
     instance_count: int = Field(ge=1, le=64)
 
+    @model_validator(mode="after")
+    def _no_delay_without_a_batch(self) -> TritonModelConfig:
+        if self.max_batch_size <= 1 and self.max_queue_delay_microseconds > 0:
+            raise ValueError(f"{self.name}: max_queue_delay_microseconds={self.max_queue_delay_microseconds} with "
+                             f"max_batch_size={self.max_batch_size}: the dynamic batcher would hold each request for a "
+                             "batch that cannot form; set the delay to 0 (re-plan with `blueprint plan`)")
+        return self
+
 
 class TritonEngine(_Frozen):
     kind: Literal["triton"] = "triton"
@@ -277,13 +315,37 @@ class Network(_Frozen):
     private_only: bool
     load_balancer_idle_timeout_s: int = Field(ge=60, le=4000, description="above the longest streamed response")
     exposure: Exposure = Field(description="who can reach the endpoint: internal (VPC) or public (TLS, source CIDRs)")
+    exposed_by: str | None = Field(default=None, pattern=r"^[a-z0-9-]+$", description="the add-on implementing the "
+                                   "exposure (aws-load-balancer-controller, metallb, ingress-nginx, traefik); none "
+                                   "for a NodePort or a SageMaker endpoint (blueprints.cluster_exposure)")
 
     @model_validator(mode="after")
     def _private_is_internal(self) -> Network:
         if self.private_only and self.exposure.scope is ExposureScope.PUBLIC:
             raise ValueError("network.exposure.scope public contradicts network.private_only: re-plan with "
                              "`blueprint plan` instead of editing the stack config")
+        if self.exposed_by is not None:
+            from blueprints.catalog.addons import load_platform_catalog
+
+            addon = load_platform_catalog().helm.get(self.exposed_by)
+            via = self.exposure.via or ExposureVia.LOAD_BALANCER  # unset: a load balancer, as before edge clusters
+            fits = addon is not None and ((via is ExposureVia.LOAD_BALANCER and addon.load_balancer)
+                                          or (via is ExposureVia.INGRESS and addon.ingress_class is not None))
+            if not fits:
+                raise ValueError(f"network.exposed_by {self.exposed_by!r} does not implement exposure.via "
+                                 f"{via.value if via else None}: re-plan with `blueprint plan`")
+        elif self.exposure.via in (ExposureVia.LOAD_BALANCER, ExposureVia.INGRESS):
+            raise ValueError(f"network.exposure.via {self.exposure.via.value} needs network.exposed_by (the add-on "
+                             "implementing it): re-plan with `blueprint plan`")
         return self
+
+    @property
+    def aws_load_balancer(self) -> bool:
+        """The Service is an NLB of the AWS Load Balancer Controller (annotations, ACM TLS, subnets); so is a stack
+        config written before `exposure.via` existed (no via, no exposed_by)."""
+        if self.exposed_by is None:
+            return self.exposure.via is None
+        return self.exposed_by == "aws-load-balancer-controller"
 
 
 class ComplianceRecord(Compliance):
@@ -308,6 +370,14 @@ COMPLIANCE_TAG = "servingblueprints:compliance"
 PLATFORM_COMPLIANCE_ANNOTATION = "servingblueprints.io/platform-compliance"
 #: Namespace label recording the stack's derived `network.private_only`.
 PRIVATE_ONLY_LABEL = "servingblueprints.io/private-only"
+#: Namespace annotation carrying the stack's compliance record (`ComplianceRecord.to_tag`) where it keeps no model
+#: store bucket to tag (an edge cluster).
+COMPLIANCE_ANNOTATION = "servingblueprints.io/compliance"
+#: Annotations of a Service or Ingress exposed without an AWS load balancer (a NodePort, MetalLB, an Ingress): the
+#: planned `exposure.scope`, and the kubernetes.io/tls Secret that terminates TLS (at the Ingress, or mounted into
+#: the authenticating proxy). The policy pack judges such endpoints by them.
+EXPOSURE_SCOPE_ANNOTATION = "servingblueprints.io/exposure-scope"
+TLS_SECRET_ANNOTATION = "servingblueprints.io/tls-secret"
 
 
 def encode_flags(values: dict[str, bool | str]) -> str:
@@ -343,15 +413,16 @@ class PlatformSpec(_Frozen):
     def _platform_stack(self) -> PlatformSpec:
         if self.kind == "eks" and self.stack is None:
             raise ValueError("kind eks lands on a shared platform: set `stack` (platform-<env>-<region>)")
-        if self.kind == "existing-cluster" and self.stack is not None:
-            raise ValueError("an existing cluster is not a platform stack: remove `stack`")
+        if self.kind in ("existing-cluster", "edge-cluster") and self.stack is not None:
+            raise ValueError(f"an {self.kind} is not a platform stack: remove `stack`")
         return self
 
 
 class StartupBudget(_Frozen):
     """Cold start of one replica, from an empty node to ready. Used by probes, deadlines and cooldowns."""
 
-    node_provisioning_s: int = Field(ge=1, le=bounds.MAX_STARTUP_PART_S)
+    node_provisioning_s: int = Field(ge=0, le=bounds.MAX_STARTUP_PART_S, description="0 only on an edge cluster, "
+                                     "whose owned nodes are always there")
     image_pull_s: int = Field(ge=0, le=bounds.MAX_STARTUP_PART_S, description="0 only on SageMaker, which pulls its "
                               "image before the timers start")
     weights_download_s: int = Field(ge=1, le=bounds.MAX_STARTUP_PART_S)
@@ -387,6 +458,9 @@ class Autoscaling(_Frozen):
     def _bounds(self) -> Autoscaling:
         if self.min_replicas > self.max_replicas:
             raise ValueError(f"min_replicas ({self.min_replicas}) must be <= max_replicas ({self.max_replicas})")
+        if self.metric == FIXED_REPLICAS and self.min_replicas != self.max_replicas:
+            raise ValueError(f"metric {FIXED_REPLICAS} (no autoscaler) runs a fixed replica count: min_replicas "
+                             f"({self.min_replicas}) must equal max_replicas ({self.max_replicas})")
         if self.metric == "cpu" and not float(self.target).is_integer():
             raise ValueError(f"target={self.target:g}: a CPU utilisation target is a whole percent (the HPA's "
                              "averageUtilization is an integer); re-plan with `blueprint plan`")
@@ -416,6 +490,20 @@ class CostLine(_Frozen):
     monthly_usd: Usd
 
 
+class ModelLatency(_Frozen):
+    """One model's predicted request latency on a non-generative archetype (Triton, ONNX Runtime, SageMaker's
+    Triton), and how many of its requests one replica computes at once: what a compound service's end-to-end
+    latency is composed from (`blueprints.pipeline`)."""
+
+    name: str = Field(pattern=DNS_1123_LABEL, max_length=40, description="served model name")
+    latency_p95_ms: float = Field(gt=0, le=1e7, description="one request's p95 at this environment's peak, ms")
+    batch_ms: float = Field(gt=0, le=1e7, description="one batch's compute time (one request's on CPU), ms: what "
+                            "each further round of batches adds when one caller sends more requests than a replica "
+                            "computes at once")
+    concurrent_requests: int = Field(ge=1, le=1_000_000, description="requests of this model one replica computes "
+                                     "at once: max_batch_size x instances per replica on GPU, 1 on CPU")
+
+
 class Predictions(_Frozen):
     """What the capacity model predicts at this environment's peak, per the planner's roofline model."""
 
@@ -427,7 +515,8 @@ class Predictions(_Frozen):
                                               "tokens/s")
     requests_per_s_capacity: float = Field(gt=0, le=1e12, description="all planned replicas, requests/s")
     concurrency_per_replica: int = Field(ge=1, le=bounds.INT32_MAX)
-    monthly_cost_usd: Usd = Field(gt=0, description="the sum of `cost_lines`, USD/month")
+    monthly_cost_usd: Usd = Field(description="the sum of `cost_lines`, USD/month; 0 only on an edge cluster's owned "
+                                  "nodes given no cost")
     cost_lines: list[CostLine] = Field(min_length=1, max_length=20, description="the serving nodes (or SageMaker "
                                        "instances) first, then the stack's fixed items")
     cost_is_estimate: bool = Field(description="true when spot prices (estimated) are used")
@@ -439,6 +528,77 @@ class Predictions(_Frozen):
                                                     "pattern (`monthly_cost_usd` is the peak-provisioned cost)")
     slo_attainment: float | None = Field(default=None, ge=0, le=1, description="the fleet simulation's share of "
                                          "minutes within every p95 target (0-1)")
+    models: list[ModelLatency] | None = Field(default=None, description="non-generative archetypes: each model's "
+                                              "own predicted latency (latency_p95_ms above is the slowest's)")
+
+
+class PipelinePart(str, Enum):
+    """A part of a compound service: its stack is `<service>-<part>-<environment>`, one archetype each."""
+
+    GENERATOR = "generator"
+    RETRIEVAL = "retrieval"
+
+
+class PipelineStage(_Frozen):
+    """One model's share of a compound service's end-to-end p95 (`blueprints.pipeline` composes them)."""
+
+    part: PipelinePart
+    model: str = Field(pattern=DNS_1123_LABEL, max_length=40, description="served model name")
+    measure: Literal["ttft", "latency"] = Field(description="what of the model's latency the pipeline waits for: "
+                                                "`ttft` the generator's first token (streamed answers), `latency` "
+                                                "a whole request")
+    calls_per_request: int = Field(ge=1, le=100_000, description="requests one end-to-end request sends this model "
+                                   "(its peak rate over the generator's, rounded up; a reranker scoring 20 passages: "
+                                   "20), sent together")
+    rounds: int = Field(ge=1, le=100_000, description="batches those calls take one after another on one replica: "
+                        "calls / requests a replica computes at once, rounded up")
+    latency_p95_ms: float = Field(gt=0, le=1e7, description="one call's predicted p95, ms")
+    stage_p95_ms: float = Field(gt=0, le=1e8, description="this stage's share: one call's p95 plus a batch time per "
+                                "further round, ms")
+
+
+class Pipeline(_Frozen):
+    """A compound service's end-to-end view, recorded identically in each part's stack config: the stages, their
+    composed p95 (a sum of p95s: conservative, see `blueprints.pipeline`) and the budget it was planned against."""
+
+    service: str = Field(pattern=DNS_1123_LABEL, max_length=40, description="the compound service (its requirements "
+                         "file's `service`)")
+    part: PipelinePart = Field(description="the part this stack serves")
+    stacks: list[str] = Field(min_length=2, max_length=2, description="every part's stack in this environment, "
+                              "generator first")
+    latency_p95_budget_ms: float | None = Field(default=None, gt=0, le=600_000, description="slo."
+                                                "pipeline_latency_p95_ms, ms (none: reported, not checked)")
+    latency_p95_ms: float = Field(gt=0, le=1e8, description="the stages' composed p95, ms")
+    stages: list[PipelineStage] = Field(min_length=2, max_length=64)
+
+    @model_validator(mode="after")
+    def _composed(self) -> Pipeline:
+        parts = {s.part for s in self.stages}
+        if parts != set(PipelinePart):
+            raise ValueError("a pipeline has stages of both parts (generator and retrieval); re-plan with "
+                             "`blueprint plan`")
+        total = sum(s.stage_p95_ms for s in self.stages)
+        if abs(total - self.latency_p95_ms) > 0.05 * len(self.stages):
+            raise ValueError(f"latency_p95_ms={self.latency_p95_ms:g} is not the sum of its stages ({total:g}); "
+                             "re-plan with `blueprint plan` instead of editing the stack config")
+        if self.latency_p95_budget_ms is not None and self.latency_p95_ms > self.latency_p95_budget_ms + 0.05:
+            raise ValueError(f"latency_p95_ms={self.latency_p95_ms:g} misses latency_p95_budget_ms="
+                             f"{self.latency_p95_budget_ms:g}: re-plan with `blueprint plan` instead of editing the "
+                             "stack config")
+        return self
+
+
+class RolesAnywhereSpec(_Frozen):
+    """How an edge cluster's pods read their `s3://` sources: IAM Roles Anywhere (a trust anchor on your CA, a
+    profile, a role that may only read the sources' prefixes), with the certificate of a Secret you provide."""
+
+    acm_pca_arn: str | None = Field(default=None, description="the trust anchor's ACM Private CA; none: the PEM bundle "
+                                   "in config key servingblueprints:rolesAnywhereCaBundle")
+    certificate_secret: str = Field(pattern=DNS_1123_SUBDOMAIN, max_length=253, description="kubernetes.io/tls Secret "
+                                    "in the service's namespace (tls.crt, tls.key)")
+    certificate_common_name: str = Field(min_length=1, max_length=64, description="the certificate subject's CN the "
+                                         "role trusts")
+    session_duration_s: int = Field(ge=900, le=43_200, description="credentials' lifetime, s")
 
 
 class Alerting(_Frozen):
@@ -468,7 +628,8 @@ class Blueprint(_Frozen):
     models: list[ServedModel] = Field(min_length=1, max_length=bounds.MAX_MODELS)
     compute: Compute
     engine: Engine
-    storage: Storage
+    storage: Storage | None = Field(description="the stack's model store; none on an edge cluster (its pods read the "
+                                    "sources directly)")
     network: Network
     platform: PlatformSpec
     startup: StartupBudget
@@ -476,6 +637,13 @@ class Blueprint(_Frozen):
     slo: SloTargets
     predictions: Predictions
     alerting: Alerting = Field(default_factory=Alerting)
+    roles_anywhere: RolesAnywhereSpec | None = Field(default=None, description="edge cluster with s3:// sources: IAM "
+                                                     "Roles Anywhere (none elsewhere: EKS Pod Identity)")
+    monitored: bool = Field(default=True, description="the stack renders its ServiceMonitor, PrometheusRule and "
+                            "dashboard (its cluster runs kube-prometheus-stack); false on an edge cluster that "
+                            "declares none")
+    pipeline: Pipeline | None = Field(default=None, description="compound services only: this part's place in the "
+                                      "service's end-to-end latency")
     rationale: list[str] = Field(min_length=1, max_length=200)
 
     @model_validator(mode="after")
@@ -507,18 +675,37 @@ class Blueprint(_Frozen):
                          zones=self.platform.zones or 1)
 
     @property
+    def rollout_surge(self) -> int:
+        """Extra replicas a rolling update starts before stopping an old one: `defaults.SURGE_REPLICAS`, or 0 on an
+        edge cluster whose owned nodes have no room beside the autoscaler's maximum (then a rollout replaces one
+        replica at a time, `maxUnavailable: 1`)."""
+        if self.compute.owned_nodes is None:
+            return defaults.SURGE_REPLICAS
+        room = self.compute.owned_nodes * self.compute.replicas_per_node - self.autoscaling.max_replicas
+        return defaults.SURGE_REPLICAS if room >= defaults.SURGE_REPLICAS else 0
+
+    @property
     def strict_zone_spread(self) -> bool:
         """Availability >= `defaults.HIGH_AVAILABILITY_PCT` in production: replicas must spread over at least
         `defaults.MIN_ZONES_FOR_HIGH_AVAILABILITY` zones (topology spread with `minDomains`, DoNotSchedule)."""
         return self.production and self.slo.availability_pct >= defaults.HIGH_AVAILABILITY_PCT
 
     @property
+    def proxy_terminates_tls(self) -> bool:
+        """The pod's authenticating proxy serves TLS itself (a Kubernetes TLS Secret behind a NodePort or a MetalLB
+        LoadBalancer); an NLB and an Ingress terminate TLS before it."""
+        exposure = self.network.exposure
+        return bool(exposure.tls_secret_name) and exposure.via is not ExposureVia.INGRESS
+
+    @property
     def serving_port(self) -> int | None:
-        """The serving Service's port clients send HTTP requests to: the authenticating proxy's, 443 with a TLS
-        certificate and 80 without (the engine's own port is never on the Service); None on SageMaker."""
+        """The serving Service's port clients send HTTP requests to: the authenticating proxy's, 443 when TLS ends at
+        the NLB or at the proxy and 80 otherwise (behind an Ingress, which terminates TLS, the Service speaks plain
+        HTTP); the engine's own port is never on the Service. None on SageMaker."""
         if isinstance(self.engine, SageMakerEngine):
             return None
-        return defaults.TLS_PORT if self.network.exposure.tls_certificate_arn else defaults.PLAIN_PORT
+        tls = self.network.exposure.tls_certificate_arn or self.proxy_terminates_tls
+        return defaults.TLS_PORT if tls else defaults.PLAIN_PORT
 
     @property
     def model(self) -> ServedModel:

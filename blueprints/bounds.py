@@ -112,12 +112,13 @@ REASONS: dict[str, str] = {
     "initial_instance_count": "one stack scales to at most 1,000 replicas",
     "max_monthly_usd": "a budget is $1 to $100M a month",
     "cpu_per_replica": "a serving replica requests at least one whole core (ONNX Runtime threads = whole cores)",
-    "node_provisioning_s": "each part of a cold start is 1 s to a day: a zero part zeroes the startup probe and the "
-                           "progress deadline",
+    "node_provisioning_s": "each part of a cold start is at most a day, and at least 1 s except on an edge cluster's "
+                           "owned nodes: a zero part zeroes the startup probe and the progress deadline",
     "weights_download_s": "each part of a cold start is 1 s to a day",
     "model_load_s": "each part of a cold start is 1 s to a day",
     "image_pull_s": "each part of a cold start is at most a day",
-    "monthly_cost_usd": "a stack costs more than $0 (its serving nodes or instances) and at most $1B a month",
+    "monthly_cost_usd": "a stack costs more than $0 (its serving nodes or instances; $0 only on owned edge nodes) and "
+                        "at most $1B a month",
     "max_num_seqs": "at most 65,536 sequences: far beyond any GPU's KV cache",
     "availability_pct": "an availability target is 90-99.99... %: 100 % is no target any fleet meets",
     "layers": "a transformer shape as in config.json, within the largest published models",
@@ -128,5 +129,12 @@ REASONS: dict[str, str] = {
     "vocab_size": "a vocabulary of at most 2 million tokens",
     "experts": "a mixture of 2-1,024 routed experts",
     "experts_per_token": "1-64 experts per token",
-    "count": "2-10 system nodes: at least two so the controllers survive a node loss",
+    "vcpus": "an owned edge node has 1-1,024 vCPUs (the largest servers)",
+    "memory_gib": "an owned edge node has at most 24 TiB of memory (the largest servers)",
+    "monthly_usd_per_node": "an owned node costs $0-$1M a month",
+    "gflops_per_vcpu": "a measured 0-2,000 GFLOP/s per vCPU: above any CPU core's FP32 peak",
+    "node_port": "the NodePort range of a default kube-apiserver, 30000-32767",
+    "session_duration_s": "IAM Roles Anywhere vends sessions of 900-43,200 s (profile durationSeconds)",
+    "pipeline_latency_p95_ms": "an end-to-end budget is at most 10 minutes, well past any interactive answer",
+    "count": "system nodes: 2-10, at least two so the controllers survive a node loss; owned edge nodes: 1-1,000",
 }

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
+from blueprints import defaults
 from blueprints.errors import BlueprintError, read_text_file
 from blueprints.requirements import Precision, Quantization
 
@@ -33,7 +34,7 @@ HELP = """Plan production model serving from a requirements file, and review it 
   blueprint preflight <stack>                         check the AWS service quotas the stack needs
   blueprint stacks [--changed FILE]                   the stacks in deploy order (platforms first), for CI
   blueprint estimate --model ID --gpu NAME ...        what-if on the LLM capacity model
-  blueprint schema                                    JSON Schema of requirements files
+  blueprint schema [--platform]                       JSON Schema of requirements files (or platform.yaml)
 
 Exit codes: 0 success; 1 (preview) invalid manifests, deployability or signal findings, or mandatory policy
 violations, (preflight) a quota below what the stack needs; 2 bad input.
@@ -89,41 +90,62 @@ def plan(
     out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where to write Pulumi.<stack>.yaml. Default: the "
                                            "project's stack folder (Pulumi.yaml's stackConfigDir, `stacks`), the "
                                            "project found from the requirements file or the working directory."),
-    policy_dir: Optional[Path] = typer.Option(None, "--policy-dir", help="Per-environment policy configs; each "
-                                              "environment is planned within its allowed instance families and GPU "
-                                              "quota. Default: policies/config of the project (the folder holding "
-                                              "Pulumi.yaml above the requirements file, or the working directory)."),
-    no_policy: bool = typer.Option(False, "--no-policy", help="Plan without the policy configs' guardrails."),
+    policy_dir: Optional[Path] = typer.Option(None, "--policy-dir", help="Per-environment policy configs "
+                                              "(<env>.json, else prod.json or dev.json); each environment is planned "
+                                              "within their mandatory guardrails. Default: policies/config of the "
+                                              "project (the folder holding Pulumi.yaml, found from the requirements "
+                                              "file, else the working directory); missing: exit 2."),
+    no_policy: bool = typer.Option(False, "--no-policy", help="Plan without the policy configs' guardrails (the "
+                                   "preview may then fail the pack)."),
     as_of: Optional[str] = typer.Option(None, "--as-of", callback=_as_of, metavar="YYYY-MM-DD",
                                         help="Plan date: picks the default Kubernetes version (newest in EKS "
                                         "standard support), its price and support warnings. Default: today."),
+    switch_threshold: float = typer.Option(
+        defaults.SWITCH_THRESHOLD_PCT, "--switch-threshold", min=0, max=100, metavar="PCT",
+        help="Re-planning over an existing stack config keeps its hardware (instance type, tensor parallel degree, "
+        "KV-cache dtype) while it stays feasible and costs at most PCT % more than the cheapest option: a switch "
+        "replaces the node pool. 0 switches whenever something is cheaper. Range 0-100."),
     as_json: bool = typer.Option(False, "--json", help="Print the blueprints as JSON instead of a table."),
 ) -> None:
     """Choose the archetype, size it and write one stack config per environment, plus the shared platform stack
     config of each environment and region it lands on (`Pulumi.platform-<env>-<region>.yaml`).
 
-    Every requirements file beside this one (and platform.yaml) shapes the shared platforms: the strictest
-    compliance of the services on a platform wins. Nothing is written unless every environment plans cleanly.
-    Exit 2 on invalid or infeasible requirements.
+    Each environment gets the cheapest option meeting its SLO within every guardrail of its policy config (instance
+    families, GPU quota with the rollout surge, regions, audit logs, spot); when none exists the error names the
+    binding constraint. Every requirements file beside this one (and platform.yaml) shapes the shared platforms:
+    the strictest compliance of the services on a platform wins. Nothing is written unless every environment plans
+    cleanly. Over an existing stack config, its hardware is kept within --switch-threshold of the cheapest, and each
+    stack's summary says what changed against it: requirements and plan field by field, predictions before -> after,
+    and every change that replaces a resource (`--json`: `review`). Exit 2 on invalid or infeasible requirements.
     """
-    from blueprints.stackconfig import write_stack_configs
+    from blueprints.changes import review_changes
+    from blueprints.report import print_review
+    from blueprints.stackconfig import recorded_blueprint, stack_config_path, write_stack_configs
     from blueprints.workspace import project_paths, plan_requirements_file
 
     with user_errors():
         project = project_paths(requirements)
+        stacks_dir = out_dir if out_dir is not None else project.stacks_dir
         planned = plan_requirements_file(
             # The CLI's only clock read: the planner itself is pure and takes the date as an input.
             requirements, as_of=as_of or dt.date.today(), environments=env,
             policy_dir=policy_dir if policy_dir is not None else (project.policy_dir if project.root else None),
-            use_policy=not no_policy, requirements_dir=project.requirements_dir if project.root else None)
-        paths = write_stack_configs(planned.subjects, out_dir if out_dir is not None else project.stacks_dir,
-                                    source=requirements.as_posix(), cluster_addons=planned.cluster_addons)
+            use_policy=not no_policy, requirements_dir=project.requirements_dir if project.root else None,
+            stacks_dir=stacks_dir, switch_threshold_pct=switch_threshold)
+        previous = {bp.stack: recorded_blueprint(stack_config_path(stacks_dir, bp.stack)) for bp in planned.blueprints}
+        platform_source = project.requirements_dir.relative_to(project.root) if project.root else requirements.parent
+        paths = write_stack_configs(planned.subjects, stacks_dir, source=requirements.as_posix(),
+                                    platform_source=platform_source.as_posix(),
+                                    cluster_addons=planned.cluster_addons)
     written = dict(zip([s.stack for s in planned.subjects], paths))
+    reviews = {bp.stack: review_changes(bp.stack, previous[bp.stack], bp) for bp in planned.blueprints
+               if previous[bp.stack] is not None}
     if as_json:
         out.print_json(json.dumps(
             [{"stack": p.stack, "path": str(written[p.stack]), "platform": p.model_dump(mode="json")}
              for p in planned.platforms]
-            + [{"stack": bp.stack, "path": str(written[bp.stack]), "blueprint": bp.model_dump(mode="json")}
+            + [{"stack": bp.stack, "path": str(written[bp.stack]), "blueprint": bp.model_dump(mode="json"),
+                "review": reviews[bp.stack].to_json() if bp.stack in reviews else None}
                for bp in planned.blueprints]))
         return
     out.print(f"Planned from {requirements}:")
@@ -132,7 +154,11 @@ def plan(
         out.print(f"  [green]wrote[/]     {written[platform.stack]}")
     for bp in planned.blueprints:
         out.print(summary(bp))
-        out.print(f"  [green]wrote[/]     {written[bp.stack]}")
+        if bp.stack in reviews:
+            print_review(reviews[bp.stack], out, indent="  changed   ")
+        out.print(f"  [green]wrote[/]     {written[bp.stack]}" + ("" if bp.stack in reviews else " (new)"))
+        if bp.pipeline is not None and bp.pipeline.stacks[-1] == bp.stack:  # after a compound service's last part
+            out.print(pipeline_summary(bp))
     out.print("[dim]Each stack config's `rationale` says why; `blueprint preview <stack>` shows what it builds "
               "(platform stacks first: services read their outputs).[/]")
 
@@ -161,10 +187,21 @@ def summary(bp) -> str:
         cost += f" + shared {bp.platform.stack}" + (f" (${p.platform_monthly_cost_usd:,.0f}/month for all its "
                                                     "services)" if p.platform_monthly_cost_usd is not None else "")
     return (f"[bold]{bp.stack}[/]  {bp.archetype.value}  {bp.region}\n"
-            f"  compute   {c.instance_type}{gpus}; {c.replicas} replica(s) at peak, autoscale "
-            f"{a.min_replicas}-{a.max_replicas}\n"
+            f"  compute   {c.node_type}{f' ({c.owned_nodes} owned)' if c.owned_nodes else ''}{gpus}; "
+            f"{c.replicas} replica(s) at peak, "
+            + (f"fixed {a.min_replicas}" if a.metric == "fixed" else f"autoscale {a.min_replicas}-{a.max_replicas}")
+            + "\n"
             f"  predicts  {latency}; {p.requests_per_s_capacity:g} requests/s capacity\n"
             f"  cost      {cost}{_expected(p)}")
+
+
+def pipeline_summary(bp) -> str:
+    """A compound service's environment in a few lines: its end-to-end p95, both parts' cost (rich markup)."""
+    from blueprints.pipeline import describe
+
+    return (f"[bold]{bp.pipeline.service}-{bp.environment}[/]  compound service: {' + '.join(bp.pipeline.stacks)}\n"
+            f"  end-to-end p95 <= {escape(describe(bp.pipeline))}\n"
+            f"  review    `blueprint preview {bp.pipeline.service}-{bp.environment}` (both parts, one report)")
 
 
 def _expected(p) -> str:
@@ -182,14 +219,18 @@ def _ms(value: float | None) -> str:
 @app.command()
 def preview(
     stack: str = typer.Argument(..., help="Stack name, e.g. chat-assistant-prod or platform-prod-us-east-1 (reads "
-                                "stacks/Pulumi.<stack>.yaml)."),
+                                "stacks/Pulumi.<stack>.yaml); or <service>-<env> of a compound service, e.g. "
+                                "rag-assistant-prod: one review of both its part stacks."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON: stack, archetype, resources (with "
                                  "depends_on), manifests, manifest_problems, deployability, policy_verdicts, "
-                                 "predictions, outputs."),
+                                 "predictions, outputs (a compound service: review, pipeline, monthly_cost_usd, "
+                                 "quotas, clean and each part's report under parts)."),
     out_path: Optional[Path] = typer.Option(None, "--out", help="Also write plan.md (a PR comment), plan.json and "
                                             "manifests/*.yaml into this folder."),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="plan.json from the base branch: report "
-                                            "resources added, removed and changed, and the cost delta."),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="plan.json from the base branch: lead with "
+                                            "what changed (requirements and plan field by field, predictions before "
+                                            "-> after, every change that replaces a resource), then resources added, "
+                                            "removed and changed, and the cost delta."),
     policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="Policy-config JSON for the policy "
                                                  "pack. Default: policies/config/<environment>.json."),
     stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
@@ -201,38 +242,76 @@ def preview(
     report what a service or platform stack would create.
 
     No cloud credentials or Pulumi CLI needed. A service on a shared platform reads the platform's planned outputs
-    (plan the platform first). Exit 0 when clean; 1 when a manifest is invalid, a deployability check fails (a CRD,
-    controller, node or Pod Security level missing) or a mandatory policy is violated (the report is still printed
-    and written); 2 on bad input.
+    (plan the platform first). A compound service's <service>-<env> reviews both part stacks in one report, the
+    end-to-end latency first (--out: the service's plan.md and plan.json, each part's report in <stack>/). Exit 0
+    when clean; 1 when a manifest is invalid, a deployability check fails (a CRD, controller, node or Pod Security
+    level missing) or a mandatory policy is violated (the report is still printed and written); 2 on bad input.
     """
     from blueprints.diff import diff_reports, load_baseline
+    from blueprints.pipeline_review import part_stacks
     from blueprints.report import render_terminal, write_report_dir
-    from blueprints.review import review_stack
+    from blueprints.review import baseline_review, review_stack
     from blueprints.workspace import project_paths
 
     with user_errors():
-        base = load_baseline(baseline, stack=stack) if baseline is not None else None
         project = project_paths(stacks_dir)
+        parts = part_stacks(stack, stacks_dir or project.stacks_dir)
+    if parts is not None:
+        _preview_service(stack, parts, stacks_dir=stacks_dir or project.stacks_dir, program=program or project.program,
+                         policy_dir=project.policy_dir, policy_config=policy_config, baseline=baseline,
+                         out_path=out_path, as_json=as_json)
+        return
+    with user_errors():
+        base = load_baseline(baseline, stack=stack) if baseline is not None else None
         with err.status(f"Running the Pulumi program for {stack} under the mock engine..."):
             report = review_stack(stack, stacks_dir=stacks_dir or project.stacks_dir,
                                   program=program or project.program, policy_config=policy_config,
-                                  policy_dir=project.policy_dir)
+                                  policy_dir=project.policy_dir, baseline=base)
         diff = diff_reports(base, report.to_json()) if base is not None else None
+        review = baseline_review(report, base, diff) if base is not None and diff is not None else None
         if out_path is not None:
-            write_report_dir(report, out_path, diff)
+            write_report_dir(report, out_path, diff, review)
     if as_json:
         data = report.to_json()
-        if diff is not None:
-            data["diff"] = diff.to_json()
+        if diff is not None and review is not None:
+            data["diff"], data["review"] = diff.to_json(), review.to_json()
         out.print_json(json.dumps(data))
     else:
-        render_terminal(report, out, diff)
+        render_terminal(report, out, diff, review)
     if out_path is not None:
         err.print(f"[green]wrote[/] {out_path}/plan.md, plan.json and {len(report.manifests)} manifest(s)")
     if not report.clean:
         err.print(f"[red]{stack}: {len(report.manifest_problems)} invalid manifest(s), "
                   f"{len(report.deployability)} deployability and {len(report.signals)} signal finding(s), "
                   f"{len(report.mandatory_violations)} mandatory policy violation(s)[/]")
+        raise typer.Exit(code=1)
+
+
+def _preview_service(name: str, parts: list[str], *, stacks_dir: Path, program: Path, policy_dir: Path,
+                     policy_config: Optional[Path], baseline: Optional[Path], out_path: Optional[Path],
+                     as_json: bool) -> None:
+    """`preview` of a compound service's environment: both part stacks, one report."""
+    from blueprints.pipeline_review import render_service_terminal, review_service, write_service_report
+
+    with user_errors():
+        with err.status(f"Running the Pulumi program for {', '.join(parts)} under the mock engine..."):
+            review = review_service(name, parts, stacks_dir=stacks_dir, program=program, policy_dir=policy_dir,
+                                    policy_config=policy_config, baseline=baseline)
+        if out_path is not None:
+            write_service_report(review, out_path)
+    if as_json:
+        out.print_json(json.dumps(review.to_json()))
+    else:
+        render_service_terminal(review, out)
+    if out_path is not None:
+        err.print(f"[green]wrote[/] {out_path}/plan.md, plan.json and each part's report in "
+                  f"{', '.join(f'{out_path}/{s}' for s in parts)}")
+    if not review.clean:
+        for report in review.parts:
+            if not report.clean:
+                err.print(f"[red]{report.stack}: {len(report.manifest_problems)} invalid manifest(s), "
+                          f"{len(report.deployability)} deployability and {len(report.signals)} signal finding(s), "
+                          f"{len(report.mandatory_violations)} mandatory policy violation(s)[/]")
         raise typer.Exit(code=1)
 
 
@@ -256,12 +335,17 @@ def simulate(
 
     Exit 2 on a missing or invalid stack config, a platform stack, or an invalid trace.
     """
+    from blueprints.pipeline_review import part_stacks
     from blueprints.simulation import simulate as run
     from blueprints.simulation_report import summary_markdown, write_plot
     from blueprints.stackconfig import read_stack_config, stack_config_path
     from blueprints.traffic import read_trace
 
     with user_errors():
+        parts = part_stacks(stack, stacks_dir)
+        if parts is not None:
+            raise BlueprintError(f"{stack} is a compound service's environment: simulate each part's fleet, "
+                                 f"`blueprint simulate {parts[0]}` and `blueprint simulate {parts[1]}`")
         bp = read_stack_config(stack_config_path(stacks_dir, stack))
         result = run(bp, trace=read_trace(trace) if trace is not None else None, days=days)
         if out_path is not None:
@@ -289,7 +373,8 @@ def stacks(
     stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
                                               "project's (found from the working directory)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of {stack, kind, service, environment, "
-                                 "production, policy_config, platform, runs_on} (for a CI matrix)."),
+                                 "production, policy_config, platform, runs_on, part, review} (for a CI matrix; "
+                                 "`review` is what `blueprint preview` takes: a compound service's parts share one)."),
 ) -> None:
     """List the stack configs, or only those a change affects, in deploy order: platform stacks first (services read
     their outputs), then services. Used by the pull-request and deploy workflows; `runs_on` names the self-hosted
@@ -322,7 +407,8 @@ def stacks(
 
 @app.command()
 def preflight(
-    stack: str = typer.Argument(..., help="Stack name, e.g. chat-assistant-prod or platform-prod-us-east-1."),
+    stack: str = typer.Argument(..., help="Stack name, e.g. chat-assistant-prod or platform-prod-us-east-1; or "
+                                "<service>-<env> of a compound service: both parts' needs added up."),
     stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
                                               "project's (found from the working directory)."),
     offline: bool = typer.Option(False, "--offline", help="Do not call AWS even when credentials are present: print "
@@ -336,12 +422,16 @@ def preflight(
     Fresh accounts start with 0 vCPUs for G and P instances in most Regions. Exit 0 when every quota holds (or,
     offline, after printing what to check); 1 when a quota is below what the stack needs; 2 on bad input.
     """
+    from blueprints.pipeline_review import part_stacks, service_quota_needs
     from blueprints.quota import check_quotas, quota_needs
-    from blueprints.stackconfig import read_config, stack_config_path
+    from blueprints.stackconfig import read_config, read_stack_config, stack_config_path
     from blueprints.workspace import project_paths
 
     with user_errors():
-        needs = quota_needs(read_config(stack_config_path(stacks_dir or project_paths(stacks_dir).stacks_dir, stack)))
+        folder = stacks_dir or project_paths(stacks_dir).stacks_dir
+        parts = part_stacks(stack, folder)
+        needs = quota_needs(read_config(stack_config_path(folder, stack))) if parts is None else \
+            service_quota_needs([read_stack_config(stack_config_path(folder, s)) for s in parts])
         client_for = None if offline else _service_quotas_client_factory()
         checks = check_quotas(needs, client_for) if client_for is not None else []
     if as_json:
@@ -560,11 +650,16 @@ def _estimate_model(model: str | None, requirements: Path | None, architecture: 
 @app.command()
 def schema(
     out_file: Optional[Path] = typer.Option(None, "--out", help="Write to this file instead of stdout."),
+    platform: bool = typer.Option(False, "--platform", help="The platform team's platform.yaml instead of a "
+                                  "service's requirements file."),
 ) -> None:
-    """Print the requirements file's JSON Schema (for editor validation, e.g. yaml-language-server)."""
+    """Print the requirements file's JSON Schema, or platform.yaml's with --platform (for editor validation, e.g.
+    yaml-language-server)."""
+    from blueprints.platform import platform_json_schema
     from blueprints.requirements import requirements_json_schema
 
-    text = json.dumps(requirements_json_schema(), indent=2, sort_keys=True) + "\n"
+    text = json.dumps(platform_json_schema() if platform else requirements_json_schema(), indent=2,
+                      sort_keys=True) + "\n"
     if out_file is None:
         typer.echo(text, nl=False)
     else:

@@ -28,6 +28,7 @@ from blueprints import bounds, defaults
 from blueprints.catalog import Architecture, Catalog, load_catalog
 from blueprints.errors import FieldProblem
 from blueprints.requirements import Accelerator, ExposureScope
+from blueprints.weights import replica_ephemeral_gib
 
 if TYPE_CHECKING:
     from blueprints.blueprint import Blueprint
@@ -35,10 +36,6 @@ if TYPE_CHECKING:
 #: Host memory a vLLM replica needs besides its memory-backed /dev/shm (API server, engine core, tokenizer and the
 #: weights' pinned staging buffers), GiB. [assumption] the planner has always reserved it.
 VLLM_HOST_MEMORY_OVERHEAD_GIB = 4
-#: Local disk per replica: the weights (copied from the model store into a node-local volume) plus this share and a
-#: fixed scratch space (caches, logs), GiB. [assumption] as the planner has always sized it.
-EPHEMERAL_WEIGHTS_FACTOR = 1.1
-EPHEMERAL_SCRATCH_GIB = 10
 #: Tolerance of stored money and size figures (rounded to cents and hundredths).
 _CENT = 0.011
 
@@ -47,11 +44,6 @@ def stored_weights_gib(raw_gib: float) -> float:
     """Weights as a stack config records them: GiB rounded up to hundredths, never below `bounds.MIN_WEIGHTS_GIB` (a
     model of a few million parameters weighs 0.01 GiB, not 0)."""
     return max(bounds.MIN_WEIGHTS_GIB, math.ceil(raw_gib * 100 - 1e-9) / 100)
-
-
-def ephemeral_storage_gib(weights_gib: float) -> int:
-    """Local disk one replica needs for `weights_gib` of weights, GiB."""
-    return math.ceil(weights_gib * EPHEMERAL_WEIGHTS_FACTOR + EPHEMERAL_SCRATCH_GIB)
 
 
 def cpu_replica_memory_gib(weights_gib: float) -> float:
@@ -87,8 +79,8 @@ def blueprint_problems(bp: Blueprint) -> list[FieldProblem]:
         return [FieldProblem(("engine", "kind"), f"archetype {bp.archetype.value} needs engine kind "
                              f"{expected.model_fields['kind'].default!r}, got {bp.engine.kind!r}")]
     catalog = load_catalog()
-    return [*_rules(bp), *_compute(bp, catalog), *_models(bp, catalog), *_engine(bp, catalog), *_startup(bp),
-            *_costs(bp, catalog), *_predictions(bp)]
+    return [*_rules(bp), *_edge(bp), *_pipeline(bp), *_compute(bp, catalog), *_models(bp, catalog),
+            *_engine(bp, catalog), *_startup(bp), *_costs(bp, catalog), *_predictions(bp)]
 
 
 def _rules(bp: Blueprint) -> list[FieldProblem]:
@@ -121,11 +113,65 @@ def _rules(bp: Blueprint) -> list[FieldProblem]:
     return problems
 
 
+def _edge(bp: Blueprint) -> list[FieldProblem]:
+    """An edge cluster's stack runs on owned nodes, keeps no model store and reads `s3://` sources through IAM Roles
+    Anywhere; elsewhere none of that applies."""
+    edge = bp.platform.kind == "edge-cluster"
+    replan = "re-plan with `blueprint plan`"
+    problems = []
+    if edge != (bp.compute.owned_nodes is not None):
+        problems.append(FieldProblem(("compute", "owned_nodes"), "owned_nodes is for platform.kind edge-cluster (and "
+                                     f"required there); {replan}"))
+    if edge != (bp.storage is None):
+        problems.append(FieldProblem(("storage",), f"the model store is omitted exactly on an edge cluster; {replan}"))
+    s3 = any(m.source_uri.startswith("s3://") for m in bp.models)
+    if (edge and s3) != (bp.roles_anywhere is not None):
+        problems.append(FieldProblem(("roles_anywhere",), "roles_anywhere is set exactly for an edge cluster with "
+                                     f"s3:// sources; {replan}"))
+    from blueprints.edge import MODEL_FILE
+
+    problems += [FieldProblem(("models", i, "format"), f"{m.format.value}: an https:// source is one file, which "
+                              f"Triton loads for formats {sorted(f.value for f in MODEL_FILE)}; {replan}")
+                 for i, m in enumerate(bp.models) if m.source_uri.startswith("https://") and m.format not in MODEL_FILE]
+    wrong = "hf://" if edge else "https://"
+    problems += [FieldProblem(("models", i, "source_uri"), f"{wrong} sources are not served on "
+                              f"{getattr(bp.platform.kind, 'value', bp.platform.kind)}; {replan}")
+                 for i, m in enumerate(bp.models) if m.source_uri.startswith(wrong)]
+    return problems
+
+
+def _pipeline(bp: Blueprint) -> list[FieldProblem]:
+    """A compound service's part: its name, stack and stages agree with the part it is; its predictions name its
+    models."""
+    served = [m.name for m in bp.models]
+    problems = []
+    if bp.predictions.models is not None and [m.name for m in bp.predictions.models] != served:
+        problems.append(FieldProblem(("predictions", "models"), f"names {[m.name for m in bp.predictions.models]} but "
+                                     f"the stack serves {served}; re-plan with `blueprint plan`"))
+    pipeline = bp.pipeline
+    if pipeline is None:
+        return problems
+    part = pipeline.part.value
+    if bp.service != f"{pipeline.service}-{part}":
+        problems.append(FieldProblem(("pipeline", "service"), f"the {part} part of service {pipeline.service!r} is "
+                                     f"service {pipeline.service}-{part}, not {bp.service!r}"))
+    if bp.stack not in pipeline.stacks:
+        problems.append(FieldProblem(("pipeline", "stacks"), f"{pipeline.stacks} does not name this stack, "
+                                     f"{bp.stack}"))
+    own = [s.model for s in pipeline.stages if s.part is pipeline.part]
+    if own != served:
+        problems.append(FieldProblem(("pipeline", "stages"), f"the stages of part {part} name {own} but the stack "
+                                     f"serves {served}; re-plan with `blueprint plan`"))
+    return problems
+
+
 def _compute(bp: Blueprint, catalog: Catalog) -> list[FieldProblem]:
     """The compute against the catalog's instance type, and the replica's resources against the models' needs."""
     c, at = bp.compute, ("compute",)
     sagemaker = bp.archetype.value == "sagemaker-endpoint"
     table = catalog.sagemaker if sagemaker else catalog.ec2
+    if c.owned_nodes is not None:
+        return _replica_needs(bp)
     inst = table.get(c.instance_type)
     if inst is None:
         other = catalog.ec2 if sagemaker else catalog.sagemaker
@@ -146,6 +192,13 @@ def _compute(bp: Blueprint, catalog: Catalog) -> list[FieldProblem]:
                                      f"{'nvidia-gpu' if inst.gpu_count else 'cpu'}"))
     if sagemaker or problems:
         return problems
+    return _replica_needs(bp)
+
+
+def _replica_needs(bp: Blueprint) -> list[FieldProblem]:
+    """A self-hosted replica's memory and disk against its models' needs."""
+    c, at = bp.compute, ("compute",)
+    problems = []
     weights = sum(m.weights_gib for m in bp.models)
     kind = bp.engine.kind
     if kind == "vllm":
@@ -158,7 +211,7 @@ def _compute(bp: Blueprint, catalog: Catalog) -> list[FieldProblem]:
         problems.append(FieldProblem((*at, "memory_gib_per_replica"), f"memory_gib_per_replica="
                                      f"{c.memory_gib_per_replica:g} is below the {need:g} GiB a replica needs for "
                                      f"{what}; raise it to >= {need:g}"))
-    disk = ephemeral_storage_gib(weights)
+    disk = replica_ephemeral_gib([weights])
     if c.ephemeral_storage_gib_per_replica < disk:
         problems.append(FieldProblem((*at, "ephemeral_storage_gib_per_replica"), f"ephemeral_storage_gib_per_replica="
                                      f"{c.ephemeral_storage_gib_per_replica:g} is below the {disk} GiB a replica "
@@ -299,6 +352,10 @@ def _kv_fit(bp: Blueprint, catalog: Catalog, *, tp: int, kv_fp8: bool, utilizati
 def _startup(bp: Blueprint) -> list[FieldProblem]:
     """Every part of a Kubernetes cold start is at least a second, and scale-in waits longer than a cold start."""
     problems = []
+    if (bp.compute.owned_nodes is None) != (bp.startup.node_provisioning_s >= 1):
+        problems.append(FieldProblem(("startup", "node_provisioning_s"), "is 0 exactly on an edge cluster (its owned "
+                                     "nodes are always there); elsewhere a node is provisioned in >= 1 s (it sets the "
+                                     "startup probe and the progress deadline)"))
     if bp.archetype.value != "sagemaker-endpoint" and bp.startup.image_pull_s < 1:
         problems.append(FieldProblem(("startup", "image_pull_s"), "a node pulls the serving image: image_pull_s must "
                                      "be >= 1 (it sets the startup probe and the progress deadline)"))
@@ -324,6 +381,9 @@ def _costs(bp: Blueprint, catalog: Catalog) -> list[FieldProblem]:
     if abs(p.monthly_cost_usd - total) > _CENT:
         problems.append(FieldProblem((*at, "monthly_cost_usd"), f"monthly_cost_usd={p.monthly_cost_usd:g} but the cost "
                                      f"lines sum to ${total:,.2f}"))
+    if p.monthly_cost_usd <= 0 and c.owned_nodes is None:
+        problems.append(FieldProblem((*at, "monthly_cost_usd"), "a stack on EC2 or SageMaker capacity costs more than "
+                                     "$0 a month (its nodes or instances); re-plan with `blueprint plan`"))
     sagemaker = bp.archetype.value == "sagemaker-endpoint"
     inst = (catalog.sagemaker if sagemaker else catalog.ec2).get(c.instance_type)
     if inst is None or not p.cost_lines:

@@ -98,9 +98,10 @@ SIMULATION_WARMUP_FRACTION = 0.1
 #: Highest share of a replica's saturated request rate the planner loads it to at peak, whatever the simulated p95
 #: says: at the saturation knee a finite simulation understates the queue. [assumption]
 LLM_MAX_UTILIZATION = 0.9
-#: Candidates the planner simulates per model once one meets the SLO (cheapest by the analytic screen first; it stops
-#: earlier when the next one's optimistic cost exceeds the best simulated cost).
-MAX_SIMULATED_CANDIDATES = 6
+#: Re-planning over an existing stack config keeps its hardware (instance type, tensor parallel, KV-cache dtype)
+#: while it stays within this share above the cheapest option, %: a switch replaces the node pool (new nodes, a
+#: rollout, a cold start) for a saving a forecast's error exceeds. `blueprint plan --switch-threshold`. [assumption]
+SWITCH_THRESHOLD_PCT = 5.0
 #: Fraction of a non-generative replica's saturated request rate the planner loads it to at peak (headroom for
 #: bursts; LLM replicas are sized by the simulated queue instead).
 TARGET_UTILIZATION = {"steady": 0.8, "bursty": 0.65, "spiky": 0.5}
@@ -142,12 +143,50 @@ MODEL_WARMUP_S = 60
 #: v20260714: awslabs/amazon-eks-ami release whose CHANGELOG lists amazon-eks-node-al2023-{x86_64,arm64}-{standard,
 #: nvidia}-<k8s>-v20260714 for Kubernetes 1.30-1.36 (checked 2026-12 at tag v20260724).
 KARPENTER_AMI_ALIAS = "al2023@v20260714"
-#: Root EBS volume of Karpenter GPU nodes, GiB: OS only; kubelet, containerd and pod ephemeral storage go on the
-#: instance-store NVMe array (instanceStorePolicy RAID0), which every catalogued GPU family has.
+#: CPU architectures each EC2NodeClass alias family resolves AMIs for (Karpenter v1.14 pkg/providers/amifamily:
+#: al2023.go reads /aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/<arch>/<variant>/... for x86_64 (standard,
+#: nvidia, neuron) and arm64 (standard, nvidia); bottlerocket.go for x86_64 and arm64, standard and nvidia). Karpenter
+#: picks the AMI of each launched instance type's architecture.
+AMI_ALIAS_ARCHES = {"al2023": ("x86_64", "arm64"), "bottlerocket": ("x86_64", "arm64")}
+#: Root EBS volume of Karpenter GPU nodes, GiB: OS only; kubelet, containerd (images) and pod ephemeral storage go on
+#: the instance-store NVMe array (instanceStorePolicy RAID0), which every catalogued GPU type has
+#: (`INSTANCE_STORE_GB`, checked by tests/test_catalog.py).
 GPU_NODE_ROOT_VOLUME_GIB = 100
-#: Root EBS volume of Karpenter CPU nodes (no instance store on c7i/c7g/m7i): images plus replicas' ephemeral
-#: storage, GiB. [assumption] the CPU archetypes serve models of a few GiB.
+#: Smallest root EBS volume of Karpenter CPU nodes (no instance store on c7i/c7g/m7i): OS, images and replicas'
+#: ephemeral storage share it. The platform plan grows it, in steps of `NODE_VOLUME_STEP_GIB`, until a node full of
+#: the largest CPU-capable service's replicas (`CPU_REPLICAS_PER_NODE`) fits (`blueprints.platform_plan`).
 CPU_NODE_ROOT_VOLUME_GIB = 100
+NODE_VOLUME_STEP_GIB = 50
+
+# --- Node disk (ephemeral storage) ----------------------------------------------------------------------------------
+#: Share of the kubelet's filesystem kept free: its default hard eviction threshold `nodefs.available<10%`
+#: (kubelet --eviction-hard default "imagefs.available<15%,memory.available<100Mi,nodefs.available<10%,
+#: nodefs.inodesFree<5%", kubernetes/kubernetes pkg/kubelet/apis/config/v1beta1 defaults.go DefaultEvictionHard;
+#: the EKS AL2023 AMI keeps it). Pods are evicted once less is free.
+EVICTION_NODEFS_FRACTION = 0.10
+#: kube-reserved ephemeral storage of EKS AL2023 nodes, GiB (awslabs/amazon-eks-ami nodeadm/internal/kubelet/
+#: config.go withDefaultReservedResources: "ephemeral-storage": "1Gi").
+KUBE_RESERVED_EPHEMERAL_GIB = 1
+#: The OS's share of a node's root volume, GiB. [assumption] the AL2023 EKS AMI fits Karpenter's 20 GiB default volume
+#: (karpenter-provider-aws DefaultEBS for AL2023: 20Gi), half of it in use.
+NODE_OS_RESERVE_GIB = 10
+#: Disk one pulled serving image takes on a node, GiB. [assumption] vLLM 0.11 and Triton 25.10 images are ~10 GB
+#: compressed; containerd keeps the compressed layers and the unpacked snapshot, so about three times that.
+SERVING_IMAGE_DISK_GIB = 30
+#: Disk the platform's controller images take on a system node, GiB (Karpenter, the load balancer controller, KEDA,
+#: kube-prometheus-stack, metrics-server, EKS add-ons). [assumption] a few hundred MB each, compressed.
+CONTROLLER_IMAGES_DISK_GIB = 10
+#: What a system node's root volume holds besides the sync Jobs' scratch: the OS, the controllers' images and the
+#: sync Job's image (`HF_DOWNLOAD_IMAGE`, a serving image), GiB.
+SYSTEM_NODE_RESERVE_GIB = NODE_OS_RESERVE_GIB + CONTROLLER_IMAGES_DISK_GIB + SERVING_IMAGE_DISK_GIB
+#: What a serving node's kubelet filesystem holds besides the pods' ephemeral storage, GiB: the serving image, plus
+#: the OS when that filesystem is the root volume (on an instance-store RAID0 node class the OS stays on the root).
+SERVING_NODE_RESERVE_GIB = SERVING_IMAGE_DISK_GIB
+SERVING_NODE_ROOT_RESERVE_GIB = NODE_OS_RESERVE_GIB + SERVING_IMAGE_DISK_GIB
+#: Scratch every serving replica requests beside its weights, GiB (logs, compile caches, engine files).
+REPLICA_SCRATCH_GIB = 10
+#: Ephemeral storage of an s3:// -> model store sync Job, GiB: `aws s3 sync` copies server-side, so only its logs.
+S3_SYNC_EPHEMERAL_GIB = 1
 #: The EKS system node group (CoreDNS, device plugin, KEDA, monitoring agents): type and count, priced from the catalog.
 SYSTEM_NODE_INSTANCE_TYPE = "m7i.xlarge"
 SYSTEM_NODE_COUNT = 2
@@ -198,17 +237,19 @@ NVIDIA_DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.18.0"
 #: Image of the one-off Hugging Face download step of the weights sync Job: the pinned vLLM image already ships the
 #: `huggingface_hub` CLI (`hf download`), so no unpinned `pip install` happens at run time.
 HF_DOWNLOAD_IMAGE = VLLM_IMAGE
-#: EKS managed node group AMI types (docs.aws.amazon.com/eks/latest/APIReference/API_Nodegroup.html, amiType).
+#: CPU architectures `HF_DOWNLOAD_IMAGE` is published for: vllm/vllm-openai is linux/amd64 only
+#: (vllm-project/vllm#22206, 2025-08: "linux/amd64 is the only build offered"), so the sync Job of an `hf://` model
+#: cannot run on Graviton system nodes.
+HF_DOWNLOAD_IMAGE_ARCHES = ("x86_64",)
+#: EKS managed node group AMI types by (accelerator, CPU architecture) (docs.aws.amazon.com/eks/latest/APIReference/
+#: API_Nodegroup.html, amiType: the API spells AL2023_x86_64_STANDARD and AL2023_ARM_64_STANDARD as written here;
+#: the CDK enum NodegroupAmiType lists the same AL2023 variants).
 EKS_AMI_TYPE = {
     ("nvidia-gpu", "x86_64"): "AL2023_x86_64_NVIDIA",
     ("nvidia-gpu", "arm64"): "AL2023_ARM_64_NVIDIA",
     ("cpu", "x86_64"): "AL2023_x86_64_STANDARD",
     ("cpu", "arm64"): "AL2023_ARM_64_STANDARD",
 }
-#: Root volume of the system node group, GiB, before the weights sync Job's scratch space is added.
-SYSTEM_NODE_DISK_GIB = 50
-#: Root volume of a workload node besides the replicas' ephemeral storage (OS, images: vLLM ~10 GB compressed), GiB.
-WORKLOAD_NODE_BASE_DISK_GIB = 100
 #: VPC address space of a new network; subnets are carved out of it per availability zone.
 VPC_CIDR = "10.0.0.0/16"
 #: Availability zones a new network spans (at least 2 for EKS; 3 when the region has them).
@@ -296,9 +337,9 @@ PROMETHEUS_URL = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
 #: The authenticating reverse proxy in every self-hosted serving pod: Envoy's distroless image, which runs as the
 #: distroless `nonroot` user (no shell, no entrypoint script that switches users; `envoyproxy/envoy`
 #: distribution/docker/Dockerfile-envoy, target `envoy-distroless`: `FROM gcr.io/distroless/base-nossl-debian12:nonroot`,
-#: `ENTRYPOINT ["/usr/local/bin/envoy"]`). Tag seen pinned in public manifests (2026); verify it before the first
-#: deploy with `docker manifest inspect`. [unverified] tag
-ENVOY_IMAGE = "envoyproxy/envoy:distroless-v1.37.2"
+#: `ENTRYPOINT ["/usr/local/bin/envoy"]`). The tag is listed on Docker Hub for linux/amd64 and linux/arm64
+#: (blueprints/catalog/images.yaml).
+ENVOY_IMAGE = "envoyproxy/envoy:distroless-v1.37.6"
 #: Port the proxy listens on inside the pod (plain HTTP/1.1 and h2c; TLS ends at the load balancer).
 PROXY_PORT = 8080
 #: Load balancer listener ports: 443 with a TLS certificate, 80 without (internal only).
@@ -322,7 +363,10 @@ TRITON_RESTRICTED_HEADER = "api-key"
 IMAGE_USERS = {
     "nvcr.io/nvidia/tritonserver": (1000, 1000),
     "envoyproxy/envoy": (65532, 65532),
+    "public.ecr.aws/rolesanywhere/credential-helper": (65532, 65532),
 }
+#: - IAM Roles Anywhere credential helper: `USER 65532:65532` (aws/rolesanywhere-credential-helper
+#:   docker_image_resources/Dockerfile).
 #: UID/GID for images without a documented user: above 10000, so it never collides with a node's users.
 DEFAULT_NON_ROOT_UID = 10001
 #: Writable directories every container gets (node-local emptyDirs; the root filesystem is read-only): HOME with its
@@ -334,6 +378,31 @@ WRITABLE_DIR_GIB = 4
 #: vLLM usage statistics go to stats.vllm.ai unless disabled (vllm/usage/usage_lib.py: `VLLM_NO_USAGE_STATS`,
 #: `DO_NOT_TRACK`); the serving pods have no business on the internet after their weights are fetched.
 VLLM_PRIVACY_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
+
+# --- Edge clusters (blueprints/edge.py, components/edge_weights.py) --------------------------------------------------
+#: Effective FP32 GFLOP/s per vCPU of ONNX Runtime on an edge cluster's owned nodes when `hardware.edge_nodes`
+#: gives none: the catalog's current-generation figures (c7i 60 for x86_64, c7g 40 for arm64). [assumption] owned
+#: edge hardware is often older or smaller; measure and set hardware.edge_nodes.gflops_per_vcpu.
+EDGE_CPU_GFLOPS_PER_VCPU = {"x86_64": 60.0, "arm64": 40.0}
+#: The IAM Roles Anywhere credential helper, run in `serve` mode as a native sidecar of the serving pods on an edge
+#: cluster: it signs CreateSession with the pod's certificate and serves the credentials on an IMDSv2-compatible
+#: endpoint at 127.0.0.1 (aws_signing_helper/serve.go: LocalHostAddress, DefaultPort 9911; the `serve` command takes
+#: the same flags as `credential-process`: --certificate, --private-key, --trust-anchor-arn, --profile-arn, --role-arn,
+#: --session-duration, --region; cmd/credentials.go, cmd/serve.go). The official image (multi-arch, distroless) has
+#: no shell to copy the binary into the AWS CLI image, and its AL2023-built binary needs a newer glibc than that
+#: image's Amazon Linux 2, so the CLI reads it as an IMDS endpoint (AWS_EC2_METADATA_SERVICE_ENDPOINT) instead of a
+#: `credential_process`.
+CREDENTIAL_HELPER_IMAGE = "public.ecr.aws/rolesanywhere/credential-helper:1.8.1-2026.04.09.16.01"
+CREDENTIAL_HELPER_PORT = 9911
+#: Kubernetes version from which a restartable init container (`restartPolicy: Always`, a native sidecar) runs
+#: beside the later init containers: SidecarContainers beta and on by default in 1.29 (kubernetes.io/docs/concepts/
+#: workloads/pods/sidecar-containers).
+NATIVE_SIDECAR_MIN_KUBERNETES = "1.29"
+#: The download step of `https://` weights on an edge cluster: the curl project's official image (Alpine: `sh`,
+#: `sha256sum`), built for amd64 and arm64 (blueprints/catalog/images.yaml).
+CURL_IMAGE = "curlimages/curl:8.21.0"
+#: Node provisioning on an edge cluster: its nodes exist, nothing is launched.
+EDGE_NODE_PROVISIONING_S = 0
 
 # --- NetworkPolicy (components/network_policy.py) -----------------------------------------------------------------
 #: EKS Pod Identity agent on every node: `169.254.170.23` port 80 (EKS user guide, pod-id-how-it-works: "the agent

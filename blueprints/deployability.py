@@ -11,10 +11,14 @@ each installs, the objects its webhooks guard, its per-node DaemonSets, its Pod 
 - `webhook-ready`: an object guarded by a webhook of an add-on this stack installs depends on that add-on's release;
 - `schedulable`: every workload's pods match a NodePool or node group (node selector, taints) and fit its nodes'
   allocatable resources after the DaemonSets every node runs;
+- `node-pool-arch`: every instance type a NodePool allows has an architecture its `kubernetes.io/arch` requirement
+  admits and its node class's AMI alias resolves;
 - `node-pool-limits`: a NodePool's limits hold the nodes (their capacity, as Karpenter counts) the autoscaler's maximum
   replicas plus the rollout surge need;
 - `pod-security`: every pod is admitted by its namespace's Pod Security level (kubernetes.io Pod Security Standards);
-- `prometheus-address`: a KEDA Prometheus trigger queries the Prometheus the platform (or cluster) runs.
+- `prometheus-address`: a KEDA Prometheus trigger queries the Prometheus the platform (or cluster) runs;
+- `kubernetes-upgrade` (with a baseline, `check_kubernetes_upgrade`): a platform's EKS cluster neither goes back a
+  Kubernetes version nor skips a minor one (EKS cannot do either).
 
 Each finding names the resource and the fix; any finding makes `blueprint preview` exit 1.
 """
@@ -22,6 +26,7 @@ Each finding names the resource and the fix; any finding makes `blueprint previe
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -31,11 +36,14 @@ from typing import Any
 from kubernetes.utils.quantity import parse_quantity
 
 from blueprints import defaults
-from blueprints.catalog import load_catalog
-from blueprints.catalog.addons import PlatformCatalog, load_platform_catalog
-from blueprints.platform import planned_outputs
+from blueprints.catalog import InstanceType, load_catalog
+from blueprints.catalog.addons import KUBERNETES_VERSION, PlatformCatalog, load_platform_catalog
+from blueprints.edge import EDGE_NODE, OwnedNodeShape
+from blueprints.platform import NODE_ARCH, kubernetes_upgrade_problem, planned_outputs
+from blueprints.requirements import CpuArch
 from blueprints.preview import DeployabilityFinding, PreviewReport, RegisteredResource
 from blueprints.stackconfig import CLUSTER_ADDONS_KEY, PROJECT, cluster_addons_of, stack_config_path
+from blueprints.weights import usable_disk_gib
 from blueprints.yamlio import load_yaml
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -61,6 +69,7 @@ BUILT_IN_GROUPS = {"core", "apps", "batch", "policy", "autoscaling", "networking
 GPU = "nvidia.com/gpu"
 POOL_LABEL = "servingblueprints.io/pool"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+ARCH_LABEL = "kubernetes.io/arch"
 #: Pod Security Standards (kubernetes.io/docs/concepts/security/pod-security-standards): capabilities baseline
 #: allows to add, volume types restricted allows, and the levels from least to most strict.
 BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
@@ -132,8 +141,12 @@ class _Context:
     releases: dict[str, RegisteredResource]       # in-stack add-on id -> its (main) release
     crd_releases: dict[str, RegisteredResource]   # in-stack add-on id -> its CRD chart's release
     external: dict[str, str]                      # add-on id -> where it comes from (the platform / clusterAddons)
-    where: str                                    # what to change for a missing add-on
+    where: str                                    # what to change for a missing add-on; `{addon}` names it
     config: dict[str, Any]                        # the stack config's `config:` map
+
+    def fix(self, addon_id: str) -> str:
+        """Where to add a missing add-on, for a finding's message."""
+        return self.where.replace("{addon}", addon_id)
 
     def provides(self, record: RegisteredResource, addon_id: str) -> bool:
         """The add-on is in place before `record`: external, or an in-stack release `record` depends on."""
@@ -161,9 +174,10 @@ def _context(report: PreviewReport, stacks_dir: Path) -> _Context:
     where = "this stack"
     if report.platform is not None:
         external = {a.id: f"platform {report.platform.stack}" for a in report.platform.addons}
-        where = (f"the platform {report.platform.stack} (its add-ons follow the services that land on it: re-plan, "
-                 "or set addon_versions in platform.yaml)")
-    elif not report.is_platform and report.blueprint.platform.kind == "existing-cluster":
+        where = (f"the platform {report.platform.stack}: re-plan it (`blueprint plan` of any service on it installs "
+                 "the add-ons its services need; platform.yaml's addon_versions.{addon} only pins that add-on's chart "
+                 "version)")
+    elif not report.is_platform and report.blueprint.platform.kind in ("existing-cluster", "edge-cluster"):
         declared = cluster_addons_of(path) if path.exists() else None
         external = {a: CLUSTER_ADDONS_KEY for a in declared or []}
         where = (f"{CLUSTER_ADDONS_KEY} in {path} (declare what the existing cluster runs, e.g. with "
@@ -191,7 +205,8 @@ def _containers(spec: Mapping[str, Any], *keys: str) -> list[Mapping[str, Any]]:
 
 def needed_addons(record: RegisteredResource, pcat: PlatformCatalog) -> list[tuple[str, str]]:
     """(add-on id, why) for everything `record` needs installed first; an id of `?` when no catalogued add-on
-    installs its CRD."""
+    installs its CRD, `?class` when none serves an Ingress's class; `a|b` when any one of those add-ons will do (a
+    LoadBalancer Service off AWS: metallb)."""
     needs: list[tuple[str, str]] = []
     crd = crd_of(record)
     if crd is not None:
@@ -204,9 +219,20 @@ def needed_addons(record: RegisteredResource, pcat: PlatformCatalog) -> list[tup
             needs += [(pcat.crd_owner(c).id, f"the CRD {c} its chart renders")  # type: ignore[union-attr]
                       for c in addon.needs_crds]
     if record.type in ("kubernetes:core/v1:Service",) and _get(record.inputs, "spec", "type") == "LoadBalancer":
-        needs.append(("aws-load-balancer-controller", "a LoadBalancer Service becomes an NLB through it"))
+        annotations = _get(record.inputs, "metadata", "annotations") or {}
+        if any(str(k).startswith("service.beta.kubernetes.io/aws-load-balancer-") for k in annotations):
+            needs.append(("aws-load-balancer-controller", "a LoadBalancer Service becomes an NLB through it"))
+        else:
+            options = "|".join(a.id for a in pcat.load_balancers() if not a.aws_only)
+            needs.append((options, "a LoadBalancer Service without a cloud load balancer gets its address from it"))
     if record.type == "kubernetes:networking.k8s.io/v1:Ingress":
-        needs.append(("aws-load-balancer-controller", "an Ingress becomes an ALB through it"))
+        cls = _get(record.inputs, "spec", "ingressClassName")
+        if cls is None:  # the cluster's default IngressClass: any ingress controller
+            needs.append(("|".join(a.id for a in pcat.ingress_controllers()), "an Ingress needs an ingress controller"))
+        else:
+            controller = next((a for a in pcat.ingress_controllers() if a.ingress_class == cls), None)
+            needs.append((controller.id if controller else "?class",
+                          f"it serves IngressClass {cls!r}" if controller else f"IngressClass {cls!r}"))
     if record.type in HPA_TYPES and any(_get(m, "type") == "Resource"
                                         for m in _items(_get(record.inputs, "spec", "metrics"))):
         needs.append(("metrics-server", "an HPA on CPU or memory reads the resource metrics API"))
@@ -225,11 +251,21 @@ def _check_addons(ctx: _Context) -> list[DeployabilityFinding]:
         if record.read:
             continue
         for addon_id, why in needed_addons(record, ctx.pcat):
+            if "|" in addon_id:  # any one of these implementations
+                options = addon_id.split("|")
+                if any(o in ctx.external or o in ctx.releases for o in options):
+                    continue
+                addon_id = options[0]
             if addon_id == "?":
                 findings.append(DeployabilityFinding(
                     "addon-installed", record.urn, f"{_name(record)}: no add-on in blueprints/catalog/addons.yaml "
                     f"installs {why.removeprefix('its CRD ')}, so `pulumi up` fails with \"no matches for kind\"; "
                     "install its CRD first and add the add-on to the catalog"))
+            elif addon_id == "?class":
+                findings.append(DeployabilityFinding(
+                    "addon-installed", record.urn, f"{_name(record)}: no add-on in blueprints/catalog/addons.yaml "
+                    f"serves {why}, so no controller ever routes it; use the class of a declared ingress controller "
+                    "(exposure.ingress_class_name) or add the controller to the catalog"))
             elif addon_id in ctx.releases or addon_id in ctx.crd_releases:
                 if not ctx.provides(record, addon_id):
                     release = ctx.releases.get(addon_id) or ctx.crd_releases[addon_id]
@@ -240,7 +276,7 @@ def _check_addons(ctx: _Context) -> list[DeployabilityFinding]:
             elif addon_id not in ctx.external:
                 findings.append(DeployabilityFinding(
                     "addon-installed", record.urn, f"{_name(record)} needs add-on {addon_id} ({why}), which is "
-                    f"not installed: add it to {ctx.where}"))
+                    f"not installed: add it to {ctx.fix(addon_id)}"))
     return findings
 
 
@@ -271,9 +307,55 @@ class NodeSource:
     ephemeral_gib: dict[str, float]
     limits: dict[str, Any] | None = None
     record: RegisteredResource | None = None
+    #: An edge cluster's owned nodes: their shape (not a catalog type) and how many there are.
+    owned: OwnedNodeShape | None = None
+
+    def shape(self, instance_type: str) -> InstanceType | None:
+        """The node shape of one of its instance types (None when the catalog does not know it)."""
+        return self.owned if self.owned is not None else load_catalog().ec2.get(instance_type)
 
     def selects(self, selector: Mapping[str, str]) -> bool:
         return all(value in self.labels.get(key, set()) for key, value in selector.items())
+
+
+def _node_class_alias(name: str | None, ctx: _Context) -> str | None:
+    """The `amiSelectorTerms` alias of a node class, in this stack or on the platform."""
+    for r in ctx.report.resources:
+        if r.type == NODE_CLASS and _get(r.inputs, "metadata", "name") == name:
+            return next((t.get("alias") for t in _items(_get(r.inputs, "spec", "amiSelectorTerms")) if t.get("alias")),
+                        None)
+    platform = ctx.report.platform
+    return next((nc.ami_alias for nc in (platform.node_classes if platform else []) if nc.name == name), None)
+
+
+def _check_node_pool_arch(ctx: _Context) -> list[DeployabilityFinding]:
+    """Every instance type a NodePool allows has an architecture its `kubernetes.io/arch` requirement admits and its
+    node class's AMI alias resolves (Karpenter launches nothing it cannot match: the pods stay Pending)."""
+    findings = []
+    for r in ctx.report.resources:
+        if r.type != NODE_POOL:
+            continue
+        template = _get(r.inputs, "spec", "template") or {}
+        wanted = {req["key"]: set(req.get("values", [])) for req in _items(_get(template, "spec", "requirements"))
+                  if req.get("operator") == "In"}
+        alias = _node_class_alias(_get(template, "spec", "nodeClassRef", "name"), ctx)
+        family = alias.split("@")[0] if alias else None
+        for itype in sorted(wanted.get(INSTANCE_TYPE_LABEL, set())):
+            inst = load_catalog().ec2.get(itype)
+            if inst is None:
+                continue
+            arch = NODE_ARCH[CpuArch(inst.cpu_arch)]
+            problem = None
+            if ARCH_LABEL in wanted and arch not in wanted[ARCH_LABEL]:
+                problem = (f"requires {ARCH_LABEL} In {sorted(wanted[ARCH_LABEL])} but {itype} is {arch}: Karpenter can "
+                           f"never launch it; require {arch} (the instance type's architecture)")
+            elif family in defaults.AMI_ALIAS_ARCHES and inst.cpu_arch not in defaults.AMI_ALIAS_ARCHES[family]:
+                problem = (f"launches {itype} ({inst.cpu_arch}) with AMI alias {alias}, which has no {inst.cpu_arch} "
+                           "AMI; use a node class whose alias resolves one")
+            if problem:
+                findings.append(DeployabilityFinding("node-pool-arch", r.urn, f"NodePool "
+                                                     f"'{_get(r.inputs, 'metadata', 'name')}' {problem}"))
+    return findings
 
 
 def _node_class_storage(name: str | None, ctx: _Context) -> tuple[bool, int] | None:
@@ -311,9 +393,19 @@ def _node_sources(ctx: _Context) -> list[NodeSource]:
             labels[INSTANCE_TYPE_LABEL] = set(types)
             taints = [{"key": t.get("key"), "value": t.get("value"), "effect": _effect(t.get("effect"))}
                       for t in _items(r.inputs.get("taints"))]
+            reserve = defaults.SYSTEM_NODE_RESERVE_GIB if labels.get(POOL_LABEL) == {"system"} else \
+                defaults.SERVING_NODE_ROOT_RESERVE_GIB
+            usable = usable_disk_gib(float(r.inputs.get("diskSize") or 20), reserve_gib=reserve)
             sources.append(NodeSource(name=f"node group '{r.name}'", labels=labels, taints=taints,
-                                      instance_types=types,
-                                      ephemeral_gib={t: float(r.inputs.get("diskSize") or 20) for t in types}))
+                                      instance_types=types, ephemeral_gib={t: usable for t in types}))
+    if not ctx.report.is_platform and ctx.report.blueprint.compute.owned_nodes is not None:
+        c = ctx.report.blueprint.compute
+        owned = OwnedNodeShape(instance_type=EDGE_NODE, gpu=None, gpu_count=0, vcpus=c.vcpus_per_node,
+                               memory_gib=c.memory_gib_per_node, cpu_arch=c.cpu_arch.value, usd_per_hour=0.0,
+                               gflops_per_vcpu=1.0, count=c.owned_nodes)
+        sources.append(NodeSource(name=f"the edge cluster's {owned.describe()} (hardware.edge_nodes)",
+                                  labels={ARCH_LABEL: {NODE_ARCH[c.cpu_arch]}}, taints=[],
+                                  instance_types=[EDGE_NODE], ephemeral_gib={}, owned=owned))
     platform = ctx.report.platform
     if platform is not None and platform.kind.value == "eks":
         system = platform.system_nodes
@@ -321,7 +413,9 @@ def _node_sources(ctx: _Context) -> list[NodeSource]:
             name=f"{platform.stack}'s system node group",
             labels={**{k: {v} for k, v in planned_outputs(platform).system_node_labels.items()},
                     INSTANCE_TYPE_LABEL: {system.instance_type}},
-            taints=[], instance_types=[system.instance_type], ephemeral_gib={system.instance_type: system.disk_gib}))
+            taints=[], instance_types=[system.instance_type],
+            ephemeral_gib={system.instance_type: usable_disk_gib(system.disk_gib,
+                                                                 reserve_gib=defaults.SYSTEM_NODE_RESERVE_GIB)}))
     return sources
 
 
@@ -331,12 +425,16 @@ def _effect(aws_effect: str | None) -> str:
 
 
 def _ephemeral_gib(instance_type: str, storage: tuple[bool, int] | None) -> float:
+    """Ephemeral storage pods can request on one node of a node class ((instance-store RAID0, root GiB)), GiB: its
+    kubelet filesystem (the instance-store array, else the root volume) less the eviction threshold, kube-reserved,
+    the serving image and, on the root volume, the OS (`blueprints.weights.usable_disk_gib`)."""
     if storage is None:
         return 0.0
     raid0, root = storage
     if raid0 and instance_type in defaults.INSTANCE_STORE_GB:
-        return defaults.INSTANCE_STORE_GB[instance_type] * 1e9 / 2**30
-    return float(root)
+        return usable_disk_gib(defaults.INSTANCE_STORE_GB[instance_type] * 1e9 / 2**30,
+                               reserve_gib=defaults.SERVING_NODE_RESERVE_GIB)
+    return usable_disk_gib(root, reserve_gib=defaults.SERVING_NODE_ROOT_RESERVE_GIB)
 
 
 def _tolerates(spec: Mapping[str, Any], taint: Mapping[str, str]) -> bool:
@@ -353,28 +451,40 @@ def _tolerates(spec: Mapping[str, Any], taint: Mapping[str, str]) -> bool:
 
 
 def pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
-    """A pod's effective requests: the larger of the containers' sum and the largest init container, per resource
-    (a container's limit stands in for an unset request, as the API server defaults it)."""
+    """A pod's effective requests, per resource, as the scheduler computes them (kubernetes.io/docs/concepts/workloads/
+    pods/sidecar-containers, "Resource sharing within containers"): the larger of the app containers' sum plus every
+    sidecar (an init container with `restartPolicy: Always`), and each other init container plus the sidecars started
+    before it. A container's limit stands in for an unset request, as the API server defaults it."""
 
     def of(container: Mapping[str, Any]) -> dict[str, Decimal]:
         res = {**(_get(container, "resources", "limits") or {}), **(_get(container, "resources", "requests") or {})}
         return {k: parse_quantity(v) for k, v in res.items() if v is not None}
 
-    total: dict[str, Decimal] = {}
-    for c in _containers(spec, "containers"):
-        for k, v in of(c).items():
-            total[k] = total.get(k, Decimal(0)) + v
+    def add(into: dict[str, Decimal], more: dict[str, Decimal]) -> dict[str, Decimal]:
+        return {k: into.get(k, Decimal(0)) + more.get(k, Decimal(0)) for k in {*into, *more}}
+
+    sidecars: dict[str, Decimal] = {}
+    init_peak: dict[str, Decimal] = {}
     for c in _containers(spec, "initContainers"):
-        for k, v in of(c).items():
-            total[k] = max(total.get(k, Decimal(0)), v)
-    return total
+        if c.get("restartPolicy") == "Always":
+            sidecars = add(sidecars, of(c))
+        else:
+            running = add(sidecars, of(c))
+            init_peak = {k: max(init_peak.get(k, Decimal(0)), running.get(k, Decimal(0))) for k in {*init_peak, *running}}
+    total = dict(sidecars)
+    for c in _containers(spec, "containers"):
+        total = add(total, of(c))
+    return {k: max(total.get(k, Decimal(0)), init_peak.get(k, Decimal(0))) for k in {*total, *init_peak}}
 
 
-def allocatable(instance_type: str, *, ephemeral_gib: float, daemonsets: Iterable[tuple[int, int]]) -> dict[str, Decimal]:
-    """What pods can request on one node of `instance_type`: capacity minus the hypervisor's share, kube-reserved,
-    the eviction threshold and the per-node DaemonSets ((cpu_m, memory_mi) each), as Karpenter and the EKS AMI
-    compute it (`defaults.VM_MEMORY_OVERHEAD_FRACTION`, `KUBE_RESERVED_*`)."""
-    inst = load_catalog().instance(instance_type)
+def allocatable(instance_type: str | InstanceType, *, ephemeral_gib: float | None,
+                daemonsets: Iterable[tuple[int, int]]) -> dict[str, Decimal]:
+    """What pods can request on one node of `instance_type` (a catalog name, or a shape such as an edge cluster's
+    owned node): capacity minus the hypervisor's share, kube-reserved, the eviction threshold and the per-node
+    DaemonSets ((cpu_m, memory_mi) each), as Karpenter and the EKS AMI compute it (`defaults.VM_MEMORY_OVERHEAD_FRACTION`,
+    `KUBE_RESERVED_*`; on an owned node the same formula errs on the safe side). Ephemeral storage is left out when
+    unknown (None)."""
+    inst = load_catalog().instance(instance_type) if isinstance(instance_type, str) else instance_type
     cores = inst.vcpus
     fractions = [*defaults.KUBE_RESERVED_CPU_FRACTIONS, *[defaults.KUBE_RESERVED_CPU_REST_FRACTION] * max(0, cores - 4)]
     reserved_cpu_m = sum(fractions[:cores]) * 1000
@@ -383,16 +493,21 @@ def allocatable(instance_type: str, *, ephemeral_gib: float, daemonsets: Iterabl
     memory_mi = (inst.memory_gib * 1024 * (1 - defaults.VM_MEMORY_OVERHEAD_FRACTION)
                  - defaults.KUBE_RESERVED_MEMORY_MIB_PER_POD * defaults.MAX_PODS_PER_NODE
                  - defaults.KUBE_RESERVED_MEMORY_BASE_MIB - defaults.EVICTION_MEMORY_MIB - sum(m for _, m in ds))
-    return {"cpu": Decimal(str(round(cpu_m))) / 1000, "memory": Decimal(str(round(memory_mi))) * 2**20,
-            "ephemeral-storage": Decimal(str(round(ephemeral_gib, 3))) * 2**30, GPU: Decimal(inst.gpu_count)}
+    have = {"cpu": Decimal(str(round(cpu_m))) / 1000, "memory": Decimal(str(round(memory_mi))) * 2**20,
+            GPU: Decimal(inst.gpu_count)}
+    if ephemeral_gib is not None:
+        have["ephemeral-storage"] = Decimal(str(round(ephemeral_gib, 3))) * 2**30
+    return have
 
 
 def _daemonsets(ctx: _Context, *, gpu_node: bool) -> list[tuple[int, int]]:
-    """(cpu_m, memory_mi) of every DaemonSet on a node: the EKS add-ons and the platform's Helm add-ons."""
+    """(cpu_m, memory_mi) of every DaemonSet on a node: the EKS add-ons (not on an edge cluster) and the Helm
+    add-ons of the platform or the cluster's declaration."""
     installed = set(ctx.releases) | {a for a in ctx.external if a in ctx.pcat.helm}
     if ctx.report.is_platform:
         installed |= {a.id for a in ctx.report.subject.addons}
-    found = [a.daemonset for a in ctx.pcat.eks.values() if a.daemonset]
+    edge = not ctx.report.is_platform and ctx.report.blueprint.compute.owned_nodes is not None
+    found = [] if edge else [a.daemonset for a in ctx.pcat.eks.values() if a.daemonset]
     found += [ctx.pcat.helm[a].daemonset for a in installed if ctx.pcat.helm[a].daemonset]
     return [(d.cpu_m, d.memory_mi) for d in found if d and (gpu_node or not d.gpu_nodes_only)]
 
@@ -430,10 +545,11 @@ def _check_scheduling(ctx: _Context) -> list[DeployabilityFinding]:
         fits = []
         for source in placeable:
             for itype in source.instance_types:
-                if not load_catalog().ec2.get(itype):
+                shape = source.shape(itype)
+                if shape is None:
                     continue
-                have = allocatable(itype, ephemeral_gib=source.ephemeral_gib.get(itype, 0.0),
-                                   daemonsets=_daemonsets(ctx, gpu_node=load_catalog().instance(itype).gpu_count > 0))
+                have = allocatable(shape, ephemeral_gib=_ephemeral(source, itype),
+                                   daemonsets=_daemonsets(ctx, gpu_node=shape.gpu_count > 0))
                 short = [f"{_fmt(k, v)} > {_fmt(k, have.get(k, Decimal(0)))}" for k, v in want.items()
                          if k in have and v > have[k]]
                 fits.append((source, itype, short))
@@ -441,8 +557,41 @@ def _check_scheduling(ctx: _Context) -> list[DeployabilityFinding]:
             detail = "; ".join(f"{s.name} {t}: {', '.join(short)}" for s, t, short in fits)
             findings.append(DeployabilityFinding(
                 "schedulable", record.urn, f"{_name(record)}: its pods request more than a node can give after "
-                f"kube-reserved and the per-node DaemonSets ({detail}); lower the requests or use a larger "
-                "instance type"))
+                f"kube-reserved, the per-node DaemonSets and, for disk, the kubelet's 10 % eviction threshold, the OS "
+                f"and images ({detail}); lower the requests, use a larger instance type or a larger node volume"))
+    return findings
+
+
+def _ephemeral(source: NodeSource, instance_type: str) -> float | None:
+    """A node's ephemeral storage, GiB; None when unknown (an edge cluster's owned nodes)."""
+    return None if source.owned is not None else source.ephemeral_gib.get(instance_type, 0.0)
+
+
+def _check_owned_nodes(ctx: _Context) -> list[DeployabilityFinding]:
+    """An edge cluster's declared nodes hold the autoscaler's maximum replicas plus the rollout surge (its nodes
+    cannot grow)."""
+    findings = []
+    owned = [s for s in _node_sources(ctx) if s.owned is not None]
+    for record in ctx.report.resources:
+        spec = _pod_spec(record)
+        if record.type != "kubernetes:apps/v1:Deployment" or spec is None:
+            continue
+        peak = _scaler_max(ctx, record)
+        want = pod_requests(spec)
+        for source in (s for s in owned if s.selects(spec.get("nodeSelector") or {})):
+            if peak is None:
+                continue
+            have = allocatable(source.owned, ephemeral_gib=None, daemonsets=_daemonsets(ctx, gpu_node=False))
+            per_node = min([int(have[k] / v) for k, v in want.items() if k in have and v > 0],
+                           default=defaults.MAX_PODS_PER_NODE)
+            pods = peak + _surge(record, peak)
+            need = math.ceil(pods / per_node) if per_node > 0 else math.inf
+            if need > source.owned.count:
+                findings.append(DeployabilityFinding(
+                    "owned-nodes", record.urn, f"{_name(record)} may run {peak} replicas plus {pods - peak} surge, "
+                    f"{per_node} per node after kube-reserved and the declared add-ons' DaemonSets, {need} node(s), "
+                    f"but {source.name} counts {source.owned.count}: rollouts and scale-out stay Pending; add nodes "
+                    "(hardware.edge_nodes.count) or lower the autoscaler's maximum (re-plan)"))
     return findings
 
 
@@ -637,7 +786,7 @@ def _check_prometheus(ctx: _Context) -> list[DeployabilityFinding]:
             if expected is None:
                 findings.append(DeployabilityFinding(
                     "prometheus-address", record.urn, f"{_name(record)} queries Prometheus at {address}, but no "
-                    f"Prometheus is installed or declared: add kube-prometheus-stack to {ctx.where}, or set "
+                    f"Prometheus is installed or declared: add kube-prometheus-stack to {ctx.fix('kube-prometheus-stack')}, or set "
                     f"{PROJECT}:prometheusUrl"))
             elif address != expected:
                 findings.append(DeployabilityFinding(
@@ -647,8 +796,8 @@ def _check_prometheus(ctx: _Context) -> list[DeployabilityFinding]:
     return findings
 
 
-CHECKS = (_check_addons, _check_webhooks, _check_scheduling, _check_node_pool_limits, _check_pod_security,
-          _check_prometheus)
+CHECKS = (_check_addons, _check_webhooks, _check_scheduling, _check_node_pool_arch, _check_node_pool_limits,
+          _check_owned_nodes, _check_pod_security, _check_prometheus)
 
 
 def check_deployability(report: PreviewReport, *, stacks_dir: Path = Path("stacks")) -> list[DeployabilityFinding]:
@@ -660,3 +809,23 @@ def check_deployability(report: PreviewReport, *, stacks_dir: Path = Path("stack
     """
     ctx = _context(report, stacks_dir)
     return [finding for check in CHECKS for finding in check(ctx)]
+
+
+EKS_CLUSTER = "aws:eks/cluster:Cluster"
+
+
+def check_kubernetes_upgrade(report: PreviewReport, baseline: Mapping[str, Any]) -> list[DeployabilityFinding]:
+    """A platform's EKS cluster against the base branch's report (`plan.json`): its Kubernetes version may stay or go
+    up one minor version, as EKS upgrades (`blueprints.platform.kubernetes_upgrade_problem`); a finding per cluster
+    that would go down or skip a version, naming the fix."""
+    before = {r.get("name"): (r.get("inputs") or {}).get("version") for r in baseline.get("resources", [])
+              if isinstance(r, Mapping) and r.get("type") == EKS_CLUSTER}
+    findings = []
+    for r in report.resources:
+        old, new = before.get(r.name), r.inputs.get("version")
+        if r.type == EKS_CLUSTER and all(isinstance(v, str) and re.fullmatch(KUBERNETES_VERSION, v) for v in (old, new)):
+            problem = kubernetes_upgrade_problem(old, new)
+            if problem:
+                findings.append(DeployabilityFinding("kubernetes-upgrade", r.urn, f"{_name(r)} (base branch: "
+                                                     f"Kubernetes {old}): {problem}"))
+    return findings

@@ -193,6 +193,9 @@ def problem_lines(exc: ValidationError, *, data: object = None, prefix: str = ""
             msg += f": {bounds.REASONS[field]}"
         if isinstance(got, bool) and err["type"] == "string_type":
             msg += "; YAML reads unquoted yes/no/on/off/true/false as booleans: quote the value"
+        elif isinstance(got, (int, float)) and err["type"] == "string_type":
+            msg += ("; YAML reads an unquoted number as a number (1.30 becomes 1.3): quote the value as written, "
+                    'e.g. "1.30"')
         where = field_path(loc, data)
         out.append((".".join(p for p in (prefix, where) if p) or "(top level)", clip(msg), None))
     return out

@@ -97,6 +97,14 @@ def _unquoted_kind(text: str) -> str:
         return "string"
 
 
+#: What YAML did to an unquoted scalar where a string was meant.
+YAML_HINTS = {
+    "boolean": "; YAML reads unquoted yes/no/on/off/true/false as booleans: quote the value",
+    "number": '; YAML reads an unquoted number as a number (1.30 becomes 1.3): quote the value as written, e.g. "1.30"',
+    "integer": "; YAML reads an unquoted number as a number: quote the value",
+}
+
+
 def _fits(value: Any, allowed: frozenset[str]) -> bool:
     kind = _value_kind(value)
     return kind == "other" or kind in allowed or (kind == "integer" and "number" in allowed)
@@ -109,7 +117,8 @@ def _check(value: Any, annotation: Any, loc: tuple[str | int, ...], problems: li
     allowed, item, entry = spec
     if not _fits(value, allowed):
         kinds = [k for k in _ORDER if k in allowed and not (k == "integer" and "number" in allowed)]
-        hint = "; write it without quotes" if isinstance(value, str) and _unquoted_kind(value) in allowed else ""
+        hint = "; write it without quotes" if isinstance(value, str) and _unquoted_kind(value) in allowed else \
+            YAML_HINTS.get(_value_kind(value), "") if "string" in allowed else ""
         problems.append(FieldProblem(loc, f"expected {' or '.join(_SAY[k] for k in kinds)}, got "
                                           f"{_SAY.get(_value_kind(value), 'a value')} {excerpt(value)}{hint}"))
         return

@@ -7,6 +7,7 @@ instance types, parallel degrees, batch sizes and replica counts to try, and wha
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, replace
 
@@ -14,6 +15,8 @@ from blueprints import bounds, defaults
 from blueprints.catalog import Architecture, Catalog, Gpu, InstanceType, Task
 from blueprints.consistency import cpu_replica_memory_gib, stored_weights_gib
 from blueprints.errors import SizingError
+from blueprints.edge import OwnedNodeShape, edge_capacity_problem, owned_node_shape
+from blueprints.guardrails import Breach, SearchLimits
 from blueprints.requirements import Accelerator, ModelSpec, Platform, Precision, Requirements, Traffic, context_tokens
 from blueprints.capacity.physics import kv_cache_tokens, replica_model
 from blueprints.capacity.planning import (
@@ -33,11 +36,13 @@ from blueprints.capacity.planning import (
 from blueprints.capacity.planning import traffic_shape as planning_shape
 from blueprints.capacity.simulator import SimulationResult
 from blueprints.sizing import (
+    GIB,
+    RequestWork,
     cpu_request_ms,
     encoder_gflops_per_request,
     gflops_from_cpu_latency,
-    gflops_from_gpu_latency,
     gpu_batch_ms,
+    work_from_gpu_latency,
     tensor_parallel_problems,
     weights_gib,
 )
@@ -54,6 +59,7 @@ class ResolvedModel:
     task: Task
     max_context_tokens: int
     catalog_gflops_per_request: float | None = None
+    catalog_decoder_params_b: float | None = None
     path: str = "model"
 
     @property
@@ -70,8 +76,10 @@ def resolve_models(req: Requirements, catalog: Catalog) -> list[ResolvedModel]:
         arch = spec.architecture or record.architecture  # type: ignore[union-attr]
         task = spec.task or record.task  # type: ignore[union-attr]
         wanted, _ = context_tokens(spec)
+        from_catalog = record is not None and spec.architecture is None
         out.append(ResolvedModel(spec, traffic, arch, task, wanted,
-                                 record.gflops_per_request if record and spec.architecture is None else None,
+                                 record.gflops_per_request if from_catalog else None,  # type: ignore[union-attr]
+                                 record.decoder_params_b if from_catalog else None,  # type: ignore[union-attr]
                                  path=req.model_path(index)))
     return out
 
@@ -125,20 +133,39 @@ def _families_ok(req: Requirements, inst: InstanceType) -> bool:
     return not families or inst.family in families
 
 
-def gpu_instances(req: Requirements, catalog: Catalog, *, managed: bool) -> list[InstanceType]:
-    """GPU instance types allowed by hardware.accelerators and allowed_instance_families (SageMaker's if managed)."""
-    if Accelerator.NVIDIA_GPU not in req.hardware.accelerators:
+def edge_nodes(req: Requirements, catalog: Catalog) -> OwnedNodeShape | None:
+    """The edge cluster's owned node shape (`blueprints.edge`), or None off an edge cluster."""
+    nodes = req.hardware.edge_nodes
+    if req.operations.platform is not Platform.EDGE_CLUSTER or nodes is None:
+        return None
+    return owned_node_shape(nodes, hours_per_month=catalog.hours_per_month)
+
+
+def gflops_per_vcpu(inst: InstanceType, catalog: Catalog) -> float:
+    """Effective FP32 GFLOP/s per vCPU: the edge nodes' own figure, else the catalog's for the instance family."""
+    return inst.gflops_per_vcpu if isinstance(inst, OwnedNodeShape) else catalog.cpu_gflops(inst)
+
+
+def gpu_instances(req: Requirements, catalog: Catalog, *, managed: bool,
+                  limits: SearchLimits = SearchLimits()) -> list[InstanceType]:
+    """GPU instance types allowed by hardware.accelerators, allowed_instance_families and the environment's policy
+    (`limits`; SageMaker's types if managed); none on an edge cluster (its owned nodes are CPU nodes)."""
+    if Accelerator.NVIDIA_GPU not in req.hardware.accelerators or edge_nodes(req, catalog) is not None:
         return []
     table = catalog.sagemaker if managed else catalog.ec2
-    return [i for i in table.values() if i.gpu_count and _families_ok(req, i)]
+    return [i for i in table.values() if i.gpu_count and _families_ok(req, i) and limits.allows(i)]
 
 
-def cpu_instances(req: Requirements, catalog: Catalog) -> list[InstanceType]:
-    """CPU-only EC2 types allowed by accelerators, families and cpu_arch (none if `cpu` is not an accelerator)."""
+def cpu_instances(req: Requirements, catalog: Catalog, *, limits: SearchLimits = SearchLimits()) -> list[InstanceType]:
+    """CPU-only EC2 types allowed by accelerators, families, cpu_arch and the environment's policy (none if `cpu` is
+    not an accelerator); on an edge cluster, its owned node shape (no instance type to allow)."""
     if Accelerator.CPU not in req.hardware.accelerators:
         return []
+    owned = edge_nodes(req, catalog)
+    if owned is not None:
+        return [owned]
     arch = req.hardware.cpu_arch
-    return [i for i in catalog.ec2.values() if not i.gpu_count and _families_ok(req, i)
+    return [i for i in catalog.ec2.values() if not i.gpu_count and _families_ok(req, i) and limits.allows(i)
             and (arch is None or i.cpu_arch == arch.value)]
 
 
@@ -192,11 +219,39 @@ class LlmOption:
 
 
 @dataclass(frozen=True)
-class LlmSearch:
-    """The LLM search: options that meet the SLO (cheapest first), and how many candidates were screened and
-    simulated to find them."""
+class Rejection:
+    """An option the SLO allows but a constraint of the search rules out (`guardrails.SearchLimits.breach`).
 
+    Attributes:
+        what: the option, e.g. `9x p4d.24xlarge (70 replicas, tensor_parallel_size=1)`.
+        monthly_usd: its nodes' monthly cost (a lower bound when `simulated` is False).
+        breach: the constraint it breaks and what it needs.
+        simulated: False when ruled out on its analytic bound (its replicas only grow once simulated).
+    """
+
+    what: str
+    monthly_usd: float
+    breach: Breach
+    simulated: bool
+
+
+@dataclass(frozen=True)
+class LlmSearch:
+    """The LLM search: the cheapest option within the SLO and every constraint, the others it simulated, what the
+    constraints ruled out, and how many candidates were screened and simulated.
+
+    Attributes:
+        best: the cheapest option meeting the SLO within the constraints (None when there is none).
+        at_peak: `best`'s simulated run at this environment's peak share per replica.
+        options: every simulated option meeting the SLO within the constraints, cheapest first (priced at the
+            replicas the search found; `best` may hold more after `predict_at_peak`).
+        rejected: options ruled out by a constraint, cheapest first.
+    """
+
+    best: LlmOption | None
+    at_peak: SimulationResult | None
     options: list[LlmOption]
+    rejected: list[Rejection]
     screened: int
     simulated: int
 
@@ -252,49 +307,162 @@ def _priced_option(inst: InstanceType, gpu: Gpu, cand: Candidate, *, peak: float
                      sizing.at_max, sizing)
 
 
-def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *,
-               managed: bool = False) -> LlmSearch:
-    """Every allowed (instance type, tensor parallel, KV-cache dtype) screened analytically, then the few that can
-    win simulated: in order of their optimistic cost, until the next one's optimistic cost exceeds the cheapest
-    simulated option (or `defaults.MAX_SIMULATED_CANDIDATES` ran and one meets the SLO; until then every candidate
-    is tried).
+def _describe(inst: InstanceType, tp: int, replicas: int, nodes: int) -> str:
+    return f"{nodes}x {inst.instance_type} ({replicas} replicas, tensor_parallel_size={tp})"
 
-    An FP8 KV cache is tried where the GPU has FP8 support (and not on SageMaker, whose engine settings here have no
-    KV-cache dtype). Options sort by monthly node cost, then a 16-bit KV cache before FP8, then lower ITL p95, then
-    instance type name and degree, so the order is deterministic.
+
+def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *,
+               managed: bool = False, limits: SearchLimits = SearchLimits()) -> LlmSearch:
+    """The cheapest (instance type, tensor parallel, KV-cache dtype) meeting the SLO within `limits`.
+
+    Every allowed candidate is screened analytically (`planning.screen`), which bounds its cost from below (its
+    optimistic rate needs the fewest replicas). A best-first search then refines the cheapest bound: simulate it
+    (`_priced_option`: the replicas meeting the SLO at peak), then predict it at its peak share
+    (`predict_at_peak`, which may add a replica); each step only raises the cost, so the first option whose final
+    cost is the lowest in the queue is the cheapest of all. A candidate is dropped only when proven out: its bound
+    exceeds the best final cost (dominated), or even its bound breaks a constraint (replicas only grow). So adding
+    instance families can never make the search fail or cost more.
+
+    Ties at the lowest cost break on a 16-bit KV cache before FP8 (FP8 only where it is cheaper), then the lower ITL
+    p95 at peak, then instance type name and degree, so the result is deterministic. An FP8 KV cache is tried where
+    the GPU has FP8 support (not on SageMaker, whose engine settings here have no KV-cache dtype).
     """
     peak = peak_rps(req, env, model)
     floor = replicas_floor(req, env)
     factor = price_factor(req, env, catalog, managed=managed)
     shape = traffic_shape(model)
     targets = latency_targets(req, model, managed=managed)
-    screened = []
-    for inst in gpu_instances(req, catalog, managed=managed):
+    queue: list[tuple] = []  # (cost $/h, fp8, instance type, degree, stage, payload)
+    rejected: list[Rejection] = []
+    screened = 0
+    for inst in gpu_instances(req, catalog, managed=managed, limits=limits):
         gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
         for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
             for fp8 in ((False, True) if gpu.supports_fp8 and not managed else (False,)):
                 cand = screen_candidate(model, gpu, tp, kv_cache_fp8=fp8, req=req, managed=managed)
                 if cand is None:
                     continue
+                screened += 1
+                per_node = inst.gpu_count // tp
                 replicas = max(floor, math.ceil(peak / cand.rate_bound_rps - 1e-9))
-                nodes = math.ceil(replicas / (inst.gpu_count // tp))
-                screened.append((nodes * inst.usd_per_hour * factor, fp8, inst.instance_type, tp, inst, gpu, cand))
-    screened.sort(key=lambda s: s[:4])
+                nodes = math.ceil(replicas / per_node)
+                cost = nodes * inst.usd_per_hour * factor
+                breach = limits.breach(inst, replicas=replicas, per_node=per_node, managed=managed)
+                if breach is not None:
+                    rejected.append(Rejection(_describe(inst, tp, replicas, nodes),
+                                              cost * catalog.hours_per_month, breach, simulated=False))
+                    continue
+                heapq.heappush(queue, (cost, fp8, inst.instance_type, tp, 0, (inst, gpu, cand)))
     options: list[LlmOption] = []
-    best = math.inf
+    finals: list[tuple[LlmOption, SimulationResult]] = []
     simulated = 0
-    for bound, _, _, _, inst, gpu, cand in screened:
-        if bound > best + 1e-9 or (options and simulated >= defaults.MAX_SIMULATED_CANDIDATES):
+    while queue and not (finals and queue[0][0] > finals[0][0].monthly_node_usd_per_hour + 1e-9):
+        _, fp8, name, tp, stage, payload = heapq.heappop(queue)
+        if stage == 0:  # screened: simulate the replicas meeting the SLO at peak
+            inst, gpu, cand = payload
+            simulated += 1
+            option = _priced_option(inst, gpu, cand, peak=peak, floor=floor, factor=factor, shape=shape,
+                                    targets=targets)
+            if option is not None:
+                options.append(option)
+                heapq.heappush(queue, (option.monthly_node_usd_per_hour, fp8, name, tp, 1, option))
+        elif stage == 1:  # simulated: predict it at its peak share, within the constraints
+            option, run = predict_at_peak(payload, model, req, env, managed=managed)
+            per_node = option.instance.gpu_count // tp
+            breach = limits.breach(option.instance, replicas=option.replicas, per_node=per_node, managed=managed)
+            if breach is not None:
+                rejected.append(Rejection(_describe(option.instance, tp, option.replicas, option.nodes),
+                                          option.monthly_node_usd_per_hour * catalog.hours_per_month, breach,
+                                          simulated=True))
+                continue
+            heapq.heappush(queue, (option.monthly_node_usd_per_hour, fp8, name, tp, 2, (option, run)))
+        else:
+            finals.append(payload)
+    options = sorted((o for o in options if limits.breach(
+        o.instance, replicas=o.replicas, per_node=o.instance.gpu_count // o.tensor_parallel_size,
+        managed=managed) is None), key=_option_order)
+    best, at_peak = min(finals, key=lambda f: (_option_order(f[0])[:2], f[1].itl_ms.p95, _option_order(f[0])[2:])) \
+        if finals else (None, None)
+    rejected.sort(key=lambda r: (r.monthly_usd, r.what))
+    return LlmSearch(best, at_peak, options, rejected, screened, simulated)
+
+
+def _option_order(o: LlmOption) -> tuple:
+    """Cheapest first; a 16-bit KV cache before FP8 at the same cost; then instance type name and degree."""
+    return (round(o.monthly_node_usd_per_hour, 9), o.kv_cache_dtype == "fp8", o.instance.instance_type,
+            o.tensor_parallel_size)
+
+
+def llm_option_on(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *, instance_type: str,
+                  tensor_parallel_size: int, kv_cache_fp8: bool, managed: bool,
+                  limits: SearchLimits = SearchLimits()) -> tuple[LlmOption, SimulationResult] | str:
+    """The option on given hardware (an existing stack config's), priced and predicted as the search does, or why
+    that hardware cannot serve now (a sentence)."""
+    table = catalog.sagemaker if managed else catalog.ec2
+    inst = table.get(instance_type)
+    if inst is None or inst not in gpu_instances(req, catalog, managed=managed, limits=limits):
+        return f"{instance_type} is no longer allowed (hardware.allowed_instance_families or the environment's policy)"
+    gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
+    if tensor_parallel_size not in tp_degrees(inst.gpu_count, model.architecture, managed=managed) or (
+            kv_cache_fp8 and (managed or not gpu.supports_fp8)):
+        return f"tensor_parallel_size={tensor_parallel_size} or its KV-cache dtype no longer applies there"
+    cand = screen_candidate(model, gpu, tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, req=req, managed=managed)
+    priced = cand and _priced_option(inst, gpu, cand, peak=peak_rps(req, env, model), floor=replicas_floor(req, env),
+                                     factor=price_factor(req, env, catalog, managed=managed),
+                                     shape=traffic_shape(model), targets=latency_targets(req, model, managed=managed))
+    if not priced:
+        return "it no longer meets the SLO"
+    option, run = predict_at_peak(priced, model, req, env, managed=managed)
+    breach = limits.breach(inst, replicas=option.replicas, per_node=inst.gpu_count // tensor_parallel_size,
+                           managed=managed)
+    return f"it {breach.why}" if breach else (option, run)
+
+
+def explain_breach(env: str, cheapest: str, monthly_usd: float, breach: Breach, *,
+                   least: tuple[int, str, float] | None = None) -> str:
+    """The refusal when the cheapest option meeting the SLO breaks a constraint and no option within the
+    constraints meets it: name the binding constraint, what the cheapest needs, the least any option needs
+    (`least`: amount, option, monthly USD; when below the cheapest's) and the fix."""
+    fewest = ""
+    needed = breach.needed
+    if least is not None and least[0] < breach.needed:
+        needed = least[0]
+        fewest = f"; the least any option meeting the SLO needs is {least[0]} ({least[1]}, ${least[2]:,.0f}/month)"
+    return (f"environments.{env}: no option meeting the SLO stays within {breach.constraint}: the cheapest, "
+            f"{cheapest} (${monthly_usd:,.0f}/month), {breach.why}{fewest}; {breach.fix_for(env, needed)}, lower "
+            f"environments.{env}.traffic_scale (or traffic.peak_requests_per_s), or relax the SLO")
+
+
+def _least_llm(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *, managed: bool,
+               limits: SearchLimits, constraint: str) -> tuple[int, str, float] | None:
+    """The option meeting the SLO that needs the least of `constraint` (replicas, or GPUs with the surge): each
+    candidate's screen bounds its need from below (replicas only grow once simulated), so only candidates whose
+    bound is within the least found are simulated."""
+    peak, floor = peak_rps(req, env, model), replicas_floor(req, env)
+    bounds = []
+    for inst in gpu_instances(req, catalog, managed=managed, limits=limits):
+        gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
+        for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
+            for fp8 in ((False, True) if gpu.supports_fp8 and not managed else (False,)):
+                cand = screen_candidate(model, gpu, tp, kv_cache_fp8=fp8, req=req, managed=managed)
+                if cand is not None:
+                    replicas = max(floor, math.ceil(peak / cand.rate_bound_rps - 1e-9))
+                    need = limits.need(constraint, inst, replicas=replicas, per_node=inst.gpu_count // tp)
+                    bounds.append((need, inst.instance_type, tp, fp8))
+    least: tuple[int, str, float] | None = None
+    for bound, name, tp, fp8 in sorted(bounds):
+        if least is not None and bound > least[0]:
             break
-        simulated += 1
-        option = _priced_option(inst, gpu, cand, peak=peak, floor=floor, factor=factor, shape=shape,
-                                targets=targets)
-        if option is not None:
-            options.append(option)
-            best = min(best, option.monthly_node_usd_per_hour)
-    options.sort(key=lambda o: (o.monthly_node_usd_per_hour, o.kv_cache_dtype == "fp8", o.check.itl_ms.p95,
-                                o.instance.instance_type, o.tensor_parallel_size))
-    return LlmSearch(options, len(screened), simulated)
+        found = llm_option_on(req, env, model, catalog, instance_type=name, tensor_parallel_size=tp,
+                              kv_cache_fp8=fp8, managed=managed, limits=relaxed(limits))
+        if isinstance(found, str):
+            continue
+        o = found[0]
+        need = limits.need(constraint, o.instance, replicas=o.replicas, per_node=o.instance.gpu_count // tp)
+        usd = o.monthly_node_usd_per_hour * catalog.hours_per_month
+        if least is None or (need, usd) < least[::2]:
+            least = (need, _describe(o.instance, tp, o.replicas, o.nodes), usd)
+    return least
 
 
 def complete_sizing(option: LlmOption, model: ResolvedModel, req: Requirements, env: str, *,
@@ -306,16 +474,6 @@ def complete_sizing(option: LlmOption, model: ResolvedModel, req: Requirements, 
     sizing = size_replica_at_least(option.candidate, traffic_shape(model), latency_targets(req, model, managed=managed),
                                    need)
     return replace(option, sizing=sizing)
-
-
-def search_llm_options(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *,
-                       managed: bool = False) -> list[LlmOption]:
-    """The options of `llm_search`, cheapest first.
-
-    Args:
-        managed: search SageMaker hosting types (one model copy per instance) instead of EC2.
-    """
-    return llm_search(req, env, model, catalog, managed=managed).options
 
 
 def size_twin(option: LlmOption, model: ResolvedModel, req: Requirements, env: str, catalog: Catalog, *,
@@ -354,15 +512,49 @@ def predict_at_peak(option: LlmOption, model: ResolvedModel, req: Requirements, 
         option = replace(option, replicas=replicas, nodes=math.ceil(replicas / per_node))
 
 
-def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Catalog, *, managed: bool = False) -> str:
-    """Why no option exists, and the nearest feasible alternative (which constraint to relax, by how much)."""
+def _policy_families(limits: SearchLimits, joiner: str) -> str:
+    """`<joiner> the environment's policy (<file>, instance-types-allowed [...])`, or nothing without one."""
+    g = limits.guardrails
+    if g is None or g.allowed_instance_families is None:
+        return ""
+    return (f"{joiner} the environment's policy ({g.source}, instance-types-allowed "
+            f"{list(g.allowed_instance_families) + list(g.allowed_instance_types)})")
+
+
+def relaxed(limits: SearchLimits) -> SearchLimits:
+    """`limits` without its quantity constraints (GPU quota, max_replicas, the replica limit): what the SLO alone
+    allows, to name the constraint that binds."""
+    g = limits.guardrails
+    return replace(limits, guardrails=replace(g, max_gpus=None) if g is not None else None, max_replicas=None,
+                   replica_limit=None)
+
+
+def explain_no_llm_option(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *, managed: bool,
+                          limits: SearchLimits) -> str:
+    """Why `llm_search` found nothing: the constraint the cheapest option meeting the SLO breaks, or (when nothing
+    meets the SLO at all) `explain_infeasible_llm`."""
+    free = llm_search(req, env, model, catalog, managed=managed, limits=relaxed(limits))
+    if free.best is None:
+        return explain_infeasible_llm(req, model, catalog, managed=managed, limits=limits)
+    best = free.best
+    breach = limits.breach(best.instance, replicas=best.replicas, per_node=best.instance.gpu_count //
+                           best.tensor_parallel_size, managed=managed)
+    assert breach is not None, "the constrained search missed an option within every constraint"
+    least = _least_llm(req, env, model, catalog, managed=managed, limits=limits, constraint=breach.constraint)
+    return explain_breach(env, _describe(best.instance, best.tensor_parallel_size, best.replicas, best.nodes),
+                          best.monthly_node_usd_per_hour * catalog.hours_per_month, breach, least=least)
+
+
+def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Catalog, *, managed: bool = False,
+                           limits: SearchLimits = SearchLimits()) -> str:
+    """Why no option meets the SLO, and the nearest feasible alternative (which constraint to relax, by how much)."""
     name = model.spec.served_name
     where = "SageMaker hosting" if managed else "GPU"
-    candidates = gpu_instances(req, catalog, managed=managed)
+    candidates = gpu_instances(req, catalog, managed=managed, limits=limits)
     if not candidates:
         table = catalog.sagemaker if managed else catalog.ec2
         return (f"no {where} instance type in the catalog matches hardware.allowed_instance_families="
-                f"{req.hardware.allowed_instance_families}; allow one of "
+                f"{req.hardware.allowed_instance_families}{_policy_families(limits, ' and')}; allow one of "
                 f"{sorted({i.family for i in table.values() if i.gpu_count})}")
     shape = traffic_shape(model)
     fitting = []  # (instance, tp, TTFT ms and ITL ms of an idle replica), for options that fit in memory
@@ -375,7 +567,7 @@ def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Cat
             if config is not None:
                 fitting.append((inst, tp, idle_ttft_ms(replica, config, shape), idle_itl_ms(replica, shape)))
     if not fitting:
-        return _explain_memory(req, model, catalog, candidates, managed=managed)
+        return _explain_memory(req, model, catalog, candidates, managed=managed, limits=limits)
     best_itl = min(fitting, key=lambda f: (f[3], f[0].instance_type))
     best_ttft = min(fitting, key=lambda f: (f[2], f[0].instance_type))
     parts = []
@@ -437,7 +629,7 @@ def _slo(value: float | None) -> str:
 
 
 def _explain_memory(req: Requirements, model: ResolvedModel, catalog: Catalog, candidates: list[InstanceType], *,
-                    managed: bool) -> str:
+                    managed: bool, limits: SearchLimits) -> str:
     """The model does not fit any allowed node: name what would fit (shorter context, lower precision, a family)."""
     name, prec = model.spec.served_name, model.spec.precision
     largest = max(candidates, key=lambda i: (i.gpu_count * catalog.gpu(i.gpu).memory_gib, i.instance_type))  # type: ignore[arg-type]
@@ -463,8 +655,10 @@ def _explain_memory(req: Requirements, model: ResolvedModel, catalog: Catalog, c
                      and kv_tokens(prec, catalog.gpu(i.gpu), i.gpu_count) >= model.max_context_tokens),  # type: ignore[arg-type]
                     key=lambda i: (i.usd_per_hour, i.instance_type))
     if others:
-        fixes.append(f"add {others[0].family!r} to hardware.allowed_instance_families ({others[0].instance_type} "
-                     f"fits at ${others[0].usd_per_hour:g}/h)")
+        policy = "" if limits.allows(others[0]) else \
+            f" and to allowedInstanceFamilies in {limits.guardrails.source}"  # type: ignore[union-attr]
+        fixes.append(f"add {others[0].family!r} to hardware.allowed_instance_families{policy} "
+                     f"({others[0].instance_type} fits at ${others[0].usd_per_hour:g}/h)")
     have = largest.gpu_count * gpu.memory_gib
     return (f"{name} needs {model.weights_gib:.0f} GiB of weights at {prec.value} plus KV cache for "
             f"max_context_tokens={model.max_context_tokens}, but the largest allowed node ({largest.instance_type}, "
@@ -480,23 +674,50 @@ def latency_target_ms(req: Requirements) -> float:
     return req.slo.latency_p95_ms or req.slo.latency_p99_ms or defaults.DEFAULT_NONGEN_LATENCY_P95_MS
 
 
-def request_gflops(model: ResolvedModel, catalog: Catalog) -> float:
-    """Compute per request, GFLOP: from a measured latency if given, else the catalog's vision FLOPs, else the
-    encoder formula at the mean input length (a vision model outside the catalog always has a measured latency:
-    `Requirements` refuses it otherwise)."""
+def _estimated_work(model: ResolvedModel) -> RequestWork:
+    """The catalog's (or the architecture's) work of one request: a vision model's catalog FLOPs; an autoregressive
+    model's forward pass (the catalog's, else the encoder formula over the mean input) and `mean_output_tokens`
+    decode steps, each reading the decoder's weights (`decoder_params_b`, else all of them) and computing 2 x those
+    parameters; an encoder's FLOPs at the mean input length.
+
+    Raises:
+        SizingError: a vision or speech model outside the catalog without a measured latency.
+    """
+    spec = model.spec
+    if model.task in (Task.VISION, Task.SPEECH_RECOGNITION) and model.catalog_gflops_per_request is None \
+            and spec.measured_latency_ms is None:
+        raise SizingError(f"models[{spec.served_name}]: a {model.task.value} model outside the catalog has no FLOPs "
+                          "figure; set model.measured_latency_ms and model.measured_instance_type")
+    tokens = min(model.traffic.mean_input_tokens, model.max_context_tokens)
+    gflops = model.catalog_gflops_per_request
+    if gflops is None:
+        gflops = 0.0 if model.task is Task.VISION else encoder_gflops_per_request(model.architecture, tokens=tokens)
+    if not model.task.autoregressive:
+        return RequestWork(gflops=gflops, weights_gib=model.weights_gib)
+    decoder_b = model.catalog_decoder_params_b or model.architecture.params_b
+    return RequestWork(gflops=gflops, weights_gib=model.weights_gib, steps=model.traffic.mean_output_tokens,
+                       step_gib=decoder_b * 1e9 * spec.precision.bytes_per_param / GIB, step_gflops=2 * decoder_b)
+
+
+def request_work(model: ResolvedModel, catalog: Catalog) -> RequestWork:
+    """What one request asks of the hardware (`blueprints.sizing.RequestWork`): from a measured latency if given
+    (`work_from_gpu_latency`: an autoregressive model's decode scales between GPUs with memory bandwidth, a one-pass
+    model with TFLOPS; a CPU measurement is read as compute), else the catalog's or the architecture's estimate.
+
+    Raises:
+        SizingError: a vision or speech model outside the catalog without a measured latency.
+    """
     spec = model.spec
     if spec.measured_latency_ms is not None and spec.measured_instance_type is not None:
         inst = catalog.instance(spec.measured_instance_type)
         if inst.gpu_count:
-            return gflops_from_gpu_latency(spec.measured_latency_ms, weights_gib=model.weights_gib,
-                                           gpu=catalog.gpu(inst.gpu), precision=spec.precision)  # type: ignore[arg-type]
-        return gflops_from_cpu_latency(spec.measured_latency_ms, vcpus=inst.vcpus,
-                                       gflops_per_vcpu=catalog.cpu_gflops(inst))
-    if model.catalog_gflops_per_request is not None:
-        return model.catalog_gflops_per_request
-    # A vision model outside the catalog gives a measured latency (rule vision-needs-measurement, `Requirements`).
-    tokens = min(model.traffic.mean_input_tokens, model.max_context_tokens)
-    return encoder_gflops_per_request(model.architecture, tokens=tokens)
+            return work_from_gpu_latency(spec.measured_latency_ms, estimate=_estimated_work(model),
+                                         gpu=catalog.gpu(inst.gpu), precision=spec.precision,  # type: ignore[arg-type]
+                                         autoregressive=model.task.autoregressive)
+        return RequestWork(gflops=gflops_from_cpu_latency(spec.measured_latency_ms, vcpus=inst.vcpus,
+                                                          gflops_per_vcpu=gflops_per_vcpu(inst, catalog)),
+                           weights_gib=model.weights_gib)
+    return _estimated_work(model)
 
 
 @dataclass(frozen=True)
@@ -540,7 +761,17 @@ class NongenOption:
         return self.replicas / busy_s_per_request
 
 
-def _gpu_loads(models: list[ResolvedModel], gflops: list[float], gpu: Gpu, target_ms: float,
+def queue_delay_ms(batch_size: int, batch_ms: float, target_ms: float) -> float:
+    """Triton's `max_queue_delay_microseconds` for a model, ms: how long the dynamic batcher may hold a request
+    waiting for more to fill the batch, within what the budget leaves after NONGEN_P95_FACTOR batches, and at most
+    one batch. None at `max_batch_size` 1: a batch of one never waits for company (Triton's dynamic batcher: "the
+    delay ... to allow other requests to join the dynamic batch")."""
+    if batch_size <= 1:
+        return 0.0
+    return max(0.0, min(target_ms - defaults.NONGEN_P95_FACTOR * batch_ms, batch_ms))
+
+
+def _gpu_loads(models: list[ResolvedModel], works: list[RequestWork], gpu: Gpu, target_ms: float,
                gpus_per_replica: int) -> tuple[ModelLoad, ...] | None:
     """Batch sizes per model on a shared GPU so that every model's p95 meets `target_ms`, or None.
 
@@ -551,8 +782,7 @@ def _gpu_loads(models: list[ResolvedModel], gflops: list[float], gpu: Gpu, targe
     """
 
     def batch_ms(i: int, b: int) -> float:
-        return gpu_batch_ms(gflops[i], batch_size=b, weights_gib=models[i].weights_gib, gpu=gpu,
-                            precision=models[i].spec.precision)
+        return gpu_batch_ms(works[i], batch_size=b, gpu=gpu, precision=models[i].spec.precision)
 
     sizes = []
     for i in range(len(models)):
@@ -565,20 +795,22 @@ def _gpu_loads(models: list[ResolvedModel], gflops: list[float], gpu: Gpu, targe
         sizes.append(b)
     while True:
         times = [batch_ms(i, b) for i, b in enumerate(sizes)]
-        delays = [max(0.0, min(target_ms - defaults.NONGEN_P95_FACTOR * t, t)) for t in times]
+        delays = [queue_delay_ms(b, t, target_ms) for b, t in zip(sizes, times)]
         p95s = [d + t + max(times) for d, t in zip(delays, times)]
         if all(p <= target_ms for p in p95s):
-            return tuple(ModelLoad(m, g, b, d, t, b / t * 1e3 * gpus_per_replica, p)
-                         for m, g, b, d, t, p in zip(models, gflops, sizes, delays, times, p95s))
+            return tuple(ModelLoad(m, w.total_gflops, b, d, t, b / t * 1e3 * gpus_per_replica, p)
+                         for m, w, b, d, t, p in zip(models, works, sizes, delays, times, p95s))
         worst = max(range(len(models)), key=lambda i: (times[i], -i))
         if sizes[worst] == 1:
             return None
         sizes[worst] //= 2
 
 
-def _cpu_loads(models: list[ResolvedModel], gflops: list[float], vcpus: int, gflops_per_vcpu: float,
+def _cpu_loads(models: list[ResolvedModel], works: list[RequestWork], vcpus: int, gflops_per_vcpu: float,
                target_ms: float) -> tuple[ModelLoad, ...] | None:
-    """One request at a time per replica, intra-op threads = `vcpus`; None when a model's p95 misses the budget."""
+    """One request at a time per replica, intra-op threads = `vcpus` (all of a request's FLOPs at the CPU's rate);
+    None when a model's p95 misses the budget."""
+    gflops = [w.total_gflops for w in works]
     times = [cpu_request_ms(g, vcpus=vcpus, gflops_per_vcpu=gflops_per_vcpu) for g in gflops]
     p95s = [t + max(times) for t in times]
     if any(p > target_ms for p in p95s):
@@ -610,29 +842,57 @@ def _replicas_for_load(req: Requirements, env: str, loads: tuple[ModelLoad, ...]
     return max(replicas_floor(req, env), math.ceil(busy - 1e-9))
 
 
+def fits_owned_nodes(option: NongenOption) -> bool:
+    """An option on an edge cluster's owned nodes holds the peak replicas on its `count` nodes (always true for EC2
+    options: their node pool grows)."""
+    inst = option.instance
+    if not isinstance(inst, OwnedNodeShape):
+        return True
+    return math.ceil(option.replicas / option.replicas_per_node) <= inst.count
+
+
+def surge_room(option: NongenOption) -> bool:
+    """The owned nodes have room for a rolling update's extra replica beside the peak (EC2 options always do)."""
+    inst = option.instance
+    return not isinstance(inst, OwnedNodeShape) or \
+        inst.count * option.replicas_per_node >= option.replicas + defaults.SURGE_REPLICAS
+
+
 def search_nongen_options(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog, *,
-                          accelerator: Accelerator, managed: bool = False) -> list[NongenOption]:
-    """Every node type and replica shape that holds the models and meets the latency budget, cheapest first.
+                          accelerator: Accelerator, managed: bool = False,
+                          within_owned_nodes: bool = True,
+                          limits: SearchLimits = SearchLimits()) -> list[NongenOption]:
+    """Every node type and replica shape that holds the models, meets the latency budget and stays within `limits`
+    (instance types, GPU quota with the surge, max_replicas), cheapest first. Each is sized analytically, so every
+    candidate is evaluated: none is pruned.
+
+    On an edge cluster the one node shape is the declared owned node: shapes leaving room for a rolling update's
+    extra replica come first, then those using the fewest nodes (owned hardware is paid for anyway; fewer nodes leave
+    room for the site's other work), then latency.
 
     Args:
         accelerator: `nvidia-gpu` (Triton on GPUs; one GPU per replica, or one whole instance on SageMaker) or `cpu`
             (ONNX Runtime or Triton on CPU nodes; replicas of 1-16 vCPUs).
         managed: SageMaker hosting types (GPU only in the catalog) instead of EC2.
+        within_owned_nodes: keep only options whose peak replicas fit an edge cluster's node count
+            (`fits_owned_nodes`). Defaults to True; the infeasibility explanation turns it off to name the
+            shortfall.
+        limits: the environment's constraints (`guardrails.SearchLimits`).
     """
     target = latency_target_ms(req)
-    gflops = [request_gflops(m, catalog) for m in models]
+    works = [request_work(m, catalog) for m in models]
     weights = sum(stored_weights_gib(m.weights_gib) for m in models)  # as the stack config records them
     factor = price_factor(req, env, catalog, managed=managed)
     options = []
     if accelerator is Accelerator.NVIDIA_GPU:
-        for inst in gpu_instances(req, catalog, managed=managed):
+        for inst in gpu_instances(req, catalog, managed=managed, limits=limits):
             gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
             need_gib = defaults.TRITON_GPU_INSTANCES * sum(m.weights_gib + defaults.ENCODER_ACTIVATION_GIB
                                                            for m in models)
             if need_gib > gpu.memory_gib * defaults.GPU_MEMORY_UTILIZATION:
                 continue
             per_replica = inst.gpu_count if managed else 1
-            loads = _gpu_loads(models, gflops, gpu, target, per_replica)
+            loads = _gpu_loads(models, works, gpu, target, per_replica)
             if loads is None:
                 continue
             share = per_replica / inst.gpu_count
@@ -644,34 +904,67 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
                                         math.ceil(replicas / per_node), inst.usd_per_hour * factor))
     elif not managed:
         memory = cpu_replica_memory_gib(weights)
-        for inst in cpu_instances(req, catalog):
+        for inst in cpu_instances(req, catalog, limits=limits):
             for per_node, vcpus in cpu_replica_shapes(inst):
                 if per_node * memory > inst.memory_gib * defaults.NODE_ALLOCATABLE_CPU_FRACTION:
                     continue
-                loads = _cpu_loads(models, gflops, vcpus, catalog.cpu_gflops(inst), target)
+                loads = _cpu_loads(models, works, vcpus, gflops_per_vcpu(inst, catalog), target)
                 if loads is None:
                     continue
                 replicas = _replicas_for_load(req, env, loads)
                 options.append(NongenOption(inst, None, 0, vcpus, memory, per_node, loads, replicas,
                                             math.ceil(replicas / per_node), inst.usd_per_hour * factor))
-    options.sort(key=lambda o: (o.nodes * o.node_usd_per_hour, o.latency_p95_ms, o.instance.instance_type,
-                                o.cpu_per_replica))
+    if within_owned_nodes:
+        options = [o for o in options if fits_owned_nodes(o)]
+    options = [o for o in options if nongen_breach(o, limits, managed=managed) is None]
+    options.sort(key=lambda o: (o.nodes * o.node_usd_per_hour, not surge_room(o), o.nodes, o.latency_p95_ms,
+                                o.instance.instance_type, o.cpu_per_replica))
     return options
 
 
+def _describe_nongen(o: NongenOption) -> str:
+    return f"{o.nodes}x {o.instance.instance_type} ({o.replicas} replicas)"
+
+
+def nongen_breach(option: NongenOption, limits: SearchLimits, *, managed: bool) -> Breach | None:
+    """The constraint a non-generative option breaks (`SearchLimits.breach`), None within all."""
+    return limits.breach(option.instance, replicas=option.replicas, per_node=option.replicas_per_node, managed=managed)
+
+
 def explain_infeasible_nongen(req: Requirements, models: list[ResolvedModel], catalog: Catalog, *,
-                              accelerator: Accelerator, managed: bool = False) -> str:
-    """Why no non-generative option exists, and what to relax (latency budget, hardware, or model size)."""
+                              accelerator: Accelerator, managed: bool = False, env: str | None = None,
+                              limits: SearchLimits = SearchLimits()) -> str:
+    """Why no non-generative option exists: the constraint the cheapest option meeting the latency budget breaks
+    (`env` given), else what to relax (latency budget, hardware, or model size)."""
     names = ", ".join(m.spec.served_name for m in models)
     kind = "GPU" if accelerator is Accelerator.NVIDIA_GPU else "CPU"
-    candidates = (gpu_instances(req, catalog, managed=managed) if accelerator is Accelerator.NVIDIA_GPU
-                  else [] if managed else cpu_instances(req, catalog))
+    owned = edge_nodes(req, catalog)
+    if owned is not None and not managed and accelerator is Accelerator.CPU:
+        return _explain_edge(req, models, catalog, owned, [env] if env else _edge_environments(req))
+    free = search_nongen_options(req, env, models, catalog, accelerator=accelerator, managed=managed,
+                                 limits=relaxed(limits)) if env is not None else []
+    if free:
+        best = free[0]
+        breach = nongen_breach(best, limits, managed=managed)
+        assert breach is not None, "the constrained search missed an option within every constraint"
+
+        def need(o: NongenOption) -> tuple[int, float]:
+            return (limits.need(breach.constraint, o.instance, replicas=o.replicas, per_node=o.replicas_per_node),
+                    o.nodes * o.node_usd_per_hour * catalog.hours_per_month)
+
+        least = min(free, key=need)
+        return explain_breach(env, _describe_nongen(best), need(best)[1], breach,  # type: ignore[arg-type]
+                              least=(need(least)[0], _describe_nongen(least), need(least)[1]))
+    candidates = (gpu_instances(req, catalog, managed=managed, limits=limits) if accelerator is Accelerator.NVIDIA_GPU
+                  else [] if managed else cpu_instances(req, catalog, limits=limits))
     if not candidates:
         return (f"no {'SageMaker ' if managed else ''}{kind} instance type in the catalog matches hardware "
                 f"(accelerators={[a.value for a in req.hardware.accelerators]}, allowed_instance_families="
                 f"{req.hardware.allowed_instance_families}, cpu_arch="
-                f"{req.hardware.cpu_arch.value if req.hardware.cpu_arch else 'any'}); widen hardware")
-    gflops = [request_gflops(m, catalog) for m in models]
+                f"{req.hardware.cpu_arch.value if req.hardware.cpu_arch else 'any'}){_policy_families(limits, ',')}; "
+                "widen hardware")
+    works = [request_work(m, catalog) for m in models]
+    gflops = [w.total_gflops for w in works]
     floors = []  # (p95 at batch 1 on the fastest replica shape, instance type)
     for inst in candidates:
         if accelerator is Accelerator.NVIDIA_GPU:
@@ -679,11 +972,10 @@ def explain_infeasible_nongen(req: Requirements, models: list[ResolvedModel], ca
             need = defaults.TRITON_GPU_INSTANCES * sum(m.weights_gib + defaults.ENCODER_ACTIVATION_GIB for m in models)
             if need > gpu.memory_gib * defaults.GPU_MEMORY_UTILIZATION:
                 continue
-            times = [gpu_batch_ms(g, batch_size=1, weights_gib=m.weights_gib, gpu=gpu, precision=m.spec.precision)
-                     for m, g in zip(models, gflops)]
+            times = [gpu_batch_ms(w, batch_size=1, gpu=gpu, precision=m.spec.precision) for m, w in zip(models, works)]
         else:
             vcpus = max(v for _, v in cpu_replica_shapes(inst))
-            times = [cpu_request_ms(g, vcpus=vcpus, gflops_per_vcpu=catalog.cpu_gflops(inst)) for g in gflops]
+            times = [cpu_request_ms(g, vcpus=vcpus, gflops_per_vcpu=gflops_per_vcpu(inst, catalog)) for g in gflops]
         floors.append((max(t + max(times) for t in times), inst.instance_type))
     if not floors:
         return (f"{names} need more GPU memory ({defaults.TRITON_GPU_INSTANCES} instances each) than any allowed GPU "
@@ -693,3 +985,49 @@ def explain_infeasible_nongen(req: Requirements, models: list[ResolvedModel], ca
             f"(slo.latency_p95_ms): the fastest, {where} at batch 1, predicts {best:.0f} ms "
             f"({sum(gflops):.1f} GFLOP per request across the models); raise slo.latency_p95_ms to >= "
             f"{math.ceil(best)}, shorten traffic.mean_input_tokens, or allow faster hardware")
+
+
+def _explain_edge(req: Requirements, models: list[ResolvedModel], catalog: Catalog, owned: OwnedNodeShape,
+                  envs: list[str]) -> str:
+    """Why the edge cluster's nodes cannot serve the models: no whole vCPU per replica, not enough memory for one
+    replica, a latency floor above the SLO on the whole node, or too few nodes for the peak (the shortfall)."""
+    names = ", ".join(m.spec.served_name for m in models)
+    shapes = cpu_replica_shapes(owned)
+    if not shapes:
+        least = next(v for v in range(owned.vcpus + 1, 4096) if cpu_replica_shapes(owned.model_copy(update={"vcpus": v})))
+        return (f"hardware.edge_nodes.vcpus={owned.vcpus} leaves no whole vCPU for a replica after the node's own "
+                f"share ({1 - defaults.NODE_ALLOCATABLE_CPU_FRACTION:.0%} for kubelet, the system and the proxy "
+                f"sidecar): give nodes of at least {least} vCPUs")
+    weights = sum(m.weights_gib for m in models)
+    memory = weights * defaults.CPU_MEMORY_WEIGHTS_FACTOR + defaults.CPU_MEMORY_OVERHEAD_GIB
+    usable = owned.memory_gib * defaults.NODE_ALLOCATABLE_CPU_FRACTION
+    if memory > usable:
+        return (f"hardware.edge_nodes.memory_gib={owned.memory_gib:g} cannot hold one replica of {names}: it needs "
+                f"{memory:.1f} GiB ({weights:.2f} GiB of weights x {defaults.CPU_MEMORY_WEIGHTS_FACTOR:g} + "
+                f"{defaults.CPU_MEMORY_OVERHEAD_GIB:g} GiB of runtime) within "
+                f"{defaults.NODE_ALLOCATABLE_CPU_FRACTION:.0%} of the node's memory ({usable:.1f} GiB); give nodes "
+                f"of at least {math.ceil(memory / defaults.NODE_ALLOCATABLE_CPU_FRACTION)} GiB, or serve the model "
+                "at a lower precision")
+    for env in envs:
+        unconstrained = search_nongen_options(req, env, models, catalog, accelerator=Accelerator.CPU,
+                                              within_owned_nodes=False)
+        if unconstrained:
+            best = min(unconstrained, key=lambda o: math.ceil(o.replicas / o.replicas_per_node))
+            shortfall = edge_capacity_problem(env=env, nodes=owned, replicas=best.replicas,
+                                              per_node=best.replicas_per_node, cpu=best.cpu_per_replica)
+            if shortfall is not None:
+                return shortfall
+    gflops = [request_work(m, catalog).gflops for m in models]
+    vcpus = max(v for _, v in shapes)
+    times = [cpu_request_ms(g, vcpus=vcpus, gflops_per_vcpu=owned.gflops_per_vcpu) for g in gflops]
+    floor = max(t + max(times) for t in times)
+    return (f"{names} cannot meet a p95 request latency of {latency_target_ms(req):g} ms (slo.latency_p95_ms) on "
+            f"hardware.edge_nodes: even one replica using {vcpus} of a node's {owned.vcpus} vCPUs at "
+            f"{owned.gflops_per_vcpu:g} GFLOP/s per vCPU predicts {floor:.0f} ms ({sum(gflops):.1f} GFLOP per "
+            f"request); raise slo.latency_p95_ms to >= {math.ceil(floor)}, give nodes with more or faster vCPUs "
+            "(hardware.edge_nodes.vcpus, gflops_per_vcpu as measured), or shorten traffic.mean_input_tokens")
+
+
+def _edge_environments(req: Requirements) -> list[str]:
+    """Environments busiest first (the one short of nodes first)."""
+    return sorted(req.environments, key=lambda e: -req.environments[e].traffic_scale)

@@ -9,6 +9,7 @@ exports `PlatformOutputs`; services and the offline preview read that same model
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from enum import Enum
@@ -22,7 +23,7 @@ from blueprints import bounds
 from blueprints.catalog.addons import KUBERNETES_VERSION
 from blueprints.errors import RequirementsError, format_validation_error, read_text_file
 from blueprints.jsontypes import check_json_types
-from blueprints.requirements import DNS_1123_LABEL, TAG_VALUE, Region
+from blueprints.requirements import DNS_1123_LABEL, TAG_VALUE, CpuArch, Region
 from blueprints.yamlio import load_yaml
 
 #: Bumped when a field changes meaning; the program refuses platform configs of another version.
@@ -46,14 +47,56 @@ class _Frozen(BaseModel):
         return check_json_types(cls, data)
 
 
-#: Labels every system node carries: the pool label the node group sets, and the well-known labels the kubelet sets
-#: (kubernetes.io/docs/reference/labels-annotations-taints; system nodes are x86_64 AL2023, `components.cluster`).
-SYSTEM_NODE_LABELS = {"servingblueprints.io/pool": "system", "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"}
+#: `kubernetes.io/arch` node label values of each CPU architecture (the Go GOARCH names the kubelet reports).
+NODE_ARCH = {CpuArch.X86_64: "amd64", CpuArch.ARM64: "arm64"}
+#: A platform name derived from its environment and region: `<env>-<region>` (`prod-us-east-1`).
+DERIVED_NAME = re.compile(r"([a-z0-9-]+?)-([a-z]{2}(?:-gov)?-[a-z]+-\d)")
+
+
+def system_node_labels(arch: CpuArch) -> dict[str, str]:
+    """Labels every system node carries: the pool label the node group sets, and the well-known labels the kubelet
+    sets (kubernetes.io/docs/reference/labels-annotations-taints), the architecture that of its instance type."""
+    return {"servingblueprints.io/pool": "system", "kubernetes.io/arch": NODE_ARCH[arch], "kubernetes.io/os": "linux"}
 
 
 def platform_stack_name(platform: str) -> str:
     """The Pulumi stack of a platform: `platform-<name>` (`<name>` defaults to `<env>-<region>`)."""
     return f"{PLATFORM_SERVICE}-{platform}"
+
+
+def region_of_name(name: str) -> str | None:
+    """The region a platform name ends in (`prod-us-east-1` -> `us-east-1`), or None for a name without one."""
+    match = DERIVED_NAME.fullmatch(name)
+    return match.group(2) if match else None
+
+
+def platform_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a platform (it is not a stack name: `platform-` is added to it), or None."""
+    if name.startswith(f"{PLATFORM_SERVICE}-"):
+        return (f"{name!r} is a stack name; name the platform without the {PLATFORM_SERVICE}- prefix "
+                f"({name.removeprefix(PLATFORM_SERVICE + '-')!r} is stack {name})")
+    return None
+
+
+def cpu_instance_problem(instance_type: str) -> tuple[str | None, CpuArch | None]:
+    """(why `instance_type` cannot run the system nodes, or None; its architecture when catalogued): it must be a
+    CPU EC2 type of the catalog (controllers need no GPU)."""
+    from blueprints.catalog import load_catalog
+    from blueprints.errors import CatalogError
+
+    catalog = load_catalog()
+    try:
+        inst = catalog.instance(instance_type)
+    except CatalogError:
+        cpu = sorted(i.instance_type for i in catalog.ec2.values() if not i.gpu_count)
+        close = difflib.get_close_matches(instance_type, cpu, n=1)
+        return (f"unknown instance type {instance_type!r}" + (f"; did you mean {close[0]}?" if close else "")
+                + f" CPU types in the catalog: {', '.join(cpu)}"), None
+    if instance_type.startswith("ml."):
+        return f"{instance_type} is a SageMaker hosting type; the system nodes are EC2, e.g. m7i.xlarge", None
+    if inst.gpu_count:
+        return f"{instance_type} has GPUs; controllers run on a CPU type such as m7i.xlarge", None
+    return None, CpuArch(inst.cpu_arch)
 
 
 # --- platform.yaml: what a platform team decides -----------------------------------------------------------------
@@ -88,8 +131,17 @@ class SpotPolicy(str, Enum):
 class SystemNodesSpec(_Frozen):
     """The managed node group that runs the platform's controllers (Karpenter, KEDA, Prometheus, ...)."""
 
-    instance_type: str = Field(default="m7i.xlarge", description="an EC2 CPU type in the catalog")
+    instance_type: str = Field(default="m7i.xlarge", max_length=40, description="an EC2 CPU type in the catalog "
+                               "(x86_64 or Graviton arm64; the node group's AMI type follows its architecture)")
     count: int = Field(default=2, ge=2, le=10, description="nodes; >= 2 so controllers survive a node loss")
+
+    @field_validator("instance_type")
+    @classmethod
+    def _catalogued_cpu_type(cls, value: str) -> str:
+        problem, _ = cpu_instance_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 class AccessSpec(_Frozen):
@@ -180,12 +232,35 @@ class PlatformRequirements(_Frozen):
     @field_validator("platforms")
     @classmethod
     def _custom_names_say_where(cls, value: dict[str, PlatformOverride]) -> dict[str, PlatformOverride]:
+        vpcs: dict[str, tuple[str, str]] = {}
         for name, spec in value.items():
-            derived = re.fullmatch(r"([a-z0-9-]+?)-([a-z]{2}(?:-gov)?-[a-z]+-\d)", name)
+            problem = platform_name_problem(name)
+            if problem:
+                raise ValueError(f"platforms.{name}: {problem}")
+            derived = DERIVED_NAME.fullmatch(name)
             if (spec.environment is None or spec.region is None) and derived is None:
                 raise ValueError(f"platforms.{name}: a name other than <env>-<region> needs `environment` and "
                                  "`region`")
+            region = spec.region or (derived.group(2) if derived else None)
+            if derived is not None and spec.region is not None and spec.region != derived.group(2):
+                raise ValueError(f"platforms.{name}.region is {spec.region} but the name ends in region "
+                                 f"{derived.group(2)}; a platform named <env>-<region> is in that region: fix "
+                                 "`region` or rename the platform")
+            if spec.existing_vpc is not None and region is not None:
+                seen = vpcs.setdefault(spec.existing_vpc.vpc_id, (name, region))
+                if seen[1] != region:
+                    raise ValueError(f"platforms.{name}.existing_vpc.vpc_id {spec.existing_vpc.vpc_id} is also "
+                                     f"platforms.{seen[0]}'s VPC, in {seen[1]}; a VPC lives in one region: give the "
+                                     f"{region} platform a VPC of {region}")
         return value
+
+
+def platform_json_schema() -> dict:
+    """platform.yaml's schema as JSON Schema (draft 2020-12), for editors and `blueprint schema --platform`."""
+    schema = PlatformRequirements.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "serving blueprints platform file (platform.yaml)"
+    return schema
 
 
 def load_platform_requirements(path: Path) -> PlatformRequirements:
@@ -230,9 +305,12 @@ class PlatformNetwork(_Frozen):
 
 
 class SystemNodes(_Frozen):
-    instance_type: str
-    count: int = Field(ge=1, le=10)
-    disk_gib: int = Field(ge=20, le=16384)
+    """The platform's managed node group for controllers and weights sync Jobs."""
+
+    instance_type: str = Field(max_length=40, description="a CPU EC2 type of the catalog")
+    cpu_arch: CpuArch = Field(description="its architecture (the catalog's): picks the node group's AMI type")
+    count: int = Field(ge=2, le=10, description="nodes; >= 2 so controllers survive a node loss")
+    disk_gib: int = Field(ge=20, le=16384, description="root volume, GiB: OS, images and the sync Jobs' scratch")
 
 
 class AddonRelease(_Frozen):
@@ -316,12 +394,58 @@ class PlatformConfig(_Frozen):
         problems = addon_problems([(a.id, a.version) for a in self.addons])
         if self.node_classes and "karpenter" not in ids:
             problems.append("node_classes are Karpenter EC2NodeClasses: add-on karpenter must be installed")
+        problems += addon_kubernetes_problems(ids, self.kubernetes_version)
+        name_region = region_of_name(self.name)
+        if name_region is not None and name_region != self.region:
+            problems.append(f"name {self.name} ends in region {name_region} but region is {self.region}: a platform "
+                            "named <env>-<region> is in that region; re-plan it")
+        problem, arch = cpu_instance_problem(self.system_nodes.instance_type)
+        if problem:
+            problems.append(f"system_nodes.instance_type: {problem}")
+        elif arch is not self.system_nodes.cpu_arch:
+            problems.append(f"system_nodes.cpu_arch is {self.system_nodes.cpu_arch.value} but "
+                            f"{self.system_nodes.instance_type} is {arch.value}; re-plan it")
         if problems:
             raise ValueError("; ".join(problems))
-        if self.network.private_endpoint and self.network.existing_vpc is None and self.kind is PlatformKind.EKS:
+        if self.kind is PlatformKind.EKS and self.network.private_endpoint and (
+                self.network.existing_vpc is None or self.runner_label is None):
             raise ValueError("a private EKS endpoint is reachable only from inside its VPC: give network.existing_vpc "
-                             "(where the deploy runner lives) and runner_label")
+                             "(where the deploy runner lives) and runner_label (that self-hosted runner's label)")
         return self
+
+
+def addon_kubernetes_problems(addon_ids: list[str], version: str) -> list[str]:
+    """The add-ons among `addon_ids` that do not support Kubernetes `version` (newer than their catalogued
+    `kubernetes_max`), each with the key to change."""
+    from blueprints.catalog.addons import load_platform_catalog
+
+    pcat = load_platform_catalog()
+    return [f"kubernetes_version {version} is newer than add-on {a} supports (<= {pcat.helm[a].kubernetes_max}); "
+            "set platform.yaml's kubernetes_version to a supported version"
+            for a in addon_ids if a in pcat.helm and pcat.helm[a].kubernetes_max
+            and kubernetes_minor(version) > kubernetes_minor(pcat.helm[a].kubernetes_max)]
+
+
+def kubernetes_minor(version: str) -> tuple[int, int]:
+    """`"1.35"` -> `(1, 35)`, for ordering versions."""
+    major, minor = version.split(".")
+    return int(major), int(minor)
+
+
+def kubernetes_upgrade_problem(current: str, planned: str) -> str | None:
+    """Why a cluster running `current` cannot be moved to `planned` in one `pulumi up`, or None: EKS never
+    downgrades a control plane and upgrades it one minor version at a time (docs.aws.amazon.com/eks/latest/
+    userguide/update-cluster.html)."""
+    before, after = kubernetes_minor(current), kubernetes_minor(planned)
+    if after < before:
+        return (f"Kubernetes {planned} is older than the {current} the cluster runs: EKS cannot downgrade a cluster; "
+                f"keep kubernetes_version {current!r} in platform.yaml (or destroy the platform stack and its "
+                "services to recreate it)")
+    if after[0] == before[0] and after[1] > before[1] + 1:
+        step = f"{before[0]}.{before[1] + 1}"
+        return (f"Kubernetes {current} -> {planned} skips a minor version: EKS upgrades one minor version at a time; "
+                f"set kubernetes_version: \"{step}\" in platform.yaml, deploy it, then the next")
+    return None
 
 
 def addon_problems(addons: list[tuple[str, str]]) -> list[str]:
@@ -411,7 +535,8 @@ def planned_outputs(config: PlatformConfig) -> PlatformOutputs:
         node_classes={nc.name: nc.name for nc in config.node_classes},
         prometheus_url=_planned_prometheus_url(config),
         addons={a.id: a.version for a in config.addons},
-        system_node_labels=SYSTEM_NODE_LABELS if config.kind is PlatformKind.EKS else {},
+        system_node_labels=system_node_labels(config.system_nodes.cpu_arch) if config.kind is PlatformKind.EKS
+        else {},
         system_node_instance_type=config.system_nodes.instance_type if config.kind is PlatformKind.EKS else None,
         audit_logging=config.audit_logging if config.kind is PlatformKind.EKS else None,
         private_endpoint=config.network.private_endpoint if config.kind is PlatformKind.EKS else None,

@@ -10,11 +10,7 @@ standard support that every pinned add-on supports), the control plane's price a
 from __future__ import annotations
 
 import datetime as dt
-import math
-import re
-from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable, Sequence
 
 from blueprints import defaults
 from blueprints.catalog import Catalog
@@ -23,6 +19,7 @@ from blueprints.errors import BlueprintError, CatalogError, RequirementsError
 from blueprints.platform import (
     ALERT_RECEIVER_SECRET_KEY,
     PLATFORM_SERVICE,
+    DERIVED_NAME,
     AccessSpec,
     AddonRelease,
     CostItem,
@@ -35,11 +32,25 @@ from blueprints.platform import (
     PlatformRequirements,
     SpotPolicy,
     SystemNodes,
+    kubernetes_minor,
     platform_stack_name,
 )
+from blueprints.platform_landing import (
+    ServiceFile,
+    check_members,
+    check_platform_names,
+    check_unused_entries,
+    landing_platform,
+    self_hosted_on_eks,
+)
 from blueprints.quota import quota_note
-from blueprints.requirements import Accelerator, OperationsPreference, Platform, Requirements
-from blueprints.weights import weights_volume_gib
+from blueprints.guardrails import Guardrails
+from blueprints.kubernetes_features import minimum_version
+from blueprints.requirements import Accelerator, CpuArch
+from blueprints.weights import disk_for_gib, replica_ephemeral_gib, weights_volume_gib
+
+#: A platform's guardrails by its environment name and production flag (None: no policy).
+PolicyFor = Callable[[str, bool], "Guardrails | None"]
 
 #: Add-ons every EKS platform installs, in install order.
 BASE_ADDONS = ("karpenter", "aws-load-balancer-controller", "kube-prometheus-stack", "keda", "metrics-server")
@@ -49,42 +60,10 @@ GPU_ADDONS = ("nvidia-device-plugin", "dcgm-exporter")
 SCALE_TO_ZERO_ADDONS = ("keda-http-add-on",)
 
 
-@dataclass(frozen=True)
-class ServiceFile:
-    """A service's requirements and the file they come from (named in errors)."""
-
-    path: Path | None
-    requirements: Requirements
-
-    @property
-    def where(self) -> str:
-        return str(self.path) if self.path else f"service {self.requirements.service!r}"
-
-
-def landing_platform(req: Requirements, env: str) -> str | None:
-    """The platform an environment of a service lands on (`<env>-<region>` unless the environment names one), or
-    None when it needs none: an existing cluster, or a SageMaker endpoint outside any VPC of ours.
-
-    Self-hosted EKS services land on the platform's cluster; private SageMaker endpoints use its VPC. With
-    `operations.preference: any` a service may still be planned onto SageMaker: it is counted as landing (its
-    platform then exists for it, see the platform's rationale).
-    """
-    spec = req.environments[env]
-    on_eks = req.operations.platform is Platform.EKS and req.operations.preference is not OperationsPreference.MANAGED
-    managed_private = req.operations.preference is not OperationsPreference.SELF_HOSTED and req.compliance.private_only
-    if not (on_eks or managed_private):
-        return None
-    return spec.platform or f"{env}-{spec.region}"
-
-
-def _self_hosted_on_eks(req: Requirements) -> bool:
-    return req.operations.platform is Platform.EKS and req.operations.preference is not OperationsPreference.MANAGED
-
-
 def _where_of(name: str, override: PlatformOverride | None, first: tuple[ServiceFile, str]) -> tuple[str, str]:
     """(environment, region) of a platform: its platform.yaml entry, else parsed from `<env>-<region>`, else the
     first environment landing on it."""
-    parsed = re.fullmatch(r"([a-z0-9-]+?)-([a-z]{2}(?:-gov)?-[a-z]+-\d)", name)
+    parsed = DERIVED_NAME.fullmatch(name)
     service, env = first
     environment = (override.environment if override and override.environment else
                    parsed.group(1) if parsed else env)
@@ -97,42 +76,68 @@ def choose_kubernetes_version(pcat: PlatformCatalog, addon_ids: Sequence[str], a
                               wanted: str | None, source: str) -> tuple[str, list[str], list[str]]:
     """The platform's Kubernetes version, with rationale and warnings.
 
-    Default: the newest catalog version in EKS standard support on `as_of` that every add-on supports
-    (`kubernetes_max`). A version asked for must be in the catalog and still supported on `as_of`.
+    Default: among the catalog versions EKS had released by `as_of` that every add-on supports (`kubernetes_max`),
+    the newest in EKS standard support on `as_of`; when none is (the catalog is older than the plan date), the
+    newest still in extended support, with a warning. Never older than a field the service workloads render needs
+    (`kubernetes_features`). A version asked for must be in the catalog, released by `as_of`, still supported on
+    `as_of`, supported by every add-on and no older than those fields need.
 
     Raises:
-        RequirementsError: the wanted version is unknown, out of support, or beyond an add-on's support.
+        RequirementsError: the wanted version is unknown, unreleased, out of support, beyond an add-on's support or
+            older than a workload field needs; or no catalog version is supported on `as_of` at all.
     """
+    oldest = minimum_version()
     limits = {a: pcat.addon(a).kubernetes_max for a in addon_ids if pcat.addon(a).kubernetes_max}
 
-    def supported_by_addons(version: str) -> list[str]:
-        return [f"{a} (<= {m})" for a, m in limits.items() if _vkey(version) > _vkey(m)]
+    def beyond_addons(version: str) -> list[str]:
+        return [f"{a} (<= {m})" for a, m in limits.items() if kubernetes_minor(version) > kubernetes_minor(m)]
 
+    released = [v for v, r in pcat.versions.items()
+                if r.released is not None and r.released <= as_of and not beyond_addons(v)
+                and kubernetes_minor(v) >= kubernetes_minor(oldest)]
+    by_phase = {phase: max((v for v in released if pcat.versions[v].phase(as_of) == phase), key=kubernetes_minor,
+                           default=None) for phase in ("standard", "extended")}
+    best = by_phase["standard"] or by_phase["extended"]
+    warnings: list[str] = []
     if wanted is not None:
         try:
             record = pcat.version(wanted)
         except CatalogError as exc:
             raise RequirementsError(f"{source}: kubernetes_version: {exc}") from None
-        phase = record.phase(as_of)
-        if phase == "unsupported":
+        if record.released is not None and record.released > as_of:
+            raise RequirementsError(f"{source}: kubernetes_version {wanted} is released in EKS on {record.released}, "
+                                    f"after the plan date {as_of}; choose {best or 'an older version'}")
+        if record.phase(as_of) == "unsupported":
             raise RequirementsError(f"{source}: kubernetes_version {wanted} left EKS extended support on "
-                                    f"{record.end_of_extended}; choose {_newest_standard(pcat, as_of) or 'a newer version'}")
-        too_new = supported_by_addons(wanted)
+                                    f"{record.end_of_extended}; choose {best or 'a newer version'}")
+        if kubernetes_minor(wanted) < kubernetes_minor(oldest):
+            raise RequirementsError(f"{source}: kubernetes_version {wanted} is older than the service workloads need "
+                                    f"(>= {oldest}: {', '.join(f.field for f in pcat.workload_features)}); choose "
+                                    f">= {oldest}")
+        too_new = beyond_addons(wanted)
         if too_new:
             raise RequirementsError(f"{source}: kubernetes_version {wanted} is newer than the pinned add-ons support: "
-                                    f"{', '.join(too_new)}; choose an older version or newer add-on versions")
+                                    f"{', '.join(too_new)}; set kubernetes_version: \"{best}\" (the newest they all "
+                                    "support) in the platform file, or remove it for the default")
         version = wanted
         why = f"Kubernetes {wanted} as platform.yaml asks"
-    else:
-        candidates = [v for v, r in pcat.versions.items() if r.phase(as_of) == "standard" and not supported_by_addons(v)]
-        if not candidates:
-            raise RequirementsError(f"{source}: no Kubernetes version in the catalog is in EKS standard support on "
-                                    f"{as_of} and supported by the pinned add-ons; update blueprints/catalog")
-        version = max(candidates, key=_vkey)
+    elif by_phase["standard"] is not None:
+        version = by_phase["standard"]
         why = (f"Kubernetes {version}: the newest EKS version in standard support on {as_of} that every pinned "
                "add-on supports")
+    elif by_phase["extended"] is not None:
+        version = by_phase["extended"]
+        why = (f"Kubernetes {version}: no catalogued version every pinned add-on supports is in EKS standard support "
+               f"on {as_of}; the newest in extended support")
+        warnings.append(f"no Kubernetes version in the catalog is both in EKS standard support on {as_of} and "
+                        f"supported by every pinned add-on: falling back to {version} (extended support); update "
+                        "blueprints/catalog (kubernetes.yaml, add-on versions) or set kubernetes_version in "
+                        "platform.yaml")
+    else:
+        raise RequirementsError(f"{source}: no Kubernetes version in the catalog is released and still supported by "
+                                f"EKS on {as_of} and supported by the pinned add-ons; update blueprints/catalog "
+                                "(kubernetes.yaml, add-on versions)")
     record = pcat.version(version)
-    warnings = []
     phase = record.phase(as_of)
     if phase == "standard" and record.end_of_standard is not None:
         why += f" (standard support until {record.end_of_standard})"
@@ -148,16 +153,6 @@ def choose_kubernetes_version(pcat: PlatformCatalog, addon_ids: Sequence[str], a
     elif phase == "unknown":
         warnings.append(f"Kubernetes {version}: EKS has not published its support dates; priced as standard support")
     return version, [why], warnings
-
-
-def _vkey(version: str) -> tuple[int, int]:
-    major, minor = version.split(".")
-    return int(major), int(minor)
-
-
-def _newest_standard(pcat: PlatformCatalog, as_of: dt.date) -> str | None:
-    standard = [v for v, r in pcat.versions.items() if r.phase(as_of) == "standard"]
-    return max(standard, key=_vkey) if standard else None
 
 
 def _addon_releases(ids: Sequence[str], wanted: dict[str, str], pcat: PlatformCatalog, source: str) -> list[AddonRelease]:
@@ -184,8 +179,9 @@ def _check_addon_versions(wanted: dict[str, str], pcat: PlatformCatalog, source:
 
 
 def sync_scratch_gib(services: Sequence[ServiceFile], catalog: Catalog) -> float:
-    """Scratch disk the largest Hugging Face download of these services needs on a system node, GiB: the weights
-    sync Jobs of `hf://` models run there (they need no GPU), one model at a time per Job.
+    """Scratch disk the largest weights sync Job of these services requests on a system node, GiB: the Jobs run there
+    (they need no GPU), one model per Job; a Hugging Face download holds the model (`weights_volume_gib`), an
+    `s3://` copy only its logs (`defaults.S3_SYNC_EPHEMERAL_GIB`). 0 when no service syncs weights.
 
     Raises:
         BlueprintError: a service's model is unknown; the message names its file.
@@ -198,8 +194,44 @@ def sync_scratch_gib(services: Sequence[ServiceFile], catalog: Catalog) -> float
             models = resolve_models(svc.requirements, catalog)
         except BlueprintError as exc:
             raise type(exc)(f"{svc.where}: {exc}") from None
-        sizes += [m.weights_gib for m in models if m.spec.weights_uri.startswith("hf://")]
-    return weights_volume_gib([max(sizes)]) if sizes else 0.0
+        sizes += [weights_volume_gib([m.weights_gib]) if m.spec.weights_uri.startswith("hf://")
+                  else defaults.S3_SYNC_EPHEMERAL_GIB for m in models]
+    return max(sizes, default=0.0)
+
+
+def _downloads_from_hugging_face(svc: ServiceFile, catalog: Catalog) -> bool:
+    """The service's weights sync Job downloads an `hf://` model (with `defaults.HF_DOWNLOAD_IMAGE`)."""
+    from blueprints.options import resolve_models
+
+    return any(m.spec.weights_uri.startswith("hf://") for m in resolve_models(svc.requirements, catalog))
+
+
+def cpu_root_volume_gib(services: Sequence[ServiceFile], catalog: Catalog) -> int:
+    """Root volume of the platform's CPU node class, GiB: at least `defaults.CPU_NODE_ROOT_VOLUME_GIB`, grown in
+    steps of `NODE_VOLUME_STEP_GIB` until the OS, a serving image and a node full (`CPU_REPLICAS_PER_NODE`, the most
+    the planner packs) of replicas of the largest CPU-capable service here (one allowing CPUs, without a generative
+    model) fit within the kubelet's eviction
+    threshold (`blueprints.weights.usable_disk_gib`).
+
+    Raises:
+        BlueprintError: a service's model is unknown; the message names its file.
+    """
+    from blueprints.options import resolve_models
+
+    need = 0
+    for svc in services:
+        if Accelerator.CPU not in svc.requirements.hardware.accelerators:
+            continue
+        try:
+            models = resolve_models(svc.requirements, catalog)
+        except BlueprintError as exc:
+            raise type(exc)(f"{svc.where}: {exc}") from None
+        if any(m.task.generative for m in models):  # generative models are served on GPUs only (`selection`)
+            continue
+        need = max(need, max(defaults.CPU_REPLICAS_PER_NODE) * replica_ephemeral_gib(m.weights_gib for m in models))
+    disk = disk_for_gib(need, reserve_gib=defaults.SERVING_NODE_ROOT_RESERVE_GIB) if need else 0
+    step = defaults.NODE_VOLUME_STEP_GIB
+    return max(defaults.CPU_NODE_ROOT_VOLUME_GIB, -(-disk // step) * step)
 
 
 def _line(item: str, quantity: float, usd_per_hour: float, catalog: Catalog) -> CostItem:
@@ -208,7 +240,8 @@ def _line(item: str, quantity: float, usd_per_hour: float, catalog: Catalog) -> 
 
 
 def plan_platforms(services: Sequence[ServiceFile], platform_req: PlatformRequirements, *, catalog: Catalog,
-                   pcat: PlatformCatalog, as_of: dt.date, platform_file: str = "platform.yaml") -> list[PlatformConfig]:
+                   pcat: PlatformCatalog, as_of: dt.date, platform_file: str = "platform.yaml",
+                   complete: bool = False, policy_for: PolicyFor | None = None) -> list[PlatformConfig]:
     """Every platform that at least one service environment lands on, sorted by name.
 
     Args:
@@ -218,45 +251,92 @@ def plan_platforms(services: Sequence[ServiceFile], platform_req: PlatformRequir
         catalog, pcat: instance prices; add-ons and Kubernetes versions.
         as_of: the plan date.
         platform_file: the platform file's path, named in errors.
+        complete: `services` are every requirements file of the project, so a `platforms.<name>` entry of
+            platform.yaml no service lands on is an error (a typo); False when planning a subset.
+        policy_for: a platform's guardrails by its environment and production flag (`blueprints.guardrails`):
+            audit logs on where required, no spot where forbidden, system nodes of an allowed family. None plans
+            without a policy.
 
     Raises:
-        RequirementsError: a service conflicts with its platform's settings (region, privacy, spot), two files
-            declare the same service (`Requirements` refuses the reserved name `platform`), or platform.yaml names an
-            unknown add-on, chart version or Kubernetes version; the message names both files and the fix.
+        RequirementsError: a service conflicts with its platform's settings (region, production, privacy, spot,
+            public subnets), names a platform it cannot land on, two files declare the same service, the reserved
+            service name is used, or platform.yaml names an unknown add-on, chart version or Kubernetes version, or
+            (complete) a platform no service lands on; the message names both files and the fix.
     """
-    seen: dict[str, ServiceFile] = {}
-    for svc in services:
-        name = svc.requirements.service
-        if name in seen:
-            raise RequirementsError(f"{svc.where} and {seen[name].where} both declare service {name!r}; service "
-                                    "names are unique (they name stacks, namespaces and node pools)")
-        seen[name] = svc
+    parts, stacks = _service_stacks(services, catalog)
     _check_addon_versions(platform_req.addon_versions, pcat, platform_file)
+    check_platform_names(services, platform_req, platform_file=platform_file)
     groups: dict[str, list[tuple[ServiceFile, str]]] = {}
-    for svc in sorted(services, key=lambda s: s.requirements.service):
+    for svc in sorted(parts, key=lambda s: s.requirements.service):
         for env in svc.requirements.environments:
             name = landing_platform(svc.requirements, env)
             if name is not None:
                 groups.setdefault(name, []).append((svc, env))
+    for name in groups:
+        clash = stacks.get(platform_stack_name(name))
+        if clash is not None:
+            raise RequirementsError(f"{clash.where}: service {clash.requirements.service!r} plans stack "
+                                    f"{platform_stack_name(name)}, the name of a shared platform's stack; rename the "
+                                    "service or the environment")
+    if complete:
+        check_unused_entries(groups, platform_req, platform_file=platform_file)
     return [_plan_one(name, members, platform_req, catalog=catalog, pcat=pcat, as_of=as_of,
-                      platform_file=platform_file) for name, members in sorted(groups.items())]
+                      platform_file=platform_file, policy_for=policy_for) for name, members in sorted(groups.items())]
+
+
+def _service_stacks(services: Sequence[ServiceFile],
+                    catalog: Catalog) -> tuple[list[ServiceFile], dict[str, ServiceFile]]:
+    """Every stack-worth of requirements the files plan (a compound service's parts, `blueprints.compound`, each on
+    its own), and every service stack by name with the requirements it is planned from.
+
+    Raises:
+        RequirementsError: a service (or a compound service's part) is named `platform` or like another file's, or
+            two files plan the same stack name (`a` + environment `b-prod` and `a-b` + `prod`).
+    """
+    from blueprints.compound import service_parts
+
+    names: dict[str, tuple[ServiceFile, str]] = {}
+    planned: list[ServiceFile] = []
+    stacks: dict[str, ServiceFile] = {}
+    for svc in services:
+        declared = svc.requirements.service
+        try:
+            parts = service_parts(svc.requirements, catalog)
+        except BlueprintError as exc:
+            raise type(exc)(f"{svc.where}: {exc}") from None
+        for part in parts:
+            name = part.requirements.service
+            what = f"{svc.where}: the {part.part.value} part of compound service {declared!r}" if part.part else ""
+            if name in names:
+                other, other_what = names[name]
+                parts_of = "; ".join(w for w in (what, other_what) if w)
+                raise RequirementsError(f"{svc.where} and {other.where} both declare service {name!r}"
+                                        + (f" ({parts_of})" if parts_of else "") + "; service names are unique "
+                                        "(they name stacks, namespaces and node pools): rename one")
+            names[name] = (svc, what)
+            planned.append(ServiceFile(svc.path, part.requirements))
+            for env in part.requirements.environments:
+                stack = f"{name}-{env}"
+                if stack in stacks:
+                    raise RequirementsError(f"{svc.where} (service {name!r}, environment {env!r}) and "
+                                            f"{stacks[stack].where} both plan stack {stack!r}; rename a service or "
+                                            "an environment")
+                stacks[stack] = planned[-1]
+    return planned, stacks
 
 
 def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformRequirements, *, catalog: Catalog,
-              pcat: PlatformCatalog, as_of: dt.date, platform_file: str) -> PlatformConfig:
+              pcat: PlatformCatalog, as_of: dt.date, platform_file: str,
+              policy_for: PolicyFor | None = None) -> PlatformConfig:
     override = preq.platforms.get(name)
     environment, region = _where_of(name, override, members[0])
     stack = platform_stack_name(name)
     where = f"{platform_file} (platform {stack})"
-    for svc, env in members:
-        env_region = svc.requirements.environments[env].region
-        if env_region != region:
-            raise RequirementsError(f"{svc.where}: environments.{env}.region is {env_region} but it lands on {stack} "
-                                    f"in {region} ({where}); land it on a platform in {env_region} or move it",
-                                    rule="platform-one-region")
+    check_members(name, region, members, override, platform_file=platform_file)
     reqs = [(svc, env, svc.requirements) for svc, env in members]
     production = any(r.is_production(env) for _, env, r in reqs)
-    eks = any(_self_hosted_on_eks(r) for _, _, r in reqs)
+    policy = policy_for(environment, production) if policy_for is not None else None
+    eks = any(self_hosted_on_eks(r) for _, _, r in reqs)
     private_services = [f"{r.service} ({svc.where})" for svc, _, r in reqs if r.compliance.private_only]
     if override and override.private_endpoint is False and private_services:
         raise RequirementsError(f"{private_services[0]}: compliance.private_only needs a private platform, but "
@@ -264,16 +344,18 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
                                 "another platform (environments.<env>.platform)", rule="platform-settings")
     private = bool(override.private_endpoint) if override and override.private_endpoint is not None \
         else bool(private_services)
-    spot_envs = [f"{r.service}.{env} ({svc.where})" for svc, env, r in reqs if r.environments[env].spot]
+    spot_forbidden = policy is not None and policy.spot_forbidden
+    spot_envs = [f"{r.service}.{env} ({svc.where})" for svc, env, r in reqs
+                 if r.environments[env].spot and not spot_forbidden]
     # What the stack config records names services only: file paths depend on where `plan` ran from.
     private_names = [r.service for _, _, r in reqs if r.compliance.private_only]
-    spot_names = [f"{r.service}.{env}" for _, env, r in reqs if r.environments[env].spot]
+    spot_names = [f"{r.service}.{env}" for _, env, r in reqs if r.environments[env].spot and not spot_forbidden]
     if spot_envs and preq.spot is SpotPolicy.FORBIDDEN:
         raise RequirementsError(f"{spot_envs[0]}: asks for spot capacity but {platform_file} sets spot: forbidden; "
                                 "set environments.<env>.spot: false or allow spot in the platform file",
                                 rule="platform-settings")
-    gpu = any(Accelerator.NVIDIA_GPU in r.hardware.accelerators for _, _, r in reqs if _self_hosted_on_eks(r))
-    zero = any(r.environments[env].min_replicas == 0 for _, env, r in reqs if _self_hosted_on_eks(r))
+    gpu = any(Accelerator.NVIDIA_GPU in r.hardware.accelerators for _, _, r in reqs if self_hosted_on_eks(r))
+    zero = any(r.environments[env].min_replicas == 0 for _, env, r in reqs if self_hosted_on_eks(r))
     existing = override.existing_vpc if override else None
     runner = override.runner_label if override else None
     rationale: list[str] = []
@@ -286,7 +368,7 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
                                                          source=platform_file)
         for svc, env, r in reqs:
             asked = r.operations.kubernetes_version
-            if asked is not None and asked != version and _self_hosted_on_eks(r):
+            if asked is not None and asked != version and self_hosted_on_eks(r):
                 raise RequirementsError(f"{svc.where}: operations.kubernetes_version {asked} differs from {stack}'s "
                                         f"{version} ({platform_file}); a shared cluster has one version: remove the "
                                         "service's setting or set kubernetes_version in the platform file",
@@ -302,19 +384,25 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
         rationale.append(f"add-ons: {', '.join(f'{a.id} {a.version}' for a in addons)}"
                          + (" (GPU services land here: device plugin and DCGM exporter)" if gpu else "")
                          + (" (a service scales to zero: KEDA HTTP add-on)" if zero else ""))
+        cpu_root = cpu_root_volume_gib([svc for svc, _, r in reqs if self_hosted_on_eks(r)], catalog)
+        if cpu_root > defaults.CPU_NODE_ROOT_VOLUME_GIB:
+            rationale.append(f"CPU nodes get a {cpu_root} GiB root volume: the OS, an image and "
+                             f"{max(defaults.CPU_REPLICAS_PER_NODE)} replicas of the largest CPU-capable service's "
+                             "models fit within the kubelet's 10 % eviction threshold")
         node_classes = [NodeClass(name="cpu", ami_alias=defaults.KARPENTER_AMI_ALIAS,
-                                  root_volume_gib=defaults.CPU_NODE_ROOT_VOLUME_GIB, instance_store_raid0=False)]
+                                  root_volume_gib=cpu_root, instance_store_raid0=False)]
         if gpu:
             node_classes.insert(0, NodeClass(name="gpu", ami_alias=defaults.KARPENTER_AMI_ALIAS,
                                              root_volume_gib=defaults.GPU_NODE_ROOT_VOLUME_GIB,
                                              instance_store_raid0=True))
     else:
         addons, node_classes = [], []
-        version = _newest_standard(pcat, as_of) or max(pcat.versions, key=_vkey)
+        version = choose_kubernetes_version(pcat, [], as_of, wanted=None, source=platform_file)[0]
         rationale.append("network only: every service here is a private SageMaker endpoint in this VPC")
     kind = PlatformKind.EKS if eks else PlatformKind.NETWORK
-    audit = any(r.compliance.audit_logging for _, _, r in reqs if _self_hosted_on_eks(r))
-    kms = any(r.compliance.customer_managed_kms for _, _, r in reqs if _self_hosted_on_eks(r))
+    audit_services = any(r.compliance.audit_logging for _, _, r in reqs if self_hosted_on_eks(r))
+    audit = audit_services or (policy is not None and policy.audit_logs_required)
+    kms = any(r.compliance.customer_managed_kms for _, _, r in reqs if self_hosted_on_eks(r))
     if private:
         rationale.append("private: " + (", ".join(private_names) or "platform.yaml") + " require(s) private_only; "
                          f"deployed from self-hosted runner {runner!r} in {existing.vpc_id if existing else 'its VPC'}"
@@ -322,11 +410,24 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
     if eks:
         rationale.append(f"audit logs {'on' if audit else 'off'}, Kubernetes secrets "
                          f"{'encrypted with a customer-managed KMS key' if kms else 'encrypted by EKS'}: the strictest "
-                         "compliance of the services here")
-    system_type = catalog.instance(preq.system_nodes.instance_type)
-    if system_type.gpu_count:
-        raise RequirementsError(f"{platform_file}: system_nodes.instance_type {system_type.instance_type} has GPUs; "
-                                "controllers run on a CPU type such as m7i.xlarge")
+                         "compliance of the services here"
+                         + (f" and of {policy.source} (cluster-audit-logs requires audit logs)"
+                            if policy is not None and audit and not audit_services else ""))
+    system_type = catalog.instance(preq.system_nodes.instance_type)  # a catalogued CPU type (PlatformRequirements)
+    if eks and policy is not None and not policy.allows(system_type.instance_type):
+        raise RequirementsError(f"{platform_file}: system_nodes.instance_type {system_type.instance_type} is not "
+                                f"allowed by {policy.source} (instance-types-allowed "
+                                f"{list(policy.allowed_instance_families or [])}) for {stack}; choose an allowed type "
+                                "or allow its family")
+    system_arch = CpuArch(system_type.cpu_arch)
+    scratch = sync_scratch_gib([svc for svc, _, r in reqs if self_hosted_on_eks(r)], catalog)
+    hf = next((svc for svc, _, r in reqs if self_hosted_on_eks(r) and _downloads_from_hugging_face(svc, catalog)), None)
+    if eks and hf is not None and system_arch.value not in defaults.HF_DOWNLOAD_IMAGE_ARCHES:
+        raise RequirementsError(
+            f"{platform_file}: system_nodes.instance_type {system_type.instance_type} is {system_arch.value}, but the "
+            f"weights sync Job of {hf.requirements.service} ({hf.where}: an hf:// model) runs on the system nodes "
+            f"with {defaults.HF_DOWNLOAD_IMAGE}, published for {', '.join(defaults.HF_DOWNLOAD_IMAGE_ARCHES)} only; "
+            "choose an x86_64 type such as m7i.xlarge (or copy the weights to s3:// and use that source)")
     az = defaults.NETWORK_AZ_COUNT if existing is None else len(existing.private_subnet_ids)
     nat = 0 if existing else (az if production else 1)
     endpoints = list(defaults.INTERFACE_ENDPOINT_SERVICES) if private else []
@@ -369,9 +470,9 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
         kubernetes_version=version, audit_logging=audit, secrets_kms=kms,
         network=PlatformNetwork(existing_vpc=existing, az_count=az, nat_per_az=production,
                                 private_endpoint=private and eks, interface_endpoints=endpoints),
-        system_nodes=SystemNodes(instance_type=system_type.instance_type, count=preq.system_nodes.count,
-                                 disk_gib=math.ceil(defaults.SYSTEM_NODE_DISK_GIB + sync_scratch_gib(
-                                     [svc for svc, _, r in reqs if _self_hosted_on_eks(r)], catalog))),
+        system_nodes=SystemNodes(instance_type=system_type.instance_type, cpu_arch=system_arch,
+                                 count=preq.system_nodes.count,
+                                 disk_gib=disk_for_gib(scratch, reserve_gib=defaults.SYSTEM_NODE_RESERVE_GIB)),
         addons=addons, node_classes=node_classes,
         spot_allowed=bool(spot_envs) and preq.spot is SpotPolicy.ALLOWED and eks,
         access=preq.access if eks else AccessSpec(), runner_label=runner if private and eks else None,

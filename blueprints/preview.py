@@ -17,11 +17,19 @@ from typing import Any, Callable
 
 from blueprints.yamlio import load_yaml
 
-from blueprints.blueprint import Blueprint
+from blueprints.blueprint import Blueprint, CapacityType
 from blueprints.errors import StackConfigError
 from blueprints.manifests import manifest_id, validate_manifest
-from blueprints.platform import PlatformConfig, PlatformOutputs, planned_outputs
-from blueprints.stackconfig import PROJECT, read_config, read_platform_config, stack_config_path
+from blueprints.platform import PlatformConfig, PlatformKind, PlatformOutputs, planned_outputs
+from blueprints.stackconfig import (
+    PLATFORM_STACK_KEY,
+    PROJECT,
+    ROLES_ANYWHERE_CA_KEY,
+    platform_stack_override_problem,
+    read_config,
+    read_platform_config,
+    stack_config_path,
+)
 
 #: Account id used in mocked ARNs (AWS's documentation example account).
 MOCK_ACCOUNT_ID = "123456789012"
@@ -31,6 +39,10 @@ SECRET_PLACEHOLDER = "[secret]"
 OFFLINE_PLACEHOLDER_SECRETS = ("servingblueprints:kubeconfig",)
 #: A platform with an Alertmanager receiver needs its URL (`pulumi config set --secret`); offline, a placeholder.
 OFFLINE_RECEIVER_SECRET = "servingblueprints:alertReceiverUrl"
+#: An edge cluster's IAM Roles Anywhere trust anchor CA bundle when the stack file has none (not a secret): a
+#: placeholder PEM, so the preview shows the trust anchor the real CA bundle gets.
+OFFLINE_CA_BUNDLE = ("-----BEGIN CERTIFICATE-----\n(offline preview: set servingblueprints:rolesAnywhereCaBundle to "
+                     "your CA's PEM bundle)\n-----END CERTIFICATE-----\n")
 
 
 @dataclass(frozen=True)
@@ -160,8 +172,9 @@ class PreviewReport:
     def to_json(self) -> dict[str, Any]:
         """`{"stack", "archetype", "region", "compliance", "resources": [{"urn", "type", "name", "parent", "read",
         "depends_on", "inputs"}], "manifests", "manifest_problems", "deployability", "signals", "policy_verdicts",
-        "warnings", "predictions", "outputs"}`. `archetype` is `platform` for a platform stack, whose `predictions` hold
-        its cost lines."""
+        "warnings", "predictions", "outputs", "blueprint"}`. `archetype` is `platform` for a platform stack, whose
+        `predictions` hold its cost lines and whose `blueprint` is None; a service's `blueprint` is its stack config's
+        (the review of a later report against this one compares requirements and plan field by field)."""
         predictions = (self.subject.model_dump(mode="json", include={"cost_lines", "monthly_cost_usd"})
                        if self.is_platform else self.blueprint.predictions.model_dump(mode="json"))
         return {
@@ -179,11 +192,23 @@ class PreviewReport:
             "warnings": self.warnings,
             "predictions": predictions,
             "outputs": self.outputs,
+            "blueprint": None if self.is_platform else self.blueprint.model_dump(mode="json"),
         }
 
 
 def _normalise(value: Any) -> Any:
-    """Mock inputs arrive with every number as a float: give integral floats back as ints; drop None; sort keys."""
+    """Mock inputs arrive with every number as a float: give integral floats back as ints; drop None; sort keys.
+    Assets and archives (a Lambda function's code) become `{"file": name, "sha256": ...}` / `{"archive": {...}}`: the
+    content's digest, not the checkout's path, so two checkouts of the same code report the same input."""
+    import pulumi
+
+    if isinstance(value, pulumi.asset.FileAsset):
+        path = Path(value.path)
+        return {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    if isinstance(value, pulumi.asset.StringAsset):
+        return {"text_sha256": hashlib.sha256(value.text.encode()).hexdigest()}
+    if isinstance(value, pulumi.asset.AssetArchive):
+        return {"archive": {k: _normalise(v) for k, v in sorted(value.assets.items())}}
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):  # sorted keys: the engine's map order is not stable, reports must be
@@ -221,6 +246,10 @@ class MockRun:
 
 #: The organization the mock engine reports (`pulumi.get_organization()`): the DIY backend's fixed name.
 MOCK_ORGANIZATION = "organization"
+
+
+class UnknownStackReference(Exception):
+    """A `pulumi.StackReference` under the mock engine names a stack the offline preview has no outputs for."""
 
 
 @dataclass(frozen=True)
@@ -267,8 +296,8 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
                 name = args.resource_id or args.inputs.get("name") or args.name
                 found = references.get(str(name).rsplit("/", 1)[-1])
                 if found is None:
-                    raise pulumi.RunError(f"stack reference {name!r}: no such stack (the offline preview knows "
-                                          f"{', '.join(sorted(references)) or 'none'})")
+                    raise UnknownStackReference(f"stack reference {name!r}: no such stack (the offline preview knows "
+                                                f"{', '.join(sorted(references)) or 'none'})")
                 return name, {"name": name, "outputs": found.outputs,
                               "secretOutputNames": list(found.secret_names)}
             return mock_outputs(args.typ, args.name, args.inputs, region=region)
@@ -377,9 +406,20 @@ def mock_outputs(typ: str, name: str, inputs: dict, *, region: str) -> tuple[str
         meta.setdefault("name", f"{name}-{suffix}")
         state["metadata"] = meta
         if typ == "kubernetes:core/v1:Service" and (state.get("spec") or {}).get("type") == "LoadBalancer":
-            # The load balancer controller's NLB: `k8s-<namespace>-<name>-<hash>.elb.<region>.amazonaws.com`.
-            host = f"k8s-{meta.get('namespace', 'default')[:8]}-{meta['name'][:8]}-{suffix}.elb.{region}.amazonaws.com"
-            state["status"] = {"loadBalancer": {"ingress": [{"hostname": host}]}}
+            if any(k.startswith("service.beta.kubernetes.io/aws-load-balancer-") for k in meta.get("annotations") or {}):
+                # The load balancer controller's NLB: `k8s-<namespace>-<name>-<hash>.elb.<region>.amazonaws.com`.
+                host = (f"k8s-{meta.get('namespace', 'default')[:8]}-{meta['name'][:8]}-{suffix}.elb.{region}"
+                        ".amazonaws.com")
+                state["status"] = {"loadBalancer": {"ingress": [{"hostname": host}]}}
+            else:  # MetalLB assigns an address from its pool
+                state["status"] = {"loadBalancer": {"ingress": [{"ip": f"192.168.50.{int(suffix, 16) % 200 + 20}"}]}}
+        if typ == "kubernetes:core/v1:Service" and (state.get("spec") or {}).get("type") == "NodePort":
+            ports = [dict(p) for p in (state.get("spec") or {}).get("ports") or []]
+            for i, port in enumerate(ports):  # the API server assigns a free port of 30000-32767
+                port.setdefault("nodePort", 30000 + (int(suffix, 16) + i) % 2768)
+            state["spec"] = {**state["spec"], "ports": ports}
+        if typ == "kubernetes:networking.k8s.io/v1:Ingress":
+            state["status"] = {"loadBalancer": {"ingress": [{"ip": f"192.168.50.{int(suffix, 16) % 200 + 20}"}]}}
         return f"{meta.get('namespace', 'default')}/{meta['name']}", state
     if typ == "random:index/randomPassword:RandomPassword":
         # pulumi-random computes `result` at create time; offline it is a deterministic stand-in of the asked length
@@ -395,6 +435,12 @@ def mock_outputs(typ: str, name: str, inputs: dict, *, region: str) -> tuple[str
     if typ == "aws:iam/role:Role":
         state.update(name=inputs.get("name") or f"{name}-{suffix}", arn=f"arn:aws:iam::{MOCK_ACCOUNT_ID}:role/{name}")
         return state["name"], state
+    if typ == "aws:iam/policy:Policy":
+        # IAM is global: no region in the ARN (docs.aws.amazon.com/IAM/latest/UserGuide/reference-arns.html).
+        policy = inputs.get("name") or f"{name}-{suffix}"
+        arn = f"arn:aws:iam::{MOCK_ACCOUNT_ID}:policy{inputs.get('path') or '/'}{policy}"
+        state.update(name=policy, arn=arn, policyId=f"ANPA{suffix.upper()}PREVIEW")
+        return arn, state
     if typ == "aws:eks/cluster:Cluster":
         cluster = inputs.get("name") or f"{name}-{suffix}"
         state.update(name=cluster, arn=f"arn:aws:eks:{region}:{MOCK_ACCOUNT_ID}:cluster/{cluster}",
@@ -419,6 +465,11 @@ def mock_outputs(typ: str, name: str, inputs: dict, *, region: str) -> tuple[str
     if typ == "aws:ec2/securityGroup:SecurityGroup":
         state.update(arn=f"arn:aws:ec2:{region}:{MOCK_ACCOUNT_ID}:security-group/sg-{suffix}")
         return f"sg-{suffix}", state
+    if typ in ("aws:rolesanywhere/trustAnchor:TrustAnchor", "aws:rolesanywhere/profile:Profile"):
+        resource_id = f"{hashlib.sha256(name.encode()).hexdigest()[:8]}-0000-4000-8000-{suffix}00000"
+        kind = "trust-anchor" if typ.endswith("TrustAnchor") else "profile"
+        state.update(arn=f"arn:aws:rolesanywhere:{region}:{MOCK_ACCOUNT_ID}:{kind}/{resource_id}")
+        return resource_id, state
     if typ == "aws:kms/key:Key":
         key_id = f"{suffix}-0000-4000-8000-000000000000"
         state.update(keyId=key_id, arn=f"arn:aws:kms:{region}:{MOCK_ACCOUNT_ID}:key/{key_id}")
@@ -447,10 +498,11 @@ def mock_call(token: str, args: dict, *, region: str) -> dict:
     return {}
 
 
-def _config_from_file(path: Path, *, needs_kubeconfig: bool,
-                      needs_receiver: bool = False) -> tuple[dict[str, str], list[str]]:
+def _config_from_file(path: Path, *, needs_kubeconfig: bool, needs_receiver: bool = False,
+                      needs_ca_bundle: bool = False) -> tuple[dict[str, str], list[str]]:
     """The stack file's config as the engine passes it: every value a string (objects as JSON); secrets masked; a
-    placeholder kubeconfig for an existing cluster when the file has none."""
+    placeholder kubeconfig for an existing or edge cluster, and a placeholder Roles Anywhere CA bundle, when the file
+    has none."""
     data = load_yaml(path.read_text(encoding="utf-8"))
     config, secret_keys = {}, []
     for key, value in (data.get("config") or {}).items():
@@ -465,6 +517,8 @@ def _config_from_file(path: Path, *, needs_kubeconfig: bool,
         if key not in config:
             config[key] = SECRET_PLACEHOLDER
             secret_keys.append(key)
+    if needs_ca_bundle:
+        config.setdefault(ROLES_ANYWHERE_CA_KEY, OFFLINE_CA_BUNDLE)
     return config, secret_keys
 
 
@@ -473,7 +527,8 @@ def platform_stand_in(bp: Blueprint, stacks_dir: Path) -> tuple[PlatformConfig, 
     offline (`blueprints.platform.planned_outputs`); None when the service lands on no platform.
 
     Raises:
-        StackConfigError: the platform's stack config is missing or invalid; the message names the stack to plan.
+        StackConfigError: the platform's stack config is missing or invalid, or the service does not land on it as
+            planned (`landing_problems`); the message names both stack configs and the fix.
     """
     if bp.platform.stack is None:
         return None
@@ -482,11 +537,35 @@ def platform_stand_in(bp: Blueprint, stacks_dir: Path) -> tuple[PlatformConfig, 
         raise StackConfigError(f"{path}: {bp.stack} lands on platform {bp.platform.stack}, whose stack config is "
                                f"missing; plan it first (`blueprint plan` of any service on it writes it)")
     platform = read_platform_config(path)
-    if platform.region != bp.region:
-        raise StackConfigError(f"{path}: platform {platform.stack} is in {platform.region} but {bp.stack} is in "
-                               f"{bp.region}; re-plan both (`blueprint plan`)")
+    problems = landing_problems(bp, platform)
+    if problems:
+        raise StackConfigError(f"{stack_config_path(stacks_dir, bp.stack)} and {path}: {bp.stack} does not land on "
+                               f"{platform.stack} as planned: {'; '.join(problems)}; re-plan the service "
+                               "(`blueprint plan` of its requirements file rewrites both)")
     outputs = planned_outputs(platform).model_dump(mode="json")
     return platform, StackOutputs(outputs=outputs, secret_names=PlatformOutputs.SECRET_FIELDS)
+
+
+def landing_problems(bp: Blueprint, platform: PlatformConfig) -> list[str]:
+    """What keeps a service's blueprint from landing on `platform` as planned (empty: consistent): the same region,
+    a cluster for a service on EKS, one Kubernetes version, spot only where the platform allows it, the platform's
+    zones, and the service among the platform's services."""
+    problems = []
+    if platform.region != bp.region:
+        problems.append(f"the platform is in {platform.region} but the service in {bp.region}")
+    if bp.platform.kind == "eks" and platform.kind is not PlatformKind.EKS:
+        problems.append(f"the service runs on EKS but the platform is {platform.kind.value}-only (no cluster)")
+    if bp.platform.kind == "eks" and bp.platform.kubernetes_version != platform.kubernetes_version:
+        problems.append(f"the service records Kubernetes {bp.platform.kubernetes_version} but the platform runs "
+                        f"{platform.kubernetes_version}")
+    if bp.compute.capacity_type is CapacityType.SPOT and not platform.spot_allowed:
+        problems.append("the service runs on spot capacity but the platform's spot_allowed is false")
+    if bp.platform.zones is not None and bp.platform.zones != platform.network.az_count:
+        problems.append(f"the service spreads over {bp.platform.zones} zones but the platform spans "
+                        f"{platform.network.az_count}")
+    if bp.stack not in platform.services:
+        problems.append(f"the platform's services ({', '.join(platform.services) or 'none'}) do not list {bp.stack}")
+    return problems
 
 
 def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path = Path("__main__.py")) -> PreviewReport:
@@ -514,12 +593,21 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
                                "(run `blueprint plan` first)")
     subject = read_config(path)
     stand_in = platform_stand_in(subject, stacks_dir) if isinstance(subject, Blueprint) else None
+    override = (load_yaml(path.read_text(encoding="utf-8")).get("config") or {}).get(PLATFORM_STACK_KEY)
+    if override is not None:
+        problem = (f"expected a string, got {type(override).__name__}" if not isinstance(override, str) else
+                   platform_stack_override_problem(override, subject) if isinstance(subject, Blueprint) else
+                   "a platform stack reads no platform; remove it")
+        if problem:
+            raise StackConfigError(f"{path}: {PLATFORM_STACK_KEY}: {problem}")
     if not program.exists():
         raise StackConfigError(f"{program}: Pulumi program not found; run from the project folder (with Pulumi.yaml)")
-    config, secret_keys = _config_from_file(path, needs_kubeconfig=isinstance(subject, Blueprint)
-                                            and subject.platform.kind == "existing-cluster",
-                                            needs_receiver=isinstance(subject, PlatformConfig)
-                                            and subject.alerting.receiver is not None)
+    service = subject if isinstance(subject, Blueprint) else None
+    config, secret_keys = _config_from_file(
+        path, needs_kubeconfig=service is not None and service.platform.kind in ("existing-cluster", "edge-cluster"),
+        needs_receiver=isinstance(subject, PlatformConfig) and subject.alerting.receiver is not None,
+        needs_ca_bundle=service is not None and service.roles_anywhere is not None
+        and service.roles_anywhere.acm_pca_arn is None)
     program_file = program.resolve()
 
     def program_body() -> None:  # the module's globals are not outputs; `pulumi.export` calls are
@@ -535,6 +623,9 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
         raise StackConfigError(f"{path}: the program needs config {exc.key!r}; set it with "
                                f"`pulumi config set{' --secret' if exc.secret else ''} {exc.key} <value> "
                                f"--stack {stack}`") from None
+    except UnknownStackReference as exc:
+        raise StackConfigError(f"{path}: {exc}; the service reads the platform it was planned for "
+                               f"({PLATFORM_STACK_KEY} overrides where it is)") from None
     manifests = [manifest(r) for r in run.records if is_manifest(r)]
     version = subject.kubernetes_version if isinstance(subject, PlatformConfig) else \
         subject.platform.kubernetes_version

@@ -112,8 +112,8 @@ def quota_needs(subject: Blueprint | PlatformConfig) -> list[QuotaNeed]:
         return [QuotaNeed("sagemaker", code, f"{bp.compute.instance_type} for endpoint usage", bp.region,
                           float(2 * bp.autoscaling.max_replicas), "instances",
                           f"autoscaling maximum {bp.autoscaling.max_replicas}, twice during a blue/green update")]
-    if bp.platform.kind == "existing-cluster":
-        return []  # its nodes are not ours to launch
+    if bp.platform.kind in ("existing-cluster", "edge-cluster"):
+        return []  # its nodes are not ours to launch (an edge cluster's are owned)
     return [_ec2_need(bp.compute.instance_type, bp.node_pool_max_nodes,
                       spot=bp.compute.capacity_type is CapacityType.SPOT, region=bp.region,
                       why="node pool at its limit (autoscaling maximum plus the rollout surge)")]

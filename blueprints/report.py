@@ -1,7 +1,9 @@
 """Render a `PreviewReport` for people: a rich terminal view, and `plan.md` / `plan.json` / `manifests/*.yaml`.
 
-`plan.md` is written to be pasted as a pull-request comment: the diff against the base branch first (when a
-baseline is given), then policy verdicts, predictions and cost, the architecture diagram, and every resource.
+`plan.md` is written to be pasted as a pull-request comment: when a baseline is given, what changed first (the
+requirements and the plan field by field, the predictions before -> after, a warning for every change that replaces a
+resource: `blueprints.changes`) and the resource diff, then policy verdicts, predictions and cost, the architecture
+diagram, and every resource.
 """
 
 from __future__ import annotations
@@ -17,10 +19,14 @@ from rich.markup import escape
 from rich.tree import Tree
 from tabulate import tabulate
 
+from blueprints.changes import Review
+from blueprints.changes_report import review_lines, review_markdown
 from blueprints.diff import PlanDiff
+from blueprints.edge_plan import OWNED_NODES_ITEM
 from blueprints.errors import BlueprintError
 from blueprints.manifests import manifest_id
 from blueprints.preview import PreviewReport, RegisteredResource
+from blueprints.report_platform import platform_diagram, platform_rows
 
 #: Comment marker so the PR workflow updates one comment per stack instead of adding new ones.
 COMMENT_MARKER = "<!-- servingblueprints-preview:{stack} -->"
@@ -171,9 +177,14 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
                 ["monthly cost", f"${cfg.monthly_cost_usd:,.2f} (shared by its services)"]]
     bp = report.blueprint
     p = bp.predictions
-    rows = [["compute", f"{bp.compute.replicas} replica(s) on {bp.compute.instance_type}"
-             + (f", {bp.compute.gpus_per_replica} GPU(s) per replica" if bp.compute.gpus_per_replica else "")],
-            ["autoscaling", f"{bp.autoscaling.min_replicas}-{bp.autoscaling.max_replicas} on `{bp.autoscaling.metric}`"],
+    c = bp.compute
+    where = (f"{c.owned_nodes} owned {c.cpu_arch.value} edge node(s) of {c.vcpus_per_node} vCPU / "
+             f"{c.memory_gib_per_node:g} GiB" if c.owned_nodes else c.instance_type)
+    scaling = (f"fixed at {bp.autoscaling.min_replicas} replica(s) (no autoscaler)" if bp.autoscaling.metric == "fixed"
+               else f"{bp.autoscaling.min_replicas}-{bp.autoscaling.max_replicas} on `{bp.autoscaling.metric}`")
+    rows = [["compute", f"{c.replicas} replica(s) on {where}"
+             + (f", {c.gpus_per_replica} GPU(s) per replica" if c.gpus_per_replica else "")],
+            ["autoscaling", scaling],
             ["monthly cost", f"${p.monthly_cost_usd:,.2f} provisioned for the peak"
              + (" (spot estimate)" if p.cost_is_estimate else "")]]
     if p.expected_monthly_cost_usd is not None:
@@ -185,6 +196,12 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
     if bp.platform.stack:
         rows.append(["platform", f"{bp.platform.stack}" + (f" (${p.platform_monthly_cost_usd:,.2f}/month, shared)"
                                                            if p.platform_monthly_cost_usd is not None else "")])
+    if bp.pipeline is not None:
+        budget = bp.pipeline.latency_p95_budget_ms
+        rows.append(["pipeline", f"the {bp.pipeline.part.value} part of compound service {bp.pipeline.service}: "
+                     f"end-to-end p95 <= {bp.pipeline.latency_p95_ms:,.1f} ms"
+                     + (f" (budget {budget:,.0f} ms)" if budget is not None else "")
+                     + f"; `blueprint preview {bp.pipeline.service}-{bp.environment}` reviews both parts"])
     for label, value, unit in (("TTFT p95", p.ttft_p95_ms, "ms"), ("ITL p95", p.itl_p95_ms, "ms"),
                                ("latency p95", p.latency_p95_ms, "ms"),
                                ("output tokens/s", p.output_tokens_per_s, ""),
@@ -192,6 +209,15 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
         if value is not None:
             rows.append([f"predicted {label}", f"{value:g} {unit}".strip()])
     return rows
+
+
+def _cost_line_text(c: Any) -> str:
+    """One cost line for the console: cloud lines at their hourly price; owned edge nodes at their monthly cost per
+    node (the requirements' figure, not a price)."""
+    if c.item.startswith(OWNED_NODES_ITEM):
+        per_node = c.monthly_usd / c.quantity if c.quantity else 0.0
+        return f"{c.item}: {c.quantity:g} x ${per_node:,.2f}/month = ${c.monthly_usd:,.2f}"
+    return f"{c.item}: {c.quantity:g} x ${c.usd_per_hour:.4f}/h = ${c.monthly_usd:,.2f}"
 
 
 def _cost(report: PreviewReport) -> tuple[list, float, bool]:
@@ -202,15 +228,21 @@ def _cost(report: PreviewReport) -> tuple[list, float, bool]:
     return list(p.cost_lines), p.monthly_cost_usd, p.cost_is_estimate
 
 
-def render_markdown(report: PreviewReport, diff: PlanDiff | None = None) -> str:
-    """`plan.md`: a pull-request comment for one stack (a service or a shared platform)."""
+def render_markdown(report: PreviewReport, diff: PlanDiff | None = None, review: Review | None = None) -> str:
+    """`plan.md`: a pull-request comment for one stack (a service or a shared platform), led by `review` (what
+    changed against the baseline) when given."""
     subject = report.subject
     status = "passes all checks" if report.clean else "**has blocking problems**"
     out = [COMMENT_MARKER.format(stack=report.stack),
            f"## `{report.stack}`: {report.archetype} in {report.region} — {status}\n"]
+    if review is not None:
+        out.append(review_markdown(review))
     if diff is not None:
         out.append(diff_markdown(diff))
-    out.append("### Plan\n\n" + _md_table(plan_summary(report), ["", ""]) + "\n")
+    out.append("### Plan\n\n" + _md_table(plan_summary(report), ["setting", "planned"]) + "\n")
+    if report.is_platform:
+        out.append("### What the platform runs\n\n" + _md_table(platform_rows(report), ["component", "what",
+                                                                                        "version"]) + "\n")
     out.append("Why:\n\n" + "\n".join(f"- {r}" for r in subject.rationale) + "\n")
     warnings = [*(subject.warnings if report.is_platform else []), *report.warnings]
     if warnings:
@@ -229,6 +261,8 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None) -> str:
     elif not report.is_platform:
         out.append("Every scaling query, alert and dashboard panel parses, names only metrics its engine and exporter "
                    "versions expose, and compares its threshold in its query's unit.\n")
+    else:
+        out.append("A platform has no scaling signals or alerts of its own; each service's preview checks its own.\n")
     out.append("### Policy verdicts\n")
     if report.policy_verdicts:
         out.append(_md_table([[v.level, v.policy, _short(v.resource), v.message] for v in report.policy_verdicts],
@@ -242,10 +276,13 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None) -> str:
         out.extend(f"- `{ident}`: {m}" for m in msgs)
     lines, total, _ = _cost(report)
     out.append("\n### Cost\n\n" + _md_table(
-        [[c.item, f"{c.quantity:g}", f"{c.usd_per_hour:.4f}", f"{c.monthly_usd:,.2f}"] for c in lines]
+        [[c.item, f"{c.quantity:g}",
+          "owned" if c.item.startswith(OWNED_NODES_ITEM) else f"{c.usd_per_hour:.4f}", f"{c.monthly_usd:,.2f}"]
+         for c in lines]
         + [["**total**", "", "", f"**{total:,.2f}**"]],
         ["item", "quantity", "USD/hour", "USD/month"]) + "\n")
-    out.append("### Architecture\n\n```mermaid\n" + mermaid_diagram(report) + "\n```\n")
+    diagram = platform_diagram(report) if report.is_platform else mermaid_diagram(report)
+    out.append("### Architecture\n\n```mermaid\n" + diagram + "\n```\n")
     out.append(f"<details><summary>{len(report.resources)} resources</summary>\n\n" + _md_table(
         [[r.type, r.name, r.parent or "", _settings_text(r)] for r in report.resources],
         ["type", "name", "parent", "key settings"]) + "\n\n</details>\n")
@@ -259,10 +296,14 @@ def _short(resource: str) -> str:
 
 # --- terminal ------------------------------------------------------------------------------------------------------
 
-def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | None = None) -> None:
-    """Print the component tree with key settings, checks, predictions and cost lines."""
+def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | None = None,
+                    review: Review | None = None) -> None:
+    """Print the review against the baseline (when given, briefly), the component tree with key settings, checks,
+    predictions and cost lines."""
     console.print(f"[bold]Stack[/] {report.stack}  [bold]archetype[/] {report.archetype}  "
                   f"[bold]region[/] {report.region}  [bold]resources[/] {len(report.resources)}")
+    if review is not None:
+        print_review(review, console)
     if diff is not None:
         for c in diff.compliance:
             console.print(escape(f"[compliance changed] {c.path}: {c.before!r} -> {c.after!r}"), style="bold red")
@@ -318,8 +359,7 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
         console.print(f"[bold]Expected monthly cost[/]: ${p.expected_monthly_cost_usd:,.2f} (fleet simulation; "
                       f"peak-provisioned ${p.monthly_cost_usd:,.2f}), SLO met in {p.slo_attainment:.1%} of minutes")
     console.print(f"[bold]Monthly cost[/]: ${total:,.2f}" + (" (spot estimate)" if estimate else "")
-                  + "  " + "; ".join(f"{c.item}: {c.quantity:g} x ${c.usd_per_hour:.4f}/h = ${c.monthly_usd:,.2f}"
-                                     for c in lines))
+                  + "  " + "; ".join(_cost_line_text(c) for c in lines))
     if not report.is_platform and report.blueprint.platform.stack:
         p = report.blueprint.predictions
         console.print(f"[bold]Shared platform[/]: {report.blueprint.platform.stack}"
@@ -329,6 +369,17 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
         console.print("[bold]Stack outputs[/]: " + escape(", ".join(f"{k}={v}" for k, v in report.outputs.items())))
 
 
+def print_review(review: Review, console: Console, *, indent: str = "") -> None:
+    """The review in a few lines (`blueprints.changes_report.review_lines`): replacements in bold red, rolling
+    updates in yellow; "no change" when nothing changed."""
+    lines = review_lines(review)
+    if not lines:
+        console.print(f"{indent}[dim]no change against the previous plan[/]")
+    styles = {"info": "", "warning": "bold red", "note": "yellow"}
+    for kind, text in lines:
+        console.print(f"{indent}{escape(text)}", style=styles[kind] or None, highlight=False, soft_wrap=True)
+
+
 # --- files ---------------------------------------------------------------------------------------------------------
 
 def _file_name(index: int, obj: dict[str, Any]) -> str:
@@ -336,8 +387,9 @@ def _file_name(index: int, obj: dict[str, Any]) -> str:
     return f"{index:02d}-{slug}.yaml"
 
 
-def write_report_dir(report: PreviewReport, out_dir: Path, diff: PlanDiff | None = None) -> None:
-    """Write `plan.md`, `plan.json` (the `--json` report, plus `diff` when given) and
+def write_report_dir(report: PreviewReport, out_dir: Path, diff: PlanDiff | None = None,
+                     review: Review | None = None) -> None:
+    """Write `plan.md`, `plan.json` (the `--json` report, plus `diff` and `review` when given) and
     `manifests/NN-<kind>-<namespace>-<name>.yaml` into `out_dir`.
 
     Raises:
@@ -346,13 +398,15 @@ def write_report_dir(report: PreviewReport, out_dir: Path, diff: PlanDiff | None
     data = report.to_json()
     if diff is not None:
         data["diff"] = diff.to_json()
+    if review is not None:
+        data["review"] = review.to_json()
     try:
         manifests_dir = out_dir / "manifests"
         manifests_dir.mkdir(parents=True, exist_ok=True)
         for stale in manifests_dir.glob("*.yaml"):
             stale.unlink()
         (out_dir / "plan.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        (out_dir / "plan.md").write_text(render_markdown(report, diff), encoding="utf-8")
+        (out_dir / "plan.md").write_text(render_markdown(report, diff, review), encoding="utf-8")
         for index, obj in enumerate(report.manifests, start=1):
             (manifests_dir / _file_name(index, obj)).write_text(yaml.safe_dump(obj, sort_keys=False),
                                                                 encoding="utf-8")

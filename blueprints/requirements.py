@@ -103,12 +103,16 @@ HF_REPO = r"[A-Za-z0-9_]+([.-][A-Za-z0-9_]+)*/[A-Za-z0-9_]+([.-][A-Za-z0-9_]+)*"
 #: One segment of an S3 key prefix: S3's safe characters (0-9 a-z A-Z ! - _ . * ' ( ); Amazon S3 user guide, "Object key
 #: naming guidelines"), not starting with `.` (no `.` or `..` segments; with `/`-joined segments, no `//`).
 S3_SEGMENT = r"[A-Za-z0-9!_'()*-][A-Za-z0-9!_.'()*-]*"
-#: Where weights come from: `s3://bucket/prefix/` (a bucket name: 3-63 lowercase letters, digits, `.` and `-`) or
-#: `hf://org/name`.
+#: One segment of an https URL path: RFC 3986 path characters, not starting with `.` (no `.` or `..` segment).
+URL_SEGMENT = r"[A-Za-z0-9_~%!$&'()*+,;=:@-][A-Za-z0-9_.~%!$&'()*+,;=:@-]*"
+#: Where weights come from: `s3://bucket/prefix/` (a bucket name: 3-63 lowercase letters, digits, `.` and `-`),
+#: `hf://org/name`, or (edge clusters) an `https://` URL of one file.
 WEIGHTS_URI = describe_pattern(
-    rf"^(s3://[a-z0-9][a-z0-9.\-]{{1,61}}[a-z0-9]/({S3_SEGMENT}(/{S3_SEGMENT})*/?)?|hf://{HF_REPO})$",
-    "`s3://bucket/prefix/` (S3's safe characters; no empty, `.` or `..` segment) or `hf://org/name` (letters, "
-    "digits, `_`, and single `-` or `.` between them)")
+    rf"^(s3://[a-z0-9][a-z0-9.\-]{{1,61}}[a-z0-9]/({S3_SEGMENT}(/{S3_SEGMENT})*/?)?|hf://{HF_REPO}"
+    rf"|https://[a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?(:[0-9]{{1,5}})?(/{URL_SEGMENT})+)$",
+    "`s3://bucket/prefix/` (S3's safe characters; no empty, `.` or `..` segment), `hf://org/name` (letters, "
+    "digits, `_`, and single `-` or `.` between them) or an `https://host/path` URL of one file (no `.` or `..` "
+    "segment)")
 #: Longest weights URI: an S3 key is at most 1,024 bytes (S3 user guide, "Naming Amazon S3 objects").
 MAX_WEIGHTS_URI_CHARS = 1100
 #: An ACM certificate ARN (commercial, China and GovCloud partitions): `arn:aws:acm:<region>:<account>:certificate/<id>`
@@ -116,6 +120,23 @@ MAX_WEIGHTS_URI_CHARS = 1100
 ACM_CERTIFICATE_ARN = describe_pattern(
     r"^arn:aws(-cn|-us-gov)?:acm:([a-z]{2}(-gov)?-[a-z]+-[0-9]):[0-9]{12}:certificate/[0-9a-f-]{36}$",
     "an ACM certificate ARN, arn:aws:acm:<region>:<account>:certificate/<id>")
+#: A SHA-256 digest, lowercase hex.
+SHA256_HEX = describe_pattern(r"^[0-9a-f]{64}$", "a SHA-256 digest: 64 lowercase hex digits")
+#: A Kubernetes object name (DNS-1123 subdomain): a Secret, an IngressClass.
+DNS_1123_SUBDOMAIN = describe_pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                                      "a Kubernetes object name: lowercase letters, digits, `-` and `.`")
+#: An ACM Private CA ARN: `arn:aws:acm-pca:<region>:<account>:certificate-authority/<id>` (AWS General Reference,
+#: "Amazon Resource Names", ACM Private CA resource type `certificate-authority/<id>`).
+ACM_PCA_ARN = describe_pattern(
+    r"^arn:aws(-cn|-us-gov)?:acm-pca:[a-z]{2}(-gov)?-[a-z]+-[0-9]:[0-9]{12}:certificate-authority/[0-9a-f-]{36}$",
+    "an ACM Private CA ARN, arn:aws:acm-pca:<region>:<account>:certificate-authority/<id>")
+#: A KMS key ARN (AWS KMS Developer Guide, "Key identifiers": `arn:aws:kms:<region>:<account>:key/<key id>`, the id a
+#: UUID or a multi-Region `mrk-` id). IAM grants use of a key only by its key ARN: "You cannot use a key id, alias name,
+#: or alias ARN to identify a KMS key in an IAM policy statement" (KMS Developer Guide, cmks-in-iam-policies).
+KMS_KEY_ARN = describe_pattern(
+    r"^arn:aws(-cn|-us-gov)?:kms:[a-z]{2}(-gov)?-[a-z]+-[0-9]:[0-9]{12}:key/"
+    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})$",
+    "a KMS key ARN, arn:aws:kms:<region>:<account>:key/<key id> (not an alias)")
 #: A DNS host name (RFC 1123): dot-separated labels of letters, digits and hyphens, at most 253 characters.
 HOSTNAME = describe_pattern(r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)+$",
                             "a lowercase DNS name with at least two labels, e.g. api.example.com")
@@ -239,8 +260,12 @@ class OperationsPreference(str, Enum):
 
 
 class Platform(str, Enum):
+    """Where self-hosted archetypes run: the shared platform's EKS cluster, an existing (EKS or other) cluster whose
+    add-ons are declared, or an edge cluster of owned nodes (no AWS load balancers, Pod Identity or EC2 prices)."""
+
     EKS = "eks"
     EXISTING_CLUSTER = "existing-cluster"
+    EDGE_CLUSTER = "edge-cluster"
 
 
 class Traffic(_Section):
@@ -314,7 +339,14 @@ class ModelSpec(_Section):
         "`w8a8` (int8 weights and activations). Default: the one `precision` implies (int4 -> awq, int8 -> gptq, "
         "fp8 -> fp8); none for 16/32-bit")
     weights_uri: str = Field(pattern=WEIGHTS_URI, max_length=MAX_WEIGHTS_URI_CHARS,
-                             description="`s3://bucket/prefix/` or `hf://org/name`")
+                             description="`s3://bucket/prefix/` or `hf://org/name`; on an edge cluster also an "
+                             "`https://` URL of the model file (then `sha256` is required)")
+    sha256: str | None = Field(default=None, pattern=SHA256_HEX, description="`https://` sources only: the SHA-256 "
+                               "of the file (64 lowercase hex digits); the download is refused when it differs")
+    weights_kms_key_arn: str | None = Field(
+        default=None, pattern=KMS_KEY_ARN, description="`s3://` sources encrypted with a customer-managed KMS key: "
+        "its key ARN (not an alias), so the copy into the stack's model store may decrypt them. Default: none (SSE-S3 "
+        "or the AWS-managed key of the source's own account)")
     max_context_tokens: int | None = Field(default=None, ge=bounds.MIN_CONTEXT_TOKENS, le=bounds.MAX_TOKENS,
                                            description="longest prompt + output to serve; defaults to min(model "
                                            "limit, 8192) for text generation")
@@ -341,6 +373,17 @@ class ModelSpec(_Section):
             problems.append(FieldProblem("quantization", f"quantization `{self.quantization.value}` comes with "
                                          f"precision {allowed}, not `{self.precision.value}`; set precision to "
                                          f"{allowed} or drop quantization", rule="quantization-precision"))
+        https = self.weights_uri.startswith("https://")
+        if https and self.sha256 is None:
+            problems.append(FieldProblem("sha256", "an https:// weights_uri needs `sha256` (the file's SHA-256, e.g. "
+                                         "from `sha256sum model.onnx`): without it a changed or tampered file would "
+                                         "be served", rule="https-needs-sha256"))
+        if self.sha256 is not None and not https:
+            problems.append(FieldProblem("sha256", "`sha256` checks an https:// download; s3:// and hf:// sources are "
+                                         "read with an identity, not a checksum: remove it", rule="https-needs-sha256"))
+        if self.weights_kms_key_arn is not None and not self.weights_uri.startswith("s3://"):
+            problems.append(FieldProblem("weights_kms_key_arn", "weights_kms_key_arn applies to an s3:// weights_uri: "
+                                         "remove it", rule="source-key-s3-only"))
         if (self.measured_latency_ms is None) != (self.measured_instance_type is None):
             missing = "measured_instance_type" if self.measured_instance_type is None else "measured_latency_ms"
             problems.append(FieldProblem(missing, "give `measured_latency_ms` and `measured_instance_type` together "
@@ -367,6 +410,11 @@ def _dns_label(text: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:40]
 
 
+#: Longest end-to-end budget a compound service may set, ms: 10 minutes, well past any interactive answer
+#: (a SageMaker real-time invocation stops at 60 s) [assumption: a bound against typos, not a platform limit].
+MAX_PIPELINE_LATENCY_MS = 600_000
+
+
 class Slo(_Section):
     """Latency and availability targets. Generative models use TTFT/ITL; others use request latency."""
 
@@ -379,6 +427,11 @@ class Slo(_Section):
     latency_p99_ms: float | None = Field(default=None, ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS,
                                          description="request latency p99, ms (non-generative)")
     availability_pct: float = Field(default=99.5, ge=90, lt=100, description="monthly availability target, %")
+    pipeline_latency_p95_ms: float | None = Field(
+        default=None, gt=0, le=MAX_PIPELINE_LATENCY_MS, description="compound services only (a generator and "
+        "retrieval models in `models:`): end-to-end p95 budget, ms, from the request to the answer's first token "
+        "(streamed) or its last (not streamed), composed from the parts' p95s (blueprints/pipeline.py); the plan "
+        "tightens the parts' own targets to meet it or refuses")
 
     @model_validator(mode="after")
     def _p99_not_below_p95(self) -> Slo:
@@ -403,6 +456,25 @@ class _FamilySchema:
         return {**handler(core_schema), "pattern": INSTANCE_FAMILY}
 
 
+class EdgeNodes(_Section):
+    """The nodes an edge cluster gives this service: owned, all of one shape, CPU only (nothing to launch or price as
+    EC2). The planner sizes replicas, vCPUs and ONNX Runtime threads per replica and replicas per node against this
+    shape and refuses, naming the shortfall, when `count` nodes cannot carry the peak within the SLO."""
+
+    count: int = Field(ge=1, le=bounds.MAX_REPLICAS, description="nodes the service may use (its replicas, plus one for a rolling "
+                       "update, must fit on them)")
+    vcpus: int = Field(ge=1, le=1024, description="vCPUs (hardware threads) per node")
+    memory_gib: float = Field(gt=0, le=24_576, description="memory per node, GiB")
+    cpu_arch: CpuArch = Field(description="the nodes' CPU architecture: x86_64 or arm64 (every image the service "
+                              "runs must be built for it)")
+    monthly_usd_per_node: float | None = Field(
+        default=None, ge=0, le=1_000_000, description="what one node costs a month (amortised hardware, power, "
+        "support), USD; the plan shows it as an owned-hardware line, never an EC2 price. Default: none (owned, $0)")
+    gflops_per_vcpu: float | None = Field(
+        default=None, gt=0, le=2000, description="effective FP32 GFLOP/s per vCPU of ONNX Runtime on these nodes (as "
+        "measured); default: defaults.EDGE_CPU_GFLOPS_PER_VCPU for cpu_arch [assumption]")
+
+
 class Hardware(_Section):
     accelerators: Annotated[list[Accelerator], UNIQUE, UNIQUE_ITEMS] = Field(
         default=[Accelerator.NVIDIA_GPU, Accelerator.CPU], min_length=1, max_length=2,
@@ -412,6 +484,8 @@ class Hardware(_Section):
         default=[], max_length=50, description="EC2 families allowed, e.g. [g6e, p5]; empty allows every family in "
         "the catalog")
     cpu_arch: CpuArch | None = Field(default=None, description="restrict CPU nodes to one architecture")
+    edge_nodes: EdgeNodes | None = Field(default=None, description="operations.platform edge-cluster only: the owned "
+                                         "nodes the service runs on")
 
 
 def _platform_catalog():
@@ -442,9 +516,31 @@ KubernetesVersion = Annotated[str, Field(pattern=describe_pattern(r"^1\.[0-9]{2}
                               CatalogNames(lambda: _platform_catalog().versions)]
 
 
+class RolesAnywhere(_Section):
+    """IAM Roles Anywhere for an edge cluster's `s3://` sources: the stack creates a trust anchor (your CA), a profile
+    and a role that may only read the models' source prefixes; each pod presents the certificate of a Secret you
+    provide, through the AWS signing helper. No static keys."""
+
+    acm_pca_arn: str | None = Field(default=None, pattern=ACM_PCA_ARN, description="the trust anchor's source: the ACM "
+                                    "Private CA that issued the pods' certificate. Default: your own CA's PEM "
+                                    "bundle in the stack config key servingblueprints:rolesAnywhereCaBundle")
+    certificate_secret: str | None = Field(default=None, pattern=DNS_1123_SUBDOMAIN, max_length=253, description="the "
+                                           "kubernetes.io/tls Secret (tls.crt, tls.key) in the service's namespace "
+                                           "holding the pods' certificate; default `<service>-roles-anywhere`")
+    certificate_common_name: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[\w.@*:-]+$",
+                                                description="the certificate subject's CN the role trusts (IAM "
+                                                "condition aws:PrincipalTag/x509Subject/CN); default the stack name "
+                                                "`<service>-<environment>`")
+    session_duration_s: int = Field(default=3600, ge=900, le=43_200, description="lifetime of the credentials a "
+                                    "session vends, s (Roles Anywhere profile durationSeconds: 900-43200)")
+
+
 class Operations(_Section):
     model_config = ConfigDict(json_schema_extra={"allOf": [  # cluster-addons-existing-cluster
-        when(given({"cluster_addons": "array"}), is_const("platform", "existing-cluster"))]})
+        when(given({"cluster_addons": "array"}),
+             {"required": ["platform"], "properties": {"platform": {"enum": ["existing-cluster", "edge-cluster"]}}}),
+        # roles-anywhere-edge-only
+        when(given({"roles_anywhere": "object"}), is_const("platform", "edge-cluster"))]})
     preference: OperationsPreference = Field(default=OperationsPreference.ANY)
     platform: Platform = Field(default=Platform.EKS, description="where self-hosted archetypes run")
     kubernetes_version: KubernetesVersion | None = Field(
@@ -453,18 +549,45 @@ class Operations(_Section):
         "version (default: the newest EKS version in standard support on the plan date)")
 
     cluster_addons: Annotated[list[AddonId], UNIQUE, UNIQUE_ITEMS] | None = Field(
-        default=None, max_length=20, description="existing-cluster only: the add-ons that cluster already runs "
-        "(catalog ids: karpenter, aws-load-balancer-controller, keda, keda-http-add-on, kube-prometheus-stack, "
-        "metrics-server, nvidia-device-plugin, dcgm-exporter); written to the stack config as "
-        "servingblueprints:clusterAddons and checked by `blueprint preview`")
+        default=None, max_length=20, description="existing-cluster and edge-cluster: the add-ons that cluster already "
+        "runs (catalog ids: karpenter, aws-load-balancer-controller, keda, keda-http-add-on, kube-prometheus-stack, "
+        "metrics-server, nvidia-device-plugin, dcgm-exporter, ingress-nginx, traefik, metallb); written to the stack "
+        "config as servingblueprints:clusterAddons and checked by `blueprint preview`. On an edge cluster they "
+        "decide the scaling (a CPU HPA with metrics-server, else a fixed replica count), the monitoring objects "
+        "(only with kube-prometheus-stack) and the exposure (an Ingress, a NodePort, or a LoadBalancer with "
+        "metallb); default there: none")
+    roles_anywhere: RolesAnywhere | None = Field(
+        default=None, description="edge-cluster only: how pods read `s3://` sources (IAM Roles Anywhere); default "
+        "settings when omitted")
 
     @model_validator(mode="after")
     def _addons_only_on_existing_clusters(self) -> Operations:
-        if self.cluster_addons is not None and self.platform is not Platform.EXISTING_CLUSTER:
-            raise FieldProblem("cluster_addons", "cluster_addons describes an existing cluster (platform: "
-                               "existing-cluster); on eks the shared platform installs the add-ons",
-                               rule="cluster-addons-existing-cluster")
+        problems = []
+        if self.cluster_addons is not None and self.platform is Platform.EKS:
+            problems.append(FieldProblem("cluster_addons", "cluster_addons describes an existing or edge cluster "
+                                         "(platform: existing-cluster or edge-cluster); on eks the shared platform "
+                                         "installs the add-ons", rule="cluster-addons-existing-cluster"))
+        if self.roles_anywhere is not None and self.platform is not Platform.EDGE_CLUSTER:
+            problems.append(FieldProblem("roles_anywhere", "roles_anywhere gives an edge cluster's pods AWS "
+                                         "credentials; on eks and existing EKS clusters pods use EKS Pod Identity: "
+                                         "remove it or set platform: edge-cluster", rule="roles-anywhere-edge-only"))
+        if self.platform is Platform.EDGE_CLUSTER:
+            aws_only = [a for a in self.cluster_addons or [] if _platform_catalog().helm[a].aws_only]
+            if aws_only:
+                problems.append(FieldProblem("cluster_addons", f"{aws_only} run only on AWS (EKS, EC2 load balancers "
+                                             "and nodes); an edge cluster cannot run them: remove them (metallb "
+                                             "implements LoadBalancer Services on an edge cluster)",
+                                             rule="edge-addons-not-aws-only"))
+        raise_problems(problems)
         return self
+
+    @property
+    def declared_addons(self) -> list[str] | None:
+        """The add-ons the cluster is declared to run: `cluster_addons`, none on an edge cluster that declares
+        nothing; None when unknown (an existing cluster that declares nothing: the preview names what is missing)."""
+        if self.cluster_addons is None and self.platform is Platform.EDGE_CLUSTER:
+            return []
+        return self.cluster_addons
 
 
 class Compliance(_Section):
@@ -485,6 +608,20 @@ _OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 #: An IPv4 CIDR as written: four decimal octets without leading zeros and a prefix length 0-32.
 IPV4_CIDR = describe_pattern(rf"^{_OCTET}(\.{_OCTET}){{3}}/(3[0-2]|[12]?[0-9])$",
                              "an IPv4 CIDR such as 203.0.113.0/24 (no leading zeros)")
+
+
+class ExposureVia(str, Enum):
+    """How clients reach the serving Service: a Service of type LoadBalancer (an NLB through the AWS Load Balancer
+    Controller, or MetalLB on an edge cluster), an Ingress of the cluster's ingress controller, or a NodePort on
+    every node. The serving Service itself is ClusterIP behind an Ingress."""
+
+    LOAD_BALANCER = "load-balancer"
+    INGRESS = "ingress"
+    NODE_PORT = "node-port"
+
+
+#: The NodePort range of a default kube-apiserver (`--service-node-port-range` 30000-32767).
+NODE_PORT_RANGE = (30000, 32767)
 
 
 def ipv4_cidr(value: str) -> str:
@@ -509,8 +646,8 @@ class Exposure(_Section):
 
     model_config = ConfigDict(json_schema_extra={"allOf": [
         when(is_const("scope", "public"),  # public-needs-tls-and-cidrs
-             {"required": ["tls_certificate_arn", "allowed_cidrs"],
-              "properties": {"tls_certificate_arn": {"type": "string"}, "allowed_cidrs": {"minItems": 1}}}),
+             {"required": ["allowed_cidrs"], "properties": {"allowed_cidrs": {"minItems": 1}},
+              "anyOf": [given({"tls_certificate_arn": "string"}), given({"tls_secret_name": "string"})]}),
         when({"required": ["allowed_cidrs"], "properties": {"allowed_cidrs": {"contains": {"const": OPEN_INTERNET}}}},
              is_const("acknowledge_open_internet", True)),  # open-internet-acknowledged
     ]})
@@ -528,6 +665,28 @@ class Exposure(_Section):
     hostname: str | None = Field(default=None, pattern=HOSTNAME, max_length=253, description="the DNS name clients use (its record "
                                  "points at the load balancer; managed outside this stack); default: the load "
                                  "balancer's own DNS name")
+    via: ExposureVia | None = Field(default=None, description="load-balancer, ingress or node-port. Default: "
+                                    "load-balancer on eks and existing clusters; on an edge cluster an Ingress when "
+                                    "operations.cluster_addons declares an ingress controller, else a NodePort")
+    ingress_class_name: str | None = Field(default=None, pattern=DNS_1123_SUBDOMAIN, max_length=253, description="via "
+                                           "ingress: the IngressClass; default: the one of the declared controller "
+                                           "(ingress-nginx: nginx, traefik: traefik)")
+    ingress_namespace: str | None = Field(default=None, pattern=DNS_1123_LABEL, max_length=63, description="via "
+                                          "ingress: the namespace the ingress controller's pods run in (the "
+                                          "NetworkPolicy admits it to the proxy); default: the catalog's (k3s runs "
+                                          "traefik in kube-system)")
+    node_port: int | None = Field(default=None, ge=NODE_PORT_RANGE[0], le=NODE_PORT_RANGE[1], description="via "
+                                  "node-port: the port on every node (30000-32767); default: one Kubernetes assigns")
+    tls_secret_name: str | None = Field(default=None, pattern=DNS_1123_SUBDOMAIN, max_length=253, description="a "
+                                        "kubernetes.io/tls Secret you provide in the service's namespace (tls.crt, "
+                                        "tls.key): the Ingress terminates TLS with it, or (node-port, metallb) the "
+                                        "authenticating proxy does. For clusters without AWS load balancers; on "
+                                        "an NLB use tls_certificate_arn")
+
+    @property
+    def tls(self) -> bool:
+        """Clients connect over TLS (an ACM certificate on an NLB, or a Kubernetes TLS Secret)."""
+        return bool(self.tls_certificate_arn or self.tls_secret_name)
 
     @model_validator(mode="after")
     def _public_needs_tls_and_ranges(self) -> Exposure:
@@ -537,11 +696,32 @@ class Exposure(_Section):
                                          "whole internet); list your clients' CIDRs instead, or set "
                                          "acknowledge_open_internet: true if that is really meant",
                                          rule="open-internet-acknowledged"))
+        if self.tls_certificate_arn and self.tls_secret_name:
+            problems.append(FieldProblem("tls_secret_name", "give one of tls_certificate_arn (an NLB terminates TLS) "
+                                         "and tls_secret_name (an Ingress or the pod's proxy terminates TLS), not "
+                                         "both", rule="one-tls-source"))
         if self.scope is ExposureScope.PUBLIC:
-            problems += [FieldProblem(f, f"scope public needs {f}: an internet-facing endpoint is served only over TLS "
-                                      "(an ACM certificate ARN) and only to the client CIDRs you list; add it or use "
-                                      "scope: internal", rule="public-needs-tls-and-cidrs")
-                         for f in ("tls_certificate_arn", "allowed_cidrs") if not getattr(self, f)]
+            problems += [FieldProblem(f, f"scope public needs {what}: an internet-facing endpoint is served only over "
+                                      "TLS (an ACM certificate ARN on an NLB, a Kubernetes TLS Secret elsewhere) and "
+                                      "only to the client CIDRs you list; add it or use scope: internal",
+                                      rule="public-needs-tls-and-cidrs")
+                         for f, what, ok in (("tls_certificate_arn", "tls_certificate_arn or tls_secret_name",
+                                              self.tls), ("allowed_cidrs", "allowed_cidrs", self.allowed_cidrs))
+                         if not ok]
+        problems += [FieldProblem(f, f"{f} configures exposure via {via.value}, but via is "
+                                  f"{self.via.value if self.via else 'unset'}; set `via` or remove it",
+                                  rule="exposure-settings-match-via")
+                     for f, via in (("node_port", ExposureVia.NODE_PORT), ("ingress_class_name", ExposureVia.INGRESS),
+                                    ("ingress_namespace", ExposureVia.INGRESS))
+                     if getattr(self, f) is not None and self.via is not via]
+        if self.via is ExposureVia.INGRESS and self.tls_secret_name and not self.hostname:
+            problems.append(FieldProblem("hostname", "via ingress with tls_secret_name needs `hostname`: the Ingress "
+                                         "serves its certificate for that host (TLS SNI); add the name your "
+                                         "certificate is issued for", rule="exposure-settings-match-via"))
+        if self.via is ExposureVia.INGRESS and self.tls_certificate_arn:
+            problems.append(FieldProblem("tls_certificate_arn", "tls_certificate_arn is for the NLB of via "
+                                         "load-balancer; an Ingress terminates TLS with tls_secret_name",
+                                         rule="exposure-settings-match-via"))
         raise_problems(problems)
         return self
 
@@ -647,7 +827,8 @@ class Requirements(_Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> Requirements:
-        raise_problems(self._model_problems() or [*self._catalog_problems(), *self._environment_problems()])
+        raise_problems(self._model_problems() or [*self._catalog_problems(), *self._environment_problems(),
+                                                  *self._cluster_problems()])
         return self
 
     def _model_problems(self) -> list[FieldProblem]:
@@ -681,12 +862,18 @@ class Requirements(_Section):
                                              rule="context-within-model"))
                 continue
             given_p95 = [f for f in ("input_tokens_p95", "output_tokens_p95") if getattr(traffic, f) is not None]
-            if task is Task.VISION and (record is None or spec.architecture is not None) and \
-                    spec.measured_latency_ms is None:
-                problems.append(FieldProblem((*where, "measured_latency_ms"), f"{spec.served_name} is a vision model "
-                                             "outside the catalog, which has no FLOPs figure for it; set "
-                                             "measured_latency_ms and measured_instance_type",
-                                             rule="vision-needs-measurement"))
+            no_flops = record is None or spec.architecture is not None or record.gflops_per_request is None
+            if task in (Task.VISION, Task.SPEECH_RECOGNITION) and no_flops and spec.measured_latency_ms is None:
+                problems.append(FieldProblem((*where, "measured_latency_ms"), f"{spec.served_name} is a {task.value} "
+                                             "model without a FLOPs figure in the catalog; set measured_latency_ms and "
+                                             "measured_instance_type", rule="vision-needs-measurement"))
+            if task is not None and task.autoregressive and not task.generative \
+                    and traffic.mean_output_tokens > wanted:
+                problems.append(FieldProblem((*traffic_at, "mean_output_tokens"), f"{traffic.mean_output_tokens} "
+                                             f"exceeds the decoder's max_context_tokens={wanted}: a {task.value} "
+                                             f"request (one 30 s window) decodes at most {wanted} tokens; set it to "
+                                             "the tokens one window transcribes (e.g. 120)",
+                                             rule="context-holds-requests"))
             if task is not None and not task.generative:
                 problems += [FieldProblem((*traffic_at, f), f"{f} applies to text generation; "
                                           f"{spec.served_name} is a {task.value} model: remove it",
@@ -759,6 +946,20 @@ class Requirements(_Section):
     def served_models(self) -> list[tuple[ModelSpec, Traffic]]:
         """Each model with its traffic (the top-level `traffic` for a single `model`)."""
         return [(spec, traffic) for spec, traffic, _, _ in self.model_entries()]
+
+    def _cluster_problems(self) -> list[FieldProblem]:
+        """The edge-cluster settings (`blueprints.edge.edge_problems`) and the exposure against the cluster's declared
+        add-ons (`blueprints.cluster_exposure.resolve_exposure`)."""
+        from blueprints.cluster_exposure import ExposureProblem, resolve_exposure
+        from blueprints.edge import edge_problems
+
+        problems = edge_problems(self)
+        if self.operations.preference is not OperationsPreference.MANAGED:
+            try:
+                resolve_exposure(self.operations, self.exposure)
+            except ExposureProblem as exc:
+                problems.append(FieldProblem(exc.field, str(exc), rule="exposure-implemented"))
+        return problems
 
     def model_entries(self) -> list[tuple[ModelSpec, Traffic, tuple, tuple]]:
         """Each model with its traffic and where both are in the file: (spec, traffic, the model's location, the

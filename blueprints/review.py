@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from blueprints.blueprint import Blueprint
+from blueprints.changes import Review, review_changes
+from blueprints.diff import PlanDiff
+from blueprints.errors import BlueprintError
 from blueprints.guardrails import Guardrails
 from blueprints.platform import PlatformConfig
 from blueprints.preview import PreviewReport, run_preview
@@ -21,23 +26,52 @@ def policy_config_for(environment: str, *, production: bool, config_dir: Path = 
     return own if own.exists() else config_dir / ("prod.json" if production else "dev.json")
 
 
-def environment_guardrails(req: Requirements, config_dir: Path = POLICY_CONFIG_DIR) -> dict[str, Guardrails]:
-    """Each environment's planning limits from its policy config (`policy_config_for`); none when `config_dir` is
-    absent (a project without the policy pack). Raises `BlueprintError` for an invalid policy config."""
+def _project_relative(path: Path) -> str:
+    """`path` relative to its project's root (so plans do not depend on where the checkout lives); as given when it
+    is outside any project."""
+    from blueprints.workspace import project_root
+
+    root = project_root(path)
+    return path.resolve().relative_to(root).as_posix() if root is not None else path.as_posix()
+
+
+def policy_guardrails(environment: str, *, production: bool,
+                      config_dir: Path = POLICY_CONFIG_DIR) -> Guardrails | None:
+    """The planning limits of one environment's policy config (`policy_config_for`), named relative to its project
+    (`_project_relative`); None when it has none. Raises `BlueprintError` for an invalid policy config."""
     from policies.offline import guardrails, read_policy_config
 
+    path = policy_config_for(environment, production=production, config_dir=config_dir)
+    return guardrails(read_policy_config(path), source=_project_relative(path)) if path.exists() else None
+
+
+def environment_guardrails(req: Requirements, config_dir: Path = POLICY_CONFIG_DIR) -> dict[str, Guardrails]:
+    """Each environment's planning limits from its policy config (`policy_guardrails`); none when `config_dir` is
+    absent (a project without the policy pack).
+
+    Raises:
+        BlueprintError: a policy config is invalid, or `config_dir` has none for an environment (neither
+            `<env>.json` nor its fallback): its stacks would be planned without guardrails, then fail their preview.
+    """
     if not config_dir.is_dir():
         return {}
     limits = {}
     for env in req.environments:
-        path = policy_config_for(env, production=req.is_production(env), config_dir=config_dir)
-        if path.exists():
-            limits[env] = guardrails(read_policy_config(path), source=path.as_posix())
+        found = policy_guardrails(env, production=req.is_production(env), config_dir=config_dir)
+        if found is None:
+            path = policy_config_for(env, production=req.is_production(env), config_dir=config_dir)
+            raise BlueprintError(
+                f"{config_dir}: no policy config for environment {env!r}: neither {env}.json nor its fallback "
+                f"{path.name} ({'production' if req.is_production(env) else 'non-production'}) exists; add "
+                f"{config_dir / (env + '.json')} (e.g. a copy of {path.name} from the project's policies/config), "
+                "or plan without guardrails with --no-policy")
+        limits[env] = found
     return limits
 
 
 def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path = Path("__main__.py"),
-                 policy_config: Path | None = None, policy_dir: Path = POLICY_CONFIG_DIR) -> PreviewReport:
+                 policy_config: Path | None = None, policy_dir: Path = POLICY_CONFIG_DIR,
+                 baseline: Mapping[str, Any] | None = None) -> PreviewReport:
     """Run the program offline and evaluate every policy of the pack over what it registered.
 
     Args:
@@ -46,6 +80,8 @@ def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path
         program: the Pulumi program.
         policy_config: a policy-config JSON file; defaults to `policy_config_for` of the stack's environment in
             `policy_dir` (default `policies/config`).
+        baseline: the base branch's report of the stack (`plan.json`): the change must be one a real `pulumi up`
+            can make (`blueprints.deployability.check_kubernetes_upgrade`).
 
     Returns:
         The `PreviewReport` with `policy_verdicts` filled in.
@@ -56,7 +92,7 @@ def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path
     """
     from policies.offline import evaluate_preview, read_policy_config
 
-    from blueprints.deployability import check_deployability
+    from blueprints.deployability import check_deployability, check_kubernetes_upgrade
     from blueprints.signal_check import check_signals
 
     report = run_preview(stack, stacks_dir=stacks_dir, program=program)
@@ -66,6 +102,8 @@ def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path
     config = read_policy_config(path)
     report.policy_verdicts = evaluate_preview(report, stack_policy_config(config, subject))
     report.deployability = check_deployability(report, stacks_dir=stacks_dir)
+    if baseline is not None:
+        report.deployability += check_kubernetes_upgrade(report, baseline)
     report.signals = check_signals(report, stacks_dir=stacks_dir)
     return report
 
@@ -82,3 +120,14 @@ def stack_policy_config(config: dict, subject: Blueprint | PlatformConfig) -> di
     entry = config.get("private-endpoints")
     entry = {"enforcementLevel": entry} if isinstance(entry, str) else dict(entry or {})
     return {**config, "private-endpoints": {**entry, "privateOnly": True}}
+
+
+def baseline_review(report: PreviewReport, base: dict, diff: PlanDiff) -> Review:
+    """What changed against the base branch's report of the same stack (`blueprint preview --baseline`): the
+    blueprint recorded in `base` (when it records one) against this stack config's, the predictions, and the
+    replacements the resources' input changes bring (`blueprints.changes.review_changes`)."""
+    before = base.get("blueprint")
+    return review_changes(report.stack, before if isinstance(before, dict) else None,
+                          None if report.is_platform else report.blueprint,
+                          before_predictions=base.get("predictions") if isinstance(base.get("predictions"), dict)
+                          else None, resource_changes=diff.changed)

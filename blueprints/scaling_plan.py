@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from blueprints import defaults
-from blueprints.blueprint import Alerting, Archetype, Blueprint
+from blueprints.blueprint import FIXED_REPLICAS, Alerting, Archetype, Blueprint
 from blueprints.platform import AlertingSpec, PlatformConfig
 from blueprints.replica_model import replica_model
 from blueprints.signals import planned_target
@@ -30,7 +30,7 @@ def _peak_per_replica(bp: Blueprint) -> float:
 def scaling_targets(bp: Blueprint) -> Blueprint:
     """`autoscaling.target` (and on a scale-to-zero stack the interceptor's concurrency target and the cold start)
     for a KEDA-scaled blueprint; other archetypes are returned as they are (their targets are set when built)."""
-    if bp.archetype not in (Archetype.VLLM_GPU, Archetype.TRITON_MULTI_MODEL):
+    if bp.archetype not in (Archetype.VLLM_GPU, Archetype.TRITON_MULTI_MODEL) or bp.autoscaling.metric == FIXED_REPLICAS:
         return bp
     model = replica_model(bp)
     point = model.at(_peak_per_replica(bp))
@@ -50,6 +50,8 @@ def scaling_reasons(bp: Blueprint, platform: PlatformConfig | None) -> list[str]
     """Why the fleet scales and spreads the way it does, in a reviewer's words."""
     a = bp.autoscaling
     why = []
+    if a.metric == FIXED_REPLICAS:
+        return why  # the edge plan says why it has no autoscaler
     if bp.archetype is Archetype.VLLM_GPU:
         why.append(f"KEDA scales on requests running per replica (vllm:num_requests_running), target {a.target:g}: "
                    f"what a replica runs at its share of the peak, so the peak holds {bp.compute.replicas} "
@@ -88,9 +90,12 @@ def alerting_for(bp: Blueprint, platform: PlatformConfig | None, spec: AlertingS
             return Alerting(), (f"alerts reach nobody: no SNS topic for {bp.region} (set alerting.sns_topic_arns in "
                                 "platform.yaml, or servingblueprints:alarmTopicArn)")
         return Alerting(sns_topic_arn=topic), f"CloudWatch alarms notify SNS topic {topic}"
+    if not bp.monitored:
+        return Alerting(), ("alerts reach nobody: the cluster declares no kube-prometheus-stack, so the stack renders "
+                            "no PrometheusRule")
     if platform is None:
-        return Alerting(), ("alerts go to the existing cluster's Alertmanager, whose receivers this project does not "
-                            "manage")
+        return Alerting(), (f"alerts go to the {bp.platform.kind.replace('-', ' ')}'s Alertmanager, whose receivers "
+                            "this project does not manage")
     receiver = platform.alerting.receiver
     if receiver is None:
         return Alerting(), (f"alerts reach nobody: {platform.stack} has no Alertmanager receiver (set "

@@ -13,18 +13,20 @@ Compliance and regions filter: SageMaker only where the catalog has its serving 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from blueprints import defaults
 from blueprints.blueprint import Archetype
 from blueprints.catalog import Catalog
 from blueprints.errors import RequirementsError, SizingError
+from blueprints.guardrails import SearchLimits
 from blueprints.options import (
     ResolvedModel,
+    llm_search,
     service_fixed_monthly_usd,
-    search_llm_options,
     search_nongen_options,
 )
-from blueprints.requirements import Accelerator, ModelFormat, OperationsPreference, Requirements
+from blueprints.requirements import Accelerator, ModelFormat, OperationsPreference, Platform, Requirements
 
 
 @dataclass(frozen=True)
@@ -53,26 +55,35 @@ def _sagemaker_regions_missing(req: Requirements, models: list[ResolvedModel], c
     return sorted({spec.region for spec in req.environments.values() if spec.region not in image.registry_accounts})
 
 
-def _cheapest_monthly_usd(options: list, req: Requirements, env: str, catalog: Catalog, *,
-                          managed: bool) -> float | None:
-    """Monthly cost of the cheapest option (nodes plus the stack's fixed items); None when there is none."""
-    if not options:
+#: An environment's search constraints, by environment name and whether the archetype is managed (SageMaker).
+LimitsFor = Callable[[str, bool], SearchLimits]
+
+
+def no_limits(env: str, managed: bool) -> SearchLimits:
+    """No constraints besides the requirements' own (planning without a policy config)."""
+    return SearchLimits()
+
+
+def _cheapest_monthly_usd(option, req: Requirements, env: str, catalog: Catalog, *, managed: bool) -> float | None:
+    """Monthly cost of the cheapest option within the constraints (nodes plus the stack's fixed items); None when
+    there is none."""
+    if option is None:
         return None
-    best = options[0]
-    return best.nodes * best.node_usd_per_hour * catalog.hours_per_month + service_fixed_monthly_usd(req, env, catalog,
-                                                                                               managed=managed)
+    return option.nodes * option.node_usd_per_hour * catalog.hours_per_month + service_fixed_monthly_usd(
+        req, env, catalog, managed=managed)
 
 
-def _llm_monthly_usd(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *,
-                     managed: bool) -> float | None:
-    return _cheapest_monthly_usd(search_llm_options(req, env, model, catalog, managed=managed), req, env, catalog,
-                                 managed=managed)
+def _llm_monthly_usd(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *, managed: bool,
+                     limits_for: LimitsFor) -> float | None:
+    best = llm_search(req, env, model, catalog, managed=managed, limits=limits_for(env, managed)).best
+    return _cheapest_monthly_usd(best, req, env, catalog, managed=managed)
 
 
 def _nongen_monthly_usd(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog, *,
-                        accelerator: Accelerator) -> float | None:
-    return _cheapest_monthly_usd(search_nongen_options(req, env, models, catalog, accelerator=accelerator), req, env,
-                                 catalog, managed=False)
+                        accelerator: Accelerator, limits_for: LimitsFor) -> float | None:
+    options = search_nongen_options(req, env, models, catalog, accelerator=accelerator,
+                                    limits=limits_for(env, False))
+    return _cheapest_monthly_usd(options[0] if options else None, req, env, catalog, managed=False)
 
 
 #: Checkpoint formats vLLM loads (safetensors, PyTorch .bin, GGUF); ONNX/TensorRT/TorchScript exports are for
@@ -97,13 +108,16 @@ def _check_slo_fields(req: Requirements, models: list[ResolvedModel]) -> None:
                                     f"{', '.join(f.value for f in VLLM_FORMATS)} weights", rule="servable-format")
 
 
-def select_archetype(req: Requirements, models: list[ResolvedModel], catalog: Catalog) -> Selection:
+def select_archetype(req: Requirements, models: list[ResolvedModel], catalog: Catalog, *,
+                     limits_for: LimitsFor = no_limits) -> Selection:
     """Choose the archetype and say why.
 
     Args:
         req: validated requirements.
         models: `resolve_models(req, catalog)`.
         catalog: from `load_catalog()`.
+        limits_for: each environment's search constraints; costs are compared within those of the reference
+            environment (`reference_environment`).
 
     Returns:
         A `Selection`; its reasons go first in every blueprint's rationale.
@@ -114,9 +128,14 @@ def select_archetype(req: Requirements, models: list[ResolvedModel], catalog: Ca
         SizingError: the preferred archetype is unavailable (e.g. no SageMaker image in an environment's region).
     """
     preference = req.operations.preference
-    gpu_ok = Accelerator.NVIDIA_GPU in req.hardware.accelerators
+    edge = req.operations.platform is Platform.EDGE_CLUSTER
+    gpu_ok = Accelerator.NVIDIA_GPU in req.hardware.accelerators and not edge  # edge nodes have no GPU
     cpu_ok = Accelerator.CPU in req.hardware.accelerators
     generative = [m.spec.served_name for m in models if m.task.generative]
+    if edge and generative:
+        raise SizingError(f"{', '.join(generative)} generate text, which needs GPUs, and an edge cluster's "
+                          "hardware.edge_nodes are CPU nodes: serve it on operations.platform eks or "
+                          "existing-cluster, or serve a non-generative ONNX model on the edge")
     if len(models) > 1:
         estate = _select_estate(req, models, generative, gpu_ok=gpu_ok)
         _check_slo_fields(req, models)
@@ -144,21 +163,22 @@ def select_archetype(req: Requirements, models: list[ResolvedModel], catalog: Ca
                    if not missing else f"no SageMaker LMI image for region(s) {missing}: self-hosted on "
                    f"{req.operations.platform.value}")
             return Selection(Archetype.VLLM_GPU, Accelerator.NVIDIA_GPU, (f"{what} on GPU nodes", why))
-        return _select_llm_by_cost(req, model, catalog, what)
-    return _select_single_nongen(req, model, catalog, gpu_ok=gpu_ok, cpu_ok=cpu_ok)
+        return _select_llm_by_cost(req, model, catalog, what, limits_for)
+    return _select_single_nongen(req, model, catalog, gpu_ok=gpu_ok, cpu_ok=cpu_ok, limits_for=limits_for)
 
 
 def _usd(cost: float | None) -> str:
-    return "no plan meeting the SLO" if cost is None else f"${cost:,.0f}/month"
+    return "no plan meeting the SLO within the constraints" if cost is None else f"${cost:,.0f}/month"
 
 
-def _select_llm_by_cost(req: Requirements, model: ResolvedModel, catalog: Catalog, what: str) -> Selection:
+def _select_llm_by_cost(req: Requirements, model: ResolvedModel, catalog: Catalog, what: str,
+                        limits_for: LimitsFor) -> Selection:
     """operations.preference=any: SageMaker when it meets the SLO within budget and costs at most
     MANAGED_COST_TOLERANCE more than self-hosting (the service's own nodes and load balancer: the shared platform is
     not charged to one service), or when self-hosting cannot meet the SLO or the budget."""
     env = reference_environment(req)
-    managed = _llm_monthly_usd(req, env, model, catalog, managed=True)
-    hosted = _llm_monthly_usd(req, env, model, catalog, managed=False)
+    managed = _llm_monthly_usd(req, env, model, catalog, managed=True, limits_for=limits_for)
+    hosted = _llm_monthly_usd(req, env, model, catalog, managed=False, limits_for=limits_for)
     budget = req.budget.max_monthly_usd
 
     def usable(cost: float | None) -> bool:
@@ -186,16 +206,19 @@ def _select_estate(req: Requirements, models: list[ResolvedModel], generative: l
                    gpu_ok: bool) -> Selection:
     names = ", ".join(f"{m.spec.served_name} ({m.task.value})" for m in models)
     if generative:
-        raise RequirementsError(f"models: {generative} generate text and are served one per service (vllm-gpu or "
-                                "sagemaker-endpoint); move each to its own requirements file under `model:` and keep "
-                                "the non-generative models here", rule="one-generative-model")
+        raise RequirementsError(f"models: {generative} generate text and one Triton estate serves non-generative "
+                                "models only; a generator beside retrieval models plans as a compound service, one "
+                                "stack per part (`blueprint plan`, blueprints.compound), or move it to its own "
+                                "requirements file under `model:`", rule="one-generative-model")
     if req.operations.preference is OperationsPreference.MANAGED:
         raise RequirementsError("operations.preference=managed: a SageMaker endpoint here serves one model; for the "
                                 f"{len(models)} models of `models:` set operations.preference: any or self-hosted "
                                 "(Triton multi-model), or split them into one requirements file each",
                                 rule="one-generative-model")
     accelerator = Accelerator.NVIDIA_GPU if gpu_ok else Accelerator.CPU
-    where = "sharing each GPU" if gpu_ok else "on CPU nodes (hardware.accelerators excludes nvidia-gpu)"
+    where = ("sharing each GPU" if gpu_ok else "on the edge cluster's CPU nodes"
+             if req.operations.platform is Platform.EDGE_CLUSTER else
+             "on CPU nodes (hardware.accelerators excludes nvidia-gpu)")
     return Selection(Archetype.TRITON_MULTI_MODEL, accelerator, (
         f"{len(models)} models in one estate: {names}",
         f"Triton serves them from one model repository, {where}, with dynamic batching per model: one fleet to "
@@ -203,33 +226,38 @@ def _select_estate(req: Requirements, models: list[ResolvedModel], generative: l
 
 
 def _select_single_nongen(req: Requirements, model: ResolvedModel, catalog: Catalog, *, gpu_ok: bool,
-                          cpu_ok: bool) -> Selection:
+                          cpu_ok: bool, limits_for: LimitsFor) -> Selection:
     name, task = model.spec.served_name, model.task.value
     is_onnx = model.spec.format is ModelFormat.ONNX
+    call = ("one call per audio window (an encoder pass, then the decoder token by token)"
+            if model.task.autoregressive else "one forward pass per request")
     if req.operations.preference is OperationsPreference.MANAGED:
         if not gpu_ok:
             raise RequirementsError("operations.preference=managed with hardware.accelerators=[cpu]: the catalog's "
                                     "SageMaker hosting types are GPU types; add nvidia-gpu or set operations.preference: "
                                     "any (CPU serving with ONNX Runtime)", rule="managed-needs-gpu")
         return Selection(Archetype.SAGEMAKER_ENDPOINT, Accelerator.NVIDIA_GPU, (
-            f"{name} is a single {task} model: one forward pass per request, batched by Triton",
+            f"{name} is a single {task} model: {call}, batched by Triton",
             "operations.preference=managed: a SageMaker real-time endpoint (SageMaker's Triton container)"))
     if not gpu_ok:
+        edge = req.operations.platform is Platform.EDGE_CLUSTER
         if not is_onnx:
             raise RequirementsError(f"{model.path}.format={model.spec.format.value}: without GPUs {name} is served by "
                                     "ONNX Runtime on CPU, which loads ONNX files; export it (e.g. `optimum-cli export "
                                     "onnx`) and set model.format: onnx", rule="servable-format")
+        why = ("the edge cluster's owned nodes (hardware.edge_nodes) are CPU nodes" if edge
+               else "hardware.accelerators excludes nvidia-gpu")
         return Selection(Archetype.ONNX_CPU, Accelerator.CPU, (
-            f"{name} is a single {task} model and hardware.accelerators excludes nvidia-gpu",
+            f"{name} is a single {task} model and {why}",
             "ONNX Runtime on CPU nodes, intra-op threads pinned to each replica's CPU limit"))
-    gpu_reason = f"{name} is a single {task} model: one forward pass per request, batched by Triton on a GPU"
+    gpu_reason = f"{name} is a single {task} model: {call}, batched by Triton on a GPU"
     if not cpu_ok or not is_onnx:
         why = ("hardware.accelerators excludes cpu" if not cpu_ok else
                f"model.format={model.spec.format.value}, not onnx: CPU serving would need an ONNX export")
         return Selection(Archetype.TRITON_MULTI_MODEL, Accelerator.NVIDIA_GPU, (gpu_reason, why))
     env = reference_environment(req)
-    cpu = _nongen_monthly_usd(req, env, [model], catalog, accelerator=Accelerator.CPU)
-    gpu = _nongen_monthly_usd(req, env, [model], catalog, accelerator=Accelerator.NVIDIA_GPU)
+    cpu = _nongen_monthly_usd(req, env, [model], catalog, accelerator=Accelerator.CPU, limits_for=limits_for)
+    gpu = _nongen_monthly_usd(req, env, [model], catalog, accelerator=Accelerator.NVIDIA_GPU, limits_for=limits_for)
     if cpu is not None and (gpu is None or cpu <= gpu):
         versus = "no GPU option meets the SLO" if gpu is None else f"Triton on GPU ${gpu:,.0f}/month"
         return Selection(Archetype.ONNX_CPU, Accelerator.CPU, (

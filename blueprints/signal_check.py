@@ -244,7 +244,7 @@ def stack_exporters(report: PreviewReport, catalog: MetricCatalog, stacks_dir: P
     addons = set()
     if report.platform is not None:
         addons = {a.id for a in report.platform.addons}
-    elif bp.platform.kind == "existing-cluster":
+    elif bp.platform.kind in ("existing-cluster", "edge-cluster"):
         path = stack_config_path(stacks_dir, report.stack)
         addons = set(cluster_addons_of(path) or []) if path.exists() else set()
     exporters += [e for e in catalog.exporters if e.addon is not None and e.addon in addons]

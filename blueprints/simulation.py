@@ -23,7 +23,8 @@ HPA's default sync period; 60 s on SageMaker, whose metrics are per minute):
   (Application Auto Scaling target tracking alarms, [assumption] the documented defaults).
 
 Cost: node (or instance) hours at the plan's node price plus the plan's fixed monthly items; `peak_monthly_usd` is
-the plan's `monthly_cost_usd` (the fleet provisioned for the peak all month).
+the plan's `monthly_cost_usd` (the fleet provisioned for the peak all month). An edge cluster's owned nodes cost the
+same busy or idle: its expected cost is the peak cost. A stack without an autoscaler (`fixed`) keeps its replicas.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 
 from blueprints import defaults
-from blueprints.blueprint import Archetype, Blueprint
+from blueprints.blueprint import FIXED_REPLICAS, Archetype, Blueprint
 from blueprints.replica_model import ReplicaModel, replica_model
 from blueprints.traffic import MINUTES_PER_DAY, daily_curve
 
@@ -239,6 +240,8 @@ def simulate(bp: Blueprint, *, trace: list[float] | None = None, days: int = 1) 
         cold_waits.append(len(rps) * 60.0 - held_since)
     hours = len(rps) / 60
     expected = node_seconds / 3600 / hours * node_usd_per_hour * HOURS_PER_MONTH + fixed_monthly if hours else 0.0
+    if bp.compute.owned_nodes is not None:
+        expected = bp.predictions.monthly_cost_usd  # owned nodes cost the same whether busy or idle
     return SimulationResult(
         stack=bp.stack, days=len(rps) / MINUTES_PER_DAY, slo_attainment=good_minutes / len(rps) if rps else 1.0,
         expected_monthly_usd=expected, peak_monthly_usd=bp.predictions.monthly_cost_usd,
@@ -256,6 +259,7 @@ class _Scaler:
         self.a = bp.autoscaling
         self.model = model
         self.kind = ("sagemaker" if bp.archetype is Archetype.SAGEMAKER_ENDPOINT
+                     else "fixed" if self.a.metric == FIXED_REPLICAS
                      else "cpu" if self.a.metric == "cpu" else "keda")
         self.window: deque[tuple[float, float, float, float]] = deque()  # (time, signal, in_flight, arrival)
         self.recommendations: deque[tuple[float, int]] = deque()
@@ -269,7 +273,9 @@ class _Scaler:
     def observe(self, now: float, *, ready: int, pods: int, running: float, pending: float, in_flight: float,
                 arrival: float) -> None:
         self.ready, self.pods = ready, pods
-        if self.kind == "keda":
+        if self.kind == "fixed":
+            signal = 0.0
+        elif self.kind == "keda":
             signal = running if self.a.metric.startswith("vllm:") else pending
         elif self.kind == "cpu":
             signal = min(ready * 100.0, arrival / self.model.capacity_rps * 100.0) if ready else 0.0
@@ -284,6 +290,8 @@ class _Scaler:
     def desired(self, now: float, current: int) -> int:
         a = self.a
         signal = sum(w[1] for w in self.window) / len(self.window)
+        if self.kind == "fixed":
+            return a.max_replicas  # no autoscaler: the Deployment's replica count
         if self.kind == "sagemaker":
             return self._target_tracking(now, current, signal)
         in_flight = self.window[-1][2]

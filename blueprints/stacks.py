@@ -12,7 +12,8 @@ from pathlib import Path, PurePosixPath
 
 from blueprints.platform import PLATFORM_FILE, PlatformConfig
 from blueprints.review import POLICY_CONFIG_DIR, policy_config_for
-from blueprints.stackconfig import read_config
+from blueprints.errors import StackConfigError
+from blueprints.stackconfig import read_config, stack_config_path
 from blueprints.yamlio import load_yaml
 
 #: Paths whose change can alter every stack's resources (the program, the planner, the policies, the toolchain).
@@ -26,9 +27,14 @@ class StackRef:
     """A stack and what CI needs to preview, deploy or destroy it.
 
     Attributes:
+        service: the service its requirements file declares (a compound service's, for each of its parts);
+            `platform` for platforms.
         kind: `platform` or `service`.
         platform: the platform stack a service lands on (None for platforms and services on no platform).
         runs_on: the GitHub Actions `runs-on` labels: a self-hosted runner inside a private platform's VPC.
+        part: a compound service's part (`generator`, `retrieval`) this stack serves; None otherwise.
+        review: what `blueprint preview` reviews it as: `<service>-<environment>` for a part (both parts in one
+            report), the stack itself otherwise.
     """
 
     stack: str
@@ -39,6 +45,12 @@ class StackRef:
     kind: str = "service"
     platform: str | None = None
     runs_on: list[str] = field(default_factory=lambda: list(HOSTED_RUNNER))
+    part: str | None = None
+    review: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.review:
+            object.__setattr__(self, "review", self.stack)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -46,10 +58,20 @@ class StackRef:
 
 def list_stacks(stacks_dir: Path, *, policy_dir: Path = POLICY_CONFIG_DIR) -> list[StackRef]:
     """Every stack config in `stacks_dir`, validated, platforms first (sorted by name), then services (sorted), each
-    with its policy config (`blueprints.review.policy_config_for`). Raises `StackConfigError` on an invalid stack
-    config."""
-    subjects = [read_config(path) for path in sorted(stacks_dir.glob("Pulumi.*.yaml"))]
+    with its policy config (`blueprints.review.policy_config_for`).
+
+    Raises:
+        StackConfigError: a stack config is invalid, or a service's platform has no stack config (CI would deploy the
+            service before a platform that is never created).
+    """
+    paths = sorted(stacks_dir.glob("Pulumi.*.yaml"))
+    subjects = [read_config(path) for path in paths]
     platforms = {s.stack: s for s in subjects if isinstance(s, PlatformConfig)}
+    for path, s in zip(paths, subjects):
+        if not isinstance(s, PlatformConfig) and s.platform.stack and s.platform.stack not in platforms:
+            raise StackConfigError(f"{path}: {s.stack} lands on platform {s.platform.stack}, whose stack config "
+                                   f"{stack_config_path(stacks_dir, s.platform.stack)} is missing; plan it first "
+                                   "(`blueprint plan` of any service on it writes it)")
     refs = []
     for s in [*platforms.values(), *(s for s in subjects if not isinstance(s, PlatformConfig))]:
         policy = policy_config_for(s.environment, production=s.production, config_dir=policy_dir).as_posix()
@@ -61,9 +83,12 @@ def list_stacks(stacks_dir: Path, *, policy_dir: Path = POLICY_CONFIG_DIR) -> li
             platform = platforms.get(s.platform.stack or "")
             runner = ["self-hosted", platform.runner_label] if platform and platform.runner_label else \
                 list(HOSTED_RUNNER)
-            refs.append(StackRef(stack=s.stack, service=s.service, environment=s.environment,
+            compound = s.pipeline
+            service = compound.service if compound else s.service
+            refs.append(StackRef(stack=s.stack, service=service, environment=s.environment,
                                  production=s.production, policy_config=policy, platform=s.platform.stack,
-                                 runs_on=runner))
+                                 runs_on=runner, part=compound.part.value if compound else None,
+                                 review=f"{service}-{s.environment}" if compound else s.stack))
     return refs
 
 
@@ -83,7 +108,7 @@ def affected_stacks(changed_paths: list[str], stacks: list[StackRef], *, stacks_
 
     A change to the program, planner, policies or toolchain (`PROGRAM_PATHS`) affects every stack; a stack config
     affects its stack; a requirements file affects the stacks of the service it declares (read from the file, not
-    its name) and the platforms they land on; `platform.yaml` affects every platform; anything else (docs, tests)
+    its name; a compound service's part stacks alike) and the platforms they land on; `platform.yaml` affects every platform; anything else (docs, tests)
     affects none.
     """
     selected: set[str] = set()

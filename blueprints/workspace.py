@@ -13,13 +13,16 @@ from pathlib import Path
 
 import yaml
 
+from blueprints import defaults
 from blueprints.blueprint import Blueprint
 from blueprints.catalog import load_catalog
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.errors import BlueprintError, RequirementsError
 from blueprints.platform import PLATFORM_FILE, PlatformConfig, load_platform_requirements
 from blueprints.platform_plan import ServiceFile, plan_platforms
-from blueprints.requirements import load_requirements
+from blueprints.requirements import Requirements, load_requirements
+from blueprints.stability import Hardware, hardware_of
+from blueprints.stackconfig import recorded_blueprint, stack_config_path
 from blueprints.yamlio import load_yaml
 
 #: Names a platform team's file may have (`platform.yml` is not read as a service by mistake).
@@ -100,9 +103,11 @@ class PlannedFile:
         return [*self.platforms, *self.blueprints]
 
 
-def plan_platform_set(folder: Path, *, as_of: dt.date, extra: Path | None = None) -> list[PlatformConfig]:
+def plan_platform_set(folder: Path, *, as_of: dt.date, extra: Path | None = None,
+                      policy_dir: Path | None = None) -> list[PlatformConfig]:
     """Every platform the requirements files of `folder` (and `extra`, a file planned from elsewhere) land on, from
-    `folder/platform.yaml` and all of them.
+    `folder/platform.yaml` and all of them, each within its environment's policy config in `policy_dir` (none
+    without).
 
     Raises:
         BlueprintError: a requirements file or the platform file is invalid (the message names it) or conflicts
@@ -120,13 +125,22 @@ def plan_platform_set(folder: Path, *, as_of: dt.date, extra: Path | None = None
             raise type(exc)(f"{exc}\n(every requirements file in {folder} shapes the shared platforms; fix or move "
                             "this one)") from None
     platform_file = folder / PLATFORM_FILE
+    policy_for = None
+    if policy_dir is not None:
+        from blueprints.review import policy_guardrails
+
+        def policy_for(environment: str, production: bool):
+            return policy_guardrails(environment, production=production, config_dir=policy_dir)
+
     return plan_platforms(services, load_platform_requirements(platform_file), catalog=catalog,
-                          pcat=load_platform_catalog(), as_of=as_of, platform_file=str(platform_file))
+                          pcat=load_platform_catalog(), as_of=as_of, platform_file=str(platform_file),
+                          policy_for=policy_for, complete=folder.is_dir())
 
 
 def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str] | None = None,
                            policy_dir: Path | None, use_policy: bool = True,
-                           requirements_dir: Path | None = None) -> PlannedFile:
+                           requirements_dir: Path | None = None, stacks_dir: Path | None = None,
+                           switch_threshold_pct: float = defaults.SWITCH_THRESHOLD_PCT) -> PlannedFile:
     """Plan one requirements file within its project.
 
     Args:
@@ -138,6 +152,10 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
         requirements_dir: the project's requirements folder, whose files (and `platform.yaml`) shape the platforms
             with this one; defaults to the file's own folder. A file planned from elsewhere joins them (it cannot
             redeclare one of their services, so it cannot rewrite their platforms from a partial view).
+        stacks_dir: the stack config folder the plan is written to: the hardware of an existing
+            `Pulumi.<service>-<env>.yaml` there is kept while within `switch_threshold_pct` % of the cheapest
+            (`blueprints.stability`). None plans afresh.
+        switch_threshold_pct: that tolerance, % (0-100).
 
     Returns:
         The service's blueprints, the platforms its planned environments land on, and the clusterAddons of its
@@ -154,7 +172,6 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
                                 "platform stacks are written with every service that lands on them)")
     req = load_requirements(path)
     folder = requirements_dir if requirements_dir is not None else path.parent
-    platforms = {p.name: p for p in plan_platform_set(folder, as_of=as_of, extra=path)}
     limits = {}
     if use_policy:
         if policy_dir is None or not policy_dir.is_dir():
@@ -163,14 +180,40 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
                                  "(the folder holding Pulumi.yaml), pass --policy-dir, or plan without guardrails with "
                                  "--no-policy")
         limits = environment_guardrails(req, policy_dir)
+    platforms = {p.name: p for p in plan_platform_set(folder, as_of=as_of, extra=path,
+                                                      policy_dir=policy_dir if use_policy else None)}
     alerting = load_platform_requirements(folder / PLATFORM_FILE).alerting
+    existing = existing_hardware(req, stacks_dir) if stacks_dir is not None else {}
     try:
         blueprints = plan(req, load_catalog(), as_of=as_of, environments=environments, guardrails=limits,
-                          platforms=platforms, alerting=alerting)
+                          platforms=platforms, alerting=alerting, existing=existing,
+                          switch_threshold_pct=switch_threshold_pct)
     except BlueprintError as exc:  # planner messages name the field; add the file they come from
         raise type(exc)(f"{path}: {exc}") from None
     landed = sorted({bp.platform.stack for bp in blueprints if bp.platform.stack})
-    addons = req.operations.cluster_addons
+    addons = req.operations.declared_addons
     return PlannedFile(
         blueprints=blueprints, platforms=[p for p in platforms.values() if p.stack in landed],
-        cluster_addons={bp.stack: list(addons) for bp in blueprints if addons is not None})
+        cluster_addons={bp.stack: list(addons) for bp in blueprints
+                        if addons is not None and bp.platform.kind in ("existing-cluster", "edge-cluster")})
+
+
+def existing_hardware(req: Requirements, stacks_dir: Path) -> dict[str, Hardware]:
+    """Per stack the file plans (each part's of a compound service), the hardware its existing stack config in
+    `stacks_dir` records (`stability.hardware_of`); stacks without one (or whose blueprint records none readable) are
+    planned afresh.
+
+    Raises:
+        StackConfigError: an existing stack config cannot be read as YAML (it may hold secrets: fix it first).
+    """
+    from blueprints.compound import service_parts
+
+    found = {}
+    for part in service_parts(req, load_catalog()):
+        for env in req.environments:
+            stack = f"{part.requirements.service}-{env}"
+            value = recorded_blueprint(stack_config_path(stacks_dir, stack))
+            hardware = hardware_of(value) if value is not None else None
+            if hardware is not None:
+                found[stack] = hardware
+    return found

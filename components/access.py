@@ -32,6 +32,9 @@ from components.exposure import idle_timeout_s
 API_KEY_FIELD = "api-key"
 PROXY_CONFIG_FIELD = "envoy.json"
 PROXY_CONFIG_DIR = "/etc/envoy"
+#: Where the proxy reads the exposure's kubernetes.io/tls Secret when it terminates TLS itself (a NodePort or a
+#: MetalLB LoadBalancer: no NLB or Ingress in front to do it).
+PROXY_TLS_DIR = "/etc/envoy-tls"
 PROXY_PORT_NAME = "api"
 #: Triton's gRPC inference service (KServe v2 gRPC protocol, grpc_service.proto) and the methods clients need;
 #: repository (load/unload), configuration, statistics, shared-memory, trace and log methods never pass.
@@ -122,9 +125,23 @@ def proxy_routes(bp: Blueprint, api_key: str) -> list[dict]:
     return routes
 
 
+def downstream_tls() -> dict:
+    """The listener's TLS (Envoy v3 `DownstreamTlsContext`, transport socket `envoy.transport_sockets.tls`): TLS 1.2
+    or newer, the certificate and key of the mounted kubernetes.io/tls Secret (`tls.crt`, `tls.key`), HTTP/2 and
+    HTTP/1.1 by ALPN. Envoy reads the files at start: a renewed certificate takes a rollout."""
+    return {"name": "envoy.transport_sockets.tls", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+        "common_tls_context": {
+            "tls_params": {"tls_minimum_protocol_version": "TLSv1_2"},
+            "tls_certificates": [{"certificate_chain": {"filename": f"{PROXY_TLS_DIR}/tls.crt"},
+                                  "private_key": {"filename": f"{PROXY_TLS_DIR}/tls.key"}}],
+            "alpn_protocols": ["h2", "http/1.1"]}}}
+
+
 def proxy_config(bp: Blueprint, api_key: str) -> dict:
-    """Envoy's bootstrap: one listener on `defaults.PROXY_PORT` (HTTP/1.1 and h2c), normalised paths (no `..` or
-    `//` tricks past the route table), no admin interface, access log to stdout, the engine as loopback clusters."""
+    """Envoy's bootstrap: one listener on `defaults.PROXY_PORT` (HTTP/1.1 and h2c; TLS when the proxy terminates it,
+    `Blueprint.proxy_terminates_tls`), normalised paths (no `..` or `//` tricks past the route table), no admin
+    interface, access log to stdout, the engine as loopback clusters."""
     ports = upstream(bp)
     manager = {
         "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3."
@@ -141,17 +158,21 @@ def proxy_config(bp: Blueprint, api_key: str) -> dict:
     clusters = [_cluster("engine", ports.http_port, http2=False)]
     if ports.grpc_port is not None and isinstance(bp.engine, TritonEngine):
         clusters.append(_cluster("engine-grpc", ports.grpc_port, http2=True))
+    chain: dict = {"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": manager}]}
+    if bp.proxy_terminates_tls:
+        chain["transport_socket"] = downstream_tls()
     return {"static_resources": {
         "listeners": [{"name": "api", "address": {"socket_address": {"address": "0.0.0.0",
                                                                       "port_value": defaults.PROXY_PORT}},
-                       "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager",
-                                                       "typed_config": manager}]}]}],
+                       "filter_chains": [chain]}],
         "clusters": clusters}}
 
 
-def proxy_container(secret_name: pulumi.Input[str], *, pod_start_s: int) -> tuple[dict, dict]:
-    """(the proxy container, its config volume): Envoy reading `envoy.json` from the API-key Secret. Its UID and the
-    rest of its hardening come from `components.hardening`. Its startup probe allows the pod's whole start budget
+def proxy_container(secret_name: pulumi.Input[str], *, pod_start_s: int,
+                    tls_secret: str | None = None) -> tuple[dict, list[dict]]:
+    """(the proxy container, its volumes): Envoy reading `envoy.json` from the API-key Secret (and, with
+    `tls_secret`, the kubernetes.io/tls Secret it serves TLS with at `PROXY_TLS_DIR`). Its UID and the rest of its
+    hardening come from `components.hardening`. Its startup probe allows the pod's whole start budget
     (`pod_start_s`, the engine's download and load), like every container of a serving pod."""
     resources = {"cpu": "100m", "memory": "128Mi"}
     container = {
@@ -168,9 +189,14 @@ def proxy_container(secret_name: pulumi.Input[str], *, pod_start_s: int) -> tupl
         "livenessProbe": {"tcpSocket": {"port": PROXY_PORT_NAME}, "periodSeconds": 15, "failureThreshold": 4},
         "volumeMounts": [{"name": "proxy-config", "mountPath": PROXY_CONFIG_DIR, "readOnly": True}],
     }
-    volume = {"name": "proxy-config", "secret": {"secretName": secret_name, "defaultMode": 0o440,
-                                                 "items": [{"key": PROXY_CONFIG_FIELD, "path": PROXY_CONFIG_FIELD}]}}
-    return container, volume
+    volumes = [{"name": "proxy-config", "secret": {"secretName": secret_name, "defaultMode": 0o440,
+                                                   "items": [{"key": PROXY_CONFIG_FIELD, "path": PROXY_CONFIG_FIELD}]}}]
+    if tls_secret is not None:
+        container["volumeMounts"].append({"name": "proxy-tls", "mountPath": PROXY_TLS_DIR, "readOnly": True})
+        volumes.append({"name": "proxy-tls", "secret": {"secretName": tls_secret, "defaultMode": 0o440,
+                                                        "items": [{"key": "tls.crt", "path": "tls.crt"},
+                                                                  {"key": "tls.key", "path": "tls.key"}]}})
+    return container, volumes
 
 
 def api_key_env(secret_name: pulumi.Input[str], env_name: str = "API_KEY") -> dict:

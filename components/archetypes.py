@@ -16,7 +16,7 @@ import pulumi
 from blueprints import defaults
 from blueprints.blueprint import Archetype, Blueprint
 from blueprints.catalog.addons import load_platform_catalog
-from blueprints.requirements import ExposureScope
+from blueprints.requirements import ExposureScope, ExposureVia
 from components.access import ApiKey, ApiKeyArgs
 from components.autoscaling import EndpointScaler, EndpointScalerArgs, instance_type_gate
 from components.monitoring import EndpointMonitoring, EndpointMonitoringArgs
@@ -32,24 +32,36 @@ from components.serving import (
     storage,
     weights_sync,
 )
+from components.edge_weights import EdgeWeightsAccess, EdgeWeightsAccessArgs
 from components.triton_service import (
     TritonModelRepository,
     TritonModelRepositoryArgs,
     TritonService,
     TritonServiceArgs,
+    repository_configs,
 )
+from components.weights_delivery import StoreDelivery, WeightsDelivery
+from components.weights_storage import WeightsStorage
 from components.network_policy import default_deny
 from components.vllm_service import VllmService, VllmServiceArgs
+from components.weights_copy import WeightsCopy, WeightsCopyArgs
+from components.weights_sync import S3_SCHEME
 from components.workload import Endpoint
 
 
 def exposure_summary(bp: Blueprint) -> str:
     """Who can reach the endpoint, one line (a stack output beside `endpoint`)."""
     exposure = bp.network.exposure
+    cidrs = ", ".join(exposure.allowed_cidrs)
+    if exposure.via is not None and not bp.network.aws_load_balancer:  # off AWS load balancers
+        how = f"via {exposure.via.value}" + (f" ({bp.network.exposed_by})" if bp.network.exposed_by else "")
+        who = (cidrs or f"the {bp.network.exposed_by} controller's clients" if exposure.via is ExposureVia.INGRESS
+               else cidrs or "private networks")
+        return (f"{exposure.scope.value} {how} ({'TLS' if exposure.tls else 'plain HTTP'}; from {who}); "
+                "API key required")
     if exposure.scope is ExposureScope.PUBLIC:
-        return f"public (TLS; from {', '.join(exposure.allowed_cidrs)}); API key required"
-    return (f"internal (the VPC{', ' + ', '.join(exposure.allowed_cidrs) if exposure.allowed_cidrs else ''}); "
-            "API key required")
+        return f"public (TLS; from {cidrs}); API key required"
+    return f"internal (the VPC{', ' + cidrs if cidrs else ''}); API key required"
 
 
 @dataclass
@@ -61,12 +73,15 @@ class KubernetesArchetypeArgs:
         target: where it lands (`components.serving.ServiceTarget`).
         hf_token: Hugging Face token (a Pulumi secret) for gated `hf://` models. Defaults to none: public models only.
         api_key: the endpoint's API key (a Pulumi secret, `servingblueprints:apiKey`). Defaults to a generated one.
+        roles_anywhere_ca_bundle: an edge cluster's IAM Roles Anywhere trust anchor CA bundle (PEM,
+            `servingblueprints:rolesAnywhereCaBundle`), when the plan names no ACM Private CA. Defaults to none.
     """
 
     blueprint: Blueprint
     target: ServiceTarget
     hf_token: pulumi.Input[str] | None = None
     api_key: pulumi.Input[str] | None = None
+    roles_anywhere_ca_bundle: pulumi.Input[str] | None = None
 
 
 def exposed(bp: Blueprint) -> bool:
@@ -98,38 +113,61 @@ class _KubernetesArchetype(pulumi.ComponentResource):
         self.default_deny = default_deny(f"{name}-default-deny", bp, namespace, in_namespace)
         self.api_key = ApiKey(f"{name}-api-key", ApiKeyArgs(blueprint=bp, namespace=namespace, value=args.api_key),
                               opts=in_namespace)
+        pcat = load_platform_catalog()
+        via = bp.network.exposure.via
         self.access = Endpoint(
             api_key_secret=self.api_key.secret_name,
             vpc_cidrs=target.vpc_cidrs if target.vpc_cidrs is not None else list(defaults.PRIVATE_CIDRS),
             load_balancer_subnet_ids=target.subnet_ids,
-            monitoring_namespace=load_platform_catalog().addon("kube-prometheus-stack").namespace,
-            interceptor_namespace=None if exposed(bp) else load_platform_catalog().addon("keda-http-add-on").namespace)
+            monitoring_namespace=pcat.addon("kube-prometheus-stack").namespace,
+            interceptor_namespace=None if exposed(bp) else pcat.addon("keda-http-add-on").namespace,
+            ingress_namespace=bp.network.exposure.ingress_namespace if via is ExposureVia.INGRESS else None)
         self.node_pool = service_node_pool(f"{name}-node-pool", bp, target.node_class, child) \
             if target.node_class is not None else None
-        self.storage = storage(f"{name}-weights", bp, child)
-        waits = weights_sync(f"{name}-weights-sync", bp, self.storage, target, hf_token=args.hf_token,
-                             namespace=namespace, opts=in_namespace)
-        self.role, bindings = serving_identity(f"{name}-serving", bp, self.storage, target, child,
-                                               list_repository_root=self.LIST_REPOSITORY_ROOT)
-        before = [*self._prepare(name, bp), *waits, *bindings, *([self.node_pool] if self.node_pool else [])]
-        self.workload = self._workload(f"{name}-server", bp, target, namespace,
+        self.storage: WeightsStorage | None = None
+        self.edge_access: EdgeWeightsAccess | None = None
+        if bp.platform.kind == "edge-cluster":
+            # No model store and no Pod Identity: pods read the sources with IAM Roles Anywhere (or a checksum).
+            self.edge_access = EdgeWeightsAccess(f"{name}-weights-access", EdgeWeightsAccessArgs(
+                blueprint=bp, namespace=namespace, ca_bundle=args.roles_anywhere_ca_bundle,
+                repository_configs=repository_configs(bp) if self.TRITON_REPOSITORY else {}), opts=in_namespace)
+            delivery: WeightsDelivery = self.edge_access.delivery
+            before = [self.edge_access]
+            identity = {"serving_role_arn": self.edge_access.delivery.role_arn,
+                        "roles_anywhere_profile_arn": self.edge_access.delivery.profile_arn,
+                        "roles_anywhere_trust_anchor_arn": self.edge_access.delivery.trust_anchor_arn,
+                        "weights_source": [m.source_uri for m in bp.models]}
+        else:
+            self.storage = storage(f"{name}-weights", bp, child)
+            waits = weights_sync(f"{name}-weights-sync", bp, self.storage, target, hf_token=args.hf_token,
+                                 namespace=namespace, opts=in_namespace)
+            self.role, bindings = serving_identity(f"{name}-serving", bp, self.storage, target, child,
+                                                   list_repository_root=self.LIST_REPOSITORY_ROOT)
+            delivery = StoreDelivery(self.storage.bucket_name)
+            before = [*self._prepare(name, bp), *waits, *bindings]
+            identity = {"weights_bucket": self.storage.bucket_name, "serving_role_arn": self.role.arn,
+                        **self._extra_outputs(bp)}
+        before += [self.node_pool] if self.node_pool else []
+        self.workload = self._workload(f"{name}-server", bp, target, namespace, delivery,
                                        pulumi.ResourceOptions(parent=self, depends_on=[self.namespace, *before]))
         self.outputs: dict[str, pulumi.Input] = {
             "endpoint": self.workload.endpoint, "api_key": self.api_key.api_key,
-            "exposure": exposure_summary(bp), "namespace": namespace, "weights_bucket": self.storage.bucket_name,
-            "serving_role_arn": self.role.arn, **self._extra_outputs(bp), **target.outputs,
+            "exposure": exposure_summary(bp), "namespace": namespace, **identity, **target.outputs,
             **operations(name, bp, target, self.workload, namespace=namespace, opts=in_namespace)}
         self.register_outputs(self.outputs)
 
+    #: The server reads a Triton model repository (`config.pbtxt` beside the weights).
+    TRITON_REPOSITORY = False
+
     def _prepare(self, name: str, bp: Blueprint) -> list[pulumi.Resource]:
-        """Resources the workload waits for besides weights and identity (e.g. Triton's repository)."""
+        """Resources the workload waits for besides weights and identity (e.g. Triton's repository in the store)."""
         return []
 
     def _extra_outputs(self, bp: Blueprint) -> dict[str, pulumi.Input]:
-        return {"weights_uri": self.storage.model_uri(bp.model.name)}
+        return {"weights_uri": self.storage.model_uri(bp.model.name)}  # type: ignore[union-attr]
 
     def _workload(self, name: str, bp: Blueprint, target: ServiceTarget, namespace: pulumi.Input[str],
-                  opts: pulumi.ResourceOptions):
+                  weights: WeightsDelivery, opts: pulumi.ResourceOptions):
         raise NotImplementedError
 
 
@@ -143,9 +181,9 @@ class VllmGpu(_KubernetesArchetype):
     TYPE = "servingblueprints:index:VllmGpu"
     ARCHETYPE = Archetype.VLLM_GPU
 
-    def _workload(self, name, bp, target, namespace, opts):
+    def _workload(self, name, bp, target, namespace, weights, opts):
         return VllmService(name, VllmServiceArgs(
-            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace, endpoint=self.access, expose=exposed(bp),
+            blueprint=bp, weights=weights, namespace=namespace, endpoint=self.access, expose=exposed(bp),
             node_selector=placement(bp, target)), opts=opts)
 
 
@@ -157,6 +195,7 @@ class TritonMultiModel(_KubernetesArchetype):
 
     TYPE = "servingblueprints:index:TritonMultiModel"
     ARCHETYPE = Archetype.TRITON_MULTI_MODEL
+    TRITON_REPOSITORY = True
 
     def _prepare(self, name, bp):
         self.repository = TritonModelRepository(f"{name}-repository", TritonModelRepositoryArgs(
@@ -166,9 +205,9 @@ class TritonMultiModel(_KubernetesArchetype):
     def _extra_outputs(self, bp):
         return {"repository_uri": self.repository.repository_uri}
 
-    def _workload(self, name, bp, target, namespace, opts):
+    def _workload(self, name, bp, target, namespace, weights, opts):
         return TritonService(name, TritonServiceArgs(
-            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace, endpoint=self.access, expose=exposed(bp),
+            blueprint=bp, weights=weights, namespace=namespace, endpoint=self.access, expose=exposed(bp),
             node_selector=placement(bp, target)), opts=opts)
 
 
@@ -180,15 +219,16 @@ class OnnxCpu(_KubernetesArchetype):
 
     TYPE = "servingblueprints:index:OnnxCpu"
     ARCHETYPE = Archetype.ONNX_CPU
+    TRITON_REPOSITORY = True
 
     def _prepare(self, name, bp):
         self.repository = TritonModelRepository(f"{name}-repository", TritonModelRepositoryArgs(
             blueprint=bp, bucket_name=self.storage.bucket_name, tags=bp.tags), opts=pulumi.ResourceOptions(parent=self))
         return [self.repository]
 
-    def _workload(self, name, bp, target, namespace, opts):
+    def _workload(self, name, bp, target, namespace, weights, opts):
         return OnnxRuntimeService(name, OnnxRuntimeServiceArgs(
-            blueprint=bp, bucket_name=self.storage.bucket_name, namespace=namespace, endpoint=self.access, expose=exposed(bp),
+            blueprint=bp, weights=weights, namespace=namespace, endpoint=self.access, expose=exposed(bp),
             node_selector=placement(bp, target)), opts=opts)
 
 
@@ -210,9 +250,9 @@ class ManagedEndpointArgs:
 
 
 class ManagedEndpoint(pulumi.ComponentResource):
-    """Archetype `sagemaker-endpoint`: model store, CloudWatch alarms and dashboard, the SageMaker endpoint (blue/green
-    with auto-rollback on the alarms) and target-tracking autoscaling. IAM-authorised: callers need
-    `sagemaker:InvokeEndpoint` on it.
+    """Archetype `sagemaker-endpoint`: model store (an `s3://` source copied into it: `WeightsCopy`), CloudWatch alarms
+    and dashboard, the SageMaker endpoint (blue/green with auto-rollback on the alarms) reading the store, and
+    target-tracking autoscaling. IAM-authorised: callers need `sagemaker:InvokeEndpoint` on it.
 
     Outputs: `endpoint`, `endpoint_name`, `weights_bucket`, `weights_uri`, `execution_role_arn`, `alarms`, `dashboards`.
     """
@@ -225,6 +265,8 @@ class ManagedEndpoint(pulumi.ComponentResource):
                              f"{bp.archetype.value}")
         child = pulumi.ResourceOptions(parent=self)
         self.storage = storage(f"{name}-weights", bp, child)
+        copy = WeightsCopy(f"{name}-weights-copy", WeightsCopyArgs(blueprint=bp, model=bp.model, store=self.storage),
+                           opts=child) if bp.model.source_uri.startswith(S3_SCHEME) else None
         # Registered before the endpoint: replaced (delete first) when the instance type changes, taking the
         # scalable target and its policy with it, so the endpoint update runs deregistered (see EndpointScaler).
         gate = instance_type_gate(f"{name}-autoscaling", bp, child)
@@ -234,7 +276,7 @@ class ManagedEndpoint(pulumi.ComponentResource):
         endpoint = SageMakerEndpoint(f"{name}-endpoint", SageMakerEndpointArgs(
             blueprint=bp, bucket_name=self.storage.bucket_name, kms_key_arn=self.storage.kms_key_arn,
             subnet_ids=args.subnet_ids, security_group_ids=args.security_group_ids,
-            rollback_alarm_names=monitoring.rollback_alarm_names, instance_type_gate=gate),
+            rollback_alarm_names=monitoring.rollback_alarm_names, instance_type_gate=gate, weights_ready=copy),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[monitoring]))
         EndpointScaler(f"{name}-autoscaling", EndpointScalerArgs(
             blueprint=bp, endpoint_name=endpoint.endpoint_name, variant_name=VARIANT_NAME, instance_type_gate=gate),

@@ -133,7 +133,8 @@ class EksCluster(pulumi.ComponentResource):
         self.system_nodes = aws.eks.NodeGroup(
             f"{name}-system-nodes",
             cluster_name=self.eks.name, node_role_arn=self.system_node_role.arn, subnet_ids=args.subnet_ids,
-            ami_type=defaults.EKS_AMI_TYPE[("cpu", "x86_64")],
+            # AL2023 standard AMI of the instance type's architecture (Graviton: AL2023_ARM_64_STANDARD).
+            ami_type=defaults.EKS_AMI_TYPE[("cpu", cfg.system_nodes.cpu_arch.value)],
             instance_types=[cfg.system_nodes.instance_type], capacity_type="ON_DEMAND",
             disk_size=cfg.system_nodes.disk_gib,
             scaling_config={"min_size": cfg.system_nodes.count, "desired_size": cfg.system_nodes.count,

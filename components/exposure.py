@@ -1,4 +1,16 @@
-"""Exposure: a Service of type LoadBalancer reconciled by the AWS Load Balancer Controller as a Network Load Balancer.
+"""Exposure: how clients reach the serving Service (`network.exposure.via`, `network.exposed_by`).
+
+Off AWS load balancers (an existing or edge cluster, `blueprints.cluster_exposure`):
+- `node-port`: a NodePort Service on the proxy's port (the plan's `node_port`, or one Kubernetes assigns);
+- `load-balancer` with MetalLB: a plain LoadBalancer Service (MetalLB assigns an address from its pool);
+- `ingress`: a ClusterIP Service behind an `networking.k8s.io/v1` Ingress of the declared controller's class, TLS with
+  the exposure's Secret (`spec.tls`), source CIDRs through the controller's annotation when it has one.
+A NodePort with allowed CIDRs and a MetalLB Service keep `externalTrafficPolicy: Local`, so the pods see clients' own
+addresses and their NetworkPolicy admits only the allowed ones (kube-proxy also enforces
+`loadBalancerSourceRanges` on a LoadBalancer). These objects carry `servingblueprints.io/exposure-scope` and, with
+TLS, `servingblueprints.io/tls-secret`, which the policy pack reads.
+
+On EKS, a Service of type LoadBalancer reconciled by the AWS Load Balancer Controller as a Network Load Balancer.
 
 Annotation names from the controller's Service annotation reference (kubernetes-sigs/aws-load-balancer-controller
 docs/guide/service/annotations.md @00681b8b; kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/
@@ -22,8 +34,9 @@ from __future__ import annotations
 import pulumi
 
 from blueprints import defaults
-from blueprints.blueprint import Blueprint
-from blueprints.requirements import ExposureScope
+from blueprints.blueprint import EXPOSURE_SCOPE_ANNOTATION, TLS_SECRET_ANNOTATION, Blueprint
+from blueprints.catalog.addons import load_platform_catalog
+from blueprints.requirements import ExposureScope, ExposureVia
 
 LB_TYPE = "service.beta.kubernetes.io/aws-load-balancer-type"
 LB_TARGET_TYPE = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"
@@ -54,12 +67,83 @@ def listener_port(bp: Blueprint) -> int:
     return port
 
 
-def client_url(bp: Blueprint, load_balancer_host: pulumi.Input[str], path: str) -> pulumi.Output[str]:
-    """The URL clients use: `https://<hostname or load balancer DNS name>/<path>` (http without TLS)."""
+def client_url(bp: Blueprint, host: pulumi.Input[str], path: str, *,
+               port: pulumi.Input[str] | None = None) -> pulumi.Output[str]:
+    """The URL clients use: `https://<hostname or the load balancer's / Ingress's address>[:<port>]/<path>` (http
+    without TLS)."""
     exposure = bp.network.exposure
-    protocol = "https" if exposure.tls_certificate_arn else "http"
-    host = exposure.hostname or load_balancer_host
-    return pulumi.Output.concat(f"{protocol}://", host, path)
+    protocol = "https" if exposure.tls else "http"
+    return pulumi.Output.concat(f"{protocol}://", exposure.hostname or host, *([":", port] if port else []), path)
+
+
+def client_ip_preserved(bp: Blueprint) -> bool:
+    """`externalTrafficPolicy: Local` (the pods see clients' own addresses): a MetalLB LoadBalancer, and a NodePort
+    with allowed CIDRs (which the pods' NetworkPolicy must check); an NLB preserves them its own way."""
+    via = bp.network.exposure.via
+    if via is ExposureVia.LOAD_BALANCER:
+        return not bp.network.aws_load_balancer
+    return via is ExposureVia.NODE_PORT and bool(bp.network.exposure.allowed_cidrs)
+
+
+def client_cidrs(bp: Blueprint, vpc_cidrs: pulumi.Input[list[str]]) -> pulumi.Output[list[str]]:
+    """The addresses the pods' NetworkPolicy admits to the proxy's port: an NLB's source ranges plus the VPC (its
+    own addresses); off AWS load balancers the allowed CIDRs, else the private networks (a NodePort's traffic
+    arrives source-NATed from the nodes' addresses); none behind an Ingress (its controller's namespace instead)."""
+    exposure = bp.network.exposure
+    if exposure.via is ExposureVia.INGRESS:
+        return pulumi.Output.from_input([])
+    if bp.network.aws_load_balancer or exposure.via is None:
+        return pulumi.Output.all(source_ranges(bp, vpc_cidrs), vpc_cidrs).apply(lambda both: [*both[0], *both[1]])
+    allowed = list(exposure.allowed_cidrs)
+    return pulumi.Output.from_input(vpc_cidrs).apply(lambda vpc: sorted(set(allowed or vpc)))
+
+
+def exposure_annotations(bp: Blueprint) -> dict[str, str]:
+    """The planned scope and the TLS Secret, on a Service or Ingress exposed without an AWS load balancer."""
+    annotations = {EXPOSURE_SCOPE_ANNOTATION: bp.network.exposure.scope.value}
+    if bp.network.exposure.tls_secret_name:
+        annotations[TLS_SECRET_ANNOTATION] = bp.network.exposure.tls_secret_name
+    return annotations
+
+
+def service_exposure(bp: Blueprint, port: int, *, vpc_cidrs: pulumi.Input[list[str]],
+                     subnet_ids: pulumi.Input[list[str]] | None) -> tuple[dict, dict[str, pulumi.Input[str]]]:
+    """(the serving Service's type-specific spec fields, its annotations) for an exposed service: an NLB, a MetalLB
+    LoadBalancer, a NodePort, or a ClusterIP behind an Ingress."""
+    exposure = bp.network.exposure
+    via = exposure.via or ExposureVia.LOAD_BALANCER
+    if via is ExposureVia.INGRESS:
+        return {"type": "ClusterIP"}, {}
+    if via is ExposureVia.LOAD_BALANCER and bp.network.aws_load_balancer:
+        return ({"type": "LoadBalancer", "loadBalancerSourceRanges": source_ranges(bp, vpc_cidrs)},
+                load_balancer_annotations(bp, [port], subnet_ids=subnet_ids))
+    spec: dict = {"type": "NodePort" if via is ExposureVia.NODE_PORT else "LoadBalancer",
+                  "externalTrafficPolicy": "Local" if client_ip_preserved(bp) else "Cluster"}
+    if via is ExposureVia.LOAD_BALANCER:
+        spec["loadBalancerSourceRanges"] = client_cidrs(bp, vpc_cidrs)
+    return spec, dict(exposure_annotations(bp))
+
+
+def ingress_spec(bp: Blueprint, service_name: pulumi.Input[str], port_name: str) -> tuple[dict, dict[str, str]]:
+    """(the Ingress spec, its annotations): the declared controller's class, the plan's host, TLS with the exposure's
+    Secret, every path to the serving Service's proxy port (the proxy decides what passes), and the controller's
+    source-range annotation with the allowed CIDRs."""
+    exposure = bp.network.exposure
+    backend = {"service": {"name": service_name, "port": {"name": port_name}}}
+    rule: dict = {"http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]}}
+    if exposure.hostname:
+        rule["host"] = exposure.hostname
+    spec: dict = {"ingressClassName": exposure.ingress_class_name, "rules": [rule]}
+    if exposure.tls_secret_name:
+        spec["tls"] = [{"secretName": exposure.tls_secret_name,
+                        **({"hosts": [exposure.hostname]} if exposure.hostname else {})}]
+    annotations = exposure_annotations(bp)
+    if exposure.allowed_cidrs:
+        controller = load_platform_catalog().addon(bp.network.exposed_by or "")
+        if controller.source_range_annotation is None:
+            raise ValueError(f"{bp.stack}: {controller.id} cannot restrict an Ingress to source CIDRs; re-plan")
+        annotations[controller.source_range_annotation] = ",".join(exposure.allowed_cidrs)
+    return spec, annotations
 
 
 def source_ranges(bp: Blueprint, vpc_cidrs: pulumi.Input[list[str]]) -> pulumi.Output[list[str]]:

@@ -30,14 +30,15 @@ def _tcp(port: int | str) -> dict:
     return {"port": port, "protocol": "TCP"}
 
 
-def egress_base() -> list[dict]:
-    """DNS (CoreDNS in kube-system, UDP and TCP 53) and the EKS Pod Identity agent (TCP 80)."""
-    return [
-        {"to": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: defaults.DNS_NAMESPACE}},
-                 "podSelector": {"matchLabels": dict(defaults.DNS_POD_LABELS)}}],
-         "ports": [{"port": 53, "protocol": "UDP"}, _tcp(53)]},
-        {"to": [{"ipBlock": {"cidr": defaults.POD_IDENTITY_AGENT_CIDR}}], "ports": [_tcp(defaults.POD_IDENTITY_AGENT_PORT)]},
-    ]
+def egress_base(*, pod_identity: bool = True) -> list[dict]:
+    """DNS (CoreDNS in kube-system, UDP and TCP 53) and, where pods get AWS credentials from it, the EKS Pod Identity
+    agent (TCP 80; not on an edge cluster)."""
+    dns = {"to": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: defaults.DNS_NAMESPACE}},
+                   "podSelector": {"matchLabels": dict(defaults.DNS_POD_LABELS)}}],
+           "ports": [{"port": 53, "protocol": "UDP"}, _tcp(53)]}
+    agent = {"to": [{"ipBlock": {"cidr": defaults.POD_IDENTITY_AGENT_CIDR}}],
+             "ports": [_tcp(defaults.POD_IDENTITY_AGENT_PORT)]}
+    return [dns, agent] if pod_identity else [dns]
 
 
 def aws_endpoints_egress(vpc_cidrs: list[str]) -> dict:
@@ -60,8 +61,8 @@ def default_deny(name: str, bp: Blueprint, namespace: pulumi.Input[str],
 def serving_policy(name: str, bp: Blueprint, *, namespace: pulumi.Input[str], selector: dict[str, str],
                    proxy_port: int, metrics_port: int, client_cidrs: pulumi.Input[list[str]],
                    vpc_cidrs: pulumi.Input[list[str]], monitoring_namespace: str,
-                   opts: pulumi.ResourceOptions,
-                   interceptor_namespace: str | None = None) -> k8s.networking.v1.NetworkPolicy:
+                   opts: pulumi.ResourceOptions, interceptor_namespace: str | None = None,
+                   ingress_namespace: str | None = None) -> k8s.networking.v1.NetworkPolicy:
     """The serving pods' policy (see the module docstring).
 
     Args:
@@ -70,20 +71,26 @@ def serving_policy(name: str, bp: Blueprint, *, namespace: pulumi.Input[str], se
         monitoring_namespace: where Prometheus runs (it scrapes `metrics_port`).
         interceptor_namespace: where the KEDA HTTP interceptor runs, when the service scales to zero: it forwards
             clients' requests to the proxy port.
+        ingress_namespace: where the ingress controller runs, for a service behind an Ingress: it forwards clients'
+            requests to the proxy port.
     """
+    forwarders = [ns for ns in (interceptor_namespace, ingress_namespace) if ns]
+
     def spec(sources: list[str], vpcs: list[str]) -> dict:
+        peers = [*({"ipBlock": {"cidr": c}} for c in sorted(set(sources))),
+                 *({"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: ns}}} for ns in forwarders)]
+        # A rule without peers would admit everyone: with no source at all, the proxy's port gets no rule.
+        clients = [{"from": peers, "ports": [_tcp(proxy_port)]}] if peers else []
         return {
             "podSelector": {"matchLabels": dict(selector)},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [
-                {"from": [*({"ipBlock": {"cidr": c}} for c in sorted(set(sources))),
-                          *([{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: interceptor_namespace}}}]
-                            if interceptor_namespace else [])],
-                 "ports": [_tcp(proxy_port)]},
+                *clients,
                 {"from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: monitoring_namespace}}}],
                  "ports": [_tcp(metrics_port)]},
             ],
-            "egress": [*egress_base(), aws_endpoints_egress(sorted(set(vpcs)))],
+            "egress": [*egress_base(pod_identity=bp.platform.kind != "edge-cluster"),
+                       aws_endpoints_egress(sorted(set(vpcs)))],
         }
 
     return k8s.networking.v1.NetworkPolicy(

@@ -26,7 +26,6 @@ from components.labels import (
 from components.options import child_options
 from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
 from components.access import api_key_env
-from components.exposure import client_url
 from components.triton_service import (
     API_KEY_ENV,
     HEALTH_LIVE,
@@ -35,7 +34,7 @@ from components.triton_service import (
     restricted_api_args,
     server_resources,
 )
-from components.weights_delivery import MODELS_MOUNT, fetch_weights_container, models_volume
+from components.weights_delivery import MODELS_MOUNT, WeightsDelivery
 
 #: Triton's default Prometheus metrics port (`--metrics-port`, Triton metrics docs).
 METRICS_PORT = 8002
@@ -47,7 +46,8 @@ class OnnxRuntimeServiceArgs:
 
     Args:
         blueprint: an onnx-cpu blueprint.
-        bucket_name: the model store bucket holding `models/<name>/`.
+        weights: how pods get `models/<name>/` (`StoreDelivery` of the model store, or an edge cluster's
+            `EdgeDelivery`).
         namespace: where the objects go. Defaults to the blueprint's namespace.
         node_selector: where the pods run (`components.serving.placement`; on an existing or edge cluster only the
             CPU architecture). Defaults to the CPU architecture and the planned instance type.
@@ -56,7 +56,7 @@ class OnnxRuntimeServiceArgs:
     """
 
     blueprint: Blueprint
-    bucket_name: pulumi.Input[str]
+    weights: WeightsDelivery
     endpoint: Endpoint
     namespace: pulumi.Input[str] | None = None
     node_selector: dict[str, str] | None = None
@@ -102,7 +102,7 @@ class OnnxRuntimeService(pulumi.ComponentResource):
         self.service_name = self.service.metadata.name
         self.deployment_name = self.deployment.metadata.name
         path = f"/v2/models/{bp.model.name}"
-        self.endpoint = client_url(bp, objects.load_balancer_host, path) if args.expose else pulumi.Output.concat(
+        self.endpoint = objects.client_url(bp, path) if args.expose else pulumi.Output.concat(
             "http://", self.service.metadata.name, ".", namespace, f".svc.cluster.local{path}")
         self.register_outputs({"service_name": self.service_name, "deployment_name": self.deployment_name,
                                "endpoint": self.endpoint})
@@ -124,7 +124,7 @@ class OnnxRuntimeService(pulumi.ComponentResource):
                     "serviceAccountName": account,
                     "nodeSelector": selector,
                     **pod_rollout(bp, selector_labels(labels)),
-                    "initContainers": [fetch_weights_container(bp, args.bucket_name, [bp.model])],
+                    "initContainers": args.weights.init_containers(bp, [bp.model]),
                     "containers": [{
                         "name": "onnxruntime",
                         "image": engine.image,
@@ -145,7 +145,7 @@ class OnnxRuntimeService(pulumi.ComponentResource):
                                           "failureThreshold": 4, "timeoutSeconds": 10},
                         "volumeMounts": [{"name": "models", "mountPath": MODELS_MOUNT, "readOnly": True}],
                     }],
-                    "volumes": [models_volume([bp.model])],
+                    "volumes": args.weights.volumes(bp, [bp.model]),
                 },
             },
         }

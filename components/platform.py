@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from blueprints.platform import SYSTEM_NODE_LABELS, PlatformConfig, PlatformKind, PlatformOutputs
+from blueprints.platform import PlatformConfig, PlatformKind, PlatformOutputs, system_node_labels
 from components.addons import ClusterAddons, ClusterAddonsArgs
 from components.cluster import EksCluster, EksClusterArgs
 from components.network import Network, NetworkArgs
@@ -82,7 +82,7 @@ class Platform(pulumi.ComponentResource):
             "node_classes": {nc.name: nc.name for nc in cfg.node_classes},
             "prometheus_url": self.addons.prometheus_url if self.addons else None,
             "addons": {a.id: a.version for a in cfg.addons},
-            "system_node_labels": dict(SYSTEM_NODE_LABELS) if eks else {},
+            "system_node_labels": system_node_labels(cfg.system_nodes.cpu_arch) if eks else {},
             "system_node_instance_type": cfg.system_nodes.instance_type if eks else None,
             # Read back from the cluster resource itself, so services record what the cluster really has.
             "audit_logging": self.cluster.eks.enabled_cluster_log_types.apply(lambda t: "audit" in (t or []))

@@ -7,10 +7,13 @@ Config keys read here (all namespaced `servingblueprints:`):
 - `blueprint` (a service stack): the planned `Blueprint`.
 - `platformStack` (optional): the platform stack a service reads, as `<org>/<project>/<stack>`; defaults to
   `<this org>/<this project>/<blueprint.platform.stack>`.
-- `kubeconfig` (secret; `platform: existing-cluster` only): the target cluster's kubeconfig.
+- `kubeconfig` (secret; `platform: existing-cluster` and `edge-cluster`): the target cluster's kubeconfig.
 - `clusterName` (`existing-cluster` only, optional): the existing EKS cluster's name, to bind the serving and sync
   ServiceAccounts with EKS Pod Identity. Without it, bind the roles yourself (IRSA or Pod Identity).
-- `clusterAddons` (`existing-cluster` only): the add-ons the cluster runs (catalog ids), judged by the preview.
+- `clusterAddons` (`existing-cluster`, `edge-cluster`): the add-ons the cluster runs (catalog ids), judged by the
+  preview.
+- `rolesAnywhereCaBundle` (`edge-cluster` with `s3://` sources and no ACM Private CA in the plan): the PEM bundle of
+  the CA that issues the pods' certificates (the IAM Roles Anywhere trust anchor).
 - `hfToken` (secret, optional): Hugging Face token for the weights sync Job of gated `hf://` models.
 - `apiKey` (secret, optional): the self-hosted endpoint's API key; default: a generated one (stack output `api_key`).
 - `prometheusUrl` (optional, `existing-cluster` only): the Prometheus KEDA queries; on a platform, the platform's.
@@ -28,7 +31,17 @@ import pulumi_kubernetes as k8s
 from blueprints import defaults
 from blueprints.blueprint import Archetype, Blueprint
 from blueprints.requirements import Accelerator
-from blueprints.stackconfig import BLUEPRINT_KEY, PLATFORM_KEY, PROJECT, blueprint_from_config, platform_from_config
+from blueprints.errors import StackConfigError
+from blueprints.stackconfig import (
+    BLUEPRINT_KEY,
+    PLATFORM_KEY,
+    PLATFORM_STACK_KEY,
+    PROJECT,
+    ROLES_ANYWHERE_CA_KEY,
+    blueprint_from_config,
+    platform_from_config,
+    platform_stack_override_problem,
+)
 from components.archetypes import (
     KUBERNETES_ARCHETYPES,
     KubernetesArchetypeArgs,
@@ -53,9 +66,11 @@ def load_blueprint() -> Blueprint:
 def platform_reference(bp: Blueprint) -> pulumi.StackReference:
     """The platform stack this service lands on: `servingblueprints:platformStack`, or
     `<organization>/<project>/<blueprint.platform.stack>` (the same backend and project)."""
-    name = pulumi.Config(PROJECT).get("platformStack") or \
-        f"{pulumi.get_organization()}/{pulumi.get_project()}/{bp.platform.stack}"
-    return pulumi.StackReference(name)
+    override = pulumi.Config(PROJECT).get("platformStack")
+    problem = platform_stack_override_problem(override, bp) if override else None
+    if problem:
+        raise StackConfigError(f"stack {pulumi.get_stack()} config {PLATFORM_STACK_KEY}: {problem}")
+    return pulumi.StackReference(override or f"{pulumi.get_organization()}/{pulumi.get_project()}/{bp.platform.stack}")
 
 
 def kubernetes_target(bp: Blueprint) -> tuple[k8s.Provider, ServiceTarget]:
@@ -82,7 +97,8 @@ def kubernetes_target(bp: Blueprint) -> tuple[k8s.Provider, ServiceTarget]:
             outputs={"platform": bp.platform.stack, "cluster_name": cluster_name})
     provider = k8s.Provider(f"{bp.stack}-k8s", kubeconfig=config.require_secret("kubeconfig"),
                             enable_server_side_apply=True)
-    cluster_name = config.get("clusterName")
+    # An edge cluster is not EKS: no cluster name, no Pod Identity (its pods use IAM Roles Anywhere).
+    cluster_name = config.get("clusterName") if bp.platform.kind == "existing-cluster" else None
     return provider, ServiceTarget(
         cluster_name=cluster_name, node_class=None,
         prometheus_url=config.get("prometheusUrl") or defaults.PROMETHEUS_URL,
@@ -105,9 +121,12 @@ def build_service(bp: Blueprint) -> dict[str, pulumi.Input]:
         return {**endpoint.outputs, **extra}
     provider, target = kubernetes_target(bp)
     component = KUBERNETES_ARCHETYPES[bp.archetype]
+    ca_bundle = None
+    if bp.roles_anywhere is not None and bp.roles_anywhere.acm_pca_arn is None:
+        ca_bundle = config.require(ROLES_ANYWHERE_CA_KEY.split(":", 1)[1])
     archetype = component(bp.stack, KubernetesArchetypeArgs(
-        blueprint=bp, target=target, hf_token=config.get_secret("hfToken"), api_key=config.get_secret("apiKey")),
-        opts=pulumi.ResourceOptions(providers=[provider]))
+        blueprint=bp, target=target, hf_token=config.get_secret("hfToken"), api_key=config.get_secret("apiKey"),
+        roles_anywhere_ca_bundle=ca_bundle), opts=pulumi.ResourceOptions(providers=[provider]))
     return archetype.outputs
 
 

@@ -3,7 +3,9 @@ deadline, graceful drain, zone spread and the PodDisruptionBudget, all derived f
 
 - Rolling updates never drop below serving capacity: `maxSurge: 1, maxUnavailable: 0`. The surge replica needs
   room, so GPU node pools are sized for `max_replicas + SURGE_REPLICAS` (see `node_pool_max_nodes`). On an existing
-  cluster, whose capacity we do not manage, keep one replica's worth of GPUs free or the rollout waits for it.
+  cluster, whose capacity we do not manage, keep one replica's worth of GPUs free or the rollout waits for it. On an
+  edge cluster whose owned nodes are full at the autoscaler's maximum, a rollout replaces one replica at a time
+  (`maxSurge: 0, maxUnavailable: 1`, `Blueprint.rollout_surge`): it cannot wait for a node that will never come.
 - The progress deadline covers a cold start on a new node (startup budget x 1.5).
 - Drain: a preStop sleep lets the load balancer deregister the pod before SIGTERM; the grace period then covers
   the longest request the plan expects.
@@ -50,7 +52,7 @@ def deployment_rollout(bp: Blueprint) -> dict:
     """Deployment spec fields: `strategy`, `progress_deadline_seconds`, `min_ready_seconds`, `revision_history_limit`."""
     return {
         "strategy": {"type": "RollingUpdate",
-                     "rolling_update": {"max_surge": SURGE_REPLICAS, "max_unavailable": 0}},
+                     "rolling_update": {"max_surge": bp.rollout_surge, "max_unavailable": 0 if bp.rollout_surge else 1}},
         "progress_deadline_seconds": progress_deadline_s(bp),
         "min_ready_seconds": 10,
         "revision_history_limit": 5,

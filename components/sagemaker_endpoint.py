@@ -59,10 +59,11 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
 
 
 def model_data_uri(bp: Blueprint, bucket_name: str) -> str:
-    """Where SageMaker downloads the model from: an `s3://` source as given (no copy), otherwise the model store's
-    `models/<name>/` prefix (an `hf://` model must be uploaded there first: SageMaker has no sync Job)."""
-    source = bp.model.source_uri
-    return source if source.startswith("s3://") else f"s3://{bucket_name}/{MODELS_PREFIX}/{bp.model.name}/"
+    """Where SageMaker downloads the model from: always the stack's model store, `models/<name>/` (SSE-KMS, in the
+    endpoint's region as SageMaker requires: "The model artifacts must be in an S3 bucket that is in the same region
+    as the model", CreateModel ModelDataUrl). An `s3://` source is copied there first (`components.weights_copy`);
+    an `hf://` model must be uploaded there (SageMaker runs no sync Job)."""
+    return f"s3://{bucket_name}/{MODELS_PREFIX}/{bp.model.name}/"
 
 
 def execution_policy(model_uri: str, *, image: str, region: str, kms_key_arn: str | None, in_vpc: bool) -> str:
@@ -117,8 +118,7 @@ class SageMakerEndpointArgs:
 
     Args:
         blueprint: a sagemaker-endpoint blueprint (engine: image, instance count, timeouts, volume).
-        bucket_name: the model store bucket; a model without an `s3://` source is read from its `models/<name>/`
-            prefix (uncompressed), an `s3://` source is read where it is.
+        bucket_name: the model store bucket; the model is read from its `models/<name>/` prefix (uncompressed).
         kms_key_arn: customer-managed key of the model store; also encrypts the endpoint's storage volume where the
             instance type has one. Defaults to none (AWS-managed keys).
         subnet_ids: private subnets for the model's VPC config; required with `network.private_only`.
@@ -127,6 +127,8 @@ class SageMakerEndpointArgs:
             above their steady state).
         instance_type_gate: the resource the endpoint waits for so that its scalable target is deregistered before
             an instance-type change (`components.autoscaling.instance_type_gate`). Defaults to none.
+        weights_ready: what fills the store's model prefix first (the `WeightsCopy` of an `s3://` source); the model
+            waits for it. Defaults to none (an `hf://` model uploaded by hand).
     """
 
     blueprint: Blueprint
@@ -136,6 +138,7 @@ class SageMakerEndpointArgs:
     security_group_ids: list[pulumi.Input[str]] | None = None
     rollback_alarm_names: list[str] = field(default_factory=list)
     instance_type_gate: pulumi.Resource | None = None
+    weights_ready: pulumi.Resource | None = None
 
 
 #: The endpoint's one production variant (autoscaling and alarms address it by name).
@@ -216,16 +219,15 @@ class SageMakerEndpoint(pulumi.ComponentResource):
         self.execution_role = aws.iam.Role(f"{name}-execution-role", assume_role_policy=trust, tags=bp.tags,
                                            opts=child)
         key = args.kms_key_arn if args.kms_key_arn is not None else ""
-        if not model.source_uri.startswith("s3://"):
-            pulumi.log.warn(f"{model.name}: source {model.source_uri} is not on S3; upload the weights to the model "
-                            f"store's {MODELS_PREFIX}/{model.name}/ prefix before the endpoint is created", self)
+        if args.weights_ready is None:
+            pulumi.log.warn(f"{model.name}: source {model.source_uri} is not copied by the stack; upload the weights "
+                            f"to the model store's {MODELS_PREFIX}/{model.name}/ prefix before the endpoint is "
+                            "created", self)
         model_uri = pulumi.Output.from_input(args.bucket_name).apply(lambda bucket: model_data_uri(bp, bucket))
-        uses_store = not model.source_uri.startswith("s3://")
         policy = aws.iam.RolePolicy(
             f"{name}-execution-policy", role=self.execution_role.id,
             policy=pulumi.Output.all(model_uri, key).apply(lambda parts: execution_policy(
-                parts[0], image=engine.image, region=bp.region,
-                kms_key_arn=(parts[1] or None) if uses_store else None, in_vpc=private)),
+                parts[0], image=engine.image, region=bp.region, kms_key_arn=parts[1] or None, in_vpc=private)),
             opts=child)
         self.model = aws.sagemaker.Model(
             f"{name}-model",
@@ -239,7 +241,8 @@ class SageMakerEndpoint(pulumi.ComponentResource):
             vpc_config={"subnets": args.subnet_ids, "security_group_ids": args.security_group_ids} if private else None,
             enable_network_isolation=private,
             tags=bp.tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]))
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy, *([args.weights_ready]
+                                                                          if args.weights_ready else [])]))
         sizing = variant_sizing(bp)
         storage_kms = None if has_instance_storage(bp.compute.instance_type) else args.kms_key_arn
         self.endpoint_config = aws.sagemaker.EndpointConfiguration(

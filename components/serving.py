@@ -15,9 +15,11 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from blueprints.blueprint import (
+    COMPLIANCE_ANNOTATION,
     COMPLIANCE_TAG,
     PLATFORM_COMPLIANCE_ANNOTATION,
     PRIVATE_ONLY_LABEL,
+    FIXED_REPLICAS,
     Blueprint,
     encode_flags,
 )
@@ -76,11 +78,12 @@ class ServiceTarget:
 
 def placement(bp: Blueprint, target: ServiceTarget) -> dict[str, str]:
     """The serving pods' nodeSelector: on a platform, the service's own NodePool (its pool label and instance type);
-    on an existing cluster, the CPU architecture and, for GPUs, the planned instance type."""
+    on an existing cluster, the CPU architecture and, for GPUs, the planned instance type; on an edge cluster, the
+    architecture of its owned nodes."""
     selector = {ARCH_LABEL: NODE_ARCH[bp.compute.cpu_arch]}
     if target.on_platform:
         selector[POOL_LABEL] = node_pool_name(bp)
-    if target.on_platform or bp.compute.accelerator is Accelerator.NVIDIA_GPU:
+    if bp.compute.instance_type and (target.on_platform or bp.compute.accelerator is Accelerator.NVIDIA_GPU):
         selector[INSTANCE_TYPE_LABEL] = bp.compute.instance_type
     return selector
 
@@ -94,16 +97,17 @@ def service_namespace(name: str, bp: Blueprint, target: ServiceTarget, opts: pul
     if pod_security not in ("restricted", "baseline"):
         raise ValueError(f"pod_security {pod_security!r}: a service namespace is restricted or baseline")
     annotations: dict[str, pulumi.Input[str]] = {POD_SECURITY_REASON: reason}
+    if bp.storage is None:  # no model store bucket to tag with the stack's compliance record (an edge cluster)
+        annotations[COMPLIANCE_ANNOTATION] = bp.compliance.to_tag()
     if target.platform_compliance is not None:
         annotations[PLATFORM_COMPLIANCE_ANNOTATION] = pulumi.Output.from_input(target.platform_compliance).apply(
             encode_flags)
+    labels = {**recommended_labels(name=bp.engine.kind, instance=bp.stack, component="namespace"),
+              POD_SECURITY_ENFORCE: pod_security, PRIVATE_ONLY_LABEL: str(bp.network.private_only).lower()}
+    if bp.network.aws_load_balancer:  # readiness gates are the AWS Load Balancer Controller's
+        labels[READINESS_GATE_LABEL] = "enabled"
     return k8s.core.v1.Namespace(
-        name, metadata={"name": bp.platform.namespace, "labels": {
-            **recommended_labels(name=bp.engine.kind, instance=bp.stack, component="namespace"),
-            POD_SECURITY_ENFORCE: pod_security, READINESS_GATE_LABEL: "enabled",
-            PRIVATE_ONLY_LABEL: str(bp.network.private_only).lower()},
-            "annotations": annotations},
-        opts=opts)
+        name, metadata={"name": bp.platform.namespace, "labels": labels, "annotations": annotations}, opts=opts)
 
 
 def service_node_pool(name: str, bp: Blueprint, node_class: pulumi.Input[str],
@@ -182,16 +186,22 @@ def serving_identity(name: str, bp: Blueprint, store: WeightsStorage, target: Se
 
 def operations(name: str, bp: Blueprint, target: ServiceTarget, workload, *, namespace: pulumi.Input[str],
                opts: pulumi.ResourceOptions) -> dict[str, pulumi.Input]:
-    """The workload's autoscaler (KEDA on the plan's signal, or a CPU HPA) and its SLO monitoring. A service that
-    scales to zero is reached through the KEDA HTTP interceptor: its `endpoint` output is the proxy URL."""
-    scaler = KubernetesScaler(f"{name}-autoscaling", KubernetesScalerArgs(
-        blueprint=bp, deployment_name=workload.deployment_name, namespace=namespace,
-        prometheus_url=target.prometheus_url, service_name=workload.service_name),
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[workload])))
-    monitoring = KubernetesMonitoring(f"{name}-monitoring", KubernetesMonitoringArgs(
-        blueprint=bp, namespace=namespace, selector=workload.selector, metrics_port=workload.metrics_port_name),
-        opts=opts)
-    outputs: dict[str, pulumi.Input] = {"autoscaler": scaler.kind, "alerts": monitoring.alert_names}
-    if scaler.endpoint is not None:
-        outputs["endpoint"] = scaler.endpoint
+    """The workload's autoscaler (KEDA on the plan's signal, or a CPU HPA; none for a fixed replica count) and its
+    SLO monitoring (only where the cluster runs kube-prometheus-stack, `Blueprint.monitored`). A service that scales
+    to zero is reached through the KEDA HTTP interceptor: its `endpoint` output is the proxy URL."""
+    outputs: dict[str, pulumi.Input] = {"autoscaler": f"none ({bp.autoscaling.min_replicas} fixed replicas)",
+                                        "alerts": []}
+    if bp.autoscaling.metric != FIXED_REPLICAS:
+        scaler = KubernetesScaler(f"{name}-autoscaling", KubernetesScalerArgs(
+            blueprint=bp, deployment_name=workload.deployment_name, namespace=namespace,
+            prometheus_url=target.prometheus_url, service_name=workload.service_name),
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[workload])))
+        outputs["autoscaler"] = scaler.kind
+        if scaler.endpoint is not None:
+            outputs["endpoint"] = scaler.endpoint
+    if bp.monitored:
+        monitoring = KubernetesMonitoring(f"{name}-monitoring", KubernetesMonitoringArgs(
+            blueprint=bp, namespace=namespace, selector=workload.selector, metrics_port=workload.metrics_port_name),
+            opts=opts)
+        outputs["alerts"] = monitoring.alert_names
     return outputs

@@ -22,7 +22,6 @@ from blueprints.requirements import Accelerator
 from blueprints import defaults
 from components.access import api_key_env
 from components.cluster import GPU_TOLERATION
-from components.exposure import client_url
 from components.workload import Endpoint, serving_objects
 from components.labels import (
     ANNOTATION_POD_START_S,
@@ -32,7 +31,7 @@ from components.labels import (
 )
 from components.options import child_options
 from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
-from components.weights_delivery import MODELS_MOUNT, fetch_weights_container, gi, models_volume, weights_volume_gib
+from components.weights_delivery import MODELS_MOUNT, WeightsDelivery, gi, weights_volume_gib
 from components.weights_storage import MODELS_PREFIX
 
 #: Well-known node labels (kubernetes.io/docs/reference/labels-annotations-taints).
@@ -130,7 +129,8 @@ class TritonServiceArgs:
 
     Args:
         blueprint: a triton-multi-model blueprint.
-        bucket_name: the model store bucket; its `models/` prefix is the repository (`TritonModelRepository`).
+        weights: how pods get the repository (`StoreDelivery` of the model store's `models/` prefix, written by
+            `TritonModelRepository`, or an edge cluster's `EdgeDelivery`).
         endpoint: the API-key Secret, the VPC's CIDRs and the load balancer's subnets (`components.workload.Endpoint`).
         namespace: where the objects go. Defaults to the blueprint's namespace.
         expose: a LoadBalancer Service on the proxy (HTTP and gRPC); otherwise ClusterIP only. Defaults to True.
@@ -139,7 +139,7 @@ class TritonServiceArgs:
     """
 
     blueprint: Blueprint
-    bucket_name: pulumi.Input[str]
+    weights: WeightsDelivery
     endpoint: Endpoint
     namespace: pulumi.Input[str] | None = None
     expose: bool = True
@@ -170,8 +170,11 @@ def triton_args(engine: TritonEngine) -> list[str]:
 
 
 def default_node_selector(bp: Blueprint) -> dict[str, str]:
-    """The CPU architecture and the planned instance type (when no placement is given)."""
-    return {ARCH_LABEL: ARCH_VALUE[bp.compute.cpu_arch.value], INSTANCE_TYPE_LABEL: bp.compute.instance_type}
+    """The CPU architecture and the planned instance type, if any (when no placement is given)."""
+    selector = {ARCH_LABEL: ARCH_VALUE[bp.compute.cpu_arch.value]}
+    if bp.compute.instance_type is not None:
+        selector[INSTANCE_TYPE_LABEL] = bp.compute.instance_type
+    return selector
 
 
 def tolerations(bp: Blueprint) -> list[dict]:
@@ -223,7 +226,7 @@ class TritonService(pulumi.ComponentResource):
         self.metrics_port_name = "metrics"
         self.service_name = self.service.metadata.name
         self.deployment_name = self.deployment.metadata.name
-        self.endpoint = client_url(bp, objects.load_balancer_host, "/v2") if args.expose else pulumi.Output.concat(
+        self.endpoint = objects.client_url(bp, "/v2") if args.expose else pulumi.Output.concat(
             "http://", self.service.metadata.name, ".", namespace, ".svc.cluster.local/v2")
         self.register_outputs({"service_name": self.service_name, "deployment_name": self.deployment_name,
                                "endpoint": self.endpoint})
@@ -246,7 +249,7 @@ class TritonService(pulumi.ComponentResource):
                     "nodeSelector": selector,
                     **pod_rollout(bp, selector_labels(labels)),
                     "tolerations": tolerations(bp),
-                    "initContainers": [fetch_weights_container(bp, args.bucket_name, list(bp.models))],
+                    "initContainers": args.weights.init_containers(bp, list(bp.models)),
                     "containers": [{
                         "name": "triton",
                         "image": engine.image,
@@ -268,7 +271,7 @@ class TritonService(pulumi.ComponentResource):
                         "volumeMounts": [{"name": "models", "mountPath": MODELS_MOUNT, "readOnly": True},
                                          {"name": "dshm", "mountPath": "/dev/shm"}],
                     }],
-                    "volumes": [models_volume(list(bp.models)),
+                    "volumes": [*args.weights.volumes(bp, list(bp.models)),
                                 {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": gi(TRITON_SHM_GIB)}}],
                 },
             },

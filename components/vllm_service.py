@@ -11,7 +11,6 @@ from blueprints import defaults
 from blueprints.blueprint import Blueprint, VllmEngine
 from components.access import api_key_env
 from components.cluster import GPU_TOLERATION
-from components.exposure import client_url
 from components.workload import Endpoint, serving_objects
 from components.labels import (
     ANNOTATION_POD_START_S,
@@ -24,9 +23,8 @@ from components.options import child_options
 from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
 from components.weights_delivery import (
     MODELS_MOUNT,
-    fetch_weights_container,
+    WeightsDelivery,
     gi,
-    models_volume,
 )
 
 #: Well-known node label set by the kubelet on every node (kubernetes.io/docs/reference/labels-annotations-taints).
@@ -39,7 +37,7 @@ class VllmServiceArgs:
 
     Args:
         blueprint: the planned stack (archetype `vllm-gpu`).
-        bucket_name: the model store bucket holding `models/<name>/`.
+        weights: how pods get the weights (`components.weights_delivery.StoreDelivery` of the model store).
         endpoint: the API-key Secret, the VPC's CIDRs and the load balancer's subnets (`components.workload.Endpoint`).
         namespace: where the objects go. Defaults to the blueprint's namespace.
         expose: a LoadBalancer Service (AWS Load Balancer Controller NLB per `network.exposure`, idle timeout above the
@@ -48,7 +46,7 @@ class VllmServiceArgs:
     """
 
     blueprint: Blueprint
-    bucket_name: pulumi.Input[str]
+    weights: WeightsDelivery
     endpoint: Endpoint
     namespace: pulumi.Input[str] | None = None
     expose: bool = True
@@ -102,7 +100,7 @@ class VllmService(pulumi.ComponentResource):
         objects = serving_objects(
             name, bp, labels=labels, namespace=namespace, opts=child, expose=args.expose, endpoint=args.endpoint,
             deployment_spec=lambda account: _deployment_spec(
-                bp, labels, args.bucket_name, account, args.endpoint.api_key_secret,
+                bp, labels, args.weights, account, args.endpoint.api_key_secret,
                 args.node_selector or {INSTANCE_TYPE_LABEL: bp.compute.instance_type}),
             metrics_port=bp.engine.port, metrics_target="http")  # vLLM serves /metrics on its API port
         self.service_account, self.deployment = objects.service_account, objects.deployment
@@ -112,13 +110,13 @@ class VllmService(pulumi.ComponentResource):
         self.metrics_port_name = "metrics"
         self.service_name = self.service.metadata.name
         self.deployment_name = self.deployment.metadata.name
-        self.endpoint = client_url(bp, objects.load_balancer_host, "/v1") if args.expose else pulumi.Output.concat(
+        self.endpoint = objects.client_url(bp, "/v1") if args.expose else pulumi.Output.concat(
             "http://", self.service.metadata.name, ".", namespace, ".svc.cluster.local/v1")
         self.register_outputs({"service_name": self.service_name, "deployment_name": self.deployment_name,
                                "endpoint": self.endpoint})
 
 
-def _deployment_spec(bp: Blueprint, labels: dict[str, str], bucket_name: pulumi.Input[str],
+def _deployment_spec(bp: Blueprint, labels: dict[str, str], weights: WeightsDelivery,
                      service_account: pulumi.Input[str], api_key_secret: pulumi.Input[str],
                      node_selector: dict[str, str]) -> dict:
     engine: VllmEngine = bp.engine  # type: ignore[assignment]
@@ -149,7 +147,7 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], bucket_name: pulumi.
                 "nodeSelector": node_selector,
                 "tolerations": [GPU_TOLERATION],
                 **pod_rollout(bp, selector_labels(labels)),
-                "initContainers": [fetch_weights_container(bp, bucket_name, [model])],
+                "initContainers": weights.init_containers(bp, [model]),
                 "containers": [{
                     "name": "vllm",
                     "image": engine.image,
@@ -170,7 +168,7 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], bucket_name: pulumi.
                                      {"name": "dshm", "mountPath": "/dev/shm"}],
                 }],
                 "volumes": [
-                    models_volume([model]),
+                    *weights.volumes(bp, [model]),
                     # NCCL needs more than the 64 MB default /dev/shm with tensor parallel.
                     {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": gi(engine.shm_size_gib)}},
                 ],

@@ -8,6 +8,8 @@ second replica and a rolling update never wait on a volume attachment.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Protocol
 
 import pulumi
 
@@ -72,3 +74,26 @@ def fetch_weights_container(bp: Blueprint, bucket_name: pulumi.Input[str], model
                       "limits": {"cpu": "2", "memory": memory, "ephemeral-storage": storage}},
         "volumeMounts": [{"name": "models", "mountPath": MODELS_MOUNT}],
     }
+
+
+class WeightsDelivery(Protocol):
+    """How a serving pod gets its models into `MODELS_MOUNT`: its init containers and the volumes they use (the
+    `models` emptyDir among them). `StoreDelivery` (the stack's model store, EKS Pod Identity) or
+    `components.edge_weights.EdgeDelivery` (an edge cluster's sources, IAM Roles Anywhere or a checksum)."""
+
+    def init_containers(self, bp: Blueprint, models: list[ServedModel]) -> list[dict]: ...
+
+    def volumes(self, bp: Blueprint, models: list[ServedModel]) -> list[dict]: ...
+
+
+@dataclass
+class StoreDelivery:
+    """From the stack's model store bucket with the pod's own identity (EKS Pod Identity): one init container."""
+
+    bucket_name: pulumi.Input[str]
+
+    def init_containers(self, bp: Blueprint, models: list[ServedModel]) -> list[dict]:
+        return [fetch_weights_container(bp, self.bucket_name, models)]
+
+    def volumes(self, bp: Blueprint, models: list[ServedModel]) -> list[dict]:
+        return [models_volume(models)]

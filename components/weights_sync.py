@@ -63,7 +63,9 @@ def synced_models(bp: Blueprint) -> list[ServedModel]:
 
 
 def source_read_statements(models: list[ServedModel]) -> list[dict]:
-    """IAM statements reading exactly the `s3://` source prefixes of `models` (none for `hf://` sources)."""
+    """IAM statements reading exactly the `s3://` source prefixes of `models` (none for `hf://` sources), and
+    kms:Decrypt on each declared source key (`source_kms_key_arn`), only through S3 (`kms:ViaService`: S3 decrypts a
+    KMS-encrypted object for a reader that may use its key; AWS KMS Developer Guide, "kms:ViaService")."""
     statements = []
     for i, m in enumerate(m for m in models if m.source_uri.startswith(S3_SCHEME)):
         bucket, _, prefix = m.source_uri.removeprefix(S3_SCHEME).partition("/")
@@ -74,6 +76,11 @@ def source_read_statements(models: list[ServedModel]) -> list[dict]:
             {"Sid": f"ListSource{i}", "Effect": "Allow", "Action": ["s3:ListBucket"],
              "Resource": [f"arn:aws:s3:::{bucket}"], "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}}},
         ]
+        if m.source_kms_key_arn:
+            key_region = m.source_kms_key_arn.split(":")[3]
+            statements.append({"Sid": f"DecryptSource{i}", "Effect": "Allow", "Action": ["kms:Decrypt"],
+                               "Resource": [m.source_kms_key_arn],
+                               "Condition": {"StringEquals": {"kms:ViaService": f"s3.{key_region}.amazonaws.com"}}})
     return statements
 
 
@@ -162,8 +169,9 @@ class WeightsSync(pulumi.ComponentResource):
         if model.source_uri.startswith(HF_SCHEME):
             pod_spec = self._hf_pod(bp, model, destination, memory)
         else:  # s3 -> s3: server-side copies, no local disk
-            resources = {"requests": {"cpu": "1", "memory": memory, "ephemeral-storage": "1Gi"},
-                         "limits": {"cpu": "2", "memory": memory, "ephemeral-storage": "1Gi"}}
+            disk = gi(defaults.S3_SYNC_EPHEMERAL_GIB)
+            resources = {"requests": {"cpu": "1", "memory": memory, "ephemeral-storage": disk},
+                         "limits": {"cpu": "2", "memory": memory, "ephemeral-storage": disk}}
             pod_spec = {"containers": [{
                 "name": "copy",
                 "image": defaults.AWS_CLI_IMAGE,

@@ -1,8 +1,9 @@
 """The Kubernetes objects every serving workload has, built one way: ServiceAccount (no token mounted), Deployment
 (the engine behind the authenticating proxy, every container hardened, with the rollout options of
-`components.disruption.deployment_options`), PodDisruptionBudget, the serving Service (an NLB on the proxy's port when
-exposed, see `components.exposure`), a ClusterIP metrics Service for Prometheus, and the pods' NetworkPolicy. All are
-named `Blueprint.workload_name` (the metrics Service `<workload>-metrics`)."""
+`components.disruption.deployment_options`), PodDisruptionBudget, the serving Service on the proxy's port (when
+exposed: an NLB, a MetalLB LoadBalancer, a NodePort, or a ClusterIP behind an Ingress, see `components.exposure`), a
+ClusterIP metrics Service for Prometheus, and the pods' NetworkPolicy. All are named `Blueprint.workload_name` (the
+metrics Service `<workload>-metrics`)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import pulumi_kubernetes as k8s
 
 from blueprints import defaults
 from blueprints.blueprint import Blueprint
+from blueprints.requirements import ExposureVia
 from components.access import PROXY_PORT_NAME, proxy_container
 from components.disruption import deployment_options, disruption_budget
-from components.exposure import listener_port, load_balancer_annotations, source_ranges
+from components.exposure import client_cidrs, client_url, ingress_spec, listener_port, service_exposure
 from components.hardening import hardened_pod_spec
 from components.labels import selector_labels
 from components.network_policy import serving_policy
@@ -34,6 +36,8 @@ class Endpoint:
         monitoring_namespace: where Prometheus runs; only it reaches the engine's metrics port.
         interceptor_namespace: where the KEDA HTTP add-on's interceptor runs, for a service that scales to zero (it
             forwards clients' requests to the proxy's port); None otherwise.
+        ingress_namespace: where the ingress controller's pods run, for a service behind an Ingress (they forward
+            clients' requests to the proxy's port); None otherwise.
     """
 
     api_key_secret: pulumi.Input[str]
@@ -41,6 +45,7 @@ class Endpoint:
     load_balancer_subnet_ids: pulumi.Input[list[str]] | None = None
     monitoring_namespace: str = "monitoring"
     interceptor_namespace: str | None = None
+    ingress_namespace: str | None = None
 
 
 @dataclass
@@ -51,23 +56,34 @@ class ServingObjects:
     service: k8s.core.v1.Service
     metrics_service: k8s.core.v1.Service
     network_policy: k8s.networking.v1.NetworkPolicy
+    ingress: k8s.networking.v1.Ingress | None = None
 
     @property
     def load_balancer_host(self) -> pulumi.Output[str]:
-        """The load balancer's DNS name once the controller has provisioned it (the Service's status)."""
+        """The load balancer's (or Ingress's) address once it is provisioned (its status)."""
         def host(status) -> str:
             ingress = (status.load_balancer.ingress or []) if status and status.load_balancer else []
             return (ingress[0].hostname or ingress[0].ip or "") if ingress else ""
-        return self.service.status.apply(host)
+        return (self.ingress or self.service).status.apply(host)
+
+    def client_url(self, bp: Blueprint, path: str) -> pulumi.Output[str]:
+        """The URL clients use: the load balancer's or Ingress's address (or the plan's hostname); for a NodePort,
+        `<node-address>:<node port>` (any node's address on the site network)."""
+        if bp.network.exposure.via is ExposureVia.NODE_PORT:
+            port = self.service.spec.apply(lambda spec: str(spec.ports[0].node_port or "<node port>"))
+            return client_url(bp, "<node-address>", path, port=port)
+        return client_url(bp, self.load_balancer_host, path)
 
 
-def with_proxy(spec: dict, secret_name: pulumi.Input[str], *, pod_start_s: int) -> dict:
-    """A Deployment spec whose pod runs the authenticating proxy beside the engine, every container hardened."""
+def with_proxy(spec: dict, secret_name: pulumi.Input[str], *, pod_start_s: int,
+               tls_secret: str | None = None) -> dict:
+    """A Deployment spec whose pod runs the authenticating proxy beside the engine (serving TLS with `tls_secret`
+    when given), every container hardened."""
     template = spec["template"]
     pod = dict(template["spec"])
-    proxy, volume = proxy_container(secret_name, pod_start_s=pod_start_s)
+    proxy, volumes = proxy_container(secret_name, pod_start_s=pod_start_s, tls_secret=tls_secret)
     pod["containers"] = [*pod["containers"], proxy]
-    pod["volumes"] = [*pod.get("volumes", []), volume]
+    pod["volumes"] = [*pod.get("volumes", []), *volumes]
     return {**spec, "template": {**template, "spec": hardened_pod_spec(pod)}}
 
 
@@ -81,7 +97,8 @@ def serving_objects(name: str, bp: Blueprint, *, labels: dict[str, str], namespa
             name; the proxy container and the hardening are added here.
         metrics_port: the engine port Prometheus scrapes; `metrics_target` its container port name.
         endpoint: the API-key Secret, the VPC's CIDRs, the load balancer's subnets and the monitoring namespace.
-        expose: a LoadBalancer Service; otherwise ClusterIP.
+        expose: the planned exposure (`network.exposure.via`); otherwise ClusterIP only (a service that scales to
+            zero is reached through the KEDA HTTP interceptor).
     """
     workload = bp.workload_name
     account = k8s.core.v1.ServiceAccount(
@@ -90,30 +107,38 @@ def serving_objects(name: str, bp: Blueprint, *, labels: dict[str, str], namespa
     deployment = k8s.apps.v1.Deployment(
         f"{name}-deployment", metadata={"name": workload, "namespace": namespace, "labels": labels},
         spec=with_proxy(deployment_spec(account.metadata.name), endpoint.api_key_secret,
-                        pod_start_s=bp.startup.pod_start_s),
+                        pod_start_s=bp.startup.pod_start_s,
+                        tls_secret=bp.network.exposure.tls_secret_name if bp.proxy_terminates_tls else None),
         opts=pulumi.ResourceOptions.merge(opts, deployment_options(bp)))
     budget = disruption_budget(f"{name}-pdb", bp, workload, namespace, labels, opts)
     port = listener_port(bp)
-    spec: dict = {"type": "LoadBalancer" if expose else "ClusterIP", "selector": selector_labels(labels),
-                  "ports": [{"name": PROXY_PORT_NAME, "port": port, "targetPort": PROXY_PORT_NAME, "protocol": "TCP"}]}
-    if expose:
-        spec["loadBalancerSourceRanges"] = source_ranges(bp, endpoint.vpc_cidrs)
+    ports = [{"name": PROXY_PORT_NAME, "port": port, "targetPort": PROXY_PORT_NAME, "protocol": "TCP"}]
+    if expose and bp.network.exposure.via is ExposureVia.NODE_PORT and bp.network.exposure.node_port:
+        ports[0]["nodePort"] = bp.network.exposure.node_port
+    kind, annotations = (service_exposure(bp, port, vpc_cidrs=endpoint.vpc_cidrs,
+                                          subnet_ids=endpoint.load_balancer_subnet_ids)
+                         if expose else ({"type": "ClusterIP"}, {}))
     service = k8s.core.v1.Service(
-        f"{name}-service",
-        metadata={"name": workload, "namespace": namespace, "labels": labels,
-                  "annotations": load_balancer_annotations(bp, [port], subnet_ids=endpoint.load_balancer_subnet_ids)
-                  if expose else {}},
-        spec=spec, opts=opts)
+        f"{name}-service", metadata={"name": workload, "namespace": namespace, "labels": labels,
+                                     "annotations": annotations},
+        spec={**kind, "selector": selector_labels(labels), "ports": ports}, opts=opts)
+    ingress = None
+    if expose and bp.network.exposure.via is ExposureVia.INGRESS:
+        spec, ingress_annotations = ingress_spec(bp, service.metadata.name, PROXY_PORT_NAME)
+        ingress = k8s.networking.v1.Ingress(
+            f"{name}-ingress", metadata={"name": workload, "namespace": namespace, "labels": labels,
+                                         "annotations": ingress_annotations},
+            spec=spec, opts=opts)
     # Metrics stay inside the cluster: a ClusterIP Service for Prometheus, never a port on the load balancer.
     metrics = k8s.core.v1.Service(
         f"{name}-metrics", metadata={"name": f"{workload}-metrics", "namespace": namespace, "labels": labels},
         spec={"type": "ClusterIP", "selector": selector_labels(labels),
               "ports": [{"name": "metrics", "port": metrics_port, "targetPort": metrics_target, "protocol": "TCP"}]},
         opts=opts)
-    clients = pulumi.Output.all(source_ranges(bp, endpoint.vpc_cidrs), endpoint.vpc_cidrs).apply(
-        lambda both: [*both[0], *both[1]])
     policy = serving_policy(f"{name}-network-policy", bp, namespace=namespace, selector=selector_labels(labels),
-                            proxy_port=defaults.PROXY_PORT, metrics_port=metrics_port, client_cidrs=clients,
+                            proxy_port=defaults.PROXY_PORT, metrics_port=metrics_port,
+                            client_cidrs=client_cidrs(bp, endpoint.vpc_cidrs),
                             vpc_cidrs=endpoint.vpc_cidrs, monitoring_namespace=endpoint.monitoring_namespace,
-                            interceptor_namespace=endpoint.interceptor_namespace, opts=opts)
-    return ServingObjects(account, deployment, budget, service, metrics, policy)
+                            interceptor_namespace=endpoint.interceptor_namespace,
+                            ingress_namespace=endpoint.ingress_namespace, opts=opts)
+    return ServingObjects(account, deployment, budget, service, metrics, policy, ingress)

@@ -81,19 +81,28 @@ def read_policy_config(path: Path) -> dict[str, Any]:
 
 
 def guardrails(policy_config: Mapping[str, Any], *, source: str) -> Guardrails:
-    """The planning limits a policy config sets (`instance-types-allowed` families, `gpu-quota` maxGpus), with each
-    policy's schema defaults; a disabled policy sets none."""
+    """The planning limits a mandatory policy of a policy config sets, with each policy's schema defaults: allowed
+    instance families and types, the GPU quota, allowed regions, required audit logs, no spot, private endpoints and
+    required tags. A policy below mandatory (advisory or disabled) sets none: it cannot fail a preview."""
 
     def settings(name: str) -> dict[str, Any] | None:
         rule, entry = RULES_BY_NAME[name], policy_config.get(name)
-        if _level(rule.enforcement_level, entry) is EnforcementLevel.DISABLED:
+        if _level(rule.enforcement_level, entry) is not EnforcementLevel.MANDATORY:
             return None
         return rule.with_defaults(entry if isinstance(entry, Mapping) else None)
 
     families, quota = settings("instance-types-allowed"), settings("gpu-quota")
+    regions, audit = settings("region-allowed"), settings("cluster-audit-logs")
+    private, tags = settings("private-endpoints"), settings("required-tags")
     return Guardrails(source=source,
                       allowed_instance_families=tuple(families["allowedInstanceFamilies"]) if families else None,
-                      max_gpus=int(quota["maxGpus"]) if quota else None)
+                      allowed_instance_types=tuple(families["allowedInstanceTypes"]) if families else (),
+                      max_gpus=int(quota["maxGpus"]) if quota else None,
+                      allowed_regions=tuple(regions["allowedRegions"]) if regions else None,
+                      audit_logs_required=bool(audit and audit["auditLoggingRequired"]),
+                      spot_forbidden=settings("no-spot-capacity") is not None,
+                      private_only=bool(private and private["privateOnly"]),
+                      required_tags=tuple(tags["requiredTags"]) if tags else ())
 
 
 def load_policy_config(environment: str, *, config_dir: Path = CONFIG_DIR) -> dict[str, Any]:

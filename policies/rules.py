@@ -58,6 +58,7 @@ from policies.stack_compliance import (
     check_compliance_regions,
 )
 from policies.workloads import (
+    image_registry,
     check_containers_non_root,
     check_images_from_allowed_registries,
     check_images_pinned,
@@ -70,11 +71,13 @@ from policies.workloads import (
 
 
 def catalog_registries() -> list[str]:
-    """The registries of the images the project pins (blueprints/defaults.py: vLLM, Triton, aws-cli, Envoy) and of
-    the catalog's SageMaker serving images (blueprints/catalog/instances.yaml, per-region ECR accounts)."""
+    """The registries of the images the project pins (blueprints/catalog/images.yaml: vLLM, Triton, aws-cli, Envoy,
+    the IAM Roles Anywhere credential helper, curl) and of the catalog's SageMaker serving images
+    (blueprints/catalog/instances.yaml, per-region ECR accounts)."""
     from blueprints.catalog import load_catalog
+    from blueprints.catalog.images import load_image_catalog
 
-    pinned = ["docker.io/vllm/", "nvcr.io/nvidia/", "public.ecr.aws/aws-cli/", "docker.io/envoyproxy/"]
+    pinned = sorted({image_registry(image).rsplit("/", 1)[0] + "/" for image in load_image_catalog()})
     sagemaker = sorted({f"{account}.dkr.ecr.{region}.amazonaws.com/{image.repository}"
                         for image in load_catalog().sagemaker_images.values()
                         for region, account in image.registry_accounts.items()})

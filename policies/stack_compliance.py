@@ -13,7 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from blueprints.blueprint import COMPLIANCE_TAG, PLATFORM_COMPLIANCE_ANNOTATION, PRIVATE_ONLY_LABEL, decode_flags
+from blueprints.blueprint import (
+    COMPLIANCE_ANNOTATION,
+    COMPLIANCE_TAG,
+    PLATFORM_COMPLIANCE_ANNOTATION,
+    PRIVATE_ONLY_LABEL,
+    decode_flags,
+)
 from policies.compliance import BUCKET, resource_region
 from policies.exposure import is_internet_facing
 from policies.resources import (
@@ -37,11 +43,16 @@ SCALABLE_TARGET: Final = "aws:appautoscaling/target:Target"
 
 
 def compliance_record(resources: Sequence[Res]) -> tuple[Res, dict[str, Any]] | None:
-    """(the bucket carrying it, the decoded record) of the stack's compliance record; None when the stack has none
+    """(the resource carrying it, the decoded record) of the stack's compliance record: its model store bucket's
+    tag, or (an edge cluster's stack, which keeps no bucket) its namespace's annotation; None when the stack has none
     (a platform stack) or its tags are unknown yet."""
     for res in resources:
         tags = res.props.get("tags") if res.type == BUCKET else None
         value = mapping(tags).get(COMPLIANCE_TAG) if tags is not UNKNOWN else None
+        if isinstance(value, str):
+            return res, decode_flags(value)
+    for res in resources:
+        value = get(res.props, "metadata", "annotations", COMPLIANCE_ANNOTATION) if res.type == NAMESPACE else None
         if isinstance(value, str):
             return res, decode_flags(value)
     return None

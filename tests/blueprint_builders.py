@@ -17,10 +17,10 @@ from blueprints.catalog import Architecture, load_catalog
 from blueprints.capacity.physics import weights_gib as shape_weights_gib
 from blueprints.consistency import (
     cpu_replica_memory_gib,
-    ephemeral_storage_gib,
     stored_weights_gib,
     vllm_host_memory_gib,
 )
+from blueprints.weights import replica_ephemeral_gib
 from blueprints.preview import MockRun, run_under_mocks
 from blueprints.requirements import Precision
 from blueprints.stackconfig import config_values
@@ -47,7 +47,7 @@ def consistent(data: dict) -> dict:
                 else cpu_replica_memory_gib(weights) if not inst.gpu_count else weights)
         c["memory_gib_per_replica"] = max(c["memory_gib_per_replica"], need)
         c["ephemeral_storage_gib_per_replica"] = max(c["ephemeral_storage_gib_per_replica"],
-                                                     ephemeral_storage_gib(weights))
+                                                     replica_ephemeral_gib([weights]))
     per_node = (inst.gpu_count // c["gpus_per_replica"]) if c["gpus_per_replica"] else \
         max(1, int(inst.vcpus // c["cpu_per_replica"]))
     spot = c["capacity_type"] == "spot"

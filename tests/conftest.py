@@ -88,5 +88,10 @@ def write_stacks(blueprints: list[Blueprint], folder: Path) -> list[Path]:
     from tests.blueprint_builders import bundled_platform
 
     platforms = {bp.platform.stack: bundled_platform(bp.platform.stack) for bp in blueprints if bp.platform.stack}
+    for bp in blueprints:  # a service outside the bundled examples lands there too, as its plan would record
+        if bp.platform.stack and bp.stack not in platforms[bp.platform.stack].services:
+            platform = platforms[bp.platform.stack]
+            platforms[bp.platform.stack] = platform.model_copy(
+                update={"services": sorted([*platform.services, bp.stack])})
     written = write_stack_configs([*platforms.values(), *blueprints], folder, source="req.yaml")
     return written[len(platforms):]

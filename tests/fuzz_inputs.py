@@ -251,6 +251,7 @@ class Project:
         from typer.testing import CliRunner
 
         self.root = root
+        self.with_examples = with_examples
         self.runner = CliRunner()
         shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
         shutil.copy(ROOT / "__main__.py", root / "__main__.py")
@@ -262,6 +263,23 @@ class Project:
                 shutil.copy(EXAMPLES / f"{name}.yaml", self.requirements / f"{name}.yaml")
             for stack in (ROOT / "stacks").glob("Pulumi.*.yaml"):
                 shutil.copy(stack, self.stacks / stack.name)
+
+    def _platform_file_for(self, text: str) -> None:
+        """platform.yaml with only the `platforms:` entries the document lands on (`environments.<env>.platform`,
+        else `<env>-<region>`): planned alone, a document leaves the other examples' entries unused, which
+        `blueprint plan` refuses."""
+        preq = yaml.safe_load((EXAMPLES / "platform.yaml").read_text())
+        try:
+            doc = yaml.safe_load(text)
+            envs = doc["environments"] if isinstance(doc, dict) and isinstance(doc.get("environments"), dict) else {}
+        except yaml.YAMLError:
+            envs = {}
+        names = {str(spec.get("platform") or f"{env}-{spec.get('region')}") for env, spec in envs.items()
+                 if isinstance(spec, dict)}
+        preq["platforms"] = {k: v for k, v in (preq.get("platforms") or {}).items() if k in names}
+        if not preq["platforms"]:
+            del preq["platforms"]
+        (self.requirements / "platform.yaml").write_text(yaml.safe_dump(preq, sort_keys=False))
 
     @property
     def stacks(self) -> Path:
@@ -310,6 +328,8 @@ class Project:
 
         path = self.requirements / name
         path.write_text(text, encoding="utf-8")
+        if not self.with_examples:
+            self._platform_file_for(text)
         before = self.snapshot()
         outcome = self._invoke(["plan", str(path.relative_to(self.root)), "--as-of", PLAN_DATE.isoformat()])
         after = self.snapshot()

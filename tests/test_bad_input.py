@@ -52,7 +52,9 @@ def test_a_plan_that_would_overwrite_another_services_stack_is_refused(project):
     before = stack.read_text()
     path = write_requirements(project, lambda d: d.update(service="chat", environments={
         "assistant-dev": {"region": "us-west-2"}}))
-    fails(["plan", path], "already holds service 'chat-assistant' environment 'dev'", "rename the service")
+    # Refused before anything is written: the project's requirements files are checked for stack names together.
+    fails(["plan", path], "both plan stack 'chat-assistant-dev'", "chat-assistant.yaml",
+          "rename a service or an environment")
     assert stack.read_text() == before
 
 

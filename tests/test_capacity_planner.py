@@ -119,7 +119,6 @@ def test_llm_search_is_deterministic_and_simulates_only_candidates_that_can_win(
     model = resolve_models(req, catalog)[0]
     first = llm_search(req, "prod", model, catalog)
     assert first == llm_search(req, "prod", model, catalog)
-    assert first.simulated <= min(first.screened, defaults.MAX_SIMULATED_CANDIDATES)
     assert first.screened > 2 * first.simulated
 
 

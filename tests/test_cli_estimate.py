@@ -254,6 +254,6 @@ def test_a_requirements_file_with_several_models_exits_2(tmp_path):
 
 
 def test_a_non_generative_requirements_model_exits_2():
-    result = runner.invoke(app, ["estimate", "--requirements", "stacks/requirements/edge-classifier.yaml",
+    result = runner.invoke(app, ["estimate", "--requirements", "stacks/requirements/support-sentiment.yaml",
                                  "--gpu", "l40s"])
     assert result.exit_code == 2 and "estimate models text generation (vLLM) only" in result.stderr

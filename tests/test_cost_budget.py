@@ -69,7 +69,7 @@ def test_sagemaker_has_no_cluster_cost_and_ignores_spot():
 
 
 def test_an_existing_cluster_adds_no_cluster_cost():
-    bp = plan_env(requirements_with("edge-classifier"), "prod")
+    bp = plan_env(requirements_with("support-sentiment"), "prod")
     assert [line.item for line in bp.predictions.cost_lines] == ["CPU nodes (c7g.4xlarge)"]
 
 
@@ -109,7 +109,7 @@ def test_a_plan_exactly_within_budget_passes_and_the_budget_is_per_environment()
 
 def test_over_budget_applies_to_every_archetype():
     with pytest.raises(SizingError, match=r"\(onnx-cpu, 1x c7g.4xlarge\) costs \$423/month, \$323 over"):
-        plan_env(requirements_with("edge-classifier", budget={"max_monthly_usd": 100}), "prod")
+        plan_env(requirements_with("support-sentiment", budget={"max_monthly_usd": 100}), "prod")
     with pytest.raises(SizingError, match=r"\(sagemaker-endpoint, 1x ml.g6e.2xlarge\) costs \$2,044/month"):
         plan_env(requirements_with("prototype-summarizer", budget={"max_monthly_usd": 1000}), "pilot")
     with pytest.raises(SizingError, match=r"\(triton-multi-model, 2x g6.xlarge\) costs \$1,191/month"):

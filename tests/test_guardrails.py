@@ -17,15 +17,15 @@ from blueprints.review import environment_guardrails, review_stack
 from tests.conftest import ROOT, requirements_with
 
 NO_BUDGET = {"max_monthly_usd": 1_000_000}
-PROD = Guardrails(source="prod.json", allowed_instance_families=("g5", "g6", "g6e", "p5"), max_gpus=64)
+PROD = Guardrails(source="prod.json", allowed_instance_families=("g5", "g6", "g6e", "p5", "m7i"), max_gpus=64)
 
 
 def test_without_own_families_the_plan_uses_only_the_environments():
     req = requirements_with(hardware={"allowed_instance_families": []}, model={"precision": "int4"})
     unrestricted = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"])[0]
     family = unrestricted.compute.instance_type.split(".")[0]
-    limits = Guardrails(source="prod.json", allowed_instance_families=("g5", "g6e", "p5"), max_gpus=64)
-    assert family not in limits.allowed_instance_families  # cheapest without guardrails (g6, L4)
+    others = tuple(f for f in ("g5", "g6", "g6e", "p5", "m7i") if f != family)  # the cheapest family ruled out
+    limits = Guardrails(source="prod.json", allowed_instance_families=others, max_gpus=64)
     [bp] = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"], guardrails={"prod": limits})
     assert bp.compute.instance_type.split(".")[0] in limits.allowed_instance_families
 
@@ -49,7 +49,9 @@ def test_autoscaling_max_is_capped_to_the_gpu_quota():
 
 def test_a_peak_beyond_the_gpu_quota_is_an_error_naming_the_file():
     req = requirements_with(environments={"prod": {"region": "us-east-1", "traffic_scale": 10}}, budget=NO_BUDGET)
-    with pytest.raises(SizingError, match=r"allows maxGpus=8; raise maxGpus"):
+    with pytest.raises(SizingError, match=r"no option meeting the SLO stays within gpu-quota: the cheapest, .* needs "
+                                          r"\d+ GPUs with the rollout surge, above maxGpus=8 \(prod.json, gpu-quota\); .*"
+                                          r"raise maxGpus in prod.json to >= \d+"):
         plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"],
              guardrails={"prod": Guardrails(source="prod.json", allowed_instance_families=None, max_gpus=8)})
 
@@ -80,3 +82,15 @@ def test_the_cli_plans_within_the_policy_folder(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["plan", "req.yaml", "--env", "prod"])
     assert result.exit_code == 0, result.output
     assert "g4dn" not in result.output
+
+
+def test_guardrail_sources_are_relative_to_the_project_so_plans_do_not_depend_on_the_checkout(tmp_path):
+    """A plan quotes the policy config it respected; an absolute path would make every checkout re-plan differently."""
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(ROOT / "policies", copy / "policies")
+    shutil.copy(ROOT / "Pulumi.yaml", copy / "Pulumi.yaml")
+    req = requirements_with("regulated-assistant")
+    here = environment_guardrails(req, ROOT / "policies" / "config")
+    there = environment_guardrails(req, copy / "policies" / "config")
+    assert {env: g.source for env, g in here.items()} == {env: g.source for env, g in there.items()}
+    assert here["staging"].source == "policies/config/staging.json"

@@ -33,7 +33,7 @@ def pods(run):
 
 @pytest.mark.parametrize("image, user", [("vllm/vllm-openai:v0.11.0", (10001, 10001)),
                                          ("nvcr.io/nvidia/tritonserver:25.10-py3", (1000, 1000)),
-                                         ("envoyproxy/envoy:distroless-v1.37.2", (65532, 65532)),
+                                         ("envoyproxy/envoy:distroless-v1.37.6", (65532, 65532)),
                                          ("public.ecr.aws/aws-cli/aws-cli:2.31.13", (10001, 10001))])
 def test_each_image_runs_as_its_documented_user_or_the_default_non_root_one(image, user):
     assert image_user(image) == user

@@ -79,23 +79,30 @@ def test_families_matching_nothing_list_the_families_to_allow():
 def test_an_encoder_latency_target_out_of_reach_names_the_fastest_option():
     with pytest.raises(SizingError, match=r"no allowed CPU option serves ticket-sentiment within a p95 request latency "
                                           r"of 5 ms .* raise slo.latency_p95_ms to >= \d+"):
-        plan_env(requirements_with("edge-classifier", slo={"latency_p95_ms": 5}), "prod")
+        plan_env(requirements_with("support-sentiment", slo={"latency_p95_ms": 5}), "prod")
 
 
 def test_cpu_hardware_that_matches_nothing_says_to_widen_it():
     with pytest.raises(SizingError, match=r"no CPU instance type in the catalog matches hardware .*widen hardware"):
-        plan_env(requirements_with("edge-classifier", hardware={"allowed_instance_families": ["c7i"]}), "prod")
+        plan_env(requirements_with("support-sentiment", hardware={"allowed_instance_families": ["c7i"]}), "prod")
 
 
-def test_max_replicas_below_the_peak_need_names_the_needed_count():
+def test_max_replicas_is_a_constraint_of_the_search_and_names_the_needed_count_when_it_binds():
     busy = {"dev": {"region": "us-west-2"}, "prod": {"region": "us-east-1", "traffic_scale": 4}}
-    need = plan_env(requirements_with(environments=busy, budget={"max_monthly_usd": None}), "prod").compute.replicas
+    free = plan_env(requirements_with(environments=busy, budget={"max_monthly_usd": None}), "prod")
+    need = free.compute.replicas
     assert need > 2
     capped = {**busy, "prod": {**busy["prod"], "max_replicas": need - 1}}
-    req = requirements_with(environments=capped, budget={"max_monthly_usd": None})
-    with pytest.raises(SizingError, match=rf"environments.prod.max_replicas={need - 1} is below the {need} replicas "
-                                          rf"the peak load needs; raise max_replicas to >= {need}"):
-        plan_env(req, "prod")
+    bp = plan_env(requirements_with(environments=capped, budget={"max_monthly_usd": None}), "prod")
+    assert bp.compute.replicas <= need - 1 == bp.autoscaling.max_replicas  # fewer, larger replicas
+    assert bp.predictions.monthly_cost_usd >= free.predictions.monthly_cost_usd
+    # Below the availability floor (2 replicas in production at 99.9 %) no option can comply.
+    floor = {**busy, "prod": {**busy["prod"], "max_replicas": 1}}
+    with pytest.raises(SizingError, match=r"environments.prod: no option meeting the SLO stays within max_replicas: "
+                                          r"the cheapest, .* needs \d+ replicas at peak, above max_replicas=1; the least "
+                                          r"any option meeting the SLO needs is \d+ .*; raise "
+                                          r"environments.prod.max_replicas to >= \d+"):
+        plan_env(requirements_with(environments=floor, budget={"max_monthly_usd": None}), "prod")
 
 
 def test_a_non_streamed_llm_too_slow_for_sagemakers_60_s_limit_says_to_stream():

@@ -162,8 +162,9 @@ def test_a_peak_needing_more_replicas_than_one_stack_scales_to_exits_2_naming_th
         d["traffic"]["peak_requests_per_s"] = bounds.MAX_PEAK_REQUESTS_PER_S  # a replica serves a few requests/s
         del d["budget"]
     fails(["plan", _requirements(project, "chat-assistant", busiest), "--no-policy"],
-          "environments.prod: the peak load needs",
-          f"more than one stack scales to ({bounds.MAX_REPLICAS:,}: one autoscaler and node pool)")
+          "environments.prod: no option meeting the SLO stays within replica-limit",
+          f"more than one stack scales to ({bounds.MAX_REPLICAS:,}: one autoscaler and node pool)",
+          f"split the load over several services (at most {bounds.MAX_REPLICAS:,} replicas each)")
 
 
 def test_an_unknown_measured_instance_type_names_its_field(project):
@@ -227,10 +228,12 @@ def _set(section: str, **values):
     ("chat-assistant-prod", _set("engine", max_num_seqs=5000, max_num_batched_tokens=8192),
      "engine.max_num_seqs: max_num_seqs=5000 is more sequences than the KV cache holds at 1500 tokens each"),
     ("chat-assistant-prod", _set("startup", node_provisioning_s=0, image_pull_s=0, weights_download_s=0,
-                                 model_load_s=0), "startup.node_provisioning_s: Input should be greater than or "
+                                 model_load_s=0), "startup.weights_download_s: Input should be greater than or "
      "equal to 1"),
+    ("chat-assistant-prod", _set("startup", node_provisioning_s=0),
+     "startup.node_provisioning_s: is 0 exactly on an edge cluster"),
     ("chat-assistant-prod", _set("predictions", monthly_cost_usd=0),
-     "predictions.monthly_cost_usd: Input should be greater than 0"),
+     "predictions.monthly_cost_usd: a stack on EC2 or SageMaker capacity costs more than $0"),
     ("chat-assistant-prod", _set("predictions.cost_lines.0", usd_per_hour=0.5, monthly_usd=365),
      "predictions.cost_lines[0].usd_per_hour: the first cost line is the g6e.xlarge nodes at the catalog's"),
     ("chat-assistant-prod", _set("tags", owner="ml\nplatform"), "tags.owner: should be a tag value"),
@@ -238,7 +241,7 @@ def _set(section: str, **values):
      "models[0] (llama-3-1-8b).source_uri: should be `s3://bucket/prefix/`"),
 ], ids=["onnx-cpu-0.001", "triton-renamed-model", "sagemaker-non-ecr", "ml-type-on-eks", "p5-gpus-per-node-1",
         "h100-on-l40s", "sagemaker-max-replicas", "memory-0.01", "ephemeral-1", "max-model-len-64",
-        "max-num-seqs-100000", "max-num-seqs-beyond-kv", "zero-startup", "monthly-cost-0", "cost-line-price",
+        "max-num-seqs-100000", "max-num-seqs-beyond-kv", "zero-startup", "zero-node-start", "monthly-cost-0", "cost-line-price",
         "newline-in-tag", "hf-dot-dot"])
 def test_a_hand_edited_stack_config_exits_2_naming_the_field(project, stack, edit, message):
     _edit_stack(project, stack, edit)

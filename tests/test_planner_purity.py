@@ -9,7 +9,8 @@ import sys
 from tests.conftest import ROOT
 
 PLANNER_MODULES = ["planner", "selection", "options", "sizing", "startup", "requirements", "blueprint", "defaults",
-                   "catalog/__init__", "catalog/addons", "catalog/iam", "platform", "platform_plan", "weights"]
+                   "catalog/__init__", "catalog/addons", "catalog/iam", "platform", "platform_plan", "weights",
+                   "guardrails", "stability", "kubernetes_features"]
 FORBIDDEN = {"pulumi", "pulumi_aws", "pulumi_kubernetes", "os", "time", "socket", "urllib", "requests",
              "random", "httpx"}
 #: Clock reads (`date.today()`, `datetime.now()`): the plan date is an input (`--as-of`), never read here.
@@ -19,7 +20,7 @@ CLOCK_CALLS = {"today", "now", "utcnow"}
 def test_planning_every_example_imports_no_pulumi():
     code = ("import sys, datetime; from pathlib import Path; from blueprints.workspace import plan_requirements_file, "
             "requirements_files; [plan_requirements_file(p, as_of=datetime.date(2026, 12, 1), policy_dir=None, "
-            "use_policy=False) for p in requirements_files(Path('stacks/requirements'))]; "
+            "use_policy=False, stacks_dir=Path('stacks')) for p in requirements_files(Path('stacks/requirements'))]; "
             "print(sorted(m for m in sys.modules if m.split('.')[0].startswith('pulumi')))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"

@@ -4,10 +4,14 @@ node classes, the Helm add-ons with explicit names and pinned versions, and the 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
+from blueprints.capacity.physics import weights_gib
+from blueprints.catalog import load_catalog
 from blueprints.catalog.addons import load_platform_catalog
+from blueprints.requirements import Precision
 from blueprints.platform import PlatformOutputs
 from tests.blueprint_builders import bundled_platform, manifests, run_platform
 
@@ -62,8 +66,12 @@ def test_the_system_node_group_is_the_only_node_group_and_has_room_for_the_large
     [group] = prod_run.of_type("aws:eks/nodeGroup:NodeGroup")
     assert group.inputs["labels"] == {"servingblueprints.io/pool": "system"}
     assert group.inputs["instanceTypes"] == ["m7i.xlarge"] and group.inputs["scalingConfig"]["minSize"] == 2
-    # Llama-3.1-8B (15 GiB at BF16) is the largest hf:// model landing here: 50 GiB + 15 x 1.1 + 2.
-    assert group.inputs["diskSize"] == prod.system_nodes.disk_gib == 69
+    # Llama-3.1-8B is the largest hf:// model landing here: its download (weights + 10 % + 2 GiB) plus kube-reserved
+    # (1 GiB), the OS, the controllers' and the download's images (10 + 10 + 30 GiB) fit below the kubelet's 10 %
+    # eviction threshold.
+    weights = weights_gib(load_catalog().model("llama-3.1-8b").architecture, Precision.BF16)
+    assert group.inputs["diskSize"] == prod.system_nodes.disk_gib == math.ceil((weights * 1.1 + 2 + 1 + 50) / 0.9)
+    assert group.inputs["amiType"] == "AL2023_x86_64_STANDARD"
 
 
 def test_every_add_on_is_a_named_release_at_its_catalog_version(prod_run, prod):
@@ -223,8 +231,6 @@ def test_alertmanager_pages_the_platforms_receiver_with_its_url_from_a_secret():
 def test_a_platform_without_a_receiver_says_so():
     from blueprints.platform import PlatformRequirements
     from blueprints.platform_plan import ServiceFile, plan_platforms
-    from blueprints.catalog import load_catalog
-    from blueprints.catalog.addons import load_platform_catalog
     from tests.conftest import PLAN_DATE, requirements_with
 
     [platform, _] = plan_platforms([ServiceFile(None, requirements_with())], PlatformRequirements(),

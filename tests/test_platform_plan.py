@@ -183,3 +183,16 @@ def test_the_bundled_workspace_plans_one_platform_per_environment_and_region():
     assert sorted(p.stack for p in plan_platform_set(EXAMPLES, as_of=PLAN_DATE)) == [
         "platform-dev-us-west-2", "platform-prod-eu-central-1", "platform-prod-us-east-1",
         "platform-staging-eu-west-1", "platform-staging-us-west-2"]
+
+
+def test_a_private_service_planned_onto_its_existing_cluster_names_no_platform_stack():
+    # preference any + private_only: it would land on a platform's VPC only as a SageMaker endpoint; planned
+    # self-hosted (the SageMaker image is missing in the region), it stays on its existing cluster.
+    from tests.conftest import plan_env
+
+    req = requirements_with(operations={"preference": "any", "platform": "existing-cluster"},
+                            compliance={"private_only": True, "regions_allowed": ["us-west-2", "ap-east-1"]},
+                            environments={"prod": {"region": "ap-east-1"}}, budget={"max_monthly_usd": None})
+    bp = plan_env(req, "prod")
+    assert bp.archetype.value == "vllm-gpu"
+    assert bp.platform.kind == "existing-cluster" and bp.platform.stack is None

@@ -136,3 +136,22 @@ def test_private_only_flags_an_internet_facing_load_balancer_and_a_public_platfo
     found = [m.split(" ")[0:2] for _, m in stack_violations("compliance-private-only", [bucket(), svc, ns])]
     assert found == [["Service", "'vllm'"], ["Namespace", "'ns':"]]
     assert stack_violations("compliance-private-only", [bucket(private_only=False), svc, ns]) == []
+
+
+def test_an_edge_stack_records_its_compliance_on_its_namespace_and_a_hand_edit_below_it_fails(tmp_path):
+    """An edge cluster's stack keeps no model store bucket to tag: its namespace carries the record instead."""
+    from blueprints.blueprint import COMPLIANCE_ANNOTATION
+
+    edge = "edge-classifier-prod"
+    result = CliRunner().invoke(app, ["preview", edge, "--stacks-dir", str(ROOT / "stacks"), "--program",
+                                      str(ROOT / "__main__.py"), "--json"])
+    assert result.exit_code == 0, result.output
+    [namespace] = [m for m in json.loads(result.stdout)["manifests"] if m["kind"] == "Namespace"]
+    record = decode_flags(namespace["metadata"]["annotations"][COMPLIANCE_ANNOTATION])
+    assert record["production"] is True and record["regions_allowed"] == "eu-west-1"
+    # a record requiring private_only beside a stack that is not: the namespace's label gives it away
+    stacks = edited(tmp_path, edge, lambda bp: bp["compliance"].update(private_only=True))
+    result = CliRunner().invoke(app, ["preview", edge, "--stacks-dir", str(stacks), "--program",
+                                      str(ROOT / "__main__.py")])
+    assert result.exit_code == 1, result.output
+    assert "mandatory compliance-private-only on edge-classifier-prod-namespace" in result.output

@@ -64,7 +64,7 @@ def test_vllm_runtime_lora_updates_are_flagged():
 
 
 @pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.11.0", "nvcr.io/nvidia/tritonserver:25.10-py3",
-                                   "public.ecr.aws/aws-cli/aws-cli:2.31.13", "envoyproxy/envoy:distroless-v1.37.2",
+                                   "public.ecr.aws/aws-cli/aws-cli:2.31.13", "envoyproxy/envoy:distroless-v1.37.6",
                                    "docker.io/vllm/vllm-openai@sha256:" + "a" * 64])
 def test_images_from_the_catalogs_registries_pass(image):
     d = gpu_deployment()
@@ -155,7 +155,7 @@ def proxied_deployment():
     d = labelled(gpu_deployment(), {"app": "vllm"})
     main_container(d)["ports"] = [{"name": "http", "containerPort": 8000}]
     d["spec"]["template"]["spec"]["containers"].append(
-        {"name": "auth-proxy", "image": "envoyproxy/envoy:distroless-v1.37.2",
+        {"name": "auth-proxy", "image": "envoyproxy/envoy:distroless-v1.37.6",
          "ports": [{"name": "api", "containerPort": 8080}]})
     return policy_resource(DEPLOYMENT, d, name="vllm")
 
@@ -180,3 +180,73 @@ def test_a_public_endpoint_without_tls_ranges_or_the_proxy_is_flagged(service, p
 def test_a_load_balancer_outside_the_controller_defaults_to_internet_facing():
     legacy = lb_service(cert=None, legacy=True)
     assert "no TLS certificate" in stack_violations("public-endpoint-protected", [legacy, proxied_deployment()])[0][1]
+
+
+# --- off AWS load balancers: a NodePort, a MetalLB LoadBalancer, an Ingress (edge and existing clusters) ------------
+
+INGRESS = "kubernetes:networking.k8s.io/v1:Ingress"
+SCOPE = "servingblueprints.io/exposure-scope"
+TLS_SECRET = "servingblueprints.io/tls-secret"
+
+
+def edge_service(*, kind="NodePort", scope="public", tls="kiosk-tls", policy="Local", ranges=("203.0.113.0/24",)):
+    annotations = {SCOPE: scope, **({TLS_SECRET: tls} if tls else {})}
+    spec = {"type": kind, "selector": {"app": "vllm"}, "externalTrafficPolicy": policy,
+            "ports": [{"name": "api", "port": 443, "targetPort": "api"}]}
+    if kind == "LoadBalancer" and ranges:
+        spec["loadBalancerSourceRanges"] = list(ranges)
+    return policy_resource(SERVICE, {"metadata": {"name": "vllm", "namespace": "serving", "annotations": annotations},
+                                     "spec": spec}, name="vllm")
+
+
+def tls_proxied_deployment(secret="kiosk-tls"):
+    d = proxied_deployment().props
+    d = dict(d)
+    d["spec"]["template"]["spec"]["volumes"] = [{"name": "proxy-tls", "secret": {"secretName": secret}}]
+    return policy_resource(DEPLOYMENT, d, name="vllm")
+
+
+def ingress(*, scope="public", tls=True, ranges=True):
+    annotations = {SCOPE: scope, **({"nginx.ingress.kubernetes.io/whitelist-source-range": "203.0.113.0/24"}
+                                    if ranges else {})}
+    spec = {"ingressClassName": "nginx", "rules": [{"host": "kiosk.example", "http": {"paths": [{
+        "path": "/", "pathType": "Prefix", "backend": {"service": {"name": "vllm", "port": {"name": "api"}}}}]}}]}
+    if tls:
+        spec["tls"] = [{"hosts": ["kiosk.example"], "secretName": "kiosk-tls"}]
+    return policy_resource(INGRESS, {"metadata": {"name": "vllm", "namespace": "serving", "annotations": annotations},
+                                     "spec": spec}, name="vllm-ingress")
+
+
+def test_a_public_nodeport_or_metallb_service_with_proxy_tls_and_client_addresses_passes():
+    for kind in ("NodePort", "LoadBalancer"):
+        assert stack_violations("public-endpoint-protected",
+                                [edge_service(kind=kind), tls_proxied_deployment()]) == [], kind
+    internal = edge_service(scope="internal", tls=None, policy="Cluster")
+    assert stack_violations("public-endpoint-protected", [internal, proxied_deployment()]) == []
+
+
+@pytest.mark.parametrize("service, deployment, problem", [
+    (dict(tls=None), None, "no TLS: no servingblueprints.io/tls-secret Secret mounted"),
+    (dict(), "other-secret", "no TLS: no servingblueprints.io/tls-secret Secret mounted"),
+    (dict(policy="Cluster"), None, "externalTrafficPolicy is not Local"),
+    (dict(kind="LoadBalancer", ranges=()), None, "no source ranges (spec.loadBalancerSourceRanges)"),
+])
+def test_a_public_endpoint_off_aws_without_tls_or_client_addresses_is_flagged(service, deployment, problem):
+    resources = [edge_service(**service), tls_proxied_deployment(deployment or "kiosk-tls")]
+    [(urn, message)] = stack_violations("public-endpoint-protected", resources)
+    assert "is internet-facing with" in message and problem in message and "exposure.tls_secret_name" in message
+
+
+def test_a_public_ingress_needs_tls_source_ranges_and_the_proxy_behind_it():
+    backend = edge_service(kind="ClusterIP", scope="public", tls=None)
+    assert stack_violations("public-endpoint-protected", [ingress(), backend, proxied_deployment()]) == []
+    [(urn, message)] = stack_violations("public-endpoint-protected",
+                                        [ingress(tls=False, ranges=False), backend, proxied_deployment()])
+    assert "no TLS (spec.tls" in message and "no source ranges (the ingress controller's" in message
+    engine = policy_resource(SERVICE, {"metadata": {"name": "vllm", "namespace": "serving"}, "spec": {
+        "type": "ClusterIP", "selector": {"app": "vllm"}, "ports": [{"name": "api", "port": 80, "targetPort": "http"}]}},
+        name="vllm")
+    [(urn, message)] = stack_violations("public-endpoint-protected", [ingress(), engine, proxied_deployment()])
+    assert "reaches container(s) ['vllm'] directly" in message
+    assert stack_violations("public-endpoint-protected",
+                            [ingress(scope="internal", tls=False, ranges=False), backend, proxied_deployment()]) == []

@@ -22,6 +22,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import http_con
 from envoy.extensions.filters.http.router.v3 import router_pb2  # noqa: F401
 from envoy.extensions.access_loggers.stream.v3 import stream_pb2  # noqa: F401
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2  # noqa: F401
+from envoy.extensions.transport_sockets.tls.v3 import tls_pb2  # noqa: F401
 for name, config in json.load(sys.stdin).items():
     json_format.ParseDict(config, bootstrap_pb2.Bootstrap())  # raises on any unknown field or enum value
     print(name)
@@ -57,3 +58,19 @@ def test_a_misspelt_field_fails_the_parse(chat_prod):
     config["static_resources"]["clusters"][0]["conect_timeout"] = "2s"
     result = parse({"vllm": config})
     assert result.returncode != 0 and "conect_timeout" in result.stderr
+
+
+def test_the_proxy_serving_tls_itself_is_a_valid_envoy_bootstrap():
+    from tests.test_edge_planning import planned
+    from tests.test_edge_requirements import edge
+
+    bp = planned(edge(exposure={"via": "node-port", "tls_secret_name": "kiosk-tls"}))
+    assert bp.proxy_terminates_tls
+    result = parse({"tls": proxy_config(bp, "k" * 40)})
+    assert result.returncode == 0, result.stderr
+    broken = proxy_config(bp, "k" * 40)
+    chain = broken["static_resources"]["listeners"][0]["filter_chains"][0]
+    chain["transport_socket"]["typed_config"]["common_tls_context"]["tls_params"]["tls_minimum_protocol_version"] = \
+        "TLSv1_9"
+    result = parse({"tls": broken})
+    assert result.returncode != 0 and "TLSv1_9" in result.stderr

@@ -49,7 +49,8 @@ def test_sagemaker_counts_instances_twice_for_a_blue_green_update_and_platforms_
                                                                              "instances")
     [system] = quota_needs(stack("platform-prod-us-east-1"))
     assert (system.quota_code, system.needed) == ("L-1216C47A", 12.0)  # 3 x m7i.xlarge at the group's max size
-    assert quota_needs(stack("edge-classifier-prod")) == []  # an existing cluster's nodes are not ours
+    assert quota_needs(stack("support-sentiment-prod")) == []  # an existing cluster's nodes are not ours
+    assert quota_needs(stack("edge-classifier-prod")) == []  # an edge cluster's nodes are owned
 
 
 def _chat_prod_vcpus() -> int:

@@ -66,17 +66,6 @@ def test_model_uses_the_pinned_ecr_image_and_reads_the_uncompressed_prefix(run, 
     assert container["environment"]["HF_MODEL_ID"] == "/opt/ml/model"
 
 
-def test_an_s3_source_is_read_in_place_and_the_role_may_read_only_that_prefix(chat_prod):
-    bp = sagemaker_blueprint(chat_prod)
-    bp = derive(bp, models=[{**bp.model.model_dump(mode="json"), "source_uri": "s3://labs-models/mistral-7b/"}])
-    r = run_program(bp)
-    [source] = r.one("aws:sagemaker/model:Model").inputs["primaryContainer"]["modelDataSource"]["s3DataSources"]
-    assert source["s3Uri"] == "s3://labs-models/mistral-7b/"
-    policy = json.loads(r.one("aws:iam/rolePolicy:RolePolicy").inputs["policy"])
-    [read] = [s for s in policy["Statement"] if s["Sid"] == "ReadModelData"]
-    assert read["Resource"] == ["arn:aws:s3:::labs-models/mistral-7b/*"]
-
-
 def test_lmi_options_render_only_when_planned(chat_prod):
     bp = sagemaker_blueprint(chat_prod)
     planned = derive(bp, engine={**bp.engine.model_dump(mode="json"), "tensor_parallel_degree": 1,

@@ -23,7 +23,7 @@ def select(req, catalog):
     ("regulated-assistant", Archetype.VLLM_GPU),
     ("prototype-summarizer", Archetype.SAGEMAKER_ENDPOINT),
     ("search-relevance", Archetype.TRITON_MULTI_MODEL),
-    ("edge-classifier", Archetype.ONNX_CPU),
+    ("support-sentiment", Archetype.ONNX_CPU),
 ])
 def test_each_bundled_example_gets_its_intended_archetype(catalog, example, archetype):
     assert select(requirements_with(example), catalog).archetype is archetype
@@ -82,13 +82,13 @@ def test_an_estate_without_gpus_runs_triton_on_cpu(catalog):
 
 
 def test_no_gpu_sends_a_single_classifier_to_onnx_cpu(catalog):
-    sel = select(requirements_with("edge-classifier"), catalog)
+    sel = select(requirements_with("support-sentiment"), catalog)
     assert sel.archetype is Archetype.ONNX_CPU and sel.accelerator is Accelerator.CPU
     assert "hardware.accelerators excludes nvidia-gpu" in sel.reasons[0]
 
 
 def test_a_small_onnx_classifier_picks_cpu_when_it_is_cheaper_than_a_gpu(catalog):
-    req = requirements_with("edge-classifier", hardware={"accelerators": ["nvidia-gpu", "cpu"], "cpu_arch": None},
+    req = requirements_with("support-sentiment", hardware={"accelerators": ["nvidia-gpu", "cpu"], "cpu_arch": None},
                             traffic={"peak_requests_per_s": 5})
     sel = select(req, catalog)
     assert sel.archetype is Archetype.ONNX_CPU
@@ -96,7 +96,7 @@ def test_a_small_onnx_classifier_picks_cpu_when_it_is_cheaper_than_a_gpu(catalog
 
 
 def test_a_heavy_encoder_load_picks_the_gpu_when_cpu_costs_more(catalog):
-    data = example_data("edge-classifier")
+    data = example_data("support-sentiment")
     data["model"] = {**data["model"], "id": "bge-large-en-v1.5", "name": "embedder"}
     data["traffic"] = {"peak_requests_per_s": 300, "mean_input_tokens": 256}
     data["hardware"] = {"accelerators": ["nvidia-gpu", "cpu"]}
@@ -108,7 +108,7 @@ def test_a_heavy_encoder_load_picks_the_gpu_when_cpu_costs_more(catalog):
 
 
 def test_a_non_onnx_model_without_gpus_is_told_to_export_to_onnx(catalog):
-    data = example_data("edge-classifier")
+    data = example_data("support-sentiment")
     data["model"]["format"] = "safetensors"
     from blueprints.requirements import Requirements
 
@@ -121,13 +121,15 @@ def test_text_generation_without_gpus_is_refused(catalog):
         select(requirements_with(hardware={"accelerators": ["cpu"], "allowed_instance_families": []}), catalog)
 
 
-def test_an_llm_inside_an_estate_is_refused_with_the_fix(catalog):
+def test_one_estate_never_selects_an_llm_beside_its_models(catalog):
+    """One archetype per stack: `plan` splits such a file into a compound service's parts first
+    (tests/test_compound_services.py); selection itself refuses to put an LLM in a Triton estate."""
     data = example_data("search-relevance")
     data["models"].append({"id": "llama-3.1-8b", "weights_uri": "s3://search-models/llama/",
                            "traffic": {"peak_requests_per_s": 1}})
     from blueprints.requirements import Requirements
 
-    with pytest.raises(RequirementsError, match=r"\['llama-3-1-8b'\] generate text .* own requirements file"):
+    with pytest.raises(RequirementsError, match=r"\['llama-3-1-8b'\] generate text .* compound service"):
         select(Requirements.model_validate(data), catalog)
 
 

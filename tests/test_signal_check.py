@@ -55,7 +55,7 @@ def _trigger(query: str, threshold: str, metric_type: str = "AverageValue"):
 
 @pytest.mark.parametrize("stack", ["chat-assistant-dev", "chat-assistant-prod", "search-relevance-staging",
                                    "search-relevance-prod", "regulated-assistant-prod", "prototype-summarizer-pilot",
-                                   "edge-classifier-prod"])
+                                   "edge-classifier-prod", "support-sentiment-prod"])
 def test_every_bundled_stack_passes_the_signal_check(stack):
     assert check_signals(review_stack(stack, stacks_dir=STACKS, program=ROOT / "__main__.py"),
                          stacks_dir=STACKS) == []

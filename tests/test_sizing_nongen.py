@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from blueprints import defaults
 from blueprints.blueprint import Archetype
 from blueprints.errors import problem_lines
-from blueprints.options import request_gflops, resolve_models
+from blueprints.options import request_work, resolve_models
 from blueprints.requirements import Requirements
 from blueprints.sizing import cpu_request_ms, encoder_gflops_per_request, gpu_batch_ms
 from tests.conftest import example_data, plan_env, requirements_with
@@ -30,30 +30,30 @@ def test_a_large_vocabulary_reranker_does_not_count_its_embedding_table_as_compu
 
 
 def test_a_vision_model_uses_the_catalogs_flops_per_image(catalog):
-    data = example_data("edge-classifier")
+    data = example_data("support-sentiment")
     data["model"] = {"id": "resnet-50", "format": "onnx", "weights_uri": "s3://edge-models/resnet/"}
     req = Requirements.model_validate(data)
-    assert request_gflops(resolve_models(req, catalog)[0], catalog) == 8.2
+    assert request_work(resolve_models(req, catalog)[0], catalog).gflops == 8.2
 
 
 def test_a_measured_cpu_latency_replaces_the_flops_estimate(catalog):
-    req = requirements_with("edge-classifier", model={"measured_latency_ms": 21.0, "measured_instance_type": "c7g.xlarge"})
+    req = requirements_with("support-sentiment", model={"measured_latency_ms": 21.0, "measured_instance_type": "c7g.xlarge"})
     # (21 ms - 1 ms overhead) x 4 vCPUs x 40 GFLOP/s per vCPU = 3.2 GFLOP
-    assert request_gflops(resolve_models(req, catalog)[0], catalog) == pytest.approx(3.2)
+    assert request_work(resolve_models(req, catalog)[0], catalog).gflops == pytest.approx(3.2)
     bp = plan_env(req, "prod")
     assert bp.rationale[3].startswith("ticket-sentiment: 3.2 GFLOP per request (measured latency)")
 
 
 def test_a_measured_gpu_latency_round_trips_through_the_gpu_model(catalog):
-    req = requirements_with("edge-classifier", model={"measured_latency_ms": 12.0, "measured_instance_type": "g5.xlarge"})
+    req = requirements_with("support-sentiment", model={"measured_latency_ms": 12.0, "measured_instance_type": "g5.xlarge"})
     model = resolve_models(req, catalog)[0]
-    gflops = request_gflops(model, catalog)
-    assert gpu_batch_ms(gflops, batch_size=1, weights_gib=model.weights_gib, gpu=catalog.gpu("a10g"),
-                        precision=model.spec.precision) == pytest.approx(12.0)
+    work = request_work(model, catalog)
+    assert gpu_batch_ms(work, batch_size=1, gpu=catalog.gpu("a10g"), precision=model.spec.precision) == \
+        pytest.approx(12.0)
 
 
 def test_measured_latency_needs_its_instance_type():
-    data = example_data("edge-classifier")
+    data = example_data("support-sentiment")
     data["model"]["measured_latency_ms"] = 10
     with pytest.raises(ValueError, match="give `measured_latency_ms` and `measured_instance_type` together"):
         Requirements.model_validate(data)
@@ -99,7 +99,7 @@ def test_more_traffic_means_more_triton_replicas():
 
 
 def test_onnx_runtime_threads_equal_the_cpu_limit():
-    bp = plan_env(requirements_with("edge-classifier"), "prod")
+    bp = plan_env(requirements_with("support-sentiment"), "prod")
     assert bp.archetype is Archetype.ONNX_CPU
     assert bp.compute.accelerator.value == "cpu" and bp.compute.gpus_per_replica == 0
     assert bp.engine.intra_op_threads == bp.compute.cpu_per_replica == 12  # 3/4 of a c7g.4xlarge
@@ -107,14 +107,14 @@ def test_onnx_runtime_threads_equal_the_cpu_limit():
 
 
 def test_cpu_replicas_meet_the_latency_target_by_the_cpu_model(catalog):
-    bp = plan_env(requirements_with("edge-classifier"), "prod")
+    bp = plan_env(requirements_with("support-sentiment"), "prod")
     inst = catalog.instance(bp.compute.instance_type)
     per_request = cpu_request_ms(8.3, vcpus=int(bp.compute.cpu_per_replica), gflops_per_vcpu=catalog.cpu_gflops(inst))
     assert bp.predictions.latency_p95_ms == pytest.approx(2 * per_request, rel=0.02)
     assert bp.predictions.latency_p95_ms <= 80
 
 
-@pytest.mark.parametrize("example", ["edge-classifier", "search-relevance"])
+@pytest.mark.parametrize("example", ["support-sentiment", "search-relevance"])
 def test_the_node_pools_replicas_per_node_all_fit_in_the_allocatable_cpu(example):
     req = requirements_with(example, hardware={"accelerators": ["cpu"], "allowed_instance_families": [],
                                                "cpu_arch": None}, slo={"latency_p95_ms": 400},
@@ -125,19 +125,19 @@ def test_the_node_pools_replicas_per_node_all_fit_in_the_allocatable_cpu(example
 
 
 def test_cpu_nodes_are_priced_for_the_same_packing_the_node_pool_uses():
-    req = requirements_with("edge-classifier", traffic={"peak_requests_per_s": 300}, budget={"max_monthly_usd": None})
+    req = requirements_with("support-sentiment", traffic={"peak_requests_per_s": 300}, budget={"max_monthly_usd": None})
     bp = plan_env(req, "prod")
     assert bp.predictions.cost_lines[0].quantity == math.ceil(bp.compute.replicas / bp.compute.replicas_per_node)
 
 
 def test_the_onnx_autoscaler_targets_cpu_utilisation_and_outlasts_cold_start():
-    bp = plan_env(requirements_with("edge-classifier"), "prod")
+    bp = plan_env(requirements_with("support-sentiment"), "prod")
     assert bp.autoscaling.metric == "cpu" and bp.autoscaling.target == 80
     assert bp.autoscaling.cooldown_s > bp.startup.total_s
 
 
 def test_a_managed_single_encoder_runs_in_sagemakers_triton_container():
-    data = example_data("edge-classifier")
+    data = example_data("support-sentiment")
     data["hardware"] = {"accelerators": ["nvidia-gpu"]}
     data["operations"] = {"preference": "managed"}
     data["compliance"]["regions_allowed"] = ["eu-west-1"]
@@ -178,7 +178,7 @@ def test_sagemaker_autoscaling_target_is_half_the_instance_capacity_per_minute()
 
 
 def test_a_vision_model_outside_the_catalog_needs_a_measured_latency(catalog):
-    data = example_data("edge-classifier")
+    data = example_data("support-sentiment")
     data["model"] = {"name": "detector", "task": "vision", "format": "onnx", "weights_uri": "s3://edge-models/det/",
                      "architecture": {"params_b": 0.03, "layers": 50, "hidden_size": 2048, "attention_heads": 1,
                                       "kv_heads": 1, "head_dim": 1}}
@@ -186,7 +186,7 @@ def test_a_vision_model_outside_the_catalog_needs_a_measured_latency(catalog):
         Requirements.model_validate(data)
     [(where, message, rule)] = problem_lines(exc.value, data=data)
     assert (where, rule) == ("model.measured_latency_ms", "vision-needs-measurement")
-    assert "detector is a vision model outside the catalog" in message and "set measured_latency_ms" in message
+    assert "detector is a vision model without a FLOPs figure" in message and "set measured_latency_ms" in message
 
 
 def test_a_sagemaker_endpoint_never_scales_to_zero_and_says_so():

@@ -9,6 +9,7 @@ import pytest
 from blueprints.manifests import validate_manifest
 from blueprints.preview import run_under_mocks
 from components.vllm_service import VllmService, VllmServiceArgs
+from components.weights_delivery import StoreDelivery
 from components.workload import Endpoint
 from tests.blueprint_builders import derive, manifests, pod_spec, with_weights
 from tests.conftest import vllm_blueprint
@@ -19,7 +20,7 @@ CERT = "arn:aws:acm:us-east-1:123456789012:certificate/0b5c7e4a-1d2f-4c3b-9a8e-7
 
 def run_vllm(bp, **kwargs):
     kwargs.setdefault("endpoint", Endpoint(api_key_secret="chat-assistant-api-key", vpc_cidrs=["10.0.0.0/16"]))
-    return run_under_mocks(lambda: VllmService(bp.stack, VllmServiceArgs(blueprint=bp, bucket_name="store", **kwargs))
+    return run_under_mocks(lambda: VllmService(bp.stack, VllmServiceArgs(blueprint=bp, weights=StoreDelivery("store"), **kwargs))
                            and None, stack=bp.stack)
 
 

@@ -97,9 +97,11 @@ def test_services_on_a_private_platform_run_on_its_self_hosted_runner():
 
 
 def test_listed_stacks_carry_their_policy_config(tmp_path, chat_prod):
-    from blueprints.stackconfig import write_stack_configs
+    from tests.conftest import write_stacks
 
-    write_stack_configs([chat_prod], tmp_path, source="req.yaml")
-    [ref] = list_stacks(tmp_path, policy_dir=tmp_path / "none")
+    write_stacks([chat_prod], tmp_path)  # with its platform: CI refuses a service whose platform has no stack config
+    refs = {r.stack: r for r in list_stacks(tmp_path, policy_dir=tmp_path / "none")}
+    assert list(refs) == ["platform-prod-us-east-1", "chat-assistant-prod"]  # deploy order
+    ref = refs["chat-assistant-prod"]
     assert (ref.stack, ref.environment, ref.production) == ("chat-assistant-prod", "prod", True)
     assert ref.policy_config.endswith("none/prod.json")

@@ -32,18 +32,28 @@ class _Record(BaseModel):
 
 
 class Task(str, Enum):
-    """What a model does; decides between token-by-token (generative) and one-shot serving."""
+    """What a model does; decides between token-by-token (generative, vLLM) and one-call serving (Triton, ONNX
+    Runtime, SageMaker's Triton), and how a measured latency scales between GPUs."""
 
     TEXT_GENERATION = "text-generation"
     EMBEDDING = "embedding"
     RERANKING = "reranking"
     CLASSIFICATION = "classification"
     VISION = "vision"
+    #: Audio in, text out (Whisper): one call per 30-second window; an audio encoder, then a text decoder.
+    SPEECH_RECOGNITION = "speech-recognition"
     OTHER = "other"
 
     @property
     def generative(self) -> bool:
+        """Served by vLLM: text generation."""
         return self is Task.TEXT_GENERATION
+
+    @property
+    def autoregressive(self) -> bool:
+        """Decodes token by token, so its latency is bound by reading the decoder's weights each step (memory
+        bandwidth), not by TFLOPS: text generation and speech recognition."""
+        return self in (Task.TEXT_GENERATION, Task.SPEECH_RECOGNITION)
 
 
 class Interconnect(str, Enum):
@@ -207,7 +217,18 @@ class CatalogModel(_Record):
     source: str
     architecture: Architecture
     max_context_tokens: int = Field(ge=1)
-    gflops_per_request: float | None = Field(default=None, gt=0, description="for non-token models (vision): compute per request")
+    gflops_per_request: float | None = Field(default=None, gt=0, description="for non-token models (vision) and "
+                                             "Whisper's audio encoder (one 30 s window): compute per request, GFLOP")
+    decoder_params_b: float | None = Field(default=None, gt=0, description="encoder-decoder models (speech "
+                                           "recognition): parameters one decode step reads (decoder layers and the "
+                                           "token embedding), billions")
+
+    @model_validator(mode="after")
+    def _decoder_within_model(self) -> CatalogModel:
+        if self.decoder_params_b is not None and self.decoder_params_b >= self.architecture.params_b:
+            raise ValueError(f"{self.id}: decoder_params_b={self.decoder_params_b} must be below params_b="
+                             f"{self.architecture.params_b} (the encoder holds the rest)")
+        return self
 
 
 class SageMakerImage(_Record):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from functools import lru_cache
 from importlib import resources
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -58,6 +59,13 @@ class HelmAddon(_Record):
     daemonset: DaemonSetRequests | None = None
     endpoints: dict[str, str] = Field(default_factory=dict, description="in-cluster addresses its chart serves, "
                                       "name -> host:port (names as its docs use them)")
+    aws_only: bool = Field(default=False, description="works only on AWS (EKS, EC2 nodes or load balancers): never "
+                           "declared for an edge cluster")
+    load_balancer: bool = Field(default=False, description="implements Services of type LoadBalancer")
+    ingress_class: str | None = Field(default=None, description="the IngressClass it serves (Ingress "
+                                      "`spec.ingressClassName`) at its chart's defaults")
+    source_range_annotation: str | None = Field(default=None, description="the Ingress annotation with which it "
+                                                "admits only listed client CIDRs (none: it cannot on a plain Ingress)")
     source: str
 
     @property
@@ -92,6 +100,17 @@ class KubernetesVersion(_Record):
         return "extended" if on <= self.end_of_extended else "unsupported"
 
 
+class WorkloadFeature(_Record):
+    """A Kubernetes API field the service workloads use, and the first version where it works by default."""
+
+    id: str = Field(pattern=r"^[a-z0-9-]+$")
+    field: str = Field(description="where it appears in a pod spec, e.g. containers[].lifecycle.preStop.sleep")
+    min_version: str = Field(pattern=KUBERNETES_VERSION)
+    used_when: Literal["always", "strict-zone-spread"] = Field(description="every self-hosted workload, or only "
+                                                               "those spread strictly over zones")
+    source: str
+
+
 class _AddonFile(_Record):
     schema_version: int
     helm: list[HelmAddon]
@@ -105,6 +124,7 @@ class _KubernetesFile(_Record):
     extended_usd_per_hour: float = Field(ge=0)
     warn_days_before_end: int = Field(ge=0)
     versions: list[KubernetesVersion] = Field(min_length=1)
+    workload_features: list[WorkloadFeature] = Field(default_factory=list)
 
 
 class PlatformCatalog(BaseModel):
@@ -119,6 +139,7 @@ class PlatformCatalog(BaseModel):
     standard_usd_per_hour: float
     extended_usd_per_hour: float
     warn_days_before_end: int
+    workload_features: tuple[WorkloadFeature, ...] = ()
 
     def addon(self, addon_id: str) -> HelmAddon:
         """The Helm add-on `addon_id`. Raises `CatalogError` listing the known ids."""
@@ -134,6 +155,14 @@ class PlatformCatalog(BaseModel):
         except KeyError:
             raise CatalogError(f"unknown Kubernetes version {version!r}; EKS versions in the catalog: "
                                f"{', '.join(self.versions)}") from None
+
+    def load_balancers(self) -> list[HelmAddon]:
+        """The add-ons that implement Services of type LoadBalancer."""
+        return [a for a in self.helm.values() if a.load_balancer]
+
+    def ingress_controllers(self) -> list[HelmAddon]:
+        """The add-ons that serve an IngressClass."""
+        return [a for a in self.helm.values() if a.ingress_class]
 
     def crd_owner(self, crd: str) -> HelmAddon | None:
         """The add-on whose chart installs `crd` (`group/Kind`), or None."""
@@ -177,4 +206,5 @@ def load_platform_catalog() -> PlatformCatalog:
     return PlatformCatalog(
         helm=helm, eks={a.id: a for a in addons.eks}, versions={v.version: v for v in kube.versions},
         kubernetes_source=kube.source, standard_usd_per_hour=kube.standard_usd_per_hour,
-        extended_usd_per_hour=kube.extended_usd_per_hour, warn_days_before_end=kube.warn_days_before_end)
+        extended_usd_per_hour=kube.extended_usd_per_hour, warn_days_before_end=kube.warn_days_before_end,
+        workload_features=tuple(kube.workload_features))

@@ -1,0 +1,119 @@
+"""One review for a compound service's environment: `blueprint preview <service>-<env>` previews both part stacks
+and leads with the end-to-end view (the bundled rag-assistant's committed stack configs)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from blueprints.cli import app
+from blueprints.stackconfig import read_stack_config
+from tests.conftest import ROOT
+
+runner = CliRunner()
+PARTS = ["rag-assistant-generator-prod", "rag-assistant-retrieval-prod"]
+
+
+@pytest.fixture(scope="module")
+def reviewed(tmp_path_factory):
+    """`blueprint preview rag-assistant-prod --out DIR` over the committed stacks: (result, DIR)."""
+    out = tmp_path_factory.mktemp("review")
+    result = runner.invoke(app, ["preview", "rag-assistant-prod", "--out", str(out), "--stacks-dir",
+                                 str(ROOT / "stacks")])
+    return result, out
+
+
+def test_one_preview_reviews_both_parts_and_exits_0(reviewed):
+    result, out = reviewed
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "plan.json").read_text())
+    assert [p["stack"] for p in data["parts"]] == PARTS
+    assert data["clean"] is True and data["review"] == "rag-assistant-prod"
+    for stack in PARTS:  # each part's own report beside the service's
+        assert json.loads((out / stack / "plan.json").read_text())["stack"] == stack
+        assert list((out / stack / "manifests").glob("*.yaml"))
+
+
+def test_the_review_leads_with_the_end_to_end_latency_and_the_services_cost(reviewed):
+    _, out = reviewed
+    markdown = (out / "plan.md").read_text()
+    generator, retrieval = (read_stack_config(ROOT / "stacks" / f"Pulumi.{s}.yaml") for s in PARTS)
+    assert markdown.startswith("<!-- servingblueprints-preview:rag-assistant-prod -->")
+    assert markdown.index("### End-to-end latency") < markdown.index("### Parts") < markdown.index(f"`{PARTS[0]}`: ")
+    for stage in generator.pipeline.stages:
+        assert f"| `{stage.model}` " in markdown and f"{stage.stage_p95_ms:,.1f} ms" in markdown
+    assert f"**{generator.pipeline.latency_p95_ms:,.1f} ms** (budget " in markdown
+    total = generator.predictions.monthly_cost_usd + retrieval.predictions.monthly_cost_usd
+    assert f"**${total:,.2f}**" in markdown
+    assert markdown.count("<!-- servingblueprints-preview:") == 1  # one pull-request comment for both parts
+    assert "#### Plan" in markdown  # each part's report, one heading level down
+
+
+def test_a_baseline_of_the_same_review_diffs_each_part(reviewed, tmp_path):
+    _, out = reviewed
+    result = runner.invoke(app, ["preview", "rag-assistant-prod", "--json", "--baseline", str(out / "plan.json"),
+                                 "--stacks-dir", str(ROOT / "stacks")])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [p["diff"]["monthly_cost_usd"]["delta"] for p in data["parts"]] == [0, 0]
+    assert [p["diff"]["changed"] for p in data["parts"]] == [[], []]
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"stack": "chat-assistant-prod", "resources": []}))
+    result = runner.invoke(app, ["preview", "rag-assistant-prod", "--baseline", str(other), "--stacks-dir",
+                                 str(ROOT / "stacks")])
+    assert result.exit_code == 2 and "not of rag-assistant-prod" in result.output, result.output
+
+
+def test_parts_recording_different_pipelines_are_refused_before_running_anything(tmp_path):
+    stacks = tmp_path / "stacks"
+    shutil.copytree(ROOT / "stacks", stacks, ignore=shutil.ignore_patterns("requirements"))
+    path = stacks / f"Pulumi.{PARTS[1]}.yaml"
+    data = yaml.safe_load(path.read_text())
+    pipeline = data["config"]["servingblueprints:blueprint"]["pipeline"]
+    pipeline["latency_p95_budget_ms"] = pipeline["latency_p95_budget_ms"] + 100  # a hand edit of one part
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = runner.invoke(app, ["preview", "rag-assistant-prod", "--stacks-dir", str(stacks)])
+    assert result.exit_code == 2, result.output
+    assert "record different pipelines" in result.output and "blueprint plan" in result.output
+
+
+def test_a_hand_edited_budget_below_the_planned_p95_fails_the_stack_config(tmp_path):
+    path = tmp_path / f"Pulumi.{PARTS[0]}.yaml"
+    data = yaml.safe_load((ROOT / "stacks" / path.name).read_text())
+    pipeline = data["config"]["servingblueprints:blueprint"]["pipeline"]
+    pipeline["latency_p95_budget_ms"] = pipeline["latency_p95_ms"] - 10
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = runner.invoke(app, ["preview", PARTS[0], "--stacks-dir", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "servingblueprints:blueprint.pipeline" in result.output
+    assert f"misses latency_p95_budget_ms={pipeline['latency_p95_budget_ms']:g}" in result.output
+
+
+def test_a_part_previewed_alone_names_its_service_review(reviewed):
+    _, out = reviewed
+    part = (out / PARTS[1] / "plan.md").read_text()
+    assert "| pipeline " in part and "the retrieval part of compound service rag-assistant" in part
+    assert "`blueprint preview rag-assistant-prod` reviews both parts" in part
+
+
+def test_preflight_of_a_compound_service_adds_up_both_parts_quotas():
+    from blueprints.quota import quota_needs
+
+    result = runner.invoke(app, ["preflight", "rag-assistant-prod", "--offline", "--json", "--stacks-dir",
+                                 str(ROOT / "stacks")])
+    assert result.exit_code == 0, result.output
+    [need] = json.loads(result.output)  # both parts run on G instances in us-east-1: one quota
+    parts = [quota_needs(read_stack_config(ROOT / "stacks" / f"Pulumi.{s}.yaml")) for s in PARTS]
+    assert need["quota_code"] == parts[0][0].quota_code == parts[1][0].quota_code
+    assert need["needed"] == parts[0][0].needed + parts[1][0].needed
+    assert all(s in need["why"] for s in PARTS)
+
+
+def test_simulate_of_a_compound_service_names_its_part_stacks():
+    result = runner.invoke(app, ["simulate", "rag-assistant-prod", "--stacks-dir", str(ROOT / "stacks")])
+    assert result.exit_code == 2, result.output
+    assert all(f"blueprint simulate {s}" in result.output for s in PARTS)

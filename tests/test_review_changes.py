@@ -1,0 +1,256 @@
+"""The review of a re-plan: requirement, plan and prediction changes before -> after, and the changes that replace a
+resource (`blueprints/catalog/replacements.yaml`), at plan time and against a baseline preview."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from blueprints.blueprint import Archetype, Blueprint
+from blueprints.catalog.replacements import Effect, load_replace_rules
+from blueprints.changes import FieldChange, review_changes
+from blueprints.changes_report import review_lines, review_markdown
+from blueprints.cli import app
+from blueprints.diff import diff_reports
+from blueprints.preview import run_preview
+from blueprints.review import baseline_review
+from blueprints.stackconfig import read_stack_config
+from tests.blueprint_builders import derive
+from tests.conftest import ROOT, plan_env, requirements_with, write_stacks
+
+runner = CliRunner()
+CHAT_MODEL = "llama-3-1-8b"
+
+
+@pytest.fixture(scope="module")
+def chat_before() -> Blueprint:
+    return plan_env(requirements_with(), "prod")
+
+
+@pytest.fixture(scope="module")
+def chat_more_traffic(chat_before) -> Blueprint:
+    """The chat service at 6.5 requests/s instead of 6: the same hardware (checked in the test)."""
+    rps = chat_before.model.traffic.peak_requests_per_s + 0.5
+    return plan_env(requirements_with(traffic={"peak_requests_per_s": rps}), "prod")
+
+
+@pytest.fixture(scope="module")
+def chat_other_family(chat_before) -> Blueprint:
+    """The chat service restricted to g5/g6: another instance type than the unrestricted plan."""
+    return plan_env(requirements_with(hardware={"allowed_instance_families": ["g5", "g6"]}), "prod")
+
+
+def _summarizer(rps: float) -> Blueprint:
+    return plan_env(requirements_with("prototype-summarizer", traffic={"peak_requests_per_s": rps},
+                                      budget={"max_monthly_usd": 20000}), "pilot")
+
+
+def _dump(bp: Blueprint) -> dict:
+    return bp.model_dump(mode="json")
+
+
+# --- plan time: the previous stack config's blueprint against the new one ----------------------------------------
+
+
+def test_a_traffic_change_that_keeps_the_hardware_lists_requirement_and_predictions_and_replaces_nothing(
+        chat_before, chat_more_traffic):
+    assert chat_more_traffic.compute.instance_type == chat_before.compute.instance_type  # the premise of this pair
+    review = review_changes(chat_more_traffic.stack, _dump(chat_before), chat_more_traffic)
+    path = f"models.{CHAT_MODEL}.traffic.peak_requests_per_s"
+    assert review.requirements == [FieldChange(path, chat_before.model.traffic.peak_requests_per_s,
+                                               chat_more_traffic.model.traffic.peak_requests_per_s)]
+    by_name = {p.name: p for p in review.predictions}
+    for name in ("ttft_p95_ms", "itl_p95_ms", "latency_p95_ms", "requests_per_s_capacity", "monthly_cost_usd",
+                 "expected_monthly_cost_usd"):
+        before, after = getattr(chat_before.predictions, name), getattr(chat_more_traffic.predictions, name)
+        assert (by_name[name].before, by_name[name].after) == (before, after)
+        assert by_name[name].delta == pytest.approx(after - before)
+    assert review.replacements == []
+    assert not any(kind == "warning" for kind, _ in review_lines(review))
+
+
+def test_an_instance_type_change_warns_that_karpenter_replaces_every_node(chat_before, chat_other_family):
+    old, new = chat_before.compute.instance_type, chat_other_family.compute.instance_type
+    assert old != new
+    review = review_changes(chat_other_family.stack, _dump(chat_before), chat_other_family)
+    assert FieldChange("compute.instance_type", old, new) in review.plan
+    [drift] = [r for r in review.replacements if r.effect is Effect.DRIFT]
+    assert drift.what == "NodePool" and drift.resource_name is None
+    assert drift.causes[0] == FieldChange("compute.instance_type", old, new)
+    assert drift.summary.startswith(f"instance type {old} -> {new}: NodePool ")
+    assert "Karpenter replaces every node (drift)" in drift.summary
+    assert ("warning", drift.summary) in review_lines(review)
+
+
+def test_a_sagemaker_instance_count_change_warns_of_a_blue_green_update_with_both_fleets():
+    before, after = _summarizer(0.5), _summarizer(1.0)
+    n0, n1 = before.engine.initial_instance_count, after.engine.initial_instance_count
+    assert n0 < n1 and before.compute.instance_type == after.compute.instance_type
+    review = review_changes(after.stack, _dump(before), after)
+    [config] = [r for r in review.replacements if r.what == "endpoint configuration"]
+    assert config.effect is Effect.BLUE_GREEN
+    assert FieldChange("engine.initial_instance_count", n0, n1) in config.causes
+    kind = after.compute.instance_type
+    assert f"({n0} x {kind} blue (more if scaled out) + {n1} x {kind} green)" in config.message
+
+
+def test_an_archetype_change_says_every_resource_is_replaced(chat_before):
+    sagemaker = _summarizer(0.5)
+    before = {**_dump(chat_before), "service": sagemaker.service, "environment": sagemaker.environment}
+    review = review_changes(sagemaker.stack, before, sagemaker)
+    [whole] = review.replacements
+    assert whole.causes == (FieldChange("archetype", Archetype.VLLM_GPU.value, Archetype.SAGEMAKER_ENDPOINT.value),)
+    assert "every resource is replaced" in whole.summary
+
+
+def test_a_new_model_is_one_requirement_change_not_one_per_field(chat_before):
+    added = {**chat_before.model.model_dump(mode="json"), "name": "second", "source_uri": "s3://bucket-b/second/"}
+    after = derive(chat_before, models=[chat_before.model.model_dump(mode="json"), added])
+    review = review_changes(after.stack, _dump(chat_before), after)
+    assert review.requirements == [FieldChange("models.second", None, "s3://bucket-b/second/")]
+
+
+def test_no_change_prints_no_change(chat_before):
+    review = review_changes(chat_before.stack, _dump(chat_before), chat_before)
+    assert review.empty and review_lines(review) == []
+    assert "No requirement changed." in review_markdown(review)
+
+
+# --- preview time: the baseline report against this one (mock engine) ---------------------------------------------
+
+
+def _preview(bp: Blueprint, folder):
+    write_stacks([bp], folder)
+    return run_preview(bp.stack, stacks_dir=folder, program=ROOT / "__main__.py")
+
+
+def _baseline_review(before: Blueprint, after: Blueprint, tmp_path):
+    base = _preview(before, tmp_path / "base").to_json()
+    head = _preview(after, tmp_path / "head")
+    diff = diff_reports(base, head.to_json())
+    return diff, baseline_review(head, base, diff)
+
+
+def test_preview_names_the_node_pool_drift_with_its_cause(chat_before, tmp_path):
+    after = derive(chat_before, compute={"instance_type": "g6e.2xlarge", "vcpus_per_node": 8,
+                                         "memory_gib_per_node": 64.0})
+    diff, review = _baseline_review(chat_before, after, tmp_path)
+    [drift] = [r for r in review.replacements if r.effect is Effect.DRIFT]
+    assert drift.resource_type == "kubernetes:karpenter.sh/v1:NodePool"
+    assert drift.resource_name == f"{after.stack}-node-pool"
+    assert ("g6e.xlarge", "g6e.2xlarge") in drift.values
+    assert all(p.startswith("spec.template.") for p in drift.paths)
+    assert drift.causes[0] == FieldChange("compute.instance_type", "g6e.xlarge", "g6e.2xlarge")
+    text = review_markdown(review)
+    assert "> [!WARNING]" in text and f"NodePool {after.stack}-node-pool" in text
+    # The rolling update of the Deployment is a note, not a replacement warning.
+    [roll] = [r for r in review.replacements if r.effect is Effect.ROLLOUT]
+    assert roll.resource_type == "kubernetes:apps/v1:Deployment"
+
+
+def test_preview_of_a_behavioural_node_pool_change_replaces_nothing(chat_before, tmp_path):
+    after = derive(chat_before, autoscaling={"max_replicas": chat_before.autoscaling.max_replicas + 2})
+    diff, review = _baseline_review(chat_before, after, tmp_path)
+    [pool] = [c for c in diff.changed if c.type == "kubernetes:karpenter.sh/v1:NodePool"]
+    assert {s.path.split(".")[1] for s in pool.settings} == {"limits"}  # the pool changed, its template did not
+    assert review.replacements == []
+    assert FieldChange("autoscaling.max_replicas", chat_before.autoscaling.max_replicas,
+                       after.autoscaling.max_replicas) in review.plan
+    assert "No change replaces a resource." in review_markdown(review)
+
+
+def test_preview_of_a_sagemaker_count_change_replaces_the_endpoint_configuration(tmp_path):
+    before, after = _summarizer(0.5), _summarizer(1.0)
+    _, review = _baseline_review(before, after, tmp_path)
+    [config] = [r for r in review.replacements if r.resource_type.endswith("EndpointConfiguration")]
+    assert config.effect is Effect.BLUE_GREEN
+    assert ("productionVariants[0].initialInstanceCount" in config.paths
+            and (before.engine.initial_instance_count, after.engine.initial_instance_count) in config.values)
+
+
+@pytest.mark.parametrize("pair", ["instance-type", "behavioural"])
+def test_plan_time_warnings_match_what_the_preview_finds(chat_before, tmp_path, pair):
+    """The plan-time review (blueprint fields each rule is `planned_by`) warns about exactly the replacements the
+    preview finds in the resources, for every rule that names its blueprint fields."""
+    change = ({"compute": {"instance_type": "g6e.2xlarge", "vcpus_per_node": 8, "memory_gib_per_node": 64.0}}
+              if pair == "instance-type" else {"autoscaling": {"max_replicas": 6}})
+    after = derive(chat_before, **change)
+    planned = review_changes(after.stack, _dump(chat_before), after).replacements
+    _, found = _baseline_review(chat_before, after, tmp_path)
+    with_fields = {(r.type, r.effect) for r in load_replace_rules() if r.planned_by}
+    assert {(r.resource_type, r.effect) for r in planned} == \
+        {(r.resource_type, r.effect) for r in found.replacements if (r.resource_type, r.effect) in with_fields}
+
+
+def test_an_older_baseline_without_a_blueprint_still_compares_predictions(chat_before, tmp_path):
+    base = _preview(chat_before, tmp_path / "base").to_json()
+    base.pop("blueprint")
+    base["predictions"]["monthly_cost_usd"] -= 100.0
+    head = _preview(chat_before, tmp_path / "head")
+    review = baseline_review(head, base, diff_reports(base, head.to_json()))
+    assert not review.blueprint_known and review.requirements == []
+    [cost] = review.changed_predictions
+    assert cost.name == "monthly_cost_usd" and cost.delta == pytest.approx(100.0)
+    assert "records no blueprint" in review_markdown(review)
+
+
+# --- the catalog and the CLI ---------------------------------------------------------------------------------------
+
+
+def test_every_rule_has_a_source_and_planned_by_names_real_blueprint_fields(chat_before):
+    from blueprints.changes import _keyed
+    from blueprints.diff import flatten
+
+    fields = set(flatten(_keyed(_dump(chat_before)))) | set(flatten(_keyed(_dump(_summarizer(0.5)))))
+    archetypes = {a.value for a in Archetype}
+    for rule in load_replace_rules():
+        assert rule.source and set(rule.archetypes) <= archetypes
+        for pattern in rule.planned_by:
+            assert any(fnmatch.fnmatchcase(f, pattern) for f in fields), f"{rule.type}: {pattern} names no field"
+
+
+def _project(tmp_path, monkeypatch):
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "__main__.py").write_text((ROOT / "__main__.py").read_text())
+    monkeypatch.chdir(tmp_path)
+
+
+def test_plan_over_an_existing_stack_config_prints_and_returns_the_review(tmp_path, monkeypatch):
+    _project(tmp_path, monkeypatch)
+    config = tmp_path / "stacks" / "Pulumi.chat-assistant-prod.yaml"
+    text = config.read_text()
+    old = "      instance_type: g6e.xlarge\n"
+    assert old in text
+    config.write_text(text.replace(old, "      instance_type: g6e.2xlarge\n"))
+    args = ["plan", "stacks/requirements/chat-assistant.yaml", "--env", "prod", "--as-of", "2026-12-01"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "instance type g6e.2xlarge -> g6e.xlarge" in result.output
+    assert "Karpenter replaces every node (drift)" in result.output
+    again = runner.invoke(app, [*args, "--json"])
+    [entry] = [e for e in json.loads(again.stdout) if e["stack"] == "chat-assistant-prod"]
+    assert entry["review"]["replacements"] == [] and entry["review"]["plan"] == []
+
+
+def test_preview_with_a_baseline_writes_the_review_into_plan_md_and_plan_json(tmp_path, monkeypatch):
+    _project(tmp_path, monkeypatch)
+    assert runner.invoke(app, ["preview", "chat-assistant-prod", "--out", "base"]).exit_code == 0
+    config = tmp_path / "stacks" / "Pulumi.chat-assistant-prod.yaml"
+    most = read_stack_config(config).autoscaling.max_replicas
+    edited = config.read_text().replace(f"      max_replicas: {most}\n", f"      max_replicas: {most + 2}\n")
+    assert edited != config.read_text()
+    config.write_text(edited)
+    result = runner.invoke(app, ["preview", "chat-assistant-prod", "--baseline", "base/plan.json", "--out", "head"])
+    assert result.exit_code == 0, result.output
+    assert f"plan: max replicas {most} -> {most + 2}" in result.output
+    md = (tmp_path / "head" / "plan.md").read_text()
+    assert md.index("### What changed") < md.index("### Changes against the base branch") < md.index("### Plan\n")
+    review = json.loads((tmp_path / "head" / "plan.json").read_text())["review"]
+    assert {"path": "autoscaling.max_replicas", "before": most, "after": most + 2, "label": "max replicas"} in review["plan"]
+    assert review["replacements"] == []
