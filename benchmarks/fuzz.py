@@ -1,8 +1,9 @@
 """Fuzz `blueprint plan` with many generated requirement documents and print what happened.
 
 Usage: .venv/bin/python benchmarks/fuzz.py [--count N] [--seed S]
-Half the documents are mutations of the bundled examples (`tests/fuzz_inputs.mutate`), half are generated from
-`blueprint schema` (hypothesis-jsonschema). Each goes through the CLI in a scratch project, as a user would run it.
+A third of the documents are mutations of the bundled examples (`tests/fuzz_inputs.mutate`), a third are generated
+from a subset of `blueprint schema` whose every document the schema accepts, and a third from its fields' own types
+and bounds with their relations left to chance (hypothesis-jsonschema; `tests/fuzz_inputs`). Each goes through the CLI in a scratch project, as a user would run it.
 Prints the exit codes, every traceback, the slowest documents and the largest output. Target: no traceback, every
 run under 5 s and printing under 10 KB, the stack folder written all or nothing. Informational only: the suite's
 tests/test_fuzz.py runs a few dozen of the same documents, derandomized and bounded in count, never in wall time.
@@ -20,21 +21,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
-from tests.fuzz_inputs import Project, dump, example, example_names, mutate, schema_documents  # noqa: E402
+from tests.fuzz_inputs import (  # noqa: E402
+    Project,
+    dump,
+    example,
+    example_names,
+    mutate,
+    schema_documents,
+    structural_documents,
+)
 
 TARGET_S = 5.0
 TARGET_OUTPUT_BYTES = 10_000
 
 
-def schema_generated(count: int, seed: int) -> list[object]:
-    """`count` documents valid against `blueprint schema`, reproducible from `seed`."""
+def generated(strategy, count: int, seed: int) -> list[object]:
+    """`count` documents drawn from a hypothesis `strategy`, reproducible from `seed`."""
     docs: list[object] = []
 
     @settings(max_examples=count, database=None, deadline=None, derandomize=False,
-              suppress_health_check=list(HealthCheck))
-    @given(schema_documents())
+              phases=(Phase.generate,), suppress_health_check=list(HealthCheck))
+    @given(strategy)
     def collect(doc):
         docs.append(doc)
 
@@ -50,15 +59,17 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     names = example_names()
-    mutations = [("mutation", mutate(example(rng.choice(names)), rng)) for _ in range(args.count // 2)]
-    generated = [("schema", doc) for doc in schema_generated(args.count - len(mutations), args.seed)]
+    third = args.count // 3
+    mutations = [("mutation", mutate(example(rng.choice(names)), rng)) for _ in range(args.count - 2 * third)]
+    from_schema = [("schema", doc) for doc in generated(schema_documents(), third, args.seed)]
+    structural = [("fields", doc) for doc in generated(structural_documents(), third, args.seed)]
     with tempfile.TemporaryDirectory() as scratch:
         project = Project(Path(scratch))
         exits: collections.Counter = collections.Counter()
         slowest: list[tuple[float, str, str]] = []
         largest = (0, "", "")
         problems = []
-        for i, (kind, doc) in enumerate(mutations + generated):
+        for i, (kind, doc) in enumerate(mutations + from_schema + structural):
             text = dump(doc)
             outcome = project.plan(text)
             exits[(kind, outcome.exit_code)] += 1
@@ -69,7 +80,8 @@ def main() -> None:
                 problems.append((kind, outcome.exit_code, (outcome.traceback or outcome.output)[-2000:], text[:500]))
             if (i + 1) % 200 == 0:
                 print(f"  {i + 1} documents", file=sys.stderr)
-    print(f"{args.count} documents ({len(mutations)} mutations, {len(generated)} from the schema), seed {args.seed}")
+    print(f"{args.count} documents ({len(mutations)} mutations, {len(from_schema)} from the schema, {len(structural)} "
+          f"of well-typed fields), seed {args.seed}")
     for (kind, code), n in sorted(exits.items()):
         print(f"  {kind:<9} exit {code}: {n}")
     print(f"slowest (target < {TARGET_S:g} s):")

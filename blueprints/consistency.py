@@ -6,7 +6,10 @@ edits with the same messages (exit 2), each naming the exact field:
 
 - the archetype and its engine, platform and instance family (`ml.*` types only on `sagemaker-endpoint`);
 - compute against the catalog's instance type (GPU, GPUs per node, vCPUs, memory, architecture);
-- CPU, memory and local disk above the models' needs (`host_memory_need_gib`, `ephemeral_storage_gib`);
+- CPU, memory and local disk above the models' needs (`vllm_host_memory_gib`, `cpu_replica_memory_gib`,
+  `blueprints.weights.replica_ephemeral_gib`);
+- an edge cluster's stack: owned nodes, no model store, IAM Roles Anywhere exactly for `s3://` sources, one-file
+  `https://` sources in a format Triton loads; a compound service's part: its name, stacks and stages;
 - each model against the catalog (task, context limit, parameters and weights);
 - the engine against the models and the GPU: Triton model names, instance kinds, ONNX Runtime threads, tensor
   parallel against attention heads, `max_model_len` and `max_num_seqs` within the model and the KV cache, the

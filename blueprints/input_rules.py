@@ -40,7 +40,8 @@ CROSS_FIELD_RULES: dict[str, str] = {
                         "/ `latency_p99_ms`",
     "latency-p99-not-below-p95": "`slo.latency_p99_ms` >= `slo.latency_p95_ms`",
     "servable-format": "the model's `format` is one its engine loads (vLLM: safetensors, pytorch, gguf; ONNX "
-                       "Runtime: onnx; Triton: onnx, tensorrt (GPU), torchscript, pytorch, safetensors)",
+                       "Runtime: onnx; Triton: onnx, tensorrt (GPU), torchscript, pytorch, safetensors), and the python backend "
+                       "(safetensors on Triton) reads an s3:// prefix holding its model.py",
     "one-generative-model": "a `models:` estate holds at most one text-generation model (with retrieval models it "
                             "plans as a compound service) and is not `operations.preference: managed`",
     "managed-needs-gpu": "`operations.preference: managed` allows `nvidia-gpu` (SageMaker hosting types are GPUs)",
@@ -79,8 +80,19 @@ CROSS_FIELD_RULES: dict[str, str] = {
     "private-platform-runner": "a `compliance.private_only` service on EKS lands on a platform that platform.yaml "
                                "gives an `existing_vpc` and a `runner_label`",
     "platform-production-apart": "production and non-production environments land on different platforms",
+    "platform-name-declared": "`environments.<env>.platform` is a platform name (`<env>-<region>` or one platform.yaml "
+                              "declares) and set only where the service lands on a shared platform (self-hosted on "
+                              "eks)",
+    "stack-names-unique": "service names and the stacks they plan (`<service>-<env>`) are unique across the "
+                          "requirements files and never a platform stack's name",
+    "kubernetes-version-supported": "a Kubernetes version is released on the plan date, still supported by EKS, "
+                                    "recent enough for the workloads and supported by the pinned add-ons",
     "platform-settings": "the service agrees with platform.yaml (spot policy, private_endpoint, public subnets of an "
                          "existing VPC)",
+    # Compound services (a generator and retrieval models in `models:`)
+    "pipeline-budget-compound-only": "`slo.pipeline_latency_p95_ms` is set only for a compound service",
+    "compound-service-name-length": "a compound service's name leaves room for its parts' names "
+                                    "(`<service>-generator`, `<service>-retrieval`: at most 40 characters)",
     # The plan
     "feasible-plan": "some allowed instance type serves the models within the SLO, the budget and the replica limit "
                      "(at most 1,000 replicas per stack); the error names the constraint to relax",

@@ -630,10 +630,10 @@ def _triton_backend(model: ResolvedModel, accelerator: Accelerator) -> str:
     holds its model.py (a Hugging Face download keeps weights, configs and tokenizer files only)."""
     if _TRITON_BACKEND.get(model.spec.format) == "python" and model.spec.weights_uri.startswith("hf://"):
         raise RequirementsError(
-            f"models[{model.spec.served_name}]: format {model.spec.format.value} on Triton runs the python backend, "
-            f"which loads a model.py from the model's folder; {model.spec.weights_uri} is a Hugging Face download "
-            "without one: give an s3:// weights_uri holding model.py beside the weights, or export the model to ONNX "
-            "(format: onnx)")
+            f"{model.path}.weights_uri: format {model.spec.format.value} on Triton runs the python backend, which "
+            f"loads a model.py from the model's folder; {model.spec.weights_uri} is a Hugging Face download without "
+            "one: give an s3:// weights_uri holding model.py beside the weights, or export the model to ONNX "
+            "(format: onnx)", rule="servable-format")
     backend = _TRITON_BACKEND.get(model.spec.format)
     if backend is None or (backend == "tensorrt" and accelerator is Accelerator.CPU):
         allowed = [f.value for f in _TRITON_BACKEND

@@ -77,15 +77,15 @@ def check_platform_names(services: Sequence[ServiceFile], preq: PlatformRequirem
             field = f"{svc.where}: environments.{env}.platform"
             problem = platform_name_problem(spec.platform)
             if problem:
-                raise RequirementsError(f"{field}: {problem}")
+                raise RequirementsError(f"{field}: {problem}", rule="platform-name-declared")
             if landing_platform(req, env) is None:
                 raise RequirementsError(f"{field} is set but the service lands on no platform: "
-                                        f"{_lands_nowhere_because(req)}; remove environments.{env}.platform")
+                                        f"{_lands_nowhere_because(req)}; remove environments.{env}.platform", rule="platform-name-declared")
             if DERIVED_NAME.fullmatch(spec.platform) is None and spec.platform not in preq.platforms:
                 raise RequirementsError(
                     f"{field}: {spec.platform!r} is a custom platform name, but {platform_file} declares no "
                     f"platforms.{spec.platform}; declare it there (with environment and region), or use "
-                    f"<env>-<region> such as {env}-{spec.region}")
+                    f"<env>-<region> such as {env}-{spec.region}", rule="platform-name-declared")
 
 
 def check_unused_entries(groups: Mapping[str, object], preq: PlatformRequirements, *, platform_file: str) -> None:

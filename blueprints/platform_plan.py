@@ -103,22 +103,22 @@ def choose_kubernetes_version(pcat: PlatformCatalog, addon_ids: Sequence[str], a
         try:
             record = pcat.version(wanted)
         except CatalogError as exc:
-            raise RequirementsError(f"{source}: kubernetes_version: {exc}") from None
+            raise RequirementsError(f"{source}: kubernetes_version: {exc}", rule="kubernetes-version-supported") from None
         if record.released is not None and record.released > as_of:
             raise RequirementsError(f"{source}: kubernetes_version {wanted} is released in EKS on {record.released}, "
-                                    f"after the plan date {as_of}; choose {best or 'an older version'}")
+                                    f"after the plan date {as_of}; choose {best or 'an older version'}", rule="kubernetes-version-supported")
         if record.phase(as_of) == "unsupported":
             raise RequirementsError(f"{source}: kubernetes_version {wanted} left EKS extended support on "
-                                    f"{record.end_of_extended}; choose {best or 'a newer version'}")
+                                    f"{record.end_of_extended}; choose {best or 'a newer version'}", rule="kubernetes-version-supported")
         if kubernetes_minor(wanted) < kubernetes_minor(oldest):
             raise RequirementsError(f"{source}: kubernetes_version {wanted} is older than the service workloads need "
                                     f"(>= {oldest}: {', '.join(f.field for f in pcat.workload_features)}); choose "
-                                    f">= {oldest}")
+                                    f">= {oldest}", rule="kubernetes-version-supported")
         too_new = beyond_addons(wanted)
         if too_new:
             raise RequirementsError(f"{source}: kubernetes_version {wanted} is newer than the pinned add-ons support: "
                                     f"{', '.join(too_new)}; set kubernetes_version: \"{best}\" (the newest they all "
-                                    "support) in the platform file, or remove it for the default")
+                                    "support) in the platform file, or remove it for the default", rule="kubernetes-version-supported")
         version = wanted
         why = f"Kubernetes {wanted} as platform.yaml asks"
     elif by_phase["standard"] is not None:
@@ -277,7 +277,7 @@ def plan_platforms(services: Sequence[ServiceFile], platform_req: PlatformRequir
         if clash is not None:
             raise RequirementsError(f"{clash.where}: service {clash.requirements.service!r} plans stack "
                                     f"{platform_stack_name(name)}, the name of a shared platform's stack; rename the "
-                                    "service or the environment")
+                                    "service or the environment", rule="stack-names-unique")
     if complete:
         check_unused_entries(groups, platform_req, platform_file=platform_file)
     return [_plan_one(name, members, platform_req, catalog=catalog, pcat=pcat, as_of=as_of,
@@ -312,7 +312,7 @@ def _service_stacks(services: Sequence[ServiceFile],
                 parts_of = "; ".join(w for w in (what, other_what) if w)
                 raise RequirementsError(f"{svc.where} and {other.where} both declare service {name!r}"
                                         + (f" ({parts_of})" if parts_of else "") + "; service names are unique "
-                                        "(they name stacks, namespaces and node pools): rename one")
+                                        "(they name stacks, namespaces and node pools): rename one", rule="stack-names-unique")
             names[name] = (svc, what)
             planned.append(ServiceFile(svc.path, part.requirements))
             for env in part.requirements.environments:
@@ -320,7 +320,7 @@ def _service_stacks(services: Sequence[ServiceFile],
                 if stack in stacks:
                     raise RequirementsError(f"{svc.where} (service {name!r}, environment {env!r}) and "
                                             f"{stacks[stack].where} both plan stack {stack!r}; rename a service or "
-                                            "an environment")
+                                            "an environment", rule="stack-names-unique")
                 stacks[stack] = planned[-1]
     return planned, stacks
 

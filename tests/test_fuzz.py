@@ -12,9 +12,13 @@ import random
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 
 from tests.fuzz_inputs import Project, dump, example, example_names, mutate, paths, schema_documents
+
+
+#: Generate without shrinking: shrinking a failing document takes minutes; the failure prints it as found.
+NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +52,7 @@ def test_the_reproducers_text_is_planned_cleanly_too(project):
         _check(project.plan(text), text[:60])
 
 
-@settings(max_examples=12, derandomize=True, deadline=None, database=None,
+@settings(phases=NO_SHRINK, max_examples=40, derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture])
 @given(schema_documents())

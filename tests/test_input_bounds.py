@@ -253,3 +253,15 @@ def test_numbers_are_finite_everywhere():
     data["slo"]["ttft_p95_ms"] = float("nan")
     with pytest.raises(ValueError, match="finite number"):
         Requirements.model_validate(data)
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-70b", "llama-3.1-8b"])
+def test_a_trickle_of_traffic_plans_a_scaling_target_of_at_least_one_running_request(model):
+    """Found by the schema-generated fuzz: 0.001 requests/s of 4-token prompts left nothing running at the peak, and
+    the planner crashed on a scaling target of 0 (a target below one request would scale out at the first one)."""
+    req = requirements_with(model={"id": model, "weights_uri": "s3://models/llama/"}, budget={},
+                            traffic={"peak_requests_per_s": 0.001, "mean_input_tokens": 4, "mean_output_tokens": 1},
+                            environments={"dev": {"region": "us-west-2"}})
+    bp = plan_env(req, "dev")
+    assert bp.autoscaling.metric == "vllm:num_requests_running"
+    assert bp.autoscaling.target == 1.0
