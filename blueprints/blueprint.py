@@ -28,6 +28,7 @@ from blueprints.requirements import (
     Accelerator,
     Compliance,
     CpuArch,
+    KubernetesVersion,
     Exposure,
     ExposureScope,
     ExposureVia,
@@ -403,7 +404,7 @@ class PlatformSpec(_Frozen):
     """
 
     kind: Platform | Literal["sagemaker"]
-    kubernetes_version: str = Field(pattern=r"^1\.\d{2}$")
+    kubernetes_version: KubernetesVersion
     namespace: str = Field(pattern=DNS_1123_LABEL, max_length=63, description="the service's own namespace")
     stack: str | None = Field(default=None, pattern=r"^platform-[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=100)
     zones: int | None = Field(default=None, ge=1, le=6, description="availability zones the platform's subnets "

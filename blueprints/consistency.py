@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from blueprints import bounds, defaults
 from blueprints.catalog import Architecture, Catalog, load_catalog
 from blueprints.errors import FieldProblem
-from blueprints.requirements import Accelerator, ExposureScope
+from blueprints.requirements import Accelerator, ExposureScope, ExposureVia
 from blueprints.weights import replica_ephemeral_gib
 
 if TYPE_CHECKING:
@@ -108,6 +108,15 @@ def _rules(bp: Blueprint) -> list[FieldProblem]:
     if sagemaker and bp.network.private_only and bp.platform.stack is None:
         problems.append(FieldProblem(("platform", "stack"), "a private SageMaker endpoint runs in its platform's VPC: "
                                      "set platform.stack (platform-<env>-<region>) or re-plan"))
+    exposure = bp.network.exposure
+    if exposure.allowed_cidrs and exposure.via is ExposureVia.INGRESS and bp.network.exposed_by is not None:
+        from blueprints.catalog.addons import load_platform_catalog
+
+        controller = load_platform_catalog().helm.get(bp.network.exposed_by)
+        if controller is not None and controller.source_range_annotation is None:
+            problems.append(FieldProblem(("network", "exposure", "allowed_cidrs"), f"{controller.id} cannot restrict "
+                                         "an Ingress to source CIDRs (no source-range annotation): empty the list "
+                                         "or re-plan with `blueprint plan`"))
     problems += [FieldProblem(("tags", key), f"tag key {key!r}: keys starting with `aws:` are reserved for AWS")
                  for key in bp.tags if key.lower().startswith("aws:")]
     return problems
