@@ -8,6 +8,7 @@ edits with the same messages (exit 2), each naming the exact field:
 - compute against the catalog's instance type (GPU, GPUs per node, vCPUs, memory, architecture);
 - CPU, memory and local disk above the models' needs (`host_memory_need_gib`, `ephemeral_storage_gib`);
 - each model against the catalog (task, context limit, parameters and weights);
+- the serving flags against the models' formats and the hosting (`consistency_serving`);
 - the engine against the models and the GPU: Triton model names, instance kinds, ONNX Runtime threads, tensor
   parallel against attention heads, `max_model_len` and `max_num_seqs` within the model and the KV cache, the
   SageMaker image in the stack's region;
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from blueprints import bounds, defaults
 from blueprints.catalog import Architecture, Catalog, load_catalog
+from blueprints.consistency_serving import serving_problems
 from blueprints.errors import FieldProblem
 from blueprints.requirements import Accelerator, ExposureScope, ExposureVia
 from blueprints.weights import replica_ephemeral_gib
@@ -80,7 +82,8 @@ def blueprint_problems(bp: Blueprint) -> list[FieldProblem]:
                              f"{expected.model_fields['kind'].default!r}, got {bp.engine.kind!r}")]
     catalog = load_catalog()
     return [*_rules(bp), *_edge(bp), *_pipeline(bp), *_compute(bp, catalog), *_models(bp, catalog),
-            *_engine(bp, catalog), *_startup(bp), *_costs(bp, catalog), *_predictions(bp)]
+            *_engine(bp, catalog), *serving_problems(bp, catalog), *_startup(bp), *_costs(bp, catalog),
+            *_predictions(bp)]
 
 
 def _rules(bp: Blueprint) -> list[FieldProblem]:

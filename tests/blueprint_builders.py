@@ -154,7 +154,8 @@ def sagemaker_blueprint(base: Blueprint, *, weights_gib: float | None = None, pr
     _, health_s, download_s, volume = sagemaker_timers(base.model.name, model["weights_gib"])
     return derive(base, archetype="sagemaker-endpoint", models=[model],
                   compute={"instance_type": instance_type, "capacity_type": "on-demand"},
-                  engine={"kind": "sagemaker", "image": TGI_IMAGE, "initial_instance_count": 2,
+                  engine={"kind": "sagemaker", "image": TGI_IMAGE,
+                          "initial_instance_count": max(1, base.autoscaling.min_replicas),
                           "container_startup_health_check_timeout_s": health_s,
                           "model_data_download_timeout_s": download_s, "volume_size_gib": volume},
                   network={"private_only": private_only},
