@@ -112,6 +112,10 @@ def _rules(bp: Blueprint) -> list[FieldProblem]:
         problems.append(FieldProblem(("platform", "stack"), "a private SageMaker endpoint runs in its platform's VPC: "
                                      "set platform.stack (platform-<env>-<region>) or re-plan"))
     exposure = bp.network.exposure
+    if exposure.via is ExposureVia.INGRESS and exposure.ingress_class_name is None:
+        problems.append(FieldProblem(("network", "exposure", "ingress_class_name"), "via ingress: name the "
+                                     "IngressClass of the controller (network.exposed_by); without one no controller "
+                                     "may pick the Ingress up. Re-plan with `blueprint plan`"))
     if exposure.allowed_cidrs and exposure.via is ExposureVia.INGRESS and bp.network.exposed_by is not None:
         from blueprints.catalog.addons import load_platform_catalog
 

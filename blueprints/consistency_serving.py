@@ -10,7 +10,11 @@ once: the planner derives the same flags with the same functions.
   autoscaling range;
 - Triton's three ports distinct;
 - an edge cluster's replicas within its owned nodes;
-- a compound part's pipeline: each stack named once, no stage taking more rounds than calls.
+- a compound part's pipeline: each stack named once, no stage taking more rounds than calls;
+- the autoscaling metric a scaling signal of the archetype's engine (`blueprints.signals`), a utilisation target
+  within 100 %;
+- the model store as the compliance record and the environment ask (customer-managed key, kept on a production
+  stack's destroy).
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ def vllm_dtype(precision: Precision, quantization: Quantization | None, gpu: Gpu
 def serving_problems(bp: Blueprint, catalog: Catalog) -> list[FieldProblem]:
     """Every inconsistency of `bp`'s serving flags and hosting, each naming its field."""
     return [*_formats(bp), *_vllm(bp, catalog), *_sagemaker(bp), *_triton_ports(bp), *_owned_nodes(bp),
-            *_pipeline(bp)]
+            *_pipeline(bp), *_autoscaling(bp), *_storage(bp)]
 
 
 def _formats(bp: Blueprint) -> list[FieldProblem]:
@@ -165,4 +169,35 @@ def _pipeline(bp: Blueprint) -> list[FieldProblem]:
     problems += [FieldProblem(("pipeline", "stages", k, "rounds"), f"rounds={s.rounds} is more than "
                               f"calls_per_request={s.calls_per_request}: each round batches at least one call")
                  for k, s in enumerate(pipeline.stages) if s.rounds > s.calls_per_request]
+    return problems
+
+
+def _autoscaling(bp: Blueprint) -> list[FieldProblem]:
+    from blueprints.blueprint import FIXED_REPLICAS
+    from blueprints.signals import ENGINE_OF_ARCHETYPE, SIGNALS, scaling_signal_row
+
+    a, engine = bp.autoscaling, ENGINE_OF_ARCHETYPE[bp.archetype.value]
+    if a.metric == FIXED_REPLICAS and bp.platform.kind == "edge-cluster":
+        return []  # no autoscaler: an edge cluster without the add-ons one needs
+    row = scaling_signal_row(a.metric)
+    if row is None or row.engine != engine:
+        known = [s.name for s in SIGNALS if s.kind == "scaling" and s.engine == engine]
+        return [FieldProblem(("autoscaling", "metric"), f"{a.metric!r} is not a scaling signal of "
+                             f"{bp.archetype.value} (its engine {engine} scales on {', '.join(known)}); {_REPLAN}")]
+    if row.unit == "percent" and a.target > 100:
+        return [FieldProblem(("autoscaling", "target"), f"target={a.target:g} % of the CPU request (= limit) is never "
+                             "reached, so the autoscaler never scales out; set it to <= 100")]
+    return []
+
+
+def _storage(bp: Blueprint) -> list[FieldProblem]:
+    if bp.storage is None:
+        return []
+    problems = []
+    if bp.storage.customer_managed_kms != bp.compliance.customer_managed_kms:
+        problems.append(FieldProblem(("storage", "customer_managed_kms"), "the model store is encrypted with a "
+                                     "customer-managed key exactly when compliance.customer_managed_kms asks for it"))
+    if bp.production and not bp.storage.retain_on_delete:
+        problems.append(FieldProblem(("storage", "retain_on_delete"), "a production stack keeps its model store when "
+                                     "destroyed: set retain_on_delete: true"))
     return problems

@@ -269,13 +269,26 @@ def _set(section: str, **values):
      "pipeline.stacks: ['rag-assistant-generator-prod', 'rag-assistant-generator-prod'] names a stack twice"),
     ("rag-assistant-generator-prod", _set("pipeline.stages.1", rounds=100),
      "pipeline.stages[1].rounds: rounds=100 is more than calls_per_request=20"),
+    ("support-sentiment-prod", _set("autoscaling", metric="made_up_metric"),
+     "autoscaling.metric: 'made_up_metric' is not a scaling signal of onnx-cpu (its engine onnxruntime scales on cpu)"),
+    ("support-sentiment-prod", _set("autoscaling", target=1e9),
+     "autoscaling.target: target=1e+09 % of the CPU request (= limit) is never reached"),
+    ("support-sentiment-prod", _set("storage", retain_on_delete=False),
+     "storage.retain_on_delete: a production stack keeps its model store when destroyed"),
+    ("regulated-assistant-prod", _set("storage", customer_managed_kms=False),
+     "storage.customer_managed_kms: the model store is encrypted with a customer-managed key exactly when "
+     "compliance.customer_managed_kms asks for it"),
+    ("edge-classifier-prod", _set("network.exposure", ingress_class_name=None),
+     "network.exposure.ingress_class_name: via ingress: name the IngressClass"),
 ], ids=["onnx-cpu-0.001", "triton-renamed-model", "sagemaker-non-ecr", "ml-type-on-eks", "p5-gpus-per-node-1",
         "h100-on-l40s", "sagemaker-max-replicas", "memory-0.01", "ephemeral-1", "max-model-len-64",
         "max-num-seqs-100000", "max-num-seqs-beyond-kv", "zero-startup", "zero-node-start", "monthly-cost-0", "cost-line-price",
         "newline-in-tag", "hf-dot-dot", "kubernetes-1.99", "ingress-cidrs-traefik",
         "safetensors-on-onnx-runtime", "triton-backend-for-format", "vllm-quantization", "vllm-dtype",
         "sagemaker-tp-beyond-gpus", "sagemaker-initial-count", "triton-ports", "edge-replicas-beyond-owned-nodes",
-        "roles-anywhere-pca-arn", "roles-anywhere-cn-newline", "pipeline-stack-twice", "pipeline-rounds"])
+        "roles-anywhere-pca-arn", "roles-anywhere-cn-newline", "pipeline-stack-twice", "pipeline-rounds",
+        "unknown-scaling-metric", "cpu-target-beyond-100", "production-store-deleted", "store-without-cmk",
+        "ingress-without-class"])
 def test_a_hand_edited_stack_config_exits_2_naming_the_field(project, stack, edit, message):
     _edit_stack(project, stack, edit)
     fails(["preview", stack], f"servingblueprints:blueprint.{message}")
