@@ -13,8 +13,7 @@ once: the planner derives the same flags with the same functions.
 - a compound part's pipeline: each stack named once, no stage taking more rounds than calls;
 - the autoscaling metric a scaling signal of the archetype's engine (`blueprints.signals`), a utilisation target
   within 100 %;
-- the model store as the compliance record and the environment ask (customer-managed key, kept on a production
-  stack's destroy).
+- a production stack's model store kept when the stack is destroyed.
 """
 
 from __future__ import annotations
@@ -193,11 +192,8 @@ def _autoscaling(bp: Blueprint) -> list[FieldProblem]:
 def _storage(bp: Blueprint) -> list[FieldProblem]:
     if bp.storage is None:
         return []
-    problems = []
-    if bp.storage.customer_managed_kms != bp.compliance.customer_managed_kms:
-        problems.append(FieldProblem(("storage", "customer_managed_kms"), "the model store is encrypted with a "
-                                     "customer-managed key exactly when compliance.customer_managed_kms asks for it"))
+    # A store below compliance.customer_managed_kms is the policy pack's stack-compliance rule (exit 1), not here.
     if bp.production and not bp.storage.retain_on_delete:
-        problems.append(FieldProblem(("storage", "retain_on_delete"), "a production stack keeps its model store when "
-                                     "destroyed: set retain_on_delete: true"))
-    return problems
+        return [FieldProblem(("storage", "retain_on_delete"), "a production stack keeps its model store when "
+                             "destroyed: set retain_on_delete: true")]
+    return []

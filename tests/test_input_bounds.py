@@ -275,9 +275,6 @@ def _set(section: str, **values):
      "autoscaling.target: target=1e+09 % of the CPU request (= limit) is never reached"),
     ("support-sentiment-prod", _set("storage", retain_on_delete=False),
      "storage.retain_on_delete: a production stack keeps its model store when destroyed"),
-    ("regulated-assistant-prod", _set("storage", customer_managed_kms=False),
-     "storage.customer_managed_kms: the model store is encrypted with a customer-managed key exactly when "
-     "compliance.customer_managed_kms asks for it"),
     ("edge-classifier-prod", _set("network.exposure", ingress_class_name=None),
      "network.exposure.ingress_class_name: via ingress: name the IngressClass"),
 ], ids=["onnx-cpu-0.001", "triton-renamed-model", "sagemaker-non-ecr", "ml-type-on-eks", "p5-gpus-per-node-1",
@@ -287,7 +284,7 @@ def _set(section: str, **values):
         "safetensors-on-onnx-runtime", "triton-backend-for-format", "vllm-quantization", "vllm-dtype",
         "sagemaker-tp-beyond-gpus", "sagemaker-initial-count", "triton-ports", "edge-replicas-beyond-owned-nodes",
         "roles-anywhere-pca-arn", "roles-anywhere-cn-newline", "pipeline-stack-twice", "pipeline-rounds",
-        "unknown-scaling-metric", "cpu-target-beyond-100", "production-store-deleted", "store-without-cmk",
+        "unknown-scaling-metric", "cpu-target-beyond-100", "production-store-deleted",
         "ingress-without-class"])
 def test_a_hand_edited_stack_config_exits_2_naming_the_field(project, stack, edit, message):
     _edit_stack(project, stack, edit)
