@@ -18,6 +18,8 @@ from blueprints.catalog import Architecture, Task
 from blueprints.errors import FieldProblem, describe_pattern, raise_problems
 from blueprints.jsontypes import check_json_types
 from blueprints.requirements import (
+    ACM_PCA_ARN,
+    CERTIFICATE_CN,
     DNS_1123_LABEL,
     DNS_1123_SUBDOMAIN,
     KMS_KEY_ARN,
@@ -28,6 +30,7 @@ from blueprints.requirements import (
     Accelerator,
     Compliance,
     CpuArch,
+    KubernetesVersion,
     Exposure,
     ExposureScope,
     ExposureVia,
@@ -403,7 +406,7 @@ class PlatformSpec(_Frozen):
     """
 
     kind: Platform | Literal["sagemaker"]
-    kubernetes_version: str = Field(pattern=r"^1\.\d{2}$")
+    kubernetes_version: KubernetesVersion
     namespace: str = Field(pattern=DNS_1123_LABEL, max_length=63, description="the service's own namespace")
     stack: str | None = Field(default=None, pattern=r"^platform-[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=100)
     zones: int | None = Field(default=None, ge=1, le=6, description="availability zones the platform's subnets "
@@ -592,11 +595,13 @@ class RolesAnywhereSpec(_Frozen):
     """How an edge cluster's pods read their `s3://` sources: IAM Roles Anywhere (a trust anchor on your CA, a
     profile, a role that may only read the sources' prefixes), with the certificate of a Secret you provide."""
 
-    acm_pca_arn: str | None = Field(default=None, description="the trust anchor's ACM Private CA; none: the PEM bundle "
+    acm_pca_arn: str | None = Field(default=None, pattern=ACM_PCA_ARN, description="the trust anchor's ACM Private CA; "
+                                    "none: the PEM bundle "
                                    "in config key servingblueprints:rolesAnywhereCaBundle")
     certificate_secret: str = Field(pattern=DNS_1123_SUBDOMAIN, max_length=253, description="kubernetes.io/tls Secret "
                                     "in the service's namespace (tls.crt, tls.key)")
-    certificate_common_name: str = Field(min_length=1, max_length=64, description="the certificate subject's CN the "
+    certificate_common_name: str = Field(min_length=1, max_length=64, pattern=CERTIFICATE_CN, description="the "
+                                         "certificate subject's CN the "
                                          "role trusts")
     session_duration_s: int = Field(ge=900, le=43_200, description="credentials' lifetime, s")
 

@@ -11,6 +11,7 @@ edits with the same messages (exit 2), each naming the exact field:
 - an edge cluster's stack: owned nodes, no model store, IAM Roles Anywhere exactly for `s3://` sources, one-file
   `https://` sources in a format Triton loads; a compound service's part: its name, stacks and stages;
 - each model against the catalog (task, context limit, parameters and weights);
+- the serving flags against the models' formats and the hosting (`consistency_serving`);
 - the engine against the models and the GPU: Triton model names, instance kinds, ONNX Runtime threads, tensor
   parallel against attention heads, `max_model_len` and `max_num_seqs` within the model and the KV cache, the
   SageMaker image in the stack's region;
@@ -29,8 +30,9 @@ from typing import TYPE_CHECKING
 
 from blueprints import bounds, defaults
 from blueprints.catalog import Architecture, Catalog, load_catalog
+from blueprints.consistency_serving import serving_problems
 from blueprints.errors import FieldProblem
-from blueprints.requirements import Accelerator, ExposureScope
+from blueprints.requirements import Accelerator, ExposureScope, ExposureVia
 from blueprints.weights import replica_ephemeral_gib
 
 if TYPE_CHECKING:
@@ -83,7 +85,8 @@ def blueprint_problems(bp: Blueprint) -> list[FieldProblem]:
                              f"{expected.model_fields['kind'].default!r}, got {bp.engine.kind!r}")]
     catalog = load_catalog()
     return [*_rules(bp), *_edge(bp), *_pipeline(bp), *_compute(bp, catalog), *_models(bp, catalog),
-            *_engine(bp, catalog), *_startup(bp), *_costs(bp, catalog), *_predictions(bp)]
+            *_engine(bp, catalog), *serving_problems(bp, catalog), *_startup(bp), *_costs(bp, catalog),
+            *_predictions(bp)]
 
 
 def _rules(bp: Blueprint) -> list[FieldProblem]:
@@ -111,6 +114,19 @@ def _rules(bp: Blueprint) -> list[FieldProblem]:
     if sagemaker and bp.network.private_only and bp.platform.stack is None:
         problems.append(FieldProblem(("platform", "stack"), "a private SageMaker endpoint runs in its platform's VPC: "
                                      "set platform.stack (platform-<env>-<region>) or re-plan"))
+    exposure = bp.network.exposure
+    if exposure.via is ExposureVia.INGRESS and exposure.ingress_class_name is None:
+        problems.append(FieldProblem(("network", "exposure", "ingress_class_name"), "via ingress: name the "
+                                     "IngressClass of the controller (network.exposed_by); without one no controller "
+                                     "may pick the Ingress up. Re-plan with `blueprint plan`"))
+    if exposure.allowed_cidrs and exposure.via is ExposureVia.INGRESS and bp.network.exposed_by is not None:
+        from blueprints.catalog.addons import load_platform_catalog
+
+        controller = load_platform_catalog().helm.get(bp.network.exposed_by)
+        if controller is not None and controller.source_range_annotation is None:
+            problems.append(FieldProblem(("network", "exposure", "allowed_cidrs"), f"{controller.id} cannot restrict "
+                                         "an Ingress to source CIDRs (no source-range annotation): empty the list "
+                                         "or re-plan with `blueprint plan`"))
     problems += [FieldProblem(("tags", key), f"tag key {key!r}: keys starting with `aws:` are reserved for AWS")
                  for key in bp.tags if key.lower().startswith("aws:")]
     return problems

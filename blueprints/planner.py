@@ -37,8 +37,9 @@ from blueprints.blueprint import (
     TritonModelConfig,
     VllmEngine,
 )
-from blueprints.catalog import Catalog, Gpu
+from blueprints.catalog import Catalog
 from blueprints.consistency import stored_weights_gib, vllm_host_memory_gib
+from blueprints.consistency_serving import TRITON_BACKEND, vllm_dtype
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.compound import service_parts
 from blueprints.platform import AlertingSpec, PlatformConfig
@@ -67,7 +68,6 @@ from blueprints.options import (
     traffic_shape,
 )
 from blueprints.requirements import (
-    DEFAULT_QUANTIZATION,
     Accelerator,
     CpuArch,
     Exposure,
@@ -75,8 +75,6 @@ from blueprints.requirements import (
     ExposureVia,
     ModelFormat,
     Platform as PlatformKind,
-    Precision,
-    Quantization,
     Requirements,
 )
 from blueprints.cluster_exposure import AWS_LOAD_BALANCER_CONTROLLER, resolve_exposure
@@ -99,24 +97,6 @@ from blueprints.signals import planned_target
 from blueprints.stability import Hardware, decide
 from blueprints.startup import startup_budget
 from blueprints.weights import replica_ephemeral_gib, with_weights_reason
-
-
-def _vllm_dtype(precision: Precision, quantization: Quantization | None, gpu: Gpu) -> tuple[str, str | None]:
-    """(--dtype, --quantization) for a weight precision and quantisation method. FP8 uses vLLM's fp8 quantization;
-    AWQ and GPTQ checkpoints use the Marlin kernels on GPUs that have them (compute capability >= 8.0), which the
-    calibrated kernel bandwidths describe, and the older kernels otherwise; W8A8 (int8) checkpoints are
-    compressed-tensors. GPUs without BF16 (T4) run BF16 checkpoints as float16."""
-    if precision is Precision.FP32:
-        return "float32", None
-    if precision is Precision.FP16 or (precision is Precision.BF16 and not gpu.supports_bf16):
-        return "float16", None
-    if precision is Precision.BF16:
-        return "bfloat16", None
-    method = quantization or DEFAULT_QUANTIZATION[precision]
-    flag = {Quantization.FP8: "fp8", Quantization.W8A8: "compressed-tensors",
-            Quantization.AWQ: "awq_marlin" if gpu.supports_marlin else "awq",
-            Quantization.GPTQ: "gptq_marlin" if gpu.supports_marlin else "gptq"}[method]
-    return "auto", flag
 
 
 def _tags(req: Requirements, env: str) -> dict[str, str]:
@@ -502,7 +482,7 @@ def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog
     llm = _llm_plan(req, env, model, catalog, ctx, managed=False)
     best, run = llm.best, llm.at_peak
     inst, tp, cand = best.instance, best.tensor_parallel_size, best.candidate
-    dtype, quantization = _vllm_dtype(model.spec.precision, model.spec.quantization_method, best.gpu)
+    dtype, quantization = vllm_dtype(model.spec.precision, model.spec.quantization_method, best.gpu)
     served = _served_model(model, req, env)
     startup = startup_budget(weights_gib=served.weights_gib, engine_kind="vllm", gpu=True)
     lines = _cost_lines(req, env, catalog, what="GPU nodes", instance_type=inst.instance_type, nodes=best.nodes,
@@ -611,10 +591,6 @@ def _plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], ca
 
 # --- Non-generative: Triton and ONNX Runtime --------------------------------------------------------------------------
 
-_TRITON_BACKEND = {ModelFormat.ONNX: "onnxruntime", ModelFormat.TENSORRT: "tensorrt",
-                   ModelFormat.TORCHSCRIPT: "pytorch", ModelFormat.PYTORCH: "pytorch", ModelFormat.SAFETENSORS: "python"}
-
-
 #: Triton's python backend runs `<model>/<version>/model.py` in the server's own Python, which in the pinned image has
 #: no PyTorch or transformers: they come as the model's execution environment (a conda-pack archive named by the
 #: `EXECUTION_ENV_PATH` parameter). Source: triton-inference-server/python_backend README, "Usage" and "Creating
@@ -628,15 +604,15 @@ PYTHON_BACKEND_NOTE = ("Triton's python backend runs the model.py shipped with t
 def _triton_backend(model: ResolvedModel, accelerator: Accelerator) -> str:
     """The Triton backend serving `model`'s format; a python-backend model must come from an `s3://` prefix that
     holds its model.py (a Hugging Face download keeps weights, configs and tokenizer files only)."""
-    if _TRITON_BACKEND.get(model.spec.format) == "python" and model.spec.weights_uri.startswith("hf://"):
+    if TRITON_BACKEND.get(model.spec.format) == "python" and model.spec.weights_uri.startswith("hf://"):
         raise RequirementsError(
             f"{model.path}.weights_uri: format {model.spec.format.value} on Triton runs the python backend, which "
             f"loads a model.py from the model's folder; {model.spec.weights_uri} is a Hugging Face download without "
             "one: give an s3:// weights_uri holding model.py beside the weights, or export the model to ONNX "
             "(format: onnx)", rule="servable-format")
-    backend = _TRITON_BACKEND.get(model.spec.format)
+    backend = TRITON_BACKEND.get(model.spec.format)
     if backend is None or (backend == "tensorrt" and accelerator is Accelerator.CPU):
-        allowed = [f.value for f in _TRITON_BACKEND
+        allowed = [f.value for f in TRITON_BACKEND
                    if accelerator is Accelerator.NVIDIA_GPU or f is not ModelFormat.TENSORRT]
         raise RequirementsError(f"{model.path}.format={model.spec.format.value}: Triton on "
                                 f"{'GPU' if accelerator is Accelerator.NVIDIA_GPU else 'CPU'} serves {allowed}; "

@@ -23,7 +23,7 @@ from blueprints import bounds
 from blueprints.catalog.addons import KUBERNETES_VERSION
 from blueprints.errors import RequirementsError, format_validation_error, read_text_file
 from blueprints.jsontypes import check_json_types
-from blueprints.requirements import DNS_1123_LABEL, TAG_VALUE, CpuArch, Region
+from blueprints.requirements import DNS_1123_LABEL, TAG_VALUE, CpuArch, KubernetesVersion, Region
 from blueprints.yamlio import load_yaml
 
 #: Bumped when a field changes meaning; the program refuses platform configs of another version.
@@ -354,7 +354,7 @@ class PlatformConfig(_Frozen):
     production: bool
     region: Region
     kind: PlatformKind
-    kubernetes_version: str = Field(pattern=KUBERNETES_VERSION)
+    kubernetes_version: KubernetesVersion
     audit_logging: bool
     secrets_kms: bool = Field(description="Kubernetes secrets envelope-encrypted with a customer-managed KMS key")
     network: PlatformNetwork

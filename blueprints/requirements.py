@@ -127,6 +127,9 @@ DNS_1123_SUBDOMAIN = describe_pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9
                                       "a Kubernetes object name: lowercase letters, digits, `-` and `.`")
 #: An ACM Private CA ARN: `arn:aws:acm-pca:<region>:<account>:certificate-authority/<id>` (AWS General Reference,
 #: "Amazon Resource Names", ACM Private CA resource type `certificate-authority/<id>`).
+#: A certificate subject's CN as the role's condition (aws:PrincipalTag/x509Subject/CN) compares it: one line of
+#: word characters, dots, @, *, : and -.
+CERTIFICATE_CN = describe_pattern(r"^[\w.@*:-]+$", "a certificate CN: one line of letters, digits and . @ * : -")
 ACM_PCA_ARN = describe_pattern(
     r"^arn:aws(-cn|-us-gov)?:acm-pca:[a-z]{2}(-gov)?-[a-z]+-[0-9]:[0-9]{12}:certificate-authority/[0-9a-f-]{36}$",
     "an ACM Private CA ARN, arn:aws:acm-pca:<region>:<account>:certificate-authority/<id>")
@@ -527,7 +530,7 @@ class RolesAnywhere(_Section):
     certificate_secret: str | None = Field(default=None, pattern=DNS_1123_SUBDOMAIN, max_length=253, description="the "
                                            "kubernetes.io/tls Secret (tls.crt, tls.key) in the service's namespace "
                                            "holding the pods' certificate; default `<service>-roles-anywhere`")
-    certificate_common_name: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[\w.@*:-]+$",
+    certificate_common_name: str | None = Field(default=None, min_length=1, max_length=64, pattern=CERTIFICATE_CN,
                                                 description="the certificate subject's CN the role trusts (IAM "
                                                 "condition aws:PrincipalTag/x509Subject/CN); default the stack name "
                                                 "`<service>-<environment>`")

@@ -18,6 +18,7 @@ from typing import Callable
 from blueprints import defaults
 from blueprints.blueprint import Archetype
 from blueprints.catalog import Catalog
+from blueprints.consistency_serving import VLLM_FORMATS
 from blueprints.errors import RequirementsError, SizingError
 from blueprints.guardrails import SearchLimits
 from blueprints.options import (
@@ -84,11 +85,6 @@ def _nongen_monthly_usd(req: Requirements, env: str, models: list[ResolvedModel]
     options = search_nongen_options(req, env, models, catalog, accelerator=accelerator,
                                     limits=limits_for(env, False))
     return _cheapest_monthly_usd(options[0] if options else None, req, env, catalog, managed=False)
-
-
-#: Checkpoint formats vLLM loads (safetensors, PyTorch .bin, GGUF); ONNX/TensorRT/TorchScript exports are for
-#: Triton or ONNX Runtime.
-VLLM_FORMATS = (ModelFormat.SAFETENSORS, ModelFormat.PYTORCH, ModelFormat.GGUF)
 
 
 def _check_slo_fields(req: Requirements, models: list[ResolvedModel]) -> None:

@@ -12,7 +12,7 @@ import math
 from typing import Any, Callable
 
 from blueprints import defaults
-from blueprints.blueprint import Blueprint
+from blueprints.blueprint import FIXED_REPLICAS, Blueprint
 from blueprints.catalog import Architecture, load_catalog
 from blueprints.capacity.physics import weights_gib as shape_weights_gib
 from blueprints.consistency import (
@@ -60,6 +60,13 @@ def consistent(data: dict) -> dict:
                           "usd_per_hour": price, "monthly_usd": round(nodes * price * catalog.hours_per_month, 2)}
     p["monthly_cost_usd"] = round(sum(line["monthly_usd"] for line in p["cost_lines"]), 2)
     p["cost_is_estimate"] = spot
+    # The archetype's scaling signal, as the planner writes it (a vLLM base turned ONNX Runtime scales on CPU).
+    scaling = {"vllm-gpu": "vllm:num_requests_running", "triton-multi-model": "nv_inference_pending_request_count",
+               "onnx-cpu": "cpu", "sagemaker-endpoint": "SageMakerVariantInvocationsPerInstance"}[data["archetype"]]
+    if data["autoscaling"]["metric"] not in (scaling, FIXED_REPLICAS):
+        data["autoscaling"]["metric"] = scaling
+        if scaling == "cpu":  # a whole percent of the CPU request, at most 100
+            data["autoscaling"]["target"] = max(1, min(math.floor(data["autoscaling"]["target"]), 100))
     return data
 
 
@@ -154,7 +161,8 @@ def sagemaker_blueprint(base: Blueprint, *, weights_gib: float | None = None, pr
     _, health_s, download_s, volume = sagemaker_timers(base.model.name, model["weights_gib"])
     return derive(base, archetype="sagemaker-endpoint", models=[model],
                   compute={"instance_type": instance_type, "capacity_type": "on-demand"},
-                  engine={"kind": "sagemaker", "image": TGI_IMAGE, "initial_instance_count": 2,
+                  engine={"kind": "sagemaker", "image": TGI_IMAGE,
+                          "initial_instance_count": max(1, base.autoscaling.min_replicas),
                           "container_startup_health_check_timeout_s": health_s,
                           "model_data_download_timeout_s": download_s, "volume_size_gib": volume},
                   network={"private_only": private_only},

@@ -239,10 +239,53 @@ def _set(section: str, **values):
     ("chat-assistant-prod", _set("tags", owner="ml\nplatform"), "tags.owner: should be a tag value"),
     ("chat-assistant-prod", _set("models.0", source_uri="hf://../.."),
      "models[0] (llama-3-1-8b).source_uri: should be `s3://bucket/prefix/`"),
+    ("support-sentiment-prod", _set("platform", kubernetes_version="1.99"),
+     "platform.kubernetes_version: unknown Kubernetes version '1.99'; EKS versions in the catalog: 1.31"),
+    ("edge-classifier-prod", _set("network.exposure", allowed_cidrs=["10.0.0.0/8"]),
+     "network.exposure.allowed_cidrs: traefik cannot restrict an Ingress to source CIDRs"),
+    ("support-sentiment-prod", _set("models.0", format="safetensors"),
+     "models[0] (ticket-sentiment).format: format safetensors: ONNX Runtime loads ONNX files only"),
+    ("rag-assistant-retrieval-prod", _set("engine.models.0", backend="pytorch"),
+     "engine.models[0] (embedder).backend: backend pytorch but embedder is onnx, which Triton loads with the "
+     "onnxruntime backend"),
+    ("rag-assistant-generator-prod", _set("engine", quantization="awq"),
+     "engine.quantization: quantization='awq' but generator's bf16 weights load on NVIDIA L40S with quantization "
+     "null"),
+    ("chat-assistant-prod", _set("engine", dtype="float32"),
+     "engine.dtype: dtype='float32' but llama-3-1-8b's bf16 weights run on NVIDIA L40S as 'bfloat16'"),
+    ("prototype-summarizer-pilot", _set("engine", tensor_parallel_degree=8),
+     "engine.tensor_parallel_degree: tensor_parallel_degree=8 is more than the 1 GPU(s) of ml.g6e.2xlarge"),
+    ("prototype-summarizer-pilot", _set("engine", initial_instance_count=1000),
+     "engine.initial_instance_count: initial_instance_count=1000 is outside the autoscaling range 1-2"),
+    ("rag-assistant-retrieval-prod", _set("engine", http_port=8001),
+     "engine.grpc_port: grpc_port=8001 is also http_port"),
+    ("edge-classifier-prod", _set("compute", replicas=50),
+     "compute.replicas: replicas=50 but the edge cluster's 3 owned node(s) hold 1 each (3 in all)"),
+    ("edge-classifier-prod", _set("roles_anywhere", acm_pca_arn="not-an-arn"),
+     "roles_anywhere.acm_pca_arn: should be an ACM Private CA ARN"),
+    ("edge-classifier-prod", _set("roles_anywhere", certificate_common_name="edge\nprod"),
+     "roles_anywhere.certificate_common_name: should be a certificate CN: one line"),
+    ("rag-assistant-generator-prod", _set("pipeline", stacks=["rag-assistant-generator-prod"] * 2),
+     "pipeline.stacks: ['rag-assistant-generator-prod', 'rag-assistant-generator-prod'] names a stack twice"),
+    ("rag-assistant-generator-prod", _set("pipeline.stages.1", rounds=100),
+     "pipeline.stages[1].rounds: rounds=100 is more than calls_per_request=20"),
+    ("support-sentiment-prod", _set("autoscaling", metric="made_up_metric"),
+     "autoscaling.metric: 'made_up_metric' is not a scaling signal of onnx-cpu (its engine onnxruntime scales on cpu)"),
+    ("support-sentiment-prod", _set("autoscaling", target=1e9),
+     "autoscaling.target: target=1e+09 % of the CPU request (= limit) is never reached"),
+    ("support-sentiment-prod", _set("storage", retain_on_delete=False),
+     "storage.retain_on_delete: a production stack keeps its model store when destroyed"),
+    ("edge-classifier-prod", _set("network.exposure", ingress_class_name=None),
+     "network.exposure.ingress_class_name: via ingress: name the IngressClass"),
 ], ids=["onnx-cpu-0.001", "triton-renamed-model", "sagemaker-non-ecr", "ml-type-on-eks", "p5-gpus-per-node-1",
         "h100-on-l40s", "sagemaker-max-replicas", "memory-0.01", "ephemeral-1", "max-model-len-64",
         "max-num-seqs-100000", "max-num-seqs-beyond-kv", "zero-startup", "zero-node-start", "monthly-cost-0", "cost-line-price",
-        "newline-in-tag", "hf-dot-dot"])
+        "newline-in-tag", "hf-dot-dot", "kubernetes-1.99", "ingress-cidrs-traefik",
+        "safetensors-on-onnx-runtime", "triton-backend-for-format", "vllm-quantization", "vllm-dtype",
+        "sagemaker-tp-beyond-gpus", "sagemaker-initial-count", "triton-ports", "edge-replicas-beyond-owned-nodes",
+        "roles-anywhere-pca-arn", "roles-anywhere-cn-newline", "pipeline-stack-twice", "pipeline-rounds",
+        "unknown-scaling-metric", "cpu-target-beyond-100", "production-store-deleted",
+        "ingress-without-class"])
 def test_a_hand_edited_stack_config_exits_2_naming_the_field(project, stack, edit, message):
     _edit_stack(project, stack, edit)
     fails(["preview", stack], f"servingblueprints:blueprint.{message}")
@@ -265,3 +308,13 @@ def test_a_trickle_of_traffic_plans_a_scaling_target_of_at_least_one_running_req
     bp = plan_env(req, "dev")
     assert bp.autoscaling.metric == "vllm:num_requests_running"
     assert bp.autoscaling.target == 1.0
+
+
+def test_a_hand_edited_platform_config_with_an_unknown_kubernetes_version_exits_2(project):
+    """kubernetes-validate has no schemas for it: the preview once ended in an IndexError traceback."""
+    path = project / "stacks" / "Pulumi.platform-prod-us-east-1.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["config"]["servingblueprints:platform"]["kubernetes_version"] = "1.20"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    fails(["preview", "platform-prod-us-east-1"],
+          "servingblueprints:platform.kubernetes_version: unknown Kubernetes version '1.20'")
