@@ -9,21 +9,28 @@ from __future__ import annotations
 
 import math
 from enum import Enum
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from blueprints import defaults
-from blueprints.catalog import Task
+from blueprints import bounds, defaults
+from blueprints.catalog import Architecture, Task
+from blueprints.errors import FieldProblem, describe_pattern, raise_problems
+from blueprints.jsontypes import check_json_types
 from blueprints.requirements import (
+    ACM_PCA_ARN,
+    CERTIFICATE_CN,
     DNS_1123_LABEL,
     DNS_1123_SUBDOMAIN,
     KMS_KEY_ARN,
+    MAX_WEIGHTS_URI_CHARS,
     SHA256_HEX,
+    TAG_VALUE,
     WEIGHTS_URI,
     Accelerator,
     Compliance,
     CpuArch,
+    KubernetesVersion,
     Exposure,
     ExposureScope,
     ExposureVia,
@@ -53,10 +60,26 @@ FIXED_REPLICAS = "fixed"
 
 #: A TCP port a container or Service listens on.
 Port = Annotated[int, Field(ge=1, le=65535)]
+#: Most tags one stack config sets: AWS allows 50 per resource, and the model store adds its compliance tag.
+MAX_TAGS = 40
+#: An ECR image URI, `<account>.dkr.ecr.<region>.amazonaws.com[.cn]/<repository>:<tag>` (or `@<digest>`): SageMaker
+#: pulls serving containers from ECR only (CreateModel, ContainerDefinition.Image).
+ECR_IMAGE = describe_pattern(
+    r"^(?P<account>[0-9]{12})\.dkr\.ecr\.(?P<region>[a-z]{2}(-gov)?-[a-z]+-[0-9])\.amazonaws\.com(\.cn)?/"
+    r"(?P<repo>[a-z0-9][a-z0-9._/-]{0,255})[:@][A-Za-z0-9_.:-]{1,128}$",
+    "an ECR image URI, <account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag> (SageMaker pulls from ECR only)")
+#: A pinned container image reference: `[registry/]repository:tag` or `@sha256:digest`.
+IMAGE_REF = describe_pattern(r"^[a-z0-9][a-z0-9._/:-]{0,254}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$",
+                             "a pinned image, [registry/]repository:tag or @sha256:digest")
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_types(cls, data: Any) -> Any:
+        return check_json_types(cls, data)
 
 
 class Archetype(str, Enum):
@@ -76,13 +99,15 @@ class CapacityType(str, Enum):
 class ModelTraffic(_Frozen):
     """This environment's load on one model, as planned (the fleet simulation replays it)."""
 
-    peak_requests_per_s: float = Field(gt=0, le=1e6, description="this environment's peak arrival rate, requests/s")
+    peak_requests_per_s: float = Field(ge=bounds.MIN_PEAK_REQUESTS_PER_S, le=bounds.MAX_PEAK_REQUESTS_PER_S,
+                                       description="this environment's peak arrival rate, requests/s")
     pattern: Literal["steady", "bursty", "spiky"] = Field(description="shape of the load over a day")
-    mean_input_tokens: int = Field(ge=1, le=10_000_000, description="mean prompt length, tokens")
-    mean_output_tokens: int = Field(ge=1, le=10_000_000, description="mean generated length, tokens (generative)")
-    input_tokens_p95: int | None = Field(default=None, ge=1, le=10_000_000, description="95th-percentile prompt "
-                                         "length, tokens (none: twice the mean)")
-    output_tokens_p95: int | None = Field(default=None, ge=1, le=10_000_000, description="95th-percentile "
+    mean_input_tokens: int = Field(ge=1, le=bounds.MAX_TOKENS, description="mean prompt length, tokens")
+    mean_output_tokens: int = Field(ge=1, le=bounds.MAX_TOKENS, description="mean generated length, tokens "
+                                    "(generative)")
+    input_tokens_p95: int | None = Field(default=None, ge=1, le=bounds.MAX_TOKENS, description="95th-percentile "
+                                         "prompt length, tokens (none: twice the mean)")
+    output_tokens_p95: int | None = Field(default=None, ge=1, le=bounds.MAX_TOKENS, description="95th-percentile "
                                           "generated length, tokens (none: twice the mean)")
 
 
@@ -96,16 +121,20 @@ class ServedModel(_Frozen):
     precision: Precision
     quantization: Quantization | None = Field(default=None, description="how a quantised checkpoint was quantised "
                                               "(none: the method `precision` implies)")
-    source_uri: str = Field(pattern=WEIGHTS_URI, max_length=2048, description="where the weights come from: "
-                            "s3://bucket/prefix/, hf://org/name, or (edge clusters) an https:// URL of the file")
+    source_uri: str = Field(pattern=WEIGHTS_URI, max_length=MAX_WEIGHTS_URI_CHARS, description="where the weights "
+                            "come from: s3://bucket/prefix/, hf://org/name, or (edge clusters) an https:// URL of the "
+                            "file")
     sha256: str | None = Field(default=None, pattern=SHA256_HEX, description="https:// sources: the file's SHA-256, "
                                "checked after the download")
     source_kms_key_arn: str | None = Field(default=None, pattern=KMS_KEY_ARN, description="the customer-managed key "
                                            "an s3:// source is encrypted with: its copy into the model store may "
                                            "decrypt with it (none: SSE-S3 or the AWS-managed key)")
-    params_b: float = Field(gt=0, description="total parameters, billions")
-    weights_gib: float = Field(gt=0, description="weights on disk and in memory at `precision`, GiB")
-    max_context_tokens: int = Field(ge=1)
+    params_b: float = Field(ge=bounds.MIN_PARAMS_B, le=bounds.MAX_PARAMS_B, description="total parameters, billions")
+    weights_gib: float = Field(ge=bounds.MIN_WEIGHTS_GIB, le=bounds.MAX_WEIGHTS_GIB, description="weights on disk "
+                               "and in memory at `precision`, GiB, rounded up to 0.01")
+    max_context_tokens: int = Field(ge=1, le=bounds.MAX_TOKENS)
+    architecture: Architecture | None = Field(default=None, description="the shape of a model outside the catalog "
+                                              "(none: the catalog's, by `catalog_id`)")
     traffic: ModelTraffic | None = Field(default=None, description="this environment's planned load on the model")
 
 
@@ -113,17 +142,22 @@ class Compute(_Frozen):
     """Nodes and replicas. A replica is one full copy of the model."""
 
     accelerator: Accelerator
-    instance_type: str | None = Field(description="EC2 type (`g6e.xlarge`) or SageMaker type (`ml.g5.xlarge`); none "
-                                      "on an edge cluster's owned nodes")
-    gpu: str | None = Field(description="GPU short name, none on CPU")
-    gpus_per_node: int = Field(ge=0)
-    gpus_per_replica: int = Field(ge=0, description="GPUs one replica uses (= tensor_parallel_size for vLLM)")
-    vcpus_per_node: int = Field(ge=1)
-    memory_gib_per_node: float = Field(gt=0)
-    cpu_per_replica: float = Field(gt=0, description="CPU cores requested (= limit) per replica")
-    memory_gib_per_replica: float = Field(gt=0, description="host memory requested (= limit) per replica, GiB")
-    ephemeral_storage_gib_per_replica: float = Field(gt=0, description="local disk for weights + scratch, GiB")
-    replicas: int = Field(ge=1, description="replicas needed at this environment's peak load")
+    instance_type: str | None = Field(max_length=40, description="EC2 type (`g6e.xlarge`) or SageMaker type "
+                                      "(`ml.g5.xlarge`) of the catalog, the fields below its figures; none on an edge "
+                                      "cluster's owned nodes")
+    gpu: str | None = Field(max_length=20, description="GPU short name, none on CPU")
+    gpus_per_node: int = Field(ge=0, le=bounds.MAX_GPUS_PER_NODE)
+    gpus_per_replica: int = Field(ge=0, le=bounds.MAX_GPUS_PER_NODE, description="GPUs one replica uses (= "
+                                  "tensor_parallel_size for vLLM)")
+    vcpus_per_node: int = Field(ge=1, le=bounds.MAX_VCPUS_PER_NODE)
+    memory_gib_per_node: float = Field(gt=0, le=bounds.MAX_MEMORY_GIB_PER_NODE)
+    cpu_per_replica: float = Field(ge=bounds.MIN_CPU_PER_REPLICA, le=bounds.MAX_VCPUS_PER_NODE,
+                                   description="CPU cores requested (= limit) per replica")
+    memory_gib_per_replica: float = Field(gt=0, le=bounds.MAX_MEMORY_GIB_PER_NODE, description="host memory "
+                                          "requested (= limit) per replica, GiB")
+    ephemeral_storage_gib_per_replica: float = Field(gt=0, le=bounds.MAX_WEIGHTS_GIB, description="local disk for "
+                                                     "weights + scratch, GiB")
+    replicas: int = Field(ge=1, le=bounds.MAX_REPLICAS, description="replicas needed at this environment's peak load")
     capacity_type: CapacityType = CapacityType.ON_DEMAND
     cpu_arch: CpuArch = CpuArch.X86_64
     owned_nodes: int | None = Field(default=None, ge=1, le=1000, description="edge cluster only: the owned nodes "
@@ -136,27 +170,35 @@ class Compute(_Frozen):
 
     @model_validator(mode="after")
     def _gpu_shape(self) -> Compute:
+        problems = []
         if (self.instance_type is None) == (self.owned_nodes is None):
-            raise ValueError("give exactly one of instance_type (EC2 or SageMaker capacity) and owned_nodes (an "
-                             "edge cluster's nodes)")
-        if self.owned_nodes is not None and (self.accelerator is not Accelerator.CPU
-                                             or self.capacity_type is CapacityType.SPOT):
-            raise ValueError("an edge cluster's owned nodes are on-demand CPU nodes: accelerator cpu, capacity_type "
-                             "on-demand")
+            problems.append(FieldProblem("instance_type", "give exactly one of instance_type (EC2 or SageMaker "
+                                         "capacity) and owned_nodes (an edge cluster's nodes)"))
+        if self.owned_nodes is not None and self.accelerator is not Accelerator.CPU:
+            problems.append(FieldProblem("accelerator", "an edge cluster's owned nodes are CPU nodes: accelerator cpu"))
+        if self.owned_nodes is not None and self.capacity_type is CapacityType.SPOT:
+            problems.append(FieldProblem("capacity_type", "an edge cluster's owned nodes are not spot capacity: "
+                                         "capacity_type on-demand"))
         if self.cpu_per_replica > self.vcpus_per_node:
-            raise ValueError(f"cpu_per_replica={self.cpu_per_replica:g} exceeds the {self.vcpus_per_node} vCPUs of "
-                             f"{self.node_type}: the pod can never be scheduled")
+            problems.append(FieldProblem("cpu_per_replica", f"cpu_per_replica={self.cpu_per_replica:g} exceeds the "
+                                         f"{self.vcpus_per_node} vCPUs of {self.node_type}: the pod can never be "
+                                         "scheduled"))
         if self.memory_gib_per_replica > self.memory_gib_per_node:
-            raise ValueError(f"memory_gib_per_replica={self.memory_gib_per_replica:g} exceeds the "
-                             f"{self.memory_gib_per_node:g} GiB of {self.node_type}")
+            problems.append(FieldProblem("memory_gib_per_replica", f"memory_gib_per_replica="
+                                         f"{self.memory_gib_per_replica:g} exceeds the {self.memory_gib_per_node:g} "
+                                         f"GiB of {self.node_type}"))
         if self.accelerator is Accelerator.NVIDIA_GPU:
-            if self.gpu is None or self.gpus_per_replica < 1:
-                raise ValueError("GPU compute needs `gpu` and gpus_per_replica >= 1")
-            if self.gpus_per_node % self.gpus_per_replica:
-                raise ValueError(f"gpus_per_replica={self.gpus_per_replica} must divide the {self.gpus_per_node} "
-                                 f"GPUs of {self.instance_type}")
-        elif self.gpus_per_replica:
-            raise ValueError("CPU compute must have gpus_per_replica = 0")
+            if self.gpu is None:
+                problems.append(FieldProblem("gpu", "GPU compute needs `gpu`"))
+            if self.gpus_per_replica < 1:
+                problems.append(FieldProblem("gpus_per_replica", "GPU compute needs gpus_per_replica >= 1"))
+            elif self.gpus_per_node < self.gpus_per_replica or self.gpus_per_node % self.gpus_per_replica:
+                problems.append(FieldProblem("gpus_per_replica", f"gpus_per_replica={self.gpus_per_replica} must "
+                                             f"divide the {self.gpus_per_node} GPUs of {self.instance_type}"))
+        else:
+            problems += [FieldProblem(f, f"CPU compute has no GPUs: set {f} to {'0' if f != 'gpu' else 'null'}")
+                         for f in ("gpu", "gpus_per_replica") if getattr(self, f)]
+        raise_problems(problems)
         return self
 
     @property
@@ -170,11 +212,13 @@ class VllmEngine(_Frozen):
     """vLLM OpenAI-compatible server settings; each field maps to one documented engine flag."""
 
     kind: Literal["vllm"] = "vllm"
-    image: str = Field(description="pinned image, e.g. vllm/vllm-openai:v0.11.0")
-    tensor_parallel_size: int = Field(ge=1, description="--tensor-parallel-size")
-    gpu_memory_utilization: float = Field(gt=0, le=0.98, description="--gpu-memory-utilization")
-    max_model_len: int = Field(ge=64, description="--max-model-len, tokens")
-    max_num_seqs: int = Field(ge=1, description="--max-num-seqs, concurrent sequences per replica")
+    image: str = Field(pattern=IMAGE_REF, description="pinned image, e.g. vllm/vllm-openai:v0.11.0")
+    tensor_parallel_size: int = Field(ge=1, le=bounds.MAX_GPUS_PER_NODE, description="--tensor-parallel-size")
+    gpu_memory_utilization: float = Field(ge=0.1, le=0.98, description="--gpu-memory-utilization")
+    max_model_len: int = Field(ge=bounds.MIN_CONTEXT_TOKENS, le=bounds.MAX_TOKENS, description="--max-model-len, "
+                               "tokens; within the model's context and the KV cache")
+    max_num_seqs: int = Field(ge=1, le=bounds.MAX_NUM_SEQS, description="--max-num-seqs, concurrent sequences per "
+                              "replica; as many mean-length requests as the KV cache holds at most")
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=1_048_576,
                                                description="--max-num-batched-tokens, tokens one engine step computes "
                                                "at most (chunked prefill); vLLM's default for the GPU when unset")
@@ -182,7 +226,8 @@ class VllmEngine(_Frozen):
     quantization: Literal["fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors",
                           "bitsandbytes"] | None = Field(description="--quantization")
     kv_cache_dtype: Literal["auto", "fp8"] = Field(description="--kv-cache-dtype")
-    shm_size_gib: float = Field(gt=0, description="memory-backed /dev/shm for NCCL, GiB; grows with tensor parallel")
+    shm_size_gib: float = Field(gt=0, le=bounds.MAX_MEMORY_GIB_PER_NODE, description="memory-backed /dev/shm for "
+                                "NCCL, GiB; grows with tensor parallel")
     port: Port = 8000
 
     @model_validator(mode="after")
@@ -199,10 +244,10 @@ class TritonModelConfig(_Frozen):
 
     name: str = Field(pattern=DNS_1123_LABEL)
     backend: Literal["onnxruntime", "tensorrt", "pytorch", "python"]
-    max_batch_size: int = Field(ge=0)
-    max_queue_delay_microseconds: int = Field(ge=0)
+    max_batch_size: int = Field(ge=0, le=bounds.INT32_MAX)
+    max_queue_delay_microseconds: int = Field(ge=0, le=bounds.MAX_LATENCY_MS * 1000)
     instance_kind: Literal["KIND_GPU", "KIND_CPU"]
-    instance_count: int = Field(ge=1)
+    instance_count: int = Field(ge=1, le=64)
 
     @model_validator(mode="after")
     def _no_delay_without_a_batch(self) -> TritonModelConfig:
@@ -215,8 +260,9 @@ class TritonModelConfig(_Frozen):
 
 class TritonEngine(_Frozen):
     kind: Literal["triton"] = "triton"
-    image: str = Field(description="pinned image, e.g. nvcr.io/nvidia/tritonserver:25.10-py3")
-    models: list[TritonModelConfig] = Field(min_length=1)
+    image: str = Field(pattern=IMAGE_REF, description="pinned image, e.g. nvcr.io/nvidia/tritonserver:25.10-py3")
+    models: list[TritonModelConfig] = Field(min_length=1, max_length=bounds.MAX_MODELS, description="one per served "
+                                            "model, by name")
     http_port: Port = 8000
     grpc_port: Port = 8001
     metrics_port: Port = 8002
@@ -224,24 +270,26 @@ class TritonEngine(_Frozen):
 
 class OnnxRuntimeEngine(_Frozen):
     kind: Literal["onnxruntime"] = "onnxruntime"
-    image: str = Field(description="pinned ONNX Runtime server image; overridable")
-    intra_op_threads: int = Field(ge=1, description="= the container CPU limit, never 0 (one per host core)")
-    inter_op_threads: int = Field(default=1, ge=1)
+    image: str = Field(pattern=IMAGE_REF, description="pinned ONNX Runtime server image; overridable")
+    intra_op_threads: int = Field(ge=1, le=bounds.MAX_VCPUS_PER_NODE, description="= the whole cores of the "
+                                  "container CPU limit, never 0 (one per host core)")
+    inter_op_threads: int = Field(default=1, ge=1, le=bounds.MAX_VCPUS_PER_NODE)
     port: Port = 8001
 
 
 class SageMakerEngine(_Frozen):
     kind: Literal["sagemaker"] = "sagemaker"
-    image: str = Field(description="the region's pinned serving container image URI")
-    initial_instance_count: int = Field(ge=1)
+    image: str = Field(pattern=ECR_IMAGE, description="the region's pinned serving container image URI (ECR)")
+    initial_instance_count: int = Field(ge=1, le=bounds.MAX_REPLICAS)
     container_startup_health_check_timeout_s: int = Field(ge=60, le=3600)
     model_data_download_timeout_s: int = Field(ge=60, le=3600)
     volume_size_gib: int = Field(ge=1, le=512)
-    tensor_parallel_degree: int | None = Field(default=None, ge=1, description="LMI OPTION_TENSOR_PARALLEL_DEGREE "
+    tensor_parallel_degree: int | None = Field(default=None, ge=1, le=bounds.MAX_GPUS_PER_NODE, description="LMI OPTION_TENSOR_PARALLEL_DEGREE "
                                                "(text generation only; none for other models)")
-    max_model_len: int | None = Field(default=None, ge=64, description="LMI OPTION_MAX_MODEL_LEN, tokens "
+    max_model_len: int | None = Field(default=None, ge=bounds.MIN_CONTEXT_TOKENS, le=bounds.MAX_TOKENS,
+                                      description="LMI OPTION_MAX_MODEL_LEN, tokens "
                                       "(text generation only)")
-    max_rolling_batch_size: int | None = Field(default=None, ge=1, description="LMI OPTION_MAX_ROLLING_BATCH_SIZE: "
+    max_rolling_batch_size: int | None = Field(default=None, ge=1, le=bounds.MAX_NUM_SEQS, description="LMI OPTION_MAX_ROLLING_BATCH_SIZE: "
                                                "concurrent sequences per instance (text generation only)")
 
 
@@ -260,7 +308,7 @@ class Storage(_Frozen):
 
     customer_managed_kms: bool = Field(description="SSE-KMS with a customer-managed key (rotation on)")
     retain_on_delete: bool = Field(description="keep the bucket when the stack is destroyed")
-    noncurrent_version_expiry_days: int = Field(default=30, ge=1)
+    noncurrent_version_expiry_days: int = Field(default=30, ge=1, le=3650)
 
 
 class Network(_Frozen):
@@ -358,7 +406,7 @@ class PlatformSpec(_Frozen):
     """
 
     kind: Platform | Literal["sagemaker"]
-    kubernetes_version: str = Field(pattern=r"^1\.\d{2}$")
+    kubernetes_version: KubernetesVersion
     namespace: str = Field(pattern=DNS_1123_LABEL, max_length=63, description="the service's own namespace")
     stack: str | None = Field(default=None, pattern=r"^platform-[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=100)
     zones: int | None = Field(default=None, ge=1, le=6, description="availability zones the platform's subnets "
@@ -376,10 +424,12 @@ class PlatformSpec(_Frozen):
 class StartupBudget(_Frozen):
     """Cold start of one replica, from an empty node to ready. Used by probes, deadlines and cooldowns."""
 
-    node_provisioning_s: int = Field(ge=0)
-    image_pull_s: int = Field(ge=0)
-    weights_download_s: int = Field(ge=0)
-    model_load_s: int = Field(ge=0)
+    node_provisioning_s: int = Field(ge=0, le=bounds.MAX_STARTUP_PART_S, description="0 only on an edge cluster, "
+                                     "whose owned nodes are always there")
+    image_pull_s: int = Field(ge=0, le=bounds.MAX_STARTUP_PART_S, description="0 only on SageMaker, which pulls its "
+                              "image before the timers start")
+    weights_download_s: int = Field(ge=1, le=bounds.MAX_STARTUP_PART_S)
+    model_load_s: int = Field(ge=1, le=bounds.MAX_STARTUP_PART_S)
 
     @property
     def total_s(self) -> int:
@@ -392,8 +442,8 @@ class StartupBudget(_Frozen):
 
 
 class Autoscaling(_Frozen):
-    min_replicas: int = Field(ge=0, le=1000)
-    max_replicas: int = Field(ge=1, le=1000)
+    min_replicas: int = Field(ge=0, le=bounds.MAX_REPLICAS)
+    max_replicas: int = Field(ge=1, le=bounds.MAX_REPLICAS)
     metric: str = Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$", max_length=200,
                         description="the signal scaled on (a row of blueprints/signals.py), e.g. "
                         "vllm:num_requests_running")
@@ -420,19 +470,27 @@ class Autoscaling(_Frozen):
         return self
 
 
+#: A latency target or prediction, ms.
+LatencyMs = Annotated[float, Field(ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS)]
+#: A predicted latency, ms: a prediction may be longer than any target (a request's whole generation).
+PredictedMs = Annotated[float, Field(ge=0, le=bounds.MAX_LATENCY_MS * 100)]
+#: USD, finite and at most `bounds.MAX_COST_USD`.
+Usd = Annotated[float, Field(ge=0, le=bounds.MAX_COST_USD)]
+
+
 class SloTargets(_Frozen):
-    ttft_p95_ms: float | None = None
-    itl_p95_ms: float | None = None
-    latency_p95_ms: float | None = None
-    latency_p99_ms: float | None = None
-    availability_pct: float
+    ttft_p95_ms: LatencyMs | None = None
+    itl_p95_ms: LatencyMs | None = None
+    latency_p95_ms: LatencyMs | None = None
+    latency_p99_ms: LatencyMs | None = None
+    availability_pct: float = Field(ge=90, lt=100)
 
 
 class CostLine(_Frozen):
-    item: str
-    quantity: float = Field(ge=0)
-    usd_per_hour: float = Field(ge=0, description="per unit")
-    monthly_usd: float = Field(ge=0)
+    item: str = Field(max_length=200)
+    quantity: float = Field(ge=0, le=bounds.MAX_REPLICAS * 10)
+    usd_per_hour: Usd = Field(description="per unit")
+    monthly_usd: Usd
 
 
 class ModelLatency(_Frozen):
@@ -452,20 +510,23 @@ class ModelLatency(_Frozen):
 class Predictions(_Frozen):
     """What the capacity model predicts at this environment's peak, per the planner's roofline model."""
 
-    ttft_p95_ms: float | None = None
-    itl_p95_ms: float | None = None
-    latency_p95_ms: float | None = Field(default=None, description="request latency p95, ms (for LLMs: a mean "
-                                         "request, TTFT + output tokens x ITL)")
-    output_tokens_per_s: float | None = Field(default=None, description="all replicas at peak, tokens/s")
-    requests_per_s_capacity: float = Field(gt=0, description="all planned replicas, requests/s")
-    concurrency_per_replica: int = Field(ge=1)
-    monthly_cost_usd: float = Field(ge=0)
-    cost_lines: list[CostLine]
+    ttft_p95_ms: PredictedMs | None = None
+    itl_p95_ms: PredictedMs | None = None
+    latency_p95_ms: PredictedMs | None = Field(default=None, description="request latency p95, ms (for LLMs: a mean "
+                                               "request, TTFT + output tokens x ITL)")
+    output_tokens_per_s: float | None = Field(default=None, ge=0, le=1e12, description="all replicas at peak, "
+                                              "tokens/s")
+    requests_per_s_capacity: float = Field(gt=0, le=1e12, description="all planned replicas, requests/s")
+    concurrency_per_replica: int = Field(ge=1, le=bounds.INT32_MAX)
+    monthly_cost_usd: Usd = Field(description="the sum of `cost_lines`, USD/month; 0 only on an edge cluster's owned "
+                                  "nodes given no cost")
+    cost_lines: list[CostLine] = Field(min_length=1, max_length=20, description="the serving nodes (or SageMaker "
+                                       "instances) first, then the stack's fixed items")
     cost_is_estimate: bool = Field(description="true when spot prices (estimated) are used")
-    usd_per_million_output_tokens: float | None = None
-    platform_monthly_cost_usd: float | None = Field(default=None, ge=0, description="the shared platform's own "
-                                                    "monthly cost (reported, not part of monthly_cost_usd)")
-    expected_monthly_cost_usd: float | None = Field(default=None, ge=0, description="the fleet simulation's monthly "
+    usd_per_million_output_tokens: Usd | None = None
+    platform_monthly_cost_usd: Usd | None = Field(default=None, description="the shared platform's own "
+                                                  "monthly cost (reported, not part of monthly_cost_usd)")
+    expected_monthly_cost_usd: Usd | None = Field(default=None, description="the fleet simulation's monthly "
                                                     "cost of the autoscaled fleet over a typical day of the traffic "
                                                     "pattern (`monthly_cost_usd` is the peak-provisioned cost)")
     slo_attainment: float | None = Field(default=None, ge=0, le=1, description="the fleet simulation's share of "
@@ -534,11 +595,13 @@ class RolesAnywhereSpec(_Frozen):
     """How an edge cluster's pods read their `s3://` sources: IAM Roles Anywhere (a trust anchor on your CA, a
     profile, a role that may only read the sources' prefixes), with the certificate of a Secret you provide."""
 
-    acm_pca_arn: str | None = Field(default=None, description="the trust anchor's ACM Private CA; none: the PEM bundle "
+    acm_pca_arn: str | None = Field(default=None, pattern=ACM_PCA_ARN, description="the trust anchor's ACM Private CA; "
+                                    "none: the PEM bundle "
                                    "in config key servingblueprints:rolesAnywhereCaBundle")
     certificate_secret: str = Field(pattern=DNS_1123_SUBDOMAIN, max_length=253, description="kubernetes.io/tls Secret "
                                     "in the service's namespace (tls.crt, tls.key)")
-    certificate_common_name: str = Field(min_length=1, max_length=64, description="the certificate subject's CN the "
+    certificate_common_name: str = Field(min_length=1, max_length=64, pattern=CERTIFICATE_CN, description="the "
+                                         "certificate subject's CN the "
                                          "role trusts")
     session_duration_s: int = Field(ge=900, le=43_200, description="credentials' lifetime, s")
 
@@ -562,9 +625,12 @@ class Blueprint(_Frozen):
     production: bool
     region: Region
     archetype: Archetype
-    tags: dict[str, str]
+    tags: dict[Annotated[str, Field(pattern=TAG_VALUE, max_length=128)],
+               Annotated[str, Field(pattern=TAG_VALUE, max_length=256)]] = Field(
+        max_length=MAX_TAGS, description="AWS tags of every resource (also the load balancer's tag annotation): keys of "
+        "up to 128 and values of up to 256 letters, digits, spaces and _ . : / + - @, keys not starting with aws:")
     compliance: ComplianceRecord
-    models: list[ServedModel] = Field(min_length=1)
+    models: list[ServedModel] = Field(min_length=1, max_length=bounds.MAX_MODELS)
     compute: Compute
     engine: Engine
     storage: Storage | None = Field(description="the stack's model store; none on an edge cluster (its pods read the "
@@ -583,77 +649,15 @@ class Blueprint(_Frozen):
                             "declares none")
     pipeline: Pipeline | None = Field(default=None, description="compound services only: this part's place in the "
                                       "service's end-to-end latency")
-    rationale: list[str] = Field(min_length=1)
+    rationale: list[str] = Field(min_length=1, max_length=200)
 
     @model_validator(mode="after")
-    def _engine_matches_archetype(self) -> Blueprint:
-        expected = ENGINE_FOR_ARCHETYPE[self.archetype]
-        if not isinstance(self.engine, expected):
-            raise ValueError(f"archetype {self.archetype.value} needs engine kind "
-                             f"{expected.model_fields['kind'].default!r}, got {self.engine.kind!r}")
-        if self.network.exposure.scope is ExposureScope.PUBLIC and self.autoscaling.min_replicas == 0:
-            raise ValueError("network.exposure.scope public needs autoscaling.min_replicas >= 1: a service that scales "
-                             "to zero has no load balancer (clients reach it through the in-cluster KEDA interceptor)")
-        if self.production and self.autoscaling.min_replicas == 0:
-            raise ValueError("a production stack never scales to zero: autoscaling.min_replicas must be >= 1")
-        if self.production and self.compute.capacity_type is CapacityType.SPOT:
-            raise ValueError("a production stack does not run on spot capacity")
-        self._edge_consistent()
-        cert_region = self.network.exposure.certificate_region
-        if cert_region is not None and cert_region != self.region:
-            raise ValueError(f"network.exposure.tls_certificate_arn is in {cert_region} but the stack is in "
-                             f"{self.region}: a load balancer uses an ACM certificate of its own region")
-        if isinstance(self.engine, VllmEngine):
-            if self.engine.tensor_parallel_size != self.compute.gpus_per_replica:
-                raise ValueError(f"engine.tensor_parallel_size={self.engine.tensor_parallel_size} must equal "
-                                 f"compute.gpus_per_replica={self.compute.gpus_per_replica}")
-            if self.engine.max_model_len > self.model.max_context_tokens:
-                raise ValueError(f"engine.max_model_len={self.engine.max_model_len} exceeds the model's "
-                                 f"max_context_tokens={self.model.max_context_tokens}")
-        served = [m.name for m in self.models]
-        if self.predictions.models is not None and [m.name for m in self.predictions.models] != served:
-            raise ValueError(f"predictions.models names {[m.name for m in self.predictions.models]} but the stack "
-                             f"serves {served}; re-plan with `blueprint plan`")
-        if self.pipeline is not None:
-            self._check_pipeline(self.pipeline, served)
-        for name in ("ttft_p95_ms", "itl_p95_ms", "latency_p95_ms"):
-            target, predicted = getattr(self.slo, name), getattr(self.predictions, name)
-            # Predictions are stored rounded to 0.1 ms; more than that over the target is a plan missing its SLO.
-            if target is not None and predicted is not None and predicted > target + 0.05:
-                raise ValueError(f"predictions.{name}={predicted:g} misses slo.{name}={target:g}: this plan does not "
-                                 "meet its own SLO; re-plan with `blueprint plan` instead of editing the stack config")
+    def _consistent(self) -> Blueprint:
+        """Every field against the others and the catalog (`blueprints.consistency.blueprint_problems`)."""
+        from blueprints.consistency import blueprint_problems
+
+        raise_problems(blueprint_problems(self))
         return self
-
-    def _edge_consistent(self) -> None:
-        """An edge cluster's stack runs on owned nodes, keeps no model store and reads `s3://` sources through IAM
-        Roles Anywhere; elsewhere none of that applies."""
-        edge = self.platform.kind == "edge-cluster"
-        if edge != (self.compute.owned_nodes is not None):
-            raise ValueError("compute.owned_nodes is for platform.kind edge-cluster (and required there): re-plan "
-                             "with `blueprint plan`")
-        if edge != (self.storage is None):
-            raise ValueError("storage (the model store) is omitted exactly on an edge cluster: re-plan with "
-                             "`blueprint plan`")
-        s3 = any(m.source_uri.startswith("s3://") for m in self.models)
-        if (edge and s3) != (self.roles_anywhere is not None):
-            raise ValueError("roles_anywhere is set exactly for an edge cluster with s3:// sources: re-plan with "
-                             "`blueprint plan`")
-        wrong = [m.name for m in self.models if m.source_uri.startswith("hf://" if edge else "https://")]
-        if wrong:
-            raise ValueError(f"models {wrong}: {'hf://' if edge else 'https://'} sources are not served on "
-                             f"{self.platform.kind}: re-plan with `blueprint plan`")
-
-    def _check_pipeline(self, pipeline: Pipeline, served: list[str]) -> None:
-        part = pipeline.part.value
-        if self.service != f"{pipeline.service}-{part}":
-            raise ValueError(f"pipeline: the {part} part of service {pipeline.service!r} is service "
-                             f"{pipeline.service}-{part}, not {self.service!r}")
-        if self.stack not in pipeline.stacks:
-            raise ValueError(f"pipeline.stacks {pipeline.stacks} does not name this stack, {self.stack}")
-        own = [s.model for s in pipeline.stages if s.part is pipeline.part]
-        if own != served:
-            raise ValueError(f"pipeline.stages of part {part} name {own} but the stack serves {served}; re-plan "
-                             "with `blueprint plan`")
 
     @property
     def stack(self) -> str:

@@ -644,7 +644,7 @@ def _estimate_model(model: str | None, requirements: Path | None, architecture: 
     try:
         return Architecture.model_validate(data), None, None, None, None, None
     except ValidationError as exc:
-        raise SizingError(format_validation_error(exc, source=architecture)) from None  # type: ignore[arg-type]
+        raise SizingError(format_validation_error(exc, source=architecture, data=data)) from None  # type: ignore[arg-type]
 
 
 @app.command()

@@ -45,7 +45,12 @@ class ClusterExposure:
 
 
 class ExposureProblem(ValueError):
-    """The exposure needs something the cluster does not declare, or settings that do not apply to it."""
+    """The exposure needs something the cluster does not declare, or settings that do not apply to it; `field` is
+    the requirements field the message starts with (`exposure.via`, `operations.cluster_addons`)."""
+
+    @property
+    def field(self) -> tuple[str, ...]:
+        return tuple(str(self).split(" ", 1)[0].rstrip(":").split("."))
 
 
 def _declared(ops: Operations, pick: list[HelmAddon]) -> list[HelmAddon]:

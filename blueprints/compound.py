@@ -74,7 +74,7 @@ def service_parts(req: Requirements, catalog: Catalog) -> list[ServicePart]:
     if len(generative) > 1:
         raise RequirementsError(f"models: {generative} generate text; a service has at most one generator (a "
                                 "compound service pairs one with its retrieval models): keep one here and move the "
-                                "others to requirements files of their own")
+                                "others to requirements files of their own", rule="one-generative-model")
     if not generative or len(req.models) == 1:
         _no_pipeline(budget, "no generator beside retrieval models" if not generative else "one model")
         return [ServicePart(None, req)]
@@ -82,7 +82,7 @@ def service_parts(req: Requirements, catalog: Catalog) -> list[ServicePart]:
         raise RequirementsError(f"service: {req.service!r} is {len(req.service)} characters; a compound service "
                                 f"(a generator and retrieval models) plans stacks {req.service}-generator-<env> and "
                                 f"{req.service}-retrieval-<env>, whose part names must stay within 40 characters: "
-                                f"shorten it to <= {MAX_COMPOUND_SERVICE_LEN}")
+                                f"shorten it to <= {MAX_COMPOUND_SERVICE_LEN}", rule="compound-service-name-length")
     generator = next(m for m, t in zip(req.models, tasks) if t.generative)
     retrieval = [m for m, t in zip(req.models, tasks) if not t.generative]
     base = req.model_dump()
@@ -111,5 +111,5 @@ def _no_pipeline(budget: float | None, why: str) -> None:
         raise RequirementsError(f"slo.pipeline_latency_p95_ms is the end-to-end budget of a compound service (one "
                                 f"text-generation model beside retrieval models in `models:`); this file has {why}: "
                                 "remove it and use slo.ttft_p95_ms / itl_p95_ms (text generation) or "
-                                "slo.latency_p95_ms (other models)")
+                                "slo.latency_p95_ms (other models)", rule="pipeline-budget-compound-only")
 

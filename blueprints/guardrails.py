@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from blueprints import defaults
+from blueprints import bounds, defaults
 from blueprints.blueprint import nodes_for
 from blueprints.catalog import InstanceType
 from blueprints.requirements import Requirements
@@ -117,11 +117,14 @@ class SearchLimits:
         guardrails: the environment's policy limits (instance types, GPU quota); None without a policy config.
         zones: the zones the platform's node pools span (replicas spread evenly over them, whole nodes per zone).
         max_replicas: environments.<env>.max_replicas (the replicas the peak needs may not exceed it).
+        replica_limit: the most replicas one stack scales to (`bounds.MAX_REPLICAS`: one autoscaler and node pool);
+            None only to name the constraint that binds (`blueprints.options.relaxed`).
     """
 
     guardrails: Guardrails | None = None
     zones: int = 1
     max_replicas: int | None = None
+    replica_limit: int | None = bounds.MAX_REPLICAS
 
     def allows(self, inst: InstanceType) -> bool:
         """The policy's instance types admit `inst` (the requirements' families are checked by the search)."""
@@ -138,6 +141,11 @@ class SearchLimits:
     def breach(self, inst: InstanceType, *, replicas: int, per_node: int, managed: bool) -> Breach | None:
         """The first constraint an option with `replicas` at peak breaks, None when it breaks none. SageMaker
         instances count against SageMaker's own quotas, not the node pools' GPU quota."""
+        if self.replica_limit is not None and replicas > self.replica_limit:
+            return Breach("replica-limit", f"needs {replicas:,} replicas at peak, more than one stack scales to "
+                                           f"({self.replica_limit:,}: one autoscaler and node pool)", replicas,
+                          "split the load over several services (at most {needed} replicas each)".replace(
+                              "{needed}", f"{self.replica_limit:,}"))
         if self.max_replicas is not None and replicas > self.max_replicas:
             return Breach("max_replicas", f"needs {replicas} replicas at peak, above max_replicas={self.max_replicas}",
                           replicas, "raise environments.{env}.max_replicas to >= {needed}")
@@ -152,7 +160,7 @@ class SearchLimits:
 
     def need(self, constraint: str, inst: InstanceType, *, replicas: int, per_node: int) -> int:
         """What an option needs of a constraint: replicas at peak (`max_replicas`) or GPUs with the surge."""
-        if constraint == "max_replicas":
+        if constraint in ("max_replicas", "replica-limit"):
             return replicas
         return self.gpus_at_full_scale(replicas, per_node=per_node, gpus_per_node=inst.gpu_count)
 

@@ -11,12 +11,13 @@ import heapq
 import math
 from dataclasses import dataclass, replace
 
-from blueprints import defaults
+from blueprints import bounds, defaults
 from blueprints.catalog import Architecture, Catalog, Gpu, InstanceType, Task
-from blueprints.errors import CatalogError, RequirementsError, SizingError
+from blueprints.consistency import cpu_replica_memory_gib, stored_weights_gib
+from blueprints.errors import SizingError
 from blueprints.edge import OwnedNodeShape, edge_capacity_problem, owned_node_shape
 from blueprints.guardrails import Breach, SearchLimits
-from blueprints.requirements import Accelerator, ModelSpec, Platform, Precision, Requirements, Traffic
+from blueprints.requirements import Accelerator, ModelSpec, Platform, Precision, Requirements, Traffic, context_tokens
 from blueprints.capacity.physics import kv_cache_tokens, replica_model
 from blueprints.capacity.planning import (
     Candidate,
@@ -49,7 +50,8 @@ from blueprints.sizing import (
 
 @dataclass(frozen=True)
 class ResolvedModel:
-    """A requirements model entry joined with its catalog record."""
+    """A requirements model entry joined with its catalog record; `path` is where it is in the file (`model`, or
+    `models[1] (reranker)`), for messages."""
 
     spec: ModelSpec
     traffic: Traffic
@@ -58,6 +60,7 @@ class ResolvedModel:
     max_context_tokens: int
     catalog_gflops_per_request: float | None = None
     catalog_decoder_params_b: float | None = None
+    path: str = "model"
 
     @property
     def weights_gib(self) -> float:
@@ -65,56 +68,19 @@ class ResolvedModel:
 
 
 def resolve_models(req: Requirements, catalog: Catalog) -> list[ResolvedModel]:
-    """Join each requested model with the catalog.
-
-    Raises:
-        CatalogError: an unknown model id or measured_instance_type.
-        RequirementsError: a generative model's mean request (input + output) is longer than max_context_tokens.
-        SizingError: max_context_tokens above the model's limit.
-    """
+    """Join each requested model with the catalog. `Requirements` has already checked each against the catalog (ids,
+    context limits, the requests a context holds: `blueprints.input_rules`)."""
     out = []
     for index, (spec, traffic) in enumerate(req.served_models()):
-        field = "model.id" if req.model is not None else f"models.{index}.id"
-        try:
-            record = catalog.model(spec.id) if spec.id else None
-        except CatalogError as exc:
-            raise CatalogError(f"{field}: {exc}") from None
+        record = catalog.model(spec.id) if spec.id else None
         arch = spec.architecture or record.architecture  # type: ignore[union-attr]
         task = spec.task or record.task  # type: ignore[union-attr]
-        limit = record.max_context_tokens if record else (spec.max_context_tokens or defaults.DEFAULT_MAX_MODEL_LEN)
-        wanted = spec.max_context_tokens or min(limit, defaults.DEFAULT_MAX_MODEL_LEN)
-        if wanted > limit:
-            raise SizingError(f"model.max_context_tokens={wanted} exceeds {spec.id}'s limit of {limit} tokens; "
-                              f"lower it to <= {limit}")
-        if task.generative and traffic.mean_input_tokens + traffic.mean_output_tokens > wanted:
-            raise RequirementsError(
-                f"model {spec.served_name}: traffic.mean_input_tokens + mean_output_tokens = "
-                f"{traffic.mean_input_tokens + traffic.mean_output_tokens} exceeds max_context_tokens={wanted}, so "
-                f"the mean request would be rejected; raise model.max_context_tokens (<= {limit}) or shorten requests")
-        given_p95 = traffic.input_tokens_p95 is not None or traffic.output_tokens_p95 is not None
-        traffic_field = "traffic" if req.model is not None else f"models.{index}.traffic"
-        if given_p95 and not task.generative:
-            raise RequirementsError(f"{traffic_field}.input_tokens_p95 / output_tokens_p95 apply to text generation; "
-                                    f"{spec.served_name} is a {task.value} model: remove them")
-        if given_p95 and task.generative:
-            p95_in = traffic.input_tokens_p95 or traffic.mean_input_tokens
-            p95_out = traffic.output_tokens_p95 or traffic.mean_output_tokens
-            if p95_in + p95_out > wanted:
-                raise RequirementsError(
-                    f"model {spec.served_name}: {traffic_field}.input_tokens_p95 + output_tokens_p95 (or the mean "
-                    f"where no p95 is given) = {p95_in + p95_out} exceeds max_context_tokens={wanted}, so one "
-                    f"request in twenty would not fit; raise model.max_context_tokens (<= {limit}) or lower the p95s")
-        if task.autoregressive and not task.generative and traffic.mean_output_tokens > wanted:
-            raise RequirementsError(
-                f"model {spec.served_name}: {traffic_field}.mean_output_tokens={traffic.mean_output_tokens} exceeds "
-                f"the decoder's max_context_tokens={wanted}: a {task.value} request (one 30 s window) decodes at most "
-                f"{wanted} tokens; set mean_output_tokens to the tokens one window transcribes (e.g. 120)")
-        if spec.measured_instance_type is not None:
-            catalog.instance(spec.measured_instance_type)
+        wanted, _ = context_tokens(spec)
         from_catalog = record is not None and spec.architecture is None
         out.append(ResolvedModel(spec, traffic, arch, task, wanted,
                                  record.gflops_per_request if from_catalog else None,  # type: ignore[union-attr]
-                                 record.decoder_params_b if from_catalog else None))  # type: ignore[union-attr]
+                                 record.decoder_params_b if from_catalog else None,  # type: ignore[union-attr]
+                                 path=req.model_path(index)))
     return out
 
 
@@ -539,6 +505,10 @@ def predict_at_peak(option: LlmOption, model: ResolvedModel, req: Requirements, 
         if targets.met_by(run):
             return option, run
         replicas = option.replicas + 1
+        if replicas > bounds.MAX_REPLICAS:
+            raise SizingError(f"environments.{env}: {model.path} needs more than {bounds.MAX_REPLICAS:,} replicas "
+                              "of the cheapest option to meet the SLO at its peak; lower the peak or its "
+                              "traffic_scale, relax the SLO, or allow faster GPUs")
         option = replace(option, replicas=replicas, nodes=math.ceil(replicas / per_node))
 
 
@@ -552,10 +522,11 @@ def _policy_families(limits: SearchLimits, joiner: str) -> str:
 
 
 def relaxed(limits: SearchLimits) -> SearchLimits:
-    """`limits` without its quantity constraints (GPU quota, max_replicas): what the SLO alone allows, to name the
-    constraint that binds."""
+    """`limits` without its quantity constraints (GPU quota, max_replicas, the replica limit): what the SLO alone
+    allows, to name the constraint that binds."""
     g = limits.guardrails
-    return replace(limits, guardrails=replace(g, max_gpus=None) if g is not None else None, max_replicas=None)
+    return replace(limits, guardrails=replace(g, max_gpus=None) if g is not None else None, max_replicas=None,
+                   replica_limit=None)
 
 
 def explain_no_llm_option(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *, managed: bool,
@@ -910,7 +881,7 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
     """
     target = latency_target_ms(req)
     works = [request_work(m, catalog) for m in models]
-    weights = sum(m.weights_gib for m in models)
+    weights = sum(stored_weights_gib(m.weights_gib) for m in models)  # as the stack config records them
     factor = price_factor(req, env, catalog, managed=managed)
     options = []
     if accelerator is Accelerator.NVIDIA_GPU:
@@ -932,7 +903,7 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
             options.append(NongenOption(inst, gpu, per_replica, cpu, memory, per_node, loads, replicas,
                                         math.ceil(replicas / per_node), inst.usd_per_hour * factor))
     elif not managed:
-        memory = round(weights * defaults.CPU_MEMORY_WEIGHTS_FACTOR + defaults.CPU_MEMORY_OVERHEAD_GIB, 2)
+        memory = cpu_replica_memory_gib(weights)
         for inst in cpu_instances(req, catalog, limits=limits):
             for per_node, vcpus in cpu_replica_shapes(inst):
                 if per_node * memory > inst.memory_gib * defaults.NODE_ALLOCATABLE_CPU_FRACTION:

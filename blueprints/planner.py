@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from collections.abc import Mapping
 from typing import Callable
 
-from blueprints import defaults
+from blueprints import bounds, defaults
 from blueprints.blueprint import (
     Archetype,
     Autoscaling,
@@ -37,7 +37,9 @@ from blueprints.blueprint import (
     TritonModelConfig,
     VllmEngine,
 )
-from blueprints.catalog import Catalog, Gpu
+from blueprints.catalog import Catalog
+from blueprints.consistency import stored_weights_gib, vllm_host_memory_gib
+from blueprints.consistency_serving import TRITON_BACKEND, vllm_dtype
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.compound import service_parts
 from blueprints.platform import AlertingSpec, PlatformConfig
@@ -66,7 +68,6 @@ from blueprints.options import (
     traffic_shape,
 )
 from blueprints.requirements import (
-    DEFAULT_QUANTIZATION,
     Accelerator,
     CpuArch,
     Exposure,
@@ -74,8 +75,6 @@ from blueprints.requirements import (
     ExposureVia,
     ModelFormat,
     Platform as PlatformKind,
-    Precision,
-    Quantization,
     Requirements,
 )
 from blueprints.cluster_exposure import AWS_LOAD_BALANCER_CONTROLLER, resolve_exposure
@@ -100,24 +99,6 @@ from blueprints.startup import startup_budget
 from blueprints.weights import replica_ephemeral_gib, with_weights_reason
 
 
-def _vllm_dtype(precision: Precision, quantization: Quantization | None, gpu: Gpu) -> tuple[str, str | None]:
-    """(--dtype, --quantization) for a weight precision and quantisation method. FP8 uses vLLM's fp8 quantization;
-    AWQ and GPTQ checkpoints use the Marlin kernels on GPUs that have them (compute capability >= 8.0), which the
-    calibrated kernel bandwidths describe, and the older kernels otherwise; W8A8 (int8) checkpoints are
-    compressed-tensors. GPUs without BF16 (T4) run BF16 checkpoints as float16."""
-    if precision is Precision.FP32:
-        return "float32", None
-    if precision is Precision.FP16 or (precision is Precision.BF16 and not gpu.supports_bf16):
-        return "float16", None
-    if precision is Precision.BF16:
-        return "bfloat16", None
-    method = quantization or DEFAULT_QUANTIZATION[precision]
-    flag = {Quantization.FP8: "fp8", Quantization.W8A8: "compressed-tensors",
-            Quantization.AWQ: "awq_marlin" if gpu.supports_marlin else "awq",
-            Quantization.GPTQ: "gptq_marlin" if gpu.supports_marlin else "gptq"}[method]
-    return "auto", flag
-
-
 def _tags(req: Requirements, env: str) -> dict[str, str]:
     return {"service": req.service, "environment": env, "owner": req.owner, "cost-center": req.cost_center,
             "managed-by": "servingblueprints"}
@@ -132,7 +113,8 @@ def _served_model(m: ResolvedModel, req: Requirements, env: str) -> ServedModel:
                        precision=m.spec.precision, quantization=m.spec.quantization_method,
                        source_uri=m.spec.weights_uri, sha256=m.spec.sha256,
                        source_kms_key_arn=m.spec.weights_kms_key_arn, params_b=m.architecture.params_b,
-                       weights_gib=round(m.weights_gib, 2), max_context_tokens=m.max_context_tokens, traffic=traffic)
+                       weights_gib=stored_weights_gib(m.weights_gib), max_context_tokens=m.max_context_tokens,
+                       architecture=m.spec.architecture, traffic=traffic)
 
 
 def _line(item: str, quantity: float, usd_per_hour: float, catalog: Catalog) -> CostLine:
@@ -192,7 +174,8 @@ def _autoscaling_bounds(req: Requirements, env: str, replicas: int, *, can_scale
     floor = spec.min_replicas if spec.min_replicas is not None else replicas_floor(req, env)
     if not can_scale_to_zero:
         floor = max(1, floor)
-    ceiling = spec.max_replicas if spec.max_replicas is not None else max(2 * replicas, floor, 1)
+    ceiling = spec.max_replicas if spec.max_replicas is not None else min(
+        bounds.MAX_REPLICAS, max(2 * replicas, floor, 1))
     notes = []
     if quota_cap is not None and ceiling > quota_cap:
         ceiling = quota_cap
@@ -488,7 +471,7 @@ def _llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedMod
         gpus_per_node=inst.gpu_count, gpus_per_replica=tp, vcpus_per_node=inst.vcpus,
         memory_gib_per_node=inst.memory_gib,
         cpu_per_replica=max(1, math.floor(inst.vcpus * share * defaults.NODE_ALLOCATABLE_CPU_FRACTION)),
-        memory_gib_per_replica=max(math.floor(inst.memory_gib * share * 0.8), math.ceil(shm_gib + 4)),
+        memory_gib_per_replica=max(math.floor(inst.memory_gib * share * 0.8), vllm_host_memory_gib(shm_gib)),
         ephemeral_storage_gib_per_replica=replica_ephemeral_gib([served.weights_gib]),
         replicas=best.replicas, capacity_type=_capacity(req, env, managed=managed), cpu_arch=CpuArch(inst.cpu_arch))
 
@@ -499,7 +482,7 @@ def _plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog
     llm = _llm_plan(req, env, model, catalog, ctx, managed=False)
     best, run = llm.best, llm.at_peak
     inst, tp, cand = best.instance, best.tensor_parallel_size, best.candidate
-    dtype, quantization = _vllm_dtype(model.spec.precision, model.spec.quantization_method, best.gpu)
+    dtype, quantization = vllm_dtype(model.spec.precision, model.spec.quantization_method, best.gpu)
     served = _served_model(model, req, env)
     startup = startup_budget(weights_gib=served.weights_gib, engine_kind="vllm", gpu=True)
     lines = _cost_lines(req, env, catalog, what="GPU nodes", instance_type=inst.instance_type, nodes=best.nodes,
@@ -608,10 +591,6 @@ def _plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], ca
 
 # --- Non-generative: Triton and ONNX Runtime --------------------------------------------------------------------------
 
-_TRITON_BACKEND = {ModelFormat.ONNX: "onnxruntime", ModelFormat.TENSORRT: "tensorrt",
-                   ModelFormat.TORCHSCRIPT: "pytorch", ModelFormat.PYTORCH: "pytorch", ModelFormat.SAFETENSORS: "python"}
-
-
 #: Triton's python backend runs `<model>/<version>/model.py` in the server's own Python, which in the pinned image has
 #: no PyTorch or transformers: they come as the model's execution environment (a conda-pack archive named by the
 #: `EXECUTION_ENV_PATH` parameter). Source: triton-inference-server/python_backend README, "Usage" and "Creating
@@ -625,19 +604,19 @@ PYTHON_BACKEND_NOTE = ("Triton's python backend runs the model.py shipped with t
 def _triton_backend(model: ResolvedModel, accelerator: Accelerator) -> str:
     """The Triton backend serving `model`'s format; a python-backend model must come from an `s3://` prefix that
     holds its model.py (a Hugging Face download keeps weights, configs and tokenizer files only)."""
-    if _TRITON_BACKEND.get(model.spec.format) == "python" and model.spec.weights_uri.startswith("hf://"):
+    if TRITON_BACKEND.get(model.spec.format) == "python" and model.spec.weights_uri.startswith("hf://"):
         raise RequirementsError(
-            f"models[{model.spec.served_name}]: format {model.spec.format.value} on Triton runs the python backend, "
-            f"which loads a model.py from the model's folder; {model.spec.weights_uri} is a Hugging Face download "
-            "without one: give an s3:// weights_uri holding model.py beside the weights, or export the model to ONNX "
-            "(format: onnx)")
-    backend = _TRITON_BACKEND.get(model.spec.format)
+            f"{model.path}.weights_uri: format {model.spec.format.value} on Triton runs the python backend, which "
+            f"loads a model.py from the model's folder; {model.spec.weights_uri} is a Hugging Face download without "
+            "one: give an s3:// weights_uri holding model.py beside the weights, or export the model to ONNX "
+            "(format: onnx)", rule="servable-format")
+    backend = TRITON_BACKEND.get(model.spec.format)
     if backend is None or (backend == "tensorrt" and accelerator is Accelerator.CPU):
-        allowed = [f.value for f in _TRITON_BACKEND
+        allowed = [f.value for f in TRITON_BACKEND
                    if accelerator is Accelerator.NVIDIA_GPU or f is not ModelFormat.TENSORRT]
-        raise RequirementsError(f"models[{model.spec.served_name}].format={model.spec.format.value}: Triton on "
+        raise RequirementsError(f"{model.path}.format={model.spec.format.value}: Triton on "
                                 f"{'GPU' if accelerator is Accelerator.NVIDIA_GPU else 'CPU'} serves {allowed}; "
-                                "export the model to one of them (ONNX is the most portable)")
+                                "export the model to one of them (ONNX is the most portable)", rule="servable-format")
     return backend
 
 

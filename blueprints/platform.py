@@ -14,14 +14,16 @@ import hashlib
 import re
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from blueprints import bounds
 from blueprints.catalog.addons import KUBERNETES_VERSION
 from blueprints.errors import RequirementsError, format_validation_error, read_text_file
-from blueprints.requirements import DNS_1123_LABEL, TAG_VALUE, CpuArch, Region
+from blueprints.jsontypes import check_json_types
+from blueprints.requirements import DNS_1123_LABEL, TAG_VALUE, CpuArch, KubernetesVersion, Region
 from blueprints.yamlio import load_yaml
 
 #: Bumped when a field changes meaning; the program refuses platform configs of another version.
@@ -38,6 +40,11 @@ RUNNER_LABEL = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$"
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_types(cls, data: Any) -> Any:
+        return check_json_types(cls, data)
 
 
 #: `kubernetes.io/arch` node label values of each CPU architecture (the Go GOARCH names the kubelet reports).
@@ -277,7 +284,7 @@ def load_platform_requirements(path: Path) -> PlatformRequirements:
     try:
         return PlatformRequirements.model_validate(data)
     except ValidationError as exc:
-        raise RequirementsError(format_validation_error(exc, source=path)) from None
+        raise RequirementsError(format_validation_error(exc, source=path, data=data)) from None
 
 
 # --- the planned platform stack config ---------------------------------------------------------------------------
@@ -333,9 +340,9 @@ class PlatformAlerting(_Frozen):
 
 class CostItem(_Frozen):
     item: str
-    quantity: float = Field(ge=0)
-    usd_per_hour: float = Field(ge=0, description="per unit")
-    monthly_usd: float = Field(ge=0)
+    quantity: float = Field(ge=0, le=1000)
+    usd_per_hour: float = Field(ge=0, le=bounds.MAX_COST_USD, description="per unit")
+    monthly_usd: float = Field(ge=0, le=bounds.MAX_COST_USD)
 
 
 class PlatformConfig(_Frozen):
@@ -347,7 +354,7 @@ class PlatformConfig(_Frozen):
     production: bool
     region: Region
     kind: PlatformKind
-    kubernetes_version: str = Field(pattern=KUBERNETES_VERSION)
+    kubernetes_version: KubernetesVersion
     audit_logging: bool
     secrets_kms: bool = Field(description="Kubernetes secrets envelope-encrypted with a customer-managed KMS key")
     network: PlatformNetwork
@@ -361,7 +368,7 @@ class PlatformConfig(_Frozen):
     services: list[str] = Field(description="service stacks that land on this platform")
     tags: dict[str, str]
     cost_lines: list[CostItem]
-    monthly_cost_usd: float = Field(ge=0)
+    monthly_cost_usd: float = Field(ge=0, le=bounds.MAX_COST_USD)
     rationale: list[str] = Field(min_length=1)
     warnings: list[str] = Field(default_factory=list)
 

@@ -77,15 +77,15 @@ def check_platform_names(services: Sequence[ServiceFile], preq: PlatformRequirem
             field = f"{svc.where}: environments.{env}.platform"
             problem = platform_name_problem(spec.platform)
             if problem:
-                raise RequirementsError(f"{field}: {problem}")
+                raise RequirementsError(f"{field}: {problem}", rule="platform-name-declared")
             if landing_platform(req, env) is None:
                 raise RequirementsError(f"{field} is set but the service lands on no platform: "
-                                        f"{_lands_nowhere_because(req)}; remove environments.{env}.platform")
+                                        f"{_lands_nowhere_because(req)}; remove environments.{env}.platform", rule="platform-name-declared")
             if DERIVED_NAME.fullmatch(spec.platform) is None and spec.platform not in preq.platforms:
                 raise RequirementsError(
                     f"{field}: {spec.platform!r} is a custom platform name, but {platform_file} declares no "
                     f"platforms.{spec.platform}; declare it there (with environment and region), or use "
-                    f"<env>-<region> such as {env}-{spec.region}")
+                    f"<env>-<region> such as {env}-{spec.region}", rule="platform-name-declared")
 
 
 def check_unused_entries(groups: Mapping[str, object], preq: PlatformRequirements, *, platform_file: str) -> None:
@@ -118,7 +118,8 @@ def check_members(name: str, region: str, members: Sequence[tuple[ServiceFile, s
         env_region = svc.requirements.environments[env].region
         if env_region != region:
             raise RequirementsError(f"{svc.where}: environments.{env}.region is {env_region} but it lands on {stack} "
-                                    f"in {region} ({where}); land it on a platform in {env_region} or move it")
+                                    f"in {region} ({where}); land it on a platform in {env_region} or move it",
+                                    rule="platform-one-region")
     kinds = {svc.requirements.is_production(env): (svc, env) for svc, env in members}
     if len(kinds) > 1:
         (prod_svc, prod_env), (other_svc, other_env) = kinds[True], kinds[False]
@@ -126,7 +127,7 @@ def check_members(name: str, region: str, members: Sequence[tuple[ServiceFile, s
             f"{prod_svc.where}: environments.{prod_env} (production) and {other_svc.where}: environments.{other_env} "
             f"(not production) both land on {stack}; production and non-production services never share a platform "
             "(its spot policy, NAT, Kubernetes upgrades and blast radius are one): give one of them another platform "
-            "(environments.<env>.platform) or make both production")
+            "(environments.<env>.platform) or make both production", rule="platform-production-apart")
     vpc = override.existing_vpc if override else None
     if vpc is not None and not vpc.public_subnet_ids:
         for svc, env in members:
@@ -135,4 +136,4 @@ def check_members(name: str, region: str, members: Sequence[tuple[ServiceFile, s
                 raise RequirementsError(
                     f"{svc.where}: exposure.scope public needs an internet-facing load balancer in public subnets, "
                     f"but {platform_file} platforms.{name}.existing_vpc ({vpc.vpc_id}) lists no public_subnet_ids; "
-                    f"add the VPC's public subnets there, or use exposure.scope: internal")
+                    f"add the VPC's public subnets there, or use exposure.scope: internal", rule="platform-settings")

@@ -103,22 +103,22 @@ def choose_kubernetes_version(pcat: PlatformCatalog, addon_ids: Sequence[str], a
         try:
             record = pcat.version(wanted)
         except CatalogError as exc:
-            raise RequirementsError(f"{source}: kubernetes_version: {exc}") from None
+            raise RequirementsError(f"{source}: kubernetes_version: {exc}", rule="kubernetes-version-supported") from None
         if record.released is not None and record.released > as_of:
             raise RequirementsError(f"{source}: kubernetes_version {wanted} is released in EKS on {record.released}, "
-                                    f"after the plan date {as_of}; choose {best or 'an older version'}")
+                                    f"after the plan date {as_of}; choose {best or 'an older version'}", rule="kubernetes-version-supported")
         if record.phase(as_of) == "unsupported":
             raise RequirementsError(f"{source}: kubernetes_version {wanted} left EKS extended support on "
-                                    f"{record.end_of_extended}; choose {best or 'a newer version'}")
+                                    f"{record.end_of_extended}; choose {best or 'a newer version'}", rule="kubernetes-version-supported")
         if kubernetes_minor(wanted) < kubernetes_minor(oldest):
             raise RequirementsError(f"{source}: kubernetes_version {wanted} is older than the service workloads need "
                                     f"(>= {oldest}: {', '.join(f.field for f in pcat.workload_features)}); choose "
-                                    f">= {oldest}")
+                                    f">= {oldest}", rule="kubernetes-version-supported")
         too_new = beyond_addons(wanted)
         if too_new:
             raise RequirementsError(f"{source}: kubernetes_version {wanted} is newer than the pinned add-ons support: "
                                     f"{', '.join(too_new)}; set kubernetes_version: \"{best}\" (the newest they all "
-                                    "support) in the platform file, or remove it for the default")
+                                    "support) in the platform file, or remove it for the default", rule="kubernetes-version-supported")
         version = wanted
         why = f"Kubernetes {wanted} as platform.yaml asks"
     elif by_phase["standard"] is not None:
@@ -277,7 +277,7 @@ def plan_platforms(services: Sequence[ServiceFile], platform_req: PlatformRequir
         if clash is not None:
             raise RequirementsError(f"{clash.where}: service {clash.requirements.service!r} plans stack "
                                     f"{platform_stack_name(name)}, the name of a shared platform's stack; rename the "
-                                    "service or the environment")
+                                    "service or the environment", rule="stack-names-unique")
     if complete:
         check_unused_entries(groups, platform_req, platform_file=platform_file)
     return [_plan_one(name, members, platform_req, catalog=catalog, pcat=pcat, as_of=as_of,
@@ -300,8 +300,6 @@ def _service_stacks(services: Sequence[ServiceFile],
     stacks: dict[str, ServiceFile] = {}
     for svc in services:
         declared = svc.requirements.service
-        if declared == PLATFORM_SERVICE:
-            raise RequirementsError(f"{svc.where}: service: {declared!r} is reserved for platform stacks; rename it")
         try:
             parts = service_parts(svc.requirements, catalog)
         except BlueprintError as exc:
@@ -314,7 +312,7 @@ def _service_stacks(services: Sequence[ServiceFile],
                 parts_of = "; ".join(w for w in (what, other_what) if w)
                 raise RequirementsError(f"{svc.where} and {other.where} both declare service {name!r}"
                                         + (f" ({parts_of})" if parts_of else "") + "; service names are unique "
-                                        "(they name stacks, namespaces and node pools): rename one")
+                                        "(they name stacks, namespaces and node pools): rename one", rule="stack-names-unique")
             names[name] = (svc, what)
             planned.append(ServiceFile(svc.path, part.requirements))
             for env in part.requirements.environments:
@@ -322,7 +320,7 @@ def _service_stacks(services: Sequence[ServiceFile],
                 if stack in stacks:
                     raise RequirementsError(f"{svc.where} (service {name!r}, environment {env!r}) and "
                                             f"{stacks[stack].where} both plan stack {stack!r}; rename a service or "
-                                            "an environment")
+                                            "an environment", rule="stack-names-unique")
                 stacks[stack] = planned[-1]
     return planned, stacks
 
@@ -343,7 +341,7 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
     if override and override.private_endpoint is False and private_services:
         raise RequirementsError(f"{private_services[0]}: compliance.private_only needs a private platform, but "
                                 f"{where} sets private_endpoint: false; remove that setting or land the service on "
-                                "another platform (environments.<env>.platform)")
+                                "another platform (environments.<env>.platform)", rule="platform-settings")
     private = bool(override.private_endpoint) if override and override.private_endpoint is not None \
         else bool(private_services)
     spot_forbidden = policy is not None and policy.spot_forbidden
@@ -354,7 +352,8 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
     spot_names = [f"{r.service}.{env}" for _, env, r in reqs if r.environments[env].spot and not spot_forbidden]
     if spot_envs and preq.spot is SpotPolicy.FORBIDDEN:
         raise RequirementsError(f"{spot_envs[0]}: asks for spot capacity but {platform_file} sets spot: forbidden; "
-                                "set environments.<env>.spot: false or allow spot in the platform file")
+                                "set environments.<env>.spot: false or allow spot in the platform file",
+                                rule="platform-settings")
     gpu = any(Accelerator.NVIDIA_GPU in r.hardware.accelerators for _, _, r in reqs if self_hosted_on_eks(r))
     zero = any(r.environments[env].min_replicas == 0 for _, env, r in reqs if self_hosted_on_eks(r))
     existing = override.existing_vpc if override else None
@@ -372,7 +371,8 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
             if asked is not None and asked != version and self_hosted_on_eks(r):
                 raise RequirementsError(f"{svc.where}: operations.kubernetes_version {asked} differs from {stack}'s "
                                         f"{version} ({platform_file}); a shared cluster has one version: remove the "
-                                        "service's setting or set kubernetes_version in the platform file")
+                                        "service's setting or set kubernetes_version in the platform file",
+                                        rule="kubernetes-version-matches-platform")
         rationale += why
         warnings += warned
         if private and (existing is None or runner is None):
@@ -380,7 +380,7 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
                 f"{private_services[0] if private_services else where}: a private platform ({stack}) has no public "
                 "Kubernetes API, so neither a GitHub-hosted runner nor a runner in a VPC the same stack creates can "
                 f"deploy it; in {platform_file} set platforms.{name}.existing_vpc (a VPC where a self-hosted runner "
-                f"lives) and platforms.{name}.runner_label (that runner's label)")
+                f"lives) and platforms.{name}.runner_label (that runner's label)", rule="private-platform-runner")
         rationale.append(f"add-ons: {', '.join(f'{a.id} {a.version}' for a in addons)}"
                          + (" (GPU services land here: device plugin and DCGM exporter)" if gpu else "")
                          + (" (a service scales to zero: KEDA HTTP add-on)" if zero else ""))

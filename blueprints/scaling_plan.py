@@ -16,7 +16,7 @@ from blueprints import defaults
 from blueprints.blueprint import FIXED_REPLICAS, Alerting, Archetype, Blueprint
 from blueprints.platform import AlertingSpec, PlatformConfig
 from blueprints.replica_model import replica_model
-from blueprints.signals import planned_target
+from blueprints.signals import MIN_SCALING_TARGET, planned_target
 
 if TYPE_CHECKING:
     from blueprints.simulation import SimulationResult
@@ -39,10 +39,15 @@ def scaling_targets(bp: Blueprint) -> Blueprint:
     edge = model.at(bp.predictions.requests_per_s_capacity / max(1, bp.compute.replicas))
     signal = (lambda p: p.running) if bp.archetype is Archetype.VLLM_GPU else (lambda p: p.pending)
     value = min(signal(point), signal(edge) / (1 + defaults.HPA_TOLERANCE)) if signal(edge) > 0 else signal(point)
+    # At a trickle of traffic the signal rounds to nothing: vLLM's running requests count whole requests, and a
+    # replica always runs one, so one request in flight must not read as several times the target (at least 1);
+    # Triton's pending requests keep the smallest target a scaler takes.
+    value = max(value, 1.0 if bp.archetype is Archetype.VLLM_GPU else MIN_SCALING_TARGET)
     update: dict = {"target": planned_target(value)}
     if bp.autoscaling.min_replicas == 0:
         update.update(cold_start_s=bp.startup.total_s,
-                      interceptor_concurrency_target=int(planned_target(point.running + point.pending, whole=True)))
+                      interceptor_concurrency_target=int(planned_target(max(1.0, point.running + point.pending),
+                                                                          whole=True)))
     return bp.model_copy(update={"autoscaling": bp.autoscaling.model_copy(update=update)})
 
 

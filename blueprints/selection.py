@@ -18,6 +18,7 @@ from typing import Callable
 from blueprints import defaults
 from blueprints.blueprint import Archetype
 from blueprints.catalog import Catalog
+from blueprints.consistency_serving import VLLM_FORMATS
 from blueprints.errors import RequirementsError, SizingError
 from blueprints.guardrails import SearchLimits
 from blueprints.options import (
@@ -86,26 +87,21 @@ def _nongen_monthly_usd(req: Requirements, env: str, models: list[ResolvedModel]
     return _cheapest_monthly_usd(options[0] if options else None, req, env, catalog, managed=False)
 
 
-#: Checkpoint formats vLLM loads (safetensors, PyTorch .bin, GGUF); ONNX/TensorRT/TorchScript exports are for
-#: Triton or ONNX Runtime.
-VLLM_FORMATS = (ModelFormat.SAFETENSORS, ModelFormat.PYTORCH, ModelFormat.GGUF)
-
-
 def _check_slo_fields(req: Requirements, models: list[ResolvedModel]) -> None:
     """An SLO the plan would ignore is an error: TTFT/ITL apply to text generation, request latency to the rest."""
     generative = [m for m in models if m.task.generative]
     if generative and (req.slo.latency_p95_ms is not None or req.slo.latency_p99_ms is not None):
         raise RequirementsError(f"slo.latency_p95_ms / latency_p99_ms apply to non-generative models; "
                                 f"{generative[0].spec.served_name} generates text: set slo.ttft_p95_ms and "
-                                "slo.itl_p95_ms instead")
+                                "slo.itl_p95_ms instead", rule="slo-matches-task")
     if not generative and (req.slo.ttft_p95_ms is not None or req.slo.itl_p95_ms is not None):
         raise RequirementsError("slo.ttft_p95_ms / itl_p95_ms apply to text generation; "
                                 f"{models[0].spec.served_name} is a {models[0].task.value} model: set "
-                                "slo.latency_p95_ms (and latency_p99_ms) instead")
+                                "slo.latency_p95_ms (and latency_p99_ms) instead", rule="slo-matches-task")
     for m in generative:
         if m.spec.format not in VLLM_FORMATS:
-            raise RequirementsError(f"model {m.spec.served_name}: format={m.spec.format.value} cannot be served by "
-                                    f"vLLM; give {', '.join(f.value for f in VLLM_FORMATS)} weights")
+            raise RequirementsError(f"{m.path}.format={m.spec.format.value} cannot be served by vLLM; give "
+                                    f"{', '.join(f.value for f in VLLM_FORMATS)} weights", rule="servable-format")
 
 
 def select_archetype(req: Requirements, models: list[ResolvedModel], catalog: Catalog, *,
@@ -209,11 +205,12 @@ def _select_estate(req: Requirements, models: list[ResolvedModel], generative: l
         raise RequirementsError(f"models: {generative} generate text and one Triton estate serves non-generative "
                                 "models only; a generator beside retrieval models plans as a compound service, one "
                                 "stack per part (`blueprint plan`, blueprints.compound), or move it to its own "
-                                "requirements file under `model:`")
+                                "requirements file under `model:`", rule="one-generative-model")
     if req.operations.preference is OperationsPreference.MANAGED:
         raise RequirementsError("operations.preference=managed: a SageMaker endpoint here serves one model; for the "
                                 f"{len(models)} models of `models:` set operations.preference: any or self-hosted "
-                                "(Triton multi-model), or split them into one requirements file each")
+                                "(Triton multi-model), or split them into one requirements file each",
+                                rule="one-generative-model")
     accelerator = Accelerator.NVIDIA_GPU if gpu_ok else Accelerator.CPU
     where = ("sharing each GPU" if gpu_ok else "on the edge cluster's CPU nodes"
              if req.operations.platform is Platform.EDGE_CLUSTER else
@@ -234,16 +231,16 @@ def _select_single_nongen(req: Requirements, model: ResolvedModel, catalog: Cata
         if not gpu_ok:
             raise RequirementsError("operations.preference=managed with hardware.accelerators=[cpu]: the catalog's "
                                     "SageMaker hosting types are GPU types; add nvidia-gpu or set operations.preference: "
-                                    "any (CPU serving with ONNX Runtime)")
+                                    "any (CPU serving with ONNX Runtime)", rule="managed-needs-gpu")
         return Selection(Archetype.SAGEMAKER_ENDPOINT, Accelerator.NVIDIA_GPU, (
             f"{name} is a single {task} model: {call}, batched by Triton",
             "operations.preference=managed: a SageMaker real-time endpoint (SageMaker's Triton container)"))
     if not gpu_ok:
         edge = req.operations.platform is Platform.EDGE_CLUSTER
         if not is_onnx:
-            raise RequirementsError(f"model.format={model.spec.format.value}: without GPUs {name} is served by ONNX "
-                                    "Runtime on CPU, which loads ONNX files; export it (e.g. `optimum-cli export onnx`) "
-                                    "and set model.format: onnx")
+            raise RequirementsError(f"{model.path}.format={model.spec.format.value}: without GPUs {name} is served by "
+                                    "ONNX Runtime on CPU, which loads ONNX files; export it (e.g. `optimum-cli export "
+                                    "onnx`) and set model.format: onnx", rule="servable-format")
         why = ("the edge cluster's owned nodes (hardware.edge_nodes) are CPU nodes" if edge
                else "hardware.accelerators excludes nvidia-gpu")
         return Selection(Archetype.ONNX_CPU, Accelerator.CPU, (

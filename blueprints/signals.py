@@ -28,6 +28,8 @@ METRICS_SERVER = ("onnxruntime", "metrics-server 3.13.1 (resource metrics API)")
 #: relative precision, so small targets such as 0.17 pending requests keep their meaning), to a whole number for
 #: integer fields, never below 0.001 (or 1). The plan stores the rounded value and every component deploys it as is.
 TARGET_SIGNIFICANT_DIGITS = 3
+#: The smallest target any scaler here takes (KEDA's milli precision).
+MIN_SCALING_TARGET = 0.001
 
 
 def planned_target(value: float, *, whole: bool = False) -> float:
@@ -39,7 +41,7 @@ def planned_target(value: float, *, whole: bool = False) -> float:
     if whole:
         step = max(1.0, step)
     rounded = math.floor(value / step + 1e-9) * step
-    return max(1.0 if whole else 0.001, round(rounded, 6))
+    return max(1.0 if whole else MIN_SCALING_TARGET, round(rounded, 6))
 
 
 @dataclass(frozen=True)

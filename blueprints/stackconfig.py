@@ -24,8 +24,7 @@ from blueprints.yamlio import load_yaml
 from pydantic import ValidationError
 
 from blueprints.blueprint import Blueprint
-from blueprints.catalog import load_catalog
-from blueprints.errors import CatalogError, StackConfigError, format_validation_error, read_text_file
+from blueprints.errors import StackConfigError, format_validation_error, read_text_file
 from blueprints.catalog.addons import KUBERNETES_VERSION
 from blueprints.platform import PlatformConfig, kubernetes_upgrade_problem
 
@@ -252,11 +251,6 @@ def _parse(data: object, path: Path) -> StackSubject:
     if path.name != f"Pulumi.{bp.stack}.yaml":
         raise StackConfigError(f"{path}: holds the blueprint of stack {bp.stack!r} (service {bp.service!r}, "
                                f"environment {bp.environment!r}); the file must be Pulumi.{bp.stack}.yaml")
-    try:
-        if bp.compute.instance_type is not None:
-            load_catalog().instance(bp.compute.instance_type)
-    except CatalogError as exc:
-        raise StackConfigError(f"{path}: {BLUEPRINT_KEY}.compute.instance_type: {exc}") from None
     from blueprints.images import image_problems
 
     problems = image_problems(bp)
@@ -289,7 +283,7 @@ def platform_from_config(value: object, *, source: str) -> PlatformConfig:
     try:
         return PlatformConfig.model_validate(value)
     except ValidationError as exc:
-        raise StackConfigError(format_validation_error(exc, source=source, prefix=PLATFORM_KEY)) from None
+        raise StackConfigError(format_validation_error(exc, source=source, prefix=PLATFORM_KEY, data=value)) from None
 
 
 def blueprint_from_config(value: object, *, source: str) -> Blueprint:
@@ -300,7 +294,7 @@ def blueprint_from_config(value: object, *, source: str) -> Blueprint:
     try:
         return Blueprint.model_validate(value)
     except ValidationError as exc:
-        raise StackConfigError(format_validation_error(exc, source=source, prefix=BLUEPRINT_KEY)) from None
+        raise StackConfigError(format_validation_error(exc, source=source, prefix=BLUEPRINT_KEY, data=value)) from None
 
 
 def platform_stack_override_problem(value: str, bp: Blueprint) -> str | None:

@@ -26,7 +26,7 @@ import pulumi_kubernetes as k8s
 
 from blueprints import defaults
 from blueprints.blueprint import Archetype, Blueprint, ServedModel
-from blueprints.requirements import ModelFormat
+from blueprints.edge import MODEL_FILE
 from components.labels import recommended_labels
 from components.weights_delivery import MODELS_MOUNT, fetch_memory_gib, gi, models_volume, region_env, weights_volume_gib
 from components.weights_sync import source_read_statements
@@ -38,9 +38,6 @@ REPOSITORY_VOLUME = "model-repository"
 REPOSITORY_MOUNT = "/etc/model-repository"
 #: The IMDS endpoint the AWS CLI reads when the helper serves it (botocore's AWS_EC2_METADATA_SERVICE_ENDPOINT).
 IMDS_ENDPOINT = f"http://127.0.0.1:{defaults.CREDENTIAL_HELPER_PORT}"
-#: The file a Triton backend loads from a model's version folder (Triton model repository docs, "Model Files"):
-#: onnxruntime `model.onnx`, pytorch `model.pt`.
-MODEL_FILE = {ModelFormat.ONNX: "model.onnx", ModelFormat.TORCHSCRIPT: "model.pt", ModelFormat.PYTORCH: "model.pt"}
 #: Archetypes whose server reads a Triton model repository (config.pbtxt beside `1/`).
 _REPOSITORY_ARCHETYPES = (Archetype.ONNX_CPU, Archetype.TRITON_MULTI_MODEL)
 

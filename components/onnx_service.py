@@ -63,27 +63,12 @@ class OnnxRuntimeServiceArgs:
     expose: bool = True
 
 
-def cpu_limit_threads(bp: Blueprint) -> int:
-    """Whole cores of the CPU limit: the thread count ONNX Runtime must use."""
-    return max(1, math.floor(bp.compute.cpu_per_replica))
-
-
 def onnx_args(engine: OnnxRuntimeEngine) -> list[str]:
     """`tritonserver` arguments of the ONNX Runtime server: the local repository, HTTP and metrics only (no gRPC), no
     model control (the one model loads at start), every API but health restricted to the key."""
     return [f"--model-repository={MODELS_MOUNT}", f"--http-port={engine.port}", "--allow-grpc=false",
             "--allow-metrics=true", f"--metrics-port={METRICS_PORT}", "--model-control-mode=none",
             *restricted_api_args(grpc=False)]
-
-
-def check_threads(bp: Blueprint) -> list[str]:
-    """Problems: intra-op threads must equal the CPU limit (never 0 = one per host core)."""
-    engine: OnnxRuntimeEngine = bp.engine  # type: ignore[assignment]
-    want = cpu_limit_threads(bp)
-    if engine.intra_op_threads != want:
-        return [f"engine.intra_op_threads={engine.intra_op_threads} must equal the CPU limit "
-                f"(compute.cpu_per_replica={bp.compute.cpu_per_replica:g} -> {want}); set it to {want}"]
-    return []
 
 
 class OnnxRuntimeService(pulumi.ComponentResource):
@@ -98,9 +83,8 @@ class OnnxRuntimeService(pulumi.ComponentResource):
         bp = args.blueprint
         if not isinstance(bp.engine, OnnxRuntimeEngine):
             raise ValueError(f"OnnxRuntimeService needs an onnx-cpu blueprint, got archetype {bp.archetype.value}")
-        problems = check_threads(bp)
-        if problems:
-            raise ValueError("; ".join(problems))
+        # intra_op_threads equals the CPU limit's whole cores: the blueprint is refused otherwise
+        # (blueprints.consistency, exit 2 naming engine.intra_op_threads).
         engine = bp.engine
         namespace = args.namespace or bp.platform.namespace
         labels = recommended_labels(name="onnxruntime", instance=bp.stack, component="server",

@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from blueprints.blueprint import Blueprint, SageMakerEngine
+from blueprints.blueprint import ECR_IMAGE, Blueprint, SageMakerEngine
 from blueprints.catalog import Task, has_instance_storage
 from components.weights_storage import MODELS_PREFIX
 
-_ECR_IMAGE = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/"
-                        r"(?P<repo>[^:@]+)[:@].+$")
+_ECR_IMAGE = re.compile(ECR_IMAGE)
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,8 @@ def variant_sizing(bp: Blueprint) -> VariantSizing:
 
 
 def ecr_repository_arn(image: str) -> str:
-    """`arn:aws:ecr:<region>:<account>:repository/<name>` of an ECR image URI; ValueError for other registries."""
+    """`arn:aws:ecr:<region>:<account>:repository/<name>` of an ECR image URI; ValueError for other registries (a
+    blueprint's engine.image is one: `Blueprint` refuses others)."""
     found = _ECR_IMAGE.match(image)
     if not found:
         raise ValueError(f"engine.image {image!r} is not an ECR image URI (<account>.dkr.ecr.<region>.amazonaws.com/"
@@ -50,11 +50,12 @@ def ecr_repository_arn(image: str) -> str:
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
-    """`s3://bucket/some/prefix/` -> (`bucket`, `some/prefix/`); the prefix always ends with `/`."""
+    """`s3://bucket/some/prefix/` -> (`bucket`, `some/prefix/`); a prefix ends with `/`; the whole bucket
+    (`s3://bucket/`) has the prefix ``."""
     if not uri.startswith("s3://") or "/" not in uri[5:]:
         raise ValueError(f"{uri!r} is not an s3://bucket/prefix/ URI")
     bucket, prefix = uri[5:].split("/", 1)
-    return bucket, prefix.rstrip("/") + "/"
+    return bucket, prefix.rstrip("/") + "/" if prefix.strip("/") else ""
 
 
 def model_data_uri(bp: Blueprint, bucket_name: str) -> str:

@@ -83,12 +83,7 @@ def onnx_thread_parameters(engine: OnnxRuntimeEngine) -> dict[str, str]:
 
 def repository_configs(bp: Blueprint) -> dict[str, str]:
     """`{model name: config.pbtxt}` for a triton-multi-model or onnx-cpu blueprint."""
-    if isinstance(bp.engine, TritonEngine):
-        served = {m.name for m in bp.models}
-        unknown = [m.name for m in bp.engine.models if m.name not in served]
-        if unknown:
-            raise ValueError(f"engine.models {unknown} are not in the blueprint's models {sorted(served)}: each Triton "
-                             "model needs a served model (its weights prefix)")
+    if isinstance(bp.engine, TritonEngine):  # one per served model, by name (blueprints.consistency)
         return {m.name: config_pbtxt(m) for m in bp.engine.models}
     if isinstance(bp.engine, OnnxRuntimeEngine):
         return {bp.model.name: config_pbtxt(onnx_model_config(bp), parameters=onnx_thread_parameters(bp.engine))}
@@ -238,10 +233,7 @@ class TritonService(pulumi.ComponentResource):
 
     def _spec(self, bp: Blueprint, engine: TritonEngine, labels: dict[str, str], args: TritonServiceArgs,
               account: pulumi.Input[str], selector: dict[str, str]) -> dict:
-        gpu = bp.compute.accelerator is Accelerator.NVIDIA_GPU
-        if not gpu and any(m.instance_kind == "KIND_GPU" for m in engine.models):
-            raise ValueError("engine.models use instance_kind KIND_GPU but compute.accelerator is cpu: "
-                             "set instance_kind KIND_CPU or plan GPU compute")
+        gpu = bp.compute.accelerator is Accelerator.NVIDIA_GPU  # no KIND_GPU model on CPU (blueprints.consistency)
         resources = server_resources(bp, gpu=gpu)
         startup = bp.startup
         weights_gib = sum(m.weights_gib for m in bp.models)

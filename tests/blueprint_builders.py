@@ -1,17 +1,28 @@
 """Blueprints of every archetype for component tests, derived from the planned chat-assistant blueprint.
 
-The planner does not produce triton/onnx/sagemaker blueprints yet; these builders change only what an archetype
-needs and validate the result with the same `Blueprint` model the program uses.
+The builders change what an archetype needs and keep the rest consistent as the planner would (`consistent`: the
+node's figures from the catalog, memory and local disk above the models' needs, the cost lines at the catalog's
+price), then validate the result with the same `Blueprint` model the program uses.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Callable
 
 from blueprints import defaults
-from blueprints.blueprint import Blueprint
+from blueprints.blueprint import FIXED_REPLICAS, Blueprint
+from blueprints.catalog import Architecture, load_catalog
+from blueprints.capacity.physics import weights_gib as shape_weights_gib
+from blueprints.consistency import (
+    cpu_replica_memory_gib,
+    stored_weights_gib,
+    vllm_host_memory_gib,
+)
+from blueprints.weights import replica_ephemeral_gib
 from blueprints.preview import MockRun, run_under_mocks
+from blueprints.requirements import Precision
 from blueprints.stackconfig import config_values
 
 #: A pinned SageMaker Hugging Face TGI image (ECR in us-east-1), as the planner would write it.
@@ -19,21 +30,74 @@ TGI_IMAGE = ("763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-t
              "2.4.0-tgi2.4.0-gpu-py311-cu124-ubuntu22.04")
 
 
+def consistent(data: dict) -> dict:
+    """A blueprint mapping made consistent after an edit, as the planner would write it: the compute's node figures
+    from the catalog's instance type, memory and local disk at least the models' needs, the first cost line (the
+    nodes) at the catalog's price for the planned node count, and the total."""
+    catalog = load_catalog()
+    c, engine = data["compute"], data["engine"]
+    inst = (catalog.sagemaker if data["archetype"] == "sagemaker-endpoint" else catalog.ec2)[c["instance_type"]]
+    c.update(gpu=inst.gpu, gpus_per_node=inst.gpu_count, vcpus_per_node=inst.vcpus, memory_gib_per_node=inst.memory_gib,
+             cpu_arch=inst.cpu_arch, accelerator="nvidia-gpu" if inst.gpu_count else "cpu")
+    if not inst.gpu_count:
+        c["gpus_per_replica"] = 0
+    weights = sum(m["weights_gib"] for m in data["models"])
+    if data["archetype"] != "sagemaker-endpoint":
+        need = (vllm_host_memory_gib(engine["shm_size_gib"]) if engine["kind"] == "vllm"
+                else cpu_replica_memory_gib(weights) if not inst.gpu_count else weights)
+        c["memory_gib_per_replica"] = max(c["memory_gib_per_replica"], need)
+        c["ephemeral_storage_gib_per_replica"] = max(c["ephemeral_storage_gib_per_replica"],
+                                                     replica_ephemeral_gib([weights]))
+    per_node = (inst.gpu_count // c["gpus_per_replica"]) if c["gpus_per_replica"] else \
+        max(1, int(inst.vcpus // c["cpu_per_replica"]))
+    spot = c["capacity_type"] == "spot"
+    price = round(inst.usd_per_hour * (catalog.spot_price_factor if spot else 1.0), 4)
+    p = data["predictions"]
+    nodes = math.ceil(c["replicas"] / per_node)
+    what = "SageMaker instances" if data["archetype"] == "sagemaker-endpoint" else \
+        "GPU nodes" if inst.gpu_count else "CPU nodes"
+    p["cost_lines"][0] = {"item": f"{what} ({inst.instance_type}{', spot' if spot else ''})", "quantity": nodes,
+                          "usd_per_hour": price, "monthly_usd": round(nodes * price * catalog.hours_per_month, 2)}
+    p["monthly_cost_usd"] = round(sum(line["monthly_usd"] for line in p["cost_lines"]), 2)
+    p["cost_is_estimate"] = spot
+    # The archetype's scaling signal, as the planner writes it (a vLLM base turned ONNX Runtime scales on CPU).
+    scaling = {"vllm-gpu": "vllm:num_requests_running", "triton-multi-model": "nv_inference_pending_request_count",
+               "onnx-cpu": "cpu", "sagemaker-endpoint": "SageMakerVariantInvocationsPerInstance"}[data["archetype"]]
+    if data["autoscaling"]["metric"] not in (scaling, FIXED_REPLICAS):
+        data["autoscaling"]["metric"] = scaling
+        if scaling == "cpu":  # a whole percent of the CPU request, at most 100
+            data["autoscaling"]["target"] = max(1, min(math.floor(data["autoscaling"]["target"]), 100))
+    return data
+
+
 def derive(base: Blueprint, **changes: Any) -> Blueprint:
-    """`base` with top-level sections replaced (dict values merge one level into the section), re-validated."""
+    """`base` with top-level sections replaced (dict values merge one level into the section), made `consistent`
+    and re-validated."""
     data = base.model_dump(mode="json")
     for key, value in changes.items():
         if isinstance(value, dict) and isinstance(data.get(key), dict) and key != "engine":
             data[key] = {**data[key], **value}
         else:
             data[key] = value
-    return Blueprint.model_validate(data)
+    return Blueprint.model_validate(consistent(data))
+
+
+def sized_model(name: str, weights_gib: float, *, fmt: str = "onnx", task: str = "classification",
+                precision: str = "fp16", source: str | None = None, max_context_tokens: int = 512,
+                traffic: dict | None = None) -> dict:
+    """A served model outside the catalog whose shape (a dense transformer) weighs about `weights_gib` at
+    `precision`, recorded with its architecture as the planner records it."""
+    params_b = round(weights_gib * 2**30 / Precision(precision).bytes_per_param / 1e9, 6)
+    arch = {"params_b": params_b, "layers": 32, "hidden_size": 4096, "attention_heads": 32, "kv_heads": 8,
+            "head_dim": 128}
+    weights = stored_weights_gib(shape_weights_gib(Architecture(**arch), Precision(precision)))
+    return {"name": name, "catalog_id": None, "task": task, "format": fmt, "precision": precision,
+            "source_uri": source or f"s3://models-in/{name}/", "params_b": params_b, "weights_gib": weights,
+            "max_context_tokens": max_context_tokens, "architecture": arch, "traffic": traffic}
 
 
 def _model(name: str, weights_gib: float, *, fmt: str = "onnx", task: str = "classification") -> dict:
-    return {"name": name, "catalog_id": None, "task": task, "format": fmt, "precision": "fp16",
-            "source_uri": f"s3://models-in/{name}/", "params_b": 0.1, "weights_gib": weights_gib,
-            "max_context_tokens": 512}
+    return sized_model(name, weights_gib, fmt=fmt, task=task)
 
 
 CPU_COMPUTE = {"accelerator": "cpu", "instance_type": "c7i.2xlarge", "gpu": None, "gpus_per_node": 0,
@@ -68,17 +132,37 @@ def onnx_blueprint(base: Blueprint, *, arch: str = "x86_64", cpu: float = 3.0, p
                             "stack": base.platform.stack if platform == "eks" else None})
 
 
-def sagemaker_blueprint(base: Blueprint, *, weights_gib: float = 14.96, private_only: bool = False,
+def with_weights(base: Blueprint, weights_gib: float) -> Blueprint:
+    """The base's vLLM stack serving a model of about `weights_gib` (explicit shape, same context and traffic) on a
+    node whose GPUs hold it: the base's node when they do, else 8x H100 (p5.48xlarge) at tensor parallel 8."""
+    model = sized_model(base.model.name, weights_gib, fmt="safetensors", task="text-generation", precision="bf16",
+                        source=base.model.source_uri, max_context_tokens=base.model.max_context_tokens,
+                        traffic=base.model.traffic.model_dump(mode="json") if base.model.traffic else None)
+    gpu = load_catalog().gpu(base.compute.gpu)  # type: ignore[arg-type]
+    if weights_gib < 0.5 * gpu.memory_gib * base.compute.gpus_per_replica:
+        return derive(base, models=[model])
+    engine = {**base.engine.model_dump(mode="json"), "tensor_parallel_size": 8, "shm_size_gib": 16.0,
+              "max_num_seqs": 1}
+    return derive(base, models=[model], engine=engine,
+                  compute={"instance_type": "p5.48xlarge", "gpus_per_replica": 8, "cpu_per_replica": 96.0,
+                           "memory_gib_per_replica": 1024.0})
+
+
+def sagemaker_blueprint(base: Blueprint, *, weights_gib: float | None = None, private_only: bool = False,
                         instance_type: str = "ml.g5.2xlarge") -> Blueprint:
-    """The base's LLM (weights of `weights_gib`) on a SageMaker real-time endpoint, with the timers and volume the
+    """The base's LLM (or one of `weights_gib`) on a SageMaker real-time endpoint, with the timers and volume the
     planner derives from the startup budget for that size (`blueprints.planner.sagemaker_timers`)."""
     from blueprints.planner import sagemaker_timers
 
-    _, health_s, download_s, volume = sagemaker_timers(base.model.name, weights_gib)
-    model = {**base.model.model_dump(mode="json"), "weights_gib": weights_gib}
+    model = base.model.model_dump(mode="json") if weights_gib is None else sized_model(
+        base.model.name, weights_gib, fmt="safetensors", task="text-generation", precision="bf16",
+        source=base.model.source_uri, max_context_tokens=base.model.max_context_tokens,
+        traffic=base.model.traffic.model_dump(mode="json") if base.model.traffic else None)
+    _, health_s, download_s, volume = sagemaker_timers(base.model.name, model["weights_gib"])
     return derive(base, archetype="sagemaker-endpoint", models=[model],
-                  compute={**base.compute.model_dump(mode="json"), "instance_type": instance_type},
-                  engine={"kind": "sagemaker", "image": TGI_IMAGE, "initial_instance_count": 2,
+                  compute={"instance_type": instance_type, "capacity_type": "on-demand"},
+                  engine={"kind": "sagemaker", "image": TGI_IMAGE,
+                          "initial_instance_count": max(1, base.autoscaling.min_replicas),
                           "container_startup_health_check_timeout_s": health_s,
                           "model_data_download_timeout_s": download_s, "volume_size_gib": volume},
                   network={"private_only": private_only},

@@ -75,9 +75,10 @@ def chat_prod() -> Blueprint:
 
 def vllm_blueprint(tp: int, *, base: Blueprint) -> Blueprint:
     """`base` with tensor parallel `tp` on an 8-GPU node (for tests of TP-dependent rendering)."""
-    engine = base.engine.model_copy(update={"tensor_parallel_size": tp, "shm_size_gib": 2.0 * tp})
-    compute = base.compute.model_copy(update={"gpus_per_replica": tp, "gpus_per_node": 8, "instance_type": "g6e.48xlarge"})
-    return Blueprint.model_validate({**base.model_dump(), "engine": engine.model_dump(), "compute": compute.model_dump()})
+    from tests.blueprint_builders import derive
+
+    engine = {**base.engine.model_dump(mode="json"), "tensor_parallel_size": tp, "shm_size_gib": 2.0 * tp}
+    return derive(base, engine=engine, compute={"gpus_per_replica": tp, "instance_type": "g6e.48xlarge"})
 
 
 def write_stacks(blueprints: list[Blueprint], folder: Path) -> list[Path]:

@@ -63,13 +63,10 @@ def test_scaled_object_manifest_matches_the_crd_structure(chat_prod):
 
 
 def _cpu_blueprint(base: Blueprint) -> Blueprint:
-    data = base.model_dump(mode="json")
-    data.update(archetype="onnx-cpu", engine={"kind": "onnxruntime", "image": "mcr.microsoft.com/onnxruntime/server:v1",
-                                              "intra_op_threads": 4})
-    data["autoscaling"].update(metric="cpu", target=65)
-    data["compute"].update(accelerator="cpu", instance_type="c7i.2xlarge", gpu=None, gpus_per_node=0,
-                           gpus_per_replica=0, cpu_per_replica=4)
-    return Blueprint.model_validate(data)
+    from tests.blueprint_builders import onnx_blueprint
+
+    bp = onnx_blueprint(base, cpu=4.0)
+    return bp.model_copy(update={"autoscaling": bp.autoscaling.model_copy(update={"metric": "cpu", "target": 65})})
 
 
 def test_cpu_archetype_gets_an_hpa_on_cpu_and_no_keda(chat_prod):

@@ -63,10 +63,10 @@ def test_a_plan_that_would_overwrite_another_services_stack_is_refused(project):
     (lambda d: d["model"].update(format="onnx"), "format=onnx cannot be served by vLLM"),
     (lambda d: d["environments"]["prod"].update(region="xx-fake-9"), "unknown AWS region 'xx-fake-9'"),
     (lambda d: d["traffic"].update(peak_requests_per_s=float("inf")), "traffic.peak_requests_per_s"),
-    (lambda d: d.update(owner="   "), "owner: String should match pattern"),
+    (lambda d: d.update(owner="   "), "owner: should be a tag value"),
     (lambda d: d.update(owner="x" * 300), "owner: String should have at most 256 characters"),
     (lambda d: d["operations"].update(kubernetes_version="1.99"), "operations.kubernetes_version"),
-    (lambda d: d["model"].update(id="llama-9-999b"), "bad.yaml: model.id: unknown model id 'llama-9-999b'"),
+    (lambda d: d["model"].update(id="llama-9-999b"), "model.id: unknown model id 'llama-9-999b'; did you mean"),
 ])
 def test_requirements_the_plan_would_silently_misread_are_refused(project, mutate, message):
     fails(["plan", write_requirements(project, mutate)], message)
@@ -89,14 +89,17 @@ def test_top_level_traffic_next_to_models_is_refused(project):
 
 
 @pytest.mark.parametrize(("path", "value", "message"), [
-    (("engine", "port"), 99999, "engine.vllm.port: Input should be less than or equal to 65535"),
+    (("engine", "port"), 99999, "engine.port: Input should be less than or equal to 65535"),
     (("compute", "cpu_per_replica"), 500, "cpu_per_replica=500 exceeds the 4 vCPUs of g6e.xlarge"),
-    (("engine", "max_model_len"), 10_000_000, "exceeds the model's max_context_tokens=8192"),
-    (("models", 0, "source_uri"), "ftp://x", "models.0.source_uri: String should match pattern"),
-    (("predictions", "itl_p95_ms"), 500, "predictions.itl_p95_ms=500 misses slo.itl_p95_ms=50"),
+    (("engine", "max_model_len"), 10_000_000, "engine.max_model_len: Input should be less than or equal to 1048576"),
+    (("engine", "max_model_len"), 100_000, "engine.max_model_len: max_model_len=100000 exceeds the model's "
+                                           "max_context_tokens=8192"),
+    (("models", 0, "source_uri"), "ftp://x", "models[0] (llama-3-1-8b).source_uri: should be `s3://bucket/prefix/`"),
+    (("predictions", "itl_p95_ms"), 500, "predictions.itl_p95_ms: itl_p95_ms=500 misses slo.itl_p95_ms=50"),
     (("service",), "other", "the file must be Pulumi.other-prod.yaml"),
     (("compute", "instance_type"), "zz.mega", "compute.instance_type: unknown instance type 'zz.mega'"),
-    (("engine", "tensor_parallel_size"), 3, "engine.tensor_parallel_size=3 must equal compute.gpus_per_replica=1"),
+    (("engine", "tensor_parallel_size"), 3, "engine.tensor_parallel_size: tensor_parallel_size=3 must equal "
+                                            "compute.gpus_per_replica=1"),
 ])
 def test_a_stack_config_edited_into_nonsense_exits_2(project, path, value, message):
     stack = project / "stacks" / "Pulumi.chat-assistant-prod.yaml"

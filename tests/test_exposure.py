@@ -24,14 +24,15 @@ def test_a_service_without_an_exposure_section_is_internal():
 
 
 @pytest.mark.parametrize("exposure, message", [
-    ({"scope": "public", "allowed_cidrs": ["203.0.113.0/24"]}, "exposure: Value error, scope public needs "
+    ({"scope": "public", "allowed_cidrs": ["203.0.113.0/24"]}, "exposure.tls_certificate_arn: scope public needs "
      "tls_certificate_arn"),
     ({"scope": "public", "tls_certificate_arn": CERT}, "scope public needs allowed_cidrs"),
     ({"scope": "public", "tls_certificate_arn": CERT, "allowed_cidrs": ["0.0.0.0/0"]},
      "set acknowledge_open_internet: true"),
     ({"tls_certificate_arn": "arn:aws:iam::123456789012:server-certificate/x"}, "exposure.tls_certificate_arn"),
-    ({"allowed_cidrs": ["10.0.0.1/8"]}, "is not an IPv4 CIDR with its host bits zero"),
-    ({"allowed_cidrs": ["10.0.0.0"]}, "has no prefix length; write it as 10.0.0.0/32"),
+    ({"allowed_cidrs": ["10.0.0.1/8"]}, "exposure.allowed_cidrs[0]: '10.0.0.1/8' is not an IPv4 network with its host "
+     "bits zero"),
+    ({"allowed_cidrs": ["10.0.0.0"]}, "exposure.allowed_cidrs[0]: should be an IPv4 CIDR such as 203.0.113.0/24"),
     ({"scope": "everyone"}, "exposure.scope"),
     ({"hostname": "-bad-.example.com"}, "exposure.hostname"),
 ], ids=["no-tls", "no-cidrs", "open-internet-unacknowledged", "not-acm", "host-bits", "no-prefix", "bad-scope",
@@ -53,7 +54,8 @@ def test_a_certificate_of_another_region_exits_2(project):  # noqa: F811
         with_exposure(scope="public", tls_certificate_arn=CERT, allowed_cidrs=["203.0.113.0/24"])(data)
         data["environments"] = {"prod": {"region": "us-west-2"}}
     fails(["plan", write_requirements(project, mutate)], "ACM certificate in us-east-1",
-          "environments.prod.region is us-west-2", "request (or import) the certificate in us-west-2")
+          "environments.prod.region: exposure.tls_certificate_arn is an ACM certificate in us-east-1 but this "
+          "environment is in us-west-2", "request (or import) the certificate in us-west-2")
 
 
 def test_an_acknowledged_open_internet_plans_and_the_plan_says_who_can_reach_it(project):  # noqa: F811
@@ -142,7 +144,8 @@ def test_a_public_service_that_scales_to_zero_exits_2(project):  # noqa: F811
     def mutate(data):
         with_exposure(scope="public", tls_certificate_arn=CERT, allowed_cidrs=["203.0.113.0/24"])(data)
         data["environments"] = {"dev": {"region": "us-east-1", "min_replicas": 0}}
-    fails(["plan", write_requirements(project, mutate)], "environments.dev.min_replicas 0 with exposure.scope public",
+    fails(["plan", write_requirements(project, mutate)], "environments.dev.min_replicas: min_replicas 0 with "
+          "exposure.scope public",
           "set min_replicas >= 1 or use exposure.scope: internal")
 
 

@@ -64,7 +64,7 @@ def test_a_region_outside_compliance_is_refused_when_the_file_is_loaded(tmp_path
     data["environments"]["prod"]["region"] = "us-east-1"
     path = tmp_path / "svc.yaml"
     path.write_text(yaml.safe_dump(data))
-    with pytest.raises(RequirementsError, match=r"environments.prod.region 'us-east-1' is not in "
+    with pytest.raises(RequirementsError, match=r"environments.prod.region: 'us-east-1' is not in "
                                                 r"compliance.regions_allowed \['eu-central-1', 'eu-west-1'\]; pick an "
                                                 "allowed region or widen the list"):
         load_requirements(path)
@@ -118,6 +118,6 @@ def test_a_tensorflow_model_on_triton_is_told_which_formats_triton_serves():
     data["models"][0]["format"] = "tensorflow"
     from blueprints.requirements import Requirements
 
-    with pytest.raises(RequirementsError, match=r"models\[embedder\].format=tensorflow: Triton on GPU serves "
+    with pytest.raises(RequirementsError, match=r"models\[0\] \(embedder\).format=tensorflow: Triton on GPU serves "
                                                 r"\['onnx', 'tensorrt'"):
         plan_env(Requirements.model_validate(data), "prod")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from blueprints import defaults
 from blueprints.manifests import validate_manifest
-from components.onnx_service import check_threads
+from blueprints.errors import problem_lines
 from tests.blueprint_builders import derive, manifests, onnx_blueprint, pod_spec, run_program
 
 
@@ -40,9 +41,11 @@ def test_intra_op_threads_equal_the_cpu_limit_in_the_model_config_and_omp(run, b
 
 
 def test_threads_that_differ_from_the_cpu_limit_are_rejected(bp):
-    wrong = derive(bp, engine={**bp.engine.model_dump(mode="json"), "intra_op_threads": 16})
-    [problem] = check_threads(wrong)
-    assert "intra_op_threads=16" in problem and "set it to 4" in problem
+    with pytest.raises(ValidationError) as exc:
+        derive(bp, engine={**bp.engine.model_dump(mode="json"), "intra_op_threads": 16})
+    [(where, problem, _)] = problem_lines(exc.value)
+    assert where == "engine.intra_op_threads"
+    assert "intra_op_threads=16" in problem and f"set it to {int(bp.compute.cpu_per_replica)}" in problem
 
 
 @pytest.mark.parametrize("arch,label", [("x86_64", "amd64"), ("arm64", "arm64")])

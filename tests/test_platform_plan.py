@@ -137,8 +137,8 @@ def test_platform_file_typos_name_the_known_add_ons_and_versions():
 def test_service_names_are_unique_and_platform_is_reserved():
     with pytest.raises(RequirementsError, match="both declare service 'chat-assistant'"):
         platforms(requirements_with(), requirements_with())
-    with pytest.raises(RequirementsError, match="'platform' is reserved for platform stacks"):
-        platforms(requirements_with(service="platform"))
+    with pytest.raises(ValueError, match="'platform' is reserved for platform stacks"):
+        requirements_with(service="platform")  # refused where the file is read, before any platform is planned
 
 
 def test_spot_forbidden_by_the_platform_team_refuses_a_spot_environment():

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from blueprints.catalog import has_instance_storage
-from components.sagemaker_endpoint import ecr_repository_arn, variant_sizing
-from tests.blueprint_builders import derive, run_program, sagemaker_blueprint
+from components.sagemaker_endpoint import SageMakerEndpoint, SageMakerEndpointArgs, ecr_repository_arn, variant_sizing
+from tests.blueprint_builders import derive, run_component, run_program, sagemaker_blueprint, sized_model
 
 
 def variant(run):
@@ -37,9 +37,15 @@ def test_the_planned_timers_reach_the_endpoint_configuration_unchanged(chat_prod
 
 
 def test_volume_grows_with_the_model_on_ebs_instances_and_is_omitted_on_local_nvme(chat_prod):
-    small = variant(run_program(sagemaker_blueprint(chat_prod, weights_gib=15.0, instance_type="ml.inf2.xlarge")))
-    large = variant(run_program(sagemaker_blueprint(chat_prod, weights_gib=130.0, instance_type="ml.inf2.xlarge")))
-    assert large["volumeSizeInGb"] > small["volumeSizeInGb"] >= 2 * 15
+    # Every SageMaker type in the catalog has local NVMe, so a type with an EBS volume (ml.inf2.xlarge) is not one a
+    # blueprint may name; the component's sizing for it is checked on an unvalidated copy.
+    def ebs(gib: float):
+        bp = sagemaker_blueprint(chat_prod, weights_gib=gib)
+        return variant_sizing(bp.model_copy(update={"compute": bp.compute.model_copy(
+            update={"instance_type": "ml.inf2.xlarge"})}))
+
+    small, large = ebs(15.0), ebs(130.0)
+    assert large.volume_size_gb > small.volume_size_gb >= 2 * 15
     nvme = variant(run_program(sagemaker_blueprint(chat_prod, instance_type="ml.g5.2xlarge")))
     assert "volumeSizeInGb" not in nvme
     assert has_instance_storage("ml.g5.2xlarge") and has_instance_storage("ml.p4d.24xlarge")
@@ -48,7 +54,8 @@ def test_volume_grows_with_the_model_on_ebs_instances_and_is_omitted_on_local_nv
 
 def test_instance_type_and_count_come_from_the_plan(run, chat_prod):
     v = variant(run)
-    assert v["instanceType"] == "ml.g6e.2xlarge" and v["initialInstanceCount"] == 2
+    # The builder starts the endpoint at the autoscaling floor (within min_replicas-max_replicas).
+    assert v["instanceType"] == "ml.g6e.2xlarge" and v["initialInstanceCount"] == chat_prod.autoscaling.min_replicas == 4
 
 
 def test_model_uses_the_pinned_ecr_image_and_reads_the_uncompressed_prefix(run, chat_prod):
@@ -102,9 +109,15 @@ def test_without_private_only_no_network_or_vpc_config(run):
 
 
 def test_customer_managed_kms_encrypts_the_endpoint_volume_where_there_is_one(chat_prod):
-    bp = derive(sagemaker_blueprint(chat_prod, instance_type="ml.inf2.xlarge"), storage={"customer_managed_kms": True})
+    bp = derive(sagemaker_blueprint(chat_prod), storage={"customer_managed_kms": True})
     cfg = run_program(bp).one("aws:sagemaker/endpointConfiguration:EndpointConfiguration").inputs
-    assert cfg["kmsKeyArn"].startswith("arn:aws:kms:")
+    assert "kmsKeyArn" not in cfg  # every catalogued SageMaker type has local NVMe: no EBS volume to encrypt
+    # A type with an EBS volume (not in the catalog, so on an unvalidated copy) gets the store's key on it.
+    ebs = bp.model_copy(update={"compute": bp.compute.model_copy(update={"instance_type": "ml.inf2.xlarge"})})
+    key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    run = run_component(lambda: SageMakerEndpoint("ebs", SageMakerEndpointArgs(
+        blueprint=ebs, bucket_name="store", kms_key_arn=key)), ebs)
+    assert run.one("aws:sagemaker/endpointConfiguration:EndpointConfiguration").inputs["kmsKeyArn"] == key
 
 
 def test_outputs_name_the_invocation_url_and_dashboards(run, chat_prod):
@@ -152,7 +165,7 @@ def test_rollback_alarms_never_sit_at_steady_state(chat_prod):
     from blueprints.observability import ROLLBACK_MARGIN, cloudwatch_alarm_specs
 
     for bp in (sagemaker_blueprint(chat_prod), derive(sagemaker_blueprint(chat_prod), models=[
-            {**chat_prod.model.model_dump(mode="json"), "task": "classification", "catalog_id": None}])):
+            sized_model(chat_prod.model.name, 1.0, fmt="safetensors")])):
         for spec in cloudwatch_alarm_specs(bp):
             if spec.rollback:
                 assert spec.steady_state is not None and spec.steady_state * ROLLBACK_MARGIN <= spec.threshold

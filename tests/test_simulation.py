@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -59,11 +60,17 @@ def test_scaling_a_trace_up_never_lowers_replica_hours(levels, factor):
         simulate(bp, trace=trace).replica_hours - 1e-9
 
 
-def test_a_cooldown_shorter_than_the_cold_start_flaps(busy_chat):
+def test_a_cooldown_shorter_than_the_cold_start_flaps(busy_chat, monkeypatch):
+    from blueprints.replica_model import replica_model
+
     bp = derive(busy_chat, autoscaling={"min_replicas": 2})  # room to scale down
     trace = planned_traffic(bp)
     planned = simulate(bp, trace=trace)
-    short = derive(bp, autoscaling={"cooldown_s": 60})
+    with pytest.raises(ValidationError, match="cooldown_s=60 is shorter than a cold start"):
+        derive(bp, autoscaling={"cooldown_s": 60})  # a stack config may not say so; what it would do, on the same
+    short = bp.model_copy(update={"autoscaling": bp.autoscaling.model_copy(update={"cooldown_s": 60})})  # replicas:
+    same_replicas = replica_model(bp)
+    monkeypatch.setattr("blueprints.simulation.replica_model", lambda _: same_replicas)
     assert bp.autoscaling.cooldown_s > bp.startup.total_s > 60
     flapping = simulate(short, trace=trace)
     assert flapping.scale_downs > planned.scale_downs and flapping.scale_ups > planned.scale_ups

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from pydantic import ValidationError
 
 from blueprints import defaults
 from blueprints.blueprint import Archetype
-from blueprints.errors import SizingError
+from blueprints.errors import problem_lines
 from blueprints.options import request_work, resolve_models
 from blueprints.requirements import Requirements
 from blueprints.sizing import cpu_request_ms, encoder_gflops_per_request, gpu_batch_ms
@@ -181,9 +182,11 @@ def test_a_vision_model_outside_the_catalog_needs_a_measured_latency(catalog):
     data["model"] = {"name": "detector", "task": "vision", "format": "onnx", "weights_uri": "s3://edge-models/det/",
                      "architecture": {"params_b": 0.03, "layers": 50, "hidden_size": 2048, "attention_heads": 1,
                                       "kv_heads": 1, "head_dim": 1}}
-    req = Requirements.model_validate(data)
-    with pytest.raises(SizingError, match="set model.measured_latency_ms and model.measured_instance_type"):
-        request_work(resolve_models(req, catalog)[0], catalog)
+    with pytest.raises(ValidationError) as exc:
+        Requirements.model_validate(data)
+    [(where, message, rule)] = problem_lines(exc.value, data=data)
+    assert (where, rule) == ("model.measured_latency_ms", "vision-needs-measurement")
+    assert "detector is a vision model without a FLOPs figure" in message and "set measured_latency_ms" in message
 
 
 def test_a_sagemaker_endpoint_never_scales_to_zero_and_says_so():

@@ -4,11 +4,12 @@ between GPUs with memory bandwidth, a one-pass model's with TFLOPS; a batch of o
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from blueprints import defaults
 from blueprints.blueprint import TritonModelConfig
 from blueprints.catalog import Task
-from blueprints.errors import RequirementsError, SizingError
+from blueprints.errors import RequirementsError, problem_lines
 from blueprints.options import queue_delay_ms, request_work, resolve_models
 from blueprints.preview import run_preview
 from blueprints.requirements import Requirements
@@ -126,10 +127,16 @@ def test_safetensors_whisper_runs_the_python_backend_from_an_s3_prefix_and_says_
 
 
 def test_speech_bounds_and_missing_figures_are_errors(catalog):
-    with pytest.raises(RequirementsError, match="mean_output_tokens=500 exceeds the decoder's max_context_tokens=448"):
-        resolve_models(_req(mean_output_tokens=500), catalog)
+    with pytest.raises(ValidationError) as exc:
+        _req(mean_output_tokens=500)
+    [(where, message, rule)] = problem_lines(exc.value)
+    assert (where, rule) == ("traffic.mean_output_tokens", "context-holds-requests")
+    assert "500 exceeds the decoder's max_context_tokens=448" in message
     custom = {"id": None, "name": "asr", "task": "speech-recognition",
               "architecture": {"params_b": 0.5, "layers": 12, "hidden_size": 1024, "attention_heads": 16,
                                "kv_heads": 16, "head_dim": 64}}
-    with pytest.raises(SizingError, match="set model.measured_latency_ms and model.measured_instance_type"):
-        request_work(resolve_models(_req(custom), catalog)[0], catalog)
+    with pytest.raises(ValidationError) as exc:
+        _req(custom)
+    [(where, message, rule)] = problem_lines(exc.value)
+    assert (where, rule) == ("model.measured_latency_ms", "vision-needs-measurement")
+    assert "speech-recognition model without a FLOPs figure" in message

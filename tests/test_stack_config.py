@@ -61,7 +61,9 @@ def test_hand_edit_with_wrong_type_names_the_field(tmp_path, chat_prod):
     with pytest.raises(StackConfigError) as exc:
         read_stack_config(path)
     assert str(path) in str(exc.value)
-    assert "servingblueprints:blueprint.engine.vllm.tensor_parallel_size" in str(exc.value)
+    # The exact field: the engine's union tag (`vllm`) is no part of the path a user edits.
+    assert "servingblueprints:blueprint.engine.tensor_parallel_size: expected a whole number, got a string 'two'" \
+        in str(exc.value)
 
 
 def test_hand_edit_with_unknown_field_is_rejected(tmp_path, chat_prod):

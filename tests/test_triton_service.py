@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
+from blueprints.errors import problem_lines
 from blueprints.manifests import validate_manifest
-from components.triton_service import config_pbtxt, repository_configs
-from tests.blueprint_builders import manifests, pod_spec, run_program, triton_blueprint
+from components.triton_service import config_pbtxt
+from tests.blueprint_builders import derive, manifests, pod_spec, run_program, triton_blueprint
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +50,10 @@ def test_a_model_that_does_not_batch_gets_no_dynamic_batching(gpu_bp):
 
 
 def test_engine_models_must_name_served_models(gpu_bp):
-    bad = gpu_bp.model_copy(update={"models": gpu_bp.models[:1]})
-    with pytest.raises(ValueError, match="embedder"):
-        repository_configs(bad)
+    with pytest.raises(ValidationError) as exc:
+        derive(gpu_bp, models=[gpu_bp.models[0].model_dump(mode="json")])
+    [(where, message, _)] = problem_lines(exc.value, data=exc.value.errors()[0]["input"])
+    assert where == "engine.models[1] (embedder).name" and "'embedder' is not a served model (ranker)" in message
 
 
 def test_the_init_container_copies_the_repository_to_local_disk_with_the_pod_identity(gpu_run, gpu_bp):

@@ -11,7 +11,7 @@ from blueprints.preview import run_under_mocks
 from components.vllm_service import VllmService, VllmServiceArgs
 from components.weights_delivery import StoreDelivery
 from components.workload import Endpoint
-from tests.blueprint_builders import derive, manifests, pod_spec
+from tests.blueprint_builders import derive, manifests, pod_spec, with_weights
 from tests.conftest import vllm_blueprint
 
 LB = "service.beta.kubernetes.io/aws-load-balancer-"
@@ -123,7 +123,7 @@ def test_weights_land_in_a_node_local_volume_never_a_shared_read_write_once_clai
 def test_copy_step_limits_and_volume_grow_with_the_model(chat_prod):
     seen = {}
     for gib in (15.0, 140.0):
-        bp = derive(chat_prod, models=[{**chat_prod.model.model_dump(mode="json"), "weights_gib": gib}])
+        bp = with_weights(chat_prod, gib)
         pod = pod_spec(run_vllm(bp))
         limits = pod["initContainers"][0]["resources"]["limits"]
         [models] = [v for v in pod["volumes"] if v["name"] == "models"]

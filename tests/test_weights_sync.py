@@ -15,7 +15,7 @@ from components.weights_sync import (
     store_prefix,
     sync_deadline_s,
 )
-from tests.blueprint_builders import derive, manifests, onnx_blueprint, run_program
+from tests.blueprint_builders import manifests, onnx_blueprint, run_program, with_weights
 
 
 SYSTEM_NODES = {"servingblueprints.io/pool": "system"}
@@ -76,7 +76,7 @@ def test_on_an_existing_cluster_the_job_has_no_node_selector(chat_prod):
 def test_scratch_volume_and_ephemeral_storage_grow_with_the_model(chat_prod):
     sizes = {}
     for gib in (15.0, 140.0):
-        bp = derive(chat_prod, models=[{**chat_prod.model.model_dump(mode="json"), "weights_gib": gib}])
+        bp = with_weights(chat_prod, gib)
         pod = job(run_sync(bp))["spec"]["template"]["spec"]
         limit = int(pod["containers"][0]["resources"]["limits"]["ephemeral-storage"].removesuffix("Gi"))
         assert pod["volumes"][0]["emptyDir"]["sizeLimit"] == f"{limit}Gi"

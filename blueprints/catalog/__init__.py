@@ -10,17 +10,25 @@ import difflib
 from enum import Enum
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from blueprints.errors import CatalogError, format_validation_error
+from blueprints import bounds
+from blueprints.errors import CatalogError, FieldProblem, format_validation_error, raise_problems
+from blueprints.jsontypes import check_json_types
 
 SCHEMA_VERSION = 1
 
 
 class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_types(cls, data: Any) -> Any:
+        return check_json_types(cls, data)
 
 
 class Task(str, Enum):
@@ -118,8 +126,16 @@ class Architecture(_Record):
         head_dim: 128, experts: 8, experts_per_token: 2, shared_params_b: 1.61}`
     """
 
-    params_b: float = Field(gt=0, le=10_000, description="total parameters, billions")
-    active_params_b: float | None = Field(default=None, gt=0, description="parameters active per token (MoE); "
+    # architecture-shape, as far as a JSON Schema states it: the MoE fields all or none.
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"properties": {f: {"type": "null"} for f in ("experts", "experts_per_token", "shared_params_b")}},
+        {"required": ["experts", "experts_per_token", "shared_params_b"],
+         "properties": {"experts": {"type": "integer"}, "experts_per_token": {"type": "integer"},
+                        "shared_params_b": {"type": "number"}}}]})
+
+    params_b: float = Field(ge=bounds.MIN_PARAMS_B, le=bounds.MAX_PARAMS_B, description="total parameters, billions")
+    active_params_b: float | None = Field(default=None, ge=bounds.MIN_PARAMS_B, le=bounds.MAX_PARAMS_B,
+                                          description="parameters active per token (MoE); "
                                           "defaults to params_b, or to the MoE fields' shared + k/E of the experts")
     layers: int = Field(ge=1, le=1000)
     hidden_size: int = Field(ge=1, le=131_072)
@@ -132,32 +148,44 @@ class Architecture(_Record):
     experts: int | None = Field(default=None, ge=2, le=1024, description="MoE: routed experts per MoE layer")
     experts_per_token: int | None = Field(default=None, ge=1, le=64, description="MoE: routed experts each token "
                                           "uses per layer")
-    shared_params_b: float | None = Field(default=None, gt=0, description="MoE: parameters outside the routed "
+    shared_params_b: float | None = Field(default=None, ge=bounds.MIN_PARAMS_B, le=bounds.MAX_PARAMS_B,
+                                          description="MoE: parameters outside the routed "
                                           "experts (attention, embeddings, norms, router, shared experts), billions")
 
     @model_validator(mode="after")
     def _consistent(self) -> Architecture:
+        rule = "architecture-shape"
         moe = (self.experts, self.experts_per_token, self.shared_params_b)
         if any(v is not None for v in moe) and any(v is None for v in moe):
-            raise ValueError("a mixture-of-experts model gives `experts`, `experts_per_token` and `shared_params_b` "
-                             "together (config.json num_local_experts, num_experts_per_tok, and the parameters "
-                             "outside the experts)")
+            missing = [f for f, v in zip(("experts", "experts_per_token", "shared_params_b"), moe) if v is None]
+            raise_problems([FieldProblem(f, "a mixture-of-experts model gives `experts`, `experts_per_token` and "
+                                         "`shared_params_b` together (config.json num_local_experts, "
+                                         "num_experts_per_tok, and the parameters outside the experts)", rule=rule)
+                            for f in missing])
+        problems = []
         if self.experts is not None:
             if self.experts_per_token > self.experts:  # type: ignore[operator]
-                raise ValueError(f"experts_per_token={self.experts_per_token} exceeds experts={self.experts}")
+                problems.append(FieldProblem("experts_per_token", f"experts_per_token={self.experts_per_token} "
+                                             f"exceeds experts={self.experts}", rule=rule))
             if self.shared_params_b >= self.params_b:  # type: ignore[operator]
-                raise ValueError(f"shared_params_b={self.shared_params_b} must be below params_b={self.params_b} "
-                                 "(the routed experts hold the rest)")
+                problems.append(FieldProblem("shared_params_b", f"shared_params_b={self.shared_params_b} must be "
+                                             f"below params_b={self.params_b} (the routed experts hold the rest)",
+                                             rule=rule))
             derived = self.moe_active_b
-            if self.active_params_b is not None and abs(self.active_params_b - derived) > 0.05 * derived:
-                raise ValueError(f"active_params_b={self.active_params_b} disagrees with the MoE fields, which give "
-                                 f"{derived:.2f} (shared + experts_per_token/experts of the rest); fix either")
+            if not problems and self.active_params_b is not None and \
+                    abs(self.active_params_b - derived) > 0.05 * derived:
+                problems.append(FieldProblem("active_params_b", f"active_params_b={self.active_params_b} disagrees "
+                                             f"with the MoE fields, which give {derived:.2f} (shared + "
+                                             "experts_per_token/experts of the rest); fix either", rule=rule))
         if self.active_params_b is not None and self.active_params_b > self.params_b:
-            raise ValueError(f"active_params_b={self.active_params_b} exceeds params_b={self.params_b}")
+            problems.append(FieldProblem("active_params_b", f"active_params_b={self.active_params_b} exceeds "
+                                         f"params_b={self.params_b}", rule=rule))
         if self.vocab_size is not None and self.embedding_params_b >= self.params_b:
-            raise ValueError(f"vocab_size={self.vocab_size} x hidden_size={self.hidden_size} "
-                             f"{'' if self.tie_word_embeddings else 'x 2 (untied) '}is more than params_b="
-                             f"{self.params_b} billion; check the units (params_b is in billions)")
+            problems.append(FieldProblem("vocab_size", f"vocab_size={self.vocab_size} x hidden_size="
+                                         f"{self.hidden_size} {'' if self.tie_word_embeddings else 'x 2 (untied) '}is "
+                                         f"more than params_b={self.params_b} billion; check the units (params_b is "
+                                         "in billions)", rule=rule))
+        raise_problems(problems)
         return self
 
     @property

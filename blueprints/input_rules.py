@@ -1,0 +1,104 @@
+"""The rules a requirements file must follow that its JSON Schema cannot state: rules across fields, against the
+catalog's physics, or across files (the shared platform). `blueprint schema` lists them under
+`x-cross-field-rules`; every error that enforces one carries its id (`FieldProblem.rule`, `BlueprintError.rule`), so a
+document valid against the schema either plans or fails naming one of these.
+
+Adding a rule: give it an id and one line here, raise `FieldProblem(field, message, rule=id)` from the model's
+validator (or `RequirementsError(message, rule=id)` where the planner finds it), and add a failing case to
+`tests/test_input_rules.py`.
+"""
+
+from __future__ import annotations
+
+#: Rule id -> what it requires. The text is what `blueprint schema` shows; the errors say the fix.
+CROSS_FIELD_RULES: dict[str, str] = {
+    # The model section
+    "model-or-models": "exactly one of `model` (one model) or `models` (several); top-level `traffic` goes with `model`",
+    "model-traffic": "`model` needs `traffic` (top level or `model.traffic`); each entry of `models` its own `traffic`",
+    "unique-model-names": "the served names of `models` (`name`, else the id) are unique",
+    "model-id-or-architecture": "a model gives a catalog `id` or an `architecture`; one given by `architecture` also "
+                                "needs `name` and `task`",
+    "quantization-precision": "`quantization` comes with the precision its method produces (awq: int4; gptq: int4 or "
+                              "int8; fp8: fp8; w8a8: int8)",
+    "measured-latency-pair": "`measured_latency_ms` and `measured_instance_type` are given together",
+    "task-of-catalog-model": "`task` of a catalog model is the catalog's task",
+    "https-needs-sha256": "an `https://` weights_uri comes with `sha256`, and `sha256` only with one",
+    "source-key-s3-only": "`weights_kms_key_arn` goes with an `s3://` weights_uri",
+    "architecture-shape": "an `architecture` is self-consistent: MoE fields together, experts_per_token <= experts, "
+                          "shared_params_b < params_b, active_params_b within params_b, the embeddings within "
+                          "params_b",
+    "context-within-model": "`max_context_tokens` is within the catalog model's context limit",
+    "context-holds-requests": "a text-generation model's context holds a mean request (mean_input_tokens + "
+                              "mean_output_tokens) and a p95 one (input_tokens_p95 + output_tokens_p95)",
+    "p95-lengths-text-generation": "`input_tokens_p95` / `output_tokens_p95` are given for text generation only",
+    "vision-needs-measurement": "a vision or speech-recognition model without the catalog's FLOPs figure (outside "
+                                "the catalog, or given an `architecture`) gives `measured_latency_ms` and "
+                                "`measured_instance_type`",
+    "p95-around-mean": "a p95 token length is at least its mean and at most 3.5x it",
+    # SLO and hardware against the models
+    "slo-matches-task": "text generation sets `slo.ttft_p95_ms` / `itl_p95_ms`; other models `slo.latency_p95_ms` "
+                        "/ `latency_p99_ms`",
+    "latency-p99-not-below-p95": "`slo.latency_p99_ms` >= `slo.latency_p95_ms`",
+    "servable-format": "the model's `format` is one its engine loads (vLLM: safetensors, pytorch, gguf; ONNX "
+                       "Runtime: onnx; Triton: onnx, tensorrt (GPU), torchscript, pytorch, safetensors), and the python backend "
+                       "(safetensors on Triton) reads an s3:// prefix holding its model.py",
+    "one-generative-model": "a `models:` estate holds at most one text-generation model (with retrieval models it "
+                            "plans as a compound service) and is not `operations.preference: managed`",
+    "managed-needs-gpu": "`operations.preference: managed` allows `nvidia-gpu` (SageMaker hosting types are GPUs)",
+    # Environments
+    "environment-peak-rate": "each environment's peak (peak_requests_per_s x traffic_scale) is between 0.001 and "
+                             "100,000 requests/s per model",
+    "min-replicas-not-above-max": "`min_replicas` <= `max_replicas`",
+    "region-allowed": "each environment's region is in `compliance.regions_allowed` (when given)",
+    "production-on-demand": "a production environment does not use spot capacity",
+    "production-always-on": "a production environment never scales to zero (`min_replicas` >= 1)",
+    "cluster-addons-existing-cluster": "`operations.cluster_addons` is for `operations.platform: existing-cluster` "
+                                       "or `edge-cluster`",
+    "roles-anywhere-edge-only": "`operations.roles_anywhere` is for `operations.platform: edge-cluster`",
+    "edge-addons-not-aws-only": "an edge cluster's `cluster_addons` run off AWS (no Karpenter, no AWS Load Balancer "
+                                "Controller)",
+    "edge-cluster-settings": "an edge cluster declares `hardware.edge_nodes`, allows cpu, no EC2 families, spot, "
+                             "managed preference, customer-managed KMS, hf:// sources or ACM certificates; "
+                             "`edge_nodes` and https:// sources are for edge clusters only",
+    # Exposure
+    "cidr-network-address": "each CIDR of `exposure.allowed_cidrs` has its host bits zero (a network address)",
+    "open-internet-acknowledged": "0.0.0.0/0 in `exposure.allowed_cidrs` needs `acknowledge_open_internet: true`",
+    "public-needs-tls-and-cidrs": "`exposure.scope: public` needs `tls_certificate_arn` (or `tls_secret_name`) and "
+                                  "`allowed_cidrs`",
+    "one-tls-source": "`exposure.tls_certificate_arn` and `tls_secret_name` exclude each other",
+    "exposure-settings-match-via": "`node_port` goes with `via: node-port`; `ingress_class_name`, `ingress_namespace` "
+                                   "with `via: ingress`, which terminates TLS with `tls_secret_name` for `hostname`",
+    "exposure-implemented": "the exposure has an implementation the cluster declares (a LoadBalancer controller, an "
+                            "ingress controller) and TLS of the kind it terminates",
+    "private-not-public": "`compliance.private_only` forbids `exposure.scope: public`",
+    "certificate-region": "`exposure.tls_certificate_arn` is in every environment's region",
+    "public-always-on": "`exposure.scope: public` never scales to zero (`min_replicas` >= 1)",
+    # The shared platform (this file with platform.yaml and the other services)
+    "platform-one-region": "every environment landing on one platform (`environments.<env>.platform`) is in its region",
+    "kubernetes-version-matches-platform": "`operations.kubernetes_version` equals the version of the platform the "
+                                           "service lands on",
+    "private-platform-runner": "a `compliance.private_only` service on EKS lands on a platform that platform.yaml "
+                               "gives an `existing_vpc` and a `runner_label`",
+    "platform-production-apart": "production and non-production environments land on different platforms",
+    "platform-name-declared": "`environments.<env>.platform` is a platform name (`<env>-<region>` or one platform.yaml "
+                              "declares) and set only where the service lands on a shared platform (self-hosted on "
+                              "eks)",
+    "stack-names-unique": "service names and the stacks they plan (`<service>-<env>`) are unique across the "
+                          "requirements files and never a platform stack's name",
+    "kubernetes-version-supported": "a Kubernetes version is released on the plan date, still supported by EKS, "
+                                    "recent enough for the workloads and supported by the pinned add-ons",
+    "platform-settings": "the service agrees with platform.yaml (spot policy, private_endpoint, public subnets of an "
+                         "existing VPC)",
+    # Compound services (a generator and retrieval models in `models:`)
+    "pipeline-budget-compound-only": "`slo.pipeline_latency_p95_ms` is set only for a compound service",
+    "compound-service-name-length": "a compound service's name leaves room for its parts' names "
+                                    "(`<service>-generator`, `<service>-retrieval`: at most 40 characters)",
+    # The plan
+    "feasible-plan": "some allowed instance type serves the models within the SLO, the budget and the replica limit "
+                     "(at most 1,000 replicas per stack); the error names the constraint to relax",
+}
+
+
+def documented(rule: str | None) -> bool:
+    """Whether `rule` is a documented cross-field rule."""
+    return rule is not None and rule in CROSS_FIELD_RULES

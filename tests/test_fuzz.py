@@ -1,0 +1,101 @@
+"""Bad input through the CLI: mutations of the bundled examples and stack configs, and documents generated from
+`blueprint schema`, through `blueprint plan` and `blueprint preview`. Every run exits 0, 1 or 2 with no traceback; an
+error (exit 2) prints under 10 KB; a plan writes its stack configs all or nothing.
+
+Derandomized and bounded in count (seeds, `max_examples`), never in wall time: `benchmarks/fuzz.py` runs thousands
+and reports the slowest.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, Phase, given, settings
+
+from tests.fuzz_inputs import Project, dump, example, example_names, mutate, paths, schema_documents
+
+
+#: Generate without shrinking: shrinking a failing document takes minutes; the failure prints it as found.
+NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Project:
+    """A project with platform.yaml and no service: each document is planned alone."""
+    return Project(tmp_path_factory.mktemp("fuzz"))
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory) -> Project:
+    """A project with every bundled example and its committed stack configs, for hand edits."""
+    return Project(tmp_path_factory.mktemp("fuzz-stacks"), with_examples=True)
+
+
+def _check(outcome, what) -> None:
+    assert outcome.traceback is None, (what, outcome.traceback)
+    assert outcome.ok, (what, outcome.exit_code, outcome.output[-3000:], outcome.all_or_nothing)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_mutated_example_plans_or_exits_2_cleanly(project, seed):
+    rng = random.Random(seed)
+    doc = mutate(example(rng.choice(example_names())), rng)
+    _check(project.plan(dump(doc)), doc)
+
+
+def test_the_reproducers_text_is_planned_cleanly_too(project):
+    """Raw text, not only mappings: a key twice, an alias loop, a tab, a bare scalar, an empty file."""
+    for text in ("service: a\nservice: b\n", "a: &a [*a]\n", "service:\t x\n", "42\n", "", "- 1\n- 2\n",
+                 "service: " + "x" * 50_000 + "\n", "\ufeffservice: x\n"):
+        _check(project.plan(text), text[:60])
+
+
+@settings(phases=NO_SHRINK, max_examples=40, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(schema_documents())
+def test_a_document_generated_from_the_schema_plans_or_exits_2_cleanly(project, doc):
+    _check(project.plan(dump(doc)), doc)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
+def test_a_plan_that_succeeds_previews_cleanly(tmp_path, seed):
+    """Mutations small enough to plan (numbers scaled within their bounds) reach the preview of every stack."""
+    project = Project(tmp_path)
+    rng = random.Random(seed)
+    name = example_names()[seed % len(example_names())]
+    doc = example(name)
+    for _ in range(3):
+        candidate = mutate(doc, rng, edits=1)
+        outcome = project.plan(dump(candidate), keep=True)
+        _check(outcome, candidate)
+        if outcome.exit_code == 0:
+            break
+        outcome = project.plan(dump(doc), keep=True)  # the unmutated example always plans
+        _check(outcome, doc)
+    stacks = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml")
+                    for p in project.stacks.glob("Pulumi.*.yaml") if not p.name.startswith("Pulumi.platform-"))
+    assert stacks
+    preview = project.preview(stacks[rng.randrange(len(stacks))])
+    _check(preview, stacks)
+    assert preview.exit_code in (0, 1)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_hand_edited_stack_config_previews_or_exits_2_cleanly(planned, seed):
+    rng = random.Random(seed)
+    stacks = sorted(planned.stacks.glob("Pulumi.*.yaml"))
+    path = stacks[rng.randrange(len(stacks))]
+    before = path.read_bytes()
+    data = yaml.safe_load(before)
+    key = next(k for k in data["config"] if k in ("servingblueprints:blueprint", "servingblueprints:platform"))
+    value = data["config"][key]
+    data["config"][key] = mutate(value, rng, edits=1)
+    try:
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        outcome = planned.preview(path.name.removeprefix("Pulumi.").removesuffix(".yaml"))
+    finally:
+        path.write_bytes(before)
+    _check(outcome, [p for p in paths(value)][:0])
