@@ -208,8 +208,10 @@ def _expected(p) -> str:
     """The simulation's expected cost and SLO attainment beside the peak cost (rich markup)."""
     if p.expected_monthly_cost_usd is None:
         return ""
+    above = (": bursts scale past the peak's replicas for a cooldown"
+             if p.expected_monthly_cost_usd > p.monthly_cost_usd else "")
     return (f"\n  simulated ~${p.expected_monthly_cost_usd:,.0f}/month expected (peak-provisioned "
-            f"${p.monthly_cost_usd:,.0f}), SLO met in {p.slo_attainment:.1%} of minutes")
+            f"${p.monthly_cost_usd:,.0f}{above}), SLO met in {p.slo_attainment:.1%} of minutes")
 
 
 def _ms(value: float | None) -> str:

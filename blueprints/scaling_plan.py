@@ -161,6 +161,10 @@ def simulation_predictions(bp: Blueprint, result: SimulationResult) -> Blueprint
             f"traffic): about ${result.expected_monthly_usd:,.0f}/month expected against "
             f"${bp.predictions.monthly_cost_usd:,.0f}/month provisioned for the peak, p95 targets met in "
             f"{result.slo_attainment:.1%} of minutes")
+    if result.expected_monthly_usd > bp.predictions.monthly_cost_usd:
+        note += (f"; above the peak-provisioned cost because bursts scale the fleet past the peak's "
+                 f"{bp.compute.replicas} replica(s) (up to {bp.autoscaling.max_replicas}) and each added replica stays "
+                 f"for the {bp.autoscaling.cooldown_s} s cooldown")
     return bp.model_copy(update={"predictions": predictions, "rationale": [*bp.rationale, note]})
 
 

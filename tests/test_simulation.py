@@ -216,3 +216,17 @@ def test_the_vllm_target_scales_out_before_a_replica_passes_the_rate_that_meets_
     assert bp.autoscaling.target * (1 + HPA_TOLERANCE) <= edge
     assert bp.autoscaling.target <= at_peak
     assert bp.autoscaling.target >= 0.99 * min(at_peak, edge / (1 + HPA_TOLERANCE))  # rounded down, not further
+
+
+def test_an_expected_cost_above_the_peak_cost_is_explained():
+    """chat-assistant-dev: one replica holds the peak, but bursts scale the fleet to its maximum of two and each added
+    replica stays for the cooldown, so the simulated day costs more than one replica all month."""
+    bp = read_stack_config(ROOT / "stacks" / "Pulumi.chat-assistant-dev.yaml")
+    p = bp.predictions
+    assert p.expected_monthly_cost_usd > p.monthly_cost_usd and bp.compute.replicas < bp.autoscaling.max_replicas
+    [note] = [r for r in bp.rationale if r.startswith("fleet simulation of a planned day")]
+    assert (f"above the peak-provisioned cost because bursts scale the fleet past the peak's {bp.compute.replicas} "
+            f"replica(s) (up to {bp.autoscaling.max_replicas})") in note
+    steady = read_stack_config(ROOT / "stacks" / "Pulumi.chat-assistant-prod.yaml")
+    assert steady.predictions.expected_monthly_cost_usd < steady.predictions.monthly_cost_usd
+    assert not any("above the peak-provisioned cost" in r for r in steady.rationale)
