@@ -253,6 +253,14 @@ def _models(bp: Blueprint, catalog: Catalog) -> list[FieldProblem]:
     problems = []
     for i, m in enumerate(bp.models):
         at = ("models", i)
+        https = m.source_uri.startswith("https://")
+        if https != (m.sha256 is not None):
+            problems.append(FieldProblem((*at, "sha256"), "an https:// source comes with its sha256, and only an "
+                                         "https:// source has one (s3:// and hf:// sources are read with an identity): "
+                                         + ("add the file's SHA-256" if https else "remove it")))
+        if m.source_kms_key_arn is not None and not m.source_uri.startswith("s3://"):
+            problems.append(FieldProblem((*at, "source_kms_key_arn"), "a source key decrypts an s3:// source only: "
+                                         "remove it"))
         record = catalog.models.get(m.catalog_id) if m.catalog_id else None
         if m.catalog_id is not None and record is None:
             problems.append(FieldProblem((*at, "catalog_id"), _unknown(m.catalog_id, catalog.models, "model id")))

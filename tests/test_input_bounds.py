@@ -277,15 +277,22 @@ def _set(section: str, **values):
      "storage.retain_on_delete: a production stack keeps its model store when destroyed"),
     ("edge-classifier-prod", _set("network.exposure", ingress_class_name=None),
      "network.exposure.ingress_class_name: via ingress: name the IngressClass"),
+    ("chat-assistant-prod", _set("models.0", sha256="a" * 64),
+     "models[0] (llama-3-1-8b).sha256: an https:// source comes with its sha256, and only an https:// source has "
+     "one"),
+    ("chat-assistant-prod", _set("models.0", source_kms_key_arn="arn:aws:kms:us-east-1:123456789012:key/"
+                                                                  "0b5c7e4a-1d2f-4c3b-9a8e-7f6d5c4b3a21"),
+     "models[0] (llama-3-1-8b).source_kms_key_arn: a source key decrypts an s3:// source only"),
 ], ids=["onnx-cpu-0.001", "triton-renamed-model", "sagemaker-non-ecr", "ml-type-on-eks", "p5-gpus-per-node-1",
         "h100-on-l40s", "sagemaker-max-replicas", "memory-0.01", "ephemeral-1", "max-model-len-64",
-        "max-num-seqs-100000", "max-num-seqs-beyond-kv", "zero-startup", "zero-node-start", "monthly-cost-0", "cost-line-price",
+        "max-num-seqs-100000", "max-num-seqs-beyond-kv", "zero-startup", "zero-node-start", "monthly-cost-0",
+        "cost-line-price",
         "newline-in-tag", "hf-dot-dot", "kubernetes-1.99", "ingress-cidrs-traefik",
         "safetensors-on-onnx-runtime", "triton-backend-for-format", "vllm-quantization", "vllm-dtype",
         "sagemaker-tp-beyond-gpus", "sagemaker-initial-count", "triton-ports", "edge-replicas-beyond-owned-nodes",
         "roles-anywhere-pca-arn", "roles-anywhere-cn-newline", "pipeline-stack-twice", "pipeline-rounds",
         "unknown-scaling-metric", "cpu-target-beyond-100", "production-store-deleted",
-        "ingress-without-class"])
+        "ingress-without-class", "sha256-on-hf-source", "source-key-on-hf-source"])
 def test_a_hand_edited_stack_config_exits_2_naming_the_field(project, stack, edit, message):
     _edit_stack(project, stack, edit)
     fails(["preview", stack], f"servingblueprints:blueprint.{message}")
