@@ -6,6 +6,9 @@ STAMP := $(VENV)/.installed
 EXAMPLE ?= stacks/requirements/chat-assistant.yaml
 DEMO_STACK ?= chat-assistant-prod
 DEMO_PLATFORM ?= platform-prod-us-east-1
+# The date the committed stack configs are planned as of (README, Bundled examples): planning the demo as of today
+# would pick today's Kubernetes version, prices and support warnings and rewrite the committed stack configs.
+AS_OF ?= 2026-12-01
 # checkov scans the rendered manifests in the test suite. It lives in a virtualenv of its own: installed into the
 # project's, it downgrades packages pulumi needs. Pinned (3.3.x); the stamp makes a second `make test` skip the install.
 # The same virtualenv holds xds-protos (Envoy's data-plane-api as Python protobufs, which need protobuf 6 while
@@ -34,7 +37,7 @@ install: $(STAMP)
 checkov: $(CHECKOV_STAMP)
 
 demo: $(STAMP)
-	$(BIN)/blueprint plan $(EXAMPLE)
+	$(BIN)/blueprint plan $(EXAMPLE) --as-of $(AS_OF)
 	$(BIN)/blueprint preview $(DEMO_PLATFORM)
 	$(BIN)/blueprint preview $(DEMO_STACK)
 

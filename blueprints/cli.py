@@ -30,7 +30,7 @@ HELP = """Plan production model serving from a requirements file, and review it 
                                                       and the shared platform-<env>-<region> stacks they land on
   blueprint preview <stack>                           run the Pulumi program offline: deployability, signals,
                                                       policy pack
-  blueprint simulate <service>-<env>                  replay traffic against the planned fleet
+  blueprint simulate <stack>                          replay a day of traffic against a service stack's fleet
   blueprint preflight <stack>                         check the AWS service quotas the stack needs
   blueprint stacks [--changed FILE]                   the stacks in deploy order (platforms first), for CI
   blueprint estimate --model ID --gpu NAME ...        what-if on the LLM capacity model
@@ -330,7 +330,8 @@ def simulate(
     as_json: bool = typer.Option(False, "--json", help="Print {stack, days, slo_attainment (0-1), "
                                  "expected_monthly_usd, peak_monthly_usd, replica_hours, cold_starts, "
                                  "cold_start_max_s, cold_start_mean_s, worst_queue, scale_ups, scale_downs}."),
-    stacks_dir: Path = typer.Option(Path("stacks"), "--stacks-dir", help="Folder of stack configs."),
+    stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
+                                              "project's (found from the working directory)."),
 ) -> None:
     """Replay traffic against the planned fleet with its autoscaler's real settings and the capacity model; report
     SLO attainment, queues, cold starts, replica-hours and the expected monthly cost beside the peak cost.
@@ -342,8 +343,10 @@ def simulate(
     from blueprints.simulation_report import summary_markdown, write_plot
     from blueprints.stackconfig import read_stack_config, stack_config_path
     from blueprints.traffic import read_trace
+    from blueprints.workspace import project_paths
 
     with user_errors():
+        stacks_dir = stacks_dir or project_paths().stacks_dir
         parts = part_stacks(stack, stacks_dir)
         if parts is not None:
             raise BlueprintError(f"{stack} is a compound service's environment: simulate each part's fleet, "

@@ -109,6 +109,17 @@ def test_a_bundled_stack_that_scales_costs_less_than_its_peak_and_reports_every_
     assert data["expected_monthly_usd"] < data["peak_monthly_usd"]
 
 
+def test_simulate_finds_the_projects_stack_configs_from_any_folder_inside_it(monkeypatch):
+    # As preview and stacks do: run from stacks/ (or any subfolder), it reads the project's stack configs, not a
+    # `stacks` folder relative to where it runs.
+    monkeypatch.chdir(STACKS / "requirements")
+    result = CliRunner().invoke(app, ["simulate", "chat-assistant-prod", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["stack"] == "chat-assistant-prod"
+    assert data["peak_monthly_usd"] == pytest.approx(stack("chat-assistant-prod").predictions.monthly_cost_usd)
+
+
 def test_the_plan_records_the_simulation_beside_the_peak_cost():
     bp = stack("chat-assistant-prod")
     result = simulate(bp)
