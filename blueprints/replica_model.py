@@ -130,21 +130,26 @@ def _model(blueprint_json: str) -> ReplicaModel:
 
 
 def _llm_model(bp: Blueprint) -> ReplicaModel | None:
-    """The load curve of a vLLM (or SageMaker LMI) replica from the capacity model; None for a non-generative
-    blueprint or a model the catalog cannot describe."""
+    """The load curve of a vLLM (or SageMaker LMI) replica from the capacity model, for a catalog model or one given
+    by its `architecture`; None for a non-generative blueprint."""
     from blueprints.capacity.physics import default_batch_limits
     from blueprints.capacity.physics import replica_model as physics_model
     from blueprints.capacity.planning import candidate, run_at_rate, traffic_shape
     from blueprints.capacity.runs import closed_loop
     from blueprints.capacity.simulator import SchedulerConfig
 
+    from blueprints.consistency import model_architecture
+
     engine, model = bp.engine, bp.model
-    if not model.task.generative or model.catalog_id is None or model.traffic is None or bp.compute.gpu is None:
+    if not model.task.generative or model.traffic is None or bp.compute.gpu is None:
         return None
     catalog = load_catalog()
+    arch = model_architecture(model.catalog_id, model.architecture, catalog)  # the catalog's, or the recorded shape
     try:
-        arch, gpu = catalog.model(model.catalog_id).architecture, catalog.gpu(bp.compute.gpu)
+        gpu = catalog.gpu(bp.compute.gpu)
     except CatalogError:
+        return None
+    if arch is None:
         return None
     if isinstance(engine, VllmEngine):
         tp, max_len, fp8 = engine.tensor_parallel_size, engine.max_model_len, engine.kv_cache_dtype == "fp8"

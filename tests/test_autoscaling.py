@@ -150,3 +150,20 @@ def test_a_stack_with_a_minimum_keeps_no_interceptor(chat_prod):
     assert run.of_type("kubernetes:http.keda.sh/v1beta1:InterceptorRoute") == []
     assert [t["type"] for t in run.one("kubernetes:keda.sh/v1alpha1:ScaledObject").inputs["spec"]["triggers"]] == [
         "prometheus"]
+
+
+def test_a_model_given_by_its_architecture_scales_like_the_same_catalog_model(chat_prod):
+    """Found in a new-user trial: the replica model knew catalog ids only, so a model described by `architecture`
+    fell back to the non-generative load curve (KEDA target 11.5 against 35.5 running, 5 warm replicas, not 4)."""
+    from blueprints.catalog import load_catalog
+
+    shape = load_catalog().model("llama-3.1-8b").architecture.model_dump(exclude_none=True)
+    req = requirements_with(model={"id": None, "name": "llama-custom", "task": "text-generation", "architecture": shape,
+                                   "weights_uri": "s3://models/llama-custom/"})
+    bp = plan_env(req, "prod")
+    assert bp.models[0].catalog_id is None and bp.models[0].architecture is not None
+    assert (bp.compute.instance_type, bp.compute.replicas) == (chat_prod.compute.instance_type,
+                                                             chat_prod.compute.replicas)
+    assert bp.autoscaling.target == chat_prod.autoscaling.target
+    assert bp.autoscaling.min_replicas == chat_prod.autoscaling.min_replicas
+    assert bp.predictions.expected_monthly_cost_usd == chat_prod.predictions.expected_monthly_cost_usd
