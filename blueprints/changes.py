@@ -16,6 +16,7 @@ from typing import Any
 from blueprints.blueprint import Blueprint
 from blueprints.catalog.replacements import Effect, ReplaceRule, load_replace_rules
 from blueprints.diff import ResourceChange, flatten
+from blueprints.errors import clip
 
 #: Blueprint paths that record the requirements (everything else but `IGNORED` is the plan derived from them).
 REQUIREMENT_PREFIXES = ("region", "production", "tags", "compliance", "slo", "network.exposure", "alerting")
@@ -164,8 +165,14 @@ class Review:
         }
 
 
+#: Longest value the review prints, characters: a pull-request comment holds at most 65,536, and a value such as a
+#: dashboard's JSON (8 KB) would fill it; the full values are in plan.json.
+SHOWN_CHARS = 120
+
+
 def show(value: Any) -> str:
-    """A value as the review prints it: `none`, numbers with `:g`, lists comma-joined."""
+    """A value as the review prints it: `none`, numbers with `:g`, lists comma-joined, at most `SHOWN_CHARS`
+    characters (a longer one is cut, its full length noted)."""
     if value is None:
         return "none"
     if isinstance(value, bool):
@@ -173,8 +180,8 @@ def show(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, list):
-        return "[" + ", ".join(show(v) for v in value) + "]"
-    return str(value)
+        return clip("[" + ", ".join(show(v) for v in value) + "]", limit=SHOWN_CHARS)
+    return clip(str(value), limit=SHOWN_CHARS)
 
 
 def _keyed(blueprint: dict[str, Any]) -> dict[str, Any]:

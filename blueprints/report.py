@@ -19,11 +19,11 @@ from rich.markup import escape
 from rich.tree import Tree
 from tabulate import tabulate
 
-from blueprints.changes import Review
+from blueprints.changes import SHOWN_CHARS, Review
 from blueprints.changes_report import review_lines, review_markdown
 from blueprints.diff import PlanDiff
 from blueprints.edge_plan import OWNED_NODES_ITEM
-from blueprints.errors import BlueprintError
+from blueprints.errors import BlueprintError, excerpt
 from blueprints.manifests import manifest_id
 from blueprints.preview import PreviewReport, RegisteredResource
 from blueprints.report_platform import platform_diagram, platform_rows
@@ -158,7 +158,7 @@ def diff_markdown(diff: PlanDiff) -> str:
     rows = [["added", t, n, ""] for t, n in diff.added] + [["removed", t, n, ""] for t, n in diff.removed]
     for change in diff.changed:
         for s in change.settings:
-            rows.append(["changed", change.type, change.name, f"`{s.path}`: {s.before!r} -> {s.after!r}"])
+            rows.append(["changed", change.type, change.name, f"`{s.path}`: {excerpt(s.before, limit=SHOWN_CHARS)} -> {excerpt(s.after, limit=SHOWN_CHARS)}"])
     if rows:
         parts.append(_md_table(rows, ["change", "type", "name", "setting"]) + "\n")
     return "\n".join(parts)
@@ -228,6 +228,11 @@ def _cost(report: PreviewReport) -> tuple[list, float, bool]:
     return list(p.cost_lines), p.monthly_cost_usd, p.cost_is_estimate
 
 
+#: GitHub's limit on an issue or pull-request comment body, characters (the REST API refuses a longer body:
+#: "body is too long (maximum is 65536 characters)").
+MAX_COMMENT_CHARS = 65_536
+
+
 def render_markdown(report: PreviewReport, diff: PlanDiff | None = None, review: Review | None = None) -> str:
     """`plan.md`: a pull-request comment for one stack (a service or a shared platform), led by `review` (what
     changed against the baseline) when given."""
@@ -283,10 +288,24 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None, review:
         ["item", "quantity", "USD/hour", "USD/month"]) + "\n")
     diagram = platform_diagram(report) if report.is_platform else mermaid_diagram(report)
     out.append("### Architecture\n\n```mermaid\n" + diagram + "\n```\n")
-    out.append(f"<details><summary>{len(report.resources)} resources</summary>\n\n" + _md_table(
+    resources = (f"<details><summary>{len(report.resources)} resources</summary>\n\n" + _md_table(
         [[r.type, r.name, r.parent or "", _settings_text(r)] for r in report.resources],
         ["type", "name", "parent", "key settings"]) + "\n\n</details>\n")
-    return "\n".join(out)
+    return _within_comment_limit("\n".join(out), resources)
+
+
+def _within_comment_limit(head: str, resources: str) -> str:
+    """plan.md within `MAX_COMMENT_CHARS`: the resource table goes first, then the end of what is left is cut, each
+    with a note pointing at plan.json (which keeps everything)."""
+    note = "\n_{what} left out: a pull-request comment holds at most {limit:,} characters; plan.json has all of it._\n"
+    text = f"{head}\n{resources}"
+    if len(text) <= MAX_COMMENT_CHARS:
+        return text
+    text = head + note.format(what=f"The resource table ({len(resources):,} characters) is", limit=MAX_COMMENT_CHARS)
+    if len(text) <= MAX_COMMENT_CHARS:
+        return text
+    tail = note.format(what="The rest of this report is", limit=MAX_COMMENT_CHARS)
+    return text[:MAX_COMMENT_CHARS - len(tail)] + tail
 
 
 def _short(resource: str) -> str:
@@ -306,12 +325,14 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
         print_review(review, console)
     if diff is not None:
         for c in diff.compliance:
-            console.print(escape(f"[compliance changed] {c.path}: {c.before!r} -> {c.after!r}"), style="bold red")
+            console.print(escape(f"[compliance changed] {c.path}: {excerpt(c.before, limit=SHOWN_CHARS)} -> "
+                                   f"{excerpt(c.after, limit=SHOWN_CHARS)}"), style="bold red")
         console.print(f"[bold]Against baseline[/]: +{len(diff.added)} added, -{len(diff.removed)} removed, "
                       f"~{len(diff.changed)} changed; monthly cost {diff.cost_delta_usd:+,.2f} USD")
         for change in diff.changed:
             for s in change.settings:
-                console.print(escape(f"  ~ {change.type} {change.name}: {s.path}: {s.before!r} -> {s.after!r}"))
+                console.print(escape(f"  ~ {change.type} {change.name}: {s.path}: {excerpt(s.before, limit=SHOWN_CHARS)} -> "
+                                       f"{excerpt(s.after, limit=SHOWN_CHARS)}"))
     root = Tree(f"[bold]{report.stack}[/]")
     children: dict[str | None, list[RegisteredResource]] = {}
     for record in report.resources:

@@ -218,3 +218,37 @@ def test_a_private_stack_is_checked_as_private_whatever_the_environment_file_say
     clean = review_stack("regulated-assistant-prod", stacks_dir=tmp_path / "stacks", program=ROOT / "__main__.py",
                          policy_config=config)
     assert clean.policy_verdicts == []
+
+
+def test_a_changed_dashboard_shows_an_excerpt_not_its_whole_json(report):
+    """Found in a new-user trial: an ITL change rewrote the dashboard ConfigMap and plan.md printed its 8 KB JSON
+    before and after in the replacement warning and in every row of the change table (146,502 characters, beyond
+    what a pull-request comment holds)."""
+    from blueprints.changes import SHOWN_CHARS
+
+    base = report.to_json()
+    head = json.loads(json.dumps(base))
+    dashboard = next(r for r in head["resources"] if r["type"] == "kubernetes:core/v1:ConfigMap"
+                     and r["name"].endswith("-dashboard"))
+    [key] = dashboard["inputs"]["data"]
+    whole = dashboard["inputs"]["data"][key]
+    assert len(whole) > 10 * SHOWN_CHARS
+    dashboard["inputs"]["data"][key] = whole.replace("false", "true", 1)
+    text = render_markdown(report, diff=diff_reports(base, head))
+    [row] = [line for line in text.splitlines() if f"`data.{key}`" in line]
+    assert f"({len(repr(whole)):,} characters)" in row and whole not in row
+    assert max(len(line) for line in text.splitlines()) < 4 * SHOWN_CHARS + 200
+
+
+def test_a_report_beyond_a_comment_s_limit_leaves_out_the_resource_table_first(report, monkeypatch):
+    import blueprints.report as report_module
+
+    full = render_markdown(report)
+    table = full.index("<details>")
+    monkeypatch.setattr(report_module, "MAX_COMMENT_CHARS", table + 200)
+    text = render_markdown(report)
+    assert len(text) <= table + 200 and "<details>" not in text
+    assert "The resource table" in text and "plan.json has all of it" in text
+    monkeypatch.setattr(report_module, "MAX_COMMENT_CHARS", 3000)
+    text = render_markdown(report)
+    assert len(text) <= 3000 and text.endswith("plan.json has all of it._\n")
