@@ -121,7 +121,7 @@ def plan(
     from blueprints.changes import review_changes
     from blueprints.report import print_review
     from blueprints.stackconfig import recorded_blueprint, stack_config_path, write_stack_configs
-    from blueprints.workspace import project_paths, plan_requirements_file
+    from blueprints.workspace import plan_requirements_file, project_paths, project_relative
 
     with user_errors():
         project = project_paths(requirements)
@@ -134,7 +134,7 @@ def plan(
             stacks_dir=stacks_dir, switch_threshold_pct=switch_threshold)
         previous = {bp.stack: recorded_blueprint(stack_config_path(stacks_dir, bp.stack)) for bp in planned.blueprints}
         platform_source = project.requirements_dir.relative_to(project.root) if project.root else requirements.parent
-        paths = write_stack_configs(planned.subjects, stacks_dir, source=requirements.as_posix(),
+        paths = write_stack_configs(planned.subjects, stacks_dir, source=project_relative(requirements),
                                     platform_source=platform_source.as_posix(),
                                     cluster_addons=planned.cluster_addons)
     written = dict(zip([s.stack for s in planned.subjects], paths))

@@ -26,23 +26,16 @@ def policy_config_for(environment: str, *, production: bool, config_dir: Path = 
     return own if own.exists() else config_dir / ("prod.json" if production else "dev.json")
 
 
-def _project_relative(path: Path) -> str:
-    """`path` relative to its project's root (so plans do not depend on where the checkout lives); as given when it
-    is outside any project."""
-    from blueprints.workspace import project_root
-
-    root = project_root(path)
-    return path.resolve().relative_to(root).as_posix() if root is not None else path.as_posix()
-
-
 def policy_guardrails(environment: str, *, production: bool,
                       config_dir: Path = POLICY_CONFIG_DIR) -> Guardrails | None:
     """The planning limits of one environment's policy config (`policy_config_for`), named relative to its project
-    (`_project_relative`); None when it has none. Raises `BlueprintError` for an invalid policy config."""
+    (`blueprints.workspace.project_relative`); None when it has none. Raises `BlueprintError` for an invalid policy
+    config."""
+    from blueprints.workspace import project_relative
     from policies.offline import guardrails, read_policy_config
 
     path = policy_config_for(environment, production=production, config_dir=config_dir)
-    return guardrails(read_policy_config(path), source=_project_relative(path)) if path.exists() else None
+    return guardrails(read_policy_config(path), source=project_relative(path)) if path.exists() else None
 
 
 def environment_guardrails(req: Requirements, config_dir: Path = POLICY_CONFIG_DIR) -> dict[str, Guardrails]:

@@ -42,6 +42,13 @@ def project_root(start: Path) -> Path | None:
     return None
 
 
+def project_relative(path: Path) -> str:
+    """`path` relative to its project's root (so plans do not depend on where the checkout lives or where the command
+    ran); as given when it is outside any project."""
+    root = project_root(path)
+    return path.resolve().relative_to(root).as_posix() if root is not None else path.as_posix()
+
+
 @dataclass(frozen=True)
 class ProjectPaths:
     """Where a project keeps its parts, resolved from its root (the folder holding `Pulumi.yaml`), so the CLI works
