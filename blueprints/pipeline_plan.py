@@ -21,7 +21,8 @@ from blueprints.blueprint import Blueprint, Pipeline, PipelinePart
 from blueprints.catalog import Catalog
 from blueprints.compound import ServicePart
 from blueprints.errors import BlueprintError, SizingError
-from blueprints.options import latency_target_ms, resolve_models
+from blueprints.options import resolve_models
+from blueprints.options_nongen import latency_target_ms
 from blueprints.pipeline import RULE, compose, describe, pipeline_stages, retrieval_p95_ms
 from blueprints.requirements import Requirements, Slo
 

@@ -48,25 +48,24 @@ from blueprints.guardrails import Guardrails, SearchLimits
 from blueprints.errors import RequirementsError, SizingError
 from blueprints.capacity.simulator import SimulationResult
 from blueprints.options import (
-    LlmOption,
-    LlmSearch,
-    NongenOption,
     ResolvedModel,
     service_fixed_monthly_usd,
     fixed_cost_items,
-    complete_sizing,
-    explain_infeasible_nongen,
-    explain_no_llm_option,
-    latency_target_ms,
-    llm_option_on,
-    llm_search,
     peak_rps,
     replicas_floor,
     resolve_models,
-    search_nongen_options,
+)
+from blueprints.options_llm import (
+    LlmOption,
+    LlmSearch,
+    complete_sizing,
+    llm_option_on,
+    llm_search,
     size_twin,
     traffic_shape,
 )
+from blueprints.options_nongen import NongenOption, latency_target_ms, search_nongen_options
+from blueprints.options_infeasible import explain_infeasible_nongen, explain_no_llm_option
 from blueprints.requirements import (
     Accelerator,
     CpuArch,

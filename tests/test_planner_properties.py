@@ -15,7 +15,7 @@ from blueprints.blueprint import Archetype, Blueprint
 from blueprints.catalog import load_catalog
 from blueprints.errors import BlueprintError
 from blueprints.capacity.physics import kv_cache_tokens
-from blueprints.options import latency_target_ms
+from blueprints.options_nongen import latency_target_ms
 from blueprints.planner import plan
 from blueprints.requirements import Requirements
 from blueprints.sizing import estimate_llm
