@@ -21,7 +21,7 @@ from blueprints.blueprint import nodes_for
 from blueprints.catalog import InstanceType
 from blueprints.requirements import Requirements
 
-#: The tag keys every plan sets on every taggable AWS resource (`planner._tags`).
+#: The tag keys every plan sets on every taggable AWS resource (`planner_context._tags`).
 PLANNED_TAG_KEYS = ("service", "environment", "owner", "cost-center", "managed-by")
 
 

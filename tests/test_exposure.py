@@ -78,7 +78,7 @@ def test_an_acknowledged_open_internet_plans_and_the_plan_says_who_can_reach_it(
 
 
 def test_a_sagemaker_plan_says_it_is_iam_authorised():
-    from blueprints.planner import access_reasons
+    from blueprints.planner_context import access_reasons
 
     req = Requirements.model_validate(example_data())
     [line] = access_reasons(req, managed=True)
