@@ -40,7 +40,7 @@ from blueprints.catalog import InstanceType, load_catalog
 from blueprints.catalog.addons import KUBERNETES_VERSION, PlatformCatalog, load_platform_catalog
 from blueprints.edge import EDGE_NODE, OwnedNodeShape
 from blueprints.platform import NODE_ARCH, kubernetes_upgrade_problem, planned_outputs
-from blueprints.requirements import CpuArch
+from blueprints.requirements_platform import CpuArch
 from blueprints.preview import DeployabilityFinding, PreviewReport, RegisteredResource
 from blueprints.stackconfig import CLUSTER_ADDONS_KEY, PROJECT, cluster_addons_of, stack_config_path
 from blueprints.weights import usable_disk_gib

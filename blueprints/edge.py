@@ -19,14 +19,9 @@ from pydantic import Field
 from blueprints import defaults
 from blueprints.catalog import InstanceType
 from blueprints.errors import FieldProblem
-from blueprints.requirements import (
-    Accelerator,
-    EdgeNodes,
-    ModelFormat,
-    OperationsPreference,
-    Platform,
-    Requirements,
-)
+from blueprints.requirements import Requirements
+from blueprints.requirements_model import ModelFormat
+from blueprints.requirements_platform import Accelerator, EdgeNodes, OperationsPreference, Platform
 
 #: The file a Triton backend loads from a model's version folder (Triton model repository docs, "Model Files"):
 #: onnxruntime `model.onnx`, pytorch `model.pt`: the formats an `https://` source (one file) can be.

@@ -13,7 +13,8 @@ from blueprints.catalog import Catalog
 from blueprints.cluster_exposure import ClusterExposure
 from blueprints.edge import OwnedNodeShape
 from blueprints.errors import SizingError
-from blueprints.requirements import Exposure, ExposureVia, Requirements
+from blueprints.requirements import Requirements
+from blueprints.requirements_exposure import Exposure, ExposureVia
 from blueprints.stackconfig import ROLES_ANYWHERE_CA_KEY
 
 #: The add-on a CPU HPA reads (the resource metrics API), and those a KEDA Prometheus trigger needs.

@@ -15,7 +15,9 @@ from blueprints import defaults
 from blueprints.catalog import Architecture, Catalog, InstanceType, Task
 from blueprints.edge import OwnedNodeShape, owned_node_shape
 from blueprints.guardrails import SearchLimits
-from blueprints.requirements import Accelerator, ModelSpec, Platform, Requirements, Traffic, context_tokens
+from blueprints.requirements import Requirements
+from blueprints.requirements_model import ModelSpec, Traffic, context_tokens
+from blueprints.requirements_platform import Accelerator, Platform
 from blueprints.sizing import weights_gib
 
 

@@ -40,7 +40,9 @@ from blueprints.options_nongen import (
     request_work,
     search_nongen_options,
 )
-from blueprints.requirements import Accelerator, Precision, Requirements
+from blueprints.requirements import Requirements
+from blueprints.requirements_model import Precision
+from blueprints.requirements_platform import Accelerator
 from blueprints.capacity.physics import kv_cache_tokens, replica_model
 from blueprints.capacity.planning import LatencyTargets, engine_limits, idle_itl_ms, idle_ttft_ms, run_at_rate, screen
 from blueprints.sizing import cpu_request_ms, gpu_batch_ms, weights_gib

@@ -26,7 +26,8 @@ from blueprints.options import (
     price_factor,
     replicas_floor,
 )
-from blueprints.requirements import Accelerator, Requirements
+from blueprints.requirements import Requirements
+from blueprints.requirements_platform import Accelerator
 from blueprints.sizing import (
     GIB,
     RequestWork,

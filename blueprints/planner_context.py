@@ -28,7 +28,9 @@ from blueprints.platform import PlatformConfig
 from blueprints.platform_landing import landing_platform
 from blueprints.guardrails import Guardrails, SearchLimits
 from blueprints.options import ResolvedModel, peak_rps, replicas_floor
-from blueprints.requirements import Exposure, ExposureScope, ExposureVia, Platform as PlatformKind, Requirements
+from blueprints.requirements import Requirements
+from blueprints.requirements_platform import Platform as PlatformKind
+from blueprints.requirements_exposure import Exposure, ExposureScope, ExposureVia
 from blueprints.cluster_exposure import AWS_LOAD_BALANCER_CONTROLLER, resolve_exposure
 from blueprints.edge_plan import exposure_words, monitored, reach_words, roles_anywhere_spec
 from blueprints.scaling_plan import zones_of

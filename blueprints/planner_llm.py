@@ -36,7 +36,8 @@ from blueprints.options_llm import (
     traffic_shape,
 )
 from blueprints.options_infeasible import explain_no_llm_option
-from blueprints.requirements import Accelerator, CpuArch, Requirements
+from blueprints.requirements import Requirements
+from blueprints.requirements_platform import Accelerator, CpuArch
 from blueprints.selection import Selection
 from blueprints.stability import Hardware, decide
 from blueprints.startup import startup_budget

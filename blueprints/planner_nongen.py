@@ -26,7 +26,9 @@ from blueprints.errors import RequirementsError, SizingError
 from blueprints.options import ResolvedModel, service_fixed_monthly_usd, peak_rps
 from blueprints.options_nongen import NongenOption, latency_target_ms, search_nongen_options
 from blueprints.options_infeasible import explain_infeasible_nongen
-from blueprints.requirements import Accelerator, CpuArch, ModelFormat, Requirements
+from blueprints.requirements import Requirements
+from blueprints.requirements_model import ModelFormat
+from blueprints.requirements_platform import Accelerator, CpuArch
 from blueprints.edge import OwnedNodeShape
 from blueprints.edge_plan import bounded_ceiling, edge_autoscaling, edge_reasons, owned_cost_lines, roles_anywhere_spec
 from blueprints.selection import Selection

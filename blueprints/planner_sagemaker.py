@@ -12,7 +12,8 @@ from blueprints.blueprint import Archetype, Autoscaling, Blueprint, SageMakerEng
 from blueprints.catalog import Catalog
 from blueprints.errors import SizingError
 from blueprints.options import ResolvedModel
-from blueprints.requirements import Accelerator, Requirements
+from blueprints.requirements import Requirements
+from blueprints.requirements_platform import Accelerator
 from blueprints.selection import Selection, sagemaker_engine
 from blueprints.signals import planned_target
 from blueprints.startup import startup_budget

@@ -24,7 +24,9 @@ from blueprints.guardrails import SearchLimits
 from blueprints.options import ResolvedModel, service_fixed_monthly_usd
 from blueprints.options_llm import llm_search
 from blueprints.options_nongen import search_nongen_options
-from blueprints.requirements import Accelerator, ModelFormat, OperationsPreference, Platform, Requirements
+from blueprints.requirements import Requirements
+from blueprints.requirements_model import ModelFormat
+from blueprints.requirements_platform import Accelerator, OperationsPreference, Platform
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from blueprints.consistency import (
 )
 from blueprints.weights import replica_ephemeral_gib
 from blueprints.preview import MockRun, run_under_mocks
-from blueprints.requirements import Precision
+from blueprints.requirements_model import Precision
 from blueprints.stackconfig import config_values
 
 #: A pinned SageMaker Hugging Face TGI image (ECR in us-east-1), as the planner would write it.

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from blueprints.requirements import ExposureScope, Requirements
+from blueprints.requirements import Requirements
+from blueprints.requirements_exposure import ExposureScope
 from test_bad_input import fails, project, write_requirements  # noqa: F401 - the fixture
 from tests.conftest import example_data
 

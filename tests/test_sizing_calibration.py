@@ -14,7 +14,7 @@ from blueprints.capacity.calibration import (
     predict,
 )
 from blueprints.capacity.physics import replica_model
-from blueprints.requirements import Precision
+from blueprints.requirements_model import Precision
 
 POINTS = load_points()
 
