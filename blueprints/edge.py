@@ -31,8 +31,8 @@ EDGE_NODE = "edge node"
 
 
 class OwnedNodeShape(InstanceType):
-    """An edge cluster's owned node as the sizing search sees a node type (`blueprints.options`): no EC2 type, no
-    GPU, the operator's monthly cost per node (or $0), and ONNX Runtime's throughput per vCPU on it."""
+    """An edge cluster's owned node as the sizing search sees a node type (`blueprints.options_nongen`): no EC2
+    type, no GPU, the operator's monthly cost per node (or $0), and ONNX Runtime's throughput per vCPU on it."""
 
     usd_per_hour: float = Field(ge=0, description="the owned node's monthly cost / hours per month; 0 when not given")
     gflops_per_vcpu: float = Field(gt=0, description="effective FP32 GFLOP/s per vCPU of ONNX Runtime on the node")

@@ -1,6 +1,7 @@
 """The parts of a plan that differ on an edge cluster (`operations.platform: edge-cluster`): the owned-hardware cost
 line, the scaling its declared add-ons allow, the Roles Anywhere settings, and the plan's sentences about them,
-including what the operator must provide. Called by `blueprints.planner`; pure.
+including what the operator must provide. Called by the planner's builders (`blueprints.planner_nongen`,
+`blueprints.planner_context`); pure.
 """
 
 from __future__ import annotations
