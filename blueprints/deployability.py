@@ -39,7 +39,7 @@ from blueprints.catalog.addons import KUBERNETES_VERSION
 from blueprints.platform import kubernetes_upgrade_problem
 from blueprints.preview import DeployabilityFinding, PreviewReport
 from blueprints.deployability_addons import check_addons, check_webhooks
-from blueprints.deployability_context import check_context, display_name
+from blueprints.deployability_context import check_context, named
 from blueprints.deployability_pod_security import check_pod_security
 from blueprints.deployability_prometheus import check_prometheus
 from blueprints.deployability_scheduling import (
@@ -80,6 +80,6 @@ def check_kubernetes_upgrade(report: PreviewReport, baseline: Mapping[str, Any])
         if r.type == EKS_CLUSTER and all(isinstance(v, str) and re.fullmatch(KUBERNETES_VERSION, v) for v in (old, new)):
             problem = kubernetes_upgrade_problem(old, new)
             if problem:
-                findings.append(DeployabilityFinding("kubernetes-upgrade", r.urn, f"{display_name(r)} (base branch: "
+                findings.append(DeployabilityFinding("kubernetes-upgrade", r.urn, f"{named(r)} (base branch: "
                                                      f"Kubernetes {old}): {problem}"))
     return findings

@@ -15,7 +15,7 @@ from blueprints.deployability_context import (
     SCALED_OBJECT,
     containers_of,
     crd_of,
-    display_name,
+    named,
     get_in,
     list_of,
     pod_spec,
@@ -78,24 +78,24 @@ def check_addons(ctx: CheckContext) -> list[DeployabilityFinding]:
                 addon_id = options[0]
             if addon_id == "?":
                 findings.append(DeployabilityFinding(
-                    "addon-installed", record.urn, f"{display_name(record)}: no add-on in blueprints/catalog/addons.yaml "
+                    "addon-installed", record.urn, f"{named(record)}: no add-on in blueprints/catalog/addons.yaml "
                     f"installs {why.removeprefix('its CRD ')}, so `pulumi up` fails with \"no matches for kind\"; "
                     "install its CRD first and add the add-on to the catalog"))
             elif addon_id == "?class":
                 findings.append(DeployabilityFinding(
-                    "addon-installed", record.urn, f"{display_name(record)}: no add-on in blueprints/catalog/addons.yaml "
+                    "addon-installed", record.urn, f"{named(record)}: no add-on in blueprints/catalog/addons.yaml "
                     f"serves {why}, so no controller ever routes it; use the class of a declared ingress controller "
                     "(exposure.ingress_class_name) or add the controller to the catalog"))
             elif addon_id in ctx.releases or addon_id in ctx.crd_releases:
                 if not ctx.provides(record, addon_id):
                     release = ctx.releases.get(addon_id) or ctx.crd_releases[addon_id]
                     findings.append(DeployabilityFinding(
-                        "addon-installed", record.urn, f"{display_name(record)} needs {why}, installed by release "
+                        "addon-installed", record.urn, f"{named(record)} needs {why}, installed by release "
                         f"{release.inputs.get('name')!r} in this stack, but does not depend on it: it may be created "
                         f"first and fail; add depends_on=[that release]"))
             elif addon_id not in ctx.external:
                 findings.append(DeployabilityFinding(
-                    "addon-installed", record.urn, f"{display_name(record)} needs add-on {addon_id} ({why}), which is "
+                    "addon-installed", record.urn, f"{named(record)} needs add-on {addon_id} ({why}), which is "
                     f"not installed: add it to {ctx.fix(addon_id)}"))
     return findings
 
@@ -107,7 +107,7 @@ def check_webhooks(ctx: CheckContext) -> list[DeployabilityFinding]:
         for record in ctx.report.resources:
             if record.type in guarded and release.urn not in ctx.graph.closure(record):
                 findings.append(DeployabilityFinding(
-                    "webhook-ready", record.urn, f"{display_name(record)} is admitted by {addon_id}'s webhook, installed "
+                    "webhook-ready", record.urn, f"{named(record)} is admitted by {addon_id}'s webhook, installed "
                     f"by release {release.inputs.get('name')!r} in this stack, but does not depend on it: created "
                     "before the webhook serves, it is rejected; add depends_on=[that release]"))
     return findings

@@ -92,7 +92,8 @@ def crd_of(record: RegisteredResource) -> str | None:
     return None if group in BUILT_IN_GROUPS else f"{group}/{kind}"
 
 
-def display_name(record: RegisteredResource) -> str:
+def named(record: RegisteredResource) -> str:
+    """A resource as a finding names it: its kind and name, e.g. `Deployment 'chat-assistant'`."""
     name = get_in(record.inputs, "metadata", "name") or record.name
     return f"{record.type.rsplit(':', 1)[-1]} '{name}'"
 

@@ -60,8 +60,8 @@ def node_class_alias(name: str | None, ctx: CheckContext) -> str | None:
     """The `amiSelectorTerms` alias of a node class, in this stack or on the platform."""
     for r in ctx.report.resources:
         if r.type == NODE_CLASS and get_in(r.inputs, "metadata", "name") == name:
-            return next((t.get("alias") for t in list_of(get_in(r.inputs, "spec", "amiSelectorTerms")) if t.get("alias")),
-                        None)
+            terms = list_of(get_in(r.inputs, "spec", "amiSelectorTerms"))
+            return next((t.get("alias") for t in terms if t.get("alias")), None)
     platform = ctx.report.platform
     return next((nc.ami_alias for nc in (platform.node_classes if platform else []) if nc.name == name), None)
 

@@ -13,7 +13,7 @@ from blueprints.deployability_context import (
     CheckContext,
     NAMESPACE,
     containers_of,
-    display_name,
+    named,
     get_in,
     list_of,
     pod_spec,
@@ -107,7 +107,7 @@ def check_pod_security(ctx: CheckContext) -> list[DeployabilityFinding]:
         problems = pod_security_violations(spec, level)
         if problems:
             findings.append(DeployabilityFinding(
-                "pod-security", record.urn, f"{display_name(record)}: namespace {namespace!r} enforces Pod Security "
+                "pod-security", record.urn, f"{named(record)}: namespace {namespace!r} enforces Pod Security "
                 f"{level!r}, which rejects its pods ({'; '.join(problems)}); fix the pod's securityContext or lower "
                 "the namespace's level with a reason"))
     return findings

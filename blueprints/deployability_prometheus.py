@@ -8,7 +8,7 @@ from blueprints import defaults
 from blueprints.platform import planned_outputs
 from blueprints.preview import DeployabilityFinding
 from blueprints.stackconfig import PROJECT
-from blueprints.deployability_context import CheckContext, SCALED_OBJECT, display_name, get_in, list_of
+from blueprints.deployability_context import CheckContext, SCALED_OBJECT, named, get_in, list_of
 
 
 def expected_prometheus(ctx: CheckContext) -> str | None:
@@ -35,12 +35,12 @@ def check_prometheus(ctx: CheckContext) -> list[DeployabilityFinding]:
             address = get_in(trigger, "metadata", "serverAddress")
             if expected is None:
                 findings.append(DeployabilityFinding(
-                    "prometheus-address", record.urn, f"{display_name(record)} queries Prometheus at {address}, but no "
+                    "prometheus-address", record.urn, f"{named(record)} queries Prometheus at {address}, but no "
                     f"Prometheus is installed or declared: add kube-prometheus-stack to {ctx.fix('kube-prometheus-stack')}, or set "
                     f"{PROJECT}:prometheusUrl"))
             elif address != expected:
                 findings.append(DeployabilityFinding(
-                    "prometheus-address", record.urn, f"{display_name(record)} queries Prometheus at {address}, but the "
+                    "prometheus-address", record.urn, f"{named(record)} queries Prometheus at {address}, but the "
                     f"installed Prometheus serves {expected}: KEDA would read nothing and never scale; use that "
                     "address"))
     return findings

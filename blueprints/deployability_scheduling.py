@@ -27,7 +27,7 @@ from blueprints.deployability_context import (
     NODE_POOL,
     POOL_LABEL,
     SCALED_OBJECT,
-    display_name,
+    named,
     get_in,
     list_of,
     pod_spec,
@@ -111,7 +111,7 @@ def check_scheduling(ctx: CheckContext) -> list[DeployabilityFinding]:
                    f"{', '.join(s.name for s in matching)} taint(s) it does not tolerate: "
                    f"{[t.get('key') for s in matching for t in s.taints]}")
             findings.append(DeployabilityFinding(
-                "schedulable", record.urn, f"{display_name(record)}: its pods stay Pending: {why}; select a node pool's "
+                "schedulable", record.urn, f"{named(record)}: its pods stay Pending: {why}; select a node pool's "
                 "labels and tolerate its taints"))
             continue
         want = pod_requests(spec)
@@ -129,7 +129,7 @@ def check_scheduling(ctx: CheckContext) -> list[DeployabilityFinding]:
         if fits and not any(not short for _, _, short in fits):
             detail = "; ".join(f"{s.name} {t}: {', '.join(short)}" for s, t, short in fits)
             findings.append(DeployabilityFinding(
-                "schedulable", record.urn, f"{display_name(record)}: its pods request more than a node can give after "
+                "schedulable", record.urn, f"{named(record)}: its pods request more than a node can give after "
                 f"kube-reserved, the per-node DaemonSets and, for disk, the kubelet's 10 % eviction threshold, the OS "
                 f"and images ({detail}); lower the requests, use a larger instance type or a larger node volume"))
     return findings
@@ -161,7 +161,7 @@ def check_owned_nodes(ctx: CheckContext) -> list[DeployabilityFinding]:
             need = math.ceil(pods / per_node) if per_node > 0 else math.inf
             if need > source.owned.count:
                 findings.append(DeployabilityFinding(
-                    "owned-nodes", record.urn, f"{display_name(record)} may run {peak} replicas plus {pods - peak} surge, "
+                    "owned-nodes", record.urn, f"{named(record)} may run {peak} replicas plus {pods - peak} surge, "
                     f"{per_node} per node after kube-reserved and the declared add-ons' DaemonSets, {need} node(s), "
                     f"but {source.name} counts {source.owned.count}: rollouts and scale-out stay Pending; add nodes "
                     "(hardware.edge_nodes.count) or lower the autoscaler's maximum (re-plan)"))
@@ -238,7 +238,7 @@ def check_node_pool_limits(ctx: CheckContext) -> list[DeployabilityFinding]:
                 if need > parse_quantity(limit):
                     findings.append(DeployabilityFinding(
                         "node-pool-limits", pool.record.urn if pool.record else record.urn,  # type: ignore[union-attr]
-                        f"{pool.name} limits {resource} to {limit} but {display_name(record)} may run {peak} replicas plus "
+                        f"{pool.name} limits {resource} to {limit} but {named(record)} may run {peak} replicas plus "
                         f"{pods - peak} surge{' ' + where if where else ''}, {_fmt(resource, need)} in all: "
                         "scale-out and rollouts stall with Pending pods; raise the NodePool's limits (or lower the "
                         "autoscaler's maximum)"))
