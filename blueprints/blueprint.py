@@ -17,7 +17,10 @@ from blueprints import bounds, defaults
 from blueprints.catalog import Architecture, Task
 from blueprints.errors import FieldProblem, describe_pattern, raise_problems
 from blueprints.jsontypes import check_json_types
-from blueprints.requirements import (
+from blueprints.requirements_model import ModelFormat, Precision, Quantization
+from blueprints.requirements_platform import Accelerator, Compliance, CpuArch, KubernetesVersion, Platform
+from blueprints.requirements_exposure import Exposure, ExposureScope, ExposureVia
+from blueprints.requirements_fields import (
     ACM_PCA_ARN,
     CERTIFICATE_CN,
     DNS_1123_LABEL,
@@ -27,17 +30,6 @@ from blueprints.requirements import (
     SHA256_HEX,
     TAG_VALUE,
     WEIGHTS_URI,
-    Accelerator,
-    Compliance,
-    CpuArch,
-    KubernetesVersion,
-    Exposure,
-    ExposureScope,
-    ExposureVia,
-    ModelFormat,
-    Platform,
-    Precision,
-    Quantization,
     Region,
 )
 

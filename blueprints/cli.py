@@ -21,7 +21,7 @@ from rich.markup import escape
 
 from blueprints import defaults
 from blueprints.errors import BlueprintError, read_text_file
-from blueprints.requirements import Precision, Quantization
+from blueprints.requirements_model import Precision, Quantization
 
 HELP = """Plan production model serving from a requirements file, and review it offline.
 

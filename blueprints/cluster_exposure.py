@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from blueprints.catalog.addons import HelmAddon, load_platform_catalog
-from blueprints.requirements import Exposure, ExposureVia, Operations, Platform
+from blueprints.requirements_platform import Operations, Platform
+from blueprints.requirements_exposure import Exposure, ExposureVia
 
 #: The AWS Load Balancer Controller's catalog id: it turns a LoadBalancer Service into an NLB.
 AWS_LOAD_BALANCER_CONTROLLER = "aws-load-balancer-controller"

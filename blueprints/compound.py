@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from blueprints.blueprint import PipelinePart
 from blueprints.catalog import Catalog, Task
 from blueprints.errors import CatalogError, RequirementsError
-from blueprints.requirements import ModelSpec, OperationsPreference, Requirements
+from blueprints.requirements import Requirements
+from blueprints.requirements_model import ModelSpec
+from blueprints.requirements_platform import OperationsPreference
 
 #: Longest name of a compound service: its parts' names (`<service>-generator`, `<service>-retrieval`) are service
 #: names, at most 40 characters like any (`Requirements.service`), so their stacks, namespaces and labels stay within

@@ -32,7 +32,8 @@ from blueprints import bounds, defaults
 from blueprints.catalog import Architecture, Catalog, load_catalog
 from blueprints.consistency_serving import serving_problems
 from blueprints.errors import FieldProblem
-from blueprints.requirements import Accelerator, ExposureScope, ExposureVia
+from blueprints.requirements_platform import Accelerator
+from blueprints.requirements_exposure import ExposureScope, ExposureVia
 from blueprints.weights import replica_ephemeral_gib
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from blueprints.catalog import Catalog, Gpu
 from blueprints.errors import FieldProblem
-from blueprints.requirements import DEFAULT_QUANTIZATION, ModelFormat, Precision, Quantization
+from blueprints.requirements_model import DEFAULT_QUANTIZATION, ModelFormat, Precision, Quantization
 
 if TYPE_CHECKING:
     from blueprints.blueprint import Blueprint

@@ -191,7 +191,7 @@ S3_SYNC_EPHEMERAL_GIB = 1
 SYSTEM_NODE_INSTANCE_TYPE = "m7i.xlarge"
 SYSTEM_NODE_COUNT = 2
 
-# --- Node allocatable (offline scheduling checks, blueprints/deployability.py) ------------------------------------
+# --- Node allocatable (offline scheduling checks, blueprints/deployability_nodes.py) ----------------------------------
 #: Share of an instance's memory the hypervisor keeps: Karpenter's `vmMemoryOverheadPercent` default 0.075
 #: (karpenter-provider-aws settings, VM_MEMORY_OVERHEAD_PERCENT).
 VM_MEMORY_OVERHEAD_FRACTION = 0.075

@@ -19,14 +19,9 @@ from pydantic import Field
 from blueprints import defaults
 from blueprints.catalog import InstanceType
 from blueprints.errors import FieldProblem
-from blueprints.requirements import (
-    Accelerator,
-    EdgeNodes,
-    ModelFormat,
-    OperationsPreference,
-    Platform,
-    Requirements,
-)
+from blueprints.requirements import Requirements
+from blueprints.requirements_model import ModelFormat
+from blueprints.requirements_platform import Accelerator, EdgeNodes, OperationsPreference, Platform
 
 #: The file a Triton backend loads from a model's version folder (Triton model repository docs, "Model Files"):
 #: onnxruntime `model.onnx`, pytorch `model.pt`: the formats an `https://` source (one file) can be.
@@ -36,8 +31,8 @@ EDGE_NODE = "edge node"
 
 
 class OwnedNodeShape(InstanceType):
-    """An edge cluster's owned node as the sizing search sees a node type (`blueprints.options`): no EC2 type, no
-    GPU, the operator's monthly cost per node (or $0), and ONNX Runtime's throughput per vCPU on it."""
+    """An edge cluster's owned node as the sizing search sees a node type (`blueprints.options_nongen`): no EC2
+    type, no GPU, the operator's monthly cost per node (or $0), and ONNX Runtime's throughput per vCPU on it."""
 
     usd_per_hour: float = Field(ge=0, description="the owned node's monthly cost / hours per month; 0 when not given")
     gflops_per_vcpu: float = Field(gt=0, description="effective FP32 GFLOP/s per vCPU of ONNX Runtime on the node")

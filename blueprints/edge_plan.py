@@ -1,6 +1,7 @@
 """The parts of a plan that differ on an edge cluster (`operations.platform: edge-cluster`): the owned-hardware cost
 line, the scaling its declared add-ons allow, the Roles Anywhere settings, and the plan's sentences about them,
-including what the operator must provide. Called by `blueprints.planner`; pure.
+including what the operator must provide. Called by the planner's builders (`blueprints.planner_nongen`,
+`blueprints.planner_context`); pure.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from blueprints.catalog import Catalog
 from blueprints.cluster_exposure import ClusterExposure
 from blueprints.edge import OwnedNodeShape
 from blueprints.errors import SizingError
-from blueprints.requirements import Exposure, ExposureVia, Requirements
+from blueprints.requirements import Requirements
+from blueprints.requirements_exposure import Exposure, ExposureVia
 from blueprints.stackconfig import ROLES_ANYWHERE_CA_KEY
 
 #: The add-on a CPU HPA reads (the resource metrics API), and those a KEDA Prometheus trigger needs.

@@ -4,7 +4,8 @@ checked against. Pure: the CLI reads `policies/config/<env>.json` (`policies.off
 Each mandatory guardrail a plan could break is one of three kinds:
 - a constraint of the candidate search (`SearchLimits`): allowed instance families and types, the GPU quota counted
   with the rollout surge over the platform's zones (the NodePool limit the plan sets), and the environment's own
-  `max_replicas`; the search returns the cheapest option within all of them (`blueprints.options`);
+  `max_replicas`; the search returns the cheapest option within all of them (`blueprints.options_llm`,
+  `blueprints.options_nongen`);
 - a choice the plan makes to satisfy it: on-demand capacity where spot is forbidden (`Guardrails.apply`), audit logs
   on a platform whose environment requires them (`blueprints.platform_plan`);
 - a fact of the requirements no choice can change (the region, private endpoints, tags the plan does not set): a
@@ -20,7 +21,7 @@ from blueprints.blueprint import nodes_for
 from blueprints.catalog import InstanceType
 from blueprints.requirements import Requirements
 
-#: The tag keys every plan sets on every taggable AWS resource (`planner._tags`).
+#: The tag keys every plan sets on every taggable AWS resource (`planner_context._tags`).
 PLANNED_TAG_KEYS = ("service", "environment", "owner", "cost-center", "managed-by")
 
 
@@ -118,7 +119,7 @@ class SearchLimits:
         zones: the zones the platform's node pools span (replicas spread evenly over them, whole nodes per zone).
         max_replicas: environments.<env>.max_replicas (the replicas the peak needs may not exceed it).
         replica_limit: the most replicas one stack scales to (`bounds.MAX_REPLICAS`: one autoscaler and node pool);
-            None only to name the constraint that binds (`blueprints.options.relaxed`).
+            None only to name the constraint that binds (`blueprints.options_infeasible.relaxed`).
     """
 
     guardrails: Guardrails | None = None

@@ -21,9 +21,11 @@ from blueprints.blueprint import Blueprint, Pipeline, PipelinePart
 from blueprints.catalog import Catalog
 from blueprints.compound import ServicePart
 from blueprints.errors import BlueprintError, SizingError
-from blueprints.options import latency_target_ms, resolve_models
+from blueprints.options import resolve_models
+from blueprints.options_nongen import latency_target_ms
 from blueprints.pipeline import RULE, compose, describe, pipeline_stages, retrieval_p95_ms
-from blueprints.requirements import Requirements, Slo
+from blueprints.requirements import Requirements
+from blueprints.requirements_model import Slo
 
 #: Fractions of the retrieval part's own request-latency target tried, in order, when the parts at their own targets
 #: miss the end-to-end budget. Each step re-plans the retrieval part (a fast, closed-form search) and, when the

@@ -23,7 +23,8 @@ from blueprints import bounds
 from blueprints.catalog.addons import KUBERNETES_VERSION
 from blueprints.errors import RequirementsError, format_validation_error, read_text_file
 from blueprints.jsontypes import check_json_types
-from blueprints.requirements import DNS_1123_LABEL, TAG_VALUE, CpuArch, KubernetesVersion, Region
+from blueprints.requirements_platform import CpuArch, KubernetesVersion
+from blueprints.requirements_fields import DNS_1123_LABEL, TAG_VALUE, Region
 from blueprints.yamlio import load_yaml
 
 #: Bumped when a field changes meaning; the program refuses platform configs of another version.

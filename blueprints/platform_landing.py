@@ -19,7 +19,9 @@ from blueprints.platform import (
     platform_name_problem,
     platform_stack_name,
 )
-from blueprints.requirements import ExposureScope, OperationsPreference, Platform, Requirements
+from blueprints.requirements import Requirements
+from blueprints.requirements_platform import OperationsPreference, Platform
+from blueprints.requirements_exposure import ExposureScope
 
 
 @dataclass(frozen=True)

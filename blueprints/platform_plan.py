@@ -46,7 +46,7 @@ from blueprints.platform_landing import (
 from blueprints.quota import quota_note
 from blueprints.guardrails import Guardrails
 from blueprints.kubernetes_features import minimum_version
-from blueprints.requirements import Accelerator, CpuArch
+from blueprints.requirements_platform import Accelerator, CpuArch
 from blueprints.weights import disk_for_gib, replica_ephemeral_gib, weights_volume_gib
 
 #: A platform's guardrails by its environment name and production flag (None: no policy).

@@ -21,13 +21,12 @@ from blueprints.catalog import Catalog
 from blueprints.consistency_serving import VLLM_FORMATS
 from blueprints.errors import RequirementsError, SizingError
 from blueprints.guardrails import SearchLimits
-from blueprints.options import (
-    ResolvedModel,
-    llm_search,
-    service_fixed_monthly_usd,
-    search_nongen_options,
-)
-from blueprints.requirements import Accelerator, ModelFormat, OperationsPreference, Platform, Requirements
+from blueprints.options import ResolvedModel, service_fixed_monthly_usd
+from blueprints.options_llm import llm_search
+from blueprints.options_nongen import search_nongen_options
+from blueprints.requirements import Requirements
+from blueprints.requirements_model import ModelFormat
+from blueprints.requirements_platform import Accelerator, OperationsPreference, Platform
 
 
 @dataclass(frozen=True)

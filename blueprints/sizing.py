@@ -20,7 +20,7 @@ from blueprints.capacity.physics import (
     weights_gib,
 )
 from blueprints.catalog import Architecture, Gpu
-from blueprints.requirements import Precision, Quantization
+from blueprints.requirements_model import Precision, Quantization
 
 __all__ = ["LlmEstimate", "compute_tflops", "estimate_llm", "kv_bytes_per_token", "tensor_parallel_problems",
            "weights_gib", "RequestWork", "encoder_gflops_per_request", "gpu_batch_ms", "cpu_request_ms",

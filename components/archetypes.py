@@ -16,7 +16,7 @@ import pulumi
 from blueprints import defaults
 from blueprints.blueprint import Archetype, Blueprint
 from blueprints.catalog.addons import load_platform_catalog
-from blueprints.requirements import ExposureScope, ExposureVia
+from blueprints.requirements_exposure import ExposureScope, ExposureVia
 from components.access import ApiKey, ApiKeyArgs
 from components.autoscaling import EndpointScaler, EndpointScalerArgs, instance_type_gate
 from components.monitoring import EndpointMonitoring, EndpointMonitoringArgs

@@ -36,7 +36,7 @@ import pulumi
 from blueprints import defaults
 from blueprints.blueprint import EXPOSURE_SCOPE_ANNOTATION, TLS_SECRET_ANNOTATION, Blueprint
 from blueprints.catalog.addons import load_platform_catalog
-from blueprints.requirements import ExposureScope, ExposureVia
+from blueprints.requirements_exposure import ExposureScope, ExposureVia
 
 LB_TYPE = "service.beta.kubernetes.io/aws-load-balancer-type"
 LB_TARGET_TYPE = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"

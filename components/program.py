@@ -30,7 +30,7 @@ import pulumi_kubernetes as k8s
 
 from blueprints import defaults
 from blueprints.blueprint import Archetype, Blueprint
-from blueprints.requirements import Accelerator
+from blueprints.requirements_platform import Accelerator
 from blueprints.errors import StackConfigError
 from blueprints.stackconfig import (
     BLUEPRINT_KEY,

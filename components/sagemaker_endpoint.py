@@ -31,8 +31,8 @@ class VariantSizing:
 
 
 def variant_sizing(bp: Blueprint) -> VariantSizing:
-    """The variant's timers as planned from the startup budget (`blueprints.planner._sagemaker_timers`), and its
-    volume: none on instance types with local NVMe storage (SageMaker rejects `VolumeSizeInGB` there)."""
+    """The variant's timers as planned from the startup budget (`blueprints.planner_sagemaker.sagemaker_timers`), and
+    its volume: none on instance types with local NVMe storage (SageMaker rejects `VolumeSizeInGB` there)."""
     engine: SageMakerEngine = bp.engine  # type: ignore[assignment]
     volume = None if has_instance_storage(bp.compute.instance_type) else engine.volume_size_gib
     return VariantSizing(engine.container_startup_health_check_timeout_s, engine.model_data_download_timeout_s,

@@ -23,7 +23,7 @@ from blueprints.blueprint import (
     Blueprint,
     encode_flags,
 )
-from blueprints.requirements import Accelerator
+from blueprints.requirements_platform import Accelerator
 from components.autoscaling import KubernetesScaler, KubernetesScalerArgs
 from components.cluster import POOL_LABEL, SYSTEM_POOL, trust_policy
 from components.karpenter import ARCH_LABEL, INSTANCE_TYPE_LABEL, NODE_ARCH, node_pool_name, node_pool_spec

@@ -18,7 +18,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from blueprints.blueprint import Blueprint, OnnxRuntimeEngine, TritonEngine, TritonModelConfig
-from blueprints.requirements import Accelerator
+from blueprints.requirements_platform import Accelerator
 from blueprints import defaults
 from components.access import api_key_env
 from components.cluster import GPU_TOLERATION

@@ -22,7 +22,7 @@ from blueprints.consistency import (
 )
 from blueprints.weights import replica_ephemeral_gib
 from blueprints.preview import MockRun, run_under_mocks
-from blueprints.requirements import Precision
+from blueprints.requirements_model import Precision
 from blueprints.stackconfig import config_values
 
 #: A pinned SageMaker Hugging Face TGI image (ECR in us-east-1), as the planner would write it.
@@ -151,8 +151,8 @@ def with_weights(base: Blueprint, weights_gib: float) -> Blueprint:
 def sagemaker_blueprint(base: Blueprint, *, weights_gib: float | None = None, private_only: bool = False,
                         instance_type: str = "ml.g5.2xlarge") -> Blueprint:
     """The base's LLM (or one of `weights_gib`) on a SageMaker real-time endpoint, with the timers and volume the
-    planner derives from the startup budget for that size (`blueprints.planner.sagemaker_timers`)."""
-    from blueprints.planner import sagemaker_timers
+    planner derives from the startup budget for that size (`blueprints.planner_sagemaker.sagemaker_timers`)."""
+    from blueprints.planner_sagemaker import sagemaker_timers
 
     model = base.model.model_dump(mode="json") if weights_gib is None else sized_model(
         base.model.name, weights_gib, fmt="safetensors", task="text-generation", precision="bf16",

@@ -12,7 +12,7 @@ from blueprints.capacity.physics import (
     weights_gib,
 )
 from blueprints.catalog import Interconnect
-from blueprints.requirements import Precision, Quantization
+from blueprints.requirements_model import Precision, Quantization
 
 
 def _model(catalog, model="llama-3.1-8b", gpu="h100", **kw):

@@ -9,7 +9,8 @@ import pytest
 from blueprints import defaults
 from blueprints.capacity.planning import run_at_rate
 from blueprints.catalog import load_catalog
-from blueprints.options import llm_search, resolve_models, traffic_shape
+from blueprints.options import resolve_models
+from blueprints.options_llm import llm_search, traffic_shape
 from components.vllm_service import vllm_args
 from tests.conftest import plan_env, requirements_with
 

@@ -22,7 +22,9 @@ from typer.testing import CliRunner
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.platform_plan import BASE_ADDONS, GPU_ADDONS, SCALE_TO_ZERO_ADDONS
 from blueprints.cli import app
-from blueprints.deployability import allocatable, check_deployability, pod_requests, pod_security_violations
+from blueprints.deployability import check_deployability
+from blueprints.deployability_nodes import allocatable, pod_requests
+from blueprints.deployability_pod_security import pod_security_violations
 from blueprints.errors import StackConfigError
 from blueprints.platform import PlatformConfig, planned_outputs
 from blueprints.preview import PreviewReport, RegisteredResource

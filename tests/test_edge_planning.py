@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from blueprints import defaults
 from blueprints.blueprint import FIXED_REPLICAS
 from blueprints.errors import SizingError
-from blueprints.requirements import ExposureVia, Requirements
+from blueprints.requirements import Requirements
+from blueprints.requirements_exposure import ExposureVia
 from blueprints.simulation import simulate
 from tests.conftest import plan_env
 from tests.test_edge_requirements import EDGE_NODES, NEW_USER_EDGE, edge

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from blueprints.cli import app
 from blueprints.errors import RequirementsError
-from blueprints.requirements import NODE_PORT_RANGE, Requirements, load_requirements
+from blueprints.requirements import Requirements, load_requirements
+from blueprints.requirements_exposure import NODE_PORT_RANGE
 
 runner = CliRunner()
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from blueprints.requirements import ExposureScope, Requirements
+from blueprints.requirements import Requirements
+from blueprints.requirements_exposure import ExposureScope
 from test_bad_input import fails, project, write_requirements  # noqa: F401 - the fixture
 from tests.conftest import example_data
 
@@ -78,7 +79,7 @@ def test_an_acknowledged_open_internet_plans_and_the_plan_says_who_can_reach_it(
 
 
 def test_a_sagemaker_plan_says_it_is_iam_authorised():
-    from blueprints.planner import access_reasons
+    from blueprints.planner_context import access_reasons
 
     req = Requirements.model_validate(example_data())
     [line] = access_reasons(req, managed=True)

@@ -12,7 +12,8 @@ from blueprints.blueprint import Archetype
 from blueprints.catalog import load_catalog
 from blueprints.errors import RequirementsError, SizingError
 from blueprints.guardrails import Guardrails, SearchLimits
-from blueprints.options import gpu_instances, llm_option_on, llm_search, resolve_models, tp_degrees
+from blueprints.options import gpu_instances, resolve_models
+from blueprints.options_llm import llm_option_on, llm_search, tp_degrees
 from blueprints.planner import plan
 from blueprints.quota import quota_needs
 from blueprints.review import environment_guardrails, review_stack

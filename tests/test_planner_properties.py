@@ -15,7 +15,7 @@ from blueprints.blueprint import Archetype, Blueprint
 from blueprints.catalog import load_catalog
 from blueprints.errors import BlueprintError
 from blueprints.capacity.physics import kv_cache_tokens
-from blueprints.options import latency_target_ms
+from blueprints.options_nongen import latency_target_ms
 from blueprints.planner import plan
 from blueprints.requirements import Requirements
 from blueprints.sizing import estimate_llm
@@ -147,7 +147,7 @@ def test_the_planner_returns_self_consistent_plans_or_a_blueprint_error(data):
        st.integers(1, 64), st.integers(1, 8000), st.integers(1, 2000))
 def test_more_concurrency_never_lowers_itl_and_more_gpus_never_shrink_the_kv_cache(model, gpu, tp, conc, inp, out):
     arch, g = CATALOG.model(model).architecture, CATALOG.gpu(gpu)
-    kw = dict(precision=__import__("blueprints.requirements").requirements.Precision.BF16, input_tokens=inp,
+    kw = dict(precision=__import__("blueprints.requirements_model").requirements_model.Precision.BF16, input_tokens=inp,
               output_tokens=out)
     one = estimate_llm(arch, g, tensor_parallel_size=tp, concurrency=conc, **kw)
     more = estimate_llm(arch, g, tensor_parallel_size=tp, concurrency=conc + 1, **kw)

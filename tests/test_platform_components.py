@@ -11,7 +11,7 @@ import pytest
 from blueprints.capacity.physics import weights_gib
 from blueprints.catalog import load_catalog
 from blueprints.catalog.addons import load_platform_catalog
-from blueprints.requirements import Precision
+from blueprints.requirements_model import Precision
 from blueprints.platform import PlatformOutputs
 from tests.blueprint_builders import bundled_platform, manifests, run_platform
 

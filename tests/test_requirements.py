@@ -10,7 +10,8 @@ import yaml
 from pydantic import ValidationError
 
 from blueprints.errors import RequirementsError, problem_lines
-from blueprints.requirements import Precision, Requirements, load_requirements
+from blueprints.requirements import Requirements, load_requirements
+from blueprints.requirements_model import Precision
 from tests.conftest import CHAT_EXAMPLE, example_data
 
 

@@ -9,7 +9,7 @@ import pytest
 from blueprints.blueprint import Archetype
 from blueprints.errors import RequirementsError, SizingError
 from blueprints.options import resolve_models
-from blueprints.requirements import Accelerator
+from blueprints.requirements_platform import Accelerator
 from blueprints.selection import reference_environment, select_archetype
 from tests.conftest import example_data, requirements_with
 

@@ -10,7 +10,8 @@ from pydantic import ValidationError
 from blueprints import defaults
 from blueprints.blueprint import Archetype
 from blueprints.errors import problem_lines
-from blueprints.options import request_work, resolve_models
+from blueprints.options import resolve_models
+from blueprints.options_nongen import request_work
 from blueprints.requirements import Requirements
 from blueprints.sizing import cpu_request_ms, encoder_gflops_per_request, gpu_batch_ms
 from tests.conftest import example_data, plan_env, requirements_with

@@ -10,7 +10,8 @@ from blueprints import defaults
 from blueprints.blueprint import TritonModelConfig
 from blueprints.catalog import Task
 from blueprints.errors import RequirementsError, problem_lines
-from blueprints.options import queue_delay_ms, request_work, resolve_models
+from blueprints.options import resolve_models
+from blueprints.options_nongen import queue_delay_ms, request_work
 from blueprints.preview import run_preview
 from blueprints.requirements import Requirements
 from blueprints.sizing import GIB, gpu_batch_ms

@@ -14,7 +14,8 @@ from blueprints.blueprint import Archetype
 from blueprints.catalog import load_catalog
 from blueprints.cli import app
 from blueprints.guardrails import Guardrails
-from blueprints.options import resolve_models, search_nongen_options
+from blueprints.options import resolve_models
+from blueprints.options_nongen import search_nongen_options
 from blueprints.planner import plan
 from blueprints.stability import Hardware, hardware_of
 from blueprints.stackconfig import read_stack_config

@@ -6,7 +6,7 @@ Modules, from physics up:
 - `simulator`: a discrete-event simulation of vLLM's scheduler stepping on `physics`; TTFT/ITL/e2e percentiles.
 - `analytic`: the mean-value model (fast, monotone), used to screen candidates and as `sizing.estimate_llm`.
 - `runs`: closed-loop (fixed concurrency) and open-loop (arrival rate) runs with engine defaults.
-- `planning`: engine limits and the highest per-replica rate that meets the SLO, for `options.llm_search`.
+- `planning`: engine limits and the highest per-replica rate that meets the SLO, for `options_llm.llm_search`.
 - `calibration`: the published measurements (`catalog/calibration-points.yaml`) and their predictions.
 - `whatif`: `blueprint estimate`.
 

@@ -25,7 +25,7 @@ from blueprints.capacity.runs import closed_loop, scheduler_config
 from blueprints.capacity.workload import LengthModel
 from blueprints.catalog import Architecture, Catalog
 from blueprints.errors import CatalogError, format_validation_error
-from blueprints.requirements import Precision, Quantization
+from blueprints.requirements_model import Precision, Quantization
 
 #: The band every point must fall within unless it carries a `known_off` reason, and the median the set must hold.
 POINT_TOLERANCE = 0.35

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from blueprints import defaults
 from blueprints.catalog import Architecture, Gpu
-from blueprints.requirements import DEFAULT_QUANTIZATION, Precision, Quantization
+from blueprints.requirements_model import DEFAULT_QUANTIZATION, Precision, Quantization
 
 GIB = 1024**3
 

@@ -25,7 +25,7 @@ from blueprints.capacity.runs import open_loop
 from blueprints.capacity.simulator import SchedulerConfig, SimulationResult
 from blueprints.capacity.workload import LengthModel, length_model, simulation_requests
 from blueprints.catalog import Architecture, Gpu
-from blueprints.requirements import Precision, Quantization
+from blueprints.requirements_model import Precision, Quantization
 
 
 @dataclass(frozen=True)

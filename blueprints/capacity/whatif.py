@@ -20,7 +20,7 @@ from blueprints.capacity.runs import closed_loop, open_loop, scheduler_config
 from blueprints.capacity.simulator import SimulationResult
 from blueprints.capacity.workload import LengthModel, length_model
 from blueprints.catalog import Architecture, Gpu
-from blueprints.requirements import Precision, Quantization
+from blueprints.requirements_model import Precision, Quantization
 
 
 #: Requests one `--arrival-rate` run simulates, whatever the rate: runs at different rates then draw the same requests
