@@ -162,7 +162,9 @@ def _nongen_reasons(req: Requirements, env: str, option: NongenOption, catalog: 
     return why
 
 
-def nongen_predictions(req: Requirements, env: str, option: NongenOption, lines: list[CostLine]) -> Predictions:
+def nongen_predictions(req: Requirements, env: str, option: NongenOption, lines: list[CostLine], *,
+                       managed: bool = False) -> Predictions:
+    """The predictions of a non-generative plan; `managed`: a SageMaker endpoint (never spot, so never an estimate)."""
     instances = defaults.TRITON_GPU_INSTANCES if option.gpu else 1
     return Predictions(
         models=[ModelLatency(name=ld.model.spec.served_name, latency_p95_ms=round(ld.latency_p95_ms, 1),
@@ -172,7 +174,7 @@ def nongen_predictions(req: Requirements, env: str, option: NongenOption, lines:
         requests_per_s_capacity=round(option.requests_per_s_capacity, 3),
         concurrency_per_replica=max(ld.max_batch_size for ld in option.loads) * instances,
         monthly_cost_usd=round(sum(line.monthly_usd for line in lines), 2), cost_lines=lines,
-        cost_is_estimate=capacity_type_of(req, env, managed=False) is CapacityType.SPOT)
+        cost_is_estimate=capacity_type_of(req, env, managed=managed) is CapacityType.SPOT)
 
 
 def plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog,

@@ -86,7 +86,7 @@ def plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], cat
     if model.task.generative:
         predictions = llm_predictions(req, env, model, llm, lines, catalog, managed=True)
     else:
-        predictions = nongen_predictions(req, env, option, lines)
+        predictions = nongen_predictions(req, env, option, lines, managed=True)
     return Blueprint(
         **common_fields(req, env, ctx, managed=True, idle_timeout_s=defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S),
         archetype=Archetype.SAGEMAKER_ENDPOINT, models=[served], compute=compute, engine=engine, startup=startup,

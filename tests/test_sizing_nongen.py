@@ -196,3 +196,18 @@ def test_a_sagemaker_endpoint_never_scales_to_zero_and_says_so():
     assert bp.autoscaling.min_replicas == 1
     assert ("environments.pilot.min_replicas=0 raised to 1: a SageMaker real-time endpoint keeps one instance"
             in bp.rationale)
+
+
+def test_a_managed_endpoint_in_a_spot_environment_plans_on_demand_prices_not_an_estimate():
+    """Found by the planner's property test: a SageMaker endpoint of a non-generative model in an environment asking
+    for spot crashed the plan (its predictions called the on-demand endpoint's cost a spot estimate)."""
+    req = Requirements.model_validate({
+        "service": "embedder", "owner": "search", "cost_center": "cc-1",
+        "model": {"id": "bge-large-en-v1.5", "format": "onnx", "precision": "fp32",
+                  "weights_uri": "s3://bucket-name/m/"},
+        "traffic": {"peak_requests_per_s": 1, "mean_input_tokens": 16, "pattern": "steady"},
+        "slo": {"latency_p95_ms": 200}, "operations": {"preference": "managed"},
+        "environments": {"dev": {"region": "us-east-1", "spot": True}, "prod": {"region": "us-east-1"}}})
+    bp = plan_env(req, "dev")
+    assert bp.archetype is Archetype.SAGEMAKER_ENDPOINT
+    assert bp.compute.capacity_type.value == "on-demand" and bp.predictions.cost_is_estimate is False
