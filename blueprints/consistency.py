@@ -98,6 +98,12 @@ def _rules(bp: Blueprint) -> list[FieldProblem]:
         problems.append(FieldProblem(("autoscaling", "min_replicas"), "network.exposure.scope public needs "
                                      "min_replicas >= 1: a service that scales to zero has no load balancer (clients "
                                      "reach it through the in-cluster KEDA interceptor)"))
+    elif sagemaker and bp.autoscaling.min_replicas == 0:
+        # "An endpoint can scale to and from zero instances only if it hosts inference components" (SageMaker
+        # developer guide, endpoint-auto-scaling-zero-instances); this stack's endpoint hosts a model variant.
+        problems.append(FieldProblem(("autoscaling", "min_replicas"), "a SageMaker real-time endpoint variant keeps at "
+                                     "least one instance (only inference components scale to zero): set "
+                                     "min_replicas >= 1"))
     elif bp.production and bp.autoscaling.min_replicas == 0:
         problems.append(FieldProblem(("autoscaling", "min_replicas"), "a production stack never scales to zero: "
                                      "min_replicas must be >= 1"))

@@ -277,6 +277,8 @@ def _set(section: str, **values):
      "storage.retain_on_delete: a production stack keeps its model store when destroyed"),
     ("edge-classifier-prod", _set("network.exposure", ingress_class_name=None),
      "network.exposure.ingress_class_name: via ingress: name the IngressClass"),
+    ("prototype-summarizer-pilot", _set("autoscaling", min_replicas=0),
+     "autoscaling.min_replicas: a SageMaker real-time endpoint variant keeps at least one instance"),
     ("chat-assistant-prod", _set("models.0", sha256="a" * 64),
      "models[0] (llama-3-1-8b).sha256: an https:// source comes with its sha256, and only an https:// source has "
      "one"),
@@ -292,7 +294,8 @@ def _set(section: str, **values):
         "sagemaker-tp-beyond-gpus", "sagemaker-initial-count", "triton-ports", "edge-replicas-beyond-owned-nodes",
         "roles-anywhere-pca-arn", "roles-anywhere-cn-newline", "pipeline-stack-twice", "pipeline-rounds",
         "unknown-scaling-metric", "cpu-target-beyond-100", "production-store-deleted",
-        "ingress-without-class", "sha256-on-hf-source", "source-key-on-hf-source"])
+        "ingress-without-class", "sha256-on-hf-source", "source-key-on-hf-source",
+        "sagemaker-min-0"])
 def test_a_hand_edited_stack_config_exits_2_naming_the_field(project, stack, edit, message):
     _edit_stack(project, stack, edit)
     fails(["preview", stack], f"servingblueprints:blueprint.{message}")
