@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from blueprints import defaults
 from blueprints.catalog import Catalog, Gpu, InstanceType, Task
 from blueprints.consistency import cpu_replica_memory_gib, stored_weights_gib
-from blueprints.errors import SizingError
 from blueprints.edge import OwnedNodeShape
 from blueprints.guardrails import Breach, SearchLimits
 from blueprints.options import (
@@ -48,16 +47,9 @@ def _estimated_work(model: ResolvedModel) -> RequestWork:
     """The catalog's (or the architecture's) work of one request: a vision model's catalog FLOPs; an autoregressive
     model's forward pass (the catalog's, else the encoder formula over the mean input) and `mean_output_tokens`
     decode steps, each reading the decoder's weights (`decoder_params_b`, else all of them) and computing 2 x those
-    parameters; an encoder's FLOPs at the mean input length.
-
-    Raises:
-        SizingError: a vision or speech model outside the catalog without a measured latency.
-    """
+    parameters; an encoder's FLOPs at the mean input length. A vision or speech model without the catalog's FLOPs
+    comes with a measured latency (rule vision-needs-measurement, checked where `Requirements` loads)."""
     spec = model.spec
-    if model.task in (Task.VISION, Task.SPEECH_RECOGNITION) and model.catalog_gflops_per_request is None \
-            and spec.measured_latency_ms is None:
-        raise SizingError(f"models[{spec.served_name}]: a {model.task.value} model outside the catalog has no FLOPs "
-                          "figure; set model.measured_latency_ms and model.measured_instance_type")
     tokens = min(model.traffic.mean_input_tokens, model.max_context_tokens)
     gflops = model.catalog_gflops_per_request
     if gflops is None:
@@ -73,9 +65,6 @@ def request_work(model: ResolvedModel, catalog: Catalog) -> RequestWork:
     """What one request asks of the hardware (`blueprints.sizing.RequestWork`): from a measured latency if given
     (`work_from_gpu_latency`: an autoregressive model's decode scales between GPUs with memory bandwidth, a one-pass
     model with TFLOPS; a CPU measurement is read as compute), else the catalog's or the architecture's estimate.
-
-    Raises:
-        SizingError: a vision or speech model outside the catalog without a measured latency.
     """
     spec = model.spec
     if spec.measured_latency_ms is not None and spec.measured_instance_type is not None:
