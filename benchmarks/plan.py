@@ -4,7 +4,7 @@ Usage: .venv/bin/python benchmarks/plan.py [--repeat N] [--as-of YYYY-MM-DD]
 Target: under 1 s per example (every environment and its platforms, within its policy guardrails and over the
 committed stack configs, as `blueprint plan` runs it): LLM plans simulate their replica candidates
 (blueprints/capacity); a compound service plans two parts per environment, and more when its end-to-end budget
-tightens their targets (blueprints/pipeline_plan.py). Each run starts from a cold cache, as a fresh
+tightens their targets (blueprints/plan/compound/planner.py). Each run starts from a cold cache, as a fresh
 `blueprint plan` does. Informational only: no test fails on wall time.
 """
 

@@ -16,9 +16,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from blueprints.blueprint import Blueprint  # noqa: E402
-from blueprints.preview import run_preview  # noqa: E402
-from blueprints.stackconfig import read_stack_config, write_stack_configs  # noqa: E402
+from blueprints.contracts.blueprint import Blueprint  # noqa: E402
+from blueprints.review.preview import run_preview  # noqa: E402
+from blueprints.contracts.stackconfig import read_stack_config, write_stack_configs  # noqa: E402
 
 ESTATE_SIZES = (25, 50, 100)
 

@@ -15,9 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from blueprints.blueprint import Blueprint  # noqa: E402
-from blueprints.simulation import simulate  # noqa: E402
-from blueprints.stackconfig import read_config  # noqa: E402
+from blueprints.contracts.blueprint import Blueprint  # noqa: E402
+from blueprints.simulate.fleet import simulate  # noqa: E402
+from blueprints.contracts.stackconfig import read_config  # noqa: E402
 
 REPEATS = 3
 

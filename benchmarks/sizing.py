@@ -6,7 +6,7 @@ The points are blueprints/catalog/calibration-points.yaml (each with its source,
 defined; see that file's header for the measurement biases corrected). `--fit` refits, one at a time and in the
 order below, the constants documented as fitted, each on the points named beside it (least squares on log error,
 the others held at their current values), and prints current vs fitted values: the numbers in
-blueprints/defaults.py and catalog/gpus.yaml come from this. Informational: nothing is written.
+blueprints/core/defaults.py and catalog/gpus.yaml come from this. Informational: nothing is written.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from blueprints import defaults  # noqa: E402
+from blueprints.core import defaults  # noqa: E402
 from blueprints.capacity.calibration import (  # noqa: E402
     MEDIAN_TOLERANCE,
     POINT_TOLERANCE,

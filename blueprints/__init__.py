@@ -1,5 +1,7 @@
-"""Planner side of serving blueprints: requirements in, one typed `Blueprint` per environment out.
+"""Planner side of serving blueprints: requirements in, one typed `Blueprint` per environment out, and the review.
 
-Nothing in this package creates cloud resources; only `blueprints.preview` runs the Pulumi program, under
+Stages, each a package importing only those below it (`[tool.importlinter]` in pyproject.toml): `core` < `catalog`
+< `requirements` < `contracts` < `capacity` < `simulate` < `plan` < `review` < `workspace` < `cli`.
+Nothing in this package creates cloud resources; only `blueprints.review.preview` runs the Pulumi program, under
 Pulumi's mock engine.
 """

@@ -19,9 +19,9 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from blueprints import defaults
-from blueprints.errors import BlueprintError, read_text_file
-from blueprints.requirements_model import Precision, Quantization
+from blueprints.core import defaults
+from blueprints.core.errors import BlueprintError, read_text_file
+from blueprints.requirements.model import Precision, Quantization
 
 HELP = """Plan production model serving from a requirements file, and review it offline.
 
@@ -118,10 +118,11 @@ def plan(
     stack's summary says what changed against it: requirements and plan field by field, predictions before -> after,
     and every change that replaces a resource (`--json`: `review`). Exit 2 on invalid or infeasible requirements.
     """
-    from blueprints.changes import review_changes
-    from blueprints.report import print_review
-    from blueprints.stackconfig import recorded_blueprint, stack_config_path, write_stack_configs
-    from blueprints.workspace import plan_requirements_file, project_paths, project_relative
+    from blueprints.review.changes import review_changes
+    from blueprints.review.report.stack import print_review
+    from blueprints.contracts.stackconfig import recorded_blueprint, stack_config_path, write_stack_configs
+    from blueprints.workspace import plan_requirements_file
+    from blueprints.core.project import project_paths, project_relative
 
     with user_errors():
         project = project_paths(requirements)
@@ -197,7 +198,7 @@ def summary(bp) -> str:
 
 def pipeline_summary(bp) -> str:
     """A compound service's environment in a few lines: its end-to-end p95, both parts' cost (rich markup)."""
-    from blueprints.pipeline import describe
+    from blueprints.plan.compound.latency import describe
 
     return (f"[bold]{bp.pipeline.service}-{bp.environment}[/]  compound service: {' + '.join(bp.pipeline.stacks)}\n"
             f"  end-to-end p95 <= {escape(describe(bp.pipeline))}\n"
@@ -249,11 +250,11 @@ def preview(
     when clean; 1 when a manifest is invalid, a deployability check fails (a CRD, controller, node or Pod Security
     level missing) or a mandatory policy is violated (the report is still printed and written); 2 on bad input.
     """
-    from blueprints.diff import diff_reports, load_baseline
-    from blueprints.pipeline_review import part_stacks
-    from blueprints.report import render_terminal, write_report_dir
-    from blueprints.review import baseline_review, review_stack
-    from blueprints.workspace import project_paths
+    from blueprints.review.diff import diff_reports, load_baseline
+    from blueprints.review.compound import part_stacks
+    from blueprints.review.report.stack import render_terminal, write_report_dir
+    from blueprints.review.stack import baseline_review, review_stack
+    from blueprints.core.project import project_paths
 
     with user_errors():
         project = project_paths(stacks_dir)
@@ -293,7 +294,7 @@ def _preview_service(name: str, parts: list[str], *, stacks_dir: Path, program: 
                      policy_config: Optional[Path], baseline: Optional[Path], out_path: Optional[Path],
                      as_json: bool) -> None:
     """`preview` of a compound service's environment: both part stacks, one report."""
-    from blueprints.pipeline_review import render_service_terminal, review_service, write_service_report
+    from blueprints.review.compound import render_service_terminal, review_service, write_service_report
 
     with user_errors():
         with err.status(f"Running the Pulumi program for {', '.join(parts)} under the mock engine..."):
@@ -338,12 +339,12 @@ def simulate(
 
     Exit 2 on a missing or invalid stack config, a platform stack, or an invalid trace.
     """
-    from blueprints.pipeline_review import part_stacks
-    from blueprints.simulation import simulate as run
-    from blueprints.simulation_report import summary_markdown, write_plot
-    from blueprints.stackconfig import read_stack_config, stack_config_path
-    from blueprints.traffic import read_trace
-    from blueprints.workspace import project_paths
+    from blueprints.review.compound import part_stacks
+    from blueprints.simulate.fleet import simulate as run
+    from blueprints.simulate.report import summary_markdown, write_plot
+    from blueprints.contracts.stackconfig import read_stack_config, stack_config_path
+    from blueprints.simulate.traffic import read_trace
+    from blueprints.core.project import project_paths
 
     with user_errors():
         stacks_dir = stacks_dir or project_paths().stacks_dir
@@ -384,8 +385,8 @@ def stacks(
     """List the stack configs, or only those a change affects, in deploy order: platform stacks first (services read
     their outputs), then services. Used by the pull-request and deploy workflows; `runs_on` names the self-hosted
     runner of a private platform and its services."""
-    from blueprints.stacks import affected_stacks, list_stacks
-    from blueprints.workspace import project_paths
+    from blueprints.review.stacks import affected_stacks, list_stacks
+    from blueprints.core.project import project_paths
 
     with user_errors():
         project = project_paths(stacks_dir)
@@ -427,10 +428,10 @@ def preflight(
     Fresh accounts start with 0 vCPUs for G and P instances in most Regions. Exit 0 when every quota holds (or,
     offline, after printing what to check); 1 when a quota is below what the stack needs; 2 on bad input.
     """
-    from blueprints.pipeline_review import part_stacks, service_quota_needs
-    from blueprints.quota import check_quotas, quota_needs
-    from blueprints.stackconfig import read_config, read_stack_config, stack_config_path
-    from blueprints.workspace import project_paths
+    from blueprints.review.compound import part_stacks, service_quota_needs
+    from blueprints.plan.quota import check_quotas, quota_needs
+    from blueprints.contracts.stackconfig import read_config, read_stack_config, stack_config_path
+    from blueprints.core.project import project_paths
 
     with user_errors():
         folder = stacks_dir or project_paths(stacks_dir).stacks_dir
@@ -536,11 +537,11 @@ def estimate(
     none within one node). Exit 2 on an unknown model or GPU, a tensor-parallel degree vLLM cannot shard the model
     over, or inconsistent flags.
     """
-    from blueprints.capacity.physics import tensor_parallel_problems
+    from blueprints.contracts.memory import tensor_parallel_problems
     from blueprints.capacity.whatif import WhatIf
     from blueprints.capacity.whatif import estimate as run_estimate
     from blueprints.catalog import load_catalog
-    from blueprints.errors import SizingError
+    from blueprints.core.errors import SizingError
 
     with user_errors():
         catalog = load_catalog()
@@ -605,10 +606,10 @@ def _estimate_model(model: str | None, requirements: Path | None, architecture: 
     import yaml
 
     from blueprints.catalog import Architecture
-    from blueprints.errors import RequirementsError, SizingError, format_validation_error
-    from blueprints.options import resolve_models
-    from blueprints.requirements import load_requirements
-    from blueprints.yamlio import load_yaml
+    from blueprints.core.errors import RequirementsError, SizingError, format_validation_error
+    from blueprints.plan.options.search import resolve_models
+    from blueprints.requirements.service import load_requirements
+    from blueprints.core.yamlio import load_yaml
 
     given = [name for name, value in (("--model", model), ("--requirements", requirements),
                                       ("--architecture", architecture)) if value is not None]
@@ -660,8 +661,8 @@ def schema(
 ) -> None:
     """Print the requirements file's JSON Schema, or platform.yaml's with --platform (for editor validation, e.g.
     yaml-language-server)."""
-    from blueprints.platform import platform_json_schema
-    from blueprints.requirements import requirements_json_schema
+    from blueprints.requirements.platform_file import platform_json_schema
+    from blueprints.requirements.service import requirements_json_schema
 
     text = json.dumps(platform_json_schema() if platform else requirements_json_schema(), indent=2,
                       sort_keys=True) + "\n"

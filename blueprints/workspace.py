@@ -11,75 +11,22 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 
-from blueprints import defaults
-from blueprints.blueprint import Blueprint
+from blueprints.core import defaults
+from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog import load_catalog
 from blueprints.catalog.addons import load_platform_catalog
-from blueprints.errors import BlueprintError, RequirementsError
-from blueprints.platform import PLATFORM_FILE, PlatformConfig, load_platform_requirements
-from blueprints.platform_plan import ServiceFile, plan_platforms
-from blueprints.requirements import Requirements, load_requirements
-from blueprints.stability import Hardware, hardware_of
-from blueprints.stackconfig import recorded_blueprint, stack_config_path
-from blueprints.yamlio import load_yaml
+from blueprints.core.errors import BlueprintError, RequirementsError
+from blueprints.requirements.platform_file import PLATFORM_FILE, load_platform_requirements
+from blueprints.contracts.platform import PlatformConfig
+from blueprints.plan.platforms import ServiceFile, plan_platforms
+from blueprints.requirements.service import Requirements, load_requirements
+from blueprints.plan.stability import Hardware, hardware_of
+from blueprints.contracts.stackconfig import recorded_blueprint, stack_config_path
+from blueprints.core.project import project_paths
 
 #: Names a platform team's file may have (`platform.yml` is not read as a service by mistake).
 PLATFORM_FILES = (PLATFORM_FILE, "platform.yml")
-
-#: The file marking the project root (where `policies/config/` lives).
-PROJECT_FILE = "Pulumi.yaml"
-POLICY_CONFIG_SUBDIR = Path("policies") / "config"
-
-
-def project_root(start: Path) -> Path | None:
-    """The nearest folder at or above `start` (a file or folder) holding `Pulumi.yaml`; None when there is none."""
-    here = start.resolve()
-    for folder in [here, *here.parents] if here.is_dir() else list(here.parents):
-        if (folder / PROJECT_FILE).is_file():
-            return folder
-    return None
-
-
-def project_relative(path: Path) -> str:
-    """`path` relative to its project's root (so plans do not depend on where the checkout lives or where the command
-    ran); as given when it is outside any project."""
-    root = project_root(path)
-    return path.resolve().relative_to(root).as_posix() if root is not None else path.as_posix()
-
-
-@dataclass(frozen=True)
-class ProjectPaths:
-    """Where a project keeps its parts, resolved from its root (the folder holding `Pulumi.yaml`), so the CLI works
-    the same from any working directory; relative to the working directory when no root is found."""
-
-    root: Path | None
-    stacks_dir: Path
-    program: Path
-    policy_dir: Path
-
-    @property
-    def requirements_dir(self) -> Path:
-        """`<stacks>/requirements`: every service's requirements file and the platform team's `platform.yaml`."""
-        return self.stacks_dir / "requirements"
-
-
-def project_paths(start: Path | None = None) -> ProjectPaths:
-    """The project found at or above `start` (a requirements file or folder), else above the working directory.
-
-    The stack config folder is `Pulumi.yaml`'s `stackConfigDir` (this project: `stacks`).
-    """
-    root = (project_root(start) if start is not None else None) or project_root(Path.cwd())
-    if root is None:
-        return ProjectPaths(None, Path("stacks"), Path("__main__.py"), POLICY_CONFIG_SUBDIR)
-    try:
-        project = load_yaml((root / PROJECT_FILE).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
-        project = {}
-    stacks = project.get("stackConfigDir") if isinstance(project, dict) else None
-    return ProjectPaths(root, root / (stacks if isinstance(stacks, str) else "stacks"), root / "__main__.py",
-                        root / POLICY_CONFIG_SUBDIR)
 
 
 def default_policy_dir(requirements: Path) -> Path | None:
@@ -134,7 +81,7 @@ def plan_platform_set(folder: Path, *, as_of: dt.date, extra: Path | None = None
     platform_file = folder / PLATFORM_FILE
     policy_for = None
     if policy_dir is not None:
-        from blueprints.review import policy_guardrails
+        from blueprints.review.stack import policy_guardrails
 
         def policy_for(environment: str, production: bool):
             return policy_guardrails(environment, production=production, config_dir=policy_dir)
@@ -161,7 +108,7 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
             redeclare one of their services, so it cannot rewrite their platforms from a partial view).
         stacks_dir: the stack config folder the plan is written to: the hardware of an existing
             `Pulumi.<service>-<env>.yaml` there is kept while within `switch_threshold_pct` % of the cheapest
-            (`blueprints.stability`). None plans afresh.
+            (`blueprints.plan.stability`). None plans afresh.
         switch_threshold_pct: that tolerance, % (0-100).
 
     Returns:
@@ -171,8 +118,8 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
     Raises:
         BlueprintError: invalid input anywhere it depends on; the message names the file, the field and the fix.
     """
-    from blueprints.planner import plan
-    from blueprints.review import environment_guardrails
+    from blueprints.plan.planner import plan
+    from blueprints.review.stack import environment_guardrails
 
     if path.name in PLATFORM_FILES:
         raise RequirementsError(f"{path}: this is the platform team's file; plan a service's requirements file (the "
@@ -207,13 +154,13 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
 
 def existing_hardware(req: Requirements, stacks_dir: Path) -> dict[str, Hardware]:
     """Per stack the file plans (each part's of a compound service), the hardware its existing stack config in
-    `stacks_dir` records (`stability.hardware_of`); stacks without one (or whose blueprint records none readable) are
+    `stacks_dir` records (`blueprints.plan.stability.hardware_of`); stacks without one (or whose blueprint records none readable) are
     planned afresh.
 
     Raises:
         StackConfigError: an existing stack config cannot be read as YAML (it may hold secrets: fix it first).
     """
-    from blueprints.compound import service_parts
+    from blueprints.plan.compound.parts import service_parts
 
     found = {}
     for part in service_parts(req, load_catalog()):

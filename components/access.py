@@ -25,8 +25,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from blueprints import defaults
-from blueprints.blueprint import Blueprint, OnnxRuntimeEngine, TritonEngine, VllmEngine
+from blueprints.core import defaults
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.sections import OnnxRuntimeEngine, TritonEngine, VllmEngine
 from components.exposure import idle_timeout_s
 
 API_KEY_FIELD = "api-key"

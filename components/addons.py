@@ -19,7 +19,8 @@ import pulumi_random as random
 
 from blueprints.catalog.addons import HelmAddon, load_platform_catalog
 from blueprints.catalog.iam import policy_document
-from blueprints.platform import PlatformAlerting, PlatformConfig, ReceiverKind, prometheus_service_url
+from blueprints.contracts.platform import PlatformAlerting, PlatformConfig, prometheus_service_url
+from blueprints.requirements.platform_file import ReceiverKind
 from components import karpenter
 from components.cluster import GPU_PRESENT_LABEL, GPU_TOLERATION, POOL_LABEL, SYSTEM_POOL, trust_policy
 from components.labels import recommended_labels

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 
 import pulumi
 
-from blueprints import defaults
-from blueprints.blueprint import Archetype, Blueprint
+from blueprints.core import defaults
+from blueprints.contracts.sections import Archetype
+from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog.addons import load_platform_catalog
-from blueprints.requirements_exposure import ExposureScope, ExposureVia
+from blueprints.requirements.exposure import ExposureScope, ExposureVia
 from components.access import ApiKey, ApiKeyArgs
 from components.autoscaling import EndpointScaler, EndpointScalerArgs, instance_type_gate
 from components.monitoring import EndpointMonitoring, EndpointMonitoringArgs

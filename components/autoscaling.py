@@ -1,4 +1,4 @@
-"""Autoscaling for each archetype, from the blueprint and the one scaling signal in `blueprints.observability`.
+"""Autoscaling for each archetype, from the blueprint and the one scaling signal in `blueprints.contracts.observability`.
 
 - vLLM / Triton: a KEDA `ScaledObject` on the Prometheus signal (requests running / pending per replica), scale-in
   stabilised for longer than a cold start. A stack planned to scale to zero (never in production) also gets the KEDA
@@ -22,9 +22,9 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from blueprints.blueprint import Blueprint
+from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog.addons import load_platform_catalog
-from blueprints.observability import scaling_signal
+from blueprints.contracts.observability import scaling_signal
 from components.labels import recommended_labels
 from components.rollout import progress_deadline_s
 
@@ -204,7 +204,7 @@ class EndpointScaler(pulumi.ComponentResource):
             scalable_dimension=self.target.scalable_dimension, resource_id=self.target.resource_id,
             target_tracking_scaling_policy_configuration={
                 "predefined_metric_specification": {"predefined_metric_type": "SageMakerVariantInvocationsPerInstance"},
-                # The plan's target as planned (`blueprints.signals.planned_target`): no second rounding here.
+                # The plan's target as planned (`blueprints.catalog.signals.planned_target`): no second rounding here.
                 "target_value": bp.autoscaling.target,
                 # Scale in only after a cold start's worth of quiet; scale out fast.
                 "scale_in_cooldown": bp.autoscaling.cooldown_s,

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from blueprints import defaults
-from blueprints.platform import PlatformConfig
+from blueprints.core import defaults
+from blueprints.contracts.platform import PlatformConfig
 
 #: Taint on GPU nodes; every pod placed there must tolerate it (EKS GPU AMI / NVIDIA convention).
 GPU_TAINT_KEY = "nvidia.com/gpu"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from blueprints.blueprint import Blueprint
+from blueprints.contracts.blueprint import Blueprint
 from components.labels import selector_labels
 from components.rollout import disruption_budget_spec, progress_deadline_s
 

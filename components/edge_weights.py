@@ -24,9 +24,10 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from blueprints import defaults
-from blueprints.blueprint import Archetype, Blueprint, ServedModel
-from blueprints.edge import MODEL_FILE
+from blueprints.core import defaults
+from blueprints.contracts.sections import Archetype, ServedModel
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.requirements.model import MODEL_FILE
 from components.labels import recommended_labels
 from components.weights_delivery import MODELS_MOUNT, fetch_memory_gib, gi, models_volume, region_env, weights_volume_gib
 from components.weights_sync import source_read_statements

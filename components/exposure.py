@@ -1,6 +1,6 @@
 """Exposure: how clients reach the serving Service (`network.exposure.via`, `network.exposed_by`).
 
-Off AWS load balancers (an existing or edge cluster, `blueprints.cluster_exposure`):
+Off AWS load balancers (an existing or edge cluster, `blueprints.requirements.cluster_exposure`):
 - `node-port`: a NodePort Service on the proxy's port (the plan's `node_port`, or one Kubernetes assigns);
 - `load-balancer` with MetalLB: a plain LoadBalancer Service (MetalLB assigns an address from its pool);
 - `ingress`: a ClusterIP Service behind an `networking.k8s.io/v1` Ingress of the declared controller's class, TLS with
@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import pulumi
 
-from blueprints import defaults
-from blueprints.blueprint import EXPOSURE_SCOPE_ANNOTATION, TLS_SECRET_ANNOTATION, Blueprint
+from blueprints.core import defaults
+from blueprints.contracts.sections import EXPOSURE_SCOPE_ANNOTATION, TLS_SECRET_ANNOTATION
+from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog.addons import load_platform_catalog
-from blueprints.requirements_exposure import ExposureScope, ExposureVia
+from blueprints.requirements.exposure import ExposureScope, ExposureVia
 
 LB_TYPE = "service.beta.kubernetes.io/aws-load-balancer-type"
 LB_TARGET_TYPE = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"

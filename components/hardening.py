@@ -9,7 +9,7 @@ Pods built this way are admitted by Pod Security `restricted`
 
 from __future__ import annotations
 
-from blueprints import defaults
+from blueprints.core import defaults
 
 HOME_VOLUME = "home"
 TMP_VOLUME = "tmp"

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from blueprints.blueprint import Blueprint, CapacityType
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.sections import CapacityType
 from blueprints.catalog.iam import policy_document
-from blueprints.platform import NodeClass, PlatformConfig
-from blueprints.requirements_platform import Accelerator, CpuArch
+from blueprints.contracts.platform import NodeClass, PlatformConfig
+from blueprints.requirements.hosting import Accelerator, CpuArch
 from components.cluster import GPU_PRESENT_LABEL, GPU_TAINT_KEY, POOL_LABEL, node_role, trust_policy
 
 #: The controller's ServiceAccount for release `karpenter` (chart `serviceAccount.name` defaults to the fullname).

@@ -1,5 +1,5 @@
 """Monitoring from the SLOs: Prometheus scraping, alert rules and a Grafana dashboard on Kubernetes; CloudWatch
-alarms and a dashboard for SageMaker endpoints. Every expression comes from `blueprints.observability`.
+alarms and a dashboard for SageMaker endpoints. Every expression comes from `blueprints.contracts.observability`.
 """
 
 from __future__ import annotations
@@ -11,13 +11,9 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from blueprints.blueprint import Blueprint
-from blueprints.observability import (
-    CloudWatchAlarmSpec,
-    cloudwatch_alarm_specs,
-    grafana_dashboard,
-    rollback_alarm_names,
-    slo_alerts,
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.observability import (
+    CloudWatchAlarmSpec, cloudwatch_alarm_specs, grafana_dashboard, rollback_alarm_names, slo_alerts,
 )
 from components.labels import recommended_labels
 

@@ -6,7 +6,7 @@ production so a zone outage does not cut egress), one route table per private su
 (workloads; interface endpoints). With `private_only`, AWS APIs are reached through VPC endpoints (S3 gateway; ECR
 api/dkr, STS and SageMaker runtime interface endpoints) so weights, images and credentials never cross the internet.
 
-An existing VPC (`blueprints.platform.ExistingVpc`, from the platform team's platform.yaml) is used instead when given.
+An existing VPC (`blueprints.requirements.platform_file.ExistingVpc`, from the platform team's platform.yaml) is used instead when given.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
-from blueprints import defaults
-from blueprints.platform import ExistingVpc
+from blueprints.core import defaults
+from blueprints.requirements.platform_file import ExistingVpc
 
 #: Interface endpoints created with `private_only` (service suffix after `com.amazonaws.<region>.`).
 #: Subnet tags the AWS Load Balancer Controller uses to discover subnets (kubernetes-sigs.github.io/

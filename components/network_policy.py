@@ -18,8 +18,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from blueprints import defaults
-from blueprints.blueprint import Blueprint
+from blueprints.core import defaults
+from blueprints.contracts.blueprint import Blueprint
 from components.labels import recommended_labels
 
 #: Label every namespace carries with its own name (Kubernetes >= 1.21, `kubernetes.io/metadata.name`).

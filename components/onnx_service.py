@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import pulumi
 
-from blueprints.blueprint import Blueprint, OnnxRuntimeEngine
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.sections import OnnxRuntimeEngine
 from components.workload import Endpoint, serving_objects
 from components.labels import (
     ANNOTATION_POD_START_S,
@@ -84,7 +85,7 @@ class OnnxRuntimeService(pulumi.ComponentResource):
         if not isinstance(bp.engine, OnnxRuntimeEngine):
             raise ValueError(f"OnnxRuntimeService needs an onnx-cpu blueprint, got archetype {bp.archetype.value}")
         # intra_op_threads equals the CPU limit's whole cores: the blueprint is refused otherwise
-        # (blueprints.consistency, exit 2 naming engine.intra_op_threads).
+        # (blueprints.contracts.consistency, exit 2 naming engine.intra_op_threads).
         engine = bp.engine
         namespace = args.namespace or bp.platform.namespace
         labels = recommended_labels(name="onnxruntime", instance=bp.stack, component="server",

@@ -1,5 +1,5 @@
 """Platform: one environment's shared infrastructure in one region: the VPC, the EKS cluster with its add-ons, and
-the outputs every service on it reads (`blueprints.platform.PlatformOutputs`).
+the outputs every service on it reads (`blueprints.contracts.platform.PlatformOutputs`).
 
 A network-only platform (every service on it is a private SageMaker endpoint) builds only the VPC.
 """
@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from blueprints.platform import PlatformConfig, PlatformKind, PlatformOutputs, system_node_labels
+from blueprints.contracts.platform import PlatformConfig, PlatformKind, PlatformOutputs
+from blueprints.requirements.platform_file import system_node_labels
 from components.addons import ClusterAddons, ClusterAddonsArgs
 from components.cluster import EksCluster, EksClusterArgs
 from components.network import Network, NetworkArgs

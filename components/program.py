@@ -28,19 +28,14 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from blueprints import defaults
-from blueprints.blueprint import Archetype, Blueprint
-from blueprints.requirements_platform import Accelerator
-from blueprints.errors import StackConfigError
-from blueprints.stackconfig import (
-    BLUEPRINT_KEY,
-    PLATFORM_KEY,
-    PLATFORM_STACK_KEY,
-    PROJECT,
-    ROLES_ANYWHERE_CA_KEY,
-    blueprint_from_config,
-    platform_from_config,
-    platform_stack_override_problem,
+from blueprints.core import defaults
+from blueprints.contracts.sections import Archetype
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.requirements.hosting import Accelerator
+from blueprints.core.errors import StackConfigError
+from blueprints.contracts.stackconfig import (
+    BLUEPRINT_KEY, PLATFORM_KEY, PLATFORM_STACK_KEY, PROJECT, ROLES_ANYWHERE_CA_KEY, blueprint_from_config,
+    platform_from_config, platform_stack_override_problem,
 )
 from components.archetypes import (
     KUBERNETES_ARCHETYPES,
@@ -49,7 +44,7 @@ from components.archetypes import (
     ManagedEndpointArgs,
 )
 from components.platform import Platform, PlatformArgs
-from blueprints.platform import PlatformOutputs
+from blueprints.contracts.platform import PlatformOutputs
 from components.exposure import scheme
 from components.serving import ServiceTarget
 

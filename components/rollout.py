@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 
-from blueprints import defaults
-from blueprints.blueprint import Blueprint
+from blueprints.core import defaults
+from blueprints.contracts.blueprint import Blueprint
 
 #: Extra replicas a rolling update starts before stopping an old one.
 SURGE_REPLICAS = defaults.SURGE_REPLICAS

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from blueprints.blueprint import ECR_IMAGE, Blueprint, SageMakerEngine
+from blueprints.contracts.sections import ECR_IMAGE, SageMakerEngine
+from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog import Task, has_instance_storage
 from components.weights_storage import MODELS_PREFIX
 
@@ -31,7 +32,7 @@ class VariantSizing:
 
 
 def variant_sizing(bp: Blueprint) -> VariantSizing:
-    """The variant's timers as planned from the startup budget (`blueprints.planner_sagemaker.sagemaker_timers`), and
+    """The variant's timers as planned from the startup budget (`blueprints.plan.builders.sagemaker.sagemaker_timers`), and
     its volume: none on instance types with local NVMe storage (SageMaker rejects `VolumeSizeInGB` there)."""
     engine: SageMakerEngine = bp.engine  # type: ignore[assignment]
     volume = None if has_instance_storage(bp.compute.instance_type) else engine.volume_size_gib

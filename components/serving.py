@@ -14,16 +14,12 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from blueprints.blueprint import (
-    COMPLIANCE_ANNOTATION,
-    COMPLIANCE_TAG,
-    PLATFORM_COMPLIANCE_ANNOTATION,
-    PRIVATE_ONLY_LABEL,
-    FIXED_REPLICAS,
-    Blueprint,
+from blueprints.contracts.sections import (
+    COMPLIANCE_ANNOTATION, COMPLIANCE_TAG, PLATFORM_COMPLIANCE_ANNOTATION, PRIVATE_ONLY_LABEL, FIXED_REPLICAS,
     encode_flags,
 )
-from blueprints.requirements_platform import Accelerator
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.requirements.hosting import Accelerator
 from components.autoscaling import KubernetesScaler, KubernetesScalerArgs
 from components.cluster import POOL_LABEL, SYSTEM_POOL, trust_policy
 from components.karpenter import ARCH_LABEL, INSTANCE_TYPE_LABEL, NODE_ARCH, node_pool_name, node_pool_spec

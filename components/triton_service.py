@@ -17,9 +17,10 @@ import pulumi_aws as aws
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from blueprints.blueprint import Blueprint, OnnxRuntimeEngine, TritonEngine, TritonModelConfig
-from blueprints.requirements_platform import Accelerator
-from blueprints import defaults
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.sections import OnnxRuntimeEngine, TritonEngine, TritonModelConfig
+from blueprints.requirements.hosting import Accelerator
+from blueprints.core import defaults
 from components.access import api_key_env
 from components.cluster import GPU_TOLERATION
 from components.workload import Endpoint, serving_objects
@@ -83,7 +84,7 @@ def onnx_thread_parameters(engine: OnnxRuntimeEngine) -> dict[str, str]:
 
 def repository_configs(bp: Blueprint) -> dict[str, str]:
     """`{model name: config.pbtxt}` for a triton-multi-model or onnx-cpu blueprint."""
-    if isinstance(bp.engine, TritonEngine):  # one per served model, by name (blueprints.consistency)
+    if isinstance(bp.engine, TritonEngine):  # one per served model, by name (blueprints.contracts.consistency)
         return {m.name: config_pbtxt(m) for m in bp.engine.models}
     if isinstance(bp.engine, OnnxRuntimeEngine):
         return {bp.model.name: config_pbtxt(onnx_model_config(bp), parameters=onnx_thread_parameters(bp.engine))}
@@ -233,7 +234,7 @@ class TritonService(pulumi.ComponentResource):
 
     def _spec(self, bp: Blueprint, engine: TritonEngine, labels: dict[str, str], args: TritonServiceArgs,
               account: pulumi.Input[str], selector: dict[str, str]) -> dict:
-        gpu = bp.compute.accelerator is Accelerator.NVIDIA_GPU  # no KIND_GPU model on CPU (blueprints.consistency)
+        gpu = bp.compute.accelerator is Accelerator.NVIDIA_GPU  # no KIND_GPU model on CPU (blueprints.contracts.consistency)
         resources = server_resources(bp, gpu=gpu)
         startup = bp.startup
         weights_gib = sum(m.weights_gib for m in bp.models)

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 import pulumi
 
-from blueprints import defaults
-from blueprints.blueprint import Blueprint, VllmEngine
+from blueprints.core import defaults
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.sections import VllmEngine
 from components.access import api_key_env
 from components.cluster import GPU_TOLERATION
 from components.workload import Endpoint, serving_objects

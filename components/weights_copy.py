@@ -18,7 +18,8 @@ from pathlib import Path
 import pulumi
 import pulumi_aws as aws
 
-from blueprints.blueprint import Blueprint, ServedModel
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.sections import ServedModel
 from components.weights_storage import MODELS_PREFIX, WeightsStorage
 from components.weights_sync import S3_SCHEME, sync_policy_json
 

@@ -13,8 +13,10 @@ from typing import Protocol
 
 import pulumi
 
-from blueprints import defaults, weights
-from blueprints.blueprint import Blueprint, ServedModel
+from blueprints.core import defaults
+from blueprints.contracts import weights
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.sections import ServedModel
 from components.weights_storage import MODELS_PREFIX
 
 MODELS_MOUNT = "/models"
@@ -26,7 +28,7 @@ def gi(value: float) -> str:
 
 
 def weights_volume_gib(models: list[ServedModel]) -> float:
-    """Local disk for the models' weights (`blueprints.weights.weights_volume_gib`), GiB."""
+    """Local disk for the models' weights (`blueprints.contracts.weights.weights_volume_gib`), GiB."""
     return weights.weights_volume_gib(m.weights_gib for m in models)
 
 

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from blueprints import defaults
-from blueprints.weights import HF_EXCLUDE_PATTERNS, HF_INCLUDE_PATTERNS
-from blueprints.blueprint import Archetype, Blueprint, ServedModel
+from blueprints.core import defaults
+from blueprints.contracts.weights import HF_EXCLUDE_PATTERNS, HF_INCLUDE_PATTERNS
+from blueprints.contracts.sections import Archetype, ServedModel
+from blueprints.contracts.blueprint import Blueprint
 from components.labels import recommended_labels, selector_labels, sync_account_name
 from components.options import child_options
 from components.hardening import hardened_pod_spec

@@ -13,9 +13,9 @@ from typing import Callable
 import pulumi
 import pulumi_kubernetes as k8s
 
-from blueprints import defaults
-from blueprints.blueprint import Blueprint
-from blueprints.requirements_exposure import ExposureVia
+from blueprints.core import defaults
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.requirements.exposure import ExposureVia
 from components.access import PROXY_PORT_NAME, proxy_container
 from components.disruption import deployment_options, disruption_budget
 from components.exposure import client_cidrs, client_url, ingress_spec, listener_port, service_exposure

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from blueprints.blueprint import EXPOSURE_SCOPE_ANNOTATION, TLS_SECRET_ANNOTATION
+from blueprints.contracts.sections import EXPOSURE_SCOPE_ANNOTATION, TLS_SECRET_ANNOTATION
 from policies.resources import POD_TEMPLATE_PATHS, UNKNOWN, Finding, Res, get, items, mapping, pod_template
 from policies.workloads import image_registry
 

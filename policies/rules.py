@@ -7,7 +7,7 @@ offline preview.
 
 `RULES` lists them with their name, enforcement level and config schema; `POLICIES` wraps each one as a
 `ResourceValidationPolicy` or `StackValidationPolicy` for the CrossGuard pack (`policies/__main__.py`), and
-`policies.offline.evaluate` runs the very same functions over an offline `PreviewReport`.
+`blueprints.review.policy_pack.evaluate` runs the very same functions over an offline `PreviewReport`.
 """
 
 from __future__ import annotations

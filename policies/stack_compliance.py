@@ -1,11 +1,11 @@
 """The stack against its own requirements: each service stack records its requirements' compliance (a tag on its model
-store bucket, `blueprints.blueprint.COMPLIANCE_TAG`, written by `blueprint plan` beside the settings derived from it),
+store bucket, `blueprints.contracts.sections.COMPLIANCE_TAG`, written by `blueprint plan` beside the settings derived from it),
 and these rules check the derived settings the program rendered against that record, whatever the environment's
 policy config says. A hand edit of a stack config that weakens it below its requirements therefore fails here,
 naming the rule; editing the record itself shows in the baseline diff, compliance changes first.
 
 The platform's own settings (audit logs, private API endpoint, secrets key) are read from the namespace annotation the
-service writes from its platform's StackReference outputs (`blueprints.blueprint.PLATFORM_COMPLIANCE_ANNOTATION`).
+service writes from its platform's StackReference outputs (`blueprints.contracts.sections.PLATFORM_COMPLIANCE_ANNOTATION`).
 """
 
 from __future__ import annotations
@@ -13,12 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from blueprints.blueprint import (
-    COMPLIANCE_ANNOTATION,
-    COMPLIANCE_TAG,
-    PLATFORM_COMPLIANCE_ANNOTATION,
-    PRIVATE_ONLY_LABEL,
-    decode_flags,
+from blueprints.contracts.sections import (
+    COMPLIANCE_ANNOTATION, COMPLIANCE_TAG, PLATFORM_COMPLIANCE_ANNOTATION, PRIVATE_ONLY_LABEL, decode_flags,
 )
 from policies.compliance import BUCKET, resource_region
 from policies.exposure import is_internet_facing

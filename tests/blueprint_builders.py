@@ -11,19 +11,16 @@ import json
 import math
 from typing import Any, Callable
 
-from blueprints import defaults
-from blueprints.blueprint import FIXED_REPLICAS, Blueprint
+from blueprints.core import defaults
+from blueprints.contracts.sections import FIXED_REPLICAS
+from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog import Architecture, load_catalog
-from blueprints.capacity.physics import weights_gib as shape_weights_gib
-from blueprints.consistency import (
-    cpu_replica_memory_gib,
-    stored_weights_gib,
-    vllm_host_memory_gib,
-)
-from blueprints.weights import replica_ephemeral_gib
-from blueprints.preview import MockRun, run_under_mocks
-from blueprints.requirements_model import Precision
-from blueprints.stackconfig import config_values
+from blueprints.contracts.memory import weights_gib as shape_weights_gib
+from blueprints.contracts.consistency import cpu_replica_memory_gib, stored_weights_gib, vllm_host_memory_gib
+from blueprints.contracts.weights import replica_ephemeral_gib
+from blueprints.review.preview import MockRun, run_under_mocks
+from blueprints.requirements.model import Precision
+from blueprints.contracts.stackconfig import config_values
 
 #: A pinned SageMaker Hugging Face TGI image (ECR in us-east-1), as the planner would write it.
 TGI_IMAGE = ("763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-tgi-inference:"
@@ -151,8 +148,8 @@ def with_weights(base: Blueprint, weights_gib: float) -> Blueprint:
 def sagemaker_blueprint(base: Blueprint, *, weights_gib: float | None = None, private_only: bool = False,
                         instance_type: str = "ml.g5.2xlarge") -> Blueprint:
     """The base's LLM (or one of `weights_gib`) on a SageMaker real-time endpoint, with the timers and volume the
-    planner derives from the startup budget for that size (`blueprints.planner_sagemaker.sagemaker_timers`)."""
-    from blueprints.planner_sagemaker import sagemaker_timers
+    planner derives from the startup budget for that size (`blueprints.plan.builders.sagemaker.sagemaker_timers`)."""
+    from blueprints.plan.builders.sagemaker import sagemaker_timers
 
     model = base.model.model_dump(mode="json") if weights_gib is None else sized_model(
         base.model.name, weights_gib, fmt="safetensors", task="text-generation", precision="bf16",
@@ -184,8 +181,8 @@ def run_program(bp: Blueprint, *, extra_config: dict[str, str] | None = None,
                 secret_keys: list[str] | None = None, platform=None) -> MockRun:
     """Run the real program (`components.program.main`) for `bp` under the mock engine. A service on a platform reads
     `platform`'s planned outputs (default: the bundled examples' platform of that name) through its StackReference."""
-    from blueprints.platform import PlatformOutputs, planned_outputs
-    from blueprints.preview import StackOutputs
+    from blueprints.contracts.platform import PlatformOutputs, planned_outputs
+    from blueprints.review.preview import StackOutputs
     from components.program import main
 
     config = {k: v if isinstance(v, str) else json.dumps(v) for k, v in config_values(bp).items()}
@@ -205,7 +202,7 @@ def run_component(body: Callable[[], Any], bp: Blueprint) -> MockRun:
 
 def manifests(run: MockRun) -> list[dict]:
     """Kubernetes manifests of a run (apiVersion/kind/metadata + spec), as the preview builds them."""
-    from blueprints.preview import is_manifest, manifest
+    from blueprints.review.preview import is_manifest, manifest
 
     return [manifest(r) for r in run.records if is_manifest(r)]
 

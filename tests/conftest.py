@@ -18,10 +18,10 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-from blueprints.blueprint import Blueprint
+from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog import Catalog, load_catalog
-from blueprints.planner import plan
-from blueprints.requirements import Requirements
+from blueprints.plan.planner import plan
+from blueprints.requirements.service import Requirements
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The plan date every test plans on (plans depend on it: the default Kubernetes version, support warnings).
@@ -55,8 +55,8 @@ def platforms_for(req: Requirements) -> dict:
     """The platforms `req` lands on, planned from it alone with the bundled platform.yaml (existing VPCs and runner
     labels of the private platforms)."""
     from blueprints.catalog.addons import load_platform_catalog
-    from blueprints.platform import load_platform_requirements
-    from blueprints.platform_plan import ServiceFile, plan_platforms
+    from blueprints.requirements.platform_file import load_platform_requirements
+    from blueprints.plan.platforms import ServiceFile, plan_platforms
 
     return {p.name: p for p in plan_platforms([ServiceFile(None, req)],
                                               load_platform_requirements(EXAMPLES / "platform.yaml"),
@@ -84,7 +84,7 @@ def vllm_blueprint(tp: int, *, base: Blueprint) -> Blueprint:
 def write_stacks(blueprints: list[Blueprint], folder: Path) -> list[Path]:
     """Write service stack configs plus the bundled platform each lands on (its preview reads the platform's), as
     `blueprint plan` would."""
-    from blueprints.stackconfig import write_stack_configs
+    from blueprints.contracts.stackconfig import write_stack_configs
     from tests.blueprint_builders import bundled_platform
 
     platforms = {bp.platform.stack: bundled_platform(bp.platform.stack) for bp in blueprints if bp.platform.stack}

@@ -26,8 +26,8 @@ import jsonschema
 import yaml
 from pydantic import ValidationError
 
-from blueprints.errors import BlueprintError, problem_lines
-from blueprints.input_rules import documented
+from blueprints.core.errors import BlueprintError, problem_lines
+from blueprints.requirements.rules import documented
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "stacks" / "requirements"
@@ -74,7 +74,7 @@ EcmaValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {
 
 def schema_validator() -> Any:
     """A validator of `blueprint schema` as an editor applies it."""
-    from blueprints.requirements import requirements_json_schema
+    from blueprints.requirements.service import requirements_json_schema
 
     return EcmaValidator(requirements_json_schema())
 
@@ -123,7 +123,7 @@ def structural_schema() -> dict:
     """`blueprint schema` without its cross-field rules: every field's own type, bounds and pattern, and nothing
     relating fields. Documents generated from it are fast to make; the full schema accepts some and refuses others,
     and the loader must agree with it on each (`tests/test_schema_parity.py`)."""
-    from blueprints.requirements import requirements_json_schema
+    from blueprints.requirements.service import requirements_json_schema
 
     return _ecma_schema(_without_conditionals(requirements_json_schema()))
 
@@ -189,8 +189,8 @@ class Verdict:
 def verdict(doc: Any, *, plan: bool = True) -> Verdict:
     """Load `doc` as a requirements file's content and (with `plan`) plan every environment on its own platforms."""
     from blueprints.catalog import load_catalog
-    from blueprints.planner import plan as plan_requirements
-    from blueprints.requirements import Requirements
+    from blueprints.plan.planner import plan as plan_requirements
+    from blueprints.requirements.service import Requirements
 
     out = Verdict()
     try:
@@ -387,7 +387,7 @@ class Project:
         """`blueprint plan` a requirements file with `text` in the project's requirements folder. The stack folder
         must change all or nothing: unchanged after a failure; after success, each stack named in the output is
         written and reads back. Without `keep` the folder is restored afterwards."""
-        from blueprints.stackconfig import read_config
+        from blueprints.contracts.stackconfig import read_config
 
         path = self.requirements / name
         path.write_text(text, encoding="utf-8")

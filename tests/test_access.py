@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from blueprints.cli import app
-from blueprints.preview import mock_secret_value, run_under_mocks
+from blueprints.review.preview import mock_secret_value, run_under_mocks
 from components.access import ApiKey, ApiKeyArgs, proxy_config, proxy_routes
 from tests.blueprint_builders import onnx_blueprint, triton_blueprint
 

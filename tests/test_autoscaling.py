@@ -4,10 +4,10 @@ deregisters its scalable target around an instance-type change."""
 
 from __future__ import annotations
 
-from blueprints.blueprint import Blueprint
-from blueprints.manifests import validate_manifest
-from blueprints.observability import scaling_signal
-from blueprints.preview import manifest, run_under_mocks
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.review.manifests import validate_manifest
+from blueprints.contracts.observability import scaling_signal
+from blueprints.review.preview import manifest, run_under_mocks
 from components.autoscaling import (
     EndpointScaler,
     EndpointScalerArgs,

@@ -8,9 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 from blueprints.catalog import Architecture
-from blueprints.errors import RequirementsError
-from blueprints.requirements import Requirements, load_requirements, requirements_json_schema
-from blueprints.requirements_model import Quantization
+from blueprints.core.errors import RequirementsError
+from blueprints.requirements.service import Requirements, load_requirements, requirements_json_schema
+from blueprints.requirements.model import Quantization
 from tests.conftest import CHAT_EXAMPLE, example_data, plan_env, requirements_with
 
 DENSE = {"params_b": 8.03, "layers": 32, "hidden_size": 4096, "attention_heads": 32, "kv_heads": 8, "head_dim": 128}

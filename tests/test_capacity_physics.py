@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from blueprints import defaults
-from blueprints.capacity.physics import (
-    kernel_family,
-    kv_bytes_per_token,
-    replica_model,
-    weights_gib,
-)
+from blueprints.core import defaults
+from blueprints.capacity.physics import kernel_family, replica_model
+from blueprints.contracts.memory import kv_bytes_per_token, weights_gib
 from blueprints.catalog import Interconnect
-from blueprints.requirements_model import Precision, Quantization
+from blueprints.requirements.model import Precision, Quantization
 
 
 def _model(catalog, model="llama-3.1-8b", gpu="h100", **kw):
@@ -112,7 +108,7 @@ def test_an_fp8_kv_cache_halves_the_bytes_held_and_read(catalog):
 
 
 def test_estimate_llm_counts_what_an_fp8_kv_cache_holds_without_a_sequence_cap(catalog):
-    from blueprints.sizing import estimate_llm
+    from blueprints.capacity.sizing import estimate_llm
 
     arch, gpu = catalog.model("llama-3.1-8b").architecture, catalog.gpu("l40s")
     kw = dict(precision=Precision.BF16, tensor_parallel_size=1, concurrency=1, input_tokens=128, output_tokens=128)

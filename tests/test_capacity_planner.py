@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from blueprints import defaults
+from blueprints.core import defaults
 from blueprints.capacity.planning import run_at_rate
 from blueprints.catalog import load_catalog
-from blueprints.options import resolve_models
-from blueprints.options_llm import llm_search, traffic_shape
+from blueprints.plan.options.search import resolve_models
+from blueprints.plan.options.llm import llm_search, traffic_shape
 from components.vllm_service import vllm_args
 from tests.conftest import plan_env, requirements_with
 
@@ -133,7 +133,7 @@ def test_the_search_keeps_simulating_until_some_candidate_meets_the_slo():
 
 
 def test_targets_met_idle_but_not_under_load_name_the_light_load_p95s():
-    from blueprints.errors import SizingError
+    from blueprints.core.errors import SizingError
 
     req = requirements_with("regulated-assistant", traffic={"mean_input_tokens": 2000, "input_tokens_p95": 4000},
                             slo={"ttft_p95_ms": 200, "itl_p95_ms": 20}, budget={"max_monthly_usd": None})

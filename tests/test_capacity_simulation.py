@@ -10,7 +10,7 @@ from blueprints.capacity.physics import engine_profile, replica_model
 from blueprints.capacity.runs import closed_loop, open_loop, scheduler_config
 from blueprints.capacity.simulator import SchedulerConfig
 from blueprints.capacity.workload import LengthModel, arrival_times, length_model, request_shapes
-from blueprints.requirements_model import Precision
+from blueprints.requirements.model import Precision
 
 INPUTS, OUTPUTS = length_model(1000), length_model(200)
 

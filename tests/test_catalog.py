@@ -84,7 +84,7 @@ def test_a_known_instance_is_returned_with_its_price(catalog):
 
 
 def test_unknown_names_suggest_close_matches(catalog):
-    from blueprints.errors import CatalogError
+    from blueprints.core.errors import CatalogError
 
     with pytest.raises(CatalogError, match="did you mean h100"):
         catalog.gpu("h10")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from blueprints.report import write_report_dir
-from blueprints.review import review_stack
+from blueprints.review.report.stack import write_report_dir
+from blueprints.review.stack import review_stack
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIPS = Path(__file__).parent / "data" / "checkov-skips.yaml"

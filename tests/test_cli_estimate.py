@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from blueprints.capacity.physics import replica_model
 from blueprints.cli import app
-from blueprints.requirements_model import Precision
+from blueprints.requirements.model import Precision
 from tests.conftest import CHAT_EXAMPLE, example_data
 
 runner = CliRunner()

@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from blueprints.cli import app
-from blueprints.stackconfig import read_stack_config
+from blueprints.contracts.stackconfig import read_stack_config
 from tests.conftest import ROOT
 
 runner = CliRunner()
@@ -101,7 +101,7 @@ def test_a_part_previewed_alone_names_its_service_review(reviewed):
 
 
 def test_preflight_of_a_compound_service_adds_up_both_parts_quotas():
-    from blueprints.quota import quota_needs
+    from blueprints.plan.quota import quota_needs
 
     result = runner.invoke(app, ["preflight", "rag-assistant-prod", "--offline", "--json", "--stacks-dir",
                                  str(ROOT / "stacks")])

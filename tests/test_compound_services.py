@@ -10,12 +10,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from blueprints.blueprint import Archetype, PipelinePart
+from blueprints.contracts.sections import Archetype, PipelinePart
 from blueprints.catalog import load_catalog
 from blueprints.cli import app
-from blueprints.errors import RequirementsError, SizingError
-from blueprints.planner import plan
-from blueprints.requirements import Requirements
+from blueprints.core.errors import RequirementsError, SizingError
+from blueprints.plan.planner import plan
+from blueprints.requirements.service import Requirements
 from tests.conftest import EXAMPLES, PLAN_DATE, ROOT, example_data, platforms_for
 
 runner = CliRunner()
@@ -201,9 +201,9 @@ def test_bad_compound_input_exits_2_naming_the_field(tmp_path, monkeypatch, muta
 
 
 def test_a_part_named_like_another_services_stacks_is_refused():
-    from blueprints.platform import PlatformRequirements
+    from blueprints.requirements.platform_file import PlatformRequirements
     from blueprints.catalog.addons import load_platform_catalog
-    from blueprints.platform_plan import ServiceFile, plan_platforms
+    from blueprints.plan.platforms import ServiceFile, plan_platforms
 
     other = Requirements.model_validate({**example_data("chat-assistant"), "service": "rag-assistant-generator"})
     with pytest.raises(RequirementsError, match="both declare service 'rag-assistant-generator'") as caught:
@@ -220,7 +220,7 @@ def test_a_part_named_like_another_services_stacks_is_refused():
 
 
 def test_stacks_list_the_parts_under_their_service_with_one_review():
-    from blueprints.stacks import affected_stacks, list_stacks
+    from blueprints.review.stacks import affected_stacks, list_stacks
 
     refs = {r.stack: r for r in list_stacks(ROOT / "stacks", policy_dir=ROOT / "policies" / "config")}
     for part in ("generator", "retrieval"):

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from blueprints.errors import SizingError
+from blueprints.core.errors import SizingError
 from tests.conftest import plan_env, requirements_with
 
 

@@ -1,4 +1,4 @@
-"""Deployability (`blueprints.deployability`): what a real `pulumi up` needs that the mock engine never checks.
+"""Deployability (`blueprints.review.deployability.checks`): what a real `pulumi up` needs that the mock engine never checks.
 
 Each check passes on the bundled stacks and fails, naming the resource and the fix, on a stack config edited to break
 it (a real preview) or, where the program cannot produce the case, on hand-edited records of a real preview.
@@ -20,16 +20,16 @@ import yaml
 from typer.testing import CliRunner
 
 from blueprints.catalog.addons import load_platform_catalog
-from blueprints.platform_plan import BASE_ADDONS, GPU_ADDONS, SCALE_TO_ZERO_ADDONS
+from blueprints.plan.platforms import BASE_ADDONS, GPU_ADDONS, SCALE_TO_ZERO_ADDONS
 from blueprints.cli import app
-from blueprints.deployability import check_deployability
-from blueprints.deployability_nodes import allocatable, pod_requests
-from blueprints.deployability_pod_security import pod_security_violations
-from blueprints.errors import StackConfigError
-from blueprints.platform import PlatformConfig, planned_outputs
-from blueprints.preview import PreviewReport, RegisteredResource
-from blueprints.review import review_stack
-from blueprints.stackconfig import BLUEPRINT_KEY, CLUSTER_ADDONS_KEY, PLATFORM_KEY, PROJECT, read_stack_config
+from blueprints.review.deployability.checks import check_deployability
+from blueprints.review.deployability.nodes import allocatable, pod_requests
+from blueprints.review.deployability.pod_security import pod_security_violations
+from blueprints.core.errors import StackConfigError
+from blueprints.contracts.platform import PlatformConfig, planned_outputs
+from blueprints.review.preview import PreviewReport, RegisteredResource
+from blueprints.review.stack import review_stack
+from blueprints.contracts.stackconfig import BLUEPRINT_KEY, CLUSTER_ADDONS_KEY, PLATFORM_KEY, PROJECT, read_stack_config
 from tests.conftest import ROOT
 
 STACKS = ROOT / "stacks"

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blueprints import defaults
-from blueprints.blueprint import FIXED_REPLICAS
-from blueprints.errors import SizingError
-from blueprints.requirements import Requirements
-from blueprints.requirements_exposure import ExposureVia
-from blueprints.simulation import simulate
+from blueprints.core import defaults
+from blueprints.contracts.sections import FIXED_REPLICAS
+from blueprints.core.errors import SizingError
+from blueprints.requirements.service import Requirements
+from blueprints.requirements.exposure import ExposureVia
+from blueprints.simulate.fleet import simulate
 from tests.conftest import plan_env
 from tests.test_edge_requirements import EDGE_NODES, NEW_USER_EDGE, edge
 
@@ -192,8 +192,8 @@ def edge_requirements(draw) -> dict:
 @given(edge_requirements())
 def test_every_edge_plan_fits_its_owned_nodes_or_is_refused_with_a_message(data):
     from blueprints.catalog import load_catalog
-    from blueprints.errors import BlueprintError
-    from blueprints.planner import plan
+    from blueprints.core.errors import BlueprintError
+    from blueprints.plan.planner import plan
     from tests.conftest import PLAN_DATE
 
     req = Requirements.model_validate(data)

@@ -13,14 +13,14 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from blueprints import defaults
+from blueprints.core import defaults
 from blueprints.catalog import load_catalog
 from blueprints.cli import app
-from blueprints.deployability import check_deployability
-from blueprints.preview import run_preview
-from blueprints.report import render_markdown, render_terminal
-from blueprints.review import review_stack
-from blueprints.stackconfig import write_stack_configs
+from blueprints.review.deployability.checks import check_deployability
+from blueprints.review.preview import run_preview
+from blueprints.review.report.stack import render_markdown, render_terminal
+from blueprints.review.stack import review_stack
+from blueprints.contracts.stackconfig import write_stack_configs
 from components.access import PROXY_TLS_DIR, proxy_config
 from tests.blueprint_builders import manifests, pod_spec, run_program
 from tests.conftest import ROOT
@@ -282,7 +282,7 @@ def test_a_customer_managed_source_key_is_decrypted_only_through_s3_by_the_roles
 def test_a_new_source_on_an_edge_cluster_warns_of_no_sync_job_replacement():
     """The review of a re-plan: an edge cluster has no sync Job, so a changed source replaces none (an existing
     cluster's review still warns that its Job copies the weights again)."""
-    from blueprints.changes import review_changes
+    from blueprints.review.changes import review_changes
 
     before = planned(NEW_USER_EDGE)
     after = planned(edge(model={**NEW_USER_EDGE["model"], "weights_uri": "s3://store-models/kiosk-intent-v2/"}))

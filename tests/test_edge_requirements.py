@@ -12,9 +12,9 @@ import yaml
 from typer.testing import CliRunner
 
 from blueprints.cli import app
-from blueprints.errors import RequirementsError
-from blueprints.requirements import Requirements, load_requirements
-from blueprints.requirements_exposure import NODE_PORT_RANGE
+from blueprints.core.errors import RequirementsError
+from blueprints.requirements.service import Requirements, load_requirements
+from blueprints.requirements.exposure import NODE_PORT_RANGE
 
 runner = CliRunner()
 
@@ -227,7 +227,7 @@ def test_every_new_field_is_in_blueprint_schema(tmp_path):
 
 
 def test_every_kubernetes_version_accepted_runs_the_credential_helper_as_a_native_sidecar():
-    from blueprints import defaults
+    from blueprints.core import defaults
     from blueprints.catalog.addons import load_platform_catalog
 
     def minor(version: str) -> int:

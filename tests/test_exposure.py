@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from blueprints.requirements import Requirements
-from blueprints.requirements_exposure import ExposureScope
+from blueprints.requirements.service import Requirements
+from blueprints.requirements.exposure import ExposureScope
 from test_bad_input import fails, project, write_requirements  # noqa: F401 - the fixture
 from tests.conftest import example_data
 
@@ -60,7 +60,7 @@ def test_a_certificate_of_another_region_exits_2(project):  # noqa: F811
 
 
 def test_an_acknowledged_open_internet_plans_and_the_plan_says_who_can_reach_it(project):  # noqa: F811
-    from blueprints.stackconfig import read_config
+    from blueprints.contracts.stackconfig import read_config
     from typer.testing import CliRunner
 
     from blueprints.cli import app
@@ -79,7 +79,7 @@ def test_an_acknowledged_open_internet_plans_and_the_plan_says_who_can_reach_it(
 
 
 def test_a_sagemaker_plan_says_it_is_iam_authorised():
-    from blueprints.planner_context import access_reasons
+    from blueprints.plan.builders.context import access_reasons
 
     req = Requirements.model_validate(example_data())
     [line] = access_reasons(req, managed=True)
@@ -89,7 +89,7 @@ def test_a_sagemaker_plan_says_it_is_iam_authorised():
 def test_every_bundled_load_balancer_is_internal_but_the_public_examples_which_has_tls_ranges_and_a_key():
     from pathlib import Path
 
-    from blueprints.review import review_stack
+    from blueprints.review.stack import review_stack
 
     root = Path(__file__).resolve().parents[1]
     schemes = {}
@@ -118,7 +118,7 @@ def test_every_bundled_load_balancer_is_internal_but_the_public_examples_which_h
             assert report.outputs["api_key"] == "[secret]"
             assert report.outputs["endpoint"] == "https://llm.partners.example.com/v1"
     assert {s for s, scheme in schemes.items() if scheme != "internal"} == {"partner-api-prod"}
-    from blueprints.stackconfig import read_config
+    from blueprints.contracts.stackconfig import read_config
 
     subjects = [read_config(path) for path in (root / "stacks").glob("Pulumi.*.yaml")]
     served = {bp.stack for bp in subjects if getattr(bp, "archetype", None) is not None and bp.archetype.value !=

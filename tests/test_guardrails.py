@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from blueprints.catalog import load_catalog
-from blueprints.errors import RequirementsError, SizingError
-from blueprints.guardrails import Guardrails
-from blueprints.planner import plan
-from blueprints.review import environment_guardrails, review_stack
+from blueprints.core.errors import RequirementsError, SizingError
+from blueprints.plan.guardrails import Guardrails
+from blueprints.plan.planner import plan
+from blueprints.review.stack import environment_guardrails, review_stack
 from tests.conftest import ROOT, requirements_with
 
 NO_BUDGET = {"max_monthly_usd": 1_000_000}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from blueprints.deployability_pod_security import pod_security_violations
+from blueprints.review.deployability.pod_security import pod_security_violations
 from components.hardening import hardened_pod_spec, image_user
 from tests.blueprint_builders import manifests, run_program, triton_blueprint
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from blueprints.errors import RequirementsError, SizingError
-from blueprints.requirements import load_requirements
+from blueprints.core.errors import RequirementsError, SizingError
+from blueprints.requirements.service import load_requirements
 from tests.conftest import example_data, plan_env, requirements_with
 
 
@@ -116,7 +116,7 @@ def test_a_non_streamed_llm_too_slow_for_sagemakers_60_s_limit_says_to_stream():
 def test_a_tensorflow_model_on_triton_is_told_which_formats_triton_serves():
     data = example_data("search-relevance")
     data["models"][0]["format"] = "tensorflow"
-    from blueprints.requirements import Requirements
+    from blueprints.requirements.service import Requirements
 
     with pytest.raises(RequirementsError, match=r"models\[0\] \(embedder\).format=tensorflow: Triton on GPU serves "
                                                 r"\['onnx', 'tensorrt'"):

@@ -2,7 +2,7 @@
 (issue 15) exit 2 naming the field, quickly and briefly, with no traceback.
 
 Bounds are read from the JSON Schemas of the input models, so a new number field without `ge=`/`le=` (or without a
-reason in `blueprints.bounds.REASONS`, for the files users write) fails here.
+reason in `blueprints.core.bounds.REASONS`, for the files users write) fails here.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from blueprints import bounds
-from blueprints.blueprint import Blueprint
+from blueprints.core import bounds
+from blueprints.contracts.blueprint import Blueprint
 from blueprints.cli import app
-from blueprints.platform import PlatformConfig, PlatformRequirements
-from blueprints.requirements import Requirements
+from blueprints.contracts.platform import PlatformConfig
+from blueprints.requirements.platform_file import PlatformRequirements
+from blueprints.requirements.service import Requirements
 from tests.conftest import EXAMPLES, ROOT, example_data, plan_env, requirements_with
 
 runner = CliRunner()

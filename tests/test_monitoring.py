@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from blueprints.manifests import validate_manifest
-from blueprints.observability import FAST_BURN_RATE, cloudwatch_alarm_specs, queue_alert_threshold, slo_alerts
-from blueprints.preview import manifest, run_under_mocks
+from blueprints.review.manifests import validate_manifest
+from blueprints.contracts.observability import FAST_BURN_RATE, cloudwatch_alarm_specs, queue_alert_threshold, slo_alerts
+from blueprints.review.preview import manifest, run_under_mocks
 from components.monitoring import (
     EndpointMonitoring,
     EndpointMonitoringArgs,

@@ -6,8 +6,8 @@ import ipaddress
 
 import pytest
 
-from blueprints.preview import run_under_mocks
-from blueprints.platform import ExistingVpc
+from blueprints.review.preview import run_under_mocks
+from blueprints.requirements.platform_file import ExistingVpc
 from components.network import Network, NetworkArgs, subnet_cidrs
 
 TAGS = {"service": "chat", "environment": "prod"}

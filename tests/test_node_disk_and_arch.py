@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from blueprints import defaults
+from blueprints.core import defaults
 from blueprints.catalog import load_catalog
-from blueprints.deployability import check_deployability
-from blueprints.options import resolve_models
-from blueprints.preview import PreviewReport
-from blueprints.review import review_stack
-from blueprints.stackconfig import BLUEPRINT_KEY, PLATFORM_KEY
-from blueprints.weights import disk_for_gib, replica_ephemeral_gib, usable_disk_gib, weights_volume_gib
+from blueprints.review.deployability.checks import check_deployability
+from blueprints.plan.options.search import resolve_models
+from blueprints.review.preview import PreviewReport
+from blueprints.review.stack import review_stack
+from blueprints.contracts.stackconfig import BLUEPRINT_KEY, PLATFORM_KEY
+from blueprints.contracts.weights import disk_for_gib, replica_ephemeral_gib, usable_disk_gib, weights_volume_gib
 from tests.blueprint_builders import bundled_platform
 from tests.conftest import ROOT, requirements_with
 

@@ -7,9 +7,9 @@ from pydantic import ValidationError
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from blueprints import defaults
-from blueprints.manifests import validate_manifest
-from blueprints.errors import problem_lines
+from blueprints.core import defaults
+from blueprints.review.manifests import validate_manifest
+from blueprints.core.errors import problem_lines
 from tests.blueprint_builders import derive, manifests, onnx_blueprint, pod_spec, run_program
 
 

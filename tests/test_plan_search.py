@@ -8,15 +8,15 @@ import json
 
 import pytest
 
-from blueprints.blueprint import Archetype
+from blueprints.contracts.sections import Archetype
 from blueprints.catalog import load_catalog
-from blueprints.errors import RequirementsError, SizingError
-from blueprints.guardrails import Guardrails, SearchLimits
-from blueprints.options import gpu_instances, resolve_models
-from blueprints.options_llm import llm_option_on, llm_search, tp_degrees
-from blueprints.planner import plan
-from blueprints.quota import quota_needs
-from blueprints.review import environment_guardrails, review_stack
+from blueprints.core.errors import RequirementsError, SizingError
+from blueprints.plan.guardrails import Guardrails, SearchLimits
+from blueprints.plan.options.search import gpu_instances, resolve_models
+from blueprints.plan.options.llm import llm_option_on, llm_search, tp_degrees
+from blueprints.plan.planner import plan
+from blueprints.plan.quota import quota_needs
+from blueprints.review.stack import environment_guardrails, review_stack
 from tests.conftest import PLAN_DATE, ROOT, platforms_for, requirements_with, write_stacks
 
 POLICY_DIR = ROOT / "policies" / "config"
@@ -143,7 +143,7 @@ def test_spot_where_the_policy_forbids_it_is_planned_on_demand_and_says_so():
 
 
 def test_a_platform_whose_policy_requires_audit_logs_gets_them_and_previews_clean(tmp_path):
-    from blueprints.stackconfig import write_stack_configs
+    from blueprints.contracts.stackconfig import write_stack_configs
     from blueprints.workspace import plan_requirements_file
 
     data = requirements_with(compliance={"audit_logging": False}).model_dump(mode="json", exclude_none=True)
@@ -174,7 +174,7 @@ def test_what_plan_writes_within_the_quota_passes_the_pack(tmp_path):
 
 def test_every_version_dependent_field_the_workloads_render_is_catalogued_with_its_minimum(chat_prod):
     from blueprints.catalog.addons import load_platform_catalog
-    from blueprints.kubernetes_features import features_used
+    from blueprints.plan.kubernetes_features import features_used
     from components.rollout import container_lifecycle, pod_rollout
 
     features = {f.id: f for f in load_platform_catalog().workload_features}
@@ -189,7 +189,7 @@ def test_every_version_dependent_field_the_workloads_render_is_catalogued_with_i
 
 
 def test_a_kubernetes_version_older_than_a_workload_field_is_refused_naming_it(chat_prod):
-    from blueprints.kubernetes_features import feature_problems
+    from blueprints.plan.kubernetes_features import feature_problems
 
     old = chat_prod.model_copy(update={"platform": chat_prod.platform.model_copy(
         update={"kubernetes_version": "1.28"})})
@@ -203,7 +203,7 @@ def test_a_kubernetes_version_older_than_a_workload_field_is_refused_naming_it(c
 
 def test_the_planner_refuses_a_plan_whose_version_lacks_a_field(monkeypatch):
     # A field newer than every catalogued version: every Kubernetes plan must be refused, naming it.
-    import blueprints.kubernetes_features as kf
+    import blueprints.plan.kubernetes_features as kf
     from blueprints.catalog.addons import load_platform_catalog
 
     pcat = load_platform_catalog()
@@ -219,7 +219,7 @@ def test_the_planner_refuses_a_plan_whose_version_lacks_a_field(monkeypatch):
 
 def test_a_platform_version_older_than_the_workload_fields_is_never_chosen_nor_accepted():
     from blueprints.catalog.addons import KubernetesVersion, load_platform_catalog
-    from blueprints.platform_plan import choose_kubernetes_version
+    from blueprints.plan.platforms import choose_kubernetes_version
 
     pcat = load_platform_catalog()
     old = KubernetesVersion(version="1.29", released=None, end_of_standard=PLAN_DATE.replace(year=2027),
@@ -234,7 +234,7 @@ def test_a_platform_version_older_than_the_workload_fields_is_never_chosen_nor_a
 
 
 def test_a_sagemaker_stack_of_an_existing_cluster_service_carries_no_cluster_addons(tmp_path):
-    from blueprints.stackconfig import read_stack_config, write_stack_configs
+    from blueprints.contracts.stackconfig import read_stack_config, write_stack_configs
     from blueprints.workspace import plan_requirements_file
 
     data = requirements_with("prototype-summarizer", operations={

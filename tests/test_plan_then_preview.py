@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from blueprints.catalog import load_catalog
 from blueprints.catalog.addons import load_platform_catalog
-from blueprints.errors import BlueprintError
-from blueprints.review import review_stack
-from blueprints.stackconfig import write_stack_configs
+from blueprints.core.errors import BlueprintError
+from blueprints.review.stack import review_stack
+from blueprints.contracts.stackconfig import write_stack_configs
 from blueprints.workspace import plan_requirements_file
 from tests.conftest import PLAN_DATE, ROOT
 

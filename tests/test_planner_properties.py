@@ -10,15 +10,17 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blueprints import defaults
-from blueprints.blueprint import Archetype, Blueprint
+from blueprints.core import defaults
+from blueprints.contracts.sections import Archetype
+from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog import load_catalog
-from blueprints.errors import BlueprintError
-from blueprints.capacity.physics import kv_cache_tokens
-from blueprints.options_nongen import latency_target_ms
-from blueprints.planner import plan
-from blueprints.requirements import Requirements
-from blueprints.sizing import estimate_llm
+from blueprints.core.errors import BlueprintError
+from blueprints.contracts.memory import kv_cache_tokens
+from blueprints.plan.options.nongen import latency_target_ms
+from blueprints.plan.planner import plan
+from blueprints.requirements.model import Precision
+from blueprints.requirements.service import Requirements
+from blueprints.capacity.sizing import estimate_llm
 
 CATALOG = load_catalog()
 LLMS = sorted(m.id for m in CATALOG.models.values() if m.task.generative)
@@ -147,7 +149,7 @@ def test_the_planner_returns_self_consistent_plans_or_a_blueprint_error(data):
        st.integers(1, 64), st.integers(1, 8000), st.integers(1, 2000))
 def test_more_concurrency_never_lowers_itl_and_more_gpus_never_shrink_the_kv_cache(model, gpu, tp, conc, inp, out):
     arch, g = CATALOG.model(model).architecture, CATALOG.gpu(gpu)
-    kw = dict(precision=__import__("blueprints.requirements_model").requirements_model.Precision.BF16, input_tokens=inp,
+    kw = dict(precision=Precision.BF16, input_tokens=inp,
               output_tokens=out)
     one = estimate_llm(arch, g, tensor_parallel_size=tp, concurrency=conc, **kw)
     more = estimate_llm(arch, g, tensor_parallel_size=tp, concurrency=conc + 1, **kw)

@@ -8,9 +8,11 @@ import sys
 
 from tests.conftest import ROOT
 
-PLANNER_MODULES = ["planner", "selection", "options", "sizing", "startup", "requirements", "blueprint", "defaults",
-                   "catalog/__init__", "catalog/addons", "catalog/iam", "platform", "platform_plan", "weights",
-                   "guardrails", "stability", "kubernetes_features"]
+PLANNER_MODULES = ["plan/planner", "plan/selection", "plan/options/search", "capacity/sizing", "plan/startup",
+                   "requirements/service", "contracts/blueprint", "contracts/sections", "core/defaults",
+                   "catalog/__init__", "catalog/addons", "catalog/iam", "contracts/platform",
+                   "requirements/platform_file", "plan/platforms", "contracts/weights", "plan/guardrails",
+                   "plan/stability", "plan/kubernetes_features"]
 FORBIDDEN = {"pulumi", "pulumi_aws", "pulumi_kubernetes", "os", "time", "socket", "urllib", "requests",
              "random", "httpx"}
 #: Clock reads (`date.today()`, `datetime.now()`): the plan date is an input (`--as-of`), never read here.

@@ -13,17 +13,12 @@ import yaml
 
 from blueprints.catalog import load_catalog
 from blueprints.catalog.addons import load_platform_catalog
-from blueprints.errors import RequirementsError, StackConfigError
-from blueprints.platform import (
-    PlatformConfig,
-    PlatformRequirements,
-    kubernetes_upgrade_problem,
-    load_platform_requirements,
-    planned_outputs,
-)
-from blueprints.platform_plan import ServiceFile, choose_kubernetes_version, plan_platforms
-from blueprints.requirements import Requirements
-from blueprints.stackconfig import PLATFORM_KEY, write_stack_configs
+from blueprints.core.errors import RequirementsError, StackConfigError
+from blueprints.contracts.platform import PlatformConfig, kubernetes_upgrade_problem, planned_outputs
+from blueprints.requirements.platform_file import PlatformRequirements, load_platform_requirements
+from blueprints.plan.platforms import ServiceFile, choose_kubernetes_version, plan_platforms
+from blueprints.requirements.service import Requirements
+from blueprints.contracts.stackconfig import PLATFORM_KEY, write_stack_configs
 from tests.blueprint_builders import bundled_platform, run_platform
 from tests.conftest import EXAMPLES, PLAN_DATE, example_data, requirements_with
 
@@ -319,7 +314,7 @@ def test_an_unquoted_kubernetes_version_gets_a_hint_to_quote_it(tmp_path):
 def test_the_platform_file_schema_validates_the_bundled_platform_yaml_and_refuses_a_typo():
     import jsonschema
 
-    from blueprints.platform import platform_json_schema
+    from blueprints.requirements.platform_file import platform_json_schema
 
     schema = platform_json_schema()
     data = yaml.safe_load((EXAMPLES / "platform.yaml").read_text())
@@ -332,7 +327,7 @@ def _field_paths(model: type, prefix: str = "") -> list[str]:
     """Every key path of a platform.yaml model: `system_nodes.count`, `platforms.<name>.existing_vpc.vpc_id`, ..."""
     from pydantic import BaseModel
 
-    from blueprints.platform import PlatformOverride
+    from blueprints.requirements.platform_file import PlatformOverride
 
     paths = []
     for name, field in model.model_fields.items():

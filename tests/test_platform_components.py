@@ -8,11 +8,11 @@ import math
 
 import pytest
 
-from blueprints.capacity.physics import weights_gib
+from blueprints.contracts.memory import weights_gib
 from blueprints.catalog import load_catalog
 from blueprints.catalog.addons import load_platform_catalog
-from blueprints.requirements_model import Precision
-from blueprints.platform import PlatformOutputs
+from blueprints.requirements.model import Precision
+from blueprints.contracts.platform import PlatformOutputs
 from tests.blueprint_builders import bundled_platform, manifests, run_platform
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -229,8 +229,8 @@ def test_alertmanager_pages_the_platforms_receiver_with_its_url_from_a_secret():
 
 
 def test_a_platform_without_a_receiver_says_so():
-    from blueprints.platform import PlatformRequirements
-    from blueprints.platform_plan import ServiceFile, plan_platforms
+    from blueprints.requirements.platform_file import PlatformRequirements
+    from blueprints.plan.platforms import ServiceFile, plan_platforms
     from tests.conftest import PLAN_DATE, requirements_with
 
     [platform, _] = plan_platforms([ServiceFile(None, requirements_with())], PlatformRequirements(),
@@ -241,7 +241,8 @@ def test_a_platform_without_a_receiver_says_so():
 
 @pytest.mark.parametrize("kind,key", [("pagerduty", "routing_key_file"), ("webhook", "url_file")])
 def test_every_receiver_kind_reads_its_secret_from_the_mounted_file(kind, key):
-    from blueprints.platform import PlatformAlerting, ReceiverKind
+    from blueprints.contracts.platform import PlatformAlerting
+    from blueprints.requirements.platform_file import ReceiverKind
     from components.addons import ALERT_RECEIVER_FILE, alertmanager_config
 
     config = alertmanager_config(PlatformAlerting(receiver=ReceiverKind(kind)))

@@ -13,22 +13,17 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from blueprints.blueprint import Blueprint
+from blueprints.contracts.blueprint import Blueprint
 from blueprints.cli import app
-from blueprints.errors import BlueprintError, StackConfigError
-from blueprints.platform import PlatformConfig, PlatformKind
-from blueprints.preview import landing_problems, mock_outputs, run_preview
-from blueprints.review import environment_guardrails
-from blueprints.stackconfig import (
-    BLUEPRINT_KEY,
-    CLUSTER_ADDONS_KEY,
-    PLATFORM_KEY,
-    read_config,
-    read_platform_config,
-    read_stack_config,
+from blueprints.core.errors import BlueprintError, StackConfigError
+from blueprints.contracts.platform import PlatformConfig, PlatformKind
+from blueprints.review.preview import landing_problems, mock_outputs, run_preview
+from blueprints.review.stack import environment_guardrails
+from blueprints.contracts.stackconfig import (
+    BLUEPRINT_KEY, CLUSTER_ADDONS_KEY, PLATFORM_KEY, read_config, read_platform_config, read_stack_config,
     render_stack_config,
 )
-from blueprints.stacks import list_stacks
+from blueprints.review.stacks import list_stacks
 from tests.conftest import ROOT, requirements_with
 
 STACKS = ROOT / "stacks"

@@ -10,10 +10,10 @@ import pytest
 
 from blueprints.catalog import load_catalog
 from blueprints.catalog.addons import load_platform_catalog
-from blueprints.errors import RequirementsError
-from blueprints.platform import PlatformRequirements, load_platform_requirements
-from blueprints.platform_plan import ServiceFile, choose_kubernetes_version, plan_platforms
-from blueprints.requirements import Requirements
+from blueprints.core.errors import RequirementsError
+from blueprints.requirements.platform_file import PlatformRequirements, load_platform_requirements
+from blueprints.plan.platforms import ServiceFile, choose_kubernetes_version, plan_platforms
+from blueprints.requirements.service import Requirements
 from blueprints.workspace import plan_platform_set, plan_requirements_file
 from tests.conftest import EXAMPLES, PLAN_DATE, ROOT, example_data, requirements_with
 
@@ -43,7 +43,7 @@ def test_environments_land_on_the_platform_of_their_environment_and_region():
 
 
 def test_planning_any_service_writes_the_same_platform_bytes():
-    from blueprints.stackconfig import render_stack_config
+    from blueprints.contracts.stackconfig import render_stack_config
 
     texts = set()
     for name in ("chat-assistant", "search-relevance"):

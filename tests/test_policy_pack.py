@@ -18,8 +18,8 @@ from pulumi.runtime import proto
 from pulumi.runtime.proto import analyzer_pb2_grpc
 from pulumi_policy import PolicyResource, StackValidationPolicy
 
-from blueprints.preview import RegisteredResource, run_preview
-from policies.offline import CONFIG_DIR, evaluate, evaluate_preview, load_policy_config
+from blueprints.review.preview import RegisteredResource, run_preview
+from blueprints.review.policy_pack import CONFIG_DIR, evaluate, evaluate_preview, load_policy_config
 from policies.rules import POLICIES, RULES, RULES_BY_NAME
 from test_policy_support import (
     UNKNOWN_STRING,

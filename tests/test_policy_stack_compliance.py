@@ -11,7 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from blueprints.blueprint import COMPLIANCE_TAG, PLATFORM_COMPLIANCE_ANNOTATION, ComplianceRecord, decode_flags
+from blueprints.contracts.sections import COMPLIANCE_TAG, PLATFORM_COMPLIANCE_ANNOTATION, ComplianceRecord, decode_flags
 from blueprints.cli import app
 from test_policy_support import policy_resource, stack_violations
 
@@ -140,7 +140,7 @@ def test_private_only_flags_an_internet_facing_load_balancer_and_a_public_platfo
 
 def test_an_edge_stack_records_its_compliance_on_its_namespace_and_a_hand_edit_below_it_fails(tmp_path):
     """An edge cluster's stack keeps no model store bucket to tag: its namespace carries the record instead."""
-    from blueprints.blueprint import COMPLIANCE_ANNOTATION
+    from blueprints.contracts.sections import COMPLIANCE_ANNOTATION
 
     edge = "edge-classifier-prod"
     result = CliRunner().invoke(app, ["preview", edge, "--stacks-dir", str(ROOT / "stacks"), "--program",

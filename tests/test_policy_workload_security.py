@@ -84,7 +84,7 @@ def test_an_image_from_another_registry_is_flagged_unless_its_ecr_account_is_all
 
 
 def test_the_default_registries_cover_every_image_the_project_pins():
-    from blueprints import defaults
+    from blueprints.core import defaults
     from policies.rules import RULES_BY_NAME
     from policies.workloads import registry_allowed
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from blueprints.errors import StackConfigError
-from blueprints.manifests import validate_manifest
-from blueprints.preview import run_preview
+from blueprints.core.errors import StackConfigError
+from blueprints.review.manifests import validate_manifest
+from blueprints.review.preview import run_preview
 from tests.conftest import ROOT, plan_env, requirements_with, vllm_blueprint, write_stacks
 
 

@@ -11,9 +11,9 @@ from functools import lru_cache
 import pulumi_aws
 import pytest
 
-from blueprints.blueprint import Archetype
-from blueprints.manifests import validate_manifest
-from blueprints.preview import run_preview
+from blueprints.contracts.sections import Archetype
+from blueprints.review.manifests import validate_manifest
+from blueprints.review.preview import run_preview
 from components.archetypes import KUBERNETES_ARCHETYPES
 from tests.conftest import ROOT
 
@@ -161,7 +161,7 @@ def test_serving_pods_wait_for_the_weights_sync_job(chat_prod):
 
 
 def test_an_internal_exposure_is_an_internal_load_balancer_on_the_platforms_private_subnets(chat_prod):
-    from blueprints.platform import planned_outputs
+    from blueprints.contracts.platform import planned_outputs
     from tests.blueprint_builders import bundled_platform, manifests, run_program
 
     run = run_program(chat_prod)
@@ -174,7 +174,7 @@ def test_an_internal_exposure_is_an_internal_load_balancer_on_the_platforms_priv
 
 
 def test_a_public_exposure_lands_on_the_platforms_public_subnets_and_the_outputs_name_the_client_url(chat_prod):
-    from blueprints.platform import planned_outputs
+    from blueprints.contracts.platform import planned_outputs
     from tests.blueprint_builders import bundled_platform, derive, manifests, run_program
 
     cert = "arn:aws:acm:us-east-1:123456789012:certificate/0b5c7e4a-1d2f-4c3b-9a8e-7f6d5c4b3a21"

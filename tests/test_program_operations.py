@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from blueprints.observability import scaling_signal
-from blueprints.preview import run_preview
-from blueprints.stackconfig import read_stack_config
+from blueprints.contracts.observability import scaling_signal
+from blueprints.review.preview import run_preview
+from blueprints.contracts.stackconfig import read_stack_config
 from components.rollout import node_pool_max_nodes
 from tests.conftest import ROOT
 

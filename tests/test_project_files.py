@@ -24,7 +24,7 @@ def test_committed_stack_configs_are_current(tmp_path):
     """Every committed stack config (services and platforms) equals what `blueprint plan` writes for its requirements
     file on the plan date the bundled examples were planned on, over the committed configs (whose hardware a re-plan
     keeps within the switch threshold): a fixed point."""
-    from blueprints.stackconfig import write_stack_configs
+    from blueprints.contracts.stackconfig import write_stack_configs
     from blueprints.workspace import plan_requirements_file
 
     committed = sorted(p.name for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))

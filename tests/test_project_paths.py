@@ -12,7 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from blueprints.cli import app
-from blueprints.stackconfig import read_stack_config
+from blueprints.contracts.stackconfig import read_stack_config
 from tests.conftest import CHAT_EXAMPLE, ROOT
 
 runner = CliRunner()

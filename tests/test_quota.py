@@ -11,8 +11,8 @@ from botocore.stub import Stubber
 from typer.testing import CliRunner
 
 from blueprints.cli import app
-from blueprints.quota import check_quotas, ec2_group, quota_needs
-from blueprints.stackconfig import read_config
+from blueprints.plan.quota import check_quotas, ec2_group, quota_needs
+from blueprints.contracts.stackconfig import read_config
 from tests.conftest import ROOT
 
 runner = CliRunner()

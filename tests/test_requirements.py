@@ -9,9 +9,9 @@ import yaml
 
 from pydantic import ValidationError
 
-from blueprints.errors import RequirementsError, problem_lines
-from blueprints.requirements import Requirements, load_requirements
-from blueprints.requirements_model import Precision
+from blueprints.core.errors import RequirementsError, problem_lines
+from blueprints.requirements.service import Requirements, load_requirements
+from blueprints.requirements.model import Precision
 from tests.conftest import CHAT_EXAMPLE, example_data
 
 

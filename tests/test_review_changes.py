@@ -10,15 +10,16 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-from blueprints.blueprint import Archetype, Blueprint
+from blueprints.contracts.sections import Archetype
+from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog.replacements import Effect, load_replace_rules
-from blueprints.changes import FieldChange, review_changes
-from blueprints.changes_report import review_lines, review_markdown
+from blueprints.review.changes import FieldChange, review_changes
+from blueprints.review.report.changes import review_lines, review_markdown
 from blueprints.cli import app
-from blueprints.diff import diff_reports
-from blueprints.preview import run_preview
-from blueprints.review import baseline_review
-from blueprints.stackconfig import read_stack_config
+from blueprints.review.diff import diff_reports
+from blueprints.review.preview import run_preview
+from blueprints.review.stack import baseline_review
+from blueprints.contracts.stackconfig import read_stack_config
 from tests.blueprint_builders import derive
 from tests.conftest import ROOT, plan_env, requirements_with, write_stacks
 
@@ -202,8 +203,8 @@ def test_an_older_baseline_without_a_blueprint_still_compares_predictions(chat_b
 
 
 def test_every_rule_has_a_source_and_planned_by_names_real_blueprint_fields(chat_before):
-    from blueprints.changes import _keyed
-    from blueprints.diff import flatten
+    from blueprints.review.changes import _keyed
+    from blueprints.review.diff import flatten
 
     fields = set(flatten(_keyed(_dump(chat_before)))) | set(flatten(_keyed(_dump(_summarizer(0.5)))))
     archetypes = {a.value for a in Archetype}

@@ -9,10 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from blueprints.cli import app
-from blueprints.diff import diff_reports, flatten
-from blueprints.manifests import validate_manifest
-from blueprints.preview import PolicyVerdict, run_preview
-from blueprints.report import mermaid_diagram, render_markdown
+from blueprints.review.diff import diff_reports, flatten
+from blueprints.review.manifests import validate_manifest
+from blueprints.review.preview import PolicyVerdict, run_preview
+from blueprints.review.report.stack import mermaid_diagram, render_markdown
 from tests.conftest import ROOT, write_stacks
 
 runner = CliRunner()
@@ -202,7 +202,7 @@ def test_program_warnings_go_into_the_report_and_secrets_print_as_placeholders(t
 
 
 def test_a_private_stack_is_checked_as_private_whatever_the_environment_file_says(tmp_path, monkeypatch):
-    from blueprints.review import review_stack
+    from blueprints.review.stack import review_stack
 
     shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
     program = tmp_path / "program.py"
@@ -224,7 +224,7 @@ def test_a_changed_dashboard_shows_an_excerpt_not_its_whole_json(report):
     """Found in a new-user trial: an ITL change rewrote the dashboard ConfigMap and plan.md printed its 8 KB JSON
     before and after in the replacement warning and in every row of the change table (146,502 characters, beyond
     what a pull-request comment holds)."""
-    from blueprints.changes import SHOWN_CHARS
+    from blueprints.review.changes import SHOWN_CHARS
 
     base = report.to_json()
     head = json.loads(json.dumps(base))
@@ -241,7 +241,7 @@ def test_a_changed_dashboard_shows_an_excerpt_not_its_whole_json(report):
 
 
 def test_a_report_beyond_a_comment_s_limit_leaves_out_the_resource_table_first(report, monkeypatch):
-    import blueprints.report as report_module
+    import blueprints.review.report.stack as report_module
 
     full = render_markdown(report)
     table = full.index("<details>")

@@ -3,7 +3,7 @@ zone spread for high availability, and the disruption budget."""
 
 from __future__ import annotations
 
-from blueprints.blueprint import Blueprint
+from blueprints.contracts.blueprint import Blueprint
 from components.rollout import (
     PRESTOP_SLEEP_S,
     SURGE_REPLICAS,
@@ -20,7 +20,7 @@ SELECTOR = {"app.kubernetes.io/name": "vllm"}
 
 
 def with_model_size(bp: Blueprint, weights_gib: float) -> Blueprint:
-    from blueprints.startup import startup_budget
+    from blueprints.plan.startup import startup_budget
 
     model = bp.model.model_copy(update={"weights_gib": weights_gib})
     return bp.model_copy(update={"models": [model], "startup": startup_budget(
@@ -47,8 +47,8 @@ def test_node_pool_covers_autoscaler_max_plus_surge_spread_over_the_zones(chat_p
 def test_zone_spread_needs_more_nodes_than_bin_packing_alone():
     """9 pods (8 replicas + 1 surge) on p4de (2 per node) over 3 zones need 6 nodes, not 5: 3 per zone, 2 nodes each;
     a pool limited to 5 would leave the rollout's surge Pending. The plan's NodePool limit follows the same count."""
-    from blueprints.blueprint import nodes_for
-    from blueprints.defaults import SURGE_REPLICAS
+    from blueprints.contracts.sections import nodes_for
+    from blueprints.core.defaults import SURGE_REPLICAS
 
     assert nodes_for(9, 2, zones=3) == 6 and nodes_for(9, 2, zones=1) == 5
     assert nodes_for(7, 2, zones=3) == 4 and nodes_for(1, 2, zones=3) == 1

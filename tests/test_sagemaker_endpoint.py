@@ -162,7 +162,7 @@ def test_a_canary_of_one_instance_needs_two_or_more(chat_prod):
 
 def test_rollback_alarms_never_sit_at_steady_state(chat_prod):
     """The old GPU-memory alarm (> 90 %) sat where vLLM preallocates (gpu_memory_utilization 0.9)."""
-    from blueprints.observability import ROLLBACK_MARGIN, cloudwatch_alarm_specs
+    from blueprints.contracts.observability import ROLLBACK_MARGIN, cloudwatch_alarm_specs
 
     for bp in (sagemaker_blueprint(chat_prod), derive(sagemaker_blueprint(chat_prod), models=[
             sized_model(chat_prod.model.name, 1.0, fmt="safetensors")])):

@@ -6,11 +6,11 @@ from tests.conftest import PLAN_DATE
 
 import pytest
 
-from blueprints.blueprint import Archetype
-from blueprints.errors import RequirementsError, SizingError
-from blueprints.options import resolve_models
-from blueprints.requirements_platform import Accelerator
-from blueprints.selection import reference_environment, select_archetype
+from blueprints.contracts.sections import Archetype
+from blueprints.core.errors import RequirementsError, SizingError
+from blueprints.plan.options.search import resolve_models
+from blueprints.requirements.hosting import Accelerator
+from blueprints.plan.selection import reference_environment, select_archetype
 from tests.conftest import example_data, requirements_with
 
 
@@ -101,7 +101,7 @@ def test_a_heavy_encoder_load_picks_the_gpu_when_cpu_costs_more(catalog):
     data["traffic"] = {"peak_requests_per_s": 300, "mean_input_tokens": 256}
     data["hardware"] = {"accelerators": ["nvidia-gpu", "cpu"]}
     data["budget"] = {}
-    from blueprints.requirements import Requirements
+    from blueprints.requirements.service import Requirements
 
     sel = select(Requirements.model_validate(data), catalog)
     assert sel.archetype is Archetype.TRITON_MULTI_MODEL and sel.accelerator is Accelerator.NVIDIA_GPU
@@ -110,7 +110,7 @@ def test_a_heavy_encoder_load_picks_the_gpu_when_cpu_costs_more(catalog):
 def test_a_non_onnx_model_without_gpus_is_told_to_export_to_onnx(catalog):
     data = example_data("support-sentiment")
     data["model"]["format"] = "safetensors"
-    from blueprints.requirements import Requirements
+    from blueprints.requirements.service import Requirements
 
     with pytest.raises(RequirementsError, match=r"model.format=safetensors: .* set model.format: onnx"):
         select(Requirements.model_validate(data), catalog)
@@ -127,7 +127,7 @@ def test_one_estate_never_selects_an_llm_beside_its_models(catalog):
     data = example_data("search-relevance")
     data["models"].append({"id": "llama-3.1-8b", "weights_uri": "s3://search-models/llama/",
                            "traffic": {"peak_requests_per_s": 1}})
-    from blueprints.requirements import Requirements
+    from blueprints.requirements.service import Requirements
 
     with pytest.raises(RequirementsError, match=r"\['llama-3-1-8b'\] generate text .* compound service"):
         select(Requirements.model_validate(data), catalog)
@@ -142,7 +142,7 @@ def test_managed_preference_in_a_region_without_a_sagemaker_image_names_the_allo
     data = example_data("prototype-summarizer")
     data["compliance"]["regions_allowed"] = ["ap-east-1"]
     data["environments"]["pilot"]["region"] = "ap-east-1"
-    from blueprints.requirements import Requirements
+    from blueprints.requirements.service import Requirements
 
     with pytest.raises(SizingError, match=r"no SageMaker lmi image for region\(s\) \['ap-east-1'\]; pick a region"):
         select(Requirements.model_validate(data), catalog)
@@ -154,7 +154,7 @@ def test_any_preference_in_a_region_without_sagemaker_stays_self_hosted(catalog)
     data["compliance"]["regions_allowed"] = ["ap-east-1"]
     for env in data["environments"].values():
         env["region"] = "ap-east-1"
-    from blueprints.requirements import Requirements
+    from blueprints.requirements.service import Requirements
 
     sel = select(Requirements.model_validate(data), catalog)
     assert sel.archetype is Archetype.VLLM_GPU
@@ -167,7 +167,7 @@ def test_costs_are_compared_on_the_busiest_production_environment():
 
 
 def test_selection_reasons_open_every_blueprints_rationale(catalog):
-    from blueprints.planner import plan
+    from blueprints.plan.planner import plan
 
     req = requirements_with("search-relevance")
     sel = select(req, catalog)

@@ -11,10 +11,10 @@ import yaml
 from typer.testing import CliRunner
 
 from blueprints.cli import app
-from blueprints.review import review_stack
-from blueprints.signal_check import check_signals
-from blueprints.signals import SIGNALS, planned_target
-from blueprints.units import parse_unit
+from blueprints.review.stack import review_stack
+from blueprints.review.signals import check_signals
+from blueprints.catalog.signals import SIGNALS, planned_target
+from blueprints.catalog.units import parse_unit
 from tests.conftest import ROOT
 
 STACKS = ROOT / "stacks"
@@ -166,7 +166,7 @@ def test_a_stack_config_hand_edited_to_a_misspelt_metric_fails_the_preview_namin
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     result = CliRunner().invoke(app, ["preview", "chat-assistant-prod", "--stacks-dir", str(stacks),
                                       "--program", str(ROOT / "__main__.py")])
-    # The Blueprint itself refuses a metric that is no scaling signal of its engine (blueprints.consistency_serving),
+    # The Blueprint itself refuses a metric that is no scaling signal of its engine (blueprints.contracts.serving_flags),
     # before any query is rendered; a query naming a metric the engine lacks is the signal check's (tests above).
     assert result.exit_code == 2, result.output
     assert ("servingblueprints:blueprint.autoscaling.metric: 'vllm:num_request_running' is not a scaling signal of "
@@ -188,7 +188,7 @@ def test_every_table_row_has_a_known_unit_and_metric():
 
 
 def test_the_pinned_images_have_metric_catalogs():
-    from blueprints import defaults
+    from blueprints.core import defaults
     from blueprints.catalog.metrics import load_metric_catalog
 
     catalog = load_metric_catalog()

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from blueprints.cli import app
-from blueprints.simulation import planned_traffic, simulate
-from blueprints.stackconfig import read_stack_config
-from blueprints.traffic import MINUTES_PER_DAY, PATTERNS, daily_curve
+from blueprints.simulate.fleet import planned_traffic, simulate
+from blueprints.contracts.stackconfig import read_stack_config
+from blueprints.simulate.traffic import MINUTES_PER_DAY, PATTERNS, daily_curve
 from tests.blueprint_builders import derive
 from tests.conftest import ROOT, plan_env, requirements_with
 
@@ -61,7 +61,7 @@ def test_scaling_a_trace_up_never_lowers_replica_hours(levels, factor):
 
 
 def test_a_cooldown_shorter_than_the_cold_start_flaps(busy_chat, monkeypatch):
-    from blueprints.replica_model import replica_model
+    from blueprints.capacity.replica import replica_model
 
     bp = derive(busy_chat, autoscaling={"min_replicas": 2})  # room to scale down
     trace = planned_traffic(bp)
@@ -70,7 +70,7 @@ def test_a_cooldown_shorter_than_the_cold_start_flaps(busy_chat, monkeypatch):
         derive(bp, autoscaling={"cooldown_s": 60})  # a stack config may not say so; what it would do, on the same
     short = bp.model_copy(update={"autoscaling": bp.autoscaling.model_copy(update={"cooldown_s": 60})})  # replicas:
     same_replicas = replica_model(bp)
-    monkeypatch.setattr("blueprints.simulation.replica_model", lambda _: same_replicas)
+    monkeypatch.setattr("blueprints.simulate.fleet.replica_model", lambda _: same_replicas)
     assert bp.autoscaling.cooldown_s > bp.startup.total_s > 60
     flapping = simulate(short, trace=trace)
     assert flapping.scale_downs > planned.scale_downs and flapping.scale_ups > planned.scale_ups
@@ -186,8 +186,8 @@ def test_planned_dev_scale_to_zero_states_the_cold_start():
 def test_the_plan_raises_the_minimum_until_the_simulated_day_meets_the_attainment_goal():
     """Bursty chat prod: bursts outpace a new replica's start, so the availability floor (2) alone misses the p95
     targets in many minutes; the plan keeps the lowest floor that meets the goal, and says what it costs."""
-    from blueprints.defaults import SLO_ATTAINMENT_GOAL
-    from blueprints.options import replicas_floor
+    from blueprints.core.defaults import SLO_ATTAINMENT_GOAL
+    from blueprints.plan.options.search import replicas_floor
 
     req = requirements_with()
     bp = plan_env(req, "prod")
@@ -218,8 +218,8 @@ def test_a_minimum_set_in_the_requirements_is_kept_and_its_attainment_reported()
 def test_the_vllm_target_scales_out_before_a_replica_passes_the_rate_that_meets_the_slo(busy_chat):
     """At most the HPA's tolerance below the signal at the plan's capacity per replica (the SLO's edge), and at most
     the signal at the peak share, so the peak holds the planned replicas."""
-    from blueprints.defaults import HPA_TOLERANCE
-    from blueprints.replica_model import replica_model
+    from blueprints.core.defaults import HPA_TOLERANCE
+    from blueprints.capacity.replica import replica_model
 
     bp, model = busy_chat, replica_model(busy_chat)
     edge = model.at(bp.predictions.requests_per_s_capacity / bp.compute.replicas).running

@@ -14,7 +14,7 @@ from blueprints.capacity.calibration import (
     predict,
 )
 from blueprints.capacity.physics import replica_model
-from blueprints.requirements_model import Precision
+from blueprints.requirements.model import Precision
 
 POINTS = load_points()
 
@@ -73,8 +73,8 @@ def test_decode_never_beats_the_bandwidth_floor(catalog, gpu):
 
 
 def test_planner_never_shards_a_model_over_a_degree_that_does_not_divide_its_heads(catalog):
-    from blueprints.options_llm import tp_degrees
-    from blueprints.sizing import tensor_parallel_problems
+    from blueprints.plan.options.llm import tp_degrees
+    from blueprints.capacity.sizing import tensor_parallel_problems
 
     qwen = catalog.model("qwen2.5-7b").architecture  # 28 attention heads
     assert tp_degrees(8, qwen, managed=False) == [1, 2, 4]

@@ -7,13 +7,13 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from blueprints import defaults
-from blueprints.blueprint import Archetype
-from blueprints.errors import problem_lines
-from blueprints.options import resolve_models
-from blueprints.options_nongen import request_work
-from blueprints.requirements import Requirements
-from blueprints.sizing import cpu_request_ms, encoder_gflops_per_request, gpu_batch_ms
+from blueprints.core import defaults
+from blueprints.contracts.sections import Archetype
+from blueprints.core.errors import problem_lines
+from blueprints.plan.options.search import resolve_models
+from blueprints.plan.options.nongen import request_work
+from blueprints.requirements.service import Requirements
+from blueprints.capacity.sizing import cpu_request_ms, encoder_gflops_per_request, gpu_batch_ms
 from tests.conftest import example_data, plan_env, requirements_with
 
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from blueprints import defaults
-from blueprints.blueprint import TritonModelConfig
+from blueprints.core import defaults
+from blueprints.contracts.sections import TritonModelConfig
 from blueprints.catalog import Task
-from blueprints.errors import RequirementsError, problem_lines
-from blueprints.options import resolve_models
-from blueprints.options_nongen import queue_delay_ms, request_work
-from blueprints.preview import run_preview
-from blueprints.requirements import Requirements
-from blueprints.sizing import GIB, gpu_batch_ms
+from blueprints.core.errors import RequirementsError, problem_lines
+from blueprints.plan.options.search import resolve_models
+from blueprints.plan.options.nongen import queue_delay_ms, request_work
+from blueprints.review.preview import run_preview
+from blueprints.requirements.service import Requirements
+from blueprints.capacity.sizing import GIB, gpu_batch_ms
 from tests.conftest import ROOT, plan_env, write_stacks
 
 WHISPER = {"id": "whisper-large-v3", "format": "onnx", "precision": "fp16",

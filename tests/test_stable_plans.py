@@ -10,15 +10,15 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from blueprints.blueprint import Archetype
+from blueprints.contracts.sections import Archetype
 from blueprints.catalog import load_catalog
 from blueprints.cli import app
-from blueprints.guardrails import Guardrails
-from blueprints.options import resolve_models
-from blueprints.options_nongen import search_nongen_options
-from blueprints.planner import plan
-from blueprints.stability import Hardware, hardware_of
-from blueprints.stackconfig import read_stack_config
+from blueprints.plan.guardrails import Guardrails
+from blueprints.plan.options.search import resolve_models
+from blueprints.plan.options.nongen import search_nongen_options
+from blueprints.plan.planner import plan
+from blueprints.plan.stability import Hardware, hardware_of
+from blueprints.contracts.stackconfig import read_stack_config
 from tests.conftest import EXAMPLES, PLAN_DATE, ROOT, platforms_for, requirements_with
 
 runner = CliRunner()
@@ -152,7 +152,7 @@ def test_plan_help_documents_the_switch_threshold():
 
 
 def test_the_planner_refuses_a_switch_threshold_outside_0_to_100():
-    from blueprints.errors import RequirementsError
+    from blueprints.core.errors import RequirementsError
 
     with pytest.raises(RequirementsError, match="--switch-threshold 150: a percentage from 0 to 100"):
         plan(requirements_with(), load_catalog(), as_of=PLAN_DATE, switch_threshold_pct=150)

@@ -9,13 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from blueprints.errors import StackConfigError
-from blueprints.stackconfig import (
-    BLUEPRINT_KEY,
-    read_stack_config,
-    render_stack_config,
-    write_stack_configs,
-)
+from blueprints.core.errors import StackConfigError
+from blueprints.contracts.stackconfig import BLUEPRINT_KEY, read_stack_config, render_stack_config, write_stack_configs
 from tests.conftest import plan_env, requirements_with
 
 
@@ -30,7 +25,7 @@ def test_same_requirements_give_byte_identical_files(tmp_path):
     second = tmp_path / "b"
     req = requirements_with()
     from blueprints.catalog import load_catalog
-    from blueprints.planner import plan
+    from blueprints.plan.planner import plan
 
     write_stack_configs(plan(req, load_catalog(), as_of=PLAN_DATE), first, source="req.yaml")
     write_stack_configs(plan(requirements_with(), load_catalog(), as_of=PLAN_DATE), second, source="req.yaml")

@@ -7,8 +7,8 @@ from pydantic import ValidationError
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from blueprints.errors import problem_lines
-from blueprints.manifests import validate_manifest
+from blueprints.core.errors import problem_lines
+from blueprints.review.manifests import validate_manifest
 from components.triton_service import config_pbtxt
 from tests.blueprint_builders import derive, manifests, pod_spec, run_program, triton_blueprint
 

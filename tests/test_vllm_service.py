@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from blueprints.manifests import validate_manifest
-from blueprints.preview import run_under_mocks
+from blueprints.review.manifests import validate_manifest
+from blueprints.review.preview import run_under_mocks
 from components.vllm_service import VllmService, VllmServiceArgs
 from components.weights_delivery import StoreDelivery
 from components.workload import Endpoint

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from blueprints.preview import run_under_mocks
+from blueprints.review.preview import run_under_mocks
 from components.weights_storage import WeightsStorage, WeightsStorageArgs, read_only_policy, write_policy
 
 TAGS = {"service": "chat", "environment": "prod"}

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from blueprints.manifests import validate_manifest
-from blueprints.preview import run_under_mocks
+from blueprints.review.manifests import validate_manifest
+from blueprints.review.preview import run_under_mocks
 from components.weights_sync import (
     WeightsSync,
     WeightsSyncArgs,

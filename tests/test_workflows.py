@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from blueprints.stacks import StackRef, affected_stacks, list_stacks
+from blueprints.review.stacks import StackRef, affected_stacks, list_stacks
 from tests.conftest import ROOT
 
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))

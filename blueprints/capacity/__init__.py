@@ -1,14 +1,19 @@
 """The LLM capacity model: how one vLLM replica behaves under load, and how the planner sizes replicas from it.
 
 Modules, from physics up:
-- `physics`: memory (weights, KV cache) and the time of one engine step (the roofline with its overheads).
+- `physics`: the time of one engine step (the roofline with its overheads), over the memory arithmetic of
+  `blueprints.contracts.memory` (weights, KV cache).
 - `workload`: seeded arrivals per traffic pattern and request-length distributions.
 - `simulator`: a discrete-event simulation of vLLM's scheduler stepping on `physics`; TTFT/ITL/e2e percentiles.
 - `analytic`: the mean-value model (fast, monotone), used to screen candidates and as `sizing.estimate_llm`.
+- `sizing`: `estimate_llm` and the non-generative work per request (encoder FLOPs, batch and CPU times).
+- `replica`: one planned replica under load (capacity, p95 at a rate, the autoscaler's signal), for scaling and
+  the fleet simulation.
 - `runs`: closed-loop (fixed concurrency) and open-loop (arrival rate) runs with engine defaults.
-- `planning`: engine limits and the highest per-replica rate that meets the SLO, for `options_llm.llm_search`.
+- `planning`: engine limits and the highest per-replica rate that meets the SLO, for `blueprints.plan.options.llm.llm_search`.
 - `calibration`: the published measurements (`catalog/calibration-points.yaml`) and their predictions.
 - `whatif`: `blueprint estimate`.
 
 Pure: no clock, no network, no unseeded randomness; the same inputs give the same numbers.
+May import `blueprints.contracts` and below; never the planner, the simulation, the review or `components`.
 """

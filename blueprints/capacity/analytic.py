@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from blueprints import defaults
+from blueprints.core import defaults
 from blueprints.capacity.physics import ReplicaModel, default_batch_limits
 from blueprints.catalog import Gpu
 

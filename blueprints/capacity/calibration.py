@@ -24,8 +24,8 @@ from blueprints.capacity.physics import engine_profile, replica_model
 from blueprints.capacity.runs import closed_loop, scheduler_config
 from blueprints.capacity.workload import LengthModel
 from blueprints.catalog import Architecture, Catalog
-from blueprints.errors import CatalogError, format_validation_error
-from blueprints.requirements_model import Precision, Quantization
+from blueprints.core.errors import CatalogError, format_validation_error
+from blueprints.requirements.model import Precision, Quantization
 
 #: The band every point must fall within unless it carries a `known_off` reason, and the median the set must hold.
 POINT_TOLERANCE = 0.35
@@ -100,7 +100,7 @@ def predict(point: CalibrationPoint, catalog: Catalog) -> float:
     run = closed_loop(model, config, concurrency=a.concurrency, inputs=LengthModel(prompt, prompt_p95),
                       outputs=LengthModel(out, a.output_tokens_p95 or out), max_model_len=max_len)
     if point.measurement == "offline-speed":
-        from blueprints import defaults
+        from blueprints.core import defaults
 
         return out / ((run.e2e_ms.mean - defaults.SERVER_OVERHEAD_MS) / 1e3)
     if point.metric == "ttft_ms":

@@ -16,7 +16,7 @@ Pure functions of catalog records; no I/O. One engine step (one forward pass ove
 - All-reduces: 2 per layer, each 2 x log2(TP) link latencies plus its activations over the NVLink or PCIe link.
 - Host time: input preparation, sampling, detokenisation and streaming per running sequence, overlapped with the
   GPU step (the engine profile's `host_ms_per_sequence`): the per-sequence cost that grows with the batch.
-Sources of every constant: `blueprints.defaults` (capacity model section) and `catalog/gpus.yaml`.
+Sources of every constant: `blueprints.core.defaults` (capacity model section) and `catalog/gpus.yaml`.
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from blueprints import defaults
+from blueprints.core import defaults
 from blueprints.catalog import Architecture, Gpu
-from blueprints.requirements_model import DEFAULT_QUANTIZATION, Precision, Quantization
-
-GIB = 1024**3
+from blueprints.requirements.model import DEFAULT_QUANTIZATION, Precision, Quantization
+from blueprints.contracts.memory import _embedding_bytes_per_param, kv_bytes_per_token, kv_cache_tokens, weights_gib
 
 
 @dataclass(frozen=True)
@@ -66,33 +65,6 @@ def kernel_family(precision: Precision, quantization: Quantization | None) -> st
     return method.value
 
 
-def _embedding_bytes_per_param(precision: Precision) -> float:
-    """Embeddings and lm_head stay at the checkpoint's 16-bit dtype in quantised checkpoints (FP32 stays FP32)."""
-    return precision.bytes_per_param if precision.bytes_per_param >= 2 else 2.0
-
-
-def weights_bytes(arch: Architecture, precision: Precision) -> float:
-    """Weight memory at `precision`, bytes: quantised linear layers plus 16-bit embeddings (when `vocab_size` is
-    known; otherwise every parameter at `precision`)."""
-    emb = arch.embedding_params_b * 1e9
-    return (arch.params_b * 1e9 - emb) * precision.bytes_per_param + emb * _embedding_bytes_per_param(precision)
-
-
-def weights_gib(arch: Architecture, precision: Precision) -> float:
-    """Weight memory at `precision`, GiB (see `weights_bytes`)."""
-    return weights_bytes(arch, precision) / GIB
-
-
-def kv_bytes_per_token(arch: Architecture, *, kv_cache_fp8: bool = False, precision: Precision = Precision.BF16) -> int:
-    """KV cache bytes per token across all layers: 2 (K,V) x layers x kv_heads x head_dim x bytes/element.
-
-    Elements are 16-bit unless the KV cache is FP8 (1 byte) or the model is served at FP32 (4 bytes).
-    Example: Llama-3.1-8B at BF16 -> 131072 (128 KiB); with an FP8 KV cache -> 65536.
-    """
-    element = 1 if kv_cache_fp8 else (4 if precision is Precision.FP32 else 2)
-    return 2 * arch.layers * arch.kv_heads * arch.head_dim * element
-
-
 def compute_tflops(gpu: Gpu, precision: Precision) -> float:
     """Dense TFLOPS a GPU gives this precision: FP8 tensor cores when both sides have them, else 16-bit.
 
@@ -101,15 +73,6 @@ def compute_tflops(gpu: Gpu, precision: Precision) -> float:
     if precision is Precision.FP8 and gpu.tflops_fp8:
         return gpu.tflops_fp8
     return gpu.tflops_16bit
-
-
-def kv_cache_tokens(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_parallel_size: int,
-                    kv_cache_fp8: bool = False, gpu_memory_utilization: float = defaults.GPU_MEMORY_UTILIZATION) -> int:
-    """Tokens of KV cache one replica holds: its GPUs' memory x utilisation, less the per-GPU activation overhead and
-    the weights, over the KV bytes per token (0 when the weights do not fit)."""
-    usable_gib = tensor_parallel_size * (gpu.memory_gib * gpu_memory_utilization - defaults.ACTIVATION_OVERHEAD_GIB_PER_GPU)
-    kv = kv_bytes_per_token(arch, kv_cache_fp8=kv_cache_fp8, precision=precision)
-    return max(0, int((usable_gib - weights_gib(arch, precision)) * GIB // kv))
 
 
 @dataclass(frozen=True)
@@ -260,16 +223,3 @@ def default_batch_limits(gpu: Gpu) -> tuple[int, int]:
     return defaults.VLLM_DEFAULT_BATCH["large" if large else "other"]
 
 
-def tensor_parallel_problems(arch: Architecture, tensor_parallel_size: int) -> list[str]:
-    """Why vLLM cannot shard this model `tensor_parallel_size` ways (empty when it can).
-
-    vLLM splits attention heads evenly across ranks (`num_attention_heads % tensor_parallel_size == 0`,
-    vllm/config.py `verify_with_parallel_config`), and NCCL all-reduce within one node is planned for powers of two.
-    """
-    tp = tensor_parallel_size
-    problems = []
-    if tp < 1 or tp & (tp - 1):
-        problems.append(f"tensor_parallel_size={tp} must be a power of two (1, 2, 4, 8)")
-    elif arch.attention_heads % tp:
-        problems.append(f"tensor_parallel_size={tp} must divide the model's {arch.attention_heads} attention heads")
-    return problems

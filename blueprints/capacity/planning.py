@@ -18,14 +18,14 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from blueprints import defaults
+from blueprints.core import defaults
 from blueprints.capacity.analytic import saturation_rps
 from blueprints.capacity.physics import ReplicaModel, default_batch_limits, replica_model
 from blueprints.capacity.runs import open_loop
 from blueprints.capacity.simulator import SchedulerConfig, SimulationResult
 from blueprints.capacity.workload import LengthModel, length_model, simulation_requests
 from blueprints.catalog import Architecture, Gpu
-from blueprints.requirements_model import Precision, Quantization
+from blueprints.requirements.model import Precision, Quantization
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from blueprints import defaults
+from blueprints.core import defaults
 from blueprints.capacity.physics import ReplicaModel, default_batch_limits
 from blueprints.capacity.simulator import SchedulerConfig, SimulationResult, simulate
 from blueprints.capacity.workload import LengthModel, arrival_times, request_shapes, simulation_requests

@@ -30,7 +30,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from blueprints import defaults
+from blueprints.core import defaults
 from blueprints.capacity.physics import ReplicaModel, blocks_for
 from blueprints.capacity.workload import Requests
 

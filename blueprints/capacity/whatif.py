@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from blueprints import defaults
-from blueprints.capacity.physics import kv_cache_tokens, replica_model, tensor_parallel_problems
+from blueprints.core import defaults
+from blueprints.contracts.memory import kv_cache_tokens, tensor_parallel_problems
+from blueprints.capacity.physics import replica_model
 from blueprints.capacity.runs import closed_loop, open_loop, scheduler_config
 from blueprints.capacity.simulator import SimulationResult
 from blueprints.capacity.workload import LengthModel, length_model
 from blueprints.catalog import Architecture, Gpu
-from blueprints.requirements_model import Precision, Quantization
+from blueprints.requirements.model import Precision, Quantization
 
 
 #: Requests one `--arrival-rate` run simulates, whatever the rate: runs at different rates then draw the same requests

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
 
-from blueprints import defaults
+from blueprints.core import defaults
 
 #: z of the 95th percentile of a standard normal.
 Z95 = 1.6448536269514722

@@ -1,7 +1,11 @@
 """Versioned catalog data (GPUs, instance types and prices, model architectures) loaded into typed records.
 
 The YAML files beside this module are the only place outside numbers enter the planner; each carries its source
-and the date it was checked. `load_catalog()` reads them once per process.
+and the date it was checked. `load_catalog()` reads them once per process. Beside the records: the add-on, IAM,
+image, metric and replacement catalogs, the units of measure (`units`) and the table of scaling signals and alerts
+(`signals`).
+
+May import `blueprints.core` only.
 """
 
 from __future__ import annotations
@@ -15,9 +19,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from blueprints import bounds
-from blueprints.errors import CatalogError, FieldProblem, format_validation_error, raise_problems
-from blueprints.jsontypes import check_json_types
+from blueprints.core import bounds
+from blueprints.core.errors import CatalogError, FieldProblem, format_validation_error, raise_problems
+from blueprints.core.jsontypes import check_json_types
 
 SCHEMA_VERSION = 1
 

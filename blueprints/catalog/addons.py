@@ -15,7 +15,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from blueprints.errors import CatalogError, format_validation_error
+from blueprints.core.errors import CatalogError, format_validation_error
 
 SCHEMA_VERSION = 1
 #: `group/Kind` of a custom resource, e.g. `monitoring.coreos.com/ServiceMonitor`.

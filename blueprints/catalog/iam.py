@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from blueprints.errors import CatalogError, format_validation_error
+from blueprints.core.errors import CatalogError, format_validation_error
 
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z]+)\}")
 

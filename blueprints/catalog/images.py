@@ -1,6 +1,6 @@
 """Image catalog: the CPU architectures each pinned container image is built for (`images.yaml`, with sources).
 
-`load_image_catalog()` reads it once per process. The planner (`blueprints.images`) refuses a stack whose node
+`load_image_catalog()` reads it once per process. The planner (`blueprints.contracts.images`) refuses a stack whose node
 architecture an image it runs has no build for, naming the image and the fix.
 """
 
@@ -12,7 +12,7 @@ from importlib import resources
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from blueprints.errors import CatalogError, format_validation_error
+from blueprints.core.errors import CatalogError, format_validation_error
 
 SCHEMA_VERSION = 1
 

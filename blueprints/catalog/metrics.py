@@ -1,7 +1,7 @@
 """Metric catalog: the metric names each engine and exporter version exposes, with type and unit
 (`metrics.yaml` beside this module, each entry with its source), and SageMaker's CloudWatch metrics.
 
-The offline signal check (`blueprints.signal_check`) reads it to prove that every query names real metrics in the
+The offline signal check (`blueprints.review.signals`) reads it to prove that every query names real metrics in the
 units its threshold assumes.
 """
 
@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from blueprints.catalog.addons import _read
-from blueprints.units import Unit, parse_unit
+from blueprints.catalog.units import Unit, parse_unit
 
 #: Suffixes a histogram family exposes, and what each series is.
 HISTOGRAM_SERIES = {"_bucket": "bucket", "_sum": "sum", "_count": "count"}

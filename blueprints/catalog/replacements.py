@@ -1,6 +1,6 @@
 """Replace-on-change catalog: which property changes replace a resource on `pulumi up`, or make it replace what it
 manages (Karpenter drift, a SageMaker blue/green update, a Deployment rollout); `replacements.yaml` beside this
-module, each rule with its source. The review (`blueprints.changes`) matches changes against it.
+module, each rule with its source. The review (`blueprints.review.changes`) matches changes against it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,182 @@
+"""One replica under load: its capacity, its p95 latency at an arrival rate, and the value of the autoscaler's signal.
+
+This is the narrow interface between the capacity model and its two consumers here, the planner's scaling targets
+and the fleet simulation (`blueprints.simulate.fleet`). It reads the capacity model through two functions, so a new
+capacity model changes only this file:
+
+- `blueprints.capacity.planning.run_at_rate(candidate, shape, rate)` -> the simulated replica (TTFT and ITL p95, the
+  mean of sequences running) under open-loop arrivals at `rate` with the traffic pattern's second-scale bursts;
+- `blueprints.capacity.runs.closed_loop(...)` at max_num_seqs -> its saturated throughput.
+
+LLMs: capacity is the simulated replica's throughput with its batch full (a closed loop at max_num_seqs: the rate
+beyond which arrivals queue without bound); the replica is simulated under open-loop arrivals at `LOAD_CURVE_FRACTIONS`
+of it and at the planned per-replica peak (so the target at the peak is exactly the planner's run there); a rate
+between grid points is interpolated. Non-generative models (and an LLM whose architecture the catalog does not know) use the
+plan's own figures: capacity = planned requests/s per replica, and a p95 that grows with the M/D/1 queueing wait as
+utilisation rises [assumption].
+
+Queueing rules, documented once here and used by both the planner and the simulation:
+- vLLM's `vllm:num_requests_running` per replica = the simulated mean of sequences running at the arrival rate
+  (at most max_num_seqs); arrivals beyond its capacity wait (`vllm:num_requests_waiting`).
+- Triton's `nv_inference_pending_request_count` per replica = requests waiting for their batch to form (each model:
+  a request waits on average half its `max_queue_delay`, or half the time to fill `max_batch_size`, whichever is
+  shorter) plus the M/D/1 wait for a busy instance, times the arrival rate (Little's law).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from functools import lru_cache
+
+from blueprints.core import defaults
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.sections import SageMakerEngine, TritonEngine, VllmEngine
+from blueprints.catalog import load_catalog
+from blueprints.core.errors import CatalogError
+
+#: p95 of a queueing wait / its mean (exponential-like tail: ln(20) ~ 3). [assumption]
+WAIT_P95_FACTOR = 3.0
+#: Utilisation at which the M/D/1 wait is evaluated at most (it diverges at 1; beyond, the backlog is simulated).
+MAX_UTILISATION = 0.98
+#: Where an LLM replica's load curve is simulated: shares of its saturated throughput.
+LOAD_CURVE_FRACTIONS = (0.05, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 1.0)
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """One replica at one arrival rate: p95 latencies (ms, keyed like the SLO fields) and its signal values."""
+
+    p95_ms: dict[str, float]
+    running: float
+    pending: float
+
+
+@dataclass(frozen=True)
+class ReplicaModel:
+    """Capacity and latency of one replica of a blueprint (see the module docstring)."""
+
+    capacity_rps: float
+    #: LLM load curve: arrival rates (requests/s, ascending), and at each the TTFT p95, ITL p95 (ms) and the mean
+    #: of sequences running.
+    rates: tuple[float, ...] = ()
+    ttft_p95_ms: tuple[float, ...] = ()
+    itl_p95_ms: tuple[float, ...] = ()
+    running: tuple[float, ...] = ()
+    #: Non-generative: planned p95 (ms) at planned utilisation, and the Triton batching figures per model.
+    planned_p95_ms: float = 0.0
+    planned_utilisation: float = 0.0
+    batching: tuple[tuple[float, float, int], ...] = ()  # (share of arrivals, max queue delay s, max batch size)
+    request_s: float = 0.0  # mean service time of one request on an idle replica, s (non-generative)
+
+    @property
+    def generative(self) -> bool:
+        return bool(self.rates)
+
+    def at(self, rate_rps: float) -> LoadPoint:
+        """The replica at `rate_rps` arrivals (capped at its capacity; beyond it the caller queues the rest)."""
+        rate = max(0.0, min(rate_rps, self.capacity_rps))
+        if self.generative:
+            return LoadPoint({"ttft_p95_ms": _interpolate(self.rates, self.ttft_p95_ms, rate),
+                              "itl_p95_ms": _interpolate(self.rates, self.itl_p95_ms, rate)},
+                             running=_interpolate((0.0, *self.rates), (0.0, *self.running), rate), pending=0.0)
+        rho = min(MAX_UTILISATION, rate / self.capacity_rps)
+        wait_s = _md1_wait_s(rho, self.capacity_rps)
+        planned_wait_s = _md1_wait_s(min(MAX_UTILISATION, self.planned_utilisation), self.capacity_rps)
+        p95 = max(self.request_s * 1e3, self.planned_p95_ms + WAIT_P95_FACTOR * (wait_s - planned_wait_s) * 1e3)
+        batching = sum(min(rate * share * delay_s, batch) / 2 for share, delay_s, batch in self.batching)
+        return LoadPoint({"latency_p95_ms": p95}, running=rate * (self.request_s + wait_s),
+                         pending=batching + rate * wait_s)
+
+
+def _md1_wait_s(rho: float, mu: float) -> float:
+    """Mean wait in an M/D/1 queue: rho / (2 mu (1 - rho))."""
+    return rho / (2 * mu * (1 - rho)) if rho > 0 else 0.0
+
+
+def _interpolate(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> float:
+    """ys at x, linear between the points of ascending xs, held flat beyond either end."""
+    i = bisect.bisect_left(xs, x)
+    if i == 0:
+        return ys[0]
+    if i >= len(xs):
+        return ys[-1]
+    x0, x1 = xs[i - 1], xs[i]
+    return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0) if x1 > x0 else ys[i]
+
+
+def replica_model(bp: Blueprint) -> ReplicaModel:
+    """The replica model of a planned blueprint (cached per blueprint)."""
+    return _model(bp.model_dump_json())
+
+
+@lru_cache(maxsize=64)
+def _model(blueprint_json: str) -> ReplicaModel:
+    bp = Blueprint.model_validate_json(blueprint_json)
+    llm = _llm_model(bp)
+    if llm is not None:
+        return llm
+    per_replica = bp.predictions.requests_per_s_capacity / max(1, bp.compute.replicas)
+    peak = sum(m.traffic.peak_requests_per_s for m in bp.models if m.traffic) or per_replica * bp.compute.replicas
+    batching: tuple[tuple[float, float, int], ...] = ()
+    if isinstance(bp.engine, TritonEngine):
+        rates = {m.name: (m.traffic.peak_requests_per_s if m.traffic else 0.0) for m in bp.models}
+        total = sum(rates.values()) or 1.0
+        batching = tuple((rates.get(c.name, 0.0) / total, c.max_queue_delay_microseconds / 1e6, max(1, c.max_batch_size))
+                         for c in bp.engine.models)
+    latency = bp.predictions.latency_p95_ms or 0.0
+    return ReplicaModel(capacity_rps=per_replica, planned_p95_ms=latency,
+                        planned_utilisation=min(MAX_UTILISATION, peak / bp.compute.replicas / per_replica),
+                        batching=batching, request_s=1.0 / per_replica)
+
+
+def _llm_model(bp: Blueprint) -> ReplicaModel | None:
+    """The load curve of a vLLM (or SageMaker LMI) replica from the capacity model, for a catalog model or one given
+    by its `architecture`; None for a non-generative blueprint."""
+    from blueprints.capacity.physics import default_batch_limits
+    from blueprints.capacity.physics import replica_model as physics_model
+    from blueprints.capacity.planning import candidate, run_at_rate, traffic_shape
+    from blueprints.capacity.runs import closed_loop
+    from blueprints.capacity.simulator import SchedulerConfig
+
+    from blueprints.contracts.consistency import model_architecture
+
+    engine, model = bp.engine, bp.model
+    if not model.task.generative or model.traffic is None or bp.compute.gpu is None:
+        return None
+    catalog = load_catalog()
+    arch = model_architecture(model.catalog_id, model.architecture, catalog)  # the catalog's, or the recorded shape
+    try:
+        gpu = catalog.gpu(bp.compute.gpu)
+    except CatalogError:
+        return None
+    if arch is None:
+        return None
+    if isinstance(engine, VllmEngine):
+        tp, max_len, fp8 = engine.tensor_parallel_size, engine.max_model_len, engine.kv_cache_dtype == "fp8"
+        seqs, tokens, utilisation = engine.max_num_seqs, engine.max_num_batched_tokens, engine.gpu_memory_utilization
+    elif isinstance(engine, SageMakerEngine) and engine.max_rolling_batch_size:
+        tp, fp8 = engine.tensor_parallel_degree or bp.compute.gpus_per_replica, False
+        max_len = engine.max_model_len or model.max_context_tokens
+        seqs, tokens = engine.max_rolling_batch_size, default_batch_limits(gpu)[0]
+        utilisation = defaults.GPU_MEMORY_UTILIZATION
+    else:
+        return None
+    replica = physics_model(arch, gpu, precision=model.precision, quantization=model.quantization,
+                            tensor_parallel_size=tp, kv_cache_fp8=fp8, gpu_memory_utilization=utilisation)
+    config = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens,
+                             kv_cache_blocks=replica.kv_cache_tokens // defaults.KV_BLOCK_TOKENS)
+    t = model.traffic
+    shape = traffic_shape(t.mean_input_tokens, t.input_tokens_p95, t.mean_output_tokens, t.output_tokens_p95,
+                          pattern=t.pattern, max_model_len=max_len)
+    cand = candidate(replica, gpu, tp, fp8, config, shape)
+    saturated = closed_loop(replica, config, concurrency=seqs, inputs=shape.inputs, outputs=shape.outputs,
+                            max_model_len=max_len).requests_per_s
+    if not saturated > 0:
+        return None
+    peak = sum(m.traffic.peak_requests_per_s for m in bp.models if m.traffic) / max(1, bp.compute.replicas)
+    grid = sorted({*(round(saturated * f, 9) for f in LOAD_CURVE_FRACTIONS), *([peak] if peak < saturated else [])})
+    runs = [run_at_rate(cand, shape, rate) for rate in grid]
+    return ReplicaModel(capacity_rps=saturated, rates=tuple(grid), ttft_p95_ms=tuple(r.ttft_ms.p95 for r in runs),
+                        itl_p95_ms=tuple(r.itl_ms.p95 for r in runs),
+                        running=tuple(min(seqs, r.mean_running) for r in runs))

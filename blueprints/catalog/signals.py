@@ -1,0 +1,154 @@
+"""The table of every scaling signal and alert: engine and version, metric, its unit, what it means, and the unit its
+target (a scaler's threshold, an alert's threshold) is in. One row per signal; `blueprints.contracts.observability` writes the
+queries and alert expressions from these metric names, and `blueprints.review.signals` proves each rendered query and
+threshold against this table and the metric catalog (`blueprints/catalog/metrics.yaml`).
+
+Also the one rounding rule every planned target follows (`planned_target`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from blueprints.catalog.units import Unit, parse_unit
+
+#: Engine versions the rows were written for: the pinned images' metric catalog entries.
+VLLM = ("vllm", "0.11.0")
+TRITON = ("triton", "2.62.0")
+KUBERNETES = ("kubernetes", "kube-state-metrics (kube-prometheus-stack 88.5.3)")
+SAGEMAKER = ("sagemaker", "CloudWatch AWS/SageMaker")
+HTTP_ADD_ON = ("keda-http-add-on", "0.15.0")
+METRICS_SERVER = ("onnxruntime", "metrics-server 3.13.1 (resource metrics API)")
+
+#: A scaler's threshold must be a number its API takes: KEDA thresholds (Kubernetes quantities, milli precision) and
+#: SageMaker target values are decimals, HPA utilisation and the HTTP add-on's targetValue are integers. The rule:
+#: round DOWN to `TARGET_SIGNIFICANT_DIGITS` significant digits (a planned target scales out no later than planned;
+#: relative precision, so small targets such as 0.17 pending requests keep their meaning), to a whole number for
+#: integer fields, never below 0.001 (or 1). The plan stores the rounded value and every component deploys it as is.
+TARGET_SIGNIFICANT_DIGITS = 3
+#: The smallest target any scaler here takes (KEDA's milli precision).
+MIN_SCALING_TARGET = 0.001
+
+
+def planned_target(value: float, *, whole: bool = False) -> float:
+    """The one rounding rule for every scaling target (see `TARGET_SIGNIFICANT_DIGITS`).
+    Examples: 66.96 -> 66.9; 0.1687 -> 0.168; 11.84 -> 11.8; with `whole`, 18.7 -> 18."""
+    if value <= 0:
+        raise ValueError(f"a scaling target must be positive, got {value}")
+    step = 10.0 ** (math.floor(math.log10(value)) - TARGET_SIGNIFICANT_DIGITS + 1)
+    if whole:
+        step = max(1.0, step)
+    rounded = math.floor(value / step + 1e-9) * step
+    return max(1.0 if whole else MIN_SCALING_TARGET, round(rounded, 6))
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One scaling signal or alert.
+
+    Attributes:
+        name: the scaling metric as `Autoscaling.metric` names it, or the alert / alarm name.
+        kind: `scaling` (a scaler's target) or `alert` (an alert rule's or alarm's threshold).
+        engine, engine_version: what exposes the metric.
+        metric: the metric (or metrics) it reads.
+        unit: the metric's unit.
+        meaning: what it says, in a reviewer's words.
+        target_unit: the unit its target or threshold is in (for a scaler with `AverageValue`, per replica).
+    """
+
+    name: str
+    kind: Literal["scaling", "alert"]
+    engine: str
+    engine_version: str
+    metric: str
+    unit: str
+    meaning: str
+    target_unit: str
+
+    @property
+    def target(self) -> Unit:
+        return parse_unit(self.target_unit)
+
+
+def _row(name: str, kind: Literal["scaling", "alert"], engine: tuple[str, str], metric: str, unit: str, meaning: str,
+         target_unit: str) -> Signal:
+    return Signal(name, kind, engine[0], engine[1], metric, unit, meaning, target_unit)
+
+
+SIGNALS: tuple[Signal, ...] = (
+    # --- scaling -------------------------------------------------------------------------------------------------
+    _row("vllm:num_requests_running", "scaling", VLLM, "vllm:num_requests_running", "requests",
+         "sequences in vLLM's running batch, averaged over 1 min: proportional to load up to max_num_seqs, then "
+         "pinned there while requests wait (so the autoscaler keeps adding replicas while saturated)",
+         "requests/replica"),
+    _row("nv_inference_pending_request_count", "scaling", TRITON, "nv_inference_pending_request_count", "requests",
+         "requests in Triton's scheduler queue awaiting execution (dynamic batching included), averaged over 1 min",
+         "requests/replica"),
+    _row("interceptor-concurrency", "scaling", HTTP_ADD_ON, "in-flight requests at the KEDA HTTP interceptor "
+         "(external-push trigger)", "requests", "requests the interceptor holds or forwards; exists at zero "
+         "replicas, so it wakes a scaled-to-zero service", "requests/replica"),
+    _row("cpu", "scaling", METRICS_SERVER, "resource cpu", "percent",
+         "CPU used as a share of the request (= limit) per pod", "percent"),
+    _row("SageMakerVariantInvocationsPerInstance", "scaling", SAGEMAKER, "InvocationsPerInstance",
+         "invocations/instance", "invocations per instance per minute (target tracking's predefined metric)",
+         "invocations/instance"),
+    # --- alerts: vLLM ----------------------------------------------------------------------------------------------
+    _row("TTFTP95AboveSLO", "alert", VLLM, "vllm:time_to_first_token_seconds", "seconds",
+         "p95 time to first token over 5 min", "seconds"),
+    _row("ITLP95AboveSLO", "alert", VLLM, "vllm:inter_token_latency_seconds", "seconds",
+         "p95 inter-token latency over 5 min", "seconds"),
+    _row("QueueBuildingUp", "alert", VLLM, "vllm:num_requests_waiting", "requests",
+         "requests waiting per replica (mean over replicas)", "requests"),
+    _row("KVCacheNearlyFull", "alert", VLLM, "vllm:kv_cache_usage_perc", "fraction",
+         "the fullest replica's KV-cache usage (1 = full)", "fraction"),
+    _row("ErrorBudgetFastBurn", "alert", VLLM, "http_requests_total", "requests",
+         "share of requests answered 5xx over 5 min", "1"),
+    # --- alerts: Triton --------------------------------------------------------------------------------------------
+    _row("LatencyAboveSLO", "alert", TRITON, "nv_inference_request_duration_us, nv_inference_request_success",
+         "microseconds, requests", "mean request latency per model over 5 min", "microseconds/request"),
+    _row("QueueBuildingUp", "alert", TRITON, "nv_inference_pending_request_count", "requests",
+         "requests pending per replica (mean over replicas)", "requests"),
+    _row("ErrorBudgetFastBurn", "alert", TRITON, "nv_inference_request_failure, nv_inference_request_success",
+         "requests", "share of failed inference requests over 5 min", "1"),
+    # --- alerts: every Kubernetes archetype ---------------------------------------------------------------------------
+    _row("ServingPodRestarting", "alert", KUBERNETES, "kube_pod_container_status_restarts_total", "restarts",
+         "container restarts over 15 min", "restarts"),
+    _row("ServingReplicasUnavailable", "alert", KUBERNETES,
+         "kube_deployment_status_replicas_available, kube_deployment_spec_replicas", "replicas",
+         "replicas available below the minimum (or, when the minimum is 0, below the replicas asked for, for "
+         "longer than a cold start)", "replicas"),
+    # --- alarms: SageMaker (CloudWatch) -------------------------------------------------------------------------------
+    _row("model-latency-p95", "alert", SAGEMAKER, "ModelLatency", "microseconds", "p95 model latency per minute",
+         "microseconds"),
+    _row("invocation-5xx", "alert", SAGEMAKER, "Invocation5XXErrors", "errors", "5xx errors per minute", "errors"),
+    _row("gpu-memory", "alert", SAGEMAKER, "GPUMemoryUtilization", "percent",
+         "GPU memory in use (non-generative models: engines that do not preallocate)", "percent"),
+)
+
+#: Which table rows apply to which engine (Kubernetes-wide rows apply to every Kubernetes archetype).
+ENGINE_OF_ARCHETYPE = {"vllm-gpu": "vllm", "triton-multi-model": "triton", "onnx-cpu": "onnxruntime",
+                       "sagemaker-endpoint": "sagemaker"}
+
+
+def scaling_signal_row(metric: str) -> Signal | None:
+    """The table row of a scaling metric (`Autoscaling.metric`), or None for a metric that is not a scaling signal."""
+    return next((s for s in SIGNALS if s.kind == "scaling" and s.name == metric), None)
+
+
+def alert_row(engine: str, name: str) -> Signal | None:
+    """The table row of an alert of `engine` (an engine's own row first, then the Kubernetes-wide one)."""
+    own = next((s for s in SIGNALS if s.kind == "alert" and s.engine == engine and s.name == name), None)
+    if own is not None or engine == "sagemaker":
+        return own
+    return next((s for s in SIGNALS if s.kind == "alert" and s.engine == KUBERNETES[0] and s.name == name), None)
+
+
+def signals_markdown() -> str:
+    """The table as markdown (README)."""
+    rows = ["| signal | kind | engine | metric | unit | target in | meaning |", "|---|---|---|---|---|---|---|"]
+    for s in SIGNALS:
+        rows.append(f"| `{s.name}` | {s.kind} | {s.engine} {s.engine_version} | `{s.metric}` | {s.unit} | "
+                    f"{s.target_unit} | {s.meaning} |")
+    return "\n".join(rows)

@@ -1,0 +1,126 @@
+"""`Blueprint`: the one typed contract between the planner and the Pulumi program.
+
+The planner (`blueprints.plan.planner`) writes one per environment into `stacks/Pulumi.<stack>.yaml` under the config key
+`servingblueprints:blueprint`; the program (`__main__.py`) reads it back through this same model, so a hand edit is
+validated with the same errors. Units live in field names.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from blueprints.core import bounds, defaults
+from blueprints.core.errors import raise_problems
+from blueprints.requirements.exposure import ExposureVia
+from blueprints.requirements.fields import (
+    DNS_1123_LABEL, TAG_VALUE, Region,
+)
+from blueprints.core.jsontypes import ClosedModel
+from blueprints.contracts.consistency import blueprint_problems
+from blueprints.contracts.sections import (
+    BLUEPRINT_SCHEMA_VERSION, MAX_TAGS, Alerting, Archetype, Autoscaling, ComplianceRecord, Compute, Engine, Network,
+    Pipeline, PlatformSpec, Predictions, RolesAnywhereSpec, SageMakerEngine, ServedModel, SloTargets, StartupBudget,
+    Storage, nodes_for,
+)
+
+
+class Blueprint(ClosedModel):
+    """Everything the Pulumi program needs to build one stack, and why it looks the way it does."""
+
+    schema_version: Literal[3] = BLUEPRINT_SCHEMA_VERSION
+    service: str = Field(pattern=DNS_1123_LABEL)
+    environment: str = Field(pattern=DNS_1123_LABEL)
+    production: bool
+    region: Region
+    archetype: Archetype
+    tags: dict[Annotated[str, Field(pattern=TAG_VALUE, max_length=128)],
+               Annotated[str, Field(pattern=TAG_VALUE, max_length=256)]] = Field(
+        max_length=MAX_TAGS, description="AWS tags of every resource (also the load balancer's tag annotation): keys of "
+        "up to 128 and values of up to 256 letters, digits, spaces and _ . : / + - @, keys not starting with aws:")
+    compliance: ComplianceRecord
+    models: list[ServedModel] = Field(min_length=1, max_length=bounds.MAX_MODELS)
+    compute: Compute
+    engine: Engine
+    storage: Storage | None = Field(description="the stack's model store; none on an edge cluster (its pods read the "
+                                    "sources directly)")
+    network: Network
+    platform: PlatformSpec
+    startup: StartupBudget
+    autoscaling: Autoscaling
+    slo: SloTargets
+    predictions: Predictions
+    alerting: Alerting = Field(default_factory=Alerting)
+    roles_anywhere: RolesAnywhereSpec | None = Field(default=None, description="edge cluster with s3:// sources: IAM "
+                                                     "Roles Anywhere (none elsewhere: EKS Pod Identity)")
+    monitored: bool = Field(default=True, description="the stack renders its ServiceMonitor, PrometheusRule and "
+                            "dashboard (its cluster runs kube-prometheus-stack); false on an edge cluster that "
+                            "declares none")
+    pipeline: Pipeline | None = Field(default=None, description="compound services only: this part's place in the "
+                                      "service's end-to-end latency")
+    rationale: list[str] = Field(min_length=1, max_length=200)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Blueprint:
+        """Every field against the others and the catalog (`blueprints.contracts.consistency.blueprint_problems`)."""
+        raise_problems(blueprint_problems(self))
+        return self
+
+    @property
+    def stack(self) -> str:
+        """The Pulumi stack name, `<service>-<environment>`."""
+        return f"{self.service}-{self.environment}"
+
+    @property
+    def workload_name(self) -> str:
+        """Name of the serving Deployment, Service and ServiceAccount: `<service>-<engine kind>`. Deterministic, so
+        IAM bindings, autoscalers and alert selectors can name the workload before it exists."""
+        return f"{self.service}-{self.engine.kind}"
+
+    @property
+    def node_pool_max_nodes(self) -> int:
+        """Nodes the workload pool must be able to reach: autoscaler max plus the rollout surge
+        (`defaults.SURGE_REPLICAS`), spread over the platform's zones (topology spread keeps zones within one replica
+        of each other, and a node serves one zone), bin-packed within each zone. For GPUs: `max_nodes x
+        gpus_per_node >= (max_replicas + surge) x gpus_per_replica`."""
+        return nodes_for(self.autoscaling.max_replicas + defaults.SURGE_REPLICAS, self.compute.replicas_per_node,
+                         zones=self.platform.zones or 1)
+
+    @property
+    def rollout_surge(self) -> int:
+        """Extra replicas a rolling update starts before stopping an old one: `defaults.SURGE_REPLICAS`, or 0 on an
+        edge cluster whose owned nodes have no room beside the autoscaler's maximum (then a rollout replaces one
+        replica at a time, `maxUnavailable: 1`)."""
+        if self.compute.owned_nodes is None:
+            return defaults.SURGE_REPLICAS
+        room = self.compute.owned_nodes * self.compute.replicas_per_node - self.autoscaling.max_replicas
+        return defaults.SURGE_REPLICAS if room >= defaults.SURGE_REPLICAS else 0
+
+    @property
+    def strict_zone_spread(self) -> bool:
+        """Availability >= `defaults.HIGH_AVAILABILITY_PCT` in production: replicas must spread over at least
+        `defaults.MIN_ZONES_FOR_HIGH_AVAILABILITY` zones (topology spread with `minDomains`, DoNotSchedule)."""
+        return self.production and self.slo.availability_pct >= defaults.HIGH_AVAILABILITY_PCT
+
+    @property
+    def proxy_terminates_tls(self) -> bool:
+        """The pod's authenticating proxy serves TLS itself (a Kubernetes TLS Secret behind a NodePort or a MetalLB
+        LoadBalancer); an NLB and an Ingress terminate TLS before it."""
+        exposure = self.network.exposure
+        return bool(exposure.tls_secret_name) and exposure.via is not ExposureVia.INGRESS
+
+    @property
+    def serving_port(self) -> int | None:
+        """The serving Service's port clients send HTTP requests to: the authenticating proxy's, 443 when TLS ends at
+        the NLB or at the proxy and 80 otherwise (behind an Ingress, which terminates TLS, the Service speaks plain
+        HTTP); the engine's own port is never on the Service. None on SageMaker."""
+        if isinstance(self.engine, SageMakerEngine):
+            return None
+        tls = self.network.exposure.tls_certificate_arn or self.proxy_terminates_tls
+        return defaults.TLS_PORT if tls else defaults.PLAIN_PORT
+
+    @property
+    def model(self) -> ServedModel:
+        """The first (for single-model archetypes, the only) model."""
+        return self.models[0]

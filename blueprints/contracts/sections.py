@@ -1,0 +1,609 @@
+"""The sections of a `Blueprint` (`blueprints.contracts.blueprint`): models, compute, engines, storage, network,
+the compliance record, startup budget, autoscaling, SLO targets, predictions, pipeline and alerting.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+from typing import Annotated, Literal, Union
+from pydantic import Field, model_validator
+from blueprints.core import bounds
+from blueprints.catalog import Architecture, Task
+from blueprints.core.errors import FieldProblem, describe_pattern, raise_problems
+from blueprints.requirements.model import ModelFormat, Precision, Quantization
+from blueprints.requirements.hosting import Accelerator, Compliance, CpuArch, KubernetesVersion, Platform
+from blueprints.requirements.exposure import Exposure, ExposureScope, ExposureVia
+from blueprints.requirements.fields import (
+    ACM_PCA_ARN, CERTIFICATE_CN, DNS_1123_LABEL, DNS_1123_SUBDOMAIN, KMS_KEY_ARN, MAX_WEIGHTS_URI_CHARS, SHA256_HEX,
+    WEIGHTS_URI,
+)
+from blueprints.core.jsontypes import ClosedModel
+
+
+#: Bumped when a field changes meaning; the program refuses configs of another version.
+#: 3: `compliance` (the requirements' compliance, recorded) and `network.exposure`.
+BLUEPRINT_SCHEMA_VERSION = 3
+
+
+def nodes_for(replicas: int, per_node: int, *, zones: int = 1) -> int:
+    """Nodes `replicas` need at `per_node` replicas per node when spread evenly (max skew 1) over `zones` zones.
+    Example: 9 replicas, 2 per node, 3 zones -> 3 + 3 + 3 replicas -> 2 + 2 + 2 = 6 nodes (5 without zones)."""
+    zones = max(1, min(zones, replicas)) if replicas else 1
+    share, extra = divmod(replicas, zones)
+    return sum(math.ceil((share + (1 if z < extra else 0)) / per_node) for z in range(zones))
+
+
+#: `autoscaling.metric` of a stack without an autoscaler: a fixed replica count (an edge cluster that declares no
+#: metrics-server for a CPU HPA, nor KEDA with Prometheus).
+FIXED_REPLICAS = "fixed"
+
+
+#: A TCP port a container or Service listens on.
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+#: Most tags one stack config sets: AWS allows 50 per resource, and the model store adds its compliance tag.
+MAX_TAGS = 40
+
+
+#: An ECR image URI, `<account>.dkr.ecr.<region>.amazonaws.com[.cn]/<repository>:<tag>` (or `@<digest>`): SageMaker
+#: pulls serving containers from ECR only (CreateModel, ContainerDefinition.Image).
+ECR_IMAGE = describe_pattern(
+    r"^(?P<account>[0-9]{12})\.dkr\.ecr\.(?P<region>[a-z]{2}(-gov)?-[a-z]+-[0-9])\.amazonaws\.com(\.cn)?/"
+    r"(?P<repo>[a-z0-9][a-z0-9._/-]{0,255})[:@][A-Za-z0-9_.:-]{1,128}$",
+    "an ECR image URI, <account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag> (SageMaker pulls from ECR only)")
+
+
+#: A pinned container image reference: `[registry/]repository:tag` or `@sha256:digest`.
+IMAGE_REF = describe_pattern(r"^[a-z0-9][a-z0-9._/:-]{0,254}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$",
+                             "a pinned image, [registry/]repository:tag or @sha256:digest")
+
+
+class Archetype(str, Enum):
+    """The four ways this project serves a model."""
+
+    SAGEMAKER_ENDPOINT = "sagemaker-endpoint"
+    VLLM_GPU = "vllm-gpu"
+    TRITON_MULTI_MODEL = "triton-multi-model"
+    ONNX_CPU = "onnx-cpu"
+
+
+class CapacityType(str, Enum):
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+
+
+class ModelTraffic(ClosedModel):
+    """This environment's load on one model, as planned (the fleet simulation replays it)."""
+
+    peak_requests_per_s: float = Field(ge=bounds.MIN_PEAK_REQUESTS_PER_S, le=bounds.MAX_PEAK_REQUESTS_PER_S,
+                                       description="this environment's peak arrival rate, requests/s")
+    pattern: Literal["steady", "bursty", "spiky"] = Field(description="shape of the load over a day")
+    mean_input_tokens: int = Field(ge=1, le=bounds.MAX_TOKENS, description="mean prompt length, tokens")
+    mean_output_tokens: int = Field(ge=1, le=bounds.MAX_TOKENS, description="mean generated length, tokens "
+                                    "(generative)")
+    input_tokens_p95: int | None = Field(default=None, ge=1, le=bounds.MAX_TOKENS, description="95th-percentile "
+                                         "prompt length, tokens (none: twice the mean)")
+    output_tokens_p95: int | None = Field(default=None, ge=1, le=bounds.MAX_TOKENS, description="95th-percentile "
+                                          "generated length, tokens (none: twice the mean)")
+
+
+class ServedModel(ClosedModel):
+    """A model as the program needs it: where the weights come from and how big they are."""
+
+    name: str = Field(pattern=DNS_1123_LABEL, description="served model name; also the weights prefix")
+    catalog_id: str | None = Field(description="catalog id, or none for an explicit architecture")
+    task: Task
+    format: ModelFormat
+    precision: Precision
+    quantization: Quantization | None = Field(default=None, description="how a quantised checkpoint was quantised "
+                                              "(none: the method `precision` implies)")
+    source_uri: str = Field(pattern=WEIGHTS_URI, max_length=MAX_WEIGHTS_URI_CHARS, description="where the weights "
+                            "come from: s3://bucket/prefix/, hf://org/name, or (edge clusters) an https:// URL of the "
+                            "file")
+    sha256: str | None = Field(default=None, pattern=SHA256_HEX, description="https:// sources: the file's SHA-256, "
+                               "checked after the download")
+    source_kms_key_arn: str | None = Field(default=None, pattern=KMS_KEY_ARN, description="the customer-managed key "
+                                           "an s3:// source is encrypted with: its copy into the model store may "
+                                           "decrypt with it (none: SSE-S3 or the AWS-managed key)")
+    params_b: float = Field(ge=bounds.MIN_PARAMS_B, le=bounds.MAX_PARAMS_B, description="total parameters, billions")
+    weights_gib: float = Field(ge=bounds.MIN_WEIGHTS_GIB, le=bounds.MAX_WEIGHTS_GIB, description="weights on disk "
+                               "and in memory at `precision`, GiB, rounded up to 0.01")
+    max_context_tokens: int = Field(ge=1, le=bounds.MAX_TOKENS)
+    architecture: Architecture | None = Field(default=None, description="the shape of a model outside the catalog "
+                                              "(none: the catalog's, by `catalog_id`)")
+    traffic: ModelTraffic | None = Field(default=None, description="this environment's planned load on the model")
+
+
+class Compute(ClosedModel):
+    """Nodes and replicas. A replica is one full copy of the model."""
+
+    accelerator: Accelerator
+    instance_type: str | None = Field(max_length=40, description="EC2 type (`g6e.xlarge`) or SageMaker type "
+                                      "(`ml.g5.xlarge`) of the catalog, the fields below its figures; none on an edge "
+                                      "cluster's owned nodes")
+    gpu: str | None = Field(max_length=20, description="GPU short name, none on CPU")
+    gpus_per_node: int = Field(ge=0, le=bounds.MAX_GPUS_PER_NODE)
+    gpus_per_replica: int = Field(ge=0, le=bounds.MAX_GPUS_PER_NODE, description="GPUs one replica uses (= "
+                                  "tensor_parallel_size for vLLM)")
+    vcpus_per_node: int = Field(ge=1, le=bounds.MAX_VCPUS_PER_NODE)
+    memory_gib_per_node: float = Field(gt=0, le=bounds.MAX_MEMORY_GIB_PER_NODE)
+    cpu_per_replica: float = Field(ge=bounds.MIN_CPU_PER_REPLICA, le=bounds.MAX_VCPUS_PER_NODE,
+                                   description="CPU cores requested (= limit) per replica")
+    memory_gib_per_replica: float = Field(gt=0, le=bounds.MAX_MEMORY_GIB_PER_NODE, description="host memory "
+                                          "requested (= limit) per replica, GiB")
+    ephemeral_storage_gib_per_replica: float = Field(gt=0, le=bounds.MAX_WEIGHTS_GIB, description="local disk for "
+                                                     "weights + scratch, GiB")
+    replicas: int = Field(ge=1, le=bounds.MAX_REPLICAS, description="replicas needed at this environment's peak load")
+    capacity_type: CapacityType = CapacityType.ON_DEMAND
+    cpu_arch: CpuArch = CpuArch.X86_64
+    owned_nodes: int | None = Field(default=None, ge=1, le=1000, description="edge cluster only: the owned nodes "
+                                    "(of vcpus_per_node x memory_gib_per_node) the service may use")
+
+    @property
+    def node_type(self) -> str:
+        """The EC2/SageMaker instance type, or `edge node` on an edge cluster."""
+        return self.instance_type or "edge node"
+
+    @model_validator(mode="after")
+    def _gpu_shape(self) -> Compute:
+        problems = []
+        if (self.instance_type is None) == (self.owned_nodes is None):
+            problems.append(FieldProblem("instance_type", "give exactly one of instance_type (EC2 or SageMaker "
+                                         "capacity) and owned_nodes (an edge cluster's nodes)"))
+        if self.owned_nodes is not None and self.accelerator is not Accelerator.CPU:
+            problems.append(FieldProblem("accelerator", "an edge cluster's owned nodes are CPU nodes: accelerator cpu"))
+        if self.owned_nodes is not None and self.capacity_type is CapacityType.SPOT:
+            problems.append(FieldProblem("capacity_type", "an edge cluster's owned nodes are not spot capacity: "
+                                         "capacity_type on-demand"))
+        if self.cpu_per_replica > self.vcpus_per_node:
+            problems.append(FieldProblem("cpu_per_replica", f"cpu_per_replica={self.cpu_per_replica:g} exceeds the "
+                                         f"{self.vcpus_per_node} vCPUs of {self.node_type}: the pod can never be "
+                                         "scheduled"))
+        if self.memory_gib_per_replica > self.memory_gib_per_node:
+            problems.append(FieldProblem("memory_gib_per_replica", f"memory_gib_per_replica="
+                                         f"{self.memory_gib_per_replica:g} exceeds the {self.memory_gib_per_node:g} "
+                                         f"GiB of {self.node_type}"))
+        if self.accelerator is Accelerator.NVIDIA_GPU:
+            if self.gpu is None:
+                problems.append(FieldProblem("gpu", "GPU compute needs `gpu`"))
+            if self.gpus_per_replica < 1:
+                problems.append(FieldProblem("gpus_per_replica", "GPU compute needs gpus_per_replica >= 1"))
+            elif self.gpus_per_node < self.gpus_per_replica or self.gpus_per_node % self.gpus_per_replica:
+                problems.append(FieldProblem("gpus_per_replica", f"gpus_per_replica={self.gpus_per_replica} must "
+                                             f"divide the {self.gpus_per_node} GPUs of {self.instance_type}"))
+        else:
+            problems += [FieldProblem(f, f"CPU compute has no GPUs: set {f} to {'0' if f != 'gpu' else 'null'}")
+                         for f in ("gpu", "gpus_per_replica") if getattr(self, f)]
+        raise_problems(problems)
+        return self
+
+    @property
+    def replicas_per_node(self) -> int:
+        if self.gpus_per_replica:
+            return self.gpus_per_node // self.gpus_per_replica
+        return max(1, int(self.vcpus_per_node // self.cpu_per_replica))
+
+
+class VllmEngine(ClosedModel):
+    """vLLM OpenAI-compatible server settings; each field maps to one documented engine flag."""
+
+    kind: Literal["vllm"] = "vllm"
+    image: str = Field(pattern=IMAGE_REF, description="pinned image, e.g. vllm/vllm-openai:v0.11.0")
+    tensor_parallel_size: int = Field(ge=1, le=bounds.MAX_GPUS_PER_NODE, description="--tensor-parallel-size")
+    gpu_memory_utilization: float = Field(ge=0.1, le=0.98, description="--gpu-memory-utilization")
+    max_model_len: int = Field(ge=bounds.MIN_CONTEXT_TOKENS, le=bounds.MAX_TOKENS, description="--max-model-len, "
+                               "tokens; within the model's context and the KV cache")
+    max_num_seqs: int = Field(ge=1, le=bounds.MAX_NUM_SEQS, description="--max-num-seqs, concurrent sequences per "
+                              "replica; as many mean-length requests as the KV cache holds at most")
+    max_num_batched_tokens: int | None = Field(default=None, ge=1, le=1_048_576,
+                                               description="--max-num-batched-tokens, tokens one engine step computes "
+                                               "at most (chunked prefill); vLLM's default for the GPU when unset")
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(description="--dtype")
+    quantization: Literal["fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors",
+                          "bitsandbytes"] | None = Field(description="--quantization")
+    kv_cache_dtype: Literal["auto", "fp8"] = Field(description="--kv-cache-dtype")
+    shm_size_gib: float = Field(gt=0, le=bounds.MAX_MEMORY_GIB_PER_NODE, description="memory-backed /dev/shm for "
+                                "NCCL, GiB; grows with tensor parallel")
+    port: Port = 8000
+
+    @model_validator(mode="after")
+    def _batched_tokens_hold_the_batch(self) -> VllmEngine:
+        if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < self.max_num_seqs:
+            raise ValueError(f"max_num_batched_tokens={self.max_num_batched_tokens} is below max_num_seqs="
+                             f"{self.max_num_seqs}; vLLM refuses to start (each running sequence needs a token a step): "
+                             "raise max_num_batched_tokens or lower max_num_seqs")
+        return self
+
+
+class TritonModelConfig(ClosedModel):
+    """One model's `config.pbtxt` in the Triton model repository."""
+
+    name: str = Field(pattern=DNS_1123_LABEL)
+    backend: Literal["onnxruntime", "tensorrt", "pytorch", "python"]
+    max_batch_size: int = Field(ge=0, le=bounds.INT32_MAX)
+    max_queue_delay_microseconds: int = Field(ge=0, le=bounds.MAX_LATENCY_MS * 1000)
+    instance_kind: Literal["KIND_GPU", "KIND_CPU"]
+    instance_count: int = Field(ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _no_delay_without_a_batch(self) -> TritonModelConfig:
+        if self.max_batch_size <= 1 and self.max_queue_delay_microseconds > 0:
+            raise ValueError(f"{self.name}: max_queue_delay_microseconds={self.max_queue_delay_microseconds} with "
+                             f"max_batch_size={self.max_batch_size}: the dynamic batcher would hold each request for a "
+                             "batch that cannot form; set the delay to 0 (re-plan with `blueprint plan`)")
+        return self
+
+
+class TritonEngine(ClosedModel):
+    kind: Literal["triton"] = "triton"
+    image: str = Field(pattern=IMAGE_REF, description="pinned image, e.g. nvcr.io/nvidia/tritonserver:25.10-py3")
+    models: list[TritonModelConfig] = Field(min_length=1, max_length=bounds.MAX_MODELS, description="one per served "
+                                            "model, by name")
+    http_port: Port = 8000
+    grpc_port: Port = 8001
+    metrics_port: Port = 8002
+
+
+class OnnxRuntimeEngine(ClosedModel):
+    kind: Literal["onnxruntime"] = "onnxruntime"
+    image: str = Field(pattern=IMAGE_REF, description="pinned ONNX Runtime server image; overridable")
+    intra_op_threads: int = Field(ge=1, le=bounds.MAX_VCPUS_PER_NODE, description="= the whole cores of the "
+                                  "container CPU limit, never 0 (one per host core)")
+    inter_op_threads: int = Field(default=1, ge=1, le=bounds.MAX_VCPUS_PER_NODE)
+    port: Port = 8001
+
+
+class SageMakerEngine(ClosedModel):
+    kind: Literal["sagemaker"] = "sagemaker"
+    image: str = Field(pattern=ECR_IMAGE, description="the region's pinned serving container image URI (ECR)")
+    initial_instance_count: int = Field(ge=1, le=bounds.MAX_REPLICAS)
+    container_startup_health_check_timeout_s: int = Field(ge=60, le=3600)
+    model_data_download_timeout_s: int = Field(ge=60, le=3600)
+    volume_size_gib: int = Field(ge=1, le=512)
+    tensor_parallel_degree: int | None = Field(default=None, ge=1, le=bounds.MAX_GPUS_PER_NODE, description="LMI OPTION_TENSOR_PARALLEL_DEGREE "
+                                               "(text generation only; none for other models)")
+    max_model_len: int | None = Field(default=None, ge=bounds.MIN_CONTEXT_TOKENS, le=bounds.MAX_TOKENS,
+                                      description="LMI OPTION_MAX_MODEL_LEN, tokens "
+                                      "(text generation only)")
+    max_rolling_batch_size: int | None = Field(default=None, ge=1, le=bounds.MAX_NUM_SEQS, description="LMI OPTION_MAX_ROLLING_BATCH_SIZE: "
+                                               "concurrent sequences per instance (text generation only)")
+
+
+Engine = Annotated[Union[VllmEngine, TritonEngine, OnnxRuntimeEngine, SageMakerEngine], Field(discriminator="kind")]
+
+
+ENGINE_FOR_ARCHETYPE = {
+    Archetype.VLLM_GPU: VllmEngine,
+    Archetype.TRITON_MULTI_MODEL: TritonEngine,
+    Archetype.ONNX_CPU: OnnxRuntimeEngine,
+    Archetype.SAGEMAKER_ENDPOINT: SageMakerEngine,
+}
+
+
+class Storage(ClosedModel):
+    """The per-stack model store: an S3 bucket the serving identity may read under `models/`."""
+
+    customer_managed_kms: bool = Field(description="SSE-KMS with a customer-managed key (rotation on)")
+    retain_on_delete: bool = Field(description="keep the bucket when the stack is destroyed")
+    noncurrent_version_expiry_days: int = Field(default=30, ge=1, le=3650)
+
+
+class Network(ClosedModel):
+    """How the service is reached. `private_only` is derived from `compliance.private_only`; `exposure` from the
+    requirements' `exposure` section (the same schema, validated the same way)."""
+
+    private_only: bool
+    load_balancer_idle_timeout_s: int = Field(ge=60, le=4000, description="above the longest streamed response")
+    exposure: Exposure = Field(description="who can reach the endpoint: internal (VPC) or public (TLS, source CIDRs)")
+    exposed_by: str | None = Field(default=None, pattern=r"^[a-z0-9-]+$", description="the add-on implementing the "
+                                   "exposure (aws-load-balancer-controller, metallb, ingress-nginx, traefik); none "
+                                   "for a NodePort or a SageMaker endpoint (blueprints.requirements.cluster_exposure)")
+
+    @model_validator(mode="after")
+    def _private_is_internal(self) -> Network:
+        if self.private_only and self.exposure.scope is ExposureScope.PUBLIC:
+            raise ValueError("network.exposure.scope public contradicts network.private_only: re-plan with "
+                             "`blueprint plan` instead of editing the stack config")
+        if self.exposed_by is not None:
+            from blueprints.catalog.addons import load_platform_catalog
+
+            addon = load_platform_catalog().helm.get(self.exposed_by)
+            via = self.exposure.via or ExposureVia.LOAD_BALANCER  # unset: a load balancer, as before edge clusters
+            fits = addon is not None and ((via is ExposureVia.LOAD_BALANCER and addon.load_balancer)
+                                          or (via is ExposureVia.INGRESS and addon.ingress_class is not None))
+            if not fits:
+                raise ValueError(f"network.exposed_by {self.exposed_by!r} does not implement exposure.via "
+                                 f"{via.value if via else None}: re-plan with `blueprint plan`")
+        elif self.exposure.via in (ExposureVia.LOAD_BALANCER, ExposureVia.INGRESS):
+            raise ValueError(f"network.exposure.via {self.exposure.via.value} needs network.exposed_by (the add-on "
+                             "implementing it): re-plan with `blueprint plan`")
+        return self
+
+    @property
+    def aws_load_balancer(self) -> bool:
+        """The Service is an NLB of the AWS Load Balancer Controller (annotations, ACM TLS, subnets); so is a stack
+        config written before `exposure.via` existed (no via, no exposed_by)."""
+        if self.exposed_by is None:
+            return self.exposure.via is None
+        return self.exposed_by == "aws-load-balancer-controller"
+
+
+class ComplianceRecord(Compliance):
+    """The requirements' compliance as planned, recorded in the stack config beside the settings derived from it
+    (`network`, `storage`, `production`, `region`, the platform). The policy pack checks the derived settings against
+    this record, so a hand edit that weakens a stack below its own requirements fails the review; a change of the
+    record itself is listed first in the baseline diff."""
+
+    production: bool = Field(description="the environment is production (no scale to zero, no spot, data retained)")
+
+    def to_tag(self) -> str:
+        """The record as one AWS tag value (also a Kubernetes annotation value): `key=value` pairs separated by
+        spaces, regions joined by `/` (tag values allow letters, digits, spaces and `_ . : / = + - @`)."""
+        return encode_flags({"audit_logging": self.audit_logging, "customer_managed_kms": self.customer_managed_kms,
+                             "private_only": self.private_only, "production": self.production,
+                             "regions_allowed": "/".join(self.regions_allowed)})
+
+
+#: The tag on every service stack's model store bucket that records its compliance (`ComplianceRecord.to_tag`).
+COMPLIANCE_TAG = "servingblueprints:compliance"
+
+
+#: Namespace annotation recording the platform's compliance settings as its StackReference reports them.
+PLATFORM_COMPLIANCE_ANNOTATION = "servingblueprints.io/platform-compliance"
+
+
+#: Namespace label recording the stack's derived `network.private_only`.
+PRIVATE_ONLY_LABEL = "servingblueprints.io/private-only"
+
+
+#: Namespace annotation carrying the stack's compliance record (`ComplianceRecord.to_tag`) where it keeps no model
+#: store bucket to tag (an edge cluster).
+COMPLIANCE_ANNOTATION = "servingblueprints.io/compliance"
+
+
+#: Annotations of a Service or Ingress exposed without an AWS load balancer (a NodePort, MetalLB, an Ingress): the
+#: planned `exposure.scope`, and the kubernetes.io/tls Secret that terminates TLS (at the Ingress, or mounted into
+#: the authenticating proxy). The policy pack judges such endpoints by them.
+EXPOSURE_SCOPE_ANNOTATION = "servingblueprints.io/exposure-scope"
+
+
+TLS_SECRET_ANNOTATION = "servingblueprints.io/tls-secret"
+
+
+def encode_flags(values: dict[str, bool | str]) -> str:
+    """`{"a": True, "b": "x"}` -> `a=true b=x` (sorted keys)."""
+    return " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in sorted(values.items()))
+
+
+def decode_flags(text: str) -> dict[str, bool | str]:
+    """The inverse of `encode_flags`: `true`/`false` become booleans; a malformed pair is skipped."""
+    out: dict[str, bool | str] = {}
+    for pair in text.split():
+        key, sep, value = pair.partition("=")
+        if sep:
+            out[key] = {"true": True, "false": False}.get(value, value)
+    return out
+
+
+class PlatformSpec(ClosedModel):
+    """Where the stack runs: a shared platform's EKS cluster, an existing cluster, or SageMaker.
+
+    `stack` names the platform stack this service lands on (`platform-<env>-<region>`): its cluster for `eks`, its
+    VPC for a private SageMaker endpoint; none for an existing cluster or a SageMaker endpoint outside a VPC.
+    """
+
+    kind: Platform | Literal["sagemaker"]
+    kubernetes_version: KubernetesVersion
+    namespace: str = Field(pattern=DNS_1123_LABEL, max_length=63, description="the service's own namespace")
+    stack: str | None = Field(default=None, pattern=r"^platform-[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=100)
+    zones: int | None = Field(default=None, ge=1, le=6, description="availability zones the platform's subnets "
+                              "span (its NodePools can launch nodes there); none off a platform")
+
+    @model_validator(mode="after")
+    def _platform_stack(self) -> PlatformSpec:
+        if self.kind == "eks" and self.stack is None:
+            raise ValueError("kind eks lands on a shared platform: set `stack` (platform-<env>-<region>)")
+        if self.kind in ("existing-cluster", "edge-cluster") and self.stack is not None:
+            raise ValueError(f"an {self.kind} is not a platform stack: remove `stack`")
+        return self
+
+
+class StartupBudget(ClosedModel):
+    """Cold start of one replica, from an empty node to ready. Used by probes, deadlines and cooldowns."""
+
+    node_provisioning_s: int = Field(ge=0, le=bounds.MAX_STARTUP_PART_S, description="0 only on an edge cluster, "
+                                     "whose owned nodes are always there")
+    image_pull_s: int = Field(ge=0, le=bounds.MAX_STARTUP_PART_S, description="0 only on SageMaker, which pulls its "
+                              "image before the timers start")
+    weights_download_s: int = Field(ge=1, le=bounds.MAX_STARTUP_PART_S)
+    model_load_s: int = Field(ge=1, le=bounds.MAX_STARTUP_PART_S)
+
+    @property
+    def total_s(self) -> int:
+        return self.node_provisioning_s + self.image_pull_s + self.weights_download_s + self.model_load_s
+
+    @property
+    def pod_start_s(self) -> int:
+        """Time from container start to ready (no node provisioning, no image pull)."""
+        return self.weights_download_s + self.model_load_s
+
+
+class Autoscaling(ClosedModel):
+    min_replicas: int = Field(ge=0, le=bounds.MAX_REPLICAS)
+    max_replicas: int = Field(ge=1, le=bounds.MAX_REPLICAS)
+    metric: str = Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$", max_length=200,
+                        description="the signal scaled on (a row of blueprints/catalog/signals.py), e.g. "
+                        "vllm:num_requests_running")
+    target: float = Field(gt=0, le=1e9, description="per-replica target of `metric`, in the unit the signals table "
+                          "gives (rounded by `blueprints.catalog.signals.planned_target`)")
+    cooldown_s: int = Field(ge=0, le=86_400, description="scale-in delay; longer than the cold start")
+    cold_start_s: int | None = Field(default=None, ge=0, le=86_400, description="scale to zero only: how long the "
+                                     "first request after an idle period waits (a replica's cold start on a new "
+                                     "node, held by the KEDA HTTP interceptor)")
+    interceptor_concurrency_target: int | None = Field(default=None, ge=1, le=100_000, description="scale to zero "
+                                                       "only: in-flight requests per replica the KEDA HTTP add-on "
+                                                       "scales on (InterceptorRoute concurrency targetValue)")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Autoscaling:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas ({self.min_replicas}) must be <= max_replicas ({self.max_replicas})")
+        if self.metric == FIXED_REPLICAS and self.min_replicas != self.max_replicas:
+            raise ValueError(f"metric {FIXED_REPLICAS} (no autoscaler) runs a fixed replica count: min_replicas "
+                             f"({self.min_replicas}) must equal max_replicas ({self.max_replicas})")
+        if self.metric == "cpu" and not float(self.target).is_integer():
+            raise ValueError(f"target={self.target:g}: a CPU utilisation target is a whole percent (the HPA's "
+                             "averageUtilization is an integer); re-plan with `blueprint plan`")
+        return self
+
+
+#: A latency target or prediction, ms.
+LatencyMs = Annotated[float, Field(ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS)]
+
+
+#: A predicted latency, ms: a prediction may be longer than any target (a request's whole generation).
+PredictedMs = Annotated[float, Field(ge=0, le=bounds.MAX_LATENCY_MS * 100)]
+
+
+#: USD, finite and at most `bounds.MAX_COST_USD`.
+Usd = Annotated[float, Field(ge=0, le=bounds.MAX_COST_USD)]
+
+
+class SloTargets(ClosedModel):
+    ttft_p95_ms: LatencyMs | None = None
+    itl_p95_ms: LatencyMs | None = None
+    latency_p95_ms: LatencyMs | None = None
+    latency_p99_ms: LatencyMs | None = None
+    availability_pct: float = Field(ge=90, lt=100)
+
+
+class CostLine(ClosedModel):
+    item: str = Field(max_length=200)
+    quantity: float = Field(ge=0, le=bounds.MAX_REPLICAS * 10)
+    usd_per_hour: Usd = Field(description="per unit")
+    monthly_usd: Usd
+
+
+class ModelLatency(ClosedModel):
+    """One model's predicted request latency on a non-generative archetype (Triton, ONNX Runtime, SageMaker's
+    Triton), and how many of its requests one replica computes at once: what a compound service's end-to-end
+    latency is composed from (`blueprints.plan.compound.latency`)."""
+
+    name: str = Field(pattern=DNS_1123_LABEL, max_length=40, description="served model name")
+    latency_p95_ms: float = Field(gt=0, le=1e7, description="one request's p95 at this environment's peak, ms")
+    batch_ms: float = Field(gt=0, le=1e7, description="one batch's compute time (one request's on CPU), ms: what "
+                            "each further round of batches adds when one caller sends more requests than a replica "
+                            "computes at once")
+    concurrent_requests: int = Field(ge=1, le=1_000_000, description="requests of this model one replica computes "
+                                     "at once: max_batch_size x instances per replica on GPU, 1 on CPU")
+
+
+class Predictions(ClosedModel):
+    """What the capacity model predicts at this environment's peak, per the planner's roofline model."""
+
+    ttft_p95_ms: PredictedMs | None = None
+    itl_p95_ms: PredictedMs | None = None
+    latency_p95_ms: PredictedMs | None = Field(default=None, description="request latency p95, ms (for LLMs: a mean "
+                                               "request, TTFT + output tokens x ITL)")
+    output_tokens_per_s: float | None = Field(default=None, ge=0, le=1e12, description="all replicas at peak, "
+                                              "tokens/s")
+    requests_per_s_capacity: float = Field(gt=0, le=1e12, description="all planned replicas, requests/s")
+    concurrency_per_replica: int = Field(ge=1, le=bounds.INT32_MAX)
+    monthly_cost_usd: Usd = Field(description="the sum of `cost_lines`, USD/month; 0 only on an edge cluster's owned "
+                                  "nodes given no cost")
+    cost_lines: list[CostLine] = Field(min_length=1, max_length=20, description="the serving nodes (or SageMaker "
+                                       "instances) first, then the stack's fixed items")
+    cost_is_estimate: bool = Field(description="true when spot prices (estimated) are used")
+    usd_per_million_output_tokens: Usd | None = None
+    platform_monthly_cost_usd: Usd | None = Field(default=None, description="the shared platform's own "
+                                                  "monthly cost (reported, not part of monthly_cost_usd)")
+    expected_monthly_cost_usd: Usd | None = Field(default=None, description="the fleet simulation's monthly "
+                                                    "cost of the autoscaled fleet over a typical day of the traffic "
+                                                    "pattern (`monthly_cost_usd` is the peak-provisioned cost)")
+    slo_attainment: float | None = Field(default=None, ge=0, le=1, description="the fleet simulation's share of "
+                                         "minutes within every p95 target (0-1)")
+    models: list[ModelLatency] | None = Field(default=None, description="non-generative archetypes: each model's "
+                                              "own predicted latency (latency_p95_ms above is the slowest's)")
+
+
+class PipelinePart(str, Enum):
+    """A part of a compound service: its stack is `<service>-<part>-<environment>`, one archetype each."""
+
+    GENERATOR = "generator"
+    RETRIEVAL = "retrieval"
+
+
+class PipelineStage(ClosedModel):
+    """One model's share of a compound service's end-to-end p95 (`blueprints.plan.compound.latency` composes them)."""
+
+    part: PipelinePart
+    model: str = Field(pattern=DNS_1123_LABEL, max_length=40, description="served model name")
+    measure: Literal["ttft", "latency"] = Field(description="what of the model's latency the pipeline waits for: "
+                                                "`ttft` the generator's first token (streamed answers), `latency` "
+                                                "a whole request")
+    calls_per_request: int = Field(ge=1, le=100_000, description="requests one end-to-end request sends this model "
+                                   "(its peak rate over the generator's, rounded up; a reranker scoring 20 passages: "
+                                   "20), sent together")
+    rounds: int = Field(ge=1, le=100_000, description="batches those calls take one after another on one replica: "
+                        "calls / requests a replica computes at once, rounded up")
+    latency_p95_ms: float = Field(gt=0, le=1e7, description="one call's predicted p95, ms")
+    stage_p95_ms: float = Field(gt=0, le=1e8, description="this stage's share: one call's p95 plus a batch time per "
+                                "further round, ms")
+
+
+class Pipeline(ClosedModel):
+    """A compound service's end-to-end view, recorded identically in each part's stack config: the stages, their
+    composed p95 (a sum of p95s: conservative, see `blueprints.plan.compound.latency`) and the budget it was planned against."""
+
+    service: str = Field(pattern=DNS_1123_LABEL, max_length=40, description="the compound service (its requirements "
+                         "file's `service`)")
+    part: PipelinePart = Field(description="the part this stack serves")
+    stacks: list[str] = Field(min_length=2, max_length=2, description="every part's stack in this environment, "
+                              "generator first")
+    latency_p95_budget_ms: float | None = Field(default=None, gt=0, le=600_000, description="slo."
+                                                "pipeline_latency_p95_ms, ms (none: reported, not checked)")
+    latency_p95_ms: float = Field(gt=0, le=1e8, description="the stages' composed p95, ms")
+    stages: list[PipelineStage] = Field(min_length=2, max_length=64)
+
+    @model_validator(mode="after")
+    def _composed(self) -> Pipeline:
+        parts = {s.part for s in self.stages}
+        if parts != set(PipelinePart):
+            raise ValueError("a pipeline has stages of both parts (generator and retrieval); re-plan with "
+                             "`blueprint plan`")
+        total = sum(s.stage_p95_ms for s in self.stages)
+        if abs(total - self.latency_p95_ms) > 0.05 * len(self.stages):
+            raise ValueError(f"latency_p95_ms={self.latency_p95_ms:g} is not the sum of its stages ({total:g}); "
+                             "re-plan with `blueprint plan` instead of editing the stack config")
+        if self.latency_p95_budget_ms is not None and self.latency_p95_ms > self.latency_p95_budget_ms + 0.05:
+            raise ValueError(f"latency_p95_ms={self.latency_p95_ms:g} misses latency_p95_budget_ms="
+                             f"{self.latency_p95_budget_ms:g}: re-plan with `blueprint plan` instead of editing the "
+                             "stack config")
+        return self
+
+
+class RolesAnywhereSpec(ClosedModel):
+    """How an edge cluster's pods read their `s3://` sources: IAM Roles Anywhere (a trust anchor on your CA, a
+    profile, a role that may only read the sources' prefixes), with the certificate of a Secret you provide."""
+
+    acm_pca_arn: str | None = Field(default=None, pattern=ACM_PCA_ARN, description="the trust anchor's ACM Private CA; "
+                                    "none: the PEM bundle "
+                                   "in config key servingblueprints:rolesAnywhereCaBundle")
+    certificate_secret: str = Field(pattern=DNS_1123_SUBDOMAIN, max_length=253, description="kubernetes.io/tls Secret "
+                                    "in the service's namespace (tls.crt, tls.key)")
+    certificate_common_name: str = Field(min_length=1, max_length=64, pattern=CERTIFICATE_CN, description="the "
+                                         "certificate subject's CN the "
+                                         "role trusts")
+    session_duration_s: int = Field(ge=900, le=43_200, description="credentials' lifetime, s")
+
+
+class Alerting(ClosedModel):
+    """Where this stack's alerts go: the platform's Alertmanager receiver (Kubernetes), or an SNS topic (SageMaker)."""
+
+    receiver: Literal["slack", "pagerduty", "webhook"] | None = Field(
+        default=None, description="the Alertmanager receiver of the platform this stack lands on; none: alerts "
+        "reach nobody")
+    sns_topic_arn: str | None = Field(default=None, pattern=r"^arn:aws(-cn|-us-gov)?:sns:[a-z0-9-]+:[0-9]{12}:"
+                                      r"[A-Za-z0-9_-]{1,256}$", description="SageMaker: the topic its alarms notify")

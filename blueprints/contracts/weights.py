@@ -1,0 +1,83 @@
+"""Weights on disk: the local volume a model needs, and which files of a Hugging Face repository a server loads.
+
+Shared by the planner (system-node scratch space for sync Jobs, node disk checks) and the components (emptyDir size
+limits, the sync Job's download filters), so both size the same thing the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from blueprints.core import defaults
+from blueprints.contracts.sections import Archetype
+
+if TYPE_CHECKING:
+    from blueprints.contracts.blueprint import Blueprint
+
+
+#: Files a Hugging Face download keeps: safetensors weights and their index, configs, tokenizer and chat template
+#: files. Meta's repositories also ship `original/*.pth` (a second full copy of the weights, for Meta's own code):
+#: vLLM loads safetensors, so that folder is never downloaded (Llama-3.1-8B: ~16 GB more).
+#: Source: `hf download --help` (huggingface_hub >= 0.34: `--include`/`--exclude` glob patterns); vLLM loads
+#: `*.safetensors` when present (vllm/model_executor/model_loader/default_loader.py, `_prepare_weights`).
+HF_INCLUDE_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "*.json", "*.model", "*.tiktoken", "*.txt",
+                       "*.jinja")
+HF_EXCLUDE_PATTERNS = ("original/*",)
+
+
+def weights_volume_gib(weights_gib: Iterable[float]) -> float:
+    """Local disk for models' weights, GiB: +10 % and 2 GiB for tokenizer/config files and filesystem overhead."""
+    return sum(weights_gib) * 1.1 + 2
+
+
+def weights_reason(bp: Blueprint) -> str:
+    """Where each model's weights come from and what the servers read, in plain words (the plan's rationale).
+
+    Every self-hosted replica and SageMaker endpoint reads the stack's model store (`models/<name>/`, SSE-KMS),
+    never the source: a sync Job (Kubernetes) or a one-off server-side copy (SageMaker, `s3://` sources) copies each
+    source into it. SageMaker runs no sync Job, so an `hf://` source is uploaded to the store by hand.
+    """
+    key = "a customer-managed key" if bp.storage.customer_managed_kms else "the AWS-managed aws/s3 key"
+    moves = ", ".join(f"{m.source_uri} -> models/{m.name}/" for m in bp.models)
+    keys = "".join(f"; it decrypts {m.source_uri} with {m.source_kms_key_arn}" for m in bp.models
+                   if m.source_kms_key_arn)
+    if bp.archetype is not Archetype.SAGEMAKER_ENDPOINT:
+        how, reader = f"copied into the model store by a sync Job per model on the system nodes{keys}", "each replica"
+    elif bp.model.source_uri.startswith("s3://"):
+        how = ("copied into the model store at deploy by a one-off server-side copy (a Lambda function whose role "
+               f"reads only the source prefix and writes only that store prefix{keys})")
+        reader = "the endpoint"
+    else:
+        how = "not copied by the stack (SageMaker runs no sync Job): upload it to the store before the endpoint is created"
+        reader = "the endpoint"
+    return f"weights: {moves}, {how}; {reader} reads the store (SSE-KMS with {key}), never the source"
+
+
+def with_weights_reason(bp: Blueprint) -> Blueprint:
+    """`bp` with `weights_reason` appended to its rationale (an edge cluster's plan has no model store: its rationale
+    already says how each pod reads its source, `blueprints.plan.edge.edge_reasons`)."""
+    if bp.storage is None:
+        return bp
+    return bp.model_copy(update={"rationale": [*bp.rationale, weights_reason(bp)]})
+
+
+def replica_ephemeral_gib(weights_gib: Iterable[float]) -> int:
+    """Ephemeral storage one serving replica requests, GiB (rounded up): its models' weights +10 % and
+    `defaults.REPLICA_SCRATCH_GIB` of scratch (logs, compile caches, the engine's own files)."""
+    return math.ceil(sum(weights_gib) * 1.1 + defaults.REPLICA_SCRATCH_GIB)
+
+
+def usable_disk_gib(disk_gib: float, *, reserve_gib: float) -> float:
+    """What pods' ephemeral-storage requests can use of a node's kubelet filesystem of `disk_gib` GiB: the kubelet's
+    hard eviction threshold (`nodefs.available<10%`) and kube-reserved ephemeral storage are kept free, and
+    `reserve_gib` (the OS, pulled images: they share the filesystem but no pod requests them) is already used."""
+    return max(0.0, disk_gib * (1 - defaults.EVICTION_NODEFS_FRACTION) - defaults.KUBE_RESERVED_EPHEMERAL_GIB
+               - reserve_gib)
+
+
+def disk_for_gib(pods_gib: float, *, reserve_gib: float) -> int:
+    """The smallest filesystem, whole GiB, whose `usable_disk_gib` holds `pods_gib` of ephemeral requests."""
+    return math.ceil((pods_gib + defaults.KUBE_RESERVED_EPHEMERAL_GIB + reserve_gib)
+                     / (1 - defaults.EVICTION_NODEFS_FRACTION) - 1e-9)

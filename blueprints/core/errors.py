@@ -1,0 +1,238 @@
+"""Errors a user can cause. The CLI prints them as `Type: message` and exits 2; anything else is a bug."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from blueprints.core import bounds
+
+
+class BlueprintError(Exception):
+    """Base class of every error caused by user input (files, flags, catalog choices).
+
+    `rule` names the cross-field rule the input broke when a JSON Schema cannot state it
+    (`blueprints.requirements.rules.CROSS_FIELD_RULES`; `blueprint schema` documents each), else None.
+    """
+
+    rule: str | None = None
+
+    def __init__(self, message: str, *, rule: str | None = None) -> None:
+        super().__init__(message)
+        if rule is not None:
+            self.rule = rule
+
+
+class RequirementsError(BlueprintError):
+    """Raised when a requirements file is missing, is not YAML, or breaks the requirements schema."""
+
+
+class CatalogError(BlueprintError):
+    """Raised when a catalog id (model, GPU, instance type) is unknown or a catalog file is malformed."""
+
+
+class SizingError(BlueprintError):
+    """Raised when no plan meets the requirements; the message names the constraint to relax."""
+
+    rule = "feasible-plan"
+
+
+class StackConfigError(BlueprintError):
+    """Raised when a stack config (`stacks/Pulumi.<stack>.yaml`) is missing or does not hold a valid blueprint."""
+
+
+#: Longest excerpt of a bad value an error message quotes, characters: a huge value (a pasted file, an expanded
+#: alias) must not turn one error into megabytes of output.
+MAX_EXCERPT_CHARS = 80
+#: Longest single problem message, characters (a validator's message may embed what it was given).
+MAX_PROBLEM_CHARS = 600
+#: Most problems one message lists; the rest are counted.
+MAX_PROBLEMS_LISTED = 25
+
+
+def excerpt(value: object, *, limit: int = MAX_EXCERPT_CHARS) -> str:
+    """`repr(value)`, cut to `limit` characters with the full length noted when longer."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def clip(text: str, *, limit: int = MAX_PROBLEM_CHARS) -> str:
+    """`text` cut to `limit` characters with the full length noted when longer."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+class FieldProblem(ValueError):
+    """A validator's problem with one field, named by its path below the model being validated.
+
+    Raise it (or `FieldProblems`) from a pydantic validator instead of a plain `ValueError`, so the error names the
+    exact field rather than the section: `format_validation_error` appends `loc` to the validator's own location.
+
+    Args:
+        loc: the field's path below the validated model, e.g. `("environments", "prod", "spot")` or `"traffic"`.
+        message: what is wrong and the fix.
+        rule: the id of the cross-field rule broken (`blueprints.requirements.rules.CROSS_FIELD_RULES`), when a JSON
+            Schema cannot state it.
+    """
+
+    def __init__(self, loc: tuple[str | int, ...] | str, message: str, *, rule: str | None = None) -> None:
+        super().__init__(message)
+        self.loc = tuple(loc.split(".")) if isinstance(loc, str) else tuple(loc)
+        self.message = message
+        self.rule = rule
+
+
+class FieldProblems(ValueError):
+    """Several `FieldProblem`s found by one validator (each concern's checker returns all its problems)."""
+
+    def __init__(self, problems: list[FieldProblem]) -> None:
+        super().__init__("; ".join(p.message for p in problems))
+        self.problems = list(problems)
+
+
+def raise_problems(problems: list[FieldProblem]) -> None:
+    """Raise `problems` from a validator: nothing when empty, the one problem, or `FieldProblems`."""
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise FieldProblems(problems)
+
+
+#: pydantic error types of a number outside its bounds: the message adds the field's reason (`bounds.REASONS`).
+_BOUND_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
+#: What a string pattern means, in words, by the pattern: modules that define a pattern register it here with
+#: `describe_pattern`, so "should match '^(s3://[a-z0-9]...'" reads "should be an s3://bucket/prefix/ ... URI".
+PATTERNS: dict[str, str] = {}
+
+
+def describe_pattern(pattern: str, words: str) -> str:
+    """Register what `pattern` means for error messages (`should be <words>`); returns `pattern`."""
+    PATTERNS[pattern] = words
+    return pattern
+
+
+#: Parts of a pydantic error location that name no field: union members, validator functions, dict-key markers.
+_TAG_PARTS = ("function-", "json-or-python[", "tagged-union[", "literal[", "enum[", "nullable[", "union[")
+_TYPE_PARTS = frozenset({"str", "int", "float", "bool", "none", "list", "dict", "is-instance", "lax-or-strict"})
+
+
+def _named(item: object) -> str | None:
+    """A list entry's name for messages: its `name`, else its `id` (a model entry), when a short string."""
+    if isinstance(item, dict):
+        for key in ("name", "id"):
+            value = item.get(key)
+            if isinstance(value, str) and 0 < len(value) <= 63:
+                return value
+    return None
+
+
+def field_path(loc: tuple[str | int, ...], data: object = None) -> str:
+    """A pydantic error location as the field path users write, with list entries by index and name.
+
+    Example: `("models", 1, "max_context_tokens")` over data whose second model is named `reranker` ->
+    `models[1] (reranker).max_context_tokens`; a discriminated union's tag (`engine.vllm.port`) and pydantic's
+    type and validator markers are left out (`engine.port`).
+
+    Args:
+        loc: the location (strings and list indices).
+        data: the validated input, to name list entries and recognise union tags; optional.
+    """
+    out = ""
+    node = data
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            item = node[part] if isinstance(node, list) and -len(node) <= part < len(node) else None
+            name = _named(item)
+            out += f"[{part}]" + (f" ({name})" if name else "")
+            node = item
+            continue
+        text = str(part)
+        if text == "__root__":
+            continue
+        present = isinstance(node, dict) and text in node
+        is_tag = not present and (text.startswith(_TAG_PARTS) or text in _TYPE_PARTS or (
+            isinstance(node, dict) and node.get("kind") == text))
+        if is_tag and (i < len(loc) - 1 or not isinstance(node, dict)):
+            continue
+        if text == "[key]":
+            out += " (the name)"
+            continue
+        out += f".{text}" if out else text
+        node = node.get(text) if isinstance(node, dict) else None
+    return out
+
+
+def problem_lines(exc: ValidationError, *, data: object = None, prefix: str = "") -> list[tuple[str, str, str | None]]:
+    """Each problem of a pydantic `ValidationError` as (field path, message, cross-field rule or None).
+
+    A validator's `FieldProblem`s land on their own fields; a plain `ValueError` on the validated section.
+    """
+    out = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        error = (err.get("ctx") or {}).get("error")
+        problems = error.problems if isinstance(error, FieldProblems) else [error] \
+            if isinstance(error, FieldProblem) else None
+        if problems:
+            for problem in problems:
+                where = field_path(loc + problem.loc, data)
+                out.append((".".join(p for p in (prefix, where) if p) or "(top level)", clip(problem.message),
+                            problem.rule))
+            continue
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field; check the spelling against `blueprint schema`"
+        if err["type"] == "string_pattern_mismatch":
+            pattern = str((err.get("ctx") or {}).get("pattern", ""))
+            msg = f"should be {PATTERNS[pattern]}" if pattern in PATTERNS else f"should match {excerpt(pattern)}"
+        got = err.get("input")
+        if err["type"] not in ("missing", "extra_forbidden") and not isinstance(got, dict):
+            msg += f" (got {excerpt(got)})"
+        field = next((str(p) for p in reversed(loc) if isinstance(p, str)), "")
+        if err["type"] in _BOUND_ERRORS and field in bounds.REASONS:
+            msg += f": {bounds.REASONS[field]}"
+        if isinstance(got, bool) and err["type"] == "string_type":
+            msg += "; YAML reads unquoted yes/no/on/off/true/false as booleans: quote the value"
+        elif isinstance(got, (int, float)) and err["type"] == "string_type":
+            msg += ("; YAML reads an unquoted number as a number (1.30 becomes 1.3): quote the value as written, "
+                    'e.g. "1.30"')
+        where = field_path(loc, data)
+        out.append((".".join(p for p in (prefix, where) if p) or "(top level)", clip(msg), None))
+    return out
+
+
+def format_validation_error(exc: ValidationError, *, source: Path | str, prefix: str = "", data: object = None) -> str:
+    """Render a pydantic `ValidationError` as one line per problem: `file: field.path: message (got value)`.
+
+    Args:
+        exc: the error pydantic raised.
+        source: the file (or config key) the data came from, named in every line.
+        prefix: a dotted path prepended to each field path (e.g. `servingblueprints:blueprint`).
+        data: the validated input: list entries are then named by index and name (`models[1] (reranker)`).
+
+    Returns:
+        A multi-line message, one problem per line (at most `MAX_PROBLEMS_LISTED`), ready to print.
+    """
+    problems = problem_lines(exc, data=data, prefix=prefix)
+    lines = [f"{source}: {len(problems)} problem(s)"]
+    lines += [f"  {where}: {msg}" for where, msg, _ in problems[:MAX_PROBLEMS_LISTED]]
+    if len(problems) > MAX_PROBLEMS_LISTED:
+        lines.append(f"  ... and {len(problems) - MAX_PROBLEMS_LISTED} more")
+    return "\n".join(lines)
+
+
+def read_text_file(path: Path, error: type[BlueprintError], what: str, *, hint: str = "") -> str:
+    """A UTF-8 text file's content; `error` naming the file when it is missing, unreadable or not UTF-8 text.
+
+    Args:
+        path: the file.
+        error: the `BlueprintError` subclass to raise.
+        what: what the file is, for the message (e.g. "requirements file").
+        hint: appended to the message (e.g. "; run `blueprint plan` first").
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: the {what} is not UTF-8 text (byte {exc.start}){hint}") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read {what} ({exc.strerror}){hint}") from None

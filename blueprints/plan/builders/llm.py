@@ -1,0 +1,234 @@
+"""The LLM builder (vllm-gpu) and the LLM plan SageMaker's LMI shares: the cheapest option from
+`blueprints.plan.options.llm` (or the existing stack config's hardware while within the switch threshold,
+`blueprints.plan.stability`), its compute, simulated predictions, and the reasons in plain words. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from blueprints.core import defaults
+from blueprints.contracts.sections import (
+    Archetype, Autoscaling, CapacityType, Compute, CostLine, Predictions, ServedModel, VllmEngine,
+)
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.catalog import Catalog
+from blueprints.contracts.consistency import vllm_host_memory_gib
+from blueprints.contracts.serving_flags import vllm_dtype
+from blueprints.core.errors import SizingError
+from blueprints.capacity.simulator import SimulationResult
+from blueprints.plan.options.search import ResolvedModel, service_fixed_monthly_usd, peak_rps
+from blueprints.plan.options.llm import (
+    LlmOption, LlmSearch, complete_sizing, llm_option_on, llm_search, size_twin, traffic_shape,
+)
+from blueprints.plan.options.infeasible import explain_no_llm_option
+from blueprints.requirements.service import Requirements
+from blueprints.requirements.hosting import Accelerator, CpuArch
+from blueprints.plan.selection import Selection
+from blueprints.plan.stability import Hardware, decide
+from blueprints.plan.startup import startup_budget
+from blueprints.contracts.weights import replica_ephemeral_gib
+from blueprints.plan.builders.context import (
+    PlanContext, access_reasons, autoscaling_bounds, capacity_type_of, common_fields, cooldown_s, quota_cap,
+    served_model,
+)
+from blueprints.plan.builders.cost import check_budget, cost_lines, cost_notes
+
+
+def _fmt(value: float | None) -> str:
+    return "(no target)" if value is None else f"<= {value:g} ms"
+
+
+@dataclass(frozen=True)
+class LlmPlan:
+    """The chosen LLM option, the search behind it, its simulated run at this environment's peak, and the
+    reasons."""
+
+    best: LlmOption
+    search: LlmSearch
+    at_peak: SimulationResult
+    reasons: list[str]
+
+
+def _llm_hardware(option: LlmOption, *, managed: bool) -> Hardware:
+    return Hardware(archetype=Archetype.SAGEMAKER_ENDPOINT if managed else Archetype.VLLM_GPU,
+                    instance_type=option.instance.instance_type, tensor_parallel_size=option.tensor_parallel_size,
+                    kv_cache_dtype=None if managed else option.kv_cache_dtype)
+
+
+def llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, ctx: PlanContext, *,
+              managed: bool) -> LlmPlan:
+    """The cheapest option within the SLO and the environment's constraints, or the existing stack config's hardware
+    while it stays within `ctx.switch_threshold_pct` of it (`blueprints.plan.stability`).
+
+    Raises:
+        SizingError: no option meets the SLO within the constraints; the message names the binding one.
+    """
+    limits = ctx.limits(req, env, managed=managed)
+    search = llm_search(req, env, model, catalog, managed=managed, limits=limits)
+    if search.best is None:
+        raise SizingError(explain_no_llm_option(req, env, model, catalog, managed=managed, limits=limits))
+    best, at_peak = search.best, search.at_peak
+    headline = None
+    previous = ctx.existing.get(f"{req.service}-{env}")
+    if previous is not None and previous.archetype is (Archetype.SAGEMAKER_ENDPOINT if managed else Archetype.VLLM_GPU):
+        fixed = service_fixed_monthly_usd(req, env, catalog, managed=managed)
+        month = catalog.hours_per_month
+        kept = llm_option_on(req, env, model, catalog, instance_type=previous.instance_type,
+                             tensor_parallel_size=previous.tensor_parallel_size or 0,
+                             kv_cache_fp8=previous.kv_cache_dtype == "fp8", managed=managed, limits=limits)
+        keep, headline = decide(
+            previous, _llm_hardware(best, managed=managed),
+            cheapest_usd=best.monthly_node_usd_per_hour * month + fixed,
+            previous_usd=None if isinstance(kept, str) else kept[0].monthly_node_usd_per_hour * month + fixed,
+            unavailable=kept if isinstance(kept, str) else None, threshold_pct=ctx.switch_threshold_pct)
+        if keep:
+            best, at_peak = kept  # type: ignore[misc]
+    best = complete_sizing(best, model, req, env, managed=managed)
+    return LlmPlan(best, search, at_peak, _llm_reasons(req, env, model, best, search, at_peak, catalog,
+                                                         managed=managed, headline=headline))
+
+
+def _ruled_out(search: LlmSearch, catalog: Catalog) -> list[str]:
+    """The cheapest option each constraint ruled out, when it was cheaper than the plan (what the guardrail costs)."""
+    chosen = search.best.monthly_node_usd_per_hour * catalog.hours_per_month if search.best is not None else math.inf
+    seen, out = set(), []
+    for r in search.rejected:
+        if r.breach.constraint in seen or r.monthly_usd >= chosen:
+            continue
+        seen.add(r.breach.constraint)
+        out.append(f"ruled out by {r.breach.constraint}: {r.what}, "
+                   f"{'' if r.simulated else 'at least '}${r.monthly_usd:,.0f}/month for nodes, {r.breach.why}")
+    return out
+
+
+def _lengths(model: ResolvedModel) -> str:
+    shape = traffic_shape(model)
+    return (f"prompts {shape.inputs.mean} tokens (p95 {shape.inputs.p95}), outputs {shape.outputs.mean} "
+            f"(p95 {shape.outputs.p95})")
+
+
+def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOption, search: LlmSearch,
+                 at_peak: SimulationResult, catalog: Catalog, *, managed: bool, headline: str | None) -> list[str]:
+    """Why this option: what the search compared (and what it ruled out), its engine limits, its simulated p95s, the
+    KV-cache dtype and the runner-up; `headline` (kept or switched hardware, `blueprints.plan.stability`) goes first."""
+    inst, tp, sizing = best.instance, best.tensor_parallel_size, best.sizing
+    cand = best.candidate
+    peak = peak_rps(req, env, model)
+    cheapest = search.best is not None and _llm_hardware(best, managed=managed) == _llm_hardware(search.best,
+                                                                                                 managed=managed)
+    why = [] if headline is None else [headline]
+    why += [
+        f"{inst.instance_type} ({inst.gpu_count}x {best.gpu.model}) with tensor_parallel_size={tp}: "
+        f"{'cheapest' if cheapest else 'kept'} of {len(search.options)} option(s) meeting TTFT p95 "
+        f"{_fmt(req.slo.ttft_p95_ms)} and ITL p95 {_fmt(req.slo.itl_p95_ms)} within the constraints "
+        f"({search.screened} candidates screened analytically, the {search.simulated} that could be cheapest "
+        "simulated)",
+        f"each replica runs at most {cand.max_num_seqs} sequences (max_num_seqs: the largest batch whose decode "
+        "step keeps token gaps within the ITL target and whose mean-length requests its "
+        f"{cand.model.kv_cache_tokens:,} KV-cache tokens hold)"
+        + ("" if managed else f" and computes at most {cand.max_num_batched_tokens} tokens a step "
+           "(max_num_batched_tokens: a prompt chunk never stretches a token gap past the ITL target)"),
+        f"simulated with {model.traffic.pattern.value} arrivals and {_lengths(model)}: one replica meets the SLO up "
+        f"to {sizing.max_rps:.2f} requests/s (saturates near {cand.saturation_rps:.2f})",
+        f"{best.replicas} replica(s) for {peak:g} requests/s at peak, {peak / best.replicas:.2f} each: TTFT p50/p95 "
+        f"{at_peak.ttft_ms.p50:.0f}/{at_peak.ttft_ms.p95:.0f} ms, ITL p50/p95 {at_peak.itl_ms.p50:.1f}/"
+        f"{at_peak.itl_ms.p95:.1f} ms, request latency p95 {at_peak.e2e_ms.p95 / 1e3:.1f} s, "
+        f"{at_peak.mean_running:.1f} sequences running on average",
+    ]
+    if not managed and best.gpu.supports_fp8:
+        twin = size_twin(best, model, req, env, catalog, kv_cache_fp8=best.kv_cache_dtype != "fp8")
+        month = catalog.hours_per_month
+        if best.kv_cache_dtype == "fp8":
+            other = (f"a 16-bit cache would need {twin.replicas} replica(s), "
+                     f"${twin.monthly_node_usd_per_hour * month:,.0f}/month for nodes against "
+                     f"${best.monthly_node_usd_per_hour * month:,.0f}" if twin else
+                     "a 16-bit cache cannot meet the SLO on it")
+            why.append(f"FP8 KV cache (kv_cache_dtype fp8, supported on {best.gpu.model}): it holds twice the tokens "
+                       f"of a 16-bit cache and reads half the bytes per step; on {inst.instance_type} {other}. "
+                       "FP8 KV (E4M3, per-tensor scales) costs little accuracy (vLLM docs, quantized KV cache)")
+        elif twin is not None and twin.monthly_node_usd_per_hour < best.monthly_node_usd_per_hour - 1e-9:
+            why.append(f"16-bit KV cache, as the existing stack config has it: FP8 (supported on {best.gpu.model}) "
+                       f"would need {twin.replicas} replica(s), ${twin.monthly_node_usd_per_hour * month:,.0f}/month "
+                       "for nodes")
+        else:
+            why.append(f"16-bit KV cache: FP8 (supported on {best.gpu.model}) would not lower the cost here")
+    why += _ruled_out(search, catalog)
+    runner_up = next((o for o in search.options if o.instance.instance_type != inst.instance_type), None)
+    if runner_up:
+        why.append(f"next cheapest: {runner_up.instance.instance_type} at "
+                   f"${runner_up.monthly_node_usd_per_hour * catalog.hours_per_month:,.0f}/month for "
+                   f"{'instances' if inst.instance_type.startswith('ml.') else 'GPU nodes'}")
+    return why
+
+
+def llm_predictions(req: Requirements, env: str, model: ResolvedModel, plan_: LlmPlan, lines: list[CostLine],
+                     catalog: Catalog, *, managed: bool) -> Predictions:
+    best, run = plan_.best, plan_.at_peak
+    monthly = round(sum(line.monthly_usd for line in lines), 2)
+    tokens_per_month = peak_rps(req, env, model) * model.traffic.mean_output_tokens * 3600 * catalog.hours_per_month
+    capacity_rps = best.sizing.max_rps * best.replicas
+    return Predictions(
+        ttft_p95_ms=round(run.ttft_ms.p95, 1), itl_p95_ms=round(run.itl_ms.p95, 2),
+        latency_p95_ms=round(run.e2e_ms.p95, 1),
+        output_tokens_per_s=round(capacity_rps * model.traffic.mean_output_tokens, 1),
+        requests_per_s_capacity=round(capacity_rps, 3),
+        concurrency_per_replica=best.concurrency, monthly_cost_usd=monthly, cost_lines=lines,
+        cost_is_estimate=capacity_type_of(req, env, managed=managed) is CapacityType.SPOT,
+        usd_per_million_output_tokens=round(monthly / tokens_per_month * 1e6, 3))
+
+
+def llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedModel, *, managed: bool) -> Compute:
+    inst, tp = best.instance, best.tensor_parallel_size
+    share = tp / inst.gpu_count  # this replica's share of the node
+    shm_gib = defaults.SHM_GIB_PER_TP_RANK * tp
+    return Compute(
+        accelerator=Accelerator.NVIDIA_GPU, instance_type=inst.instance_type, gpu=best.gpu.name,
+        gpus_per_node=inst.gpu_count, gpus_per_replica=tp, vcpus_per_node=inst.vcpus,
+        memory_gib_per_node=inst.memory_gib,
+        cpu_per_replica=max(1, math.floor(inst.vcpus * share * defaults.NODE_ALLOCATABLE_CPU_FRACTION)),
+        memory_gib_per_replica=max(math.floor(inst.memory_gib * share * 0.8), vllm_host_memory_gib(shm_gib)),
+        ephemeral_storage_gib_per_replica=replica_ephemeral_gib([served.weights_gib]),
+        replicas=best.replicas, capacity_type=capacity_type_of(req, env, managed=managed),
+        cpu_arch=CpuArch(inst.cpu_arch))
+
+
+def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog,
+               selection: Selection, ctx: PlanContext) -> Blueprint:
+    model = models[0]
+    llm = llm_plan(req, env, model, catalog, ctx, managed=False)
+    best, run = llm.best, llm.at_peak
+    inst, tp, cand = best.instance, best.tensor_parallel_size, best.candidate
+    dtype, quantization = vllm_dtype(model.spec.precision, model.spec.quantization_method, best.gpu)
+    served = served_model(model, req, env)
+    startup = startup_budget(weights_gib=served.weights_gib, engine_kind="vllm", gpu=True)
+    lines = cost_lines(req, env, catalog, what="GPU nodes", instance_type=inst.instance_type, nodes=best.nodes,
+                        usd_per_hour=best.node_usd_per_hour, managed=False)
+    check_budget(req, env, catalog, lines=lines, what=f"vllm-gpu, {best.nodes}x {inst.instance_type}",
+                 replicas=best.replicas, replicas_per_node=inst.gpu_count // tp,
+                 node_usd_per_hour=best.node_usd_per_hour, managed=False)
+    floor, ceiling, capped = autoscaling_bounds(req, env, best.replicas, can_scale_to_zero=True,
+                                                 **quota_cap(ctx, req, env, per_node=inst.gpu_count // tp,
+                                                              gpus_per_node=inst.gpu_count))
+    longest_s = (run.ttft_ms.p95 + (model.max_context_tokens - model.traffic.mean_input_tokens)
+                 * run.itl_ms.p95) / 1e3
+    return Blueprint(
+        **common_fields(req, env, ctx, managed=False,
+                  idle_timeout_s=min(4000, max(defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S, math.ceil(longest_s)))),
+        archetype=Archetype.VLLM_GPU, models=[served],
+        compute=llm_compute(req, env, best, served, managed=False),
+        engine=VllmEngine(image=defaults.VLLM_IMAGE, tensor_parallel_size=tp,
+                          gpu_memory_utilization=defaults.GPU_MEMORY_UTILIZATION,
+                          max_model_len=model.max_context_tokens, max_num_seqs=cand.max_num_seqs,
+                          max_num_batched_tokens=cand.max_num_batched_tokens, dtype=dtype,
+                          quantization=quantization, kv_cache_dtype=best.kv_cache_dtype,  # type: ignore[arg-type]
+                          shm_size_gib=defaults.SHM_GIB_PER_TP_RANK * tp),
+        startup=startup,
+        # The target is set from the replica model once the blueprint exists (`blueprints.plan.scaling.scaling_targets`).
+        autoscaling=Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="vllm:num_requests_running",
+                                target=1.0, cooldown_s=cooldown_s(startup)),
+        predictions=llm_predictions(req, env, model, llm, lines, catalog, managed=False),
+        rationale=[*selection.reasons, *llm.reasons, *capped, *access_reasons(req, managed=False),
+                   *cost_notes(req, env, catalog, managed=False)],
+    )

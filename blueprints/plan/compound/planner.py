@@ -1,0 +1,250 @@
+"""Plan a compound service (`blueprints.plan.compound.parts`): each part as a service of its own, then its end-to-end budget
+and its cost as one service.
+
+Per environment: both parts are planned at their own targets. When their composed p95 (`blueprints.plan.compound.latency`) meets
+`slo.pipeline_latency_p95_ms`, that is the plan. Otherwise the parts' own targets are tightened, which costs
+replicas or faster hardware but is better than refusing: the retrieval part's request-latency target down a ladder
+of fractions (`RETRIEVAL_TIGHTENING`), and for each, the generator's TTFT target (streamed answers) down to what
+the budget leaves it. The cheapest pair that meets the budget wins (at equal cost, the one whose retrieval target is
+tightened least); when none does, the plan refuses (exit 2) with
+the parts' p95s and the lowest composition found. `budget.max_monthly_usd` applies to the two parts together.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from blueprints.core import defaults
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.sections import Pipeline, PipelinePart
+from blueprints.catalog import Catalog
+from blueprints.plan.compound.parts import ServicePart
+from blueprints.core.errors import BlueprintError, SizingError
+from blueprints.plan.options.search import resolve_models
+from blueprints.plan.options.nongen import latency_target_ms
+from blueprints.plan.compound.latency import RULE, compose, describe, pipeline_stages, retrieval_p95_ms
+from blueprints.requirements.service import Requirements
+from blueprints.requirements.model import Slo
+
+#: Fractions of the retrieval part's own request-latency target tried, in order, when the parts at their own targets
+#: miss the end-to-end budget. Each step re-plans the retrieval part (a fast, closed-form search) and, when the
+#: generator's share no longer fits, the generator at the TTFT target left to it (a simulated search, about a second)
+#: [assumption: a coarse ladder bounds planning time; finer steps could find a slightly cheaper split].
+RETRIEVAL_TIGHTENING = (1.0, 0.75, 0.5, 0.35, 0.25)
+
+#: Plans one part's requirements for one environment (the planner's own path for a service).
+PlanPart = Callable[[Requirements, str], Blueprint]
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """Both parts of one environment and their composed pipeline (the generator's record)."""
+
+    generator: Blueprint
+    retrieval: Blueprint
+    pipeline: Pipeline
+
+    @property
+    def monthly_usd(self) -> float:
+        return self.generator.predictions.monthly_cost_usd + self.retrieval.predictions.monthly_cost_usd
+
+    @property
+    def p95_ms(self) -> float:
+        return self.pipeline.latency_p95_ms
+
+
+def plan_pipeline(req: Requirements, parts: list[ServicePart], names: list[str], *, catalog: Catalog,
+                  plan_part: PlanPart) -> list[Blueprint]:
+    """Plan each environment of a compound service: its generator and retrieval part stacks.
+
+    Args:
+        req: the compound service's requirements.
+        parts: `compound.service_parts(req, catalog)` (generator, retrieval).
+        names: the environments to plan.
+        plan_part: plans one part's requirements for one environment.
+
+    Returns:
+        Per environment, the generator's blueprint then the retrieval's, each with the same `pipeline` record.
+
+    Raises:
+        SizingError: a part cannot be planned, the end-to-end budget cannot be met even with tightened targets, or
+            the parts together cost more than `budget.max_monthly_usd`; the message names the field and the fix.
+        RequirementsError, CatalogError: as the planner.
+    """
+    resolve_models(req, catalog)  # every entry of `models:` checked under its own field path in the file
+    gen, ret = parts
+    streaming = gen.requirements.served_models()[0][1].streaming
+    planned: list[Blueprint] = []
+    for env in names:
+        chosen, own = _choose(req, env, gen, ret, plan_part, streaming=streaming)
+        planned += _record(req, chosen, own, gen, ret)
+    return planned
+
+
+def _plan(part: ServicePart, env: str, plan_part: PlanPart, **targets: float) -> Blueprint:
+    """The part planned for `env`, with its SLO's `targets` replaced (tightened); errors name the part."""
+    req = part.requirements
+    if targets:
+        req = req.model_copy(update={"slo": Slo.model_validate({**req.slo.model_dump(), **targets})})
+    try:
+        return plan_part(req, env)
+    except BlueprintError as exc:
+        raise type(exc)(f"{part.part.value} part ({req.service}): {exc}") from None  # type: ignore[union-attr]
+
+
+def _try(part: ServicePart, env: str, plan_part: PlanPart, **targets: float) -> Blueprint | None:
+    """`_plan` at tightened targets, or None when nothing meets them."""
+    try:
+        return _plan(part, env, plan_part, **targets)
+    except SizingError:
+        return None
+
+
+def _pair(req: Requirements, generator: Blueprint, retrieval: Blueprint, *, streaming: bool) -> _Pair:
+    return _Pair(generator, retrieval, compose(generator, retrieval, service=req.service, streaming=streaming,
+                                               budget_ms=None))
+
+
+def _choose(req: Requirements, env: str, gen: ServicePart, ret: ServicePart, plan_part: PlanPart, *,
+            streaming: bool) -> tuple[_Pair, _Pair]:
+    """(the pair planned, the pair at the parts' own targets)."""
+    budget = req.slo.pipeline_latency_p95_ms
+    own = _pair(req, _plan(gen, env, plan_part), _plan(ret, env, plan_part), streaming=streaming)
+    if budget is None or own.p95_ms <= budget:
+        chosen = own
+        if budget is not None and streaming and own.generator.slo.ttft_p95_ms is None:
+            # A generator without a TTFT target of its own gets what the budget leaves it, so its plan, autoscaling
+            # and alerts hold the end-to-end budget; its own plan met it, so this costs no more.
+            given = _try(gen, env, plan_part,
+                         ttft_p95_ms=math.floor(budget - retrieval_p95_ms(own.pipeline.stages)))
+            if given is not None and given.predictions.monthly_cost_usd <= own.generator.predictions.monthly_cost_usd:
+                chosen = _pair(req, given, own.retrieval, streaming=streaming)
+        _check_cost(req, env, [chosen])
+        return chosen, own
+    own_target = latency_target_ms(ret.requirements)
+    generator_stage = own.pipeline.stages[-1].stage_p95_ms
+    generators: dict[int, Blueprint | None] = {}
+    tried, meeting = [own], []  # meeting: in ladder order, so equal costs keep the retrieval target least tightened
+    for fraction in RETRIEVAL_TIGHTENING:
+        retrieval = own.retrieval if fraction == 1.0 else \
+            _try(ret, env, plan_part, latency_p95_ms=max(1.0, math.floor(own_target * fraction)))
+        if retrieval is None:
+            continue
+        room = budget - retrieval_p95_ms(pipeline_stages(own.generator, retrieval, streaming=streaming))
+        generator: Blueprint | None = own.generator
+        if generator_stage > room:
+            if not streaming or room < 1:
+                continue  # a whole answer's latency is not a target the LLM search takes; see the refusal's fixes
+            target = math.floor(room)
+            if target not in generators:
+                generators[target] = _try(gen, env, plan_part, ttft_p95_ms=target)
+            generator = generators[target]
+        if generator is None:
+            continue
+        pair = _pair(req, generator, retrieval, streaming=streaming)
+        tried.append(pair)
+        if pair.p95_ms <= budget:
+            meeting.append(pair)
+    if not meeting:
+        raise SizingError(_refusal(req, env, own, min(tried, key=lambda p: p.p95_ms), streaming=streaming))
+    _check_cost(req, env, meeting, what="with their targets tightened to meet slo.pipeline_latency_p95_ms, ")
+    affordable = [p for p in meeting if req.budget.max_monthly_usd is None or p.monthly_usd <= req.budget.max_monthly_usd]
+    return min(affordable, key=lambda p: round(p.monthly_usd, 2)), own
+
+
+def _targets(pair: _Pair) -> str:
+    """The targets the parts were planned to, in words."""
+    return f"retrieval {_retrieval_target(pair)}, generator {_generator_target(pair)}"
+
+
+def _retrieval_target(pair: _Pair) -> str:
+    r = pair.retrieval.slo
+    return (f"latency_p95_ms {r.latency_p95_ms:g} ms" if r.latency_p95_ms is not None else
+            f"latency_p99_ms {r.latency_p99_ms:g} ms" if r.latency_p99_ms is not None else
+            f"latency_p95_ms {defaults.DEFAULT_NONGEN_LATENCY_P95_MS:g} ms (the default)")
+
+
+def _generator_target(pair: _Pair) -> str:
+    ttft = pair.generator.slo.ttft_p95_ms
+    return "no ttft_p95_ms" if ttft is None else f"ttft_p95_ms {ttft:g} ms"
+
+
+def _given(chosen: _Pair, own: _Pair, budget: float | None) -> str:
+    """What each part was given, against its own targets, and what that costs."""
+    retrieval, generator = _retrieval_target(chosen), _generator_target(chosen)
+    retrieval += " (its own)" if retrieval == _retrieval_target(own) else f" (tightened from {_retrieval_target(own)})"
+    if generator == _generator_target(own):
+        generator += " (its own)"
+    elif own.generator.slo.ttft_p95_ms is None:
+        generator += " (what the end-to-end budget leaves it: it has no TTFT target of its own)"
+    else:
+        generator += f" (tightened from {_generator_target(own)})"
+    text = f"targets given: retrieval {retrieval}, generator {generator}"
+    if chosen.p95_ms != own.p95_ms or chosen.monthly_usd != own.monthly_usd:
+        extra = chosen.monthly_usd - own.monthly_usd
+        text += (f"; at their own targets the parts compose to {own.p95_ms:,.0f} ms"
+                 + (" (over the budget)" if budget is not None and own.p95_ms > budget else "")
+                 + (f", for ${extra:,.0f}/month less: this split is the cheapest of those tried that meets the budget"
+                    if extra > 0.005 else ", at the same cost"))
+    return text
+
+
+def _refusal(req: Requirements, env: str, own: _Pair, best: _Pair, *, streaming: bool) -> str:
+    budget = req.slo.pipeline_latency_p95_ms
+    generator_share = best.pipeline.stages[-1].stage_p95_ms
+    if generator_share >= best.p95_ms / 2:
+        fix = ("shorten the generator's prompts (traffic.mean_input_tokens) or allow faster GPUs "
+               "(hardware.allowed_instance_families)" if streaming else
+               "stream the generator's answers (its traffic.streaming: true: the pipeline then waits for the first "
+               "token only), lower its mean_output_tokens, or allow faster GPUs")
+    else:
+        fix = ("send the retrieval models fewer calls per request (a reranker scoring fewer passages), or allow "
+               "faster hardware for them (hardware.allowed_instance_families)")
+    lowest = "" if best is own else (f"; tightening the parts' targets (down to {_targets(best)}) reaches "
+                                     f"{best.p95_ms:,.0f} ms at the lowest ({describe(best.pipeline)})")
+    return (f"environments.{env}: slo.pipeline_latency_p95_ms={budget:g} cannot be met: at their own targets the "
+            f"parts compose to {describe(own.pipeline)}{lowest}. Raise slo.pipeline_latency_p95_ms to >= "
+            f"{math.ceil(best.p95_ms)}, or {fix}")
+
+
+def _check_cost(req: Requirements, env: str, pairs: list[_Pair], *, what: str = "") -> None:
+    """Raise when even the cheapest pair costs more than budget.max_monthly_usd (the parts together)."""
+    budget = req.budget.max_monthly_usd
+    cheapest = min(pairs, key=lambda p: p.monthly_usd)
+    if budget is None or cheapest.monthly_usd <= budget:
+        return
+    g, r = cheapest.generator, cheapest.retrieval
+    raise SizingError(f"environments.{env}: {what}the service's parts cost ${g.predictions.monthly_cost_usd:,.0f} "
+                      f"({g.stack}, {g.archetype.value}) + ${r.predictions.monthly_cost_usd:,.0f} ({r.stack}, "
+                      f"{r.archetype.value}) = ${cheapest.monthly_usd:,.0f}/month, "
+                      f"${cheapest.monthly_usd - budget:,.0f} over budget.max_monthly_usd={budget:g} (the budget "
+                      f"covers both parts): raise it to >= {math.ceil(cheapest.monthly_usd)}, or relax the SLO or "
+                      "lower the traffic")
+
+
+def _record(req: Requirements, chosen: _Pair, own: _Pair, gen: ServicePart, ret: ServicePart) -> list[Blueprint]:
+    """Both blueprints with the pipeline record, the service's tags and the reasons."""
+    record = chosen.pipeline.model_copy(update={"latency_p95_budget_ms": req.slo.pipeline_latency_p95_ms})
+    record = Pipeline.model_validate(record.model_dump())
+    g, r = chosen.generator, chosen.retrieval
+    given = _given(chosen, own, req.slo.pipeline_latency_p95_ms)
+    total = (f"the service costs ${g.predictions.monthly_cost_usd:,.0f} (generator) + "
+             f"${r.predictions.monthly_cost_usd:,.0f} (retrieval) = ${chosen.monthly_usd:,.0f}/month provisioned for "
+             "the peak" + (f", within budget.max_monthly_usd={req.budget.max_monthly_usd:g} (both parts together)"
+                           if req.budget.max_monthly_usd is not None else ""))
+    out = []
+    for bp, part, other in ((g, gen, r), (r, ret, g)):
+        assert part.part is not None
+        reasons = [*part.reasons,
+                   f"the {part.part.value} part of compound service {req.service}: {other.stack} serves its "
+                   f"{'retrieval models' if part.part is PipelinePart.GENERATOR else 'generator'}"
+                   + (f", on the same platform {bp.platform.stack}" if bp.platform.stack and
+                      bp.platform.stack == other.platform.stack else ""),
+                   f"end-to-end p95 <= {describe(record)}", f"how: {RULE}", given, total]
+        out.append(bp.model_copy(update={
+            "pipeline": record.model_copy(update={"part": part.part}),
+            "tags": {**bp.tags, "service": req.service, "part": part.part.value},
+            "rationale": [*bp.rationale, *reasons]}))
+    return [Blueprint.model_validate(bp.model_dump()) for bp in out]

@@ -1,0 +1,329 @@
+"""The LLM option search (vllm-gpu, sagemaker-endpoint): the cheapest instance type, tensor parallel degree and
+KV-cache dtype whose replicas meet the SLO at the peak, within the environment's constraints.
+
+Pure: the same `Requirements` and `Catalog` always give the same options in the same order (cheapest first; ties
+break on a 16-bit KV cache, then ITL, then instance type name). Each candidate is screened and simulated by
+`blueprints.capacity.planning`; shared helpers are in `blueprints.plan.options.search`; why no option exists is
+`blueprints.plan.options.infeasible`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, replace
+
+from blueprints.core import bounds, defaults
+from blueprints.catalog import Architecture, Catalog, Gpu, InstanceType
+from blueprints.core.errors import SizingError
+from blueprints.plan.guardrails import Breach, SearchLimits
+from blueprints.plan.options.search import ResolvedModel, gpu_instances, peak_rps, price_factor, replicas_floor
+from blueprints.requirements.service import Requirements
+from blueprints.capacity.planning import (
+    Candidate,
+    LatencyTargets,
+    ReplicaSizing,
+    TrafficShape,
+    meets_at,
+    run_at_rate,
+    screen,
+    size_replica,
+    size_replica_at_least,
+)
+from blueprints.capacity.planning import traffic_shape as planning_shape
+from blueprints.capacity.simulator import SimulationResult
+from blueprints.capacity.sizing import tensor_parallel_problems
+
+
+@dataclass(frozen=True)
+class LlmOption:
+    """One candidate deployment of an LLM: instance type, tensor parallel, KV-cache dtype, engine limits and the
+    replicas that serve the peak within the SLO (`blueprints.capacity.planning`).
+
+    Attributes:
+        candidate: the replica shape and its engine limits.
+        replicas: replicas for this environment's peak.
+        nodes: nodes holding them.
+        node_usd_per_hour: price of one node (spot-adjusted).
+        check: the simulated run that decided the replica count (at the peak share of the minimum replicas, or at
+            the highest rate meeting the SLO).
+        sizing: the highest per-replica rate meeting the SLO and the run there; None until needed (an option that
+            already meets the SLO at its minimum replica count is priced without the search; `complete_sizing`
+            fills it for the chosen one).
+    """
+
+    instance: InstanceType
+    gpu: Gpu
+    candidate: Candidate
+    replicas: int
+    nodes: int
+    node_usd_per_hour: float
+    check: SimulationResult
+    sizing: ReplicaSizing | None = None
+
+    @property
+    def tensor_parallel_size(self) -> int:
+        return self.candidate.tensor_parallel_size
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        """`fp8` or `auto` (the model's 16-bit dtype): vLLM's --kv-cache-dtype."""
+        return "fp8" if self.candidate.kv_cache_fp8 else "auto"
+
+    @property
+    def concurrency(self) -> int:
+        """Sequences one replica runs at most: vLLM's --max-num-seqs."""
+        return self.candidate.max_num_seqs
+
+    @property
+    def monthly_node_usd_per_hour(self) -> float:
+        """All its nodes' price per hour, USD."""
+        return self.nodes * self.node_usd_per_hour
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """An option the SLO allows but a constraint of the search rules out (`guardrails.SearchLimits.breach`).
+
+    Attributes:
+        what: the option, e.g. `9x p4d.24xlarge (70 replicas, tensor_parallel_size=1)`.
+        monthly_usd: its nodes' monthly cost (a lower bound when `simulated` is False).
+        breach: the constraint it breaks and what it needs.
+        simulated: False when ruled out on its analytic bound (its replicas only grow once simulated).
+    """
+
+    what: str
+    monthly_usd: float
+    breach: Breach
+    simulated: bool
+
+
+@dataclass(frozen=True)
+class LlmSearch:
+    """The LLM search: the cheapest option within the SLO and every constraint, the others it simulated, what the
+    constraints ruled out, and how many candidates were screened and simulated.
+
+    Attributes:
+        best: the cheapest option meeting the SLO within the constraints (None when there is none).
+        at_peak: `best`'s simulated run at this environment's peak share per replica.
+        options: every simulated option meeting the SLO within the constraints, cheapest first (priced at the
+            replicas the search found; `best` may hold more after `predict_at_peak`).
+        rejected: options ruled out by a constraint, cheapest first.
+    """
+
+    best: LlmOption | None
+    at_peak: SimulationResult | None
+    options: list[LlmOption]
+    rejected: list[Rejection]
+    screened: int
+    simulated: int
+
+
+def tp_degrees(gpus_per_node: int, arch: Architecture, *, managed: bool) -> list[int]:
+    """Tensor-parallel degrees to try: powers of two dividing the node's GPUs (within one node) that vLLM can shard
+    the model over (`blueprints.contracts.memory.tensor_parallel_problems`). A SageMaker LMI endpoint runs one model copy across all GPUs
+    of its instance."""
+    degrees = [gpus_per_node] if managed else [2**k for k in range(0, 4)
+                                               if 2**k <= gpus_per_node and gpus_per_node % 2**k == 0]
+    return [tp for tp in degrees if not tensor_parallel_problems(arch, tp)]
+
+
+def traffic_shape(model: ResolvedModel) -> TrafficShape:
+    """The request lengths (mean and p95), arrival pattern and context limit one replica of `model` sees."""
+    t = model.traffic
+    return planning_shape(t.mean_input_tokens, t.input_tokens_p95, t.mean_output_tokens, t.output_tokens_p95,
+                          pattern=t.pattern.value, max_model_len=model.max_context_tokens)
+
+
+def latency_targets(req: Requirements, model: ResolvedModel, *, managed: bool) -> LatencyTargets:
+    """The SLO's TTFT and ITL p95, and on SageMaker without streaming the real-time invocation limit on the whole
+    request (`defaults.SAGEMAKER_INVOCATION_TIMEOUT_S`)."""
+    e2e = defaults.SAGEMAKER_INVOCATION_TIMEOUT_S * 1e3 if managed and not model.traffic.streaming else None
+    return LatencyTargets(req.slo.ttft_p95_ms, req.slo.itl_p95_ms, e2e)
+
+
+def screen_candidate(model: ResolvedModel, gpu: Gpu, tp: int, *, kv_cache_fp8: bool, req: Requirements,
+                     managed: bool) -> Candidate | None:
+    """`planning.screen` for this model, GPU and degree (SageMaker's LMI keeps vLLM's default token budget)."""
+    return screen(model.architecture, gpu, precision=model.spec.precision,
+                  quantization=model.spec.quantization_method, tensor_parallel_size=tp, kv_cache_fp8=kv_cache_fp8,
+                  shape=traffic_shape(model), targets=latency_targets(req, model, managed=managed),
+                  tune_batched_tokens=not managed)
+
+
+def _priced_option(inst: InstanceType, gpu: Gpu, cand: Candidate, *, peak: float, floor: int, factor: float,
+                   shape: TrafficShape, targets: LatencyTargets) -> LlmOption | None:
+    """The replicas (and nodes) a screened candidate needs for `peak`, or None when it cannot meet the targets.
+
+    When the minimum replica count already meets the targets at its share of the peak, that is the count (one
+    simulated run); otherwise the highest rate meeting them is searched (`planning.size_replica`)."""
+    per_node = inst.gpu_count // cand.tensor_parallel_size
+    need = peak / floor
+    if meets_at(cand, shape, targets, need):
+        return LlmOption(inst, gpu, cand, floor, math.ceil(floor / per_node), inst.usd_per_hour * factor,
+                         run_at_rate(cand, shape, need))
+    sizing = size_replica(cand, shape, targets)
+    if sizing is None:
+        return None
+    replicas = max(floor, math.ceil(peak / sizing.max_rps - 1e-9))
+    return LlmOption(inst, gpu, cand, replicas, math.ceil(replicas / per_node), inst.usd_per_hour * factor,
+                     sizing.at_max, sizing)
+
+
+def describe_option(inst: InstanceType, tp: int, replicas: int, nodes: int) -> str:
+    return f"{nodes}x {inst.instance_type} ({replicas} replicas, tensor_parallel_size={tp})"
+
+
+def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *,
+               managed: bool = False, limits: SearchLimits = SearchLimits()) -> LlmSearch:
+    """The cheapest (instance type, tensor parallel, KV-cache dtype) meeting the SLO within `limits`.
+
+    Every allowed candidate is screened analytically (`planning.screen`), which bounds its cost from below (its
+    optimistic rate needs the fewest replicas). A best-first search then refines the cheapest bound: simulate it
+    (`_priced_option`: the replicas meeting the SLO at peak), then predict it at its peak share
+    (`predict_at_peak`, which may add a replica); each step only raises the cost, so the first option whose final
+    cost is the lowest in the queue is the cheapest of all. A candidate is dropped only when proven out: its bound
+    exceeds the best final cost (dominated), or even its bound breaks a constraint (replicas only grow). So adding
+    instance families can never make the search fail or cost more.
+
+    Ties at the lowest cost break on a 16-bit KV cache before FP8 (FP8 only where it is cheaper), then the lower ITL
+    p95 at peak, then instance type name and degree, so the result is deterministic. An FP8 KV cache is tried where
+    the GPU has FP8 support (not on SageMaker, whose engine settings here have no KV-cache dtype).
+    """
+    peak = peak_rps(req, env, model)
+    floor = replicas_floor(req, env)
+    factor = price_factor(req, env, catalog, managed=managed)
+    shape = traffic_shape(model)
+    targets = latency_targets(req, model, managed=managed)
+    queue: list[tuple] = []  # (cost $/h, fp8, instance type, degree, stage, payload)
+    rejected: list[Rejection] = []
+    screened = 0
+    for inst in gpu_instances(req, catalog, managed=managed, limits=limits):
+        gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
+        for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
+            for fp8 in ((False, True) if gpu.supports_fp8 and not managed else (False,)):
+                cand = screen_candidate(model, gpu, tp, kv_cache_fp8=fp8, req=req, managed=managed)
+                if cand is None:
+                    continue
+                screened += 1
+                per_node = inst.gpu_count // tp
+                replicas = max(floor, math.ceil(peak / cand.rate_bound_rps - 1e-9))
+                nodes = math.ceil(replicas / per_node)
+                cost = nodes * inst.usd_per_hour * factor
+                breach = limits.breach(inst, replicas=replicas, per_node=per_node, managed=managed)
+                if breach is not None:
+                    rejected.append(Rejection(describe_option(inst, tp, replicas, nodes),
+                                              cost * catalog.hours_per_month, breach, simulated=False))
+                    continue
+                heapq.heappush(queue, (cost, fp8, inst.instance_type, tp, 0, (inst, gpu, cand)))
+    options: list[LlmOption] = []
+    finals: list[tuple[LlmOption, SimulationResult]] = []
+    simulated = 0
+    while queue and not (finals and queue[0][0] > finals[0][0].monthly_node_usd_per_hour + 1e-9):
+        _, fp8, name, tp, stage, payload = heapq.heappop(queue)
+        if stage == 0:  # screened: simulate the replicas meeting the SLO at peak
+            inst, gpu, cand = payload
+            simulated += 1
+            option = _priced_option(inst, gpu, cand, peak=peak, floor=floor, factor=factor, shape=shape,
+                                    targets=targets)
+            if option is not None:
+                options.append(option)
+                heapq.heappush(queue, (option.monthly_node_usd_per_hour, fp8, name, tp, 1, option))
+        elif stage == 1:  # simulated: predict it at its peak share, within the constraints
+            option, run = predict_at_peak(payload, model, req, env, managed=managed)
+            per_node = option.instance.gpu_count // tp
+            breach = limits.breach(option.instance, replicas=option.replicas, per_node=per_node, managed=managed)
+            if breach is not None:
+                rejected.append(Rejection(describe_option(option.instance, tp, option.replicas, option.nodes),
+                                          option.monthly_node_usd_per_hour * catalog.hours_per_month, breach,
+                                          simulated=True))
+                continue
+            heapq.heappush(queue, (option.monthly_node_usd_per_hour, fp8, name, tp, 2, (option, run)))
+        else:
+            finals.append(payload)
+    options = sorted((o for o in options if limits.breach(
+        o.instance, replicas=o.replicas, per_node=o.instance.gpu_count // o.tensor_parallel_size,
+        managed=managed) is None), key=_option_order)
+    best, at_peak = min(finals, key=lambda f: (_option_order(f[0])[:2], f[1].itl_ms.p95, _option_order(f[0])[2:])) \
+        if finals else (None, None)
+    rejected.sort(key=lambda r: (r.monthly_usd, r.what))
+    return LlmSearch(best, at_peak, options, rejected, screened, simulated)
+
+
+def _option_order(o: LlmOption) -> tuple:
+    """Cheapest first; a 16-bit KV cache before FP8 at the same cost; then instance type name and degree."""
+    return (round(o.monthly_node_usd_per_hour, 9), o.kv_cache_dtype == "fp8", o.instance.instance_type,
+            o.tensor_parallel_size)
+
+
+def llm_option_on(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *, instance_type: str,
+                  tensor_parallel_size: int, kv_cache_fp8: bool, managed: bool,
+                  limits: SearchLimits = SearchLimits()) -> tuple[LlmOption, SimulationResult] | str:
+    """The option on given hardware (an existing stack config's), priced and predicted as the search does, or why
+    that hardware cannot serve now (a sentence)."""
+    table = catalog.sagemaker if managed else catalog.ec2
+    inst = table.get(instance_type)
+    if inst is None or inst not in gpu_instances(req, catalog, managed=managed, limits=limits):
+        return f"{instance_type} is no longer allowed (hardware.allowed_instance_families or the environment's policy)"
+    gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
+    if tensor_parallel_size not in tp_degrees(inst.gpu_count, model.architecture, managed=managed) or (
+            kv_cache_fp8 and (managed or not gpu.supports_fp8)):
+        return f"tensor_parallel_size={tensor_parallel_size} or its KV-cache dtype no longer applies there"
+    cand = screen_candidate(model, gpu, tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, req=req, managed=managed)
+    priced = cand and _priced_option(inst, gpu, cand, peak=peak_rps(req, env, model), floor=replicas_floor(req, env),
+                                     factor=price_factor(req, env, catalog, managed=managed),
+                                     shape=traffic_shape(model), targets=latency_targets(req, model, managed=managed))
+    if not priced:
+        return "it no longer meets the SLO"
+    option, run = predict_at_peak(priced, model, req, env, managed=managed)
+    breach = limits.breach(inst, replicas=option.replicas, per_node=inst.gpu_count // tensor_parallel_size,
+                           managed=managed)
+    return f"it {breach.why}" if breach else (option, run)
+
+
+
+def complete_sizing(option: LlmOption, model: ResolvedModel, req: Requirements, env: str, *,
+                    managed: bool) -> LlmOption:
+    """The option with its `sizing` (the highest per-replica rate meeting the SLO), for the plan's capacity."""
+    if option.sizing is not None:
+        return option
+    need = peak_rps(req, env, model) / option.replicas
+    sizing = size_replica_at_least(option.candidate, traffic_shape(model), latency_targets(req, model, managed=managed),
+                                   need)
+    return replace(option, sizing=sizing)
+
+
+def size_twin(option: LlmOption, model: ResolvedModel, req: Requirements, env: str, catalog: Catalog, *,
+              kv_cache_fp8: bool) -> LlmOption | None:
+    """The same instance type and degree with the other KV-cache dtype, priced the same way (None when it cannot
+    meet the SLO), to say what FP8 KV changes."""
+    cand = screen_candidate(model, option.gpu, option.tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, req=req,
+                            managed=False)
+    if cand is None:
+        return None
+    return _priced_option(option.instance, option.gpu, cand, peak=peak_rps(req, env, model),
+                          floor=replicas_floor(req, env), factor=option.node_usd_per_hour / option.instance.usd_per_hour,
+                          shape=traffic_shape(model), targets=latency_targets(req, model, managed=False))
+
+
+def predict_at_peak(option: LlmOption, model: ResolvedModel, req: Requirements, env: str, *,
+                    managed: bool) -> tuple[LlmOption, SimulationResult]:
+    """The simulated replica at this environment's peak share per replica (what the plan predicts).
+
+    The rate is at most the option's `max_rps`, which met the targets; should the finite simulation miss them at the
+    lower rate (the two runs draw the same requests but stretch them differently), a replica is added until it
+    does, so a plan never predicts a p95 above its SLO. Returns the (possibly grown) option and its run.
+    """
+    targets = latency_targets(req, model, managed=managed)
+    shape = traffic_shape(model)
+    per_node = option.instance.gpu_count // option.tensor_parallel_size
+    while True:
+        run = run_at_rate(option.candidate, shape, peak_rps(req, env, model) / option.replicas)
+        if targets.met_by(run):
+            return option, run
+        replicas = option.replicas + 1
+        if replicas > bounds.MAX_REPLICAS:
+            raise SizingError(f"environments.{env}: {model.path} needs more than {bounds.MAX_REPLICAS:,} replicas "
+                              "of the cheapest option to meet the SLO at its peak; lower the peak or its "
+                              "traffic_scale, relax the SLO, or allow faster GPUs")
+        option = replace(option, replicas=replicas, nodes=math.ceil(replicas / per_node))

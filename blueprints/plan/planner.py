@@ -1,0 +1,172 @@
+"""Requirements -> one `Blueprint` per environment: choose the archetype, size it, price it, explain it.
+
+One way through: `resolve_models` -> `select_archetype` (blueprints.plan.selection) -> the archetype's builder
+(`blueprints.plan.builders.llm` for vllm-gpu, `blueprints.plan.builders.sagemaker`, `blueprints.plan.builders.nongen` for
+triton-multi-model and onnx-cpu), which takes the cheapest option from the option search (`blueprints.plan.options.llm`,
+`blueprints.plan.options.nongen`), prices it (`blueprints.plan.builders.cost`), checks the budget and writes the blueprint; then
+each is landed on its platform and finished (`blueprints.plan.scaling`).
+Pure: the same `Requirements` and `Catalog` always give the same blueprints (no clock, network or environment).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Callable
+
+from blueprints.core import defaults
+from blueprints.contracts.sections import Archetype
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.catalog import Catalog
+from blueprints.catalog.addons import load_platform_catalog
+from blueprints.plan.compound.parts import service_parts
+from blueprints.requirements.platform_file import AlertingSpec
+from blueprints.contracts.platform import PlatformConfig
+from blueprints.plan.guardrails import Guardrails
+from blueprints.core.errors import RequirementsError, SizingError
+from blueprints.plan.options.search import ResolvedModel, resolve_models
+from blueprints.requirements.service import Requirements
+from blueprints.contracts.images import image_problems
+from blueprints.plan.kubernetes_features import feature_problems
+from blueprints.plan.scaling import finish
+from blueprints.plan.selection import Selection, select_archetype
+from blueprints.plan.stability import Hardware
+from blueprints.contracts.weights import with_weights_reason
+from blueprints.plan.builders.context import PlanContext
+from blueprints.plan.builders.llm import plan_vllm
+from blueprints.plan.builders.nongen import plan_nongen
+from blueprints.plan.builders.sagemaker import plan_sagemaker
+
+
+_BUILDERS: dict[Archetype, Callable[[Requirements, str, list[ResolvedModel], Catalog, Selection, PlanContext],
+                                    Blueprint]] = {
+    Archetype.VLLM_GPU: plan_vllm,
+    Archetype.SAGEMAKER_ENDPOINT: plan_sagemaker,
+    Archetype.TRITON_MULTI_MODEL: plan_nongen,
+    Archetype.ONNX_CPU: plan_nongen,
+}
+
+
+def _land(bp: Blueprint, ctx: PlanContext, req: Requirements) -> Blueprint:
+    """Name the shared platform and its cost in the service's predictions and rationale."""
+    platform = ctx.platform(req, bp.environment, managed=bp.archetype is Archetype.SAGEMAKER_ENDPOINT)
+    if platform is None:
+        return bp
+    what = "cluster" if bp.platform.kind == "eks" else "VPC"
+    note = (f"lands on the shared platform {platform.stack} ({what}, ${platform.monthly_cost_usd:,.0f}/month, shared "
+            f"by {len(platform.services)} stack(s), not included in this service's cost)")
+    predictions = bp.predictions.model_copy(update={"platform_monthly_cost_usd": platform.monthly_cost_usd})
+    return bp.model_copy(update={"predictions": predictions, "rationale": [*bp.rationale, note]})
+
+
+def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: list[str] | None = None,
+         guardrails: Mapping[str, Guardrails] | None = None,
+         platforms: Mapping[str, PlatformConfig] | None = None,
+         alerting: AlertingSpec | None = None, existing: Mapping[str, Hardware] | None = None,
+         switch_threshold_pct: float = defaults.SWITCH_THRESHOLD_PCT) -> list[Blueprint]:
+    """Plan every (or the named) environment of a requirements file.
+
+    Args:
+        req: validated requirements.
+        catalog: from `load_catalog()`.
+        as_of: the plan date (Kubernetes versions and their prices, support-window warnings).
+        environments: names to plan; all of `req.environments` (in file order) when omitted.
+        guardrails: per environment, the policy pack's limits to plan within (`blueprints.plan.guardrails`): constraints
+            of the search (instance types, GPU quota with the surge), choices (on-demand where spot is forbidden)
+            and refusals (regions, private endpoints, tags).
+        platforms: the planned platforms by name (`blueprints.plan.platforms.plan_platforms` over every requirements
+            file); when omitted, planned from this file alone with the platform team's defaults.
+        alerting: platform.yaml's `alerting` (SNS topics of SageMaker alarms); default: none.
+        existing: per stack name (`<service>-<env>`, or a compound service's `<service>-<part>-<env>`), the hardware
+            of its existing stack config (`blueprints.plan.stability.hardware_of`), kept while it stays within
+            `switch_threshold_pct` % of the cheapest option.
+        switch_threshold_pct: that tolerance, % (0-100).
+
+    Returns:
+        One `Blueprint` per environment, in the order planned; for a compound service (`blueprints.plan.compound.parts`) one
+        per part and environment, generator first.
+
+    Raises:
+        RequirementsError: an environment name is not in the file, the requirements contradict every archetype, or
+            they break an environment's policy whatever the plan chooses.
+        CatalogError: a model id is unknown.
+        SizingError: nothing meets the requirements within the constraints, or the cheapest plan is over budget; the
+            message names the binding constraint and by how much to relax it.
+    """
+    names = environments or list(req.environments)
+    unknown = [n for n in names if n not in req.environments]
+    if unknown:
+        raise RequirementsError(f"--env {', '.join(unknown)}: not in the requirements' environments "
+                                f"({', '.join(req.environments)})")
+    if not 0 <= switch_threshold_pct <= 100:
+        raise RequirementsError(f"--switch-threshold {switch_threshold_pct:g}: a percentage from 0 to 100 (how much "
+                                "more the existing hardware may cost than the cheapest and be kept)")
+    limits = dict(guardrails or {})
+    problems = [p for env in names if env in limits for p in limits[env].problems(req, env)]
+    if problems:
+        raise RequirementsError("; ".join(problems))
+    notes: dict[str, list[str]] = {}
+    for env in names:
+        if env in limits:
+            req, notes[env] = limits[env].apply(req, env)
+    if platforms is None:
+        from blueprints.requirements.platform_file import PlatformRequirements
+        from blueprints.plan.platforms import ServiceFile, plan_platforms
+
+        platforms = {p.name: p for p in plan_platforms([ServiceFile(None, req)], PlatformRequirements(),
+                                                       catalog=catalog, pcat=load_platform_catalog(), as_of=as_of,
+                                                       policy_for=lambda env, production: limits.get(env))}
+    ctx = PlanContext(as_of=as_of, platforms=platforms, guardrails=limits, existing=existing or {},
+                      switch_threshold_pct=switch_threshold_pct, notes=notes)
+    parts = service_parts(req, catalog)
+    if len(parts) > 1:  # a compound service: one stack per part, an end-to-end budget over both
+        from blueprints.plan.compound.planner import plan_pipeline
+
+        return plan_pipeline(req, parts, names, catalog=catalog, plan_part=lambda part, env: _plan_service(
+            part, catalog, ctx, [env], alerting=alerting)[0])
+    return _plan_service(req, catalog, ctx, names, alerting=alerting)
+
+
+def _plan_service(req: Requirements, catalog: Catalog, ctx: PlanContext, names: list[str], *,
+                  alerting: AlertingSpec | None) -> list[Blueprint]:
+    """Plan the environments `names` of one stack-worth of requirements (a service, or a part of a compound one):
+    within each environment's guardrails (`ctx`), finished (`blueprints.plan.scaling.finish`) and with its quota note."""
+    planned = _plan_sized(req, catalog, ctx, names)
+    from blueprints.plan.quota import quota_note
+
+    spec = alerting or AlertingSpec()
+    finished = [finish(bp, ctx.platform(req, bp.environment, managed=bp.archetype is Archetype.SAGEMAKER_ENDPOINT),
+                       spec, floor_is_set=req.environments[bp.environment].min_replicas is not None)
+                for bp in planned]
+    # Last: the service quotas the final plan needs at full scale (`blueprints.plan.quota`).
+    return [bp.model_copy(update={"rationale": [*bp.rationale, note]}) if (note := quota_note(bp)) else bp
+            for bp in finished]
+
+
+def _plan_sized(req: Requirements, catalog: Catalog, ctx: PlanContext, names: list[str]) -> list[Blueprint]:
+    """Select, size and price each environment (before targets, alerting and simulation: `blueprints.plan.scaling.finish`),
+    and refuse a plan whose Kubernetes version lacks a feature its workloads use (`kubernetes_features`)."""
+    models = resolve_models(req, catalog)
+    selection = select_archetype(req, models, catalog,
+                                 limits_for=lambda env, managed: ctx.limits(req, env, managed=managed))
+    build = _BUILDERS[selection.archetype]
+    planned = [_land(with_weights_reason(build(req, env, models, catalog, selection, ctx)), ctx, req) for env in names]
+    planned = [bp.model_copy(update={"rationale": [*bp.rationale, *ctx.notes[bp.environment]]})
+               if ctx.notes.get(bp.environment) else bp for bp in planned]
+    for bp in planned:  # every image its pods run must be built for its nodes' architecture
+        problems = image_problems(bp)
+        if problems:
+            raise SizingError(f"environments.{bp.environment}: " + "; ".join(problems))
+    problems = [p for bp in planned for p in feature_problems(bp, source=_version_source(req, bp, ctx))]
+    if problems:
+        raise RequirementsError("; ".join(problems))
+    return planned
+
+
+def _version_source(req: Requirements, bp: Blueprint, ctx: PlanContext) -> str:
+    """Where the stack's Kubernetes version comes from (named in a refusal)."""
+    if bp.platform.stack:
+        return f"the platform {bp.platform.stack} (kubernetes_version in platform.yaml)"
+    if req.operations.kubernetes_version is not None:
+        return "operations.kubernetes_version"
+    return f"the default Kubernetes version on {ctx.as_of}"

@@ -1,0 +1,265 @@
+"""What a service serves, at what load and latency: the `model` (or `models`) sections with their weights,
+format, precision and quantization, each model's `traffic`, and the `slo`; `context_tokens`, the context a model is
+served with. Every section is closed: a misspelt key is an error.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+
+from pydantic import ConfigDict, Field, model_validator
+
+from blueprints.core import bounds
+from blueprints.catalog import Architecture, Task, load_catalog
+from blueprints.core.errors import FieldProblem, raise_problems
+from blueprints.requirements.fields import (
+    DNS_1123_LABEL, InstanceTypeName, KMS_KEY_ARN, MAX_WEIGHTS_URI_CHARS, ModelId, SHA256_HEX, Section, WEIGHTS_URI,
+    absent_or_null, given, is_const, when,
+)
+
+
+class ModelFormat(str, Enum):
+    SAFETENSORS = "safetensors"
+    ONNX = "onnx"
+    TENSORRT = "tensorrt"
+    TORCHSCRIPT = "torchscript"
+    PYTORCH = "pytorch"
+    TENSORFLOW = "tensorflow"
+    GGUF = "gguf"
+
+
+#: The file a Triton backend loads from a model's version folder (Triton model repository docs, "Model Files"):
+#: onnxruntime `model.onnx`, pytorch `model.pt`: the formats an `https://` source (one file) can be.
+MODEL_FILE = {ModelFormat.ONNX: "model.onnx", ModelFormat.TORCHSCRIPT: "model.pt", ModelFormat.PYTORCH: "model.pt"}
+
+
+class Precision(str, Enum):
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    FP8 = "fp8"
+    INT8 = "int8"
+    INT4 = "int4"
+
+    @property
+    def bytes_per_param(self) -> float:
+        """Bytes per weight; INT4 includes group-wise scales (~0.56). Source: sizing-facts.md, Formulas."""
+        return {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5625}[self.value]
+
+
+class Quantization(str, Enum):
+    """How a checkpoint's weights were quantised: the kernel family vLLM runs, which sets the decode bandwidth a
+    quantised model reaches (4-bit AWQ and GPTQ kernels differ; see `defaults.WEIGHT_BANDWIDTH_FACTOR`)."""
+
+    AWQ = "awq"
+    GPTQ = "gptq"
+    FP8 = "fp8"
+    W8A8 = "w8a8"
+
+    @property
+    def precisions(self) -> tuple[Precision, ...]:
+        """The weight precisions a checkpoint of this method comes in."""
+        return {"awq": (Precision.INT4,), "gptq": (Precision.INT4, Precision.INT8), "fp8": (Precision.FP8,),
+                "w8a8": (Precision.INT8,)}[self.value]
+
+
+#: The method a quantised precision implies when `model.quantization` is not given (what the planner always assumed:
+#: INT4 -> AWQ, INT8 -> GPTQ, FP8 -> FP8), so requirement files written before the field existed keep their meaning.
+DEFAULT_QUANTIZATION = {Precision.INT4: Quantization.AWQ, Precision.INT8: Quantization.GPTQ,
+                        Precision.FP8: Quantization.FP8}
+
+
+#: Largest p95 / mean of a token-length distribution: lengths are drawn from a lognormal matched to the mean and
+#: p95, and a lognormal's p95 is at most exp(1.645^2 / 2) = 3.87x its mean (blueprints/capacity/workload.py).
+MAX_TOKENS_P95_TO_MEAN = 3.5
+
+
+class TrafficPattern(str, Enum):
+    STEADY = "steady"
+    BURSTY = "bursty"
+    SPIKY = "spiky"
+
+
+class Traffic(Section):
+    """Load at peak, per model. Token counts are per request."""
+
+    peak_requests_per_s: float = Field(ge=bounds.MIN_PEAK_REQUESTS_PER_S, le=bounds.MAX_PEAK_REQUESTS_PER_S,
+                                       description="peak arrival rate in production, requests/s (0.001-100,000)")
+    mean_input_tokens: int = Field(default=512, ge=1, le=bounds.MAX_TOKENS, description="mean prompt length, tokens")
+    mean_output_tokens: int = Field(default=256, ge=1, le=bounds.MAX_TOKENS,
+                                    description="mean generated length, tokens (generative models)")
+    streaming: bool = Field(default=True, description="responses are streamed token by token")
+    pattern: TrafficPattern = Field(default=TrafficPattern.STEADY, description="how arrivals bunch around the peak "
+                                    "rate: steady = Poisson; bursty, spiky = rate bursts of seconds (see "
+                                    "defaults.ARRIVAL_BURSTS)")
+    input_tokens_p95: int | None = Field(default=None, ge=1, le=bounds.MAX_TOKENS, description="95th-percentile prompt "
+                                         "length, tokens (>= mean_input_tokens, <= 3.5x it); the capacity model "
+                                         "draws prompt lengths from a lognormal with this mean and p95. Default: "
+                                         "defaults.TOKENS_P95_TO_MEAN x the mean")
+    output_tokens_p95: int | None = Field(default=None, ge=1, le=bounds.MAX_TOKENS, description="95th-percentile generated "
+                                          "length, tokens (>= mean_output_tokens, <= 3.5x it); as input_tokens_p95")
+
+    @model_validator(mode="after")
+    def _p95_around_mean(self) -> Traffic:
+        problems = []
+        for field, mean_field in (("input_tokens_p95", "mean_input_tokens"), ("output_tokens_p95", "mean_output_tokens")):
+            p95, mean = getattr(self, field), getattr(self, mean_field)
+            if p95 is None:
+                continue
+            if p95 < mean:
+                problems.append(FieldProblem(field, f"{field}={p95} is below {mean_field}={mean}: a 95th percentile is "
+                                             f"at least the mean of lengths this skewed; raise {field} to >= {mean} "
+                                             f"or lower {mean_field}", rule="p95-around-mean"))
+            elif p95 > MAX_TOKENS_P95_TO_MEAN * mean:
+                problems.append(FieldProblem(field, f"{field}={p95} is more than {MAX_TOKENS_P95_TO_MEAN:g}x "
+                                             f"{mean_field}={mean}; the length model cannot put the p95 that far above "
+                                             f"the mean; lower {field} to <= {int(MAX_TOKENS_P95_TO_MEAN * mean)} or "
+                                             "check both figures", rule="p95-around-mean"))
+        raise_problems(problems)
+        return self
+
+
+def _model_spec_rules(schema: dict) -> None:
+    """The ModelSpec rules a JSON Schema states: model-id-or-architecture, measured-latency-pair,
+    quantization-precision (task-of-catalog-model is listed, not stated: ten `if`/`then`s over the catalog's ids make
+    the schema too slow for generators and editors alike)."""
+    schema["allOf"] = [
+        {"anyOf": [given({"id": "string"}), given({"architecture": "object", "name": "string", "task": "string"})]},
+        {"anyOf": [absent_or_null("measured_latency_ms", "measured_instance_type"),
+                   given({"measured_latency_ms": "number", "measured_instance_type": "string"})]},
+        *[when(is_const("quantization", q.value),
+               {"required": ["precision"], "properties": {"precision": {"enum": [p.value for p in q.precisions]}}})
+          for q in Quantization],
+    ]
+
+
+class ModelSpec(Section):
+    """One model to serve: a catalog `id`, or an explicit `architecture` (then `name` is required)."""
+
+    model_config = ConfigDict(json_schema_extra=_model_spec_rules)
+
+    id: ModelId | None = Field(default=None,
+                               description="catalog id, e.g. `llama-3.1-8b` (see blueprints/catalog/models.yaml)")
+    name: str | None = Field(default=None, pattern=DNS_1123_LABEL, max_length=40,
+                             description="served model name; defaults to `id`")
+    architecture: Architecture | None = Field(default=None, description="explicit shape for a model not in the catalog")
+    task: Task | None = Field(default=None, description="defaults to the catalog's task for `id`")
+    format: ModelFormat = Field(default=ModelFormat.SAFETENSORS, description="on-disk weights format")
+    precision: Precision = Field(default=Precision.BF16, description="precision the weights are served at")
+    quantization: Quantization | None = Field(
+        default=None, description="how a quantised checkpoint was made: `awq` (int4), `gptq` (int4 or int8), `fp8`, "
+        "`w8a8` (int8 weights and activations). Default: the one `precision` implies (int4 -> awq, int8 -> gptq, "
+        "fp8 -> fp8); none for 16/32-bit")
+    weights_uri: str = Field(pattern=WEIGHTS_URI, max_length=MAX_WEIGHTS_URI_CHARS,
+                             description="`s3://bucket/prefix/` or `hf://org/name`; on an edge cluster also an "
+                             "`https://` URL of the model file (then `sha256` is required)")
+    sha256: str | None = Field(default=None, pattern=SHA256_HEX, description="`https://` sources only: the SHA-256 "
+                               "of the file (64 lowercase hex digits); the download is refused when it differs")
+    weights_kms_key_arn: str | None = Field(
+        default=None, pattern=KMS_KEY_ARN, description="`s3://` sources encrypted with a customer-managed KMS key: "
+        "its key ARN (not an alias), so the copy into the stack's model store may decrypt them. Default: none (SSE-S3 "
+        "or the AWS-managed key of the source's own account)")
+    max_context_tokens: int | None = Field(default=None, ge=bounds.MIN_CONTEXT_TOKENS, le=bounds.MAX_TOKENS,
+                                           description="longest prompt + output to serve; defaults to min(model "
+                                           "limit, 8192) for text generation")
+    traffic: Traffic | None = Field(default=None, description="this model's own load (multi-model estates, `models:`)")
+    measured_latency_ms: float | None = Field(
+        default=None, ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS, description="non-generative models: latency of ONE request (batch 1, mean input) you "
+        "measured on `measured_instance_type` using all its GPU / vCPUs, ms. When set, sizing derives the compute per "
+        "request from it instead of the catalog's FLOPs estimate")
+    measured_instance_type: InstanceTypeName | None = Field(
+        default=None, description="the EC2 type `measured_latency_ms` was measured on, e.g. `c7i.xlarge`, `g5.xlarge`")
+
+    @model_validator(mode="after")
+    def _id_or_architecture(self) -> ModelSpec:
+        problems = []
+        if self.id is None and self.architecture is None:
+            problems.append(FieldProblem("id", "give a catalog `id` or an explicit `architecture`",
+                                         rule="model-id-or-architecture"))
+        elif self.id is None:
+            problems += [FieldProblem(f, "a model given by `architecture` also needs `name` and `task`",
+                                      rule="model-id-or-architecture") for f in ("name", "task")
+                         if getattr(self, f) is None]
+        if self.quantization is not None and self.precision not in self.quantization.precisions:
+            allowed = ", ".join(p.value for p in self.quantization.precisions)
+            problems.append(FieldProblem("quantization", f"quantization `{self.quantization.value}` comes with "
+                                         f"precision {allowed}, not `{self.precision.value}`; set precision to "
+                                         f"{allowed} or drop quantization", rule="quantization-precision"))
+        https = self.weights_uri.startswith("https://")
+        if https and self.sha256 is None:
+            problems.append(FieldProblem("sha256", "an https:// weights_uri needs `sha256` (the file's SHA-256, e.g. "
+                                         "from `sha256sum model.onnx`): without it a changed or tampered file would "
+                                         "be served", rule="https-needs-sha256"))
+        if self.sha256 is not None and not https:
+            problems.append(FieldProblem("sha256", "`sha256` checks an https:// download; s3:// and hf:// sources are "
+                                         "read with an identity, not a checksum: remove it", rule="https-needs-sha256"))
+        if self.weights_kms_key_arn is not None and not self.weights_uri.startswith("s3://"):
+            problems.append(FieldProblem("weights_kms_key_arn", "weights_kms_key_arn applies to an s3:// weights_uri: "
+                                         "remove it", rule="source-key-s3-only"))
+        if (self.measured_latency_ms is None) != (self.measured_instance_type is None):
+            missing = "measured_instance_type" if self.measured_instance_type is None else "measured_latency_ms"
+            problems.append(FieldProblem(missing, "give `measured_latency_ms` and `measured_instance_type` together "
+                                         "(the latency is only meaningful on the hardware it was measured on)",
+                                         rule="measured-latency-pair"))
+        if self.id is not None and self.task is not None and self.task is not load_catalog().model(self.id).task:
+            problems.append(FieldProblem("task", f"{self.id} is a {load_catalog().model(self.id).task.value} model "
+                                         f"in the catalog, not {self.task.value}; drop `task` or give an "
+                                         "`architecture` and `name` for another model", rule="task-of-catalog-model"))
+        raise_problems(problems)
+        return self
+
+    @property
+    def served_name(self) -> str:
+        return self.name or _dns_label(self.id or "model")
+
+    @property
+    def quantization_method(self) -> Quantization | None:
+        """`quantization`, or the method `precision` implies (None for 16/32-bit weights)."""
+        return self.quantization or DEFAULT_QUANTIZATION.get(self.precision)
+
+
+def _dns_label(text: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:40]
+
+
+#: Longest end-to-end budget a compound service may set, ms: 10 minutes, well past any interactive answer
+#: (a SageMaker real-time invocation stops at 60 s) [assumption: a bound against typos, not a platform limit].
+MAX_PIPELINE_LATENCY_MS = 600_000
+
+
+class Slo(Section):
+    """Latency and availability targets. Generative models use TTFT/ITL; others use request latency."""
+
+    ttft_p95_ms: float | None = Field(default=None, ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS,
+                                      description="time to first token, p95, ms")
+    itl_p95_ms: float | None = Field(default=None, ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS,
+                                     description="inter-token latency, p95, ms")
+    latency_p95_ms: float | None = Field(default=None, ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS,
+                                         description="request latency p95, ms (non-generative)")
+    latency_p99_ms: float | None = Field(default=None, ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS,
+                                         description="request latency p99, ms (non-generative)")
+    availability_pct: float = Field(default=99.5, ge=90, lt=100, description="monthly availability target, %")
+    pipeline_latency_p95_ms: float | None = Field(
+        default=None, gt=0, le=MAX_PIPELINE_LATENCY_MS, description="compound services only (a generator and "
+        "retrieval models in `models:`): end-to-end p95 budget, ms, from the request to the answer's first token "
+        "(streamed) or its last (not streamed), composed from the parts' p95s (blueprints/plan/compound/latency.py); the plan "
+        "tightens the parts' own targets to meet it or refuses")
+
+    @model_validator(mode="after")
+    def _p99_not_below_p95(self) -> Slo:
+        if self.latency_p95_ms and self.latency_p99_ms and self.latency_p99_ms < self.latency_p95_ms:
+            raise FieldProblem("latency_p99_ms", f"latency_p99_ms ({self.latency_p99_ms:g}) must be >= latency_p95_ms "
+                               f"({self.latency_p95_ms:g})", rule="latency-p99-not-below-p95")
+        return self
+
+
+def context_tokens(spec: ModelSpec) -> tuple[int, int]:
+    """(the context a model is served with, the model's own limit), tokens: `max_context_tokens`, else the smaller of
+    the catalog's limit and `defaults.DEFAULT_MAX_MODEL_LEN`; a model outside the catalog is limited by what is
+    asked for (the default when nothing is)."""
+    from blueprints.core.defaults import DEFAULT_MAX_MODEL_LEN
+
+    record = load_catalog().models.get(spec.id) if spec.id else None
+    limit = record.max_context_tokens if record else (spec.max_context_tokens or DEFAULT_MAX_MODEL_LEN)
+    return spec.max_context_tokens or min(limit, DEFAULT_MAX_MODEL_LEN), limit

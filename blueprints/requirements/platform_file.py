@@ -1,0 +1,280 @@
+"""`platform.yaml`, what a platform team decides for every platform (Kubernetes version, system nodes, add-on
+versions, spot policy, access, alert receivers, existing VPCs, custom platforms), and the names platforms derive.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+from blueprints.catalog.addons import KUBERNETES_VERSION
+from blueprints.core.errors import RequirementsError, format_validation_error, read_text_file
+from blueprints.requirements.hosting import CpuArch
+from blueprints.requirements.fields import DNS_1123_LABEL, TAG_VALUE, Region
+from blueprints.core.yamlio import load_yaml
+from blueprints.core.jsontypes import ClosedModel
+
+
+#: Bumped when a field changes meaning; the program refuses platform configs of another version.
+PLATFORM_SCHEMA_VERSION = 1
+
+
+#: Service name reserved for platform stacks (`platform-<env>-<region>`).
+PLATFORM_SERVICE = "platform"
+
+
+#: The optional platform team's file beside the services' requirements files.
+PLATFORM_FILE = "platform.yaml"
+
+
+#: An IAM role ARN (commercial, China and GovCloud partitions), for access entries.
+IAM_ROLE_ARN = r"^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:role/[A-Za-z0-9_+=,.@/-]+$"
+
+
+#: A label for a self-hosted GitHub Actions runner.
+RUNNER_LABEL = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$"
+
+
+#: `kubernetes.io/arch` node label values of each CPU architecture (the Go GOARCH names the kubelet reports).
+NODE_ARCH = {CpuArch.X86_64: "amd64", CpuArch.ARM64: "arm64"}
+
+
+#: A platform name derived from its environment and region: `<env>-<region>` (`prod-us-east-1`).
+DERIVED_NAME = re.compile(r"([a-z0-9-]+?)-([a-z]{2}(?:-gov)?-[a-z]+-\d)")
+
+
+def system_node_labels(arch: CpuArch) -> dict[str, str]:
+    """Labels every system node carries: the pool label the node group sets, and the well-known labels the kubelet
+    sets (kubernetes.io/docs/reference/labels-annotations-taints), the architecture that of its instance type."""
+    return {"servingblueprints.io/pool": "system", "kubernetes.io/arch": NODE_ARCH[arch], "kubernetes.io/os": "linux"}
+
+
+def platform_stack_name(platform: str) -> str:
+    """The Pulumi stack of a platform: `platform-<name>` (`<name>` defaults to `<env>-<region>`)."""
+    return f"{PLATFORM_SERVICE}-{platform}"
+
+
+def region_of_name(name: str) -> str | None:
+    """The region a platform name ends in (`prod-us-east-1` -> `us-east-1`), or None for a name without one."""
+    match = DERIVED_NAME.fullmatch(name)
+    return match.group(2) if match else None
+
+
+def platform_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a platform (it is not a stack name: `platform-` is added to it), or None."""
+    if name.startswith(f"{PLATFORM_SERVICE}-"):
+        return (f"{name!r} is a stack name; name the platform without the {PLATFORM_SERVICE}- prefix "
+                f"({name.removeprefix(PLATFORM_SERVICE + '-')!r} is stack {name})")
+    return None
+
+
+def cpu_instance_problem(instance_type: str) -> tuple[str | None, CpuArch | None]:
+    """(why `instance_type` cannot run the system nodes, or None; its architecture when catalogued): it must be a
+    CPU EC2 type of the catalog (controllers need no GPU)."""
+    from blueprints.catalog import load_catalog
+    from blueprints.core.errors import CatalogError
+
+    catalog = load_catalog()
+    try:
+        inst = catalog.instance(instance_type)
+    except CatalogError:
+        cpu = sorted(i.instance_type for i in catalog.ec2.values() if not i.gpu_count)
+        close = difflib.get_close_matches(instance_type, cpu, n=1)
+        return (f"unknown instance type {instance_type!r}" + (f"; did you mean {close[0]}?" if close else "")
+                + f" CPU types in the catalog: {', '.join(cpu)}"), None
+    if instance_type.startswith("ml."):
+        return f"{instance_type} is a SageMaker hosting type; the system nodes are EC2, e.g. m7i.xlarge", None
+    if inst.gpu_count:
+        return f"{instance_type} has GPUs; controllers run on a CPU type such as m7i.xlarge", None
+    return None, CpuArch(inst.cpu_arch)
+
+
+class ExistingVpc(ClosedModel):
+    """A VPC a platform (or a private SageMaker service) uses instead of creating one.
+
+    Example: `{"vpc_id": "vpc-0abc", "private_subnet_ids": ["subnet-1", "subnet-2"], "public_subnet_ids": [...]}`.
+    Private subnets need outbound access (NAT or VPC endpoints).
+    """
+
+    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
+    private_subnet_ids: list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]] = Field(
+        min_length=2, max_length=16, description="in >= 2 availability zones")
+    public_subnet_ids: list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]] = Field(
+        default_factory=list, max_length=16, description="for internet-facing load balancers")
+
+    @model_validator(mode="after")
+    def _distinct(self) -> ExistingVpc:
+        ids = [*self.private_subnet_ids, *self.public_subnet_ids]
+        if len(ids) != len(set(ids)):
+            raise ValueError("a subnet id is listed twice (private and public subnets are distinct)")
+        return self
+
+
+class SpotPolicy(str, Enum):
+    ALLOWED = "allowed"
+    FORBIDDEN = "forbidden"
+
+
+class SystemNodesSpec(ClosedModel):
+    """The managed node group that runs the platform's controllers (Karpenter, KEDA, Prometheus, ...)."""
+
+    instance_type: str = Field(default="m7i.xlarge", max_length=40, description="an EC2 CPU type in the catalog "
+                               "(x86_64 or Graviton arm64; the node group's AMI type follows its architecture)")
+    count: int = Field(default=2, ge=2, le=10, description="nodes; >= 2 so controllers survive a node loss")
+
+    @field_validator("instance_type")
+    @classmethod
+    def _catalogued_cpu_type(cls, value: str) -> str:
+        problem, _ = cpu_instance_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+
+class AccessSpec(ClosedModel):
+    """Who may administer the clusters (EKS access entries, API authentication mode)."""
+
+    admin_role_arns: list[Annotated[str, Field(pattern=IAM_ROLE_ARN)]] = Field(
+        default_factory=list, max_length=20, description="IAM roles given cluster admin (AmazonEKSClusterAdminPolicy)")
+    deployer_role_arn: str | None = Field(default=None, pattern=IAM_ROLE_ARN,
+                                          description="the CI role that runs `pulumi up` for service stacks")
+
+
+class ReceiverKind(str, Enum):
+    """Alertmanager receivers a platform can page through; the URL (or PagerDuty routing key) is a secret."""
+
+    SLACK = "slack"
+    PAGERDUTY = "pagerduty"
+    WEBHOOK = "webhook"
+
+
+#: The platform stack's secret config key holding the receiver's URL (Slack incoming webhook, webhook endpoint) or
+#: PagerDuty Events API v2 routing key: `pulumi config set --secret servingblueprints:alertReceiverUrl ...`.
+ALERT_RECEIVER_SECRET_KEY = "servingblueprints:alertReceiverUrl"
+
+
+SNS_TOPIC_ARN = r"^arn:aws(-cn|-us-gov)?:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$"
+
+
+class AlertingSpec(ClosedModel):
+    """Where alerts go (`alerting` in platform.yaml, or per platform).
+
+    Example: `{"receiver": "slack", "slack_channel": "#ml-serving-alerts", "sns_topic_arns": {"us-east-1":
+    "arn:aws:sns:us-east-1:123456789012:ml-serving-alerts"}}`.
+    """
+
+    receiver: ReceiverKind | None = Field(default=None, description="the platforms' Alertmanager receiver; its URL "
+                                          f"is the secret config key {ALERT_RECEIVER_SECRET_KEY} of each platform "
+                                          "stack. Omitted: no receiver (plans say alerts reach nobody)")
+    slack_channel: str | None = Field(default=None, pattern=r"^#[a-z0-9_.-]{1,80}$",
+                                      description="Slack only: the channel (an incoming webhook posts to its own)")
+    sns_topic_arns: dict[Region, Annotated[str, Field(pattern=SNS_TOPIC_ARN)]] = Field(
+        default_factory=dict, max_length=40, description="region -> SNS topic the SageMaker endpoints' CloudWatch "
+        "alarms notify there")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AlertingSpec:
+        if self.slack_channel is not None and self.receiver is not ReceiverKind.SLACK:
+            raise ValueError("slack_channel is for receiver: slack only")
+        for region, arn in self.sns_topic_arns.items():
+            if arn.split(":")[3] != region:
+                raise ValueError(f"sns_topic_arns.{region}: {arn} is in region {arn.split(':')[3]}; CloudWatch "
+                                 "alarms notify topics of their own region")
+        return self
+
+
+class PlatformOverride(ClosedModel):
+    """Settings of one named platform (`platforms.<name>` in platform.yaml)."""
+
+    environment: str | None = Field(default=None, pattern=DNS_1123_LABEL, max_length=20,
+                                    description="its environment (policy config); required for a custom name")
+    region: Region | None = Field(default=None, description="its region; required for a custom name")
+    existing_vpc: ExistingVpc | None = Field(default=None, description="use this VPC instead of creating one")
+    private_endpoint: bool | None = Field(default=None, description="EKS API private only; default: private when "
+                                          "any service on it is private_only. false refuses private services")
+    runner_label: str | None = Field(default=None, pattern=RUNNER_LABEL,
+                                     description="self-hosted GitHub Actions runner (inside `existing_vpc`) that "
+                                     "deploys a private platform and its services")
+    alerting: AlertingSpec | None = Field(default=None, description="this platform's receiver, instead of the "
+                                          "file's `alerting`")
+
+
+class PlatformRequirements(ClosedModel):
+    """`stacks/requirements/platform.yaml`: what the platform team decides for every platform. Every field is
+    optional; the file itself is optional."""
+
+    owner: str = Field(default="platform", pattern=TAG_VALUE, max_length=256, description="tag: owning team")
+    cost_center: str = Field(default="shared", pattern=TAG_VALUE, max_length=256, description="tag: cost center")
+    kubernetes_version: str | None = Field(default=None, pattern=KUBERNETES_VERSION,
+                                           description="EKS version; default: the newest version in standard "
+                                           "support on the plan date that every pinned add-on supports")
+    system_nodes: SystemNodesSpec = Field(default_factory=SystemNodesSpec)
+    addon_versions: dict[Annotated[str, Field(pattern=r"^[a-z0-9-]+$", max_length=40)],
+                         Annotated[str, Field(max_length=40)]] = Field(
+        default_factory=dict, description="add-on id -> a chart version the catalog knows (default: its first)")
+    spot: SpotPolicy = Field(default=SpotPolicy.ALLOWED, description="whether non-production services may use spot")
+    access: AccessSpec = Field(default_factory=AccessSpec)
+    alerting: AlertingSpec = Field(default_factory=AlertingSpec, description="where alerts go")
+    platforms: dict[Annotated[str, Field(pattern=DNS_1123_LABEL, max_length=40)], PlatformOverride] = Field(
+        default_factory=dict, max_length=50, description="per platform (`<env>-<region>` or a custom name)")
+
+    @field_validator("platforms")
+    @classmethod
+    def _custom_names_say_where(cls, value: dict[str, PlatformOverride]) -> dict[str, PlatformOverride]:
+        vpcs: dict[str, tuple[str, str]] = {}
+        for name, spec in value.items():
+            problem = platform_name_problem(name)
+            if problem:
+                raise ValueError(f"platforms.{name}: {problem}")
+            derived = DERIVED_NAME.fullmatch(name)
+            if (spec.environment is None or spec.region is None) and derived is None:
+                raise ValueError(f"platforms.{name}: a name other than <env>-<region> needs `environment` and "
+                                 "`region`")
+            region = spec.region or (derived.group(2) if derived else None)
+            if derived is not None and spec.region is not None and spec.region != derived.group(2):
+                raise ValueError(f"platforms.{name}.region is {spec.region} but the name ends in region "
+                                 f"{derived.group(2)}; a platform named <env>-<region> is in that region: fix "
+                                 "`region` or rename the platform")
+            if spec.existing_vpc is not None and region is not None:
+                seen = vpcs.setdefault(spec.existing_vpc.vpc_id, (name, region))
+                if seen[1] != region:
+                    raise ValueError(f"platforms.{name}.existing_vpc.vpc_id {spec.existing_vpc.vpc_id} is also "
+                                     f"platforms.{seen[0]}'s VPC, in {seen[1]}; a VPC lives in one region: give the "
+                                     f"{region} platform a VPC of {region}")
+        return value
+
+
+def platform_json_schema() -> dict:
+    """platform.yaml's schema as JSON Schema (draft 2020-12), for editors and `blueprint schema --platform`."""
+    schema = PlatformRequirements.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "serving blueprints platform file (platform.yaml)"
+    return schema
+
+
+def load_platform_requirements(path: Path) -> PlatformRequirements:
+    """Read `platform.yaml`; the defaults when the file does not exist.
+
+    Raises:
+        RequirementsError: not YAML, not a mapping, or breaks the schema; the message names the file and field.
+    """
+    if not path.exists():
+        return PlatformRequirements()
+    text = read_text_file(path, RequirementsError, "platform file")
+    try:
+        data = load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise RequirementsError(f"{path}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if data is None:
+        return PlatformRequirements()
+    if not isinstance(data, dict):
+        raise RequirementsError(f"{path}: expected a mapping (owner, kubernetes_version, platforms, ...), got "
+                                f"{type(data).__name__}")
+    try:
+        return PlatformRequirements.model_validate(data)
+    except ValidationError as exc:
+        raise RequirementsError(format_validation_error(exc, source=path, data=data)) from None

@@ -1,0 +1,328 @@
+"""The review of a re-plan: what changed in the requirements, in the plan and in the predictions, and which changes
+replace a resource (`catalog/replacements.yaml`).
+
+The before side is the previous stack config's recorded blueprint (`blueprint plan`) or a baseline `plan.json`
+(`blueprint preview --baseline`), read as a plain dict so a config of an older schema still compares. At plan time
+replacements come from the blueprint fields each rule is `planned_by`; at preview time from the resources' own input
+changes, each named with the blueprint changes that caused it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.catalog.replacements import Effect, ReplaceRule, load_replace_rules
+from blueprints.review.diff import ResourceChange, flatten
+from blueprints.core.errors import clip
+
+#: Blueprint paths that record the requirements (everything else but `IGNORED` is the plan derived from them).
+REQUIREMENT_PREFIXES = ("region", "production", "tags", "compliance", "slo", "network.exposure", "alerting")
+#: The fields of a served model that come from the requirements (the rest, params and weights size, are derived).
+MODEL_REQUIREMENT_FIELDS = ("catalog_id", "task", "format", "precision", "quantization", "source_uri",
+                            "source_kms_key_arn", "max_context_tokens", "traffic")
+#: Not compared: identity, the prose rationale, and the predictions (compared on their own).
+IGNORED_PREFIXES = ("schema_version", "service", "environment", "rationale", "predictions")
+#: Words for the fields a reviewer meets most; other fields are shown by their path.
+FIELD_LABELS = {
+    "archetype": "archetype",
+    "compute.instance_type": "instance type",
+    "compute.capacity_type": "capacity type",
+    "compute.cpu_arch": "CPU architecture",
+    "compute.accelerator": "accelerator",
+    "compute.replicas": "replicas at peak",
+    "compute.gpus_per_replica": "GPUs per replica",
+    "engine.tensor_parallel_size": "tensor parallel",
+    "engine.initial_instance_count": "instance count",
+    "engine.image": "engine image",
+    "autoscaling.min_replicas": "min replicas",
+    "autoscaling.max_replicas": "max replicas",
+    "platform.kubernetes_version": "Kubernetes version",
+    "region": "region",
+}
+#: (prediction field, label, unit) in the order the review lists them.
+PREDICTIONS = (("ttft_p95_ms", "TTFT p95", "ms"), ("itl_p95_ms", "ITL p95", "ms"),
+               ("latency_p95_ms", "request latency p95", "ms"),
+               ("requests_per_s_capacity", "capacity", "requests/s"),
+               ("expected_monthly_cost_usd", "expected monthly cost (simulated)", "USD"),
+               ("monthly_cost_usd", "peak monthly cost", "USD"))
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    """One blueprint field, before -> after (None: absent on that side)."""
+
+    path: str
+    before: Any
+    after: Any
+
+    @property
+    def label(self) -> str:
+        return FIELD_LABELS.get(self.path, self.path)
+
+
+@dataclass(frozen=True)
+class PredictionChange:
+    """One prediction, before -> after, in `unit`; `delta` is None when either side is missing."""
+
+    name: str
+    label: str
+    unit: str
+    before: float | None
+    after: float | None
+
+    @property
+    def delta(self) -> float | None:
+        if self.before is None or self.after is None:
+            return None
+        return round(self.after - self.before, 4)
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A change that replaces a resource, or makes it replace what it manages (`effect`).
+
+    `resource_name` and `paths` are the resource and its changed inputs (preview time; None and empty at plan time);
+    `causes` the blueprint changes that feed those inputs (`ReplaceRule.planned_by`)."""
+
+    effect: Effect
+    what: str
+    change: str
+    consequence: str
+    brief: str
+    source: str
+    resource_type: str
+    resource_name: str | None = None
+    paths: tuple[str, ...] = ()
+    values: tuple[tuple[Any, Any], ...] = ()
+    causes: tuple[FieldChange, ...] = ()
+
+    @property
+    def message(self) -> str:
+        """One sentence: the cause, the resource change and its consequence, e.g. "instance type g6e.xlarge ->
+        p5.4xlarge: NodePool requirements, labels, taints or node class change; Karpenter replaces every node ..."."""
+        cause = "; ".join(f"{c.label} {show(c.before)} -> {show(c.after)}" for c in self.causes)
+        if self.resource_name is None:
+            subject = f"the {self.what}'s {self.change} change"
+        else:
+            shown = ", ".join(f"{p} {show(b)} -> {show(a)}" for p, (b, a) in zip(self.paths[:3], self.values))
+            more = f" and {len(self.paths) - 3} more" if len(self.paths) > 3 else ""
+            subject = f"{self.what} {self.resource_name} {self.change} change ({shown}{more})"
+        return f"{cause + ': ' if cause else ''}{subject}; {self.consequence}"
+
+    @property
+    def summary(self) -> str:
+        """The same in a few words, for a terminal: "instance type g6e.xlarge -> p5.4xlarge: NodePool requirements,
+        labels, taints or node class change; Karpenter replaces every node (drift)"."""
+        cause = "; ".join(f"{c.label} {show(c.before)} -> {show(c.after)}" for c in self.causes)
+        where = f"{self.what} {self.resource_name}" if self.resource_name else self.what
+        return f"{cause + ': ' if cause else ''}{where} {self.change} change; {self.brief}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"effect": self.effect.value, "what": self.what, "change": self.change,
+                "resource_type": self.resource_type, "resource_name": self.resource_name,
+                "paths": [{"path": p, "before": b, "after": a} for p, (b, a) in zip(self.paths, self.values)],
+                "causes": [asdict(c) for c in self.causes], "consequence": self.consequence, "brief": self.brief,
+                "source": self.source, "message": self.message, "summary": self.summary}
+
+
+@dataclass
+class Review:
+    """What changed for one stack: requirements, plan, predictions (before -> after) and the replacements they bring.
+    `blueprint_known` is False when the before side recorded no blueprint (a baseline report of an older version):
+    then only the predictions and the resources compare."""
+
+    stack: str
+    blueprint_known: bool
+    #: A platform stack: only its resources compare (its settings are in the resource diff).
+    platform: bool = False
+    requirements: list[FieldChange] = field(default_factory=list)
+    plan: list[FieldChange] = field(default_factory=list)
+    predictions: list[PredictionChange] = field(default_factory=list)
+    replacements: list[Replacement] = field(default_factory=list)
+
+    @property
+    def changed_predictions(self) -> list[PredictionChange]:
+        return [p for p in self.predictions if p.changed]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.requirements or self.plan or self.changed_predictions or self.replacements)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack, "blueprint_known": self.blueprint_known, "platform": self.platform,
+            "requirements": [{**asdict(c), "label": c.label} for c in self.requirements],
+            "plan": [{**asdict(c), "label": c.label} for c in self.plan],
+            "predictions": [{**asdict(p), "delta": p.delta} for p in self.predictions],
+            "replacements": [r.to_json() for r in self.replacements],
+        }
+
+
+#: Longest value the review prints, characters: a pull-request comment holds at most 65,536, and a value such as a
+#: dashboard's JSON (8 KB) would fill it; the full values are in plan.json.
+SHOWN_CHARS = 120
+
+
+def show(value: Any) -> str:
+    """A value as the review prints it: `none`, numbers with `:g`, lists comma-joined, at most `SHOWN_CHARS`
+    characters (a longer one is cut, its full length noted)."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list):
+        return clip("[" + ", ".join(show(v) for v in value) + "]", limit=SHOWN_CHARS)
+    return clip(str(value), limit=SHOWN_CHARS)
+
+
+def _keyed(blueprint: dict[str, Any]) -> dict[str, Any]:
+    """The blueprint with `models` keyed by model name, so fields read `models.<name>.<field>`."""
+    models = blueprint.get("models") or []
+    keyed = {str(m.get("name", i)): m for i, m in enumerate(models) if isinstance(m, dict)}
+    return {**blueprint, "models": keyed}
+
+
+def _is_requirement(path: str) -> bool:
+    if path.startswith("models."):
+        parts = path.split(".")
+        return len(parts) > 2 and parts[2] in MODEL_REQUIREMENT_FIELDS
+    return any(path == p or path.startswith(f"{p}.") for p in REQUIREMENT_PREFIXES)
+
+
+def blueprint_changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[FieldChange], list[FieldChange]]:
+    """(requirement changes, plan changes) between two blueprint dicts (`Blueprint.model_dump(mode="json")`), field
+    by field. A model present on one side only is one change `models.<name>`: its source before -> after."""
+    old, new = _keyed(before), _keyed(after)
+    changes: list[FieldChange] = []
+    for name in sorted(old["models"].keys() ^ new["models"].keys()):
+        changes.append(FieldChange(f"models.{name}", (old["models"].get(name) or {}).get("source_uri"),
+                                   (new["models"].get(name) or {}).get("source_uri")))
+    shared = set(old["models"]) & set(new["models"])
+    old["models"] = {k: v for k, v in old["models"].items() if k in shared}
+    new["models"] = {k: v for k, v in new["models"].items() if k in shared}
+    flat_old, flat_new = flatten(old), flatten(new)
+    for path in sorted(flat_old.keys() | flat_new.keys()):
+        if path.startswith(IGNORED_PREFIXES) or flat_old.get(path) == flat_new.get(path):
+            continue
+        changes.append(FieldChange(path, flat_old.get(path), flat_new.get(path)))
+    requirements = [c for c in changes if c.path.startswith("models.") and c.path.count(".") == 1
+                    or _is_requirement(c.path)]
+    return requirements, [c for c in changes if c not in requirements]
+
+
+def prediction_changes(before: dict[str, Any] | None, after: dict[str, Any]) -> list[PredictionChange]:
+    """Every prediction either side has (TTFT/ITL/request latency p95, capacity, expected and peak monthly cost)."""
+    before = before or {}
+    out = []
+    for name, label, unit in PREDICTIONS:
+        old, new = before.get(name), after.get(name)
+        if old is None and new is None:
+            continue
+        out.append(PredictionChange(name, label, unit, None if old is None else float(old),
+                                    None if new is None else float(new)))
+    return out
+
+
+def _causes(rule: ReplaceRule, changes: list[FieldChange]) -> tuple[FieldChange, ...]:
+    return tuple(c for c in changes if any(fnmatch.fnmatchcase(c.path, pattern) for pattern in rule.planned_by))
+
+
+def _with_fleets(rule: ReplaceRule, before: dict[str, Any] | None, after: Blueprint) -> str:
+    """A blue/green consequence with the two fleets' sizes: the green one at its initial count, the blue one as it was
+    planned (more if it has scaled out)."""
+    if rule.effect is not Effect.BLUE_GREEN or after.archetype.value != "sagemaker-endpoint":
+        return rule.consequence
+    green = f"{after.engine.initial_instance_count} x {after.compute.instance_type}"  # type: ignore[union-attr]
+    blue = ""
+    if before:
+        count = (before.get("engine") or {}).get("initial_instance_count")
+        kind = (before.get("compute") or {}).get("instance_type")
+        if count and kind:
+            blue = f"{count} x {kind} blue (more if scaled out) + "
+    return f"{rule.consequence} ({blue}{green} green)"
+
+
+def _platform_kind(bp: Blueprint) -> str:
+    """`eks`, `existing-cluster` or `sagemaker`."""
+    return str(getattr(bp.platform.kind, "value", bp.platform.kind))
+
+
+def planned_replacements(changes: list[FieldChange], before: dict[str, Any] | None,
+                         after: Blueprint) -> list[Replacement]:
+    """Plan time: each rule whose `planned_by` fields changed, for a stack that has its resource."""
+    archetype_change = next((c for c in changes if c.path == "archetype"), None)
+    if archetype_change is not None:
+        return [Replacement(Effect.REPLACE, "stack", "archetype", "every resource of the stack is created again under "
+                            "the new archetype's component and the old ones are deleted", "every resource is replaced",
+                            "Pulumi URNs include the parent component's type (pulumi.com/docs/iac/concepts/resources/"
+                            "names, URNs)", "*", causes=(archetype_change,))]
+    out = []
+    for rule in load_replace_rules():
+        if not rule.planned_for(after.archetype.value, _platform_kind(after)):
+            continue
+        causes = _causes(rule, changes)
+        if causes:
+            out.append(Replacement(rule.effect, rule.what, rule.change, _with_fleets(rule, before, after), rule.brief,
+                                   rule.source, rule.type, causes=causes))
+    return out
+
+
+def resource_replacements(resource_changes: list[ResourceChange], changes: list[FieldChange],
+                          before: dict[str, Any] | None, after: Blueprint | None) -> list[Replacement]:
+    """Preview time: each changed resource input a rule covers, named with the blueprint changes behind it."""
+    out = []
+    for change in resource_changes:
+        for rule in load_replace_rules():
+            if not rule.applies_to(change.type):
+                continue
+            hit = [s for s in change.settings if rule.matches(s.path)]
+            if not hit:
+                continue
+            consequence = _with_fleets(rule, before, after) if after is not None else rule.consequence
+            out.append(Replacement(rule.effect, rule.what, rule.change, consequence, rule.brief, rule.source, change.type,
+                                   resource_name=change.name, paths=tuple(s.path for s in hit),
+                                   values=tuple((s.before, s.after) for s in hit), causes=_causes(rule, changes)))
+    return out
+
+
+def review_changes(stack: str, before: dict[str, Any] | None, after: Blueprint | None, *,
+                   before_predictions: dict[str, Any] | None = None,
+                   resource_changes: list[ResourceChange] | None = None) -> Review:
+    """The review of `after` against `before`.
+
+    Args:
+        stack: the stack name.
+        before: the previous blueprint as a dict (a stack config's `servingblueprints:blueprint`, or a baseline
+            report's `blueprint`); None when the before side recorded none.
+        after: the new blueprint; None for a platform stack (then only `resource_changes` are reviewed).
+        before_predictions: the before side's predictions when `before` is None (an older baseline report's
+            `predictions`).
+        resource_changes: the resources' input changes (`blueprints.review.diff.diff_reports(...).changed`); None at plan
+            time, when replacements come from the blueprint fields each rule is planned by.
+
+    Returns:
+        A `Review`.
+    """
+    if after is None:
+        return Review(stack, False, platform=True,
+                      replacements=resource_replacements(resource_changes or [], [], None, None))
+    after_dict = after.model_dump(mode="json")
+    requirements, plan = blueprint_changes(before, after_dict) if before is not None else ([], [])
+    changes = requirements + plan
+    predictions = prediction_changes(before.get("predictions") if before is not None else before_predictions,
+                                     after_dict["predictions"])
+    if resource_changes is None:
+        replacements = planned_replacements(changes, before, after) if before is not None else []
+    else:
+        replacements = resource_replacements(resource_changes, changes, before, after)
+    return Review(stack, before is not None, requirements=requirements, plan=plan, predictions=predictions,
+                  replacements=replacements)

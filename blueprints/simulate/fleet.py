@@ -1,0 +1,353 @@
+"""Fleet simulation: replay traffic against a planned fleet with its autoscaler's real settings, and report SLO
+attainment, queues, cold starts, replica-hours and the expected monthly cost beside the peak-provisioned one.
+
+A fluid model in steps of the autoscaler's polling interval (15 s on Kubernetes: KEDA's `pollingInterval` and the
+HPA's default sync period; 60 s on SageMaker, whose metrics are per minute):
+
+- **Traffic**: requests/s per minute (`blueprints.simulate.traffic`); what the ready replicas cannot serve joins a backlog
+  that drains, first in first out, when capacity frees up. With no ready replica, requests are held (by the KEDA HTTP
+  interceptor on a scale-to-zero stack) until one is ready.
+- **Replicas** (`blueprints.capacity.replica`): capacity, p95 latency at their share of the traffic, and the value of
+  the scaling signal; the backlog adds its wait to TTFT (or request latency).
+- **Kubernetes autoscaler** (KEDA -> HPA): the signal averaged over the last minute (`avg_over_time(...[1m])`),
+  `desired = ceil(total / target)` for `AverageValue` (HPA algorithm; no change within the 10 % tolerance),
+  the HTTP add-on's concurrency trigger besides it on a scale-to-zero stack, scale-up at most 2 pods per 60 s,
+  scale-down to the highest recommendation of the last `cooldown_s` at most 1 pod per 60 s, clamped to min/max;
+  1 -> 0 after `cooldown_s` without activity, 0 -> 1 when a trigger is active (the queue metric alone is absent at
+  zero: without the interceptor nothing wakes the fleet).
+- **Nodes** (Karpenter): a pod that finds no free slot launches a node; it is ready after the whole startup budget
+  (node provisioning, image pull, download, load), on a node with a free slot after the download and load; an empty
+  node is removed after the NodePool's `consolidateAfter` (= `cooldown_s`). Zone spread is not modelled.
+- **SageMaker** (target tracking on InvocationsPerInstance): scale out after 3 consecutive minutes above the target,
+  in after 15 minutes below 90 % of it, with the scale-in cooldown; new instances ready after the startup budget
+  (Application Auto Scaling target tracking alarms, [assumption] the documented defaults).
+
+Cost: node (or instance) hours at the plan's node price plus the plan's fixed monthly items; `peak_monthly_usd` is
+the plan's `monthly_cost_usd` (the fleet provisioned for the peak all month). An edge cluster's owned nodes cost the
+same busy or idle: its expected cost is the peak cost. A stack without an autoscaler (`fixed`) keeps its replicas.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import asdict, dataclass, field
+
+from blueprints.core import defaults
+from blueprints.contracts.sections import FIXED_REPLICAS, Archetype
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.capacity.replica import ReplicaModel, replica_model
+from blueprints.simulate.traffic import MINUTES_PER_DAY, daily_curve
+
+#: Polling interval of the Kubernetes autoscalers, s (components.autoscaling.KEDA_POLLING_INTERVAL_S; the HPA's
+#: --horizontal-pod-autoscaler-sync-period default is 15 s).
+K8S_STEP_S = 15
+SAGEMAKER_STEP_S = 60
+HPA_TOLERANCE = defaults.HPA_TOLERANCE
+#: The scalers' behavior in components.autoscaling: up 2 pods / 60 s, down 1 pod / 60 s.
+SCALE_UP_PODS_PER_MIN = 2
+SCALE_DOWN_PODS_PER_MIN = 1
+#: SageMaker target tracking alarms: datapoints (minutes) above the target before scale-out, below 90 % before
+#: scale-in. [assumption] Application Auto Scaling's documented target-tracking alarm defaults.
+SAGEMAKER_OUT_MINUTES = 3
+SAGEMAKER_IN_MINUTES = 15
+SAGEMAKER_IN_FRACTION = 0.9
+HOURS_PER_MONTH = 730
+
+
+@dataclass
+class SimulationResult:
+    """What a simulation reports (`--json` keys), plus per-minute series for plots.
+
+    `slo_attainment`: share (0-1) of minutes with every p95 target met; `worst_queue`: most requests waiting beyond
+    what the replicas run; `cold_starts`: times a request found no ready replica (scale from zero), with their
+    longest and mean wait; `replica_hours`: replica time over the simulated period.
+    """
+
+    stack: str
+    days: float
+    slo_attainment: float
+    expected_monthly_usd: float
+    peak_monthly_usd: float
+    replica_hours: float
+    cold_starts: int
+    cold_start_max_s: float
+    cold_start_mean_s: float
+    worst_queue: float
+    scale_ups: int
+    scale_downs: int
+    minutes: dict[str, list[float]] = field(default_factory=dict, repr=False)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data.pop("minutes")
+        for key in ("slo_attainment", "days"):
+            data[key] = round(data[key], 4)
+        for key in ("expected_monthly_usd", "peak_monthly_usd", "replica_hours", "cold_start_max_s",
+                    "cold_start_mean_s", "worst_queue"):
+            data[key] = round(data[key], 2)
+        return data
+
+
+def planned_traffic(bp: Blueprint, *, days: int = 1) -> list[float]:
+    """The blueprint's traffic for `days` days: each model's daily curve at its planned peak, summed."""
+    total = [0.0] * (days * MINUTES_PER_DAY)
+    for model in bp.models:
+        if model.traffic is None:
+            continue
+        for i, rps in enumerate(daily_curve(model.traffic.pattern, model.traffic.peak_requests_per_s, days=days)):
+            total[i] += rps
+    return total
+
+
+def slo_targets(bp: Blueprint) -> dict[str, float]:
+    """The p95 targets a minute must meet, keyed like `LoadPoint.p95_ms`."""
+    slo = bp.slo
+    if replica_model(bp).generative:
+        return {k: v for k, v in (("ttft_p95_ms", slo.ttft_p95_ms), ("itl_p95_ms", slo.itl_p95_ms)) if v}
+    target = slo.latency_p95_ms or slo.latency_p99_ms
+    if target is None and bp.predictions.latency_p95_ms is not None:
+        target = bp.predictions.latency_p95_ms * 1.5  # generative on SageMaker without a curve: the alarm's bound
+    return {"latency_p95_ms": target} if target else {}
+
+
+@dataclass
+class _Pod:
+    ready_at: float
+
+
+@dataclass
+class _Node:
+    pods: int
+    empty_since: float | None = None
+
+
+class _Fleet:
+    """Pods on nodes, Karpenter-style: a pod takes a free slot or launches a node; empty nodes go after a delay."""
+
+    def __init__(self, bp: Blueprint, start: int) -> None:
+        self.per_node = max(1, bp.compute.replicas_per_node)
+        self.budget = bp.startup
+        self.consolidate_s = bp.autoscaling.cooldown_s
+        self.pods: list[_Pod] = []
+        self.nodes: list[_Node] = []
+        for _ in range(start):
+            self.add(-1e9)
+
+    def add(self, now: float) -> None:
+        node = next((n for n in self.nodes if n.pods < self.per_node), None)
+        if node is None:
+            node = _Node(pods=0)
+            self.nodes.append(node)
+            ready = now + self.budget.total_s
+        else:
+            ready = now + self.budget.pod_start_s
+        node.pods += 1
+        node.empty_since = None
+        self.pods.append(_Pod(ready_at=ready))
+
+    def remove(self, now: float) -> None:
+        # Not-yet-ready pods go first (the ReplicaSet deletes unready pods before ready ones).
+        self.pods.sort(key=lambda p: -p.ready_at)
+        self.pods.pop(0)
+        node = next((n for n in reversed(self.nodes) if n.pods), None)
+        if node is not None:
+            node.pods -= 1
+            if node.pods == 0:
+                node.empty_since = now
+
+    def tick(self, now: float) -> None:
+        self.nodes = [n for n in self.nodes if not (n.pods == 0 and n.empty_since is not None
+                                                    and now - n.empty_since >= self.consolidate_s)]
+
+    def ready(self, now: float) -> int:
+        return sum(1 for p in self.pods if p.ready_at <= now)
+
+
+def simulate(bp: Blueprint, *, trace: list[float] | None = None, days: int = 1) -> SimulationResult:
+    """Replay `trace` (requests/s per minute; default: `days` days of the planned traffic) against the fleet.
+
+    Deterministic: the same blueprint and trace always give the same result.
+    """
+    rps = trace if trace is not None else planned_traffic(bp, days=days)
+    model = replica_model(bp)
+    targets = slo_targets(bp)
+    sagemaker = bp.archetype is Archetype.SAGEMAKER_ENDPOINT
+    step = SAGEMAKER_STEP_S if sagemaker else K8S_STEP_S
+    a = bp.autoscaling
+    # Start warm for the first minute's load, as the plan sizes it (at zero when idle and allowed).
+    first = rps[0] if rps else 0.0
+    planned_rps = bp.predictions.requests_per_s_capacity / max(1, bp.compute.replicas)  # per replica, within SLO
+    start = max(a.min_replicas, min(a.max_replicas, math.ceil(first / planned_rps - 1e-9)))
+    fleet = _Fleet(bp, start)
+    node_usd_per_hour = bp.predictions.cost_lines[0].usd_per_hour
+    fixed_monthly = sum(line.monthly_usd for line in bp.predictions.cost_lines[1:])
+    state = _Scaler(bp, model)
+    backlog = 0.0
+    held_since: float | None = None
+    cold_waits: list[float] = []
+    node_seconds = replica_seconds = 0.0
+    good_minutes = 0
+    worst_queue = 0.0
+    series: dict[str, list[float]] = {"rps": [], "replicas": [], "p95_ms": [], "slo_ms": []}
+    slo_key = next(iter(targets), None)
+    for minute, arrival in enumerate(rps):
+        minute_ok = True
+        minute_p95 = 0.0
+        for sub in range(60 // step):
+            now = minute * 60.0 + sub * step
+            fleet.tick(now)
+            ready = fleet.ready(now)
+            capacity = ready * model.capacity_rps
+            if ready == 0:
+                if arrival > 0 or backlog > 0:
+                    held_since = now if held_since is None else held_since
+                backlog += arrival * step
+                point = None
+            else:
+                if held_since is not None:
+                    cold_waits.append(now - held_since)
+                    held_since = None
+                served = min(capacity, arrival + backlog / step)
+                backlog = max(0.0, backlog + (arrival - capacity) * step)
+                point = model.at(served / ready)
+            worst_queue = max(worst_queue, backlog)
+            wait_s = backlog / capacity if capacity > 0 else math.inf
+            if arrival > 0 or backlog > 0:
+                for key, target in targets.items():
+                    value = math.inf if point is None else point.p95_ms[key] + (
+                        wait_s * 1e3 if key != "itl_p95_ms" else 0.0)
+                    minute_ok = minute_ok and value <= target
+                    if key == slo_key:
+                        minute_p95 = max(minute_p95, value)
+            # what the autoscaler reads this step
+            running = (point.running * ready) if point else 0.0
+            pending = (point.pending * ready if point else 0.0) + backlog
+            state.observe(now, ready=ready, pods=len(fleet.pods), running=running, pending=pending,
+                          in_flight=running + pending, arrival=arrival)
+            desired = state.desired(now, len(fleet.pods))
+            while len(fleet.pods) < desired:
+                fleet.add(now)
+            while len(fleet.pods) > desired:
+                fleet.remove(now)
+            node_seconds += len(fleet.nodes) * step
+            replica_seconds += len(fleet.pods) * step
+        good_minutes += minute_ok
+        series["rps"].append(arrival)
+        series["replicas"].append(float(len(fleet.pods)))
+        series["p95_ms"].append(minute_p95 if math.isfinite(minute_p95) else -1.0)
+        series["slo_ms"].append(targets.get(slo_key, 0.0) if slo_key else 0.0)
+    if held_since is not None:  # still waiting when the trace ends
+        cold_waits.append(len(rps) * 60.0 - held_since)
+    hours = len(rps) / 60
+    expected = node_seconds / 3600 / hours * node_usd_per_hour * HOURS_PER_MONTH + fixed_monthly if hours else 0.0
+    if bp.compute.owned_nodes is not None:
+        expected = bp.predictions.monthly_cost_usd  # owned nodes cost the same whether busy or idle
+    return SimulationResult(
+        stack=bp.stack, days=len(rps) / MINUTES_PER_DAY, slo_attainment=good_minutes / len(rps) if rps else 1.0,
+        expected_monthly_usd=expected, peak_monthly_usd=bp.predictions.monthly_cost_usd,
+        replica_hours=replica_seconds / 3600, cold_starts=len(cold_waits),
+        cold_start_max_s=max(cold_waits, default=0.0),
+        cold_start_mean_s=sum(cold_waits) / len(cold_waits) if cold_waits else 0.0, worst_queue=worst_queue,
+        scale_ups=state.ups, scale_downs=state.downs, minutes=series)
+
+
+class _Scaler:
+    """The autoscaler's decisions (see the module docstring): KEDA/HPA on Kubernetes, target tracking on SageMaker."""
+
+    def __init__(self, bp: Blueprint, model: ReplicaModel) -> None:
+        self.bp = bp
+        self.a = bp.autoscaling
+        self.model = model
+        self.kind = ("sagemaker" if bp.archetype is Archetype.SAGEMAKER_ENDPOINT
+                     else "fixed" if self.a.metric == FIXED_REPLICAS
+                     else "cpu" if self.a.metric == "cpu" else "keda")
+        self.window: deque[tuple[float, float, float, float]] = deque()  # (time, signal, in_flight, arrival)
+        self.recommendations: deque[tuple[float, int]] = deque()
+        self.last_up = self.last_down = -1e9
+        self.last_active = -1e9
+        self.above = self.below = 0
+        self.ups = self.downs = 0
+        self.ready = 0
+        self.pods = 0
+
+    def observe(self, now: float, *, ready: int, pods: int, running: float, pending: float, in_flight: float,
+                arrival: float) -> None:
+        self.ready, self.pods = ready, pods
+        if self.kind == "fixed":
+            signal = 0.0
+        elif self.kind == "keda":
+            signal = running if self.a.metric.startswith("vllm:") else pending
+        elif self.kind == "cpu":
+            signal = min(ready * 100.0, arrival / self.model.capacity_rps * 100.0) if ready else 0.0
+        else:
+            signal = arrival * 60.0  # invocations per minute, all instances
+        self.window.append((now, signal, in_flight, arrival))
+        while self.window and self.window[0][0] <= now - 60:
+            self.window.popleft()
+        if in_flight > 0 or arrival > 0:
+            self.last_active = now
+
+    def desired(self, now: float, current: int) -> int:
+        a = self.a
+        signal = sum(w[1] for w in self.window) / len(self.window)
+        if self.kind == "fixed":
+            return a.max_replicas  # no autoscaler: the Deployment's replica count
+        if self.kind == "sagemaker":
+            return self._target_tracking(now, current, signal)
+        in_flight = self.window[-1][2]
+        if current == 0:
+            wakes = a.min_replicas == 0 and a.interceptor_concurrency_target is not None and in_flight > 0
+            return self._step(now, current, 1) if wakes else 0
+        if self.ready == 0:
+            return current  # pods starting: the metric is absent (HPA holds)
+        if self.kind == "cpu":
+            ratio = signal / (self.ready * a.target)
+            want = current if abs(ratio - 1) <= HPA_TOLERANCE else math.ceil(self.ready * ratio)
+        else:
+            ratio = signal / (current * a.target)
+            want = current if abs(ratio - 1) <= HPA_TOLERANCE else math.ceil(signal / a.target)
+            if a.interceptor_concurrency_target:  # the HPA's second metric, with the same tolerance
+                http_ratio = in_flight / (current * a.interceptor_concurrency_target)
+                if abs(http_ratio - 1) > HPA_TOLERANCE:
+                    want = max(want, math.ceil(in_flight / a.interceptor_concurrency_target))
+        floor = a.min_replicas if a.min_replicas else 1
+        want = max(floor, min(a.max_replicas, want))
+        self.recommendations.append((now, want))
+        while self.recommendations and self.recommendations[0][0] < now - a.cooldown_s:
+            self.recommendations.popleft()
+        if want < current:
+            want = max(r for _, r in self.recommendations)  # scale-down stabilisation window
+        if a.min_replicas == 0 and current >= 1 and now - self.last_active >= a.cooldown_s:
+            want = 0  # KEDA: no trigger active for cooldownPeriod
+        return self._step(now, current, want)
+
+    def _step(self, now: float, current: int, want: int) -> int:
+        if want > current:
+            want = min(want, current + SCALE_UP_PODS_PER_MIN) if now - self.last_up >= 60 or current == 0 else current
+            if want > current:
+                self.last_up, self.ups = now, self.ups + 1
+        elif want < current:
+            if want == 0:
+                self.downs += 1
+                return 0
+            want = max(want, current - SCALE_DOWN_PODS_PER_MIN) if now - self.last_down >= 60 else current
+            if want < current:
+                self.last_down, self.downs = now, self.downs + 1
+        return want
+
+    def _target_tracking(self, now: float, current: int, per_minute: float) -> int:
+        a = self.a
+        per_instance = per_minute / max(1, current)
+        self.above = self.above + 1 if per_instance > a.target else 0
+        self.below = self.below + 1 if per_instance < SAGEMAKER_IN_FRACTION * a.target else 0
+        want = current
+        if self.above >= SAGEMAKER_OUT_MINUTES and now - self.last_up >= 60:
+            want = min(a.max_replicas, math.ceil(per_minute / a.target))
+        elif self.below >= SAGEMAKER_IN_MINUTES and now - self.last_down >= a.cooldown_s:
+            want = max(max(1, a.min_replicas), math.ceil(per_minute / a.target), current - 1)
+        if want > current:
+            self.last_up, self.ups, self.above = now, self.ups + 1, 0
+        elif want < current:
+            self.last_down, self.downs, self.below = now, self.downs + 1, 0
+        return want
