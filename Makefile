@@ -1,5 +1,15 @@
 # Two entry points for a fresh machine: `make demo` and `make test`.
+#
+# Installs come from committed locks with uv: `uv.lock` (the project, `uv sync --locked`) and tests/tools/checkov.lock
+# (the test suite's separate tools, with hashes), so a fresh clone installs exactly the versions the tests passed with.
+# uv is the one on PATH, else a pinned copy bootstrapped with pip into .uv/. It uses the machine's Python
+# (UV_PYTHON_DOWNLOADS=never): no interpreter is downloaded.
 PYTHON ?= python3
+UV_VERSION := 0.13.9
+UV_BOOTSTRAP := .uv/bin/uv
+UV ?= $(or $(shell command -v uv 2>/dev/null),$(UV_BOOTSTRAP))
+export UV_PYTHON ?= $(PYTHON)
+export UV_PYTHON_DOWNLOADS := never
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -10,26 +20,28 @@ DEMO_PLATFORM ?= platform-prod-us-east-1
 # would pick today's Kubernetes version, prices and support warnings and rewrite the committed stack configs.
 AS_OF ?= 2026-12-01
 # checkov scans the rendered manifests in the test suite. It lives in a virtualenv of its own: installed into the
-# project's, it downgrades packages pulumi needs. Pinned (3.3.x); the stamp makes a second `make test` skip the install.
-# The same virtualenv holds xds-protos (Envoy's data-plane-api as Python protobufs, which need protobuf 6 while
-# pulumi-policy pins 5): the suite parses the proxy's configuration with them.
-CHECKOV_VERSION := 3.3.30
-XDS_PROTOS_VERSION := 1.85.0
+# project's, it downgrades packages pulumi needs. The same virtualenv holds xds-protos (Envoy's data-plane-api as
+# Python protobufs, which need protobuf 6 while pulumi-policy pins 5): the suite parses the proxy's configuration
+# with them. Pinned in tests/tools/checkov.in, locked with hashes in tests/tools/checkov.lock.
 CHECKOV_VENV := .venv-checkov
-CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)-$(XDS_PROTOS_VERSION)
+CHECKOV_LOCK := tests/tools/checkov.lock
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+# pytest workers: one per core (pytest-xdist), each taking whole test files.
+PYTEST_WORKERS ?= auto
 
-.PHONY: install checkov demo test bench clean
+.PHONY: install checkov demo test lint-imports bench clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+$(UV_BOOTSTRAP):
+	$(PYTHON) -m venv .uv
+	.uv/bin/python -m pip install --quiet 'uv==$(UV_VERSION)'
+
+$(STAMP): pyproject.toml uv.lock | $(UV)
+	$(UV) sync --locked --quiet
 	touch $(STAMP)
 
-$(CHECKOV_STAMP):
-	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet 'checkov==$(CHECKOV_VERSION)' 'xds-protos==$(XDS_PROTOS_VERSION)'
-	rm -f $(CHECKOV_VENV)/.installed-*
+$(CHECKOV_STAMP): $(CHECKOV_LOCK) | $(UV)
+	test -x $(CHECKOV_VENV)/bin/python || $(UV) venv --quiet $(CHECKOV_VENV)
+	$(UV) pip install --quiet --python $(CHECKOV_VENV)/bin/python --require-hashes -r $(CHECKOV_LOCK)
 	touch $(CHECKOV_STAMP)
 
 install: $(STAMP)
@@ -41,8 +53,11 @@ demo: $(STAMP)
 	$(BIN)/blueprint preview $(DEMO_PLATFORM)
 	$(BIN)/blueprint preview $(DEMO_STACK)
 
-test: $(STAMP) $(CHECKOV_STAMP)
-	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/python -m pytest
+lint-imports: $(STAMP)
+	$(BIN)/lint-imports --no-cache
+
+test: $(STAMP) $(CHECKOV_STAMP) lint-imports
+	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/plan.py
@@ -51,4 +66,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/simulate.py
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) *.egg-info preview-out
+	rm -rf $(VENV) $(CHECKOV_VENV) .uv *.egg-info preview-out

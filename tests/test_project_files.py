@@ -17,7 +17,22 @@ def test_pulumi_yaml_matches_pulumis_project_schema():
     jsonschema.validate(project, schema)
     assert project["name"] == "servingblueprints"
     assert project["stackConfigDir"] == "stacks"
-    assert project["runtime"] == {"name": "python", "options": {"toolchain": "pip", "virtualenv": ".venv"}}
+    # Pulumi's uv toolchain (sdk/python/toolchain/uv.go) runs `uv sync` and `uv run python` with
+    # UV_PROJECT_ENVIRONMENT=.venv: `pulumi up` runs in the environment `make install` builds from uv.lock.
+    assert project["runtime"] == {"name": "python", "options": {"toolchain": "uv", "virtualenv": ".venv"}}
+
+
+def test_installs_come_from_the_committed_locks():
+    import tomllib
+
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    locked = {p["name"]: p["version"] for p in lock["package"] if "version" in p}
+    for name in ("pulumi", "pulumi-aws", "pulumi-kubernetes", "pydantic", "pytest", "import-linter"):
+        assert name in locked, name
+    makefile = (ROOT / "Makefile").read_text()
+    assert "sync --locked" in makefile and "--require-hashes -r $(CHECKOV_LOCK)" in makefile
+    checkov = (ROOT / "tests" / "tools" / "checkov.lock").read_text()
+    assert "checkov==3.3.30" in checkov and "--hash=sha256:" in checkov
 
 
 def test_committed_stack_configs_are_current(tmp_path):
