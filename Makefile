@@ -10,6 +10,10 @@ UV_BOOTSTRAP := .uv/bin/uv
 UV ?= $(or $(shell command -v uv 2>/dev/null),$(UV_BOOTSTRAP))
 export UV_PYTHON ?= $(PYTHON)
 export UV_PYTHON_DOWNLOADS := never
+# uv installs without compiling bytecode (compiling all of pulumi_aws would take ~20 s); Python then caches each module
+# it imports on first use. A PYTHONDONTWRITEBYTECODE in the environment would make every run recompile what it
+# imports (~7 s of pulumi_aws per preview), so the project's commands run without it.
+unexport PYTHONDONTWRITEBYTECODE
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -32,8 +36,7 @@ PYTEST_WORKERS ?= auto
 .PHONY: install checkov demo test lint-imports bench clean
 
 $(UV_BOOTSTRAP):
-	$(PYTHON) -m venv .uv
-	.uv/bin/python -m pip install --quiet 'uv==$(UV_VERSION)'
+	$(PYTHON) -m pip install --quiet --target .uv 'uv==$(UV_VERSION)'
 
 $(STAMP): pyproject.toml uv.lock | $(UV)
 	$(UV) sync --locked --quiet
