@@ -84,7 +84,14 @@ def _as_of(value: Optional[str]) -> Optional[dt.date]:
 
 @app.command()
 def plan(
-    requirements: Path = typer.Argument(..., help="Requirements file, e.g. stacks/requirements/chat-assistant.yaml."),
+    requirements: Optional[list[Path]] = typer.Argument(None, help="Requirements file, e.g. "
+                                                        "stacks/requirements/chat-assistant.yaml (one; with --check "
+                                                        "any number, default every file of the requirements "
+                                                        "folder)."),
+    check: bool = typer.Option(False, "--check", help="Write nothing: re-plan the files into memory, each stack as "
+                               "of the plan date its stack config records, and compare with the committed stack "
+                               "configs. Exit 0 when identical, 1 listing every field that differs (a hand edit) "
+                               "with the requirements field to change instead."),
     env: Optional[list[str]] = typer.Option(None, "--env", "-e", help="Environment to plan; repeat for several. "
                                             "Default: every environment in the file."),
     out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where to write Pulumi.<stack>.yaml. Default: the "
@@ -118,6 +125,9 @@ def plan(
     stack's summary says what changed against it: requirements and plan field by field, predictions before -> after,
     and every change that replaces a resource (`--json`: `review`). Exit 2 on invalid or infeasible requirements.
     """
+    if check:
+        _check_plans(requirements or None, policy_dir=policy_dir, no_policy=no_policy, as_json=as_json)
+        return
     from blueprints.review.changes import review_changes
     from blueprints.review.report.stack import print_review
     from blueprints.contracts.stackconfig import recorded_blueprint, stack_config_path, write_stack_configs
@@ -125,11 +135,16 @@ def plan(
     from blueprints.core.project import project_paths, project_relative
 
     with user_errors():
+        if not requirements or len(requirements) != 1:
+            raise BlueprintError(f"plan takes one requirements file (got {len(requirements or [])}); --check takes "
+                                 "several")
+        requirements = requirements[0]
         project = project_paths(requirements)
         stacks_dir = out_dir if out_dir is not None else project.stacks_dir
+        # The CLI's only clock read: the planner itself is pure and takes the date as an input.
+        plan_date = as_of or dt.date.today()
         planned = plan_requirements_file(
-            # The CLI's only clock read: the planner itself is pure and takes the date as an input.
-            requirements, as_of=as_of or dt.date.today(), environments=env,
+            requirements, as_of=plan_date, environments=env,
             policy_dir=policy_dir if policy_dir is not None else (project.policy_dir if project.root else None),
             use_policy=not no_policy, requirements_dir=project.requirements_dir if project.root else None,
             stacks_dir=stacks_dir, switch_threshold_pct=switch_threshold)
@@ -137,7 +152,7 @@ def plan(
         platform_source = project.requirements_dir.relative_to(project.root) if project.root else requirements.parent
         paths = write_stack_configs(planned.subjects, stacks_dir, source=project_relative(requirements),
                                     platform_source=platform_source.as_posix(),
-                                    cluster_addons=planned.cluster_addons)
+                                    cluster_addons=planned.cluster_addons, as_of=plan_date)
     written = dict(zip([s.stack for s in planned.subjects], paths))
     reviews = {bp.stack: review_changes(bp.stack, previous[bp.stack], bp) for bp in planned.blueprints
                if previous[bp.stack] is not None}
@@ -162,6 +177,34 @@ def plan(
             out.print(pipeline_summary(bp))
     out.print("[dim]Each stack config's `rationale` says why; `blueprint preview <stack>` shows what it builds "
               "(platform stacks first: services read their outputs).[/]")
+
+
+def _check_plans(files: Optional[list[Path]], *, policy_dir: Optional[Path], no_policy: bool, as_json: bool) -> None:
+    """`plan --check`: every drift of the committed stack configs from their plans; exit 1 when there is any."""
+    from dataclasses import replace
+
+    from blueprints.core.project import project_paths
+    from blueprints.review.drift import check_plans
+
+    with user_errors():
+        project = project_paths(files[0] if files else None)
+        if project.root is None:
+            raise BlueprintError("plan --check: no project found (a folder holding Pulumi.yaml) from the files or "
+                                 "the working directory")
+        if policy_dir is not None:
+            project = replace(project, policy_dir=policy_dir)
+        drifts = check_plans(files, project, use_policy=not no_policy)
+    if as_json:
+        out.print_json(json.dumps([d.to_json() for d in drifts]))
+    else:
+        for drift in drifts:
+            out.print(escape(drift.message()), highlight=False, soft_wrap=True)
+        stacks = sorted({d.stack for d in drifts})
+        err.print(f"[red]{len(drifts)} field(s) of {len(stacks)} stack(s) differ from their plans: "
+                  f"{', '.join(stacks)}[/]" if drifts else "[green]every stack config is what its requirements "
+                  "plan[/]")
+    if drifts:
+        raise typer.Exit(code=1)
 
 
 def platform_summary(platform) -> str:

@@ -57,21 +57,17 @@ class PlannedFile:
         return [*self.platforms, *self.blueprints]
 
 
-def plan_platform_set(folder: Path, *, as_of: dt.date, extra: Path | None = None,
-                      policy_dir: Path | None = None) -> list[PlatformConfig]:
-    """Every platform the requirements files of `folder` (and `extra`, a file planned from elsewhere) land on, from
-    `folder/platform.yaml` and all of them, each within its environment's policy config in `policy_dir` (none
-    without).
+def plan_platform_set(folder: Path, *, as_of: dt.date, policy_dir: Path | None = None) -> list[PlatformConfig]:
+    """Every platform the requirements files of `folder` land on, from `folder/platform.yaml` and all of them, each
+    within its environment's policy config in `policy_dir` (none without).
 
     Raises:
         BlueprintError: a requirements file or the platform file is invalid (the message names it) or conflicts
-            (e.g. `extra` declares a service a file of `folder` declares too).
+            (e.g. two files declare the same service).
     """
     catalog = load_catalog()
     services = []
     files = requirements_files(folder) if folder.is_dir() else []
-    if extra is not None and extra.resolve() not in {f.resolve() for f in files}:
-        files.append(extra)
     for path in files:
         try:
             services.append(ServiceFile(path, load_requirements(path)))
@@ -104,8 +100,8 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
         policy_dir: folder of per-environment policy configs; each environment is planned within its guardrails.
         use_policy: False plans without guardrails (`--no-policy`).
         requirements_dir: the project's requirements folder, whose files (and `platform.yaml`) shape the platforms
-            with this one; defaults to the file's own folder. A file planned from elsewhere joins them (it cannot
-            redeclare one of their services, so it cannot rewrite their platforms from a partial view).
+            with this one; defaults to the file's own folder. A file outside it is refused (it would land on a
+            platform that the next plan of another service, which reads the folder only, drops it from).
         stacks_dir: the stack config folder the plan is written to: the hardware of an existing
             `Pulumi.<service>-<env>.yaml` there is kept while within `switch_threshold_pct` % of the cheapest
             (`blueprints.plan.stability`). None plans afresh.
@@ -116,6 +112,7 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
         existing-cluster stacks.
 
     Raises:
+        RequirementsError: `path` is outside `requirements_dir` (rule requirements-in-folder), or invalid.
         BlueprintError: invalid input anywhere it depends on; the message names the file, the field and the fix.
     """
     from blueprints.plan.planner import plan
@@ -124,8 +121,13 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
     if path.name in PLATFORM_FILES:
         raise RequirementsError(f"{path}: this is the platform team's file; plan a service's requirements file (the "
                                 "platform stacks are written with every service that lands on them)")
-    req = load_requirements(path)
     folder = requirements_dir if requirements_dir is not None else path.parent
+    if path.resolve().parent != folder.resolve():
+        raise RequirementsError(f"{path}: a requirements file lives in the requirements folder {folder} (every file "
+                                "there shapes the shared platforms, so a file elsewhere would land on a platform the "
+                                f"next plan of another service drops it from); move it into {folder} and plan it "
+                                "there", rule="requirements-in-folder")
+    req = load_requirements(path)
     limits = {}
     if use_policy:
         if policy_dir is None or not policy_dir.is_dir():
@@ -134,7 +136,7 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
                                  "(the folder holding Pulumi.yaml), pass --policy-dir, or plan without guardrails with "
                                  "--no-policy")
         limits = environment_guardrails(req, policy_dir)
-    platforms = {p.name: p for p in plan_platform_set(folder, as_of=as_of, extra=path,
+    platforms = {p.name: p for p in plan_platform_set(folder, as_of=as_of,
                                                       policy_dir=policy_dir if use_policy else None)}
     alerting = load_platform_requirements(folder / PLATFORM_FILE).alerting
     existing = existing_hardware(req, stacks_dir) if stacks_dir is not None else {}

@@ -55,7 +55,7 @@ def test_committed_stack_configs_are_current(tmp_path):
         # A platform's header names the requirements folder (every file there shapes it), so planning any service on
         # it, `make demo` included, writes the same bytes, header and all.
         for path in write_stack_configs(planned.subjects, out, source=source, platform_source="stacks/requirements",
-                                        cluster_addons=planned.cluster_addons):
+                                        cluster_addons=planned.cluster_addons, as_of=PLAN_DATE):
             committed_text = (ROOT / "stacks" / path.name).read_text()
             assert committed_text == path.read_text(), f"re-run blueprint plan {source}"
             written.add(path.name)

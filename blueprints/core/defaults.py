@@ -347,6 +347,10 @@ TLS_PORT = 443
 PLAIN_PORT = 80
 #: Length of the generated per-stack API key (pulumi-random RandomPassword, letters and digits: ~238 bits).
 API_KEY_LENGTH = 40
+#: The shortest API key a stack accepts (`servingblueprints:apiKey`): 32 random letters and digits hold 32 x log2(62)
+#: = 190 bits, above the 128-bit security strength NIST SP 800-57 Part 1 Rev. 5 (Table 4) accepts beyond 2030
+#: [assumption: the key is random; a shorter or guessable one is refused where it is decrypted, at deploy time].
+MIN_API_KEY_CHARS = 32
 #: The header Triton's restricted APIs check (`--http-restricted-api=<apis>:<header>=<value>`; gRPC clients send
 #: `triton-grpc-protocol-<header>`, Triton docs customization_guide/inference_protocols.md "Limit Endpoint Access
 #: (BETA)", v2.62.0). The proxy sets it on requests it has authenticated.

@@ -74,6 +74,8 @@ CROSS_FIELD_RULES: dict[str, str] = {
     "certificate-region": "`exposure.tls_certificate_arn` is in every environment's region",
     "public-always-on": "`exposure.scope: public` never scales to zero (`min_replicas` >= 1)",
     # The shared platform (this file with platform.yaml and the other services)
+    "requirements-in-folder": "a requirements file is planned from the project's requirements folder "
+                              "(`stacks/requirements/`), where every file shapes the shared platforms",
     "platform-one-region": "every environment landing on one platform (`environments.<env>.platform`) is in its region",
     "kubernetes-version-matches-platform": "`operations.kubernetes_version` equals the version of the platform the "
                                            "service lands on",

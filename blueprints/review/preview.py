@@ -30,6 +30,9 @@ from blueprints.contracts.stackconfig import (
 #: Account id used in mocked ARNs (AWS's documentation example account).
 MOCK_ACCOUNT_ID = "123456789012"
 SECRET_PLACEHOLDER = "[secret]"
+#: What a `secure:` API key decrypts to offline: long enough for the deploy-time check (`components.access`), which
+#: judges the real key when `pulumi up` decrypts it.
+OFFLINE_API_KEY = "[secret: offline stand-in for servingblueprints:apiKey]"
 #: Secrets the program requires only to reach a real cluster; the offline preview stands in a placeholder when the
 #: stack file does not set them (`pulumi config set --secret servingblueprints:kubeconfig ...` for a real run).
 OFFLINE_PLACEHOLDER_SECRETS = ("servingblueprints:kubeconfig",)
@@ -504,7 +507,7 @@ def _config_from_file(path: Path, *, needs_kubeconfig: bool, needs_receiver: boo
     for key, value in (data.get("config") or {}).items():
         key = key if ":" in key else f"{PROJECT}:{key}"
         if isinstance(value, dict) and set(value) == {"secure"}:
-            config[key] = SECRET_PLACEHOLDER
+            config[key] = OFFLINE_API_KEY if key == f"{PROJECT}:apiKey" else SECRET_PLACEHOLDER
             secret_keys.append(key)
         else:
             config[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
