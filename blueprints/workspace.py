@@ -23,7 +23,7 @@ from blueprints.plan.platforms import ServiceFile, plan_platforms
 from blueprints.requirements.service import Requirements, load_requirements
 from blueprints.plan.stability import Hardware, hardware_of
 from blueprints.contracts.stackconfig import recorded_blueprint, stack_config_path
-from blueprints.core.project import project_paths
+from blueprints.core.project import project_paths, project_relative
 
 #: Names a platform team's file may have (`platform.yml` is not read as a service by mistake).
 PLATFORM_FILES = (PLATFORM_FILE, "platform.yml")
@@ -57,9 +57,12 @@ class PlannedFile:
         return [*self.platforms, *self.blueprints]
 
 
-def plan_platform_set(folder: Path, *, as_of: dt.date, policy_dir: Path | None = None) -> list[PlatformConfig]:
+def plan_platform_set(folder: Path, *, as_of: dt.date, policy_dir: Path | None = None,
+                      planning: Path | None = None) -> list[PlatformConfig]:
     """Every platform the requirements files of `folder` land on, from `folder/platform.yaml` and all of them, each
-    within its environment's policy config in `policy_dir` (none without).
+    within its environment's policy config in `policy_dir` (none without). `planning`, the file being planned, is
+    refused where a platform's posture does not meet its compliance; other such files are left off that platform
+    (`blueprints.plan.platforms.plan_platforms`).
 
     Raises:
         BlueprintError: a requirements file or the platform file is invalid (the message names it) or conflicts
@@ -83,8 +86,8 @@ def plan_platform_set(folder: Path, *, as_of: dt.date, policy_dir: Path | None =
             return policy_guardrails(environment, production=production, config_dir=policy_dir)
 
     return plan_platforms(services, load_platform_requirements(platform_file), catalog=catalog,
-                          pcat=load_platform_catalog(), as_of=as_of, platform_file=str(platform_file),
-                          policy_for=policy_for, complete=folder.is_dir())
+                          pcat=load_platform_catalog(), as_of=as_of, platform_file=project_relative(platform_file),
+                          policy_for=policy_for, complete=folder.is_dir(), planning=planning)
 
 
 def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str] | None = None,
@@ -136,7 +139,7 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
                                  "(the folder holding Pulumi.yaml), pass --policy-dir, or plan without guardrails with "
                                  "--no-policy")
         limits = environment_guardrails(req, policy_dir)
-    platforms = {p.name: p for p in plan_platform_set(folder, as_of=as_of,
+    platforms = {p.name: p for p in plan_platform_set(folder, as_of=as_of, planning=path,
                                                       policy_dir=policy_dir if use_policy else None)}
     alerting = load_platform_requirements(folder / PLATFORM_FILE).alerting
     existing = existing_hardware(req, stacks_dir) if stacks_dir is not None else {}

@@ -101,6 +101,16 @@ class EksCluster(pulumi.ComponentResource):
             self.secrets_key = aws.kms.Key(f"{name}-secrets-key", description=f"EKS secrets of {cfg.cluster_name}",
                                            enable_key_rotation=True, deletion_window_in_days=30, tags=tags, opts=child)
             encryption = {"provider": {"key_arn": self.secrets_key.arn}, "resources": ["secrets"]}
+        # EKS writes control-plane logs to /aws/eks/<cluster>/cluster and creates that log group without expiry
+        # when it is absent (EKS user guide, control-plane-logs): created first, the group keeps platform.yaml's
+        # retention.
+        depends = [cluster_policy]
+        self.log_group = None
+        if cfg.audit_logging:
+            self.log_group = aws.cloudwatch.LogGroup(
+                f"{name}-control-plane-logs", name=f"/aws/eks/{cfg.cluster_name}/cluster",
+                retention_in_days=cfg.audit_log_retention_days or 0, tags=tags, opts=child)
+            depends.append(self.log_group)
         # The deployer role (CI) is the creator: with an explicit deployer, its access entry is ours, not the
         # creator bootstrap's (both at once would collide on the same principal).
         deployer = cfg.access.deployer_role_arn
@@ -110,7 +120,8 @@ class EksCluster(pulumi.ComponentResource):
             version=cfg.kubernetes_version,
             role_arn=self.cluster_role.arn,
             vpc_config={"subnet_ids": args.subnet_ids, "security_group_ids": args.security_group_ids or None,
-                        "endpoint_private_access": True, "endpoint_public_access": not cfg.network.private_endpoint},
+                        "endpoint_private_access": True, "endpoint_public_access": not cfg.network.private_endpoint,
+                        "public_access_cidrs": cfg.network.public_access_cidrs or None},
             access_config={"authentication_mode": "API",
                            "bootstrap_cluster_creator_admin_permissions": deployer is None},
             # Add-ons are ours (vpc-cni with network policy before any node); EKS must not pre-install its defaults.
@@ -118,7 +129,7 @@ class EksCluster(pulumi.ComponentResource):
             enabled_cluster_log_types=list(defaults.EKS_CONTROL_PLANE_LOG_TYPES) if cfg.audit_logging else None,
             encryption_config=encryption,
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster_policy]))
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends))
         self.access_entries = self._access_entries(name, cfg, child)
         on_cluster = pulumi.ResourceOptions(parent=self)
         self.vpc_cni = aws.eks.Addon(
@@ -181,14 +192,32 @@ class EksCluster(pulumi.ComponentResource):
         if cfg.access.deployer_role_arn and cfg.access.deployer_role_arn not in principals:
             principals.append(cfg.access.deployer_role_arn)
         created: list[pulumi.Resource] = []
+        account = aws.get_caller_identity_output().account_id if principals else None
         for i, arn in enumerate(principals):
-            entry = aws.eks.AccessEntry(f"{name}-access-{i}", cluster_name=self.eks.name, principal_arn=arn,
+            # The roles were checked against platform.yaml's account_id; the deploying identity must be in it.
+            checked = account.apply(lambda deploying, arn=arn: deploying_account_checked(deploying, cfg, arn, self))
+            entry = aws.eks.AccessEntry(f"{name}-access-{i}", cluster_name=self.eks.name, principal_arn=checked,
                                         type="STANDARD", tags=cfg.tags, opts=opts)
             created += [entry, aws.eks.AccessPolicyAssociation(
                 f"{name}-access-{i}-admin", cluster_name=self.eks.name, principal_arn=arn,
                 policy_arn=CLUSTER_ADMIN_POLICY, access_scope={"type": "cluster"},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]))]
         return created
+
+
+def deploying_account_checked(deploying: str, cfg: PlatformConfig, arn: str, resource: pulumi.Resource) -> str:
+    """`arn` when the identity running `pulumi up` is in the platforms' account (platform.yaml `access.account_id`),
+    whose roles (or `other_account_ids`') the plan admitted.
+
+    Raises:
+        pulumi.ResourceError: the deploying account is another one; the message names both and the fix.
+    """
+    if cfg.access.account_id is not None and deploying != cfg.access.account_id:
+        raise pulumi.ResourceError(f"platform {cfg.stack} is deployed from account {deploying}, but platform.yaml's "
+                                   f"access.account_id is {cfg.access.account_id}: its admin and deployer roles were "
+                                   "admitted for that account; deploy with that account's credentials or fix "
+                                   "access.account_id", resource)
+    return arn
 
 
 def kubeconfig_json(cluster_name: str, endpoint: str, ca_data: str, *, region: str) -> str:

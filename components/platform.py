@@ -15,6 +15,7 @@ from blueprints.contracts.platform import PlatformConfig, PlatformKind, Platform
 from blueprints.requirements.platform_file import system_node_labels
 from components.addons import ClusterAddons, ClusterAddonsArgs
 from components.cluster import EksCluster, EksClusterArgs
+from blueprints.core import defaults
 from components.network import Network, NetworkArgs
 
 
@@ -50,6 +51,7 @@ class Platform(pulumi.ComponentResource):
         self.network = Network(f"{name}-network", NetworkArgs(
             region=cfg.region, tags=cfg.tags, private_only=bool(cfg.network.interface_endpoints),
             nat_per_az=cfg.network.nat_per_az, existing=cfg.network.existing_vpc, az_count=cfg.network.az_count,
+            cidr_block=cfg.network.vpc_cidr or defaults.VPC_CIDR,
             cluster_name=cfg.cluster_name if cfg.kind is PlatformKind.EKS else None), opts=child)
         self.cluster: EksCluster | None = None
         self.provider: k8s.Provider | None = None

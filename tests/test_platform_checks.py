@@ -105,7 +105,7 @@ def test_a_system_node_type_that_is_no_catalogued_cpu_type_names_the_file_and_fi
 
 def test_a_public_service_on_an_existing_vpc_without_public_subnets_is_refused_naming_both_files():
     preq = preq_with(platforms={**BUNDLED.model_dump(mode="json")["platforms"], "prod-us-east-1": {
-        "existing_vpc": EAST_VPC}})
+        "existing_vpc": EAST_VPC, "audit_logging": True}})
     with pytest.raises(RequirementsError) as exc:
         plan(requirements_with("partner-api"), preq=preq)
     message = str(exc.value)
@@ -114,7 +114,7 @@ def test_a_public_service_on_an_existing_vpc_without_public_subnets_is_refused_n
         in message
     assert "add the VPC's public subnets there, or use exposure.scope: internal" in message
     with_public = {**EAST_VPC, "public_subnet_ids": ["subnet-0123456789abcdef3", "subnet-0123456789abcdef4"]}
-    preq = preq_with(platforms={"prod-us-east-1": {"existing_vpc": with_public}})
+    preq = preq_with(platforms={"prod-us-east-1": {"existing_vpc": with_public, "audit_logging": True}})
     assert plan(requirements_with("partner-api"), preq=preq)["prod-us-east-1"].network.existing_vpc.public_subnet_ids
 
 
@@ -131,7 +131,7 @@ def test_an_environment_naming_a_stack_or_an_undeclared_platform_is_refused(plat
 
 
 def test_a_declared_custom_platform_name_is_accepted():
-    preq = preq_with(platforms={"shared-gpu": {"environment": "prod", "region": "us-east-1"}})
+    preq = preq_with(platforms={"shared-gpu": {"environment": "prod", "region": "us-east-1", "audit_logging": True}})
     found = plan(with_env(prod={"platform": "shared-gpu"}), preq=preq)
     assert found["shared-gpu"].services == ["chat-assistant-prod"] and found["shared-gpu"].region == "us-east-1"
 

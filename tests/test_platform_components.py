@@ -193,7 +193,8 @@ def test_a_private_platform_uses_its_existing_vpc_a_private_api_and_vpc_endpoint
 
 def test_a_deployer_role_gets_an_access_entry_instead_of_the_creator_bootstrap(prod):
     access = prod.access.model_copy(update={"deployer_role_arn": "arn:aws:iam::123456789012:role/ci-deployer",
-                                            "admin_role_arns": ["arn:aws:iam::123456789012:role/platform-admins"]})
+                                            "admin_role_arns": ["arn:aws:iam::123456789012:role/platform-admins"],
+                                            "account_id": "123456789012"})
     run = run_platform(prod.model_copy(update={"access": access}))
     assert run.one("aws:eks/cluster:Cluster").inputs["accessConfig"]["bootstrapClusterCreatorAdminPermissions"] is False
     entries = {r.inputs["principalArn"]: r.inputs for r in run.of_type("aws:eks/accessEntry:AccessEntry")}
@@ -228,15 +229,27 @@ def test_alertmanager_pages_the_platforms_receiver_with_its_url_from_a_secret():
     assert "hooks.slack.com" not in str(kps.inputs)
 
 
-def test_a_platform_without_a_receiver_says_so():
+def test_a_platform_without_a_receiver_says_so_and_a_production_one_is_refused():
+    from blueprints.core.errors import RequirementsError
     from blueprints.requirements.platform_file import PlatformRequirements
     from blueprints.plan.platforms import ServiceFile, plan_platforms
-    from tests.conftest import PLAN_DATE, requirements_with
+    from blueprints.requirements.service import Requirements
+    from tests.conftest import PLAN_DATE, example_data, requirements_with
 
-    [platform, _] = plan_platforms([ServiceFile(None, requirements_with())], PlatformRequirements(),
-                                   catalog=load_catalog(), pcat=load_platform_catalog(), as_of=PLAN_DATE)
+    def plan(req):
+        return plan_platforms([ServiceFile(None, req)], PlatformRequirements(), catalog=load_catalog(),
+                              pcat=load_platform_catalog(), as_of=PLAN_DATE)
+
+    dev_only = example_data()
+    dev_only["environments"] = {"dev": dev_only["environments"]["dev"]}
+    dev_only["compliance"]["audit_logging"] = False
+    [platform] = plan(Requirements.model_validate(dev_only))
     assert platform.alerting.receiver is None
     assert any("no Alertmanager receiver" in w for w in platform.warnings)
+    with pytest.raises(RequirementsError, match=r"production platform platform-prod-us-east-1 has no "
+                                                r"alerting.receiver: every alert of its services would fire into "
+                                                r"nothing"):
+        plan(requirements_with(compliance={"audit_logging": False}))
 
 
 @pytest.mark.parametrize("kind,key", [("pagerduty", "routing_key_file"), ("webhook", "url_file")])

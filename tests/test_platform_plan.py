@@ -1,5 +1,6 @@
-"""Planning the shared platforms: a pure function of platform.yaml and every requirements file landing on them, the
-strictest compliance winning, the Kubernetes version chosen from the plan date, and clear errors on conflicts."""
+"""Planning the shared platforms: a pure function of platform.yaml and every requirements file landing on them, their
+posture platform.yaml's (a service never changes it), the Kubernetes version chosen from the plan date, and clear
+errors on conflicts."""
 
 from __future__ import annotations
 
@@ -20,10 +21,21 @@ from tests.conftest import EXAMPLES, PLAN_DATE, ROOT, example_data, requirements
 BUNDLED_PLATFORM = load_platform_requirements(EXAMPLES / "platform.yaml")
 
 
-def platforms(*reqs: Requirements, preq: PlatformRequirements = BUNDLED_PLATFORM, as_of: dt.date = PLAN_DATE) -> dict:
+def platforms(*reqs: Requirements, preq: PlatformRequirements = BUNDLED_PLATFORM, as_of: dt.date = PLAN_DATE,
+              planning: Requirements | None = None) -> dict:
     files = [ServiceFile(Path(f"{r.service}.yaml"), r) for r in reqs]
     return {p.name: p for p in plan_platforms(files, preq, catalog=load_catalog(), pcat=load_platform_catalog(),
-                                              as_of=as_of, platform_file="platform.yaml")}
+                                              as_of=as_of, platform_file="platform.yaml",
+                                              planning=Path(f"{planning.service}.yaml") if planning else None)}
+
+
+def bundled(**changes) -> PlatformRequirements:
+    """The bundled platform.yaml with top-level keys replaced; `platforms` entries merge into the bundled ones."""
+    data = BUNDLED_PLATFORM.model_dump(exclude_defaults=True)
+    entries = changes.pop("platforms", {})
+    data["platforms"] = {**data.get("platforms", {}), **{name: {**data.get("platforms", {}).get(name, {}), **entry}
+                                                         for name, entry in entries.items()}}
+    return PlatformRequirements.model_validate({**data, **changes})
 
 
 def prod_only(**changes) -> Requirements:
@@ -54,43 +66,50 @@ def test_planning_any_service_writes_the_same_platform_bytes():
     assert len(texts) == 1
 
 
-def test_the_strictest_compliance_of_the_services_on_a_platform_wins():
+def test_a_platform_takes_its_posture_from_platform_yaml_and_a_service_never_changes_it():
     strict = requirements_with(service="strict-svc", compliance={"customer_managed_kms": True, "audit_logging": True})
     lax = requirements_with(compliance={"customer_managed_kms": False, "audit_logging": False})
     alone = platforms(lax)["prod-us-east-1"]
-    assert alone.audit_logging is False and alone.secrets_kms is False
+    assert alone.audit_logging is True and alone.secrets_kms is False  # platform.yaml: audit_logging: true
     shared = platforms(lax, strict)["prod-us-east-1"]
-    assert shared.audit_logging is True and shared.secrets_kms is True
-    assert any("strictest compliance" in r for r in shared.rationale)
+    assert shared == alone  # the strict service does not land (its own plan is refused) and changes nothing
+    assert "strict-svc-prod" not in shared.services
+    opted = platforms(lax, strict, preq=bundled(platforms={"prod-us-east-1": {"strictest_service_wins": True}}))
+    assert opted["prod-us-east-1"].secrets_kms is True and "strict-svc-prod" in opted["prod-us-east-1"].services
+    assert any("strictest_service_wins" in r for r in opted["prod-us-east-1"].rationale)
 
 
-def test_a_private_service_makes_its_platform_private_and_that_needs_a_runner_inside_its_vpc():
+def test_a_service_whose_compliance_its_platform_does_not_meet_is_refused_naming_platform_yaml_and_both_fixes():
+    private = prod_only(compliance={"private_only": True})
+    with pytest.raises(RequirementsError) as exc:
+        platforms(private, planning=private)
+    message = str(exc.value)
+    assert message.startswith("chat-assistant.yaml: environments.prod lands on platform-prod-us-east-1, whose "
+                              "posture (platform.yaml) lacks a private Kubernetes API endpoint")
+    assert "set platforms.prod-us-east-1.private_endpoint: true in platform.yaml" in message
+    assert "declare a dedicated platform for such services under platforms: in platform.yaml" in message
+    assert exc.value.rule == "platform-posture-meets-service"
+
+
+def test_a_platform_made_private_needs_a_runner_inside_its_vpc():
     private = prod_only(compliance={"private_only": True})
     with pytest.raises(RequirementsError, match=r"platforms.prod-us-east-1.existing_vpc .* and "
                                                 r"platforms.prod-us-east-1.runner_label"):
-        platforms(private)
-    preq = BUNDLED_PLATFORM.model_validate({**BUNDLED_PLATFORM.model_dump(), "platforms": {"prod-us-east-1": {
+        platforms(private, preq=bundled(platforms={"prod-us-east-1": {"private_endpoint": True}}))
+    preq = bundled(platforms={"prod-us-east-1": {
+        "vpc_cidr": None, "private_endpoint": True, "runner_label": "runner-use1",
         "existing_vpc": {"vpc_id": "vpc-0123456789abcdef0",
-                         "private_subnet_ids": ["subnet-0123456789abcdef1", "subnet-0123456789abcdef2"]},
-        "runner_label": "runner-use1"}}})
+                         "private_subnet_ids": ["subnet-0123456789abcdef1", "subnet-0123456789abcdef2"]}}})
     platform = platforms(private, preq=preq)["prod-us-east-1"]
     assert platform.network.private_endpoint is True and platform.runner_label == "runner-use1"
     assert platform.network.interface_endpoints == ["ecr.api", "ecr.dkr", "sts", "sagemaker.runtime"]
-
-
-def test_a_private_service_on_a_platform_declared_public_is_refused_naming_both_files():
-    preq = BUNDLED_PLATFORM.model_validate({"platforms": {"prod-us-east-1": {"private_endpoint": False}}})
-    with pytest.raises(RequirementsError) as exc:
-        platforms(prod_only(compliance={"private_only": True}), preq=preq)
-    assert "chat-assistant (chat-assistant.yaml)" in str(exc.value) and "platform.yaml" in str(exc.value)
-    assert "private_endpoint: false" in str(exc.value)
+    assert platform.network.public_access_cidrs == []
 
 
 def test_an_environment_naming_a_platform_in_another_region_is_refused_naming_both_files():
     data = example_data()
     data["environments"]["prod"]["platform"] = "shared-east"
-    preq = BUNDLED_PLATFORM.model_validate({"platforms": {"shared-east": {"environment": "prod",
-                                                                          "region": "us-east-2"}}})
+    preq = bundled(platforms={"shared-east": {"environment": "prod", "region": "us-east-2"}})
     with pytest.raises(RequirementsError) as exc:
         platforms(Requirements.model_validate(data), preq=preq)
     message = str(exc.value)
@@ -116,14 +135,14 @@ def test_the_plan_warns_sixty_days_before_standard_support_ends():
 
 
 def test_a_version_in_extended_support_is_priced_as_such_and_an_unsupported_one_is_refused():
-    preq = BUNDLED_PLATFORM.model_validate({"kubernetes_version": "1.33"})
+    preq = bundled(kubernetes_version="1.33")
     prod = platforms(requirements_with(), preq=preq)["prod-us-east-1"]
     [control_plane] = [line for line in prod.cost_lines if line.item.startswith("EKS control plane")]
     assert control_plane.usd_per_hour == 0.60 and control_plane.monthly_usd == 438.0
     assert any("extended support" in w for w in prod.warnings)
     with pytest.raises(RequirementsError, match=r"kubernetes_version 1.31 left EKS extended support on 2026-11-26; "
                                                 r"choose 1.35"):
-        platforms(requirements_with(), preq=BUNDLED_PLATFORM.model_validate({"kubernetes_version": "1.31"}))
+        platforms(requirements_with(), preq=bundled(kubernetes_version="1.31"))
 
 
 def test_platform_file_typos_name_the_known_add_ons_and_versions():
@@ -144,7 +163,7 @@ def test_service_names_are_unique_and_platform_is_reserved():
 def test_spot_forbidden_by_the_platform_team_refuses_a_spot_environment():
     with pytest.raises(RequirementsError, match=r"chat-assistant.dev \(chat-assistant.yaml\): asks for spot capacity "
                                                 r"but platform.yaml sets spot: forbidden"):
-        platforms(requirements_with(), preq=BUNDLED_PLATFORM.model_validate({"spot": "forbidden"}))
+        platforms(requirements_with(), preq=bundled(spot="forbidden"))
 
 
 def test_a_service_setting_another_kubernetes_version_than_its_platform_is_refused():
@@ -166,7 +185,8 @@ def test_gpu_and_scale_to_zero_add_ons_follow_the_services():
 
 def test_a_private_sagemaker_service_alone_gets_a_network_only_platform():
     req = requirements_with("prototype-summarizer", compliance={"private_only": True, "regions_allowed": ["us-east-1"]})
-    [platform] = platforms(req).values()
+    assert platforms(req) == {}  # a public platform offers it no private VPC: it lands nowhere (and is refused)
+    [platform] = platforms(req, preq=bundled(platforms={"pilot-us-east-1": {"private_endpoint": True}})).values()
     assert platform.kind.value == "network" and platform.addons == [] and platform.node_classes == []
     assert [line.item for line in platform.cost_lines] == ["NAT gateways", "interface VPC endpoints (4 services x 3 "
                                                                            "zones)"]

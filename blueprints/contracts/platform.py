@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import hashlib
 from enum import Enum
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from blueprints.core import bounds
+from blueprints.core import bounds, defaults
 from blueprints.requirements.hosting import CpuArch, KubernetesVersion
 from blueprints.requirements.fields import DNS_1123_LABEL, Region
 from blueprints.core.jsontypes import ClosedModel
+from blueprints.requirements.exposure import OPEN_INTERNET, Cidr
+from blueprints.requirements.fields import TAG_VALUE
 from blueprints.requirements.platform_file import (
-    PLATFORM_SCHEMA_VERSION, RUNNER_LABEL, AccessSpec, ExistingVpc, ReceiverKind, cpu_instance_problem,
-    platform_stack_name, region_of_name, system_node_labels,
+    PLATFORM_SCHEMA_VERSION, RUNNER_LABEL, VPC_CIDR, AccessSpec, ExistingVpc, LogRetentionDays, ReceiverKind,
+    cpu_instance_problem, platform_stack_name, region_of_name, system_node_labels,
 )
 
 
@@ -39,10 +41,22 @@ class PlatformKind(str, Enum):
 
 class PlatformNetwork(ClosedModel):
     existing_vpc: ExistingVpc | None
+    vpc_cidr: str | None = Field(default=None, max_length=18, pattern=VPC_CIDR, description="a new VPC's IPv4 "
+                                 "CIDR (none: an existing VPC; a config without it: 10.0.0.0/16)")
     az_count: int = Field(ge=2, le=6, description="zones a new VPC spans")
     nat_per_az: bool = Field(description="one NAT gateway per zone (production) or one shared")
     private_endpoint: bool = Field(description="the EKS API has no public endpoint")
+    public_access_cidrs: list[Cidr] = Field(default=[OPEN_INTERNET], max_length=40, description="who may reach the "
+                                            "public EKS API endpoint (none when private)")
     interface_endpoints: list[str] = Field(description="AWS services reached through interface VPC endpoints")
+
+    @model_validator(mode="after")
+    def _one_address_space(self) -> PlatformNetwork:
+        if self.vpc_cidr is not None and self.existing_vpc is not None:
+            raise ValueError("vpc_cidr is a new VPC's; an existing_vpc keeps its own address space: re-plan it")
+        if self.private_endpoint and self.public_access_cidrs:
+            raise ValueError("public_access_cidrs is for a public API endpoint; a private one has none: re-plan it")
+        return self
 
 
 class SystemNodes(ClosedModel):
@@ -65,8 +79,9 @@ class NodeClass(ClosedModel):
     """A Karpenter EC2NodeClass services reference from their NodePools."""
 
     name: str = Field(pattern=DNS_1123_LABEL)
-    ami_alias: str = Field(pattern=r"^(al2023|bottlerocket)@(latest|v[\w.]+)$",
-                           description="amiSelectorTerms alias; the al2023 alias resolves the NVIDIA AMI on GPU types")
+    ami_alias: str = Field(pattern=r"^(al2023|bottlerocket)@v[0-9][0-9.]*$",
+                           description="amiSelectorTerms alias pinned to an AMI version (never `@latest`: a new AMI "
+                           "would roll every node unreviewed); the al2023 alias resolves the NVIDIA AMI on GPU types")
     root_volume_gib: int = Field(ge=20, le=16384)
     instance_store_raid0: bool = Field(description="kubelet and containerd on the instance-store NVMe (RAID0)")
 
@@ -97,6 +112,8 @@ class PlatformConfig(ClosedModel):
     kind: PlatformKind
     kubernetes_version: KubernetesVersion
     audit_logging: bool
+    audit_log_retention_days: LogRetentionDays | None = Field(default=None, description="days CloudWatch keeps the "
+                                                              "control-plane logs (none: never expire)")
     secrets_kms: bool = Field(description="Kubernetes secrets envelope-encrypted with a customer-managed KMS key")
     network: PlatformNetwork
     system_nodes: SystemNodes
@@ -107,7 +124,9 @@ class PlatformConfig(ClosedModel):
     runner_label: str | None = Field(default=None, pattern=RUNNER_LABEL)
     alerting: PlatformAlerting = Field(default_factory=PlatformAlerting)
     services: list[str] = Field(description="service stacks that land on this platform")
-    tags: dict[str, str]
+    tags: dict[Annotated[str, Field(pattern=TAG_VALUE, max_length=128)],
+               Annotated[str, Field(pattern=TAG_VALUE, max_length=256)]] = Field(
+        max_length=40, description="AWS tags of every platform resource (tag keys and values: no control characters)")
     cost_lines: list[CostItem]
     monthly_cost_usd: float = Field(ge=0, le=bounds.MAX_COST_USD)
     rationale: list[str] = Field(min_length=1)
@@ -148,6 +167,8 @@ class PlatformConfig(ClosedModel):
                             f"{self.system_nodes.instance_type} is {arch.value}; re-plan it")
         if problems:
             raise ValueError("; ".join(problems))
+        if self.audit_log_retention_days is not None and not self.audit_logging:
+            raise ValueError("audit_log_retention_days keeps audit logs, but audit_logging is false: re-plan it")
         if self.kind is PlatformKind.EKS and self.network.private_endpoint and (
                 self.network.existing_vpc is None or self.runner_label is None):
             raise ValueError("a private EKS endpoint is reachable only from inside its VPC: give network.existing_vpc "
@@ -265,7 +286,8 @@ def planned_outputs(config: PlatformConfig) -> PlatformOutputs:
     vpc = config.network.existing_vpc
     return PlatformOutputs(
         platform=config.stack, region=config.region, kubernetes_version=config.kubernetes_version,
-        vpc_id=vpc.vpc_id if vpc else f"vpc-{digest[:17]}", vpc_cidr="10.0.0.0/16",
+        # An existing VPC's CIDR is read from AWS at deploy time; offline it is a stand-in.
+        vpc_id=vpc.vpc_id if vpc else f"vpc-{digest[:17]}", vpc_cidr=config.network.vpc_cidr or defaults.VPC_CIDR,
         private_subnet_ids=list(vpc.private_subnet_ids) if vpc else [f"subnet-{digest[i:i + 17]}" for i in range(zones)],
         public_subnet_ids=list(vpc.public_subnet_ids) if vpc else [f"subnet-{digest[i + 20:i + 37]}"
                                                                      for i in range(zones)],

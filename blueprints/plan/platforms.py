@@ -1,16 +1,21 @@
 """Plan the shared platforms: which services land where, and each platform's config as a pure function of
 `platform.yaml` and every requirements file that lands on it.
 
-The strictest compliance of the services on a platform wins (private API endpoint, audit logs, customer-managed KMS
-for Kubernetes secrets), so planning any one service writes the same platform bytes and never weakens what another
-service needs. The plan date is an explicit input: it picks the default Kubernetes version (the newest in EKS
-standard support that every pinned add-on supports), the control plane's price and the support-window warnings.
+A platform's posture (API endpoint access, customer-managed KMS for Kubernetes secrets, audit logs, its VPC) is the
+platform team's: platform.yaml sets it, the environment's policy config may demand audit logs, and only a platform
+that opts in (`strictest_service_wins`) takes the strictest compliance of its services as well. A service whose
+compliance its platform's posture does not meet does not land there: planning it is refused, naming platform.yaml and
+the two fixes (`unmet_compliance`), and every other service's plan, the platform's bytes included, stays as it was.
+The plan date is an explicit input: it picks the default Kubernetes version (the newest in EKS standard support that
+every pinned add-on supports), the control plane's price and the support-window warnings.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from blueprints.core import defaults
 from blueprints.catalog import Catalog
@@ -30,7 +35,9 @@ from blueprints.plan.landing import (
 from blueprints.plan.quota import quota_note
 from blueprints.plan.guardrails import Guardrails
 from blueprints.plan.kubernetes_features import minimum_version
+from blueprints.requirements.exposure import OPEN_INTERNET
 from blueprints.requirements.hosting import Accelerator, CpuArch
+from blueprints.requirements.service import Requirements
 from blueprints.contracts.weights import disk_for_gib, replica_ephemeral_gib, weights_volume_gib
 
 #: A platform's guardrails by its environment name and production flag (None: no policy).
@@ -54,6 +61,83 @@ def _where_of(name: str, override: PlatformOverride | None, first: tuple[Service
     region = (override.region if override and override.region else
               parsed.group(2) if parsed else service.requirements.environments[env].region)
     return environment, region
+
+
+@dataclass(frozen=True)
+class Posture:
+    """What a platform guarantees its services: a private API endpoint, Kubernetes secrets under a customer-managed
+    KMS key, audit logs; and why (the rationale line)."""
+
+    private_endpoint: bool
+    secrets_kms: bool
+    audit_logging: bool
+    why: str
+
+
+#: (compliance field of a service, the posture attribute that meets it, the platform.yaml key setting it, what it is).
+POSTURE_NEEDS = (
+    ("private_only", "private_endpoint", "private_endpoint", "a private Kubernetes API endpoint"),
+    ("customer_managed_kms", "secrets_kms", "secrets_kms",
+     "Kubernetes secrets (its API key) encrypted with a customer-managed KMS key"),
+    ("audit_logging", "audit_logging", "audit_logging", "Kubernetes audit logs"),
+)
+
+
+def platform_posture(name: str, override: PlatformOverride | None, *, policy: Guardrails | None,
+                     services: Sequence[Requirements], platform_file: str) -> Posture:
+    """A platform's posture: platform.yaml's `platforms.<name>` settings (default: public API, EKS-managed secrets
+    encryption, audit logs as the policy config requires), and with `strictest_service_wins` the strictest
+    compliance of the self-hosted `services` landing there too.
+
+    Raises:
+        RequirementsError: platform.yaml turns audit logs off where the environment's policy config requires them.
+    """
+    opted = bool(override and override.strictest_service_wins)
+    eks = [r for r in services if self_hosted_on_eks(r)]
+    required = policy is not None and policy.audit_logs_required
+    if override is not None and override.audit_logging is False and required:
+        raise RequirementsError(f"{platform_file}: platforms.{name}.audit_logging is false but {policy.source} "
+                                "requires audit logs (cluster-audit-logs); remove the setting or lower that policy's "
+                                "enforcementLevel", rule="platform-settings")
+    declared = {a: bool(getattr(override, a, None)) for _, a, _, _ in POSTURE_NEEDS}
+    if required:
+        declared["audit_logging"] = True
+    values = {a: declared[a] or (opted and any(getattr(r.compliance, c) for r in eks))
+              for c, a, _, _ in POSTURE_NEEDS}
+    why = (f"{'API endpoint private' if values['private_endpoint'] else 'API endpoint public'}, audit logs "
+           f"{'on' if values['audit_logging'] else 'off'}, Kubernetes secrets "
+           f"{'encrypted with a customer-managed KMS key' if values['secrets_kms'] else 'encrypted by EKS'}: as "
+           f"{platform_file} sets"
+           + (" (strictest_service_wins: and the strictest compliance of its services)" if opted else "")
+           + (f"; {policy.source} requires audit logs (cluster-audit-logs)" if required else ""))
+    return Posture(why=why, **values)
+
+
+def unmet_compliance(posture: Posture, req: Requirements) -> list[tuple[str, str, str]]:
+    """What of a service's compliance a platform's posture does not meet: (compliance field, platform.yaml key,
+    what the platform lacks). A self-hosted service on the platform's cluster needs all of its posture; a private
+    SageMaker endpoint needs only its private VPC (interface endpoints, so clients in the VPC reach the endpoint
+    without the internet)."""
+    if not self_hosted_on_eks(req):
+        private = req.compliance.private_only and not posture.private_endpoint
+        return [("private_only", "private_endpoint", "interface VPC endpoints (a private VPC), through which clients "
+                 "reach a private SageMaker endpoint")] if private else []
+    return [(c, key, what) for c, a, key, what in POSTURE_NEEDS
+            if getattr(req.compliance, c) and not getattr(posture, a)]
+
+
+def refusal(svc: ServiceFile, env: str, name: str, unmet: list[tuple[str, str, str]], *, platform_file: str) -> str:
+    """Why a service environment is refused on platform `name`, with both fixes."""
+    region = svc.requirements.environments[env].region
+    fields = ", ".join(f"compliance.{c}" for c, _, _ in unmet)
+    keys = ", ".join(f"platforms.{name}.{k}: true" for _, k, _ in unmet)
+    private = any(k == "private_endpoint" for _, k, _ in unmet)
+    return (f"{svc.where}: environments.{env} lands on {platform_stack_name(name)}, whose posture ({platform_file}) "
+            f"lacks {'; '.join(w for _, _, w in unmet)}, which {fields} needs; a service's plan never changes a "
+            f"platform's posture. Either set {keys} in {platform_file}"
+            + (" (with existing_vpc and runner_label: a private API is reached from inside its VPC)" if private else "")
+            + f", or declare a dedicated platform for such services under platforms: in {platform_file} (environment "
+            f"{env}, region {region}, that posture) and land this environment there with environments.{env}.platform")
 
 
 def choose_kubernetes_version(pcat: PlatformCatalog, addon_ids: Sequence[str], as_of: dt.date, *,
@@ -225,12 +309,13 @@ def _line(item: str, quantity: float, usd_per_hour: float, catalog: Catalog) -> 
 
 def plan_platforms(services: Sequence[ServiceFile], platform_req: PlatformRequirements, *, catalog: Catalog,
                    pcat: PlatformCatalog, as_of: dt.date, platform_file: str = "platform.yaml",
-                   complete: bool = False, policy_for: PolicyFor | None = None) -> list[PlatformConfig]:
+                   complete: bool = False, policy_for: PolicyFor | None = None,
+                   planning: Path | None = None) -> list[PlatformConfig]:
     """Every platform that at least one service environment lands on, sorted by name.
 
     Args:
-        services: every requirements file whose environments may land on a platform (all of them: the strictest
-            compliance of all wins).
+        services: every requirements file whose environments may land on a platform (a service whose compliance
+            its platform's posture does not meet does not land there).
         platform_req: `platform.yaml` (defaults when absent).
         catalog, pcat: instance prices; add-ons and Kubernetes versions.
         as_of: the plan date.
@@ -240,12 +325,15 @@ def plan_platforms(services: Sequence[ServiceFile], platform_req: PlatformRequir
         policy_for: a platform's guardrails by its environment and production flag (`blueprints.plan.guardrails`):
             audit logs on where required, no spot where forbidden, system nodes of an allowed family. None plans
             without a policy.
+        planning: the requirements file being planned: when its compliance is not met by the posture of a
+            platform it lands on, it is refused (`refusal`); other files are left off such a platform.
 
     Raises:
         RequirementsError: a service conflicts with its platform's settings (region, production, privacy, spot,
             public subnets), names a platform it cannot land on, two files declare the same service, the reserved
             service name is used, or platform.yaml names an unknown add-on, chart version or Kubernetes version, or
-            (complete) a platform no service lands on; the message names both files and the fix.
+            (complete) a platform no service lands on; `planning` lands on a platform whose posture does not meet
+            its compliance; the message names both files and the fix.
     """
     parts, stacks = _service_stacks(services, catalog)
     _check_addon_versions(platform_req.addon_versions, pcat, platform_file)
@@ -264,8 +352,27 @@ def plan_platforms(services: Sequence[ServiceFile], platform_req: PlatformRequir
                                     "service or the environment", rule="stack-names-unique")
     if complete:
         check_unused_entries(groups, platform_req, platform_file=platform_file)
-    return [_plan_one(name, members, platform_req, catalog=catalog, pcat=pcat, as_of=as_of,
-                      platform_file=platform_file, policy_for=policy_for) for name, members in sorted(groups.items())]
+    planned = []
+    for name, members in sorted(groups.items()):
+        override = platform_req.platforms.get(name)
+        environment, region = _where_of(name, override, members[0])
+        check_members(name, region, members, override, platform_file=platform_file)
+        production = any(svc.requirements.is_production(env) for svc, env in members)
+        policy = policy_for(environment, production) if policy_for is not None else None
+        posture = platform_posture(name, override, policy=policy, services=[svc.requirements for svc, _ in members],
+                                   platform_file=platform_file)
+        landing = []
+        for svc, env in members:
+            unmet = unmet_compliance(posture, svc.requirements)
+            if not unmet:
+                landing.append((svc, env))
+            elif planning is not None and svc.path is not None and svc.path.resolve() == planning.resolve():
+                raise RequirementsError(refusal(svc, env, name, unmet, platform_file=platform_file),
+                                        rule="platform-posture-meets-service")
+        if landing:
+            planned.append(_plan_one(name, landing, platform_req, catalog=catalog, pcat=pcat, as_of=as_of,
+                                     platform_file=platform_file, policy=policy, posture=posture))
+    return planned
 
 
 def _service_stacks(services: Sequence[ServiceFile],
@@ -310,29 +417,19 @@ def _service_stacks(services: Sequence[ServiceFile],
 
 
 def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformRequirements, *, catalog: Catalog,
-              pcat: PlatformCatalog, as_of: dt.date, platform_file: str,
-              policy_for: PolicyFor | None = None) -> PlatformConfig:
+              pcat: PlatformCatalog, as_of: dt.date, platform_file: str, policy: Guardrails | None,
+              posture: Posture) -> PlatformConfig:
     override = preq.platforms.get(name)
     environment, region = _where_of(name, override, members[0])
     stack = platform_stack_name(name)
-    where = f"{platform_file} (platform {stack})"
-    check_members(name, region, members, override, platform_file=platform_file)
     reqs = [(svc, env, svc.requirements) for svc, env in members]
     production = any(r.is_production(env) for _, env, r in reqs)
-    policy = policy_for(environment, production) if policy_for is not None else None
     eks = any(self_hosted_on_eks(r) for _, _, r in reqs)
-    private_services = [f"{r.service} ({svc.where})" for svc, _, r in reqs if r.compliance.private_only]
-    if override and override.private_endpoint is False and private_services:
-        raise RequirementsError(f"{private_services[0]}: compliance.private_only needs a private platform, but "
-                                f"{where} sets private_endpoint: false; remove that setting or land the service on "
-                                "another platform (environments.<env>.platform)", rule="platform-settings")
-    private = bool(override.private_endpoint) if override and override.private_endpoint is not None \
-        else bool(private_services)
+    private = posture.private_endpoint
     spot_forbidden = policy is not None and policy.spot_forbidden
     spot_envs = [f"{r.service}.{env} ({svc.where})" for svc, env, r in reqs
                  if r.environments[env].spot and not spot_forbidden]
     # What the stack config records names services only: file paths depend on where `plan` ran from.
-    private_names = [r.service for _, _, r in reqs if r.compliance.private_only]
     spot_names = [f"{r.service}.{env}" for _, env, r in reqs if r.environments[env].spot and not spot_forbidden]
     if spot_envs and preq.spot is SpotPolicy.FORBIDDEN:
         raise RequirementsError(f"{spot_envs[0]}: asks for spot capacity but {platform_file} sets spot: forbidden; "
@@ -361,10 +458,10 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
         warnings += warned
         if private and (existing is None or runner is None):
             raise RequirementsError(
-                f"{private_services[0] if private_services else where}: a private platform ({stack}) has no public "
-                "Kubernetes API, so neither a GitHub-hosted runner nor a runner in a VPC the same stack creates can "
-                f"deploy it; in {platform_file} set platforms.{name}.existing_vpc (a VPC where a self-hosted runner "
-                f"lives) and platforms.{name}.runner_label (that runner's label)", rule="private-platform-runner")
+                f"{platform_file}: a private platform ({stack}) has no public Kubernetes API, so neither a "
+                "GitHub-hosted runner nor a runner in a VPC the same stack creates can deploy it; in "
+                f"{platform_file} set platforms.{name}.existing_vpc (a VPC where a self-hosted runner lives) and "
+                f"platforms.{name}.runner_label (that runner's label)", rule="private-platform-runner")
         rationale.append(f"add-ons: {', '.join(f'{a.id} {a.version}' for a in addons)}"
                          + (" (GPU services land here: device plugin and DCGM exporter)" if gpu else "")
                          + (" (a service scales to zero: KEDA HTTP add-on)" if zero else ""))
@@ -384,19 +481,19 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
         version = choose_kubernetes_version(pcat, [], as_of, wanted=None, source=platform_file)[0]
         rationale.append("network only: every service here is a private SageMaker endpoint in this VPC")
     kind = PlatformKind.EKS if eks else PlatformKind.NETWORK
-    audit_services = any(r.compliance.audit_logging for _, _, r in reqs if self_hosted_on_eks(r))
-    audit = audit_services or (policy is not None and policy.audit_logs_required)
-    kms = any(r.compliance.customer_managed_kms for _, _, r in reqs if self_hosted_on_eks(r))
-    if private:
-        rationale.append("private: " + (", ".join(private_names) or "platform.yaml") + " require(s) private_only; "
-                         f"deployed from self-hosted runner {runner!r} in {existing.vpc_id if existing else 'its VPC'}"
-                         if eks else "private: " + ", ".join(private_names))
+    audit, kms = posture.audit_logging and eks, posture.secrets_kms and eks
+    retention = override.audit_log_retention_days if override and audit else None
+    public_cidrs = [] if private or not eks else list(override.public_access_cidrs if override and
+                                                      override.public_access_cidrs else [OPEN_INTERNET])
     if eks:
-        rationale.append(f"audit logs {'on' if audit else 'off'}, Kubernetes secrets "
-                         f"{'encrypted with a customer-managed KMS key' if kms else 'encrypted by EKS'}: the strictest "
-                         "compliance of the services here"
-                         + (f" and of {policy.source} (cluster-audit-logs requires audit logs)"
-                            if policy is not None and audit and not audit_services else ""))
+        rationale.append(posture.why)
+        rationale.append(f"deployed from self-hosted runner {runner!r} in {existing.vpc_id if existing else 'its VPC'}"
+                         " (no public API)" if private else
+                         f"the public API endpoint admits {', '.join(public_cidrs)}"
+                         + (" (GitHub-hosted runners deploy it)" if public_cidrs == [OPEN_INTERNET] else ""))
+        if audit:
+            rationale.append(f"audit logs kept {retention} days" if retention else
+                             "audit logs kept without expiry (platforms.<name>.audit_log_retention_days sets a period)")
     system_type = catalog.instance(preq.system_nodes.instance_type)  # a catalogued CPU type (PlatformRequirements)
     if eks and policy is not None and not policy.allows(system_type.instance_type):
         raise RequirementsError(f"{platform_file}: system_nodes.instance_type {system_type.instance_type} is not "
@@ -439,6 +536,12 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
     if eks:
         spec = override.alerting if override and override.alerting else preq.alerting
         alerting = PlatformAlerting(receiver=spec.receiver, slack_channel=spec.slack_channel)
+        if spec.receiver is None and production:
+            raise RequirementsError(f"{platform_file}: production platform {stack} has no alerting.receiver: every "
+                                    "alert of its services would fire into nothing (the chart's default receiver is "
+                                    f"'null'); set alerting.receiver (or platforms.{name}.alerting.receiver) and the "
+                                    f"receiver's URL with `pulumi config set --secret {ALERT_RECEIVER_SECRET_KEY} ...`",
+                                    rule="platform-settings")
         if spec.receiver is None:
             warnings.append("no Alertmanager receiver: every alert of the services here fires into nothing (the "
                             "chart's default receiver is 'null'); set alerting.receiver in platform.yaml and the "
@@ -451,9 +554,12 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
             "cost-center": preq.cost_center, "managed-by": "servingblueprints"}
     config = PlatformConfig(
         name=name, environment=environment, production=production, region=region, kind=kind,
-        kubernetes_version=version, audit_logging=audit, secrets_kms=kms,
-        network=PlatformNetwork(existing_vpc=existing, az_count=az, nat_per_az=production,
-                                private_endpoint=private and eks, interface_endpoints=endpoints),
+        kubernetes_version=version, audit_logging=audit, audit_log_retention_days=retention, secrets_kms=kms,
+        network=PlatformNetwork(existing_vpc=existing,
+                                vpc_cidr=None if existing else (override.vpc_cidr if override and override.vpc_cidr
+                                                                else defaults.VPC_CIDR),
+                                az_count=az, nat_per_az=production, private_endpoint=private and eks,
+                                public_access_cidrs=public_cidrs, interface_endpoints=endpoints),
         system_nodes=SystemNodes(instance_type=system_type.instance_type, cpu_arch=system_arch,
                                  count=preq.system_nodes.count,
                                  disk_gib=disk_for_gib(scratch, reserve_gib=defaults.SYSTEM_NODE_RESERVE_GIB)),

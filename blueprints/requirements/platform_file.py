@@ -8,13 +8,14 @@ import difflib
 import re
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 from blueprints.catalog.addons import KUBERNETES_VERSION
 from blueprints.core.errors import RequirementsError, format_validation_error, read_text_file
 from blueprints.requirements.hosting import CpuArch
-from blueprints.requirements.fields import DNS_1123_LABEL, TAG_VALUE, Region
+from blueprints.requirements.exposure import OPEN_INTERNET, Cidr
+from blueprints.requirements.fields import DNS_1123_LABEL, TAG_VALUE, UNIQUE, UNIQUE_ITEMS, Region
 from blueprints.core.yamlio import load_yaml
 from blueprints.core.jsontypes import ClosedModel
 
@@ -135,13 +136,39 @@ class SystemNodesSpec(ClosedModel):
         return value
 
 
-class AccessSpec(ClosedModel):
-    """Who may administer the clusters (EKS access entries, API authentication mode)."""
+#: An AWS account id.
+ACCOUNT_ID = r"^[0-9]{12}$"
 
+
+class AccessSpec(ClosedModel):
+    """Who may administer the clusters (EKS access entries, API authentication mode), and the account they run in:
+    every role is the platforms' account's unless `other_account_ids` names its account (a cross-account admin is a
+    decision, not a typo)."""
+
+    account_id: str | None = Field(default=None, pattern=ACCOUNT_ID, description="the AWS account the platforms are "
+                                   "deployed in (checked against the deploying identity at `pulumi up`); required "
+                                   "with any role")
     admin_role_arns: list[Annotated[str, Field(pattern=IAM_ROLE_ARN)]] = Field(
         default_factory=list, max_length=20, description="IAM roles given cluster admin (AmazonEKSClusterAdminPolicy)")
     deployer_role_arn: str | None = Field(default=None, pattern=IAM_ROLE_ARN,
                                           description="the CI role that runs `pulumi up` for service stacks")
+    other_account_ids: list[Annotated[str, Field(pattern=ACCOUNT_ID)]] = Field(
+        default_factory=list, max_length=10, description="other accounts whose roles may be admins or the deployer")
+
+    @model_validator(mode="after")
+    def _roles_in_the_account(self) -> AccessSpec:
+        roles = [*self.admin_role_arns, *([self.deployer_role_arn] if self.deployer_role_arn else [])]
+        if roles and self.account_id is None:
+            raise ValueError("access.account_id is required with admin or deployer roles: give the account the "
+                             "platforms are deployed in, so a role of another account is not given cluster admin "
+                             "by a typo")
+        allowed = {self.account_id, *self.other_account_ids}
+        foreign = [arn for arn in roles if arn.split(":")[4] not in allowed]
+        if foreign:
+            raise ValueError(f"{foreign[0]} is in account {foreign[0].split(':')[4]}, not the platforms' account "
+                             f"{self.account_id}; use a role of that account, or name the other account in "
+                             "access.other_account_ids if cluster admin across accounts is meant")
+        return self
 
 
 class ReceiverKind(str, Enum):
@@ -187,20 +214,65 @@ class AlertingSpec(ClosedModel):
         return self
 
 
+#: A new VPC's IPv4 CIDR: /16 to /20 (pods take VPC addresses: a /20 still gives three zones a /22 each).
+VPC_CIDR = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])/(1[6-9]|20)$"
+
+
+#: Days CloudWatch Logs keeps a log group's events: the values PutRetentionPolicy accepts (CloudWatch Logs API
+#: Reference, PutRetentionPolicy, `retentionInDays`).
+LogRetentionDays = Literal[1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
+                          3288, 3653]
+
+
 class PlatformOverride(ClosedModel):
-    """Settings of one named platform (`platforms.<name>` in platform.yaml)."""
+    """Settings of one named platform (`platforms.<name>` in platform.yaml).
+
+    The posture (API endpoint access, secrets key, audit logs, VPC) is the platform team's: a service's plan never
+    changes it. A service whose compliance the posture does not meet is refused when it is planned (set the posture
+    here, or give such services a dedicated platform). `strictest_service_wins: true` opts a platform into taking the
+    strictest compliance of the services landing on it as well.
+    """
 
     environment: str | None = Field(default=None, pattern=DNS_1123_LABEL, max_length=20,
                                     description="its environment (policy config); required for a custom name")
     region: Region | None = Field(default=None, description="its region; required for a custom name")
     existing_vpc: ExistingVpc | None = Field(default=None, description="use this VPC instead of creating one")
-    private_endpoint: bool | None = Field(default=None, description="EKS API private only; default: private when "
-                                          "any service on it is private_only. false refuses private services")
+    vpc_cidr: str | None = Field(default=None, max_length=18, pattern=VPC_CIDR, description="a new VPC's IPv4 CIDR, "
+                                 "/16 to /20; give platforms whose networks are peered distinct ones. Default "
+                                 "10.0.0.0/16")
+    private_endpoint: bool | None = Field(default=None, description="the EKS API is reachable only inside the VPC "
+                                          "(needs existing_vpc and runner_label). Default false (public)")
+    public_access_cidrs: Annotated[list[Cidr], UNIQUE, UNIQUE_ITEMS] = Field(
+        default=[], max_length=40, description="who may reach a public EKS API endpoint (EKS "
+        "vpcConfig.publicAccessCidrs). Default 0.0.0.0/0, which GitHub-hosted runners need")
+    secrets_kms: bool | None = Field(default=None, description="Kubernetes secrets envelope-encrypted with a "
+                                     "customer-managed KMS key. Default false")
+    audit_logging: bool | None = Field(default=None, description="control-plane audit logs to CloudWatch. Default: "
+                                       "what the environment's policy config requires (cluster-audit-logs)")
+    audit_log_retention_days: LogRetentionDays | None = Field(default=None, description="days CloudWatch keeps the "
+                                                              "control-plane logs (a value CloudWatch accepts). "
+                                                              "Default: never expire")
+    strictest_service_wins: bool = Field(default=False, description="opt in: the posture also takes the strictest "
+                                         "compliance of the services landing here (private_only, "
+                                         "customer_managed_kms, audit_logging), so a service's plan can change it")
     runner_label: str | None = Field(default=None, pattern=RUNNER_LABEL,
                                      description="self-hosted GitHub Actions runner (inside `existing_vpc`) that "
                                      "deploys a private platform and its services")
     alerting: AlertingSpec | None = Field(default=None, description="this platform's receiver, instead of the "
                                           "file's `alerting`")
+
+    @model_validator(mode="after")
+    def _posture_consistent(self) -> PlatformOverride:
+        if self.vpc_cidr is not None and self.existing_vpc is not None:
+            raise ValueError("vpc_cidr is a new VPC's address space; an existing_vpc keeps its own: remove one")
+        if self.public_access_cidrs and self.private_endpoint:
+            raise ValueError("public_access_cidrs restrict a public API endpoint; private_endpoint: true has none")
+        if OPEN_INTERNET in self.public_access_cidrs and len(self.public_access_cidrs) > 1:
+            raise ValueError(f"public_access_cidrs lists {OPEN_INTERNET} beside narrower ranges; list either the "
+                             "open internet or your ranges")
+        if self.audit_log_retention_days is not None and self.audit_logging is False:
+            raise ValueError("audit_log_retention_days keeps audit logs, but audit_logging is false")
+        return self
 
 
 class PlatformRequirements(ClosedModel):

@@ -79,8 +79,11 @@ CROSS_FIELD_RULES: dict[str, str] = {
     "platform-one-region": "every environment landing on one platform (`environments.<env>.platform`) is in its region",
     "kubernetes-version-matches-platform": "`operations.kubernetes_version` equals the version of the platform the "
                                            "service lands on",
-    "private-platform-runner": "a `compliance.private_only` service on EKS lands on a platform that platform.yaml "
-                               "gives an `existing_vpc` and a `runner_label`",
+    "private-platform-runner": "a platform that platform.yaml makes private (`private_endpoint: true`) has an "
+                               "`existing_vpc` and a `runner_label`",
+    "platform-posture-meets-service": "the posture platform.yaml gives a platform (private_endpoint, secrets_kms, "
+                                      "audit_logging; or strictest_service_wins) meets the compliance of every "
+                                      "self-hosted service landing on it",
     "platform-production-apart": "production and non-production environments land on different platforms",
     "platform-name-declared": "`environments.<env>.platform` is a platform name (`<env>-<region>` or one platform.yaml "
                               "declares) and set only where the service lands on a shared platform (self-hosted on "
