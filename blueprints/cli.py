@@ -184,7 +184,7 @@ def _check_plans(files: Optional[list[Path]], *, policy_dir: Optional[Path], no_
     from dataclasses import replace
 
     from blueprints.core.project import project_paths
-    from blueprints.review.drift import check_plans
+    from blueprints.drift import check_plans
 
     with user_errors():
         project = project_paths(files[0] if files else None)

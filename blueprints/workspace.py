@@ -24,23 +24,12 @@ from blueprints.requirements.service import Requirements, load_requirements
 from blueprints.plan.stability import Hardware, hardware_of
 from blueprints.contracts.stackconfig import recorded_blueprint, stack_config_path
 from blueprints.core.project import project_paths, project_relative
-
-#: Names a platform team's file may have (`platform.yml` is not read as a service by mistake).
-PLATFORM_FILES = (PLATFORM_FILE, "platform.yml")
-
+from blueprints.requirements.folder import PLATFORM_FILES, requirements_files
 
 def default_policy_dir(requirements: Path) -> Path | None:
     """`<project root>/policies/config`, the root found from the requirements file, else the working directory."""
     paths = project_paths(requirements)
     return paths.policy_dir if paths.root else None
-
-
-def requirements_files(folder: Path) -> list[Path]:
-    """The services' requirements files in a folder (`*.yaml`, `*.yml`), sorted. Not requirements: `platform.yaml`
-    and Pulumi's own files (`Pulumi.yaml`, `Pulumi.<stack>.yaml`); keep requirements in a folder of their own
-    (`stacks/requirements/`): every other YAML file there is read as one."""
-    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.name.lower() not in PLATFORM_FILES
-                  and not p.name.startswith("Pulumi.") and p.is_file())
 
 
 @dataclass(frozen=True)

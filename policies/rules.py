@@ -280,26 +280,39 @@ RULES: Final[tuple[Rule, ...]] = (
          config={"authProxyImages": {**_STRING_LIST, "description": "images of authenticating proxies (repository, "
                                      "without tag)", "default": ["envoyproxy/envoy"]}}),
     Rule("compliance-private-only",
-         "A stack whose recorded requirements are private_only has no internet-facing load balancer, keeps "
-         "network.private_only, runs SageMaker models in a VPC and lands on a platform with a private API. Fix: "
-         "re-plan instead of editing the stack config.",
-         MANDATORY, stack_check=check_compliance_private_only),
+         "A stack whose requirements (privateOnly: the offline preview sets it from its requirements file) or "
+         "recorded compliance are private_only has no internet-facing load balancer, keeps network.private_only, "
+         "runs SageMaker models in a VPC and lands on a platform with a private API. Fix: re-plan instead of editing "
+         "the stack config.",
+         MANDATORY, stack_check=check_compliance_private_only,
+         config={"privateOnly": {"type": "boolean", "description": "judge every stack as private-only, whatever "
+                                 "its own record says (the offline preview sets it from the stack's requirements)"}}),
     Rule("compliance-customer-managed-kms",
-         "A stack whose recorded requirements are customer_managed_kms encrypts its model store with its own KMS "
+         "A stack whose requirements (customerManagedKms) or recorded compliance are customer_managed_kms encrypts its model store with its own KMS "
          "key and lands on a platform whose secrets (the API key) are KMS-encrypted. Fix: re-plan.",
-         MANDATORY, stack_check=check_compliance_customer_managed_kms),
+         MANDATORY, stack_check=check_compliance_customer_managed_kms,
+         config={"customerManagedKms": {"type": "boolean", "description": "judge every stack as needing "
+                                         "customer-managed keys, whatever its own record says"}}),
     Rule("compliance-audit-logging",
-         "A stack whose recorded requirements are audit_logging lands on a platform whose cluster sends Kubernetes "
+         "A stack whose requirements (auditLogging) or recorded compliance are audit_logging lands on a platform whose cluster sends Kubernetes "
          "audit logs (as its StackReference reports). Fix: re-plan the platform.",
-         MANDATORY, stack_check=check_compliance_audit_logging),
+         MANDATORY, stack_check=check_compliance_audit_logging,
+         config={"auditLogging": {"type": "boolean", "description": "judge every stack as needing audit logs, "
+                                   "whatever its own record says"}}),
     Rule("compliance-regions",
-         "A stack's AWS resources live in its recorded requirements' regions_allowed, whatever the environment's "
-         "allowedRegions. Fix: re-plan for an allowed region.",
-         MANDATORY, stack_check=check_compliance_regions),
+         "A stack's AWS resources live in its requirements' regions (regionsAllowed) and its recorded "
+         "regions_allowed, whatever the environment's allowedRegions. Fix: re-plan for an allowed region.",
+         MANDATORY, stack_check=check_compliance_regions,
+         config={"regionsAllowed": {**_STRING_LIST, "description": "the regions every stack is judged against, "
+                                     "whatever its own record says (the narrower of both applies)"}}),
     Rule("compliance-production",
-         "A stack whose recorded requirements say production never scales to zero and never runs on spot capacity. "
-         "Fix: re-plan instead of editing production or the autoscaling bounds.",
-         MANDATORY, stack_check=check_compliance_production),
+         "A stack of a production environment (production, from the policy config) or whose recorded compliance "
+         "says production never scales to zero and never runs on spot capacity. Fix: re-plan instead of editing "
+         "production or the autoscaling bounds.",
+         MANDATORY, stack_check=check_compliance_production,
+         config={"production": {"type": "boolean", "description": "the environment is production: every "
+                                 "stack is judged as production whatever its own record says, and a plan whose "
+                                 "environment says otherwise is refused"}}),
 )
 
 RULES_BY_NAME: Final = {r.name: r for r in RULES}

@@ -1,8 +1,9 @@
-"""The stack against its own requirements: each service stack records its requirements' compliance (a tag on its model
-store bucket, `blueprints.contracts.sections.COMPLIANCE_TAG`, written by `blueprint plan` beside the settings derived from it),
-and these rules check the derived settings the program rendered against that record, whatever the environment's
-policy config says. A hand edit of a stack config that weakens it below its requirements therefore fails here,
-naming the rule; editing the record itself shows in the baseline diff, compliance changes first.
+"""The stack against its requirements: each rule checks the settings the program rendered against a floor from outside
+the stack, its config key (`privateOnly`, `customerManagedKms`, `auditLogging`, `regionsAllowed`, `production`): the
+offline preview sets them from the requirements file the stack was planned from and the environment's policy config
+(`blueprints.review.stack.stack_policy_config`), a policy config may set them for a whole environment. The stack's
+own record (a tag on its model store bucket, `blueprints.contracts.sections.COMPLIANCE_TAG`) can only add to that
+floor: editing the record never weakens what the floor demands, and `blueprint plan --check` reports the edit.
 
 The platform's own settings (audit logs, private API endpoint, secrets key) are read from the namespace annotation the
 service writes from its platform's StackReference outputs (`blueprints.contracts.sections.PLATFORM_COMPLIANCE_ANNOTATION`).
@@ -66,14 +67,24 @@ def platform_settings(resources: Sequence[Res]) -> list[tuple[Res, dict[str, Any
     return found
 
 
-def _record_check(requirement: str, check: Callable[[Sequence[Res], Res, dict[str, Any]], list[Finding]]):
-    """A stack check that runs `check` when the stack's record requires `requirement` (truthy)."""
+def _record_check(requirement: str, floor_key: str,
+                  check: Callable[[Sequence[Res], Res | None, dict[str, Any]], list[Finding]]):
+    """A stack check that runs `check` when the policy config's `floor_key` (the floor from outside the stack: its
+    requirements file offline, or the environment) or the stack's own record requires `requirement`: the stricter
+    of both, so editing the record never weakens what the floor demands."""
 
     def run(resources: Sequence[Res], config: Mapping[str, Any]) -> list[Finding]:
         found = compliance_record(resources)
-        if found is None or not found[1].get(requirement):
+        floor = config.get(floor_key)
+        values = dict(found[1]) if found is not None else {}
+        if requirement == "regions_allowed" and floor:
+            recorded = [r for r in str(values.get(requirement) or "").split("/") if r]
+            values[requirement] = "/".join(r for r in floor if not recorded or r in recorded) or "none"
+        elif floor:
+            values[requirement] = True
+        if not values.get(requirement):
             return []
-        return check(resources, found[0], found[1])
+        return check(resources, found[0] if found is not None else None, values)
 
     return run
 
@@ -83,7 +94,7 @@ def _platform_flag(resources: Sequence[Res], flag: str, problem: str, fix: str) 
             for ns, settings in platform_settings(resources) if settings.get(flag) is False]
 
 
-def _private_only(resources: Sequence[Res], record: Res, _: dict[str, Any]) -> list[Finding]:
+def _private_only(resources: Sequence[Res], record: Res | None, _: dict[str, Any]) -> list[Finding]:
     findings: list[Finding] = []
     for res in resources:
         if is_internet_facing(res):
@@ -105,25 +116,27 @@ def _sse_key(props: Mapping[str, Any]) -> Any:
     return UNKNOWN if UNKNOWN in keys or props.get("rules") is UNKNOWN else next((k for k in keys if k), None)
 
 
-def _customer_managed_kms(resources: Sequence[Res], record: Res, _: dict[str, Any]) -> list[Finding]:
+def _customer_managed_kms(resources: Sequence[Res], record: Res | None, _: dict[str, Any]) -> list[Finding]:
     findings: list[Finding] = []
-    settings = [r for r in resources if r.type == SSE and r.parent == record.parent]
-    keys = [_sse_key(r.props) for r in settings]
-    own_key = [isinstance(k, str) and k != "aws/s3" and not k.endswith("alias/aws/s3") for k in keys]
-    if settings and UNKNOWN not in keys and not any(own_key):
-        findings.append((record, f"{record.label} is encrypted with the AWS-managed key (no kmsMasterKeyId) but the "
-                                 "stack's requirements are customer_managed_kms; re-plan (storage.customer_managed_kms "
-                                 "creates the key)"))
+    buckets = [record] if record is not None else [r for r in resources if r.type == BUCKET]
+    for bucket in buckets:
+        settings = [r for r in resources if r.type == SSE and r.parent == bucket.parent]
+        keys = [_sse_key(r.props) for r in settings]
+        own_key = [isinstance(k, str) and k != "aws/s3" and not k.endswith("alias/aws/s3") for k in keys]
+        if settings and UNKNOWN not in keys and not any(own_key):
+            findings.append((bucket, f"{bucket.label} is encrypted with the AWS-managed key (no kmsMasterKeyId) but "
+                                     "the stack's requirements are customer_managed_kms; re-plan "
+                                     "(storage.customer_managed_kms creates the key)"))
     return findings + _platform_flag(resources, "secrets_kms", "Kubernetes secrets (the API key) are not encrypted "
                                      "with a customer-managed key", "re-plan the platform")
 
 
-def _audit_logging(resources: Sequence[Res], record: Res, _: dict[str, Any]) -> list[Finding]:
+def _audit_logging(resources: Sequence[Res], record: Res | None, _: dict[str, Any]) -> list[Finding]:
     return _platform_flag(resources, "audit_logging", "the cluster sends no Kubernetes audit logs, which the stack's "
                           "requirements need", "re-plan the platform (audit logging follows its services)")
 
 
-def _regions(resources: Sequence[Res], record: Res, values: dict[str, Any]) -> list[Finding]:
+def _regions(resources: Sequence[Res], record: Res | None, values: dict[str, Any]) -> list[Finding]:
     allowed = [r for r in str(values.get("regions_allowed") or "").split("/") if r]
     findings: list[Finding] = []
     for res in resources:
@@ -134,7 +147,7 @@ def _regions(resources: Sequence[Res], record: Res, values: dict[str, Any]) -> l
     return findings
 
 
-def _production(resources: Sequence[Res], record: Res, _: dict[str, Any]) -> list[Finding]:
+def _production(resources: Sequence[Res], record: Res | None, _: dict[str, Any]) -> list[Finding]:
     findings: list[Finding] = []
     for res in resources:
         if res.type == SCALED_OBJECT:
@@ -158,8 +171,9 @@ def _production(resources: Sequence[Res], record: Res, _: dict[str, Any]) -> lis
     return findings
 
 
-check_compliance_private_only = _record_check("private_only", _private_only)
-check_compliance_customer_managed_kms = _record_check("customer_managed_kms", _customer_managed_kms)
-check_compliance_audit_logging = _record_check("audit_logging", _audit_logging)
-check_compliance_regions = _record_check("regions_allowed", _regions)
-check_compliance_production = _record_check("production", _production)
+check_compliance_private_only = _record_check("private_only", "privateOnly", _private_only)
+check_compliance_customer_managed_kms = _record_check("customer_managed_kms", "customerManagedKms",
+                                                      _customer_managed_kms)
+check_compliance_audit_logging = _record_check("audit_logging", "auditLogging", _audit_logging)
+check_compliance_regions = _record_check("regions_allowed", "regionsAllowed", _regions)
+check_compliance_production = _record_check("production", "production", _production)

@@ -85,7 +85,8 @@ def blueprint_problems(bp: Blueprint) -> list[FieldProblem]:
         return [FieldProblem(("engine", "kind"), f"archetype {bp.archetype.value} needs engine kind "
                              f"{expected.model_fields['kind'].default!r}, got {bp.engine.kind!r}")]
     catalog = load_catalog()
-    return [*_rules(bp), *_edge(bp), *_pipeline(bp), *_compute(bp, catalog), *_models(bp, catalog),
+    return [*_rules(bp), *_deploy_inputs(bp), *_edge(bp), *_pipeline(bp), *_compute(bp, catalog),
+            *_models(bp, catalog),
             *_engine(bp, catalog), *serving_problems(bp, catalog), *_startup(bp), *_costs(bp, catalog),
             *_predictions(bp)]
 
@@ -136,6 +137,63 @@ def _rules(bp: Blueprint) -> list[FieldProblem]:
                                          "or re-plan with `blueprint plan`"))
     problems += [FieldProblem(("tags", key), f"tag key {key!r}: keys starting with `aws:` are reserved for AWS")
                  for key in bp.tags if key.lower().startswith("aws:")]
+    return problems
+
+
+#: Namespaces no service owns: Kubernetes' own (kubernetes.io/docs/concepts/overview/working-with-objects/namespaces,
+#: "Initial namespaces") and every add-on's (`blueprints/catalog/addons.yaml`).
+KUBERNETES_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def system_namespaces() -> set[str]:
+    """The namespaces of Kubernetes itself and of every catalogued add-on: a service's namespace is none of them."""
+    from blueprints.catalog.addons import load_platform_catalog
+
+    return {*KUBERNETES_NAMESPACES, *(a.namespace for a in load_platform_catalog().helm.values())}
+
+
+def reachable_target(bp: Blueprint) -> float | None:
+    """The most a per-replica autoscaling target can be and still be reached by one replica (None: no bound known):
+    vLLM's running requests cannot exceed `--max-num-seqs`; Triton's pending requests beyond what a replica computes
+    at once mean the queue already holds a full batch per replica; CPU utilisation of a pod whose request is its
+    limit stops at 100 %; SageMaker invocations per instance per minute at 60 x one instance's capacity."""
+    from blueprints.contracts.sections import SageMakerEngine, VllmEngine
+
+    metric, p = bp.autoscaling.metric, bp.predictions
+    if metric == "vllm:num_requests_running" and isinstance(bp.engine, VllmEngine):
+        return bp.engine.max_num_seqs
+    if metric == "nv_inference_pending_request_count":
+        return p.concurrency_per_replica
+    if metric == "cpu":
+        return 100
+    if metric == "SageMakerVariantInvocationsPerInstance" and isinstance(bp.engine, SageMakerEngine):
+        return round(60 * p.requests_per_s_capacity / bp.engine.initial_instance_count, 3)
+    return None
+
+
+def _deploy_inputs(bp: Blueprint) -> list[FieldProblem]:
+    """What reaches the cluster and the pager as it is: the namespace, the monitoring and alerts of a production
+    stack, and an autoscaling target one replica can reach."""
+    problems = []
+    if bp.platform.namespace in system_namespaces():
+        problems.append(FieldProblem(("platform", "namespace"), f"{bp.platform.namespace!r} is a system namespace "
+                                     "(Kubernetes' own or an add-on's); a service runs in its own: re-plan"))
+    if bp.production and not bp.monitored:
+        problems.append(FieldProblem(("monitored",), "a production stack renders its ServiceMonitor, alerts and "
+                                     "dashboard: its cluster runs kube-prometheus-stack (operations.cluster_addons); "
+                                     "re-plan"))
+    if bp.production and bp.platform.kind == "eks" and bp.alerting.receiver is None:
+        problems.append(FieldProblem(("alerting", "receiver"), "a production stack's alerts page someone: set "
+                                     "alerting.receiver in platform.yaml and re-plan"))
+    if bp.production and bp.platform.kind == "sagemaker" and bp.alerting.sns_topic_arn is None:
+        problems.append(FieldProblem(("alerting", "sns_topic_arn"), f"a production SageMaker endpoint's alarms notify "
+                                     f"someone: set alerting.sns_topic_arns.{bp.region} in platform.yaml and re-plan"))
+    most = reachable_target(bp)
+    if most is not None and bp.autoscaling.target > most:
+        problems.append(FieldProblem(("autoscaling", "target"), f"{bp.autoscaling.target:g} {bp.autoscaling.metric} "
+                                     f"per replica is more than one replica reaches ({most:g}): the autoscaler would "
+                                     "never scale out; re-plan (the plan's target is what a replica holds at its "
+                                     "share of the peak)"))
     return problems
 
 

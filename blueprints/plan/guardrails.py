@@ -39,6 +39,8 @@ class Guardrails:
         spot_forbidden: node pools must be on-demand (`no-spot-capacity`).
         private_only: nothing reachable from the internet (`private-endpoints` privateOnly).
         required_tags: tag keys every taggable AWS resource carries (`required-tags`).
+        production: whether the environment is production (`compliance-production` production); None when the
+            policy config does not say.
     """
 
     source: str
@@ -50,6 +52,7 @@ class Guardrails:
     spot_forbidden: bool = False
     private_only: bool = False
     required_tags: tuple[str, ...] = ()
+    production: bool | None = None
 
     def allows(self, instance_type: str) -> bool:
         """Whether `instance-types-allowed` admits an EC2 or SageMaker (`ml.`) instance type."""
@@ -62,6 +65,11 @@ class Guardrails:
         """What in the requirements breaks this environment's policy whatever the plan chooses, each with the fix;
         empty when nothing does."""
         spec, found = req.environments[env], []
+        if self.production is not None and req.is_production(env) != self.production:
+            found.append(f"environments.{env} is {'production' if req.is_production(env) else 'not production'} but "
+                         f"{self.source} declares production: {str(self.production).lower()} (compliance-production); "
+                         f"set environments.{env}.production: {str(self.production).lower()}, or plan the environment "
+                         "under a policy config that matches it")
         if self.allowed_regions is not None and spec.region not in self.allowed_regions:
             found.append(f"environments.{env}.region {spec.region} is outside the regions {self.source} allows "
                          f"(region-allowed: {list(self.allowed_regions)}); choose one of them, or add {spec.region} "

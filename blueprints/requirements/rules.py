@@ -51,6 +51,8 @@ CROSS_FIELD_RULES: dict[str, str] = {
     "min-replicas-not-above-max": "`min_replicas` <= `max_replicas`",
     "region-allowed": "each environment's region is in `compliance.regions_allowed` (when given)",
     "production-on-demand": "a production environment does not use spot capacity",
+    "production-monitored": "a production environment on an existing or edge cluster declares kube-prometheus-stack "
+                            "in `operations.cluster_addons` (its stack renders monitoring and alerts)",
     "production-always-on": "a production environment never scales to zero (`min_replicas` >= 1)",
     "cluster-addons-existing-cluster": "`operations.cluster_addons` is for `operations.platform: existing-cluster` "
                                        "or `edge-cluster`",

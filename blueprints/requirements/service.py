@@ -169,6 +169,13 @@ class Requirements(Section):
             if self.is_production(env) and spec.spot:
                 problems.append(FieldProblem((*at, "spot"), "spot capacity is not allowed in production; set spot: "
                                              "false", rule="production-on-demand"))
+            declared = self.operations.declared_addons
+            if self.is_production(env) and declared is not None and "kube-prometheus-stack" not in declared:
+                problems.append(FieldProblem(("operations", "cluster_addons"), f"environments.{env} is production: "
+                                             "its stack renders its ServiceMonitor, alerts and dashboard, so the "
+                                             "cluster declares kube-prometheus-stack (whose Alertmanager pages its "
+                                             "owner); add it, or keep this service out of production",
+                                             rule="production-monitored"))
             if self.is_production(env) and spec.min_replicas == 0:
                 problems.append(FieldProblem((*at, "min_replicas"), "production never scales to zero; set "
                                              "min_replicas >= 1", rule="production-always-on"))

@@ -83,8 +83,8 @@ def read_policy_config(path: Path) -> dict[str, Any]:
 
 def guardrails(policy_config: Mapping[str, Any], *, source: str) -> Guardrails:
     """The planning limits a mandatory policy of a policy config sets, with each policy's schema defaults: allowed
-    instance families and types, the GPU quota, allowed regions, required audit logs, no spot, private endpoints and
-    required tags. A policy below mandatory (advisory or disabled) sets none: it cannot fail a preview."""
+    instance families and types, the GPU quota, allowed regions, required audit logs, no spot, private endpoints,
+    required tags and whether the environment is production. A policy below mandatory (advisory or disabled) sets none: it cannot fail a preview."""
 
     def settings(name: str) -> dict[str, Any] | None:
         rule, entry = RULES_BY_NAME[name], policy_config.get(name)
@@ -95,6 +95,7 @@ def guardrails(policy_config: Mapping[str, Any], *, source: str) -> Guardrails:
     families, quota = settings("instance-types-allowed"), settings("gpu-quota")
     regions, audit = settings("region-allowed"), settings("cluster-audit-logs")
     private, tags = settings("private-endpoints"), settings("required-tags")
+    production = (settings("compliance-production") or {}).get("production")
     return Guardrails(source=source,
                       allowed_instance_families=tuple(families["allowedInstanceFamilies"]) if families else None,
                       allowed_instance_types=tuple(families["allowedInstanceTypes"]) if families else (),
@@ -103,7 +104,8 @@ def guardrails(policy_config: Mapping[str, Any], *, source: str) -> Guardrails:
                       audit_logs_required=bool(audit and audit["auditLoggingRequired"]),
                       spot_forbidden=settings("no-spot-capacity") is not None,
                       private_only=bool(private and private["privateOnly"]),
-                      required_tags=tuple(tags["requiredTags"]) if tags else ())
+                      required_tags=tuple(tags["requiredTags"]) if tags else (),
+                      production=production if isinstance(production, bool) else None)
 
 
 def load_policy_config(environment: str, *, config_dir: Path = CONFIG_DIR) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""`blueprint plan --check`: the committed stack configs against what their requirements plan.
+"""`blueprint plan --check` (on top of `blueprints.workspace`): the committed stack configs against what their requirements plan.
 
 Stack configs are generated: each records the requirements file it was planned from and the plan date
 (`servingblueprints:planned`). The check re-plans every requirements file into memory as of that date, over the
@@ -173,7 +173,8 @@ def check_plans(files: list[Path] | None, project: ProjectPaths, *, use_policy: 
     from blueprints.catalog import load_catalog
     from blueprints.plan.compound.parts import service_parts
     from blueprints.requirements.service import load_requirements
-    from blueprints.workspace import plan_requirements_file, requirements_files
+    from blueprints.requirements.folder import requirements_files
+    from blueprints.workspace import plan_requirements_file
 
     stacks_dir, folder = project.stacks_dir, project.requirements_dir
     policy_dir = project.policy_dir if use_policy else None
