@@ -69,10 +69,11 @@ def test_every_job_touching_a_cluster_runs_where_its_stack_says():
 @pytest.mark.parametrize(("changed", "expected"), [
     (["README.md", "tests/test_cli.py"], []),
     (["stacks/Pulumi.chat-prod.yaml"], ["chat-prod"]),
-    (["stacks/requirements/chat.yaml"], ["platform-dev-us-west-2", "platform-prod-us-east-1", "chat-dev",
-                                         "chat-prod"]),
-    (["stacks/requirements/search.yaml", "docs/x.md"], ["platform-prod-us-east-1", "search-prod"]),
-    (["stacks/requirements/platform.yaml"], ["platform-dev-us-west-2", "platform-prod-us-east-1"]),
+    # A platform the change touches brings every service on it (its posture or add-ons may no longer fit them).
+    (["stacks/requirements/chat.yaml"], ALL),
+    (["stacks/requirements/search.yaml", "docs/x.md"], ["platform-prod-us-east-1", "chat-prod", "search-prod"]),
+    (["stacks/requirements/platform.yaml"], ALL),
+    (["stacks/Pulumi.platform-prod-us-east-1.yaml"], ["platform-prod-us-east-1", "chat-prod", "search-prod"]),
     (["components/vllm_service.py"], ALL),
     (["policies/rules.py"], ALL),
 ])
@@ -84,7 +85,7 @@ def test_a_requirements_file_maps_to_stacks_by_the_service_it_declares_not_its_n
     (tmp_path / "stacks" / "requirements").mkdir(parents=True)
     (tmp_path / "stacks" / "requirements" / "my-chat.yaml").write_text("service: chat\nowner: x\n")
     found = affected_stacks(["stacks/requirements/my-chat.yaml"], STACKS, root=tmp_path)
-    assert [s.stack for s in found] == ["platform-dev-us-west-2", "platform-prod-us-east-1", "chat-dev", "chat-prod"]
+    assert [s.stack for s in found] == ALL
 
 
 def test_services_on_a_private_platform_run_on_its_self_hosted_runner():

@@ -172,8 +172,9 @@ def reachable_target(bp: Blueprint) -> float | None:
 
 
 def _deploy_inputs(bp: Blueprint) -> list[FieldProblem]:
-    """What reaches the cluster and the pager as it is: the namespace, the monitoring and alerts of a production
-    stack, and an autoscaling target one replica can reach."""
+    """What reaches the cluster as it is: the namespace, the monitoring of a production stack, and an autoscaling
+    target one replica can reach (where a production stack's alerts go is judged against platform.yaml by the
+    planner and the preview: `blueprints.plan.floors`)."""
     problems = []
     if bp.platform.namespace in system_namespaces():
         problems.append(FieldProblem(("platform", "namespace"), f"{bp.platform.namespace!r} is a system namespace "
@@ -182,12 +183,6 @@ def _deploy_inputs(bp: Blueprint) -> list[FieldProblem]:
         problems.append(FieldProblem(("monitored",), "a production stack renders its ServiceMonitor, alerts and "
                                      "dashboard: its cluster runs kube-prometheus-stack (operations.cluster_addons); "
                                      "re-plan"))
-    if bp.production and bp.platform.kind == "eks" and bp.alerting.receiver is None:
-        problems.append(FieldProblem(("alerting", "receiver"), "a production stack's alerts page someone: set "
-                                     "alerting.receiver in platform.yaml and re-plan"))
-    if bp.production and bp.platform.kind == "sagemaker" and bp.alerting.sns_topic_arn is None:
-        problems.append(FieldProblem(("alerting", "sns_topic_arn"), f"a production SageMaker endpoint's alarms notify "
-                                     f"someone: set alerting.sns_topic_arns.{bp.region} in platform.yaml and re-plan"))
     most = reachable_target(bp)
     if most is not None and bp.autoscaling.target > most:
         problems.append(FieldProblem(("autoscaling", "target"), f"{bp.autoscaling.target:g} {bp.autoscaling.metric} "

@@ -140,6 +140,12 @@ def floor_problems(bp: Blueprint, floors: Floors, *, policy_production: bool | N
             problems.append(_below("compute.capacity_type", "spot", f"{production} (on-demand only)", replan))
         if not bp.monitored:
             problems.append(_below("monitored", False, f"{production} (its alerts must exist)", replan))
+        if bp.platform.kind == "eks" and bp.alerting.receiver is None:
+            problems.append(_below("alerting.receiver", None, f"{production} (its alerts page someone: "
+                                   "platform.yaml alerting.receiver)", replan))
+        if bp.platform.kind == "sagemaker" and bp.alerting.sns_topic_arn is None:
+            problems.append(_below("alerting.sns_topic_arn", None, f"{production} (its alarms notify someone: "
+                                   f"platform.yaml alerting.sns_topic_arns.{bp.region})", replan))
     return problems
 
 

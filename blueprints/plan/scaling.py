@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from blueprints.core import defaults
+from blueprints.core.errors import RequirementsError
 from blueprints.contracts.sections import FIXED_REPLICAS, Alerting, Archetype
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.requirements.platform_file import AlertingSpec
@@ -93,6 +94,11 @@ def alerting_for(bp: Blueprint, platform: PlatformConfig | None, spec: AlertingS
     """Where the stack's alerts go, and the plan's sentence about it (saying so when they reach nobody)."""
     if bp.archetype is Archetype.SAGEMAKER_ENDPOINT:
         topic = spec.sns_topic_arns.get(bp.region)
+        if topic is None and bp.production:
+            raise RequirementsError(f"environments.{bp.environment} is production but platform.yaml's "
+                                    f"alerting.sns_topic_arns has no topic for {bp.region}: its CloudWatch alarms "
+                                    f"would notify nobody; add alerting.sns_topic_arns.{bp.region}",
+                                    rule="platform-settings")
         if topic is None:
             return Alerting(), (f"alerts reach nobody: no SNS topic for {bp.region} (set alerting.sns_topic_arns in "
                                 "platform.yaml, or servingblueprints:alarmTopicArn)")

@@ -109,8 +109,10 @@ def affected_stacks(changed_paths: list[str], stacks: list[StackRef], *, stacks_
 
     A change to the program, planner, policies or toolchain (`PROGRAM_PATHS`) affects every stack; a stack config
     affects its stack; a requirements file affects the stacks of the service it declares (read from the file, not
-    its name; a compound service's part stacks alike) and the platforms they land on; `platform.yaml` affects every platform; anything else (docs, tests)
-    affects none.
+    its name; a compound service's part stacks alike) and the platforms they land on; `platform.yaml` affects every
+    platform; anything else (docs, tests) affects none. A platform a change affects brings every service on it: a
+    platform change can break a service that was not touched (a posture no longer meeting its compliance, an add-on
+    it needs), and only the service's own preview shows it.
     """
     selected: set[str] = set()
     for raw in changed_paths:
@@ -130,4 +132,5 @@ def affected_stacks(changed_paths: list[str], stacks: list[StackRef], *, stacks_
             services = [s for s in stacks if s.kind == "service" and s.service == service]
             selected.update(s.stack for s in services)
             selected.update(s.platform for s in services if s.platform)
+    selected.update(s.stack for s in stacks if s.kind == "service" and s.platform in selected)
     return [s for s in stacks if s.stack in selected]
