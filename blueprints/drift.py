@@ -23,35 +23,9 @@ from blueprints.contracts.platform import PlatformConfig
 from blueprints.contracts.stackconfig import (
     BLUEPRINT_KEY, PLAN_KEY, PLATFORM_KEY, plan_record_of, render_stack_config, stack_config_path,
 )
+from blueprints.requirements.overrides import DERIVED, source_field
 from blueprints.review.diff import flatten
 
-#: Blueprint field prefixes -> the requirements field that decides them (`{env}`: the stack's environment), most
-#: specific first. Fields not listed are derived by the plan's search from the model, traffic, SLO and hardware.
-BLUEPRINT_SOURCES: tuple[tuple[str, str], ...] = (
-    ("production", "environments.{env}.production"),
-    ("region", "environments.{env}.region"),
-    ("tags", "owner, cost_center"),
-    ("compliance.production", "environments.{env}.production"),
-    ("compliance", "{path}"),
-    ("network.private_only", "compliance.private_only"),
-    ("network.exposure", "exposure{rest}"),
-    ("network.exposed_by", "exposure.via, operations.cluster_addons"),
-    ("storage.customer_managed_kms", "compliance.customer_managed_kms"),
-    ("storage.retain_on_delete", "environments.{env}.production"),
-    ("models", "model / models"),
-    ("compute.capacity_type", "environments.{env}.spot"),
-    ("compute", "hardware, traffic, slo (the sizing search)"),
-    ("engine.image", "nothing: the engine image is the catalog's pin (blueprints/catalog/images.yaml)"),
-    ("autoscaling.min_replicas", "environments.{env}.min_replicas"),
-    ("autoscaling.max_replicas", "environments.{env}.max_replicas"),
-    ("platform", "environments.{env}.platform, operations, platform.yaml"),
-    ("slo", "{path}"),
-    ("alerting", "platform.yaml alerting"),
-    ("monitored", "operations.cluster_addons (kube-prometheus-stack)"),
-    ("roles_anywhere", "operations.roles_anywhere"),
-    ("pipeline", "slo.pipeline_latency_p95_ms, models"),
-    ("overrides", "overrides"),
-)
 #: Platform config field prefixes -> the platform.yaml key that decides them (`{name}`: the platform's name).
 PLATFORM_SOURCES: tuple[tuple[str, str], ...] = (
     ("network.private_endpoint", "platforms.{name}.private_endpoint"),
@@ -71,10 +45,6 @@ PLATFORM_SOURCES: tuple[tuple[str, str], ...] = (
     ("tags", "owner, cost_center"),
     ("services", "the services' environments.<env>.platform"),
 )
-
-
-#: What `source_field` says of a field the plan derives (no requirements field sets it directly).
-DERIVED = "derived by the plan from the model, traffic, SLO and hardware"
 
 
 @dataclass(frozen=True)
@@ -105,19 +75,20 @@ class Drift:
                 "fix": self.fix}
 
 
-def source_field(key: str, path: str, *, env: str | None = None, platform: str | None = None) -> str:
+def _source_field(key: str, path: str, *, env: str | None = None, platform: str | None = None) -> str:
     """The requirements (or platform.yaml) field behind one field of a stack config's `key` value."""
-    table = PLATFORM_SOURCES if key == PLATFORM_KEY else BLUEPRINT_SOURCES
-    for prefix, where in table:
+    if key != PLATFORM_KEY:
+        return source_field(path, env=env)
+    for prefix, where in PLATFORM_SOURCES:
         if path == prefix or path.startswith((prefix + ".", prefix + "[")):
-            return where.format(env=env or "<env>", name=platform or "<name>", path=path, rest=path[len(prefix):])
+            return where.format(name=platform or "<name>")
     return DERIVED
 
 
 def _fix(field: str, *, source: str, env: str | None, platform: str | None) -> str:
     key, _, path = field.partition(".")
     if key in (BLUEPRINT_KEY, PLATFORM_KEY) and path:
-        where = source_field(key, path, env=env, platform=platform)
+        where = _source_field(key, path, env=env, platform=platform)
         if where == DERIVED:
             return (f"a hand edit of a generated file: {where}; re-plan {source}, and put an intended value in its "
                     "`overrides:` section with the reason")

@@ -20,7 +20,7 @@ from blueprints.requirements.fields import (
 from blueprints.core.jsontypes import ClosedModel
 from blueprints.contracts.consistency import blueprint_problems
 from blueprints.contracts.sections import (
-    BLUEPRINT_SCHEMA_VERSION, MAX_TAGS, Alerting, Archetype, Autoscaling, ComplianceRecord, Compute, Engine, Network,
+    BLUEPRINT_SCHEMA_VERSION, MAX_TAGS, Alerting, AppliedOverride, Archetype, Autoscaling, ComplianceRecord, Compute, Engine, Network,
     Pipeline, PlatformSpec, Predictions, RolesAnywhereSpec, SageMakerEngine, ServedModel, SloTargets, StartupBudget,
     Storage, nodes_for,
 )
@@ -59,6 +59,8 @@ class Blueprint(ClosedModel):
                             "declares none")
     pipeline: Pipeline | None = Field(default=None, description="compound services only: this part's place in the "
                                       "service's end-to-end latency")
+    overrides: list[AppliedOverride] = Field(default_factory=list, max_length=20, description="the requirements' "
+                                             "`overrides:` applied to this stack, each with its reason")
     rationale: list[str] = Field(min_length=1, max_length=200)
 
     @model_validator(mode="after")

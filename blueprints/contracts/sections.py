@@ -14,6 +14,7 @@ from blueprints.core.errors import FieldProblem, describe_pattern, raise_problem
 from blueprints.requirements.model import ModelFormat, Precision, Quantization
 from blueprints.requirements.hosting import Accelerator, Compliance, CpuArch, KubernetesVersion, Platform
 from blueprints.requirements.exposure import Exposure, ExposureScope, ExposureVia
+from blueprints.requirements.overrides import OverridableField
 from blueprints.requirements.fields import (
     ACM_PCA_ARN, CERTIFICATE_CN, DNS_1123_LABEL, DNS_1123_SUBDOMAIN, KMS_KEY_ARN, MAX_WEIGHTS_URI_CHARS, SHA256_HEX,
     WEIGHTS_URI,
@@ -597,6 +598,17 @@ class RolesAnywhereSpec(ClosedModel):
                                          "certificate subject's CN the "
                                          "role trusts")
     session_duration_s: int = Field(ge=900, le=43_200, description="credentials' lifetime, s")
+
+
+class AppliedOverride(ClosedModel):
+    """An `overrides:` entry of the requirements as applied to this stack: the setting, its value, what the plan
+    had derived, and why (`blueprints.plan.overrides`)."""
+
+    field: OverridableField
+    value: float = Field(ge=0, le=bounds.INT32_MAX)
+    planned: float | None = Field(default=None, ge=0, le=bounds.INT32_MAX, description="the value the plan derived "
+                                  "(none: unset)")
+    reason: str = Field(min_length=10, max_length=300, pattern=r"^[^\x00-\x1f\x7f]+$")
 
 
 class Alerting(ClosedModel):

@@ -85,6 +85,8 @@ MAX_COST_USD = 1_000_000_000.0
 #: Why a field is bounded, by field name: error messages add it to pydantic's "should be <= N" (`blueprints/core/errors.py`), and
 #: `tests/test_input_bounds.py` fails for a number field of an input model without a bound and a reason here.
 REASONS: dict[str, str] = {
+    "value": "an override's value is a non-negative number within int32; the setting it overrides bounds it further "
+             "(checked where the override is applied)",
     "audit_log_retention_days": "one of the retention periods CloudWatch Logs accepts (PutRetentionPolicy), 1 day to "
                                 "10 years",
     "peak_requests_per_s": "a peak is 0.001-100,000 requests/s per model: below it no fleet is sized by its peak, "

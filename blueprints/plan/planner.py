@@ -118,13 +118,17 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
                                                        policy_for=lambda env, production: limits.get(env))}
     ctx = PlanContext(as_of=as_of, platforms=platforms, guardrails=limits, existing=existing or {},
                       switch_threshold_pct=switch_threshold_pct, notes=notes)
+    from blueprints.plan.overrides import apply_overrides
+
     parts = service_parts(req, catalog)
     if len(parts) > 1:  # a compound service: one stack per part, an end-to-end budget over both
         from blueprints.plan.compound.planner import plan_pipeline
 
-        return plan_pipeline(req, parts, names, catalog=catalog, plan_part=lambda part, env: _plan_service(
+        planned = plan_pipeline(req, parts, names, catalog=catalog, plan_part=lambda part, env: _plan_service(
             part, catalog, ctx, [env], alerting=alerting)[0])
-    return _plan_service(req, catalog, ctx, names, alerting=alerting)
+    else:
+        planned = _plan_service(req, catalog, ctx, names, alerting=alerting)
+    return apply_overrides(planned, req, guardrails=limits)
 
 
 def _plan_service(req: Requirements, catalog: Catalog, ctx: PlanContext, names: list[str], *,

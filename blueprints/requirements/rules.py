@@ -101,6 +101,9 @@ CROSS_FIELD_RULES: dict[str, str] = {
     "compound-service-name-length": "a compound service's name leaves room for its parts' names "
                                     "(`<service>-generator`, `<service>-retrieval`: at most 40 characters)",
     # The plan
+    "override-applies": "each `overrides` entry names environments of the file, a `part` only of a compound "
+                        "service, a setting its archetype has, a whole number for an integer setting, and a value "
+                        "the setting's bounds and the stack's floors (compliance, policy config) admit",
     "feasible-plan": "some allowed instance type serves the models within the SLO, the budget and the replica limit "
                      "(at most 1,000 replicas per stack); the error names the constraint to relax",
 }

@@ -29,6 +29,7 @@ from blueprints.requirements.exposure import Exposure, ExposureScope
 from blueprints.requirements.fields import DNS_1123_LABEL, Section, TAG_VALUE, given, is_const, when
 from blueprints.requirements.model import ModelSpec, Slo, Traffic, context_tokens
 from blueprints.requirements.hosting import Compliance, Hardware, Operations, OperationsPreference
+from blueprints.requirements.overrides import Override
 
 
 #: The service name platform stacks use (`platform-<env>-<region>`); no service may take it.
@@ -73,6 +74,9 @@ class Requirements(Section):
     budget: Budget = Field(default_factory=Budget)
     environments: dict[EnvironmentName, Environment] = Field(
         min_length=1, max_length=bounds.MAX_ENVIRONMENTS, description="environment name -> settings")
+    overrides: list[Override] = Field(default_factory=list, max_length=20, description="intended deviations from "
+                                      "derived settings of the plan, each with its reason (never compliance, "
+                                      "exposure, retention, monitoring, production, namespace or images)")
 
     @model_validator(mode="after")
     def _consistent(self) -> Requirements:
@@ -154,6 +158,10 @@ class Requirements(Section):
                                          "compliance.private_only: a private-only service has no internet-facing "
                                          "endpoint; use exposure.scope: internal (or drop private_only)",
                                          rule="private-not-public"))
+        for i, override in enumerate(self.overrides):
+            problems += [FieldProblem(("overrides", i, "environments"), f"{env!r} is not an environment of this "
+                                      f"file ({', '.join(self.environments)})", rule="override-applies")
+                         for env in override.environments if env not in self.environments]
         for env, spec in self.environments.items():
             at = ("environments", env)
             if allowed and spec.region not in allowed:

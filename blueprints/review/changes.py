@@ -19,7 +19,8 @@ from blueprints.review.diff import ResourceChange, flatten
 from blueprints.core.errors import clip
 
 #: Blueprint paths that record the requirements (everything else but `IGNORED` is the plan derived from them).
-REQUIREMENT_PREFIXES = ("region", "production", "tags", "compliance", "slo", "network.exposure", "alerting")
+REQUIREMENT_PREFIXES = ("region", "production", "tags", "compliance", "slo", "network.exposure", "alerting",
+                        "overrides")
 #: The fields of a served model that come from the requirements (the rest, params and weights size, are derived).
 MODEL_REQUIREMENT_FIELDS = ("catalog_id", "task", "format", "precision", "quantization", "source_uri",
                             "source_kms_key_arn", "max_context_tokens", "traffic")
@@ -185,10 +186,14 @@ def show(value: Any) -> str:
 
 
 def _keyed(blueprint: dict[str, Any]) -> dict[str, Any]:
-    """The blueprint with `models` keyed by model name, so fields read `models.<name>.<field>`."""
+    """The blueprint with `models` keyed by model name and `overrides` by setting, so fields read
+    `models.<name>.<field>` and `overrides.<setting>.reason`."""
     models = blueprint.get("models") or []
     keyed = {str(m.get("name", i)): m for i, m in enumerate(models) if isinstance(m, dict)}
-    return {**blueprint, "models": keyed}
+    overrides = {str(o.get("field", i)): o for i, o in enumerate(blueprint.get("overrides") or [])
+                 if isinstance(o, dict)}  # `overrides.<field>.value` / `.reason`: each intended deviation, why
+    rest = {k: v for k, v in blueprint.items() if k != "overrides"}
+    return {**rest, "models": keyed, **({"overrides": overrides} if overrides else {})}
 
 
 def _is_requirement(path: str) -> bool:
