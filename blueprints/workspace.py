@@ -113,13 +113,14 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
     if path.name in PLATFORM_FILES:
         raise RequirementsError(f"{path}: this is the platform team's file; plan a service's requirements file (the "
                                 "platform stacks are written with every service that lands on them)")
+    req = load_requirements(path)
     folder = requirements_dir if requirements_dir is not None else path.parent
     if path.resolve().parent != folder.resolve():
-        raise RequirementsError(f"{path}: a requirements file lives in the requirements folder {folder} (every file "
-                                "there shapes the shared platforms, so a file elsewhere would land on a platform the "
-                                f"next plan of another service drops it from); move it into {folder} and plan it "
-                                "there", rule="requirements-in-folder")
-    req = load_requirements(path)
+        raise RequirementsError(f"{path}: a requirements file lives in the requirements folder "
+                                f"{project_relative(folder)} (every file there shapes the shared platforms, so a file "
+                                "elsewhere would land on a platform the next plan of another service drops it from); "
+                                f"move it into {project_relative(folder)} and plan it there",
+                                rule="requirements-in-folder")
     limits = {}
     if use_policy:
         if policy_dir is None or not policy_dir.is_dir():

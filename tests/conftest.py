@@ -30,6 +30,22 @@ EXAMPLES = ROOT / "stacks" / "requirements"
 CHAT_EXAMPLE = EXAMPLES / "chat-assistant.yaml"
 
 
+@pytest.fixture()
+def project(tmp_path, monkeypatch) -> Path:
+    """A copy of the project (program, Pulumi.yaml, requirements, policy configs, committed stack configs) as the
+    working directory."""
+    import shutil
+
+    shutil.copy(ROOT / "__main__.py", tmp_path / "__main__.py")
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    shutil.copytree(EXAMPLES, tmp_path / "stacks" / "requirements")
+    shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
+    for stack in (ROOT / "stacks").glob("Pulumi.*.yaml"):
+        shutil.copy(stack, tmp_path / "stacks" / stack.name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
 @pytest.fixture(scope="session")
 def catalog() -> Catalog:
     return load_catalog()
@@ -83,10 +99,14 @@ def vllm_blueprint(tp: int, *, base: Blueprint) -> Blueprint:
 
 def write_stacks(blueprints: list[Blueprint], folder: Path) -> list[Path]:
     """Write service stack configs plus the bundled platform each lands on (its preview reads the platform's), as
-    `blueprint plan` would."""
+    `blueprint plan` would, beside the bundled requirements (`<folder>/requirements`)."""
     from blueprints.contracts.stackconfig import write_stack_configs
     from tests.blueprint_builders import bundled_platform
 
+    import shutil
+
+    if not (folder / "requirements").exists():  # the preview judges each stack against its requirements file
+        shutil.copytree(EXAMPLES, folder / "requirements")
     platforms = {bp.platform.stack: bundled_platform(bp.platform.stack) for bp in blueprints if bp.platform.stack}
     for bp in blueprints:  # a service outside the bundled examples lands there too, as its plan would record
         if bp.platform.stack and bp.stack not in platforms[bp.platform.stack].services:

@@ -41,7 +41,7 @@ def write_requirements(project, mutate) -> str:
     data = example_data()
     data["service"] = "chat-draft"  # a draft planned from elsewhere may not redeclare a service of the project
     mutate(data)
-    path = project / "drafts" / "bad.yaml"  # a draft of its own: beside chat-assistant.yaml it would share its service
+    path = project / "stacks" / "requirements" / "bad.yaml"  # a draft of its own service, in the requirements folder
     path.parent.mkdir(exist_ok=True)
     path.write_text(yaml.safe_dump(data))
     return str(path)
@@ -77,15 +77,15 @@ def test_a_latency_slo_on_a_classifier_must_be_request_latency(project):
     data = yaml.safe_load((EXAMPLES / "edge-classifier.yaml").read_text())
     data["slo"] = {"ttft_p95_ms": 1, "itl_p95_ms": 1}
     data["service"] = "edge-draft"
-    (project / "edge.yaml").write_text(yaml.safe_dump(data))
-    fails(["plan", "edge.yaml"], "slo.ttft_p95_ms / itl_p95_ms apply to text generation")
+    (project / "stacks" / "requirements" / "edge.yaml").write_text(yaml.safe_dump(data))
+    fails(["plan", "stacks/requirements/edge.yaml"], "slo.ttft_p95_ms / itl_p95_ms apply to text generation")
 
 
 def test_top_level_traffic_next_to_models_is_refused(project):
     data = yaml.safe_load((EXAMPLES / "search-relevance.yaml").read_text())
     data["traffic"] = {"peak_requests_per_s": 5}
-    (project / "estate.yaml").write_text(yaml.safe_dump(data))
-    fails(["plan", "estate.yaml"], "top-level `traffic` goes with `model`")
+    (project / "stacks" / "requirements" / "estate.yaml").write_text(yaml.safe_dump(data))
+    fails(["plan", "stacks/requirements/estate.yaml"], "top-level `traffic` goes with `model`")
 
 
 @pytest.mark.parametrize(("path", "value", "message"), [

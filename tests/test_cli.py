@@ -23,6 +23,10 @@ def project(tmp_path, monkeypatch):
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     (tmp_path / "stacks" / "requirements").mkdir(parents=True)
     shutil.copy(CHAT_EXAMPLE, tmp_path / "stacks" / "requirements" / "chat-assistant.yaml")
+    # The platform team's posture for chat-assistant's platforms (audit logs) and a receiver for production alerts.
+    (tmp_path / "stacks" / "requirements" / "platform.yaml").write_text(
+        "alerting: {receiver: slack}\nplatforms:\n  dev-us-west-2: {audit_logging: true}\n"
+        "  prod-us-east-1: {audit_logging: true}\n")
     shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
     monkeypatch.chdir(tmp_path)
     return tmp_path

@@ -20,7 +20,7 @@ from tests.conftest import plan_env
 from tests.test_edge_requirements import EDGE_NODES, NEW_USER_EDGE, edge
 
 
-def planned(data: dict, env: str = "prod"):
+def planned(data: dict, env: str = "shop"):
     return plan_env(Requirements.model_validate(data), env)
 
 
@@ -135,8 +135,8 @@ def test_nodes_that_cannot_hold_one_replica_are_refused_naming_the_field():
 
 def test_max_replicas_beyond_the_nodes_is_refused():
     data = edge(operations={"platform": "edge-cluster", "cluster_addons": ["metrics-server"]},
-                environments={"prod": {"region": "eu-west-1", "max_replicas": 50}})
-    with pytest.raises(SizingError, match=r"environments.prod.max_replicas=50: .* lower max_replicas to <= "):
+                environments={"shop": {"region": "eu-west-1", "max_replicas": 50}})
+    with pytest.raises(SizingError, match=r"environments.shop.max_replicas=50: .* lower max_replicas to <= "):
         planned(data)
 
 
@@ -185,7 +185,7 @@ def edge_requirements(draw) -> dict:
                 slo={"latency_p95_ms": draw(st.floats(20, 1000))},
                 operations={"platform": "edge-cluster", "cluster_addons": addons},
                 environments={"dev": {"region": "eu-west-1", "traffic_scale": draw(st.floats(0.05, 1.0))},
-                              "prod": {"region": "eu-west-1"}})
+                              "shop": {"region": "eu-west-1"}})
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

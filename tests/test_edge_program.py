@@ -172,9 +172,14 @@ def test_the_ingress_terminates_tls_and_only_its_controller_reaches_the_proxy(re
         "kubernetes.io/metadata.name": exposure.ingress_namespace}}}]
 
 
-def test_no_monitoring_objects_without_a_declared_prometheus(report):
-    assert not [r for r in report.resources if r.type.startswith("kubernetes:monitoring.coreos.com/")]
-    assert not [m for m in report.manifests if m["kind"] == "ConfigMap" and "dashboard" in m["metadata"]["name"]]
+def test_monitoring_objects_only_with_a_declared_prometheus(report):
+    # The bundled production stack declares kube-prometheus-stack (production is monitored); a non-production
+    # cluster without it gets none.
+    assert {r.type for r in report.resources if r.type.startswith("kubernetes:monitoring.coreos.com/")} == {
+        "kubernetes:monitoring.coreos.com/v1:ServiceMonitor", "kubernetes:monitoring.coreos.com/v1:PrometheusRule"}
+    run = run_edge(planned(NEW_USER_EDGE))
+    assert not [r for r in run.records if r.type.startswith("kubernetes:monitoring.coreos.com/")]
+    assert not [m for m in manifests(run) if m["kind"] == "ConfigMap" and "dashboard" in m["metadata"]["name"]]
 
 
 def test_a_new_users_edge_file_plans_and_previews_with_exit_0(tmp_path, monkeypatch):
@@ -190,7 +195,7 @@ def test_a_new_users_edge_file_plans_and_previews_with_exit_0(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     planned_ = runner.invoke(app, ["plan", "stacks/requirements/kiosk-intent.yaml", "--as-of", "2026-12-01"])
     assert planned_.exit_code == 0, planned_.output
-    result = runner.invoke(app, ["preview", "kiosk-intent-prod", "--json"])
+    result = runner.invoke(app, ["preview", "kiosk-intent-shop", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     types = {r["type"] for r in data["resources"]}

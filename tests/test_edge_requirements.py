@@ -29,7 +29,7 @@ NEW_USER_EDGE = {
     "slo": {"latency_p95_ms": 100},
     "hardware": {"edge_nodes": {"count": 2, "vcpus": 8, "memory_gib": 16, "cpu_arch": "arm64"}},
     "operations": {"platform": "edge-cluster"},
-    "environments": {"prod": {"region": "eu-west-1"}},
+    "environments": {"shop": {"region": "eu-west-1"}},  # not production: its cluster may run no Prometheus
 }
 
 
@@ -48,7 +48,9 @@ def edge(**changes) -> dict:
 
 def refused(tmp_path, data: dict, *messages: str) -> str:
     """`blueprint plan` of `data` exits 2 with every message, the file's name and no traceback."""
-    path = tmp_path / "edge.yaml"
+    (tmp_path / "Pulumi.yaml").write_text("name: servingblueprints\n")  # a project of its own
+    path = tmp_path / "stacks" / "requirements" / "edge.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data))
     result = runner.invoke(app, ["plan", str(path), "--no-policy", "--out-dir", str(tmp_path / "out"),
                                  "--as-of", "2026-12-01"])

@@ -7,7 +7,6 @@ reason in `blueprints.core.bounds.REASONS`, for the files users write) fails her
 
 from __future__ import annotations
 
-import shutil
 
 import pytest
 import yaml
@@ -99,18 +98,6 @@ def test_a_tiny_model_plans_its_weights_rounded_up_never_to_zero(params_b):
     bp = plan_env(req, "prod")
     assert bp.model.weights_gib == bounds.MIN_WEIGHTS_GIB  # 2M x 2 bytes = 0.004 GiB, rounded up
     assert bp.compute.ephemeral_storage_gib_per_replica >= bp.model.weights_gib
-
-
-@pytest.fixture()
-def project(tmp_path, monkeypatch):
-    shutil.copy(ROOT / "__main__.py", tmp_path / "__main__.py")
-    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
-    shutil.copytree(EXAMPLES, tmp_path / "stacks" / "requirements")
-    shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
-    for stack in (ROOT / "stacks").glob("Pulumi.*.yaml"):
-        shutil.copy(stack, tmp_path / "stacks" / stack.name)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def fails(args: list[str], *messages: str) -> str:

@@ -167,6 +167,9 @@ class PlatformConfig(ClosedModel):
                             f"{self.system_nodes.instance_type} is {arch.value}; re-plan it")
         if problems:
             raise ValueError("; ".join(problems))
+        if self.production and self.kind is PlatformKind.EKS and self.alerting.receiver is None:
+            raise ValueError("alerting.receiver: a production platform pages someone (the chart's default receiver "
+                             "is 'null'): set alerting.receiver in platform.yaml and re-plan")
         if self.audit_log_retention_days is not None and not self.audit_logging:
             raise ValueError("audit_log_retention_days keeps audit logs, but audit_logging is false: re-plan it")
         if self.kind is PlatformKind.EKS and self.network.private_endpoint and (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from blueprints.contracts.blueprint import Blueprint
@@ -165,15 +165,17 @@ def requirements_of(bp: Blueprint, config_path: Path, *, stacks_dir: Path) -> tu
     record = plan_record_of((load_yaml(config_path.read_text(encoding="utf-8")) or {}).get("config") or {},
                             source=str(config_path))
     if record is not None:
-        root = project_root(stacks_dir) or stacks_dir.parent
-        path = root / record.requirements
-        if path.resolve().parent != folder.resolve():
+        # The record is project-relative (`stacks/requirements/<file>`); the folder judged is this stack folder's.
+        path = folder / PurePosixPath(record.requirements).name
+        root = project_root(stacks_dir)
+        if root is not None and PurePosixPath(record.requirements).parent.as_posix() != project_relative(folder):
             raise StackConfigError(f"{config_path}: {PLAN_KEY}.requirements names {record.requirements}, outside the "
                                    f"requirements folder {project_relative(folder)}; a stack is judged against the "
                                    "requirements file it was planned from there: re-plan it from that folder")
         if not path.exists():
             raise StackConfigError(f"{config_path}: {PLAN_KEY}.requirements names {record.requirements}, which does "
-                                   "not exist: restore it, or delete the stack config (its stack is destroyed)")
+                                   f"not exist in {folder}: restore it, or delete the stack config (its stack is "
+                                   "destroyed)")
     else:
         declaring = [p for p in requirements_files(folder) if _declares(p, service)] if folder.is_dir() else []
         if not declaring:
