@@ -61,9 +61,12 @@ def _review(stacks_dir: Path, stack: str) -> PreviewReport:
 
 
 def _copy_stacks(dest: Path, *stacks: str) -> Path:
+    """The stack configs, beside the requirements they are judged against."""
     dest.mkdir(parents=True, exist_ok=True)
     for stack in stacks:
         shutil.copy(STACKS / f"Pulumi.{stack}.yaml", dest)
+    if not (dest / "requirements").exists():
+        shutil.copytree(STACKS / "requirements", dest / "requirements")
     return dest
 
 
@@ -177,10 +180,11 @@ def bundled() -> dict[str, PreviewReport]:
 
 @pytest.fixture()
 def project(tmp_path, monkeypatch) -> Path:
-    """A copy of the project (program, Pulumi.yaml, stack configs, policy configs) as the working directory."""
+    """A copy of the project (program, Pulumi.yaml, requirements and stack configs, policy configs) as the working
+    directory."""
     shutil.copy(PROGRAM, tmp_path / "__main__.py")
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
-    shutil.copytree(STACKS, tmp_path / "stacks", ignore=shutil.ignore_patterns("requirements"))
+    shutil.copytree(STACKS, tmp_path / "stacks")
     shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
     monkeypatch.chdir(tmp_path)
     return tmp_path
