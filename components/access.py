@@ -205,19 +205,19 @@ def api_key_env(secret_name: pulumi.Input[str], env_name: str = "API_KEY") -> di
     return {"name": env_name, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": API_KEY_FIELD}}}
 
 
-def checked_api_key(key: str | None, resource: pulumi.Resource | None = None) -> str:
+def checked_api_key(key: str | None) -> str:
     """`key` when it can guard an endpoint: at least `defaults.MIN_API_KEY_CHARS` characters, not blank. Checked where
     the secret is decrypted (the stack file holds only its ciphertext).
 
     Raises:
-        pulumi.ResourceError: the key is empty or too short; the message names the config key and the fix.
+        pulumi.RunError: the key is empty or too short; the message names the config key and the fix.
     """
     if key is None or len(key.strip()) < defaults.MIN_API_KEY_CHARS:
         length = 0 if key is None else len(key.strip())
-        raise pulumi.ResourceError(
+        raise pulumi.RunError(
             f"servingblueprints:apiKey has {length} characters; an API key needs at least "
             f"{defaults.MIN_API_KEY_CHARS} random ones: `pulumi config set --secret servingblueprints:apiKey "
-            "\"$(openssl rand -hex 20)\"`, or remove it for a generated key", resource)
+            "\"$(openssl rand -hex 20)\"`, or remove it for a generated key")
     return key
 
 
@@ -252,7 +252,7 @@ class ApiKey(pulumi.ComponentResource):
                                                    opts=child)
             key = self.generated.result
         else:
-            key = pulumi.Output.secret(args.value).apply(lambda k: checked_api_key(k, self))
+            key = pulumi.Output.secret(args.value).apply(checked_api_key)
         self.api_key = pulumi.Output.secret(key)
         config = self.api_key.apply(lambda k: json.dumps(proxy_config(bp, k), sort_keys=True))
         from components.labels import recommended_labels

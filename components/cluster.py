@@ -195,7 +195,7 @@ class EksCluster(pulumi.ComponentResource):
         account = aws.get_caller_identity_output().account_id if principals else None
         for i, arn in enumerate(principals):
             # The roles were checked against platform.yaml's account_id; the deploying identity must be in it.
-            checked = account.apply(lambda deploying, arn=arn: deploying_account_checked(deploying, cfg, arn, self))
+            checked = account.apply(lambda deploying, arn=arn: deploying_account_checked(deploying, cfg, arn))
             entry = aws.eks.AccessEntry(f"{name}-access-{i}", cluster_name=self.eks.name, principal_arn=checked,
                                         type="STANDARD", tags=cfg.tags, opts=opts)
             created += [entry, aws.eks.AccessPolicyAssociation(
@@ -205,18 +205,18 @@ class EksCluster(pulumi.ComponentResource):
         return created
 
 
-def deploying_account_checked(deploying: str, cfg: PlatformConfig, arn: str, resource: pulumi.Resource) -> str:
+def deploying_account_checked(deploying: str, cfg: PlatformConfig, arn: str) -> str:
     """`arn` when the identity running `pulumi up` is in the platforms' account (platform.yaml `access.account_id`),
     whose roles (or `other_account_ids`') the plan admitted.
 
     Raises:
-        pulumi.ResourceError: the deploying account is another one; the message names both and the fix.
+        pulumi.RunError: the deploying account is another one; the message names both and the fix.
     """
     if cfg.access.account_id is not None and deploying != cfg.access.account_id:
-        raise pulumi.ResourceError(f"platform {cfg.stack} is deployed from account {deploying}, but platform.yaml's "
+        raise pulumi.RunError(f"platform {cfg.stack} is deployed from account {deploying}, but platform.yaml's "
                                    f"access.account_id is {cfg.access.account_id}: its admin and deployer roles were "
                                    "admitted for that account; deploy with that account's credentials or fix "
-                                   "access.account_id", resource)
+                                   "access.account_id")
     return arn
 
 

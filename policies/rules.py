@@ -286,33 +286,37 @@ RULES: Final[tuple[Rule, ...]] = (
          "the stack config.",
          MANDATORY, stack_check=check_compliance_private_only,
          config={"privateOnly": {"type": "boolean", "description": "judge every stack as private-only, whatever "
-                                 "its own record says (the offline preview sets it from the stack's requirements)"}}),
+                                 "its own record says (the offline preview sets it from the stack's requirements); "
+                                 "false: the record decides", "default": False}}),
     Rule("compliance-customer-managed-kms",
          "A stack whose requirements (customerManagedKms) or recorded compliance are customer_managed_kms encrypts its model store with its own KMS "
          "key and lands on a platform whose secrets (the API key) are KMS-encrypted. Fix: re-plan.",
          MANDATORY, stack_check=check_compliance_customer_managed_kms,
          config={"customerManagedKms": {"type": "boolean", "description": "judge every stack as needing "
-                                         "customer-managed keys, whatever its own record says"}}),
+                                         "customer-managed keys, whatever its own record says; false: the record "
+                                         "decides", "default": False}}),
     Rule("compliance-audit-logging",
          "A stack whose requirements (auditLogging) or recorded compliance are audit_logging lands on a platform whose cluster sends Kubernetes "
          "audit logs (as its StackReference reports). Fix: re-plan the platform.",
          MANDATORY, stack_check=check_compliance_audit_logging,
          config={"auditLogging": {"type": "boolean", "description": "judge every stack as needing audit logs, "
-                                   "whatever its own record says"}}),
+                                   "whatever its own record says; false: the record decides", "default": False}}),
     Rule("compliance-regions",
          "A stack's AWS resources live in its requirements' regions (regionsAllowed) and its recorded "
          "regions_allowed, whatever the environment's allowedRegions. Fix: re-plan for an allowed region.",
          MANDATORY, stack_check=check_compliance_regions,
          config={"regionsAllowed": {**_STRING_LIST, "description": "the regions every stack is judged against, "
-                                     "whatever its own record says (the narrower of both applies)"}}),
+                                     "whatever its own record says (the narrower of both applies); empty: the "
+                                     "record decides", "default": []}}),
     Rule("compliance-production",
          "A stack of a production environment (production, from the policy config) or whose recorded compliance "
          "says production never scales to zero and never runs on spot capacity. Fix: re-plan instead of editing "
          "production or the autoscaling bounds.",
          MANDATORY, stack_check=check_compliance_production,
          config={"production": {"type": "boolean", "description": "the environment is production: every "
-                                 "stack is judged as production whatever its own record says, and a plan whose "
-                                 "environment says otherwise is refused"}}),
+                                 "stack is judged as production whatever its own record says, and (given in the "
+                                 "file) a plan whose environment says otherwise is refused; false: the record "
+                                 "decides", "default": False}}),
 )
 
 RULES_BY_NAME: Final = {r.name: r for r in RULES}

@@ -60,6 +60,8 @@ def consistent(data: dict) -> dict:
     # The archetype's scaling signal, as the planner writes it (a vLLM base turned ONNX Runtime scales on CPU).
     scaling = {"vllm-gpu": "vllm:num_requests_running", "triton-multi-model": "nv_inference_pending_request_count",
                "onnx-cpu": "cpu", "sagemaker-endpoint": "SageMakerVariantInvocationsPerInstance"}[data["archetype"]]
+    if scaling == "vllm:num_requests_running" and engine.get("kind") == "vllm":  # a target one replica reaches
+        data["autoscaling"]["target"] = min(data["autoscaling"]["target"], engine["max_num_seqs"])
     if data["autoscaling"]["metric"] not in (scaling, FIXED_REPLICAS):
         data["autoscaling"]["metric"] = scaling
         if scaling == "cpu":  # a whole percent of the CPU request, at most 100

@@ -91,11 +91,27 @@ def test_a_given_key_replaces_the_generated_one(chat_prod):
     seen: list[dict] = []
 
     def body():
-        key = ApiKey("k", ApiKeyArgs(blueprint=chat_prod, namespace="ns", value=pulumi.Output.secret("my-own-key")))
+        key = ApiKey("k", ApiKeyArgs(blueprint=chat_prod, namespace="ns", value=pulumi.Output.secret(OWN_KEY)))
         key.secret.string_data.apply(seen.append)
 
     run = run_under_mocks(body, stack=chat_prod.stack)
-    assert seen[0]["api-key"] == "my-own-key" and not run.of_type("random:index/randomPassword:RandomPassword")
+    assert seen[0]["api-key"] == OWN_KEY and not run.of_type("random:index/randomPassword:RandomPassword")
+
+
+#: A key of the shortest length accepted (`defaults.MIN_API_KEY_CHARS`).
+OWN_KEY = "k" * 32
+
+
+@pytest.mark.parametrize("short", ["", "   ", "k" * 31])
+def test_an_empty_or_short_given_key_is_refused_where_it_is_decrypted(chat_prod, short):
+    import pulumi
+
+    def body():
+        key = ApiKey("k", ApiKeyArgs(blueprint=chat_prod, namespace="ns", value=pulumi.Output.secret(short)))
+        return {"key": key.api_key}
+
+    with pytest.raises(Exception, match=r"servingblueprints:apiKey has \d+ characters; an API key needs at least 32"):
+        run_under_mocks(body, stack=chat_prod.stack)
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +141,7 @@ def test_the_stacks_key_never_reaches_the_report_plan_json_manifests_or_the_term
 def test_a_secret_config_key_stays_masked_in_the_preview(tmp_path):
     for f in (ROOT / "stacks").glob("Pulumi.*.yaml"):
         shutil.copy(f, tmp_path)
+    shutil.copytree(ROOT / "stacks" / "requirements", tmp_path / "requirements", dirs_exist_ok=True)
     path = tmp_path / "Pulumi.chat-assistant-prod.yaml"
     path.write_text(path.read_text().replace("config:\n", "config:\n  servingblueprints:apiKey:\n    secure: "
                                              "v1:abc:c2VjcmV0LWNpcGhlcnRleHQ=\n", 1))

@@ -231,8 +231,10 @@ def test_stacks_list_the_parts_under_their_service_with_one_review():
     assert refs["chat-assistant-prod"].review == "chat-assistant-prod" and refs["chat-assistant-prod"].part is None
     found = [s.stack for s in affected_stacks(["stacks/requirements/rag-assistant.yaml"], list(refs.values()),
                                                root=ROOT)]
-    assert found == ["platform-dev-us-west-2", "platform-prod-us-east-1", "rag-assistant-generator-dev",
-                     "rag-assistant-generator-prod", "rag-assistant-retrieval-dev", "rag-assistant-retrieval-prod"]
+    # Both parts and their platforms, and every other service on those platforms (a platform change reviews them).
+    assert found == ["platform-dev-us-west-2", "platform-prod-us-east-1", "chat-assistant-dev", "chat-assistant-prod",
+                     "partner-api-prod", "rag-assistant-generator-dev", "rag-assistant-generator-prod",
+                     "rag-assistant-retrieval-dev", "rag-assistant-retrieval-prod", "search-relevance-prod"]
 
 
 def test_the_pr_workflow_reviews_a_compound_service_once_and_deploys_each_part(tmp_path):

@@ -75,11 +75,15 @@ def test_the_cli_plans_within_the_policy_folder(tmp_path, monkeypatch):
 
     shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")  # the project root the policy folder is found from
-    (tmp_path / "req.yaml").write_text((ROOT / "stacks" / "requirements" / "chat-assistant.yaml").read_text()
-                                       .replace("  allowed_instance_families: [g5, g6, g6e, p5]\n", "")
-                                       .replace("precision: bf16", "precision: int4"))
+    folder = tmp_path / "stacks" / "requirements"
+    folder.mkdir(parents=True)
+    (folder / "req.yaml").write_text((ROOT / "stacks" / "requirements" / "chat-assistant.yaml").read_text()
+                                     .replace("  allowed_instance_families: [g5, g6, g6e, p5]\n", "")
+                                     .replace("precision: bf16", "precision: int4"))
+    (folder / "platform.yaml").write_text("alerting: {receiver: slack}\nplatforms:\n  dev-us-west-2: "
+                                          "{audit_logging: true}\n  prod-us-east-1: {audit_logging: true}\n")
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(app, ["plan", "req.yaml", "--env", "prod"])
+    result = CliRunner().invoke(app, ["plan", "stacks/requirements/req.yaml", "--env", "prod"])
     assert result.exit_code == 0, result.output
     assert "g4dn" not in result.output
 

@@ -80,7 +80,7 @@ def test_every_workload_is_selected_by_a_default_deny_and_its_own_policy(chat_ru
     serving = policies["chat-assistant-vllm"]
     proxy, metrics = serving["ingress"]
     assert proxy["ports"] == [{"port": 8080, "protocol": "TCP"}]
-    assert proxy["from"] == [{"ipBlock": {"cidr": "10.0.0.0/16"}}]  # the platform VPC: the NLB's addresses
+    assert proxy["from"] == [{"ipBlock": {"cidr": "10.30.0.0/16"}}]  # the platform VPC (platform.yaml vpc_cidr): the NLB's addresses
     assert metrics == {"from": [MONITORING], "ports": [{"port": chat_prod.engine.port, "protocol": "TCP"}]}
     dns, agent, https = serving["egress"]
     assert dns["ports"] == [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]
@@ -99,7 +99,7 @@ def test_the_allowed_cidrs_reach_the_proxy_with_client_ips_preserved(chat_prod):
     run = run_program(bp)
     [policy] = [m for m in manifests(run) if m["metadata"]["name"] == "chat-assistant-vllm"
                 and m["kind"] == "NetworkPolicy"]
-    assert policy["spec"]["ingress"][0]["from"] == [{"ipBlock": {"cidr": "10.0.0.0/16"}},
+    assert policy["spec"]["ingress"][0]["from"] == [{"ipBlock": {"cidr": "10.30.0.0/16"}},
                                                     {"ipBlock": {"cidr": "192.168.10.0/24"}}]
     [svc] = [m for m in manifests(run) if m["kind"] == "Service" and m["spec"]["type"] == "LoadBalancer"]
     assert svc["spec"]["loadBalancerSourceRanges"] == ["192.168.10.0/24"]

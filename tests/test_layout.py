@@ -34,10 +34,10 @@ def test_the_project_keeps_every_import_contract():
     assert "6 kept, 0 broken" in result.stdout
 
 
-def test_the_root_of_blueprints_holds_only_the_cli_the_workspace_and_stage_packages():
+def test_the_root_of_blueprints_holds_only_the_cli_the_plan_check_the_workspace_and_stage_packages():
     modules = sorted(p.name for p in (ROOT / "blueprints").glob("*.py"))
     packages = sorted(p.name for p in (ROOT / "blueprints").iterdir() if (p / "__init__.py").exists())
-    assert modules == ["__init__.py", "cli.py", "workspace.py"]
+    assert modules == ["__init__.py", "cli.py", "drift.py", "workspace.py"]
     assert packages == ["capacity", "catalog", "contracts", "core", "plan", "requirements", "review", "simulate"]
 
 

@@ -35,6 +35,7 @@ def review(tmp_path: Path, edits: dict | None = None) -> PreviewReport:
     """CHAT on PLATFORM, reviewed as `blueprint preview` does, after hand edits of their `config:` maps."""
     for stack in (CHAT, PLATFORM):
         shutil.copy(STACKS / f"Pulumi.{stack}.yaml", tmp_path)
+    shutil.copytree(STACKS / "requirements", tmp_path / "requirements", dirs_exist_ok=True)
     for stack, change in (edits or {}).items():
         path = tmp_path / f"Pulumi.{stack}.yaml"
         data = yaml.safe_load(path.read_text())

@@ -147,14 +147,15 @@ def test_a_platform_whose_policy_requires_audit_logs_gets_them_and_previews_clea
     from blueprints.workspace import plan_requirements_file
 
     data = requirements_with(compliance={"audit_logging": False}).model_dump(mode="json", exclude_none=True)
-    (tmp_path / "requirements").mkdir()
-    (tmp_path / "requirements" / "chat.yaml").write_text(json.dumps(data))
-    planned = plan_requirements_file(tmp_path / "requirements" / "chat.yaml", as_of=PLAN_DATE, policy_dir=POLICY_DIR)
+    folder = tmp_path / "stacks" / "requirements"
+    folder.mkdir(parents=True)
+    (folder / "chat.yaml").write_text(json.dumps(data))
+    (folder / "platform.yaml").write_text("alerting: {receiver: slack}\n")  # no posture of its own
+    planned = plan_requirements_file(folder / "chat.yaml", as_of=PLAN_DATE, policy_dir=POLICY_DIR)
     [prod] = [p for p in planned.platforms if p.environment == "prod"]
     assert prod.audit_logging is True
-    assert any("cluster-audit-logs requires audit logs" in r for r in prod.rationale)
-    bare = plan_requirements_file(tmp_path / "requirements" / "chat.yaml", as_of=PLAN_DATE, policy_dir=None,
-                                  use_policy=False)
+    assert any("requires audit logs (cluster-audit-logs)" in r for r in prod.rationale)
+    bare = plan_requirements_file(folder / "chat.yaml", as_of=PLAN_DATE, policy_dir=None, use_policy=False)
     assert [p.audit_logging for p in bare.platforms if p.environment == "prod"] == [False]  # the policy decided it
     write_stack_configs(planned.subjects, tmp_path / "stacks", source="chat.yaml")
     report = review_stack(prod.stack, stacks_dir=tmp_path / "stacks", program=ROOT / "__main__.py",
@@ -163,8 +164,11 @@ def test_a_platform_whose_policy_requires_audit_logs_gets_them_and_previews_clea
 
 
 def test_what_plan_writes_within_the_quota_passes_the_pack(tmp_path):
-    bp = plan_prod(busy_chat())
+    req = busy_chat()
+    bp = plan_prod(req)
     write_stacks([bp], tmp_path)
+    (tmp_path / "requirements" / f"{req.service}.yaml").write_text(json.dumps(req.model_dump(mode="json",
+                                                                                             exclude_none=True)))
     report = review_stack(bp.stack, stacks_dir=tmp_path, program=ROOT / "__main__.py", policy_dir=POLICY_DIR)
     assert report.mandatory_violations == [] and report.clean
 

@@ -38,7 +38,7 @@ def project(tmp_path, monkeypatch) -> Path:
     """A copy of the project (program, Pulumi.yaml, stack configs, policy configs) as the working directory."""
     shutil.copy(ROOT / "__main__.py", tmp_path / "__main__.py")
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
-    shutil.copytree(STACKS, tmp_path / "stacks", ignore=shutil.ignore_patterns("requirements"))
+    shutil.copytree(STACKS, tmp_path / "stacks")  # with the requirements each stack is judged against
     shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
     monkeypatch.chdir(tmp_path)
     return tmp_path

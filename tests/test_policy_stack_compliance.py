@@ -27,6 +27,7 @@ def preview(stacks: Path, *extra: str):
 def edited(tmp_path: Path, stack: str, edit) -> Path:
     for f in (ROOT / "stacks").glob("Pulumi.*.yaml"):
         shutil.copy(f, tmp_path)
+    shutil.copytree(ROOT / "stacks" / "requirements", tmp_path / "requirements", dirs_exist_ok=True)
     path = tmp_path / f"Pulumi.{stack}.yaml"
     data = yaml.safe_load(path.read_text())
     config = data["config"]
@@ -35,20 +36,32 @@ def edited(tmp_path: Path, stack: str, edit) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("edit, rule", [
-    (lambda bp: bp["network"].update(private_only=False), "compliance-private-only"),
-    (lambda bp: bp["storage"].update(customer_managed_kms=False), "compliance-customer-managed-kms"),
-    (lambda bp: (bp.update(production=False), bp["autoscaling"].update(min_replicas=0)), "compliance-production"),
+@pytest.mark.parametrize("edit, field", [
+    (lambda bp: bp["network"].update(private_only=False), "network.private_only"),
+    (lambda bp: (bp["storage"].update(customer_managed_kms=False), bp["compliance"].update(customer_managed_kms=False)),
+     "storage.customer_managed_kms"),
+    (lambda bp: (bp.update(production=False), bp["compliance"].update(production=False),
+                 bp["autoscaling"].update(min_replicas=0)), "production"),
 ], ids=["private_only-false", "no-customer-managed-key", "production-scales-to-zero"])
-def test_a_hand_edit_below_the_stacks_own_requirements_exits_1_naming_the_rule(tmp_path, edit, rule):
+def test_a_hand_edit_below_the_stacks_requirements_exits_2_naming_the_field(tmp_path, edit, field):
+    """Judged against the requirements file it was planned from, not its own record: an edit of both still fails."""
     result = preview(edited(tmp_path, STACK, edit))
-    assert result.exit_code == 1, result.output
-    mandatory = [line for line in result.output.splitlines() if line.strip().startswith("mandatory ")]
-    assert [line.split()[1] for line in mandatory] == [rule]
+    assert result.exit_code == 2, result.output
+    output = " ".join(result.output.split())
+    assert f"servingblueprints:blueprint.{field}: is False but" in output and "regulated-assistant.yaml" in output
+
+
+def test_the_compliance_rules_take_their_floor_from_the_policy_config_not_the_record():
+    scaler = policy_resource("kubernetes:keda.sh/v1alpha1:ScaledObject", {"spec": {"minReplicaCount": 0}}, name="s")
+    weakened = bucket(production=False)  # the record says non-production
+    assert stack_violations("compliance-production", [weakened, scaler]) == []
+    found = stack_violations("compliance-production", [weakened, scaler], {"production": True})
+    assert [m.split(" may")[0] for _, m in found] == ["ScaledObject 's'"]
 
 
 def test_a_service_requiring_audit_logs_on_a_platform_without_them_fails(tmp_path):
-    stacks = edited(tmp_path, "platform-prod-eu-central-1", lambda cfg: cfg.update(audit_logging=False))
+    stacks = edited(tmp_path, "platform-prod-eu-central-1",
+                    lambda cfg: cfg.update(audit_logging=False, audit_log_retention_days=None))
     result = preview(stacks)
     assert result.exit_code == 1
     assert "mandatory compliance-audit-logging on regulated-assistant-prod-namespace" in result.output
@@ -74,18 +87,17 @@ def test_the_baseline_diff_lists_a_compliance_change_first(tmp_path):
     base_dir = tmp_path / "base"
     assert preview(ROOT / "stacks", "--out", str(base_dir)).exit_code == 0
     (tmp_path / "head").mkdir()
-    head = edited(tmp_path / "head", STACK,
-                  lambda bp: bp["compliance"].update(private_only=False, customer_managed_kms=False))
+    # A stricter record (a weaker one is refused before any report: its requirements say otherwise).
+    head = edited(tmp_path / "head", STACK, lambda bp: bp["compliance"].update(regions_allowed=["eu-central-1"]))
     result = preview(head, "--baseline", str(base_dir / "plan.json"), "--out", str(tmp_path / "out"))
     lines = result.output.splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("[compliance changed]"))
-    assert lines[first:first + 2] == ["[compliance changed] customer_managed_kms: True -> False",
-                                      "[compliance changed] private_only: True -> False"]
-    assert lines[first + 2].startswith("Against baseline")
+    assert lines[first:first + 1] == ["[compliance changed] regions_allowed[1]: 'eu-west-1' -> None"]
+    assert lines[first + 1].startswith("Against baseline")
     markdown = (tmp_path / "out" / "plan.md").read_text()
     assert markdown.index("**Compliance changed**") < markdown.index("Monthly cost:")
     assert json.loads((tmp_path / "out" / "plan.json").read_text())["diff"]["compliance"][0] == {
-        "path": "customer_managed_kms", "before": True, "after": False}
+        "path": "regions_allowed[1]", "before": "eu-west-1", "after": None}
 
 
 def record(**changes) -> dict:

@@ -34,6 +34,8 @@ def project(tmp_path):
     data["hardware"]["allowed_instance_families"] = []
     data["environments"] = {"prod": data["environments"]["prod"]}
     (root / "stacks" / "requirements" / "my-chat.yaml").write_text(yaml.safe_dump(data))
+    (root / "stacks" / "requirements" / "platform.yaml").write_text(
+        "alerting: {receiver: slack}\nplatforms:\n  prod-us-east-1: {audit_logging: true}\n")
     return root
 
 
@@ -57,14 +59,18 @@ def test_planned_from_another_directory_the_projects_guardrails_still_apply(proj
     assert family_of(elsewhere / "free" / "Pulumi.chat-prod.yaml") != "g5"
 
 
-def test_a_requirements_file_outside_the_project_uses_the_working_directorys_project(project, tmp_path, monkeypatch):
+def test_a_requirements_file_outside_the_project_is_refused_naming_the_requirements_folder(project, tmp_path,
+                                                                                           monkeypatch):
+    """Planned from outside, it would land on the project's platforms until the next plan of another service, which
+    reads the folder only, dropped it again."""
     outside = tmp_path / "chat.yaml"
     shutil.copy(project / "stacks" / "requirements" / "my-chat.yaml", outside)
     (project / "stacks" / "requirements" / "my-chat.yaml").unlink()
     monkeypatch.chdir(project)
     result = runner.invoke(app, ["plan", str(outside), "--as-of", "2026-12-01"])
-    assert result.exit_code == 0, result.output
-    assert family_of(project / "stacks" / "Pulumi.chat-prod.yaml") == "g5"
+    assert result.exit_code == 2, result.output
+    assert "a requirements file lives in the requirements folder stacks/requirements" in result.output
+    assert list((project / "stacks").glob("Pulumi.*.yaml")) == []
 
 
 def test_a_missing_policy_folder_is_an_error_naming_the_fix_unless_no_policy(project, monkeypatch):

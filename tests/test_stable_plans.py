@@ -30,8 +30,10 @@ def project(tmp_path, monkeypatch):
     """The project layout with the regulated assistant (70B, prod on a private platform) and platform.yaml."""
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     (tmp_path / "stacks" / "requirements").mkdir(parents=True)
-    for name in ("regulated-assistant.yaml", "platform.yaml"):
-        shutil.copy(EXAMPLES / name, tmp_path / "stacks" / "requirements" / name)
+    shutil.copy(EXAMPLES / "regulated-assistant.yaml", tmp_path / "stacks" / "requirements")
+    platform = yaml.safe_load((EXAMPLES / "platform.yaml").read_text())
+    platform["platforms"] = {k: v for k, v in platform["platforms"].items() if "-eu-" in k}  # the EU ones it lands on
+    (tmp_path / "stacks" / "requirements" / "platform.yaml").write_text(yaml.safe_dump(platform))
     shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
     monkeypatch.chdir(tmp_path)
     return tmp_path

@@ -75,7 +75,7 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
             of the search (instance types, GPU quota with the surge), choices (on-demand where spot is forbidden)
             and refusals (regions, private endpoints, tags).
         platforms: the planned platforms by name (`blueprints.plan.platforms.plan_platforms` over every requirements
-            file); when omitted, planned from this file alone with the platform team's defaults.
+            file); when omitted, planned from this file alone (`standalone_platform_file`).
         alerting: platform.yaml's `alerting` (SNS topics of SageMaker alarms); default: none.
         existing: per stack name (`<service>-<env>`, or a compound service's `<service>-<part>-<env>`), the hardware
             of its existing stack config (`blueprints.plan.stability.hardware_of`), kept while it stays within
@@ -110,10 +110,9 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
         if env in limits:
             req, notes[env] = limits[env].apply(req, env)
     if platforms is None:
-        from blueprints.requirements.platform_file import PlatformRequirements
-        from blueprints.plan.platforms import ServiceFile, plan_platforms
+        from blueprints.plan.platforms import ServiceFile, plan_platforms, standalone_platform_file
 
-        platforms = {p.name: p for p in plan_platforms([ServiceFile(None, req)], PlatformRequirements(),
+        platforms = {p.name: p for p in plan_platforms([ServiceFile(None, req)], standalone_platform_file(req),
                                                        catalog=catalog, pcat=load_platform_catalog(), as_of=as_of,
                                                        policy_for=lambda env, production: limits.get(env))}
     ctx = PlanContext(as_of=as_of, platforms=platforms, guardrails=limits, existing=existing or {},
@@ -140,7 +139,8 @@ def _plan_service(req: Requirements, catalog: Catalog, ctx: PlanContext, names: 
 
     spec = alerting or AlertingSpec()
     finished = [finish(bp, ctx.platform(req, bp.environment, managed=bp.archetype is Archetype.SAGEMAKER_ENDPOINT),
-                       spec, floor_is_set=req.environments[bp.environment].min_replicas is not None)
+                       spec, floor_is_set=req.environments[bp.environment].min_replicas is not None,
+                       alerts_required=alerting is not None)
                 for bp in planned]
     # Last: the service quotas the final plan needs at full scale (`blueprints.plan.quota`).
     return [bp.model_copy(update={"rationale": [*bp.rationale, note]}) if (note := quota_note(bp)) else bp

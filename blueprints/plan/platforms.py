@@ -140,6 +140,18 @@ def refusal(svc: ServiceFile, env: str, name: str, unmet: list[tuple[str, str, s
             f"{env}, region {region}, that posture) and land this environment there with environments.{env}.platform")
 
 
+def standalone_platform_file(req: Requirements) -> PlatformRequirements:
+    """The platform.yaml a file planned on its own (the library's `plan` without platforms: one file's what-if,
+    tests) stands in: every platform it lands on follows its services (`strictest_service_wins`) and pages a webhook
+    receiver. `blueprint plan` always plans with the project's platform.yaml."""
+    from blueprints.requirements.platform_file import AlertingSpec, ReceiverKind
+
+    names = {n for env in req.environments if (n := landing_platform(req, env)) is not None}
+    return PlatformRequirements(alerting=AlertingSpec(receiver=ReceiverKind.WEBHOOK),
+                                platforms={n: PlatformOverride(strictest_service_wins=True) for n in sorted(names)
+                                           if DERIVED_NAME.fullmatch(n)})
+
+
 def choose_kubernetes_version(pcat: PlatformCatalog, addon_ids: Sequence[str], as_of: dt.date, *,
                               wanted: str | None, source: str) -> tuple[str, list[str], list[str]]:
     """The platform's Kubernetes version, with rationale and warnings.

@@ -90,11 +90,17 @@ def scaling_reasons(bp: Blueprint, platform: PlatformConfig | None) -> list[str]
     return why
 
 
-def alerting_for(bp: Blueprint, platform: PlatformConfig | None, spec: AlertingSpec) -> tuple[Alerting, str]:
-    """Where the stack's alerts go, and the plan's sentence about it (saying so when they reach nobody)."""
+def alerting_for(bp: Blueprint, platform: PlatformConfig | None, spec: AlertingSpec, *,
+                 required: bool = False) -> tuple[Alerting, str]:
+    """Where the stack's alerts go, and the plan's sentence about it (saying so when they reach nobody).
+
+    Raises:
+        RequirementsError: `required` (planned with the project's platform.yaml) and a production SageMaker
+            endpoint's region has no SNS topic there.
+    """
     if bp.archetype is Archetype.SAGEMAKER_ENDPOINT:
         topic = spec.sns_topic_arns.get(bp.region)
-        if topic is None and bp.production:
+        if topic is None and bp.production and required:
             raise RequirementsError(f"environments.{bp.environment} is production but platform.yaml's "
                                     f"alerting.sns_topic_arns has no topic for {bp.region}: its CloudWatch alarms "
                                     f"would notify nobody; add alerting.sns_topic_arns.{bp.region}",
@@ -177,7 +183,7 @@ def simulation_predictions(bp: Blueprint, result: SimulationResult) -> Blueprint
 
 
 def finish(bp: Blueprint, platform: PlatformConfig | None, alerting: AlertingSpec, *,
-           floor_is_set: bool = False) -> Blueprint:
+           floor_is_set: bool = False, alerts_required: bool = False) -> Blueprint:
     """Targets, the warm floor, reasons, alerting and simulation for one planned blueprint. `floor_is_set`: the
     requirements set this environment's min_replicas (the simulation then reports on it and does not raise it)."""
     from blueprints.simulate.fleet import simulate
@@ -187,7 +193,7 @@ def finish(bp: Blueprint, platform: PlatformConfig | None, alerting: AlertingSpe
         result, floor_note = simulate(bp, days=1), None
     else:
         bp, result, floor_note = warm_floor(bp)
-    where, note = alerting_for(bp, platform, alerting)
+    where, note = alerting_for(bp, platform, alerting, required=alerts_required)
     reasons = [*scaling_reasons(bp, platform), *([floor_note] if floor_note else []), note]
     bp = bp.model_copy(update={"alerting": where, "rationale": [*bp.rationale, *reasons]})
     return simulation_predictions(bp, result)

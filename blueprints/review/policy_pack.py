@@ -95,7 +95,10 @@ def guardrails(policy_config: Mapping[str, Any], *, source: str) -> Guardrails:
     families, quota = settings("instance-types-allowed"), settings("gpu-quota")
     regions, audit = settings("region-allowed"), settings("cluster-audit-logs")
     private, tags = settings("private-endpoints"), settings("required-tags")
-    production = (settings("compliance-production") or {}).get("production")
+    # Declared in the file, not defaulted: an environment whose policy config says nothing constrains nothing.
+    declared = policy_config.get("compliance-production")
+    production = declared.get("production") if isinstance(declared, Mapping) and settings("compliance-production") \
+        is not None else None
     return Guardrails(source=source,
                       allowed_instance_families=tuple(families["allowedInstanceFamilies"]) if families else None,
                       allowed_instance_types=tuple(families["allowedInstanceTypes"]) if families else (),
