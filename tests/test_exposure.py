@@ -160,3 +160,21 @@ def test_a_scaled_to_zero_service_admits_the_keda_interceptor_to_the_proxy():
                 if m["kind"] == "NetworkPolicy" and m["metadata"]["name"] == "chat-assistant-vllm"]
     assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "keda"}}} in \
         policy["spec"]["ingress"][0]["from"]
+
+
+def test_an_internal_endpoint_with_a_private_certificate_terminates_tls_on_the_internal_nlb(chat_prod):
+    """TLS inside the VPC without a public domain: a private certificate (AWS Private CA, issued through ACM) on
+    the internal NLB, exactly as a public one on an internet-facing NLB."""
+    from blueprints.contracts.blueprint import Blueprint
+    from components.exposure import LB_SSL_CERT
+    from tests.blueprint_builders import manifests, run_program
+
+    private_cert = "arn:aws:acm:us-east-1:123456789012:certificate/0b5c7e4a-1d2f-4c3b-9a8e-7f6d5c4b3a21"
+    data = chat_prod.model_dump(mode="json")
+    data["network"]["exposure"].update(tls_certificate_arn=private_cert, hostname="chat.ml.internal")
+    bp = Blueprint.model_validate(data)
+    [svc] = [m for m in manifests(run_program(bp)) if m["kind"] == "Service" and m["spec"]["type"] == "LoadBalancer"]
+    annotations = svc["metadata"]["annotations"]
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internal"
+    assert annotations[LB_SSL_CERT] == private_cert
+    assert [p["port"] for p in svc["spec"]["ports"]] == [443]
