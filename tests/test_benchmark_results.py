@@ -99,3 +99,12 @@ def test_result_paths_never_overwrite_a_days_earlier_run(tmp_path):
     first.parent.mkdir(parents=True)
     first.write_text("{}")
     assert result_path(tmp_path, "chat-assistant-prod", day).name == "2026-12-03-2.json"
+
+
+def test_every_number_of_the_format_is_bounded():
+    from blueprints.operate.results import BenchmarkResultFile
+    from tests.test_input_bounds import _bounded, numbers
+
+    found = numbers(BenchmarkResultFile.model_json_schema())
+    assert len(found) > 30
+    assert [name for name, node in found if not _bounded(node)] == []

@@ -29,7 +29,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
@@ -51,6 +51,10 @@ MAX_RESULT_FILE_BYTES = 8 * 1024 * 1024
 MAX_RUNS = 32
 #: The latency metrics `--percentile-metrics` takes (serve.py add_cli_args).
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
+#: Bounds of the client's numbers: a day of requests, tokens and milliseconds (a run is minutes long).
+MAX_MS = 86_400_000.0
+MAX_TOKENS_TOTAL = 10**12
+MAX_RATE = 1e9
 #: `p<P>_<metric>_ms`, P an int or a decimal (serve.py process_one_metric: `str(int(p)) if int(p) == p else str(p)`).
 PERCENTILE_KEY = re.compile(r"^p(?P<p>\d{1,2}(\.\d+)?|100)_(?P<metric>ttft|tpot|itl|e2el)_ms$")
 
@@ -71,33 +75,34 @@ class VllmBenchRun(ClosedModel):
     model_id: str = Field(max_length=200, description="`--model`: the served model name requests carry")
     tokenizer_id: str | None = Field(default=None, max_length=500)
     num_prompts: int = Field(ge=1, le=1_000_000, description="requests sent")
-    request_rate: float | Literal["inf"] = Field(description="requests/s asked for (Poisson at burstiness 1), or inf")
+    request_rate: Annotated[float, Field(gt=0, le=MAX_RATE)] | Literal["inf"] = Field(
+        description="requests/s asked for (Poisson at burstiness 1), or inf")
     burstiness: float = Field(gt=0, le=1000)
     max_concurrency: int | None = Field(default=None, ge=1, le=1_000_000)
     duration: float = Field(gt=0, le=86_400, description="s, first request sent to last completed")
     completed: int = Field(ge=0, le=1_000_000)
     failed: int = Field(ge=0, le=1_000_000)
-    total_input_tokens: int = Field(ge=0)
-    total_output_tokens: int = Field(ge=0)
-    request_throughput: float = Field(ge=0, description="completed requests/s")
-    request_goodput: float | None = Field(ge=0, description="requests/s meeting every --goodput SLO; null without")
-    output_throughput: float = Field(ge=0, description="output tokens/s")
-    total_token_throughput: float = Field(ge=0, description="input + output tokens/s")
-    max_output_tokens_per_s: float = Field(ge=0, description="the busiest second's output tokens")
-    max_concurrent_requests: int = Field(ge=0, description="the busiest second's requests in flight")
-    rtfx: float = Field(ge=0, description="audio inverse real-time factor; 0 for text")
-    mean_ttft_ms: float | None = Field(default=None, ge=0)
-    median_ttft_ms: float | None = Field(default=None, ge=0)
-    std_ttft_ms: float | None = Field(default=None, ge=0)
-    mean_tpot_ms: float | None = Field(default=None, ge=0)
-    median_tpot_ms: float | None = Field(default=None, ge=0)
-    std_tpot_ms: float | None = Field(default=None, ge=0)
-    mean_itl_ms: float | None = Field(default=None, ge=0)
-    median_itl_ms: float | None = Field(default=None, ge=0)
-    std_itl_ms: float | None = Field(default=None, ge=0)
-    mean_e2el_ms: float | None = Field(default=None, ge=0)
-    median_e2el_ms: float | None = Field(default=None, ge=0)
-    std_e2el_ms: float | None = Field(default=None, ge=0)
+    total_input_tokens: int = Field(ge=0, le=MAX_TOKENS_TOTAL)
+    total_output_tokens: int = Field(ge=0, le=MAX_TOKENS_TOTAL)
+    request_throughput: float = Field(ge=0, le=MAX_RATE, description="completed requests/s")
+    request_goodput: float | None = Field(ge=0, le=MAX_RATE, description="requests/s meeting every --goodput SLO; null without")
+    output_throughput: float = Field(ge=0, le=MAX_RATE, description="output tokens/s")
+    total_token_throughput: float = Field(ge=0, le=MAX_RATE, description="input + output tokens/s")
+    max_output_tokens_per_s: float = Field(ge=0, le=MAX_RATE, description="the busiest second's output tokens")
+    max_concurrent_requests: int = Field(ge=0, le=1_000_000, description="the busiest second's requests in flight")
+    rtfx: float = Field(ge=0, le=MAX_RATE, description="audio inverse real-time factor; 0 for text")
+    mean_ttft_ms: float | None = Field(default=None, ge=0, le=MAX_MS)
+    median_ttft_ms: float | None = Field(default=None, ge=0, le=MAX_MS)
+    std_ttft_ms: float | None = Field(default=None, ge=0, le=MAX_MS)
+    mean_tpot_ms: float | None = Field(default=None, ge=0, le=MAX_MS)
+    median_tpot_ms: float | None = Field(default=None, ge=0, le=MAX_MS)
+    std_tpot_ms: float | None = Field(default=None, ge=0, le=MAX_MS)
+    mean_itl_ms: float | None = Field(default=None, ge=0, le=MAX_MS)
+    median_itl_ms: float | None = Field(default=None, ge=0, le=MAX_MS)
+    std_itl_ms: float | None = Field(default=None, ge=0, le=MAX_MS)
+    mean_e2el_ms: float | None = Field(default=None, ge=0, le=MAX_MS)
+    median_e2el_ms: float | None = Field(default=None, ge=0, le=MAX_MS)
+    std_e2el_ms: float | None = Field(default=None, ge=0, le=MAX_MS)
 
     @model_validator(mode="after")
     def _percentiles_only(self) -> "VllmBenchRun":
@@ -106,8 +111,9 @@ class VllmBenchRun(ClosedModel):
                 raise ValueError(f"unknown key {key!r}: expected the fields of `vllm bench serve --save-result` "
                                  f"(vLLM {CLIENT_VLLM_VERSION}) without --save-detailed, --metadata or ramp-up")
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0:
-                raise ValueError(f"{key}: expected a non-negative number of milliseconds, got {value!r}")
+                    or not 0 <= value <= MAX_MS:
+                raise ValueError(f"{key}: expected a non-negative number of milliseconds (at most a day), got "
+                                 f"{value!r}")
         if self.completed + self.failed > self.num_prompts:
             raise ValueError(f"completed ({self.completed}) + failed ({self.failed}) exceed num_prompts "
                              f"({self.num_prompts})")
@@ -157,26 +163,26 @@ class SettingsRecord(ClosedModel):
     random_input_len: int = Field(ge=1, le=1_048_576, description="mean prompt, tokens")
     random_output_len: int = Field(ge=1, le=1_048_576, description="mean output, tokens")
     random_range_ratio: float = Field(ge=0, lt=1, description="lengths uniform in [len(1-r), len(1+r)]")
-    request_rates: list[float] = Field(min_length=1, max_length=MAX_RUNS, description="requests/s, one run each")
-    num_prompts: list[int] = Field(min_length=1, max_length=MAX_RUNS, description="requests per run")
+    request_rates: list[Annotated[float, Field(gt=0, le=MAX_RATE)]] = Field(min_length=1, max_length=MAX_RUNS, description="requests/s, one run each")
+    num_prompts: list[Annotated[int, Field(ge=1, le=1_000_000)]] = Field(min_length=1, max_length=MAX_RUNS, description="requests per run")
     duration_s: float = Field(gt=0, le=86_400, description="each run's planned length, s (num_prompts / rate)")
     burstiness: float = Field(gt=0, le=1000, description="1: Poisson arrivals")
     max_concurrency: int | None = Field(ge=1, le=1_000_000, description="requests in flight at most")
-    goodput_ms: dict[Literal["ttft", "tpot", "e2el"], float] = Field(max_length=3, description="per-request SLOs "
+    goodput_ms: dict[Literal["ttft", "tpot", "e2el"], Annotated[float, Field(ge=0, le=MAX_MS)]] = Field(max_length=3, description="per-request SLOs "
                                                                      "of `--goodput`, ms")
     percentile_metrics: list[Literal["ttft", "tpot", "itl", "e2el"]] = Field(min_length=1, max_length=4)
-    metric_percentiles: list[float] = Field(min_length=1, max_length=10)
+    metric_percentiles: list[Annotated[float, Field(gt=0, le=100)]] = Field(min_length=1, max_length=10)
     seed: int = Field(ge=0, le=2**31 - 1)
 
 
 class PlannedRecord(ClosedModel):
     """What the plan predicted for one replica, to compare with the runs."""
 
-    per_replica_peak_rps: float = Field(gt=0, description="the environment's peak over the planned replicas")
-    ttft_p95_ms: float | None = Field(ge=0)
-    itl_p95_ms: float | None = Field(ge=0)
-    latency_p95_ms: float | None = Field(ge=0)
-    per_replica_capacity_rps: float | None = Field(ge=0, description="requests/s one replica holds within the SLO")
+    per_replica_peak_rps: float = Field(gt=0, le=MAX_RATE, description="the environment's peak over the planned replicas")
+    ttft_p95_ms: float | None = Field(ge=0, le=MAX_MS)
+    itl_p95_ms: float | None = Field(ge=0, le=MAX_MS)
+    latency_p95_ms: float | None = Field(ge=0, le=MAX_MS)
+    per_replica_capacity_rps: float | None = Field(ge=0, le=MAX_RATE, description="requests/s one replica holds within the SLO")
 
 
 class BenchmarkResultFile(ClosedModel):
