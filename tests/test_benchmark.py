@@ -16,7 +16,7 @@ from blueprints.contracts.stackconfig import read_stack_config
 from blueprints.core.errors import BenchmarkError
 from blueprints.operate import benchmark as bench
 from blueprints.operate.jobs import parse_runs
-from blueprints.operate.results import load_result, result_json
+from blueprints.contracts.benchmark_result import load_result, result_json
 from blueprints.review.deployability.pod_security import pod_security_violations
 from blueprints.review.manifests import validate_manifest
 from tests.conftest import ROOT

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from blueprints.core.errors import BenchmarkError
-from blueprints.operate.results import (
+from blueprints.contracts.benchmark_result import (
     LATENCY_METRICS, MAX_RESULT_FILE_BYTES, VllmBenchRun, load_result, result_json, result_path,
 )
 from tests.conftest import ROOT
@@ -102,7 +102,7 @@ def test_result_paths_never_overwrite_a_days_earlier_run(tmp_path):
 
 
 def test_every_number_of_the_format_is_bounded():
-    from blueprints.operate.results import BenchmarkResultFile
+    from blueprints.contracts.benchmark_result import BenchmarkResultFile
     from tests.test_input_bounds import _bounded, numbers
 
     found = numbers(BenchmarkResultFile.model_json_schema())

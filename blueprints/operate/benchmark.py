@@ -35,7 +35,7 @@ from blueprints.contracts.sections import Archetype, VllmEngine
 from blueprints.core import defaults
 from blueprints.core.errors import BenchmarkError
 from blueprints.operate.manifests import StackManifests
-from blueprints.operate.results import SettingsRecord
+from blueprints.contracts.benchmark_result import SettingsRecord
 
 #: Fractions of the planned per-replica peak the default sweep runs at: below, at and past the peak.
 DEFAULT_RATE_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from blueprints.core.errors import BenchmarkError, DeployedStackError
 from blueprints.operate.manifests import StackManifests
-from blueprints.operate.results import VllmBenchRun
+from blueprints.contracts.benchmark_result import VllmBenchRun
 
 #: Seconds between two reads of the Job's status.
 POLL_S = 10

@@ -21,7 +21,7 @@ from blueprints.operate.deployed import (
 )
 from blueprints.operate.manifests import StackManifests
 from blueprints.operate.prometheus import PrometheusApi, http_transport, service_proxy_transport
-from blueprints.operate.results import (
+from blueprints.contracts.benchmark_result import (
     CLIENT_SOURCE, BenchmarkResultFile, ClientRecord, PlannedRecord, TargetRecord, VllmBenchRun, result_path,
     write_result,
 )
@@ -91,7 +91,12 @@ def verify_deployed(stack: str, *, stacks_dir: Path, program: Path, root: Path |
             prom = PrometheusApi(http_transport(access.prometheus_url), where=access.prometheus_url)
         else:
             address = sm.prometheus_address() or defaults.PROMETHEUS_URL
-            prom = PrometheusApi(service_proxy_transport(api, address), where=f"{address} (via the API server)")
+            try:
+                transport = service_proxy_transport(api, address)
+            except ValueError as exc:
+                raise DeployedStackError(f"{exc}: the stack's Prometheus is not an in-cluster Service the API server "
+                                         "can proxy to; pass --prometheus-url") from None
+            prom = PrometheusApi(transport, where=f"{address} (via the API server)")
     return verify_kubernetes(sm, outputs, prom=prom, read=object_reader(api), list_nodes=node_lister(api),
                              endpoint=access.endpoint)
 

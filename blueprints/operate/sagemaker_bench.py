@@ -18,7 +18,7 @@ from blueprints.contracts.blueprint import Blueprint
 from blueprints.core import defaults
 from blueprints.core.errors import BenchmarkError, DeployedStackError
 from blueprints.operate import benchmark as bench
-from blueprints.operate.results import VllmBenchRun
+from blueprints.contracts.benchmark_result import VllmBenchRun
 
 #: The client's backend and path: the OpenAI chat schema LMI answers on /invocations.
 BACKEND, ENDPOINT = "openai-chat", "/v1/chat/completions"

@@ -1,5 +1,5 @@
-"""The benchmark result file: `benchmarks/results/<stack>/<date>.json`, what `blueprint benchmark` writes and
-`blueprint calibrate` reads.
+"""The benchmark result file: `benchmarks/results/<stack>/<date>.json`, the contract between `blueprint benchmark`
+(`blueprints.operate`, which writes it) and calibration (which reads it, below the review: hence here).
 
 One file per benchmark of a deployed stack: the settings it ran with, the image versions, what the plan predicted,
 and for each request rate of the sweep the client's own JSON verbatim, as `vllm bench serve --save-result` writes
