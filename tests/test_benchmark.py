@@ -169,3 +169,95 @@ def test_the_results_container_output_parses_into_the_runs():
         parse_runs(printed, 7)
     with pytest.raises(BenchmarkError, match="no JSON at character 0"):
         parse_runs("Error: file not found", 1)
+
+
+class _Api:
+    """Stand-ins of the kubernetes client's BatchV1Api, CoreV1Api and NetworkingV1Api (the calls run_job makes),
+    recording them; the Job succeeds after `polls` reads of its status (or fails)."""
+
+    def __init__(self, *, polls: int, succeed: bool) -> None:
+        from types import SimpleNamespace as NS
+
+        self.calls: list[tuple] = []
+        self.polls, self.succeed, self.ns = polls, succeed, NS
+
+    def read_namespaced_job_status(self, name, namespace, **_):
+        self.calls.append(("status", name))
+        self.polls -= 1
+        done = self.polls <= 0
+        return self.ns(status=self.ns(succeeded=1 if done and self.succeed else None,
+                                      failed=1 if done and not self.succeed else None))
+
+    def list_namespaced_pod(self, namespace, label_selector, **_):
+        terminated = self.ns(exit_code=1, reason="Error")
+        status = self.ns(phase="Failed", container_statuses=[],
+                         init_container_statuses=[self.ns(name="rate-00", state=self.ns(
+                             terminated=terminated, waiting=None, running=None))])
+        return self.ns(items=[self.ns(metadata=self.ns(name="bench-pod"), status=status)])
+
+    def read_namespaced_pod_log(self, name, namespace, container, **_):
+        self.calls.append(("log", name, container))
+        return '{"a": 1}'
+
+    def delete_namespaced_job(self, name, namespace, **kw):
+        self.calls.append(("delete", "Job", name, kw.get("propagation_policy")))
+
+    def delete_namespaced_network_policy(self, name, namespace, **_):
+        self.calls.append(("delete", "NetworkPolicy", name))
+
+
+@pytest.fixture
+def fake_kubernetes(monkeypatch, dry_run):
+    from kubernetes import client, utils
+
+    created: list[str] = []
+
+    def install(api: _Api) -> list[str]:
+        for cls in ("BatchV1Api", "CoreV1Api", "NetworkingV1Api"):
+            monkeypatch.setattr(client, cls, lambda _api, a=api: a)
+        monkeypatch.setattr(utils, "create_from_dict", lambda _api, obj, namespace: created.append(
+            f"{obj['kind']}/{obj['metadata']['name']}"))
+        return created
+
+    return install
+
+
+def test_run_job_creates_waits_reads_the_results_and_deletes_everything(dry_run, fake_kubernetes):
+    from blueprints.operate.jobs import POLL_S, run_job
+
+    api = _Api(polls=3, succeed=True)
+    created = fake_kubernetes(api)
+    slept: list[float] = []
+    log = run_job(object(), dry_run, namespace="chat-assistant", log=lambda m: None, sleep=slept.append,
+                  clock=lambda: 0.0)
+    name = dry_run[-1]["metadata"]["name"]
+    assert log == '{"a": 1}'
+    assert created == [f"NetworkPolicy/{name}", f"NetworkPolicy/{name}-in", f"Job/{name}"]
+    assert slept == [POLL_S, POLL_S]
+    assert api.calls[-3:] == [("delete", "Job", name, "Background"), ("delete", "NetworkPolicy", f"{name}-in"),
+                              ("delete", "NetworkPolicy", name)]
+    assert ("log", "bench-pod", "results") in api.calls
+
+
+def test_a_failed_job_names_each_runs_state_and_is_still_deleted(dry_run, fake_kubernetes):
+    from blueprints.operate.jobs import run_job
+
+    api = _Api(polls=1, succeed=False)
+    fake_kubernetes(api)
+    with pytest.raises(BenchmarkError, match=r"failed: rate-00 exited 1 \(Error\)"):
+        run_job(object(), dry_run, namespace="chat-assistant", log=lambda m: None, sleep=lambda s: None,
+                clock=lambda: 0.0)
+    assert [c[1] for c in api.calls if c[0] == "delete"] == ["Job", "NetworkPolicy", "NetworkPolicy"]
+
+
+def test_the_wait_gives_up_past_the_jobs_deadline(dry_run, fake_kubernetes):
+    from blueprints.operate.jobs import WAIT_SLACK_S, run_job
+
+    api = _Api(polls=10**9, succeed=True)  # never finishes
+    fake_kubernetes(api)
+    now = iter(range(0, 10**7, 600))
+    with pytest.raises(BenchmarkError, match="failed"):
+        run_job(object(), dry_run, namespace="chat-assistant", log=lambda m: None, sleep=lambda s: None,
+                clock=lambda: float(next(now)))
+    polls = sum(1 for c in api.calls if c[0] == "status")
+    assert polls <= (dry_run[-1]["spec"]["activeDeadlineSeconds"] + WAIT_SLACK_S) // 600 + 2

@@ -38,7 +38,8 @@ from blueprints.operate.prometheus import PrometheusApi, PrometheusUnavailable
 #: KEDA names the HPA of a ScaledObject `keda-hpa-<name>` unless `advanced.horizontalPodAutoscalerConfig.name` is
 #: set (keda.sh docs, ScaledObject spec: "horizontalPodAutoscalerConfig.name ... default keda-hpa-{scaled-object-name}").
 KEDA_HPA_PREFIX = "keda-hpa-"
-#: Karpenter labels each node with its NodePool (karpenter.sh/v1: `karpenter.sh/nodepool`).
+#: Karpenter labels each node with its NodePool (karpenter.sh/v1: `karpenter.sh/nodepool`); its objects carry the
+#: root `Ready` condition of awslabs/operatorpkg's status conditions (true when every other condition is).
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 #: Slack on a utilisation ceiling: the HPA averages over pods whose usage the kubelet samples.
 UTILISATION_SLACK = 1.1
