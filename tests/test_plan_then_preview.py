@@ -105,10 +105,22 @@ def requirements(draw) -> dict:
 
 
 def plan_file(data: dict, folder: Path):
-    """`blueprint plan` of `data` in a project folder of its own, within the bundled policy configs."""
-    (folder / "requirements").mkdir(exist_ok=True)
-    path = folder / "requirements" / "svc.yaml"
+    """`blueprint plan` of `data` in a project folder of its own (`stacks/requirements/`, with a platform.yaml whose
+    platforms follow the service: `standalone_platform_file`), within the bundled policy configs."""
+    from blueprints.plan.platforms import standalone_platform_file
+    from blueprints.requirements.service import Requirements
+
+    requirements = folder / "stacks" / "requirements"
+    requirements.mkdir(parents=True, exist_ok=True)
+    path = requirements / "svc.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
+    try:
+        platform = standalone_platform_file(Requirements.model_validate(data))
+    except ValueError:  # invalid requirements: planning them names the field
+        platform = None
+    if platform is not None:
+        (requirements / "platform.yaml").write_text(yaml.safe_dump(platform.model_dump(mode="json",
+                                                                                       exclude_defaults=True)))
     return plan_requirements_file(path, as_of=PLAN_DATE, policy_dir=POLICY_DIR)
 
 

@@ -67,8 +67,16 @@ def test_plan_md_has_an_after_deploy_section(chat):
     assert "blueprint verify chat-assistant-prod" in section and "blueprint benchmark chat-assistant-prod" in section
 
 
-def test_an_unmonitored_edge_stack_has_no_dashboards():
-    report = run_preview("edge-classifier-prod", stacks_dir=ROOT / "stacks", program=ROOT / "__main__.py")
+def test_an_unmonitored_edge_stack_has_no_dashboards(tmp_path):
+    """A non-production edge cluster without a Prometheus (the bundled production one declares one)."""
+    from blueprints.contracts.stackconfig import write_stack_configs
+    from tests.test_edge_planning import planned
+    from tests.test_edge_requirements import NEW_USER_EDGE
+
+    bp = planned(NEW_USER_EDGE)
+    assert bp.monitored is False
+    write_stack_configs([bp], tmp_path, source="kiosk.yaml", cluster_addons={bp.stack: []})
+    report = run_preview(bp.stack, stacks_dir=tmp_path, program=ROOT / "__main__.py")
     assert "dashboards" not in report.outputs
     assert report.outputs["alerting"].startswith("no Prometheus alerts")
     assert "/models/" in report.outputs["example_request"]  # KServe v2 model metadata
