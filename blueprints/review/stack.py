@@ -105,7 +105,7 @@ def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path
         path = policy_config or policy_config_for(subject.environment, production=subject.production,
                                                   config_dir=policy_dir)
         config = read_policy_config(path)
-        floors = judge_floors(subject, config_path, stacks_dir=stacks_dir,
+        floors = judge_floors(subject, config_path, stacks_dir=stacks_dir, policy_dir=policy_dir,
                               guardrails=guardrails(config, source=project_relative(path)))
     report = run_preview(stack, stacks_dir=stacks_dir, program=program)
     subject = report.subject
