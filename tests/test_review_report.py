@@ -157,7 +157,7 @@ def test_bundled_example_passes_every_mandatory_policy(tmp_path, chat_prod, monk
 
 
 @pytest.mark.parametrize(("stack", "old", "new", "policy"), [
-    ("chat-assistant-prod", "image: vllm/vllm-openai:v0.11.0", "image: vllm/vllm-openai:latest", "images-pinned"),
+    ("chat-assistant-prod", "image: vllm/vllm-openai:v0.24.0", "image: vllm/vllm-openai:latest", "images-pinned"),
     ("chat-assistant-prod", "cost-center: cc-4711", "cost-centre: cc-4711", "required-tags"),
     ("platform-prod-us-east-1", "audit_logging: true", "audit_logging: false", "cluster-audit-logs"),
     ("chat-assistant-prod", "capacity_type: on-demand", "capacity_type: spot", "StackConfigError"),
