@@ -30,10 +30,16 @@ AS_OF ?= 2026-12-01
 CHECKOV_VENV := .venv-checkov
 CHECKOV_LOCK := tests/tools/checkov.lock
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+# The measured vLLM step tables (blueprints/catalog/step_tables/) are generated with NVIDIA AIConfigurator in a
+# virtualenv of its own (tools/step_tables/requirements.txt, with hashes): the planner reads the tables, never the
+# library (614 MB with pandas, pyarrow and scipy; Python < 3.14 only). `make step-tables` regenerates them.
+AIC_VENV := .venv-aic
+AIC_LOCK := tools/step_tables/requirements.txt
+AIC_STAMP := $(AIC_VENV)/.installed
 # pytest workers: one per core (pytest-xdist), each taking whole test files.
 PYTEST_WORKERS ?= auto
 
-.PHONY: install checkov demo test lint-imports bench clean
+.PHONY: install checkov demo test lint-imports bench clean step-tables
 
 $(UV_BOOTSTRAP):
 	$(PYTHON) -m pip install --quiet --target .uv 'uv==$(UV_VERSION)'
@@ -48,6 +54,14 @@ $(CHECKOV_STAMP): $(CHECKOV_LOCK) | $(UV)
 	touch $(CHECKOV_STAMP)
 
 install: $(STAMP)
+
+$(AIC_STAMP): $(AIC_LOCK) | $(UV)
+	test -x $(AIC_VENV)/bin/python || $(UV) venv --quiet $(AIC_VENV)
+	$(UV) pip install --quiet --python $(AIC_VENV)/bin/python --require-hashes -r $(AIC_LOCK)
+	touch $(AIC_STAMP)
+
+step-tables: $(AIC_STAMP)
+	$(AIC_VENV)/bin/python tools/step_tables/refresh.py
 
 checkov: $(CHECKOV_STAMP)
 
@@ -69,4 +83,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/simulate.py
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .uv *.egg-info preview-out
+	rm -rf $(VENV) $(CHECKOV_VENV) $(AIC_VENV) .uv *.egg-info preview-out

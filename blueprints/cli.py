@@ -705,23 +705,34 @@ def estimate(
                                                help="vLLM --max-num-seqs: caps max_concurrency and the running "
                                                "requests. Default: vLLM's default for the GPU, no cap on "
                                                "max_concurrency."),
+    max_num_batched_tokens: Optional[int] = typer.Option(None, "--max-num-batched-tokens", min=1,
+                                                         max=MAX_ESTIMATE_TOKENS,
+                                                         help="vLLM --max-num-batched-tokens: tokens one step "
+                                                         "computes at most (>= --max-num-seqs). Default: vLLM's "
+                                                         "default for the GPU (8192 on H100/H200, else 2048)."),
+    gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization", min=0.1, max=1.0,
+                                                           help="vLLM --gpu-memory-utilization, 0.1-1. Default 0.9 "
+                                                           "(what the planner sets)."),
     arrival_rate: Optional[float] = typer.Option(None, "--arrival-rate", min=0.0, max=MAX_ARRIVAL_RATE,
                                                  help="Requests/s arriving at this one replica (0-1000, exclusive of "
                                                  "0): adds ttft_p50_ms, ttft_p95_ms, itl_p50_ms, itl_p95_ms and "
                                                  "e2e_p95_ms from the queue-aware simulation."),
     as_json: bool = typer.Option(False, "--json", help="Print {fits, weights_gib, kv_cache_tokens, max_concurrency, "
-                                 "ttft_ms, itl_ms, output_tokens_per_s} (+ the --arrival-rate percentiles, + "
-                                 "min_tensor_parallel when it does not fit)."),
+                                 "capacity_source, ttft_ms, itl_ms, output_tokens_per_s} (+ the --arrival-rate "
+                                 "percentiles, + min_tensor_parallel when it does not fit)."),
 ) -> None:
     """What-if: memory fit, KV cache, TTFT, ITL and throughput of one vLLM replica (the planner's capacity model).
 
     `ttft_ms`, `itl_ms` and `output_tokens_per_s` are means of a closed loop at --concurrency, run as a benchmark runs
-    it: every client sends a request at once and its next one when the last completes. When the replica does not fit (weights plus KV cache for the
-    concurrency), the latency figures are null and `min_tensor_parallel` names the smallest degree that fits (null if
-    none within one node). Exit 2 on an unknown model or GPU, a tensor-parallel degree vLLM cannot shard the model
-    over, or inconsistent flags.
+    it: every client sends a request at once and its next one when the last completes; clients beyond what the KV
+    cache or --max-num-seqs holds queue. With a plan's engine settings (--max-num-seqs, --max-num-batched-tokens,
+    --max-model-len) and its per-replica peak as --arrival-rate, the percentiles are the plan's predictions. The
+    replica does not fit when its KV cache cannot hold one request at --max-model-len: the latency figures are then
+    null and `min_tensor_parallel` names the smallest degree that fits (null if none within one node). Exit 2 on an
+    unknown model or GPU, a tensor-parallel degree vLLM cannot shard the model over, or inconsistent flags.
     """
     from blueprints.contracts.memory import tensor_parallel_problems
+    from blueprints.capacity.physics import default_batch_limits
     from blueprints.capacity.whatif import WhatIf
     from blueprints.capacity.whatif import estimate as run_estimate
     from blueprints.catalog import load_catalog
@@ -758,6 +769,12 @@ def estimate(
             raise SizingError(f"--kv-cache-dtype fp8: {g.model} has no FP8 support (compute capability "
                               f"{g.compute_capability:g} < 8.9), so the planner never runs an FP8 KV cache on it; use "
                               "auto, or an FP8 GPU (l4, l40s, h100, h200)")
+        seqs = max_num_seqs or default_batch_limits(g)[1]
+        if max_num_batched_tokens is not None and max_num_batched_tokens < seqs:
+            raise SizingError(f"--max-num-batched-tokens {max_num_batched_tokens} is below max_num_seqs {seqs}"
+                              f"{'' if max_num_seqs else ' (vLLM default for the GPU)'}: vLLM refuses to start "
+                              "(config/scheduler.py, v0.24.0: max_num_batched_tokens must be >= max_num_seqs); raise "
+                              "it or lower --max-num-seqs")
         if arrival_rate is not None and arrival_rate <= 0:
             raise SizingError(f"--arrival-rate {arrival_rate:g}: give a rate above 0 requests/s (at most "
                               f"{MAX_ARRIVAL_RATE:g})")
@@ -768,11 +785,13 @@ def estimate(
             output_tokens_p95=traffic.output_tokens_p95 if traffic and output_tokens is None else None,
             max_model_len=context or inp + out, kv_cache_fp8=kv_cache_dtype is KvCacheDtype.FP8,
             max_num_seqs=max_num_seqs, arrival_rate=arrival_rate,
-            pattern=traffic.pattern.value if traffic else "steady")
+            pattern=traffic.pattern.value if traffic else "steady", max_num_batched_tokens=max_num_batched_tokens,
+            gpu_memory_utilization=gpu_memory_utilization or defaults.GPU_MEMORY_UTILIZATION)
         result, run = run_estimate(question)
     if run is not None and not run.stable:
         err.print(f"--arrival-rate {arrival_rate:g}: more than this replica can serve; the queue grows without bound, "
-                  "so the percentiles describe an overloaded replica (add replicas or lower the rate)")
+                  "so the percentiles describe an overloaded replica until the simulation stopped (add replicas or "
+                  "lower the rate)")
     if as_json:
         typer.echo(json.dumps(result))
         return

@@ -45,7 +45,9 @@ TRITON_GRPC_METHODS = ("ServerLive", "ServerReady", "ModelReady", "ServerMetadat
 #: KServe v2 HTTP paths clients use: model metadata, readiness and inference (optionally of one version); RE2.
 KSERVE_MODEL_PATHS = r"^/v2/models/[a-z0-9][-a-z0-9]*(/versions/[0-9]+)?(/ready|/infer)?$"
 KSERVE_HEALTH_PATHS = ("/v2/health/ready", "/v2/health/live")
-#: OpenAI-compatible paths of vLLM's server (vllm/entrypoints/openai/api_server.py, v0.11.0) that clients use.
+#: OpenAI-compatible paths of vLLM's server that clients use (v0.24.0: openai/chat_completion/api_router.py:41,
+#: openai/completion/api_router.py:35, pooling/embed/api_router.py:26, openai/models/api_router.py:20; /health:
+#: serve/instrumentator/health.py:22).
 OPENAI_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 OPENAI_PREFIXES = ("/v1/models",)
 VLLM_HEALTH_PATH = "/health"

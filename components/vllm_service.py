@@ -55,7 +55,10 @@ class VllmServiceArgs:
 
 
 def vllm_args(engine: VllmEngine, model_name: str) -> list[str]:
-    """The `vllm serve` arguments: each one a documented engine flag (vllm/engine/arg_utils.py)."""
+    """The `vllm serve` arguments: each one a documented engine flag of the pinned v0.24.0 (vllm/engine/arg_utils.py
+    EngineArgs fields: served_model_name :420, dtype :439, kv_cache_dtype :440, max_model_len :442,
+    tensor_parallel_size :470, gpu_memory_utilization :523, max_num_batched_tokens :525, max_num_seqs :529,
+    quantization :540; entrypoints/openai/cli_args.py: port :230, disable_fastapi_docs :291)."""
     args = [
         f"{MODELS_MOUNT}/{model_name}",
         f"--served-model-name={model_name}",

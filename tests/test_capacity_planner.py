@@ -84,9 +84,13 @@ def test_an_fp8_kv_cache_is_planned_where_it_is_cheaper_and_the_rationale_says_b
     assert "holds twice the tokens" in why and "a 16-bit cache would need" in why
 
 
-def test_a_16_bit_kv_cache_is_kept_where_fp8_saves_nothing(chat_prod):
-    assert chat_prod.engine.kv_cache_dtype == "auto"
-    assert any("FP8 (supported on NVIDIA L40S) would not lower the cost here" in r for r in chat_prod.rationale)
+def test_a_16_bit_kv_cache_is_kept_where_fp8_saves_nothing():
+    # Light traffic: the availability floor's two replicas serve it with either cache.
+    bp = plan_env(requirements_with(traffic={"peak_requests_per_s": 1},
+                                    hardware={"allowed_instance_families": ["g6e"]}), "prod")
+    assert bp.compute.gpu == "l40s" and bp.compute.replicas == 2
+    assert bp.engine.kv_cache_dtype == "auto"
+    assert any("FP8 (supported on NVIDIA L40S) would not lower the cost here" in r for r in bp.rationale)
 
 
 def test_gpus_without_fp8_never_get_an_fp8_kv_cache():

@@ -141,14 +141,14 @@ def test_max_replicas_beyond_the_nodes_is_refused():
 
 
 def test_an_image_without_a_build_for_the_nodes_architecture_is_refused(monkeypatch):
-    monkeypatch.setattr(defaults, "ONNXRUNTIME_IMAGE", "vllm/vllm-openai:v0.11.0")  # catalogued x86_64 only
+    monkeypatch.setattr(defaults, "ONNXRUNTIME_IMAGE", "vllm/vllm-openai:v0.24.0")  # catalogued x86_64 only
     with pytest.raises(SizingError) as caught:
         planned(NEW_USER_EDGE)
     message = str(caught.value)
-    assert "engine image vllm/vllm-openai:v0.11.0 is built for x86_64 only" in message
+    assert "engine image vllm/vllm-openai:v0.24.0 is built for x86_64 only" in message
     assert "cannot start on arm64 nodes" in message and "hardware.edge_nodes.cpu_arch" in message
     x86 = planned(edge(hardware={"edge_nodes": {**EDGE_NODES, "cpu_arch": "x86_64"}}))
-    assert x86.engine.image == "vllm/vllm-openai:v0.11.0"
+    assert x86.engine.image == "vllm/vllm-openai:v0.24.0"
 
 
 def test_an_https_source_needs_no_aws_identity():

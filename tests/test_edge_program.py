@@ -341,11 +341,11 @@ def test_a_hand_edited_image_without_an_arm64_build_is_refused_with_exit_2(tmp_p
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     stacks = _copy_stacks(tmp_path / "stacks", EDGE)
     _edit_config(stacks, EDGE, lambda config: config["servingblueprints:blueprint"]["engine"].update(
-        image="vllm/vllm-openai:v0.11.0"))
+        image="vllm/vllm-openai:v0.24.0"))
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["preview", EDGE, "--out", str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
-    assert "vllm/vllm-openai:v0.11.0 is built for x86_64 only" in result.output and "Traceback" not in result.output
+    assert "vllm/vllm-openai:v0.24.0 is built for x86_64 only" in result.output and "Traceback" not in result.output
 
 
 def test_an_eks_backed_existing_cluster_keeps_its_nlb_pod_identity_and_model_store():

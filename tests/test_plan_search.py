@@ -72,7 +72,9 @@ def test_the_search_finds_the_cheapest_of_every_candidate(catalog):
                                       tensor_parallel_size=tp, kv_cache_fp8=fp8, managed=False)
                 if not isinstance(found, str):
                     costs.append(found[0].monthly_node_usd_per_hour)
-    assert search.simulated < len(costs) / 4
+    # The analytic bound is looser on measured step times with tuned token budgets (2-7x the SLO-limited rate), so
+    # the search simulates more of them than it did on the capped roofline (under a quarter), still under a third.
+    assert search.simulated < len(costs) / 3
     assert search.best.monthly_node_usd_per_hour == pytest.approx(min(costs))
 
 

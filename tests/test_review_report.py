@@ -177,7 +177,7 @@ def test_stack_config_edited_to_break_a_rule_exits_1_naming_it(tmp_path, chat_pr
 
 @pytest.mark.parametrize(("stack", "old", "new", "names"), [
     # Below the requirements the stack was planned from: refused before any policy runs.
-    ("chat-assistant-prod", "image: vllm/vllm-openai:v0.11.0", "image: vllm/vllm-openai:latest",
+    ("chat-assistant-prod", "image: vllm/vllm-openai:v0.24.0", "image: vllm/vllm-openai:latest",
      ["servingblueprints:blueprint.engine.image", "the catalog pins"]),
     ("platform-prod-us-east-1", "audit_logging: true\n    audit_log_retention_days: 365", "audit_logging: false",
      ["servingblueprints:platform.audit_logging", "chat-assistant-prod", "compliance.audit_logging"]),

@@ -45,15 +45,16 @@ def test_node_pool_covers_autoscaler_max_plus_surge_spread_over_the_zones(chat_p
 
 
 def test_zone_spread_needs_more_nodes_than_bin_packing_alone():
-    """9 pods (8 replicas + 1 surge) on p4de (2 per node) over 3 zones need 6 nodes, not 5: 3 per zone, 2 nodes each;
-    a pool limited to 5 would leave the rollout's surge Pending. The plan's NodePool limit follows the same count."""
+    """9 pods (8 replicas + 1 surge) on p5.48xlarge (2 per node at tensor parallel 4) over 3 zones need 6 nodes, not
+    5: 3 per zone, 2 nodes each; a pool limited to 5 would leave the rollout's surge Pending. The plan's NodePool limit
+    follows the same count."""
     from blueprints.contracts.sections import nodes_for
     from blueprints.core.defaults import SURGE_REPLICAS
 
     assert nodes_for(9, 2, zones=3) == 6 and nodes_for(9, 2, zones=1) == 5
     assert nodes_for(7, 2, zones=3) == 4 and nodes_for(1, 2, zones=3) == 1
     prod = plan_env(requirements_with("regulated-assistant", environments={
-        "staging": {"region": "eu-west-1", "traffic_scale": 0.2}, "prod": {"region": "eu-central-1", "traffic_scale": 1.3}}),
+        "staging": {"region": "eu-west-1", "traffic_scale": 0.2}, "prod": {"region": "eu-central-1", "traffic_scale": 4.0}}),
         "prod")
     assert prod.compute.replicas_per_node == 2 and prod.platform.zones == 3
     assert prod.autoscaling.max_replicas + SURGE_REPLICAS == 9 and prod.node_pool_max_nodes == 6

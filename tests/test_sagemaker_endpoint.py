@@ -55,7 +55,7 @@ def test_volume_grows_with_the_model_on_ebs_instances_and_is_omitted_on_local_nv
 def test_instance_type_and_count_come_from_the_plan(run, chat_prod):
     v = variant(run)
     # The builder starts the endpoint at the autoscaling floor (within min_replicas-max_replicas).
-    assert v["instanceType"] == "ml.g6e.2xlarge" and v["initialInstanceCount"] == chat_prod.autoscaling.min_replicas == 4
+    assert v["instanceType"] == "ml.g6e.2xlarge" and v["initialInstanceCount"] == chat_prod.autoscaling.min_replicas >= 2
 
 
 def test_model_uses_the_pinned_ecr_image_and_reads_the_uncompressed_prefix(run, chat_prod):

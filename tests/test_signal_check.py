@@ -93,7 +93,7 @@ def test_a_misspelt_metric_is_named_with_its_close_match(chat_prod_report):
 
 
 def test_a_metric_hidden_in_the_pinned_vllm_is_unknown(chat_prod_report):
-    """vllm:gpu_cache_usage_perc is hidden by default in 0.11 (renamed vllm:kv_cache_usage_perc)."""
+    """vllm:gpu_cache_usage_perc is gone from the pinned vLLM (renamed vllm:kv_cache_usage_perc; absent since 0.14.1)."""
     def change(inputs):
         spec = dict(inputs["spec"])
         group = dict(spec["groups"][0])
@@ -192,7 +192,7 @@ def test_the_pinned_images_have_metric_catalogs():
     from blueprints.catalog.metrics import load_metric_catalog
 
     catalog = load_metric_catalog()
-    assert catalog.engine_for_image(defaults.VLLM_IMAGE).version == "0.11.0"
+    assert catalog.engine_for_image(defaults.VLLM_IMAGE).version == "0.24.0"
     assert catalog.engine_for_image(defaults.TRITON_IMAGE).version == "2.62.0"
 
 

@@ -61,7 +61,7 @@ def hardware(bp) -> tuple:
 def test_re_planning_a_near_tie_keeps_the_hardware_and_the_rationale_says_so(project):
     set_peak(project, 6)
     before = plan_prod()
-    set_peak(project, 3)  # half the traffic: afresh, another instance type is a little cheaper
+    set_peak(project, 2)  # a third of the traffic: afresh, another instance type is a little cheaper
     fresh = plan_prod("--out-dir", "fresh")
     assert hardware(fresh) != hardware(before)
     kept = plan_prod()
@@ -85,7 +85,8 @@ def test_hardware_beyond_the_threshold_or_no_longer_allowed_is_switched_naming_w
     req = requirements_with(budget={"max_monthly_usd": None})
     cheapest = plan(req, catalog, as_of=PLAN_DATE, environments=["prod"], platforms=platforms_for(req))[0]
     assert cheapest.compute.instance_type == "g6e.xlarge"
-    dear = Hardware(Archetype.VLLM_GPU, "g6e.2xlarge", 1, "auto")  # the same GPU on a larger, dearer node
+    # The same GPU and KV-cache dtype on a larger, dearer node.
+    dear = Hardware(Archetype.VLLM_GPU, "g6e.2xlarge", 1, cheapest.engine.kv_cache_dtype)
     kept = plan(req, catalog, as_of=PLAN_DATE, environments=["prod"], platforms=platforms_for(req),
                 existing={"chat-assistant-prod": dear}, switch_threshold_pct=100)[0]
     assert kept.compute.instance_type == dear.instance_type  # kept at a 100 % tolerance...

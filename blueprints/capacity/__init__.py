@@ -1,8 +1,9 @@
 """The LLM capacity model: how one vLLM replica behaves under load, and how the planner sizes replicas from it.
 
 Modules, from physics up:
-- `physics`: the time of one engine step (the roofline with its overheads), over the memory arithmetic of
-  `blueprints.contracts.memory` (weights, KV cache).
+- `physics`: one replica's engine step, frontend and memory (over `blueprints.contracts.memory`), its step source
+  and calibration correction; `measured`: the measured vLLM kernel tables (`catalog/step_tables/`); `roofline`: the
+  bandwidth/FLOPs step time where the tables have none.
 - `workload`: seeded arrivals per traffic pattern and request-length distributions.
 - `simulator`: a discrete-event simulation of vLLM's scheduler stepping on `physics`; TTFT/ITL/e2e percentiles.
 - `analytic`: the mean-value model (fast, monotone), used to screen candidates and as `sizing.estimate_llm`.
@@ -11,7 +12,8 @@ Modules, from physics up:
   the fleet simulation.
 - `runs`: closed-loop (fixed concurrency) and open-loop (arrival rate) runs with engine defaults.
 - `planning`: engine limits and the highest per-replica rate that meets the SLO, for `blueprints.plan.options.llm.llm_search`.
-- `calibration`: the published measurements (`catalog/calibration-points.yaml`) and their predictions.
+- `calibration`: the published measurements (`catalog/calibration-points.yaml`), their predictions and the error per
+  regime and step source.
 - `whatif`: `blueprint estimate`.
 
 Pure: no clock, no network, no unseeded randomness; the same inputs give the same numbers.

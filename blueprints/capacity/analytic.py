@@ -3,8 +3,8 @@
 Used to screen candidates before the simulation (`blueprints.capacity.planning`) and as the closed-loop what-if
 `estimate_llm`. In steady state with `n` sequences running of mean prompt I and output O tokens, n/O requests
 complete (and arrive) per step, each needing ceil(I / chunk) prefill chunks, so a share f = min(1, n x chunks / O) of
-the steps carry a chunk. ITL is the mix of plain and chunk-carrying steps; TTFT is the server overhead plus the
-request's own chunks plus, in a closed loop beyond what the replica runs at once, the wait for a slot
+the steps carry a chunk. ITL is the mix of plain and chunk-carrying steps; TTFT is the frontend (latency and serial
+work) plus the request's own chunks plus, in a closed loop beyond what the replica runs at once, the wait for a slot
 (Little's law). Engines without chunked prefill run each prompt as its own step, which every running sequence waits
 through.
 """
@@ -117,7 +117,8 @@ def estimate_closed_loop(model: ReplicaModel, gpu: Gpu, *, concurrency: int, inp
                      max_num_batched_tokens=max_num_batched_tokens)
     queued = max(0, concurrency - running)
     wait = queued * mv.request_s / running
-    ttft = defaults.SERVER_OVERHEAD_MS / 1e3 + wait + mv.prefill_s
+    latency, serial = model.frontend_s(input_tokens)
+    ttft = latency + serial + wait + mv.prefill_s
     request = ttft + (output_tokens - 1) * mv.itl_s
     return LlmEstimate(
         fits=kv >= need_len,

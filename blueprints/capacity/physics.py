@@ -1,118 +1,151 @@
-"""Memory and step time of one vLLM replica: the roofline the scheduler simulation steps on.
+"""One vLLM replica's memory, engine step time and frontend time: what the scheduler simulation steps on.
 
-Pure functions of catalog records; no I/O. One engine step (one forward pass over every scheduled token) takes
+Pure functions of catalog records and the bundled step tables; no other I/O. One engine step (one forward pass over
+every scheduled token) takes
 
-    step = max(GPU time, running sequences x host time per sequence)
-    GPU time = step overhead + max(weight and KV reads, FLOPs) + tensor-parallel all-reduces
+    step = engine step overhead + correction.step_time x kernel time
 
-- Weight reads: every non-expert weight once per step, at MBU x the kernel family's bandwidth factor (16-bit, AWQ,
-  GPTQ 4/8-bit, FP8, W8A8); the embedding table is looked up, not streamed, and stays 16-bit (as does an untied
-  lm_head) in quantised checkpoints. A mixture-of-experts layer reads only the experts its tokens route to: with
-  T tokens each picking k of E experts, E x (1 - (1 - k/E)^T) distinct experts on average.
-- KV reads: each decoding sequence's context at KV_READ_BANDWIDTH_EFFICIENCY of bandwidth.
-- FLOPs: 2 x active parameters per token (expert GEMMs at MOE_GEMM_EFFICIENCY, weight-only kernels at
-  QUANTIZED_PREFILL_FACTOR), the lm_head for sampled tokens, and attention 4 x layers x heads x head_dim per
-  (query, context) token pair, at the GPU's prefill MFU x dense tensor TFLOPS (FP8 tensor cores for FP8 weights).
-- All-reduces: 2 per layer, each 2 x log2(TP) link latencies plus its activations over the NVLink or PCIe link.
-- Host time: input preparation, sampling, detokenisation and streaming per running sequence, overlapped with the
-  GPU step (the engine profile's `host_ms_per_sequence`): the per-sequence cost that grows with the batch.
-Sources of every constant: `blueprints.core.defaults` (capacity model section) and `catalog/gpus.yaml`.
+- kernel time: the measured vLLM kernel tables (`blueprints.capacity.measured`) where they cover the GPU, the
+  weights' kernels, the architecture and the tensor-parallel degree and the GPU's measured source is chosen
+  (`defaults.MEASURED_STEP_GPUS`: by the calibration points' error, `benchmarks/sizing.py --sources`); the roofline
+  (`blueprints.capacity.roofline`) otherwise, with the reason. `CapacitySource` records which, for the plan.
+- engine step overhead: what the engine release adds to every step outside the kernels (`EngineProfile`). vLLM V1
+  (0.11 and later) runs the scheduler and the API server in their own processes and schedules the next step while
+  the GPU runs this one (async scheduling, on by default since 0.14): nothing grows with the batch on the host that
+  a measured point of the pinned engine shows, so no per-sequence host term caps a replica.
+- frontend (`ReplicaModel.frontend_s`): before the scheduler sees a request, a latency (HTTP, the engine's IPC) and
+  the API server's serial work on it (request handling, tokenisation, growing with the prompt): the TTFT floor.
+- correction (`Correction`): factors measured for one (model, GPU, engine, tensor parallel) on the deployed stack
+  (issue 25's `blueprint calibrate`), applied here and nowhere else; 1 unless given.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 from blueprints.core import defaults
 from blueprints.catalog import Architecture, Gpu
-from blueprints.requirements.model import DEFAULT_QUANTIZATION, Precision, Quantization
-from blueprints.contracts.memory import _embedding_bytes_per_param, kv_bytes_per_token, kv_cache_tokens, weights_gib
+from blueprints.capacity.measured import MeasuredSteps, lookup
+from blueprints.capacity.roofline import RooflineSteps, compute_tflops, kernel_family, roofline_steps
+from blueprints.contracts.memory import kv_bytes_per_token, kv_cache_tokens, weights_gib
+from blueprints.requirements.model import Precision, Quantization
+
+__all__ = ["CapacitySource", "Correction", "EngineProfile", "ReplicaModel", "blocks_for", "compute_tflops",
+           "default_batch_limits", "engine_profile", "kernel_family", "replica_model"]
 
 
 @dataclass(frozen=True)
 class EngineProfile:
-    """How one serving-engine release schedules and what each step costs on the host (`defaults.ENGINE_PROFILES`).
+    """How one serving-engine release schedules, and what it adds to each step and request (`defaults.ENGINE_PROFILES`).
 
     Attributes:
-        name: profile key, e.g. `vllm-0.11` (the pinned image).
-        chunked_prefill: prefill chunks join decode steps (vLLM V1); otherwise prefill steps run alone.
-        step_overhead_s: fixed host/launch time of every step, s.
-        host_s_per_sequence: host time per running sequence per step, overlapped with the GPU, s.
+        name: profile key, e.g. `vllm-0.24` (the pinned image).
+        chunked_prefill: prefill chunks join decode steps (vLLM V1); otherwise prefill steps run alone (V0).
+        scheduler_steps: decode steps a V0 engine runs per scheduling decision (`--num-scheduler-steps`, multi-step
+            scheduling): new prompts wait for the window to end. 1 for V1.
+        step_overhead_s: fixed time every step adds to its kernels, s.
+        prefill_kernel_factor: the release's prefill kernel time relative to the measured tables' (or the
+            roofline's), for steps that compute prompt tokens: 1 for the kernels measured; an older release's slower
+            attention and GEMM kernels (and V0's prefill outside CUDA graphs) above 1.
+        host_s_per_sequence: host time per running sequence per step that overlaps the GPU step (a step lasts the
+            longer of the two), s: V0 output processing; 0 for V1 engines.
+        frontend_latency_s: latency before the API server handles a request (HTTP, the engine's IPC), s.
+        frontend_latency_s_per_layer: the part of that latency that grows with the model's layers (dispatching the
+            first step of a new request), s per layer.
+        frontend_serial_s: the API server's serial work per request (request handling), s.
+        frontend_serial_s_per_token: the API server's serial work per prompt token (tokenisation), s.
     """
 
     name: str
     chunked_prefill: bool
+    scheduler_steps: int
     step_overhead_s: float
+    prefill_kernel_factor: float
     host_s_per_sequence: float
+    frontend_latency_s: float
+    frontend_latency_s_per_layer: float
+    frontend_serial_s: float
+    frontend_serial_s_per_token: float
 
 
 def engine_profile(name: str = defaults.PINNED_ENGINE) -> EngineProfile:
     """The `defaults.ENGINE_PROFILES` entry `name` (KeyError for an unknown one: profiles are ours, not user input)."""
     p = defaults.ENGINE_PROFILES[name]
-    return EngineProfile(name, bool(p["chunked_prefill"]), p["step_overhead_ms"] / 1e3,
-                         p["host_ms_per_sequence"] / 1e3)
+    return EngineProfile(name, bool(p["chunked_prefill"]), int(p["scheduler_steps"]), p["step_overhead_ms"] / 1e3,
+                         p["prefill_kernel_factor"], p["host_us_per_sequence"] / 1e6, p["frontend_latency_ms"] / 1e3,
+                         p["frontend_latency_ms_per_layer"] / 1e3, p["frontend_serial_ms"] / 1e3,
+                         p["frontend_serial_us_per_token"] / 1e6)
 
 
-def kernel_family(precision: Precision, quantization: Quantization | None) -> str:
-    """The `defaults.WEIGHT_BANDWIDTH_FACTOR` key of these weights: `none` (16/32-bit), `awq`, `gptq-int4`,
-    `gptq-int8`, `fp8` or `w8a8`."""
-    method = quantization or DEFAULT_QUANTIZATION.get(precision)
-    if method is None:
-        return "none"
-    if method is Quantization.GPTQ:
-        return "gptq-int4" if precision is Precision.INT4 else "gptq-int8"
-    return method.value
+@dataclass(frozen=True)
+class Correction:
+    """Factors measured on a deployed stack for one (model, GPU, engine, tensor parallel), applied to the model's own
+    figures: `step_time` x every step's kernel time, `ttft_floor` x the frontend's latency and serial work. The
+    identity (1, 1) unless a calibration gives others (issue 25: `blueprint calibrate`)."""
+
+    step_time: float = 1.0
+    ttft_floor: float = 1.0
 
 
-def compute_tflops(gpu: Gpu, precision: Precision) -> float:
-    """Dense TFLOPS a GPU gives this precision: FP8 tensor cores when both sides have them, else 16-bit.
+@dataclass(frozen=True)
+class CapacitySource:
+    """What a replica's step times rest on, for the plan to state.
 
-    INT8/INT4 here are weight-only schemes (AWQ/GPTQ) that compute in 16-bit.
+    Attributes:
+        kind: `measured` (vLLM kernel tables) or `roofline`.
+        gpu: the GPU's catalog model name, e.g. `NVIDIA H100 80GB SXM`.
+        data: the measured tables' provenance (empty for the roofline).
+        reason: why the roofline serves this replica (empty when measured).
     """
-    if precision is Precision.FP8 and gpu.tflops_fp8:
-        return gpu.tflops_fp8
-    return gpu.tflops_16bit
+
+    kind: Literal["measured", "roofline"]
+    gpu: str
+    data: str = ""
+    reason: str = ""
+
+    def describe(self) -> str:
+        """e.g. `measured vLLM 0.24.0 kernel data (AIConfigurator 0.12.0, h100_sxm) for NVIDIA H100 80GB SXM` or
+        `roofline, NVIDIA A10G (no measured vLLM kernel data for NVIDIA A10G)`."""
+        if self.kind == "measured":
+            return f"measured {self.data} for {self.gpu}"
+        return f"roofline, {self.gpu} ({self.reason})"
+
+    def summary(self) -> str:
+        """`describe()` and the expected error of this source against the published points it serves
+        (`defaults.CAPACITY_EXPECTED_ERROR`), as a plan states it."""
+        points, listed, median, p90 = defaults.CAPACITY_EXPECTED_ERROR[self.kind]
+        return (f"{self.describe()}; error against the published measurements this source serves: median "
+                f"{median:.0%}, p90 {p90:.0%} over {points - listed} of them ({listed} more listed as off, with "
+                "reasons; README, How far to trust the numbers)")
 
 
 @dataclass(frozen=True)
 class ReplicaModel:
-    """The step-time model of one replica, with every per-step coefficient precomputed (seconds, per replica).
-
-    Build with `replica_model()`; `step_s()` is the one formula the simulation and the analytic screen share.
+    """The step-time and frontend model of one replica (seconds, per replica). Build with `replica_model()`;
+    `step_s()` is the one step formula the simulation, the analytic screen and the engine limits share.
 
     Attributes:
         kv_cache_tokens: tokens of KV cache the replica holds.
         weights_gib: weight memory of the whole model, GiB.
         kv_bytes_per_token: KV bytes per token (all layers, one replica).
         engine: the engine profile steps are timed for.
+        steps: the kernel-time source (measured tables or roofline).
+        source: what `steps` rests on, for the plan.
+        correction: calibration factors (identity unless given).
     """
 
     kv_cache_tokens: int
     weights_gib: float
     kv_bytes_per_token: int
     engine: EngineProfile
-    dense_read_s: float
-    expert_read_s: float
-    experts: int
-    experts_per_token: int
-    kv_read_s_per_token: float
-    dense_flop_s_per_token: float
-    expert_flop_s_per_token: float
-    lm_head_s_per_sample: float
-    attention_s_per_pair: float
-    allreduce_fixed_s: float
-    allreduce_s_per_token: float
+    steps: MeasuredSteps | RooflineSteps = field(repr=False)
+    source: CapacitySource
+    frontend_latency_s: float
+    correction: Correction = Correction()
 
-    def distinct_experts(self, tokens: int) -> float:
-        """Expected distinct experts a layer reads when `tokens` tokens each pick `experts_per_token` of `experts`
-        (uniform routing): E x (1 - (1 - k/E)^T)."""
-        if not self.experts or tokens <= 0:
-            return 0.0
-        return self.experts * (1.0 - (1.0 - self.experts_per_token / self.experts) ** tokens)
-
-    def gpu_s(self, decode: int, decode_context: float, prefill: int = 0, prefill_pairs: float = 0.0) -> float:
-        """GPU time of one step, s.
+    def step_s(self, decode: int, decode_context: float, prefill: int = 0, prefill_pairs: float = 0.0) -> float:
+        """Wall time of one engine step, s.
 
         Args:
             decode: sequences decoding one token this step.
@@ -120,27 +153,26 @@ class ReplicaModel:
             prefill: prompt tokens this step computes (chunks of one or more requests).
             prefill_pairs: attention (query, context) pairs of those chunks: sum of chunk x (start + chunk / 2).
         """
-        tokens = decode + prefill
-        memory = (self.dense_read_s + self.expert_read_s * self.distinct_experts(tokens)
-                  + decode_context * self.kv_read_s_per_token)
-        samples = decode + (1 if prefill else 0)
-        compute = (tokens * (self.dense_flop_s_per_token + self.expert_flop_s_per_token)
-                   + samples * self.lm_head_s_per_sample
-                   + (decode_context + prefill_pairs) * self.attention_s_per_pair)
-        allreduce = self.allreduce_fixed_s + tokens * self.allreduce_s_per_token if self.allreduce_fixed_s else 0.0
-        return self.engine.step_overhead_s + max(memory, compute) + allreduce
+        e = self.engine
+        kernel = self.steps.kernel_s(decode, decode_context, prefill, prefill_pairs)
+        if prefill:
+            kernel *= e.prefill_kernel_factor
+        gpu = e.step_overhead_s + self.correction.step_time * kernel
+        return max(gpu, decode * e.host_s_per_sequence)
 
-    def step_s(self, decode: int, decode_context: float, prefill: int = 0, prefill_pairs: float = 0.0) -> float:
-        """Wall time of one step, s: the GPU time, or the host's per-sequence work when that is longer."""
-        return max(self.gpu_s(decode, decode_context, prefill, prefill_pairs),
-                   decode * self.engine.host_s_per_sequence)
+    def frontend_s(self, prompt_tokens: int) -> tuple[float, float]:
+        """(latency, serial work) of the frontend for a request of `prompt_tokens`, s: the latency overlaps other
+        requests, the serial work queues behind theirs (one API server process)."""
+        e, f = self.engine, self.correction.ttft_floor
+        return f * self.frontend_latency_s, f * (e.frontend_serial_s + prompt_tokens * e.frontend_serial_s_per_token)
 
 
 def replica_model(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_parallel_size: int,
                   quantization: Quantization | None = None, kv_cache_fp8: bool = False,
                   gpu_memory_utilization: float = defaults.GPU_MEMORY_UTILIZATION,
-                  engine: EngineProfile | None = None) -> ReplicaModel:
-    """Precompute the step-time coefficients of one replica.
+                  engine: EngineProfile | None = None, correction: Correction = Correction(),
+                  step_source: Literal["auto", "measured", "roofline"] = "auto") -> ReplicaModel:
+    """The step-time model of one replica.
 
     Args:
         arch: model shape (catalog or explicit).
@@ -151,64 +183,35 @@ def replica_model(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_
         kv_cache_fp8: FP8 KV cache (`--kv-cache-dtype fp8`).
         gpu_memory_utilization: fraction of each GPU's memory vLLM may use.
         engine: engine profile; the pinned vLLM by default.
+        correction: calibration factors of this (model, GPU, engine, tensor parallel); identity by default.
+        step_source: `auto` (the measured tables where they exist and `defaults.MEASURED_STEP_GPUS` chooses them,
+            else the roofline), or either one where it exists (`benchmarks/sizing.py --sources` compares them).
 
     Returns:
-        A `ReplicaModel`.
+        A `ReplicaModel`; its `source` says which step times it uses and, for the roofline, why.
     """
-    tp = tensor_parallel_size
+    measured, reason = lookup(arch, gpu, precision=precision, quantization=quantization,
+                              tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8)
+    if measured is not None and step_source == "auto" and gpu.name not in defaults.MEASURED_STEP_GPUS:
+        measured, reason = None, f"the roofline is closer to the published points on {gpu.model}"
+    if measured is not None and step_source != "roofline":
+        steps: MeasuredSteps | RooflineSteps = measured
+        source = CapacitySource("measured", gpu.model, data=measured.data)
+    else:
+        steps = roofline_steps(arch, gpu, precision=precision, tensor_parallel_size=tensor_parallel_size,
+                               quantization=quantization, kv_cache_fp8=kv_cache_fp8)
+        source = CapacitySource("roofline", gpu.model, reason=reason or "the roofline was asked for")
     engine = engine or engine_profile()
-    family = kernel_family(precision, quantization)
-    bandwidth = tp * gpu.bandwidth_gb_per_s * 1e9  # bytes/s, whole replica (ranks read their shards in parallel)
-    mbu16 = defaults.MBU_SINGLE_GPU_16BIT
-    mbu_q = mbu16 * defaults.WEIGHT_BANDWIDTH_FACTOR[family]
-    bpp = precision.bytes_per_param
-    emb_bpp = _embedding_bytes_per_param(precision)
-
-    params = arch.params_b * 1e9
-    lm_head = arch.vocab_size * arch.hidden_size if arch.vocab_size else 0.0  # untied or tied: streamed once a step
-    embedding_only = arch.embedding_params_b * 1e9 - lm_head  # the untied input table: looked up, not streamed
-    if arch.experts:
-        shared = arch.shared_params_b * 1e9  # type: ignore[operator]
-        expert_params = (params - shared) / arch.experts  # one expert, all layers
-    else:
-        shared, expert_params = params, 0.0
-    dense_linear = shared - embedding_only - lm_head
-    dense_read_s = dense_linear * bpp / (bandwidth * mbu_q) + lm_head * emb_bpp / (bandwidth * mbu16)
-    expert_read_s = expert_params * bpp / (bandwidth * mbu_q)
-
-    mfu = gpu.prefill_mfu or defaults.MFU
-    fp8_native = precision is Precision.FP8 and gpu.supports_fp8
-    prefill_factor = 1.0 if fp8_native else defaults.QUANTIZED_PREFILL_FACTOR[family]
-    flops = tp * compute_tflops(gpu, precision) * 1e12 * mfu  # FLOP/s, whole replica
-    linear_flops = flops * prefill_factor
-    active_experts = expert_params * (arch.experts_per_token or 0)
-    kv_tok = kv_bytes_per_token(arch, kv_cache_fp8=kv_cache_fp8, precision=precision)
-
-    if tp > 1:
-        hops = 2 * math.log2(tp)
-        per_layer = defaults.ALLREDUCES_PER_LAYER * arch.layers
-        link = gpu.interconnect_gb_per_s * 1e9
-        allreduce_fixed_s = per_layer * hops * defaults.ALLREDUCE_HOP_US[gpu.interconnect.value] / 1e6
-        allreduce_s_per_token = per_layer * (hops / tp) * arch.hidden_size * 2 / link  # 16-bit activations
-    else:
-        allreduce_fixed_s = allreduce_s_per_token = 0.0
     return ReplicaModel(
-        kv_cache_tokens=kv_cache_tokens(arch, gpu, precision=precision, tensor_parallel_size=tp,
+        kv_cache_tokens=kv_cache_tokens(arch, gpu, precision=precision, tensor_parallel_size=tensor_parallel_size,
                                         kv_cache_fp8=kv_cache_fp8, gpu_memory_utilization=gpu_memory_utilization),
         weights_gib=weights_gib(arch, precision),
-        kv_bytes_per_token=kv_tok,
+        kv_bytes_per_token=kv_bytes_per_token(arch, kv_cache_fp8=kv_cache_fp8, precision=precision),
         engine=engine,
-        dense_read_s=dense_read_s,
-        expert_read_s=expert_read_s,
-        experts=arch.experts or 0,
-        experts_per_token=arch.experts_per_token or 0,
-        kv_read_s_per_token=kv_tok / (bandwidth * defaults.KV_READ_BANDWIDTH_EFFICIENCY),
-        dense_flop_s_per_token=2 * dense_linear / linear_flops,
-        expert_flop_s_per_token=2 * active_experts / (linear_flops * defaults.MOE_GEMM_EFFICIENCY),
-        lm_head_s_per_sample=2 * lm_head / flops,
-        attention_s_per_pair=4 * arch.layers * arch.attention_heads * arch.head_dim / flops,
-        allreduce_fixed_s=allreduce_fixed_s,
-        allreduce_s_per_token=allreduce_s_per_token,
+        steps=steps,
+        source=source,
+        frontend_latency_s=engine.frontend_latency_s + engine.frontend_latency_s_per_layer * arch.layers,
+        correction=correction,
     )
 
 
@@ -221,5 +224,3 @@ def default_batch_limits(gpu: Gpu) -> tuple[int, int]:
     """vLLM V1's (max_num_batched_tokens, max_num_seqs) defaults for the OpenAI server on this GPU."""
     large = gpu.memory_gib >= 70 and "a100" not in gpu.name
     return defaults.VLLM_DEFAULT_BATCH["large" if large else "other"]
-
-

@@ -1,11 +1,11 @@
 """Sizing one replica for the planner: engine limits, the highest arrival rate that meets the SLO, and predictions.
 
 For one candidate (GPU, tensor parallel, KV-cache dtype) and the requirements' traffic:
-1. `--max-num-seqs`: the largest batch whose pure decode step keeps a token gap within the ITL target and whose
-   mean-length sequences the KV cache holds (capped at `defaults.MAX_NUM_SEQS_CAP`).
-2. `--max-num-batched-tokens`: vLLM's default for the GPU, or with an ITL target the largest power of two whose full
-   step (the batch above plus a prompt chunk filling the budget) stays within it, so a prefill chunk never stretches a
-   token gap past the target (never below max_num_seqs, which vLLM requires).
+1-2. `--max-num-seqs` and `--max-num-batched-tokens` (`engine_limits`): with an ITL target, the token budget (vLLM's
+   default for the GPU or a power of two below it) and the largest batch whose full step (the batch decoding plus a
+   prompt chunk filling the rest of the budget) keeps a token gap within the target, the pair the mean-value model
+   saturates highest; the sequences within what the KV cache holds of mean-length requests (at most
+   `defaults.MAX_NUM_SEQS_CAP`).
 3. `screen`: an optimistic analytic bound on the rate (`LLM_MAX_UTILIZATION` x the saturated rate), for ranking.
 4. `size_replica`: the highest per-replica arrival rate at which the simulated TTFT p95, ITL p95 and (when bounded)
    request-latency p95 meet the targets: bisection over the rate on common random numbers, at most the screen's bound.
@@ -98,10 +98,42 @@ def _context(shape: TrafficShape) -> float:
     return shape.inputs.mean + shape.outputs.mean / 2
 
 
+#: The smallest `--max-num-batched-tokens` the planner sets: below it a prompt takes more steps than the chunked
+#: prefill saves in token gaps [assumption].
+MIN_BATCHED_TOKENS = 64
+#: p95 of a queueing wait / its mean when choosing the token budget (an exponential-like tail; as
+#: `blueprints.capacity.replica.WAIT_P95_FACTOR`) [assumption].
+WAIT_P95_FACTOR = 3.0
+
+
+def _largest(fits, ceiling: int) -> int:
+    """The largest batch in [1, ceiling] for which `fits` holds (it holds for every smaller one), or 0."""
+    if ceiling < 1 or not fits(1):
+        return 0
+    lo, hi = 1, ceiling
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def engine_limits(model: ReplicaModel, gpu: Gpu, shape: TrafficShape, targets: LatencyTargets, *,
                   tune_batched_tokens: bool = True) -> SchedulerConfig | None:
-    """`--max-num-seqs` and `--max-num-batched-tokens` for this replica (see the module docstring), or None when the
-    KV cache cannot hold one `max_model_len` sequence or one sequence's step misses the ITL target."""
+    """`--max-num-seqs` and `--max-num-batched-tokens` for this replica, or None when the KV cache cannot hold one
+    `max_model_len` sequence or one sequence's step misses the ITL target.
+
+    Without an ITL target (or `tune_batched_tokens` off): vLLM's token budget for the GPU, and as many sequences as
+    the KV cache holds of mean-length requests (at most `MAX_NUM_SEQS_CAP`; with an ITL target, as many as a pure
+    decode step keeps within it). With one: each budget from vLLM's default down to `MIN_BATCHED_TOKENS` (halving)
+    with the largest batch whose full step (the batch decoding plus a prompt chunk filling the rest of the budget)
+    stays within the target, and of these the pair the mean-value model saturates highest
+    highest (`_budget_rate`: the mean-value saturated rate, and with a TTFT target the rate at which prompts queueing
+    for their chunks still meet it): decode slots and prompt chunks share every step's time, so the most sequences a
+    decode step allows leave no room for prompts, and small budgets take many steps per prompt.
+    """
     if model.kv_cache_tokens < shape.max_model_len:
         return None
     held = model.kv_cache_tokens // (shape.inputs.mean + shape.outputs.mean)
@@ -110,25 +142,53 @@ def engine_limits(model: ReplicaModel, gpu: Gpu, shape: TrafficShape, targets: L
     itl_s = targets.itl_p95_ms / 1e3 if targets.itl_p95_ms is not None else math.inf
     if ceiling < 1 or model.step_s(1, ctx) > itl_s:
         return None
-    lo, hi = 1, ceiling
-    while lo < hi:  # the step time grows with the batch
-        mid = (lo + hi + 1) // 2
-        if model.step_s(mid, mid * ctx) <= itl_s:
-            lo = mid
-        else:
-            hi = mid - 1
-    seqs = lo
-    tokens = default_batch_limits(gpu)[0]
-    if tune_batched_tokens and math.isfinite(itl_s):
-        budget = tokens
-        while budget > seqs and budget >= 64:
-            chunk = budget - seqs
-            if model.step_s(seqs, seqs * ctx, chunk, chunk * (shape.inputs.mean / 2)) <= itl_s:
-                break
-            budget //= 2
-        tokens = max(seqs, budget)
-    return SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens,
-                           kv_cache_blocks=model.kv_cache_tokens // defaults.KV_BLOCK_TOKENS)
+    blocks = model.kv_cache_tokens // defaults.KV_BLOCK_TOKENS
+    default_tokens = default_batch_limits(gpu)[0]
+    decode_only = _largest(lambda b: model.step_s(b, b * ctx) <= itl_s, ceiling)
+    if not tune_batched_tokens or not math.isfinite(itl_s):
+        return SchedulerConfig(max_num_seqs=decode_only, max_num_batched_tokens=default_tokens,
+                               kv_cache_blocks=blocks)
+    best: tuple[float, int, int] | None = None
+    budget = default_tokens
+    while budget >= MIN_BATCHED_TOKENS:
+        pairs_per_token = shape.inputs.mean / 2
+
+        def fits(b: int, budget: int = budget) -> bool:
+            chunk = budget - b
+            return model.step_s(b, b * ctx, chunk, chunk * pairs_per_token) <= itl_s
+
+        seqs = _largest(fits, min(ceiling, budget - 1))
+        if seqs:
+            rate = _budget_rate(model, shape, targets, seqs=seqs, budget=budget)
+            if best is None or rate > best[0]:
+                best = (rate, seqs, budget)
+        budget //= 2
+    if best is None:  # no budget leaves room for a chunk within the target: the smallest; chunks stretch gaps
+        return SchedulerConfig(max_num_seqs=decode_only, max_num_batched_tokens=max(decode_only, MIN_BATCHED_TOKENS),
+                               kv_cache_blocks=blocks)
+    return SchedulerConfig(max_num_seqs=best[1], max_num_batched_tokens=best[2], kv_cache_blocks=blocks)
+
+
+def _budget_rate(model: ReplicaModel, shape: TrafficShape, targets: LatencyTargets, *, seqs: int, budget: int) -> float:
+    """The rate (requests/s) a token budget allows by the mean-value model: the saturated rate at `seqs` running, and
+    with a TTFT target at most the rate at which prompts, prefilled one after another in chunks of what the budget
+    leaves the decoders (vLLM V1 runs one partial prefill at a time), still meet it: an M/D/1 queue of prefills whose
+    p95 wait (`WAIT_P95_FACTOR` x the mean) plus a p95-length prompt's own chunks and the frontend fit the target."""
+    mean_in, out = shape.inputs.mean, shape.outputs.mean
+    saturated = saturation_rps(model, running=seqs, input_tokens=mean_in, output_tokens=out,
+                               max_num_batched_tokens=budget)
+    if targets.ttft_p95_ms is None:
+        return saturated
+    chunk = max(1, budget - seqs)
+    ctx = _context(shape)
+    step = model.step_s(seqs, seqs * ctx, chunk, chunk * mean_in / 2)
+    service = math.ceil(mean_in / chunk) * step
+    tail = math.ceil(shape.inputs.p95 / chunk) * step + sum(model.frontend_s(shape.inputs.p95))
+    room = targets.ttft_p95_ms / 1e3 - tail
+    if room <= 0:
+        return 0.0
+    x = room / WAIT_P95_FACTOR / service  # the mean wait allowed, in prefill services
+    return min(saturated, 2 * x / (1 + 2 * x) / service)  # M/D/1: wait = rho / (2 (1 - rho)) x service
 
 
 def screen(arch: Architecture, gpu: Gpu, *, precision: Precision, quantization: Quantization | None,
@@ -162,11 +222,13 @@ def traffic_shape(mean_input: int, input_p95: int | None, mean_output: int, outp
 
 
 def idle_ttft_ms(model: ReplicaModel, config: SchedulerConfig, shape: TrafficShape) -> float:
-    """TTFT of a mean-length prompt on an idle replica, ms: server overhead plus its prefill chunks."""
+    """TTFT of a mean-length prompt on an idle replica, ms: the frontend's latency and serial work plus its prefill
+    chunks."""
     inp = shape.inputs.mean
     chunk = min(inp, config.max_num_batched_tokens)
     steps = math.ceil(inp / chunk)
-    return defaults.SERVER_OVERHEAD_MS + steps * model.step_s(0, 0.0, chunk, chunk * (inp - chunk / 2)) * 1e3
+    frontend = sum(model.frontend_s(inp))
+    return (frontend + steps * model.step_s(0, 0.0, chunk, chunk * (inp - chunk / 2))) * 1e3
 
 
 def idle_itl_ms(model: ReplicaModel, shape: TrafficShape) -> float:

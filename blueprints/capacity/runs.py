@@ -34,13 +34,15 @@ def closed_loop(model: ReplicaModel, config: SchedulerConfig, *, concurrency: in
 
 
 def open_loop(model: ReplicaModel, config: SchedulerConfig, *, rate_per_s: float, pattern: str, inputs: LengthModel,
-              outputs: LengthModel, max_model_len: int, requests: int | None = None,
+              outputs: LengthModel, max_model_len: int, requests: int | None = None, warmup: int | None = None,
               seed: int = defaults.SIMULATION_SEED, stop_when_overloaded: bool = True) -> SimulationResult:
     """Requests arriving at `rate_per_s` (mean) with the traffic pattern's burstiness.
 
     Args:
         requests: how many to simulate; defaults to `workload.simulation_requests(rate_per_s)`. Pass the same
             number for runs at different rates to compare them on common random numbers.
+        warmup: requests left out of the statistics; defaults to `SIMULATION_WARMUP_FRACTION` of them (0: measure
+            every one, as a benchmark run does).
         stop_when_overloaded: stop (unstable) once the queue grows past what the replica could ever drain, which
             saves time in a search; otherwise every request is served, so an overloaded run's latencies keep growing
             with the rate.
@@ -48,6 +50,15 @@ def open_loop(model: ReplicaModel, config: SchedulerConfig, *, rate_per_s: float
     count = requests or simulation_requests(rate_per_s)
     shapes = request_shapes(inputs, outputs, count=count, max_model_len=max_model_len, seed=seed)
     arrivals = arrival_times(pattern, rate_per_s, count, seed=seed)
-    warmup = int(count * defaults.SIMULATION_WARMUP_FRACTION)
+    if warmup is None:
+        warmup = int(count * defaults.SIMULATION_WARMUP_FRACTION)
     limit = max(64, 2 * config.max_num_seqs, count // 4) if stop_when_overloaded else None
     return simulate(model, config, shapes, arrivals=arrivals, warmup=warmup, queue_limit=limit)
+
+
+def burst(model: ReplicaModel, config: SchedulerConfig, *, count: int, inputs: LengthModel, outputs: LengthModel,
+          max_model_len: int, seed: int = defaults.SIMULATION_SEED) -> SimulationResult:
+    """`count` requests all sent at time 0 (a benchmark at `--request-rate inf`), every one served and measured: its
+    requests / `duration_s` is the replica's saturated throughput."""
+    shapes = request_shapes(inputs, outputs, count=count, max_model_len=max_model_len, seed=seed)
+    return simulate(model, config, shapes, arrivals=[0.0] * count)

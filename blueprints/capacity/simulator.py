@@ -1,4 +1,5 @@
-"""A discrete-event simulation of one vLLM replica's scheduler, stepping on the roofline step time.
+"""A discrete-event simulation of one vLLM replica's scheduler, stepping on the replica's step time
+(`blueprints.capacity.physics.ReplicaModel.step_s`: measured vLLM kernel tables or the roofline).
 
 What it models (vLLM V1's `Scheduler.schedule`, and V0's for the engines of older measurements):
 - Every step first advances the running requests in admission order: each decoding request by one token, a
@@ -15,9 +16,13 @@ What it models (vLLM V1's `Scheduler.schedule`, and V0's for the engines of olde
   request.
 - Each step lasts `ReplicaModel.step_s` of its decode sequences, their context and its prefill tokens. A token is
   emitted at the end of the step that computes it: TTFT ends with the step finishing the prompt, each later token's
-  gap (ITL) is the time since that request's previous token. Requests pass the API server one at a time
-  (`defaults.SERVER_OVERHEAD_MS` each: HTTP, tokenisation) before the scheduler sees them, so requests sent together
-  reach it one after another; TTFT and request latency count from the send.
+  gap (ITL) is the time since that request's previous token. A request reaches the scheduler after the frontend's
+  latency and its share of the API server's serial work (`ReplicaModel.frontend_s`: request handling and tokenisation,
+  one request at a time), so requests sent together reach it one after another; TTFT and request latency count from
+  the send.
+- V0 engines with multi-step scheduling (`EngineProfile.scheduler_steps` > 1, vLLM 0.6's `--num-scheduler-steps`)
+  decode in windows of that many steps: a prompt waiting is prefilled only when the window ends, and a request whose
+  last token falls inside a window keeps its slot (and is seen to finish) until the window ends.
 Runs of identical decode steps between events (an arrival, a completion, the KV cache filling) are advanced in one go
 with their summed duration (the step time is linear in the context that grows by one token per sequence each step), so
 a run costs a few microseconds per request rather than per token. Deterministic: no clock, no unseeded randomness.
@@ -67,9 +72,11 @@ class SimulationResult:
     """What one simulated run measured after warm-up.
 
     Attributes:
-        ttft_ms: time to first token per request (queueing + prefill + server overhead).
+        ttft_ms: time to first token per request (frontend + queueing + prefill).
         itl_ms: gaps between consecutive tokens of a request, over all tokens (what vLLM's
             `vllm:inter_token_latency_seconds` histogram observes).
+        tpot_ms: time per output token of each request after its first, (latency - TTFT) / (tokens - 1), over the
+            requests of more than one token (`vllm bench serve`'s TPOT).
         e2e_ms: request latency, arrival to last token.
         requests_per_s: completed requests/s.
         output_tokens_per_s: generated tokens/s.
@@ -80,10 +87,14 @@ class SimulationResult:
             were in the replica than Little's law allows at the latency of those done (a batch growing without
             bound). The latencies then describe an overloaded replica.
         measured: requests measured.
+        duration_s: from the first measured request's send to the last one's completion, s (a benchmark's wall
+            time: its throughput is requests / duration).
+        output_tokens: tokens the measured requests generated.
     """
 
     ttft_ms: Percentiles
     itl_ms: Percentiles
+    tpot_ms: Percentiles
     e2e_ms: Percentiles
     requests_per_s: float
     output_tokens_per_s: float
@@ -91,6 +102,8 @@ class SimulationResult:
     preemptions: int
     stable: bool
     measured: int
+    duration_s: float
+    output_tokens: int
 
 
 def _percentiles(values: list[float]) -> Percentiles:
@@ -156,15 +169,17 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
     else:
         arrival = list(arrivals)  # type: ignore[arg-type]
         issued = n_req
-    # The API server handles requests one at a time (HTTP, tokenisation: SERVER_OVERHEAD_MS each) before the engine
-    # sees them, so requests sent together reach the scheduler one after another.
-    frontend_s = defaults.SERVER_OVERHEAD_MS / 1e3
+    # After the frontend's latency the API server handles requests one at a time (request handling, tokenisation)
+    # before the engine sees them, so requests sent together reach the scheduler one after another.
+    frontend = [model.frontend_s(p) for p in prompt]
     ready = [math.inf] * n_req
     frontend_free = 0.0
     for i in range(issued):
-        frontend_free = ready[i] = max(arrival[i], frontend_free) + frontend_s
+        frontend_free = ready[i] = max(arrival[i] + frontend[i][0], frontend_free) + frontend[i][1]
     scheduled = issued  # requests whose arrival time is known
     chunked = model.engine.chunked_prefill
+    window_steps = 1 if chunked else model.engine.scheduler_steps
+    window = 0  # V0 multi-step: decode steps left in the current scheduling window
     mns, mnbt = config.max_num_seqs, config.max_num_batched_tokens
     free = config.kv_cache_blocks
     watermark = 0 if chunked else int(defaults.V0_WATERMARK * config.kv_cache_blocks)
@@ -246,7 +261,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         finished += 1
         if closed and issued < n_req:  # the client sends its next request now
             arrival[issued] = t
-            frontend_free = ready[issued] = max(t, frontend_free) + frontend_s
+            frontend_free = ready[issued] = max(t + frontend[issued][0], frontend_free) + frontend[issued][1]
             issued += 1
             scheduled = issued
 
@@ -332,8 +347,9 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         return k
 
     def admissible_head(need: int, budget: int) -> bool:
-        """Whether this step could admit the head of the queue (V0 admits before decoding, so ignores `need`)."""
-        if not waiting or len(running) >= mns or budget <= 0:
+        """Whether this step could admit the head of the queue (V0 admits before decoding, so ignores `need`; a V0
+        multi-step window admits nothing until it ends)."""
+        if not waiting or len(running) >= mns or budget <= 0 or (window and n_dec):
             return False
         h = waiting[0]
         tokens = prompt[h] + gen[h]
@@ -365,7 +381,8 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         if partial < 0 and n_dec and need <= free and stall == 0.0 and not admissible_head(need, budget0):
             while heap and heap[0][2] != version[heap[0][1]]:
                 heapq.heappop(heap)
-            k = heap[0][0] - G if heap else 1 << 30
+            # A multi-step window runs to its end even past completions (their slots free when it ends).
+            k = heap[0][0] - G if heap and window_steps == 1 else 1 << 30
             cycles, rest = divmod(free, n_dec)
             j = 0
             acc = 0
@@ -376,6 +393,9 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
                 acc += c
                 j += 1
             k = max(1, min(k, cycles * _BLOCK + j))
+            if window_steps > 1:  # V0 multi-step: stop where the window ends, to admit what waits
+                window = window or window_steps
+                k = min(k, window)
             ctx0 = sum_base + n_dec * G
             d0 = step_s(n_dec, ctx0)
             dk = step_s(n_dec, ctx0 + n_dec * (k - 1)) if k > 1 else d0
@@ -401,7 +421,10 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
                 itl_v.append(d0 + (dk - d0) * 0.75)
                 itl_w.append(w)
             G += k
-            finish_decoders()
+            if window_steps > 1:
+                window -= k
+            if not window:
+                finish_decoders()
             continue
 
         # ---- a run of steps that decode and push one long prompt on by the whole token budget each ---------------
@@ -476,7 +499,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         batch: list[int] = []
         tokens = 0
         blocks_left = free
-        while waiting and len(running) + len(batch) < mns:
+        while waiting and len(running) + len(batch) < mns and not (window and n_dec):
             h = waiting[0]
             tok = prompt[h] + gen[h]
             nb = blocks_for(tok)
@@ -487,6 +510,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
             tokens += tok
             blocks_left -= nb
         if batch:
+            window = 0  # a prefill step ends the multi-step window
             free = blocks_left
             dt = step_s(0, 0.0, tokens, sum((prompt[h] + gen[h]) ** 2 for h in batch) / 2)
             t += dt
@@ -504,6 +528,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         if not n_dec:
             continue
         free -= need
+        window = (window or window_steps) - 1
         dt = step_s(n_dec, sum_base + n_dec * G)
         t += dt
         busy_seq_s += n_dec * dt
@@ -518,12 +543,15 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         stall = 0.0
         joined_stall.clear()
         G += 1
-        finish_decoders()
+        if not window:
+            finish_decoders()
 
     first = max(0, warmup) if warmup < n_req else 0
     done = [i for i in range(first, n_req) if not math.isnan(finish_t[i])]
     ttft = [(first_t[i] - arrival[i]) * 1e3 for i in done]
     e2e = [(finish_t[i] - arrival[i]) * 1e3 for i in done]
+    tpot = [(finish_t[i] - first_t[i]) * 1e3 / (out[i] - 1) for i in done if out[i] > 1]
+    duration = max((finish_t[i] for i in done), default=t) - (arrival[first] if first < n_req else 0.0)
     if not stable:  # still waiting: their TTFT is at least the time waited so far
         ttft += [(t - arrival[i]) * 1e3 for i in waiting if i >= first]
     mean_out = sum(out[i] for i in done) / len(done) if done else 0.0
@@ -534,6 +562,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         rps = (n_req - 1 - first) / window if window > 0 else 0.0
     return SimulationResult(
         ttft_ms=_percentiles(ttft), itl_ms=_weighted_percentiles([v * 1e3 for v in itl_v], itl_w),
-        e2e_ms=_percentiles(e2e), requests_per_s=round(rps, 4), output_tokens_per_s=round(rps * mean_out, 3),
+        tpot_ms=_percentiles(tpot), e2e_ms=_percentiles(e2e), requests_per_s=round(rps, 4),
+        output_tokens_per_s=round(rps * mean_out, 3),
         mean_running=round(busy_seq_s / t, 3) if t > 0 else 0.0, preemptions=preemptions, stable=stable,
-        measured=len(done))
+        measured=len(done), duration_s=round(duration, 6), output_tokens=sum(out[i] for i in done))

@@ -15,7 +15,7 @@ from typing import Literal
 from blueprints.catalog.units import Unit, parse_unit
 
 #: Engine versions the rows were written for: the pinned images' metric catalog entries.
-VLLM = ("vllm", "0.11.0")
+VLLM = ("vllm", "0.24.0")
 TRITON = ("triton", "2.62.0")
 KUBERNETES = ("kubernetes", "kube-state-metrics (kube-prometheus-stack 88.5.3)")
 SAGEMAKER = ("sagemaker", "CloudWatch AWS/SageMaker")

@@ -502,7 +502,7 @@ class ModelLatency(ClosedModel):
 
 
 class Predictions(ClosedModel):
-    """What the capacity model predicts at this environment's peak, per the planner's roofline model."""
+    """What the capacity model predicts at this environment's peak (`capacity_source` says what it rests on)."""
 
     ttft_p95_ms: PredictedMs | None = None
     itl_p95_ms: PredictedMs | None = None
@@ -527,6 +527,9 @@ class Predictions(ClosedModel):
                                          "minutes within every p95 target (0-1)")
     models: list[ModelLatency] | None = Field(default=None, description="non-generative archetypes: each model's "
                                               "own predicted latency (latency_p95_ms above is the slowest's)")
+    capacity_source: str | None = Field(default=None, max_length=500, description="LLMs: what the predicted step "
+                                        "times rest on (measured vLLM kernel data for the GPU, or the roofline and "
+                                        "why) and their expected error against published measurements")
 
 
 class PipelinePart(str, Enum):

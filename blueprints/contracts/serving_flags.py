@@ -27,9 +27,11 @@ from blueprints.requirements.model import DEFAULT_QUANTIZATION, ModelFormat, Pre
 if TYPE_CHECKING:
     from blueprints.contracts.blueprint import Blueprint
 
-#: Checkpoint formats vLLM loads (safetensors, PyTorch .bin, GGUF); ONNX/TensorRT/TorchScript exports are for
-#: Triton or ONNX Runtime.
-VLLM_FORMATS = (ModelFormat.SAFETENSORS, ModelFormat.PYTORCH, ModelFormat.GGUF)
+#: Checkpoint formats the pinned vLLM image loads (safetensors, PyTorch .bin); ONNX/TensorRT/TorchScript exports are
+#: for Triton or ONNX Runtime. GGUF left vLLM for an out-of-tree plugin by v0.24.0 (docs/features/quantization/
+#: gguf.md:7, "GGUF support has migrated to OOT vllm-gguf-plugin"; model_executor/model_loader/ has no gguf_loader.py,
+#: which 0.20.0 still had), and docker/Dockerfile does not install the plugin, so the image cannot load one.
+VLLM_FORMATS = (ModelFormat.SAFETENSORS, ModelFormat.PYTORCH)
 #: The Triton backend loading each format (triton-inference-server backend docs).
 TRITON_BACKEND = {ModelFormat.ONNX: "onnxruntime", ModelFormat.TENSORRT: "tensorrt",
                   ModelFormat.TORCHSCRIPT: "pytorch", ModelFormat.PYTORCH: "pytorch", ModelFormat.SAFETENSORS: "python"}

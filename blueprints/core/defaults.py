@@ -3,7 +3,8 @@
 # --- Capacity model (see blueprints/capacity/) ------------------------------------------------------------------
 # Fitted values say what they were fitted to; `benchmarks/sizing.py` reproduces every calibration point and
 # `benchmarks/sizing.py --fit` refits the fitted ones (tests/data/calibration-points.yaml).
-#: vLLM --gpu-memory-utilization default in releases up to 0.10 (vllm/engine/arg_utils.py); we keep 0.90 for headroom.
+#: --gpu-memory-utilization the planner sets explicitly: 0.90, below vLLM 0.24.0's own default of 0.92 (vllm/config/
+#: cache.py:67 at v0.24.0; 0.9 up to 0.19), for headroom.
 GPU_MEMORY_UTILIZATION = 0.90
 #: Per-GPU memory vLLM needs besides weights and KV cache (activations, CUDA graphs, NCCL buffers), GiB.
 #: sizing-facts.md: "activations/CUDA-graph overhead (a few GB)".
@@ -17,12 +18,12 @@ MBU_SINGLE_GPU_16BIT = 0.75
 #: (TP1) and 72B (TP2). FP8 to calibration point 3 (70B FP8, TP2 H100, ITL 18.6 ms). W8A8 (int8 weights and
 #: activations) [assumption] as GPTQ 8-bit. 4-bit kernels dequantise on the fly: AWQ's reach ~0.76 of 16-bit, Qwen's
 #: GPTQ-Int4 72B only ~0.46 (16.5 tokens/s on one A100 where streaming its 42 GB at 16-bit efficiency gives ~33).
-WEIGHT_BANDWIDTH_FACTOR = {"none": 1.0, "awq": 0.76, "gptq-int4": 0.46, "gptq-int8": 0.9, "fp8": 0.95, "w8a8": 0.9}
+WEIGHT_BANDWIDTH_FACTOR = {"none": 1.0, "awq": 0.68, "gptq-int4": 0.45, "gptq-int8": 0.81, "fp8": 0.95, "w8a8": 0.9}
 #: Compute efficiency of weight-only kernels in prefill (dequantising every tile) relative to 16-bit GEMMs. AWQ
 #: fitted to Qwen2.5-7B AWQ at 30k-token and 72B AWQ at 14k-token prompts (~1.4x the BF16 prefill); GPTQ 4-bit
 #: [assumption] as AWQ; 8-bit weight-only and FP8 W8A16 (GPUs without FP8 tensor cores) [assumption] 0.85.
 #: W8A8 and FP8 on FP8 GPUs run native GEMMs: 1.0.
-QUANTIZED_PREFILL_FACTOR = {"none": 1.0, "awq": 0.7, "gptq-int4": 0.7, "gptq-int8": 0.85, "fp8": 0.85,
+QUANTIZED_PREFILL_FACTOR = {"none": 1.0, "awq": 0.57, "gptq-int4": 0.7, "gptq-int8": 0.85, "fp8": 0.85,
                             "w8a8": 1.0}
 #: Model FLOPs utilisation of dense tensor TFLOPS in prefill, where gpus.yaml gives no `prefill_mfu` for the GPU.
 #: Public range 0.3-0.7; fitted to calibration point 3 (TTFT 407 ms for 5000 input tokens, FP8 on H100).
@@ -42,39 +43,66 @@ ALLREDUCES_PER_LAYER = 2
 #: Qwen2.5-72B TP4 point (the 160 all-reduces of a 72B decode step add ~6 ms at TP4). PCIe [assumption]: NCCL over
 #: PCIe without NVLink (vLLM's custom all-reduce needs NVLink or full P2P) at 2.5x the NVLink step.
 ALLREDUCE_HOP_US = {"nvlink": 9.0, "pcie": 22.5}
-#: API server, tokenisation and scheduling time added to every TTFT and request latency, ms. Fitted to calibration
-#: point 2 (14 ms TTFT for a short prompt on H100).
-SERVER_OVERHEAD_MS = 7.5
-#: The serving engines the model knows. `vllm-0.11` is the pinned image (VLLM_IMAGE, the V1 engine: chunked prefill
-#: always on); the others are the engines of published measurements, so calibration compares like with like:
-#: - step_overhead_ms: fixed host/launch time of every step. vllm-0.11: fitted to points 1 and 2 (decode at batch 1
-#:   is within 0.5 ms of the bandwidth roofline). vllm-0.6.3-offline: the Qwen2.5 speed benchmark's LLM.generate()
-#:   with Qwen's generation_config (top-p/top-k/repetition-penalty sampling over a 152k vocabulary) costs ~2.5 ms a
-#:   step more, fitted to Qwen2.5-7B BF16 at batch 1. vllm-0.4.3: as the pinned engine (the A10G c1 ITL fits).
-#: - host_ms_per_sequence: per running sequence per step (input preparation, sampling, detokenisation, streaming),
-#:   overlapped with the GPU step, so a step takes max(GPU time, sequences x this): the cost that grows with batch.
-#:   Fitted to point 2 at concurrency 16 (1384 tokens/s, TPOT 10.9 ms where the GPU step is ~7 ms: 0.7 ms per
-#:   sequence); issue 13 reports 47 ms ITL at 64 concurrent on the same setup, which this predicts within 10 %.
+#: The serving engines the model knows. `vllm-0.24` is the pinned image (VLLM_IMAGE, the V1 engine: chunked prefill
+#: always on, async scheduling on by default, scheduler and API server in processes of their own); the others are the
+#: engines of published measurements, so calibration compares like with like (benchmarks/sizing.py prints every
+#: point; `--fit` refits the fitted values on the points named in its FITS table):
 #: - chunked_prefill: prefill joins decode steps within max_num_batched_tokens (V1); otherwise prefill steps run
 #:   alone, pausing decode (V0 default for max_model_len <= 32k).
+#: - scheduler_steps: V0 multi-step scheduling (`--num-scheduler-steps`): the vLLM 0.6.0 post's runs use 10, so new
+#:   prompts wait for a window of 10 decode steps to end.
+#: - step_overhead_ms: time every step adds to its kernels (input preparation, sampling, the launches CUDA graphs do
+#:   not hide), fitted per profile.
+#: - frontend_latency_ms: time before the API server handles a request (HTTP, the engine's IPC), overlapping other
+#:   requests; frontend_serial_ms and frontend_serial_us_per_token: the API server's serial work per request and per
+#:   prompt token (request handling, tokenisation; one process): the TTFT floor that grows with the prompt.
+#: No profile has a per-sequence host cost: no measured point of the pinned engine shows one (the vLLM 0.6.0 post's
+#: 36.8 requests/s of Llama-3-8B on one H100, ~6,600 output tokens/s, rules out the 0.7 ms per sequence per step
+#: fitted earlier to one unversioned sweep, which capped every replica at ~1,430 tokens/s).
 ENGINE_PROFILES = {
-    "vllm-0.11": {"chunked_prefill": True, "step_overhead_ms": 0.5, "host_ms_per_sequence": 0.7},
-    "vllm-0.6.3-offline": {"chunked_prefill": False, "step_overhead_ms": 2.6, "host_ms_per_sequence": 0.7},
-    "vllm-0.4.3": {"chunked_prefill": False, "step_overhead_ms": 0.5, "host_ms_per_sequence": 0.7},
+    "vllm-0.24": {"chunked_prefill": True, "scheduler_steps": 1, "step_overhead_ms": 0.37,
+                  "prefill_kernel_factor": 1.0, "host_us_per_sequence": 0.0, "frontend_latency_ms": 2.0,
+                  "frontend_latency_ms_per_layer": 0.8, "frontend_serial_ms": 0.5, "frontend_serial_us_per_token": 1.0},
+    "vllm-0.6.0": {"chunked_prefill": False, "scheduler_steps": 10, "step_overhead_ms": 0.3,
+                   "prefill_kernel_factor": 1.3, "host_us_per_sequence": 45.0, "frontend_latency_ms": 6.0,
+                   "frontend_latency_ms_per_layer": 0.0, "frontend_serial_ms": 0.5,
+                   "frontend_serial_us_per_token": 1.0},
+    "vllm-0.6.3-offline": {"chunked_prefill": False, "scheduler_steps": 1, "step_overhead_ms": 1.58,
+                           "prefill_kernel_factor": 1.0, "host_us_per_sequence": 0.0, "frontend_latency_ms": 0.0,
+                           "frontend_latency_ms_per_layer": 0.0, "frontend_serial_ms": 0.0,
+                           "frontend_serial_us_per_token": 0.0},
+    "vllm-0.4.3": {"chunked_prefill": False, "scheduler_steps": 1, "step_overhead_ms": 2.57,
+                   "prefill_kernel_factor": 1.0, "host_us_per_sequence": 0.0, "frontend_latency_ms": 6.0,
+                   "frontend_latency_ms_per_layer": 0.0, "frontend_serial_ms": 0.5,
+                   "frontend_serial_us_per_token": 1.0},
 }
 #: The engine profile of VLLM_IMAGE: plans and `estimate` use it.
-PINNED_ENGINE = "vllm-0.11"
-#: vLLM's KV-cache block, tokens (--block-size default on CUDA).
+PINNED_ENGINE = "vllm-0.24"
+#: GPUs whose step times come from the measured vLLM kernel tables (blueprints/catalog/step_tables/) where a table
+#: covers the replica; the roofline serves the rest. Chosen by the calibration points' error (`benchmarks/sizing.py
+#: --sources` prints both sources per GPU; tests/test_sizing_calibration.py holds the choice): see the README, "How far
+#: to trust the numbers". GPUs with tables but no published point (H200, L40S) take the measured source, whose error
+#: on the GPUs with points is the one stated.
+MEASURED_STEP_GPUS = ("h100", "h200", "l40s", "a100-80gb")
+#: (points, points listed as known off, median, p90 |error| over the others) of the capacity model against the
+#: published points whose replica each step source times (blueprints/catalog/calibration-points.yaml;
+#: `benchmarks/sizing.py --sources`): what a plan states as its expected error. tests/test_sizing_calibration.py holds
+#: these to the current figures.
+CAPACITY_EXPECTED_ERROR = {"measured": (54, 10, 0.10, 0.25), "roofline": (24, 4, 0.04, 0.10)}
+#: vLLM's KV-cache block, tokens: CacheConfig.DEFAULT_BLOCK_SIZE (vllm/config/cache.py:46 at v0.24.0), which the
+#: FlashAttention backend keeps on CUDA (platforms/interface.py:613-625, v1/attention/backend.py:194-202).
 KV_BLOCK_TOKENS = 16
-#: vLLM V1 defaults for the OpenAI server (vllm/engine/arg_utils.py, get_batch_defaults): --max-num-batched-tokens
-#: 8192 and --max-num-seqs 1024 on GPUs with >= 70 GiB that are not A100s, else 2048 and 256.
+#: vLLM V1 defaults for the OpenAI server (vllm/engine/arg_utils.py get_batch_defaults, :2375-2423 at v0.24.0):
+#: --max-num-batched-tokens 8192 and --max-num-seqs 1024 on GPUs with >= 70 GiB that are not A100s, else 2048 and 256
+#: (unchanged since 0.11; 0.33 adds a 16384/1024 tier for >= 160 GiB).
 VLLM_DEFAULT_BATCH = {"large": (8192, 1024), "other": (2048, 256)}
 #: V0 engines without chunked prefill: --max-num-batched-tokens = max(max_model_len, 2048) and a 1 % watermark of KV
 #: blocks kept free when admitting (vllm 0.4-0.6 config.py / core/block_manager).
 V0_MIN_BATCHED_TOKENS = 2048
 V0_WATERMARK = 0.01
-#: The planner never sets --max-num-seqs above this: vLLM V1 captures CUDA graphs for batches up to 512
-#: (compilation config `max_cudagraph_capture_size`), and larger batches run eagerly.
+#: The planner never sets --max-num-seqs above this: vLLM V1 captures CUDA graphs for batches up to
+#: min(2 x max_num_seqs, 512) when `max_cudagraph_capture_size` is unset (vllm/config/vllm.py:1684-1692 at v0.24.0),
+#: and larger batches run eagerly.
 MAX_NUM_SEQS_CAP = 512
 #: Default --max-model-len when the requirements leave it open, tokens (the model's own limit if lower).
 DEFAULT_MAX_MODEL_LEN = 8192
@@ -170,7 +198,7 @@ KUBE_RESERVED_EPHEMERAL_GIB = 1
 #: The OS's share of a node's root volume, GiB. [assumption] the AL2023 EKS AMI fits Karpenter's 20 GiB default volume
 #: (karpenter-provider-aws DefaultEBS for AL2023: 20Gi), half of it in use.
 NODE_OS_RESERVE_GIB = 10
-#: Disk one pulled serving image takes on a node, GiB. [assumption] vLLM 0.11 and Triton 25.10 images are ~10 GB
+#: Disk one pulled serving image takes on a node, GiB. [assumption] vLLM 0.24 and Triton 25.10 images are ~10 GB
 #: compressed; containerd keeps the compressed layers and the unpacked snapshot, so about three times that.
 SERVING_IMAGE_DISK_GIB = 30
 #: Disk the platform's controller images take on a system node, GiB (Karpenter, the load balancer controller, KEDA,
@@ -219,8 +247,12 @@ INSTANCE_STORE_GB = {
 }
 
 # --- Deployment defaults ------------------------------------------------------------------------------------------
-#: Pinned serving images. Never `latest`: a tag change must be a reviewed diff.
-VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
+#: Pinned serving images. Never `latest`: a tag change must be a reviewed diff. vLLM v0.24.0 (PyPI upload
+#: 2026-06-30): the release AIConfigurator's measured kernel tables cover (blueprints/catalog/step_tables/), built on
+#: CUDA 13.0.2 (docker/Dockerfile:25), which needs an R580 or newer host driver: the EKS-optimized AL2023 NVIDIA AMIs
+#: ship the 580 branch (awslabs/amazon-eks-ami#2470, #2484, #2509). Every flag, metric and default the project uses
+#: is checked against its sdist (blueprints/catalog/metrics.yaml; components/vllm_service.py vllm_args).
+VLLM_IMAGE = "vllm/vllm-openai:v0.24.0"
 #: Image for the init container that copies weights from S3 with the pod's IAM role (IRSA): AWS CLI v2.
 AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.31.13"
 #: Kubernetes namespace for serving workloads.
@@ -237,9 +269,10 @@ NVIDIA_DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.18.0"
 #: Image of the one-off Hugging Face download step of the weights sync Job: the pinned vLLM image already ships the
 #: `huggingface_hub` CLI (`hf download`), so no unpinned `pip install` happens at run time.
 HF_DOWNLOAD_IMAGE = VLLM_IMAGE
-#: CPU architectures `HF_DOWNLOAD_IMAGE` is published for: vllm/vllm-openai is linux/amd64 only
+#: CPU architectures `HF_DOWNLOAD_IMAGE` is known to be published for (blueprints/catalog/images.yaml): linux/amd64
 #: (vllm-project/vllm#22206, 2025-08: "linux/amd64 is the only build offered"), so the sync Job of an `hf://` model
-#: cannot run on Graviton system nodes.
+#: cannot run on Graviton system nodes. v0.24.0's release script also pushes an aarch64 image
+#: (.buildkite/scripts/publish-release-images.sh:41-48) [unverified on Docker Hub], not relied on here.
 HF_DOWNLOAD_IMAGE_ARCHES = ("x86_64",)
 #: EKS managed node group AMI types by (accelerator, CPU architecture) (docs.aws.amazon.com/eks/latest/APIReference/
 #: API_Nodegroup.html, amiType: the API spells AL2023_x86_64_STANDARD and AL2023_ARM_64_STANDARD as written here;
@@ -362,8 +395,9 @@ TRITON_RESTRICTED_HEADER = "api-key"
 #:   "Run as a Non-Root User"); the image has no USER line, so the pod must set it.
 #: - Envoy distroless: distroless `nonroot`, UID/GID 65532 (GoogleContainerTools/distroless base images, "nonroot"
 #:   tag). [unverified] UID read from distroless' documentation, not the image
-#: - vLLM v0.11.0 and aws-cli 2.31.13: no USER (root by default; vLLM docs: "designed to be run under the root user");
-#:   both run as any UID given writable HOME/cache directories.
+#: - vLLM v0.24.0 and aws-cli 2.31.13: root by default (vLLM's `vllm-openai` target keeps `USER root`; a `vllm` user,
+#:   UID 2000 GID 0, exists for an opt-in non-root target: docker/Dockerfile:726-741, 1085-1112); both run as any UID
+#:   given writable HOME/cache directories.
 IMAGE_USERS = {
     "nvcr.io/nvidia/tritonserver": (1000, 1000),
     "envoyproxy/envoy": (65532, 65532),
@@ -380,7 +414,8 @@ TMP_DIR = "/tmp"
 #: Size cap of each writable directory, GiB (compile and kernel caches; weights live in their own volume).
 WRITABLE_DIR_GIB = 4
 #: vLLM usage statistics go to stats.vllm.ai unless disabled (vllm/usage/usage_lib.py: `VLLM_NO_USAGE_STATS`,
-#: `DO_NOT_TRACK`); the serving pods have no business on the internet after their weights are fetched.
+#: `DO_NOT_TRACK`; read in vllm/envs.py:753-757 at v0.24.0); the serving pods have no business on the internet after
+#: their weights are fetched.
 VLLM_PRIVACY_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
 
 # --- Edge clusters (blueprints/plan/owned_nodes.py, components/edge_weights.py) --------------------------------------------------

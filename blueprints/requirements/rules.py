@@ -39,7 +39,7 @@ CROSS_FIELD_RULES: dict[str, str] = {
     "slo-matches-task": "text generation sets `slo.ttft_p95_ms` / `itl_p95_ms`; other models `slo.latency_p95_ms` "
                         "/ `latency_p99_ms`",
     "latency-p99-not-below-p95": "`slo.latency_p99_ms` >= `slo.latency_p95_ms`",
-    "servable-format": "the model's `format` is one its engine loads (vLLM: safetensors, pytorch, gguf; ONNX "
+    "servable-format": "the model's `format` is one its engine loads (vLLM: safetensors, pytorch; ONNX "
                        "Runtime: onnx; Triton: onnx, tensorrt (GPU), torchscript, pytorch, safetensors), and the python backend "
                        "(safetensors on Triton) reads an s3:// prefix holding its model.py",
     "one-generative-model": "a `models:` estate holds at most one text-generation model (with retrieval models it "

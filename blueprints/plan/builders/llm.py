@@ -125,11 +125,12 @@ def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOpt
         f"{_fmt(req.slo.ttft_p95_ms)} and ITL p95 {_fmt(req.slo.itl_p95_ms)} within the constraints "
         f"({search.screened} candidates screened analytically, the {search.simulated} that could be cheapest "
         "simulated)",
-        f"each replica runs at most {cand.max_num_seqs} sequences (max_num_seqs: the largest batch whose decode "
-        "step keeps token gaps within the ITL target and whose mean-length requests its "
-        f"{cand.model.kv_cache_tokens:,} KV-cache tokens hold)"
+        f"each replica runs at most {cand.max_num_seqs} sequences (max_num_seqs, within what its "
+        f"{cand.model.kv_cache_tokens:,} KV-cache tokens hold of mean-length requests)"
         + ("" if managed else f" and computes at most {cand.max_num_batched_tokens} tokens a step "
-           "(max_num_batched_tokens: a prompt chunk never stretches a token gap past the ITL target)"),
+           "(max_num_batched_tokens): of the token budgets up to vLLM's default, the one whose full step (that batch "
+           "decoding and a prompt chunk) keeps token gaps within the ITL target at the highest saturated rate"),
+        f"step times: {cand.model.source.summary()}",
         f"simulated with {model.traffic.pattern.value} arrivals and {_lengths(model)}: one replica meets the SLO up "
         f"to {sizing.max_rps:.2f} requests/s (saturates near {cand.saturation_rps:.2f})",
         f"{best.replicas} replica(s) for {peak:g} requests/s at peak, {peak / best.replicas:.2f} each: TTFT p50/p95 "
@@ -176,7 +177,8 @@ def llm_predictions(req: Requirements, env: str, model: ResolvedModel, plan_: Ll
         requests_per_s_capacity=round(capacity_rps, 3),
         concurrency_per_replica=best.concurrency, monthly_cost_usd=monthly, cost_lines=lines,
         cost_is_estimate=capacity_type_of(req, env, managed=managed) is CapacityType.SPOT,
-        usd_per_million_output_tokens=round(monthly / tokens_per_month * 1e6, 3))
+        usd_per_million_output_tokens=round(monthly / tokens_per_month * 1e6, 3),
+        capacity_source=best.candidate.model.source.summary())
 
 
 def llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedModel, *, managed: bool) -> Compute:

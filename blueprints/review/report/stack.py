@@ -211,6 +211,8 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
                                ("requests/s capacity", p.requests_per_s_capacity, "")):
         if value is not None:
             rows.append([f"predicted {label}", f"{value:g} {unit}".strip()])
+    if p.capacity_source:
+        rows.append(["capacity model", p.capacity_source])
     return rows
 
 
