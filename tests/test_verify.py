@@ -149,13 +149,15 @@ def test_rules_not_loaded_fail_naming_the_group(manifests):
     assert "release" in checks[0].detail
 
 
-@pytest.mark.parametrize(("value", "ok"), [("31500m", True), ("71", True), ("0", True), ("3500", False),
+@pytest.mark.parametrize(("value", "ok"), [("31500m", True), ("max", True), ("0", True), ("3500", False),
                                            ("-1", False)])
 def test_the_scalers_current_value_must_be_in_its_targets_unit_range(manifests, value, ok):
-    read, _ = readers(cluster_objects(manifests, hpa_value=value))
+    max_num_seqs = manifests.blueprint.engine.max_num_seqs  # the range a replica's running requests can reach
+    assert 31.5 < max_num_seqs < 3500
+    read, _ = readers(cluster_objects(manifests, hpa_value=str(max_num_seqs) if value == "max" else value))
     checks = {c.check: c for c in check_scaler(manifests, read)}
     assert checks["scaler-value"].ok is ok
-    assert "max_num_seqs 71" in checks["scaler-value"].detail
+    assert f"max_num_seqs {max_num_seqs}" in checks["scaler-value"].detail
     if not ok:
         assert "different units" in checks["scaler-value"].detail
 
