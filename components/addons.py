@@ -24,6 +24,7 @@ from blueprints.requirements.platform_file import ReceiverKind
 from components import karpenter
 from components.cluster import GPU_PRESENT_LABEL, GPU_TOLERATION, POOL_LABEL, SYSTEM_POOL, trust_policy
 from components.labels import recommended_labels
+from components.naming import POLICY, ROLE, fit
 
 #: Pod Security levels from least to most strict; a namespace gets the least strict level its add-ons need.
 POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
@@ -214,9 +215,9 @@ class ClusterAddons(pulumi.ComponentResource):
         cfg = self._cfg
         child = pulumi.ResourceOptions(parent=self)
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
-        role = aws.iam.Role(f"{self._name}-lbc-role", assume_role_policy=trust_policy(
+        role = aws.iam.Role(fit(self._name, "lbc-role", ROLE), assume_role_policy=trust_policy(
             "pods.eks.amazonaws.com", tag_session=True), tags=cfg.tags, opts=child)
-        policy = aws.iam.Policy(f"{self._name}-lbc-policy", policy=partition.partition.apply(
+        policy = aws.iam.Policy(fit(self._name, "lbc-policy", POLICY), policy=partition.partition.apply(
             lambda p: policy_document("aws-load-balancer-controller", {"Partition": p})), tags=cfg.tags, opts=child)
         attachment = aws.iam.RolePolicyAttachment(f"{self._name}-lbc-policy", role=role.name, policy_arn=policy.arn,
                                                   opts=child)

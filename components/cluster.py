@@ -17,6 +17,7 @@ import pulumi_aws as aws
 
 from blueprints.core import defaults
 from blueprints.contracts.platform import PlatformConfig
+from components.naming import NODE_GROUP, ROLE, fit
 
 #: Taint on GPU nodes; every pod placed there must tolerate it (EKS GPU AMI / NVIDIA convention).
 GPU_TAINT_KEY = "nvidia.com/gpu"
@@ -47,10 +48,13 @@ def trust_policy(service: str, *, tag_session: bool = False) -> str:
         "Effect": "Allow", "Principal": {"Service": service}, "Action": actions}]}, sort_keys=True)
 
 
-def node_role(name: str, tags: dict[str, str], opts: pulumi.ResourceOptions) -> tuple[aws.iam.Role, list]:
-    """An EC2 node role with the four managed policies nodes need; (role, attachments)."""
-    role = aws.iam.Role(name, assume_role_policy=trust_policy("ec2.amazonaws.com"), tags=tags, opts=opts)
-    attachments = [aws.iam.RolePolicyAttachment(f"{name}-{policy.lower().replace('_', '-')}", role=role.name,
+def node_role(name: str, suffix: str, tags: dict[str, str],
+              opts: pulumi.ResourceOptions) -> tuple[aws.iam.Role, list]:
+    """An EC2 node role `<name>-<suffix>` (fitted, `components.naming.fit`) with the four managed policies nodes
+    need; (role, attachments)."""
+    role = aws.iam.Role(fit(name, suffix, ROLE), assume_role_policy=trust_policy("ec2.amazonaws.com"), tags=tags,
+                        opts=opts)
+    attachments = [aws.iam.RolePolicyAttachment(f"{name}-{suffix}-{policy.lower().replace('_', '-')}", role=role.name,
                                                 policy_arn=f"{_AWS_POLICY}{policy}", opts=opts)
                    for policy in NODE_ROLE_POLICIES]
     return role, attachments
@@ -91,7 +95,7 @@ class EksCluster(pulumi.ComponentResource):
         cfg = args.platform
         child = pulumi.ResourceOptions(parent=self)
         tags = cfg.tags
-        self.cluster_role = aws.iam.Role(f"{name}-cluster-role", assume_role_policy=trust_policy(
+        self.cluster_role = aws.iam.Role(fit(name, "cluster-role", ROLE), assume_role_policy=trust_policy(
             "eks.amazonaws.com", tag_session=True), tags=tags, opts=child)
         cluster_policy = aws.iam.RolePolicyAttachment(f"{name}-cluster-policy", role=self.cluster_role.name,
                                                       policy_arn=f"{_AWS_POLICY}AmazonEKSClusterPolicy", opts=child)
@@ -129,9 +133,9 @@ class EksCluster(pulumi.ComponentResource):
         self.pod_identity_agent = aws.eks.Addon(
             f"{name}-pod-identity-agent", cluster_name=self.eks.name, addon_name="eks-pod-identity-agent",
             resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags, opts=on_cluster)
-        self.system_node_role, attachments = node_role(f"{name}-system-node-role", tags, child)
+        self.system_node_role, attachments = node_role(name, "system-node-role", tags, child)
         self.system_nodes = aws.eks.NodeGroup(
-            f"{name}-system-nodes",
+            fit(name, "system-nodes", NODE_GROUP),
             cluster_name=self.eks.name, node_role_arn=self.system_node_role.arn, subnet_ids=args.subnet_ids,
             # AL2023 standard AMI of the instance type's architecture (Graviton: AL2023_ARM_64_STANDARD).
             ami_type=defaults.EKS_AMI_TYPE[("cpu", cfg.system_nodes.cpu_arch.value)],
@@ -152,7 +156,7 @@ class EksCluster(pulumi.ComponentResource):
             f"{name}-coredns", cluster_name=self.eks.name, addon_name="coredns",
             resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags,
             opts=after_nodes)
-        self.ebs_csi_role = aws.iam.Role(f"{name}-ebs-csi-role", assume_role_policy=trust_policy(
+        self.ebs_csi_role = aws.iam.Role(fit(name, "ebs-csi-role", ROLE), assume_role_policy=trust_policy(
             "pods.eks.amazonaws.com", tag_session=True), tags=tags, opts=child)
         ebs_policy = aws.iam.RolePolicyAttachment(f"{name}-ebs-csi-policy", role=self.ebs_csi_role.name,
                                                   policy_arn=EBS_CSI_POLICY, opts=child)

@@ -29,6 +29,7 @@ from blueprints.contracts.sections import Archetype, ServedModel
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.requirements.model import MODEL_FILE
 from components.labels import recommended_labels
+from components.naming import ROLE, fit
 from components.weights_delivery import MODELS_MOUNT, fetch_memory_gib, gi, models_volume, region_env, weights_volume_gib
 from components.weights_sync import source_read_statements
 
@@ -200,7 +201,8 @@ class EdgeWeightsAccess(pulumi.ComponentResource):
             self.trust_anchor = aws.rolesanywhere.TrustAnchor(f"{name}-trust-anchor", name=bp.stack, enabled=True,
                                                                source=source, tags=bp.tags, opts=child)
             self.role = aws.iam.Role(
-                f"{name}-role", description=f"{bp.stack}: read of its models' sources through IAM Roles Anywhere",
+                fit(name, "role", ROLE),
+                description=f"{bp.stack}: read of its models' sources through IAM Roles Anywhere",
                 assume_role_policy=self.trust_anchor.arn.apply(
                     lambda arn: trust_policy(arn, ra.certificate_common_name)),
                 max_session_duration=max(3600, ra.session_duration_s), tags=bp.tags, opts=child)

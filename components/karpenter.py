@@ -20,6 +20,7 @@ from blueprints.contracts.sections import CapacityType
 from blueprints.catalog.iam import policy_document
 from blueprints.contracts.platform import NodeClass, PlatformConfig
 from blueprints.requirements.hosting import Accelerator, CpuArch
+from components.naming import EVENT_RULE, EVENT_TARGET, ROLE, fit
 from components.cluster import GPU_PRESENT_LABEL, GPU_TAINT_KEY, POOL_LABEL, node_role, trust_policy
 
 #: The controller's ServiceAccount for release `karpenter` (chart `serviceAccount.name` defaults to the fullname).
@@ -58,7 +59,7 @@ def karpenter_aws(name: str, cfg: PlatformConfig, cluster_name: pulumi.Input[str
     """Controller role (inline policy: merged it outgrows the 6,144-character managed-policy limit), its Pod
     Identity association, the node role with its EC2_LINUX access entry, and the interruption queue with its rules."""
     tags = cfg.tags
-    node, attachments = node_role(f"{name}-node-role", tags, opts)
+    node, attachments = node_role(name, "node-role", tags, opts)
     node_entry = aws.eks.AccessEntry(f"{name}-node-access", cluster_name=cluster_name, principal_arn=node.arn,
                                      type="EC2_LINUX", tags=tags, opts=opts)
     queue = aws.sqs.Queue(f"{name}-interruptions", name=cfg.cluster_name, message_retention_seconds=300,
@@ -71,12 +72,13 @@ def karpenter_aws(name: str, cfg: PlatformConfig, cluster_name: pulumi.Input[str
              "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]}, sort_keys=True)), opts=opts)
     rules = []
     for suffix, source, detail in INTERRUPTION_EVENTS:
-        rule = aws.cloudwatch.EventRule(f"{name}-{suffix}", event_pattern=json.dumps(
+        rule = aws.cloudwatch.EventRule(fit(name, suffix, EVENT_RULE), event_pattern=json.dumps(
             {"source": [source], "detail-type": [detail]}), tags=tags, opts=opts)
-        rules.append(aws.cloudwatch.EventTarget(f"{name}-{suffix}", rule=rule.name, arn=queue.arn, opts=opts))
+        rules.append(aws.cloudwatch.EventTarget(fit(name, suffix, EVENT_TARGET), rule=rule.name, arn=queue.arn,
+                                                opts=opts))
     identity = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=opts.parent))
     partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=opts.parent))
-    controller = aws.iam.Role(f"{name}-controller-role", assume_role_policy=trust_policy(
+    controller = aws.iam.Role(fit(name, "controller-role", ROLE), assume_role_policy=trust_policy(
         "pods.eks.amazonaws.com", tag_session=True), tags=tags, opts=opts)
     extra = [SPOT_SERVICE_LINKED_ROLE] if cfg.spot_allowed else []
     document = pulumi.Output.all(partition.partition, identity.account_id, node.arn, queue.arn).apply(

@@ -18,13 +18,16 @@ each installs, the objects its webhooks guard, its per-node DaemonSets, its Pod 
 - `owned-nodes`: an edge cluster's declared nodes hold the autoscaler's maximum replicas plus the rollout surge;
 - `pod-security`: every pod is admitted by its namespace's Pod Security level (kubernetes.io Pod Security Standards);
 - `prometheus-address`: a KEDA Prometheus trigger queries the Prometheus the platform (or cluster) runs;
+- `physical-names`: every AWS name (explicit, or Pulumi's never-truncated auto-name), Kubernetes name, label value,
+  container name and Helm release name fits its type (`blueprints/catalog/names.yaml`);
 - `kubernetes-upgrade` (with a baseline, `check_kubernetes_upgrade`): a platform's EKS cluster neither goes back a
   Kubernetes version nor skips a minor one (EKS cannot do either).
 
 Each finding names the resource and the fix; any finding makes `blueprint preview` exit 1. This module runs them;
 each family lives in its own: `blueprints.review.deployability.addons` (addon-installed, webhook-ready),
 `blueprints.review.deployability.scheduling` (schedulable, node-pool-arch, node-pool-limits, owned-nodes, over the nodes of
-`blueprints.review.deployability.nodes`), `blueprints.review.deployability.pod_security` and `blueprints.review.deployability.prometheus`;
+`blueprints.review.deployability.nodes`), `blueprints.review.deployability.pod_security`, `blueprints.review.deployability.prometheus` and
+`blueprints.review.deployability.names`;
 what they all read is `blueprints.review.deployability.context`.
 """
 
@@ -40,6 +43,7 @@ from blueprints.contracts.platform import kubernetes_upgrade_problem
 from blueprints.review.preview import DeployabilityFinding, PreviewReport
 from blueprints.review.deployability.addons import check_addons, check_webhooks
 from blueprints.review.deployability.context import check_context, named
+from blueprints.review.deployability.names import check_names
 from blueprints.review.deployability.pod_security import check_pod_security
 from blueprints.review.deployability.prometheus import check_prometheus
 from blueprints.review.deployability.scheduling import (
@@ -48,7 +52,7 @@ from blueprints.review.deployability.scheduling import (
 
 
 CHECKS = (check_addons, check_webhooks, check_scheduling, check_node_pool_arch, check_node_pool_limits,
-          check_owned_nodes, check_pod_security, check_prometheus)
+          check_owned_nodes, check_pod_security, check_prometheus, check_names)
 
 
 def check_deployability(report: PreviewReport, *, stacks_dir: Path = Path("stacks")) -> list[DeployabilityFinding]:
