@@ -133,7 +133,10 @@ class ClusterAddons(pulumi.ComponentResource):
             crd = self._release(pcat.addon("karpenter"), wanted["karpenter"], crd_chart=True)
             self._release(pcat.addon("karpenter"), wanted["karpenter"], depends=[crd, *self.karpenter_aws.ready],
                           values={"settings": {"clusterName": cfg.cluster_name,
-                                               "interruptionQueue": cfg.cluster_name},
+                                               "interruptionQueue": cfg.cluster_name,
+                                               # A private platform reaches AWS APIs only through VPC endpoints:
+                                               # no Price List look-ups, which have none (endpoints.yaml).
+                                               "isolatedVPC": bool(cfg.network.interface_endpoints)},
                                   "serviceAccount": {"name": karpenter.SERVICE_ACCOUNT},
                                   "nodeSelector": SYSTEM_NODES,
                                   # The getting-started guide's controller resources (step08).
@@ -227,7 +230,10 @@ class ClusterAddons(pulumi.ComponentResource):
         self._release(addon, version, depends=[attachment, association], values={
             "clusterName": cfg.cluster_name, "region": cfg.region, "vpcId": args.vpc_id,
             "serviceAccount": {"name": LBC_SERVICE_ACCOUNT}, "keepTLSSecret": True,
-            "enableServiceMutatorWebhook": False, "nodeSelector": SYSTEM_NODES})
+            "enableServiceMutatorWebhook": False, "nodeSelector": SYSTEM_NODES,
+            # The platform makes NLBs only: no WAF or Shield calls (their APIs have no VPC endpoint; the EKS user
+            # guide's private-cluster settings; the chart renders the flags only for booleans).
+            "enableWaf": False, "enableWafv2": False, "enableShield": False})
 
     def _prometheus(self, addon: HelmAddon, version: str, receiver_url: pulumi.Input[str] | None) -> None:
         """kube-prometheus-stack selecting every ServiceMonitor/PodMonitor/PrometheusRule in the cluster (not only
@@ -285,7 +291,7 @@ class ClusterAddons(pulumi.ComponentResource):
                 metadata={"name": node_class.name, "labels": recommended_labels(
                     name="karpenter", instance=self._cfg.stack, component="node-class")},
                 spec=karpenter.ec2_node_class_spec(
-                    node_class, node_role_name=self.karpenter_aws.node_role.name, subnet_ids=args.subnet_ids,
+                    node_class, instance_profile=self.karpenter_aws.instance_profile.name, subnet_ids=args.subnet_ids,
                     security_group_id=args.node_security_group_id, tags=self._cfg.tags),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.releases["karpenter"]])))
         return created

@@ -68,11 +68,17 @@ class EksClusterArgs:
         platform: the planned platform (kind `eks`): version, privacy, logging, keys, system nodes, access.
         subnet_ids: private subnets (>= 2 zones) for the control plane ENIs and the system nodes.
         security_group_ids: extra security groups for the control plane ENIs.
+        vpc_id: the VPC (the private API's security group is created in it).
+        runner_cidr: where the deploy runner connects from (a private platform's runner lives in its VPC: the VPC's
+            CIDR). With a private API endpoint, the control plane admits HTTPS (443) from it: its own security group
+            admits only itself (EKS user guide, clusters/cluster-endpoint.adoc "private access"). Defaults to none.
     """
 
     platform: PlatformConfig
     subnet_ids: pulumi.Input[list[str]]
     security_group_ids: list[pulumi.Input[str]] | None = None
+    vpc_id: pulumi.Input[str] | None = None
+    runner_cidr: pulumi.Input[str] | None = None
 
 
 class EksCluster(pulumi.ComponentResource):
@@ -108,12 +114,17 @@ class EksCluster(pulumi.ComponentResource):
         # The deployer role (CI) is the creator: with an explicit deployer, its access entry is ours, not the
         # creator bootstrap's (both at once would collide on the same principal).
         deployer = cfg.access.deployer_role_arn
+        groups = list(args.security_group_ids or [])
+        self.api_security_group = None
+        if cfg.network.private_endpoint:
+            self.api_security_group = self._private_api_access(name, args, child)
+            groups.append(self.api_security_group.id)
         self.eks = aws.eks.Cluster(
             f"{name}-eks",
             name=cfg.cluster_name,
             version=cfg.kubernetes_version,
             role_arn=self.cluster_role.arn,
-            vpc_config={"subnet_ids": args.subnet_ids, "security_group_ids": args.security_group_ids or None,
+            vpc_config={"subnet_ids": args.subnet_ids, "security_group_ids": groups or None,
                         "endpoint_private_access": True, "endpoint_public_access": not cfg.network.private_endpoint},
             access_config={"authentication_mode": "API",
                            "bootstrap_cluster_creator_admin_permissions": deployer is None},
@@ -178,6 +189,23 @@ class EksCluster(pulumi.ComponentResource):
         self.register_outputs({"cluster_name": self.cluster_name, "endpoint": self.endpoint,
                                "kubeconfig": self.kubeconfig,
                                "cluster_security_group_id": self.cluster_security_group_id})
+
+    def _private_api_access(self, name: str, args: EksClusterArgs,
+                            opts: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
+        """A security group on the control plane's ENIs admitting HTTPS from the runner's network: with the public
+        endpoint off, `pulumi up` reaches the Kubernetes API only through it (EKS user guide clusters/
+        cluster-endpoint.adoc L228-251: the control plane security group must allow 443 from the connected network)."""
+        if args.vpc_id is None or args.runner_cidr is None:
+            raise ValueError(f"EksClusterArgs for {args.platform.stack}: a private API endpoint needs vpc_id and "
+                             "runner_cidr (where the deploy runner connects from)")
+        group = aws.ec2.SecurityGroup(f"{name}-api-sg", vpc_id=args.vpc_id,
+                                      description="EKS private API endpoint: HTTPS from the deploy runner's network",
+                                      tags={**args.platform.tags, "Name": f"{name}-api"}, opts=opts)
+        aws.vpc.SecurityGroupIngressRule(f"{name}-api-https", security_group_id=group.id, cidr_ipv4=args.runner_cidr,
+                                         ip_protocol="tcp", from_port=443, to_port=443,
+                                         description="Kubernetes API from the deploy runner's network",
+                                         tags=args.platform.tags, opts=opts)
+        return group
 
     def _access_entries(self, name: str, cfg: PlatformConfig, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
         """Cluster admin for the platform's admin roles and its deployer role (EKS access entries)."""

@@ -16,6 +16,7 @@ from blueprints.catalog.names import load_name_catalog
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 POLICY = "aws:iam/policy:Policy"
+INSTANCE_PROFILE = "aws:iam/instanceProfile:InstanceProfile"
 EVENT_RULE = "aws:cloudwatch/eventRule:EventRule"
 EVENT_TARGET = "aws:cloudwatch/eventTarget:EventTarget"
 BUCKET = "aws:s3/bucket:Bucket"

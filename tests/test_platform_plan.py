@@ -75,7 +75,10 @@ def test_a_private_service_makes_its_platform_private_and_that_needs_a_runner_in
         "runner_label": "runner-use1"}}})
     platform = platforms(private, preq=preq)["prod-us-east-1"]
     assert platform.network.private_endpoint is True and platform.runner_label == "runner-use1"
-    assert platform.network.interface_endpoints == ["ecr.api", "ecr.dkr", "sts", "sagemaker.runtime"]
+    # Every AWS API its nodes, add-ons and pods call (blueprints/catalog/endpoints.yaml), S3 as an interface endpoint
+    # in the existing VPC; none relies on NAT (IAM and the Price List, which have none, are never called).
+    assert platform.network.interface_endpoints == ["s3", "ec2", "ecr.api", "ecr.dkr", "eks", "eks-auth",
+                                                    "elasticloadbalancing", "sqs", "ssm"]
 
 
 def test_a_private_service_on_a_platform_declared_public_is_refused_naming_both_files():

@@ -254,8 +254,6 @@ EKS_AMI_TYPE = {
 VPC_CIDR = "10.0.0.0/16"
 #: Availability zones a new network spans (at least 2 for EKS; 3 when the region has them).
 NETWORK_AZ_COUNT = 3
-#: AWS services reached through interface VPC endpoints when a stack is private-only (plus an S3 gateway endpoint).
-INTERFACE_ENDPOINT_SERVICES = ("ecr.api", "ecr.dkr", "sts", "sagemaker.runtime")
 #: NLB listener TCP idle timeout limits, s (docs.aws.amazon.com/elasticloadbalancing/latest/network/
 #: update-idle-timeout.html: 60-6000, default 350). Set via the AWS Load Balancer Controller (>= v2.9.0) annotation
 #: `service.beta.kubernetes.io/aws-load-balancer-listener-attributes.TCP-<port>`.

@@ -13,6 +13,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 
 from blueprints.core import defaults
+from blueprints.catalog.endpoints import NODES, SAGEMAKER, SERVICE, load_endpoint_catalog
 from blueprints.catalog import Catalog
 from blueprints.catalog.addons import PlatformCatalog
 from blueprints.core.errors import BlueprintError, CatalogError, RequirementsError
@@ -218,6 +219,19 @@ def cpu_root_volume_gib(services: Sequence[ServiceFile], catalog: Catalog) -> in
     return max(defaults.CPU_NODE_ROOT_VOLUME_GIB, -(-disk // step) * step)
 
 
+def private_endpoints(addons: Sequence[AddonRelease], pcat: PlatformCatalog, *, eks: bool, sagemaker: bool,
+                      existing_vpc: bool) -> list[str]:
+    """The interface VPC endpoints of a private platform: every AWS API its callers call (`blueprints/catalog/
+    endpoints.yaml`: its nodes, EKS add-ons and Helm add-ons, its services' pods, its private SageMaker endpoints), so
+    none relies on a NAT route. S3 is an interface endpoint in an existing VPC (its route tables are its owner's) and a
+    gateway endpoint (not listed) in a new one."""
+    ecat = load_endpoint_catalog()
+    callers = [NODES, *(f"eks:{addon}" for addon in pcat.eks), *(f"helm:{a.id}" for a in addons), SERVICE] if eks else []
+    if sagemaker:
+        callers.append(SAGEMAKER)
+    return [s for s in ecat.needed(callers) if s != "s3" or existing_vpc]
+
+
 def _line(item: str, quantity: float, usd_per_hour: float, catalog: Catalog) -> CostItem:
     return CostItem(item=item, quantity=quantity, usd_per_hour=round(usd_per_hour, 4),
                     monthly_usd=round(quantity * usd_per_hour * catalog.hours_per_month, 2))
@@ -414,7 +428,9 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
             "choose an x86_64 type such as m7i.xlarge (or copy the weights to s3:// and use that source)")
     az = defaults.NETWORK_AZ_COUNT if existing is None else len(existing.private_subnet_ids)
     nat = 0 if existing else (az if production else 1)
-    endpoints = list(defaults.INTERFACE_ENDPOINT_SERVICES) if private else []
+    sagemaker = any(not self_hosted_on_eks(r) for _, _, r in reqs)  # a private SageMaker endpoint in this VPC
+    endpoints = private_endpoints(addons, pcat, eks=eks, sagemaker=sagemaker,
+                                  existing_vpc=existing is not None) if private else []
     lines = []
     if eks:
         lines.append(_line(f"EKS control plane (Kubernetes {version})", 1,

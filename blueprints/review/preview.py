@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 
 from blueprints.core.yamlio import load_yaml
+from blueprints.catalog.names import load_name_catalog
 
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.sections import CapacityType
@@ -59,6 +60,8 @@ class RegisteredResource:
     provider: str | None = None
     delete_before_replace: bool = False
     replace_with: tuple[str, ...] = ()
+    #: The id the mock engine gave it (a security group's `sg-...`): what other resources' inputs name it by.
+    resource_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -317,7 +320,8 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
                                                   ignore_changes=tuple(request.ignoreChanges),
                                                   provider=request.provider or None,
                                                   delete_before_replace=request.deleteBeforeReplace,
-                                                  replace_with=tuple(request.replace_with)))
+                                                  replace_with=tuple(request.replace_with),
+                                                  resource_id=response.id or None))
             return response
 
         def ReadResource(self, request):
@@ -423,6 +427,10 @@ def mock_outputs(typ: str, name: str, inputs: dict, *, region: str) -> tuple[str
         state["result"] = mock_secret_value(name, int(inputs.get("length") or 16))
         return f"{name}-{suffix}", state
     service = typ.split(":")[1].split("/")[0] if typ.startswith("aws:") else ""
+    names = load_name_catalog()
+    rule = names.aws_rule(typ) if service else None
+    if rule is not None and rule.autonamed and not inputs.get(rule.field):
+        state[rule.field] = names.autoname_of(name, rule, suffix=suffix)  # Pulumi's auto-name, as the provider sets it
     if typ == "aws:s3/bucket:Bucket":
         bucket = inputs.get("bucket") or f"{name}-{suffix}"
         state.update(bucket=bucket, arn=f"arn:aws:s3:::{bucket}", region=region,
