@@ -36,6 +36,7 @@ import pulumi
 from blueprints.core import defaults
 from blueprints.contracts.sections import EXPOSURE_SCOPE_ANNOTATION, TLS_SECRET_ANNOTATION
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.proxy import request_timeout_s
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.requirements.exposure import ExposureScope, ExposureVia
 
@@ -154,9 +155,9 @@ def source_ranges(bp: Blueprint, vpc_cidrs: pulumi.Input[list[str]]) -> pulumi.O
 
 
 def idle_timeout_s(bp: Blueprint) -> int:
-    """NLB TCP idle timeout: the blueprint's longest stream plus headroom, within the NLB's 60-6000 s range."""
-    return min(defaults.NLB_TCP_IDLE_TIMEOUT_MAX_S,
-               bp.network.load_balancer_idle_timeout_s + defaults.LB_IDLE_TIMEOUT_HEADROOM_S)
+    """NLB TCP idle timeout: the blueprint's longest stream plus headroom, within the NLB's 60-6000 s range (the
+    proxy's request timeout, `blueprints.contracts.proxy.request_timeout_s`)."""
+    return request_timeout_s(bp)
 
 
 def load_balancer_annotations(bp: Blueprint, ports: list[int], *,

@@ -130,7 +130,7 @@ class OnnxRuntimeService(pulumi.ComponentResource):
                         "name": "onnxruntime",
                         "image": engine.image,
                         "command": ["tritonserver"],
-                        "lifecycle": container_lifecycle(),
+                        "lifecycle": container_lifecycle(bp),
                         "args": onnx_args(engine),
                         "env": [api_key_env(args.endpoint.api_key_secret, API_KEY_ENV),
                                 {"name": "OMP_NUM_THREADS", "value": threads}],

@@ -255,7 +255,7 @@ class TritonService(pulumi.ComponentResource):
                         "name": "triton",
                         "image": engine.image,
                         "command": ["tritonserver"],
-                        "lifecycle": container_lifecycle(),
+                        "lifecycle": container_lifecycle(bp),
                         "args": triton_args(engine),
                         "env": [api_key_env(args.endpoint.api_key_secret, API_KEY_ENV)],
                         "ports": [{"name": "http", "containerPort": engine.http_port, "protocol": "TCP"},

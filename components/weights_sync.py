@@ -38,6 +38,8 @@ HF_SCHEME = "hf://"
 S3_SCHEME = "s3://"
 SCRATCH_MOUNT = "/scratch"
 HF_TOKEN_KEY = "HF_TOKEN"
+#: Sizes hf_xet's chunk cache, bytes (huggingface_hub docs package_reference/environment_variables.md L95-99).
+HF_XET_CACHE_ENV = "HF_XET_CHUNK_CACHE_SIZE_BYTES"
 #: Assumed sustained Hugging Face download rate for the Job's deadline, GiB/s. [assumption] conservative.
 HF_DOWNLOAD_GIB_PER_S = 0.05
 
@@ -195,7 +197,10 @@ class WeightsSync(pulumi.ComponentResource):
         resources = {"requests": {"cpu": "1", "memory": memory, "ephemeral-storage": storage},
                      "limits": {"cpu": "2", "memory": memory, "ephemeral-storage": storage}}
         download_env = [{"name": "HF_HOME", "value": f"{SCRATCH_MOUNT}/.hf-home"},
-                        {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"}]
+                        {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
+                        # hf_xet's chunk cache (10 GB by default before hf_xet 1.2, blueprints/catalog/processes.yaml)
+                        # would share the scratch volume sized for the weights; a one-off download reuses nothing.
+                        {"name": HF_XET_CACHE_ENV, "value": "0"}]
         if self.token_secret is not None:
             download_env.append({"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": {
                 "name": self.token_secret.metadata.name, "key": HF_TOKEN_KEY}}})

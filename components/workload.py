@@ -18,6 +18,7 @@ from blueprints.contracts.blueprint import Blueprint
 from blueprints.requirements.exposure import ExposureVia
 from components.access import PROXY_PORT_NAME, proxy_container
 from components.disruption import deployment_options, disruption_budget
+from components.rollout import container_lifecycle
 from components.exposure import client_cidrs, client_url, ingress_spec, listener_port, service_exposure
 from components.hardening import hardened_pod_spec
 from components.labels import selector_labels
@@ -75,13 +76,13 @@ class ServingObjects:
         return client_url(bp, self.load_balancer_host, path)
 
 
-def with_proxy(spec: dict, secret_name: pulumi.Input[str], *, pod_start_s: int,
+def with_proxy(spec: dict, secret_name: pulumi.Input[str], *, pod_start_s: int, lifecycle: dict,
                tls_secret: str | None = None) -> dict:
     """A Deployment spec whose pod runs the authenticating proxy beside the engine (serving TLS with `tls_secret`
-    when given), every container hardened."""
+    when given, draining like the engine: `lifecycle`), every container hardened."""
     template = spec["template"]
     pod = dict(template["spec"])
-    proxy, volumes = proxy_container(secret_name, pod_start_s=pod_start_s, tls_secret=tls_secret)
+    proxy, volumes = proxy_container(secret_name, pod_start_s=pod_start_s, lifecycle=lifecycle, tls_secret=tls_secret)
     pod["containers"] = [*pod["containers"], proxy]
     pod["volumes"] = [*pod.get("volumes", []), *volumes]
     return {**spec, "template": {**template, "spec": hardened_pod_spec(pod)}}
@@ -107,7 +108,7 @@ def serving_objects(name: str, bp: Blueprint, *, labels: dict[str, str], namespa
     deployment = k8s.apps.v1.Deployment(
         f"{name}-deployment", metadata={"name": workload, "namespace": namespace, "labels": labels},
         spec=with_proxy(deployment_spec(account.metadata.name), endpoint.api_key_secret,
-                        pod_start_s=bp.startup.pod_start_s,
+                        pod_start_s=bp.startup.pod_start_s, lifecycle=container_lifecycle(bp),
                         tls_secret=bp.network.exposure.tls_secret_name if bp.proxy_terminates_tls else None),
         opts=pulumi.ResourceOptions.merge(opts, deployment_options(bp)))
     budget = disruption_budget(f"{name}-pdb", bp, workload, namespace, labels, opts)

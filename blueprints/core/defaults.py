@@ -260,6 +260,13 @@ NETWORK_AZ_COUNT = 3
 NLB_TCP_IDLE_TIMEOUT_MAX_S = 6000
 #: Headroom added above the blueprint's longest expected streamed response, s.
 LB_IDLE_TIMEOUT_HEADROOM_S = 60
+#: Seconds a terminating pod is still sent requests while its endpoints and load-balancer targets deregister
+#: (AWS Load Balancer Controller docs, "pod graceful termination": deregistration takes seconds; the KEDA HTTP
+#: interceptor and Services follow the endpoints).
+DEREGISTRATION_S = 15
+#: Seconds a serving container is given after its preStop sleep to exit (vLLM releases its GPUs, Triton unloads its
+#: models) before the kubelet kills it. [assumption]
+EXIT_MARGIN_S = 30
 #: CloudWatch log types of the EKS control plane enabled with audit logging (EKS API `ClusterLoggingTypes`).
 EKS_CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 
@@ -350,21 +357,6 @@ API_KEY_LENGTH = 40
 #: (BETA)", v2.62.0). The proxy sets it on requests it has authenticated.
 TRITON_RESTRICTED_HEADER = "api-key"
 
-#: The user (UID, GID) each pinned image runs as, where its image documents one; images without a user run as
-#: `DEFAULT_NON_ROOT_UID` with a writable HOME and cache (an emptyDir), never as root.
-#: - Triton 25.10: user `triton-server`, UID/GID 1000 (server v2.62.0 build.py; docs customization_guide/deploy.md
-#:   "Run as a Non-Root User"); the image has no USER line, so the pod must set it.
-#: - Envoy distroless: distroless `nonroot`, UID/GID 65532 (GoogleContainerTools/distroless base images, "nonroot"
-#:   tag). [unverified] UID read from distroless' documentation, not the image
-#: - vLLM v0.11.0 and aws-cli 2.31.13: no USER (root by default; vLLM docs: "designed to be run under the root user");
-#:   both run as any UID given writable HOME/cache directories.
-IMAGE_USERS = {
-    "nvcr.io/nvidia/tritonserver": (1000, 1000),
-    "envoyproxy/envoy": (65532, 65532),
-    "public.ecr.aws/rolesanywhere/credential-helper": (65532, 65532),
-}
-#: - IAM Roles Anywhere credential helper: `USER 65532:65532` (aws/rolesanywhere-credential-helper
-#:   docker_image_resources/Dockerfile).
 #: UID/GID for images without a documented user: above 10000, so it never collides with a node's users.
 DEFAULT_NON_ROOT_UID = 10001
 #: Writable directories every container gets (node-local emptyDirs; the root filesystem is read-only): HOME with its

@@ -20,6 +20,9 @@ each installs, the objects its webhooks guard, its per-node DaemonSets, its Pod 
 - `prometheus-address`: a KEDA Prometheus trigger queries the Prometheus the platform (or cluster) runs;
 - `api-reachable`, `aws-apis-reachable`: a private cluster admits the deploy runner's network on 443; every node,
   add-on and pod reaches every AWS API it calls through an endpoint or NAT (`blueprints/catalog/endpoints.yaml`);
+- `probe-reachable`, `drain-before-sigterm`, `proxy-timeouts`, `writable-paths`, `scratch-caches`: every container
+  against how its image's process runs (`blueprints/catalog/processes.yaml`: listen addresses, SIGTERM, writes,
+  keep-alive, caches);
 - `physical-names`: every AWS name (explicit, or Pulumi's never-truncated auto-name), Kubernetes name, label value,
   container name and Helm release name fits its type (`blueprints/catalog/names.yaml`);
 - `kubernetes-upgrade` (with a baseline, `check_kubernetes_upgrade`): a platform's EKS cluster neither goes back a
@@ -29,7 +32,8 @@ Each finding names the resource and the fix; any finding makes `blueprint previe
 each family lives in its own: `blueprints.review.deployability.addons` (addon-installed, webhook-ready),
 `blueprints.review.deployability.scheduling` (schedulable, node-pool-arch, node-pool-limits, owned-nodes, over the nodes of
 `blueprints.review.deployability.nodes`), `blueprints.review.deployability.pod_security`, `blueprints.review.deployability.prometheus`,
-`blueprints.review.deployability.names` and `blueprints.review.deployability.reachability`;
+`blueprints.review.deployability.names`, `blueprints.review.deployability.reachability` and
+`blueprints.review.deployability.processes`;
 what they all read is `blueprints.review.deployability.context`.
 """
 
@@ -46,6 +50,7 @@ from blueprints.review.preview import DeployabilityFinding, PreviewReport
 from blueprints.review.deployability.addons import check_addons, check_webhooks
 from blueprints.review.deployability.context import check_context, named
 from blueprints.review.deployability.names import check_names
+from blueprints.review.deployability.processes import check_processes
 from blueprints.review.deployability.reachability import check_api_reachable, check_aws_apis_reachable
 from blueprints.review.deployability.pod_security import check_pod_security
 from blueprints.review.deployability.prometheus import check_prometheus
@@ -56,7 +61,7 @@ from blueprints.review.deployability.scheduling import (
 
 CHECKS = (check_addons, check_webhooks, check_scheduling, check_node_pool_arch, check_node_pool_limits,
           check_owned_nodes, check_pod_security, check_prometheus, check_names, check_api_reachable,
-          check_aws_apis_reachable)
+          check_aws_apis_reachable, check_processes)
 
 
 def check_deployability(report: PreviewReport, *, stacks_dir: Path = Path("stacks")) -> list[DeployabilityFinding]:
