@@ -43,11 +43,27 @@ ALERT_RECEIVER_FILE = f"/etc/alertmanager/secrets/{ALERT_RECEIVER_SECRET}/url"
 SYSTEM_NODES = {POOL_LABEL: SYSTEM_POOL}
 
 
+#: The chart's alerts that are no page: Watchdog (always firing: the pipeline's heartbeat) and InfoInhibitor (fires
+#: while info alerts are inhibited); the chart routes Watchdog to `'null'` ([KPS] values.yaml L553-593).
+SILENT_ALERTS = ("Watchdog", "InfoInhibitor")
+#: The chart's default inhibition rules ([KPS] values.yaml L556-578), given whole like every other key.
+INHIBIT_RULES = [
+    {"source_matchers": ["severity = critical"], "target_matchers": ["severity =~ warning|info"],
+     "equal": ["namespace", "alertname"]},
+    {"source_matchers": ["severity = warning"], "target_matchers": ["severity = info"],
+     "equal": ["namespace", "alertname"]},
+    {"source_matchers": ["alertname = InfoInhibitor"], "target_matchers": ["severity = info"], "equal": ["namespace"]},
+    {"target_matchers": ["alertname = InfoInhibitor"]},
+]
+
+
 def alertmanager_config(alerting: PlatformAlerting) -> dict:
-    """kube-prometheus-stack's `alertmanager.config` for the platform's receiver: every alert to it, the chart's
-    Watchdog heartbeat to `'null'` ([KPS] values.yaml L553-593: Helm replaces lists, so route and receivers are given
-    whole). The URL is read from `ALERT_RECEIVER_FILE` (Alertmanager: slack `api_url_file`, webhook `url_file` since
-    v0.26, pagerduty `routing_key_file` since v0.25; prometheus/alertmanager docs/configuration.md)."""
+    """kube-prometheus-stack's `alertmanager.config` for the platform's receiver: every alert to it but the chart's
+    Watchdog heartbeat and InfoInhibitor (`SILENT_ALERTS`), which go to `'null'`. Every key is given whole (global,
+    inhibit_rules, route, receivers, templates; [KPS] values.yaml L553-593), so the merged configuration is exactly
+    this one: what `amtool check-config` and `amtool config routes test` judge in the tests. The URL is read from
+    `ALERT_RECEIVER_FILE` (Alertmanager: slack `api_url_file`, webhook `url_file` since v0.26, pagerduty
+    `routing_key_file` since v0.25; prometheus/alertmanager docs/configuration.md)."""
     kind = alerting.receiver
     if kind is None:
         raise ValueError("no receiver to configure")
@@ -60,9 +76,10 @@ def alertmanager_config(alerting: PlatformAlerting) -> dict:
         target = {"webhook_configs": [{"url_file": ALERT_RECEIVER_FILE, "send_resolved": True}]}
     return {
         "global": {"resolve_timeout": "5m"},
+        "inhibit_rules": INHIBIT_RULES,
         "route": {"group_by": ["namespace", "alertname"], "group_wait": "30s", "group_interval": "5m",
                   "repeat_interval": "4h", "receiver": kind.value,
-                  "routes": [{"receiver": "null", "matchers": ['alertname = "Watchdog"']}]},
+                  "routes": [{"receiver": "null", "matchers": [f'alertname = "{name}"']} for name in SILENT_ALERTS]},
         "receivers": [{"name": "null"}, {"name": kind.value, **target}],
         "templates": ["/etc/alertmanager/config/*.tmpl"],
     }
@@ -267,7 +284,10 @@ class ClusterAddons(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.namespaces[addon.namespace]])))
             alertmanager = {"alertmanagerSpec": {"nodeSelector": SYSTEM_NODES, "secrets": [ALERT_RECEIVER_SECRET]},
                             "config": alertmanager_config(self._cfg.alerting)}
+        # EKS hides its control plane (and kube-proxy's metrics): no scrape of them, no "...Down" page for ever.
+        hidden = {key: {"enabled": False} for key in addon.hidden_on_eks}
         self._release(addon, version, depends=depends, values={
+            **hidden,
             "prometheus": {"prometheusSpec": {**selectors, "retention": PROMETHEUS_RETENTION, "storageSpec": volume,
                                               "nodeSelector": SYSTEM_NODES}},
             "alertmanager": alertmanager,

@@ -132,7 +132,7 @@ def serving_objects(name: str, bp: Blueprint, *, labels: dict[str, str], namespa
             spec=spec, opts=opts)
     # Metrics stay inside the cluster: a ClusterIP Service for Prometheus, never a port on the load balancer.
     metrics = k8s.core.v1.Service(
-        f"{name}-metrics", metadata={"name": f"{workload}-metrics", "namespace": namespace, "labels": labels},
+        f"{name}-metrics", metadata={"name": bp.metrics_service_name, "namespace": namespace, "labels": labels},
         spec={"type": "ClusterIP", "selector": selector_labels(labels),
               "ports": [{"name": "metrics", "port": metrics_port, "targetPort": metrics_target, "protocol": "TCP"}]},
         opts=opts)

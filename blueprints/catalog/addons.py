@@ -66,6 +66,8 @@ class HelmAddon(_Record):
                                       "`spec.ingressClassName`) at its chart's defaults")
     source_range_annotation: str | None = Field(default=None, description="the Ingress annotation with which it "
                                                 "admits only listed client CIDRs (none: it cannot on a plain Ingress)")
+    hidden_on_eks: list[str] = Field(default_factory=list, description="its chart's values keys of components it "
+                                     "scrapes by default that EKS does not expose (each `<key>.enabled: false` there)")
     source: str
 
     @property
