@@ -1,6 +1,8 @@
 """Network: the VPC a stack's cluster (or private SageMaker endpoint) runs in, or an existing one.
 
-A new network spans up to `NETWORK_AZ_COUNT` availability zones from the region's AZ lookup (never fewer than 2):
+A new network spans up to `NETWORK_AZ_COUNT` availability zones from the region's AZ lookup (never fewer than 2),
+chosen by zone ID (the same physical zone in every account; names map per account in older regions) and never one
+where EKS refuses cluster subnets (`excluded_zone_ids`, blueprints/catalog/kubernetes.yaml):
 one public and one private subnet per zone, an internet gateway, NAT (one gateway outside production, one per zone in
 production so a zone outage does not cut egress), one route table per private subnet, and two security groups
 (workloads; interface endpoints). A private network reaches AWS APIs through VPC endpoints (the planned
@@ -41,6 +43,8 @@ class NetworkArgs:
         cidr_block: address space of a new VPC. Defaults to `defaults.VPC_CIDR`.
         az_count: zones a new VPC spans (2 or more, capped by the region). Defaults to `defaults.NETWORK_AZ_COUNT`.
         cluster_name: EKS cluster name for the `kubernetes.io/cluster/<name>` subnet tag. Defaults to no tag.
+        excluded_zone_ids: Availability Zone IDs a new VPC must not use (EKS refuses cluster subnets there, e.g.
+            `use1-az3`). Defaults to none.
     """
 
     region: str
@@ -51,6 +55,7 @@ class NetworkArgs:
     cidr_block: str = defaults.VPC_CIDR
     az_count: int = defaults.NETWORK_AZ_COUNT
     cluster_name: str | None = None
+    excluded_zone_ids: list[str] = field(default_factory=list)
 
 
 def subnet_cidrs(cidr_block: str, zones: int) -> tuple[list[str], list[str]]:
@@ -107,11 +112,14 @@ class Network(pulumi.ComponentResource):
                                "workload_security_group_id": self.workload_security_group_id})
 
     def _zones(self, args: NetworkArgs) -> list[str]:
-        found = aws.get_availability_zones(state="available", opts=pulumi.InvokeOptions(parent=self)).names
-        if len(found) < 2:
-            raise pulumi.ResourceError(f"region {args.region} reports {len(found)} available zone(s); "
-                                       "EKS needs at least 2", self)
-        return sorted(found)[:args.az_count]
+        """Up to `az_count` available zone IDs, in ID order, none of `excluded_zone_ids`."""
+        found = aws.get_availability_zones(state="available", opts=pulumi.InvokeOptions(parent=self)).zone_ids
+        usable = sorted(z for z in found if z not in args.excluded_zone_ids)
+        if len(usable) < 2:
+            raise pulumi.ResourceError(f"region {args.region} reports {len(usable)} available zone(s) EKS accepts "
+                                       f"({', '.join(usable) or 'none'}; refused: "
+                                       f"{', '.join(args.excluded_zone_ids) or 'none'}); EKS needs at least 2", self)
+        return usable[:args.az_count]
 
     def _subnets_and_routes(self, name: str, args: NetworkArgs, zones: list[str],
                             child: pulumi.ResourceOptions) -> list[pulumi.Output[str]]:
@@ -126,7 +134,7 @@ class Network(pulumi.ComponentResource):
                       gateway_id=igw.id, opts=child)
         public, private, private_rts = [], [], []
         for i, (zone, pub_cidr, priv_cidr) in enumerate(zip(zones, public_cidrs, private_cidrs)):
-            pub = aws.ec2.Subnet(f"{name}-public-{i}", vpc_id=self.vpc.id, cidr_block=pub_cidr, availability_zone=zone,
+            pub = aws.ec2.Subnet(f"{name}-public-{i}", vpc_id=self.vpc.id, cidr_block=pub_cidr, availability_zone_id=zone,
                                  map_public_ip_on_launch=False,
                                  tags={**args.tags, **cluster_tag, "Name": f"{name}-public-{zone}",
                                        PUBLIC_ELB_TAG: "1"},
@@ -134,7 +142,7 @@ class Network(pulumi.ComponentResource):
             aws.ec2.RouteTableAssociation(f"{name}-public-{i}", subnet_id=pub.id, route_table_id=public_rt.id,
                                           opts=child)
             priv = aws.ec2.Subnet(f"{name}-private-{i}", vpc_id=self.vpc.id, cidr_block=priv_cidr,
-                                  availability_zone=zone,
+                                  availability_zone_id=zone,
                                   tags={**args.tags, **cluster_tag, "Name": f"{name}-private-{zone}",
                                         INTERNAL_ELB_TAG: "1"},
                                   opts=child)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from blueprints.catalog.addons import load_platform_catalog
 from blueprints.contracts.platform import PlatformConfig, PlatformKind, PlatformOutputs
 from blueprints.requirements.platform_file import system_node_labels
 from components.addons import ClusterAddons, ClusterAddonsArgs
@@ -50,7 +51,9 @@ class Platform(pulumi.ComponentResource):
         self.network = Network(f"{name}-network", NetworkArgs(
             region=cfg.region, tags=cfg.tags, interface_endpoints=list(cfg.network.interface_endpoints),
             nat_per_az=cfg.network.nat_per_az, existing=cfg.network.existing_vpc, az_count=cfg.network.az_count,
-            cluster_name=cfg.cluster_name if cfg.kind is PlatformKind.EKS else None), opts=child)
+            cluster_name=cfg.cluster_name if cfg.kind is PlatformKind.EKS else None,
+            excluded_zone_ids=list(load_platform_catalog().eks_refused_zone_ids.get(cfg.region, ()))
+            if cfg.kind is PlatformKind.EKS else []), opts=child)
         self.cluster: EksCluster | None = None
         self.provider: k8s.Provider | None = None
         self.addons: ClusterAddons | None = None

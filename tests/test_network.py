@@ -19,12 +19,19 @@ def run_network(**kwargs):
                            config={"aws:region": "us-east-1"})
 
 
-def test_subnets_span_every_zone_the_lookup_returns_up_to_three():
-    run = run_network()
-    zones = {r.inputs["availabilityZone"] for r in run.of_type("aws:ec2/subnet:Subnet")}
-    assert zones == {"us-east-1a", "us-east-1b", "us-east-1c"}
+def test_subnets_span_up_to_three_zones_chosen_by_zone_id():
+    run = run_network()  # the mock's four zones: names a-d are zone IDs az3, az1, az4, az2
+    zones = {r.inputs["availabilityZoneId"] for r in run.of_type("aws:ec2/subnet:Subnet")}
+    assert zones == {"use1-az1", "use1-az2", "use1-az3"}
+    assert all("availabilityZone" not in r.inputs for r in run.of_type("aws:ec2/subnet:Subnet"))
     assert len(run.of_type("aws:ec2/subnet:Subnet")) == 6
     assert len(run.outputs["private"]) == 3
+
+
+def test_zones_eks_refuses_are_skipped_whatever_their_name():
+    run = run_network(excluded_zone_ids=["use1-az3"])  # this account's us-east-1a
+    zones = {r.inputs["availabilityZoneId"] for r in run.of_type("aws:ec2/subnet:Subnet")}
+    assert zones == {"use1-az1", "use1-az2", "use1-az4"}
 
 
 def test_production_gets_one_nat_gateway_per_zone_and_routes_each_private_subnet_to_its_own():
