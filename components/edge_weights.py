@@ -27,10 +27,12 @@ import pulumi_kubernetes as k8s
 from blueprints.core import defaults
 from blueprints.contracts.sections import Archetype, ServedModel
 from blueprints.contracts.blueprint import Blueprint
-from blueprints.requirements.model import MODEL_FILE
+from blueprints.requirements.model import MODEL_FILE, ModelFormat
 from components.labels import recommended_labels
 from components.naming import ROLE, fit
-from components.weights_delivery import MODELS_MOUNT, fetch_memory_gib, gi, models_volume, region_env, weights_volume_gib
+from components.weights_delivery import (
+    HF_ONNX_FOLDER, MODELS_MOUNT, fetch_memory_gib, gi, models_volume, region_env, weights_volume_gib,
+)
 from components.weights_sync import source_read_statements
 
 ROLES_ANYWHERE_PRINCIPAL = "rolesanywhere.amazonaws.com"
@@ -43,6 +45,7 @@ IMDS_ENDPOINT = f"http://127.0.0.1:{defaults.CREDENTIAL_HELPER_PORT}"
 #: Archetypes whose server reads a Triton model repository (config.pbtxt beside `1/`).
 _REPOSITORY_ARCHETYPES = (Archetype.ONNX_CPU, Archetype.TRITON_MULTI_MODEL)
 
+_ONNX = MODEL_FILE[ModelFormat.ONNX]
 #: Seconds the download waits for the signing helper's first credentials (it signs a session before it listens).
 HELPER_WAIT_S = 120
 #: The helper listens on 127.0.0.1 only (processes.yaml): no kubelet probe can see it start, so the download itself
@@ -52,6 +55,8 @@ _S3_SCRIPT = (f'set -e; n=0; until aws configure export-credentials >/dev/null 2
               f'if [ "$n" -gt {HELPER_WAIT_S} ]; then echo "no credentials from the IAM Roles Anywhere helper on '
               f'127.0.0.1 after {HELPER_WAIT_S} s" >&2; exit 1; fi; sleep 2; done; '
               'aws s3 sync "$1" "$2" --no-progress --only-show-errors; '
+              # A Hugging Face layout keeps onnx/model.onnx: move it into the version folder (REPOSITORY_LAYOUT).
+              f'if [ ! -e "$2/{_ONNX}" ] && [ -e "$2/{HF_ONNX_FOLDER}/{_ONNX}" ]; then mv "$2/{HF_ONNX_FOLDER}/"* "$2/"; fi; '
               'if [ "$#" -ge 4 ]; then cp "$3" "$4"; fi')
 _HTTPS_SCRIPT = ('set -e; mkdir -p "$(dirname "$2")"; curl -fsSL --proto =https --retry 3 -o "$2.part" "$1"; '
                  'echo "$3  $2.part" | sha256sum -c -; mv "$2.part" "$2"; '

@@ -57,6 +57,9 @@ class ProcessFacts(_Record):
     keep_alive_env: str | None = None
     caches: list[Cache] = Field(default_factory=list)
     proxy_defaults: ProxyDefaults | None = None
+    fp8_kv_default_attention_from: float | None = Field(default=None, ge=5.0, le=12.0, description="compute "
+                                                        "capability from which an FP8 KV cache keeps the engine's "
+                                                        "default attention backend")
     source: str
 
     @property

@@ -256,7 +256,8 @@ VPC_CIDR = "10.0.0.0/16"
 NETWORK_AZ_COUNT = 3
 #: NLB listener TCP idle timeout limits, s (docs.aws.amazon.com/elasticloadbalancing/latest/network/
 #: update-idle-timeout.html: 60-6000, default 350). Set via the AWS Load Balancer Controller (>= v2.9.0) annotation
-#: `service.beta.kubernetes.io/aws-load-balancer-listener-attributes.TCP-<port>`.
+#: `service.beta.kubernetes.io/aws-load-balancer-listener-attributes.TCP-<port>` on TCP listeners only (a TLS
+#: listener's is fixed at 350 s, `components.exposure.NLB_TLS_IDLE_TIMEOUT_S`).
 NLB_TCP_IDLE_TIMEOUT_MAX_S = 6000
 #: Headroom added above the blueprint's longest expected streamed response, s.
 LB_IDLE_TIMEOUT_HEADROOM_S = 60
