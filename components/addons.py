@@ -170,7 +170,10 @@ class ClusterAddons(pulumi.ComponentResource):
         if "keda-http-add-on" in wanted:
             self._release(pcat.addon("keda-http-add-on"), wanted["keda-http-add-on"],
                           depends=[self.releases["keda"]],
-                          values={"interceptor": {
+                          values={"operator": {"nodeSelector": SYSTEM_NODES},
+                                  "scaler": {"nodeSelector": SYSTEM_NODES},
+                                  "interceptor": {
+                              "nodeSelector": SYSTEM_NODES,
                               # Streamed responses: many concurrent connections per interceptor ([HTTP] values:
                               # 64Mi default limit, small for many SSE streams).
                               "resources": {"requests": {"cpu": "250m", "memory": "128Mi"},
@@ -291,7 +294,8 @@ class ClusterAddons(pulumi.ComponentResource):
             "prometheus": {"prometheusSpec": {**selectors, "retention": PROMETHEUS_RETENTION, "storageSpec": volume,
                                               "nodeSelector": SYSTEM_NODES}},
             "alertmanager": alertmanager,
-            "prometheusOperator": {"nodeSelector": SYSTEM_NODES},
+            "prometheusOperator": {"nodeSelector": SYSTEM_NODES,
+                                   "admissionWebhooks": {"patch": {"nodeSelector": SYSTEM_NODES}}},
             "kube-state-metrics": {"nodeSelector": SYSTEM_NODES},
             "grafana": {"nodeSelector": SYSTEM_NODES,
                         "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": "admin-user",

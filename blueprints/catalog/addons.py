@@ -66,6 +66,9 @@ class HelmAddon(_Record):
                                       "`spec.ingressClassName`) at its chart's defaults")
     source_range_annotation: str | None = Field(default=None, description="the Ingress annotation with which it "
                                                 "admits only listed client CIDRs (none: it cannot on a plain Ingress)")
+    placement: dict[str, list[str]] = Field(default_factory=dict, description="its chart's pods that are no per-node "
+                                            "DaemonSet -> the values paths (dotted) that set their nodeSelector, the "
+                                            "first set one applying (the chart's `default` chain)")
     hidden_on_eks: list[str] = Field(default_factory=list, description="its chart's values keys of components it "
                                      "scrapes by default that EKS does not expose (each `<key>.enabled: false` there)")
     source: str
