@@ -13,10 +13,13 @@ from typing import Callable
 import pulumi
 import pulumi_kubernetes as k8s
 
+from blueprints.catalog.addons import load_platform_catalog
+from blueprints.contracts.proxy import service_app_protocol
 from blueprints.core import defaults
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.requirements.exposure import ExposureVia
 from components.access import PROXY_PORT_NAME, proxy_container
+from components.autoscaling import HTTP_ADD_ON
 from components.disruption import deployment_options, disruption_budget
 from components.rollout import container_lifecycle
 from components.exposure import client_cidrs, client_url, ingress_spec, listener_port, service_exposure
@@ -114,6 +117,9 @@ def serving_objects(name: str, bp: Blueprint, *, labels: dict[str, str], namespa
     budget = disruption_budget(f"{name}-pdb", bp, workload, namespace, labels, opts)
     port = listener_port(bp)
     ports = [{"name": PROXY_PORT_NAME, "port": port, "targetPort": PROXY_PORT_NAME, "protocol": "TCP"}]
+    app_protocol = service_app_protocol(bp, load_platform_catalog().addon(HTTP_ADD_ON).backend_h2c_app_protocol)
+    if app_protocol:  # the KEDA HTTP interceptor in front speaks HTTP/2 to it (gRPC)
+        ports[0]["appProtocol"] = app_protocol
     if expose and bp.network.exposure.via is ExposureVia.NODE_PORT and bp.network.exposure.node_port:
         ports[0]["nodePort"] = bp.network.exposure.node_port
     kind, annotations = (service_exposure(bp, port, vpc_cidrs=endpoint.vpc_cidrs,

@@ -66,6 +66,8 @@ class HelmAddon(_Record):
                                       "`spec.ingressClassName`) at its chart's defaults")
     source_range_annotation: str | None = Field(default=None, description="the Ingress annotation with which it "
                                                 "admits only listed client CIDRs (none: it cannot on a plain Ingress)")
+    backend_h2c_app_protocol: str | None = Field(default=None, description="the Service port appProtocol with "
+                                                 "which its proxy speaks HTTP/2 cleartext to a backend (else HTTP/1.1)")
     placement: dict[str, list[str]] = Field(default_factory=dict, description="its chart's pods that are no per-node "
                                             "DaemonSet -> the values paths (dotted) that set their nodeSelector, the "
                                             "first set one applying (the chart's `default` chain)")

@@ -92,6 +92,20 @@ def upstream(bp: Blueprint) -> Upstream:
     raise ValueError(f"archetype {bp.archetype.value} has no authenticating proxy (SageMaker is IAM-authorised)")
 
 
+def serves_grpc(bp: Blueprint) -> bool:
+    """Whether the proxy routes gRPC to the engine (Triton's GRPCInferenceService): its clients speak HTTP/2."""
+    return isinstance(bp.engine, TritonEngine) and upstream(bp).grpc_port is not None
+
+
+def service_app_protocol(bp: Blueprint, h2c: str | None) -> str | None:
+    """The serving Service port's `appProtocol`: `h2c` (the KEDA HTTP add-on's value for HTTP/2 cleartext,
+    `addons.yaml` `backend_h2c_app_protocol`) when the add-on's interceptor fronts the Service (scale to zero) and the
+    proxy serves gRPC in cleartext: the interceptor speaks HTTP/1.1 to a cleartext backend otherwise, which gRPC
+    refuses. Envoy's listener takes HTTP/1.1 and h2c alike (codec AUTO); a TLS proxy offers h2 by ALPN."""
+    fronted = bp.autoscaling.min_replicas == 0
+    return h2c if fronted and serves_grpc(bp) and not bp.proxy_terminates_tls else None
+
+
 def _path_matchers(bp: Blueprint) -> tuple[list[dict], list[dict]]:
     """(open matchers: health; keyed matchers: the client API) as Envoy `RouteMatch` path specifiers."""
     if isinstance(bp.engine, VllmEngine):

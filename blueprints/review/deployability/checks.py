@@ -27,6 +27,8 @@ each installs, the objects its webhooks guard, its per-node DaemonSets, its Pod 
 - `eks-zones`: an EKS platform's new subnets are placed by zone ID, never where EKS refuses cluster subnets;
 - `listener-attributes`: an NLB listener attribute annotation names a listener the controller builds (TLS-443 on a
   TLS port), and sets no idle timeout on a TLS listener (fixed at 350 s);
+- `interceptor-protocol`: the KEDA HTTP interceptor in front of a service whose pods serve gRPC targets a Service port
+  with appProtocol kubernetes.io/h2c (else it speaks HTTP/1.1 to it);
 - `system-placement`: every pod of a Helm add-on the stack installs (but its per-node DaemonSet) is pinned to the system
   nodes by the values paths `addons.yaml` `placement` records;
 - `physical-names`: every AWS name (explicit, or Pulumi's never-truncated auto-name), Kubernetes name, label value,
@@ -61,7 +63,7 @@ from blueprints.review.deployability.reachability import check_api_reachable, ch
 from blueprints.review.deployability.pod_security import check_pod_security
 from blueprints.review.deployability.prometheus import check_hidden_components, check_prometheus
 from blueprints.review.deployability.zones import check_eks_zones
-from blueprints.review.deployability.load_balancers import check_listener_attributes
+from blueprints.review.deployability.load_balancers import check_interceptor_protocol, check_listener_attributes
 from blueprints.review.deployability.placement import check_system_placement
 from blueprints.review.deployability.scheduling import (
     check_node_pool_arch, check_node_pool_limits, check_owned_nodes, check_scheduling,
@@ -71,7 +73,7 @@ from blueprints.review.deployability.scheduling import (
 CHECKS = (check_addons, check_webhooks, check_scheduling, check_node_pool_arch, check_node_pool_limits,
           check_owned_nodes, check_pod_security, check_prometheus, check_names, check_api_reachable,
           check_aws_apis_reachable, check_processes, check_hidden_components,
-          check_eks_zones, check_listener_attributes, check_system_placement)
+          check_eks_zones, check_listener_attributes, check_interceptor_protocol, check_system_placement)
 
 
 def check_deployability(report: PreviewReport, *, stacks_dir: Path = Path("stacks")) -> list[DeployabilityFinding]:
