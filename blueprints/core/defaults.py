@@ -317,6 +317,12 @@ SAGEMAKER_INVOCATION_TIMEOUT_S = 60
 #: 60-3600), and the multiple of the predicted duration the planner allows. [assumption] 2x for a slow start.
 SAGEMAKER_TIMEOUT_RANGE_S = (60, 3600)
 SAGEMAKER_TIMEOUT_SAFETY_FACTOR = 2.0
+#: The slowest copy rate, GiB/s, at which a SageMaker endpoint's timers must still hold: SageMaker copies the model data
+#: to the instance's ML volume and the container then reads it back, and neither rate is published (the expected
+#: `S3_DOWNLOAD_GIB_PER_S` is itself unverified). A quarter of the expected rate, below an EBS gp3 volume's 125 MiB/s
+#: baseline (docs.aws.amazon.com/ebs/latest/userguide/general-purpose.html) and a single S3 stream: a longer timer
+#: costs nothing but a slower failure, a short one fails a healthy endpoint's creation. [assumption]
+SAGEMAKER_SLOWEST_GIB_PER_S = S3_DOWNLOAD_GIB_PER_S / 4
 #: SageMaker ML storage volume: weights x this + scratch, GiB (VolumeSizeInGB, 1-512). [assumption]
 SAGEMAKER_VOLUME_WEIGHTS_FACTOR = 1.5
 SAGEMAKER_VOLUME_SCRATCH_GIB = 20
