@@ -81,8 +81,15 @@ def container_lifecycle(bp: Blueprint) -> dict:
 
 
 def disruption_budget_spec(bp: Blueprint, selector: dict[str, str]) -> dict | None:
-    """PodDisruptionBudget spec (`maxUnavailable: 1`) when at least two replicas run; None for a single replica,
-    where any budget would either block node drains for ever or protect nothing."""
+    """PodDisruptionBudget spec: `maxUnavailable: 1` when at least two replicas run. A production service's single
+    replica gets `minAvailable: 1`: no voluntary eviction (a Karpenter expiry or drift drain, consolidation, `kubectl
+    drain`) takes its only replica down for a cold start; the drain waits until a second replica runs (a scale-out
+    lets it evict one) or a rollout moves it (the Deployment surges: the new replica starts on another node first).
+    Karpenter's expiry is forceful but still drains through the Eviction API, and its NodePools set no
+    `terminationGracePeriod` that would delete the pod after all (Karpenter v1.14 docs, concepts/disruption.md
+    "Expiration", "TerminationGracePeriod"). None for a single replica elsewhere: a cold start there is accepted."""
     if max(1, bp.autoscaling.min_replicas) < 2:
-        return None
+        if not bp.production:
+            return None
+        return {"min_available": 1, "selector": {"match_labels": selector}}
     return {"max_unavailable": 1, "selector": {"match_labels": selector}}

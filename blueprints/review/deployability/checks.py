@@ -33,6 +33,8 @@ each installs, the objects its webhooks guard, its per-node DaemonSets, its Pod 
   nodes by the values paths `addons.yaml` `placement` records;
 - `startup-timers`: a SageMaker endpoint's model-download and startup health-check timeouts hold at the slowest copy rate
   planned for (`defaults.SAGEMAKER_SLOWEST_GIB_PER_S`);
+- `last-replica-eviction`: a production service's single replica has a disruption budget that keeps it through
+  voluntary node disruptions (Karpenter expiry, drift, consolidation, drains), and no NodePool deletes it after all;
 - `physical-names`: every AWS name (explicit, or Pulumi's never-truncated auto-name), Kubernetes name, label value,
   container name and Helm release name fits its type (`blueprints/catalog/names.yaml`);
 - `kubernetes-upgrade` (with a baseline, `check_kubernetes_upgrade`): a platform's EKS cluster neither goes back a
@@ -68,6 +70,7 @@ from blueprints.review.deployability.zones import check_eks_zones
 from blueprints.review.deployability.load_balancers import check_interceptor_protocol, check_listener_attributes
 from blueprints.review.deployability.placement import check_system_placement
 from blueprints.review.deployability.timers import check_startup_timers
+from blueprints.review.deployability.disruption import check_last_replica
 from blueprints.review.deployability.scheduling import (
     check_node_pool_arch, check_node_pool_limits, check_owned_nodes, check_scheduling,
 )
@@ -77,7 +80,7 @@ CHECKS = (check_addons, check_webhooks, check_scheduling, check_node_pool_arch, 
           check_owned_nodes, check_pod_security, check_prometheus, check_names, check_api_reachable,
           check_aws_apis_reachable, check_processes, check_hidden_components,
           check_eks_zones, check_listener_attributes, check_interceptor_protocol, check_system_placement,
-          check_startup_timers)
+          check_startup_timers, check_last_replica)
 
 
 def check_deployability(report: PreviewReport, *, stacks_dir: Path = Path("stacks")) -> list[DeployabilityFinding]:
