@@ -19,7 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from blueprints.core import defaults
-from blueprints.contracts.weights import HF_EXCLUDE_PATTERNS, HF_INCLUDE_PATTERNS
+from blueprints.contracts.weights import HF_EXCLUDE_PATTERNS, HF_INCLUDE_PATTERNS, sync_job_ephemeral_gib
 from blueprints.contracts.sections import Archetype, ServedModel
 from blueprints.contracts.blueprint import Blueprint
 from components.labels import recommended_labels, selector_labels, sync_account_name
@@ -30,7 +30,6 @@ from components.weights_delivery import (
     fetch_memory_gib,
     gi,
     region_env,
-    weights_volume_gib,
 )
 from components.weights_storage import MODELS_PREFIX
 
@@ -172,7 +171,7 @@ class WeightsSync(pulumi.ComponentResource):
         if model.source_uri.startswith(HF_SCHEME):
             pod_spec = self._hf_pod(bp, model, destination, memory)
         else:  # s3 -> s3: server-side copies, no local disk
-            disk = gi(defaults.S3_SYNC_EPHEMERAL_GIB)
+            disk = gi(sync_job_ephemeral_gib(model.weights_gib, from_hugging_face=False))
             resources = {"requests": {"cpu": "1", "memory": memory, "ephemeral-storage": disk},
                          "limits": {"cpu": "2", "memory": memory, "ephemeral-storage": disk}}
             pod_spec = {"containers": [{
@@ -193,7 +192,7 @@ class WeightsSync(pulumi.ComponentResource):
     def _hf_pod(self, bp: Blueprint, model: ServedModel, destination: pulumi.Output[str], memory: str) -> dict:
         repo = model.source_uri.removeprefix(HF_SCHEME).strip("/")
         local = f"{SCRATCH_MOUNT}/{model.name}"
-        storage = gi(weights_volume_gib([model]))
+        storage = gi(sync_job_ephemeral_gib(model.weights_gib, from_hugging_face=True))
         resources = {"requests": {"cpu": "1", "memory": memory, "ephemeral-storage": storage},
                      "limits": {"cpu": "2", "memory": memory, "ephemeral-storage": storage}}
         download_env = [{"name": "HF_HOME", "value": f"{SCRATCH_MOUNT}/.hf-home"},

@@ -32,7 +32,8 @@ from blueprints.plan.quota import quota_note
 from blueprints.plan.guardrails import Guardrails
 from blueprints.plan.kubernetes_features import minimum_version
 from blueprints.requirements.hosting import Accelerator, CpuArch
-from blueprints.contracts.weights import disk_for_gib, replica_ephemeral_gib, weights_volume_gib
+from blueprints.contracts.consistency import stored_weights_gib
+from blueprints.contracts.weights import disk_for_gib, replica_ephemeral_gib, sync_job_ephemeral_gib
 
 #: A platform's guardrails by its environment name and production flag (None: no policy).
 PolicyFor = Callable[[str, bool], "Guardrails | None"]
@@ -165,8 +166,8 @@ def _check_addon_versions(wanted: dict[str, str], pcat: PlatformCatalog, source:
 
 def sync_scratch_gib(services: Sequence[ServiceFile], catalog: Catalog) -> float:
     """Scratch disk the largest weights sync Job of these services requests on a system node, GiB: the Jobs run there
-    (they need no GPU), one model per Job; a Hugging Face download holds the model (`weights_volume_gib`), an
-    `s3://` copy only its logs (`defaults.S3_SYNC_EPHEMERAL_GIB`). 0 when no service syncs weights.
+    (they need no GPU), one model per Job, each requesting `blueprints.contracts.weights.sync_job_ephemeral_gib` of
+    its weights as the stack config records them (`stored_weights_gib`). 0 when no service syncs weights.
 
     Raises:
         BlueprintError: a service's model is unknown; the message names its file.
@@ -179,8 +180,8 @@ def sync_scratch_gib(services: Sequence[ServiceFile], catalog: Catalog) -> float
             models = resolve_models(svc.requirements, catalog)
         except BlueprintError as exc:
             raise type(exc)(f"{svc.where}: {exc}") from None
-        sizes += [weights_volume_gib([m.weights_gib]) if m.spec.weights_uri.startswith("hf://")
-                  else defaults.S3_SYNC_EPHEMERAL_GIB for m in models]
+        sizes += [sync_job_ephemeral_gib(stored_weights_gib(m.weights_gib),
+                                         from_hugging_face=m.spec.weights_uri.startswith("hf://")) for m in models]
     return max(sizes, default=0.0)
 
 
