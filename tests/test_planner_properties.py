@@ -169,9 +169,13 @@ ADDONS = sorted(load_platform_catalog().helm)
 
 @st.composite
 def deployable_requirements(draw) -> dict:
-    """The documents above in the regions the policies allow; an existing cluster declares all, some or none of the
-    add-ons (the planner must refuse what its cluster cannot run)."""
+    """The documents above in the regions the policies allow, with only the SLO fields of their task (the others are
+    refused before planning); an existing cluster declares all, some or none of the add-ons (the planner must refuse
+    what its cluster cannot run)."""
     data = draw(requirements())
+    generative = "model" in data and CATALOG.model(data["model"]["id"]).task.generative
+    for key in (("latency_p95_ms",) if generative else ("ttft_p95_ms", "itl_p95_ms")):
+        data["slo"].pop(key, None)
     region = draw(st.sampled_from(POLICY_REGIONS))
     for env in data["environments"].values():
         env["region"] = region

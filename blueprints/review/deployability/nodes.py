@@ -1,7 +1,7 @@
 """The nodes a pod may land on, as the scheduling checks see them (`blueprints.review.deployability.scheduling`):
 NodePools, managed node groups, an edge cluster's owned nodes and the platform's system nodes with their labels,
-taints, instance types and ephemeral storage; what one node can give pods (allocatable after kube-reserved, the
-hypervisor's share and the per-node DaemonSets) and what a pod asks (its effective requests).
+taints, instance types and ephemeral storage; the per-node DaemonSets of what is installed and what a pod asks (its
+effective requests). What one node gives pods is `blueprints.contracts.allocatable.allocatable`, the planner's rule.
 """
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ from blueprints.core import defaults
 from blueprints.catalog import InstanceType, load_catalog
 from blueprints.plan.owned_nodes import EDGE_NODE, OwnedNodeShape
 from blueprints.requirements.platform_file import NODE_ARCH
-from blueprints.contracts.allocatable import allocatable
 from blueprints.contracts.platform import planned_outputs
 from blueprints.review.preview import RegisteredResource
 from blueprints.contracts.weights import usable_disk_gib
 from blueprints.review.deployability.context import (
-    ARCH_LABEL, CheckContext, GPU, INSTANCE_TYPE_LABEL, NODE_CLASS, NODE_GROUP, NODE_POOL, POOL_LABEL, containers_of,
+    ARCH_LABEL, CheckContext, INSTANCE_TYPE_LABEL, NODE_CLASS, NODE_GROUP, NODE_POOL, POOL_LABEL, containers_of,
     get_in, list_of,
 )
 
