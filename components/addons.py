@@ -25,6 +25,7 @@ from blueprints.requirements.platform_file import ReceiverKind
 from components import karpenter
 from components.cluster import GPU_PRESENT_LABEL, GPU_TOLERATION, POOL_LABEL, SYSTEM_POOL, trust_policy
 from components.labels import recommended_labels
+from components.naming import POLICY, ROLE, fit
 
 #: Pod Security levels from least to most strict; a namespace gets the least strict level its add-ons need.
 POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
@@ -42,11 +43,27 @@ ALERT_RECEIVER_FILE = f"/etc/alertmanager/secrets/{ALERT_RECEIVER_SECRET}/url"
 SYSTEM_NODES = {POOL_LABEL: SYSTEM_POOL}
 
 
+#: The chart's alerts that are no page: Watchdog (always firing: the pipeline's heartbeat) and InfoInhibitor (fires
+#: while info alerts are inhibited); the chart routes Watchdog to `'null'` ([KPS] values.yaml L553-593).
+SILENT_ALERTS = ("Watchdog", "InfoInhibitor")
+#: The chart's default inhibition rules ([KPS] values.yaml L556-578), given whole like every other key.
+INHIBIT_RULES = [
+    {"source_matchers": ["severity = critical"], "target_matchers": ["severity =~ warning|info"],
+     "equal": ["namespace", "alertname"]},
+    {"source_matchers": ["severity = warning"], "target_matchers": ["severity = info"],
+     "equal": ["namespace", "alertname"]},
+    {"source_matchers": ["alertname = InfoInhibitor"], "target_matchers": ["severity = info"], "equal": ["namespace"]},
+    {"target_matchers": ["alertname = InfoInhibitor"]},
+]
+
+
 def alertmanager_config(alerting: PlatformAlerting) -> dict:
-    """kube-prometheus-stack's `alertmanager.config` for the platform's receiver: every alert to it, the chart's
-    Watchdog heartbeat to `'null'` ([KPS] values.yaml L553-593: Helm replaces lists, so route and receivers are given
-    whole). The URL is read from `ALERT_RECEIVER_FILE` (Alertmanager: slack `api_url_file`, webhook `url_file` since
-    v0.26, pagerduty `routing_key_file` since v0.25; prometheus/alertmanager docs/configuration.md)."""
+    """kube-prometheus-stack's `alertmanager.config` for the platform's receiver: every alert to it but the chart's
+    Watchdog heartbeat and InfoInhibitor (`SILENT_ALERTS`), which go to `'null'`. Every key is given whole (global,
+    inhibit_rules, route, receivers, templates; [KPS] values.yaml L553-593), so the merged configuration is exactly
+    this one: what `amtool check-config` and `amtool config routes test` judge in the tests. The URL is read from
+    `ALERT_RECEIVER_FILE` (Alertmanager: slack `api_url_file`, webhook `url_file` since v0.26, pagerduty
+    `routing_key_file` since v0.25; prometheus/alertmanager docs/configuration.md)."""
     kind = alerting.receiver
     if kind is None:
         raise ValueError("no receiver to configure")
@@ -59,9 +76,10 @@ def alertmanager_config(alerting: PlatformAlerting) -> dict:
         target = {"webhook_configs": [{"url_file": ALERT_RECEIVER_FILE, "send_resolved": True}]}
     return {
         "global": {"resolve_timeout": "5m"},
+        "inhibit_rules": INHIBIT_RULES,
         "route": {"group_by": ["namespace", "alertname"], "group_wait": "30s", "group_interval": "5m",
                   "repeat_interval": "4h", "receiver": kind.value,
-                  "routes": [{"receiver": "null", "matchers": ['alertname = "Watchdog"']}]},
+                  "routes": [{"receiver": "null", "matchers": [f'alertname = "{name}"']} for name in SILENT_ALERTS]},
         "receivers": [{"name": "null"}, {"name": kind.value, **target}],
         "templates": ["/etc/alertmanager/config/*.tmpl"],
     }
@@ -132,7 +150,10 @@ class ClusterAddons(pulumi.ComponentResource):
             crd = self._release(pcat.addon("karpenter"), wanted["karpenter"], crd_chart=True)
             self._release(pcat.addon("karpenter"), wanted["karpenter"], depends=[crd, *self.karpenter_aws.ready],
                           values={"settings": {"clusterName": cfg.cluster_name,
-                                               "interruptionQueue": cfg.cluster_name},
+                                               "interruptionQueue": cfg.cluster_name,
+                                               # A private platform reaches AWS APIs only through VPC endpoints:
+                                               # no Price List look-ups, which have none (endpoints.yaml).
+                                               "isolatedVPC": bool(cfg.network.interface_endpoints)},
                                   "serviceAccount": {"name": karpenter.SERVICE_ACCOUNT},
                                   "nodeSelector": SYSTEM_NODES,
                                   # The getting-started guide's controller resources (step08).
@@ -149,7 +170,10 @@ class ClusterAddons(pulumi.ComponentResource):
         if "keda-http-add-on" in wanted:
             self._release(pcat.addon("keda-http-add-on"), wanted["keda-http-add-on"],
                           depends=[self.releases["keda"]],
-                          values={"interceptor": {
+                          values={"operator": {"nodeSelector": SYSTEM_NODES},
+                                  "scaler": {"nodeSelector": SYSTEM_NODES},
+                                  "interceptor": {
+                              "nodeSelector": SYSTEM_NODES,
                               # Streamed responses: many concurrent connections per interceptor ([HTTP] values:
                               # 64Mi default limit, small for many SSE streams).
                               "resources": {"requests": {"cpu": "250m", "memory": "128Mi"},
@@ -214,9 +238,9 @@ class ClusterAddons(pulumi.ComponentResource):
         cfg = self._cfg
         child = pulumi.ResourceOptions(parent=self)
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
-        role = aws.iam.Role(f"{self._name}-lbc-role", assume_role_policy=trust_policy(
+        role = aws.iam.Role(fit(self._name, "lbc-role", ROLE), assume_role_policy=trust_policy(
             "pods.eks.amazonaws.com", tag_session=True), tags=cfg.tags, opts=child)
-        policy = aws.iam.Policy(f"{self._name}-lbc-policy", policy=partition.partition.apply(
+        policy = aws.iam.Policy(fit(self._name, "lbc-policy", POLICY), policy=partition.partition.apply(
             lambda p: policy_document("aws-load-balancer-controller", {"Partition": p})), tags=cfg.tags, opts=child)
         attachment = aws.iam.RolePolicyAttachment(f"{self._name}-lbc-policy", role=role.name, policy_arn=policy.arn,
                                                   opts=child)
@@ -226,7 +250,10 @@ class ClusterAddons(pulumi.ComponentResource):
         self._release(addon, version, depends=[attachment, association], values={
             "clusterName": cfg.cluster_name, "region": cfg.region, "vpcId": args.vpc_id,
             "serviceAccount": {"name": LBC_SERVICE_ACCOUNT}, "keepTLSSecret": True,
-            "enableServiceMutatorWebhook": False, "nodeSelector": SYSTEM_NODES})
+            "enableServiceMutatorWebhook": False, "nodeSelector": SYSTEM_NODES,
+            # The platform makes NLBs only: no WAF or Shield calls (their APIs have no VPC endpoint; the EKS user
+            # guide's private-cluster settings; the chart renders the flags only for booleans).
+            "enableWaf": False, "enableWafv2": False, "enableShield": False})
 
     def _prometheus(self, addon: HelmAddon, version: str, receiver_url: pulumi.Input[str] | None) -> None:
         """kube-prometheus-stack selecting every ServiceMonitor/PodMonitor/PrometheusRule in the cluster (not only
@@ -260,11 +287,15 @@ class ClusterAddons(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.namespaces[addon.namespace]])))
             alertmanager = {"alertmanagerSpec": {"nodeSelector": SYSTEM_NODES, "secrets": [ALERT_RECEIVER_SECRET]},
                             "config": alertmanager_config(self._cfg.alerting)}
+        # EKS hides its control plane (and kube-proxy's metrics): no scrape of them, no "...Down" page for ever.
+        hidden = {key: {"enabled": False} for key in addon.hidden_on_eks}
         self._release(addon, version, depends=depends, values={
+            **hidden,
             "prometheus": {"prometheusSpec": {**selectors, "retention": PROMETHEUS_RETENTION, "storageSpec": volume,
                                               "nodeSelector": SYSTEM_NODES}},
             "alertmanager": alertmanager,
-            "prometheusOperator": {"nodeSelector": SYSTEM_NODES},
+            "prometheusOperator": {"nodeSelector": SYSTEM_NODES,
+                                   "admissionWebhooks": {"patch": {"nodeSelector": SYSTEM_NODES}}},
             "kube-state-metrics": {"nodeSelector": SYSTEM_NODES},
             "grafana": {"nodeSelector": SYSTEM_NODES,
                         "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": "admin-user",
@@ -284,7 +315,7 @@ class ClusterAddons(pulumi.ComponentResource):
                 metadata={"name": node_class.name, "labels": recommended_labels(
                     name="karpenter", instance=self._cfg.stack, component="node-class")},
                 spec=karpenter.ec2_node_class_spec(
-                    node_class, node_role_name=self.karpenter_aws.node_role.name, subnet_ids=args.subnet_ids,
+                    node_class, instance_profile=self.karpenter_aws.instance_profile.name, subnet_ids=args.subnet_ids,
                     security_group_id=args.node_security_group_id, tags=self._cfg.tags),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.releases["karpenter"]])))
         return created

@@ -17,6 +17,7 @@ import pulumi_aws as aws
 
 from blueprints.core import defaults
 from blueprints.contracts.platform import PlatformConfig
+from components.naming import NODE_GROUP, ROLE, fit
 
 #: Taint on GPU nodes; every pod placed there must tolerate it (EKS GPU AMI / NVIDIA convention).
 GPU_TAINT_KEY = "nvidia.com/gpu"
@@ -47,10 +48,13 @@ def trust_policy(service: str, *, tag_session: bool = False) -> str:
         "Effect": "Allow", "Principal": {"Service": service}, "Action": actions}]}, sort_keys=True)
 
 
-def node_role(name: str, tags: dict[str, str], opts: pulumi.ResourceOptions) -> tuple[aws.iam.Role, list]:
-    """An EC2 node role with the four managed policies nodes need; (role, attachments)."""
-    role = aws.iam.Role(name, assume_role_policy=trust_policy("ec2.amazonaws.com"), tags=tags, opts=opts)
-    attachments = [aws.iam.RolePolicyAttachment(f"{name}-{policy.lower().replace('_', '-')}", role=role.name,
+def node_role(name: str, suffix: str, tags: dict[str, str],
+              opts: pulumi.ResourceOptions) -> tuple[aws.iam.Role, list]:
+    """An EC2 node role `<name>-<suffix>` (fitted, `components.naming.fit`) with the four managed policies nodes
+    need; (role, attachments)."""
+    role = aws.iam.Role(fit(name, suffix, ROLE), assume_role_policy=trust_policy("ec2.amazonaws.com"), tags=tags,
+                        opts=opts)
+    attachments = [aws.iam.RolePolicyAttachment(f"{name}-{suffix}-{policy.lower().replace('_', '-')}", role=role.name,
                                                 policy_arn=f"{_AWS_POLICY}{policy}", opts=opts)
                    for policy in NODE_ROLE_POLICIES]
     return role, attachments
@@ -64,11 +68,17 @@ class EksClusterArgs:
         platform: the planned platform (kind `eks`): version, privacy, logging, keys, system nodes, access.
         subnet_ids: private subnets (>= 2 zones) for the control plane ENIs and the system nodes.
         security_group_ids: extra security groups for the control plane ENIs.
+        vpc_id: the VPC (the private API's security group is created in it).
+        runner_cidr: where the deploy runner connects from (a private platform's runner lives in its VPC: the VPC's
+            CIDR). With a private API endpoint, the control plane admits HTTPS (443) from it: its own security group
+            admits only itself (EKS user guide, clusters/cluster-endpoint.adoc "private access"). Defaults to none.
     """
 
     platform: PlatformConfig
     subnet_ids: pulumi.Input[list[str]]
     security_group_ids: list[pulumi.Input[str]] | None = None
+    vpc_id: pulumi.Input[str] | None = None
+    runner_cidr: pulumi.Input[str] | None = None
 
 
 class EksCluster(pulumi.ComponentResource):
@@ -91,7 +101,7 @@ class EksCluster(pulumi.ComponentResource):
         cfg = args.platform
         child = pulumi.ResourceOptions(parent=self)
         tags = cfg.tags
-        self.cluster_role = aws.iam.Role(f"{name}-cluster-role", assume_role_policy=trust_policy(
+        self.cluster_role = aws.iam.Role(fit(name, "cluster-role", ROLE), assume_role_policy=trust_policy(
             "eks.amazonaws.com", tag_session=True), tags=tags, opts=child)
         cluster_policy = aws.iam.RolePolicyAttachment(f"{name}-cluster-policy", role=self.cluster_role.name,
                                                       policy_arn=f"{_AWS_POLICY}AmazonEKSClusterPolicy", opts=child)
@@ -114,12 +124,17 @@ class EksCluster(pulumi.ComponentResource):
         # The deployer role (CI) is the creator: with an explicit deployer, its access entry is ours, not the
         # creator bootstrap's (both at once would collide on the same principal).
         deployer = cfg.access.deployer_role_arn
+        groups = list(args.security_group_ids or [])
+        self.api_security_group = None
+        if cfg.network.private_endpoint:
+            self.api_security_group = self._private_api_access(name, args, child)
+            groups.append(self.api_security_group.id)
         self.eks = aws.eks.Cluster(
             f"{name}-eks",
             name=cfg.cluster_name,
             version=cfg.kubernetes_version,
             role_arn=self.cluster_role.arn,
-            vpc_config={"subnet_ids": args.subnet_ids, "security_group_ids": args.security_group_ids or None,
+            vpc_config={"subnet_ids": args.subnet_ids, "security_group_ids": groups or None,
                         "endpoint_private_access": True, "endpoint_public_access": not cfg.network.private_endpoint,
                         "public_access_cidrs": cfg.network.public_access_cidrs or None},
             access_config={"authentication_mode": "API",
@@ -140,9 +155,9 @@ class EksCluster(pulumi.ComponentResource):
         self.pod_identity_agent = aws.eks.Addon(
             f"{name}-pod-identity-agent", cluster_name=self.eks.name, addon_name="eks-pod-identity-agent",
             resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags, opts=on_cluster)
-        self.system_node_role, attachments = node_role(f"{name}-system-node-role", tags, child)
+        self.system_node_role, attachments = node_role(name, "system-node-role", tags, child)
         self.system_nodes = aws.eks.NodeGroup(
-            f"{name}-system-nodes",
+            fit(name, "system-nodes", NODE_GROUP),
             cluster_name=self.eks.name, node_role_arn=self.system_node_role.arn, subnet_ids=args.subnet_ids,
             # AL2023 standard AMI of the instance type's architecture (Graviton: AL2023_ARM_64_STANDARD).
             ami_type=defaults.EKS_AMI_TYPE[("cpu", cfg.system_nodes.cpu_arch.value)],
@@ -163,7 +178,7 @@ class EksCluster(pulumi.ComponentResource):
             f"{name}-coredns", cluster_name=self.eks.name, addon_name="coredns",
             resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags,
             opts=after_nodes)
-        self.ebs_csi_role = aws.iam.Role(f"{name}-ebs-csi-role", assume_role_policy=trust_policy(
+        self.ebs_csi_role = aws.iam.Role(fit(name, "ebs-csi-role", ROLE), assume_role_policy=trust_policy(
             "pods.eks.amazonaws.com", tag_session=True), tags=tags, opts=child)
         ebs_policy = aws.iam.RolePolicyAttachment(f"{name}-ebs-csi-policy", role=self.ebs_csi_role.name,
                                                   policy_arn=EBS_CSI_POLICY, opts=child)
@@ -185,6 +200,23 @@ class EksCluster(pulumi.ComponentResource):
         self.register_outputs({"cluster_name": self.cluster_name, "endpoint": self.endpoint,
                                "kubeconfig": self.kubeconfig,
                                "cluster_security_group_id": self.cluster_security_group_id})
+
+    def _private_api_access(self, name: str, args: EksClusterArgs,
+                            opts: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
+        """A security group on the control plane's ENIs admitting HTTPS from the runner's network: with the public
+        endpoint off, `pulumi up` reaches the Kubernetes API only through it (EKS user guide clusters/
+        cluster-endpoint.adoc L228-251: the control plane security group must allow 443 from the connected network)."""
+        if args.vpc_id is None or args.runner_cidr is None:
+            raise ValueError(f"EksClusterArgs for {args.platform.stack}: a private API endpoint needs vpc_id and "
+                             "runner_cidr (where the deploy runner connects from)")
+        group = aws.ec2.SecurityGroup(f"{name}-api-sg", vpc_id=args.vpc_id,
+                                      description="EKS private API endpoint: HTTPS from the deploy runner's network",
+                                      tags={**args.platform.tags, "Name": f"{name}-api"}, opts=opts)
+        aws.vpc.SecurityGroupIngressRule(f"{name}-api-https", security_group_id=group.id, cidr_ipv4=args.runner_cidr,
+                                         ip_protocol="tcp", from_port=443, to_port=443,
+                                         description="Kubernetes API from the deploy runner's network",
+                                         tags=args.platform.tags, opts=opts)
+        return group
 
     def _access_entries(self, name: str, cfg: PlatformConfig, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
         """Cluster admin for the platform's admin roles and its deployer role (EKS access entries)."""

@@ -16,7 +16,7 @@ AWAIT_SLACK_S = 300
 
 def disruption_budget(resource_name: str, bp: Blueprint, name: str, namespace: pulumi.Input[str],
                       labels: dict[str, str], opts: pulumi.ResourceOptions) -> k8s.policy.v1.PodDisruptionBudget | None:
-    """A PDB (`maxUnavailable: 1`) over the workload's pods when it runs two or more replicas; None otherwise."""
+    """A PDB over the workload's pods (`components.rollout.disruption_budget_spec`), or None where it gets none."""
     spec = disruption_budget_spec(bp, selector_labels(labels))
     if spec is None:
         return None

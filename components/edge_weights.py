@@ -27,9 +27,12 @@ import pulumi_kubernetes as k8s
 from blueprints.core import defaults
 from blueprints.contracts.sections import Archetype, ServedModel
 from blueprints.contracts.blueprint import Blueprint
-from blueprints.requirements.model import MODEL_FILE
+from blueprints.requirements.model import MODEL_FILE, ModelFormat
 from components.labels import recommended_labels
-from components.weights_delivery import MODELS_MOUNT, fetch_memory_gib, gi, models_volume, region_env, weights_volume_gib
+from components.naming import ROLE, fit
+from components.weights_delivery import (
+    HF_ONNX_FOLDER, MODELS_MOUNT, fetch_memory_gib, gi, models_volume, region_env, weights_volume_gib,
+)
 from components.weights_sync import source_read_statements
 
 ROLES_ANYWHERE_PRINCIPAL = "rolesanywhere.amazonaws.com"
@@ -42,7 +45,18 @@ IMDS_ENDPOINT = f"http://127.0.0.1:{defaults.CREDENTIAL_HELPER_PORT}"
 #: Archetypes whose server reads a Triton model repository (config.pbtxt beside `1/`).
 _REPOSITORY_ARCHETYPES = (Archetype.ONNX_CPU, Archetype.TRITON_MULTI_MODEL)
 
-_S3_SCRIPT = ('set -e; aws s3 sync "$1" "$2" --no-progress --only-show-errors; '
+_ONNX = MODEL_FILE[ModelFormat.ONNX]
+#: Seconds the download waits for the signing helper's first credentials (it signs a session before it listens).
+HELPER_WAIT_S = 120
+#: The helper listens on 127.0.0.1 only (processes.yaml): no kubelet probe can see it start, so the download itself
+#: waits until the AWS CLI resolves credentials from it (`aws configure export-credentials`: the credential chain,
+#: no AWS API call), then copies.
+_S3_SCRIPT = (f'set -e; n=0; until aws configure export-credentials >/dev/null 2>&1; do n=$((n + 2)); '
+              f'if [ "$n" -gt {HELPER_WAIT_S} ]; then echo "no credentials from the IAM Roles Anywhere helper on '
+              f'127.0.0.1 after {HELPER_WAIT_S} s" >&2; exit 1; fi; sleep 2; done; '
+              'aws s3 sync "$1" "$2" --no-progress --only-show-errors; '
+              # A Hugging Face layout keeps onnx/model.onnx: move it into the version folder (REPOSITORY_LAYOUT).
+              f'if [ ! -e "$2/{_ONNX}" ] && [ -e "$2/{HF_ONNX_FOLDER}/{_ONNX}" ]; then mv "$2/{HF_ONNX_FOLDER}/"* "$2/"; fi; '
               'if [ "$#" -ge 4 ]; then cp "$3" "$4"; fi')
 _HTTPS_SCRIPT = ('set -e; mkdir -p "$(dirname "$2")"; curl -fsSL --proto =https --retry 3 -o "$2.part" "$1"; '
                  'echo "$3  $2.part" | sha256sum -c -; mv "$2.part" "$2"; '
@@ -102,9 +116,8 @@ class EdgeDelivery:
                      "--session-duration", str(ra.session_duration_s),
                      "--port", str(defaults.CREDENTIAL_HELPER_PORT)],
             "resources": {"requests": resources, "limits": resources},
-            # The download starts once the helper listens (it signs its first session before that).
-            "startupProbe": {"tcpSocket": {"port": defaults.CREDENTIAL_HELPER_PORT}, "periodSeconds": 2,
-                             "failureThreshold": 30},
+            # No probe: it listens on 127.0.0.1 only, where the kubelet's probes (to the pod IP) never reach; the
+            # download waits for its credentials instead (`_S3_SCRIPT`).
             "volumeMounts": [{"name": CERTIFICATE_VOLUME, "mountPath": CERTIFICATE_MOUNT, "readOnly": True}],
         }
 
@@ -200,7 +213,8 @@ class EdgeWeightsAccess(pulumi.ComponentResource):
             self.trust_anchor = aws.rolesanywhere.TrustAnchor(f"{name}-trust-anchor", name=bp.stack, enabled=True,
                                                                source=source, tags=bp.tags, opts=child)
             self.role = aws.iam.Role(
-                f"{name}-role", description=f"{bp.stack}: read of its models' sources through IAM Roles Anywhere",
+                fit(name, "role", ROLE),
+                description=f"{bp.stack}: read of its models' sources through IAM Roles Anywhere",
                 assume_role_policy=self.trust_anchor.arn.apply(
                     lambda arn: trust_policy(arn, ra.certificate_common_name)),
                 max_session_duration=max(3600, ra.session_duration_s), tags=bp.tags, opts=child)

@@ -25,8 +25,9 @@ service/annotations/); listener attributes need controller >= v2.9.0.
   security group only with client IP preservation on ("This annotation will be ignored in case preserve client IP is
   not enabled"; IP targets default to off), so the target group preserves client IPs
   (`preserve_client_ip.enabled=true`) and the pods' NetworkPolicy admits the same CIDRs.
-- The NLB's TCP idle timeout (350 s by default) is set per listener above the blueprint's longest expected streamed
-  response, so long generations are not cut.
+- The NLB's TCP idle timeout (350 s by default) is set per TCP listener above the blueprint's longest expected
+  streamed response, so long generations are not cut; a TLS listener's is fixed at 350 s (`NLB_TLS_IDLE_TIMEOUT_S`)
+  and gets no attribute.
 """
 
 from __future__ import annotations
@@ -36,13 +37,21 @@ import pulumi
 from blueprints.core import defaults
 from blueprints.contracts.sections import EXPOSURE_SCOPE_ANNOTATION, TLS_SECRET_ANNOTATION
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.proxy import request_timeout_s
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.requirements.exposure import ExposureScope, ExposureVia
 
 LB_TYPE = "service.beta.kubernetes.io/aws-load-balancer-type"
 LB_TARGET_TYPE = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"
 LB_SCHEME = "service.beta.kubernetes.io/aws-load-balancer-scheme"
-LB_LISTENER_ATTRIBUTES = "service.beta.kubernetes.io/aws-load-balancer-listener-attributes.TCP-{port}"
+#: Listener attributes by `<protocol>-<port>`: the controller builds the key from the listener's protocol, `TLS` for a
+#: port in `ssl-ports` with a certificate, else the Service port's `TCP` ([LBC] v3.5.0 pkg/service/
+#: model_build_listener.go L96-127, L376-390): a `TCP-443` key on a TLS listener is ignored.
+LB_LISTENER_ATTRIBUTES = "service.beta.kubernetes.io/aws-load-balancer-listener-attributes.{protocol}-{port}"
+#: A TLS listener's idle timeout, s: fixed ("The connection idle timeout for TLS listeners is 350 seconds and can't be
+#: modified", docs.aws.amazon.com/elasticloadbalancing/latest/network/update-idle-timeout.html): a response silent for
+#: longer is cut, so long answers behind a TLS NLB must stream.
+NLB_TLS_IDLE_TIMEOUT_S = 350
 LB_TAGS = "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"
 #: Explicit subnets (ids) instead of tag-based discovery: a platform's existing VPC may not carry the role tags.
 LB_SUBNETS = "service.beta.kubernetes.io/aws-load-balancer-subnets"
@@ -154,9 +163,15 @@ def source_ranges(bp: Blueprint, vpc_cidrs: pulumi.Input[list[str]]) -> pulumi.O
 
 
 def idle_timeout_s(bp: Blueprint) -> int:
-    """NLB TCP idle timeout: the blueprint's longest stream plus headroom, within the NLB's 60-6000 s range."""
-    return min(defaults.NLB_TCP_IDLE_TIMEOUT_MAX_S,
-               bp.network.load_balancer_idle_timeout_s + defaults.LB_IDLE_TIMEOUT_HEADROOM_S)
+    """NLB TCP idle timeout: the blueprint's longest stream plus headroom, within the NLB's 60-6000 s range (the
+    proxy's request timeout, `blueprints.contracts.proxy.request_timeout_s`)."""
+    return request_timeout_s(bp)
+
+
+def listener_protocol(bp: Blueprint, port: int) -> str:
+    """The NLB listener protocol of a Service port, as the controller derives it: `TLS` on the exposure's TLS port
+    with its certificate (the annotations list it in `ssl-ports`), else `TCP`."""
+    return "TLS" if bp.network.exposure.tls_certificate_arn and port == listener_port(bp) else "TCP"
 
 
 def load_balancer_annotations(bp: Blueprint, ports: list[int], *,
@@ -177,7 +192,9 @@ def load_balancer_annotations(bp: Blueprint, ports: list[int], *,
         annotations.update({LB_SSL_CERT: certificate, LB_SSL_PORTS: ",".join(str(p) for p in ports),
                             LB_SSL_POLICY: TLS_POLICY})
     for port in ports:
-        annotations[LB_LISTENER_ATTRIBUTES.format(port=port)] = f"tcp.idle_timeout.seconds={idle_timeout_s(bp)}"
+        if listener_protocol(bp, port) == "TCP":  # a TLS listener's idle timeout cannot be modified
+            annotations[LB_LISTENER_ATTRIBUTES.format(protocol="TCP", port=port)] = \
+                f"tcp.idle_timeout.seconds={idle_timeout_s(bp)}"
     result: dict[str, pulumi.Input[str]] = dict(annotations)
     if subnet_ids is not None:
         result[LB_SUBNETS] = pulumi.Output.from_input(subnet_ids).apply(lambda ids: ",".join(ids))

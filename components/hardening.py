@@ -9,6 +9,7 @@ Pods built this way are admitted by Pod Security `restricted`
 
 from __future__ import annotations
 
+from blueprints.catalog.processes import process_facts
 from blueprints.core import defaults
 
 HOME_VOLUME = "home"
@@ -16,10 +17,13 @@ TMP_VOLUME = "tmp"
 
 
 def image_user(image: str) -> tuple[int, int]:
-    """(UID, GID) an image runs as: its documented user (`defaults.IMAGE_USERS`, by repository), else the default
-    non-root user."""
-    repository = image.split("@", 1)[0].rsplit(":", 1)[0] if "/" in image else image
-    return defaults.IMAGE_USERS.get(repository, (defaults.DEFAULT_NON_ROOT_UID, defaults.DEFAULT_NON_ROOT_UID))
+    """(UID, GID) an image runs as: its documented user (`blueprints/catalog/processes.yaml`, per image and version),
+    else the default non-root user (never root: an image without a USER runs as any UID given writable HOME and
+    cache directories)."""
+    facts = process_facts(image)
+    if facts is not None and facts.user is not None:
+        return facts.user
+    return defaults.DEFAULT_NON_ROOT_UID, defaults.DEFAULT_NON_ROOT_UID
 
 
 def container_security_context(image: str) -> dict:

@@ -20,6 +20,7 @@ from blueprints.contracts.sections import CapacityType
 from blueprints.catalog.iam import policy_document
 from blueprints.contracts.platform import NodeClass, PlatformConfig
 from blueprints.requirements.hosting import Accelerator, CpuArch
+from components.naming import EVENT_RULE, EVENT_TARGET, INSTANCE_PROFILE, ROLE, fit
 from components.cluster import GPU_PRESENT_LABEL, GPU_TAINT_KEY, POOL_LABEL, node_role, trust_policy
 
 #: The controller's ServiceAccount for release `karpenter` (chart `serviceAccount.name` defaults to the fullname).
@@ -49,6 +50,9 @@ class KarpenterAws:
 
     controller_role: aws.iam.Role
     node_role: aws.iam.Role
+    #: The node role's instance profile EC2NodeClasses name (`spec.instanceProfile`): IAM has no VPC endpoint, so
+    #: Karpenter must never create instance profiles itself ([KP] getting-started "Private Clusters").
+    instance_profile: aws.iam.InstanceProfile
     queue: aws.sqs.Queue
     ready: list[pulumi.Resource]
 
@@ -56,9 +60,12 @@ class KarpenterAws:
 def karpenter_aws(name: str, cfg: PlatformConfig, cluster_name: pulumi.Input[str],
                   opts: pulumi.ResourceOptions) -> KarpenterAws:
     """Controller role (inline policy: merged it outgrows the 6,144-character managed-policy limit), its Pod
-    Identity association, the node role with its EC2_LINUX access entry, and the interruption queue with its rules."""
+    Identity association, the node role with its instance profile and EC2_LINUX access entry, and the interruption
+    queue with its rules."""
     tags = cfg.tags
-    node, attachments = node_role(f"{name}-node-role", tags, opts)
+    node, attachments = node_role(name, "node-role", tags, opts)
+    profile = aws.iam.InstanceProfile(fit(name, "node-profile", INSTANCE_PROFILE), role=node.name, tags=tags,
+                                      opts=opts)
     node_entry = aws.eks.AccessEntry(f"{name}-node-access", cluster_name=cluster_name, principal_arn=node.arn,
                                      type="EC2_LINUX", tags=tags, opts=opts)
     queue = aws.sqs.Queue(f"{name}-interruptions", name=cfg.cluster_name, message_retention_seconds=300,
@@ -71,12 +78,13 @@ def karpenter_aws(name: str, cfg: PlatformConfig, cluster_name: pulumi.Input[str
              "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]}, sort_keys=True)), opts=opts)
     rules = []
     for suffix, source, detail in INTERRUPTION_EVENTS:
-        rule = aws.cloudwatch.EventRule(f"{name}-{suffix}", event_pattern=json.dumps(
+        rule = aws.cloudwatch.EventRule(fit(name, suffix, EVENT_RULE), event_pattern=json.dumps(
             {"source": [source], "detail-type": [detail]}), tags=tags, opts=opts)
-        rules.append(aws.cloudwatch.EventTarget(f"{name}-{suffix}", rule=rule.name, arn=queue.arn, opts=opts))
+        rules.append(aws.cloudwatch.EventTarget(fit(name, suffix, EVENT_TARGET), rule=rule.name, arn=queue.arn,
+                                                opts=opts))
     identity = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=opts.parent))
     partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=opts.parent))
-    controller = aws.iam.Role(f"{name}-controller-role", assume_role_policy=trust_policy(
+    controller = aws.iam.Role(fit(name, "controller-role", ROLE), assume_role_policy=trust_policy(
         "pods.eks.amazonaws.com", tag_session=True), tags=tags, opts=opts)
     extra = [SPOT_SERVICE_LINKED_ROLE] if cfg.spot_allowed else []
     document = pulumi.Output.all(partition.partition, identity.account_id, node.arn, queue.arn).apply(
@@ -87,22 +95,23 @@ def karpenter_aws(name: str, cfg: PlatformConfig, cluster_name: pulumi.Input[str
     association = aws.eks.PodIdentityAssociation(
         f"{name}-controller-identity", cluster_name=cluster_name, namespace=NAMESPACE,
         service_account=SERVICE_ACCOUNT, role_arn=controller.arn, tags=tags, opts=opts)
-    return KarpenterAws(controller_role=controller, node_role=node, queue=queue,
-                        ready=[*attachments, node_entry, policy, association, *rules])
+    return KarpenterAws(controller_role=controller, node_role=node, instance_profile=profile, queue=queue,
+                        ready=[*attachments, profile, node_entry, policy, association, *rules])
 
 
-def ec2_node_class_spec(node_class: NodeClass, *, node_role_name: pulumi.Input[str],
+def ec2_node_class_spec(node_class: NodeClass, *, instance_profile: pulumi.Input[str],
                         subnet_ids: pulumi.Input[list[str]], security_group_id: pulumi.Input[str],
                         tags: dict[str, str]) -> pulumi.Output[dict]:
-    """An EC2NodeClass (karpenter.k8s.aws/v1) spec: the pinned AL2023 alias (NVIDIA AMI on GPU types), the node role,
+    """An EC2NodeClass (karpenter.k8s.aws/v1) spec: the pinned AL2023 alias (NVIDIA AMI on GPU types), the node role's
+    instance profile (`spec.instanceProfile`, never `spec.role`: IAM has no VPC endpoint),
     the platform's private subnets and the cluster security group by id, an encrypted gp3 root volume, IMDSv2 with
     hop limit 1 (pods cannot reach IMDS), and on GPU nodes kubelet/containerd on the instance-store NVMe (RAID0)."""
 
     def spec(values: list) -> dict:
-        subnets, security_group, role = values
+        subnets, security_group, profile = values
         body: dict = {
             "amiSelectorTerms": [{"alias": node_class.ami_alias}],
-            "role": role,
+            "instanceProfile": profile,
             "subnetSelectorTerms": [{"id": s} for s in subnets],
             "securityGroupSelectorTerms": [{"id": security_group}],
             "blockDeviceMappings": [{"deviceName": "/dev/xvda", "rootVolume": True, "ebs": {
@@ -116,7 +125,7 @@ def ec2_node_class_spec(node_class: NodeClass, *, node_role_name: pulumi.Input[s
             body["instanceStorePolicy"] = "RAID0"
         return body
 
-    return pulumi.Output.all(pulumi.Output.from_input(subnet_ids), security_group_id, node_role_name).apply(spec)
+    return pulumi.Output.all(pulumi.Output.from_input(subnet_ids), security_group_id, instance_profile).apply(spec)
 
 
 def node_pool_name(bp: Blueprint) -> str:

@@ -1,10 +1,13 @@
 """Network: the VPC a stack's cluster (or private SageMaker endpoint) runs in, or an existing one.
 
-A new network spans up to `NETWORK_AZ_COUNT` availability zones from the region's AZ lookup (never fewer than 2):
+A new network spans up to `NETWORK_AZ_COUNT` availability zones from the region's AZ lookup (never fewer than 2),
+chosen by zone ID (the same physical zone in every account; names map per account in older regions) and never one
+where EKS refuses cluster subnets (`excluded_zone_ids`, blueprints/catalog/kubernetes.yaml):
 one public and one private subnet per zone, an internet gateway, NAT (one gateway outside production, one per zone in
 production so a zone outage does not cut egress), one route table per private subnet, and two security groups
-(workloads; interface endpoints). With `private_only`, AWS APIs are reached through VPC endpoints (S3 gateway; ECR
-api/dkr, STS and SageMaker runtime interface endpoints) so weights, images and credentials never cross the internet.
+(workloads; interface endpoints). A private network reaches AWS APIs through VPC endpoints (the planned
+`interface_endpoints`, each with private DNS, and S3's gateway endpoint in a new VPC), so weights, images and
+credentials never cross the internet: which APIs each part of a platform calls is `blueprints/catalog/endpoints.yaml`.
 
 An existing VPC (`blueprints.requirements.platform_file.ExistingVpc`, from the platform team's platform.yaml) is used instead when given.
 """
@@ -12,14 +15,13 @@ An existing VPC (`blueprints.requirements.platform_file.ExistingVpc`, from the p
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 from blueprints.core import defaults
 from blueprints.requirements.platform_file import ExistingVpc
 
-#: Interface endpoints created with `private_only` (service suffix after `com.amazonaws.<region>.`).
 #: Subnet tags the AWS Load Balancer Controller uses to discover subnets (kubernetes-sigs.github.io/
 #: aws-load-balancer-controller/latest/deploy/subnet_discovery/).
 PUBLIC_ELB_TAG = "kubernetes.io/role/elb"
@@ -33,22 +35,27 @@ class NetworkArgs:
     Args:
         region: AWS region, e.g. `us-east-1` (names the VPC endpoint services).
         tags: AWS tags for every taggable child.
-        private_only: add VPC endpoints for S3, ECR, STS and SageMaker runtime. Defaults to True (secure default).
+        interface_endpoints: AWS services reached through interface VPC endpoints (`com.amazonaws.<region>.<name>`,
+            private DNS on; `s3` in an existing VPC, whose route tables are its owner's). Non-empty makes the
+            network private: a new VPC also gets S3's gateway endpoint. Defaults to none (AWS APIs through NAT).
         nat_per_az: one NAT gateway per zone (production); otherwise one shared NAT gateway. Defaults to True.
         existing: use this VPC and its subnets; only the security groups are created. Defaults to a new VPC.
         cidr_block: address space of a new VPC. Defaults to `defaults.VPC_CIDR`.
         az_count: zones a new VPC spans (2 or more, capped by the region). Defaults to `defaults.NETWORK_AZ_COUNT`.
         cluster_name: EKS cluster name for the `kubernetes.io/cluster/<name>` subnet tag. Defaults to no tag.
+        excluded_zone_ids: Availability Zone IDs a new VPC must not use (EKS refuses cluster subnets there, e.g.
+            `use1-az3`). Defaults to none.
     """
 
     region: str
     tags: dict[str, str]
-    private_only: bool = True
+    interface_endpoints: list[str] = field(default_factory=list)
     nat_per_az: bool = True
     existing: ExistingVpc | None = None
     cidr_block: str = defaults.VPC_CIDR
     az_count: int = defaults.NETWORK_AZ_COUNT
     cluster_name: str | None = None
+    excluded_zone_ids: list[str] = field(default_factory=list)
 
 
 def subnet_cidrs(cidr_block: str, zones: int) -> tuple[list[str], list[str]]:
@@ -62,12 +69,12 @@ def subnet_cidrs(cidr_block: str, zones: int) -> tuple[list[str], list[str]]:
 
 
 class Network(pulumi.ComponentResource):
-    """A VPC over >= 2 zones with NAT, route tables, security groups and (private_only) VPC endpoints.
+    """A VPC over >= 2 zones with NAT, route tables, security groups and (when private) VPC endpoints.
 
     Outputs: `vpc_id`, `vpc_cidr`, `private_subnet_ids`, `public_subnet_ids`, `workload_security_group_id`.
 
     Example:
-        net = Network("chat-prod-network", NetworkArgs(region="us-east-1", tags=tags, private_only=True))
+        net = Network("chat-prod-network", NetworkArgs(region="us-east-1", tags=tags, interface_endpoints=["ec2"]))
     """
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -95,7 +102,7 @@ class Network(pulumi.ComponentResource):
             vpc_id, vpc_cidr = self.vpc.id, self.vpc.cidr_block
             private_route_table_ids = self._subnets_and_routes(name, args, zones, child)
         self.workload_security_group = self._security_groups(name, args, vpc_id, vpc_cidr, child)
-        if args.private_only:
+        if args.interface_endpoints:
             self._endpoints(name, args, vpc_id, private_route_table_ids, child)
         self.vpc_id = pulumi.Output.from_input(vpc_id)
         self.vpc_cidr = pulumi.Output.from_input(vpc_cidr)
@@ -105,11 +112,14 @@ class Network(pulumi.ComponentResource):
                                "workload_security_group_id": self.workload_security_group_id})
 
     def _zones(self, args: NetworkArgs) -> list[str]:
-        found = aws.get_availability_zones(state="available", opts=pulumi.InvokeOptions(parent=self)).names
-        if len(found) < 2:
-            raise pulumi.ResourceError(f"region {args.region} reports {len(found)} available zone(s); "
-                                       "EKS needs at least 2", self)
-        return sorted(found)[:args.az_count]
+        """Up to `az_count` available zone IDs, in ID order, none of `excluded_zone_ids`."""
+        found = aws.get_availability_zones(state="available", opts=pulumi.InvokeOptions(parent=self)).zone_ids
+        usable = sorted(z for z in found if z not in args.excluded_zone_ids)
+        if len(usable) < 2:
+            raise pulumi.ResourceError(f"region {args.region} reports {len(usable)} available zone(s) EKS accepts "
+                                       f"({', '.join(usable) or 'none'}; refused: "
+                                       f"{', '.join(args.excluded_zone_ids) or 'none'}); EKS needs at least 2", self)
+        return usable[:args.az_count]
 
     def _subnets_and_routes(self, name: str, args: NetworkArgs, zones: list[str],
                             child: pulumi.ResourceOptions) -> list[pulumi.Output[str]]:
@@ -124,7 +134,7 @@ class Network(pulumi.ComponentResource):
                       gateway_id=igw.id, opts=child)
         public, private, private_rts = [], [], []
         for i, (zone, pub_cidr, priv_cidr) in enumerate(zip(zones, public_cidrs, private_cidrs)):
-            pub = aws.ec2.Subnet(f"{name}-public-{i}", vpc_id=self.vpc.id, cidr_block=pub_cidr, availability_zone=zone,
+            pub = aws.ec2.Subnet(f"{name}-public-{i}", vpc_id=self.vpc.id, cidr_block=pub_cidr, availability_zone_id=zone,
                                  map_public_ip_on_launch=False,
                                  tags={**args.tags, **cluster_tag, "Name": f"{name}-public-{zone}",
                                        PUBLIC_ELB_TAG: "1"},
@@ -132,7 +142,7 @@ class Network(pulumi.ComponentResource):
             aws.ec2.RouteTableAssociation(f"{name}-public-{i}", subnet_id=pub.id, route_table_id=public_rt.id,
                                           opts=child)
             priv = aws.ec2.Subnet(f"{name}-private-{i}", vpc_id=self.vpc.id, cidr_block=priv_cidr,
-                                  availability_zone=zone,
+                                  availability_zone_id=zone,
                                   tags={**args.tags, **cluster_tag, "Name": f"{name}-private-{zone}",
                                         INTERNAL_ELB_TAG: "1"},
                                   opts=child)
@@ -171,7 +181,7 @@ class Network(pulumi.ComponentResource):
                                         cidr_ipv4="0.0.0.0/0", ip_protocol="-1",
                                         description="image pulls, S3, AWS APIs", tags=args.tags, opts=child)
         self.endpoint_security_group = None
-        if args.private_only:
+        if args.interface_endpoints:
             self.endpoint_security_group = aws.ec2.SecurityGroup(
                 f"{name}-endpoints-sg", vpc_id=vpc_id, description="VPC interface endpoints: HTTPS from the VPC",
                 tags={**args.tags, "Name": f"{name}-endpoints"}, opts=child)
@@ -189,10 +199,14 @@ class Network(pulumi.ComponentResource):
                 vpc_endpoint_type="Gateway", route_table_ids=route_table_ids, tags={**args.tags, "Name": f"{name}-s3"},
                 opts=child))
         assert self.endpoint_security_group is not None
-        for service in defaults.INTERFACE_ENDPOINT_SERVICES:
+        for service in args.interface_endpoints:
             suffix = service.replace(".", "-")
+            # S3's interface endpoint resolves the regional name for every resolver: no gateway endpoint needed
+            # (`private_dns_only_for_inbound_resolver_endpoint` true would require one; pulumi_aws 7.51 ec2
+            # VpcEndpointDnsOptions).
+            dns = {"private_dns_only_for_inbound_resolver_endpoint": False} if service == "s3" else None
             self.endpoints.append(aws.ec2.VpcEndpoint(
                 f"{name}-{suffix}", vpc_id=vpc_id, service_name=f"com.amazonaws.{args.region}.{service}",
-                vpc_endpoint_type="Interface", private_dns_enabled=True, subnet_ids=self.private_subnet_ids,
-                security_group_ids=[self.endpoint_security_group.id],
+                vpc_endpoint_type="Interface", private_dns_enabled=True, dns_options=dns,
+                subnet_ids=self.private_subnet_ids, security_group_ids=[self.endpoint_security_group.id],
                 tags={**args.tags, "Name": f"{name}-{suffix}"}, opts=child))

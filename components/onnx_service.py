@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import pulumi
 
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.observability import TRITON_SUMMARY_FLAG
 from blueprints.contracts.sections import OnnxRuntimeEngine
 from components.workload import Endpoint, serving_objects
 from components.labels import (
@@ -65,10 +66,10 @@ class OnnxRuntimeServiceArgs:
 
 
 def onnx_args(engine: OnnxRuntimeEngine) -> list[str]:
-    """`tritonserver` arguments of the ONNX Runtime server: the local repository, HTTP and metrics only (no gRPC), no
-    model control (the one model loads at start), every API but health restricted to the key."""
+    """`tritonserver` arguments of the ONNX Runtime server: the local repository, HTTP and metrics only (no gRPC),
+    latency summaries (the p95 the SLO alert reads), no model control (the one model loads at start), every API but health restricted to the key."""
     return [f"--model-repository={MODELS_MOUNT}", f"--http-port={engine.port}", "--allow-grpc=false",
-            "--allow-metrics=true", f"--metrics-port={METRICS_PORT}", "--model-control-mode=none",
+            "--allow-metrics=true", f"--metrics-port={METRICS_PORT}", TRITON_SUMMARY_FLAG, "--model-control-mode=none",
             *restricted_api_args(grpc=False)]
 
 
@@ -130,7 +131,7 @@ class OnnxRuntimeService(pulumi.ComponentResource):
                         "name": "onnxruntime",
                         "image": engine.image,
                         "command": ["tritonserver"],
-                        "lifecycle": container_lifecycle(),
+                        "lifecycle": container_lifecycle(bp),
                         "args": onnx_args(engine),
                         "env": [api_key_env(args.endpoint.api_key_secret, API_KEY_ENV),
                                 {"name": "OMP_NUM_THREADS", "value": threads}],

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from blueprints.catalog.addons import load_platform_catalog
 from blueprints.contracts.platform import PlatformConfig, PlatformKind, PlatformOutputs
 from blueprints.requirements.platform_file import system_node_labels
 from components.addons import ClusterAddons, ClusterAddonsArgs
@@ -49,17 +50,21 @@ class Platform(pulumi.ComponentResource):
         self.config = cfg
         child = pulumi.ResourceOptions(parent=self)
         self.network = Network(f"{name}-network", NetworkArgs(
-            region=cfg.region, tags=cfg.tags, private_only=bool(cfg.network.interface_endpoints),
+            region=cfg.region, tags=cfg.tags, interface_endpoints=list(cfg.network.interface_endpoints),
             nat_per_az=cfg.network.nat_per_az, existing=cfg.network.existing_vpc, az_count=cfg.network.az_count,
             cidr_block=cfg.network.vpc_cidr or defaults.VPC_CIDR,
-            cluster_name=cfg.cluster_name if cfg.kind is PlatformKind.EKS else None), opts=child)
+            cluster_name=cfg.cluster_name if cfg.kind is PlatformKind.EKS else None,
+            excluded_zone_ids=list(load_platform_catalog().eks_refused_zone_ids.get(cfg.region, ()))
+            if cfg.kind is PlatformKind.EKS else []), opts=child)
         self.cluster: EksCluster | None = None
         self.provider: k8s.Provider | None = None
         self.addons: ClusterAddons | None = None
         if cfg.kind is PlatformKind.EKS:
             self.cluster = EksCluster(f"{name}-cluster", EksClusterArgs(
                 platform=cfg, subnet_ids=self.network.private_subnet_ids,
-                security_group_ids=[self.network.workload_security_group_id]), opts=child)
+                security_group_ids=[self.network.workload_security_group_id], vpc_id=self.network.vpc_id,
+                # The runner that deploys a private platform lives in its VPC (platform.yaml runner_label).
+                runner_cidr=self.network.vpc_cidr), opts=child)
             self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.cluster.kubeconfig,
                                          enable_server_side_apply=True, opts=child)
             self.addons = ClusterAddons(f"{name}-addons", ClusterAddonsArgs(

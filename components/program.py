@@ -14,7 +14,8 @@ Config keys read here (all namespaced `servingblueprints:`):
   preview.
 - `rolesAnywhereCaBundle` (`edge-cluster` with `s3://` sources and no ACM Private CA in the plan): the PEM bundle of
   the CA that issues the pods' certificates (the IAM Roles Anywhere trust anchor).
-- `hfToken` (secret, optional): Hugging Face token for the weights sync Job of gated `hf://` models.
+- `hfToken` (secret; required for a gated `hf://` model, `blueprints/catalog/huggingface.yaml`): Hugging Face token
+  for the weights sync Job. Every key `pulumi up` requires is listed by `blueprints.contracts.deploy_inputs`.
 - `apiKey` (secret, optional): the self-hosted endpoint's API key; default: a generated one (stack output `api_key`).
 - `prometheusUrl` (optional, `existing-cluster` only): the Prometheus KEDA queries; on a platform, the platform's.
 - `alarmTopicArn` (optional): an SNS topic the SageMaker CloudWatch alarms notify; default: the plan's
@@ -31,6 +32,7 @@ import pulumi_kubernetes as k8s
 from blueprints.core import defaults
 from blueprints.contracts.sections import Archetype
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.deploy_inputs import HF_TOKEN_KEY, deploy_inputs
 from blueprints.requirements.hosting import Accelerator
 from blueprints.core.errors import StackConfigError
 from blueprints.contracts.stackconfig import (
@@ -119,8 +121,11 @@ def build_service(bp: Blueprint) -> dict[str, pulumi.Input]:
     ca_bundle = None
     if bp.roles_anywhere is not None and bp.roles_anywhere.acm_pca_arn is None:
         ca_bundle = config.require(ROLES_ANYWHERE_CA_KEY.split(":", 1)[1])
+    # A gated Hugging Face model's sync Job fails with 401 without a token: required, so `pulumi up` stops at once.
+    gated_model = HF_TOKEN_KEY in {i.key for i in deploy_inputs(bp)}
+    hf_token = config.require_secret("hfToken") if gated_model else config.get_secret("hfToken")
     archetype = component(bp.stack, KubernetesArchetypeArgs(
-        blueprint=bp, target=target, hf_token=config.get_secret("hfToken"), api_key=config.get_secret("apiKey"),
+        blueprint=bp, target=target, hf_token=hf_token, api_key=config.get_secret("apiKey"),
         roles_anywhere_ca_bundle=ca_bundle), opts=pulumi.ResourceOptions(providers=[provider]))
     return archetype.outputs
 

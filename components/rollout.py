@@ -7,8 +7,10 @@ deadline, graceful drain, zone spread and the PodDisruptionBudget, all derived f
   edge cluster whose owned nodes are full at the autoscaler's maximum, a rollout replaces one replica at a time
   (`maxSurge: 0, maxUnavailable: 1`, `Blueprint.rollout_surge`): it cannot wait for a node that will never come.
 - The progress deadline covers a cold start on a new node (startup budget x 1.5).
-- Drain: a preStop sleep lets the load balancer deregister the pod before SIGTERM; the grace period then covers
-  the longest request the plan expects.
+- Drain: every container of the request path (the proxy and the engine, which both stop at once on SIGTERM:
+  blueprints/catalog/processes.yaml) sleeps in its preStop hook for the drain window (`blueprints.contracts.proxy.
+  drain_window_s`: the pod's deregistration, then the longest request it may still have started), so no request is
+  cut; the grace period is that window plus `defaults.EXIT_MARGIN_S` to exit.
 - `availability_pct >= 99.9` in production (`Blueprint.strict_zone_spread`): replicas must spread over at least
   `MIN_ZONES_FOR_HIGH_AVAILABILITY` zones (DoNotSchedule with `minDomains`, so the minimum of two replicas lands on two
   nodes in two zones and a node drain evicts one replica, which its PodDisruptionBudget allows); otherwise best
@@ -21,14 +23,10 @@ import math
 
 from blueprints.core import defaults
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.proxy import drain_window_s
 
 #: Extra replicas a rolling update starts before stopping an old one.
 SURGE_REPLICAS = defaults.SURGE_REPLICAS
-#: Seconds a terminating pod keeps serving so endpoints and load-balancer targets deregister first
-#: (AWS Load Balancer Controller docs, "pod graceful termination": deregistration takes seconds).
-PRESTOP_SLEEP_S = 15
-#: Upper bound on the grace period, s: a stuck pod must not block node drains for ever.
-MAX_GRACE_PERIOD_S = 1800
 ZONE_KEY = "topology.kubernetes.io/zone"
 HOSTNAME_KEY = "kubernetes.io/hostname"
 
@@ -44,8 +42,9 @@ def progress_deadline_s(bp: Blueprint) -> int:
 
 
 def termination_grace_period_s(bp: Blueprint) -> int:
-    """preStop sleep + the longest expected request (the load balancer idle timeout the plan derived from it)."""
-    return min(MAX_GRACE_PERIOD_S, PRESTOP_SLEEP_S + bp.network.load_balancer_idle_timeout_s)
+    """The drain window (every request-path container's preStop sleep) plus the time to exit; bounded, as the
+    blueprint's longest response is (at most 4,000 s)."""
+    return drain_window_s(bp) + defaults.EXIT_MARGIN_S
 
 
 def deployment_rollout(bp: Blueprint) -> dict:
@@ -75,14 +74,22 @@ def pod_rollout(bp: Blueprint, selector: dict[str, str]) -> dict:
     }
 
 
-def container_lifecycle() -> dict:
-    """Container `lifecycle`: a preStop sleep (the kubelet's sleep action; no shell needed in the image)."""
-    return {"pre_stop": {"sleep": {"seconds": PRESTOP_SLEEP_S}}}
+def container_lifecycle(bp: Blueprint) -> dict:
+    """A request-path container's `lifecycle`: a preStop sleep of the drain window (the kubelet's sleep action; no
+    shell needed in the image)."""
+    return {"pre_stop": {"sleep": {"seconds": drain_window_s(bp)}}}
 
 
 def disruption_budget_spec(bp: Blueprint, selector: dict[str, str]) -> dict | None:
-    """PodDisruptionBudget spec (`maxUnavailable: 1`) when at least two replicas run; None for a single replica,
-    where any budget would either block node drains for ever or protect nothing."""
+    """PodDisruptionBudget spec: `maxUnavailable: 1` when at least two replicas run. A production service's single
+    replica gets `minAvailable: 1`: no voluntary eviction (a Karpenter expiry or drift drain, consolidation, `kubectl
+    drain`) takes its only replica down for a cold start; the drain waits until a second replica runs (a scale-out
+    lets it evict one) or a rollout moves it (the Deployment surges: the new replica starts on another node first).
+    Karpenter's expiry is forceful but still drains through the Eviction API, and its NodePools set no
+    `terminationGracePeriod` that would delete the pod after all (Karpenter v1.14 docs, concepts/disruption.md
+    "Expiration", "TerminationGracePeriod"). None for a single replica elsewhere: a cold start there is accepted."""
     if max(1, bp.autoscaling.min_replicas) < 2:
-        return None
+        if not bp.production:
+            return None
+        return {"min_available": 1, "selector": {"match_labels": selector}}
     return {"max_unavailable": 1, "selector": {"match_labels": selector}}

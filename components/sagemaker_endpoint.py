@@ -17,6 +17,7 @@ import pulumi_aws as aws
 from blueprints.contracts.sections import ECR_IMAGE, SageMakerEngine
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog import Task, has_instance_storage
+from components.naming import ENDPOINT_CONFIGURATION, ROLE, SAGEMAKER_ENDPOINT, SAGEMAKER_MODEL, bounded, fit
 from components.weights_storage import MODELS_PREFIX
 
 _ECR_IMAGE = re.compile(ECR_IMAGE)
@@ -156,8 +157,9 @@ BLUE_FLEET_TERMINATION_WAIT_S = 300
 
 
 def endpoint_name(bp: Blueprint) -> str:
-    """The SageMaker endpoint name: the stack name (<= 63 characters, letters, digits and hyphens)."""
-    return bp.stack[:63]
+    """The SageMaker endpoint name: the stack name, within SageMaker's 63 characters (`components.naming.bounded`: a
+    longer one keeps a prefix and a digest of the whole, never a trailing hyphen)."""
+    return bounded(bp.stack, SAGEMAKER_ENDPOINT)
 
 
 def fleet_instances(bp: Blueprint) -> int:
@@ -217,7 +219,7 @@ class SageMakerEndpoint(pulumi.ComponentResource):
         trust = json.dumps({"Version": "2012-10-17", "Statement": [{
             "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}]},
             sort_keys=True)
-        self.execution_role = aws.iam.Role(f"{name}-execution-role", assume_role_policy=trust, tags=bp.tags,
+        self.execution_role = aws.iam.Role(fit(name, "execution-role", ROLE), assume_role_policy=trust, tags=bp.tags,
                                            opts=child)
         key = args.kms_key_arn if args.kms_key_arn is not None else ""
         if args.weights_ready is None:
@@ -231,7 +233,7 @@ class SageMakerEndpoint(pulumi.ComponentResource):
                 parts[0], image=engine.image, region=bp.region, kms_key_arn=parts[1] or None, in_vpc=private)),
             opts=child)
         self.model = aws.sagemaker.Model(
-            f"{name}-model",
+            fit(name, "model", SAGEMAKER_MODEL),
             execution_role_arn=self.execution_role.arn,
             primary_container={
                 "image": engine.image,
@@ -247,7 +249,7 @@ class SageMakerEndpoint(pulumi.ComponentResource):
         sizing = variant_sizing(bp)
         storage_kms = None if has_instance_storage(bp.compute.instance_type) else args.kms_key_arn
         self.endpoint_config = aws.sagemaker.EndpointConfiguration(
-            f"{name}-endpoint-config",
+            fit(name, "endpoint-config", ENDPOINT_CONFIGURATION),
             production_variants=[{
                 "variant_name": VARIANT_NAME,
                 "model_name": self.model.name,

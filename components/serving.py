@@ -24,6 +24,7 @@ from components.autoscaling import KubernetesScaler, KubernetesScalerArgs
 from components.cluster import POOL_LABEL, SYSTEM_POOL, trust_policy
 from components.karpenter import ARCH_LABEL, INSTANCE_TYPE_LABEL, NODE_ARCH, node_pool_name, node_pool_spec
 from components.labels import recommended_labels, sync_account_name
+from components.naming import ROLE, fit
 from components.monitoring import KubernetesMonitoring, KubernetesMonitoringArgs
 from components.weights_storage import WeightsStorage, WeightsStorageArgs
 from components.weights_sync import WeightsSync, WeightsSyncArgs, hf_models, sync_policy_json, synced_models
@@ -129,7 +130,8 @@ def storage(name: str, bp: Blueprint, opts: pulumi.ResourceOptions) -> WeightsSt
 def pod_identity_role(name: str, bp: Blueprint, policy_json: pulumi.Input[str],
                       opts: pulumi.ResourceOptions) -> aws.iam.Role:
     """An IAM role for EKS Pod Identity (trust `pods.eks.amazonaws.com`) with one inline policy."""
-    role = aws.iam.Role(f"{name}-role", assume_role_policy=trust_policy("pods.eks.amazonaws.com", tag_session=True),
+    role = aws.iam.Role(fit(name, "role", ROLE),
+                        assume_role_policy=trust_policy("pods.eks.amazonaws.com", tag_session=True),
                         tags=bp.tags, opts=opts)
     aws.iam.RolePolicy(f"{name}-policy", role=role.id, policy=policy_json, opts=opts)
     return role

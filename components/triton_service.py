@@ -18,6 +18,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.observability import TRITON_SUMMARY_FLAG
 from blueprints.contracts.sections import OnnxRuntimeEngine, TritonEngine, TritonModelConfig
 from blueprints.requirements.hosting import Accelerator
 from blueprints.core import defaults
@@ -163,11 +164,12 @@ def restricted_api_args(*, grpc: bool) -> list[str]:
 
 
 def triton_args(engine: TritonEngine) -> list[str]:
-    """`tritonserver` arguments: the local repository (copied by the init container), the three ports, no model
-    control (every model in the repository loads at start; load/unload requests fail), restricted APIs."""
+    """`tritonserver` arguments: the local repository (copied by the init container), the three ports, latency
+    summaries (the p95 the SLO alert reads), no model control (every model in the repository loads at start;
+    load/unload requests fail), restricted APIs."""
     return [f"--model-repository={MODELS_MOUNT}", f"--http-port={engine.http_port}",
-            f"--grpc-port={engine.grpc_port}", f"--metrics-port={engine.metrics_port}", "--model-control-mode=none",
-            *restricted_api_args(grpc=True)]
+            f"--grpc-port={engine.grpc_port}", f"--metrics-port={engine.metrics_port}", TRITON_SUMMARY_FLAG,
+            "--model-control-mode=none", *restricted_api_args(grpc=True)]
 
 
 def default_node_selector(bp: Blueprint) -> dict[str, str]:
@@ -255,7 +257,7 @@ class TritonService(pulumi.ComponentResource):
                         "name": "triton",
                         "image": engine.image,
                         "command": ["tritonserver"],
-                        "lifecycle": container_lifecycle(),
+                        "lifecycle": container_lifecycle(bp),
                         "args": triton_args(engine),
                         "env": [api_key_env(args.endpoint.api_key_secret, API_KEY_ENV)],
                         "ports": [{"name": "http", "containerPort": engine.http_port, "protocol": "TCP"},

@@ -159,7 +159,7 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], weights: WeightsDeli
                     "args": vllm_args(engine, model.name),
                     "env": [api_key_env(api_key_secret, "VLLM_API_KEY"),
                             *({"name": k, "value": v} for k, v in sorted(defaults.VLLM_PRIVACY_ENV.items()))],
-                    "lifecycle": container_lifecycle(),
+                    "lifecycle": container_lifecycle(bp),
                     "ports": [{"name": "http", "containerPort": engine.port, "protocol": "TCP"}],
                     "resources": {"requests": resources, "limits": resources},
                     "startupProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10,

@@ -20,6 +20,7 @@ import pulumi_aws as aws
 
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.sections import ServedModel
+from components.naming import LAMBDA_FUNCTION, ROLE, bounded, fit
 from components.weights_storage import MODELS_PREFIX, WeightsStorage
 from components.weights_sync import S3_SCHEME, sync_policy_json
 
@@ -41,8 +42,8 @@ def source_location(uri: str) -> tuple[str, str]:
 
 
 def function_name(bp: Blueprint, model: ServedModel) -> str:
-    """`<stack>-copy-<model>`, at most Lambda's 64 characters."""
-    return f"{bp.stack}-copy-{model.name}"[:64].rstrip("-")
+    """`<stack>-copy-<model>`, within Lambda's 64 characters (`components.naming.bounded`)."""
+    return bounded(f"{bp.stack}-copy-{model.name}", LAMBDA_FUNCTION)
 
 
 def copy_input(model: ServedModel, bucket_name: str) -> str:
@@ -89,7 +90,7 @@ class WeightsCopy(pulumi.ComponentResource):
         trust = json.dumps({"Version": "2012-10-17", "Statement": [{
             "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]},
             sort_keys=True)
-        self.role = aws.iam.Role(f"{name}-role", assume_role_policy=trust, tags=bp.tags, opts=child)
+        self.role = aws.iam.Role(fit(name, "role", ROLE), assume_role_policy=trust, tags=bp.tags, opts=child)
         policy_json = sync_policy_json(args.store.write_policy_json([model.name]), [model]).apply(
             lambda text: _with_logs(text, bp.region, fn_name))
         policy = aws.iam.RolePolicy(f"{name}-policy", role=self.role.id, policy=policy_json, opts=child)

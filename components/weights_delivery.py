@@ -16,7 +16,8 @@ import pulumi
 from blueprints.core import defaults
 from blueprints.contracts import weights
 from blueprints.contracts.blueprint import Blueprint
-from blueprints.contracts.sections import ServedModel
+from blueprints.contracts.sections import Archetype, ServedModel
+from blueprints.requirements.model import MODEL_FILE
 from components.weights_storage import MODELS_PREFIX
 
 MODELS_MOUNT = "/models"
@@ -51,8 +52,28 @@ def models_volume(models: list[ServedModel]) -> dict:
     return {"name": "models", "emptyDir": {"sizeLimit": gi(weights_volume_gib(models))}}
 
 
+#: Where a Hugging Face repository keeps a model's ONNX export (the Hub's layout for ONNX exports: Optimum and
+#: transformers.js write `onnx/model.onnx`, external data beside it). [assumption] per repository: the copy below
+#: handles both this and a flat prefix.
+HF_ONNX_FOLDER = "onnx"
+#: After each copy: when the file the Triton backend loads (`$3`, e.g. `model.onnx`) is not in the version folder but
+#: in its Hugging Face subfolder, move that subfolder's files up (external data files stay beside the model). A
+#: prefix copied whole into `<name>/1/` from a Hugging Face layout otherwise leaves `1/onnx/model.onnx`, which the
+#: onnxruntime backend never finds.
+REPOSITORY_LAYOUT = (f'if [ -n "$3" ] && [ ! -e "$2/1/$3" ] && [ -e "$2/1/{HF_ONNX_FOLDER}/$3" ]; then '
+                     f'mv "$2/1/{HF_ONNX_FOLDER}/"* "$2/1/" || exit 1; fi')
+
+
+def loaded_file(bp: Blueprint, model: ServedModel) -> str:
+    """The file a Triton-repository archetype's backend loads from the model's version folder (`MODEL_FILE`), or ""
+    when the server reads the whole folder (vLLM, the python backend)."""
+    repository = bp.archetype in (Archetype.TRITON_MULTI_MODEL, Archetype.ONNX_CPU)
+    return MODEL_FILE.get(model.format, "") if repository else ""
+
+
 def fetch_weights_container(bp: Blueprint, bucket_name: pulumi.Input[str], models: list[ServedModel]) -> dict:
-    """Init container: `aws s3 sync s3://<bucket>/models/<name>/ /models/<name>` for each model, with the pod's role.
+    """Init container: `aws s3 sync s3://<bucket>/models/<name>/ /models/<name>` for each model, with the pod's role,
+    then the file its backend loads moved into the version folder from a Hugging Face layout (`REPOSITORY_LAYOUT`).
 
     Memory and ephemeral-storage limits are sized from the models (the copied files land in the `models` emptyDir,
     which is charged to the pod's ephemeral storage). Its security context comes with the pod's hardening
@@ -61,9 +82,10 @@ def fetch_weights_container(bp: Blueprint, bucket_name: pulumi.Input[str], model
     script_args: list[pulumi.Input[str]] = []
     for m in models:
         script_args += [pulumi.Output.concat("s3://", bucket_name, f"/{MODELS_PREFIX}/{m.name}/"),
-                        f"{MODELS_MOUNT}/{m.name}"]
+                        f"{MODELS_MOUNT}/{m.name}", loaded_file(bp, m)]
     # One `aws s3 sync` per model, through `sh -c` with positional parameters (no string templating of the values).
-    loop = 'while [ "$#" -gt 1 ]; do aws s3 sync "$1" "$2" --no-progress --only-show-errors || exit 1; shift 2; done'
+    loop = ('while [ "$#" -gt 2 ]; do aws s3 sync "$1" "$2" --no-progress --only-show-errors || exit 1; '
+            f'{REPOSITORY_LAYOUT}; shift 3; done')
     memory = gi(fetch_memory_gib(models))
     storage = gi(weights_volume_gib(models))
     return {

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from components.naming import BUCKET, fit
+
 #: Prefix under which model weights live: s3://<bucket>/models/<model-name>/
 MODELS_PREFIX = "models"
 
@@ -49,7 +51,8 @@ class WeightsStorage(pulumi.ComponentResource):
         if args.customer_managed_kms:
             self.kms_key = aws.kms.Key(f"{name}-key", description=f"Model weights of {name}",
                                        enable_key_rotation=True, deletion_window_in_days=30, tags=args.tags, opts=child)
-        self.bucket = aws.s3.Bucket(f"{name}-bucket", force_destroy=False, tags={**args.tags, **args.bucket_tags},
+        self.bucket = aws.s3.Bucket(fit(name, "bucket", BUCKET), force_destroy=False,
+                                    tags={**args.tags, **args.bucket_tags},
                                     opts=child)
         on_bucket = pulumi.ResourceOptions(parent=self)
         aws.s3.BucketPublicAccessBlock(f"{name}-public-access", bucket=self.bucket.id, block_public_acls=True,

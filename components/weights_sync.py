@@ -19,7 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from blueprints.core import defaults
-from blueprints.contracts.weights import HF_EXCLUDE_PATTERNS, HF_INCLUDE_PATTERNS
+from blueprints.contracts.weights import HF_EXCLUDE_PATTERNS, HF_INCLUDE_PATTERNS, sync_job_ephemeral_gib
 from blueprints.contracts.sections import Archetype, ServedModel
 from blueprints.contracts.blueprint import Blueprint
 from components.labels import recommended_labels, selector_labels, sync_account_name
@@ -30,7 +30,6 @@ from components.weights_delivery import (
     fetch_memory_gib,
     gi,
     region_env,
-    weights_volume_gib,
 )
 from components.weights_storage import MODELS_PREFIX
 
@@ -38,6 +37,8 @@ HF_SCHEME = "hf://"
 S3_SCHEME = "s3://"
 SCRATCH_MOUNT = "/scratch"
 HF_TOKEN_KEY = "HF_TOKEN"
+#: Sizes hf_xet's chunk cache, bytes (huggingface_hub docs package_reference/environment_variables.md L95-99).
+HF_XET_CACHE_ENV = "HF_XET_CHUNK_CACHE_SIZE_BYTES"
 #: Assumed sustained Hugging Face download rate for the Job's deadline, GiB/s. [assumption] conservative.
 HF_DOWNLOAD_GIB_PER_S = 0.05
 
@@ -170,7 +171,7 @@ class WeightsSync(pulumi.ComponentResource):
         if model.source_uri.startswith(HF_SCHEME):
             pod_spec = self._hf_pod(bp, model, destination, memory)
         else:  # s3 -> s3: server-side copies, no local disk
-            disk = gi(defaults.S3_SYNC_EPHEMERAL_GIB)
+            disk = gi(sync_job_ephemeral_gib(model.weights_gib, from_hugging_face=False))
             resources = {"requests": {"cpu": "1", "memory": memory, "ephemeral-storage": disk},
                          "limits": {"cpu": "2", "memory": memory, "ephemeral-storage": disk}}
             pod_spec = {"containers": [{
@@ -191,11 +192,14 @@ class WeightsSync(pulumi.ComponentResource):
     def _hf_pod(self, bp: Blueprint, model: ServedModel, destination: pulumi.Output[str], memory: str) -> dict:
         repo = model.source_uri.removeprefix(HF_SCHEME).strip("/")
         local = f"{SCRATCH_MOUNT}/{model.name}"
-        storage = gi(weights_volume_gib([model]))
+        storage = gi(sync_job_ephemeral_gib(model.weights_gib, from_hugging_face=True))
         resources = {"requests": {"cpu": "1", "memory": memory, "ephemeral-storage": storage},
                      "limits": {"cpu": "2", "memory": memory, "ephemeral-storage": storage}}
         download_env = [{"name": "HF_HOME", "value": f"{SCRATCH_MOUNT}/.hf-home"},
-                        {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"}]
+                        {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
+                        # hf_xet's chunk cache (10 GB by default before hf_xet 1.2, blueprints/catalog/processes.yaml)
+                        # would share the scratch volume sized for the weights; a one-off download reuses nothing.
+                        {"name": HF_XET_CACHE_ENV, "value": "0"}]
         if self.token_secret is not None:
             download_env.append({"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": {
                 "name": self.token_secret.metadata.name, "key": HF_TOKEN_KEY}}})

@@ -13,11 +13,15 @@ from typing import Callable
 import pulumi
 import pulumi_kubernetes as k8s
 
+from blueprints.catalog.addons import load_platform_catalog
+from blueprints.contracts.proxy import service_app_protocol
 from blueprints.core import defaults
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.requirements.exposure import ExposureVia
 from components.access import PROXY_PORT_NAME, proxy_container
+from components.autoscaling import HTTP_ADD_ON
 from components.disruption import deployment_options, disruption_budget
+from components.rollout import container_lifecycle
 from components.exposure import client_cidrs, client_url, ingress_spec, listener_port, service_exposure
 from components.hardening import hardened_pod_spec
 from components.labels import selector_labels
@@ -75,13 +79,13 @@ class ServingObjects:
         return client_url(bp, self.load_balancer_host, path)
 
 
-def with_proxy(spec: dict, secret_name: pulumi.Input[str], *, pod_start_s: int,
+def with_proxy(spec: dict, secret_name: pulumi.Input[str], *, pod_start_s: int, lifecycle: dict,
                tls_secret: str | None = None) -> dict:
     """A Deployment spec whose pod runs the authenticating proxy beside the engine (serving TLS with `tls_secret`
-    when given), every container hardened."""
+    when given, draining like the engine: `lifecycle`), every container hardened."""
     template = spec["template"]
     pod = dict(template["spec"])
-    proxy, volumes = proxy_container(secret_name, pod_start_s=pod_start_s, tls_secret=tls_secret)
+    proxy, volumes = proxy_container(secret_name, pod_start_s=pod_start_s, lifecycle=lifecycle, tls_secret=tls_secret)
     pod["containers"] = [*pod["containers"], proxy]
     pod["volumes"] = [*pod.get("volumes", []), *volumes]
     return {**spec, "template": {**template, "spec": hardened_pod_spec(pod)}}
@@ -107,12 +111,15 @@ def serving_objects(name: str, bp: Blueprint, *, labels: dict[str, str], namespa
     deployment = k8s.apps.v1.Deployment(
         f"{name}-deployment", metadata={"name": workload, "namespace": namespace, "labels": labels},
         spec=with_proxy(deployment_spec(account.metadata.name), endpoint.api_key_secret,
-                        pod_start_s=bp.startup.pod_start_s,
+                        pod_start_s=bp.startup.pod_start_s, lifecycle=container_lifecycle(bp),
                         tls_secret=bp.network.exposure.tls_secret_name if bp.proxy_terminates_tls else None),
         opts=pulumi.ResourceOptions.merge(opts, deployment_options(bp)))
     budget = disruption_budget(f"{name}-pdb", bp, workload, namespace, labels, opts)
     port = listener_port(bp)
     ports = [{"name": PROXY_PORT_NAME, "port": port, "targetPort": PROXY_PORT_NAME, "protocol": "TCP"}]
+    app_protocol = service_app_protocol(bp, load_platform_catalog().addon(HTTP_ADD_ON).backend_h2c_app_protocol)
+    if app_protocol:  # the KEDA HTTP interceptor in front speaks HTTP/2 to it (gRPC)
+        ports[0]["appProtocol"] = app_protocol
     if expose and bp.network.exposure.via is ExposureVia.NODE_PORT and bp.network.exposure.node_port:
         ports[0]["nodePort"] = bp.network.exposure.node_port
     kind, annotations = (service_exposure(bp, port, vpc_cidrs=endpoint.vpc_cidrs,
@@ -131,7 +138,7 @@ def serving_objects(name: str, bp: Blueprint, *, labels: dict[str, str], namespa
             spec=spec, opts=opts)
     # Metrics stay inside the cluster: a ClusterIP Service for Prometheus, never a port on the load balancer.
     metrics = k8s.core.v1.Service(
-        f"{name}-metrics", metadata={"name": f"{workload}-metrics", "namespace": namespace, "labels": labels},
+        f"{name}-metrics", metadata={"name": bp.metrics_service_name, "namespace": namespace, "labels": labels},
         spec={"type": "ClusterIP", "selector": selector_labels(labels),
               "ports": [{"name": "metrics", "port": metrics_port, "targetPort": metrics_target, "protocol": "TCP"}]},
         opts=opts)

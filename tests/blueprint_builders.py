@@ -187,8 +187,16 @@ def run_program(bp: Blueprint, *, extra_config: dict[str, str] | None = None,
     from blueprints.review.preview import StackOutputs
     from components.program import main
 
+    from blueprints.contracts.deploy_inputs import deploy_inputs
+    from blueprints.review.preview import OFFLINE_CA_BUNDLE, SECRET_PLACEHOLDER
+
     config = {k: v if isinstance(v, str) else json.dumps(v) for k, v in config_values(bp).items()}
     config.update(extra_config or {})
+    secret_keys = list(secret_keys or [])
+    for item in deploy_inputs(bp):  # what the deployer sets before `pulumi up` (a gated model's hfToken, ...)
+        if item.key not in config:
+            config[item.key] = SECRET_PLACEHOLDER if item.secret else OFFLINE_CA_BUNDLE
+            secret_keys += [item.key] if item.secret else []
     references = {}
     if bp.platform.stack is not None:
         platform = platform or bundled_platform(bp.platform.stack)

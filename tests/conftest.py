@@ -28,6 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PLAN_DATE = datetime.date(2026, 12, 1)
 EXAMPLES = ROOT / "stacks" / "requirements"
 CHAT_EXAMPLE = EXAMPLES / "chat-assistant.yaml"
+#: What an existing cluster runs for a GPU service exposed by an NLB (`blueprints.plan.cluster_addons`: the planner
+#: refuses an existing cluster that lacks one).
+GPU_SERVICE_ADDONS = ["aws-load-balancer-controller", "dcgm-exporter", "keda", "keda-http-add-on",
+                      "kube-prometheus-stack", "nvidia-device-plugin"]
 
 
 @pytest.fixture()

@@ -77,20 +77,28 @@ def test_more_traffic_needs_more_replicas_and_spikes_more_than_steady_load():
 
 
 def test_an_fp8_kv_cache_is_planned_where_it_is_cheaper_and_the_rationale_says_by_how_much():
-    bp = plan_env(requirements_with(**LONG_PROMPTS), "prod")
-    assert bp.compute.gpu == "l40s" and bp.engine.kv_cache_dtype == "fp8"
+    bp = plan_env(requirements_with(**{**LONG_PROMPTS, "hardware": {"allowed_instance_families": ["p5"]}}), "prod")
+    assert bp.compute.gpu == "h100" and bp.engine.kv_cache_dtype == "fp8"
     assert "--kv-cache-dtype=fp8" in vllm_args(bp.engine, bp.model.name)
     [why] = [r for r in bp.rationale if r.startswith("FP8 KV cache")]
     assert "holds twice the tokens" in why and "a 16-bit cache would need" in why
 
 
 def test_a_16_bit_kv_cache_is_kept_where_fp8_saves_nothing():
-    # Light traffic: the availability floor's two replicas serve it with either cache.
-    bp = plan_env(requirements_with(traffic={"peak_requests_per_s": 1},
-                                    hardware={"allowed_instance_families": ["g6e"]}), "prod")
-    assert bp.compute.gpu == "l40s" and bp.compute.replicas == 2
-    assert bp.engine.kv_cache_dtype == "auto"
-    assert any("FP8 (supported on NVIDIA L40S) would not lower the cost here" in r for r in bp.rationale)
+    bp = plan_env(requirements_with(**{**LONG_PROMPTS, "hardware": {"allowed_instance_families": ["p5en"]}}), "prod")
+    assert bp.compute.gpu == "h200" and bp.engine.kv_cache_dtype == "auto"
+    assert any("FP8 (supported on NVIDIA H200 141GB) would not lower the cost here" in r for r in bp.rationale)
+
+
+def test_no_fp8_kv_cache_where_it_moves_the_engine_to_an_unmeasured_attention_backend(chat_prod):
+    """The pinned vLLM with --kv-cache-dtype fp8 below SM 9.0 (L40S is 8.9) leaves its default attention backend
+    (FlashAttention) for another, whose step times no calibration point measured (processes.yaml
+    fp8_kv_default_attention_from)."""
+    bp = plan_env(requirements_with(**LONG_PROMPTS), "prod")
+    for planned in (bp, chat_prod):
+        assert planned.compute.gpu == "l40s" and planned.engine.kv_cache_dtype == "auto"
+        assert any(r.startswith("16-bit KV cache: an FP8 cache on NVIDIA L40S (compute capability 8.9) moves")
+                   for r in planned.rationale)
 
 
 def test_gpus_without_fp8_never_get_an_fp8_kv_cache():

@@ -23,7 +23,8 @@ from blueprints.catalog.addons import load_platform_catalog
 from blueprints.plan.platforms import BASE_ADDONS, GPU_ADDONS, SCALE_TO_ZERO_ADDONS
 from blueprints.cli import app
 from blueprints.review.deployability.checks import check_deployability
-from blueprints.review.deployability.nodes import allocatable, pod_requests
+from blueprints.contracts.allocatable import allocatable
+from blueprints.review.deployability.nodes import pod_requests
 from blueprints.review.deployability.pod_security import pod_security_violations
 from blueprints.core.errors import StackConfigError
 from blueprints.contracts.platform import PlatformConfig, planned_outputs

@@ -294,7 +294,8 @@ def test_a_new_source_on_an_edge_cluster_warns_of_no_sync_job_replacement():
     review = review_changes(after.stack, before.model_dump(mode="json"), after)
     assert [c for c in review.requirements if "weights_uri" in c.path or "source_uri" in c.path]
     assert not [r for r in review.replacements if r.what == "weights sync Job"]
-    existing = {"operations": {"platform": "existing-cluster"},
+    existing = {"operations": {"platform": "existing-cluster", "cluster_addons": [
+                    "aws-load-balancer-controller", "kube-prometheus-stack", "metrics-server"]},
                 "hardware": {"edge_nodes": None, "accelerators": ["cpu"], "allowed_instance_families": ["c7g"]}}
     old = planned(edge(**existing))
     new = planned(edge(**existing, model={**NEW_USER_EDGE["model"],

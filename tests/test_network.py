@@ -19,12 +19,19 @@ def run_network(**kwargs):
                            config={"aws:region": "us-east-1"})
 
 
-def test_subnets_span_every_zone_the_lookup_returns_up_to_three():
-    run = run_network()
-    zones = {r.inputs["availabilityZone"] for r in run.of_type("aws:ec2/subnet:Subnet")}
-    assert zones == {"us-east-1a", "us-east-1b", "us-east-1c"}
+def test_subnets_span_up_to_three_zones_chosen_by_zone_id():
+    run = run_network()  # the mock's four zones: names a-d are zone IDs az3, az1, az4, az2
+    zones = {r.inputs["availabilityZoneId"] for r in run.of_type("aws:ec2/subnet:Subnet")}
+    assert zones == {"use1-az1", "use1-az2", "use1-az3"}
+    assert all("availabilityZone" not in r.inputs for r in run.of_type("aws:ec2/subnet:Subnet"))
     assert len(run.of_type("aws:ec2/subnet:Subnet")) == 6
     assert len(run.outputs["private"]) == 3
+
+
+def test_zones_eks_refuses_are_skipped_whatever_their_name():
+    run = run_network(excluded_zone_ids=["use1-az3"])  # this account's us-east-1a
+    zones = {r.inputs["availabilityZoneId"] for r in run.of_type("aws:ec2/subnet:Subnet")}
+    assert zones == {"use1-az1", "use1-az2", "use1-az4"}
 
 
 def test_production_gets_one_nat_gateway_per_zone_and_routes_each_private_subnet_to_its_own():
@@ -42,11 +49,13 @@ def test_non_production_shares_one_nat_gateway():
     assert len(routes) == 3 and len({r.inputs["natGatewayId"] for r in routes}) == 1
 
 
-def test_private_only_adds_s3_gateway_and_ecr_sts_sagemaker_interface_endpoints():
-    run = run_network(private_only=True)
+PRIVATE = ["ecr.api", "ecr.dkr", "sts", "sagemaker.runtime"]
+
+
+def test_a_private_network_gets_its_interface_endpoints_and_an_s3_gateway_in_a_new_vpc():
+    run = run_network(interface_endpoints=PRIVATE)
     endpoints = {r.inputs["serviceName"]: r.inputs for r in run.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")}
-    assert set(endpoints) == {f"com.amazonaws.us-east-1.{s}" for s in
-                              ("s3", "ecr.api", "ecr.dkr", "sts", "sagemaker.runtime")}
+    assert set(endpoints) == {f"com.amazonaws.us-east-1.{s}" for s in ("s3", *PRIVATE)}
     assert endpoints["com.amazonaws.us-east-1.s3"]["vpcEndpointType"] == "Gateway"
     assert len(endpoints["com.amazonaws.us-east-1.s3"]["routeTableIds"]) == 3
     ecr = endpoints["com.amazonaws.us-east-1.ecr.dkr"]
@@ -54,14 +63,14 @@ def test_private_only_adds_s3_gateway_and_ecr_sts_sagemaker_interface_endpoints(
     assert len(ecr["subnetIds"]) == 3
 
 
-def test_without_private_only_no_endpoints_are_created():
-    run = run_network(private_only=False)
+def test_without_interface_endpoints_no_endpoints_are_created():
+    run = run_network()
     assert run.of_type("aws:ec2/vpcEndpoint:VpcEndpoint") == []
     assert len(run.of_type("aws:ec2/securityGroup:SecurityGroup")) == 1
 
 
 def test_endpoint_security_group_admits_only_https_from_the_vpc():
-    run = run_network(private_only=True)
+    run = run_network(interface_endpoints=PRIVATE)
     [rule] = [r for r in run.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
               if r.name == "net-endpoints-https"]
     assert (rule.inputs["fromPort"], rule.inputs["toPort"], rule.inputs["ipProtocol"]) == (443, 443, "tcp")
@@ -90,7 +99,7 @@ def test_subnets_are_tagged_for_load_balancer_discovery_and_every_taggable_child
 def test_an_existing_vpc_creates_no_vpc_subnets_or_nat_only_security_groups():
     existing = ExistingVpc(vpc_id="vpc-0abc12345", private_subnet_ids=["subnet-0aaa11111", "subnet-0aaa22222"],
                            public_subnet_ids=["subnet-0aaa33333"])
-    run = run_network(existing=existing, private_only=False)
+    run = run_network(existing=existing)
     assert run.of_type("aws:ec2/vpc:Vpc") == [] and run.of_type("aws:ec2/subnet:Subnet") == []
     assert run.of_type("aws:ec2/natGateway:NatGateway") == []
     assert run.one("aws:ec2/securityGroup:SecurityGroup").inputs["vpcId"] == "vpc-0abc12345"
@@ -100,3 +109,15 @@ def test_an_existing_vpc_creates_no_vpc_subnets_or_nat_only_security_groups():
 def test_existing_vpc_config_rejects_a_single_subnet():
     with pytest.raises(ValueError, match="private_subnet_ids"):
         ExistingVpc.model_validate({"vpc_id": "vpc-0abc12345", "private_subnet_ids": ["subnet-0aaa11111"]})
+
+
+def test_an_existing_vpc_reaches_s3_through_an_interface_endpoint_resolving_for_every_resolver():
+    existing = ExistingVpc(vpc_id="vpc-0abc12345", private_subnet_ids=["subnet-0aaa11111", "subnet-0aaa22222"])
+    run = run_network(existing=existing, interface_endpoints=["s3", "eks-auth"])
+    endpoints = {r.inputs["serviceName"]: r.inputs for r in run.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")}
+    assert set(endpoints) == {"com.amazonaws.us-east-1.s3", "com.amazonaws.us-east-1.eks-auth"}
+    s3 = endpoints["com.amazonaws.us-east-1.s3"]
+    assert s3["vpcEndpointType"] == "Interface" and s3["privateDnsEnabled"] is True
+    # Private DNS only for inbound resolvers would need a gateway endpoint, which an existing VPC's route tables lack.
+    assert s3["dnsOptions"] == {"privateDnsOnlyForInboundResolverEndpoint": False}
+    assert "dnsOptions" not in endpoints["com.amazonaws.us-east-1.eks-auth"]

@@ -21,7 +21,8 @@ from blueprints.plan.options.search import resolve_models
 from blueprints.review.preview import PreviewReport
 from blueprints.review.stack import review_stack
 from blueprints.contracts.stackconfig import BLUEPRINT_KEY, PLATFORM_KEY
-from blueprints.contracts.weights import disk_for_gib, replica_ephemeral_gib, usable_disk_gib, weights_volume_gib
+from blueprints.contracts.consistency import stored_weights_gib
+from blueprints.contracts.weights import disk_for_gib, replica_ephemeral_gib, sync_job_ephemeral_gib, usable_disk_gib
 from tests.blueprint_builders import bundled_platform
 from tests.conftest import ROOT, requirements_with
 
@@ -74,7 +75,7 @@ def test_system_nodes_hold_the_largest_download_its_image_and_the_controllers():
     chat = resolve_models(requirements_with(), load_catalog())[0]
     assert chat.spec.weights_uri.startswith("hf://")
     platform = bundled_platform(PLATFORM)
-    need = weights_volume_gib([chat.weights_gib])  # what the sync Job requests
+    need = sync_job_ephemeral_gib(stored_weights_gib(chat.weights_gib), from_hugging_face=True)  # the Job's request
     assert platform.system_nodes.disk_gib == disk_for_gib(need, reserve_gib=defaults.SYSTEM_NODE_RESERVE_GIB)
     assert usable_disk_gib(platform.system_nodes.disk_gib, reserve_gib=defaults.SYSTEM_NODE_RESERVE_GIB) >= need
 

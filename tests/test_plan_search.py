@@ -17,7 +17,7 @@ from blueprints.plan.options.llm import llm_option_on, llm_search, tp_degrees
 from blueprints.plan.planner import plan
 from blueprints.plan.quota import quota_needs
 from blueprints.review.stack import environment_guardrails, review_stack
-from tests.conftest import PLAN_DATE, ROOT, platforms_for, requirements_with, write_stacks
+from tests.conftest import GPU_SERVICE_ADDONS, PLAN_DATE, ROOT, platforms_for, requirements_with, write_stacks
 
 POLICY_DIR = ROOT / "policies" / "config"
 PROD_POLICY = json.loads((POLICY_DIR / "prod.json").read_text())
@@ -186,7 +186,7 @@ def test_every_version_dependent_field_the_workloads_render_is_catalogued_with_i
     features = {f.id: f for f in load_platform_catalog().workload_features}
     assert features["prestop-sleep"].min_version == "1.30"  # PodLifecycleSleepAction beta, on by default
     assert features["topology-spread-min-domains"].min_version == "1.27"  # MinDomainsInPodTopologySpread
-    assert "sleep" in container_lifecycle()["pre_stop"]
+    assert "sleep" in container_lifecycle(chat_prod)["pre_stop"]
     assert chat_prod.strict_zone_spread and "min_domains" in pod_rollout(chat_prod, {"a": "b"})[
         "topology_spread_constraints"][0]
     assert {f.id for f in features_used(chat_prod)} == {"prestop-sleep", "topology-spread-min-domains"}
@@ -216,7 +216,8 @@ def test_the_planner_refuses_a_plan_whose_version_lacks_a_field(monkeypatch):
     future = pcat.workload_features[0].model_copy(update={"min_version": "1.99"})
     monkeypatch.setattr(kf, "load_platform_catalog", lambda: pcat.model_copy(
         update={"workload_features": (future, *pcat.workload_features[1:])}))
-    req = requirements_with(operations={"platform": "existing-cluster", "kubernetes_version": "1.33"},
+    req = requirements_with(operations={"platform": "existing-cluster", "kubernetes_version": "1.33",
+                                        "cluster_addons": GPU_SERVICE_ADDONS},
                             environments={"prod": {"region": "us-east-1"}}, budget={"max_monthly_usd": None})
     with pytest.raises(RequirementsError, match=r"Kubernetes 1.33 \(operations.kubernetes_version\) lacks "
                                                 r"containers\[\].lifecycle.preStop.sleep"):

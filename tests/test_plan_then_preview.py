@@ -2,8 +2,9 @@
 bounded number of examples):
 
 - every successful plan previews clean: each stack it writes (services and platforms) runs under the mock engine
-  with the bundled policy configs, and no invalid manifest, deployability or signal finding or mandatory policy
-  violation (what makes `blueprint preview` exit 1) is allowed; a refusal must be a `BlueprintError`;
+  with the bundled policy configs (an existing cluster declares all, some or none of the add-ons), and no invalid
+  manifest, deployability or signal finding or mandatory policy violation (what makes `blueprint preview` exit 1) is
+  allowed; a refusal must be a `BlueprintError` (`tests.plan_preview`; `benchmarks/plan_preview.py` runs 300);
 - adding instance families never makes a fresh plan fail or cost more (a single production environment, so the
   archetype compared is the one planned; `operations.preference: any` trades up to 10 % for a managed endpoint by
   design and is left out).
@@ -14,20 +15,15 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import yaml
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from blueprints.catalog import load_catalog
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.core.errors import BlueprintError
-from blueprints.review.stack import review_stack
-from blueprints.contracts.stackconfig import write_stack_configs
-from blueprints.workspace import plan_requirements_file
-from tests.conftest import PLAN_DATE, ROOT
+from tests.plan_preview import plan_and_preview, plan_in
 
 CATALOG = load_catalog()
-POLICY_DIR = ROOT / "policies" / "config"
 LLMS = ["llama-3.1-8b", "mistral-7b", "qwen2.5-7b", "llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b"]
 ENCODERS = sorted(m.id for m in CATALOG.models.values() if not m.task.generative)
 FAMILIES = sorted({i.family for i in CATALOG.ec2.values()})
@@ -89,8 +85,11 @@ def requirements(draw) -> dict:
     data["operations"] = {"preference": draw(st.sampled_from(["any", "self-hosted", "managed"] if shape != "estate"
                                                              else ["any", "self-hosted"])),
                           "platform": platform}
-    if platform == "existing-cluster":  # a cluster that runs what the stack needs (the preview checks the list)
-        data["operations"]["cluster_addons"] = ADDONS
+    if platform == "existing-cluster":  # all, some or none of the add-ons: the planner refuses what it cannot run
+        declared = draw(st.sampled_from(["all", "all", "some", "none"]))
+        if declared != "none":
+            data["operations"]["cluster_addons"] = ADDONS if declared == "all" else draw(
+                st.lists(st.sampled_from(ADDONS), max_size=5, unique=True))
         data["operations"]["kubernetes_version"] = draw(st.sampled_from(["1.31", "1.33", "1.35"]))
     data["compliance"] = {"audit_logging": draw(st.booleans()), "customer_managed_kms": draw(st.booleans())}
     data["budget"] = {"max_monthly_usd": draw(st.sampled_from([None, 5000, 60000, 400000]))}
@@ -104,50 +103,17 @@ def requirements(draw) -> dict:
     return data
 
 
-def plan_file(data: dict, folder: Path):
-    """`blueprint plan` of `data` in a project folder of its own (`stacks/requirements/`, with a platform.yaml whose
-    platforms follow the service: `standalone_platform_file`), within the bundled policy configs."""
-    from blueprints.plan.platforms import standalone_platform_file
-    from blueprints.requirements.service import Requirements
-
-    requirements = folder / "stacks" / "requirements"
-    requirements.mkdir(parents=True, exist_ok=True)
-    path = requirements / "svc.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    try:
-        platform = standalone_platform_file(Requirements.model_validate(data))
-    except ValueError:  # invalid requirements: planning them names the field
-        platform = None
-    if platform is not None:
-        (requirements / "platform.yaml").write_text(yaml.safe_dump(platform.model_dump(mode="json",
-                                                                                       exclude_defaults=True)))
-    return plan_requirements_file(path, as_of=PLAN_DATE, policy_dir=POLICY_DIR)
-
-
 #: Each example plans (and previews) a service: no shrinking, so a failure reports its example in bounded time.
 BOUNDED = dict(derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
                phases=[Phase.explicit, Phase.generate])
 
 
-@settings(max_examples=40, **BOUNDED)
+@settings(max_examples=25, **BOUNDED)
 @given(requirements())
 def test_every_successful_plan_previews_clean_within_the_policy_pack(data):
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        try:
-            planned = plan_file(data, folder)
-        except BlueprintError as exc:
-            assert str(exc)  # refused with a message the user can act on
-            event(f"refused: {type(exc).__name__}")
-            return
-        event(f"planned: {'+'.join(sorted({bp.archetype.value for bp in planned.blueprints}))}")
-        write_stack_configs(planned.subjects, folder / "stacks", source="svc.yaml",
-                            cluster_addons=planned.cluster_addons)
-        for subject in planned.subjects:
-            report = review_stack(subject.stack, stacks_dir=folder / "stacks", program=ROOT / "__main__.py",
-                                  policy_dir=POLICY_DIR)
-            assert report.clean, (subject.stack, report.manifest_problems, report.deployability, report.signals,
-                                  [(v.policy, v.message) for v in report.mandatory_violations])
+    outcome = plan_and_preview(data)  # a refusal is a `BlueprintError` (or a schema error) with a message
+    event("refused" if outcome.refused else f"planned: {len(outcome.stacks)} stack(s)")
+    assert outcome.failures == {}, outcome.failures  # a plan its own preview rejects
 
 
 @st.composite
@@ -172,10 +138,10 @@ def test_adding_instance_families_never_makes_a_plan_fail_or_cost_more(case):
                                   "allowed_instance_families": data["hardware"]["allowed_instance_families"] + more}}
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            [narrow] = plan_file(data, Path(tmp)).blueprints
+            [narrow] = plan_in(data, Path(tmp)).blueprints
         except BlueprintError:
             event("narrower set refused")
             return  # nothing to compare: the narrower set does not plan
         event(f"compared: {narrow.archetype.value}")
-        [wide] = plan_file(wider, Path(tmp)).blueprints  # must not raise
+        [wide] = plan_in(wider, Path(tmp)).blueprints  # must not raise
     assert wide.predictions.monthly_cost_usd <= narrow.predictions.monthly_cost_usd + 0.01

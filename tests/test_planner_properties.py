@@ -1,5 +1,6 @@
 """Property tests: for generated requirements the planner returns plans that satisfy their own constraints, or
-raises a `BlueprintError` (never any other exception)."""
+raises a `BlueprintError` (never any other exception); and every plan that succeeds previews clean (`blueprint preview`
+exit 0), so the planner refuses (exit 2, with the fix) whatever its own preview would reject."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from tests.conftest import PLAN_DATE
 
 import math
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from blueprints.core import defaults
@@ -21,6 +22,8 @@ from blueprints.plan.planner import plan
 from blueprints.requirements.model import Precision
 from blueprints.requirements.service import Requirements
 from blueprints.capacity.sizing import estimate_llm
+from blueprints.catalog.addons import load_platform_catalog
+from tests.plan_preview import plan_and_preview
 
 CATALOG = load_catalog()
 LLMS = sorted(m.id for m in CATALOG.models.values() if m.task.generative)
@@ -157,3 +160,40 @@ def test_more_concurrency_never_lowers_itl_and_more_gpus_never_shrink_the_kv_cac
     assert more.itl_ms >= one.itl_ms
     assert wider.kv_cache_tokens >= one.kv_cache_tokens
     assert math.isfinite(one.ttft_ms) and one.output_tokens_per_s > 0
+
+
+#: The regions the bundled policy configs allow (a plan elsewhere is refused before it is made).
+POLICY_REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "eu-central-1"]
+ADDONS = sorted(load_platform_catalog().helm)
+
+
+@st.composite
+def deployable_requirements(draw) -> dict:
+    """The documents above in the regions the policies allow, with only the SLO fields of their task (the others are
+    refused before planning); an existing cluster declares all, some or none of the add-ons (the planner must refuse
+    what its cluster cannot run)."""
+    data = draw(requirements())
+    generative = "model" in data and CATALOG.model(data["model"]["id"]).task.generative
+    for key in (("latency_p95_ms",) if generative else ("ttft_p95_ms", "itl_p95_ms")):
+        data["slo"].pop(key, None)
+    region = draw(st.sampled_from(POLICY_REGIONS))
+    for env in data["environments"].values():
+        env["region"] = region
+    if data["operations"]["platform"] == "existing-cluster":
+        data["operations"]["kubernetes_version"] = draw(st.sampled_from(["1.31", "1.33", "1.35"]))
+        declared = draw(st.sampled_from(["none", "some", "all"]))
+        if declared != "none":
+            data["operations"]["cluster_addons"] = ADDONS if declared == "all" else draw(
+                st.lists(st.sampled_from(ADDONS), max_size=5, unique=True))
+    return data
+
+
+#: Each example plans and previews every stack it writes: few examples, no shrinking (the policy-pack documents of
+#: tests/test_plan_then_preview.py run beside these). `benchmarks/plan_preview.py` runs 300 and prints the figures.
+@settings(max_examples=10, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
+          phases=[Phase.explicit, Phase.generate])
+@given(deployable_requirements())
+def test_every_successful_plan_previews_clean(data):
+    outcome = plan_and_preview(data)  # a refusal (the schema's or the planner's) is exit 2 with a message
+    event("refused" if outcome.refused else "planned")
+    assert outcome.failures == {}, outcome.failures  # a plan its own preview rejects

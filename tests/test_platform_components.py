@@ -89,7 +89,8 @@ def test_karpenter_installs_its_crds_first_and_runs_with_its_queue_and_identity(
     main = found["karpenter"]
     assert main.inputs["skipCrds"] is True and main.inputs["chart"] == "oci://public.ecr.aws/karpenter/karpenter"
     assert main.inputs["values"]["settings"] == {"clusterName": "platform-prod-us-east-1",
-                                                  "interruptionQueue": "platform-prod-us-east-1"}
+                                                  "interruptionQueue": "platform-prod-us-east-1",
+                                                  "isolatedVPC": False}  # a public platform: NAT reaches pricing
     waits = names(prod_run, main)
     assert found["karpenter-crd"].name in waits
     assert {"platform-prod-us-east-1-addons-karpenter-controller-identity",
@@ -186,7 +187,9 @@ def test_a_private_platform_uses_its_existing_vpc_a_private_api_and_vpc_endpoint
     assert run.of_type("aws:ec2/vpc:Vpc") == [] and run.of_type("aws:ec2/natGateway:NatGateway") == []
     assert cluster["vpcConfig"]["subnetIds"] == ["subnet-0b1c2d3e4f5a60711", "subnet-0b1c2d3e4f5a60712",
                                                  "subnet-0b1c2d3e4f5a60713"]
-    assert len(run.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")) == 4  # ECR api/dkr, STS, SageMaker runtime
+    endpoints = sorted(r.inputs["serviceName"] for r in run.of_type("aws:ec2/vpcEndpoint:VpcEndpoint"))
+    assert endpoints == sorted(f"com.amazonaws.eu-central-1.{s}" for s in platform.network.interface_endpoints)
+    assert len(endpoints) == 9  # test_reachability: every API its nodes, add-ons and pods call
     key = run.one("aws:kms/key:Key").inputs
     assert key["enableKeyRotation"] is True and cluster["encryptionConfig"]["resources"] == ["secrets"]
 

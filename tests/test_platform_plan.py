@@ -16,7 +16,7 @@ from blueprints.requirements.platform_file import PlatformRequirements, load_pla
 from blueprints.plan.platforms import ServiceFile, choose_kubernetes_version, plan_platforms
 from blueprints.requirements.service import Requirements
 from blueprints.workspace import plan_platform_set, plan_requirements_file
-from tests.conftest import EXAMPLES, PLAN_DATE, ROOT, example_data, requirements_with
+from tests.conftest import GPU_SERVICE_ADDONS, EXAMPLES, PLAN_DATE, ROOT, example_data, requirements_with
 
 BUNDLED_PLATFORM = load_platform_requirements(EXAMPLES / "platform.yaml")
 
@@ -102,7 +102,10 @@ def test_a_platform_made_private_needs_a_runner_inside_its_vpc():
                          "private_subnet_ids": ["subnet-0123456789abcdef1", "subnet-0123456789abcdef2"]}}})
     platform = platforms(private, preq=preq)["prod-us-east-1"]
     assert platform.network.private_endpoint is True and platform.runner_label == "runner-use1"
-    assert platform.network.interface_endpoints == ["ecr.api", "ecr.dkr", "sts", "sagemaker.runtime"]
+    # Every AWS API its nodes, add-ons and pods call (blueprints/catalog/endpoints.yaml), S3 as an interface endpoint
+    # in the existing VPC; none relies on NAT (IAM and the Price List, which have none, are never called).
+    assert platform.network.interface_endpoints == ["s3", "ec2", "ecr.api", "ecr.dkr", "eks", "eks-auth",
+                                                    "elasticloadbalancing", "sqs", "ssm"]
     assert platform.network.public_access_cidrs == []
 
 
@@ -210,7 +213,8 @@ def test_a_private_service_planned_onto_its_existing_cluster_names_no_platform_s
     # self-hosted (the SageMaker image is missing in the region), it stays on its existing cluster.
     from tests.conftest import plan_env
 
-    req = requirements_with(operations={"preference": "any", "platform": "existing-cluster"},
+    req = requirements_with(operations={"preference": "any", "platform": "existing-cluster",
+                                        "cluster_addons": GPU_SERVICE_ADDONS},
                             compliance={"private_only": True, "regions_allowed": ["us-west-2", "ap-east-1"]},
                             environments={"prod": {"region": "ap-east-1"}}, budget={"max_monthly_usd": None})
     bp = plan_env(req, "prod")

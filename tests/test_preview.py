@@ -120,9 +120,9 @@ def test_dev_stack_previews_with_one_replica_on_spot(tmp_path):
 
 def test_program_config_missing_from_the_stack_is_a_clear_error(stacks):
     program = stacks / "program.py"
-    program.write_text("import pulumi\npulumi.Config('servingblueprints').require_secret('hfToken')\n")
-    with pytest.raises(StackConfigError, match=r"needs config 'servingblueprints:hfToken'; set it with "
-                                               r"`pulumi config set --secret servingblueprints:hfToken"):
+    program.write_text("import pulumi\npulumi.Config('servingblueprints').require_secret('apiKey')\n")
+    with pytest.raises(StackConfigError, match=r"needs config 'servingblueprints:apiKey'; set it with "
+                                               r"`pulumi config set --secret servingblueprints:apiKey"):
         run_preview("chat-assistant-prod", stacks_dir=stacks, program=program)
 
 

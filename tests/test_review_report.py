@@ -213,7 +213,7 @@ def test_baseline_of_another_stack_exits_2(tmp_path, chat_prod, monkeypatch):
 def test_program_warnings_go_into_the_report_and_secrets_print_as_placeholders(tmp_path, chat_prod, monkeypatch):
     _project(tmp_path, chat_prod, monkeypatch)
     result = runner.invoke(app, ["preview", "chat-assistant-prod", "--out", "review"])
-    assert "warning: servingblueprints:hfToken is not set" in result.output
+    assert "set before `pulumi up`: servingblueprints:hfToken" in result.output  # a gated model's token
     assert "kubeconfig=[secret]" in result.output
     assert "### Warnings" in (tmp_path / "review" / "plan.md").read_text()
 

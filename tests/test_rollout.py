@@ -4,8 +4,9 @@ zone spread for high availability, and the disruption budget."""
 from __future__ import annotations
 
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.proxy import drain_window_s, request_timeout_s
+from blueprints.core import defaults
 from components.rollout import (
-    PRESTOP_SLEEP_S,
     SURGE_REPLICAS,
     deployment_rollout,
     disruption_budget_spec,
@@ -67,8 +68,9 @@ def test_bigger_model_gets_longer_deadline_and_startup_budget(chat_prod):
     assert progress_deadline_s(small) >= small.startup.total_s * 1.5
 
 
-def test_grace_period_covers_the_longest_request_after_prestop(chat_prod):
-    assert termination_grace_period_s(chat_prod) == PRESTOP_SLEEP_S + chat_prod.network.load_balancer_idle_timeout_s
+def test_grace_period_covers_the_deregistration_the_longest_request_and_the_exit(chat_prod):
+    assert drain_window_s(chat_prod) == defaults.DEREGISTRATION_S + request_timeout_s(chat_prod)
+    assert termination_grace_period_s(chat_prod) == drain_window_s(chat_prod) + defaults.EXIT_MARGIN_S
 
 
 def test_high_availability_prod_spreads_over_at_least_two_zones_with_min_domains():

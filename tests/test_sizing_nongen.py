@@ -14,6 +14,7 @@ from blueprints.plan.options.search import resolve_models
 from blueprints.plan.options.nongen import request_work
 from blueprints.requirements.service import Requirements
 from blueprints.capacity.sizing import cpu_request_ms, encoder_gflops_per_request, gpu_batch_ms
+from blueprints.plan.builders.sagemaker import sagemaker_timer_floors
 from tests.conftest import example_data, plan_env, requirements_with
 
 
@@ -153,8 +154,10 @@ def test_a_managed_single_encoder_runs_in_sagemakers_triton_container():
 def test_sagemaker_llm_timers_and_volume_follow_one_startup_budget():
     bp = plan_env(requirements_with("prototype-summarizer"), "pilot")
     s, e = bp.startup, bp.engine
-    assert e.container_startup_health_check_timeout_s == max(60, math.ceil(2 * s.pod_start_s))
-    assert e.model_data_download_timeout_s == max(60, math.ceil(2 * s.weights_download_s))
+    # The longer of 2x the predicted start and the copy at the slowest rate planned for (tests/test_startup_timers.py).
+    health_floor, download_floor = sagemaker_timer_floors(bp.model.weights_gib)
+    assert e.container_startup_health_check_timeout_s == max(60, math.ceil(2 * s.pod_start_s), health_floor)
+    assert e.model_data_download_timeout_s == max(60, math.ceil(2 * s.weights_download_s), download_floor)
     assert e.volume_size_gib == math.ceil(bp.model.weights_gib * 1.5 + 20)
     assert e.image.endswith("/djl-inference:0.35.0-lmi17.0.0-cu128")
     assert e.tensor_parallel_degree == bp.compute.gpus_per_node

@@ -33,7 +33,7 @@ def test_workflows_validate_against_the_github_workflow_schema():
 def test_pr_workflow_previews_offline_and_with_the_policy_pack():
     wf = yaml.safe_load((ROOT / ".github" / "workflows" / "pull-request.yml").read_text())
     steps = wf["jobs"]["pulumi-preview"]["steps"]
-    pulumi_step = next(s for s in steps if s.get("uses", "").startswith("pulumi/actions@"))
+    pulumi_step = next(s for s in steps if s.get("uses", "").startswith("pulumi/actions@") and "with" in s)
     assert pulumi_step["with"]["command"] == "preview"
     assert pulumi_step["with"]["policyPacks"] == "policies"
     offline = "\n".join(s.get("run", "") for s in wf["jobs"]["offline-preview"]["steps"])

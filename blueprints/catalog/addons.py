@@ -66,6 +66,13 @@ class HelmAddon(_Record):
                                       "`spec.ingressClassName`) at its chart's defaults")
     source_range_annotation: str | None = Field(default=None, description="the Ingress annotation with which it "
                                                 "admits only listed client CIDRs (none: it cannot on a plain Ingress)")
+    backend_h2c_app_protocol: str | None = Field(default=None, description="the Service port appProtocol with "
+                                                 "which its proxy speaks HTTP/2 cleartext to a backend (else HTTP/1.1)")
+    placement: dict[str, list[str]] = Field(default_factory=dict, description="its chart's pods that are no per-node "
+                                            "DaemonSet -> the values paths (dotted) that set their nodeSelector, the "
+                                            "first set one applying (the chart's `default` chain)")
+    hidden_on_eks: list[str] = Field(default_factory=list, description="its chart's values keys of components it "
+                                     "scrapes by default that EKS does not expose (each `<key>.enabled: false` there)")
     source: str
 
     @property
@@ -124,6 +131,7 @@ class _KubernetesFile(_Record):
     extended_usd_per_hour: float = Field(ge=0)
     warn_days_before_end: int = Field(ge=0)
     versions: list[KubernetesVersion] = Field(min_length=1)
+    eks_refused_zone_ids: dict[str, list[str]] = Field(default_factory=dict)
     workload_features: list[WorkloadFeature] = Field(default_factory=list)
 
 
@@ -140,6 +148,8 @@ class PlatformCatalog(BaseModel):
     extended_usd_per_hour: float
     warn_days_before_end: int
     workload_features: tuple[WorkloadFeature, ...] = ()
+    #: Region -> Availability Zone IDs where EKS refuses cluster subnets (kubernetes.yaml, EKS network requirements).
+    eks_refused_zone_ids: dict[str, tuple[str, ...]] = {}
 
     def addon(self, addon_id: str) -> HelmAddon:
         """The Helm add-on `addon_id`. Raises `CatalogError` listing the known ids."""
@@ -207,4 +217,5 @@ def load_platform_catalog() -> PlatformCatalog:
         helm=helm, eks={a.id: a for a in addons.eks}, versions={v.version: v for v in kube.versions},
         kubernetes_source=kube.source, standard_usd_per_hour=kube.standard_usd_per_hour,
         extended_usd_per_hour=kube.extended_usd_per_hour, warn_days_before_end=kube.warn_days_before_end,
-        workload_features=tuple(kube.workload_features))
+        workload_features=tuple(kube.workload_features),
+        eks_refused_zone_ids={region: tuple(ids) for region, ids in kube.eks_refused_zone_ids.items()})

@@ -49,6 +49,7 @@ class Exporter(_Record):
     version: str
     images: list[str] = Field(default_factory=list)
     addon: str | None = None
+    job: str | None = Field(default=None, description="the `job` label its add-on's own scrape gives its series")
     present_at_zero: bool
     source: str
     metrics: list[MetricRecord] = Field(min_length=1)

@@ -106,8 +106,9 @@ SIGNALS: tuple[Signal, ...] = (
     _row("ErrorBudgetFastBurn", "alert", VLLM, "http_requests_total", "requests",
          "share of requests answered 5xx over 5 min", "1"),
     # --- alerts: Triton --------------------------------------------------------------------------------------------
-    _row("LatencyAboveSLO", "alert", TRITON, "nv_inference_request_duration_us, nv_inference_request_success",
-         "microseconds, requests", "mean request latency per model over 5 min", "microseconds/request"),
+    _row("LatencyAboveSLO", "alert", TRITON, "nv_inference_request_summary_us", "microseconds",
+         "the slowest replica's p95 (or p99, the SLO's percentile) request latency per model, from Triton's latency "
+         "summary over its sliding window", "microseconds"),
     _row("QueueBuildingUp", "alert", TRITON, "nv_inference_pending_request_count", "requests",
          "requests pending per replica (mean over replicas)", "requests"),
     _row("ErrorBudgetFastBurn", "alert", TRITON, "nv_inference_request_failure, nv_inference_request_success",
@@ -137,11 +138,19 @@ def scaling_signal_row(metric: str) -> Signal | None:
     return next((s for s in SIGNALS if s.kind == "scaling" and s.name == metric), None)
 
 
+#: Engines whose alerts are another server's: ONNX Runtime runs in Triton's onnxruntime backend (Triton's metrics).
+SERVED_BY = {"onnxruntime": TRITON[0]}
+
+
 def alert_row(engine: str, name: str) -> Signal | None:
-    """The table row of an alert of `engine` (an engine's own row first, then the Kubernetes-wide one)."""
-    own = next((s for s in SIGNALS if s.kind == "alert" and s.engine == engine and s.name == name), None)
-    if own is not None or engine == "sagemaker":
-        return own
+    """The table row of an alert of `engine` (an engine's own row first, then the server it runs in, then the
+    Kubernetes-wide one)."""
+    for owner in (engine, SERVED_BY.get(engine)):
+        own = next((s for s in SIGNALS if s.kind == "alert" and s.engine == owner and s.name == name), None)
+        if own is not None:
+            return own
+    if engine == "sagemaker":
+        return None
     return next((s for s in SIGNALS if s.kind == "alert" and s.engine == KUBERNETES[0] and s.name == name), None)
 
 

@@ -81,6 +81,13 @@ class Blueprint(ClosedModel):
         return f"{self.service}-{self.engine.kind}"
 
     @property
+    def metrics_service_name(self) -> str:
+        """The ClusterIP Service Prometheus scrapes the engine through (`<workload>-metrics`): prometheus-operator
+        labels every series it scrapes through a ServiceMonitor `job=<that Service's name>` (its default jobLabel),
+        so alert and scaler selectors on `job` name it."""
+        return f"{self.workload_name}-metrics"
+
+    @property
     def node_pool_max_nodes(self) -> int:
         """Nodes the workload pool must be able to reach: autoscaler max plus the rollout surge
         (`defaults.SURGE_REPLICAS`), spread over the platform's zones (topology spread keeps zones within one replica

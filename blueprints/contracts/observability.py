@@ -51,12 +51,19 @@ def _selector(bp: Blueprint, *matchers: str) -> str:
     return "{" + ", ".join([f'namespace="{bp.platform.namespace}"', *matchers]) + "}"
 
 
-def _model_selector(bp: Blueprint) -> str:
+#: Archetypes served by Triton (its metrics, labelled `model`): ONNX Runtime runs in Triton's onnxruntime backend.
+TRITON_SERVED = (Archetype.TRITON_MULTI_MODEL, Archetype.ONNX_CPU)
+#: Triton's flag turning on its latency summaries (`nv_inference_request_summary_us{quantile=...}`: 0.5, 0.9, 0.95,
+#: 0.99 and 0.999 over a sliding window; off by default; server docs user_guide/metrics.md "Summaries", since 23.04).
+TRITON_SUMMARY_FLAG = "--metrics-config=summary_latencies=true"
+
+
+def _model_selector(bp: Blueprint, *matchers: str) -> str:
     if bp.archetype is Archetype.VLLM_GPU:
-        return _selector(bp, f'model_name="{bp.model.name}"')
-    if bp.archetype is Archetype.TRITON_MULTI_MODEL:
-        return _selector(bp, f'model=~"{"|".join(m.name for m in bp.models)}"')
-    return _selector(bp)
+        return _selector(bp, f'model_name="{bp.model.name}"', *matchers)
+    if bp.archetype in TRITON_SERVED:
+        return _selector(bp, f'model=~"{"|".join(m.name for m in bp.models)}"', *matchers)
+    return _selector(bp, *matchers)
 
 
 def scaling_signal(bp: Blueprint) -> ScalingSignal | None:
@@ -119,17 +126,20 @@ def slo_alerts(bp: Blueprint) -> list[AlertRule]:
                                "at its maximum or nodes cannot be added"))
         rules.append(AlertRule("KVCacheNearlyFull", f"max(vllm:kv_cache_usage_perc{sel}) > 0.9", "5m", "ticket",
                                "KV cache above 90 %: vLLM will preempt sequences; lower max_num_seqs or add replicas"))
-        job, status_5xx = f'job="{name}"', 'status="5xx"'
+        # prometheus-operator sets `job` to the scraped Service's name (the metrics Service), not the workload's.
+        job, status_5xx = f'job="{bp.metrics_service_name}"', 'status="5xx"'
         errors = f"sum(rate(http_requests_total{_selector(bp, job, status_5xx)}[5m]))"
         total = f"clamp_min(sum(rate(http_requests_total{_selector(bp, job)}[5m])), 1e-9)"
-    elif bp.archetype is Archetype.TRITON_MULTI_MODEL:
-        latency_ms = slo.latency_p95_ms or slo.latency_p99_ms
+    elif bp.archetype in TRITON_SERVED:
+        quantile, latency_ms = (0.95, slo.latency_p95_ms) if slo.latency_p95_ms else (0.99, slo.latency_p99_ms)
         if latency_ms:
-            rules.append(AlertRule("LatencyAboveSLO", f"sum by (model) (rate(nv_inference_request_duration_us{sel}[5m])) / "
-                                   f"clamp_min(sum by (model) (rate(nv_inference_request_success{sel}[5m])), 1e-9) > "
+            # Triton's summaries are per pod: the slowest pod's quantile against the target (a p95 against the p95
+            # target; the mean would page while the p95 holds, or stay silent while it is broken).
+            quantiles = _model_selector(bp, f'quantile="{quantile:g}"')
+            rules.append(AlertRule("LatencyAboveSLO", f"max by (model) (nv_inference_request_summary_us{quantiles}) > "
                                    f"{latency_ms * 1000:g}", "10m", "page",
-                                   f"Mean request latency is above the {latency_ms:g} ms p95 SLO (mean > p95 target "
-                                   "means the p95 is certainly over)"))
+                                   f"p{quantile * 100:g} request latency of a model is above its {latency_ms:g} ms "
+                                   "SLO on at least one replica"))
         rules.append(AlertRule("QueueBuildingUp", f"avg(nv_inference_pending_request_count{sel}) > "
                                f"{queue_alert_threshold(bp):g}", "10m", "ticket",
                                "Requests pending per replica beyond what keeps latency within its SLO: the autoscaler "
@@ -190,17 +200,17 @@ def dashboard_panels(bp: Blueprint) -> list[Panel]:
             Panel("Requests running", f"sum(vllm:num_requests_running{sel})", "short"),
             Panel("KV cache usage (max)", f"max(vllm:kv_cache_usage_perc{sel})", "percentunit", 0.9),
         ]
-    elif bp.archetype is Archetype.TRITON_MULTI_MODEL:
+    elif bp.archetype in TRITON_SERVED:
+        p95 = _model_selector(bp, 'quantile="0.95"')
         panels += [
-            Panel("Mean latency by model", f"sum by (model) (rate(nv_inference_request_duration_us{sel}[1m])) / "
-                  f"clamp_min(sum by (model) (rate(nv_inference_request_success{sel}[1m])), 1e-9) / 1000", "ms",
-                  slo.latency_p95_ms),
+            Panel("p95 latency by model (slowest replica)",
+                  f"max by (model) (nv_inference_request_summary_us{p95}) / 1000", "ms", slo.latency_p95_ms),
             Panel("Requests pending", f"sum(nv_inference_pending_request_count{sel})", "short"),
             Panel("Mean queue time", f"sum(rate(nv_inference_queue_duration_us{sel}[1m])) / "
                   f"clamp_min(sum(rate(nv_inference_request_success{sel}[1m])), 1e-9) / 1000", "ms"),
             Panel("Inferences/s by model", f"sum by (model) (rate(nv_inference_count{sel}[1m]))", "short"),
         ]
-    else:
+    if bp.archetype is Archetype.ONNX_CPU:
         panels.append(Panel("CPU cores used", f"sum(rate(container_cpu_usage_seconds_total{pods}[1m]))", "short"))
     deployment = _selector(bp, f'deployment="{bp.workload_name}"')
     panels.append(Panel("Available replicas", f"kube_deployment_status_replicas_available{deployment}", "short"))

@@ -32,6 +32,19 @@ def weights_volume_gib(weights_gib: Iterable[float]) -> float:
     return sum(weights_gib) * 1.1 + 2
 
 
+def sync_job_ephemeral_gib(weights_gib: float, *, from_hugging_face: bool) -> int:
+    """Ephemeral storage a weights sync Job requests for one model, whole GiB (rounded up, as its Kubernetes quantity
+    says): a Hugging Face download holds the model on local disk (`weights_volume_gib`), an `s3://` copy is
+    server-side and writes only its logs (`defaults.S3_SYNC_EPHEMERAL_GIB`). The Job's request
+    (`components.weights_sync`) and the system nodes' disk (`blueprints.plan.platforms.sync_scratch_gib`) both read it.
+
+    Example: 68.18 GiB from hf:// -> 77 GiB (76.998 rounded up; a system disk sized for 76.998 GiB left the Job's
+    77Gi request Pending)."""
+    if not from_hugging_face:
+        return math.ceil(defaults.S3_SYNC_EPHEMERAL_GIB)
+    return math.ceil(weights_volume_gib([weights_gib]) - 1e-9)
+
+
 def weights_reason(bp: Blueprint) -> str:
     """Where each model's weights come from and what the servers read, in plain words (the plan's rationale).
 

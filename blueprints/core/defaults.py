@@ -287,14 +287,20 @@ EKS_AMI_TYPE = {
 VPC_CIDR = "10.0.0.0/16"
 #: Availability zones a new network spans (at least 2 for EKS; 3 when the region has them).
 NETWORK_AZ_COUNT = 3
-#: AWS services reached through interface VPC endpoints when a stack is private-only (plus an S3 gateway endpoint).
-INTERFACE_ENDPOINT_SERVICES = ("ecr.api", "ecr.dkr", "sts", "sagemaker.runtime")
 #: NLB listener TCP idle timeout limits, s (docs.aws.amazon.com/elasticloadbalancing/latest/network/
 #: update-idle-timeout.html: 60-6000, default 350). Set via the AWS Load Balancer Controller (>= v2.9.0) annotation
-#: `service.beta.kubernetes.io/aws-load-balancer-listener-attributes.TCP-<port>`.
+#: `service.beta.kubernetes.io/aws-load-balancer-listener-attributes.TCP-<port>` on TCP listeners only (a TLS
+#: listener's is fixed at 350 s, `components.exposure.NLB_TLS_IDLE_TIMEOUT_S`).
 NLB_TCP_IDLE_TIMEOUT_MAX_S = 6000
 #: Headroom added above the blueprint's longest expected streamed response, s.
 LB_IDLE_TIMEOUT_HEADROOM_S = 60
+#: Seconds a terminating pod is still sent requests while its endpoints and load-balancer targets deregister
+#: (AWS Load Balancer Controller docs, "pod graceful termination": deregistration takes seconds; the KEDA HTTP
+#: interceptor and Services follow the endpoints).
+DEREGISTRATION_S = 15
+#: Seconds a serving container is given after its preStop sleep to exit (vLLM releases its GPUs, Triton unloads its
+#: models) before the kubelet kills it. [assumption]
+EXIT_MARGIN_S = 30
 #: CloudWatch log types of the EKS control plane enabled with audit logging (EKS API `ClusterLoggingTypes`).
 EKS_CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 
@@ -344,6 +350,12 @@ SAGEMAKER_INVOCATION_TIMEOUT_S = 60
 #: 60-3600), and the multiple of the predicted duration the planner allows. [assumption] 2x for a slow start.
 SAGEMAKER_TIMEOUT_RANGE_S = (60, 3600)
 SAGEMAKER_TIMEOUT_SAFETY_FACTOR = 2.0
+#: The slowest copy rate, GiB/s, at which a SageMaker endpoint's timers must still hold: SageMaker copies the model data
+#: to the instance's ML volume and the container then reads it back, and neither rate is published (the expected
+#: `S3_DOWNLOAD_GIB_PER_S` is itself unverified). A quarter of the expected rate, below an EBS gp3 volume's 125 MiB/s
+#: baseline (docs.aws.amazon.com/ebs/latest/userguide/general-purpose.html) and a single S3 stream: a longer timer
+#: costs nothing but a slower failure, a short one fails a healthy endpoint's creation. [assumption]
+SAGEMAKER_SLOWEST_GIB_PER_S = S3_DOWNLOAD_GIB_PER_S / 4
 #: SageMaker ML storage volume: weights x this + scratch, GiB (VolumeSizeInGB, 1-512). [assumption]
 SAGEMAKER_VOLUME_WEIGHTS_FACTOR = 1.5
 SAGEMAKER_VOLUME_SCRATCH_GIB = 20
@@ -389,22 +401,6 @@ MIN_API_KEY_CHARS = 32
 #: (BETA)", v2.62.0). The proxy sets it on requests it has authenticated.
 TRITON_RESTRICTED_HEADER = "api-key"
 
-#: The user (UID, GID) each pinned image runs as, where its image documents one; images without a user run as
-#: `DEFAULT_NON_ROOT_UID` with a writable HOME and cache (an emptyDir), never as root.
-#: - Triton 25.10: user `triton-server`, UID/GID 1000 (server v2.62.0 build.py; docs customization_guide/deploy.md
-#:   "Run as a Non-Root User"); the image has no USER line, so the pod must set it.
-#: - Envoy distroless: distroless `nonroot`, UID/GID 65532 (GoogleContainerTools/distroless base images, "nonroot"
-#:   tag). [unverified] UID read from distroless' documentation, not the image
-#: - vLLM v0.24.0 and aws-cli 2.31.13: root by default (vLLM's `vllm-openai` target keeps `USER root`; a `vllm` user,
-#:   UID 2000 GID 0, exists for an opt-in non-root target: docker/Dockerfile:726-741, 1085-1112); both run as any UID
-#:   given writable HOME/cache directories.
-IMAGE_USERS = {
-    "nvcr.io/nvidia/tritonserver": (1000, 1000),
-    "envoyproxy/envoy": (65532, 65532),
-    "public.ecr.aws/rolesanywhere/credential-helper": (65532, 65532),
-}
-#: - IAM Roles Anywhere credential helper: `USER 65532:65532` (aws/rolesanywhere-credential-helper
-#:   docker_image_resources/Dockerfile).
 #: UID/GID for images without a documented user: above 10000, so it never collides with a node's users.
 DEFAULT_NON_ROOT_UID = 10001
 #: Writable directories every container gets (node-local emptyDirs; the root filesystem is read-only): HOME with its

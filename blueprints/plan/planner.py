@@ -136,12 +136,17 @@ def _plan_service(req: Requirements, catalog: Catalog, ctx: PlanContext, names: 
     within each environment's guardrails (`ctx`), finished (`blueprints.plan.scaling.finish`) and with its quota note."""
     planned = _plan_sized(req, catalog, ctx, names)
     from blueprints.plan.quota import quota_note
+    from blueprints.plan.cluster_addons import cluster_addon_problems
 
     spec = alerting or AlertingSpec()
     finished = [finish(bp, ctx.platform(req, bp.environment, managed=bp.archetype is Archetype.SAGEMAKER_ENDPOINT),
                        spec, floor_is_set=req.environments[bp.environment].min_replicas is not None,
                        alerts_required=alerting is not None)
                 for bp in planned]
+    # An existing cluster must run what the plan's objects need (`blueprints.plan.cluster_addons`).
+    problems = cluster_addon_problems(finished, req.operations)
+    if problems:
+        raise RequirementsError("; ".join(problems))
     # Last: the service quotas the final plan needs at full scale (`blueprints.plan.quota`).
     return [bp.model_copy(update={"rationale": [*bp.rationale, note]}) if (note := quota_note(bp)) else bp
             for bp in finished]

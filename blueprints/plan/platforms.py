@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from blueprints.core import defaults
+from blueprints.catalog.endpoints import NODES, SAGEMAKER, SERVICE, load_endpoint_catalog
 from blueprints.catalog import Catalog
 from blueprints.catalog.addons import PlatformCatalog
 from blueprints.core.errors import BlueprintError, CatalogError, RequirementsError
@@ -38,7 +39,8 @@ from blueprints.plan.kubernetes_features import minimum_version
 from blueprints.requirements.exposure import OPEN_INTERNET
 from blueprints.requirements.hosting import Accelerator, CpuArch
 from blueprints.requirements.service import Requirements
-from blueprints.contracts.weights import disk_for_gib, replica_ephemeral_gib, weights_volume_gib
+from blueprints.contracts.consistency import stored_weights_gib
+from blueprints.contracts.weights import disk_for_gib, replica_ephemeral_gib, sync_job_ephemeral_gib
 
 #: A platform's guardrails by its environment name and production flag (None: no policy).
 PolicyFor = Callable[[str, bool], "Guardrails | None"]
@@ -260,8 +262,8 @@ def _check_addon_versions(wanted: dict[str, str], pcat: PlatformCatalog, source:
 
 def sync_scratch_gib(services: Sequence[ServiceFile], catalog: Catalog) -> float:
     """Scratch disk the largest weights sync Job of these services requests on a system node, GiB: the Jobs run there
-    (they need no GPU), one model per Job; a Hugging Face download holds the model (`weights_volume_gib`), an
-    `s3://` copy only its logs (`defaults.S3_SYNC_EPHEMERAL_GIB`). 0 when no service syncs weights.
+    (they need no GPU), one model per Job, each requesting `blueprints.contracts.weights.sync_job_ephemeral_gib` of
+    its weights as the stack config records them (`stored_weights_gib`). 0 when no service syncs weights.
 
     Raises:
         BlueprintError: a service's model is unknown; the message names its file.
@@ -274,8 +276,8 @@ def sync_scratch_gib(services: Sequence[ServiceFile], catalog: Catalog) -> float
             models = resolve_models(svc.requirements, catalog)
         except BlueprintError as exc:
             raise type(exc)(f"{svc.where}: {exc}") from None
-        sizes += [weights_volume_gib([m.weights_gib]) if m.spec.weights_uri.startswith("hf://")
-                  else defaults.S3_SYNC_EPHEMERAL_GIB for m in models]
+        sizes += [sync_job_ephemeral_gib(stored_weights_gib(m.weights_gib),
+                                         from_hugging_face=m.spec.weights_uri.startswith("hf://")) for m in models]
     return max(sizes, default=0.0)
 
 
@@ -312,6 +314,19 @@ def cpu_root_volume_gib(services: Sequence[ServiceFile], catalog: Catalog) -> in
     disk = disk_for_gib(need, reserve_gib=defaults.SERVING_NODE_ROOT_RESERVE_GIB) if need else 0
     step = defaults.NODE_VOLUME_STEP_GIB
     return max(defaults.CPU_NODE_ROOT_VOLUME_GIB, -(-disk // step) * step)
+
+
+def private_endpoints(addons: Sequence[AddonRelease], pcat: PlatformCatalog, *, eks: bool, sagemaker: bool,
+                      existing_vpc: bool) -> list[str]:
+    """The interface VPC endpoints of a private platform: every AWS API its callers call (`blueprints/catalog/
+    endpoints.yaml`: its nodes, EKS add-ons and Helm add-ons, its services' pods, its private SageMaker endpoints), so
+    none relies on a NAT route. S3 is an interface endpoint in an existing VPC (its route tables are its owner's) and a
+    gateway endpoint (not listed) in a new one."""
+    ecat = load_endpoint_catalog()
+    callers = [NODES, *(f"eks:{addon}" for addon in pcat.eks), *(f"helm:{a.id}" for a in addons), SERVICE] if eks else []
+    if sagemaker:
+        callers.append(SAGEMAKER)
+    return [s for s in ecat.needed(callers) if s != "s3" or existing_vpc]
 
 
 def _line(item: str, quantity: float, usd_per_hour: float, catalog: Catalog) -> CostItem:
@@ -523,7 +538,9 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
             "choose an x86_64 type such as m7i.xlarge (or copy the weights to s3:// and use that source)")
     az = defaults.NETWORK_AZ_COUNT if existing is None else len(existing.private_subnet_ids)
     nat = 0 if existing else (az if production else 1)
-    endpoints = list(defaults.INTERFACE_ENDPOINT_SERVICES) if private else []
+    sagemaker = any(not self_hosted_on_eks(r) for _, _, r in reqs)  # a private SageMaker endpoint in this VPC
+    endpoints = private_endpoints(addons, pcat, eks=eks, sagemaker=sagemaker,
+                                  existing_vpc=existing is not None) if private else []
     lines = []
     if eks:
         lines.append(_line(f"EKS control plane (Kubernetes {version})", 1,

@@ -157,7 +157,9 @@ class Operations(Section):
         default=None, max_length=20, description="existing-cluster and edge-cluster: the add-ons that cluster already "
         "runs (catalog ids: karpenter, aws-load-balancer-controller, keda, keda-http-add-on, kube-prometheus-stack, "
         "metrics-server, nvidia-device-plugin, dcgm-exporter, ingress-nginx, traefik, metallb); written to the stack "
-        "config as servingblueprints:clusterAddons and checked by `blueprint preview`. On an edge cluster they "
+        "config as servingblueprints:clusterAddons and checked by `blueprint preview`. On an existing cluster "
+        "`blueprint plan` refuses a plan needing one it does not list (blueprints.plan.cluster_addons). On an edge "
+        "cluster they "
         "decide the scaling (a CPU HPA with metrics-server, else a fixed replica count), the monitoring objects "
         "(only with kube-prometheus-stack) and the exposure (an Ingress, a NodePort, or a LoadBalancer with "
         "metallb); default there: none")

@@ -16,14 +16,16 @@ from typing import Any, Callable
 
 
 from blueprints.core.yamlio import load_yaml
+from blueprints.catalog.names import load_name_catalog
 
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.deploy_inputs import DeployInput, deploy_inputs
 from blueprints.contracts.sections import CapacityType
 from blueprints.core.errors import StackConfigError
 from blueprints.review.manifests import manifest_id, validate_manifest
 from blueprints.contracts.platform import PlatformConfig, PlatformKind, PlatformOutputs, planned_outputs
 from blueprints.contracts.stackconfig import (
-    PLATFORM_STACK_KEY, PROJECT, ROLES_ANYWHERE_CA_KEY, platform_stack_override_problem, read_config,
+    PLATFORM_STACK_KEY, PROJECT, platform_stack_override_problem, read_config,
     read_platform_config, stack_config_path,
 )
 
@@ -33,13 +35,9 @@ SECRET_PLACEHOLDER = "[secret]"
 #: What a `secure:` API key decrypts to offline: long enough for the deploy-time check (`components.access`), which
 #: judges the real key when `pulumi up` decrypts it.
 OFFLINE_API_KEY = "[secret: offline stand-in for servingblueprints:apiKey]"
-#: Secrets the program requires only to reach a real cluster; the offline preview stands in a placeholder when the
-#: stack file does not set them (`pulumi config set --secret servingblueprints:kubeconfig ...` for a real run).
-OFFLINE_PLACEHOLDER_SECRETS = ("servingblueprints:kubeconfig",)
-#: A platform with an Alertmanager receiver needs its URL (`pulumi config set --secret`); offline, a placeholder.
-OFFLINE_RECEIVER_SECRET = "servingblueprints:alertReceiverUrl"
-#: An edge cluster's IAM Roles Anywhere trust anchor CA bundle when the stack file has none (not a secret): a
-#: placeholder PEM, so the preview shows the trust anchor the real CA bundle gets.
+#: The config keys a real `pulumi up` needs set (`blueprints.contracts.deploy_inputs`) that the stack file lacks get a
+#: placeholder offline (the report names each, with the command that sets it); a non-secret CA bundle gets this PEM,
+#: so the preview shows the trust anchor the real bundle gets.
 OFFLINE_CA_BUNDLE = ("-----BEGIN CERTIFICATE-----\n(offline preview: set servingblueprints:rolesAnywhereCaBundle to "
                      "your CA's PEM bundle)\n-----END CERTIFICATE-----\n")
 
@@ -62,6 +60,8 @@ class RegisteredResource:
     provider: str | None = None
     delete_before_replace: bool = False
     replace_with: tuple[str, ...] = ()
+    #: The id the mock engine gave it (a security group's `sg-...`): what other resources' inputs name it by.
+    resource_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,8 @@ class PreviewReport:
     warnings: list[str] = field(default_factory=list)
     #: The platform a service lands on (its planned outputs stood in for the StackReference).
     platform: PlatformConfig | None = field(default=None, repr=False)
+    #: Config keys a real `pulumi up` needs that the stack file does not set (a placeholder stood in for each).
+    deploy_inputs: list[DeployInput] = field(default_factory=list)
 
     @property
     def blueprint(self) -> Blueprint:
@@ -171,7 +173,8 @@ class PreviewReport:
     def to_json(self) -> dict[str, Any]:
         """`{"stack", "archetype", "region", "compliance", "resources": [{"urn", "type", "name", "parent", "read",
         "depends_on", "inputs"}], "manifests", "manifest_problems", "deployability", "signals", "policy_verdicts",
-        "warnings", "predictions", "outputs", "blueprint"}`. `archetype` is `platform` for a platform stack, whose
+        "warnings", "deploy_inputs", "predictions", "outputs", "blueprint"}` (`deploy_inputs`: the config keys `pulumi up`
+        needs that the stack file does not set). `archetype` is `platform` for a platform stack, whose
         `predictions` hold its cost lines and whose `blueprint` is None; a service's `blueprint` is its stack config's
         (the review of a later report against this one compares requirements and plan field by field)."""
         predictions = (self.subject.model_dump(mode="json", include={"cost_lines", "monthly_cost_usd"})
@@ -189,6 +192,8 @@ class PreviewReport:
             "signals": [asdict(f) for f in self.signals],
             "policy_verdicts": [asdict(v) for v in self.policy_verdicts],
             "warnings": self.warnings,
+            "deploy_inputs": [{"key": i.key, "secret": i.secret, "why": i.why, "set_with": i.command(self.stack)}
+                              for i in self.deploy_inputs],
             "predictions": predictions,
             "outputs": self.outputs,
             "blueprint": None if self.is_platform else self.blueprint.model_dump(mode="json"),
@@ -320,7 +325,8 @@ def run_under_mocks(body: Callable[[], Any], *, stack: str, config: dict[str, st
                                                   ignore_changes=tuple(request.ignoreChanges),
                                                   provider=request.provider or None,
                                                   delete_before_replace=request.deleteBeforeReplace,
-                                                  replace_with=tuple(request.replace_with)))
+                                                  replace_with=tuple(request.replace_with),
+                                                  resource_id=response.id or None))
             return response
 
         def ReadResource(self, request):
@@ -426,6 +432,10 @@ def mock_outputs(typ: str, name: str, inputs: dict, *, region: str) -> tuple[str
         state["result"] = mock_secret_value(name, int(inputs.get("length") or 16))
         return f"{name}-{suffix}", state
     service = typ.split(":")[1].split("/")[0] if typ.startswith("aws:") else ""
+    names = load_name_catalog()
+    rule = names.aws_rule(typ) if service else None
+    if rule is not None and rule.autonamed and not inputs.get(rule.field):
+        state[rule.field] = names.autoname_of(name, rule, suffix=suffix)  # Pulumi's auto-name, as the provider sets it
     if typ == "aws:s3/bucket:Bucket":
         bucket = inputs.get("bucket") or f"{name}-{suffix}"
         state.update(bucket=bucket, arn=f"arn:aws:s3:::{bucket}", region=region,
@@ -485,8 +495,11 @@ def mock_call(token: str, args: dict, *, region: str) -> dict:
         return {"id": vpc_id, "cidrBlock": "10.20.0.0/16", "ownerId": MOCK_ACCOUNT_ID, "state": "available",
                 "arn": f"arn:aws:ec2:{region}:{MOCK_ACCOUNT_ID}:vpc/{vpc_id}", "default": False}
     if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
-        return {"names": [f"{region}a", f"{region}b", f"{region}c"],
-                "zoneIds": [f"{region[:2]}{region.split('-')[1][0]}1-az{i}" for i in (1, 2, 3)], "id": region}
+        # Four zones whose names map to IDs out of order, as an older region's per-account mapping does (an account's
+        # `a` is az3): the program must choose by ID.
+        prefix = f"{region[:2]}{region.split('-')[1][0]}{region.rsplit('-', 1)[-1]}"
+        return {"names": [f"{region}{letter}" for letter in "abcd"],
+                "zoneIds": [f"{prefix}-az{i}" for i in (3, 1, 4, 2)], "id": region}
     if token == "aws:index/getCallerIdentity:getCallerIdentity":
         return {"accountId": MOCK_ACCOUNT_ID, "arn": f"arn:aws:iam::{MOCK_ACCOUNT_ID}:user/preview",
                 "userId": "AIDAPREVIEW", "id": MOCK_ACCOUNT_ID}
@@ -497,11 +510,10 @@ def mock_call(token: str, args: dict, *, region: str) -> dict:
     return {}
 
 
-def _config_from_file(path: Path, *, needs_kubeconfig: bool, needs_receiver: bool = False,
-                      needs_ca_bundle: bool = False) -> tuple[dict[str, str], list[str]]:
+def _config_from_file(path: Path, subject: Blueprint | PlatformConfig
+                      ) -> tuple[dict[str, str], list[str], list[DeployInput]]:
     """The stack file's config as the engine passes it: every value a string (objects as JSON); secrets masked; a
-    placeholder kubeconfig for an existing or edge cluster, and a placeholder Roles Anywhere CA bundle, when the file
-    has none."""
+    placeholder for every deploy input (`deploy_inputs`) the file does not set: (config, secret keys, those inputs)."""
     data = load_yaml(path.read_text(encoding="utf-8"))
     config, secret_keys = {}, []
     for key, value in (data.get("config") or {}).items():
@@ -511,14 +523,12 @@ def _config_from_file(path: Path, *, needs_kubeconfig: bool, needs_receiver: boo
             secret_keys.append(key)
         else:
             config[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    for key in [*(OFFLINE_PLACEHOLDER_SECRETS if needs_kubeconfig else ()),
-                *((OFFLINE_RECEIVER_SECRET,) if needs_receiver else ())]:
-        if key not in config:
-            config[key] = SECRET_PLACEHOLDER
-            secret_keys.append(key)
-    if needs_ca_bundle:
-        config.setdefault(ROLES_ANYWHERE_CA_KEY, OFFLINE_CA_BUNDLE)
-    return config, secret_keys
+    missing = [i for i in deploy_inputs(subject) if i.key not in config]
+    for item in missing:
+        config[item.key] = SECRET_PLACEHOLDER if item.secret else OFFLINE_CA_BUNDLE
+        if item.secret:
+            secret_keys.append(item.key)
+    return config, secret_keys, missing
 
 
 def platform_stand_in(bp: Blueprint, stacks_dir: Path) -> tuple[PlatformConfig, StackOutputs] | None:
@@ -601,12 +611,7 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
             raise StackConfigError(f"{path}: {PLATFORM_STACK_KEY}: {problem}")
     if not program.exists():
         raise StackConfigError(f"{program}: Pulumi program not found; run from the project folder (with Pulumi.yaml)")
-    service = subject if isinstance(subject, Blueprint) else None
-    config, secret_keys = _config_from_file(
-        path, needs_kubeconfig=service is not None and service.platform.kind in ("existing-cluster", "edge-cluster"),
-        needs_receiver=isinstance(subject, PlatformConfig) and subject.alerting.receiver is not None,
-        needs_ca_bundle=service is not None and service.roles_anywhere is not None
-        and service.roles_anywhere.acm_pca_arn is None)
+    config, secret_keys, missing = _config_from_file(path, subject)
     program_file = program.resolve()
 
     def program_body() -> None:  # the module's globals are not outputs; `pulumi.export` calls are
@@ -634,9 +639,11 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
         if found:
             problems[manifest_id(obj)] = found
     archetype = "platform" if isinstance(subject, PlatformConfig) else subject.archetype.value
+    unset = [f"set before `pulumi up`: {item.key} ({item.why}): `{item.command(stack)}`" for item in missing]
     return PreviewReport(stack=stack, archetype=archetype, resources=run.records, manifests=manifests,
-                         outputs=run.outputs, subject=subject, manifest_problems=problems, warnings=run.warnings,
-                         platform=stand_in[0] if stand_in else None)
+                         outputs=run.outputs, subject=subject, manifest_problems=problems,
+                         warnings=[*unset, *run.warnings], platform=stand_in[0] if stand_in else None,
+                         deploy_inputs=missing)
 
 
 def is_manifest(record: RegisteredResource) -> bool:

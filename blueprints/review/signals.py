@@ -15,6 +15,8 @@ bindings); units follow `blueprints.catalog.units`:
 - `unit-mismatch`: a trigger's target (per replica with `AverageValue`) or an alert's threshold is not in the unit
   of its query (the signals table says which unit each target is in), or `+`/`-` of different units;
 - `signal-unknown`: a trigger or alert the signals table has no row for;
+- `scrape-job`: a `job` label matcher names no job this stack's scrapes produce (prometheus-operator labels a
+  ServiceMonitor's targets `job=<the scraped Service's name>`; an add-on exporter's own job is in the metric catalog);
 - `activation-at-zero`: a ScaledObject with `minReplicaCount: 0` has no trigger whose signal exists while no pod
   runs (the engine's metrics vanish with its last pod): it would never wake.
 """
@@ -22,6 +24,7 @@ bindings); units follow `blueprints.catalog.units`:
 from __future__ import annotations
 
 import difflib
+import re
 import json
 import math
 from dataclasses import dataclass, field
@@ -39,6 +42,7 @@ from blueprints.catalog.units import DIMENSIONLESS, PER_SECOND, REPLICA, Unit, d
 
 SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"
 PROMETHEUS_RULE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
+SERVICE_MONITOR = "kubernetes:monitoring.coreos.com/v1:ServiceMonitor"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 INTERCEPTOR_ROUTE = "kubernetes:http.keda.sh/v1beta1:InterceptorRoute"
 METRIC_ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
@@ -67,6 +71,7 @@ class _Analysis:
         self.catalog = catalog
         self.exporters = exporters
         self.problems: list[tuple[str, str]] = []  # (check, message)
+        self.jobs: list[tuple[str, str, str]] = []  # (metric, matcher op, value) of every `job` label matcher
 
     def value(self, node: Any) -> _Value:
         kind = type(node).__name__
@@ -90,6 +95,9 @@ class _Analysis:
 
     def selector(self, node: Any) -> _Value:
         name = node.name
+        for matcher in node.matchers.matchers:
+            if matcher.name == "job":
+                self.jobs.append((name or "", str(matcher.op).rsplit(".", 1)[-1], matcher.value))
         if name is None:
             return _Value(None)
         series = self.catalog.series(name, self.exporters)
@@ -99,7 +107,8 @@ class _Analysis:
         metric = series.metric
         unit = metric.unit_of if series.part != "count" else DIMENSIONLESS
         kind = {"bucket": "bucket", "sum": "counter", "count": "counter"}.get(series.part, metric.type)
-        kind = "gauge" if kind == "info" else "counter" if kind in ("histogram", "summary") else kind
+        # A summary's own series are its quantiles (gauges); a histogram has none but its buckets, sum and count.
+        kind = "gauge" if kind in ("info", "summary") else "counter" if kind == "histogram" else kind
         return _Value(unit, kind, metrics={name}, exporters={series.exporter.exporter})
 
     def unknown(self, name: str) -> None:
@@ -211,6 +220,9 @@ class _Stack:
     catalog: MetricCatalog
     exporters: list[Exporter]
     engine: str | None
+    #: `job` label values the stack's series can carry: the Services its ServiceMonitors select (prometheus-operator's
+    #: default `job` is the Service's name) and the add-on exporters' own jobs (`metrics.yaml` `job`).
+    jobs: set[str] = field(default_factory=set)
     findings: list[SignalFinding] = field(default_factory=list)
 
     def add(self, check: str, record: RegisteredResource, message: str) -> None:
@@ -227,6 +239,14 @@ class _Stack:
         for check, message in analysis.problems:
             self.add(check, record, f"{what}: {message}; fix the query in blueprints/contracts/observability.py or the stack "
                      "config's autoscaling.metric")
+        for metric, op, job in analysis.jobs:
+            if not any(op == "Equal" and job == known or op == "Re" and re.fullmatch(job, known)
+                       or op in ("NotEqual", "NotRe") for known in self.jobs):
+                self.add("scrape-job", record, (
+                    f"{what}: {metric}{{job{'=' if op == 'Equal' else '=~'}\"{job}\"}} names a job no scrape of this "
+                    f"stack produces (prometheus-operator sets job to the scraped Service's name; jobs here: "
+                    f"{', '.join(sorted(self.jobs)) or 'none'}): it matches nothing and never fires or scales; "
+                    "name the metrics Service (Blueprint.metrics_service_name)"))
         return tree, value
 
 
@@ -262,7 +282,7 @@ def check_signals(report: PreviewReport, *, stacks_dir: Path = Path("stacks")) -
         return []
     catalog = load_metric_catalog()
     exporters, engine = stack_exporters(report, catalog, stacks_dir)
-    stack = _Stack(report, catalog, exporters, engine)
+    stack = _Stack(report, catalog, exporters, engine, jobs=scraped_jobs(report) | {e.job for e in exporters if e.job})
     bp = report.blueprint
     if hasattr(bp.engine, "image") and bp.archetype.value != "sagemaker-endpoint" and \
             catalog.engine_for_image(bp.engine.image) is None and engine not in ("onnxruntime", None):
@@ -281,6 +301,28 @@ def check_signals(report: PreviewReport, *, stacks_dir: Path = Path("stacks")) -
         elif record.type == METRIC_ALARM:
             _check_alarm(stack, record)
     return stack.findings
+
+
+def scraped_jobs(report: PreviewReport) -> set[str]:
+    """The `job` label of every target the stack's ServiceMonitors scrape: the name of each Service of the monitor's
+    namespace its selector matches and that has one of its endpoints' named ports (prometheus-operator's default
+    jobLabel), or that Service's `spec.jobLabel` label value when the monitor sets one."""
+    services = [r.inputs for r in report.resources if r.type == "kubernetes:core/v1:Service"]
+    jobs = set()
+    for monitor in (r.inputs for r in report.resources if r.type == SERVICE_MONITOR):
+        namespace = (monitor.get("metadata") or {}).get("namespace")
+        spec = monitor.get("spec") or {}
+        wanted = ((spec.get("selector") or {}).get("matchLabels") or {}).items()
+        ports = {e.get("port") for e in spec.get("endpoints") or []}
+        for service in services:
+            meta = service.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            named_ports = {p.get("name") for p in (service.get("spec") or {}).get("ports") or []}
+            # A selected Service without the endpoint's named port yields no target.
+            if meta.get("namespace") == namespace and wanted <= labels.items() and ports & named_ports:
+                jobs.add(str(labels.get(spec["jobLabel"], meta.get("name"))) if spec.get("jobLabel") else
+                         str(meta.get("name")))
+    return jobs
 
 
 def _check_scaled_object(stack: _Stack, record: RegisteredResource, routes: set[str]) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 
 from blueprints.requirements.platform_file import PLATFORM_FILE
 from blueprints.contracts.platform import PlatformConfig
+from blueprints.contracts.deploy_inputs import deploy_inputs
 from blueprints.review.stack import POLICY_CONFIG_DIR, policy_config_for
 from blueprints.core.errors import StackConfigError
 from blueprints.contracts.stackconfig import read_config, stack_config_path
@@ -36,6 +37,9 @@ class StackRef:
         part: a compound service's part (`generator`, `retrieval`) this stack serves; None otherwise.
         review: what `blueprint preview` reviews it as: `<service>-<environment>` for a part (both parts in one
             report), the stack itself otherwise.
+        config: the config keys `pulumi up` needs besides the stack config (`blueprints.contracts.deploy_inputs`):
+            `{"key", "secret", "from"}`, `from` the GitHub secret (or, not secret, variable) the deploy workflow sets
+            it from.
     """
 
     stack: str
@@ -48,6 +52,7 @@ class StackRef:
     runs_on: list[str] = field(default_factory=lambda: list(HOSTED_RUNNER))
     part: str | None = None
     review: str = ""
+    config: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.review:
@@ -76,10 +81,12 @@ def list_stacks(stacks_dir: Path, *, policy_dir: Path = POLICY_CONFIG_DIR) -> li
     refs = []
     for s in [*platforms.values(), *(s for s in subjects if not isinstance(s, PlatformConfig))]:
         policy = policy_config_for(s.environment, production=s.production, config_dir=policy_dir).as_posix()
+        config = [{"key": i.key, "secret": i.secret, "from": i.source_name} for i in deploy_inputs(s)]
         if isinstance(s, PlatformConfig):
             runner = ["self-hosted", s.runner_label] if s.runner_label else list(HOSTED_RUNNER)
             refs.append(StackRef(stack=s.stack, service="platform", environment=s.environment,
-                                 production=s.production, policy_config=policy, kind="platform", runs_on=runner))
+                                 production=s.production, policy_config=policy, kind="platform", runs_on=runner,
+                                 config=config))
         else:
             platform = platforms.get(s.platform.stack or "")
             runner = ["self-hosted", platform.runner_label] if platform and platform.runner_label else \
@@ -89,7 +96,7 @@ def list_stacks(stacks_dir: Path, *, policy_dir: Path = POLICY_CONFIG_DIR) -> li
             refs.append(StackRef(stack=s.stack, service=service, environment=s.environment,
                                  production=s.production, policy_config=policy, platform=s.platform.stack,
                                  runs_on=runner, part=compound.part.value if compound else None,
-                                 review=f"{service}-{s.environment}" if compound else s.stack))
+                                 review=f"{service}-{s.environment}" if compound else s.stack, config=config))
     return refs
 
 

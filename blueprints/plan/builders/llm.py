@@ -20,7 +20,7 @@ from blueprints.core.errors import SizingError
 from blueprints.capacity.simulator import SimulationResult
 from blueprints.plan.options.search import ResolvedModel, service_fixed_monthly_usd, peak_rps
 from blueprints.plan.options.llm import (
-    LlmOption, LlmSearch, complete_sizing, llm_option_on, llm_search, size_twin, traffic_shape,
+    LlmOption, LlmSearch, complete_sizing, fp8_kv_cache_planned, llm_option_on, llm_search, size_twin, traffic_shape,
 )
 from blueprints.plan.options.infeasible import explain_no_llm_option
 from blueprints.requirements.service import Requirements
@@ -138,7 +138,12 @@ def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOpt
         f"{at_peak.itl_ms.p95:.1f} ms, request latency p95 {at_peak.e2e_ms.p95 / 1e3:.1f} s, "
         f"{at_peak.mean_running:.1f} sequences running on average",
     ]
-    if not managed and best.gpu.supports_fp8:
+    if not managed and best.gpu.supports_fp8 and not fp8_kv_cache_planned(best.gpu, managed=managed):
+        why.append(f"16-bit KV cache: an FP8 cache on {best.gpu.model} (compute capability "
+                   f"{best.gpu.compute_capability}) moves {defaults.VLLM_IMAGE} to another attention backend, "
+                   "whose step times the capacity model has not measured (processes.yaml "
+                   "fp8_kv_default_attention_from), so it is not planned")
+    elif not managed and best.gpu.supports_fp8:
         twin = size_twin(best, model, req, env, catalog, kv_cache_fp8=best.kv_cache_dtype != "fp8")
         month = catalog.hours_per_month
         if best.kv_cache_dtype == "fp8":

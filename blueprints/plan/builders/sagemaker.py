@@ -26,13 +26,22 @@ from blueprints.plan.builders.llm import llm_compute, llm_plan, llm_predictions
 from blueprints.plan.builders.nongen import nongen_compute, nongen_option, nongen_predictions
 
 
+def sagemaker_timer_floors(weights_gib: float) -> tuple[int, int]:
+    """(startup health check, model download) timeouts, s, that still hold at the slowest copy rate
+    (`defaults.SAGEMAKER_SLOWEST_GIB_PER_S`): the download copies the weights to the ML volume; the health check
+    waits while the container reads them back and warms up (`MODEL_WARMUP_S`, doubled)."""
+    copy_s = math.ceil(weights_gib / defaults.SAGEMAKER_SLOWEST_GIB_PER_S)
+    return copy_s + math.ceil(defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR * defaults.MODEL_WARMUP_S), copy_s
+
+
 def sagemaker_timers(model_names: str, weights: float) -> tuple[StartupBudget, int, int, int]:
     """The startup budget and the SageMaker timers derived from it: (budget, startup health-check timeout, download
     timeout, volume GiB). Raises SizingError when a timer exceeds SageMaker's limits."""
     startup = startup_budget(weights_gib=weights, engine_kind="sagemaker", gpu=True)
     low, high = defaults.SAGEMAKER_TIMEOUT_RANGE_S
-    health = math.ceil(defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR * startup.pod_start_s)
-    download = math.ceil(defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR * startup.weights_download_s)
+    health, download = sagemaker_timer_floors(weights)
+    health = max(health, math.ceil(defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR * startup.pod_start_s))
+    download = max(download, math.ceil(defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR * startup.weights_download_s))
     volume = math.ceil(weights * defaults.SAGEMAKER_VOLUME_WEIGHTS_FACTOR + defaults.SAGEMAKER_VOLUME_SCRATCH_GIB)
     if max(health, download) > high or volume > defaults.SAGEMAKER_MAX_VOLUME_GIB:
         raise SizingError(f"{model_names}: {weights:.0f} GiB of weights need a {health} s startup health check and "
@@ -47,8 +56,9 @@ def plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], cat
     served = served_model(model, req, env)
     image = catalog.sagemaker_image(sagemaker_engine(models)).uri(req.environments[env].region)
     startup, health_s, download_s, volume = sagemaker_timers(served.name, served.weights_gib)
-    timers = (f"startup health check {health_s} s and model download {download_s} s "
-              f"({defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR:g}x the {startup.pod_start_s} s predicted download + load), "
+    timers = (f"startup health check {health_s} s and model download {download_s} s (the longer of "
+              f"{defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR:g}x the {startup.pod_start_s} s predicted download + load and "
+              f"the copy at {defaults.SAGEMAKER_SLOWEST_GIB_PER_S * 1024:.0f} MiB/s, a quarter of the expected rate), "
               f"{volume} GiB volume")
     if model.task.generative:
         llm = llm_plan(req, env, model, catalog, ctx, managed=True)

@@ -13,6 +13,8 @@ from dataclasses import replace
 
 from blueprints.core import defaults
 from blueprints.catalog import Catalog, Gpu, InstanceType
+from blueprints.contracts.allocatable import serving_pod_fits
+from blueprints.contracts.consistency import cpu_replica_memory_gib, stored_weights_gib
 from blueprints.plan.owned_nodes import OwnedNodeShape, edge_capacity_problem
 from blueprints.plan.guardrails import Breach, SearchLimits
 from blueprints.plan.options.search import (
@@ -309,15 +311,22 @@ def _explain_edge(req: Requirements, models: list[ResolvedModel], catalog: Catal
         return (f"hardware.edge_nodes.vcpus={owned.vcpus} leaves no whole vCPU for a replica after the node's own "
                 f"share ({1 - defaults.NODE_ALLOCATABLE_CPU_FRACTION:.0%} for kubelet, the system and the proxy "
                 f"sidecar): give nodes of at least {least} vCPUs")
-    weights = sum(m.weights_gib for m in models)
-    memory = weights * defaults.CPU_MEMORY_WEIGHTS_FACTOR + defaults.CPU_MEMORY_OVERHEAD_GIB
-    usable = owned.memory_gib * defaults.NODE_ALLOCATABLE_CPU_FRACTION
-    if memory > usable:
+    weights = sum(stored_weights_gib(m.weights_gib) for m in models)  # as the option search sizes a replica
+    memory = cpu_replica_memory_gib(weights)
+    cpu = min(v for _, v in shapes)
+
+    def holds(node: OwnedNodeShape) -> bool:
+        return serving_pod_fits(node, per_node=1, cpu=cpu, memory_gib=memory, eks=False)
+
+    if not holds(owned):
+        least = next(g for g in range(math.ceil(owned.memory_gib), 1 << 16)
+                     if holds(owned.model_copy(update={"memory_gib": float(g)})))
         return (f"hardware.edge_nodes.memory_gib={owned.memory_gib:g} cannot hold one replica of {names}: it needs "
                 f"{memory:.1f} GiB ({weights:.2f} GiB of weights x {defaults.CPU_MEMORY_WEIGHTS_FACTOR:g} + "
-                f"{defaults.CPU_MEMORY_OVERHEAD_GIB:g} GiB of runtime) within "
-                f"{defaults.NODE_ALLOCATABLE_CPU_FRACTION:.0%} of the node's memory ({usable:.1f} GiB); give nodes "
-                f"of at least {math.ceil(memory / defaults.NODE_ALLOCATABLE_CPU_FRACTION)} GiB, or serve the model "
+                f"{defaults.CPU_MEMORY_OVERHEAD_GIB:g} GiB of runtime), in whole GiB, with the proxy sidecar, beside "
+                "kube-reserved, the eviction threshold and the add-ons' DaemonSets "
+                "(blueprints.contracts.allocatable); give nodes "
+                f"of at least {least} GiB, or serve the model "
                 "at a lower precision")
     for env in envs:
         unconstrained = search_nongen_options(req, env, models, catalog, accelerator=Accelerator.CPU,

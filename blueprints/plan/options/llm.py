@@ -13,6 +13,7 @@ import heapq
 import math
 from dataclasses import dataclass, replace
 
+from blueprints.catalog.processes import process_facts
 from blueprints.core import bounds, defaults
 from blueprints.catalog import Architecture, Catalog, Gpu, InstanceType
 from blueprints.core.errors import SizingError
@@ -142,6 +143,16 @@ def latency_targets(req: Requirements, model: ResolvedModel, *, managed: bool) -
     return LatencyTargets(req.slo.ttft_p95_ms, req.slo.itl_p95_ms, e2e)
 
 
+def fp8_kv_cache_planned(gpu: Gpu, *, managed: bool) -> bool:
+    """Whether the search tries an FP8 KV cache on `gpu`: the GPU has FP8, the engine is self-hosted vLLM, and the
+    pinned image keeps its default attention backend with it there (`processes.yaml`
+    `fp8_kv_default_attention_from`: vLLM 0.11 moves to the Triton attention backend below SM 9.0, which the
+    capacity model's calibration points never measured)."""
+    facts = process_facts(defaults.VLLM_IMAGE)
+    floor = facts.fp8_kv_default_attention_from if facts is not None else None
+    return gpu.supports_fp8 and not managed and (floor is None or gpu.compute_capability >= floor)
+
+
 def screen_candidate(model: ResolvedModel, gpu: Gpu, tp: int, *, kv_cache_fp8: bool, req: Requirements,
                      managed: bool) -> Candidate | None:
     """`planning.screen` for this model, GPU and degree (SageMaker's LMI keeps vLLM's default token budget)."""
@@ -201,7 +212,7 @@ def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
     for inst in gpu_instances(req, catalog, managed=managed, limits=limits):
         gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
         for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
-            for fp8 in ((False, True) if gpu.supports_fp8 and not managed else (False,)):
+            for fp8 in ((False, True) if fp8_kv_cache_planned(gpu, managed=managed) else (False,)):
                 cand = screen_candidate(model, gpu, tp, kv_cache_fp8=fp8, req=req, managed=managed)
                 if cand is None:
                     continue
@@ -267,7 +278,7 @@ def llm_option_on(req: Requirements, env: str, model: ResolvedModel, catalog: Ca
         return f"{instance_type} is no longer allowed (hardware.allowed_instance_families or the environment's policy)"
     gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
     if tensor_parallel_size not in tp_degrees(inst.gpu_count, model.architecture, managed=managed) or (
-            kv_cache_fp8 and (managed or not gpu.supports_fp8)):
+            kv_cache_fp8 and not fp8_kv_cache_planned(gpu, managed=managed)):
         return f"tensor_parallel_size={tensor_parallel_size} or its KV-cache dtype no longer applies there"
     cand = screen_candidate(model, gpu, tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, req=req, managed=managed)
     priced = cand and _priced_option(inst, gpu, cand, peak=peak_rps(req, env, model), floor=replicas_floor(req, env),

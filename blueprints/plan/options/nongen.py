@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from blueprints.core import defaults
 from blueprints.catalog import Catalog, Gpu, InstanceType, Task
+from blueprints.contracts.allocatable import serving_pod_fits
 from blueprints.contracts.consistency import cpu_replica_memory_gib, stored_weights_gib
 from blueprints.plan.owned_nodes import OwnedNodeShape
 from blueprints.plan.guardrails import Breach, SearchLimits
@@ -248,14 +249,17 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
             memory = max(1.0, math.floor(inst.memory_gib * share * 0.8))
             replicas = _replicas_for_load(req, env, loads)
             per_node = inst.gpu_count // per_replica
+            if not managed and not serving_pod_fits(inst, per_node=per_node, cpu=cpu, memory_gib=memory):
+                continue  # its pods would stay Pending (the preview's `schedulable`)
             options.append(NongenOption(inst, gpu, per_replica, cpu, memory, per_node, loads, replicas,
                                         math.ceil(replicas / per_node), inst.usd_per_hour * factor))
     elif not managed:
         memory = cpu_replica_memory_gib(weights)
         for inst in cpu_instances(req, catalog, limits=limits):
             for per_node, vcpus in cpu_replica_shapes(inst):
-                if per_node * memory > inst.memory_gib * defaults.NODE_ALLOCATABLE_CPU_FRACTION:
-                    continue
+                if not serving_pod_fits(inst, per_node=per_node, cpu=vcpus, memory_gib=memory,
+                                        eks=not isinstance(inst, OwnedNodeShape)):
+                    continue  # its pods would stay Pending (the preview's `schedulable`)
                 loads = _cpu_loads(models, works, vcpus, gflops_per_vcpu(inst, catalog), target)
                 if loads is None:
                     continue

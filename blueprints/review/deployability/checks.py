@@ -18,13 +18,34 @@ each installs, the objects its webhooks guard, its per-node DaemonSets, its Pod 
 - `owned-nodes`: an edge cluster's declared nodes hold the autoscaler's maximum replicas plus the rollout surge;
 - `pod-security`: every pod is admitted by its namespace's Pod Security level (kubernetes.io Pod Security Standards);
 - `prometheus-address`: a KEDA Prometheus trigger queries the Prometheus the platform (or cluster) runs;
+- `api-reachable`, `aws-apis-reachable`: a private cluster admits the deploy runner's network on 443; every node,
+  add-on and pod reaches every AWS API it calls through an endpoint or NAT (`blueprints/catalog/endpoints.yaml`);
+- `probe-reachable`, `drain-before-sigterm`, `proxy-timeouts`, `writable-paths`, `scratch-caches`: every container
+  against how its image's process runs (`blueprints/catalog/processes.yaml`: listen addresses, SIGTERM, writes,
+  keep-alive, caches);
+- `scrapes-hidden-components`: kube-prometheus-stack on EKS scrapes no component EKS hides (and never pages on it);
+- `eks-zones`: an EKS platform's new subnets are placed by zone ID, never where EKS refuses cluster subnets;
+- `listener-attributes`: an NLB listener attribute annotation names a listener the controller builds (TLS-443 on a
+  TLS port), and sets no idle timeout on a TLS listener (fixed at 350 s);
+- `interceptor-protocol`: the KEDA HTTP interceptor in front of a service whose pods serve gRPC targets a Service port
+  with appProtocol kubernetes.io/h2c (else it speaks HTTP/1.1 to it);
+- `system-placement`: every pod of a Helm add-on the stack installs (but its per-node DaemonSet) is pinned to the system
+  nodes by the values paths `addons.yaml` `placement` records;
+- `startup-timers`: a SageMaker endpoint's model-download and startup health-check timeouts hold at the slowest copy rate
+  planned for (`defaults.SAGEMAKER_SLOWEST_GIB_PER_S`);
+- `last-replica-eviction`: a production service's single replica has a disruption budget that keeps it through
+  voluntary node disruptions (Karpenter expiry, drift, consolidation, drains), and no NodePool deletes it after all;
+- `physical-names`: every AWS name (explicit, or Pulumi's never-truncated auto-name), Kubernetes name, label value,
+  container name and Helm release name fits its type (`blueprints/catalog/names.yaml`);
 - `kubernetes-upgrade` (with a baseline, `check_kubernetes_upgrade`): a platform's EKS cluster neither goes back a
   Kubernetes version nor skips a minor one (EKS cannot do either).
 
 Each finding names the resource and the fix; any finding makes `blueprint preview` exit 1. This module runs them;
 each family lives in its own: `blueprints.review.deployability.addons` (addon-installed, webhook-ready),
 `blueprints.review.deployability.scheduling` (schedulable, node-pool-arch, node-pool-limits, owned-nodes, over the nodes of
-`blueprints.review.deployability.nodes`), `blueprints.review.deployability.pod_security` and `blueprints.review.deployability.prometheus`;
+`blueprints.review.deployability.nodes`), `blueprints.review.deployability.pod_security`, `blueprints.review.deployability.prometheus`,
+`blueprints.review.deployability.names`, `blueprints.review.deployability.reachability` and
+`blueprints.review.deployability.processes`;
 what they all read is `blueprints.review.deployability.context`.
 """
 
@@ -40,15 +61,26 @@ from blueprints.contracts.platform import kubernetes_upgrade_problem
 from blueprints.review.preview import DeployabilityFinding, PreviewReport
 from blueprints.review.deployability.addons import check_addons, check_webhooks
 from blueprints.review.deployability.context import check_context, named
+from blueprints.review.deployability.names import check_names
+from blueprints.review.deployability.processes import check_processes
+from blueprints.review.deployability.reachability import check_api_reachable, check_aws_apis_reachable
 from blueprints.review.deployability.pod_security import check_pod_security
-from blueprints.review.deployability.prometheus import check_prometheus
+from blueprints.review.deployability.prometheus import check_hidden_components, check_prometheus
+from blueprints.review.deployability.zones import check_eks_zones
+from blueprints.review.deployability.load_balancers import check_interceptor_protocol, check_listener_attributes
+from blueprints.review.deployability.placement import check_system_placement
+from blueprints.review.deployability.timers import check_startup_timers
+from blueprints.review.deployability.disruption import check_last_replica
 from blueprints.review.deployability.scheduling import (
     check_node_pool_arch, check_node_pool_limits, check_owned_nodes, check_scheduling,
 )
 
 
 CHECKS = (check_addons, check_webhooks, check_scheduling, check_node_pool_arch, check_node_pool_limits,
-          check_owned_nodes, check_pod_security, check_prometheus)
+          check_owned_nodes, check_pod_security, check_prometheus, check_names, check_api_reachable,
+          check_aws_apis_reachable, check_processes, check_hidden_components,
+          check_eks_zones, check_listener_attributes, check_interceptor_protocol, check_system_placement,
+          check_startup_timers, check_last_replica)
 
 
 def check_deployability(report: PreviewReport, *, stacks_dir: Path = Path("stacks")) -> list[DeployabilityFinding]:

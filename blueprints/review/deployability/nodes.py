@@ -1,12 +1,12 @@
 """The nodes a pod may land on, as the scheduling checks see them (`blueprints.review.deployability.scheduling`):
 NodePools, managed node groups, an edge cluster's owned nodes and the platform's system nodes with their labels,
-taints, instance types and ephemeral storage; what one node can give pods (allocatable after kube-reserved, the
-hypervisor's share and the per-node DaemonSets) and what a pod asks (its effective requests).
+taints, instance types and ephemeral storage; the per-node DaemonSets of what is installed and what a pod asks (its
+effective requests). What one node gives pods is `blueprints.contracts.allocatable.allocatable`, the planner's rule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -21,7 +21,7 @@ from blueprints.contracts.platform import planned_outputs
 from blueprints.review.preview import RegisteredResource
 from blueprints.contracts.weights import usable_disk_gib
 from blueprints.review.deployability.context import (
-    ARCH_LABEL, CheckContext, GPU, INSTANCE_TYPE_LABEL, NODE_CLASS, NODE_GROUP, NODE_POOL, POOL_LABEL, containers_of,
+    ARCH_LABEL, CheckContext, INSTANCE_TYPE_LABEL, NODE_CLASS, NODE_GROUP, NODE_POOL, POOL_LABEL, containers_of,
     get_in, list_of,
 )
 
@@ -162,29 +162,6 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
     for c in containers_of(spec, "containers"):
         total = add(total, of(c))
     return {k: max(total.get(k, Decimal(0)), init_peak.get(k, Decimal(0))) for k in {*total, *init_peak}}
-
-
-def allocatable(instance_type: str | InstanceType, *, ephemeral_gib: float | None,
-                daemonsets: Iterable[tuple[int, int]]) -> dict[str, Decimal]:
-    """What pods can request on one node of `instance_type` (a catalog name, or a shape such as an edge cluster's
-    owned node): capacity minus the hypervisor's share, kube-reserved, the eviction threshold and the per-node
-    DaemonSets ((cpu_m, memory_mi) each), as Karpenter and the EKS AMI compute it (`defaults.VM_MEMORY_OVERHEAD_FRACTION`,
-    `KUBE_RESERVED_*`; on an owned node the same formula errs on the safe side). Ephemeral storage is left out when
-    unknown (None)."""
-    inst = load_catalog().instance(instance_type) if isinstance(instance_type, str) else instance_type
-    cores = inst.vcpus
-    fractions = [*defaults.KUBE_RESERVED_CPU_FRACTIONS, *[defaults.KUBE_RESERVED_CPU_REST_FRACTION] * max(0, cores - 4)]
-    reserved_cpu_m = sum(fractions[:cores]) * 1000
-    ds = list(daemonsets)
-    cpu_m = cores * 1000 - reserved_cpu_m - sum(c for c, _ in ds)
-    memory_mi = (inst.memory_gib * 1024 * (1 - defaults.VM_MEMORY_OVERHEAD_FRACTION)
-                 - defaults.KUBE_RESERVED_MEMORY_MIB_PER_POD * defaults.MAX_PODS_PER_NODE
-                 - defaults.KUBE_RESERVED_MEMORY_BASE_MIB - defaults.EVICTION_MEMORY_MIB - sum(m for _, m in ds))
-    have = {"cpu": Decimal(str(round(cpu_m))) / 1000, "memory": Decimal(str(round(memory_mi))) * 2**20,
-            GPU: Decimal(inst.gpu_count)}
-    if ephemeral_gib is not None:
-        have["ephemeral-storage"] = Decimal(str(round(ephemeral_gib, 3))) * 2**30
-    return have
 
 
 def node_daemonsets(ctx: CheckContext, *, gpu_node: bool) -> list[tuple[int, int]]:

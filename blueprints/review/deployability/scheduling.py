@@ -23,8 +23,9 @@ from blueprints.review.deployability.context import (
     list_of, pod_spec,
 )
 from blueprints.review.deployability.nodes import (
-    NodeSource, allocatable, node_class_alias, node_daemonsets, node_sources, pod_requests,
+    NodeSource, node_class_alias, node_daemonsets, node_sources, pod_requests,
 )
+from blueprints.contracts.allocatable import allocatable
 
 
 def check_node_pool_arch(ctx: CheckContext) -> list[DeployabilityFinding]:

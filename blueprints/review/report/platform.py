@@ -46,7 +46,8 @@ def platform_rows(report: PreviewReport) -> list[list[str]]:
     assert isinstance(cfg, PlatformConfig), "platform_rows takes a platform stack's report"
     rows = [["VPC", _vpc(cfg), ""]]
     if cfg.network.interface_endpoints:
-        rows.append(["VPC endpoints", ", ".join(cfg.network.interface_endpoints) + " (interface), s3 (gateway)", ""])
+        gateway = "" if "s3" in cfg.network.interface_endpoints else ", s3 (gateway)"
+        rows.append(["VPC endpoints", ", ".join(cfg.network.interface_endpoints) + f" (interface){gateway}", ""])
     for r in _of(report, CLUSTER):
         api = "private" if cfg.network.private_endpoint else "public"
         rows.append(["EKS cluster", f"{r.inputs.get('name')}, {api} API endpoint", f"Kubernetes {r.inputs.get('version')}"])

@@ -1,0 +1,103 @@
+"""Process catalog: how each pinned image's process runs, per image and version (`processes.yaml`, with sources): its
+user, where its ports listen, what SIGTERM does, where it writes, its HTTP keep-alive and the caches it fills.
+
+`load_process_catalog()` reads it once per process. The components (hardening's user, the drain window, the proxy's
+timeouts) and the offline checks of `blueprints.review.deployability.processes` read the same rows.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from blueprints.core.errors import CatalogError, format_validation_error
+
+SCHEMA_VERSION = 1
+LOOPBACK = "127.0.0.1"
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Listener(_Record):
+    port: int | None = Field(default=None, ge=1, le=65535, description="its default port (None: from config)")
+    flag: str = Field(description="the option that moves it, or `config`")
+    address: Literal["all", "127.0.0.1", "config"]
+
+
+class Cache(_Record):
+    path: str = Field(description="where it lands (`$VAR/...` from the container's environment)")
+    env: str = Field(description="the variable that sizes it, in bytes")
+    default_bytes: int = Field(ge=0, description="its size when the variable is unset")
+    commands: list[str] = Field(min_length=1, description="the commands that fill it (the container's command[0])")
+
+
+class ProxyDefaults(_Record):
+    stream_idle_timeout_s: int = Field(ge=0)
+    upstream_idle_timeout_s: int = Field(ge=0)
+    route_timeout_s: int = Field(ge=0)
+
+
+class ProcessFacts(_Record):
+    """One pinned image's process."""
+
+    image: str = Field(pattern=r"^[a-z0-9.\-/]+:[A-Za-z0-9._\-]+$")
+    user: tuple[int, int] | None = Field(description="(uid, gid) of its USER; None: none documented")
+    listens: list[Listener]
+    sigterm: Literal["aborts", "drains"]
+    drain_flag: str | None = None
+    drain_default_s: int | None = Field(default=None, ge=0)
+    writes: list[str]
+    keep_alive_s: int | None = Field(default=None, ge=1, description="idle HTTP/1.1 connections closed after, s")
+    keep_alive_env: str | None = None
+    caches: list[Cache] = Field(default_factory=list)
+    proxy_defaults: ProxyDefaults | None = None
+    fp8_kv_default_attention_from: float | None = Field(default=None, ge=5.0, le=12.0, description="compute "
+                                                        "capability from which an FP8 KV cache keeps the engine's "
+                                                        "default attention backend")
+    source: str
+
+    @property
+    def loopback_only(self) -> bool:
+        """Every port listens on 127.0.0.1: nothing outside the pod's network namespace (no kubelet probe) reaches
+        it."""
+        return bool(self.listens) and all(listener.address == LOOPBACK for listener in self.listens)
+
+
+class _ProcessFile(_Record):
+    schema_version: int
+    images: list[ProcessFacts]
+
+
+@lru_cache(maxsize=1)
+def load_process_catalog() -> dict[str, ProcessFacts]:
+    """`{image: facts}` from `processes.yaml`.
+
+    Raises:
+        CatalogError: the file is malformed, an image is listed twice, or a draining image names no drain flag.
+    """
+    text = resources.files("blueprints.catalog").joinpath("processes.yaml").read_text(encoding="utf-8")
+    try:
+        data = _ProcessFile.model_validate(yaml.safe_load(text))
+    except (yaml.YAMLError, ValidationError) as exc:
+        detail = format_validation_error(exc, source="processes.yaml") if isinstance(exc, ValidationError) else str(exc)
+        raise CatalogError(f"catalog file processes.yaml is malformed: {detail}") from None
+    if data.schema_version != SCHEMA_VERSION:
+        raise CatalogError(f"processes.yaml has schema_version {data.schema_version}, expected {SCHEMA_VERSION}")
+    found: dict[str, ProcessFacts] = {}
+    for facts in data.images:
+        if facts.image in found or (facts.sigterm == "drains") != (facts.drain_flag is not None):
+            raise CatalogError(f"processes.yaml: {facts.image}: listed twice, or `drains` without a drain_flag (or "
+                               "a drain_flag without `drains`)")
+        found[facts.image] = facts
+    return found
+
+
+def process_facts(image: str) -> ProcessFacts | None:
+    """The facts of `image` (repository:tag), or None for an image the catalog does not know."""
+    return load_process_catalog().get(image)

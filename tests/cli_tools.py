@@ -1,0 +1,33 @@
+"""Command-line tools some tests run (Prometheus's promtool, Alertmanager's amtool): found on PATH, else skipped locally
+with how to install them, and a failure under CI (`.ci/run` installs them)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+#: tool -> the Debian/Ubuntu package that ships it.
+PACKAGES = {"promtool": "prometheus", "amtool": "prometheus-alertmanager"}
+
+
+def tool(name: str) -> str:
+    """The path of `name`; skips the test (fails it under CI) when it is not installed."""
+    path = shutil.which(name)
+    if path is None:
+        how = f"apt-get install -y {PACKAGES[name]}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} not found: .ci/run installs it ({how})")
+        pytest.skip(f"{name} is not installed: `{how}` (Debian/Ubuntu) runs these tests")
+    return path
+
+
+def version(name: str) -> tuple[int, int]:
+    """(major, minor) `name --version` prints."""
+    out = subprocess.run([tool(name), "--version"], capture_output=True, text=True, timeout=60)
+    found = re.search(r"version (\d+)\.(\d+)", out.stdout + out.stderr)
+    assert found, out
+    return int(found.group(1)), int(found.group(2))
