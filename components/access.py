@@ -175,7 +175,7 @@ def proxy_container(secret_name: pulumi.Input[str], *, pod_start_s: int,
     `tls_secret`, the kubernetes.io/tls Secret it serves TLS with at `PROXY_TLS_DIR`). Its UID and the rest of its
     hardening come from `components.hardening`. Its startup probe allows the pod's whole start budget
     (`pod_start_s`, the engine's download and load), like every container of a serving pod."""
-    resources = {"cpu": "100m", "memory": "128Mi"}
+    resources = dict(defaults.PROXY_RESOURCES)
     container = {
         "name": "auth-proxy",
         "image": defaults.ENVOY_IMAGE,

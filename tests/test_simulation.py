@@ -96,10 +96,10 @@ def test_without_the_interceptor_a_scaled_to_zero_stack_never_wakes():
 
 
 def test_a_bundled_stack_that_scales_costs_less_than_its_peak_and_reports_every_key():
-    bp = stack("regulated-assistant-prod")
+    bp = stack("chat-assistant-prod")
     assert bp.compute.replicas > bp.autoscaling.min_replicas  # it scales down off-peak
     runner = CliRunner()
-    result = runner.invoke(app, ["simulate", "regulated-assistant-prod", "--json", "--stacks-dir", str(STACKS)])
+    result = runner.invoke(app, ["simulate", "chat-assistant-prod", "--json", "--stacks-dir", str(STACKS)])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     for key in ("slo_attainment", "expected_monthly_usd", "peak_monthly_usd", "replica_hours", "cold_starts",

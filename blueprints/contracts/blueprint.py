@@ -22,8 +22,9 @@ from blueprints.contracts.consistency import blueprint_problems
 from blueprints.contracts.sections import (
     BLUEPRINT_SCHEMA_VERSION, MAX_TAGS, Alerting, Archetype, Autoscaling, ComplianceRecord, Compute, Engine, Network,
     Pipeline, PlatformSpec, Predictions, RolesAnywhereSpec, SageMakerEngine, ServedModel, SloTargets, StartupBudget,
-    Storage, nodes_for,
+    Storage,
 )
+from blueprints.contracts.placement import Placement, serving_placement
 
 
 class Blueprint(ClosedModel):
@@ -79,13 +80,25 @@ class Blueprint(ClosedModel):
         return f"{self.service}-{self.engine.kind}"
 
     @property
+    def placement(self) -> Placement:
+        """How the serving pods take nodes (`blueprints.contracts.placement`): `compute.replicas_per_node` to a node,
+        spread over the platform's zones (the topology spread the program renders)."""
+        return serving_placement(per_node=self.compute.replicas_per_node, zones=self.platform.zones,
+                                 strict_zone_spread=self.strict_zone_spread)
+
+    @property
     def node_pool_max_nodes(self) -> int:
-        """Nodes the workload pool must be able to reach: autoscaler max plus the rollout surge
-        (`defaults.SURGE_REPLICAS`), spread over the platform's zones (topology spread keeps zones within one replica
-        of each other, and a node serves one zone), bin-packed within each zone. For GPUs: `max_nodes x
-        gpus_per_node >= (max_replicas + surge) x gpus_per_replica`."""
-        return nodes_for(self.autoscaling.max_replicas + defaults.SURGE_REPLICAS, self.compute.replicas_per_node,
-                         zones=self.platform.zones or 1)
+        """Nodes the workload pool must be able to reach: the autoscaler's maximum plus the rollout surge
+        (`defaults.SURGE_REPLICAS`), placed as the scheduler places them (`placement`: spread evenly over the
+        platform's zones, whole nodes per zone). For GPUs: `max_nodes x gpus_per_node >= (max_replicas + surge) x
+        gpus_per_replica`."""
+        return self.placement.nodes(self.autoscaling.max_replicas + defaults.SURGE_REPLICAS)
+
+    @property
+    def planned_nodes(self) -> int:
+        """Nodes (or SageMaker instances) the planned peak replicas take (`placement`); on an edge cluster, the
+        owned nodes they use."""
+        return self.placement.nodes(self.compute.replicas)
 
     @property
     def rollout_surge(self) -> int:

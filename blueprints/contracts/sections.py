@@ -4,7 +4,6 @@ the compliance record, startup budget, autoscaling, SLO targets, predictions, pi
 
 from __future__ import annotations
 
-import math
 from enum import Enum
 from typing import Annotated, Literal, Union
 from pydantic import Field, model_validator
@@ -24,14 +23,6 @@ from blueprints.core.jsontypes import ClosedModel
 #: Bumped when a field changes meaning; the program refuses configs of another version.
 #: 3: `compliance` (the requirements' compliance, recorded) and `network.exposure`.
 BLUEPRINT_SCHEMA_VERSION = 3
-
-
-def nodes_for(replicas: int, per_node: int, *, zones: int = 1) -> int:
-    """Nodes `replicas` need at `per_node` replicas per node when spread evenly (max skew 1) over `zones` zones.
-    Example: 9 replicas, 2 per node, 3 zones -> 3 + 3 + 3 replicas -> 2 + 2 + 2 = 6 nodes (5 without zones)."""
-    zones = max(1, min(zones, replicas)) if replicas else 1
-    share, extra = divmod(replicas, zones)
-    return sum(math.ceil((share + (1 if z < extra else 0)) / per_node) for z in range(zones))
 
 
 #: `autoscaling.metric` of a stack without an autoscaler: a fixed replica count (an edge cluster that declares no

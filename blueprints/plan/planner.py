@@ -28,6 +28,7 @@ from blueprints.plan.options.search import ResolvedModel, resolve_models
 from blueprints.requirements.service import Requirements
 from blueprints.contracts.images import image_problems
 from blueprints.plan.kubernetes_features import feature_problems
+from blueprints.plan.node_fit import node_fit_problem
 from blueprints.plan.scaling import finish
 from blueprints.plan.selection import Selection, select_archetype
 from blueprints.plan.stability import Hardware
@@ -157,6 +158,12 @@ def _plan_sized(req: Requirements, catalog: Catalog, ctx: PlanContext, names: li
         problems = image_problems(bp)
         if problems:
             raise SizingError(f"environments.{bp.environment}: " + "; ".join(problems))
+    for bp in planned:  # a node holds the replicas the plan packs (and bills) on it
+        problem = node_fit_problem(bp, ctx.platform(req, bp.environment, managed=bp.archetype is
+                                                    Archetype.SAGEMAKER_ENDPOINT),
+                                   cluster_addons=list(req.operations.cluster_addons or []))
+        if problem:
+            raise SizingError(f"environments.{bp.environment}: {problem}")
     problems = [p for bp in planned for p in feature_problems(bp, source=_version_source(req, bp, ctx))]
     if problems:
         raise RequirementsError("; ".join(problems))

@@ -15,9 +15,10 @@ HPA's default sync period; 60 s on SageMaker, whose metrics are per minute):
   scale-down to the highest recommendation of the last `cooldown_s` at most 1 pod per 60 s, clamped to min/max;
   1 -> 0 after `cooldown_s` without activity, 0 -> 1 when a trigger is active (the queue metric alone is absent at
   zero: without the interceptor nothing wakes the fleet).
-- **Nodes** (Karpenter): a pod that finds no free slot launches a node; it is ready after the whole startup budget
-  (node provisioning, image pull, download, load), on a node with a free slot after the download and load; an empty
-  node is removed after the NodePool's `consolidateAfter` (= `cooldown_s`). Zone spread is not modelled.
+- **Nodes** (Karpenter, placed as `Blueprint.placement` places them): a new pod goes to the zone with the fewest pods
+  (the zone spread) and takes a free slot on a node there, or launches a node there; it is ready after the whole
+  startup budget (node provisioning, image pull, download, load), on a node with a free slot after the download and
+  load; an empty node is removed after the NodePool's `consolidateAfter` (= `cooldown_s`).
 - **SageMaker** (target tracking on InvocationsPerInstance): scale out after 3 consecutive minutes above the target,
   in after 15 minutes below 90 % of it, with the scale-in cooldown; new instances ready after the startup budget
   (Application Auto Scaling target tracking alarms, [assumption] the documented defaults).
@@ -114,47 +115,57 @@ def slo_targets(bp: Blueprint) -> dict[str, float]:
 @dataclass
 class _Pod:
     ready_at: float
+    node: "_Node"
 
 
 @dataclass
 class _Node:
+    zone: int
     pods: int
     empty_since: float | None = None
 
 
 class _Fleet:
-    """Pods on nodes, Karpenter-style: a pod takes a free slot or launches a node; empty nodes go after a delay."""
+    """Pods on nodes, placed as Karpenter places them (`Blueprint.placement`): a new pod goes to the zone with the
+    fewest pods and takes a free slot on a node there or launches a node there; empty nodes go after a delay."""
 
     def __init__(self, bp: Blueprint, start: int) -> None:
-        self.per_node = max(1, bp.compute.replicas_per_node)
+        placement = bp.placement
+        self.per_node = placement.per_new_node
+        self.zones = placement.zone_domains
         self.budget = bp.startup
         self.consolidate_s = bp.autoscaling.cooldown_s
         self.pods: list[_Pod] = []
         self.nodes: list[_Node] = []
+        self.most_nodes = 0
         for _ in range(start):
             self.add(-1e9)
 
+    def _zone_pods(self, zone: int) -> int:
+        return sum(n.pods for n in self.nodes if n.zone == zone)
+
     def add(self, now: float) -> None:
-        node = next((n for n in self.nodes if n.pods < self.per_node), None)
+        zone = min(range(self.zones), key=lambda z: (self._zone_pods(z), z))
+        node = next((n for n in self.nodes if n.zone == zone and n.pods < self.per_node), None)
         if node is None:
-            node = _Node(pods=0)
+            node = _Node(zone=zone, pods=0)
             self.nodes.append(node)
+            self.most_nodes = max(self.most_nodes, len(self.nodes))
             ready = now + self.budget.total_s
         else:
             ready = now + self.budget.pod_start_s
         node.pods += 1
         node.empty_since = None
-        self.pods.append(_Pod(ready_at=ready))
+        self.pods.append(_Pod(ready_at=ready, node=node))
 
     def remove(self, now: float) -> None:
-        # Not-yet-ready pods go first (the ReplicaSet deletes unready pods before ready ones).
-        self.pods.sort(key=lambda p: -p.ready_at)
-        self.pods.pop(0)
-        node = next((n for n in reversed(self.nodes) if n.pods), None)
-        if node is not None:
-            node.pods -= 1
-            if node.pods == 0:
-                node.empty_since = now
+        # Not-yet-ready pods go first (the ReplicaSet deletes unready pods before ready ones), then one in the zone
+        # holding the most (the ReplicaSet prefers pods co-located with more of its replicas).
+        self.pods.sort(key=lambda p: (-p.ready_at, -self._zone_pods(p.node.zone), p.node.pods))
+        pod = self.pods.pop(0)
+        pod.node.pods -= 1
+        if pod.node.pods == 0:
+            pod.node.empty_since = now
 
     def tick(self, now: float) -> None:
         self.nodes = [n for n in self.nodes if not (n.pods == 0 and n.empty_since is not None

@@ -23,6 +23,7 @@ from blueprints.plan.options.llm import (
     LlmOption, LlmSearch, complete_sizing, llm_option_on, llm_search, size_twin, traffic_shape,
 )
 from blueprints.plan.options.infeasible import explain_no_llm_option
+from blueprints.plan.guardrails import SearchLimits
 from blueprints.requirements.service import Requirements
 from blueprints.requirements.hosting import Accelerator, CpuArch
 from blueprints.plan.selection import Selection
@@ -87,7 +88,7 @@ def llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog
             best, at_peak = kept  # type: ignore[misc]
     best = complete_sizing(best, model, req, env, managed=managed)
     return LlmPlan(best, search, at_peak, _llm_reasons(req, env, model, best, search, at_peak, catalog,
-                                                         managed=managed, headline=headline))
+                                                         managed=managed, headline=headline, limits=limits))
 
 
 def _ruled_out(search: LlmSearch, catalog: Catalog) -> list[str]:
@@ -110,7 +111,8 @@ def _lengths(model: ResolvedModel) -> str:
 
 
 def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOption, search: LlmSearch,
-                 at_peak: SimulationResult, catalog: Catalog, *, managed: bool, headline: str | None) -> list[str]:
+                 at_peak: SimulationResult, catalog: Catalog, *, managed: bool, headline: str | None,
+                 limits: SearchLimits) -> list[str]:
     """Why this option: what the search compared (and what it ruled out), its engine limits, its simulated p95s, the
     KV-cache dtype and the runner-up; `headline` (kept or switched hardware, `blueprints.plan.stability`) goes first."""
     inst, tp, sizing = best.instance, best.tensor_parallel_size, best.sizing
@@ -138,7 +140,7 @@ def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOpt
         f"{at_peak.mean_running:.1f} sequences running on average",
     ]
     if not managed and best.gpu.supports_fp8:
-        twin = size_twin(best, model, req, env, catalog, kv_cache_fp8=best.kv_cache_dtype != "fp8")
+        twin = size_twin(best, model, req, env, catalog, kv_cache_fp8=best.kv_cache_dtype != "fp8", limits=limits)
         month = catalog.hours_per_month
         if best.kv_cache_dtype == "fp8":
             other = (f"a 16-bit cache would need {twin.replicas} replica(s), "

@@ -1,12 +1,13 @@
 """The nodes a pod may land on, as the scheduling checks see them (`blueprints.review.deployability.scheduling`):
 NodePools, managed node groups, an edge cluster's owned nodes and the platform's system nodes with their labels,
-taints, instance types and ephemeral storage; what one node can give pods (allocatable after kube-reserved, the
-hypervisor's share and the per-node DaemonSets) and what a pod asks (its effective requests).
+taints, instance types and ephemeral storage; the DaemonSets every node runs, what a pod asks (its effective
+requests) and the placement its manifest states, for the one placement model (`blueprints.contracts.placement`:
+allocatable, replicas per node, nodes).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -15,6 +16,9 @@ from kubernetes.utils.quantity import parse_quantity
 
 from blueprints.core import defaults
 from blueprints.catalog import InstanceType, load_catalog
+from blueprints.contracts.placement import (
+    DO_NOT_SCHEDULE, HOSTNAME_KEY, ZONE_KEY, Placement, Spread, daemonset_reserves, node_ephemeral_gib,
+)
 from blueprints.plan.owned_nodes import EDGE_NODE, OwnedNodeShape
 from blueprints.requirements.platform_file import NODE_ARCH
 from blueprints.contracts.platform import planned_outputs
@@ -125,16 +129,12 @@ def _effect(aws_effect: str | None) -> str:
 
 
 def _ephemeral_gib(instance_type: str, storage: tuple[bool, int] | None) -> float:
-    """Ephemeral storage pods can request on one node of a node class ((instance-store RAID0, root GiB)), GiB: its
-    kubelet filesystem (the instance-store array, else the root volume) less the eviction threshold, kube-reserved,
-    the serving image and, on the root volume, the OS (`blueprints.contracts.weights.usable_disk_gib`)."""
+    """Ephemeral storage pods can request on one node of a node class ((instance-store RAID0, root GiB)), GiB
+    (`blueprints.contracts.placement.node_ephemeral_gib`); 0 when the class is unknown."""
     if storage is None:
         return 0.0
     raid0, root = storage
-    if raid0 and instance_type in defaults.INSTANCE_STORE_GB:
-        return usable_disk_gib(defaults.INSTANCE_STORE_GB[instance_type] * 1e9 / 2**30,
-                               reserve_gib=defaults.SERVING_NODE_RESERVE_GIB)
-    return usable_disk_gib(root, reserve_gib=defaults.SERVING_NODE_ROOT_RESERVE_GIB)
+    return node_ephemeral_gib(instance_type, instance_store_raid0=raid0, root_volume_gib=root)
 
 
 def pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
@@ -164,36 +164,24 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
     return {k: max(total.get(k, Decimal(0)), init_peak.get(k, Decimal(0))) for k in {*total, *init_peak}}
 
 
-def allocatable(instance_type: str | InstanceType, *, ephemeral_gib: float | None,
-                daemonsets: Iterable[tuple[int, int]]) -> dict[str, Decimal]:
-    """What pods can request on one node of `instance_type` (a catalog name, or a shape such as an edge cluster's
-    owned node): capacity minus the hypervisor's share, kube-reserved, the eviction threshold and the per-node
-    DaemonSets ((cpu_m, memory_mi) each), as Karpenter and the EKS AMI compute it (`defaults.VM_MEMORY_OVERHEAD_FRACTION`,
-    `KUBE_RESERVED_*`; on an owned node the same formula errs on the safe side). Ephemeral storage is left out when
-    unknown (None)."""
-    inst = load_catalog().instance(instance_type) if isinstance(instance_type, str) else instance_type
-    cores = inst.vcpus
-    fractions = [*defaults.KUBE_RESERVED_CPU_FRACTIONS, *[defaults.KUBE_RESERVED_CPU_REST_FRACTION] * max(0, cores - 4)]
-    reserved_cpu_m = sum(fractions[:cores]) * 1000
-    ds = list(daemonsets)
-    cpu_m = cores * 1000 - reserved_cpu_m - sum(c for c, _ in ds)
-    memory_mi = (inst.memory_gib * 1024 * (1 - defaults.VM_MEMORY_OVERHEAD_FRACTION)
-                 - defaults.KUBE_RESERVED_MEMORY_MIB_PER_POD * defaults.MAX_PODS_PER_NODE
-                 - defaults.KUBE_RESERVED_MEMORY_BASE_MIB - defaults.EVICTION_MEMORY_MIB - sum(m for _, m in ds))
-    have = {"cpu": Decimal(str(round(cpu_m))) / 1000, "memory": Decimal(str(round(memory_mi))) * 2**20,
-            GPU: Decimal(inst.gpu_count)}
-    if ephemeral_gib is not None:
-        have["ephemeral-storage"] = Decimal(str(round(ephemeral_gib, 3))) * 2**30
-    return have
-
-
 def node_daemonsets(ctx: CheckContext, *, gpu_node: bool) -> list[tuple[int, int]]:
-    """(cpu_m, memory_mi) of every DaemonSet on a node: the EKS add-ons (not on an edge cluster) and the Helm
-    add-ons of the platform or the cluster's declaration."""
+    """(cpu_m, memory_mi) of every DaemonSet on a node (`blueprints.contracts.placement.daemonset_reserves`): the EKS
+    add-ons (not on an edge cluster) and the Helm add-ons of this stack, the platform or the cluster's declaration."""
     installed = set(ctx.releases) | {a for a in ctx.external if a in ctx.pcat.helm}
     if ctx.report.is_platform:
         installed |= {a.id for a in ctx.report.subject.addons}
     edge = not ctx.report.is_platform and ctx.report.blueprint.compute.owned_nodes is not None
-    found = [] if edge else [a.daemonset for a in ctx.pcat.eks.values() if a.daemonset]
-    found += [ctx.pcat.helm[a].daemonset for a in installed if ctx.pcat.helm[a].daemonset]
-    return [(d.cpu_m, d.memory_mi) for d in found if d and (gpu_node or not d.gpu_nodes_only)]
+    return daemonset_reserves(ctx.pcat, installed, gpu_node=gpu_node, eks_addons=not edge)
+
+
+def manifest_placement(spec: Mapping[str, Any], *, per_node: int, zones: int) -> Placement:
+    """A pod spec's placement as its manifest states it: `per_node` replicas to a node, the node pool over `zones`
+    zones, and the topology spread constraints it carries (zone and hostname keys; others do not change the count)."""
+    spreads = []
+    for c in list_of(spec.get("topologySpreadConstraints")):
+        key = c.get("topologyKey")
+        if key in (ZONE_KEY, HOSTNAME_KEY):
+            domains = c.get("minDomains")
+            spreads.append(Spread(key, int(c.get("maxSkew") or 1), strict=c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE,
+                                  min_domains=int(domains) if domains is not None else None))
+    return Placement(per_node=max(1, per_node), zones=max(1, zones), spreads=tuple(spreads))
