@@ -206,13 +206,14 @@ def pipeline_summary(bp) -> str:
 
 
 def _expected(p) -> str:
-    """The simulation's expected cost and SLO attainment beside the peak cost (rich markup)."""
+    """The autoscaler's maximum (what the budget applies to), and the simulation's expected cost and SLO attainment
+    beside the peak cost (rich markup)."""
+    most = f"\n  at most   ${p.max_monthly_cost_usd:,.0f}/month at the autoscaler's maximum" \
+        if p.max_monthly_cost_usd is not None else ""
     if p.expected_monthly_cost_usd is None:
-        return ""
-    above = (": bursts scale past the peak's replicas for a cooldown"
-             if p.expected_monthly_cost_usd > p.monthly_cost_usd else "")
-    return (f"\n  simulated ~${p.expected_monthly_cost_usd:,.0f}/month expected (peak-provisioned "
-            f"${p.monthly_cost_usd:,.0f}{above}), SLO met in {p.slo_attainment:.1%} of minutes")
+        return most
+    return (f"{most}\n  simulated ~${p.expected_monthly_cost_usd:,.0f}/month expected (peak-provisioned "
+            f"${p.monthly_cost_usd:,.0f}), SLO met in {p.slo_attainment:.1%} of minutes")
 
 
 def _ms(value: float | None) -> str:
@@ -328,14 +329,17 @@ def simulate(
                              "Default 1. Ignored with --trace."),
     out_path: Optional[Path] = typer.Option(None, "--out", help="Write plot.svg, plot.png and simulation.md (a "
                                             "Mermaid xychart for plan.md) into this folder."),
-    as_json: bool = typer.Option(False, "--json", help="Print {stack, days, slo_attainment (0-1), "
-                                 "expected_monthly_usd, peak_monthly_usd, replica_hours, cold_starts, "
-                                 "cold_start_max_s, cold_start_mean_s, worst_queue, scale_ups, scale_downs}."),
+    as_json: bool = typer.Option(False, "--json", help="Print {stack, days, slo_violation_minutes, "
+                                 "slo_longest_violation_minutes, worst_p95_ms {target: ms}, slo_targets_ms, "
+                                 "slo_attainment (0-1), expected_monthly_usd, peak_monthly_usd, most_nodes, "
+                                 "replica_hours, cold_starts, cold_start_max_s, cold_start_mean_s, "
+                                 "worst_queue_requests, scale_ups, scale_downs}."),
     stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
                                               "project's (found from the working directory)."),
 ) -> None:
     """Replay traffic against the planned fleet with its autoscaler's real settings and the capacity model; report
-    SLO attainment, queues, cold starts, replica-hours and the expected monthly cost beside the peak cost.
+    the SLO violations first (minutes over a p95 target, the longest run, the worst p95s), then SLO attainment,
+    queues, cold starts, replica-hours and the expected monthly cost beside the peak cost.
 
     Exit 2 on a missing or invalid stack config, a platform stack, or an invalid trace.
     """
@@ -365,9 +369,11 @@ def simulate(
         typer.echo(json.dumps(result.to_json(), sort_keys=True))
     else:
         data = result.to_json()
-        for key in ("slo_attainment", "expected_monthly_usd", "peak_monthly_usd", "replica_hours", "cold_starts",
-                    "cold_start_max_s", "worst_queue", "scale_ups", "scale_downs"):
-            typer.echo(f"{key:<22} {data[key]}")
+        typer.echo(f"SLO: {result.violations() or 'every minute met every p95 target'}")
+        for key in ("slo_violation_minutes", "slo_longest_violation_minutes", "slo_attainment", "expected_monthly_usd",
+                    "peak_monthly_usd", "most_nodes", "replica_hours", "cold_starts", "cold_start_max_s",
+                    "worst_queue_requests", "scale_ups", "scale_downs"):
+            typer.echo(f"{key:<30} {data[key]}")
     if out_path is not None:
         err.print(f"[green]wrote[/] {out_path}/plot.svg, plot.png and simulation.md")
 

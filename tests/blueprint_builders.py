@@ -61,6 +61,13 @@ def consistent(data: dict) -> dict:
                           "usd_per_hour": price, "monthly_usd": round(nodes * price * catalog.hours_per_month, 2)}
     p["monthly_cost_usd"] = round(sum(line["monthly_usd"] for line in p["cost_lines"]), 2)
     p["cost_is_estimate"] = spot
+    most = max(c["replicas"], data["autoscaling"]["max_replicas"])
+    most_nodes = most if managed else serving_placement(
+        per_node=per_node, zones=data["platform"]["zones"], strict_zone_spread=strict).nodes(most)
+    fixed = sum(line["monthly_usd"] for line in p["cost_lines"][1:])
+    p["max_monthly_cost_usd"] = round(most_nodes * price * catalog.hours_per_month + fixed, 2)
+    if (p.get("expected_monthly_cost_usd") or 0) > p["monthly_cost_usd"]:
+        p["expected_monthly_cost_usd"] = None  # the base's simulation does not hold for the derived fleet
     # The archetype's scaling signal, as the planner writes it (a vLLM base turned ONNX Runtime scales on CPU).
     scaling = {"vllm-gpu": "vllm:num_requests_running", "triton-multi-model": "nv_inference_pending_request_count",
                "onnx-cpu": "cpu", "sagemaker-endpoint": "SageMakerVariantInvocationsPerInstance"}[data["archetype"]]

@@ -44,9 +44,10 @@ def test_a_gpu_service_needs_its_node_pools_vcpus_at_full_scale():
 
 
 def test_sagemaker_counts_instances_twice_for_a_blue_green_update_and_platforms_their_system_nodes():
-    [need] = quota_needs(stack("prototype-summarizer-pilot"))
-    assert (need.service_code, need.quota_code, need.needed, need.unit) == ("sagemaker", "L-F8D7F460", 4.0,
-                                                                             "instances")
+    pilot = stack("prototype-summarizer-pilot")
+    [need] = quota_needs(pilot)
+    assert (need.service_code, need.quota_code, need.needed, need.unit) == (
+        "sagemaker", "L-F8D7F460", 2.0 * pilot.autoscaling.max_replicas, "instances")
     [system] = quota_needs(stack("platform-prod-us-east-1"))
     assert (system.quota_code, system.needed) == ("L-1216C47A", 12.0)  # 3 x m7i.xlarge at the group's max size
     assert quota_needs(stack("support-sentiment-prod")) == []  # an existing cluster's nodes are not ours

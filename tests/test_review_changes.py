@@ -243,8 +243,13 @@ def test_preview_with_a_baseline_writes_the_review_into_plan_md_and_plan_json(tm
     _project(tmp_path, monkeypatch)
     assert runner.invoke(app, ["preview", "chat-assistant-prod", "--out", "base"]).exit_code == 0
     config = tmp_path / "stacks" / "Pulumi.chat-assistant-prod.yaml"
-    most = read_stack_config(config).autoscaling.max_replicas
-    edited = config.read_text().replace(f"      max_replicas: {most}\n", f"      max_replicas: {most + 2}\n")
+    planned = read_stack_config(config)
+    most = planned.autoscaling.max_replicas
+    # A hand edit of the maximum states what it costs too (the stack-config check holds it to the nodes it takes).
+    node = planned.predictions.cost_lines[0].usd_per_hour * 730
+    before_usd, after_usd = planned.predictions.max_monthly_cost_usd, planned.predictions.max_monthly_cost_usd + 2 * node
+    edited = config.read_text().replace(f"      max_replicas: {most}\n", f"      max_replicas: {most + 2}\n").replace(
+        f"max_monthly_cost_usd: {before_usd}\n", f"max_monthly_cost_usd: {round(after_usd, 2)}\n")
     assert edited != config.read_text()
     config.write_text(edited)
     result = runner.invoke(app, ["preview", "chat-assistant-prod", "--baseline", "base/plan.json", "--out", "head"])

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from blueprints.core import bounds, defaults
+from blueprints.catalog import load_catalog
 from blueprints.core.errors import raise_problems
 from blueprints.requirements.exposure import ExposureVia
 from blueprints.requirements.fields import (
@@ -99,6 +100,20 @@ class Blueprint(ClosedModel):
         """Nodes (or SageMaker instances) the planned peak replicas take (`placement`); on an edge cluster, the
         owned nodes they use."""
         return self.placement.nodes(self.compute.replicas)
+
+    @property
+    def planned_monthly_usd(self) -> float:
+        """What the planned peak costs a month, USD: the nodes its replicas take (`planned_nodes`) at the nodes' cost
+        line price, plus the fixed items (the stated peak, `predictions.monthly_cost_usd`, is never below it: the
+        simulated autoscaler may run more for a cooldown)."""
+        first = self.predictions.cost_lines[0]
+        return (self.planned_nodes * first.usd_per_hour * load_catalog().hours_per_month
+                + sum(line.monthly_usd for line in self.predictions.cost_lines[1:]))
+
+    @property
+    def max_monthly_usd(self) -> float:
+        """What the autoscaler's maximum costs a month, USD (`predictions.max_monthly_cost_usd`, else the peak)."""
+        return self.predictions.max_monthly_cost_usd or self.predictions.monthly_cost_usd
 
     @property
     def rollout_surge(self) -> int:

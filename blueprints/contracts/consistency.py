@@ -439,6 +439,19 @@ def _costs(bp: Blueprint, catalog: Catalog) -> list[FieldProblem]:
                                      f"{bp.placement.zone_domains} zone(s), take {least} "
                                      f"{'instances' if sagemaker else 'nodes'}, and the autoscaler's maximum "
                                      f"{bp.autoscaling.max_replicas} takes {most}: the peak fleet is between them"))
+    fixed = sum(line.monthly_usd for line in p.cost_lines[1:])
+    if p.max_monthly_cost_usd is not None:
+        want = most * first.usd_per_hour * hours + fixed
+        if abs(p.max_monthly_cost_usd - want) > most * hours * 0.00005 + _CENT:
+            problems.append(FieldProblem((*at, "max_monthly_cost_usd"), f"max_monthly_cost_usd="
+                                         f"{p.max_monthly_cost_usd:g} but the autoscaler's maximum of "
+                                         f"{bp.autoscaling.max_replicas} takes {most} at ${first.usd_per_hour:g}/hour "
+                                         f"plus ${fixed:,.2f} of fixed items: ${want:,.2f}"))
+    if p.expected_monthly_cost_usd is not None and p.expected_monthly_cost_usd > p.monthly_cost_usd + _CENT:
+        problems.append(FieldProblem((*at, "expected_monthly_cost_usd"), f"expected_monthly_cost_usd="
+                                     f"{p.expected_monthly_cost_usd:g} is above the peak, monthly_cost_usd="
+                                     f"{p.monthly_cost_usd:g}: the peak is the largest fleet the autoscaler runs; "
+                                     "re-plan with `blueprint plan`"))
     if p.cost_is_estimate != spot:
         problems.append(FieldProblem((*at, "cost_is_estimate"), "cost_is_estimate is true exactly when "
                                      "compute.capacity_type is spot (estimated prices)"))

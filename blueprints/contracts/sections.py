@@ -512,7 +512,11 @@ class Predictions(ClosedModel):
                                                   "monthly cost (reported, not part of monthly_cost_usd)")
     expected_monthly_cost_usd: Usd | None = Field(default=None, description="the fleet simulation's monthly "
                                                     "cost of the autoscaled fleet over a typical day of the traffic "
-                                                    "pattern (`monthly_cost_usd` is the peak-provisioned cost)")
+                                                    "pattern (`monthly_cost_usd` is the peak-provisioned cost, never "
+                                                    "below it)")
+    max_monthly_cost_usd: Usd | None = Field(default=None, description="the most the autoscaler can run, USD/month: "
+                                             "max_replicas' nodes (placed as the scheduler places them) plus the "
+                                             "fixed items; budget.max_monthly_usd is checked against it")
     slo_attainment: float | None = Field(default=None, ge=0, le=1, description="the fleet simulation's share of "
                                          "minutes within every p95 target (0-1)")
     models: list[ModelLatency] | None = Field(default=None, description="non-generative archetypes: each model's "

@@ -301,9 +301,6 @@ CPU_MEMORY_OVERHEAD_GIB = 1.0
 # --- Autoscaling and archetype choice -----------------------------------------------------------------------------
 #: Minimum scale-in cooldown, s: vLLM production-stack's KEDA default (sizing-facts.md); raised above cold start.
 SCALE_IN_COOLDOWN_MIN_S = 360
-#: SageMakerVariantInvocationsPerInstance target = max requests/s per instance x this x 60 (AWS SageMaker autoscaling
-#: docs, "safety factor 0.5", as quoted in sizing-facts.md).
-SAGEMAKER_INVOCATIONS_SAFETY_FACTOR = 0.5
 #: SageMaker real-time invocation processing limit, s (sizing-facts.md: "60 s processing limit"); a non-streamed
 #: response must complete within it.
 SAGEMAKER_INVOCATION_TIMEOUT_S = 60

@@ -47,7 +47,8 @@ PREDICTIONS = (("ttft_p95_ms", "TTFT p95", "ms"), ("itl_p95_ms", "ITL p95", "ms"
                ("latency_p95_ms", "request latency p95", "ms"),
                ("requests_per_s_capacity", "capacity", "requests/s"),
                ("expected_monthly_cost_usd", "expected monthly cost (simulated)", "USD"),
-               ("monthly_cost_usd", "peak monthly cost", "USD"))
+               ("monthly_cost_usd", "peak monthly cost", "USD"),
+               ("max_monthly_cost_usd", "monthly cost at the autoscaler's maximum", "USD"))
 
 
 @dataclass(frozen=True)

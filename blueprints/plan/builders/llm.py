@@ -34,7 +34,7 @@ from blueprints.plan.builders.context import (
     PlanContext, access_reasons, autoscaling_bounds, capacity_type_of, common_fields, cooldown_s, quota_cap,
     served_model,
 )
-from blueprints.plan.builders.cost import check_budget, cost_lines, cost_notes
+from blueprints.plan.builders.cost import budget_ceiling, cost_lines, cost_notes
 
 
 def _fmt(value: float | None) -> str:
@@ -166,7 +166,7 @@ def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOpt
 
 
 def llm_predictions(req: Requirements, env: str, model: ResolvedModel, plan_: LlmPlan, lines: list[CostLine],
-                     catalog: Catalog, *, managed: bool) -> Predictions:
+                     catalog: Catalog, *, managed: bool, max_monthly_usd: float) -> Predictions:
     best, run = plan_.best, plan_.at_peak
     monthly = round(sum(line.monthly_usd for line in lines), 2)
     tokens_per_month = peak_rps(req, env, model) * model.traffic.mean_output_tokens * 3600 * catalog.hours_per_month
@@ -177,6 +177,7 @@ def llm_predictions(req: Requirements, env: str, model: ResolvedModel, plan_: Ll
         output_tokens_per_s=round(capacity_rps * model.traffic.mean_output_tokens, 1),
         requests_per_s_capacity=round(capacity_rps, 3),
         concurrency_per_replica=best.concurrency, monthly_cost_usd=monthly, cost_lines=lines,
+        max_monthly_cost_usd=max_monthly_usd,
         cost_is_estimate=capacity_type_of(req, env, managed=managed) is CapacityType.SPOT,
         usd_per_million_output_tokens=round(monthly / tokens_per_month * 1e6, 3))
 
@@ -207,12 +208,13 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
     startup = startup_budget(weights_gib=served.weights_gib, engine_kind="vllm", gpu=True)
     lines = cost_lines(req, env, catalog, what="GPU nodes", instance_type=inst.instance_type, nodes=best.nodes,
                         usd_per_hour=best.node_usd_per_hour, managed=False)
-    check_budget(req, env, catalog, lines=lines, what=f"vllm-gpu, {best.nodes}x {inst.instance_type}",
-                 replicas=best.replicas, replicas_per_node=inst.gpu_count // tp,
-                 node_usd_per_hour=best.node_usd_per_hour, managed=False)
+    per_node, limits = inst.gpu_count // tp, ctx.limits(req, env, managed=False)
     floor, ceiling, capped = autoscaling_bounds(req, env, best.replicas, can_scale_to_zero=True,
-                                                 **quota_cap(ctx, req, env, per_node=inst.gpu_count // tp,
+                                                 **quota_cap(ctx, req, env, per_node=per_node,
                                                               gpus_per_node=inst.gpu_count))
+    ceiling, most_usd, budget_notes = budget_ceiling(
+        req, env, catalog, lines=lines, what=f"vllm-gpu, {best.nodes}x {inst.instance_type}", replicas=best.replicas,
+        ceiling=ceiling, per_node=per_node, nodes_for=lambda n: limits.nodes(n, per_node=per_node))
     longest_s = (run.ttft_ms.p95 + (model.max_context_tokens - model.traffic.mean_input_tokens)
                  * run.itl_ms.p95) / 1e3
     return Blueprint(
@@ -230,7 +232,7 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
         # The target is set from the replica model once the blueprint exists (`blueprints.plan.scaling.scaling_targets`).
         autoscaling=Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="vllm:num_requests_running",
                                 target=1.0, cooldown_s=cooldown_s(startup)),
-        predictions=llm_predictions(req, env, model, llm, lines, catalog, managed=False),
-        rationale=[*selection.reasons, *llm.reasons, *capped, *access_reasons(req, managed=False),
+        predictions=llm_predictions(req, env, model, llm, lines, catalog, managed=False, max_monthly_usd=most_usd),
+        rationale=[*selection.reasons, *llm.reasons, *capped, *budget_notes, *access_reasons(req, managed=False),
                    *cost_notes(req, env, catalog, managed=False)],
     )

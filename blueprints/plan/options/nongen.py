@@ -190,7 +190,7 @@ def _replicas_for_load(req: Requirements, env: str, loads: tuple[ModelLoad, ...]
     return max(replicas_floor(req, env), math.ceil(busy - 1e-9))
 
 
-def _nodes(inst: InstanceType, replicas: int, per_node: int, limits: SearchLimits) -> int:
+def nongen_nodes(inst: InstanceType, replicas: int, per_node: int, limits: SearchLimits) -> int:
     """Nodes an option's replicas take: placed over the platform's zones (`SearchLimits.nodes`), bin-packed on an
     edge cluster's owned nodes (no zones)."""
     if isinstance(inst, OwnedNodeShape):
@@ -257,7 +257,7 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
             replicas = _replicas_for_load(req, env, loads)
             per_node = inst.gpu_count // per_replica
             options.append(NongenOption(inst, gpu, per_replica, cpu, memory, per_node, loads, replicas,
-                                        _nodes(inst, replicas, per_node, limits), inst.usd_per_hour * factor))
+                                        nongen_nodes(inst, replicas, per_node, limits), inst.usd_per_hour * factor))
     elif not managed:
         memory = cpu_replica_memory_gib(weights)
         for inst in cpu_instances(req, catalog, limits=limits):
@@ -269,7 +269,7 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
                     continue
                 replicas = _replicas_for_load(req, env, loads)
                 options.append(NongenOption(inst, None, 0, vcpus, memory, per_node, loads, replicas,
-                                            _nodes(inst, replicas, per_node, limits), inst.usd_per_hour * factor))
+                                            nongen_nodes(inst, replicas, per_node, limits), inst.usd_per_hour * factor))
     if within_owned_nodes:
         options = [o for o in options if fits_owned_nodes(o)]
     options = [o for o in options if nongen_breach(o, limits, managed=managed) is None]
