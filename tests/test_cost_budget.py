@@ -95,10 +95,11 @@ def test_over_budget_is_an_error_naming_the_overrun_and_what_the_budget_buys():
 
 
 def test_a_budget_below_the_minimum_replicas_says_it_pays_for_nothing():
-    # 2 replicas need 2 g6e.xlarge nodes (2 x $1,358.53) plus the $16.43 network load balancer.
+    # 2 replicas need 2 g6e.xlarge nodes (2 x $1,358.53) plus the $16.43 network load balancer; the planned peak, 6.
     with pytest.raises(SizingError, match=r"does not pay for the minimum of 2 replica\(s\): 2 node\(s\) at \$1,359/month "
                                           r"each \(1 replica\(s\) per node\) plus \$16/month of load balancer and "
-                                          r"keys: raise budget.max_monthly_usd to >= 2734"):
+                                          r"keys: raise budget.max_monthly_usd to >= 8168 for the planned peak \(>= 2734 "
+                                          r"for that minimum alone\)"):
         plan_env(requirements_with(budget={"max_monthly_usd": 1000}), "prod")
 
 

@@ -99,15 +99,20 @@ class Guardrails:
 @dataclass(frozen=True)
 class Breach:
     """A constraint an option breaks: its policy or field, what the option needs against the limit, the amount
-    needed, and the fix (a template with `{env}` and `{needed}`)."""
+    needed, the fix (a template with `{env}` and `{needed}`) and the field the fix sets (a template with `{env}`,
+    as `blueprints.core.errors.Fix.field` names it; None when no value of one field fixes it)."""
 
     constraint: str
     why: str
     needed: int
     fix: str
+    field: str | None = None
 
     def fix_for(self, env: str, needed: int | None = None) -> str:
         return self.fix.format(env=env, needed=self.needed if needed is None else needed)
+
+    def field_for(self, env: str) -> str | None:
+        return None if self.field is None else self.field.format(env=env)
 
 
 @dataclass(frozen=True)
@@ -161,14 +166,15 @@ class SearchLimits:
                               "{needed}", f"{self.replica_limit:,}"))
         if self.max_replicas is not None and replicas > self.max_replicas:
             return Breach("max_replicas", f"needs {replicas} replicas at peak, above max_replicas={self.max_replicas}",
-                          replicas, "raise environments.{env}.max_replicas to >= {needed}")
+                          replicas, "raise environments.{env}.max_replicas to >= {needed}",
+                          "environments.{env}.max_replicas")
         if self.max_gpus is not None and inst.gpu_count and not managed:
             gpus = self.gpus_at_full_scale(replicas, per_node=per_node, gpus_per_node=inst.gpu_count)
             if gpus > self.max_gpus:
                 source = self.guardrails.source  # type: ignore[union-attr]
                 return Breach("gpu-quota", f"needs {gpus} GPUs with the rollout surge, above maxGpus={self.max_gpus} "
                                            f"({source}, gpu-quota)", gpus,
-                              f"raise maxGpus in {source} to >= {{needed}}")
+                              f"raise maxGpus in {source} to >= {{needed}}", "policy:{env}:maxGpus")
         return None
 
     def need(self, constraint: str, inst: InstanceType, *, replicas: int, per_node: int) -> int:

@@ -10,6 +10,7 @@ proven. Pure: the re-plans are the planner's own, deterministic.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
@@ -20,6 +21,9 @@ from blueprints.requirements.service import Requirements
 #: Re-plans with the given changes applied, raising SizingError when the plan still fails.
 Replan = Callable[[Sequence[Fix]], object]
 
+#: Re-plans one alternative may take when each refusal asks more of the same field (an idle floor that load raises).
+MAX_STEPS = 3
+
 #: `Fix.field` of a policy limit: `policy:<env>:maxGpus` (the environment's policy config, gpu-quota).
 POLICY_PREFIX = "policy:"
 
@@ -27,6 +31,12 @@ POLICY_PREFIX = "policy:"
 def policy_field(env: str, key: str) -> str:
     """The `Fix.field` naming an environment's policy limit, e.g. `policy:prod:maxGpus`."""
     return f"{POLICY_PREFIX}{env}:{key}"
+
+
+def budget_fix(monthly_usd: float) -> Fix:
+    """The fix "raise budget.max_monthly_usd to >= <the planned peak's cost>"."""
+    value = math.ceil(monthly_usd)
+    return Fix("budget.max_monthly_usd", value, f"raise budget.max_monthly_usd to >= {value}")
 
 
 def apply_fixes(req: Requirements, guardrails: Mapping[str, Guardrails],
@@ -45,9 +55,9 @@ def apply_fixes(req: Requirements, guardrails: Mapping[str, Guardrails],
         *path, last = fix.field.split(".")
         node = data
         for key in path:
-            node = node.setdefault(key, {}) if node.get(key) is not None else node.setdefault(key, {}) or {}
-            if node is None:  # an unset section (e.g. no budget)
-                node = {}
+            if node.get(key) is None:
+                node[key] = {}
+            node = node[key]
         node[last] = int(fix.value) if float(fix.value).is_integer() else fix.value
     return Requirements.model_validate(data), limits
 
@@ -61,7 +71,7 @@ def prove(exc: SizingError, replan: Replan) -> SizingError:
         return exc
     message, proven = str(exc), []
     for alternatives in _grouped(exc.fixes):
-        words = alternatives[0].text
+        words = alternatives[0].slot or alternatives[0].text
         outcome = _first_that_plans(alternatives, replan)
         if outcome is None:
             message = message.replace(words, f"{words} is not enough on its own (the plan still fails, and no "
@@ -86,22 +96,30 @@ def _grouped(fixes: Sequence[Fix]) -> list[list[Fix]]:
 
 
 def _first_that_plans(alternatives: Sequence[Fix], replan: Replan) -> tuple[Fix, ...] | None:
-    """The first alternative that plans alone, else the first that plans with the one change its own refusal then
-    proposes for another field; None when neither does."""
+    """The first alternative that plans alone (or at the higher value its own refusal then asks of the same field,
+    `MAX_STEPS` times at most), else, of the alternatives that plan with the one change their own refusal then
+    proposes for another field, the pair asking least of that change; None when none does."""
     refusals: list[tuple[Fix, SizingError]] = []
     for fix in alternatives:
-        try:
-            replan([fix])
-            return (fix,)
-        except SizingError as again:
-            refusals.append((fix, again))
+        for _ in range(MAX_STEPS):
+            try:
+                replan([fix])
+                return (fix,)
+            except SizingError as again:
+                higher = next((f for f in again.fixes if f.field == fix.field and f.value > fix.value), None)
+                if higher is None:
+                    refusals.append((fix, again))
+                    break
+                fix = higher
+    pairs = []
     for fix, again in refusals:
         more = next((f for f in again.fixes if f.field != fix.field), None)
         if more is None:
             continue
         try:
             replan([fix, more])
-            return (fix, more)
+            pairs.append((fix, more))
         except SizingError:
             continue
-    return None
+    # Of the pairs that plan, the one asking least of the change it adds (e.g. the smaller budget).
+    return min(pairs, key=lambda p: (p[1].field, p[1].value), default=None)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from blueprints.contracts.sections import CostLine
 from blueprints.catalog import Catalog
 from blueprints.core.errors import SizingError
+from blueprints.plan.hints import budget_fix
 from blueprints.plan.options.search import fixed_cost_items, replicas_floor
 from blueprints.requirements.service import Requirements
 
@@ -86,16 +87,18 @@ def _refuse(req: Requirements, env: str, *, budget: float, monthly: float, what:
     floor = replicas_floor(req, env)
     if affordable >= floor:
         share = affordable / replicas
+        fix = budget_fix(monthly)
         raise SizingError(f"{head}. The budget pays for {affordable} of the {replicas} replicas, about {share:.0%} of "
-                          f"this environment's peak load: raise budget.max_monthly_usd to >= {math.ceil(monthly)}, "
+                          f"this environment's peak load: {fix.text}, "
                           f"or lower environments.{env}.traffic_scale (or traffic.peak_requests_per_s) to "
-                          f"<= {share:.0%} of today's, or relax the SLO")
+                          f"<= {share:.0%} of today's, or relax the SLO", fixes=(fix,))
     need = cost(floor)
     min_nodes = round((need - fixed) / node_monthly) if node_monthly else 0
+    fix = budget_fix(monthly)
     raise SizingError(f"{head}. It does not pay for the minimum of {floor} replica(s): {min_nodes} node(s) at "
                       f"${node_monthly:,.0f}/month each ({per_node} replica(s) per node) plus ${fixed:,.0f}/month "
-                      f"of load balancer and keys: raise budget.max_monthly_usd to >= {math.ceil(need)}, allow cheaper "
-                      "hardware, or relax the SLO")
+                      f"of load balancer and keys: {fix.text} for the planned peak (>= {math.ceil(need)} for that "
+                      "minimum alone), allow cheaper hardware, or relax the SLO", fixes=(fix,))
 
 
 def cost_notes(req: Requirements, env: str, catalog: Catalog, *, managed: bool) -> list[str]:

@@ -16,7 +16,6 @@ from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog import Catalog
 from blueprints.contracts.consistency import vllm_host_memory_gib
 from blueprints.contracts.serving_flags import vllm_dtype
-from blueprints.core.errors import SizingError
 from blueprints.capacity.simulator import SimulationResult
 from blueprints.plan.options.search import ResolvedModel, service_fixed_monthly_usd, peak_rps
 from blueprints.plan.options.llm import (
@@ -69,7 +68,7 @@ def llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog
     limits = ctx.limits(req, env, managed=managed)
     search = llm_search(req, env, model, catalog, managed=managed, limits=limits)
     if search.best is None:
-        raise SizingError(explain_no_llm_option(req, env, model, catalog, managed=managed, limits=limits))
+        raise explain_no_llm_option(req, env, model, catalog, managed=managed, limits=limits)
     best, at_peak = search.best, search.at_peak
     headline = None
     previous = ctx.existing.get(f"{req.service}-{env}")

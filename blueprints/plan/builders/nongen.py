@@ -13,7 +13,7 @@ from blueprints.contracts.sections import (
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog import Catalog
 from blueprints.contracts.serving_flags import TRITON_BACKEND
-from blueprints.core.errors import RequirementsError, SizingError
+from blueprints.core.errors import RequirementsError
 from blueprints.plan.options.search import ResolvedModel, service_fixed_monthly_usd, peak_rps
 from blueprints.plan.options.nongen import NongenOption, latency_target_ms, nongen_nodes, search_nongen_options
 from blueprints.plan.options.infeasible import explain_infeasible_nongen
@@ -80,8 +80,8 @@ def nongen_option(req: Requirements, env: str, models: list[ResolvedModel], cata
     limits = ctx.limits(req, env, managed=managed)
     options = search_nongen_options(req, env, models, catalog, accelerator=accelerator, managed=managed, limits=limits)
     if not options:
-        raise SizingError(explain_infeasible_nongen(req, models, catalog, accelerator=accelerator, managed=managed,
-                                                    env=env, limits=limits))
+        raise explain_infeasible_nongen(req, models, catalog, accelerator=accelerator, managed=managed, env=env,
+                                        limits=limits)
     best, headline = options[0], None
     previous = ctx.existing.get(f"{req.service}-{env}")
     if previous is not None and previous.archetype is archetype:

@@ -21,7 +21,8 @@ from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.sections import Pipeline, PipelinePart
 from blueprints.catalog import Catalog
 from blueprints.plan.compound.parts import ServicePart
-from blueprints.core.errors import BlueprintError, SizingError
+from blueprints.core.errors import BlueprintError, Fix, SizingError
+from blueprints.plan.hints import budget_fix
 from blueprints.plan.options.search import resolve_models
 from blueprints.plan.options.nongen import latency_target_ms
 from blueprints.plan.compound.latency import RULE, compose, describe, pipeline_stages, retrieval_p95_ms
@@ -98,15 +99,19 @@ def plan_pipeline(req: Requirements, parts: list[ServicePart], names: list[str],
 
 def _plan(part: ServicePart, env: str, plan_part: PlanPart, *, budget_usd: float | None = None,
           **targets: float) -> Blueprint:
-    """The part planned for `env`, with its SLO's `targets` replaced (tightened) and, given `budget_usd`, its share of
-    the service's budget; errors name the part."""
+    """The part planned for `env`, with its SLO's `targets` replaced (tightened) and `budget_usd` its share of the
+    service's budget (None: no budget of its own; the service's budget is checked on the pair, `_check_cost` and
+    `_within_budget`, so a tightening over budget is refused as over budget, not as missing the latency budget);
+    errors name the part."""
     req = part.requirements
     if targets:
         req = req.model_copy(update={"slo": Slo.model_validate({**req.slo.model_dump(), **targets})})
-    if budget_usd is not None:
-        req = req.model_copy(update={"budget": req.budget.model_copy(update={"max_monthly_usd": budget_usd})})
+    req = req.model_copy(update={"budget": req.budget.model_copy(update={"max_monthly_usd": budget_usd})})
     try:
         return plan_part(req, env)
+    except SizingError as exc:
+        raise SizingError(f"{part.part.value} part ({req.service}): {exc}", rule=exc.rule,  # type: ignore[union-attr]
+                          fixes=exc.fixes) from None
     except BlueprintError as exc:
         raise type(exc)(f"{part.part.value} part ({req.service}): {exc}") from None  # type: ignore[union-attr]
 
@@ -171,7 +176,9 @@ def _choose(req: Requirements, env: str, gen: ServicePart, ret: ServicePart, pla
         if pair.p95_ms <= budget:
             meeting.append(pair)
     if not meeting:
-        raise SizingError(_refusal(req, env, own, min(tried, key=lambda p: p.p95_ms), streaming=streaming))
+        best = min(tried, key=lambda p: p.p95_ms)
+        raise SizingError(_refusal(req, env, own, best, streaming=streaming),
+                          fixes=(_pipeline_fix(best),))
     _check_cost(req, env, meeting, what="with their targets tightened to meet slo.pipeline_latency_p95_ms, ")
     affordable = [p for p in meeting if req.budget.max_monthly_usd is None or p.planned_usd <= req.budget.max_monthly_usd]
     chosen = min(affordable, key=lambda p: round(p.monthly_usd, 2))
@@ -248,8 +255,13 @@ def _refusal(req: Requirements, env: str, own: _Pair, best: _Pair, *, streaming:
     lowest = "" if best is own else (f"; tightening the parts' targets (down to {_targets(best)}) reaches "
                                      f"{best.p95_ms:,.0f} ms at the lowest ({describe(best.pipeline)})")
     return (f"environments.{env}: slo.pipeline_latency_p95_ms={budget:g} cannot be met: at their own targets the "
-            f"parts compose to {describe(own.pipeline)}{lowest}. Raise slo.pipeline_latency_p95_ms to >= "
-            f"{math.ceil(best.p95_ms)}, or {fix}")
+            f"parts compose to {describe(own.pipeline)}{lowest}: {_pipeline_fix(best).text}, or {fix}")
+
+
+def _pipeline_fix(best: _Pair) -> Fix:
+    """The fix "raise slo.pipeline_latency_p95_ms to >= <the lowest composition found>"."""
+    value = math.ceil(best.p95_ms)
+    return Fix("slo.pipeline_latency_p95_ms", value, f"raise slo.pipeline_latency_p95_ms to >= {value}")
 
 
 def _check_cost(req: Requirements, env: str, pairs: list[_Pair], *, what: str = "") -> None:
@@ -261,11 +273,12 @@ def _check_cost(req: Requirements, env: str, pairs: list[_Pair], *, what: str = 
         return
     g, r = cheapest.generator, cheapest.retrieval
     total = cheapest.planned_usd
+    fix = budget_fix(total)
     raise SizingError(f"environments.{env}: {what}the service's parts at their planned peaks cost "
                       f"${g.planned_monthly_usd:,.0f} ({g.stack}, {_fleet(g)}) + ${r.planned_monthly_usd:,.0f} "
                       f"({r.stack}, {_fleet(r)}) = ${total:,.0f}/month, ${total - budget:,.0f} over "
-                      f"budget.max_monthly_usd={budget:g} (the budget covers both parts): raise it to >= "
-                      f"{math.ceil(total)}, or relax the SLO or lower the traffic")
+                      f"budget.max_monthly_usd={budget:g} (the budget covers both parts): {fix.text}, or relax the "
+                      "SLO or lower the traffic", fixes=(fix,))
 
 
 def _fleet(bp: Blueprint) -> str:
