@@ -260,3 +260,41 @@ def test_preview_with_a_baseline_writes_the_review_into_plan_md_and_plan_json(tm
     review = json.loads((tmp_path / "head" / "plan.json").read_text())["review"]
     assert {"path": "autoscaling.max_replicas", "before": most, "after": most + 2, "label": "max replicas"} in review["plan"]
     assert review["replacements"] == []
+
+
+# --- a move to another Region or platform: the whole service is replaced --------------------------------------------
+
+
+def _moved(before: Blueprint) -> Blueprint:
+    """`before` planned into eu-central-1, on that Region's bundled platform."""
+    return derive(before, region="eu-central-1", platform={**before.platform.model_dump(mode="json"),
+                                                           "stack": "platform-prod-eu-central-1"})
+
+
+def _assert_move_leads(review, after: Blueprint) -> None:
+    move = review.move
+    assert move is not None and review.replacements[0] is move and move.effect is Effect.REPLACE
+    assert {c.path for c in move.causes} == {"region", "platform.stack"}
+    assert f"creates the whole service again on platform-prod-eu-central-1's cluster in {after.region}" in move.message
+    for new in ("a new load balancer with a new URL", "the weights bucket in eu-central-1",
+                "the weights copied into it again"):
+        assert new in move.message
+    assert not any(r.effect is Effect.ROLLOUT for r in review.replacements)  # nothing is rolled: all of it is new
+    text = review_markdown(review)
+    head = text.split("\n\n")[:2]
+    assert head[0] == "### What changed" and head[1].startswith("> [!CAUTION]\n> **`pulumi up` replaces the whole "
+                                                                 "service**: region us-east-1 -> eu-central-1")
+    assert review_lines(review)[0] == ("warning", f"pulumi up replaces the whole service: {move.summary}")
+
+
+def test_a_region_move_is_the_replacement_of_the_whole_service_at_the_top_of_what_changed(chat_before):
+    after = _moved(chat_before)
+    review = review_changes(after.stack, _dump(chat_before), after)
+    _assert_move_leads(review, after)
+
+
+def test_a_previewed_region_move_names_the_replacement_not_a_rolling_update(chat_before, tmp_path):
+    after = _moved(chat_before)
+    _, review = _baseline_review(chat_before, after, tmp_path)
+    _assert_move_leads(review, after)
+    assert "Rolling updates" not in review_markdown(review)
