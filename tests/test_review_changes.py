@@ -298,3 +298,37 @@ def test_a_previewed_region_move_names_the_replacement_not_a_rolling_update(chat
     _, review = _baseline_review(chat_before, after, tmp_path)
     _assert_move_leads(review, after)
     assert "Rolling updates" not in review_markdown(review)
+
+
+# --- a traffic-only change: replica counts, limits and scaler settings, not the pods --------------------------------
+
+
+def test_a_traffic_only_change_of_a_70b_leaves_its_pod_template_as_it_is(tmp_path):
+    """regulated-assistant (Llama-3.1-70B) at 1.3x its peak rate: the grace period and the load balancer's idle
+    timeout follow the SLO, not the predictions at peak, so no pod restarts."""
+    base = requirements_with("regulated-assistant")
+    before = plan_env(base, "prod")
+    rps = base.traffic.peak_requests_per_s * 1.3
+    after = plan_env(requirements_with("regulated-assistant", traffic={"peak_requests_per_s": rps}), "prod")
+    assert after.network.load_balancer_idle_timeout_s == before.network.load_balancer_idle_timeout_s
+    diff, review = _baseline_review(before, after, tmp_path)
+    assert diff.changed  # the scaler's threshold follows the new rate
+    touched = {(c.type, s.path) for c in diff.changed for s in c.settings}
+    assert not any(path.startswith("spec.template") for kind, path in touched if kind.endswith(":Deployment"))
+    assert review.replacements == [] and review.traffic_restart is None
+
+
+def test_a_traffic_change_that_rolls_the_pods_is_warned_about_with_the_inputs_that_changed(chat_before,
+                                                                                         chat_more_traffic, tmp_path):
+    """A plan whose pod template carries a traffic-derived value (here a grace period off the idle timeout):
+    the review warns that the traffic change restarts every pod, and names the input."""
+    idle = chat_more_traffic.network.load_balancer_idle_timeout_s
+    after = derive(chat_more_traffic, network={**chat_more_traffic.network.model_dump(mode="json"),
+                                               "load_balancer_idle_timeout_s": idle + 60})
+    _, review = _baseline_review(chat_before, after, tmp_path)
+    restart = review.traffic_restart
+    assert restart is not None and "spec.template.spec.terminationGracePeriodSeconds" in restart.paths
+    text = review_markdown(review)
+    assert "> **This traffic-only change restarts every pod**: " in text
+    assert "spec.template.spec.terminationGracePeriodSeconds" in text.split("**This traffic-only change")[1]
+    assert review_lines(review)[0][0] == "warning" and "restarts every pod" in review_lines(review)[0][1]

@@ -159,6 +159,16 @@ class Review:
     replacements: list[Replacement] = field(default_factory=list)
 
     @property
+    def traffic_restart(self) -> Replacement | None:
+        """The rolling update of a Deployment whose pod template changes when only traffic requirements changed
+        (`models.*.traffic.*`): a traffic change should touch replica counts, limits and scaler settings only, so the
+        review warns that it restarts every pod, and why (the template paths that changed). None otherwise."""
+        if not self.requirements or not all(_is_traffic(c.path) for c in self.requirements):
+            return None
+        return next((r for r in self.replacements if r.effect is Effect.ROLLOUT
+                     and r.resource_type == "kubernetes:apps/v1:Deployment"), None)
+
+    @property
     def move(self) -> Replacement | None:
         """The replacement of the whole service by a Region, platform or archetype change (`service_move`), if any."""
         return next((r for r in self.replacements if r.what in ("service", "stack")), None)
@@ -205,6 +215,12 @@ def _keyed(blueprint: dict[str, Any]) -> dict[str, Any]:
     models = blueprint.get("models") or []
     keyed = {str(m.get("name", i)): m for i, m in enumerate(models) if isinstance(m, dict)}
     return {**blueprint, "models": keyed}
+
+
+def _is_traffic(path: str) -> bool:
+    """A requirement path of a model's traffic (`models.<name>.traffic.<field>`)."""
+    parts = path.split(".")
+    return len(parts) > 3 and parts[0] == "models" and parts[2] == "traffic"
 
 
 def _is_requirement(path: str) -> bool:

@@ -196,6 +196,18 @@ def llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedMode
         cpu_arch=CpuArch(inst.cpu_arch))
 
 
+def longest_request_s(req: Requirements, model: ResolvedModel, run: SimulationResult) -> int:
+    """The load balancer's idle timeout, s: the longest streamed response the SLO allows, a p95 first token and a
+    whole context of further tokens at the p95 ITL (`slo.ttft_p95_ms` + `max_context_tokens` x `slo.itl_p95_ms`),
+    within [the AWS default 350 s, 4,000 s]. The SLO's targets, not the predictions at peak, so that a traffic-only
+    change leaves it, and the pod's grace period derived from it (`components.rollout`), as they are: no pod restarts
+    for a traffic change. A target the SLO leaves unset is the prediction at peak."""
+    ttft_ms = req.slo.ttft_p95_ms if req.slo.ttft_p95_ms is not None else run.ttft_ms.p95
+    itl_ms = req.slo.itl_p95_ms if req.slo.itl_p95_ms is not None else run.itl_ms.p95
+    longest_s = (ttft_ms + model.max_context_tokens * itl_ms) / 1e3
+    return min(4000, max(defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S, math.ceil(longest_s)))
+
+
 def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog,
                selection: Selection, ctx: PlanContext) -> Blueprint:
     model = models[0]
@@ -214,11 +226,8 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
     ceiling, most_usd, budget_notes = budget_ceiling(
         req, env, catalog, lines=lines, what=f"vllm-gpu, {best.nodes}x {inst.instance_type}", replicas=best.replicas,
         ceiling=ceiling, per_node=per_node, nodes_for=lambda n: limits.nodes(n, per_node=per_node))
-    longest_s = (run.ttft_ms.p95 + (model.max_context_tokens - model.traffic.mean_input_tokens)
-                 * run.itl_ms.p95) / 1e3
     return Blueprint(
-        **common_fields(req, env, ctx, managed=False,
-                  idle_timeout_s=min(4000, max(defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S, math.ceil(longest_s)))),
+        **common_fields(req, env, ctx, managed=False, idle_timeout_s=longest_request_s(req, model, run)),
         archetype=Archetype.VLLM_GPU, models=[served],
         compute=llm_compute(req, env, best, served, managed=False),
         engine=VllmEngine(image=defaults.VLLM_IMAGE, tensor_parallel_size=tp,
