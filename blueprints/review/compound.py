@@ -26,7 +26,7 @@ from blueprints.review.diff import PlanDiff, diff_reports
 from blueprints.core.errors import BlueprintError, read_text_file
 from blueprints.plan.compound.latency import RULE, check_parts, describe
 from blueprints.review.preview import PreviewReport
-from blueprints.plan.quota import QuotaNeed, quota_needs
+from blueprints.plan.quota import QuotaNeed, quota_needs, summed_needs
 from blueprints.review.report.changes import review_markdown
 from blueprints.review.report.stack import COMMENT_MARKER, render_markdown, render_terminal, write_report_dir
 from blueprints.contracts.stackconfig import read_stack_config, stack_config_path
@@ -100,18 +100,7 @@ class ServiceReview:
 def service_quota_needs(parts: list[Blueprint]) -> list[QuotaNeed]:
     """The service quotas a compound service's parts need together at full scale: quotas are per account and Region,
     so needs of the same quota in the same Region add up (each `why` names its stack)."""
-    merged: dict[tuple[str, str, str], QuotaNeed] = {}
-    for bp in parts:
-        for need in quota_needs(bp):
-            need = QuotaNeed(need.service_code, need.quota_code, need.quota_name, need.region, need.needed, need.unit,
-                             f"{bp.stack}: {need.why}")
-            key = (need.service_code, need.quota_code, need.region)
-            if key in merged:
-                first = merged[key]
-                need = QuotaNeed(first.service_code, first.quota_code, first.quota_name, first.region,
-                                 first.needed + need.needed, first.unit, f"{first.why}; {need.why}")
-            merged[key] = need
-    return list(merged.values())
+    return summed_needs([(bp.stack, need) for bp in parts for need in quota_needs(bp)])
 
 
 def review_service(name: str, stacks: list[str], *, stacks_dir: Path, program: Path, policy_dir: Path,
