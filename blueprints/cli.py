@@ -252,13 +252,14 @@ def pipeline_summary(bp) -> str:
 
 
 def _expected(p) -> str:
-    """The simulation's expected cost and SLO attainment beside the peak cost (rich markup)."""
+    """The autoscaler's maximum (what the budget applies to), and the simulation's expected cost and SLO attainment
+    beside the peak cost (rich markup)."""
+    most = f"\n  at most   ${p.max_monthly_cost_usd:,.0f}/month at the autoscaler's maximum" \
+        if p.max_monthly_cost_usd is not None else ""
     if p.expected_monthly_cost_usd is None:
-        return ""
-    above = (": bursts scale past the peak's replicas for a cooldown"
-             if p.expected_monthly_cost_usd > p.monthly_cost_usd else "")
-    return (f"\n  simulated ~${p.expected_monthly_cost_usd:,.0f}/month expected (peak-provisioned "
-            f"${p.monthly_cost_usd:,.0f}{above}), SLO met in {p.slo_attainment:.1%} of minutes")
+        return most
+    return (f"{most}\n  simulated ~${p.expected_monthly_cost_usd:,.0f}/month expected (peak-provisioned "
+            f"${p.monthly_cost_usd:,.0f}), SLO met in {p.slo_attainment:.1%} of minutes")
 
 
 def _ms(value: float | None) -> str:
@@ -374,14 +375,17 @@ def simulate(
                              "Default 1. Ignored with --trace."),
     out_path: Optional[Path] = typer.Option(None, "--out", help="Write plot.svg, plot.png and simulation.md (a "
                                             "Mermaid xychart for plan.md) into this folder."),
-    as_json: bool = typer.Option(False, "--json", help="Print {stack, days, slo_attainment (0-1), "
-                                 "expected_monthly_usd, peak_monthly_usd, replica_hours, cold_starts, "
-                                 "cold_start_max_s, cold_start_mean_s, worst_queue, scale_ups, scale_downs}."),
+    as_json: bool = typer.Option(False, "--json", help="Print {stack, days, slo_violation_minutes, "
+                                 "slo_longest_violation_minutes, worst_p95_ms {target: ms}, slo_targets_ms, "
+                                 "slo_attainment (0-1), expected_monthly_usd, peak_monthly_usd, most_nodes, "
+                                 "replica_hours, cold_starts, cold_start_max_s, cold_start_mean_s, "
+                                 "worst_queue_requests, scale_ups, scale_downs}."),
     stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
                                               "project's (found from the working directory)."),
 ) -> None:
     """Replay traffic against the planned fleet with its autoscaler's real settings and the capacity model; report
-    SLO attainment, queues, cold starts, replica-hours and the expected monthly cost beside the peak cost.
+    the SLO violations first (minutes over a p95 target, the longest run, the worst p95s), then SLO attainment,
+    queues, cold starts, replica-hours and the expected monthly cost beside the peak cost.
 
     Exit 2 on a missing or invalid stack config, a platform stack, or an invalid trace.
     """
@@ -411,9 +415,11 @@ def simulate(
         typer.echo(json.dumps(result.to_json(), sort_keys=True))
     else:
         data = result.to_json()
-        for key in ("slo_attainment", "expected_monthly_usd", "peak_monthly_usd", "replica_hours", "cold_starts",
-                    "cold_start_max_s", "worst_queue", "scale_ups", "scale_downs"):
-            typer.echo(f"{key:<22} {data[key]}")
+        typer.echo(f"SLO: {result.violations() or 'every minute met every p95 target'}")
+        for key in ("slo_violation_minutes", "slo_longest_violation_minutes", "slo_attainment", "expected_monthly_usd",
+                    "peak_monthly_usd", "most_nodes", "replica_hours", "cold_starts", "cold_start_max_s",
+                    "worst_queue_requests", "scale_ups", "scale_downs"):
+            typer.echo(f"{key:<30} {data[key]}")
     if out_path is not None:
         err.print(f"[green]wrote[/] {out_path}/plot.svg, plot.png and simulation.md")
 
@@ -466,46 +472,58 @@ def preflight(
     offline: bool = typer.Option(False, "--offline", help="Do not call AWS even when credentials are present: print "
                                  "what to check and the commands to request increases."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of {service_code, quota_code, quota_name, "
-                                 "region, needed, unit, why, value, source, ok}."),
+                                 "region, needed (every stack of the account in that Region together), stack_needed, "
+                                 "stacks, account, unit, why, value, source, ok}."),
 ) -> None:
     """Check the AWS service quotas a stack needs at full scale (EC2 vCPUs per instance family group, SageMaker
-    endpoint instances) against the account, with the Service Quotas API when AWS credentials are present.
+    endpoint instances) against the account, with the Service Quotas API when AWS credentials are present. Quotas
+    are per account and Region: each is checked against what every stack of the account (its policy config) needs
+    in that Region together (`blueprints.review.account`).
 
     Fresh accounts start with 0 vCPUs for G and P instances in most Regions. Exit 0 when every quota holds (or,
     offline, after printing what to check); 1 when a quota is below what the stack needs; 2 on bad input.
     """
-    from blueprints.review.compound import part_stacks, service_quota_needs
-    from blueprints.plan.quota import check_quotas, quota_needs
-    from blueprints.contracts.stackconfig import read_config, read_stack_config, stack_config_path
+    from blueprints.review.account import account_needs
+    from blueprints.review.compound import part_stacks
+    from blueprints.plan.quota import check_quotas
+    from blueprints.contracts.stackconfig import read_config, stack_config_path
     from blueprints.core.project import project_paths
 
     with user_errors():
         folder = stacks_dir or project_paths(stacks_dir).stacks_dir
         parts = part_stacks(stack, folder)
-        needs = quota_needs(read_config(stack_config_path(folder, stack))) if parts is None else \
-            service_quota_needs([read_stack_config(stack_config_path(folder, s)) for s in parts])
+        if parts is None:
+            read_config(stack_config_path(folder, stack))  # exit 2 naming a missing or invalid stack config first
+        found = account_needs(parts or [stack], folder)
+        needs = [a.total for a in found]
         client_for = None if offline else _service_quotas_client_factory()
         checks = check_quotas(needs, client_for) if client_for is not None else []
     if as_json:
-        rows = [c.to_json() for c in checks] if checks else [{**n.to_json(), "value": None, "source": "offline",
-                                                             "ok": None} for n in needs]
+        rows = [{**a.to_json(), "value": c.value, "source": c.source, "ok": c.ok} for a, c in zip(found, checks)] \
+            if checks else [{**a.to_json(), "value": None, "source": "offline", "ok": None} for a in found]
         typer.echo(json.dumps(rows))
     elif not needs:
         out.print(f"{stack} needs no service quota we know of (an existing cluster, or an uncatalogued type)")
-    elif not checks:
-        out.print(f"[bold]{stack}[/]: no AWS credentials (or --offline); check these quotas:")
-        for n in needs:
-            out.print(f"  {n.service_code} {n.quota_code} ({escape(n.quota_name)}) in {n.region}: needs >= "
-                      f"{n.needed:g} {n.unit} — {escape(n.why)}")
-            out.print(f"    check:   {n.get_command()}")
-            out.print(f"    request: {n.request_command()}")
     else:
-        for c in checks:
+        if not checks:
+            out.print(f"[bold]{stack}[/]: no AWS credentials (or --offline); check these quotas:")
+        for i, a in enumerate(found):
+            n = a.total
+            shared = (f" — {a.own.needed:g} for {stack}, {n.needed:g} with every stack of the account "
+                      f"({a.account}) in {n.region}: {', '.join(a.stacks)}" if len(a.stacks) > len(parts or [stack])
+                      else f" — {escape(n.why)}")
+            if not checks:
+                out.print(f"  {n.service_code} {n.quota_code} ({escape(n.quota_name)}) in {n.region}: needs >= "
+                          f"{n.needed:g} {n.unit}{shared}")
+                out.print(f"    check:   {n.get_command()}")
+                out.print(f"    request: {n.request_command()}")
+                continue
+            c = checks[i]
             status = "[green]ok[/]" if c.ok else "[red]too low[/]"
-            out.print(f"  {status} {c.need.service_code} {c.need.quota_code} ({escape(c.need.quota_name)}) in "
-                      f"{c.need.region}: {c.value:g} {c.need.unit} ({c.source}), needs >= {c.need.needed:g}")
+            out.print(f"  {status} {n.service_code} {n.quota_code} ({escape(n.quota_name)}) in {n.region}: "
+                      f"{c.value:g} {n.unit} ({c.source}), needs >= {n.needed:g}{shared}")
             if not c.ok:
-                out.print(f"    request: {c.need.request_command()}")
+                out.print(f"    request: {n.request_command()}")
     if any(c.ok is False for c in checks):
         raise typer.Exit(code=1)
 

@@ -25,7 +25,6 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from blueprints.core import defaults
-from blueprints.contracts.allocatable import PROXY_CPU_M, PROXY_MEMORY_MI
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.proxy import PROXY_TLS_DIR, proxy_config, proxy_routes  # noqa: F401 (the proxy's config)
 
@@ -42,7 +41,7 @@ def proxy_container(secret_name: pulumi.Input[str], *, pod_start_s: int, lifecyc
     hardening come from `components.hardening`. Its startup probe allows the pod's whole start budget
     (`pod_start_s`, the engine's download and load), like every container of a serving pod; `lifecycle` is the request
     path's drain (`components.rollout.container_lifecycle`): Envoy closes its listeners at once on SIGTERM."""
-    resources = {"cpu": f"{PROXY_CPU_M}m", "memory": f"{PROXY_MEMORY_MI}Mi"}
+    resources = dict(defaults.PROXY_RESOURCES)
     container = {
         "name": "auth-proxy",
         "image": defaults.ENVOY_IMAGE,

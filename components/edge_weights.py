@@ -29,10 +29,9 @@ from blueprints.contracts.sections import Archetype, ServedModel
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.requirements.model import MODEL_FILE, ModelFormat
 from components.labels import recommended_labels
+from blueprints.contracts.placement import copy_resources
 from components.naming import ROLE, fit
-from components.weights_delivery import (
-    HF_ONNX_FOLDER, MODELS_MOUNT, fetch_memory_gib, gi, models_volume, region_env, weights_volume_gib,
-)
+from components.weights_delivery import HF_ONNX_FOLDER, MODELS_MOUNT, models_volume, region_env
 from components.weights_sync import source_read_statements
 
 ROLES_ANYWHERE_PRINCIPAL = "rolesanywhere.amazonaws.com"
@@ -102,7 +101,7 @@ class EdgeDelivery:
         ra = bp.roles_anywhere
         if ra is None or self.role_arn is None:
             raise ValueError(f"{bp.stack}: s3:// sources on an edge cluster need IAM Roles Anywhere (re-plan)")
-        resources = {"cpu": "50m", "memory": "64Mi"}
+        resources = dict(defaults.CREDENTIAL_HELPER_RESOURCES)
         return {
             "name": "aws-credentials",
             "image": defaults.CREDENTIAL_HELPER_IMAGE,
@@ -125,12 +124,10 @@ class EdgeDelivery:
         folder = version_folder(bp, model)
         config = ([f"{REPOSITORY_MOUNT}/{model.name}.pbtxt", f"{MODELS_MOUNT}/{model.name}/config.pbtxt"]
                   if self.repository_config_map is not None else [])
-        memory = gi(fetch_memory_gib([model]))
-        storage = gi(weights_volume_gib([model]))
+        requests = copy_resources([model.weights_gib])
         container: dict = {
             "name": f"fetch-{model.name}"[:63].rstrip("-"),
-            "resources": {"requests": {"cpu": "1", "memory": memory, "ephemeral-storage": storage},
-                          "limits": {"cpu": "2", "memory": memory, "ephemeral-storage": storage}},
+            "resources": {"requests": requests, "limits": {**requests, "cpu": "2"}},
             "volumeMounts": [{"name": "models", "mountPath": MODELS_MOUNT},
                              *([{"name": REPOSITORY_VOLUME, "mountPath": REPOSITORY_MOUNT, "readOnly": True}]
                                if config else [])],

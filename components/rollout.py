@@ -14,7 +14,8 @@ deadline, graceful drain, zone spread and the PodDisruptionBudget, all derived f
 - `availability_pct >= 99.9` in production (`Blueprint.strict_zone_spread`): replicas must spread over at least
   `MIN_ZONES_FOR_HIGH_AVAILABILITY` zones (DoNotSchedule with `minDomains`, so the minimum of two replicas lands on two
   nodes in two zones and a node drain evicts one replica, which its PodDisruptionBudget allows); otherwise best
-  effort.
+  effort (ScheduleAnyway, which Karpenter still provisions for). Nodes are spread with `maxSkew` = the replicas a node
+  holds, so Karpenter packs nodes as the plan bills them (`blueprints.contracts.placement`).
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ from blueprints.contracts.proxy import drain_window_s
 
 #: Extra replicas a rolling update starts before stopping an old one.
 SURGE_REPLICAS = defaults.SURGE_REPLICAS
-ZONE_KEY = "topology.kubernetes.io/zone"
-HOSTNAME_KEY = "kubernetes.io/hostname"
 
 
 def node_pool_max_nodes(bp: Blueprint) -> int:
@@ -59,18 +58,11 @@ def deployment_rollout(bp: Blueprint) -> dict:
 
 
 def pod_rollout(bp: Blueprint, selector: dict[str, str]) -> dict:
-    """Pod spec fields: `termination_grace_period_seconds` and `topology_spread_constraints`."""
-    zone: dict = {"max_skew": 1, "topology_key": ZONE_KEY, "when_unsatisfiable": "ScheduleAnyway",
-                  "label_selector": {"match_labels": selector}}
-    if bp.strict_zone_spread:  # minDomains is only allowed with DoNotSchedule
-        zone.update(when_unsatisfiable="DoNotSchedule", min_domains=defaults.MIN_ZONES_FOR_HIGH_AVAILABILITY)
+    """Pod spec fields: `termination_grace_period_seconds` and `topology_spread_constraints`, the placement the plan
+    bills (`Blueprint.placement`, `blueprints.contracts.placement.serving_spreads`)."""
     return {
         "termination_grace_period_seconds": termination_grace_period_s(bp),
-        "topology_spread_constraints": [
-            zone,
-            {"max_skew": 1, "topology_key": HOSTNAME_KEY, "when_unsatisfiable": "ScheduleAnyway",
-             "label_selector": {"match_labels": selector}},
-        ],
+        "topology_spread_constraints": [s.manifest(selector) for s in bp.placement.spreads],
     }
 
 

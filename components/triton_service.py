@@ -19,6 +19,7 @@ from tritonclient.grpc import model_config_pb2
 
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.observability import TRITON_SUMMARY_FLAG
+from blueprints.contracts.placement import GPU_RESOURCE, engine_resources
 from blueprints.contracts.sections import OnnxRuntimeEngine, TritonEngine, TritonModelConfig
 from blueprints.requirements.hosting import Accelerator
 from blueprints.core import defaults
@@ -33,7 +34,7 @@ from components.labels import (
 )
 from components.options import child_options
 from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
-from components.weights_delivery import MODELS_MOUNT, WeightsDelivery, gi, weights_volume_gib
+from components.weights_delivery import MODELS_MOUNT, WeightsDelivery, gi
 from components.weights_storage import MODELS_PREFIX
 
 #: Well-known node labels (kubernetes.io/docs/reference/labels-annotations-taints).
@@ -187,11 +188,8 @@ def tolerations(bp: Blueprint) -> list[dict]:
 
 def server_resources(bp: Blueprint, *, gpu: bool) -> dict[str, str]:
     """Requests == limits: CPU, memory and ephemeral storage (at least the weights' size) per replica, and GPUs."""
-    c = bp.compute
-    res = {"cpu": f"{c.cpu_per_replica:g}", "memory": gi(c.memory_gib_per_replica),
-           "ephemeral-storage": gi(max(c.ephemeral_storage_gib_per_replica, weights_volume_gib(bp.models)))}
-    if gpu:
-        res["nvidia.com/gpu"] = str(c.gpus_per_replica)
+    res = engine_resources(bp)
+    assert (GPU_RESOURCE in res) == gpu, "the plan's GPUs per replica decide the GPU request"
     return res
 
 

@@ -9,6 +9,7 @@ import pulumi
 
 from blueprints.core import defaults
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.placement import engine_resources
 from blueprints.contracts.sections import VllmEngine
 from components.access import api_key_env
 from components.cluster import GPU_TOLERATION
@@ -127,12 +128,7 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], weights: WeightsDeli
     model = bp.model
     c = bp.compute
     startup = bp.startup
-    resources = {
-        "nvidia.com/gpu": str(c.gpus_per_replica),
-        "cpu": str(c.cpu_per_replica),
-        "memory": gi(c.memory_gib_per_replica),
-        "ephemeral-storage": gi(c.ephemeral_storage_gib_per_replica),
-    }
+    resources = engine_resources(bp)
     # Startup probe (period 10 s) covers download + load + warm-up twice over; the init container does the download,
     # so this is generous, never short.
     startup_failures = math.ceil(2 * startup.pod_start_s / 10)

@@ -7,7 +7,6 @@ second replica and a rolling update never wait on a volume attachment.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -15,6 +14,7 @@ import pulumi
 
 from blueprints.core import defaults
 from blueprints.contracts import weights
+from blueprints.contracts.placement import copy_resources, gib_quantity
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.sections import Archetype, ServedModel
 from blueprints.requirements.model import MODEL_FILE
@@ -23,9 +23,8 @@ from components.weights_storage import MODELS_PREFIX
 MODELS_MOUNT = "/models"
 
 
-def gi(value: float) -> str:
-    """A Kubernetes quantity in whole GiB, rounded up: 14.96 -> `15Gi`."""
-    return f"{math.ceil(value)}Gi"
+#: A Kubernetes quantity in whole GiB, rounded up: 14.96 -> `15Gi` (`blueprints.contracts.placement.gib_quantity`).
+gi = gib_quantity
 
 
 def weights_volume_gib(models: list[ServedModel]) -> float:
@@ -34,12 +33,8 @@ def weights_volume_gib(models: list[ServedModel]) -> float:
 
 
 def fetch_memory_gib(models: list[ServedModel]) -> float:
-    """Memory limit of the copy step: 1 GiB plus 1 GiB per 32 GiB of weights, at most 4 GiB.
-
-    `aws s3 sync` keeps up to 10 concurrent 8 MiB parts per file in memory; dirty page cache of the written files is
-    charged to the container's cgroup, so large models get more room before the kernel throttles or OOM-kills.
-    """
-    return min(4.0, 1 + math.ceil(sum(m.weights_gib for m in models) / 32))
+    """Memory of the copy step (`blueprints.contracts.weights.fetch_memory_gib`), GiB."""
+    return weights.fetch_memory_gib(m.weights_gib for m in models)
 
 
 def region_env(region: str) -> list[dict[str, str]]:
@@ -86,16 +81,14 @@ def fetch_weights_container(bp: Blueprint, bucket_name: pulumi.Input[str], model
     # One `aws s3 sync` per model, through `sh -c` with positional parameters (no string templating of the values).
     loop = ('while [ "$#" -gt 2 ]; do aws s3 sync "$1" "$2" --no-progress --only-show-errors || exit 1; '
             f'{REPOSITORY_LAYOUT}; shift 3; done')
-    memory = gi(fetch_memory_gib(models))
-    storage = gi(weights_volume_gib(models))
+    requests = copy_resources(m.weights_gib for m in models)
     return {
         "name": "fetch-weights",
         "image": defaults.AWS_CLI_IMAGE,
         "command": ["/bin/sh", "-c", loop, "fetch-weights"],
         "args": script_args,
         "env": region_env(bp.region),
-        "resources": {"requests": {"cpu": "1", "memory": memory, "ephemeral-storage": storage},
-                      "limits": {"cpu": "2", "memory": memory, "ephemeral-storage": storage}},
+        "resources": {"requests": requests, "limits": {**requests, "cpu": "2"}},
         "volumeMounts": [{"name": "models", "mountPath": MODELS_MOUNT}],
     }
 

@@ -18,6 +18,7 @@ from blueprints.catalog import Architecture, load_catalog
 from blueprints.contracts.memory import weights_gib as shape_weights_gib
 from blueprints.contracts.consistency import cpu_replica_memory_gib, stored_weights_gib, vllm_host_memory_gib
 from blueprints.contracts.weights import replica_ephemeral_gib
+from blueprints.contracts.placement import serving_placement
 from blueprints.review.preview import MockRun, run_under_mocks
 from blueprints.requirements.model import Precision
 from blueprints.contracts.stackconfig import config_values
@@ -50,13 +51,23 @@ def consistent(data: dict) -> dict:
     spot = c["capacity_type"] == "spot"
     price = round(inst.usd_per_hour * (catalog.spot_price_factor if spot else 1.0), 4)
     p = data["predictions"]
-    nodes = math.ceil(c["replicas"] / per_node)
+    strict = data["production"] and data["slo"]["availability_pct"] >= defaults.HIGH_AVAILABILITY_PCT
+    managed = data["archetype"] == "sagemaker-endpoint"
+    nodes = c["replicas"] if managed else serving_placement(
+        per_node=per_node, zones=data["platform"]["zones"], strict_zone_spread=strict).nodes(c["replicas"])
     what = "SageMaker instances" if data["archetype"] == "sagemaker-endpoint" else \
         "GPU nodes" if inst.gpu_count else "CPU nodes"
     p["cost_lines"][0] = {"item": f"{what} ({inst.instance_type}{', spot' if spot else ''})", "quantity": nodes,
                           "usd_per_hour": price, "monthly_usd": round(nodes * price * catalog.hours_per_month, 2)}
     p["monthly_cost_usd"] = round(sum(line["monthly_usd"] for line in p["cost_lines"]), 2)
     p["cost_is_estimate"] = spot
+    most = max(c["replicas"], data["autoscaling"]["max_replicas"])
+    most_nodes = most if managed else serving_placement(
+        per_node=per_node, zones=data["platform"]["zones"], strict_zone_spread=strict).nodes(most)
+    fixed = sum(line["monthly_usd"] for line in p["cost_lines"][1:])
+    p["max_monthly_cost_usd"] = round(most_nodes * price * catalog.hours_per_month + fixed, 2)
+    if (p.get("expected_monthly_cost_usd") or 0) > p["monthly_cost_usd"]:
+        p["expected_monthly_cost_usd"] = None  # the base's simulation does not hold for the derived fleet
     # The archetype's scaling signal, as the planner writes it (a vLLM base turned ONNX Runtime scales on CPU).
     scaling = {"vllm-gpu": "vllm:num_requests_running", "triton-multi-model": "nv_inference_pending_request_count",
                "onnx-cpu": "cpu", "sagemaker-endpoint": "SageMakerVariantInvocationsPerInstance"}[data["archetype"]]

@@ -93,6 +93,18 @@ def chat_prod() -> Blueprint:
     return plan_env(requirements_with(), "prod")
 
 
+@pytest.fixture(scope="session")
+def bundled_previews() -> dict:
+    """Every bundled stack config, reviewed as `blueprint preview` does (`review_stack`, from the project folder)."""
+    from blueprints.review.stack import review_stack
+
+    stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(ROOT)
+        return {stack: review_stack(stack, stacks_dir=ROOT / "stacks", program=ROOT / "__main__.py")
+                for stack in stacks}
+
+
 def vllm_blueprint(tp: int, *, base: Blueprint) -> Blueprint:
     """`base` with tensor parallel `tp` on an 8-GPU node (for tests of TP-dependent rendering)."""
     from tests.blueprint_builders import derive

@@ -5,6 +5,7 @@ deregisters its scalable target around an instance-type change."""
 from __future__ import annotations
 
 from blueprints.catalog.signals import planned_target
+
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.review.manifests import validate_manifest
 from blueprints.contracts.observability import scaling_signal
@@ -84,9 +85,8 @@ def test_cpu_archetype_gets_an_hpa_on_cpu_and_no_keda(chat_prod):
 
 
 def test_sagemaker_target_tracking_deploys_the_planned_target_as_planned():
-    """One rounding rule: the plan's target (invocations per instance per minute at the safety factor,
-    `planned_target`) is what the policy gets; the old component floored its own recomputation while the plan
-    rounded."""
+    """One rounding rule: the plan's target (invocations per instance per minute at its share of the planned peak,
+    rounded up) is what the policy gets; the old component floored its own recomputation while the plan rounded."""
     bp = plan_env(requirements_with("prototype-summarizer"), "pilot")
     run = run_under_mocks(lambda: EndpointScaler("e", EndpointScalerArgs(
         blueprint=bp, endpoint_name="chat-ep", variant_name="primary")), stack=bp.stack)
@@ -96,9 +96,8 @@ def test_sagemaker_target_tracking_deploys_the_planned_target_as_planned():
     assert (target["minCapacity"], target["maxCapacity"]) == (1, bp.autoscaling.max_replicas)
     policy = run.one("aws:appautoscaling/policy:Policy").inputs["targetTrackingScalingPolicyConfiguration"]
     assert policy["predefinedMetricSpecification"]["predefinedMetricType"] == "SageMakerVariantInvocationsPerInstance"
-    per_instance = bp.predictions.requests_per_s_capacity / bp.compute.replicas
-    assert policy["targetValue"] == bp.autoscaling.target
-    assert bp.autoscaling.target == planned_target(per_instance * 0.5 * 60)  # 3 significant digits, rounded down
+    per_instance = bp.model.traffic.peak_requests_per_s / bp.compute.replicas
+    assert policy["targetValue"] == bp.autoscaling.target == planned_target(per_instance * 60)
     assert policy["scaleInCooldown"] == bp.autoscaling.cooldown_s
 
 

@@ -146,7 +146,7 @@ def test_an_unreachable_end_to_end_budget_is_refused_naming_the_field_the_parts_
     message = str(caught.value)
     assert "slo.pipeline_latency_p95_ms=60 cannot be met" in message
     assert "embedder" in message and "reranker" in message and "generator TTFT" in message
-    assert "Raise slo.pipeline_latency_p95_ms to >=" in message
+    assert "raise slo.pipeline_latency_p95_ms to >=" in message
 
 
 def test_a_non_streamed_generator_adds_its_whole_request_latency(tmp_path):
@@ -159,14 +159,30 @@ def test_a_non_streamed_generator_adds_its_whole_request_latency(tmp_path):
 
 
 def test_the_budget_covers_both_parts_together():
-    generator, retrieval = plan_rag(rag(slo={"pipeline_latency_p95_ms": None}))
-    costs = (generator.predictions.monthly_cost_usd, retrieval.predictions.monthly_cost_usd)
+    generator, retrieval = plan_rag(rag(slo={"pipeline_latency_p95_ms": None}, budget={"max_monthly_usd": None}))
+    costs = (generator.planned_monthly_usd, retrieval.planned_monthly_usd)  # the planned peaks
     between = max(costs) + 1  # each part alone fits; together they do not
     assert between < sum(costs)
-    with pytest.raises(SizingError, match=r"the service's parts cost .* over budget.max_monthly_usd") as caught:
+    with pytest.raises(SizingError, match=r"the service's parts at their planned peaks cost .* over "
+                                          r"budget.max_monthly_usd") as caught:
         plan_rag(rag(slo={"pipeline_latency_p95_ms": None}, budget={"max_monthly_usd": between}))
-    assert generator.stack in str(caught.value) and retrieval.stack in str(caught.value)
-    assert f">= {math.ceil(sum(costs))}" in str(caught.value)
+    message = str(caught.value)
+    assert generator.stack in message and retrieval.stack in message
+    assert f"vllm-gpu, {generator.planned_nodes}x {generator.compute.instance_type}" in message  # the fleets
+    assert f">= {math.ceil(sum(costs))}" in message
+
+
+def test_a_budget_below_both_autoscalers_maxima_caps_them_to_share_it():
+    """The budget covers the most both parts can run: between their planned peaks and their maxima, each part's
+    maximum is capped at what its share of the budget pays for, and together they stay within it."""
+    free = plan_rag(rag(slo={"pipeline_latency_p95_ms": None}, budget={"max_monthly_usd": None}))
+    peaks, maxima = sum(bp.planned_monthly_usd for bp in free), sum(bp.max_monthly_usd for bp in free)
+    budget = math.floor((peaks + maxima) / 2)
+    capped = plan_rag(rag(slo={"pipeline_latency_p95_ms": None}, budget={"max_monthly_usd": budget}))
+    assert sum(bp.max_monthly_usd for bp in capped) <= budget < maxima
+    assert [bp.compute.replicas for bp in capped] == [bp.compute.replicas for bp in free]  # the peaks are kept
+    assert any(bp.autoscaling.max_replicas < f.autoscaling.max_replicas for bp, f in zip(capped, free))
+    assert any(r.startswith("autoscaling max capped") for bp in capped for r in bp.rationale)
 
 
 def test_managed_operations_put_the_generator_on_sagemaker_and_keep_retrieval_self_hosted():

@@ -7,8 +7,10 @@ import re
 
 import pytest
 
+from blueprints.catalog import load_catalog
 from blueprints.core.errors import SizingError
-from tests.conftest import plan_env, requirements_with
+from blueprints.plan.planner import plan
+from tests.conftest import PLAN_DATE, plan_env, platforms_for, requirements_with
 
 
 def test_monthly_cost_is_instances_times_730_hours_plus_the_services_own_load_balancer(catalog):
@@ -76,8 +78,8 @@ def test_an_existing_cluster_adds_no_cluster_cost():
 def test_over_budget_is_an_error_naming_the_overrun_and_what_the_budget_buys():
     busy = {"dev": {"region": "us-west-2"}, "prod": {"region": "us-east-1", "traffic_scale": 4}}
     free = plan_env(requirements_with(environments=busy, budget={"max_monthly_usd": None}), "prod")
-    replicas, monthly = free.compute.replicas, free.predictions.monthly_cost_usd
-    node_monthly = free.predictions.cost_lines[0].monthly_usd / replicas  # one replica per g6e.xlarge node
+    replicas, monthly = free.compute.replicas, free.planned_monthly_usd  # the planned peak, before any burst
+    node_monthly = free.predictions.cost_lines[0].usd_per_hour * 730  # one replica per g6e.xlarge node
     budget = round(monthly - 2 * node_monthly)  # pays for two nodes fewer
     with pytest.raises(SizingError) as exc:
         plan_env(requirements_with(environments=busy, budget={"max_monthly_usd": budget}), "prod")
@@ -87,24 +89,59 @@ def test_over_budget_is_an_error_naming_the_overrun_and_what_the_budget_buys():
                           f"budget.max_monthly_usd={budget}")
     bought = re.search(rf"The budget pays for (\d+) of the {replicas} replicas, about (\d+)% of this environment's "
                        "peak load", msg)
-    assert bought and int(bought.group(1)) < replicas and int(bought.group(2)) == round(int(bought.group(1)) / replicas * 100)
+    assert bought and int(bought.group(1)) == replicas - 2
+    assert int(bought.group(2)) == round(int(bought.group(1)) / replicas * 100)
     assert f"raise budget.max_monthly_usd to >= {math.ceil(monthly)}" in msg
 
 
 def test_a_budget_below_the_minimum_replicas_says_it_pays_for_nothing():
-    # 2 replicas need 2 g6e.xlarge nodes (2 x $1,358.53) plus the $16.43 network load balancer.
+    # 2 replicas need 2 g6e.xlarge nodes (2 x $1,358.53) plus the $16.43 network load balancer; the planned peak, 6.
     with pytest.raises(SizingError, match=r"does not pay for the minimum of 2 replica\(s\): 2 node\(s\) at \$1,359/month "
                                           r"each \(1 replica\(s\) per node\) plus \$16/month of load balancer and "
-                                          r"keys: raise budget.max_monthly_usd to >= 2734"):
+                                          r"keys: raise budget.max_monthly_usd to >= 8168 for the planned peak \(>= 2734 "
+                                          r"for that minimum alone\)"):
         plan_env(requirements_with(budget={"max_monthly_usd": 1000}), "prod")
 
 
+def test_a_budget_below_the_autoscalers_maximum_caps_it_at_what_the_budget_pays_and_says_so():
+    """The budget applies to the most the autoscaler can run: a budget that holds the planned peak but not the
+    maximum (twice the peak's replicas) caps the maximum at the replicas it pays for, and the plan says so."""
+    free = plan_env(requirements_with(budget={"max_monthly_usd": None}), "prod")
+    node = free.predictions.cost_lines[0].usd_per_hour * 730
+    fixed = sum(line.monthly_usd for line in free.predictions.cost_lines[1:])
+    assert free.autoscaling.max_replicas == 2 * free.compute.replicas
+    budget = math.floor(free.planned_monthly_usd + 2.5 * node)  # pays for 2 replicas above the peak
+    capped = plan_env(requirements_with(budget={"max_monthly_usd": budget}), "prod")
+    assert capped.autoscaling.max_replicas == free.compute.replicas + 2
+    assert capped.predictions.max_monthly_cost_usd == pytest.approx((free.compute.replicas + 2) * node + fixed,
+                                                                    abs=0.02)
+    assert capped.predictions.monthly_cost_usd <= capped.predictions.max_monthly_cost_usd <= budget
+    assert capped.node_pool_max_nodes == capped.placement.nodes(free.compute.replicas + 2 + 1)
+    [note] = [r for r in capped.rationale if r.startswith("autoscaling max capped")]
+    assert note.startswith(f"autoscaling max capped at {free.compute.replicas + 2} replica(s) (from "
+                           f"{free.autoscaling.max_replicas}): budget.max_monthly_usd={budget}")
+
+
 def test_a_plan_exactly_within_budget_passes_and_the_budget_is_per_environment():
-    free = plan_env(requirements_with(budget={"max_monthly_usd": None}), "prod").predictions.monthly_cost_usd
+    free = plan_env(requirements_with(budget={"max_monthly_usd": None}), "prod").predictions.max_monthly_cost_usd
     exact = math.ceil(free)
     req = requirements_with(budget={"max_monthly_usd": exact})
-    assert plan_env(req, "prod").predictions.monthly_cost_usd == free <= exact
-    assert plan_env(req, "dev").predictions.monthly_cost_usd <= exact
+    planned = plan_env(req, "prod").predictions
+    assert planned.max_monthly_cost_usd == free <= exact and planned.monthly_cost_usd <= exact
+    assert plan_env(req, "dev").predictions.max_monthly_cost_usd <= exact
+
+
+def test_the_peak_is_never_below_the_expected_cost_and_the_maximum_never_below_the_peak():
+    """Expected (simulated) <= peak <= the autoscaler's maximum; a peak above the planned fleet's cost is the fleet
+    the simulated autoscaler ran after a burst, and the plan says so."""
+    for base, env in (("chat-assistant", "dev"), ("chat-assistant", "prod"), ("rag-assistant", "dev")):
+        for bp in plan(requirements_with(base), load_catalog(), as_of=PLAN_DATE, environments=[env],
+                       platforms=platforms_for(requirements_with(base))):
+            p = bp.predictions
+            assert p.expected_monthly_cost_usd <= p.monthly_cost_usd <= p.max_monthly_cost_usd, bp.stack
+            if p.cost_lines[0].quantity > bp.planned_nodes:
+                assert any(f"the peak is {p.cost_lines[0].quantity:g} nodes, not the planned {bp.planned_nodes}" in r
+                           for r in bp.rationale), bp.stack
 
 
 def test_over_budget_applies_to_every_archetype():

@@ -23,7 +23,7 @@ from blueprints.catalog.addons import load_platform_catalog
 from blueprints.plan.platforms import BASE_ADDONS, GPU_ADDONS, SCALE_TO_ZERO_ADDONS
 from blueprints.cli import app
 from blueprints.review.deployability.checks import check_deployability
-from blueprints.contracts.allocatable import allocatable
+from blueprints.contracts.placement import allocatable
 from blueprints.review.deployability.nodes import pod_requests
 from blueprints.review.deployability.pod_security import pod_security_violations
 from blueprints.core.errors import StackConfigError
@@ -173,10 +173,9 @@ def _plain(output: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def bundled() -> dict[str, PreviewReport]:
+def bundled(bundled_previews) -> dict[str, PreviewReport]:
     """Every bundled stack, reviewed as `blueprint preview` does."""
-    stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in STACKS.glob("Pulumi.*.yaml"))
-    return {stack: _review(STACKS, stack) for stack in stacks}
+    return bundled_previews
 
 
 @pytest.fixture()
@@ -521,7 +520,8 @@ def test_node_pool_limits_count_the_capacity_of_the_nodes_not_the_requests_of_th
     [(check, resource, message)] = _findings(short)
     assert (check, resource) == ("node-pool-limits", pool.urn)
     assert f"NodePool 'chat-assistant' limits cpu to {3 * nodes + 1} but Deployment 'chat-assistant-vllm' may run " \
-           f"{most} replicas plus 1 surge on {nodes} g6e.xlarge node(s), 1 per node, {4 * nodes} CPU in all" in message
+           f"{most} replicas plus 1 surge on {nodes} g6e.xlarge node(s) over 3 zones, 1 per node, {4 * nodes} CPU in all" \
+        in message
     enough = _edited(report, pool, lambda i: i["spec"]["limits"].__setitem__("cpu", str(4 * nodes)))
     assert _findings(enough) == []
 

@@ -108,9 +108,26 @@ def test_nodes_short_of_the_peak_are_refused_naming_the_shortfall():
         planned(data)
     message = str(caught.value)
     # derive the shortfall from the unconstrained plan: replicas at that shape plus the surge, over the one node
-    assert "hardware.edge_nodes.count is 1" in message and "raise count" in message
     need = int(message.split(" node(s) of ")[0].rsplit(" ", 1)[-1])
-    assert f"add {need - 1} node(s)" in message and need > 1
+    assert "hardware.edge_nodes.count is 1" in message and f"add {need - 1} node(s)" in message and need > 1
+    assert f"raise hardware.edge_nodes.count to >= {need}" in message  # proven: planned again with it
+    applied = planned({**data, "hardware": {"edge_nodes": {**nodes, "count": need}}})
+    assert applied.compute.replicas <= need * applied.compute.replicas_per_node
+
+
+def test_max_replicas_beyond_the_nodes_names_two_fixes_each_of_which_plans():
+    data = edge(operations={"platform": "edge-cluster", "cluster_addons": ["metrics-server"]},
+                environments={"prod": {"region": "eu-west-1", "max_replicas": 50}})
+    with pytest.raises(SizingError) as caught:
+        planned(data)
+    lower, more = caught.value.groups
+    assert [f.field for (f,) in (lower, more)] == ["environments.prod.max_replicas", "hardware.edge_nodes.count"]
+    slots = lower[0].value
+    assert planned({**data, "environments": {"prod": {"region": "eu-west-1", "max_replicas": slots}}}
+                   ).autoscaling.max_replicas == slots
+    count = more[0].value
+    assert planned({**data, "hardware": {"edge_nodes": {**data["hardware"]["edge_nodes"], "count": count}}}
+                   ).autoscaling.max_replicas == 50
 
 
 def test_a_single_owned_node_full_at_the_peak_rolls_out_one_replica_at_a_time():

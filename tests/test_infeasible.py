@@ -37,7 +37,7 @@ def test_an_itl_target_below_the_bandwidth_floor_says_it_is_physically_impossibl
     assert "no allowed GPU option serves llama-3-1-70b within the SLO" in msg
     assert ("against slo.itl_p95_ms=3; physically, reading 132 GiB of weights per token at the full 38,400 GB/s of "
             "8x NVIDIA H200 141GB takes 3.7 ms") in msg
-    assert "raise it to >= " in msg
+    assert "raise slo.itl_p95_ms to >= " in msg
 
 
 def test_an_itl_target_above_the_floor_but_below_the_model_names_how_far_to_relax():
@@ -47,14 +47,15 @@ def test_an_itl_target_above_the_floor_but_below_the_model_names_how_far_to_rela
     req = requirements_with(slo={"itl_p95_ms": 2}, budget={"max_monthly_usd": None})  # families: g5, g6, g6e, p5
     with pytest.raises(SizingError, match=r"the lowest ITL any allowed option reaches, with one request and nothing "
                                           r"else running, is \d+\.\d ms \(p5\.48xlarge, tensor_parallel_size=\d\) "
-                                          r"against slo.itl_p95_ms=2: raise it to >= 3, lower model.precision") as exc:
+                                          r"against slo.itl_p95_ms=2: raise slo.itl_p95_ms to >= 3, lower "
+                                          r"model.precision") as exc:
         plan_env(req, "prod")
     assert "physically" not in str(exc.value)
 
 
 def test_a_ttft_target_out_of_reach_names_the_lowest_reachable_ttft():
     with pytest.raises(SizingError, match=r"the lowest TTFT of a mean-length prompt on an idle replica is \d+ ms .* "
-                                          r"slo.ttft_p95_ms=5: raise it to >= \d+"):
+                                          r"slo.ttft_p95_ms=5: raise slo.ttft_p95_ms to >= \d+"):
         plan_env(requirements_with(slo={"ttft_p95_ms": 5}), "prod")
 
 

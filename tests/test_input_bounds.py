@@ -244,7 +244,7 @@ def _set(section: str, **values):
     ("prototype-summarizer-pilot", _set("engine", tensor_parallel_degree=8),
      "engine.tensor_parallel_degree: tensor_parallel_degree=8 is more than the 1 GPU(s) of ml.g6e.2xlarge"),
     ("prototype-summarizer-pilot", _set("engine", initial_instance_count=1000),
-     "engine.initial_instance_count: initial_instance_count=1000 is outside the autoscaling range 1-2"),
+     "engine.initial_instance_count: initial_instance_count=1000 is outside the autoscaling range 1-1"),
     ("rag-assistant-retrieval-prod", _set("engine", http_port=8001),
      "engine.grpc_port: grpc_port=8001 is also http_port"),
     ("edge-classifier-prod", _set("compute", replicas=50),

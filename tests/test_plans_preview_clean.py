@@ -1,7 +1,7 @@
 """Plans their own preview rejects (issue 23, class 7): the planner applies the rules the preview checks, so a plan
 that succeeds previews clean, or the plan refuses (exit 2) naming the fix. One test per rule and instance found: the
 sync Job's download and the system disk (`blueprints.contracts.weights.sync_job_ephemeral_gib`), a serving pod and
-its node (`blueprints.contracts.allocatable`), an existing cluster's add-ons (`blueprints.plan.cluster_addons`)."""
+its node (`blueprints.contracts.placement`), an existing cluster's add-ons (`blueprints.plan.cluster_addons`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from blueprints.catalog.addons import load_platform_catalog
-from blueprints.contracts.allocatable import allocatable, every_daemonset, serving_pod_fits, serving_pod_requests
+from blueprints.contracts.placement import allocatable, every_daemonset, proxied_pod_requests, serving_pod_fits
 from blueprints.contracts.weights import disk_for_gib, sync_job_ephemeral_gib, usable_disk_gib, weights_volume_gib
 from blueprints.core import defaults
 from tests.plan_preview import plan_and_preview
@@ -65,7 +65,7 @@ def test_a_70b_model_from_hugging_face_previews_clean_on_the_system_disk_planned
 
 def test_a_serving_pod_fits_only_where_the_previews_allocatable_holds_it_whole():
     have = allocatable("c7g.xlarge", ephemeral_gib=None, daemonsets=every_daemonset(gpu_node=False))
-    cpu, memory = serving_pod_requests(cpu=3, memory_gib=5.68)
+    cpu, memory = proxied_pod_requests(cpu=3, memory_gib=5.68)
     assert memory == 6 * 2**30 + 128 * 2**20  # the server's 6Gi and the proxy's 128Mi
     assert memory > have["memory"] and cpu <= have["cpu"]
     assert not serving_pod_fits("c7g.xlarge", per_node=1, cpu=3, memory_gib=5.68)

@@ -44,9 +44,10 @@ def test_a_gpu_service_needs_its_node_pools_vcpus_at_full_scale():
 
 
 def test_sagemaker_counts_instances_twice_for_a_blue_green_update_and_platforms_their_system_nodes():
-    [need] = quota_needs(stack("prototype-summarizer-pilot"))
-    assert (need.service_code, need.quota_code, need.needed, need.unit) == ("sagemaker", "L-F8D7F460", 4.0,
-                                                                             "instances")
+    pilot = stack("prototype-summarizer-pilot")
+    [need] = quota_needs(pilot)
+    assert (need.service_code, need.quota_code, need.needed, need.unit) == (
+        "sagemaker", "L-F8D7F460", 2.0 * pilot.autoscaling.max_replicas, "instances")
     [system] = quota_needs(stack("platform-prod-us-east-1"))
     assert (system.quota_code, system.needed) == ("L-1216C47A", 12.0)  # 3 x m7i.xlarge at the group's max size
     assert quota_needs(stack("support-sentiment-prod")) == []  # an existing cluster's nodes are not ours
@@ -91,12 +92,45 @@ def test_an_applied_quota_is_compared_and_a_never_changed_one_falls_back_to_the_
     assert (standard.value, standard.source, standard.ok) == (5.0, "AWS default", False)
 
 
+def _account_vcpus(quota_code: str, region: str, policy: str = "prod.json") -> tuple[float, list[str]]:
+    """Every bundled stack of the account (`policies/config/<policy>`) in `region`: the vCPUs of `quota_code` they need
+    together at full scale, and those stacks."""
+    from blueprints.review.stack import policy_config_for
+
+    total, stacks = 0.0, []
+    for path in sorted((ROOT / "stacks").glob("Pulumi.*.yaml")):
+        subject = read_config(path)
+        if policy_config_for(subject.environment, production=subject.production).name != policy:
+            continue
+        for need in quota_needs(subject):
+            if (need.quota_code, need.region) == (quota_code, region):
+                total += need.needed
+                stacks.append(subject.stack)
+    return total, stacks
+
+
 def test_preflight_without_credentials_prints_what_to_check_and_how_to_request_it(monkeypatch):
+    """The request asks for what every stack of the account needs in the Region, not chat-assistant-prod's share."""
     monkeypatch.setattr("blueprints.cli._service_quotas_client_factory", lambda: None)
     result = runner.invoke(app, ["preflight", "chat-assistant-prod", "--stacks-dir", str(ROOT / "stacks")])
     assert result.exit_code == 0, result.output
+    total, stacks = _account_vcpus("L-DB2E81BA", "us-east-1")
+    assert total > _chat_prod_vcpus() and len(stacks) > 1  # the premise: G instances beside it in us-east-1
     assert ("aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-DB2E81BA "
-            f"--desired-value {_chat_prod_vcpus()} --region us-east-1") in result.output
+            f"--desired-value {total:g} --region us-east-1") in result.output
+    assert f"{_chat_prod_vcpus():g} for chat-assistant-prod, {total:g} with every stack of the account" in result.output
+
+
+def test_preflight_fails_a_quota_that_holds_the_stack_but_not_the_stacks_beside_it(monkeypatch):
+    total, stacks = _account_vcpus("L-DB2E81BA", "us-east-1")
+    client = _client([("get_service_quota", {"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA"},
+                       {"Quota": {"QuotaCode": "L-DB2E81BA", "Value": float(_chat_prod_vcpus())}})])
+    monkeypatch.setattr("blueprints.cli._service_quotas_client_factory", lambda: (lambda region: client))
+    result = runner.invoke(app, ["preflight", "chat-assistant-prod", "--stacks-dir", str(ROOT / "stacks"), "--json"])
+    assert result.exit_code == 1
+    [row] = json.loads(result.stdout)
+    assert (row["stack_needed"], row["needed"], row["ok"]) == (_chat_prod_vcpus(), total, False)
+    assert row["stacks"] == stacks and row["account"].endswith("policies/config/prod.json")
 
 
 def test_preflight_exits_1_naming_a_quota_below_the_need(monkeypatch):
@@ -106,7 +140,8 @@ def test_preflight_exits_1_naming_a_quota_below_the_need(monkeypatch):
     result = runner.invoke(app, ["preflight", "chat-assistant-prod", "--stacks-dir", str(ROOT / "stacks"), "--json"])
     assert result.exit_code == 1
     [row] = json.loads(result.stdout)
-    assert (row["quota_code"], row["value"], row["needed"], row["ok"]) == ("L-DB2E81BA", 8.0, _chat_prod_vcpus(), False)
+    assert (row["quota_code"], row["value"], row["stack_needed"], row["ok"]) == ("L-DB2E81BA", 8.0, _chat_prod_vcpus(),
+                                                                                False)
 
 
 def test_preflight_of_an_unknown_stack_exits_2():

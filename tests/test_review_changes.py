@@ -243,8 +243,13 @@ def test_preview_with_a_baseline_writes_the_review_into_plan_md_and_plan_json(tm
     _project(tmp_path, monkeypatch)
     assert runner.invoke(app, ["preview", "chat-assistant-prod", "--out", "base"]).exit_code == 0
     config = tmp_path / "stacks" / "Pulumi.chat-assistant-prod.yaml"
-    most = read_stack_config(config).autoscaling.max_replicas
-    edited = config.read_text().replace(f"      max_replicas: {most}\n", f"      max_replicas: {most + 2}\n")
+    planned = read_stack_config(config)
+    most = planned.autoscaling.max_replicas
+    # A hand edit of the maximum states what it costs too (the stack-config check holds it to the nodes it takes).
+    node = planned.predictions.cost_lines[0].usd_per_hour * 730
+    before_usd, after_usd = planned.predictions.max_monthly_cost_usd, planned.predictions.max_monthly_cost_usd + 2 * node
+    edited = config.read_text().replace(f"      max_replicas: {most}\n", f"      max_replicas: {most + 2}\n").replace(
+        f"max_monthly_cost_usd: {before_usd}\n", f"max_monthly_cost_usd: {round(after_usd, 2)}\n")
     assert edited != config.read_text()
     config.write_text(edited)
     result = runner.invoke(app, ["preview", "chat-assistant-prod", "--baseline", "base/plan.json", "--out", "head"])
@@ -255,3 +260,75 @@ def test_preview_with_a_baseline_writes_the_review_into_plan_md_and_plan_json(tm
     review = json.loads((tmp_path / "head" / "plan.json").read_text())["review"]
     assert {"path": "autoscaling.max_replicas", "before": most, "after": most + 2, "label": "max replicas"} in review["plan"]
     assert review["replacements"] == []
+
+
+# --- a move to another Region or platform: the whole service is replaced --------------------------------------------
+
+
+def _moved(before: Blueprint) -> Blueprint:
+    """`before` planned into eu-central-1, on that Region's bundled platform."""
+    return derive(before, region="eu-central-1", platform={**before.platform.model_dump(mode="json"),
+                                                           "stack": "platform-prod-eu-central-1"})
+
+
+def _assert_move_leads(review, after: Blueprint) -> None:
+    move = review.move
+    assert move is not None and review.replacements[0] is move and move.effect is Effect.REPLACE
+    assert {c.path for c in move.causes} == {"region", "platform.stack"}
+    assert f"creates the whole service again on platform-prod-eu-central-1's cluster in {after.region}" in move.message
+    for new in ("a new load balancer with a new URL", "the weights bucket in eu-central-1",
+                "the weights copied into it again"):
+        assert new in move.message
+    assert not any(r.effect is Effect.ROLLOUT for r in review.replacements)  # nothing is rolled: all of it is new
+    text = review_markdown(review)
+    head = text.split("\n\n")[:2]
+    assert head[0] == "### What changed" and head[1].startswith("> [!CAUTION]\n> **`pulumi up` replaces the whole "
+                                                                 "service**: region us-east-1 -> eu-central-1")
+    assert review_lines(review)[0] == ("warning", f"pulumi up replaces the whole service: {move.summary}")
+
+
+def test_a_region_move_is_the_replacement_of_the_whole_service_at_the_top_of_what_changed(chat_before):
+    after = _moved(chat_before)
+    review = review_changes(after.stack, _dump(chat_before), after)
+    _assert_move_leads(review, after)
+
+
+def test_a_previewed_region_move_names_the_replacement_not_a_rolling_update(chat_before, tmp_path):
+    after = _moved(chat_before)
+    _, review = _baseline_review(chat_before, after, tmp_path)
+    _assert_move_leads(review, after)
+    assert "Rolling updates" not in review_markdown(review)
+
+
+# --- a traffic-only change: replica counts, limits and scaler settings, not the pods --------------------------------
+
+
+def test_a_traffic_only_change_of_a_70b_leaves_its_pod_template_as_it_is(tmp_path):
+    """regulated-assistant (Llama-3.1-70B) at 1.3x its peak rate: the grace period and the load balancer's idle
+    timeout follow the SLO, not the predictions at peak, so no pod restarts."""
+    base = requirements_with("regulated-assistant")
+    before = plan_env(base, "prod")
+    rps = base.traffic.peak_requests_per_s * 1.3
+    after = plan_env(requirements_with("regulated-assistant", traffic={"peak_requests_per_s": rps}), "prod")
+    assert after.network.load_balancer_idle_timeout_s == before.network.load_balancer_idle_timeout_s
+    diff, review = _baseline_review(before, after, tmp_path)
+    assert diff.changed  # the scaler's threshold follows the new rate
+    touched = {(c.type, s.path) for c in diff.changed for s in c.settings}
+    assert not any(path.startswith("spec.template") for kind, path in touched if kind.endswith(":Deployment"))
+    assert review.replacements == [] and review.traffic_restart is None
+
+
+def test_a_traffic_change_that_rolls_the_pods_is_warned_about_with_the_inputs_that_changed(chat_before,
+                                                                                         chat_more_traffic, tmp_path):
+    """A plan whose pod template carries a traffic-derived value (here a grace period off the idle timeout):
+    the review warns that the traffic change restarts every pod, and names the input."""
+    idle = chat_more_traffic.network.load_balancer_idle_timeout_s
+    after = derive(chat_more_traffic, network={**chat_more_traffic.network.model_dump(mode="json"),
+                                               "load_balancer_idle_timeout_s": idle + 60})
+    _, review = _baseline_review(chat_before, after, tmp_path)
+    restart = review.traffic_restart
+    assert restart is not None and "spec.template.spec.terminationGracePeriodSeconds" in restart.paths
+    text = review_markdown(review)
+    assert "> **This traffic-only change restarts every pod**: " in text
+    assert "spec.template.spec.terminationGracePeriodSeconds" in text.split("**This traffic-only change")[1]
+    assert review_lines(review)[0][0] == "warning" and "restarts every pod" in review_lines(review)[0][1]

@@ -45,20 +45,16 @@ def test_node_pool_covers_autoscaler_max_plus_surge_spread_over_the_zones(chat_p
         assert nodes == sum(-(-n // per_node) for n in split)
 
 
-def test_zone_spread_needs_more_nodes_than_bin_packing_alone():
-    """9 pods (8 replicas + 1 surge) on p5.48xlarge (2 per node at tensor parallel 4) over 3 zones need 6 nodes, not
-    5: 3 per zone, 2 nodes each; a pool limited to 5 would leave the rollout's surge Pending. The plan's NodePool limit
-    follows the same count."""
-    from blueprints.contracts.sections import nodes_for
+def test_the_node_pool_limit_is_the_placement_of_the_maximum_plus_the_surge(chat_prod):
+    """9 pods (8 replicas + 1 surge) at 2 per node over 3 zones need 6 nodes, not 5: 3 per zone, 2 nodes each; a pool
+    limited to 5 would leave the rollout's surge Pending. The NodePool limit is that placement's count."""
     from blueprints.core.defaults import SURGE_REPLICAS
+    from tests.blueprint_builders import derive
 
-    assert nodes_for(9, 2, zones=3) == 6 and nodes_for(9, 2, zones=1) == 5
-    assert nodes_for(7, 2, zones=3) == 4 and nodes_for(1, 2, zones=3) == 1
-    prod = plan_env(requirements_with("regulated-assistant", environments={
-        "staging": {"region": "eu-west-1", "traffic_scale": 0.2}, "prod": {"region": "eu-central-1", "traffic_scale": 4.0}}),
-        "prod")
-    assert prod.compute.replicas_per_node == 2 and prod.platform.zones == 3
-    assert prod.autoscaling.max_replicas + SURGE_REPLICAS == 9 and prod.node_pool_max_nodes == 6
+    bp = derive(vllm_blueprint(4, base=chat_prod), autoscaling={"max_replicas": 8})
+    assert bp.compute.replicas_per_node == 2 and bp.platform.zones == 3
+    assert bp.placement.nodes(9) == 6 and bp.placement.nodes(7) == 4 and bp.placement.nodes(1) == 1
+    assert bp.autoscaling.max_replicas + SURGE_REPLICAS == 9 and node_pool_max_nodes(bp) == 6
 
 
 def test_bigger_model_gets_longer_deadline_and_startup_budget(chat_prod):
@@ -78,19 +74,23 @@ def test_high_availability_prod_spreads_over_at_least_two_zones_with_min_domains
     [zone, host] = pod_rollout(prod, SELECTOR)["topology_spread_constraints"]
     assert (zone["topology_key"], zone["when_unsatisfiable"]) == ("topology.kubernetes.io/zone", "DoNotSchedule")
     assert zone["min_domains"] == 2  # without it, one zone alone satisfies maxSkew and both replicas may share it
-    assert host["when_unsatisfiable"] == "ScheduleAnyway"
+    assert (host["topology_key"], host["when_unsatisfiable"]) == ("kubernetes.io/hostname", "ScheduleAnyway")
+    assert host["max_skew"] == prod.compute.replicas_per_node
 
 
-def test_regulated_prod_keeps_two_replicas_on_two_nodes_in_two_zones_and_a_drainable_budget():
-    """The old plan put min 2 replicas on one p4de node (2 per node) and a maxUnavailable-1 PDB blocked its drain."""
-    prod = plan_env(requirements_with("regulated-assistant"), "prod")
-    assert prod.compute.replicas_per_node == 2 and prod.autoscaling.min_replicas == 2
-    [zone, _] = pod_rollout(prod, SELECTOR)["topology_spread_constraints"]
-    # maxSkew 1 over >= 2 zones: the two minimum replicas are in two zones, so on two nodes.
+def test_two_replicas_sharing_a_node_type_are_on_two_nodes_in_two_zones_with_a_drainable_budget(chat_prod):
+    """Two replicas fit one 8-GPU node at tensor parallel 4, but the zone spread (maxSkew 1 over >= 2 zones) puts
+    them in two zones, so on two nodes, and the plan bills both; a drain of one node evicts one replica, which
+    maxUnavailable 1 allows (the old plan put them on one node and its PDB blocked the drain)."""
+    from tests.blueprint_builders import derive
+
+    prod = derive(vllm_blueprint(4, base=chat_prod), compute={"replicas": 2}, autoscaling={"min_replicas": 2})
+    assert prod.compute.replicas_per_node == 2 and prod.strict_zone_spread
+    [zone, host] = pod_rollout(prod, SELECTOR)["topology_spread_constraints"]
     assert (zone["when_unsatisfiable"], zone["max_skew"], zone["min_domains"]) == ("DoNotSchedule", 1, 2)
-    # A drain of one node then evicts one replica, which maxUnavailable 1 allows.
+    assert host["max_skew"] == 2  # Karpenter may pack a node as full as the plan bills it, no fuller
+    assert prod.planned_nodes == 2 and prod.predictions.cost_lines[0].quantity == 2
     assert disruption_budget_spec(prod, SELECTOR)["max_unavailable"] == 1
-    assert any("2 zones" in line and "minDomains" in line for line in prod.rationale)
 
 
 def test_lower_availability_or_dev_spreads_best_effort():

@@ -196,9 +196,10 @@ def test_the_pinned_images_have_metric_catalogs():
     assert catalog.engine_for_image(defaults.TRITON_IMAGE).version == "2.62.0"
 
 
-@pytest.mark.parametrize("value,whole,expected", [(66.96, False, 66.9), (0.1687, False, 0.168), (11.84, False, 11.8),
-                                                  (18.7, True, 18.0), (80.0, True, 80.0), (0.4, True, 1.0)])
-def test_one_rounding_rule_rounds_every_target_down(value, whole, expected):
+@pytest.mark.parametrize("value,whole,expected", [(66.96, False, 67.0), (0.1687, False, 0.169), (11.84, False, 11.9),
+                                                  (18.2, True, 19.0), (80.0, True, 80.0), (0.4, True, 1.0),
+                                                  (35.5, False, 35.5)])
+def test_one_rounding_rule_rounds_every_target_up_so_the_peak_asks_for_the_planned_replicas(value, whole, expected):
     assert planned_target(value, whole=whole) == expected
 
 

@@ -175,10 +175,11 @@ def test_a_70b_model_on_sagemaker_gets_longer_timers_than_a_7b_model():
     assert big.engine.volume_size_gib > 200
 
 
-def test_sagemaker_autoscaling_target_is_half_the_instance_capacity_per_minute():
+def test_sagemaker_autoscaling_target_is_an_instances_share_of_the_planned_peak_per_minute():
     bp = plan_env(requirements_with("prototype-summarizer"), "pilot")
-    per_instance = bp.predictions.requests_per_s_capacity / bp.compute.replicas
-    assert bp.autoscaling.target == pytest.approx(per_instance * 0.5 * 60, abs=0.1)
+    per_instance = bp.model.traffic.peak_requests_per_s / bp.compute.replicas
+    assert bp.autoscaling.target == pytest.approx(per_instance * 60, abs=0.1)
+    assert bp.autoscaling.target <= bp.predictions.requests_per_s_capacity / bp.compute.replicas * 60
 
 
 def test_a_vision_model_outside_the_catalog_needs_a_measured_latency(catalog):

@@ -24,23 +24,25 @@ METRICS_SERVER = ("onnxruntime", "metrics-server 3.13.1 (resource metrics API)")
 
 #: A scaler's threshold must be a number its API takes: KEDA thresholds (Kubernetes quantities, milli precision) and
 #: SageMaker target values are decimals, HPA utilisation and the HTTP add-on's targetValue are integers. The rule:
-#: round DOWN to `TARGET_SIGNIFICANT_DIGITS` significant digits (a planned target scales out no later than planned;
-#: relative precision, so small targets such as 0.17 pending requests keep their meaning), to a whole number for
-#: integer fields, never below 0.001 (or 1). The plan stores the rounded value and every component deploys it as is.
+#: round UP to `TARGET_SIGNIFICANT_DIGITS` significant digits, to a whole number for integer fields, never below
+#: 0.001 (or 1). Targets are the signal at the planned peak share of one replica, so at the planned peak the
+#: autoscaler asks for ceil(replicas x signal / target) = exactly the planned replicas: rounded down, a signal a hair
+#: above the target asks for one more (relative precision, so small targets such as 0.17 pending requests keep their
+#: meaning). The plan stores the rounded value and every component deploys it as is.
 TARGET_SIGNIFICANT_DIGITS = 3
 #: The smallest target any scaler here takes (KEDA's milli precision).
 MIN_SCALING_TARGET = 0.001
 
 
 def planned_target(value: float, *, whole: bool = False) -> float:
-    """The one rounding rule for every scaling target (see `TARGET_SIGNIFICANT_DIGITS`).
-    Examples: 66.96 -> 66.9; 0.1687 -> 0.168; 11.84 -> 11.8; with `whole`, 18.7 -> 18."""
+    """The one rounding rule for every scaling target (see `TARGET_SIGNIFICANT_DIGITS`): up to 3 significant digits.
+    Examples: 66.96 -> 67.0; 0.1687 -> 0.169; 11.84 -> 11.9; 80 -> 80; with `whole`, 18.2 -> 19."""
     if value <= 0:
         raise ValueError(f"a scaling target must be positive, got {value}")
     step = 10.0 ** (math.floor(math.log10(value)) - TARGET_SIGNIFICANT_DIGITS + 1)
     if whole:
         step = max(1.0, step)
-    rounded = math.floor(value / step + 1e-9) * step
+    rounded = math.ceil(value / step - 1e-9) * step
     return max(1.0 if whole else MIN_SCALING_TARGET, round(rounded, 6))
 
 

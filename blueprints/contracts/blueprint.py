@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from blueprints.core import bounds, defaults
+from blueprints.catalog import load_catalog
 from blueprints.core.errors import raise_problems
 from blueprints.requirements.exposure import ExposureVia
 from blueprints.requirements.fields import (
@@ -22,8 +23,9 @@ from blueprints.contracts.consistency import blueprint_problems
 from blueprints.contracts.sections import (
     BLUEPRINT_SCHEMA_VERSION, MAX_TAGS, Alerting, AppliedOverride, Archetype, Autoscaling, ComplianceRecord, Compute, Engine, Network,
     Pipeline, PlatformSpec, Predictions, RolesAnywhereSpec, SageMakerEngine, ServedModel, SloTargets, StartupBudget,
-    Storage, nodes_for,
+    Storage,
 )
+from blueprints.contracts.placement import Placement, serving_placement
 
 
 class Blueprint(ClosedModel):
@@ -88,13 +90,39 @@ class Blueprint(ClosedModel):
         return f"{self.workload_name}-metrics"
 
     @property
+    def placement(self) -> Placement:
+        """How the serving pods take nodes (`blueprints.contracts.placement`): `compute.replicas_per_node` to a node,
+        spread over the platform's zones (the topology spread the program renders)."""
+        return serving_placement(per_node=self.compute.replicas_per_node, zones=self.platform.zones,
+                                 strict_zone_spread=self.strict_zone_spread)
+
+    @property
     def node_pool_max_nodes(self) -> int:
-        """Nodes the workload pool must be able to reach: autoscaler max plus the rollout surge
-        (`defaults.SURGE_REPLICAS`), spread over the platform's zones (topology spread keeps zones within one replica
-        of each other, and a node serves one zone), bin-packed within each zone. For GPUs: `max_nodes x
-        gpus_per_node >= (max_replicas + surge) x gpus_per_replica`."""
-        return nodes_for(self.autoscaling.max_replicas + defaults.SURGE_REPLICAS, self.compute.replicas_per_node,
-                         zones=self.platform.zones or 1)
+        """Nodes the workload pool must be able to reach: the autoscaler's maximum plus the rollout surge
+        (`defaults.SURGE_REPLICAS`), placed as the scheduler places them (`placement`: spread evenly over the
+        platform's zones, whole nodes per zone). For GPUs: `max_nodes x gpus_per_node >= (max_replicas + surge) x
+        gpus_per_replica`."""
+        return self.placement.nodes(self.autoscaling.max_replicas + defaults.SURGE_REPLICAS)
+
+    @property
+    def planned_nodes(self) -> int:
+        """Nodes (or SageMaker instances) the planned peak replicas take (`placement`); on an edge cluster, the
+        owned nodes they use."""
+        return self.placement.nodes(self.compute.replicas)
+
+    @property
+    def planned_monthly_usd(self) -> float:
+        """What the planned peak costs a month, USD: the nodes its replicas take (`planned_nodes`) at the nodes' cost
+        line price, plus the fixed items (the stated peak, `predictions.monthly_cost_usd`, is never below it: the
+        simulated autoscaler may run more for a cooldown)."""
+        first = self.predictions.cost_lines[0]
+        return (self.planned_nodes * first.usd_per_hour * load_catalog().hours_per_month
+                + sum(line.monthly_usd for line in self.predictions.cost_lines[1:]))
+
+    @property
+    def max_monthly_usd(self) -> float:
+        """What the autoscaler's maximum costs a month, USD (`predictions.max_monthly_cost_usd`, else the peak)."""
+        return self.predictions.max_monthly_cost_usd or self.predictions.monthly_cost_usd
 
     @property
     def rollout_surge(self) -> int:

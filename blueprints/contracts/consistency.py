@@ -483,10 +483,28 @@ def _costs(bp: Blueprint, catalog: Catalog) -> list[FieldProblem]:
                                      f"{c.instance_type} {'instances' if sagemaker else 'nodes'} at the catalog's "
                                      f"${price:g}/hour{' (spot estimate)' if spot else ''}, not {first.item!r} at "
                                      f"${first.usd_per_hour:g}"))
-    nodes = math.ceil(c.replicas / c.replicas_per_node)
-    if abs(first.quantity - nodes) > 1e-9:
+    # The peak fleet: the nodes the planned replicas take as the scheduler places them, or more when the autoscaler
+    # runs more for a cooldown under the planned traffic (`blueprints.plan.scaling`), never more than its maximum.
+    least, most = bp.planned_nodes, bp.placement.nodes(max(bp.autoscaling.max_replicas, c.replicas))
+    if not (least - 1e-9 <= first.quantity <= most + 1e-9 and float(first.quantity).is_integer()):
         problems.append(FieldProblem((*at, "cost_lines", 0, "quantity"), f"quantity={first.quantity:g} but "
-                                     f"{c.replicas} replica(s) at {c.replicas_per_node} per node need {nodes}"))
+                                     f"{c.replicas} replica(s) at {c.replicas_per_node} per node, placed over "
+                                     f"{bp.placement.zone_domains} zone(s), take {least} "
+                                     f"{'instances' if sagemaker else 'nodes'}, and the autoscaler's maximum "
+                                     f"{bp.autoscaling.max_replicas} takes {most}: the peak fleet is between them"))
+    fixed = sum(line.monthly_usd for line in p.cost_lines[1:])
+    if p.max_monthly_cost_usd is not None:
+        want = most * first.usd_per_hour * hours + fixed
+        if abs(p.max_monthly_cost_usd - want) > most * hours * 0.00005 + _CENT:
+            problems.append(FieldProblem((*at, "max_monthly_cost_usd"), f"max_monthly_cost_usd="
+                                         f"{p.max_monthly_cost_usd:g} but the autoscaler's maximum of "
+                                         f"{bp.autoscaling.max_replicas} takes {most} at ${first.usd_per_hour:g}/hour "
+                                         f"plus ${fixed:,.2f} of fixed items: ${want:,.2f}"))
+    if p.expected_monthly_cost_usd is not None and p.expected_monthly_cost_usd > p.monthly_cost_usd + _CENT:
+        problems.append(FieldProblem((*at, "expected_monthly_cost_usd"), f"expected_monthly_cost_usd="
+                                     f"{p.expected_monthly_cost_usd:g} is above the peak, monthly_cost_usd="
+                                     f"{p.monthly_cost_usd:g}: the peak is the largest fleet the autoscaler runs; "
+                                     "re-plan with `blueprint plan`"))
     if p.cost_is_estimate != spot:
         problems.append(FieldProblem((*at, "cost_is_estimate"), "cost_is_estimate is true exactly when "
                                      "compute.capacity_type is spot (estimated prices)"))

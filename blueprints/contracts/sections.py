@@ -4,7 +4,6 @@ the compliance record, startup budget, autoscaling, SLO targets, predictions, pi
 
 from __future__ import annotations
 
-import math
 from enum import Enum
 from typing import Annotated, Literal, Union
 from pydantic import Field, model_validator
@@ -25,14 +24,6 @@ from blueprints.core.jsontypes import ClosedModel
 #: Bumped when a field changes meaning; the program refuses configs of another version.
 #: 3: `compliance` (the requirements' compliance, recorded) and `network.exposure`.
 BLUEPRINT_SCHEMA_VERSION = 3
-
-
-def nodes_for(replicas: int, per_node: int, *, zones: int = 1) -> int:
-    """Nodes `replicas` need at `per_node` replicas per node when spread evenly (max skew 1) over `zones` zones.
-    Example: 9 replicas, 2 per node, 3 zones -> 3 + 3 + 3 replicas -> 2 + 2 + 2 = 6 nodes (5 without zones)."""
-    zones = max(1, min(zones, replicas)) if replicas else 1
-    share, extra = divmod(replicas, zones)
-    return sum(math.ceil((share + (1 if z < extra else 0)) / per_node) for z in range(zones))
 
 
 #: `autoscaling.metric` of a stack without an autoscaler: a fixed replica count (an edge cluster that declares no
@@ -522,7 +513,11 @@ class Predictions(ClosedModel):
                                                   "monthly cost (reported, not part of monthly_cost_usd)")
     expected_monthly_cost_usd: Usd | None = Field(default=None, description="the fleet simulation's monthly "
                                                     "cost of the autoscaled fleet over a typical day of the traffic "
-                                                    "pattern (`monthly_cost_usd` is the peak-provisioned cost)")
+                                                    "pattern (`monthly_cost_usd` is the peak-provisioned cost, never "
+                                                    "below it)")
+    max_monthly_cost_usd: Usd | None = Field(default=None, description="the most the autoscaler can run, USD/month: "
+                                             "max_replicas' nodes (placed as the scheduler places them) plus the "
+                                             "fixed items; budget.max_monthly_usd is checked against it")
     slo_attainment: float | None = Field(default=None, ge=0, le=1, description="the fleet simulation's share of "
                                          "minutes within every p95 target (0-1)")
     models: list[ModelLatency] | None = Field(default=None, description="non-generative archetypes: each model's "

@@ -45,6 +45,16 @@ def sync_job_ephemeral_gib(weights_gib: float, *, from_hugging_face: bool) -> in
     return math.ceil(weights_volume_gib([weights_gib]) - 1e-9)
 
 
+def fetch_memory_gib(weights_gib: Iterable[float]) -> float:
+    """Memory of a weights copy step (an init container copying models to local disk), GiB: 1 GiB plus 1 GiB per
+    32 GiB of weights, at most 4 GiB.
+
+    `aws s3 sync` keeps up to 10 concurrent 8 MiB parts per file in memory; dirty page cache of the written files is
+    charged to the container's cgroup, so large models get more room before the kernel throttles or OOM-kills.
+    """
+    return min(4.0, 1 + math.ceil(sum(weights_gib) / 32))
+
+
 def weights_reason(bp: Blueprint) -> str:
     """Where each model's weights come from and what the servers read, in plain words (the plan's rationale).
 

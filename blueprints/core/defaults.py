@@ -340,9 +340,6 @@ CPU_MEMORY_OVERHEAD_GIB = 1.0
 # --- Autoscaling and archetype choice -----------------------------------------------------------------------------
 #: Minimum scale-in cooldown, s: vLLM production-stack's KEDA default (sizing-facts.md); raised above cold start.
 SCALE_IN_COOLDOWN_MIN_S = 360
-#: SageMakerVariantInvocationsPerInstance target = max requests/s per instance x this x 60 (AWS SageMaker autoscaling
-#: docs, "safety factor 0.5", as quoted in sizing-facts.md).
-SAGEMAKER_INVOCATIONS_SAFETY_FACTOR = 0.5
 #: SageMaker real-time invocation processing limit, s (sizing-facts.md: "60 s processing limit"); a non-streamed
 #: response must complete within it.
 SAGEMAKER_INVOCATION_TIMEOUT_S = 60
@@ -385,6 +382,9 @@ PROMETHEUS_URL = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
 #: `ENTRYPOINT ["/usr/local/bin/envoy"]`). The tag is listed on Docker Hub for linux/amd64 and linux/arm64
 #: (blueprints/catalog/images.yaml).
 ENVOY_IMAGE = "envoyproxy/envoy:distroless-v1.37.6"
+#: The authenticating proxy's requests (= limits) in every self-hosted serving pod. [assumption] Envoy proxying one
+#: engine's requests needs well under a tenth of a core; part of every replica's requests (`contracts.placement`).
+PROXY_RESOURCES = {"cpu": "100m", "memory": "128Mi"}
 #: Port the proxy listens on inside the pod (plain HTTP/1.1 and h2c; TLS ends at the load balancer).
 PROXY_PORT = 8080
 #: Load balancer listener ports: 443 with a TLS certificate, 80 without (internal only).
@@ -428,6 +428,9 @@ EDGE_CPU_GFLOPS_PER_VCPU = {"x86_64": 60.0, "arm64": 40.0}
 #: image's Amazon Linux 2, so the CLI reads it as an IMDS endpoint (AWS_EC2_METADATA_SERVICE_ENDPOINT) instead of a
 #: `credential_process`.
 CREDENTIAL_HELPER_IMAGE = "public.ecr.aws/rolesanywhere/credential-helper:1.8.1-2026.04.09.16.01"
+#: The IAM Roles Anywhere credential helper's requests (= limits), a native sidecar of edge pods with s3:// sources.
+#: [assumption] it signs one session per `session_duration_s` and serves a loopback endpoint.
+CREDENTIAL_HELPER_RESOURCES = {"cpu": "50m", "memory": "64Mi"}
 CREDENTIAL_HELPER_PORT = 9911
 #: Kubernetes version from which a restartable init container (`restartPolicy: Always`, a native sidecar) runs
 #: beside the later init containers: SidecarContainers beta and on by default in 1.29 (kubernetes.io/docs/concepts/

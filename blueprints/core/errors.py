@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -32,10 +34,39 @@ class CatalogError(BlueprintError):
     """Raised when a catalog id (model, GPU, instance type) is unknown or a catalog file is malformed."""
 
 
+@dataclass(frozen=True)
+class Fix:
+    """One change a refusal proposes (`SizingError.fixes`), for `blueprints.plan.hints` to prove by planning again.
+
+    Attributes:
+        field: a requirements field by its dotted path (`budget.max_monthly_usd`, `slo.itl_p95_ms`,
+            `environments.prod.max_replicas`) or a policy limit (`policy:<env>:maxGpus`).
+        value: the value proposed.
+        text: the words proposing it, e.g. `raise budget.max_monthly_usd to >= 16276`.
+        slot: the words in the message this fix would replace, when it is an alternative to another fix (the least
+            and the cheapest option's GPUs); None: `text` itself.
+    """
+
+    field: str
+    value: float
+    text: str
+    slot: str | None = None
+
+
 class SizingError(BlueprintError):
-    """Raised when no plan meets the requirements; the message names the constraint to relax."""
+    """Raised when no plan meets the requirements; the message names the constraint to relax.
+
+    `fixes`: the changes the message proposes (`Fix`), each proven by `blueprints.plan.hints.prove` before the
+    message reaches a user; `groups`: after proving, the changes to make together, one tuple per proven fix.
+    """
 
     rule = "feasible-plan"
+
+    def __init__(self, message: str, *, rule: str | None = None, fixes: tuple[Fix, ...] = (),
+                 groups: tuple[tuple[Fix, ...], ...] = ()) -> None:
+        super().__init__(message, rule=rule)
+        self.fixes = fixes
+        self.groups = groups
 
 
 class StackConfigError(BlueprintError):

@@ -6,14 +6,12 @@ including what the operator must provide. Called by the planner's builders (`blu
 
 from __future__ import annotations
 
-import math
-
 from blueprints.core import defaults
 from blueprints.contracts.sections import FIXED_REPLICAS, Archetype, Autoscaling, CostLine, RolesAnywhereSpec
 from blueprints.catalog import Catalog
 from blueprints.requirements.cluster_exposure import ClusterExposure
-from blueprints.plan.owned_nodes import OwnedNodeShape
-from blueprints.core.errors import SizingError
+from blueprints.plan.owned_nodes import OwnedNodeShape, edge_count_fix, edge_nodes_needed
+from blueprints.core.errors import Fix, SizingError
 from blueprints.requirements.service import Requirements
 from blueprints.requirements.exposure import Exposure, ExposureVia
 from blueprints.contracts.stackconfig import ROLES_ANYWHERE_CA_KEY
@@ -56,9 +54,10 @@ def bounded_ceiling(req: Requirements, env: str, *, ceiling: int, owned: OwnedNo
     slots = owned.count * per_node
     asked = req.environments[env].max_replicas
     if asked is not None and asked > slots:
+        lower = Fix(f"environments.{env}.max_replicas", slots, f"lower max_replicas to <= {slots}")
+        more = edge_count_fix(edge_nodes_needed(asked, per_node))
         raise SizingError(f"environments.{env}.max_replicas={asked}: {owned.describe()} hold {slots} replica(s) of "
-                          f"this shape ({per_node} per node); lower max_replicas to <= {slots} or raise "
-                          f"hardware.edge_nodes.count to >= {math.ceil(asked / per_node)}")
+                          f"this shape ({per_node} per node); {lower.text} or {more.text}", fixes=(lower, more))
     room = slots - defaults.SURGE_REPLICAS if slots - defaults.SURGE_REPLICAS >= replicas else slots
     return ceiling if asked is not None else max(replicas, min(ceiling, room))
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from blueprints.core import bounds, defaults
-from blueprints.contracts.sections import nodes_for
+from blueprints.contracts.placement import Placement, serving_placement
 from blueprints.catalog import InstanceType
 from blueprints.requirements.service import Requirements
 
@@ -107,15 +107,20 @@ class Guardrails:
 @dataclass(frozen=True)
 class Breach:
     """A constraint an option breaks: its policy or field, what the option needs against the limit, the amount
-    needed, and the fix (a template with `{env}` and `{needed}`)."""
+    needed, the fix (a template with `{env}` and `{needed}`) and the field the fix sets (a template with `{env}`,
+    as `blueprints.core.errors.Fix.field` names it; None when no value of one field fixes it)."""
 
     constraint: str
     why: str
     needed: int
     fix: str
+    field: str | None = None
 
     def fix_for(self, env: str, needed: int | None = None) -> str:
         return self.fix.format(env=env, needed=self.needed if needed is None else needed)
+
+    def field_for(self, env: str) -> str | None:
+        return None if self.field is None else self.field.format(env=env)
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,8 @@ class SearchLimits:
     Attributes:
         guardrails: the environment's policy limits (instance types, GPU quota); None without a policy config.
         zones: the zones the platform's node pools span (replicas spread evenly over them, whole nodes per zone).
+        strict_zone_spread: the environment's replicas must spread over zones (`Blueprint.strict_zone_spread`: high
+            availability in production), DoNotSchedule with minDomains.
         max_replicas: environments.<env>.max_replicas (the replicas the peak needs may not exceed it).
         replica_limit: the most replicas one stack scales to (`bounds.MAX_REPLICAS`: one autoscaler and node pool);
             None only to name the constraint that binds (`blueprints.plan.options.infeasible.relaxed`).
@@ -132,6 +139,7 @@ class SearchLimits:
 
     guardrails: Guardrails | None = None
     zones: int = 1
+    strict_zone_spread: bool = False
     max_replicas: int | None = None
     replica_limit: int | None = bounds.MAX_REPLICAS
 
@@ -143,9 +151,18 @@ class SearchLimits:
     def max_gpus(self) -> int | None:
         return self.guardrails.max_gpus if self.guardrails is not None else None
 
+    def placement(self, per_node: int) -> Placement:
+        """How an option's replicas take nodes at `per_node` to a node (`blueprints.contracts.placement`), as the
+        program will spread them."""
+        return serving_placement(per_node=per_node, zones=self.zones, strict_zone_spread=self.strict_zone_spread)
+
+    def nodes(self, replicas: int, *, per_node: int) -> int:
+        """Nodes `replicas` take at `per_node` to a node (what the option is billed for)."""
+        return self.placement(per_node).nodes(replicas)
+
     def gpus_at_full_scale(self, replicas: int, *, per_node: int, gpus_per_node: int) -> int:
         """GPUs of the node pool that holds `replicas` plus the rollout surge over the zones (its smallest limit)."""
-        return nodes_for(replicas + defaults.SURGE_REPLICAS, per_node, zones=self.zones) * gpus_per_node
+        return self.nodes(replicas + defaults.SURGE_REPLICAS, per_node=per_node) * gpus_per_node
 
     def breach(self, inst: InstanceType, *, replicas: int, per_node: int, managed: bool) -> Breach | None:
         """The first constraint an option with `replicas` at peak breaks, None when it breaks none. SageMaker
@@ -157,14 +174,15 @@ class SearchLimits:
                               "{needed}", f"{self.replica_limit:,}"))
         if self.max_replicas is not None and replicas > self.max_replicas:
             return Breach("max_replicas", f"needs {replicas} replicas at peak, above max_replicas={self.max_replicas}",
-                          replicas, "raise environments.{env}.max_replicas to >= {needed}")
+                          replicas, "raise environments.{env}.max_replicas to >= {needed}",
+                          "environments.{env}.max_replicas")
         if self.max_gpus is not None and inst.gpu_count and not managed:
             gpus = self.gpus_at_full_scale(replicas, per_node=per_node, gpus_per_node=inst.gpu_count)
             if gpus > self.max_gpus:
                 source = self.guardrails.source  # type: ignore[union-attr]
                 return Breach("gpu-quota", f"needs {gpus} GPUs with the rollout surge, above maxGpus={self.max_gpus} "
                                            f"({source}, gpu-quota)", gpus,
-                              f"raise maxGpus in {source} to >= {{needed}}")
+                              f"raise maxGpus in {source} to >= {{needed}}", "policy:{env}:maxGpus")
         return None
 
     def need(self, constraint: str, inst: InstanceType, *, replicas: int, per_node: int) -> int:

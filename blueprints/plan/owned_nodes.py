@@ -17,6 +17,7 @@ import math
 from pydantic import Field
 
 from blueprints.core import defaults
+from blueprints.core.errors import Fix
 from blueprints.catalog import InstanceType
 from blueprints.requirements.hosting import EdgeNodes
 
@@ -54,12 +55,24 @@ def edge_capacity_problem(*, env: str, nodes: OwnedNodeShape, replicas: int, per
     """The shortfall when `nodes.count` nodes of `per_node` replicas cannot hold the peak's `replicas`; None when they
     can.
 
-    Example: 5 replicas at 2 per node need 3 nodes; with 2 nodes the message asks for 1 more.
+    Example: 5 replicas at 2 per node need 3 nodes; with 2 nodes the message asks for 1 more, in the words of
+    `edge_count_fix`.
     """
-    need = math.ceil(replicas / per_node)
+    need = edge_nodes_needed(replicas, per_node)
     if need <= nodes.count:
         return None
     return (f"environments.{env}: the peak needs {replicas} replica(s) of {cpu} vCPU ({per_node} per node) within "
             f"the SLO, {need} node(s) of {nodes.vcpus} vCPU / {nodes.memory_gib:g} GiB, but "
-            f"hardware.edge_nodes.count is {nodes.count}: add {need - nodes.count} node(s) (raise count), lower "
+            f"hardware.edge_nodes.count is {nodes.count}: add {need - nodes.count} node(s) "
+            f"({edge_count_fix(need).text}), lower "
             f"environments.{env}.traffic_scale or traffic.peak_requests_per_s, or relax slo.latency_p95_ms")
+
+
+def edge_nodes_needed(replicas: int, per_node: int) -> int:
+    """Owned nodes that hold `replicas` at `per_node` replicas a node (ceil)."""
+    return math.ceil(replicas / per_node)
+
+
+def edge_count_fix(nodes: int) -> Fix:
+    """The fix "raise hardware.edge_nodes.count to >= <nodes>"."""
+    return Fix("hardware.edge_nodes.count", nodes, f"raise hardware.edge_nodes.count to >= {nodes}")

@@ -28,6 +28,8 @@ from blueprints.plan.options.search import ResolvedModel, resolve_models
 from blueprints.requirements.service import Requirements
 from blueprints.contracts.images import image_problems
 from blueprints.plan.kubernetes_features import feature_problems
+from blueprints.plan.hints import apply_fixes, prove
+from blueprints.plan.node_fit import node_fit_problem
 from blueprints.plan.scaling import finish
 from blueprints.plan.selection import Selection, select_archetype
 from blueprints.plan.stability import Hardware
@@ -63,7 +65,7 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
          guardrails: Mapping[str, Guardrails] | None = None,
          platforms: Mapping[str, PlatformConfig] | None = None,
          alerting: AlertingSpec | None = None, existing: Mapping[str, Hardware] | None = None,
-         switch_threshold_pct: float = defaults.SWITCH_THRESHOLD_PCT) -> list[Blueprint]:
+         switch_threshold_pct: float = defaults.SWITCH_THRESHOLD_PCT, prove_hints: bool = True) -> list[Blueprint]:
     """Plan every (or the named) environment of a requirements file.
 
     Args:
@@ -81,6 +83,8 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
             of its existing stack config (`blueprints.plan.stability.hardware_of`), kept while it stays within
             `switch_threshold_pct` % of the cheapest option.
         switch_threshold_pct: that tolerance, % (0-100).
+        prove_hints: before a refusal proposes "raise X to >= N", plan again with it (`blueprints.plan.hints.prove`):
+            the message keeps only changes that plan, alone or together. Defaults to True (off in those re-plans).
 
     Returns:
         One `Blueprint` per environment, in the order planned; for a compound service (`blueprints.plan.compound.parts`) one
@@ -91,8 +95,31 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
             they break an environment's policy whatever the plan chooses.
         CatalogError: a model id is unknown.
         SizingError: nothing meets the requirements within the constraints, or the cheapest plan is over budget; the
-            message names the binding constraint and by how much to relax it.
+            message names the binding constraint and by how much to relax it, proven: each change it proposes plans
+            (alone, or with the others it names together), or it says none suffices.
     """
+    try:
+        return _plan(req, catalog, as_of=as_of, environments=environments, guardrails=guardrails,
+                     platforms=platforms, alerting=alerting, existing=existing,
+                     switch_threshold_pct=switch_threshold_pct)
+    except SizingError as exc:
+        if not prove_hints or not exc.fixes:
+            raise
+
+        def replan(fixes) -> list[Blueprint]:
+            fixed, limits = apply_fixes(req, guardrails or {}, fixes)
+            return plan(fixed, catalog, as_of=as_of, environments=environments, guardrails=limits,
+                        platforms=platforms, alerting=alerting, existing=existing,
+                        switch_threshold_pct=switch_threshold_pct, prove_hints=False)
+
+        raise prove(exc, replan) from None
+
+
+def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: list[str] | None,
+          guardrails: Mapping[str, Guardrails] | None, platforms: Mapping[str, PlatformConfig] | None,
+          alerting: AlertingSpec | None, existing: Mapping[str, Hardware] | None,
+          switch_threshold_pct: float) -> list[Blueprint]:
+    """`plan`, without proving its refusals' hints."""
     names = environments or list(req.environments)
     unknown = [n for n in names if n not in req.environments]
     if unknown:
@@ -166,6 +193,12 @@ def _plan_sized(req: Requirements, catalog: Catalog, ctx: PlanContext, names: li
         problems = image_problems(bp)
         if problems:
             raise SizingError(f"environments.{bp.environment}: " + "; ".join(problems))
+    for bp in planned:  # a node holds the replicas the plan packs (and bills) on it
+        problem = node_fit_problem(bp, ctx.platform(req, bp.environment, managed=bp.archetype is
+                                                    Archetype.SAGEMAKER_ENDPOINT),
+                                   cluster_addons=list(req.operations.cluster_addons or []))
+        if problem:
+            raise SizingError(f"environments.{bp.environment}: {problem}")
     problems = [p for bp in planned for p in feature_problems(bp, source=_version_source(req, bp, ctx))]
     if problems:
         raise RequirementsError("; ".join(problems))

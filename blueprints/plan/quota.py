@@ -120,6 +120,22 @@ def quota_needs(subject: Blueprint | PlatformConfig) -> list[QuotaNeed]:
                       why="node pool at its limit (autoscaling maximum plus the rollout surge)")]
 
 
+def summed_needs(needs: list[tuple[str, QuotaNeed]]) -> list[QuotaNeed]:
+    """(stack, need) pairs with needs of the same quota in the same Region added up: quotas are per account and
+    Region. Each `why` names its stack; in the order first met."""
+    merged: dict[tuple[str, str, str], QuotaNeed] = {}
+    for stack, need in needs:
+        need = QuotaNeed(need.service_code, need.quota_code, need.quota_name, need.region, need.needed, need.unit,
+                         f"{stack}: {need.why}")
+        key = (need.service_code, need.quota_code, need.region)
+        if key in merged:
+            first = merged[key]
+            need = QuotaNeed(first.service_code, first.quota_code, first.quota_name, first.region,
+                             first.needed + need.needed, first.unit, f"{first.why}; {need.why}")
+        merged[key] = need
+    return list(merged.values())
+
+
 @dataclass(frozen=True)
 class QuotaCheck:
     """A need against the account's applied (or default) value; `value` None when it could not be read."""

@@ -1,15 +1,18 @@
 """The last step of planning a stack: its scaling targets, scale-to-zero wake path, zone spread, where its alerts go,
 and the fleet simulation's expected cost and SLO attainment beside the peak cost.
 
-Targets follow one rule (`blueprints.catalog.signals.planned_target`) and one idea: at the planned peak the autoscaler holds
-the planned replicas, and it scales out before a replica passes the highest rate that meets the SLO (the target
-sits the HPA's tolerance below the signal there). vLLM: the requests a replica runs at its share of the peak; Triton: the requests pending in its
-scheduler then (`blueprints.capacity.replica`); SageMaker: invocations per instance per minute at the documented
-safety factor; ONNX Runtime: the CPU utilisation the plan loads a replica to.
+Targets follow one rule (`blueprints.catalog.signals.planned_target`, rounded up) and one idea: each is the signal of
+one replica at its share of the planned peak, from the same per-replica capacity the plan sized the replicas with
+(`blueprints.capacity.replica`), so at the planned peak load the autoscaler asks for exactly the planned replicas
+(`implied_replicas`). vLLM: the requests a replica runs then; Triton: the requests pending in its scheduler then;
+SageMaker: invocations per instance per minute then (`blueprints.plan.builders.sagemaker`); ONNX Runtime: the CPU
+utilisation the plan loads a replica to (its replicas are the peak's work over that utilisation,
+`blueprints.plan.builders.nongen`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from blueprints.core import defaults
@@ -19,6 +22,7 @@ from blueprints.contracts.blueprint import Blueprint
 from blueprints.requirements.platform_file import AlertingSpec
 from blueprints.contracts.platform import PlatformConfig
 from blueprints.capacity.replica import replica_model
+from blueprints.catalog import load_catalog
 from blueprints.catalog.signals import MIN_SCALING_TARGET, planned_target
 
 if TYPE_CHECKING:
@@ -37,14 +41,10 @@ def scaling_targets(bp: Blueprint) -> Blueprint:
         return bp
     model = replica_model(bp)
     point = model.at(_peak_per_replica(bp))
-    # The HPA does not scale up while the signal is within its tolerance above the target, so the target sits that
-    # far below the signal at the highest per-replica rate that meets the SLO (the plan's capacity per replica).
-    edge = model.at(bp.predictions.requests_per_s_capacity / max(1, bp.compute.replicas))
-    signal = (lambda p: p.running) if bp.archetype is Archetype.VLLM_GPU else (lambda p: p.pending)
-    value = min(signal(point), signal(edge) / (1 + defaults.HPA_TOLERANCE)) if signal(edge) > 0 else signal(point)
+    value = point.running if bp.archetype is Archetype.VLLM_GPU else point.pending
     # At a trickle of traffic the signal rounds to nothing: vLLM's running requests count whole requests, and a
     # replica always runs one, so one request in flight must not read as several times the target (at least 1);
-    # Triton's pending requests keep the smallest target a scaler takes.
+    # Triton's pending requests keep the smallest target a scaler takes. The replica floor then holds the plan.
     value = max(value, 1.0 if bp.archetype is Archetype.VLLM_GPU else MIN_SCALING_TARGET)
     update: dict = {"target": planned_target(value)}
     if bp.autoscaling.min_replicas == 0:
@@ -62,13 +62,20 @@ def scaling_reasons(bp: Blueprint, platform: PlatformConfig | None) -> list[str]
         return why  # the edge plan says why it has no autoscaler
     if bp.archetype is Archetype.VLLM_GPU:
         why.append(f"KEDA scales on requests running per replica (vllm:num_requests_running), target {a.target:g}: "
-                   f"what a replica runs at its share of the peak, so the peak holds {bp.compute.replicas} "
-                   "replica(s), and at most the HPA's 10 % tolerance below what it runs at the highest rate that "
-                   "meets the SLO, so it scales out before a replica passes that rate; requests waiting alone would read 0 whenever capacity suffices and let the "
+                   "what a replica runs at its share of the planned peak (rounded up), from the capacity the "
+                   f"replicas were sized with, so at the peak the autoscaler asks for exactly {bp.compute.replicas} "
+                   "replica(s); requests waiting alone would read 0 whenever capacity suffices and let the "
                    "autoscaler fall to the minimum")
     elif bp.archetype is Archetype.TRITON_MULTI_MODEL:
         why.append(f"KEDA scales on requests pending per replica (nv_inference_pending_request_count, AverageValue), "
-                   f"target {a.target:g}: what waits for a batch at the peak share of each replica")
+                   f"target {a.target:g}: what waits for a batch at each replica's share of the planned peak "
+                   f"(rounded up), so at the peak the autoscaler asks for exactly {bp.compute.replicas} replica(s)")
+    elif bp.archetype is Archetype.SAGEMAKER_ENDPOINT:
+        why.append(f"target tracking on SageMakerVariantInvocationsPerInstance, target {a.target:g} invocations per "
+                   "instance per minute: an instance's share of the planned peak (rounded up), from the capacity the "
+                   f"instances were sized with, so at the peak it holds exactly {bp.compute.replicas} instance(s) "
+                   f"({a.target:g} x {bp.compute.replicas} >= the peak's "
+                   f"{sum(m.traffic.peak_requests_per_s for m in bp.models if m.traffic) * 60:g} a minute)")
     if a.min_replicas == 0:
         why.append(f"scales to zero: requests go through the KEDA HTTP add-on's interceptor "
                    f"({bp.workload_name}-proxy.{bp.platform.namespace}), which holds them while a replica starts; "
@@ -88,6 +95,27 @@ def scaling_reasons(bp: Blueprint, platform: PlatformConfig | None) -> list[str]
                    f"of {defaults.SURGE_REPLICAS}, {bp.compute.replicas_per_node} per node, spread over "
                    f"{bp.platform.zones} zones")
     return why
+
+
+def implied_replicas(bp: Blueprint, load_rps: float) -> int:
+    """The replicas the autoscaler asks for when the planned replicas serve a steady `load_rps` (requests/s, all
+    models): the signal summed over them, from the same replica model the targets come from, over the target, rounded
+    up, within min and max replicas (`desired = ceil(total / target)`, the HPA's and target tracking's rule; a fixed
+    replica count is its replicas). At the planned peak it is the planned replicas."""
+    a, replicas = bp.autoscaling, max(1, bp.compute.replicas)
+    if a.metric == FIXED_REPLICAS:
+        return a.max_replicas
+    model = replica_model(bp)
+    point = model.at(load_rps / replicas)
+    if bp.archetype is Archetype.SAGEMAKER_ENDPOINT:
+        total = load_rps * 60
+    elif a.metric == "cpu":
+        total = load_rps / model.capacity_rps * 100
+    elif bp.archetype is Archetype.VLLM_GPU:
+        total = replicas * point.running
+    else:
+        total = replicas * point.pending
+    return max(max(1, a.min_replicas), min(a.max_replicas, math.ceil(total / a.target - 1e-9)))
 
 
 def alerting_for(bp: Blueprint, platform: PlatformConfig | None, spec: AlertingSpec, *,
@@ -167,18 +195,39 @@ def warm_floor(bp: Blueprint) -> tuple[Blueprint, SimulationResult, str | None]:
 
 def simulation_predictions(bp: Blueprint, result: SimulationResult) -> Blueprint:
     """The fleet simulation of one planned day (`blueprints.simulate.fleet`) in the plan: expected monthly cost and SLO
-    attainment."""
-    predictions = bp.predictions.model_copy(update={
-        "expected_monthly_cost_usd": round(result.expected_monthly_usd, 2),
-        "slo_attainment": round(result.slo_attainment, 4)})
+    attainment, and the peak: when the autoscaler runs more nodes than the planned peak's (after a burst, for a
+    cooldown), that fleet is the peak the plan states (its first cost line), so the peak is never below the
+    expected cost."""
+    p = bp.predictions
+    update: dict = {"expected_monthly_cost_usd": round(result.expected_monthly_usd, 2),
+                    "slo_attainment": round(result.slo_attainment, 4)}
+    first, planned = p.cost_lines[0], p.cost_lines[0].quantity
+    beyond = result.most_nodes > planned
+    if beyond:
+        hours = load_catalog().hours_per_month
+        line = first.model_copy(update={"quantity": result.most_nodes,
+                                        "monthly_usd": round(result.most_nodes * first.usd_per_hour * hours, 2)})
+        lines = [line, *p.cost_lines[1:]]
+        monthly = round(sum(x.monthly_usd for x in lines), 2)
+        update.update(cost_lines=lines, monthly_cost_usd=monthly)
+        if p.usd_per_million_output_tokens is not None:
+            update["usd_per_million_output_tokens"] = round(p.usd_per_million_output_tokens * monthly
+                                                            / p.monthly_cost_usd, 3)
+    predictions = p.model_copy(update=update)
+    unit = "instances" if bp.archetype is Archetype.SAGEMAKER_ENDPOINT else "nodes"
+    missed = result.violations()
     note = (f"fleet simulation of a planned day ({bp.model.traffic.pattern if bp.model.traffic else 'planned'} "
-            f"traffic): about ${result.expected_monthly_usd:,.0f}/month expected against "
-            f"${bp.predictions.monthly_cost_usd:,.0f}/month provisioned for the peak, p95 targets met in "
+            f"traffic): {missed + '; ' if missed else ''}about ${result.expected_monthly_usd:,.0f}/month expected "
+            "against "
+            f"${predictions.monthly_cost_usd:,.0f}/month provisioned for the peak, p95 targets met in "
             f"{result.slo_attainment:.1%} of minutes")
-    if result.expected_monthly_usd > bp.predictions.monthly_cost_usd:
-        note += (f"; above the peak-provisioned cost because bursts scale the fleet past the peak's "
-                 f"{bp.compute.replicas} replica(s) (up to {bp.autoscaling.max_replicas}) and each added replica stays "
-                 f"for the {bp.autoscaling.cooldown_s} s cooldown")
+    if beyond:
+        note += (f"; the peak is {result.most_nodes} {unit}, not the planned {planned:g}: bursts outpace the "
+                 f"autoscaler, which then runs more than the peak's {bp.compute.replicas} replica(s) (up to "
+                 f"{bp.autoscaling.max_replicas}) until the {bp.autoscaling.cooldown_s} s cooldown ends")
+    if predictions.max_monthly_cost_usd is not None:
+        note += (f"; at most ${predictions.max_monthly_cost_usd:,.0f}/month at the autoscaler's maximum of "
+                 f"{bp.autoscaling.max_replicas} replica(s)")
     return bp.model_copy(update={"predictions": predictions, "rationale": [*bp.rationale, note]})
 
 

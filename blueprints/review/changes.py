@@ -41,6 +41,7 @@ FIELD_LABELS = {
     "autoscaling.min_replicas": "min replicas",
     "autoscaling.max_replicas": "max replicas",
     "platform.kubernetes_version": "Kubernetes version",
+    "platform.stack": "platform",
     "region": "region",
 }
 #: (prediction field, label, unit) in the order the review lists them.
@@ -48,7 +49,17 @@ PREDICTIONS = (("ttft_p95_ms", "TTFT p95", "ms"), ("itl_p95_ms", "ITL p95", "ms"
                ("latency_p95_ms", "request latency p95", "ms"),
                ("requests_per_s_capacity", "capacity", "requests/s"),
                ("expected_monthly_cost_usd", "expected monthly cost (simulated)", "USD"),
-               ("monthly_cost_usd", "peak monthly cost", "USD"))
+               ("monthly_cost_usd", "peak monthly cost", "USD"),
+               ("max_monthly_cost_usd", "monthly cost at the autoscaler's maximum", "USD"))
+
+
+#: Blueprint fields that move a service to another Region or platform (another cluster, VPC or endpoint host).
+MOVE_FIELDS = ("region", "platform.stack", "platform.kind")
+#: Why a move replaces everything: the stack's AWS resources take their Region from the provider, and its Kubernetes
+#: objects their cluster from the platform stack's kubeconfig.
+MOVE_SOURCE = ("changing `region` replaces an AWS resource (pulumi.com/dev/tutorials/aws-enhanced-region-support, "
+               "pulumi-aws v7); a Kubernetes provider whose kubeconfig names another cluster is replaced with every "
+               "object it manages [assumption: pulumi-kubernetes DiffConfig on a changed cluster]")
 
 
 @dataclass(frozen=True)
@@ -149,6 +160,21 @@ class Review:
     replacements: list[Replacement] = field(default_factory=list)
 
     @property
+    def traffic_restart(self) -> Replacement | None:
+        """The rolling update of a Deployment whose pod template changes when only traffic requirements changed
+        (`models.*.traffic.*`): a traffic change should touch replica counts, limits and scaler settings only, so the
+        review warns that it restarts every pod, and why (the template paths that changed). None otherwise."""
+        if not self.requirements or not all(_is_traffic(c.path) for c in self.requirements):
+            return None
+        return next((r for r in self.replacements if r.effect is Effect.ROLLOUT
+                     and r.resource_type == "kubernetes:apps/v1:Deployment"), None)
+
+    @property
+    def move(self) -> Replacement | None:
+        """The replacement of the whole service by a Region, platform or archetype change (`service_move`), if any."""
+        return next((r for r in self.replacements if r.what in ("service", "stack")), None)
+
+    @property
     def changed_predictions(self) -> list[PredictionChange]:
         return [p for p in self.predictions if p.changed]
 
@@ -194,6 +220,12 @@ def _keyed(blueprint: dict[str, Any]) -> dict[str, Any]:
                  if isinstance(o, dict)}  # `overrides.<field>.value` / `.reason`: each intended deviation, why
     rest = {k: v for k, v in blueprint.items() if k != "overrides"}
     return {**rest, "models": keyed, **({"overrides": overrides} if overrides else {})}
+
+
+def _is_traffic(path: str) -> bool:
+    """A requirement path of a model's traffic (`models.<name>.traffic.<field>`)."""
+    parts = path.split(".")
+    return len(parts) > 3 and parts[0] == "models" and parts[2] == "traffic"
 
 
 def _is_requirement(path: str) -> bool:
@@ -261,15 +293,23 @@ def _platform_kind(bp: Blueprint) -> str:
     return str(getattr(bp.platform.kind, "value", bp.platform.kind))
 
 
+def _archetype_replacement(changes: list[FieldChange]) -> Replacement | None:
+    """Every resource replaced when the archetype changes (another component type); None when it did not."""
+    archetype_change = next((c for c in changes if c.path == "archetype"), None)
+    if archetype_change is None:
+        return None
+    return Replacement(Effect.REPLACE, "stack", "archetype", "every resource of the stack is created again under "
+                       "the new archetype's component and the old ones are deleted", "every resource is replaced",
+                       "Pulumi URNs include the parent component's type (pulumi.com/docs/iac/concepts/resources/"
+                       "names, URNs)", "*", causes=(archetype_change,))
+
+
 def planned_replacements(changes: list[FieldChange], before: dict[str, Any] | None,
                          after: Blueprint) -> list[Replacement]:
     """Plan time: each rule whose `planned_by` fields changed, for a stack that has its resource."""
-    archetype_change = next((c for c in changes if c.path == "archetype"), None)
-    if archetype_change is not None:
-        return [Replacement(Effect.REPLACE, "stack", "archetype", "every resource of the stack is created again under "
-                            "the new archetype's component and the old ones are deleted", "every resource is replaced",
-                            "Pulumi URNs include the parent component's type (pulumi.com/docs/iac/concepts/resources/"
-                            "names, URNs)", "*", causes=(archetype_change,))]
+    whole = _archetype_replacement(changes)
+    if whole is not None:
+        return [whole]
     out = []
     for rule in load_replace_rules():
         if not rule.planned_for(after.archetype.value, _platform_kind(after)):
@@ -297,6 +337,32 @@ def resource_replacements(resource_changes: list[ResourceChange], changes: list[
                                    resource_name=change.name, paths=tuple(s.path for s in hit),
                                    values=tuple((s.before, s.after) for s in hit), causes=_causes(rule, changes)))
     return out
+
+
+def service_move(changes: list[FieldChange], after: Blueprint) -> Replacement | None:
+    """The replacement of the whole service when `region` or the platform it lands on changes (`MOVE_FIELDS`): every
+    resource is created again where the service now runs, and the old ones deleted; the archetype's replacement when
+    that changed (`_archetype_replacement`); None when none of these changed."""
+    whole = _archetype_replacement(changes)
+    if whole is not None:
+        return whole
+    causes = tuple(c for c in changes if c.path in MOVE_FIELDS)
+    if not causes:
+        return None
+    kind = _platform_kind(after)
+    where = (f"on {after.platform.stack}'s cluster in {after.region}" if after.platform.stack and kind == "eks"
+             else f"in {after.region}")
+    if kind == "sagemaker":
+        front = "a new SageMaker endpoint with a new invocation URL, its model and endpoint configuration"
+    else:
+        front = ("every Kubernetes object on the new cluster (Deployment, Service, scaler, policies), a new load "
+                 "balancer with a new URL (clients must move to it)")
+    consequence = (f"`pulumi up` creates the whole service again {where}: {front}, the weights bucket in "
+                   f"{after.region}, and the weights copied into it again; then it deletes the old service. This is "
+                   "not a rolling update")
+    return Replacement(Effect.REPLACE, "service", "region or platform", consequence,
+                       "the whole service is replaced: new cluster objects, load balancer and URL; bucket recreated, "
+                       "weights copied again", MOVE_SOURCE, "*", causes=causes)
 
 
 def review_changes(stack: str, before: dict[str, Any] | None, after: Blueprint | None, *,
@@ -329,5 +395,8 @@ def review_changes(stack: str, before: dict[str, Any] | None, after: Blueprint |
         replacements = planned_replacements(changes, before, after) if before is not None else []
     else:
         replacements = resource_replacements(resource_changes, changes, before, after)
+    move = service_move(changes, after)
+    if move is not None:  # everything is new where it now runs: no resource is updated in place or rolled
+        replacements = [move] + [r for r in replacements if r.effect is not Effect.ROLLOUT and r.what != move.what]
     return Review(stack, before is not None, requirements=requirements, plan=plan, predictions=predictions,
                   replacements=replacements)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +21,13 @@ from tabulate import tabulate
 
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.sections import Pipeline, PipelinePart
+from blueprints.review.changes import Review
 from blueprints.review.diff import PlanDiff, diff_reports
 from blueprints.core.errors import BlueprintError, read_text_file
 from blueprints.plan.compound.latency import RULE, check_parts, describe
 from blueprints.review.preview import PreviewReport
-from blueprints.plan.quota import QuotaNeed, quota_needs
+from blueprints.plan.quota import QuotaNeed, quota_needs, summed_needs
+from blueprints.review.report.changes import review_markdown
 from blueprints.review.report.stack import COMMENT_MARKER, render_markdown, render_terminal, write_report_dir
 from blueprints.contracts.stackconfig import read_stack_config, stack_config_path
 
@@ -57,6 +59,10 @@ class ServiceReview:
     pipeline: Pipeline
     parts: list[PreviewReport]
     diffs: list[PlanDiff | None]
+    #: Each part's review against the baseline (`blueprints.review.stack.baseline_review`); None without one.
+    reviews: list[Review | None] = field(default_factory=list)
+    #: The baseline's pipeline (its generator's record), when the baseline records one.
+    base_pipeline: Pipeline | None = None
 
     @property
     def clean(self) -> bool:
@@ -78,10 +84,12 @@ class ServiceReview:
         """`{"review", "service", "environment", "pipeline", "monthly_cost_usd", "quotas", "clean", "parts": [each
         part's plan.json, with its `diff` when a baseline was given]}`."""
         parts = []
-        for report, diff in zip(self.parts, self.diffs):
+        for report, diff, review in zip(self.parts, self.diffs, self.reviews or [None] * len(self.parts)):
             data = report.to_json()
             if diff is not None:
                 data["diff"] = diff.to_json()
+            if review is not None:
+                data["review"] = review.to_json()
             parts.append(data)
         return {"review": self.name, "service": self.pipeline.service, "environment": self.parts[0].environment,
                 "pipeline": self.pipeline.model_dump(mode="json", exclude={"part"}),
@@ -92,18 +100,7 @@ class ServiceReview:
 def service_quota_needs(parts: list[Blueprint]) -> list[QuotaNeed]:
     """The service quotas a compound service's parts need together at full scale: quotas are per account and Region,
     so needs of the same quota in the same Region add up (each `why` names its stack)."""
-    merged: dict[tuple[str, str, str], QuotaNeed] = {}
-    for bp in parts:
-        for need in quota_needs(bp):
-            need = QuotaNeed(need.service_code, need.quota_code, need.quota_name, need.region, need.needed, need.unit,
-                             f"{bp.stack}: {need.why}")
-            key = (need.service_code, need.quota_code, need.region)
-            if key in merged:
-                first = merged[key]
-                need = QuotaNeed(first.service_code, first.quota_code, first.quota_name, first.region,
-                                 first.needed + need.needed, first.unit, f"{first.why}; {need.why}")
-            merged[key] = need
-    return list(merged.values())
+    return summed_needs([(bp.stack, need) for bp in parts for need in quota_needs(bp)])
 
 
 def review_service(name: str, stacks: list[str], *, stacks_dir: Path, program: Path, policy_dir: Path,
@@ -114,7 +111,7 @@ def review_service(name: str, stacks: list[str], *, stacks_dir: Path, program: P
         StackConfigError: a part's stack config is invalid, or the parts' pipeline records disagree (re-plan).
         BlueprintError: as `blueprints.review.stack.review_stack`; the baseline is not a report of these parts.
     """
-    from blueprints.review.stack import review_stack
+    from blueprints.review.stack import baseline_review, review_stack
 
     base = load_service_baseline(baseline, name, stacks) if baseline is not None else {}
     # Before running anything: both parts record one pipeline, and it follows from their predictions.
@@ -122,7 +119,20 @@ def review_service(name: str, stacks: list[str], *, stacks_dir: Path, program: P
     reports = [review_stack(s, stacks_dir=stacks_dir, program=program, policy_config=policy_config,
                             policy_dir=policy_dir) for s in stacks]
     diffs = [diff_reports(base[r.stack], r.to_json()) if r.stack in base else None for r in reports]
-    return ServiceReview(name, pipeline, reports, diffs)
+    reviews = [baseline_review(r, base[r.stack], d) if d is not None else None for r, d in zip(reports, diffs)]
+    return ServiceReview(name, pipeline, reports, diffs, reviews, _base_pipeline(base))
+
+
+def _base_pipeline(base: dict[str, dict[str, Any]]) -> Pipeline | None:
+    """The pipeline the baseline's parts record (the first that records a valid one), or None."""
+    for report in base.values():
+        recorded = (report.get("blueprint") or {}).get("pipeline") if isinstance(report.get("blueprint"), dict) else None
+        if isinstance(recorded, dict):
+            try:
+                return Pipeline.model_validate(recorded)
+            except ValueError:
+                continue
+    return None
 
 
 def load_service_baseline(path: Path, name: str, stacks: list[str]) -> dict[str, dict[str, Any]]:
@@ -183,6 +193,49 @@ def _part_rows(review: ServiceReview) -> list[list[str]]:
     return rows
 
 
+def _stage_key(stage) -> tuple[str, str]:
+    return stage.part.value, stage.model
+
+
+def _latency_change_rows(review: ServiceReview) -> list[list[str]]:
+    """Each stage's share of the end-to-end p95 and the end-to-end p95, baseline -> now (a stage on one side only
+    shows `-` on the other)."""
+    before = {_stage_key(s): s for s in review.base_pipeline.stages} if review.base_pipeline else {}
+    after = {_stage_key(s): s for s in review.pipeline.stages}
+
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value:,.1f} ms"
+
+    def change(old: float | None, new: float | None) -> str:
+        return "-" if old is None or new is None else ("=" if round(new - old, 1) == 0 else f"{new - old:+,.1f} ms")
+
+    rows = []
+    for key in list(after) + [k for k in before if k not in after]:
+        old = before[key].stage_p95_ms if key in before else None
+        new = after[key].stage_p95_ms if key in after else None
+        rows.append([f"`{key[1]}`", key[0], ms(old), ms(new), change(old, new)])
+    old_total = review.base_pipeline.latency_p95_ms if review.base_pipeline else None
+    rows.append(["**end-to-end**", "", ms(old_total), f"**{ms(review.pipeline.latency_p95_ms)}**",
+                 change(old_total, review.pipeline.latency_p95_ms)])
+    return rows
+
+
+def _changes_markdown(review: ServiceReview) -> str:
+    """`### What changed` for the service: the end-to-end p95 and each stage's share, baseline -> now, then each
+    part's own "What changed" (`blueprints.review.report.changes.review_markdown`), one heading level down."""
+    out = ["### What changed\n",
+           "**End-to-end latency p95** (each stage's share, baseline -> now):\n\n"
+           + _md_table(_latency_change_rows(review), ["model", "part", "before", "after", "change"]) + "\n"]
+    for report, part_review in zip(review.parts, review.reviews):
+        part = report.blueprint.pipeline.part.value  # type: ignore[union-attr]
+        if part_review is None:
+            out.append(f"#### {part} part (`{report.stack}`)\n\nNew on this branch: the baseline has no report of it.\n")
+            continue
+        body = review_markdown(part_review).replace("### What changed\n", "", 1)
+        out.append(f"#### {part} part (`{report.stack}`)\n{body}")
+    return "\n".join(out)
+
+
 def _platform_line(review: ServiceReview) -> str:
     bp = review.parts[0].blueprint
     platforms = sorted({r.blueprint.platform.stack for r in review.parts if r.blueprint.platform.stack})
@@ -205,8 +258,10 @@ def service_markdown(review: ServiceReview) -> str:
     first = review.parts[0]
     out = [COMMENT_MARKER.format(stack=review.name),
            f"## `{review.name}`: compound service {review.pipeline.service} ({len(review.parts)} parts) in "
-           f"{first.region} — {status}\n",
-           "### End-to-end latency\n\n" + _md_table(_stage_rows(review), ["model", "part (stack)", "the pipeline waits "
+           f"{first.region} — {status}\n"]
+    if any(r is not None for r in review.reviews):
+        out.append(_changes_markdown(review))
+    out += ["### End-to-end latency\n\n" + _md_table(_stage_rows(review), ["model", "part (stack)", "the pipeline waits "
                                                                           "for", "calls per request", "p95 per call",
                                                                           "adds"]) + "\n",
            f"Rule: {RULE}.\n",
@@ -227,12 +282,15 @@ def service_markdown(review: ServiceReview) -> str:
 
 def render_service_terminal(review: ServiceReview, console: Console) -> None:
     """Each part's terminal report, then the service's end-to-end view and cost."""
-    for report, diff in zip(review.parts, review.diffs):
-        render_terminal(report, console, diff)
+    for report, diff, part_review in zip(review.parts, review.diffs, review.reviews or [None] * len(review.parts)):
+        render_terminal(report, console, diff, part_review)
         console.print()
     console.print(f"[bold]Service[/] {review.name}  [bold]compound[/] "
                   + " + ".join(f"{r.stack} ({r.archetype})" for r in review.parts))
     console.print(f"[bold]End-to-end p95[/]: {escape(describe(review.pipeline))}")
+    if review.base_pipeline is not None:
+        old, new = review.base_pipeline.latency_p95_ms, review.pipeline.latency_p95_ms
+        console.print(f"[bold]End-to-end p95, baseline -> now[/]: {old:,.1f} ms -> {new:,.1f} ms ({new - old:+,.1f} ms)")
     console.print(f"[dim]{escape(RULE)}[/]")
     console.print(f"[bold]Monthly cost, both parts[/]: ${review.monthly_cost_usd:,.2f} ("
                   + ", ".join(f"{r.blueprint.pipeline.part.value} ${r.monthly_cost_usd:,.2f}"  # type: ignore[union-attr]
@@ -252,8 +310,8 @@ def write_service_report(review: ServiceReview, out_dir: Path) -> None:
     Raises:
         BlueprintError: the folder cannot be written.
     """
-    for report, diff in zip(review.parts, review.diffs):
-        write_report_dir(report, out_dir / report.stack, diff)
+    for report, diff, part_review in zip(review.parts, review.diffs, review.reviews or [None] * len(review.parts)):
+        write_report_dir(report, out_dir / report.stack, diff, part_review)
     try:
         (out_dir / "plan.json").write_text(json.dumps(review.to_json(), indent=2, sort_keys=True) + "\n",
                                            encoding="utf-8")

@@ -35,12 +35,15 @@ def mermaid_xychart(result: SimulationResult) -> str:
 
 
 def summary_markdown(result: SimulationResult) -> str:
-    """plan.md's simulation section: the figures and the Mermaid chart."""
-    return (f"| SLO attainment | expected monthly | peak-provisioned monthly | replica-hours | cold starts | worst queue |\n"
+    """plan.md's simulation section: the violations first (when any), the figures and the Mermaid chart."""
+    lead = result.violations()
+    head = f"**SLO violated**: {lead}\n\n" if lead else "**SLO**: every minute met every p95 target\n\n"
+    return (f"{head}| SLO attainment | expected monthly | peak-provisioned monthly | replica-hours | cold starts | "
+            f"worst queue (requests) |\n"
             f"|---|---|---|---|---|---|\n"
             f"| {result.slo_attainment:.1%} | ${result.expected_monthly_usd:,.0f} | ${result.peak_monthly_usd:,.0f} | "
             f"{result.replica_hours:,.1f} | {result.cold_starts} (max {result.cold_start_max_s:.0f} s) | "
-            f"{result.worst_queue:,.0f} |\n\n```mermaid\n{mermaid_xychart(result)}\n```\n")
+            f"{result.worst_queue_requests:,.0f} |\n\n```mermaid\n{mermaid_xychart(result)}\n```\n")
 
 
 def write_plot(result: SimulationResult, path: Path) -> None:
@@ -65,7 +68,9 @@ def write_plot(result: SimulationResult, path: Path) -> None:
     right = top.twinx()
     right.step(hours, minutes["replicas"], color="tab:orange", where="post", linewidth=1.0, label="replicas")
     right.set_ylabel("replicas")
-    top.set_title(f"{result.stack}: SLO met in {result.slo_attainment:.1%} of minutes, "
+    missed = (f"p95 over target in {result.slo_violation_minutes:,} minutes (longest run "
+              f"{result.slo_longest_violation_minutes:,})" if result.slo_violation_minutes else "every minute in SLO")
+    top.set_title(f"{result.stack}: {missed}, "
                   rf"\${result.expected_monthly_usd:,.0f}/month expected vs \${result.peak_monthly_usd:,.0f} at peak")
     p95 = [v if v >= 0 else float("nan") for v in minutes["p95_ms"]]
     bottom.plot(hours, p95, color="tab:green", linewidth=0.8, label="predicted p95")

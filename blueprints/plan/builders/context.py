@@ -20,7 +20,7 @@ from blueprints.catalog.addons import load_platform_catalog
 from blueprints.contracts.platform import PlatformConfig
 from blueprints.plan.landing import landing_platform
 from blueprints.plan.guardrails import Guardrails, SearchLimits
-from blueprints.plan.options.search import ResolvedModel, peak_rps, replicas_floor
+from blueprints.plan.options.search import ResolvedModel, peak_rps, replicas_floor, strict_zone_spread
 from blueprints.requirements.service import Requirements
 from blueprints.requirements.hosting import Platform as PlatformKind
 from blueprints.requirements.exposure import Exposure, ExposureScope, ExposureVia
@@ -87,9 +87,10 @@ class PlanContext:
 
     def limits(self, req: Requirements, env: str, *, managed: bool) -> SearchLimits:
         """The environment's search constraints: its policy's instance types and GPU quota (counted over the
-        platform's zones) and its max_replicas."""
+        platform's zones), how its replicas spread (`blueprints.contracts.placement`) and its max_replicas."""
         return SearchLimits(guardrails=self.guardrails.get(env),
                             zones=zones_of(self.platform(req, env, managed=managed)) or 1,
+                            strict_zone_spread=not managed and strict_zone_spread(req, env),
                             max_replicas=req.environments[env].max_replicas)
 
     def platform(self, req: Requirements, env: str, *, managed: bool) -> PlatformConfig | None:

@@ -16,13 +16,13 @@ from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog import Catalog
 from blueprints.contracts.consistency import vllm_host_memory_gib
 from blueprints.contracts.serving_flags import vllm_dtype
-from blueprints.core.errors import SizingError
 from blueprints.capacity.simulator import SimulationResult
 from blueprints.plan.options.search import ResolvedModel, service_fixed_monthly_usd, peak_rps
 from blueprints.plan.options.llm import (
     LlmOption, LlmSearch, complete_sizing, fp8_kv_cache_planned, llm_option_on, llm_search, size_twin, traffic_shape,
 )
 from blueprints.plan.options.infeasible import explain_no_llm_option
+from blueprints.plan.guardrails import SearchLimits
 from blueprints.requirements.service import Requirements
 from blueprints.requirements.hosting import Accelerator, CpuArch
 from blueprints.plan.selection import Selection
@@ -33,7 +33,7 @@ from blueprints.plan.builders.context import (
     PlanContext, access_reasons, autoscaling_bounds, capacity_type_of, common_fields, cooldown_s, quota_cap,
     served_model,
 )
-from blueprints.plan.builders.cost import check_budget, cost_lines, cost_notes
+from blueprints.plan.builders.cost import budget_ceiling, cost_lines, cost_notes
 
 
 def _fmt(value: float | None) -> str:
@@ -68,7 +68,7 @@ def llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog
     limits = ctx.limits(req, env, managed=managed)
     search = llm_search(req, env, model, catalog, managed=managed, limits=limits)
     if search.best is None:
-        raise SizingError(explain_no_llm_option(req, env, model, catalog, managed=managed, limits=limits))
+        raise explain_no_llm_option(req, env, model, catalog, managed=managed, limits=limits)
     best, at_peak = search.best, search.at_peak
     headline = None
     previous = ctx.existing.get(f"{req.service}-{env}")
@@ -87,7 +87,7 @@ def llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog
             best, at_peak = kept  # type: ignore[misc]
     best = complete_sizing(best, model, req, env, managed=managed)
     return LlmPlan(best, search, at_peak, _llm_reasons(req, env, model, best, search, at_peak, catalog,
-                                                         managed=managed, headline=headline))
+                                                         managed=managed, headline=headline, limits=limits))
 
 
 def _ruled_out(search: LlmSearch, catalog: Catalog) -> list[str]:
@@ -110,7 +110,8 @@ def _lengths(model: ResolvedModel) -> str:
 
 
 def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOption, search: LlmSearch,
-                 at_peak: SimulationResult, catalog: Catalog, *, managed: bool, headline: str | None) -> list[str]:
+                 at_peak: SimulationResult, catalog: Catalog, *, managed: bool, headline: str | None,
+                 limits: SearchLimits) -> list[str]:
     """Why this option: what the search compared (and what it ruled out), its engine limits, its simulated p95s, the
     KV-cache dtype and the runner-up; `headline` (kept or switched hardware, `blueprints.plan.stability`) goes first."""
     inst, tp, sizing = best.instance, best.tensor_parallel_size, best.sizing
@@ -144,7 +145,7 @@ def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOpt
                    "whose step times the capacity model has not measured (processes.yaml "
                    "fp8_kv_default_attention_from), so it is not planned")
     elif not managed and best.gpu.supports_fp8:
-        twin = size_twin(best, model, req, env, catalog, kv_cache_fp8=best.kv_cache_dtype != "fp8")
+        twin = size_twin(best, model, req, env, catalog, kv_cache_fp8=best.kv_cache_dtype != "fp8", limits=limits)
         month = catalog.hours_per_month
         if best.kv_cache_dtype == "fp8":
             other = (f"a 16-bit cache would need {twin.replicas} replica(s), "
@@ -170,7 +171,7 @@ def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOpt
 
 
 def llm_predictions(req: Requirements, env: str, model: ResolvedModel, plan_: LlmPlan, lines: list[CostLine],
-                     catalog: Catalog, *, managed: bool) -> Predictions:
+                     catalog: Catalog, *, managed: bool, max_monthly_usd: float) -> Predictions:
     best, run = plan_.best, plan_.at_peak
     monthly = round(sum(line.monthly_usd for line in lines), 2)
     tokens_per_month = peak_rps(req, env, model) * model.traffic.mean_output_tokens * 3600 * catalog.hours_per_month
@@ -181,6 +182,7 @@ def llm_predictions(req: Requirements, env: str, model: ResolvedModel, plan_: Ll
         output_tokens_per_s=round(capacity_rps * model.traffic.mean_output_tokens, 1),
         requests_per_s_capacity=round(capacity_rps, 3),
         concurrency_per_replica=best.concurrency, monthly_cost_usd=monthly, cost_lines=lines,
+        max_monthly_cost_usd=max_monthly_usd,
         cost_is_estimate=capacity_type_of(req, env, managed=managed) is CapacityType.SPOT,
         usd_per_million_output_tokens=round(monthly / tokens_per_month * 1e6, 3),
         capacity_source=best.candidate.model.source.summary())
@@ -201,6 +203,18 @@ def llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedMode
         cpu_arch=CpuArch(inst.cpu_arch))
 
 
+def longest_request_s(req: Requirements, model: ResolvedModel, run: SimulationResult) -> int:
+    """The load balancer's idle timeout, s: the longest streamed response the SLO allows, a p95 first token and a
+    whole context of further tokens at the p95 ITL (`slo.ttft_p95_ms` + `max_context_tokens` x `slo.itl_p95_ms`),
+    within [the AWS default 350 s, 4,000 s]. The SLO's targets, not the predictions at peak, so that a traffic-only
+    change leaves it, and the pod's grace period derived from it (`components.rollout`), as they are: no pod restarts
+    for a traffic change. A target the SLO leaves unset is the prediction at peak."""
+    ttft_ms = req.slo.ttft_p95_ms if req.slo.ttft_p95_ms is not None else run.ttft_ms.p95
+    itl_ms = req.slo.itl_p95_ms if req.slo.itl_p95_ms is not None else run.itl_ms.p95
+    longest_s = (ttft_ms + model.max_context_tokens * itl_ms) / 1e3
+    return min(4000, max(defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S, math.ceil(longest_s)))
+
+
 def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog: Catalog,
                selection: Selection, ctx: PlanContext) -> Blueprint:
     model = models[0]
@@ -212,17 +226,15 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
     startup = startup_budget(weights_gib=served.weights_gib, engine_kind="vllm", gpu=True)
     lines = cost_lines(req, env, catalog, what="GPU nodes", instance_type=inst.instance_type, nodes=best.nodes,
                         usd_per_hour=best.node_usd_per_hour, managed=False)
-    check_budget(req, env, catalog, lines=lines, what=f"vllm-gpu, {best.nodes}x {inst.instance_type}",
-                 replicas=best.replicas, replicas_per_node=inst.gpu_count // tp,
-                 node_usd_per_hour=best.node_usd_per_hour, managed=False)
+    per_node, limits = inst.gpu_count // tp, ctx.limits(req, env, managed=False)
     floor, ceiling, capped = autoscaling_bounds(req, env, best.replicas, can_scale_to_zero=True,
-                                                 **quota_cap(ctx, req, env, per_node=inst.gpu_count // tp,
+                                                 **quota_cap(ctx, req, env, per_node=per_node,
                                                               gpus_per_node=inst.gpu_count))
-    longest_s = (run.ttft_ms.p95 + (model.max_context_tokens - model.traffic.mean_input_tokens)
-                 * run.itl_ms.p95) / 1e3
+    ceiling, most_usd, budget_notes = budget_ceiling(
+        req, env, catalog, lines=lines, what=f"vllm-gpu, {best.nodes}x {inst.instance_type}", replicas=best.replicas,
+        ceiling=ceiling, per_node=per_node, nodes_for=lambda n: limits.nodes(n, per_node=per_node))
     return Blueprint(
-        **common_fields(req, env, ctx, managed=False,
-                  idle_timeout_s=min(4000, max(defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S, math.ceil(longest_s)))),
+        **common_fields(req, env, ctx, managed=False, idle_timeout_s=longest_request_s(req, model, run)),
         archetype=Archetype.VLLM_GPU, models=[served],
         compute=llm_compute(req, env, best, served, managed=False),
         engine=VllmEngine(image=defaults.VLLM_IMAGE, tensor_parallel_size=tp,
@@ -235,7 +247,7 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
         # The target is set from the replica model once the blueprint exists (`blueprints.plan.scaling.scaling_targets`).
         autoscaling=Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="vllm:num_requests_running",
                                 target=1.0, cooldown_s=cooldown_s(startup)),
-        predictions=llm_predictions(req, env, model, llm, lines, catalog, managed=False),
-        rationale=[*selection.reasons, *llm.reasons, *capped, *access_reasons(req, managed=False),
+        predictions=llm_predictions(req, env, model, llm, lines, catalog, managed=False, max_monthly_usd=most_usd),
+        rationale=[*selection.reasons, *llm.reasons, *capped, *budget_notes, *access_reasons(req, managed=False),
                    *cost_notes(req, env, catalog, managed=False)],
     )

@@ -13,9 +13,9 @@ from blueprints.contracts.sections import (
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog import Catalog
 from blueprints.contracts.serving_flags import TRITON_BACKEND
-from blueprints.core.errors import RequirementsError, SizingError
+from blueprints.core.errors import RequirementsError
 from blueprints.plan.options.search import ResolvedModel, service_fixed_monthly_usd, peak_rps
-from blueprints.plan.options.nongen import NongenOption, latency_target_ms, search_nongen_options
+from blueprints.plan.options.nongen import NongenOption, latency_target_ms, nongen_nodes, search_nongen_options
 from blueprints.plan.options.infeasible import explain_infeasible_nongen
 from blueprints.requirements.service import Requirements
 from blueprints.requirements.model import ModelFormat
@@ -31,7 +31,7 @@ from blueprints.plan.builders.context import (
     PlanContext, access_reasons, autoscaling_bounds, capacity_type_of, common_fields, cooldown_s, quota_cap,
     served_model,
 )
-from blueprints.plan.builders.cost import check_budget, cost_lines, cost_notes
+from blueprints.plan.builders.cost import budget_ceiling, cost_lines, cost_notes
 
 
 #: Triton's python backend runs `<model>/<version>/model.py` in the server's own Python, which in the pinned image has
@@ -80,8 +80,8 @@ def nongen_option(req: Requirements, env: str, models: list[ResolvedModel], cata
     limits = ctx.limits(req, env, managed=managed)
     options = search_nongen_options(req, env, models, catalog, accelerator=accelerator, managed=managed, limits=limits)
     if not options:
-        raise SizingError(explain_infeasible_nongen(req, models, catalog, accelerator=accelerator, managed=managed,
-                                                    env=env, limits=limits))
+        raise explain_infeasible_nongen(req, models, catalog, accelerator=accelerator, managed=managed, env=env,
+                                        limits=limits)
     best, headline = options[0], None
     previous = ctx.existing.get(f"{req.service}-{env}")
     if previous is not None and previous.archetype is archetype:
@@ -148,7 +148,7 @@ def _nongen_reasons(req: Requirements, env: str, option: NongenOption, catalog: 
 
 
 def nongen_predictions(req: Requirements, env: str, option: NongenOption, lines: list[CostLine], *,
-                       managed: bool = False) -> Predictions:
+                       managed: bool = False, max_monthly_usd: float) -> Predictions:
     """The predictions of a non-generative plan; `managed`: a SageMaker endpoint (never spot, so never an estimate)."""
     instances = defaults.TRITON_GPU_INSTANCES if option.gpu else 1
     return Predictions(
@@ -159,6 +159,7 @@ def nongen_predictions(req: Requirements, env: str, option: NongenOption, lines:
         requests_per_s_capacity=round(option.requests_per_s_capacity, 3),
         concurrency_per_replica=max(ld.max_batch_size for ld in option.loads) * instances,
         monthly_cost_usd=round(sum(line.monthly_usd for line in lines), 2), cost_lines=lines,
+        max_monthly_cost_usd=max_monthly_usd,
         cost_is_estimate=capacity_type_of(req, env, managed=managed) is CapacityType.SPOT)
 
 
@@ -179,16 +180,17 @@ def plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catalo
              cost_lines(req, env, catalog, what="GPU nodes" if option.gpu else "CPU nodes",
                          instance_type=inst.instance_type, nodes=option.nodes,
                          usd_per_hour=option.node_usd_per_hour, managed=False))
-    check_budget(req, env, catalog, lines=lines,
-                 what=f"{selection.archetype.value}, {option.nodes}x {inst.instance_type}",
-                 replicas=option.replicas, replicas_per_node=option.replicas_per_node,
-                 node_usd_per_hour=option.node_usd_per_hour, managed=False)
     quota = quota_cap(ctx, req, env, per_node=option.replicas_per_node, gpus_per_node=inst.gpu_count)
     floor, ceiling, capped = autoscaling_bounds(req, env, option.replicas,
                                                  can_scale_to_zero=not onnx and owned is None, **quota)
     if owned is not None:
         ceiling = bounded_ceiling(req, env, ceiling=ceiling, owned=owned, per_node=option.replicas_per_node,
                                   replicas=option.replicas)
+    limits = ctx.limits(req, env, managed=False)
+    ceiling, most_usd, budget_notes = budget_ceiling(
+        req, env, catalog, lines=lines, what=f"{selection.archetype.value}, {option.nodes}x {inst.instance_type}",
+        replicas=option.replicas, ceiling=ceiling, per_node=option.replicas_per_node,
+        nodes_for=lambda n: nongen_nodes(inst, n, option.replicas_per_node, limits))
     utilization = min(defaults.TARGET_UTILIZATION[m.traffic.pattern.value] for m in models)
     cpu_target = planned_target(utilization * 100, whole=True)
     edge_scaling = None
@@ -231,7 +233,7 @@ def plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catalo
         **common_fields(req, env, ctx, managed=False, idle_timeout_s=defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S),
         archetype=selection.archetype, models=served, compute=nongen_compute(req, env, option, served),
         engine=engine, startup=startup, autoscaling=scaling,
-        predictions=nongen_predictions(req, env, option, lines),
-        rationale=[*selection.reasons, *sized, engine_note, *capped, *edge_notes,
+        predictions=nongen_predictions(req, env, option, lines, max_monthly_usd=most_usd),
+        rationale=[*selection.reasons, *sized, engine_note, *capped, *budget_notes, *edge_notes,
                    *access_reasons(req, managed=False), *cost_notes(req, env, catalog, managed=False)],
     )

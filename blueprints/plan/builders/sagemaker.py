@@ -21,7 +21,7 @@ from blueprints.plan.startup import startup_budget
 from blueprints.plan.builders.context import (
     PlanContext, access_reasons, autoscaling_bounds, common_fields, cooldown_s, served_model,
 )
-from blueprints.plan.builders.cost import check_budget, cost_lines, cost_notes
+from blueprints.plan.builders.cost import budget_ceiling, cost_lines, cost_notes
 from blueprints.plan.builders.llm import llm_compute, llm_plan, llm_predictions
 from blueprints.plan.builders.nongen import nongen_compute, nongen_option, nongen_predictions
 
@@ -63,7 +63,7 @@ def plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], cat
     if model.task.generative:
         llm = llm_plan(req, env, model, catalog, ctx, managed=True)
         best = llm.best
-        inst, replicas, rps_per_instance = best.instance, best.replicas, best.sizing.max_rps
+        inst, replicas = best.instance, best.replicas
         compute = llm_compute(req, env, best, served, managed=True)
         engine = SageMakerEngine(image=image, initial_instance_count=replicas,
                                  container_startup_health_check_timeout_s=health_s,
@@ -75,30 +75,33 @@ def plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], cat
         option, sized = nongen_option(req, env, models, catalog, ctx, archetype=Archetype.SAGEMAKER_ENDPOINT,
                                        accelerator=Accelerator.NVIDIA_GPU)
         inst, replicas = option.instance, option.replicas
-        rps_per_instance = option.requests_per_s_capacity / replicas
         compute = nongen_compute(req, env, option, [served], managed=True)
         engine = SageMakerEngine(image=image, initial_instance_count=replicas,
                                  container_startup_health_check_timeout_s=health_s,
                                  model_data_download_timeout_s=download_s, volume_size_gib=volume)
     lines = cost_lines(req, env, catalog, what="SageMaker instances", instance_type=inst.instance_type, nodes=replicas,
                         usd_per_hour=inst.usd_per_hour, managed=True)
-    check_budget(req, env, catalog, lines=lines, what=f"sagemaker-endpoint, {replicas}x {inst.instance_type}",
-                 replicas=replicas, replicas_per_node=1, node_usd_per_hour=inst.usd_per_hour, managed=True)
     floor, ceiling, _ = autoscaling_bounds(req, env, replicas, can_scale_to_zero=False)
-    notes = cost_notes(req, env, catalog, managed=True)
+    ceiling, most_usd, notes = budget_ceiling(
+        req, env, catalog, lines=lines, what=f"sagemaker-endpoint, {replicas}x {inst.instance_type}",
+        replicas=replicas, ceiling=ceiling, per_node=1, nodes_for=lambda n: n, unit="instance")
+    notes += cost_notes(req, env, catalog, managed=True)
     if req.environments[env].min_replicas == 0:
         notes.append(f"environments.{env}.min_replicas=0 raised to 1: a SageMaker real-time endpoint keeps one "
                      "instance")
     if model.task.generative:
-        predictions = llm_predictions(req, env, model, llm, lines, catalog, managed=True)
+        predictions = llm_predictions(req, env, model, llm, lines, catalog, managed=True, max_monthly_usd=most_usd)
     else:
-        predictions = nongen_predictions(req, env, option, lines, managed=True)
+        predictions = nongen_predictions(req, env, option, lines, managed=True, max_monthly_usd=most_usd)
     return Blueprint(
         **common_fields(req, env, ctx, managed=True, idle_timeout_s=defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S),
         archetype=Archetype.SAGEMAKER_ENDPOINT, models=[served], compute=compute, engine=engine, startup=startup,
         autoscaling=Autoscaling(
             min_replicas=floor, max_replicas=ceiling, metric="SageMakerVariantInvocationsPerInstance",
-            target=planned_target(rps_per_instance * defaults.SAGEMAKER_INVOCATIONS_SAFETY_FACTOR * 60),
+            # Invocations per instance per minute at the planned peak share: target tracking then holds exactly
+            # the planned instances at the peak (the replicas are sized at the highest rate meeting the SLO, so no
+            # safety factor on top: with one of 0.5 the peak ran twice the planned fleet).
+            target=planned_target(served.traffic.peak_requests_per_s / replicas * 60),
             cooldown_s=cooldown_s(startup)),
         predictions=predictions,
         rationale=[*selection.reasons, *sized, f"SageMaker timers from one startup budget: {timers}",

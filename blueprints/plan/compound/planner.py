@@ -21,7 +21,8 @@ from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.sections import Pipeline, PipelinePart
 from blueprints.catalog import Catalog
 from blueprints.plan.compound.parts import ServicePart
-from blueprints.core.errors import BlueprintError, SizingError
+from blueprints.core.errors import BlueprintError, Fix, SizingError
+from blueprints.plan.hints import budget_fix
 from blueprints.plan.options.search import resolve_models
 from blueprints.plan.options.nongen import latency_target_ms
 from blueprints.plan.compound.latency import RULE, compose, describe, pipeline_stages, retrieval_p95_ms
@@ -40,15 +41,28 @@ PlanPart = Callable[[Requirements, str], Blueprint]
 
 @dataclass(frozen=True)
 class _Pair:
-    """Both parts of one environment and their composed pipeline (the generator's record)."""
+    """Both parts of one environment, their composed pipeline (the generator's record) and the targets each part was
+    planned to (`_plan`'s keywords, to plan it again with a share of the budget)."""
 
     generator: Blueprint
     retrieval: Blueprint
     pipeline: Pipeline
+    generator_targets: tuple[tuple[str, float], ...] = ()
+    retrieval_targets: tuple[tuple[str, float], ...] = ()
 
     @property
     def monthly_usd(self) -> float:
         return self.generator.predictions.monthly_cost_usd + self.retrieval.predictions.monthly_cost_usd
+
+    @property
+    def planned_usd(self) -> float:
+        """Both parts' planned peaks (what the budget must hold at least)."""
+        return self.generator.planned_monthly_usd + self.retrieval.planned_monthly_usd
+
+    @property
+    def max_usd(self) -> float:
+        """Both parts' autoscaler maxima (what the budget applies to)."""
+        return self.generator.max_monthly_usd + self.retrieval.max_monthly_usd
 
     @property
     def p95_ms(self) -> float:
@@ -83,13 +97,21 @@ def plan_pipeline(req: Requirements, parts: list[ServicePart], names: list[str],
     return planned
 
 
-def _plan(part: ServicePart, env: str, plan_part: PlanPart, **targets: float) -> Blueprint:
-    """The part planned for `env`, with its SLO's `targets` replaced (tightened); errors name the part."""
+def _plan(part: ServicePart, env: str, plan_part: PlanPart, *, budget_usd: float | None = None,
+          **targets: float) -> Blueprint:
+    """The part planned for `env`, with its SLO's `targets` replaced (tightened) and `budget_usd` its share of the
+    service's budget (None: no budget of its own; the service's budget is checked on the pair, `_check_cost` and
+    `_within_budget`, so a tightening over budget is refused as over budget, not as missing the latency budget);
+    errors name the part."""
     req = part.requirements
     if targets:
         req = req.model_copy(update={"slo": Slo.model_validate({**req.slo.model_dump(), **targets})})
+    req = req.model_copy(update={"budget": req.budget.model_copy(update={"max_monthly_usd": budget_usd})})
     try:
         return plan_part(req, env)
+    except SizingError as exc:
+        raise SizingError(f"{part.part.value} part ({req.service}): {exc}", rule=exc.rule,  # type: ignore[union-attr]
+                          fixes=exc.fixes) from None
     except BlueprintError as exc:
         raise type(exc)(f"{part.part.value} part ({req.service}): {exc}") from None  # type: ignore[union-attr]
 
@@ -102,9 +124,12 @@ def _try(part: ServicePart, env: str, plan_part: PlanPart, **targets: float) -> 
         return None
 
 
-def _pair(req: Requirements, generator: Blueprint, retrieval: Blueprint, *, streaming: bool) -> _Pair:
+def _pair(req: Requirements, generator: Blueprint, retrieval: Blueprint, *, streaming: bool,
+          generator_targets: dict[str, float] | None = None,
+          retrieval_targets: dict[str, float] | None = None) -> _Pair:
     return _Pair(generator, retrieval, compose(generator, retrieval, service=req.service, streaming=streaming,
-                                               budget_ms=None))
+                                               budget_ms=None),
+                 tuple(sorted((generator_targets or {}).items())), tuple(sorted((retrieval_targets or {}).items())))
 
 
 def _choose(req: Requirements, env: str, gen: ServicePart, ret: ServicePart, plan_part: PlanPart, *,
@@ -117,41 +142,66 @@ def _choose(req: Requirements, env: str, gen: ServicePart, ret: ServicePart, pla
         if budget is not None and streaming and own.generator.slo.ttft_p95_ms is None:
             # A generator without a TTFT target of its own gets what the budget leaves it, so its plan, autoscaling
             # and alerts hold the end-to-end budget; its own plan met it, so this costs no more.
-            given = _try(gen, env, plan_part,
-                         ttft_p95_ms=math.floor(budget - retrieval_p95_ms(own.pipeline.stages)))
+            ttft = math.floor(budget - retrieval_p95_ms(own.pipeline.stages))
+            given = _try(gen, env, plan_part, ttft_p95_ms=ttft)
             if given is not None and given.predictions.monthly_cost_usd <= own.generator.predictions.monthly_cost_usd:
-                chosen = _pair(req, given, own.retrieval, streaming=streaming)
+                chosen = _pair(req, given, own.retrieval, streaming=streaming, generator_targets={"ttft_p95_ms": ttft})
         _check_cost(req, env, [chosen])
-        return chosen, own
+        return _within_budget(req, env, chosen, gen, ret, plan_part, streaming=streaming), own
     own_target = latency_target_ms(ret.requirements)
     generator_stage = own.pipeline.stages[-1].stage_p95_ms
     generators: dict[int, Blueprint | None] = {}
     tried, meeting = [own], []  # meeting: in ladder order, so equal costs keep the retrieval target least tightened
     for fraction in RETRIEVAL_TIGHTENING:
-        retrieval = own.retrieval if fraction == 1.0 else \
-            _try(ret, env, plan_part, latency_p95_ms=max(1.0, math.floor(own_target * fraction)))
+        ret_targets = {} if fraction == 1.0 else {"latency_p95_ms": max(1.0, math.floor(own_target * fraction))}
+        retrieval = own.retrieval if fraction == 1.0 else _try(ret, env, plan_part, **ret_targets)
         if retrieval is None:
             continue
         room = budget - retrieval_p95_ms(pipeline_stages(own.generator, retrieval, streaming=streaming))
         generator: Blueprint | None = own.generator
+        gen_targets: dict[str, float] = {}
         if generator_stage > room:
             if not streaming or room < 1:
                 continue  # a whole answer's latency is not a target the LLM search takes; see the refusal's fixes
             target = math.floor(room)
+            gen_targets = {"ttft_p95_ms": target}
             if target not in generators:
                 generators[target] = _try(gen, env, plan_part, ttft_p95_ms=target)
             generator = generators[target]
         if generator is None:
             continue
-        pair = _pair(req, generator, retrieval, streaming=streaming)
+        pair = _pair(req, generator, retrieval, streaming=streaming, generator_targets=gen_targets,
+                     retrieval_targets=ret_targets)
         tried.append(pair)
         if pair.p95_ms <= budget:
             meeting.append(pair)
     if not meeting:
-        raise SizingError(_refusal(req, env, own, min(tried, key=lambda p: p.p95_ms), streaming=streaming))
+        best = min(tried, key=lambda p: p.p95_ms)
+        raise SizingError(_refusal(req, env, own, best, streaming=streaming),
+                          fixes=(_pipeline_fix(best),))
     _check_cost(req, env, meeting, what="with their targets tightened to meet slo.pipeline_latency_p95_ms, ")
-    affordable = [p for p in meeting if req.budget.max_monthly_usd is None or p.monthly_usd <= req.budget.max_monthly_usd]
-    return min(affordable, key=lambda p: round(p.monthly_usd, 2)), own
+    affordable = [p for p in meeting if req.budget.max_monthly_usd is None or p.planned_usd <= req.budget.max_monthly_usd]
+    chosen = min(affordable, key=lambda p: round(p.monthly_usd, 2))
+    return _within_budget(req, env, chosen, gen, ret, plan_part, streaming=streaming), own
+
+
+def _within_budget(req: Requirements, env: str, pair: _Pair, gen: ServicePart, ret: ServicePart, plan_part: PlanPart,
+                   *, streaming: bool) -> _Pair:
+    """`pair`, or both parts planned again with a share of budget.max_monthly_usd each when their autoscaler maxima
+    together cost more: the budget applies to the most both can run, so each part's maximum is capped at what its
+    share pays for (`blueprints.plan.builders.cost.budget_ceiling`). The room above both planned peaks is shared in
+    proportion to each part's own headroom (maximum less planned peak); the planned peaks fit (`_check_cost`)."""
+    budget = req.budget.max_monthly_usd
+    if budget is None or pair.max_usd <= budget + 0.005:
+        return pair
+    peaks = [pair.generator.planned_monthly_usd, pair.retrieval.planned_monthly_usd]
+    heads = [pair.generator.max_monthly_usd - peaks[0], pair.retrieval.max_monthly_usd - peaks[1]]
+    room = budget - sum(peaks)
+    shares = [math.floor((peak + room * head / sum(heads)) * 100) / 100 for peak, head in zip(peaks, heads)]
+    generator = _plan(gen, env, plan_part, budget_usd=shares[0], **dict(pair.generator_targets))
+    retrieval = _plan(ret, env, plan_part, budget_usd=shares[1], **dict(pair.retrieval_targets))
+    return _pair(req, generator, retrieval, streaming=streaming, generator_targets=dict(pair.generator_targets),
+                 retrieval_targets=dict(pair.retrieval_targets))
 
 
 def _targets(pair: _Pair) -> str:
@@ -205,23 +255,35 @@ def _refusal(req: Requirements, env: str, own: _Pair, best: _Pair, *, streaming:
     lowest = "" if best is own else (f"; tightening the parts' targets (down to {_targets(best)}) reaches "
                                      f"{best.p95_ms:,.0f} ms at the lowest ({describe(best.pipeline)})")
     return (f"environments.{env}: slo.pipeline_latency_p95_ms={budget:g} cannot be met: at their own targets the "
-            f"parts compose to {describe(own.pipeline)}{lowest}. Raise slo.pipeline_latency_p95_ms to >= "
-            f"{math.ceil(best.p95_ms)}, or {fix}")
+            f"parts compose to {describe(own.pipeline)}{lowest}: {_pipeline_fix(best).text}, or {fix}")
+
+
+def _pipeline_fix(best: _Pair) -> Fix:
+    """The fix "raise slo.pipeline_latency_p95_ms to >= <the lowest composition found>"."""
+    value = math.ceil(best.p95_ms)
+    return Fix("slo.pipeline_latency_p95_ms", value, f"raise slo.pipeline_latency_p95_ms to >= {value}")
 
 
 def _check_cost(req: Requirements, env: str, pairs: list[_Pair], *, what: str = "") -> None:
-    """Raise when even the cheapest pair costs more than budget.max_monthly_usd (the parts together)."""
+    """Raise when even the cheapest pair's planned peaks cost more than budget.max_monthly_usd (the parts together),
+    naming both fleets and their prices."""
     budget = req.budget.max_monthly_usd
-    cheapest = min(pairs, key=lambda p: p.monthly_usd)
-    if budget is None or cheapest.monthly_usd <= budget:
+    cheapest = min(pairs, key=lambda p: p.planned_usd)
+    if budget is None or cheapest.planned_usd <= budget:
         return
     g, r = cheapest.generator, cheapest.retrieval
-    raise SizingError(f"environments.{env}: {what}the service's parts cost ${g.predictions.monthly_cost_usd:,.0f} "
-                      f"({g.stack}, {g.archetype.value}) + ${r.predictions.monthly_cost_usd:,.0f} ({r.stack}, "
-                      f"{r.archetype.value}) = ${cheapest.monthly_usd:,.0f}/month, "
-                      f"${cheapest.monthly_usd - budget:,.0f} over budget.max_monthly_usd={budget:g} (the budget "
-                      f"covers both parts): raise it to >= {math.ceil(cheapest.monthly_usd)}, or relax the SLO or "
-                      "lower the traffic")
+    total = cheapest.planned_usd
+    fix = budget_fix(total)
+    raise SizingError(f"environments.{env}: {what}the service's parts at their planned peaks cost "
+                      f"${g.planned_monthly_usd:,.0f} ({g.stack}, {_fleet(g)}) + ${r.planned_monthly_usd:,.0f} "
+                      f"({r.stack}, {_fleet(r)}) = ${total:,.0f}/month, ${total - budget:,.0f} over "
+                      f"budget.max_monthly_usd={budget:g} (the budget covers both parts): {fix.text}, or relax the "
+                      "SLO or lower the traffic", fixes=(fix,))
+
+
+def _fleet(bp: Blueprint) -> str:
+    """A part's planned fleet, e.g. `vllm-gpu, 3x g6e.xlarge`."""
+    return f"{bp.archetype.value}, {bp.planned_nodes}x {bp.compute.node_type}"
 
 
 def _record(req: Requirements, chosen: _Pair, own: _Pair, gen: ServicePart, ret: ServicePart) -> list[Blueprint]:
@@ -232,8 +294,9 @@ def _record(req: Requirements, chosen: _Pair, own: _Pair, gen: ServicePart, ret:
     given = _given(chosen, own, req.slo.pipeline_latency_p95_ms)
     total = (f"the service costs ${g.predictions.monthly_cost_usd:,.0f} (generator) + "
              f"${r.predictions.monthly_cost_usd:,.0f} (retrieval) = ${chosen.monthly_usd:,.0f}/month provisioned for "
-             "the peak" + (f", within budget.max_monthly_usd={req.budget.max_monthly_usd:g} (both parts together)"
-                           if req.budget.max_monthly_usd is not None else ""))
+             f"the peak, at most ${chosen.max_usd:,.0f}/month at both autoscalers' maxima"
+             + (f", within budget.max_monthly_usd={req.budget.max_monthly_usd:g} (both parts together)"
+                if req.budget.max_monthly_usd is not None else ""))
     out = []
     for bp, part, other in ((g, gen, r), (r, ret, g)):
         assert part.part is not None

@@ -12,10 +12,11 @@ import math
 from dataclasses import replace
 
 from blueprints.core import defaults
+from blueprints.core.errors import Fix, SizingError
 from blueprints.catalog import Catalog, Gpu, InstanceType
-from blueprints.contracts.allocatable import serving_pod_fits
+from blueprints.contracts.placement import serving_pod_fits
 from blueprints.contracts.consistency import cpu_replica_memory_gib, stored_weights_gib
-from blueprints.plan.owned_nodes import OwnedNodeShape, edge_capacity_problem
+from blueprints.plan.owned_nodes import OwnedNodeShape, edge_capacity_problem, edge_count_fix, edge_nodes_needed
 from blueprints.plan.guardrails import Breach, SearchLimits
 from blueprints.plan.options.search import (
     ResolvedModel, cpu_instances, edge_nodes, gflops_per_vcpu, gpu_instances, peak_rps, replicas_floor,
@@ -54,18 +55,25 @@ def relaxed(limits: SearchLimits) -> SearchLimits:
 
 
 def explain_breach(env: str, cheapest: str, monthly_usd: float, breach: Breach, *,
-                   least: tuple[int, str, float] | None = None) -> str:
+                   least: tuple[int, str, float] | None = None) -> SizingError:
     """The refusal when the cheapest option meeting the SLO breaks a constraint and no option within the
     constraints meets it: name the binding constraint, what the cheapest needs, the least any option needs
-    (`least`: amount, option, monthly USD; when below the cheapest's) and the fix."""
+    (`least`: amount, option, monthly USD; when below the cheapest's) and the fix. Its fixes (`SizingError.fixes`)
+    are the least need, then the cheapest option's, as alternatives for the same words (`blueprints.plan.hints`
+    proves them: the least may plan an option over budget)."""
     fewest = ""
     needed = breach.needed
     if least is not None and least[0] < breach.needed:
         needed = least[0]
         fewest = f"; the least any option meeting the SLO needs is {least[0]} ({least[1]}, ${least[2]:,.0f}/month)"
-    return (f"environments.{env}: no option meeting the SLO stays within {breach.constraint}: the cheapest, "
-            f"{cheapest} (${monthly_usd:,.0f}/month), {breach.why}{fewest}; {breach.fix_for(env, needed)}, lower "
-            f"environments.{env}.traffic_scale (or traffic.peak_requests_per_s), or relax the SLO")
+    words = breach.fix_for(env, needed)
+    field = breach.field_for(env)
+    fixes = () if field is None else tuple(
+        Fix(field, value, breach.fix_for(env, value), slot=words) for value in dict.fromkeys((needed, breach.needed)))
+    return SizingError(f"environments.{env}: no option meeting the SLO stays within {breach.constraint}: the cheapest, "
+                       f"{cheapest} (${monthly_usd:,.0f}/month), {breach.why}{fewest}; {words}, lower "
+                       f"environments.{env}.traffic_scale (or traffic.peak_requests_per_s), or relax the SLO",
+                       fixes=fixes)
 
 
 def _least_llm(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *, managed: bool,
@@ -102,7 +110,7 @@ def _least_llm(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
 
 
 def explain_no_llm_option(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *, managed: bool,
-                          limits: SearchLimits) -> str:
+                          limits: SearchLimits) -> SizingError:
     """Why `llm_search` found nothing: the constraint the cheapest option meeting the SLO breaks, or (when nothing
     meets the SLO at all) `explain_infeasible_llm`."""
     free = llm_search(req, env, model, catalog, managed=managed, limits=relaxed(limits))
@@ -118,16 +126,17 @@ def explain_no_llm_option(req: Requirements, env: str, model: ResolvedModel, cat
 
 
 def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Catalog, *, managed: bool = False,
-                           limits: SearchLimits = SearchLimits()) -> str:
-    """Why no option meets the SLO, and the nearest feasible alternative (which constraint to relax, by how much)."""
+                           limits: SearchLimits = SearchLimits()) -> SizingError:
+    """Why no option meets the SLO, and the nearest feasible alternative (which constraint to relax, by how much);
+    each "raise slo.<target> to >= N" is a fix to prove (`SizingError.fixes`)."""
     name = model.spec.served_name
     where = "SageMaker hosting" if managed else "GPU"
     candidates = gpu_instances(req, catalog, managed=managed, limits=limits)
     if not candidates:
         table = catalog.sagemaker if managed else catalog.ec2
-        return (f"no {where} instance type in the catalog matches hardware.allowed_instance_families="
-                f"{req.hardware.allowed_instance_families}{_policy_families(limits, ' and')}; allow one of "
-                f"{sorted({i.family for i in table.values() if i.gpu_count})}")
+        return SizingError(f"no {where} instance type in the catalog matches hardware.allowed_instance_families="
+                           f"{req.hardware.allowed_instance_families}{_policy_families(limits, ' and')}; allow one "
+                           f"of {sorted({i.family for i in table.values() if i.gpu_count})}")
     shape = traffic_shape(model)
     fitting = []  # (instance, tp, TTFT ms and ITL ms of an idle replica), for options that fit in memory
     for inst in candidates:
@@ -139,10 +148,10 @@ def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Cat
             if config is not None:
                 fitting.append((inst, tp, idle_ttft_ms(replica, config, shape), idle_itl_ms(replica, shape)))
     if not fitting:
-        return _explain_memory(req, model, catalog, candidates, managed=managed, limits=limits)
+        return SizingError(_explain_memory(req, model, catalog, candidates, managed=managed, limits=limits))
     best_itl = min(fitting, key=lambda f: (f[3], f[0].instance_type))
     best_ttft = min(fitting, key=lambda f: (f[2], f[0].instance_type))
-    parts = []
+    parts, fixes = [], []
     if req.slo.itl_p95_ms is not None and best_itl[3] > req.slo.itl_p95_ms:
         inst, tp = best_itl[0], best_itl[1]
         gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
@@ -150,26 +159,36 @@ def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Cat
         physics = (f"; physically, reading {model.weights_gib:.0f} GiB of weights per token at the full "
                    f"{tp * gpu.bandwidth_gb_per_s:,.0f} GB/s of {tp}x {gpu.model} takes {floor_ms:.1f} ms"
                    if req.slo.itl_p95_ms < floor_ms else "")
+        fixes.append(_raise("slo.itl_p95_ms", math.ceil(best_itl[3])))
         parts.append(f"the lowest ITL any allowed option reaches, with one request and nothing else running, is "
                      f"{best_itl[3]:.1f} ms ({inst.instance_type}, tensor_parallel_size={tp}) against "
-                     f"slo.itl_p95_ms={req.slo.itl_p95_ms:g}{physics}: raise it to >= {math.ceil(best_itl[3])}, "
+                     f"slo.itl_p95_ms={req.slo.itl_p95_ms:g}{physics}: {fixes[-1].text}, "
                      "lower model.precision, or allow faster GPUs")
     if req.slo.ttft_p95_ms is not None and best_ttft[2] > req.slo.ttft_p95_ms:
+        fixes.append(_raise("slo.ttft_p95_ms", math.ceil(best_ttft[2])))
         parts.append(f"the lowest TTFT of a mean-length prompt on an idle replica is {best_ttft[2]:.0f} ms "
                      f"({best_ttft[0].instance_type}, tensor_parallel_size={best_ttft[1]}) against "
-                     f"slo.ttft_p95_ms={req.slo.ttft_p95_ms:g}: raise it to >= {math.ceil(best_ttft[2])}, shorten "
+                     f"slo.ttft_p95_ms={req.slo.ttft_p95_ms:g}: {fixes[-1].text}, shorten "
                      "prompts, or allow faster GPUs")
     if not parts and managed and not model.traffic.streaming:
         limit_s = defaults.SAGEMAKER_INVOCATION_TIMEOUT_S
         parts.append(f"at p95 a non-streamed response takes longer than SageMaker's {limit_s} s "
                      "invocation limit; set traffic.streaming: true or lower mean_output_tokens")
     if not parts:
-        parts.append(_explain_under_load(req, model, catalog, fitting, managed=managed))
-    return f"no allowed {where} option serves {name} within the SLO: " + "; ".join(parts)
+        text, more = _explain_under_load(req, model, catalog, fitting, managed=managed)
+        parts.append(text)
+        fixes += more
+    return SizingError(f"no allowed {where} option serves {name} within the SLO: " + "; ".join(parts),
+                       fixes=tuple(fixes))
+
+
+def _raise(field: str, value: int) -> Fix:
+    """The fix "raise <field> to >= <value>"."""
+    return Fix(field, value, f"raise {field} to >= {value}")
 
 
 def _explain_under_load(req: Requirements, model: ResolvedModel, catalog: Catalog, fitting: list, *,
-                        managed: bool) -> str:
+                        managed: bool) -> tuple[str, list[Fix]]:
     """Both targets are met on an idle replica but no option meets them at p95 even under light load (1/32 of its
     saturated rate): name the best p95s the fastest options reach there."""
     shape = traffic_shape(model)
@@ -182,18 +201,19 @@ def _explain_under_load(req: Requirements, model: ResolvedModel, catalog: Catalo
         if cand is not None:
             runs.append((inst.instance_type, tp, run_at_rate(cand, shape, cand.rate_bound_rps / 32)))
     if not runs:
-        return "no option keeps a token gap within slo.itl_p95_ms with a prompt chunk in the step; relax it"
+        return "no option keeps a token gap within slo.itl_p95_ms with a prompt chunk in the step; relax it", []
     where, tp, run = min(runs, key=lambda r: (r[2].ttft_ms.p95, r[0]))
-    fixes = [f"raise slo.{name} to >= {math.ceil(got)}" for name, got, want in (
+    fixes = [_raise(f"slo.{name}", math.ceil(got)) for name, got, want in (
         ("ttft_p95_ms", run.ttft_ms.p95, req.slo.ttft_p95_ms), ("itl_p95_ms", run.itl_ms.p95, req.slo.itl_p95_ms))
         if want is not None and got > want]
-    fixes.append("relax the ITL target so prompts prefill in larger chunks" if req.slo.itl_p95_ms else
+    words = [f.text for f in fixes]
+    words.append("relax the ITL target so prompts prefill in larger chunks" if req.slo.itl_p95_ms else
                  "allow faster GPUs")
     return (f"even at light load the best p95s are TTFT {run.ttft_ms.p95:.0f} ms and ITL {run.itl_ms.p95:.1f} ms "
             f"({where}, tensor_parallel_size={tp}), against slo.ttft_p95_ms={_slo(req.slo.ttft_p95_ms)} and "
             f"slo.itl_p95_ms={_slo(req.slo.itl_p95_ms)}: the 95th-percentile prompt ({shape.inputs.p95} tokens) "
-            f"needs more prefill than the targets allow together; {', or '.join(fixes)}, or lower "
-            "traffic.input_tokens_p95")
+            f"needs more prefill than the targets allow together; {', or '.join(words)}, or lower "
+            "traffic.input_tokens_p95"), fixes
 
 
 def _slo(value: float | None) -> str:
@@ -246,7 +266,7 @@ def _describe_nongen(o: NongenOption) -> str:
 
 def explain_infeasible_nongen(req: Requirements, models: list[ResolvedModel], catalog: Catalog, *,
                               accelerator: Accelerator, managed: bool = False, env: str | None = None,
-                              limits: SearchLimits = SearchLimits()) -> str:
+                              limits: SearchLimits = SearchLimits()) -> SizingError:
     """Why no non-generative option exists: the constraint the cheapest option meeting the latency budget breaks
     (`env` given), else what to relax (latency budget, hardware, or model size)."""
     names = ", ".join(m.spec.served_name for m in models)
@@ -254,6 +274,13 @@ def explain_infeasible_nongen(req: Requirements, models: list[ResolvedModel], ca
     owned = edge_nodes(req, catalog)
     if owned is not None and not managed and accelerator is Accelerator.CPU:
         return _explain_edge(req, models, catalog, owned, [env] if env else _edge_environments(req))
+    return _explain_nongen(req, models, catalog, accelerator=accelerator, managed=managed, env=env, limits=limits,
+                           names=names, kind=kind)
+
+
+def _explain_nongen(req: Requirements, models: list[ResolvedModel], catalog: Catalog, *, accelerator: Accelerator,
+                    managed: bool, env: str | None, limits: SearchLimits, names: str, kind: str) -> SizingError:
+    """`explain_infeasible_nongen` off an edge cluster."""
     free = search_nongen_options(req, env, models, catalog, accelerator=accelerator, managed=managed,
                                  limits=relaxed(limits)) if env is not None else []
     if free:
@@ -271,11 +298,11 @@ def explain_infeasible_nongen(req: Requirements, models: list[ResolvedModel], ca
     candidates = (gpu_instances(req, catalog, managed=managed, limits=limits) if accelerator is Accelerator.NVIDIA_GPU
                   else [] if managed else cpu_instances(req, catalog, limits=limits))
     if not candidates:
-        return (f"no {'SageMaker ' if managed else ''}{kind} instance type in the catalog matches hardware "
-                f"(accelerators={[a.value for a in req.hardware.accelerators]}, allowed_instance_families="
-                f"{req.hardware.allowed_instance_families}, cpu_arch="
-                f"{req.hardware.cpu_arch.value if req.hardware.cpu_arch else 'any'}){_policy_families(limits, ',')}; "
-                "widen hardware")
+        return SizingError(f"no {'SageMaker ' if managed else ''}{kind} instance type in the catalog matches hardware "
+                           f"(accelerators={[a.value for a in req.hardware.accelerators]}, allowed_instance_families="
+                           f"{req.hardware.allowed_instance_families}, cpu_arch="
+                           f"{req.hardware.cpu_arch.value if req.hardware.cpu_arch else 'any'})"
+                           f"{_policy_families(limits, ',')}; widen hardware")
     works = [request_work(m, catalog) for m in models]
     gflops = [w.total_gflops for w in works]
     floors = []  # (p95 at batch 1 on the fastest replica shape, instance type)
@@ -291,26 +318,27 @@ def explain_infeasible_nongen(req: Requirements, models: list[ResolvedModel], ca
             times = [cpu_request_ms(g, vcpus=vcpus, gflops_per_vcpu=gflops_per_vcpu(inst, catalog)) for g in gflops]
         floors.append((max(t + max(times) for t in times), inst.instance_type))
     if not floors:
-        return (f"{names} need more GPU memory ({defaults.TRITON_GPU_INSTANCES} instances each) than any allowed GPU "
-                "holds; allow a larger GPU family or lower model.precision")
+        return SizingError(f"{names} need more GPU memory ({defaults.TRITON_GPU_INSTANCES} instances each) than any "
+                           "allowed GPU holds; allow a larger GPU family or lower model.precision")
     best, where = min(floors)
-    return (f"no allowed {kind} option serves {names} within a p95 request latency of {latency_target_ms(req):g} ms "
-            f"(slo.latency_p95_ms): the fastest, {where} at batch 1, predicts {best:.0f} ms "
-            f"({sum(gflops):.1f} GFLOP per request across the models); raise slo.latency_p95_ms to >= "
-            f"{math.ceil(best)}, shorten traffic.mean_input_tokens, or allow faster hardware")
+    fix = _raise("slo.latency_p95_ms", math.ceil(best))
+    return SizingError(f"no allowed {kind} option serves {names} within a p95 request latency of "
+                       f"{latency_target_ms(req):g} ms (slo.latency_p95_ms): the fastest, {where} at batch 1, predicts "
+                       f"{best:.0f} ms ({sum(gflops):.1f} GFLOP per request across the models); {fix.text}, shorten "
+                       "traffic.mean_input_tokens, or allow faster hardware", fixes=(fix,))
 
 
 def _explain_edge(req: Requirements, models: list[ResolvedModel], catalog: Catalog, owned: OwnedNodeShape,
-                  envs: list[str]) -> str:
+                  envs: list[str]) -> SizingError:
     """Why the edge cluster's nodes cannot serve the models: no whole vCPU per replica, not enough memory for one
     replica, a latency floor above the SLO on the whole node, or too few nodes for the peak (the shortfall)."""
     names = ", ".join(m.spec.served_name for m in models)
     shapes = cpu_replica_shapes(owned)
     if not shapes:
         least = next(v for v in range(owned.vcpus + 1, 4096) if cpu_replica_shapes(owned.model_copy(update={"vcpus": v})))
-        return (f"hardware.edge_nodes.vcpus={owned.vcpus} leaves no whole vCPU for a replica after the node's own "
-                f"share ({1 - defaults.NODE_ALLOCATABLE_CPU_FRACTION:.0%} for kubelet, the system and the proxy "
-                f"sidecar): give nodes of at least {least} vCPUs")
+        return SizingError(f"hardware.edge_nodes.vcpus={owned.vcpus} leaves no whole vCPU for a replica after the "
+                           f"node's own share ({1 - defaults.NODE_ALLOCATABLE_CPU_FRACTION:.0%} for kubelet, the "
+                           f"system and the proxy sidecar): give nodes of at least {least} vCPUs")
     weights = sum(stored_weights_gib(m.weights_gib) for m in models)  # as the option search sizes a replica
     memory = cpu_replica_memory_gib(weights)
     cpu = min(v for _, v in shapes)
@@ -321,13 +349,12 @@ def _explain_edge(req: Requirements, models: list[ResolvedModel], catalog: Catal
     if not holds(owned):
         least = next(g for g in range(math.ceil(owned.memory_gib), 1 << 16)
                      if holds(owned.model_copy(update={"memory_gib": float(g)})))
-        return (f"hardware.edge_nodes.memory_gib={owned.memory_gib:g} cannot hold one replica of {names}: it needs "
-                f"{memory:.1f} GiB ({weights:.2f} GiB of weights x {defaults.CPU_MEMORY_WEIGHTS_FACTOR:g} + "
-                f"{defaults.CPU_MEMORY_OVERHEAD_GIB:g} GiB of runtime), in whole GiB, with the proxy sidecar, beside "
-                "kube-reserved, the eviction threshold and the add-ons' DaemonSets "
-                "(blueprints.contracts.allocatable); give nodes "
-                f"of at least {least} GiB, or serve the model "
-                "at a lower precision")
+        return SizingError(f"hardware.edge_nodes.memory_gib={owned.memory_gib:g} cannot hold one replica of {names}: "
+                           f"it needs {memory:.1f} GiB ({weights:.2f} GiB of weights x "
+                           f"{defaults.CPU_MEMORY_WEIGHTS_FACTOR:g} + {defaults.CPU_MEMORY_OVERHEAD_GIB:g} GiB of "
+                           "runtime), in whole GiB, with the proxy sidecar, beside kube-reserved, the eviction "
+                           "threshold and the add-ons' DaemonSets (blueprints.contracts.placement); give nodes of at "
+                           f"least {least} GiB, or serve the model at a lower precision")
     for env in envs:
         unconstrained = search_nongen_options(req, env, models, catalog, accelerator=Accelerator.CPU,
                                               within_owned_nodes=False)
@@ -336,16 +363,19 @@ def _explain_edge(req: Requirements, models: list[ResolvedModel], catalog: Catal
             shortfall = edge_capacity_problem(env=env, nodes=owned, replicas=best.replicas,
                                               per_node=best.replicas_per_node, cpu=best.cpu_per_replica)
             if shortfall is not None:
-                return shortfall
+                return SizingError(shortfall, fixes=(edge_count_fix(edge_nodes_needed(best.replicas,
+                                                                                      best.replicas_per_node)),))
     gflops = [request_work(m, catalog).gflops for m in models]
     vcpus = max(v for _, v in shapes)
     times = [cpu_request_ms(g, vcpus=vcpus, gflops_per_vcpu=owned.gflops_per_vcpu) for g in gflops]
     floor = max(t + max(times) for t in times)
-    return (f"{names} cannot meet a p95 request latency of {latency_target_ms(req):g} ms (slo.latency_p95_ms) on "
-            f"hardware.edge_nodes: even one replica using {vcpus} of a node's {owned.vcpus} vCPUs at "
-            f"{owned.gflops_per_vcpu:g} GFLOP/s per vCPU predicts {floor:.0f} ms ({sum(gflops):.1f} GFLOP per "
-            f"request); raise slo.latency_p95_ms to >= {math.ceil(floor)}, give nodes with more or faster vCPUs "
-            "(hardware.edge_nodes.vcpus, gflops_per_vcpu as measured), or shorten traffic.mean_input_tokens")
+    fix = _raise("slo.latency_p95_ms", math.ceil(floor))
+    return SizingError(f"{names} cannot meet a p95 request latency of {latency_target_ms(req):g} ms "
+                       f"(slo.latency_p95_ms) on hardware.edge_nodes: even one replica using {vcpus} of a node's "
+                       f"{owned.vcpus} vCPUs at {owned.gflops_per_vcpu:g} GFLOP/s per vCPU predicts {floor:.0f} ms "
+                       f"({sum(gflops):.1f} GFLOP per request); {fix.text}, give nodes with more or faster vCPUs "
+                       "(hardware.edge_nodes.vcpus, gflops_per_vcpu as measured), or shorten "
+                       "traffic.mean_input_tokens", fixes=(fix,))
 
 
 def _edge_environments(req: Requirements) -> list[str]:

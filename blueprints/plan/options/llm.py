@@ -44,7 +44,8 @@ class LlmOption:
     Attributes:
         candidate: the replica shape and its engine limits.
         replicas: replicas for this environment's peak.
-        nodes: nodes holding them.
+        nodes: nodes holding them, placed as the scheduler places them (`SearchLimits.nodes`: zone spread,
+            replicas per node).
         node_usd_per_hour: price of one node (spot-adjusted).
         check: the simulated run that decided the replica count (at the peak share of the minimum replicas, or at
             the highest rate meeting the SLO).
@@ -163,21 +164,22 @@ def screen_candidate(model: ResolvedModel, gpu: Gpu, tp: int, *, kv_cache_fp8: b
 
 
 def _priced_option(inst: InstanceType, gpu: Gpu, cand: Candidate, *, peak: float, floor: int, factor: float,
-                   shape: TrafficShape, targets: LatencyTargets) -> LlmOption | None:
-    """The replicas (and nodes) a screened candidate needs for `peak`, or None when it cannot meet the targets.
+                   shape: TrafficShape, targets: LatencyTargets, limits: SearchLimits) -> LlmOption | None:
+    """The replicas (and the nodes their placement takes, `SearchLimits.nodes`) a screened candidate needs for
+    `peak`, or None when it cannot meet the targets.
 
     When the minimum replica count already meets the targets at its share of the peak, that is the count (one
     simulated run); otherwise the highest rate meeting them is searched (`planning.size_replica`)."""
     per_node = inst.gpu_count // cand.tensor_parallel_size
     need = peak / floor
     if meets_at(cand, shape, targets, need):
-        return LlmOption(inst, gpu, cand, floor, math.ceil(floor / per_node), inst.usd_per_hour * factor,
+        return LlmOption(inst, gpu, cand, floor, limits.nodes(floor, per_node=per_node), inst.usd_per_hour * factor,
                          run_at_rate(cand, shape, need))
     sizing = size_replica(cand, shape, targets)
     if sizing is None:
         return None
     replicas = max(floor, math.ceil(peak / sizing.max_rps - 1e-9))
-    return LlmOption(inst, gpu, cand, replicas, math.ceil(replicas / per_node), inst.usd_per_hour * factor,
+    return LlmOption(inst, gpu, cand, replicas, limits.nodes(replicas, per_node=per_node), inst.usd_per_hour * factor,
                      sizing.at_max, sizing)
 
 
@@ -219,7 +221,7 @@ def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
                 screened += 1
                 per_node = inst.gpu_count // tp
                 replicas = max(floor, math.ceil(peak / cand.rate_bound_rps - 1e-9))
-                nodes = math.ceil(replicas / per_node)
+                nodes = limits.nodes(replicas, per_node=per_node)
                 cost = nodes * inst.usd_per_hour * factor
                 breach = limits.breach(inst, replicas=replicas, per_node=per_node, managed=managed)
                 if breach is not None:
@@ -236,12 +238,12 @@ def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
             inst, gpu, cand = payload
             simulated += 1
             option = _priced_option(inst, gpu, cand, peak=peak, floor=floor, factor=factor, shape=shape,
-                                    targets=targets)
+                                    targets=targets, limits=limits)
             if option is not None:
                 options.append(option)
                 heapq.heappush(queue, (option.monthly_node_usd_per_hour, fp8, name, tp, 1, option))
         elif stage == 1:  # simulated: predict it at its peak share, within the constraints
-            option, run = predict_at_peak(payload, model, req, env, managed=managed)
+            option, run = predict_at_peak(payload, model, req, env, managed=managed, limits=limits)
             per_node = option.instance.gpu_count // tp
             breach = limits.breach(option.instance, replicas=option.replicas, per_node=per_node, managed=managed)
             if breach is not None:
@@ -283,10 +285,11 @@ def llm_option_on(req: Requirements, env: str, model: ResolvedModel, catalog: Ca
     cand = screen_candidate(model, gpu, tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, req=req, managed=managed)
     priced = cand and _priced_option(inst, gpu, cand, peak=peak_rps(req, env, model), floor=replicas_floor(req, env),
                                      factor=price_factor(req, env, catalog, managed=managed),
-                                     shape=traffic_shape(model), targets=latency_targets(req, model, managed=managed))
+                                     shape=traffic_shape(model), targets=latency_targets(req, model, managed=managed),
+                                     limits=limits)
     if not priced:
         return "it no longer meets the SLO"
-    option, run = predict_at_peak(priced, model, req, env, managed=managed)
+    option, run = predict_at_peak(priced, model, req, env, managed=managed, limits=limits)
     breach = limits.breach(inst, replicas=option.replicas, per_node=inst.gpu_count // tensor_parallel_size,
                            managed=managed)
     return f"it {breach.why}" if breach else (option, run)
@@ -305,7 +308,7 @@ def complete_sizing(option: LlmOption, model: ResolvedModel, req: Requirements, 
 
 
 def size_twin(option: LlmOption, model: ResolvedModel, req: Requirements, env: str, catalog: Catalog, *,
-              kv_cache_fp8: bool) -> LlmOption | None:
+              kv_cache_fp8: bool, limits: SearchLimits) -> LlmOption | None:
     """The same instance type and degree with the other KV-cache dtype, priced the same way (None when it cannot
     meet the SLO), to say what FP8 KV changes."""
     cand = screen_candidate(model, option.gpu, option.tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, req=req,
@@ -314,11 +317,12 @@ def size_twin(option: LlmOption, model: ResolvedModel, req: Requirements, env: s
         return None
     return _priced_option(option.instance, option.gpu, cand, peak=peak_rps(req, env, model),
                           floor=replicas_floor(req, env), factor=option.node_usd_per_hour / option.instance.usd_per_hour,
-                          shape=traffic_shape(model), targets=latency_targets(req, model, managed=False))
+                          shape=traffic_shape(model), targets=latency_targets(req, model, managed=False),
+                          limits=limits)
 
 
 def predict_at_peak(option: LlmOption, model: ResolvedModel, req: Requirements, env: str, *,
-                    managed: bool) -> tuple[LlmOption, SimulationResult]:
+                    managed: bool, limits: SearchLimits) -> tuple[LlmOption, SimulationResult]:
     """The simulated replica at this environment's peak share per replica (what the plan predicts).
 
     The rate is at most the option's `max_rps`, which met the targets; should the finite simulation miss them at the
@@ -337,4 +341,4 @@ def predict_at_peak(option: LlmOption, model: ResolvedModel, req: Requirements, 
             raise SizingError(f"environments.{env}: {model.path} needs more than {bounds.MAX_REPLICAS:,} replicas "
                               "of the cheapest option to meet the SLO at its peak; lower the peak or its "
                               "traffic_scale, relax the SLO, or allow faster GPUs")
-        option = replace(option, replicas=replicas, nodes=math.ceil(replicas / per_node))
+        option = replace(option, replicas=replicas, nodes=limits.nodes(replicas, per_node=per_node))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from blueprints.core import defaults
 from blueprints.catalog import Catalog, Gpu, InstanceType, Task
-from blueprints.contracts.allocatable import serving_pod_fits
+from blueprints.contracts.placement import serving_pod_fits
 from blueprints.contracts.consistency import cpu_replica_memory_gib, stored_weights_gib
 from blueprints.plan.owned_nodes import OwnedNodeShape
 from blueprints.plan.guardrails import Breach, SearchLimits
@@ -191,6 +191,14 @@ def _replicas_for_load(req: Requirements, env: str, loads: tuple[ModelLoad, ...]
     return max(replicas_floor(req, env), math.ceil(busy - 1e-9))
 
 
+def nongen_nodes(inst: InstanceType, replicas: int, per_node: int, limits: SearchLimits) -> int:
+    """Nodes an option's replicas take: placed over the platform's zones (`SearchLimits.nodes`), bin-packed on an
+    edge cluster's owned nodes (no zones)."""
+    if isinstance(inst, OwnedNodeShape):
+        return math.ceil(replicas / per_node)
+    return limits.nodes(replicas, per_node=per_node)
+
+
 def fits_owned_nodes(option: NongenOption) -> bool:
     """An option on an edge cluster's owned nodes holds the peak replicas on its `count` nodes (always true for EC2
     options: their node pool grows)."""
@@ -252,7 +260,7 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
             if not managed and not serving_pod_fits(inst, per_node=per_node, cpu=cpu, memory_gib=memory):
                 continue  # its pods would stay Pending (the preview's `schedulable`)
             options.append(NongenOption(inst, gpu, per_replica, cpu, memory, per_node, loads, replicas,
-                                        math.ceil(replicas / per_node), inst.usd_per_hour * factor))
+                                        nongen_nodes(inst, replicas, per_node, limits), inst.usd_per_hour * factor))
     elif not managed:
         memory = cpu_replica_memory_gib(weights)
         for inst in cpu_instances(req, catalog, limits=limits):
@@ -265,7 +273,7 @@ def search_nongen_options(req: Requirements, env: str, models: list[ResolvedMode
                     continue
                 replicas = _replicas_for_load(req, env, loads)
                 options.append(NongenOption(inst, None, 0, vcpus, memory, per_node, loads, replicas,
-                                            math.ceil(replicas / per_node), inst.usd_per_hour * factor))
+                                            nongen_nodes(inst, replicas, per_node, limits), inst.usd_per_hour * factor))
     if within_owned_nodes:
         options = [o for o in options if fits_owned_nodes(o)]
     options = [o for o in options if nongen_breach(o, limits, managed=managed) is None]

@@ -75,6 +75,12 @@ def replicas_floor(req: Requirements, env: str) -> int:
     return 1
 
 
+def strict_zone_spread(req: Requirements, env: str) -> bool:
+    """Whether the environment's replicas must spread over zones (DoNotSchedule with minDomains): high availability
+    in production, as `Blueprint.strict_zone_spread` records it."""
+    return req.is_production(env) and req.slo.availability_pct >= defaults.HIGH_AVAILABILITY_PCT
+
+
 def price_factor(req: Requirements, env: str, catalog: Catalog, *, managed: bool) -> float:
     """On-demand = 1; spot (never on SageMaker real-time endpoints) = the catalog's estimated spot factor."""
     return catalog.spot_price_factor if req.environments[env].spot and not managed else 1.0

@@ -16,6 +16,9 @@ each installs, the objects its webhooks guard, its per-node DaemonSets, its Pod 
 - `node-pool-limits`: a NodePool's limits hold the nodes (their capacity, as Karpenter counts) the autoscaler's maximum
   replicas plus the rollout surge need;
 - `owned-nodes`: an edge cluster's declared nodes hold the autoscaler's maximum replicas plus the rollout surge;
+- `billed-nodes`: the plan bills at least the nodes the planned peak replicas take as the manifests place them
+  (requests against allocatable after the DaemonSets, topology spread over the pool's zones:
+  `blueprints.contracts.placement`), and a strict zone spread's minDomains fits the pool's zones (`schedulable`);
 - `pod-security`: every pod is admitted by its namespace's Pod Security level (kubernetes.io Pod Security Standards);
 - `prometheus-address`: a KEDA Prometheus trigger queries the Prometheus the platform (or cluster) runs;
 - `api-reachable`, `aws-apis-reachable`: a private cluster admits the deploy runner's network on 443; every node,
@@ -42,7 +45,7 @@ each installs, the objects its webhooks guard, its per-node DaemonSets, its Pod 
 
 Each finding names the resource and the fix; any finding makes `blueprint preview` exit 1. This module runs them;
 each family lives in its own: `blueprints.review.deployability.addons` (addon-installed, webhook-ready),
-`blueprints.review.deployability.scheduling` (schedulable, node-pool-arch, node-pool-limits, owned-nodes, over the nodes of
+`blueprints.review.deployability.scheduling` (schedulable, node-pool-arch, node-pool-limits, owned-nodes, billed-nodes, over the nodes of
 `blueprints.review.deployability.nodes`), `blueprints.review.deployability.pod_security`, `blueprints.review.deployability.prometheus`,
 `blueprints.review.deployability.names`, `blueprints.review.deployability.reachability` and
 `blueprints.review.deployability.processes`;
@@ -72,12 +75,12 @@ from blueprints.review.deployability.placement import check_system_placement
 from blueprints.review.deployability.timers import check_startup_timers
 from blueprints.review.deployability.disruption import check_last_replica
 from blueprints.review.deployability.scheduling import (
-    check_node_pool_arch, check_node_pool_limits, check_owned_nodes, check_scheduling,
+    check_billed_nodes, check_node_pool_arch, check_node_pool_limits, check_owned_nodes, check_scheduling,
 )
 
 
 CHECKS = (check_addons, check_webhooks, check_scheduling, check_node_pool_arch, check_node_pool_limits,
-          check_owned_nodes, check_pod_security, check_prometheus, check_names, check_api_reachable,
+          check_owned_nodes, check_billed_nodes, check_pod_security, check_prometheus, check_names, check_api_reachable,
           check_aws_apis_reachable, check_processes, check_hidden_components,
           check_eks_zones, check_listener_attributes, check_interceptor_protocol, check_system_placement,
           check_startup_timers, check_last_replica)

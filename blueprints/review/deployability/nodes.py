@@ -1,7 +1,8 @@
 """The nodes a pod may land on, as the scheduling checks see them (`blueprints.review.deployability.scheduling`):
 NodePools, managed node groups, an edge cluster's owned nodes and the platform's system nodes with their labels,
-taints, instance types and ephemeral storage; the per-node DaemonSets of what is installed and what a pod asks (its
-effective requests). What one node gives pods is `blueprints.contracts.allocatable.allocatable`, the planner's rule.
+taints, instance types and ephemeral storage; the DaemonSets every node runs, what a pod asks (its effective
+requests) and the placement its manifest states, for the one placement model (`blueprints.contracts.placement`:
+allocatable, replicas per node, nodes).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from kubernetes.utils.quantity import parse_quantity
 
 from blueprints.core import defaults
 from blueprints.catalog import InstanceType, load_catalog
+from blueprints.contracts.placement import (
+    DO_NOT_SCHEDULE, HOSTNAME_KEY, ZONE_KEY, Placement, Spread, daemonset_reserves, node_ephemeral_gib,
+)
 from blueprints.plan.owned_nodes import EDGE_NODE, OwnedNodeShape
 from blueprints.requirements.platform_file import NODE_ARCH
 from blueprints.contracts.platform import planned_outputs
@@ -125,16 +129,12 @@ def _effect(aws_effect: str | None) -> str:
 
 
 def _ephemeral_gib(instance_type: str, storage: tuple[bool, int] | None) -> float:
-    """Ephemeral storage pods can request on one node of a node class ((instance-store RAID0, root GiB)), GiB: its
-    kubelet filesystem (the instance-store array, else the root volume) less the eviction threshold, kube-reserved,
-    the serving image and, on the root volume, the OS (`blueprints.contracts.weights.usable_disk_gib`)."""
+    """Ephemeral storage pods can request on one node of a node class ((instance-store RAID0, root GiB)), GiB
+    (`blueprints.contracts.placement.node_ephemeral_gib`); 0 when the class is unknown."""
     if storage is None:
         return 0.0
     raid0, root = storage
-    if raid0 and instance_type in defaults.INSTANCE_STORE_GB:
-        return usable_disk_gib(defaults.INSTANCE_STORE_GB[instance_type] * 1e9 / 2**30,
-                               reserve_gib=defaults.SERVING_NODE_RESERVE_GIB)
-    return usable_disk_gib(root, reserve_gib=defaults.SERVING_NODE_ROOT_RESERVE_GIB)
+    return node_ephemeral_gib(instance_type, instance_store_raid0=raid0, root_volume_gib=root)
 
 
 def pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
@@ -165,12 +165,23 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
 
 
 def node_daemonsets(ctx: CheckContext, *, gpu_node: bool) -> list[tuple[int, int]]:
-    """(cpu_m, memory_mi) of every DaemonSet on a node: the EKS add-ons (not on an edge cluster) and the Helm
-    add-ons of the platform or the cluster's declaration."""
+    """(cpu_m, memory_mi) of every DaemonSet on a node (`blueprints.contracts.placement.daemonset_reserves`): the EKS
+    add-ons (not on an edge cluster) and the Helm add-ons of this stack, the platform or the cluster's declaration."""
     installed = set(ctx.releases) | {a for a in ctx.external if a in ctx.pcat.helm}
     if ctx.report.is_platform:
         installed |= {a.id for a in ctx.report.subject.addons}
     edge = not ctx.report.is_platform and ctx.report.blueprint.compute.owned_nodes is not None
-    found = [] if edge else [a.daemonset for a in ctx.pcat.eks.values() if a.daemonset]
-    found += [ctx.pcat.helm[a].daemonset for a in installed if ctx.pcat.helm[a].daemonset]
-    return [(d.cpu_m, d.memory_mi) for d in found if d and (gpu_node or not d.gpu_nodes_only)]
+    return daemonset_reserves(ctx.pcat, installed, gpu_node=gpu_node, eks_addons=not edge)
+
+
+def manifest_placement(spec: Mapping[str, Any], *, per_node: int, zones: int) -> Placement:
+    """A pod spec's placement as its manifest states it: `per_node` replicas to a node, the node pool over `zones`
+    zones, and the topology spread constraints it carries (zone and hostname keys; others do not change the count)."""
+    spreads = []
+    for c in list_of(spec.get("topologySpreadConstraints")):
+        key = c.get("topologyKey")
+        if key in (ZONE_KEY, HOSTNAME_KEY):
+            domains = c.get("minDomains")
+            spreads.append(Spread(key, int(c.get("maxSkew") or 1), strict=c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE,
+                                  min_domains=int(domains) if domains is not None else None))
+    return Placement(per_node=max(1, per_node), zones=max(1, zones), spreads=tuple(spreads))

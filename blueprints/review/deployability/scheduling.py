@@ -22,10 +22,10 @@ from blueprints.review.deployability.context import (
     ARCH_LABEL, CheckContext, GPU, HPA_TYPES, INSTANCE_TYPE_LABEL, NODE_POOL, POOL_LABEL, SCALED_OBJECT, named, get_in,
     list_of, pod_spec,
 )
+from blueprints.contracts.placement import allocatable, replicas_per_node
 from blueprints.review.deployability.nodes import (
-    NodeSource, node_class_alias, node_daemonsets, node_sources, pod_requests,
+    NodeSource, manifest_placement, node_class_alias, node_daemonsets, node_sources, pod_requests,
 )
-from blueprints.contracts.allocatable import allocatable
 
 
 def check_node_pool_arch(ctx: CheckContext) -> list[DeployabilityFinding]:
@@ -141,10 +141,9 @@ def check_owned_nodes(ctx: CheckContext) -> list[DeployabilityFinding]:
             if peak is None:
                 continue
             have = allocatable(source.owned, ephemeral_gib=None, daemonsets=node_daemonsets(ctx, gpu_node=False))
-            per_node = min([int(have[k] / v) for k, v in want.items() if k in have and v > 0],
-                           default=defaults.MAX_PODS_PER_NODE)
+            per_node = replicas_per_node(want, have)
             pods = peak + _surge(record, peak)
-            need = math.ceil(pods / per_node) if per_node > 0 else math.inf
+            need = manifest_placement(spec, per_node=per_node, zones=1).nodes(pods) if per_node > 0 else math.inf
             if need > source.owned.count:
                 findings.append(DeployabilityFinding(
                     "owned-nodes", record.urn, f"{named(record)} may run {peak} replicas plus {pods - peak} surge, "
@@ -174,11 +173,21 @@ def _surge(workload: RegisteredResource, replicas: int) -> int:
     return int(surge)
 
 
-def _pool_usage(ctx: CheckContext, pool: NodeSource, want: Mapping[str, Decimal],
-                pods: int) -> tuple[str, dict[str, Decimal]] | None:
-    """How `pods` pods requesting `want` count against `pool`'s limits: Karpenter sums the capacity of the nodes it
-    launches, not the pods' requests, so (a description of the nodes, the capacity they add up to) on the instance
-    type needing the fewest; None when no catalogued instance type of the pool fits one pod."""
+def zones_of_pools(ctx: CheckContext) -> int:
+    """The zones a service's node pools launch into: its platform's (the blueprint's record without one)."""
+    platform = ctx.report.platform
+    if platform is not None and platform.kind.value == "eks":
+        return platform.network.az_count
+    return 1 if ctx.report.is_platform else ctx.report.blueprint.platform.zones or 1
+
+
+def pool_nodes(ctx: CheckContext, pool: NodeSource, spec: Mapping[str, Any],
+               pods: int) -> tuple[str, int, int, str] | None:
+    """The nodes `pods` pods of `spec` take on `pool` as the scheduler places them (`blueprints.contracts.placement`:
+    replicas per node from the pods' requests and a node's allocatable after the DaemonSets, the topology spread the
+    manifest carries, the pool's zones): (description, nodes, replicas per node, instance type) on the pool's
+    instance type needing the fewest; None when no catalogued instance type of the pool fits one pod."""
+    want = pod_requests(spec)
     best = None
     for itype in pool.instance_types:
         inst = load_catalog().ec2.get(itype)
@@ -186,19 +195,30 @@ def _pool_usage(ctx: CheckContext, pool: NodeSource, want: Mapping[str, Decimal]
             continue
         have = allocatable(itype, ephemeral_gib=pool.ephemeral_gib.get(itype, 0.0),
                            daemonsets=node_daemonsets(ctx, gpu_node=inst.gpu_count > 0))
-        per_node = min([int(have[k] / v) for k, v in want.items() if k in have and v > 0],
-                       default=defaults.MAX_PODS_PER_NODE)
-        per_node = min(per_node, defaults.MAX_PODS_PER_NODE)
+        per_node = replicas_per_node(want, have)
         if per_node < 1:
             continue
-        nodes = math.ceil(pods / per_node)
-        capacity = {"cpu": Decimal(inst.vcpus), "memory": Decimal(str(inst.memory_gib)) * 2**30,
-                    "ephemeral-storage": Decimal(str(round(pool.ephemeral_gib.get(itype, 0.0), 3))) * 2**30,
-                    GPU: Decimal(inst.gpu_count)}
-        usage = {k: v * nodes for k, v in capacity.items()}
-        if best is None or nodes < best[0]:
-            best = (nodes, f"on {nodes} {itype} node(s), {per_node} per node", usage)
-    return (best[1], best[2]) if best else None
+        placement = manifest_placement(spec, per_node=per_node, zones=zones_of_pools(ctx))
+        nodes = placement.nodes(pods)
+        if best is None or nodes < best[1]:
+            where = f" over {placement.zone_domains} zones" if placement.zone_domains > 1 else ""
+            best = (f"on {nodes} {itype} node(s){where}, {placement.per_new_node} per node", nodes, per_node, itype)
+    return best
+
+
+def _pool_usage(ctx: CheckContext, pool: NodeSource, spec: Mapping[str, Any],
+                pods: int) -> tuple[str, dict[str, Decimal]] | None:
+    """How `pods` pods of `spec` count against `pool`'s limits: Karpenter sums the capacity of the nodes it launches,
+    not the pods' requests, so (a description of the nodes, the capacity they add up to) (`pool_nodes`)."""
+    found = pool_nodes(ctx, pool, spec, pods)
+    if found is None:
+        return None
+    where, nodes, _, itype = found
+    inst = load_catalog().ec2[itype]
+    capacity = {"cpu": Decimal(inst.vcpus), "memory": Decimal(str(inst.memory_gib)) * 2**30,
+                "ephemeral-storage": Decimal(str(round(pool.ephemeral_gib.get(itype, 0.0), 3))) * 2**30,
+                GPU: Decimal(inst.gpu_count)}
+    return where, {k: v * nodes for k, v in capacity.items()}
 
 
 def check_node_pool_limits(ctx: CheckContext) -> list[DeployabilityFinding]:
@@ -215,7 +235,7 @@ def check_node_pool_limits(ctx: CheckContext) -> list[DeployabilityFinding]:
             if peak is None:
                 continue
             pods = peak + _surge(record, peak)
-            usage = _pool_usage(ctx, pool, want, pods)
+            usage = _pool_usage(ctx, pool, spec, pods)
             for resource, limit in pool.limits.items():  # type: ignore[union-attr]
                 if usage is not None and resource in usage[1]:
                     where, need = usage[0], usage[1][resource]
@@ -229,3 +249,50 @@ def check_node_pool_limits(ctx: CheckContext) -> list[DeployabilityFinding]:
                         "scale-out and rollouts stall with Pending pods; raise the NodePool's limits (or lower the "
                         "autoscaler's maximum)"))
     return findings
+
+
+def check_billed_nodes(ctx: CheckContext) -> list[DeployabilityFinding]:
+    """The plan bills at least the nodes the serving pods take at the planned peak replicas, placed as the manifests
+    say (`pool_nodes`: requests against allocatable after the DaemonSets, topology spread over the pool's zones), and
+    that placement can schedule them all (a strict zone spread's minDomains within the pool's zones)."""
+    if ctx.report.is_platform or ctx.report.blueprint.archetype.value == "sagemaker-endpoint":
+        return []
+    bp = ctx.report.blueprint
+    billed = bp.predictions.cost_lines[0].quantity if bp.predictions.cost_lines else 0
+    findings = []
+    pools = [s for s in node_sources(ctx) if s.record is not None or s.owned is not None]
+    for record in ctx.report.resources:
+        spec = pod_spec(record)
+        if record.type != "kubernetes:apps/v1:Deployment" or spec is None:
+            continue
+        selector = spec.get("nodeSelector") or {}
+        for pool in (p for p in pools if p.selects(selector) and (POOL_LABEL in selector or p.owned is not None)):
+            found = _owned_nodes(ctx, pool, spec, bp.compute.replicas) if pool.owned is not None else \
+                pool_nodes(ctx, pool, spec, bp.compute.replicas)
+            if found is None:
+                continue  # no instance type fits one pod: `schedulable` says so
+            where, nodes, per_node, _ = found
+            placement = manifest_placement(spec, per_node=per_node, zones=1 if pool.owned else zones_of_pools(ctx))
+            problem = placement.unsatisfiable()
+            if problem:
+                findings.append(DeployabilityFinding(
+                    "schedulable", record.urn, f"{named(record)} on {pool.name}: {problem}; the platform needs more "
+                    "zones that offer the instance type, or the availability target its spread follows must drop"))
+            if billed + 1e-9 < nodes:
+                findings.append(DeployabilityFinding(
+                    "billed-nodes", record.urn, f"{named(record)}: its {bp.compute.replicas} planned replica(s) take "
+                    f"{nodes} node(s) {where} as the scheduler places them, but the plan bills {billed:g} "
+                    f"({bp.predictions.cost_lines[0].item}): its cost understates what AWS bills; re-plan "
+                    "(`blueprint plan`) instead of editing the stack config"))
+    return findings
+
+
+def _owned_nodes(ctx: CheckContext, pool: NodeSource, spec: Mapping[str, Any],
+                 pods: int) -> tuple[str, int, int, str] | None:
+    """`pool_nodes` on an edge cluster's owned nodes (their shape, no zones)."""
+    have = allocatable(pool.owned, ephemeral_gib=None, daemonsets=node_daemonsets(ctx, gpu_node=False))
+    per_node = replicas_per_node(pod_requests(spec), have)
+    if per_node < 1:
+        return None
+    nodes = manifest_placement(spec, per_node=per_node, zones=1).nodes(pods)
+    return f"on {nodes} owned node(s), {per_node} per node", nodes, per_node, pool.instance_types[0]

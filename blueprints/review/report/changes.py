@@ -57,10 +57,22 @@ def _blocks(replacements: list[Replacement]) -> list[str]:
     return out
 
 
+def _restart_why(restart: Replacement) -> str:
+    """Why a traffic change rolls the pods: the pod template inputs it changed, before -> after."""
+    shown = ", ".join(f"{p} {show(b)} -> {show(a)}" for p, (b, a) in zip(restart.paths, restart.values))
+    return (f"{restart.resource_name}'s pod template carries values derived from the traffic ({shown}), so every "
+            "replica is replaced, one surge at a time")
+
+
 def review_markdown(review: Review) -> str:
     """`### What changed`: requirements and plan field by field, the predictions before -> after with their delta,
     and a warning listing every change that replaces a resource."""
     parts = ["### What changed\n"]
+    if review.move is not None:
+        parts.append(f"> [!CAUTION]\n> **`pulumi up` replaces the whole service**: {review.move.message}\n")
+    restart = review.traffic_restart
+    if restart is not None:
+        parts.append(f"> [!WARNING]\n> **This traffic-only change restarts every pod**: {_restart_why(restart)}\n")
     if review.platform:  # a platform's settings are its resources: the resource diff lists them
         parts.append("A platform's settings are its resources: see the changes against the base branch below.\n")
     elif not review.blueprint_known:
@@ -90,6 +102,10 @@ def review_lines(review: Review) -> list[tuple[str, str]]:
     """The review in a few (kind, text) lines for a terminal: kind is `info`, `warning` (a replacement) or `note`
     (a rolling update). Empty when nothing changed."""
     lines: list[tuple[str, str]] = []
+    if review.move is not None:
+        lines.append(("warning", f"pulumi up replaces the whole service: {review.move.summary}"))
+    if review.traffic_restart is not None:
+        lines.append(("warning", f"this traffic-only change restarts every pod: {_restart_why(review.traffic_restart)}"))
     if review.requirements:
         lines.append(("info", f"requirements: {_brief(review.requirements)}"))
     if review.plan:
@@ -99,5 +115,7 @@ def review_lines(review: Review) -> list[tuple[str, str]]:
         lines.append(("info", "predictions: " + "; ".join(
             f"{p.label} {value(p, p.before)} -> {value(p, p.after)} ({delta(p)})" for p in changed)))
     for r in review.replacements:
+        if r is review.move:
+            continue
         lines.append(("note" if r.effect is Effect.ROLLOUT else "warning", r.summary))
     return lines

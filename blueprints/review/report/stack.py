@@ -190,6 +190,9 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
             ["autoscaling", scaling],
             ["monthly cost", f"${p.monthly_cost_usd:,.2f} provisioned for the peak"
              + (" (spot estimate)" if p.cost_is_estimate else "")]]
+    if p.max_monthly_cost_usd is not None:
+        rows.append(["at most", f"${p.max_monthly_cost_usd:,.2f} at the autoscaler's maximum of "
+                     f"{bp.autoscaling.max_replicas} replica(s) (what budget.max_monthly_usd applies to)"])
     if p.expected_monthly_cost_usd is not None:
         rows.append(["expected monthly cost", f"${p.expected_monthly_cost_usd:,.2f} (fleet simulation of a planned "
                      f"day; `blueprint simulate {bp.stack}`)"])
@@ -401,8 +404,11 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
     lines, total, estimate = _cost(report)
     if not report.is_platform and report.blueprint.predictions.expected_monthly_cost_usd is not None:
         p = report.blueprint.predictions
+        most = f", at most ${p.max_monthly_cost_usd:,.2f} at the autoscaler's maximum" \
+            if p.max_monthly_cost_usd is not None else ""
         console.print(f"[bold]Expected monthly cost[/]: ${p.expected_monthly_cost_usd:,.2f} (fleet simulation; "
-                      f"peak-provisioned ${p.monthly_cost_usd:,.2f}), SLO met in {p.slo_attainment:.1%} of minutes")
+                      f"peak-provisioned ${p.monthly_cost_usd:,.2f}{most}), SLO met in {p.slo_attainment:.1%} of "
+                      "minutes")
     console.print(f"[bold]Monthly cost[/]: ${total:,.2f}" + (" (spot estimate)" if estimate else "")
                   + "  " + "; ".join(_cost_line_text(c) for c in lines))
     if not report.is_platform and report.blueprint.platform.stack:

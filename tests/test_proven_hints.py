@@ -1,0 +1,115 @@
+"""Proven hints (`blueprints.plan.hints`): before a refusal says "raise X to >= N", the plan runs again with N and
+succeeds; otherwise the message names every change that must move together, or says that none named suffices.
+Checked by: a printed hint, applied, plans."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from blueprints.catalog import load_catalog
+from blueprints.core.errors import Fix, SizingError
+from blueprints.plan.guardrails import Guardrails
+from blueprints.plan.hints import apply_fixes, prove
+from blueprints.plan.planner import plan
+from blueprints.requirements.service import Requirements
+from tests.conftest import PLAN_DATE, example_data, platforms_for, requirements_with
+
+FAMILIES = {"accelerators": ["nvidia-gpu"], "allowed_instance_families": ["g5", "g6", "g6e", "p4d", "p5"]}
+
+
+def _busy_chat(budget: float) -> Requirements:
+    """The 8B chat assistant at 10x its traffic (200 requests/s): the cheapest option meeting the SLO is 58
+    g6e.xlarge (59 GPUs with the surge, ~$79k/month); the fewest GPUs, 47 p5.4xlarge (48 GPUs, ~$236k/month)."""
+    return requirements_with(environments={"prod": {"region": "us-east-1", "traffic_scale": 10}},
+                             budget={"max_monthly_usd": budget}, hardware=FAMILIES)
+
+
+def _quota(max_gpus: int) -> dict[str, Guardrails]:
+    return {"prod": Guardrails(source="prod.json", allowed_instance_families=None, max_gpus=max_gpus)}
+
+
+def _plan(req: Requirements, guardrails: dict | None = None, **kwargs):
+    return plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"], guardrails=guardrails,
+                platforms=platforms_for(req), **kwargs)
+
+
+def _refusal(req: Requirements, guardrails: dict | None = None, **kwargs) -> SizingError:
+    with pytest.raises(SizingError) as caught:
+        _plan(req, guardrails, **kwargs)
+    return caught.value
+
+
+def _applied_plans(req: Requirements, guardrails: dict | None, refusal: SizingError) -> None:
+    """Every change the message proposes, applied as printed (its words parsed back), plans."""
+    assert refusal.groups, str(refusal)
+    for group in refusal.groups:
+        for fix in group:
+            assert fix.text in str(refusal)
+            assert float(re.search(r">= (\d+)", fix.text).group(1)) == fix.value  # the words say the value
+        fixed, limits = apply_fixes(req, guardrails or {}, group)
+        assert _plan(fixed, limits or None, prove_hints=False)
+
+
+def test_a_quota_hint_names_the_gpus_an_option_within_budget_needs_not_the_least_any_option_needs():
+    """The least any option needs (48 GPUs) only plans an option over budget; the hint is the cheapest option's 59,
+    which plans."""
+    req, quota = _busy_chat(150_000), _quota(40)
+    unproven = _refusal(req, quota, prove_hints=False)
+    assert "raise maxGpus in prod.json to >= 48," in str(unproven)  # the old hint: the least any option needs
+    with pytest.raises(SizingError, match=r"over budget.max_monthly_usd=150000"):
+        _plan(*apply_fixes(req, quota, [Fix("policy:prod:maxGpus", 48, "")]), prove_hints=False)
+    proven = _refusal(req, quota)
+    assert "raise maxGpus in prod.json to >= 59, lower environments.prod.traffic_scale" in str(proven)
+    assert "the least any option meeting the SLO needs is 48" in str(proven)  # still said, as a fact
+    _applied_plans(req, quota, proven)
+
+
+def test_when_no_single_change_plans_the_hint_names_every_change_that_must_move_together():
+    """Within $70,000 no option fits at any quota: the quota and the budget move together."""
+    req, quota = _busy_chat(70_000), _quota(40)
+    proven = _refusal(req, quota)
+    [(gpus, budget)] = proven.groups
+    assert (gpus.field, budget.field) == ("policy:prod:maxGpus", "budget.max_monthly_usd")
+    assert f"{gpus.text} and {budget.text} together" in str(proven)
+    _applied_plans(req, quota, proven)
+
+
+def test_a_compound_budget_hint_is_the_cost_of_the_parts_that_meet_the_end_to_end_budget():
+    """rag-assistant within $3,000: the parts meet the 1.2 s end-to-end budget only with tightened targets; the
+    refusal says so (not that the latency budget cannot be met), and the budget it names plans."""
+    data = example_data("rag-assistant")
+    data["budget"] = {"max_monthly_usd": 3000}
+    req = Requirements.model_validate(data)
+    proven = _refusal(req)
+    message = str(proven)
+    assert "cannot be met" not in message  # the latency budget can, at a cost
+    assert message.startswith("environments.prod: with their targets tightened to meet slo.pipeline_latency_p95_ms, "
+                              "the service's parts at their planned peaks cost")
+    [(fix,)] = proven.groups
+    assert fix.field == "budget.max_monthly_usd" and fix.value > 3000
+    _applied_plans(req, None, proven)
+
+
+def test_an_unreachable_latency_hint_is_proven_at_the_value_that_plans():
+    """An ITL target below what any option reaches: the hint's value plans (the next refusal's value for the same
+    field is taken when the first does not)."""
+    req = requirements_with("regulated-assistant", slo={"itl_p95_ms": 3})
+    proven = _refusal(req)
+    [(fix,)] = proven.groups
+    assert fix.field == "slo.itl_p95_ms" and f"{fix.text}, lower model.precision" in str(proven)
+    _applied_plans(req, None, proven)
+
+
+def test_a_hint_that_no_re_plan_proves_is_flagged_as_not_enough():
+    """`prove` with a re-plan that always refuses: the words stay, flagged, and the message says none suffices."""
+    fix = Fix("budget.max_monthly_usd", 10, "raise budget.max_monthly_usd to >= 10")
+    refusal = SizingError(f"over budget: {fix.text}, or relax the SLO", fixes=(fix,))
+
+    def never(_fixes) -> None:
+        raise SizingError("still over budget", fixes=(fix,))
+
+    proven = prove(refusal, never)
+    assert proven.groups == () and "raise budget.max_monthly_usd to >= 10 is not enough on its own" in str(proven)
+    assert str(proven).endswith("No change named here plans on its own or with the next one it needs")
