@@ -3,6 +3,7 @@ stacks folder and reviewed as `blueprint preview` reviews a stack (with the proj
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,8 @@ def review(stack: str, stacks_dir: Path) -> PreviewReport:
 
 
 def reviewed(name: str, tmp: Path) -> dict[str, PreviewReport]:
-    """Every stack the kept-apart folder `tests/data/<name>/requirements` plans, reviewed: `{stack: report}`."""
+    """Every stack the kept-apart folder `tests/data/<name>/requirements` plans, reviewed: `{stack: report}`. The folder
+    is copied to `<tmp>/stacks/requirements`, where the preview finds the requirements each stack is judged against."""
     stacks_dir = tmp / "stacks"
-    return {stack: review(stack, stacks_dir) for stack in plan_folder(DATA / name / "requirements", stacks_dir)}
+    folder = shutil.copytree(DATA / name / "requirements", stacks_dir / "requirements")
+    return {stack: review(stack, stacks_dir) for stack in plan_folder(folder, stacks_dir)}

@@ -90,15 +90,22 @@ def test_a_16_bit_kv_cache_is_kept_where_fp8_saves_nothing():
     assert any("FP8 (supported on NVIDIA H200 141GB) would not lower the cost here" in r for r in bp.rationale)
 
 
-def test_no_fp8_kv_cache_where_it_moves_the_engine_to_an_unmeasured_attention_backend(chat_prod):
-    """The pinned vLLM with --kv-cache-dtype fp8 below SM 9.0 (L40S is 8.9) leaves its default attention backend
-    (FlashAttention) for another, whose step times no calibration point measured (processes.yaml
-    fp8_kv_default_attention_from)."""
-    bp = plan_env(requirements_with(**LONG_PROMPTS), "prod")
-    for planned in (bp, chat_prod):
-        assert planned.compute.gpu == "l40s" and planned.engine.kv_cache_dtype == "auto"
-        assert any(r.startswith("16-bit KV cache: an FP8 cache on NVIDIA L40S (compute capability 8.9) moves")
-                   for r in planned.rationale)
+def test_fp8_kv_cache_below_sm_9_only_where_measured_kernels_time_its_attention(chat_prod):
+    """The pinned vLLM with --kv-cache-dtype fp8 below SM 9.0 leaves its default attention backend (FlashAttention)
+    for another (processes.yaml fp8_kv_default_attention_from): planned only where the measured tables of that vLLM
+    time FP8-KV attention on the GPU itself (the L40S at 0.24.0), never on a roofline GPU (the L4)."""
+    from blueprints.capacity.measured import measures_fp8_kv
+    from blueprints.plan.options.llm import fp8_kv_cache_planned
+
+    gpus = load_catalog().gpus
+    assert [fp8_kv_cache_planned(gpus[g], managed=False) for g in ("l4", "l40s", "h100")] == [False, True, True]
+    assert not fp8_kv_cache_planned(gpus["h100"], managed=True)
+    assert measures_fp8_kv(gpus["l40s"], "0.24.0") and not measures_fp8_kv(gpus["l40s"], "0.11.0")
+    assert chat_prod.compute.gpu == "l40s" and chat_prod.engine.kv_cache_dtype == "fp8"
+    bp = plan_env(requirements_with(**{**LONG_PROMPTS, "hardware": {"allowed_instance_families": ["g6"]}}), "prod")
+    assert bp.compute.gpu == "l4" and bp.engine.kv_cache_dtype == "auto"
+    assert any(r.startswith("16-bit KV cache: an FP8 cache on NVIDIA L4 (compute capability 8.9) moves")
+               for r in bp.rationale)
 
 
 def test_gpus_without_fp8_never_get_an_fp8_kv_cache():

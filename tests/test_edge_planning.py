@@ -116,18 +116,18 @@ def test_nodes_short_of_the_peak_are_refused_naming_the_shortfall():
 
 
 def test_max_replicas_beyond_the_nodes_names_two_fixes_each_of_which_plans():
-    data = edge(operations={"platform": "edge-cluster", "cluster_addons": ["metrics-server"]},
+    data = edge(operations={"platform": "edge-cluster", "cluster_addons": ["metrics-server", "kube-prometheus-stack"]},
                 environments={"prod": {"region": "eu-west-1", "max_replicas": 50}})
     with pytest.raises(SizingError) as caught:
-        planned(data)
+        planned(data, "prod")
     lower, more = caught.value.groups
     assert [f.field for (f,) in (lower, more)] == ["environments.prod.max_replicas", "hardware.edge_nodes.count"]
     slots = lower[0].value
-    assert planned({**data, "environments": {"prod": {"region": "eu-west-1", "max_replicas": slots}}}
-                   ).autoscaling.max_replicas == slots
+    assert planned({**data, "environments": {"prod": {"region": "eu-west-1", "max_replicas": slots}}},
+                   "prod").autoscaling.max_replicas == slots
     count = more[0].value
-    assert planned({**data, "hardware": {"edge_nodes": {**data["hardware"]["edge_nodes"], "count": count}}}
-                   ).autoscaling.max_replicas == 50
+    assert planned({**data, "hardware": {"edge_nodes": {**data["hardware"]["edge_nodes"], "count": count}}},
+                   "prod").autoscaling.max_replicas == 50
 
 
 def test_a_single_owned_node_full_at_the_peak_rolls_out_one_replica_at_a_time():

@@ -177,9 +177,10 @@ def test_the_download_disables_hf_xets_chunk_cache_on_its_scratch_volume(chat):
     download = _container(job.inputs["spec"]["template"]["spec"], "download", "initContainers")
     assert {"name": "HF_XET_CHUNK_CACHE_SIZE_BYTES", "value": "0"} in download["env"]
 
-    def default_cache(spec):
+    def default_cache(spec):  # on the v0.11.0 image, whose hf_xet fills a 10 GB chunk cache unless told not to
         container = _container(spec, "download", "initContainers")
         container["env"] = [e for e in container["env"] if e["name"] != "HF_XET_CHUNK_CACHE_SIZE_BYTES"]
+        container["image"] = "vllm/vllm-openai:v0.11.0"
     [message] = _findings(_edit_pod(chat, default_cache, kind="Job"), "scratch-caches")
     assert "10 GB cache" in message and "'scratch'" in message and "HF_XET_CHUNK_CACHE_SIZE_BYTES=0" in message
 

@@ -86,7 +86,7 @@ def test_verify_passes_against_a_working_stand_in(manifests, tmp_path):
     with FakeOpenAIEndpoint(model=bp.model.name, key=KEY) as endpoint, \
             EngineExporter(engine_image=bp.engine.image, model=bp.model.name, namespace=manifests.namespace,
                            deployment=bp.workload_name) as exporter, \
-            LocalPrometheus(tmp_path, exporter, job=bp.workload_name, namespace=manifests.namespace,
+            LocalPrometheus(tmp_path, exporter, job=bp.metrics_service_name, namespace=manifests.namespace,
                             rule_groups=rule_groups) as prometheus:
         read, list_nodes = readers(cluster_objects(manifests))
         report = verify_kubernetes(manifests, {"endpoint": f"{endpoint.url}/v1", "api_key": KEY},
@@ -109,7 +109,7 @@ def test_verify_reports_a_missing_metric_and_an_unauthenticated_success_as_failu
     with FakeOpenAIEndpoint(model=bp.model.name, key=KEY, open=True) as endpoint, \
             EngineExporter(engine_image=bp.engine.image, model=bp.model.name, namespace=manifests.namespace,
                            deployment=bp.workload_name, leave_out=("vllm:kv_cache_usage_perc",)) as exporter, \
-            LocalPrometheus(tmp_path, exporter, job=bp.workload_name, namespace=manifests.namespace,
+            LocalPrometheus(tmp_path, exporter, job=bp.metrics_service_name, namespace=manifests.namespace,
                             rule_groups=manifests.prometheus_rules[0]["spec"]["groups"]) as prometheus:
         read, list_nodes = readers(cluster_objects(manifests))
         report = verify_kubernetes(manifests, {"endpoint": f"{endpoint.url}/v1", "api_key": KEY},
@@ -129,7 +129,7 @@ def test_verify_reports_a_firing_slo_alert(manifests, tmp_path):
     bp = manifests.blueprint
     with EngineExporter(engine_image=bp.engine.image, model=bp.model.name, namespace=manifests.namespace,
                         deployment=bp.workload_name, restarting=True) as exporter, \
-            LocalPrometheus(tmp_path, exporter, job=bp.workload_name, namespace=manifests.namespace,
+            LocalPrometheus(tmp_path, exporter, job=bp.metrics_service_name, namespace=manifests.namespace,
                             rule_groups=manifests.prometheus_rules[0]["spec"]["groups"]) as prometheus:
         # ServingPodRestarting (`for: 0m`) fires once the restart counter has grown between two scrapes
         prometheus.wait_for('count(ALERTS{alertname="ServingPodRestarting", alertstate="firing"})', lambda v: v >= 1)
@@ -275,7 +275,7 @@ def test_the_command_exits_1_with_json_and_markdown_naming_the_failures(manifest
     with FakeOpenAIEndpoint(model=bp.model.name, key=KEY, open=True) as endpoint, \
             EngineExporter(engine_image=bp.engine.image, model=bp.model.name, namespace=manifests.namespace,
                            deployment=bp.workload_name, leave_out=("vllm:num_requests_running",)) as exporter, \
-            LocalPrometheus(tmp_path, exporter, job=bp.workload_name, namespace=manifests.namespace,
+            LocalPrometheus(tmp_path, exporter, job=bp.metrics_service_name, namespace=manifests.namespace,
                             rule_groups=manifests.prometheus_rules[0]["spec"]["groups"]) as prometheus:
         outputs = tmp_path / "outputs.json"
         outputs.write_text(json.dumps({"endpoint": f"{endpoint.url}/v1", "api_key": KEY}))

@@ -147,6 +147,15 @@ def covered_gpus() -> tuple[str, ...]:
     return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json")))
 
 
+def measures_fp8_kv(gpu: Gpu, vllm_version: str) -> bool:
+    """Whether the bundled tables of `gpu` hold FP8-KV-cache attention measured with vLLM `vllm_version` (e.g.
+    "0.24.0"): the attention kernels that engine runs with `--kv-cache-dtype fp8` on that GPU, whichever backend it
+    selects there, timed on the GPU itself (AIConfigurator's silicon data)."""
+    tables = _tables(gpu.name)
+    return (tables is not None and tables.vllm_version == vllm_version
+            and any(key[3] == FP8 for key in tables.entries))
+
+
 def weights_mode(precision: Precision, quantization: Quantization | None, gpu: Gpu) -> str | None:
     """The tables' GEMM mode for these weights on `gpu`, or None when the measured data has no such kernels."""
     family = kernel_family(precision, quantization)

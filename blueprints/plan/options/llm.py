@@ -20,6 +20,7 @@ from blueprints.core.errors import SizingError
 from blueprints.plan.guardrails import Breach, SearchLimits
 from blueprints.plan.options.search import ResolvedModel, gpu_instances, peak_rps, price_factor, replicas_floor
 from blueprints.requirements.service import Requirements
+from blueprints.capacity.measured import measures_fp8_kv
 from blueprints.capacity.planning import (
     Candidate,
     LatencyTargets,
@@ -146,12 +147,18 @@ def latency_targets(req: Requirements, model: ResolvedModel, *, managed: bool) -
 
 def fp8_kv_cache_planned(gpu: Gpu, *, managed: bool) -> bool:
     """Whether the search tries an FP8 KV cache on `gpu`: the GPU has FP8, the engine is self-hosted vLLM, and the
-    pinned image keeps its default attention backend with it there (`processes.yaml`
-    `fp8_kv_default_attention_from`: vLLM 0.11 moves to the Triton attention backend below SM 9.0, which the
-    capacity model's calibration points never measured)."""
+    capacity model has step times for the attention the pinned image runs with it there: either the image keeps its
+    default attention backend with an FP8 cache on this compute capability (`processes.yaml`
+    `fp8_kv_default_attention_from`: below SM 9.0 vLLM leaves FlashAttention for another backend), or the measured
+    kernel tables of the pinned vLLM hold FP8-KV attention timed on this GPU (`measured.measures_fp8_kv`: the L40S
+    at vLLM 0.24.0). The roofline GPUs below SM 9.0 (L4, A10G) never get one: no point measures their backend."""
+    if not gpu.supports_fp8 or managed:
+        return False
     facts = process_facts(defaults.VLLM_IMAGE)
     floor = facts.fp8_kv_default_attention_from if facts is not None else None
-    return gpu.supports_fp8 and not managed and (floor is None or gpu.compute_capability >= floor)
+    if floor is None or gpu.compute_capability >= floor:
+        return True
+    return measures_fp8_kv(gpu, defaults.VLLM_IMAGE.rsplit(":v", 1)[1])
 
 
 def screen_candidate(model: ResolvedModel, gpu: Gpu, tp: int, *, kv_cache_fp8: bool, req: Requirements,
