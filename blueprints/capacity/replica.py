@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from functools import lru_cache
 
 from blueprints.core import defaults
 from blueprints.contracts.blueprint import Blueprint
@@ -105,14 +104,32 @@ def _interpolate(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> floa
     return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0) if x1 > x0 else ys[i]
 
 
+#: The blueprint fields a replica model reads: its cache key. A warm-floor search (`blueprints.plan.scaling`) varies
+#: the autoscaling and the reasons only, so each of its fleet simulations finds the load curve already simulated.
+_READS = {"engine": True, "model": True, "models": True, "compute": True,
+          "predictions": {"requests_per_s_capacity", "latency_p95_ms"}}
+_CACHE_SIZE = 64
+_models: dict[str, ReplicaModel] = {}
+
+
 def replica_model(bp: Blueprint) -> ReplicaModel:
-    """The replica model of a planned blueprint (cached per blueprint)."""
-    return _model(bp.model_dump_json())
+    """The replica model of a planned blueprint (cached per engine, model, compute and planned capacity: the fields
+    it reads)."""
+    key = bp.model_dump_json(include=_READS)
+    found = _models.get(key)
+    if found is None:
+        if len(_models) >= _CACHE_SIZE:
+            _models.clear()
+        found = _models[key] = _model(bp)
+    return found
 
 
-@lru_cache(maxsize=64)
-def _model(blueprint_json: str) -> ReplicaModel:
-    bp = Blueprint.model_validate_json(blueprint_json)
+def clear_cache() -> None:
+    """Forget every replica model (a cold start, as a fresh process)."""
+    _models.clear()
+
+
+def _model(bp: Blueprint) -> ReplicaModel:
     llm = _llm_model(bp)
     if llm is not None:
         return llm
