@@ -241,3 +241,19 @@ def test_an_expected_cost_above_the_peak_cost_is_explained():
     steady = read_stack_config(ROOT / "stacks" / "Pulumi.chat-assistant-prod.yaml")
     assert steady.predictions.expected_monthly_cost_usd < steady.predictions.monthly_cost_usd
     assert not any("above the peak-provisioned cost" in r for r in steady.rationale)
+
+
+def test_a_replica_model_is_cached_on_what_it_reads_and_equals_a_fresh_one(busy_chat):
+    """The warm-floor search varies the minimum replicas: each floor finds the load curve simulated once, the same as
+    a cold build; another engine limit is another model."""
+    from blueprints.capacity import planning, replica
+
+    bp = busy_chat
+    cached = replica.replica_model(bp)
+    assert replica.replica_model(derive(bp, autoscaling={"min_replicas": bp.autoscaling.min_replicas + 1})) is cached
+    replica.clear_cache()
+    planning.clear_caches()  # and every simulated run: the curve is simulated again from a cold start
+    rebuilt = replica.replica_model(bp)
+    assert rebuilt is not cached and rebuilt == cached and len(cached.rates) >= 8
+    fewer = bp.model_copy(update={"engine": bp.engine.model_copy(update={"max_num_seqs": bp.engine.max_num_seqs // 2})})
+    assert replica.replica_model(fewer).running != cached.running
