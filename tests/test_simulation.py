@@ -257,3 +257,13 @@ def test_a_replica_model_is_cached_on_what_it_reads_and_equals_a_fresh_one(busy_
     assert rebuilt is not cached and rebuilt == cached and len(cached.rates) >= 8
     fewer = bp.model_copy(update={"engine": bp.engine.model_copy(update={"max_num_seqs": bp.engine.max_num_seqs // 2})})
     assert replica.replica_model(fewer).running != cached.running
+
+
+def test_a_remembered_load_point_is_the_one_read_afresh(busy_chat):
+    from blueprints.capacity.replica import replica_model
+
+    model = replica_model(busy_chat)
+    rates = [0.0, model.rates[0] / 2, *model.rates, (model.rates[2] + model.rates[3]) / 2, model.capacity_rps * 2]
+    first = [model.at(r) for r in rates]
+    assert [model.at(r) for r in rates] == first == [model._point(r) for r in rates]
+    assert first[-1] == model._point(model.capacity_rps) and first[1].p95_ms["ttft_p95_ms"] == model.ttft_p95_ms[0]

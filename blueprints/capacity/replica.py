@@ -26,7 +26,7 @@ Queueing rules, documented once here and used by both the planner and the simula
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from blueprints.core import defaults
 from blueprints.contracts.blueprint import Blueprint
@@ -40,6 +40,8 @@ WAIT_P95_FACTOR = 3.0
 MAX_UTILISATION = 0.98
 #: Where an LLM replica's load curve is simulated: shares of its saturated throughput.
 LOAD_CURVE_FRACTIONS = (0.05, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 1.0)
+#: Most load points one replica model remembers (`ReplicaModel.at`); beyond it the memo starts again.
+_POINTS_SIZE = 4096
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ class ReplicaModel:
     planned_utilisation: float = 0.0
     batching: tuple[tuple[float, float, int], ...] = ()  # (share of arrivals, max queue delay s, max batch size)
     request_s: float = 0.0  # mean service time of one request on an idle replica, s (non-generative)
+    #: Points already read, by rate: a fleet simulation asks for the same per-replica rate minute after minute.
+    _points: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def generative(self) -> bool:
@@ -74,6 +78,14 @@ class ReplicaModel:
 
     def at(self, rate_rps: float) -> LoadPoint:
         """The replica at `rate_rps` arrivals (capped at its capacity; beyond it the caller queues the rest)."""
+        point = self._points.get(rate_rps)
+        if point is None:
+            if len(self._points) >= _POINTS_SIZE:
+                self._points.clear()
+            point = self._points[rate_rps] = self._point(rate_rps)
+        return point
+
+    def _point(self, rate_rps: float) -> LoadPoint:
         rate = max(0.0, min(rate_rps, self.capacity_rps))
         if self.generative:
             return LoadPoint({"ttft_p95_ms": _interpolate(self.rates, self.ttft_p95_ms, rate),
