@@ -293,3 +293,29 @@ def test_a_fleet_the_autoscaler_runs_beyond_the_planned_peak_is_the_peak_and_exp
     quiet = read_stack_config(ROOT / "stacks" / "Pulumi.partner-api-prod.yaml")
     assert quiet.predictions.cost_lines[0].quantity == quiet.planned_nodes
     assert not any("the peak is" in r for r in quiet.rationale)
+
+
+def test_a_replica_model_is_cached_on_what_it_reads_and_equals_a_fresh_one(busy_chat):
+    """The warm-floor search varies the minimum replicas: each floor finds the load curve simulated once, the same as
+    a cold build; another engine limit is another model."""
+    from blueprints.capacity import planning, replica
+
+    bp = busy_chat
+    cached = replica.replica_model(bp)
+    assert replica.replica_model(derive(bp, autoscaling={"min_replicas": bp.autoscaling.min_replicas + 1})) is cached
+    replica.clear_cache()
+    planning.clear_caches()  # and every simulated run: the curve is simulated again from a cold start
+    rebuilt = replica.replica_model(bp)
+    assert rebuilt is not cached and rebuilt == cached and len(cached.rates) >= 8
+    fewer = bp.model_copy(update={"engine": bp.engine.model_copy(update={"max_num_seqs": bp.engine.max_num_seqs // 2})})
+    assert replica.replica_model(fewer).running != cached.running
+
+
+def test_a_remembered_load_point_is_the_one_read_afresh(busy_chat):
+    from blueprints.capacity.replica import replica_model
+
+    model = replica_model(busy_chat)
+    rates = [0.0, model.rates[0] / 2, *model.rates, (model.rates[2] + model.rates[3]) / 2, model.capacity_rps * 2]
+    first = [model.at(r) for r in rates]
+    assert [model.at(r) for r in rates] == first == [model._point(r) for r in rates]
+    assert first[-1] == model._point(model.capacity_rps) and first[1].p95_ms["ttft_p95_ms"] == model.ttft_p95_ms[0]

@@ -179,9 +179,10 @@ def _priced_option(inst: InstanceType, gpu: Gpu, cand: Candidate, *, peak: float
     simulated run); otherwise the highest rate meeting them is searched (`planning.size_replica`)."""
     per_node = inst.gpu_count // cand.tensor_parallel_size
     need = peak / floor
-    if meets_at(cand, shape, targets, need):
+    run = meets_at(cand, shape, targets, need)
+    if run is not None:
         return LlmOption(inst, gpu, cand, floor, limits.nodes(floor, per_node=per_node), inst.usd_per_hour * factor,
-                         run_at_rate(cand, shape, need))
+                         run)
     sizing = size_replica(cand, shape, targets)
     if sizing is None:
         return None
