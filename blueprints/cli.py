@@ -32,12 +32,15 @@ HELP = """Plan production model serving from a requirements file, and review it 
                                                       policy pack
   blueprint simulate <stack>                          replay a day of traffic against a service stack's fleet
   blueprint preflight <stack>                         check the AWS service quotas the stack needs
+  blueprint verify <stack>                            after `pulumi up`: endpoint, metrics, scaler, alerts, nodes
+  blueprint benchmark <stack> [--dry-run]             after `pulumi up`: the planned workload against one replica
   blueprint stacks [--changed FILE]                   the stacks in deploy order (platforms first), for CI
   blueprint estimate --model ID --gpu NAME ...        what-if on the LLM capacity model
   blueprint schema [--platform]                       JSON Schema of requirements files (or platform.yaml)
 
 Exit codes: 0 success; 1 (preview) invalid manifests, deployability or signal findings, or mandatory policy
-violations, (preflight) a quota below what the stack needs; 2 bad input.
+violations, (preflight) a quota below what the stack needs, (verify) a failed check; 2 bad input (and, for
+verify and benchmark, missing credentials, Pulumi CLI or cluster access).
 """
 
 app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -462,6 +465,144 @@ def preflight(
                 out.print(f"    request: {c.need.request_command()}")
     if any(c.ok is False for c in checks):
         raise typer.Exit(code=1)
+
+
+@app.command()
+def verify(
+    stack: str = typer.Argument(..., help="Service stack name, deployed with `pulumi up`, e.g. chat-assistant-prod."),
+    outputs_file: Optional[Path] = typer.Option(None, "--outputs", help="The stack's outputs as `pulumi stack output "
+                                                "--json --show-secrets --stack <stack>` prints them. Default: ask "
+                                                "the Pulumi CLI."),
+    kubeconfig: Optional[Path] = typer.Option(None, "--kubeconfig", help="Kubeconfig of the cluster. Default: the "
+                                              "platform stack's `kubeconfig` output (runs `aws eks get-token`)."),
+    context: Optional[str] = typer.Option(None, "--context", help="Kubeconfig context. Default: its current one."),
+    prometheus_url: Optional[str] = typer.Option(None, "--prometheus-url", help="A Prometheus reachable from here "
+                                                 "(e.g. through `kubectl port-forward`). Default: the platform's, "
+                                                 "through the Kubernetes API server's service proxy."),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Call this URL instead of the `endpoint` output "
+                                           "(e.g. a port-forward to the Service, ending in /v1 or /v2)."),
+    as_json: bool = typer.Option(False, "--json", help="Print {stack, archetype, ok, checks: [{check, subject, ok, "
+                                 "detail}]}."),
+    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Also write the report as markdown (a "
+                                            "pull-request comment) to this file."),
+    stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
+                                              "project's (found from the working directory)."),
+) -> None:
+    """Check a deployed service stack: the endpoint answers with its API key and refuses without (over TLS where
+    planned); every series its scaler and alerts query exists in Prometheus with recent data (the exact queries of
+    its manifests); the ScaledObject/HPA is active with a value in its target's unit range; every PrometheusRule is
+    loaded and no SLO alert fires; its NodePool's nodes are Ready. SageMaker: InService, alarms OK, signed requests
+    answered and unsigned refused.
+
+    Needs the Pulumi CLI logged in to the stack's backend (or --outputs), and cluster access (the platform's
+    kubeconfig output, or --kubeconfig) or, for SageMaker, AWS credentials. Exit 0 when every check passes, 1 when
+    one fails, 2 when what it needs is missing (the message says what).
+    """
+    from blueprints.core.project import project_paths
+    from blueprints.operate.report import render_markdown, render_terminal
+    from blueprints.operate.run import Access, verify_deployed
+
+    with user_errors():
+        project = project_paths(stacks_dir)
+        with err.status(f"Checking {stack}..."):
+            report = verify_deployed(stack, stacks_dir=stacks_dir or project.stacks_dir, program=project.program,
+                                     root=project.root, access=Access(outputs_file=outputs_file,
+                                                                      kubeconfig=kubeconfig, context=context,
+                                                                      prometheus_url=prometheus_url,
+                                                                      endpoint=endpoint))
+        if markdown is not None:
+            try:
+                markdown.write_text(render_markdown(report), encoding="utf-8")
+            except OSError as exc:
+                raise BlueprintError(f"--markdown {markdown}: cannot write it ({exc.strerror})") from None
+    if as_json:
+        typer.echo(json.dumps(report.to_json()))
+    else:
+        render_terminal(report, out)
+    if not report.ok:
+        raise typer.Exit(code=1)
+
+
+@app.command()
+def benchmark(
+    stack: str = typer.Argument(..., help="LLM service stack (vllm-gpu or sagemaker-endpoint), e.g. "
+                                "chat-assistant-prod."),
+    duration: Optional[int] = typer.Option(None, "--duration", metavar="S", help="Seconds each rate runs (10-1800). "
+                                           "Default 120."),
+    rates: Optional[str] = typer.Option(None, "--rates", metavar="R1,R2,...", help="Requests/s at one replica, "
+                                        "comma-separated (1-12 rates, each > 0 and <= 10x the planned per-replica "
+                                        "peak). Default: 0.25, 0.5, 0.75, 1, 1.25 and 1.5x the planned per-replica "
+                                        "peak."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the Kubernetes objects (or, for SageMaker, the "
+                                 "commands) without a cluster, credentials or Pulumi CLI."),
+    outputs_file: Optional[Path] = typer.Option(None, "--outputs", help="The stack's outputs as `pulumi stack output "
+                                                "--json --show-secrets` prints them. Default: ask the Pulumi CLI "
+                                                "(a dry run: the preview's stand-ins)."),
+    kubeconfig: Optional[Path] = typer.Option(None, "--kubeconfig", help="Kubeconfig of the cluster. Default: the "
+                                              "platform stack's `kubeconfig` output."),
+    context: Optional[str] = typer.Option(None, "--context", help="Kubeconfig context. Default: its current one."),
+    stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
+                                              "project's (found from the working directory)."),
+) -> None:
+    """Run the planned workload against one replica of a deployed LLM stack with `vllm bench serve` (from the image
+    the stack pins): the planned prompt and output lengths (random dataset), a sweep of request rates up to and past
+    the planned per-replica peak, goodput against the SLO; write the client's JSON, the settings and image versions
+    to benchmarks/results/<stack>/<date>.json (the file `blueprint calibrate` reads).
+
+    vllm-gpu: a Kubernetes Job in the service's namespace on the system nodes, sending to one Ready serving pod's
+    authenticating proxy. SageMaker: the client in Docker on this machine through a SigV4 signing proxy on loopback.
+    Every run is bounded in requests and time; the Job and its NetworkPolicies are deleted afterwards. Exit 2 on bad
+    flags, a stack that is not an LLM stack, or missing access.
+    """
+    import yaml
+
+    from blueprints.core.project import project_paths
+    from blueprints.operate.run import (
+        Access, parse_rates, prepare_benchmark, run_kubernetes_benchmark, run_sagemaker_benchmark,
+    )
+
+    with user_errors():
+        project = project_paths(stacks_dir)
+        access = Access(outputs_file=outputs_file, kubeconfig=kubeconfig, context=context)
+        now = dt.datetime.now(dt.timezone.utc)
+        with err.status(f"Preparing the benchmark of {stack}..."):
+            run, api = prepare_benchmark(stack, stacks_dir=stacks_dir or project.stacks_dir, program=project.program,
+                                         root=project.root, access=access, rates=parse_rates(rates),
+                                         duration_s=duration, dry_run=dry_run, now=now)
+        settings = run.settings
+        err.print(f"{stack}: {len(settings.rates)} run(s) of {settings.duration_s} s at "
+                  f"{', '.join(f'{r:g}' for r in settings.rates)} requests/s per replica (planned peak "
+                  f"{settings.per_replica_peak_rps:g}); prompts {settings.input_len} and outputs "
+                  f"{settings.output_len} tokens (range ratio {settings.range_ratio:g}); {settings.total_requests:,} "
+                  "requests in all", highlight=False)
+        for note in settings.notes:
+            err.print(f"[yellow]note[/]: {escape(note)}", highlight=False)
+        if dry_run:
+            if outputs_file is None:
+                err.print("dry run: deploy-time names (the model store bucket) are the offline preview's stand-ins; "
+                          "--outputs gives the deployed stack's", highlight=False)
+            if run.manifests:
+                plain = json.loads(json.dumps(run.manifests))  # no shared objects: the YAML has no anchors
+                typer.echo(yaml.safe_dump_all(plain, sort_keys=False, width=120), nl=False)
+            else:
+                err.print("through the signing proxy (blueprints/operate/sagemaker.py) on 127.0.0.1:<proxy-port>:")
+                for command in run.commands:
+                    typer.echo(" ".join(command))
+            return
+        root = project.root or Path(".")
+        if run.manifests:
+            run = run_kubernetes_benchmark(run, api, root=root, log=lambda m: err.print(escape(m)),
+                                           today=now.date())
+        else:
+            run = run_sagemaker_benchmark(run, stack=stack, root=root, access=access,
+                                          log=lambda m: err.print(escape(m)), today=now.date())
+    assert run.result is not None
+    for r in run.result.runs:
+        out.print(f"  {r.request_rate:g} req/s asked: {r.request_throughput:.3g} done, goodput "
+                  f"{r.request_goodput if r.request_goodput is not None else float('nan'):.3g}; TTFT p95 "
+                  f"{r.percentile_ms('ttft', 95) or float('nan'):.0f} ms, ITL p95 "
+                  f"{r.percentile_ms('itl', 95) or float('nan'):.1f} ms; {r.failed} failed", highlight=False)
+    err.print(f"[green]wrote[/] {run.path}")
 
 
 def _service_quotas_client_factory():

@@ -20,6 +20,7 @@ import pulumi_random as random
 from blueprints.catalog.addons import HelmAddon, load_platform_catalog
 from blueprints.catalog.iam import policy_document
 from blueprints.contracts.platform import PlatformAlerting, PlatformConfig, prometheus_service_url
+from blueprints.contracts.usage import GRAFANA_ADMIN_SECRET
 from blueprints.requirements.platform_file import ReceiverKind
 from components import karpenter
 from components.cluster import GPU_PRESENT_LABEL, GPU_TOLERATION, POOL_LABEL, SYSTEM_POOL, trust_policy
@@ -33,7 +34,6 @@ LBC_SERVICE_ACCOUNT = "aws-load-balancer-controller"
 STORAGE_CLASS = "gp3"
 PROMETHEUS_VOLUME_GIB = 50
 PROMETHEUS_RETENTION = "15d"
-GRAFANA_ADMIN_SECRET = "grafana-admin"
 #: The Secret holding the Alertmanager receiver's URL (or PagerDuty routing key), mounted by the Prometheus Operator
 #: at /etc/alertmanager/secrets/<name>/ (Alertmanager CRD `spec.secrets`; KPS `alertmanager.alertmanagerSpec.secrets`).
 ALERT_RECEIVER_SECRET = "alertmanager-receiver"

@@ -16,6 +16,7 @@ import pulumi
 from blueprints.core import defaults
 from blueprints.contracts.sections import Archetype
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.usage import usage_outputs
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.requirements.exposure import ExposureScope, ExposureVia
 from components.access import ApiKey, ApiKeyArgs
@@ -154,7 +155,8 @@ class _KubernetesArchetype(pulumi.ComponentResource):
         self.outputs: dict[str, pulumi.Input] = {
             "endpoint": self.workload.endpoint, "api_key": self.api_key.api_key,
             "exposure": exposure_summary(bp), "namespace": namespace, **identity, **target.outputs,
-            **operations(name, bp, target, self.workload, namespace=namespace, opts=in_namespace)}
+            **operations(name, bp, target, self.workload, namespace=namespace, opts=in_namespace),
+            **usage_outputs(bp)}
         self.register_outputs(self.outputs)
 
     #: The server reads a Triton model repository (`config.pbtxt` beside the weights).
@@ -176,7 +178,9 @@ class VllmGpu(_KubernetesArchetype):
     """Archetype `vllm-gpu`: vLLM's OpenAI server on GPU nodes with tensor parallel, KEDA on queue depth.
 
     Outputs: `endpoint` (the URL clients use), `api_key` (secret), `exposure` (who can reach it), `namespace`,
-    `weights_bucket`, `weights_uri`, `serving_role_arn`, `autoscaler`, `alerts`.
+    `weights_bucket`, `weights_uri`, `serving_role_arn`, `autoscaler`, `alerts`, and how to use it
+    (`blueprints.contracts.usage`): `api_key_command`, `example_request`, `reach`, `dashboards` (when monitored),
+    `alerting`.
     """
 
     TYPE = "servingblueprints:index:VllmGpu"
@@ -255,7 +259,8 @@ class ManagedEndpoint(pulumi.ComponentResource):
     and dashboard, the SageMaker endpoint (blue/green with auto-rollback on the alarms) reading the store, and
     target-tracking autoscaling. IAM-authorised: callers need `sagemaker:InvokeEndpoint` on it.
 
-    Outputs: `endpoint`, `endpoint_name`, `weights_bucket`, `weights_uri`, `execution_role_arn`, `alarms`, `dashboards`.
+    Outputs: `endpoint`, `endpoint_name`, `weights_bucket`, `weights_uri`, `execution_role_arn`, `alarms`, `dashboards`,
+    `example_request`, `reach`, `alerting`.
     """
 
     def __init__(self, name: str, args: ManagedEndpointArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -295,6 +300,7 @@ class ManagedEndpoint(pulumi.ComponentResource):
                 "logs": pulumi.Output.concat(f"{console}/cloudwatch/home?region={bp.region}#logsV2:log-groups/"
                                              "log-group/$252Faws$252Fsagemaker$252FEndpoints$252F",
                                              endpoint.endpoint_name)},
+            **usage_outputs(bp),
         }
         self.register_outputs(self.outputs)
 

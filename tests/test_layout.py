@@ -38,7 +38,8 @@ def test_the_root_of_blueprints_holds_only_the_cli_the_workspace_and_stage_packa
     modules = sorted(p.name for p in (ROOT / "blueprints").glob("*.py"))
     packages = sorted(p.name for p in (ROOT / "blueprints").iterdir() if (p / "__init__.py").exists())
     assert modules == ["__init__.py", "cli.py", "workspace.py"]
-    assert packages == ["capacity", "catalog", "contracts", "core", "plan", "requirements", "review", "simulate"]
+    assert packages == ["capacity", "catalog", "contracts", "core", "operate", "plan", "requirements", "review",
+                        "simulate"]
 
 
 def _add_import(project: Path, module: str, line: str) -> None:
@@ -48,6 +49,8 @@ def _add_import(project: Path, module: str, line: str) -> None:
 
 @pytest.mark.parametrize(("module", "line", "contract"), [
     ("blueprints.contracts.weights", "from blueprints.plan import planner  # noqa", "each stage imports only"),
+    ("blueprints.review.diff", "import blueprints.operate.verify  # noqa", "each stage imports only"),
+    ("blueprints.operate.verify", "import blueprints.workspace  # noqa", "each stage imports only"),
     ("components.labels", "import blueprints.capacity.physics  # noqa", "components never import"),
     ("policies.gpu", "import blueprints.review.preview  # noqa", "policies import only"),
     ("blueprints.catalog.units", "def later():\n    from blueprints.catalog import signals  # noqa",

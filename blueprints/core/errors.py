@@ -42,6 +42,15 @@ class StackConfigError(BlueprintError):
     """Raised when a stack config (`stacks/Pulumi.<stack>.yaml`) is missing or does not hold a valid blueprint."""
 
 
+class DeployedStackError(BlueprintError):
+    """Raised when a command about a deployed stack (`verify`, `benchmark`) lacks what it needs: the Pulumi CLI and
+    the stack's outputs, AWS credentials, or access to the cluster; the message says what to provide."""
+
+
+class BenchmarkError(BlueprintError):
+    """Raised when benchmark settings (`--rates`, `--duration`) or a benchmark result file are invalid."""
+
+
 #: Longest excerpt of a bad value an error message quotes, characters: a huge value (a pasted file, an expanded
 #: alias) must not turn one error into megabytes of output.
 MAX_EXCERPT_CHARS = 80

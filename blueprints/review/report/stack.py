@@ -27,6 +27,9 @@ from blueprints.core.errors import BlueprintError, excerpt
 from blueprints.review.manifests import manifest_id
 from blueprints.review.preview import PreviewReport, RegisteredResource
 from blueprints.review.report.platform import platform_diagram, platform_rows
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.sections import Archetype
+from blueprints.contracts.usage import usage
 
 #: Comment marker so the PR workflow updates one comment per stack instead of adding new ones.
 COMMENT_MARKER = "<!-- servingblueprints-preview:{stack} -->"
@@ -235,6 +238,23 @@ def _cost(report: PreviewReport) -> tuple[list, float, bool]:
 MAX_COMMENT_CHARS = 65_536
 
 
+def after_deploy_markdown(bp: Blueprint) -> str:
+    """plan.md's "After deploy" section: how to call the endpoint (its URL and key are stack outputs), where it is
+    reachable from, the dashboards and alerts (`blueprints.contracts.usage`), and the post-deploy commands."""
+    u = usage(bp)
+    lines = ["### After deploy\n"]
+    if u.api_key_command:
+        lines.append(f"- API key (secret stack output `api_key`): `{u.api_key_command}`")
+    lines.append(f"- reachable from: {u.reach}")
+    lines.append(f"- example request:\n\n  ```bash\n  {u.example_request}\n  ```")
+    lines += [f"- {name}: `{how}`" for name, how in u.dashboards.items()]
+    lines.append(f"- alerts: {u.alerting}")
+    lines.append(f"- check it: `blueprint verify {bp.stack}`" + (
+        f"; measure one replica at the planned load: `blueprint benchmark {bp.stack}`"
+        if bp.archetype in (Archetype.VLLM_GPU, Archetype.SAGEMAKER_ENDPOINT) else ""))
+    return "\n".join(lines) + "\n"
+
+
 def render_markdown(report: PreviewReport, diff: PlanDiff | None = None, review: Review | None = None) -> str:
     """`plan.md`: a pull-request comment for one stack (a service or a shared platform), led by `review` (what
     changed against the baseline) when given."""
@@ -251,6 +271,8 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None, review:
         out.append("### What the platform runs\n\n" + _md_table(platform_rows(report), ["component", "what",
                                                                                         "version"]) + "\n")
     out.append("Why:\n\n" + "\n".join(f"- {r}" for r in subject.rationale) + "\n")
+    if not report.is_platform:
+        out.append(after_deploy_markdown(report.blueprint))
     warnings = [*(subject.warnings if report.is_platform else []), *report.warnings]
     if warnings:
         out.append("### Warnings\n\n" + "\n".join(f"- {w}" for w in warnings) + "\n")

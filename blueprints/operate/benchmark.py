@@ -1,0 +1,370 @@
+"""`blueprint benchmark`: the planned workload against one replica of a deployed LLM stack, with `vllm bench serve`.
+
+The client is vLLM's own benchmark (`vllm bench serve`, in the vLLM image the stack already pins: no other tool to
+pin, and its `--save-result` JSON is the format `blueprint calibrate` reads). Options are v0.24.0's
+(`vllm/benchmarks/serve.py` `add_cli_args`, `vllm/benchmarks/datasets/datasets.py` `add_dataset_parser`); every
+option used here also exists in v0.11.0 with the same meaning (checked in both sdists), so the Job runs on either pin.
+
+- **Workload**: the random dataset at the planned mean prompt and output lengths (`--random-input-len`,
+  `--random-output-len`, `--ignore-eos` so outputs run to their drawn length). The dataset draws lengths uniformly
+  in [len(1-r), len(1+r)] (`--random-range-ratio` r < 1); r is chosen so the draw's p95, len(1 + 0.9r), is the
+  planned p95 (`traffic.input_tokens_p95`, default twice the mean), at most `MAX_RANGE_RATIO`: the planned
+  lognormal's tail beyond 1.81x the mean is not reproduced, and the report says so.
+- **Rates**: a sweep of Poisson arrival rates (`--request-rate`, `--burstiness 1`) at ONE replica, up to and past
+  the planned per-replica peak (the environment's peak over the planned replicas): by default 0.25x to 1.5x of it.
+  Requests go to one Ready serving pod's authenticating proxy (its pod IP and the `api` port), not the load
+  balancer: the autoscaler cannot spread the sweep over more replicas, the client is next to the replica (its
+  network is not the bottleneck) and the numbers are one replica's, which is what the capacity model predicts.
+- **Bounds**: each run sends rate x duration requests (`--num-prompts`), at most `MAX_IN_FLIGHT_PER_SEQ` x
+  `max_num_seqs` in flight (`--max-concurrency`), and the whole sweep at most `MAX_TOTAL_REQUESTS`; the Job has an
+  `activeDeadlineSeconds`, no retries (`backoffLimit: 0`: a retry would measure twice) and a TTL.
+- **SLO**: `--goodput ttft:<TTFT p95 target> tpot:<ITL p95 target>` counts the requests meeting both (TPOT, a
+  request's mean token gap, stands in for the ITL target: goodput takes per-request values only).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.sections import Archetype, VllmEngine
+from blueprints.core import defaults
+from blueprints.core.errors import BenchmarkError
+from blueprints.operate.manifests import StackManifests
+from blueprints.contracts.benchmark_result import SettingsRecord
+
+#: Fractions of the planned per-replica peak the default sweep runs at: below, at and past the peak.
+DEFAULT_RATE_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
+#: Default length of each run, s.
+DEFAULT_DURATION_S = 120
+#: Bounds of `--duration` (s per rate): shorter runs see too few requests for a p95; longer ones hold a GPU
+#: replica out of its fleet's share for half an hour per rate.
+MIN_DURATION_S, MAX_DURATION_S = 10, 1800
+#: Most rates in one sweep.
+MAX_RATES = 12
+#: A rate above this many times the planned per-replica peak measures only the queue (`--rates` bound).
+MAX_RATE_OVER_PEAK = 10.0
+#: Fewest requests a run sends (a p95 of fewer is one request).
+MIN_PROMPTS_PER_RUN = 20
+#: Most requests of a whole sweep.
+MAX_TOTAL_REQUESTS = 50_000
+#: Largest `--random-range-ratio` used: [0.1x, 1.9x] the mean (the dataset requires r < 1).
+MAX_RANGE_RATIO = 0.9
+#: Requests in flight at most, per `max_num_seqs` of the replica: a queue as deep as the batch past saturation.
+MAX_IN_FLIGHT_PER_SEQ = 2
+#: The client's percentiles and metrics (`--metric-percentiles`, `--percentile-metrics`).
+METRIC_PERCENTILES = (50.0, 90.0, 95.0, 99.0)
+PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
+#: `--ready-check-timeout-sec`: one test request must succeed within this before a run starts, s.
+READY_CHECK_TIMEOUT_S = 120
+#: Seconds the Job may take beyond its runs' planned durations: a saturated run drains its backlog (up to 2x its
+#: duration), each run's start (importing vLLM, the ready check), the tokenizer copy.
+PER_RUN_OVERHEAD_S = 90
+TOKENIZER_FETCH_S = 300
+#: A finished Job and its pod stay this long for `kubectl logs`, then Kubernetes deletes them.
+JOB_TTL_S = 3600
+#: Client resources: `vllm bench serve` is one asyncio process (tokenising prompts, parsing streams).
+CLIENT_CPU, CLIENT_MEMORY = "2", "6Gi"
+#: Files the tokenizer needs, copied from the model store's model prefix (never the weights).
+TOKENIZER_INCLUDES = ("*.json", "*.model", "*.tiktoken", "*.txt", "*.jinja")
+TOKENIZER_EXCLUDES = ("*.safetensors", "*.safetensors.index.json", "*.bin", "*.pt", "*.gguf")
+TOKENIZER_DIR, RESULTS_DIR_IN_POD = "/tokenizer", "/results"
+#: The UID/GID the benchmark runs as: the serving pods' (vLLM documents none; `[assumption]` as for serving).
+RUN_AS = 10001
+#: Label of every object `benchmark` creates (they are not Pulumi's: deleted after the run).
+MANAGED_BY = "blueprint-benchmark"
+
+
+@dataclass(frozen=True)
+class BenchmarkSettings:
+    """One sweep's client settings (all per replica).
+
+    Attributes:
+        input_len, output_len: mean prompt and output, tokens.
+        range_ratio: the random dataset's r: lengths uniform in [len(1-r), len(1+r)].
+        rates: requests/s of each run, ascending.
+        num_prompts: requests of each run (rate x duration, at least `MIN_PROMPTS_PER_RUN`).
+        duration_s: each run's planned length, s.
+        max_concurrency: requests in flight at most.
+        goodput_ms: `--goodput` SLOs, ms (`ttft`, `tpot`, `e2el`).
+        per_replica_peak_rps: the planned peak over the planned replicas.
+        notes: what the sweep cannot reproduce of the plan, for the report.
+    """
+
+    input_len: int
+    output_len: int
+    range_ratio: float
+    rates: tuple[float, ...]
+    num_prompts: tuple[int, ...]
+    duration_s: int
+    max_concurrency: int | None
+    goodput_ms: dict[str, float]
+    per_replica_peak_rps: float
+    seed: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def total_requests(self) -> int:
+        return sum(self.num_prompts)
+
+
+def benchmarkable(bp: Blueprint) -> None:
+    """Raise BenchmarkError unless the stack serves a text-generation model `vllm bench serve` can drive."""
+    if bp.archetype not in (Archetype.VLLM_GPU, Archetype.SAGEMAKER_ENDPOINT) or bp.model.task.value != \
+            "text-generation":
+        raise BenchmarkError(f"{bp.stack} is a {bp.archetype.value} stack serving {bp.model.task.value}: "
+                             "`blueprint benchmark` drives text generation (vllm-gpu, sagemaker-endpoint) with "
+                             "`vllm bench serve`; measure Triton models with perf_analyzer")
+
+
+def _sig3(value: float) -> float:
+    return float(f"{value:.3g}")
+
+
+def range_ratio(mean: int, p95: int | None, *, other_mean: int, max_model_len: int | None) -> tuple[float, list[str]]:
+    """The random dataset's range ratio for a planned mean and p95 (None: `TOKENS_P95_TO_MEAN` x the mean), capped
+    by `MAX_RANGE_RATIO`, by a shortest draw of one token, and so that the longest prompt plus output fits
+    `max_model_len`; (ratio, notes on what was narrowed)."""
+    target = p95 if p95 is not None else defaults.TOKENS_P95_TO_MEAN * mean
+    ratio = max(0.0, (target / mean - 1) / 0.9)
+    notes = []
+    if ratio > MAX_RANGE_RATIO:
+        notes.append(f"lengths drawn uniformly up to {1 + MAX_RANGE_RATIO:g}x the mean: the planned p95 "
+                     f"({target:.0f} tokens, {target / mean:.2f}x) has a longer tail than the random dataset draws "
+                     f"(its p95 is {1 + 0.9 * MAX_RANGE_RATIO:.2f}x)")
+        ratio = MAX_RANGE_RATIO
+    ratio = min(ratio, 1 - 1 / mean) if mean > 1 else 0.0
+    if max_model_len is not None and (mean + other_mean) * (1 + ratio) > max_model_len:
+        capped = max(0.0, max_model_len / (mean + other_mean) - 1)
+        notes.append(f"range ratio {ratio:.2f} -> {capped:.2f}: the longest prompt plus output must fit "
+                     f"max_model_len {max_model_len}")
+        ratio = capped
+    return math.floor(round(ratio * 100, 6)) / 100, notes
+
+
+def benchmark_settings(bp: Blueprint, *, rates: list[float] | None = None,
+                       duration_s: int | None = None) -> BenchmarkSettings:
+    """The sweep for a stack: planned lengths, rates per replica, bounds.
+
+    Args:
+        bp: the stack's blueprint (an LLM stack).
+        rates: requests/s at one replica, each in (0, `MAX_RATE_OVER_PEAK` x the planned per-replica peak], at most
+            `MAX_RATES`. Defaults to `DEFAULT_RATE_FRACTIONS` of the planned per-replica peak.
+        duration_s: each run's length, s, `MIN_DURATION_S`-`MAX_DURATION_S`. Defaults to `DEFAULT_DURATION_S`.
+
+    Raises:
+        BenchmarkError: a stack `vllm bench serve` cannot drive, or `--rates` / `--duration` out of bounds (the
+            message names the flag, the value and the bound).
+    """
+    benchmarkable(bp)
+    traffic = bp.model.traffic
+    peak = bp.model.traffic.peak_requests_per_s / max(1, bp.compute.replicas)
+    duration = DEFAULT_DURATION_S if duration_s is None else duration_s
+    if not MIN_DURATION_S <= duration <= MAX_DURATION_S:
+        raise BenchmarkError(f"--duration {duration}: each rate runs {MIN_DURATION_S}-{MAX_DURATION_S} s")
+    if rates is None:
+        chosen = [_sig3(f * peak) for f in DEFAULT_RATE_FRACTIONS]
+    else:
+        if not 1 <= len(rates) <= MAX_RATES:
+            raise BenchmarkError(f"--rates: give 1-{MAX_RATES} request rates, got {len(rates)}")
+        ceiling = MAX_RATE_OVER_PEAK * peak
+        for rate in rates:
+            if not math.isfinite(rate) or rate <= 0 or rate > ceiling:
+                raise BenchmarkError(f"--rates {rate:g}: rates are requests/s at one replica, > 0 and at most "
+                                     f"{ceiling:.3g} ({MAX_RATE_OVER_PEAK:g}x the planned per-replica peak "
+                                     f"{peak:.3g})")
+        chosen = sorted(set(rates))
+    num_prompts = tuple(max(MIN_PROMPTS_PER_RUN, math.ceil(r * duration)) for r in chosen)
+    if sum(num_prompts) > MAX_TOTAL_REQUESTS:
+        raise BenchmarkError(f"--rates/--duration: the sweep would send {sum(num_prompts):,} requests, more than "
+                             f"{MAX_TOTAL_REQUESTS:,}; lower the rates or the duration")
+    engine = bp.engine
+    max_len = engine.max_model_len if isinstance(engine, VllmEngine) else getattr(engine, "max_model_len", None)
+    ratio, notes = range_ratio(traffic.mean_input_tokens, traffic.input_tokens_p95,
+                               other_mean=traffic.mean_output_tokens, max_model_len=max_len)
+    if max(chosen) <= peak:
+        notes.append(f"no rate is past the planned per-replica peak ({peak:.3g} requests/s)")
+    seqs = engine.max_num_seqs if isinstance(engine, VllmEngine) else getattr(engine, "max_rolling_batch_size", None)
+    goodput = {}
+    if bp.slo.ttft_p95_ms:
+        goodput["ttft"] = bp.slo.ttft_p95_ms
+    if bp.slo.itl_p95_ms:
+        goodput["tpot"] = bp.slo.itl_p95_ms
+    if bp.slo.latency_p95_ms:
+        goodput["e2el"] = bp.slo.latency_p95_ms
+    return BenchmarkSettings(
+        input_len=traffic.mean_input_tokens, output_len=traffic.mean_output_tokens, range_ratio=ratio,
+        rates=tuple(chosen), num_prompts=num_prompts, duration_s=duration,
+        max_concurrency=MAX_IN_FLIGHT_PER_SEQ * seqs if seqs else None, goodput_ms=goodput,
+        per_replica_peak_rps=_sig3(peak), notes=tuple(notes))
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def client_args(settings: BenchmarkSettings, run: int, *, base_url: str, backend: str, endpoint: str,
+                model: str) -> list[str]:
+    """`vllm bench serve` arguments of run `run` (0-based) of the sweep; results to `/results/rate-<run>.json`."""
+    args = ["--backend", backend, "--base-url", base_url, "--endpoint", endpoint, "--model", model,
+            "--tokenizer", TOKENIZER_DIR, "--dataset-name", "random",
+            "--random-input-len", str(settings.input_len), "--random-output-len", str(settings.output_len),
+            "--random-range-ratio", _number(settings.range_ratio), "--ignore-eos",
+            "--num-prompts", str(settings.num_prompts[run]), "--request-rate", _number(settings.rates[run]),
+            "--burstiness", "1", "--seed", str(settings.seed),
+            "--percentile-metrics", ",".join(PERCENTILE_METRICS),
+            "--metric-percentiles", ",".join(_number(p) for p in METRIC_PERCENTILES),
+            "--ready-check-timeout-sec", str(READY_CHECK_TIMEOUT_S), "--disable-tqdm",
+            "--save-result", "--result-dir", RESULTS_DIR_IN_POD, "--result-filename", result_file(run)]
+    if settings.max_concurrency:
+        args += ["--max-concurrency", str(settings.max_concurrency)]
+    if settings.goodput_ms:
+        args += ["--goodput", *(f"{k}:{_number(v)}" for k, v in settings.goodput_ms.items())]
+    return args
+
+
+def result_file(run: int) -> str:
+    return f"rate-{run:02d}.json"
+
+
+def settings_record(settings: BenchmarkSettings, *, backend: str, endpoint: str) -> SettingsRecord:
+    """The settings as the result file records them."""
+    return SettingsRecord(
+        backend=backend, endpoint=endpoint, random_input_len=settings.input_len,
+        random_output_len=settings.output_len, random_range_ratio=settings.range_ratio,
+        request_rates=list(settings.rates), num_prompts=list(settings.num_prompts), duration_s=settings.duration_s,
+        burstiness=1.0, max_concurrency=settings.max_concurrency, goodput_ms=dict(settings.goodput_ms),
+        percentile_metrics=list(PERCENTILE_METRICS), metric_percentiles=list(METRIC_PERCENTILES), seed=settings.seed)
+
+
+def image_version(image: str) -> str:
+    """The release of a `vllm/vllm-openai:v0.24.0`-style tag (`0.24.0`); the tag itself otherwise."""
+    tag = image.rsplit(":", 1)[-1]
+    found = re.match(r"^v?(\d+\.\d+\.\d+)", tag)
+    return found.group(1) if found else tag
+
+
+# --- The Kubernetes Job --------------------------------------------------------------------------------------------
+
+def _labels(bp: Blueprint, component: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "vllm-bench", "app.kubernetes.io/instance": bp.stack,
+            "app.kubernetes.io/component": component, "app.kubernetes.io/part-of": "servingblueprints",
+            "app.kubernetes.io/managed-by": MANAGED_BY}
+
+
+def job_name(bp: Blueprint, now: dt.datetime) -> str:
+    """`<workload>-bench-<yymmddhhmm>`, at most 52 characters (a Job's pods carry it in a 63-character label with a
+    suffix)."""
+    stamp = now.strftime("%y%m%d%H%M")
+    return f"{bp.workload_name[:52 - len(stamp) - 7].rstrip('-')}-bench-{stamp}"
+
+
+def _hardened(container: dict[str, Any]) -> dict[str, Any]:
+    return {**container, "securityContext": {
+        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "privileged": False,
+        "readOnlyRootFilesystem": True, "runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
+        "seccompProfile": {"type": "RuntimeDefault"}}}
+
+
+#: Writable places of a read-only container: HOME and caches, /tmp.
+_HOME_ENV = [{"name": "HOME", "value": "/home/bench"}, {"name": "XDG_CACHE_HOME", "value": "/home/bench/.cache"},
+             {"name": "HF_HOME", "value": "/home/bench/.cache/huggingface"}]
+_HOME_MOUNTS = [{"name": "home", "mountPath": "/home/bench"}, {"name": "tmp", "mountPath": "/tmp"}]
+#: Environment variable the Job's client args read the target pod's address from (`$(BENCHMARK_TARGET)`).
+TARGET_ENV = "BENCHMARK_TARGET"
+#: Stands in for the pod IP in `--dry-run` (no cluster to ask which pod is Ready).
+DRY_RUN_TARGET = "<pod-ip: a Ready serving pod, chosen at run time>"
+
+
+def benchmark_job(sm: StackManifests, settings: BenchmarkSettings, *, name: str, weights_uri: str,
+                  target_ip: str) -> dict[str, Any]:
+    """The Job: copy the tokenizer from the model store, then one `vllm bench serve` run per rate (init containers
+    run one after another), then print the runs' JSON files (the only output of container `results`).
+
+    Non-root, read-only root filesystem, every capability dropped, RuntimeDefault seccomp (the namespace enforces
+    Pod Security `restricted`); the serving ServiceAccount (EKS Pod Identity: read of the model prefix); on the
+    platform's system nodes (they carry no taint: no toleration needed); the API key from the stack's Secret as
+    `OPENAI_API_KEY` (the client sends it as `Authorization: Bearer`).
+    """
+    bp = sm.blueprint
+    image = sm.engine_container["image"]
+    key = sm.api_key_ref()
+    model = bp.model.name
+    base_url = f"http://$({TARGET_ENV}):{sm.proxy_port}"
+    env = [*_HOME_ENV, {"name": TARGET_ENV, "value": target_ip},
+           {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": key}},
+           {"name": "HF_HUB_OFFLINE", "value": "1"}, {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
+           {"name": "DO_NOT_TRACK", "value": "1"}]
+    mounts = [*_HOME_MOUNTS, {"name": "tokenizer", "mountPath": TOKENIZER_DIR, "readOnly": True},
+              {"name": "results", "mountPath": RESULTS_DIR_IN_POD}]
+    resources = {"requests": {"cpu": CLIENT_CPU, "memory": CLIENT_MEMORY},
+                 "limits": {"cpu": CLIENT_CPU, "memory": CLIENT_MEMORY}}
+    fetch = ["s3", "cp", weights_uri, TOKENIZER_DIR, "--recursive", "--only-show-errors", "--exclude", "*",
+             *(a for pattern in TOKENIZER_INCLUDES for a in ("--include", pattern)),
+             *(a for pattern in TOKENIZER_EXCLUDES for a in ("--exclude", pattern))]
+    init = [_hardened({
+        "name": "fetch-tokenizer", "image": sm.fetch_image or defaults.AWS_CLI_IMAGE, "command": ["aws"],
+        "args": fetch, "env": [*_HOME_ENV, {"name": "AWS_REGION", "value": bp.region},
+                               {"name": "AWS_DEFAULT_REGION", "value": bp.region}],
+        "volumeMounts": [*_HOME_MOUNTS, {"name": "tokenizer", "mountPath": TOKENIZER_DIR}],
+        "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}}})]
+    for run in range(len(settings.rates)):
+        init.append(_hardened({
+            "name": f"rate-{run:02d}", "image": image, "command": ["vllm", "bench", "serve"],
+            "args": client_args(settings, run, base_url=base_url, backend="openai", endpoint="/v1/completions",
+                                model=model),
+            "env": env, "volumeMounts": mounts, "resources": resources}))
+    collect = _hardened({
+        "name": "results", "image": image, "command": ["cat"],
+        "args": [f"{RESULTS_DIR_IN_POD}/{result_file(run)}" for run in range(len(settings.rates))],
+        "volumeMounts": [{"name": "results", "mountPath": RESULTS_DIR_IN_POD, "readOnly": True}],
+        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}})
+    deadline = bp.startup.image_pull_s + TOKENIZER_FETCH_S + sum(
+        2 * settings.duration_s + PER_RUN_OVERHEAD_S for _ in settings.rates)
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never", "automountServiceAccountToken": False,
+        "securityContext": {"runAsNonRoot": True, "fsGroup": RUN_AS, "seccompProfile": {"type": "RuntimeDefault"}},
+        "initContainers": init, "containers": [collect],
+        "volumes": [{"name": "home", "emptyDir": {"sizeLimit": "1Gi"}},
+                    {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+                    {"name": "tokenizer", "emptyDir": {"sizeLimit": "1Gi"}},
+                    {"name": "results", "emptyDir": {"sizeLimit": "64Mi"}}]}
+    if sm.service_account:
+        pod["serviceAccountName"] = sm.service_account
+    if sm.system_node_selector:
+        pod["nodeSelector"] = sm.system_node_selector
+    labels = _labels(bp, "benchmark")
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": sm.namespace, "labels": labels, "annotations": {
+                "servingblueprints.io/per-replica-peak-rps": _number(settings.per_replica_peak_rps),
+                "servingblueprints.io/request-rates": ",".join(_number(r) for r in settings.rates)}},
+            "spec": {"backoffLimit": 0, "activeDeadlineSeconds": deadline, "ttlSecondsAfterFinished": JOB_TTL_S,
+                     "template": {"metadata": {"labels": labels}, "spec": pod}}}
+
+
+def benchmark_network_policies(sm: StackManifests, *, name: str) -> list[dict[str, Any]]:
+    """Two NetworkPolicies beside the namespace's default deny (policies add up): the benchmark pod may reach the
+    serving pods' proxy port, DNS, the Pod Identity agent and HTTPS (the model store), as the serving pods' own
+    policy allows them; the serving pods admit it on the proxy port."""
+    bp = sm.blueprint
+    bench = _labels(bp, "benchmark")
+    selector = {k: bench[k] for k in ("app.kubernetes.io/instance", "app.kubernetes.io/component",
+                                      "app.kubernetes.io/name")}
+    serving_policy = sm.serving_network_policy() or {"spec": {}}
+    egress = [rule for rule in serving_policy["spec"].get("egress", [])]
+    egress.append({"to": [{"podSelector": {"matchLabels": sm.pod_selector}}],
+                   "ports": [{"protocol": "TCP", "port": sm.proxy_port}]})
+    meta = {"namespace": sm.namespace, "labels": _labels(bp, "network")}
+    return [
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": name, **meta},
+         "spec": {"podSelector": {"matchLabels": selector}, "policyTypes": ["Ingress", "Egress"], "ingress": [],
+                  "egress": egress}},
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": f"{name}-in", **meta},
+         "spec": {"podSelector": {"matchLabels": sm.pod_selector}, "policyTypes": ["Ingress"],
+                  "ingress": [{"from": [{"podSelector": {"matchLabels": selector}}],
+                               "ports": [{"protocol": "TCP", "port": sm.proxy_port}]}]}},
+    ]
