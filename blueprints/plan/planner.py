@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Callable
 
 from blueprints.core import defaults
@@ -22,6 +23,7 @@ from blueprints.catalog.addons import load_platform_catalog
 from blueprints.plan.compound.parts import service_parts
 from blueprints.requirements.platform_file import AlertingSpec
 from blueprints.contracts.platform import PlatformConfig
+from blueprints.contracts.calibration_file import Calibrations
 from blueprints.plan.guardrails import Guardrails
 from blueprints.core.errors import RequirementsError, SizingError
 from blueprints.plan.options.search import ResolvedModel, resolve_models
@@ -63,7 +65,8 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
          guardrails: Mapping[str, Guardrails] | None = None,
          platforms: Mapping[str, PlatformConfig] | None = None,
          alerting: AlertingSpec | None = None, existing: Mapping[str, Hardware] | None = None,
-         switch_threshold_pct: float = defaults.SWITCH_THRESHOLD_PCT) -> list[Blueprint]:
+         switch_threshold_pct: float = defaults.SWITCH_THRESHOLD_PCT,
+         calibrations: Calibrations | None = None) -> list[Blueprint]:
     """Plan every (or the named) environment of a requirements file.
 
     Args:
@@ -81,6 +84,8 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
             of its existing stack config (`blueprints.plan.stability.hardware_of`), kept while it stays within
             `switch_threshold_pct` % of the cheapest option.
         switch_threshold_pct: that tolerance, % (0-100).
+        calibrations: the project's calibrations (`blueprints.contracts.calibration_file`); a replica shape one
+            matches is sized on the corrected capacity model, and the plan says so. None: the uncorrected model.
 
     Returns:
         One `Blueprint` per environment, in the order planned; for a compound service (`blueprints.plan.compound.parts`) one
@@ -117,7 +122,8 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
                                                        catalog=catalog, pcat=load_platform_catalog(), as_of=as_of,
                                                        policy_for=lambda env, production: limits.get(env))}
     ctx = PlanContext(as_of=as_of, platforms=platforms, guardrails=limits, existing=existing or {},
-                      switch_threshold_pct=switch_threshold_pct, notes=notes)
+                      switch_threshold_pct=switch_threshold_pct, notes=notes,
+                      calibrations=calibrations or Calibrations())
     parts = service_parts(req, catalog)
     if len(parts) > 1:  # a compound service: one stack per part, an end-to-end budget over both
         from blueprints.plan.compound.planner import plan_pipeline
@@ -146,7 +152,7 @@ def _plan_service(req: Requirements, catalog: Catalog, ctx: PlanContext, names: 
 def _plan_sized(req: Requirements, catalog: Catalog, ctx: PlanContext, names: list[str]) -> list[Blueprint]:
     """Select, size and price each environment (before targets, alerting and simulation: `blueprints.plan.scaling.finish`),
     and refuse a plan whose Kubernetes version lacks a feature its workloads use (`kubernetes_features`)."""
-    models = resolve_models(req, catalog)
+    models = [replace(m, calibrations=ctx.calibrations) for m in resolve_models(req, catalog)]
     selection = select_archetype(req, models, catalog,
                                  limits_for=lambda env, managed: ctx.limits(req, env, managed=managed))
     build = _BUILDERS[selection.archetype]
