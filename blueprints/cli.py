@@ -648,6 +648,9 @@ def calibrate(
               f"{f.residual_before.median:.0%} -> {f.residual_after.median:.0%}, max {f.residual_before.max:.0%} -> "
               f"{f.residual_after.max:.0%}" + (f" (at the bound of its range: {', '.join(f.at_bound)})"
                                               if f.at_bound else ""), highlight=False)
+    if f.key.engine_image != defaults.VLLM_IMAGE:
+        err.print(f"[yellow]note[/]: the runs measured {f.key.engine_image}; plans pin {defaults.VLLM_IMAGE}, so "
+                  "this calibration applies once they pin that image again", highlight=False)
     err.print(f"[green]wrote[/] {done.path}; `blueprint plan` now sizes {f.key.model} on {f.key.gpu} "
               f"(tensor_parallel_size={f.key.tensor_parallel_size}, {f.key.precision.value}, "
               f"{f.key.engine_image}) with it", highlight=False)

@@ -281,3 +281,13 @@ def test_a_calibration_file_named_after_another_key_is_refused(tmp_path):
     (tmp_path / "other.yaml").write_text(calibration_yaml(_calibration(0.8).entries[0].file))
     with pytest.raises(CalibrationError, match="llama-3.1-8b-l40s-v0.24.0-tp1-bf16.yaml; rename it"):
         load_calibrations(tmp_path)
+
+
+def test_result_files_of_different_engine_flags_are_not_fitted_together(tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    second = _edited(other, RESULT, lambda d: d["target"].update(max_num_seqs=64))
+    result = _calibrate(str(RESULT), str(second), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2
+    assert "target" in result.output and "'max_num_seqs': 64" in result.output and "calibrate them separately" \
+        in result.output

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import Field, ValidationError
@@ -66,7 +66,8 @@ class CalibrationSource(ClosedModel):
     measured: bool = Field(description="false for a file constructed by hand (test data)")
     format: Literal["benchmark-result", "vllm-bench-serve"]
     runs_used: int = Field(ge=0, le=32)
-    left_out: list[str] = Field(default_factory=list, max_length=32, description="runs not fitted, each with why")
+    left_out: list[Annotated[str, Field(max_length=600)]] = Field(default_factory=list, max_length=32,
+                                                                  description="runs not fitted, each with why")
 
 
 class MeasuredWith(ClosedModel):

@@ -51,6 +51,8 @@ MAX_FAILED_SHARE = 0.05
 MIN_COMPLETED = 20
 #: Most result files one calibration reads.
 MAX_FILES = 20
+#: The engine flags a result file records; every file of one calibration must share them.
+FLAG_FIELDS = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "kv_cache_dtype")
 
 
 @dataclass(frozen=True)
@@ -237,7 +239,13 @@ def calibrate(bp: Blueprint, files: list[Path], *, project_root: Path | None, st
         shown = _shown(path, project_root)
         data = _read_json(path)
         if isinstance(data, dict) and "schema_version" in data and "runs" in data:
-            source, found, target = _ours(path, shown, bp, key, constructed=constructed)
+            source, found, theirs = _ours(path, shown, bp, key, constructed=constructed)
+            flags = {f: theirs[f] for f in FLAG_FIELDS}
+            if target is not None and flags != {f: target[f] for f in FLAG_FIELDS}:
+                raise _error(path, "target", f"engine flags {flags} differ from those of {sources[0].file} "
+                             f"({ {f: target[f] for f in FLAG_FIELDS} }): one calibration fits runs of one replica "
+                             "configuration; calibrate them separately")
+            target = theirs
         else:
             source, found = _raw(path, shown, data, bp, constructed=constructed)
         sources.append(source)
