@@ -21,7 +21,7 @@ from functools import lru_cache
 
 from blueprints.core import defaults
 from blueprints.capacity.analytic import saturation_rps
-from blueprints.capacity.physics import ReplicaModel, default_batch_limits, replica_model
+from blueprints.capacity.physics import Correction, ReplicaModel, default_batch_limits, replica_model
 from blueprints.capacity.runs import open_loop
 from blueprints.capacity.simulator import SchedulerConfig, SimulationResult
 from blueprints.capacity.workload import LengthModel, length_model, simulation_requests
@@ -194,11 +194,11 @@ def _budget_rate(model: ReplicaModel, shape: TrafficShape, targets: LatencyTarge
 
 def screen(arch: Architecture, gpu: Gpu, *, precision: Precision, quantization: Quantization | None,
            tensor_parallel_size: int, kv_cache_fp8: bool, shape: TrafficShape, targets: LatencyTargets,
-           tune_batched_tokens: bool = True) -> Candidate | None:
+           tune_batched_tokens: bool = True, correction: Correction = Correction()) -> Candidate | None:
     """The candidate's engine limits and analytic bound, or None when it cannot serve one request within the
-    targets (memory, ITL at batch 1, or TTFT of an unloaded replica)."""
+    targets (memory, ITL at batch 1, or TTFT of an unloaded replica); `correction`: a calibration's factors."""
     model = replica_model(arch, gpu, precision=precision, quantization=quantization,
-                          tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8)
+                          tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, correction=correction)
     config = engine_limits(model, gpu, shape, targets, tune_batched_tokens=tune_batched_tokens)
     if config is None:
         return None

@@ -162,7 +162,7 @@ def _model(bp: Blueprint) -> ReplicaModel:
 def _llm_model(bp: Blueprint) -> ReplicaModel | None:
     """The load curve of a vLLM (or SageMaker LMI) replica from the capacity model, for a catalog model or one given
     by its `architecture`; None for a non-generative blueprint."""
-    from blueprints.capacity.physics import default_batch_limits
+    from blueprints.capacity.physics import Correction, default_batch_limits
     from blueprints.capacity.physics import replica_model as physics_model
     from blueprints.capacity.planning import candidate, run_at_rate, traffic_shape
     from blueprints.capacity.runs import closed_loop
@@ -191,8 +191,11 @@ def _llm_model(bp: Blueprint) -> ReplicaModel | None:
         utilisation = defaults.GPU_MEMORY_UTILIZATION
     else:
         return None
+    recorded = bp.predictions.capacity_correction  # the calibration the plan was sized with
+    correction = Correction(recorded.step_time, recorded.ttft_floor) if recorded else Correction()
     replica = physics_model(arch, gpu, precision=model.precision, quantization=model.quantization,
-                            tensor_parallel_size=tp, kv_cache_fp8=fp8, gpu_memory_utilization=utilisation)
+                            tensor_parallel_size=tp, kv_cache_fp8=fp8, gpu_memory_utilization=utilisation,
+                            correction=correction)
     config = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens,
                              kv_cache_blocks=replica.kv_cache_tokens // defaults.KV_BLOCK_TOKENS)
     t = model.traffic
