@@ -119,14 +119,14 @@ def _interpolate(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> floa
 #: The blueprint fields a replica model reads: its cache key. A warm-floor search (`blueprints.plan.scaling`) varies
 #: the autoscaling and the reasons only, so each of its fleet simulations finds the load curve already simulated.
 _READS = {"engine": True, "model": True, "models": True, "compute": True,
-          "predictions": {"requests_per_s_capacity", "latency_p95_ms"}}
+          "predictions": {"requests_per_s_capacity", "latency_p95_ms", "capacity_correction"}}
 _CACHE_SIZE = 64
 _models: dict[str, ReplicaModel] = {}
 
 
 def replica_model(bp: Blueprint) -> ReplicaModel:
-    """The replica model of a planned blueprint (cached per engine, model, compute and planned capacity: the fields
-    it reads)."""
+    """The replica model of a planned blueprint (cached per engine, model, compute, planned capacity and the
+    calibration it was sized with: the fields it reads)."""
     key = bp.model_dump_json(include=_READS)
     found = _models.get(key)
     if found is None:
