@@ -152,17 +152,9 @@ SLO_ATTAINMENT_GOAL = 0.95
 #: --horizontal-pod-autoscaler-tolerance default 0.1).
 HPA_TOLERANCE = 0.1
 
-# --- Startup budget (see blueprints/plan/startup.py) -------------------------------------------------------------------
-#: EKS managed node group: EC2 launch + bootstrap + NVIDIA device plugin ready, s. [unverified] public reports 3-6 min.
-GPU_NODE_PROVISIONING_S = 360
-CPU_NODE_PROVISIONING_S = 180
-#: Image pull at ~100 MB/s from a registry in-region. [unverified] vLLM's image is ~10 GB compressed.
-IMAGE_PULL_S = {"vllm": 150, "triton": 150, "onnxruntime": 30, "sagemaker": 0}
-#: Sustained S3 -> node copy rate with `aws s3 sync` (parallel parts), GiB/s. [unverified] conservative for 10-25 Gbps.
-S3_DOWNLOAD_GIB_PER_S = 0.25
-#: Disk -> GPU load rate and fixed warm-up (CUDA graphs, profiling run), GiB/s and s. [unverified]
-MODEL_LOAD_GIB_PER_S = 1.0
-MODEL_WARMUP_S = 60
+# --- Startup ------------------------------------------------------------------------------------------------------
+# The startup model (node launch, image pull, weights, engine start) is catalog data with its sources:
+# blueprints/catalog/startup.yaml, read by blueprints/plan/startup.py.
 
 # --- Cluster overhead ------------------------------------------------------------------------------------------
 #: Karpenter EC2NodeClass AMI: the AL2023 alias, which resolves the standard, NVIDIA or Neuron variant per instance

@@ -17,7 +17,7 @@ from blueprints.requirements.service import Requirements
 from blueprints.requirements.hosting import Accelerator
 from blueprints.plan.selection import Selection, sagemaker_engine
 from blueprints.catalog.signals import planned_target
-from blueprints.plan.startup import startup_budget
+from blueprints.plan.startup import startup_estimate
 from blueprints.plan.builders.context import (
     PlanContext, access_reasons, autoscaling_bounds, common_fields, cooldown_s, served_model,
 )
@@ -29,7 +29,7 @@ from blueprints.plan.builders.nongen import nongen_compute, nongen_option, nonge
 def sagemaker_timers(model_names: str, weights: float) -> tuple[StartupBudget, int, int, int]:
     """The startup budget and the SageMaker timers derived from it: (budget, startup health-check timeout, download
     timeout, volume GiB). Raises SizingError when a timer exceeds SageMaker's limits."""
-    startup = startup_budget(weights_gib=weights, engine_kind="sagemaker", gpu=True)
+    startup = startup_estimate(weights_gib=weights, engine_kind="sagemaker", gpu=True).budget
     low, high = defaults.SAGEMAKER_TIMEOUT_RANGE_S
     health = math.ceil(defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR * startup.pod_start_s)
     download = math.ceil(defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR * startup.weights_download_s)
