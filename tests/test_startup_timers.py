@@ -11,6 +11,8 @@ import math
 import pytest
 
 from blueprints.core import defaults
+from blueprints.catalog.startup import load_startup_catalog
+from blueprints.plan.startup import startup_estimate
 from blueprints.plan.builders.sagemaker import sagemaker_timer_floors, sagemaker_timers
 from blueprints.review.deployability.checks import check_deployability
 from blueprints.review.deployability.timers import ENDPOINT_CONFIGURATION
@@ -33,11 +35,12 @@ def _findings(report: PreviewReport) -> list[str]:
 
 
 def test_the_timers_cover_the_copy_at_the_slowest_rate():
-    assert defaults.SAGEMAKER_SLOWEST_GIB_PER_S == defaults.S3_DOWNLOAD_GIB_PER_S / 4
+    assert defaults.SAGEMAKER_SLOWEST_GIB_PER_S == load_startup_catalog().weights.s3_copy_gib_per_s / 4
     _, health, download, _ = sagemaker_timers("llama-70b", WEIGHTS_70B_GIB)
     copy_s = math.ceil(WEIGHTS_70B_GIB / defaults.SAGEMAKER_SLOWEST_GIB_PER_S)
     assert download == copy_s == 1084 > 542
-    assert health == copy_s + 2 * defaults.MODEL_WARMUP_S == 1204 > 798
+    load_s = startup_estimate(weights_gib=WEIGHTS_70B_GIB, engine_kind="sagemaker", gpu=True).budget.model_load_s
+    assert health == copy_s + 2 * load_s > 798
     assert (health, download) == sagemaker_timer_floors(WEIGHTS_70B_GIB)
 
 

@@ -403,14 +403,17 @@ class PlatformSpec(ClosedModel):
 
 
 class StartupBudget(ClosedModel):
-    """Cold start of one replica, from an empty node to ready. Used by probes, deadlines and cooldowns."""
+    """Cold start of one replica, from an empty node to ready (`blueprints/catalog/startup.yaml` through
+    `blueprints.plan.startup`). Used by probes, deadlines, cooldowns, the warm floor and the fleet simulation."""
 
     node_provisioning_s: int = Field(ge=0, le=bounds.MAX_STARTUP_PART_S, description="0 only on an edge cluster, "
                                      "whose owned nodes are always there")
     image_pull_s: int = Field(ge=0, le=bounds.MAX_STARTUP_PART_S, description="0 only on SageMaker, which pulls its "
                               "image before the timers start")
-    weights_download_s: int = Field(ge=1, le=bounds.MAX_STARTUP_PART_S)
-    model_load_s: int = Field(ge=1, le=bounds.MAX_STARTUP_PART_S)
+    weights_download_s: int = Field(ge=1, le=bounds.MAX_STARTUP_PART_S, description="the weights read: streamed "
+                                    "from the model store to the GPUs (vLLM, safetensors) or copied to node-local disk")
+    model_load_s: int = Field(ge=1, le=bounds.MAX_STARTUP_PART_S, description="engine start after that: the load "
+                              "from disk when copied, warm-up (compile, CUDA graphs)")
 
     @property
     def total_s(self) -> int:

@@ -14,7 +14,7 @@ from blueprints.contracts.sections import (
 )
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog import Catalog
-from blueprints.contracts.consistency import vllm_host_memory_gib
+from blueprints.contracts.consistency import streamer_buffer_gib, vllm_host_memory_gib
 from blueprints.contracts.serving_flags import vllm_dtype
 from blueprints.capacity.physics import Correction
 from blueprints.capacity.planning import candidate, size_replica
@@ -29,8 +29,8 @@ from blueprints.requirements.service import Requirements
 from blueprints.requirements.hosting import Accelerator, CpuArch
 from blueprints.plan.selection import Selection
 from blueprints.plan.stability import Hardware, decide
-from blueprints.plan.startup import startup_budget
-from blueprints.contracts.weights import replica_ephemeral_gib
+from blueprints.plan.startup import startup_estimate
+from blueprints.contracts.weights import replica_ephemeral_gib, streams_format
 from blueprints.plan.builders.context import (
     PlanContext, access_reasons, autoscaling_bounds, capacity_type_of, common_fields, cooldown_s, quota_cap,
     served_model,
@@ -241,13 +241,16 @@ def llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedMode
     inst, tp = best.instance, best.tensor_parallel_size
     share = tp / inst.gpu_count  # this replica's share of the node
     shm_gib = defaults.SHM_GIB_PER_TP_RANK * tp
+    streamed = not managed and streams_format(Archetype.VLLM_GPU, served.format)
+    buffers = streamer_buffer_gib(tp) if streamed else 0.0
     return Compute(
         accelerator=Accelerator.NVIDIA_GPU, instance_type=inst.instance_type, gpu=best.gpu.name,
         gpus_per_node=inst.gpu_count, gpus_per_replica=tp, vcpus_per_node=inst.vcpus,
         memory_gib_per_node=inst.memory_gib,
         cpu_per_replica=max(1, math.floor(inst.vcpus * share * defaults.NODE_ALLOCATABLE_CPU_FRACTION)),
-        memory_gib_per_replica=max(math.floor(inst.memory_gib * share * 0.8), vllm_host_memory_gib(shm_gib)),
-        ephemeral_storage_gib_per_replica=replica_ephemeral_gib([served.weights_gib]),
+        memory_gib_per_replica=max(math.floor(inst.memory_gib * share * 0.8),
+                                   vllm_host_memory_gib(shm_gib, streamer_buffer_gib=buffers)),
+        ephemeral_storage_gib_per_replica=replica_ephemeral_gib([served.weights_gib], streamed=streamed),
         replicas=best.replicas, capacity_type=capacity_type_of(req, env, managed=managed),
         cpu_arch=CpuArch(inst.cpu_arch))
 
@@ -272,7 +275,10 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
     inst, tp, cand = best.instance, best.tensor_parallel_size, best.candidate
     dtype, quantization = vllm_dtype(model.spec.precision, model.spec.quantization_method, best.gpu)
     served = served_model(model, req, env)
-    startup = startup_budget(weights_gib=served.weights_gib, engine_kind="vllm", gpu=True)
+    estimate = startup_estimate(weights_gib=served.weights_gib, engine_kind="vllm", gpu=True,
+                                streamed=streams_format(Archetype.VLLM_GPU, served.format),
+                                params_b=served.params_b, tensor_parallel_size=tp, gpus_per_node=inst.gpu_count)
+    startup = estimate.budget
     lines = cost_lines(req, env, catalog, what="GPU nodes", instance_type=inst.instance_type, nodes=best.nodes,
                         usd_per_hour=best.node_usd_per_hour, managed=False)
     per_node, limits = inst.gpu_count // tp, ctx.limits(req, env, managed=False)
@@ -297,6 +303,6 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
         autoscaling=Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="vllm:num_requests_running",
                                 target=1.0, cooldown_s=cooldown_s(startup)),
         predictions=llm_predictions(req, env, model, llm, lines, catalog, managed=False, max_monthly_usd=most_usd),
-        rationale=[*selection.reasons, *llm.reasons, *capped, *budget_notes, *access_reasons(req, managed=False),
+        rationale=[*selection.reasons, *llm.reasons, estimate.reason, *capped, *budget_notes, *access_reasons(req, managed=False),
                    *cost_notes(req, env, catalog, managed=False)],
     )
