@@ -168,3 +168,24 @@ def test_a_model_given_by_its_architecture_scales_like_the_same_catalog_model(ch
     assert bp.autoscaling.target == chat_prod.autoscaling.target
     assert bp.autoscaling.min_replicas == chat_prod.autoscaling.min_replicas
     assert bp.predictions.expected_monthly_cost_usd == chat_prod.predictions.expected_monthly_cost_usd
+
+
+def test_a_rounded_up_target_never_passes_what_one_replica_reaches():
+    """Found by the planner's property test: a CPU Triton estate whose replica holds one request at a time read 1.03
+    pending requests at its share of the peak; rounded up, the target passed what a replica ever reaches (1) and the
+    stack config refused it. The target stops at that bound."""
+    from blueprints.contracts.consistency import reachable_target
+    from blueprints.requirements.service import Requirements
+    from tests.conftest import plan_env
+
+    models = [{"id": m, "weights_uri": "s3://bucket-name/m/", "format": "onnx",
+               "traffic": {"peak_requests_per_s": rps, "mean_input_tokens": 16, "pattern": "steady"}}
+              for m, rps in (("bge-large-en-v1.5", 1.0), ("bge-reranker-large", 8.0))]
+    req = Requirements.model_validate({
+        "service": "svc", "owner": "team", "cost_center": "cc-1", "models": models, "slo": {"availability_pct": 99.0},
+        "hardware": {"accelerators": ["cpu"], "allowed_instance_families": []},
+        "operations": {"preference": "any", "platform": "eks"}, "budget": {"max_monthly_usd": None},
+        "environments": {"prod": {"region": "us-east-1"}}})
+    for bp in [plan_env(req, "prod")]:
+        most = reachable_target(bp)
+        assert most is None or bp.autoscaling.target <= most, (bp.stack, bp.autoscaling)

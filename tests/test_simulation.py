@@ -235,7 +235,7 @@ def test_planned_dev_scale_to_zero_states_the_cold_start():
 def test_the_plan_raises_the_minimum_until_the_simulated_day_meets_the_attainment_goal():
     """Bursty chat prod with a slow start (645 s, before streamed weights and fast pulls): bursts outpace a new
     replica, so the availability floor (2) alone misses the p95 targets in many minutes; the warm floor keeps the
-    lowest floor that meets the goal, and says what it costs. With its planned start the floor alone meets it."""
+    lowest floor that meets the goal, and says what it costs. With its planned (faster) start it keeps fewer warm."""
     from blueprints.core.defaults import SLO_ATTAINMENT_GOAL
     from blueprints.contracts.sections import StartupBudget
     from blueprints.plan.builders.context import cooldown_s
@@ -245,14 +245,14 @@ def test_the_plan_raises_the_minimum_until_the_simulated_day_meets_the_attainmen
     req = requirements_with()
     planned = plan_env(req, "prod")
     planned_floor = replicas_floor(req, "prod")
-    assert planned.autoscaling.min_replicas == planned_floor
+    assert planned.autoscaling.min_replicas >= planned_floor
     assert planned.predictions.slo_attainment >= SLO_ATTAINMENT_GOAL
     start = StartupBudget(node_provisioning_s=360, image_pull_s=150, weights_download_s=60, model_load_s=75)
     slow = planned.model_copy(update={"startup": start, "autoscaling": planned.autoscaling.model_copy(
         update={"cooldown_s": cooldown_s(start)})})
     bp, at_floor, note = warm_floor(slow)
     floor = bp.autoscaling.min_replicas
-    assert planned_floor < floor < bp.compute.replicas
+    assert planned_floor <= planned.autoscaling.min_replicas < floor < bp.compute.replicas
     below = simulate(derive(bp, autoscaling={"min_replicas": floor - 1}))
     at_planned = simulate(derive(bp, autoscaling={"min_replicas": planned_floor}))
     assert below.slo_attainment < SLO_ATTAINMENT_GOAL <= at_floor.slo_attainment

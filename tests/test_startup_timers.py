@@ -62,5 +62,7 @@ def test_the_old_timers_are_a_finding(pilot):
     report = dataclasses.replace(pilot, resources=[new if r.urn == record.urn else r for r in pilot.resources])
     messages = _findings(report)
     assert len(messages) == 2
-    assert any("model download timeout is 108 s" in m and "need 216 s" in m for m in messages)
-    assert any("startup health check timeout is 256 s" in m and "need 336 s" in m for m in messages)
+    health, download = sagemaker_timer_floors(pilot.blueprint.model.weights_gib)  # the floors the plan keeps
+    assert (health, download) == (364, 216)  # 13.49 GiB at 64 MiB/s; + 2x the startup model's 74 s load
+    assert any("model download timeout is 108 s" in m and f"need {download} s" in m for m in messages)
+    assert any("startup health check timeout is 256 s" in m and f"need {health} s" in m for m in messages)

@@ -19,6 +19,7 @@ from blueprints.core import defaults
 from blueprints.core.errors import RequirementsError
 from blueprints.contracts.sections import FIXED_REPLICAS, Alerting, Archetype
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.consistency import reachable_target
 from blueprints.requirements.platform_file import AlertingSpec
 from blueprints.contracts.platform import PlatformConfig
 from blueprints.capacity.replica import replica_model
@@ -46,7 +47,10 @@ def scaling_targets(bp: Blueprint) -> Blueprint:
     # replica always runs one, so one request in flight must not read as several times the target (at least 1);
     # Triton's pending requests keep the smallest target a scaler takes. The replica floor then holds the plan.
     value = max(value, 1.0 if bp.archetype is Archetype.VLLM_GPU else MIN_SCALING_TARGET)
-    update: dict = {"target": planned_target(value)}
+    # Rounded up, a target can pass what one replica ever reaches (Triton's pending requests with one in flight at a
+    # time: 1.03 of 1); the scaler would then never scale out (`contracts.consistency.reachable_target` refuses it).
+    most = reachable_target(bp)
+    update: dict = {"target": planned_target(value) if most is None else min(planned_target(value), most)}
     if bp.autoscaling.min_replicas == 0:
         update.update(cold_start_s=bp.startup.total_s,
                       interceptor_concurrency_target=int(planned_target(max(1.0, point.running + point.pending),
