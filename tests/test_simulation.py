@@ -254,10 +254,11 @@ def test_the_plan_raises_the_minimum_until_the_simulated_day_meets_the_attainmen
     floor = bp.autoscaling.min_replicas
     assert planned_floor <= planned.autoscaling.min_replicas < floor < bp.compute.replicas
     below = simulate(derive(bp, autoscaling={"min_replicas": floor - 1}))
-    at_planned = simulate(derive(bp, autoscaling={"min_replicas": planned_floor}))
+    base = planned.autoscaling.min_replicas  # where the search started: the planned start's warm floor
+    at_planned = simulate(derive(bp, autoscaling={"min_replicas": base}))
     assert below.slo_attainment < SLO_ATTAINMENT_GOAL <= at_floor.slo_attainment
     assert at_floor.expected_monthly_usd < bp.predictions.monthly_cost_usd
-    assert note.startswith(f"minimum replicas {floor}, not {planned_floor}: bursts outpace a new replica's "
+    assert note.startswith(f"minimum replicas {floor}, not {base}: bursts outpace a new replica's "
                            f"{start.total_s} s start")
     assert f"in {at_planned.slo_attainment:.1%} of minutes; {floor} meet them in {at_floor.slo_attainment:.1%}" in note
 
