@@ -666,6 +666,57 @@ def benchmark(
     err.print(f"[green]wrote[/] {run.path}")
 
 
+@app.command()
+def calibrate(
+    results: list[Path] = typer.Argument(..., metavar="RESULT.json...", help="Result files: `blueprint benchmark`'s "
+                                         "(benchmarks/results/<stack>/<date>.json) or the JSON of `vllm bench serve "
+                                         "--save-result` (vLLM 0.24.0), 1-20."),
+    stack: str = typer.Option(..., "--stack", help="The vllm-gpu stack the results measured, e.g. "
+                              "chat-assistant-prod: its stack config gives the model, GPU, engine and flags."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Write the calibration to this folder instead of "
+                                           "the project's stacks/calibration/ (required for constructed data)."),
+    constructed: bool = typer.Option(False, "--constructed", help="The files are constructed, not measured (test "
+                                     "data); the calibration says so and stays out of stacks/calibration/."),
+    stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
+                                              "project's (found from the working directory)."),
+) -> None:
+    """Fit the capacity model's corrections (a factor on step time and one on the TTFT floor) to a deployed stack's
+    benchmark runs, by replaying each run through the replica model the planner sizes with, and write them with
+    their provenance to stacks/calibration/<model>-<gpu>-<engine>-tp<N>-<precision>.yaml. The next `blueprint plan`
+    of any service with that model, GPU, engine image, tensor parallel degree and precision sizes on the corrected
+    model and says so. Exit 2 on a file of another model or GPU, a run with over 5 % failed or under 20 completed
+    requests, or a bad field (the message names file, field and fix).
+    """
+    from blueprints.contracts.stackconfig import read_stack_config, stack_config_path
+    from blueprints.core.project import project_paths
+    from blueprints.operate.calibrate import calibrate as fit_calibration
+
+    with user_errors():
+        project = project_paths(stacks_dir)
+        folder = stacks_dir or project.stacks_dir
+        bp = read_stack_config(stack_config_path(folder, stack))
+        with err.status(f"Fitting {stack}'s runs..."):
+            done = fit_calibration(bp, results, project_root=project.root, stacks_dir=folder, out_dir=out_dir,
+                                   constructed=constructed)
+    f = done.file
+    for source in f.sources:
+        out.print(f"  {source.file}: {source.runs_used} run(s) fitted" + ("" if source.measured else
+                                                                          " (constructed, not measured)"),
+                  highlight=False)
+        for why in source.left_out:
+            out.print(f"    {escape(why)}", highlight=False)
+    out.print(f"step time x{f.step_time:g}, TTFT floor x{f.ttft_floor:g}; residual error median "
+              f"{f.residual_before.median:.0%} -> {f.residual_after.median:.0%}, max {f.residual_before.max:.0%} -> "
+              f"{f.residual_after.max:.0%}" + (f" (at the bound of its range: {', '.join(f.at_bound)})"
+                                              if f.at_bound else ""), highlight=False)
+    if f.key.engine_image != defaults.VLLM_IMAGE:
+        err.print(f"[yellow]note[/]: the runs measured {f.key.engine_image}; plans pin {defaults.VLLM_IMAGE}, so "
+                  "this calibration applies once they pin that image again", highlight=False)
+    err.print(f"[green]wrote[/] {done.path}; `blueprint plan` now sizes {f.key.model} on {f.key.gpu} "
+              f"(tensor_parallel_size={f.key.tensor_parallel_size}, {f.key.precision.value}, "
+              f"{f.key.engine_image}) with it", highlight=False)
+
+
 def _service_quotas_client_factory():
     """region -> a boto3 Service Quotas client, or None when boto3 finds no AWS credentials."""
     import boto3

@@ -25,6 +25,7 @@ from blueprints.plan.stability import Hardware, hardware_of
 from blueprints.contracts.stackconfig import recorded_blueprint, stack_config_path
 from blueprints.core.project import project_paths, project_relative
 from blueprints.requirements.folder import PLATFORM_FILES, requirements_files
+from blueprints.contracts.calibration_file import Calibrations, calibration_dir, load_calibrations
 
 def default_policy_dir(requirements: Path) -> Path | None:
     """`<project root>/policies/config`, the root found from the requirements file, else the working directory."""
@@ -82,7 +83,8 @@ def plan_platform_set(folder: Path, *, as_of: dt.date, policy_dir: Path | None =
 def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str] | None = None,
                            policy_dir: Path | None, use_policy: bool = True,
                            requirements_dir: Path | None = None, stacks_dir: Path | None = None,
-                           switch_threshold_pct: float = defaults.SWITCH_THRESHOLD_PCT) -> PlannedFile:
+                           switch_threshold_pct: float = defaults.SWITCH_THRESHOLD_PCT,
+                           calibrations: Calibrations | None = None) -> PlannedFile:
     """Plan one requirements file within its project.
 
     Args:
@@ -98,6 +100,7 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
             `Pulumi.<service>-<env>.yaml` there is kept while within `switch_threshold_pct` % of the cheapest
             (`blueprints.plan.stability`). None plans afresh.
         switch_threshold_pct: that tolerance, % (0-100).
+        calibrations: the capacity model's corrections; defaults to the project's (`project_calibrations`).
 
     Returns:
         The service's blueprints, the platforms its planned environments land on, and the clusterAddons of its
@@ -136,7 +139,8 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
     try:
         blueprints = plan(req, load_catalog(), as_of=as_of, environments=environments, guardrails=limits,
                           platforms=platforms, alerting=alerting, existing=existing,
-                          switch_threshold_pct=switch_threshold_pct)
+                          switch_threshold_pct=switch_threshold_pct,
+                          calibrations=calibrations if calibrations is not None else project_calibrations(path))
     except BlueprintError as exc:  # planner messages name the field; add the file they come from
         raise type(exc)(f"{path}: {exc}") from None
     landed = sorted({bp.platform.stack for bp in blueprints if bp.platform.stack})
@@ -145,6 +149,19 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
         blueprints=blueprints, platforms=[p for p in platforms.values() if p.stack in landed],
         cluster_addons={bp.stack: list(addons) for bp in blueprints
                         if addons is not None and bp.platform.kind in ("existing-cluster", "edge-cluster")})
+
+
+def project_calibrations(start: Path) -> Calibrations:
+    """The calibrations of the project holding `start` (`<stacks>/calibration/*.yaml`, written by `blueprint
+    calibrate`), named relative to its root; none outside a project.
+
+    Raises:
+        CalibrationError: a calibration file is invalid (the message names it and the field).
+    """
+    paths = project_paths(start)
+    if paths.root is None:
+        return Calibrations()
+    return load_calibrations(calibration_dir(paths.stacks_dir), relative_to=paths.root)
 
 
 def existing_hardware(req: Requirements, stacks_dir: Path) -> dict[str, Hardware]:

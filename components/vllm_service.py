@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
 import pulumi
 
 from blueprints.core import defaults
+from blueprints.catalog.startup import load_startup_catalog
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.placement import engine_resources
+from blueprints.contracts.weights import streams_weights
 from blueprints.contracts.sections import VllmEngine
 from components.access import api_key_env
 from components.cluster import GPU_TOLERATION
@@ -25,8 +28,10 @@ from components.options import child_options
 from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
 from components.weights_delivery import (
     MODELS_MOUNT,
+    StoreDelivery,
     WeightsDelivery,
     gi,
+    region_env,
 )
 
 #: Well-known node label set by the kubelet on every node (kubernetes.io/docs/reference/labels-annotations-taints).
@@ -55,13 +60,30 @@ class VllmServiceArgs:
     node_selector: dict[str, str] | None = None
 
 
-def vllm_args(engine: VllmEngine, model_name: str) -> list[str]:
+def streamer_args() -> list[str]:
+    """The Run:ai Model Streamer flags of the pinned v0.24.0: `--load-format=runai_streamer` (vllm/config/load.py:46,
+    CLI vllm/engine/arg_utils.py:886) and `--model-loader-extra-config` (arg_utils.py:900) with the keys its loader
+    accepts, positive integers (model_loader/runai_streamer_loader.py:34-65): reader threads and the CPU buffer per
+    rank, from `blueprints/catalog/startup.yaml` weights.streamer."""
+    streamer = load_startup_catalog().weights.streamer
+    extra = {"concurrency": streamer.concurrency, "memory_limit": streamer.memory_limit_bytes}
+    return ["--load-format=runai_streamer", f"--model-loader-extra-config={json.dumps(extra, sort_keys=True)}"]
+
+
+def vllm_args(engine: VllmEngine, model_name: str, model: pulumi.Input[str] | None = None) -> list[pulumi.Input[str]]:
     """The `vllm serve` arguments: each one a documented engine flag of the pinned v0.24.0 (vllm/engine/arg_utils.py
     EngineArgs fields: served_model_name :420, dtype :439, kv_cache_dtype :440, max_model_len :442,
     tensor_parallel_size :470, gpu_memory_utilization :523, max_num_batched_tokens :525, max_num_seqs :529,
-    quantization :540; entrypoints/openai/cli_args.py: port :230, disable_fastapi_docs :291)."""
-    args = [
-        f"{MODELS_MOUNT}/{model_name}",
+    quantization :540; entrypoints/openai/cli_args.py: port :230, disable_fastapi_docs :291).
+
+    Args:
+        engine: the planned engine settings.
+        model_name: the served model name.
+        model: an `s3://` store prefix the weights stream from (`streamer_args` follow); the local copy under
+            `MODELS_MOUNT` when omitted.
+    """
+    args: list[pulumi.Input[str]] = [
+        model if model is not None else f"{MODELS_MOUNT}/{model_name}",
         f"--served-model-name={model_name}",
         f"--tensor-parallel-size={engine.tensor_parallel_size}",
         f"--gpu-memory-utilization={engine.gpu_memory_utilization}",
@@ -77,14 +99,17 @@ def vllm_args(engine: VllmEngine, model_name: str) -> list[str]:
         args.append(f"--max-num-batched-tokens={engine.max_num_batched_tokens}")
     if engine.quantization:
         args.append(f"--quantization={engine.quantization}")
+    if model is not None:
+        args += streamer_args()
     return args
 
 
 class VllmService(pulumi.ComponentResource):
     """vLLM on GPU nodes behind the authenticating proxy: ServiceAccount, Deployment, Services and NetworkPolicy.
 
-    The pod copies its model from S3 in an init container using the pod's IAM identity (no static keys), with an
-    explicit region; mounts a memory-backed /dev/shm sized by tensor parallel for NCCL; requests exactly
+    The pod streams its safetensors from the model store with the Run:ai Model Streamer (`--load-format
+    runai_streamer`), or copies other formats from S3 in an init container, both with the pod's IAM identity (no
+    static keys) and an explicit region; mounts a memory-backed /dev/shm sized by tensor parallel for NCCL; requests exactly
     `tensor_parallel_size` GPUs; tolerates the GPU taint and selects the planned instance type; and its startup
     probe and progress deadline follow the blueprint's startup budget. vLLM also checks the key itself on `/v1/*`
     (`VLLM_API_KEY` from the Secret), behind the proxy that guards every path.
@@ -129,9 +154,14 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], weights: WeightsDeli
     c = bp.compute
     startup = bp.startup
     resources = engine_resources(bp)
-    # Startup probe (period 10 s) covers download + load + warm-up twice over; the init container does the download,
-    # so this is generous, never short.
+    # Startup probe (period 10 s) covers download (or streaming) + load + warm-up twice over: generous, never short.
     startup_failures = math.ceil(2 * startup.pod_start_s / 10)
+    # The weights stream from the model store (no per-start copy, no models volume) when the format allows it; the
+    # init container copies them otherwise (`blueprints.contracts.weights.streams_weights`).
+    streamed = streams_weights(bp)
+    if streamed and not isinstance(weights, StoreDelivery):
+        raise ValueError(f"{bp.stack}: streamed weights need the stack's model store (StoreDelivery)")
+    uri = weights.model_uri(model) if streamed else None  # type: ignore[union-attr]
     return {
         "replicas": max(1, bp.autoscaling.min_replicas),
         "selector": {"matchLabels": selector_labels(labels)},
@@ -147,14 +177,17 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], weights: WeightsDeli
                 "nodeSelector": node_selector,
                 "tolerations": [GPU_TOLERATION],
                 **pod_rollout(bp, selector_labels(labels)),
-                "initContainers": weights.init_containers(bp, [model]),
+                "initContainers": [] if streamed else weights.init_containers(bp, [model]),
                 "containers": [{
                     "name": "vllm",
                     "image": engine.image,
                     "command": ["vllm", "serve"],
-                    "args": vllm_args(engine, model.name),
+                    "args": vllm_args(engine, model.name, uri),
+                    # With streaming the streamer's S3 client finds the pod's credentials (EKS Pod Identity) through
+                    # the AWS SDK default chain and needs the region set explicitly.
                     "env": [api_key_env(api_key_secret, "VLLM_API_KEY"),
-                            *({"name": k, "value": v} for k, v in sorted(defaults.VLLM_PRIVACY_ENV.items()))],
+                            *({"name": k, "value": v} for k, v in sorted(defaults.VLLM_PRIVACY_ENV.items())),
+                            *(region_env(bp.region) if streamed else [])],
                     "lifecycle": container_lifecycle(bp),
                     "ports": [{"name": "http", "containerPort": engine.port, "protocol": "TCP"}],
                     "resources": {"requests": resources, "limits": resources},
@@ -164,11 +197,12 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], weights: WeightsDeli
                                        "failureThreshold": 3, "timeoutSeconds": 5},
                     "livenessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 15,
                                       "failureThreshold": 4, "timeoutSeconds": 10},
-                    "volumeMounts": [{"name": "models", "mountPath": MODELS_MOUNT, "readOnly": True},
+                    "volumeMounts": [*([] if streamed else [{"name": "models", "mountPath": MODELS_MOUNT,
+                                                             "readOnly": True}]),
                                      {"name": "dshm", "mountPath": "/dev/shm"}],
                 }],
                 "volumes": [
-                    *weights.volumes(bp, [model]),
+                    *([] if streamed else weights.volumes(bp, [model])),
                     # NCCL needs more than the 64 MB default /dev/shm with tensor parallel.
                     {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": gi(engine.shm_size_gib)}},
                 ],

@@ -114,3 +114,8 @@ class StoreDelivery:
 
     def volumes(self, bp: Blueprint, models: list[ServedModel]) -> list[dict]:
         return [models_volume(models)]
+
+    def model_uri(self, model: ServedModel) -> pulumi.Output[str]:
+        """`s3://<bucket>/models/<name>`: the store prefix an engine streams from (the form vLLM's docs give,
+        docs/models/extensions/runai_model_streamer.md: `vllm serve s3://core-llm/Llama-3-8b`)."""
+        return pulumi.Output.concat("s3://", self.bucket_name, f"/{MODELS_PREFIX}/{model.name}")

@@ -19,6 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from blueprints.core import defaults
+from blueprints.catalog.startup import load_startup_catalog
 from blueprints.contracts.weights import HF_EXCLUDE_PATTERNS, HF_INCLUDE_PATTERNS, sync_job_ephemeral_gib
 from blueprints.contracts.sections import Archetype, ServedModel
 from blueprints.contracts.blueprint import Blueprint
@@ -96,9 +97,10 @@ def sync_policy_json(write_policy_json: pulumi.Input[str], models: list[ServedMo
 
 
 def sync_deadline_s(model: ServedModel) -> int:
-    """Seconds the Job may run: download at `HF_DOWNLOAD_GIB_PER_S` and upload at `S3_DOWNLOAD_GIB_PER_S`, x2."""
+    """Seconds the Job may run: download at `HF_DOWNLOAD_GIB_PER_S` and upload at the startup model's S3 copy rate
+    (`blueprints/catalog/startup.yaml` weights.s3_copy_gib_per_s), x2."""
     download = model.weights_gib / HF_DOWNLOAD_GIB_PER_S if model.source_uri.startswith(HF_SCHEME) else 0
-    once = download + model.weights_gib / defaults.S3_DOWNLOAD_GIB_PER_S
+    once = download + model.weights_gib / load_startup_catalog().weights.s3_copy_gib_per_s
     return max(1800, math.ceil(2 * once))
 
 

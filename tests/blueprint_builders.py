@@ -16,8 +16,12 @@ from blueprints.contracts.sections import FIXED_REPLICAS
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog import Architecture, load_catalog
 from blueprints.contracts.memory import weights_gib as shape_weights_gib
-from blueprints.contracts.consistency import cpu_replica_memory_gib, stored_weights_gib, vllm_host_memory_gib
-from blueprints.contracts.weights import replica_ephemeral_gib
+from blueprints.contracts.consistency import (
+    cpu_replica_memory_gib, stored_weights_gib, streamer_buffer_gib, vllm_host_memory_gib,
+)
+from blueprints.contracts.sections import Archetype
+from blueprints.contracts.weights import replica_ephemeral_gib, streams_format
+from blueprints.requirements.model import ModelFormat
 from blueprints.contracts.placement import serving_placement
 from blueprints.review.preview import MockRun, run_under_mocks
 from blueprints.requirements.model import Precision
@@ -41,11 +45,14 @@ def consistent(data: dict) -> dict:
         c["gpus_per_replica"] = 0
     weights = sum(m["weights_gib"] for m in data["models"])
     if data["archetype"] != "sagemaker-endpoint":
-        need = (vllm_host_memory_gib(engine["shm_size_gib"]) if engine["kind"] == "vllm"
+        streamed = data["storage"] is not None and all(
+            streams_format(Archetype(data["archetype"]), ModelFormat(m["format"])) for m in data["models"])
+        buffers = streamer_buffer_gib(engine["tensor_parallel_size"]) if streamed else 0.0
+        need = (vllm_host_memory_gib(engine["shm_size_gib"], streamer_buffer_gib=buffers) if engine["kind"] == "vllm"
                 else cpu_replica_memory_gib(weights) if not inst.gpu_count else weights)
         c["memory_gib_per_replica"] = max(c["memory_gib_per_replica"], need)
         c["ephemeral_storage_gib_per_replica"] = max(c["ephemeral_storage_gib_per_replica"],
-                                                     replica_ephemeral_gib([weights]))
+                                                     replica_ephemeral_gib([weights], streamed=streamed))
     per_node = (inst.gpu_count // c["gpus_per_replica"]) if c["gpus_per_replica"] else \
         max(1, int(inst.vcpus // c["cpu_per_replica"]))
     spot = c["capacity_type"] == "spot"

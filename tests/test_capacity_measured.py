@@ -108,3 +108,38 @@ def test_no_table_has_a_step_that_takes_less_time_for_more_work(gpu):
     for tables in raw["attention"].values():
         for grid in tables.values():
             assert all(rising(row) for row in grid) and all(rising(list(col)) for col in zip(*grid))
+
+
+@pytest.mark.parametrize("gpu, model, tp, kv_fp8", [("h100", "llama-3.1-8b", 1, False), ("l40s", "llama-3.1-8b", 1, True),
+                                                    ("h200", "llama-3.1-70b", 4, False)])
+def test_a_step_is_the_bilinear_reading_of_its_segments_on_and_off_the_grids(catalog, gpu, model, tp, kv_fp8):
+    """`kernel_s` writes `_segment` and `_blend` out for speed: the same floats, bit for bit, inside the grids, beyond
+    both ends and on grid points, whether a segment was looked up before or not."""
+    from blueprints.capacity.measured import _blend, _segment
+
+    steps, why = lookup(catalog.model(model).architecture, catalog.gpu(gpu), precision=Precision.BF16,
+                        quantization=None, tensor_parallel_size=tp, kv_cache_fp8=kv_fp8)
+    assert steps is not None, why
+
+    def reference(decode, context, prefill=0, pairs=0.0):
+        i, t = _segment(steps.tokens, decode + prefill)
+        ms = steps.shared_ms[i] + t * (steps.shared_ms[i + 1] - steps.shared_ms[i])
+        if decode:
+            i, t = _segment(steps.batch, decode)
+            j, u = _segment(steps.context, context / decode)
+            ms += _blend(steps.decode_ms, i, t, j, u)
+        if prefill:
+            i, t = _segment(steps.tokens, prefill)
+            start = pairs / prefill - prefill / 2
+            if start >= 0:
+                j, u = _segment(steps.prefix, start)
+                ms += _blend(steps.prefill_ms, i, t, j, u)
+            else:
+                ms += _blend(steps.prefill_ms, i, t, 0, 0.0) * pairs / (prefill * prefill / 2)
+        return ms / 1e3
+
+    cases = [(1, 1.0), (1, 3.0e5), (64, 64 * 362.0), (37, 37 * 911.5), (4096, 4096 * 2.0e5), (3, 3 * 0.5),
+             (24, 24 * 1500.0, 488, 488 * 744.0), (0, 0.0, 2048, 2048 * 1024.0), (0, 0.0, 70000, 70000 * 9.0e4),
+             (5, 5 * 700.0, 900, 2.0 * 450 * 450 / 2)]  # the last: two prompts from scratch (start < 0)
+    for _ in range(2):  # the second pass reads the remembered segments
+        assert [steps.kernel_s(*c) for c in cases] == [reference(*c) for c in cases]

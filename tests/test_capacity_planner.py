@@ -160,3 +160,35 @@ def test_targets_met_idle_but_not_under_load_name_the_light_load_p95s():
                                           r"\(p5(en)?\.48xlarge, tensor_parallel_size=8\).*raise slo.ttft_p95_ms to >= "
                                           r"\d+, or relax the ITL target"):
         plan_env(req, "prod")
+
+
+def test_a_run_that_must_miss_stops_early_and_only_a_complete_run_meets(catalog):
+    """`run_meeting` (the bisection's runs) is `run_at_rate`'s run where it meets the targets and None where the
+    complete run misses them, on rates across the bracket; a stopped run has served fewer requests."""
+    from blueprints.capacity import planning
+    from blueprints.capacity.planning import LatencyTargets, run_meeting, simulate_rate
+    from blueprints.capacity.workload import simulation_requests
+
+    req = requirements_with()
+    model = resolve_models(req, catalog)[0]
+    best = llm_search(req, "prod", model, catalog).options[0]
+    cand, shape = best.candidate, traffic_shape(model)
+    hi = cand.rate_bound_rps
+    met = missed = stopped = 0
+    for targets in (LatencyTargets(req.slo.ttft_p95_ms, req.slo.itl_p95_ms),
+                    LatencyTargets(None, None, e2e_p95_ms=8000.0)):
+        for rate in (hi / 32, hi / 4, hi / 2, hi * 3 / 4, hi):
+            planning.clear_caches()
+            fast = run_meeting(cand, shape, targets, rate)
+            full = run_at_rate(cand, shape, rate)
+            assert (fast is not None) == targets.met_by(full)
+            if fast is not None:
+                met += 1
+                assert fast == full
+                continue
+            missed += 1
+            early = simulate_rate(cand, shape, rate, requests=simulation_requests(hi),
+                                  stop_above_ms=(targets.ttft_p95_ms, targets.e2e_p95_ms))
+            assert not early.stable and early.measured <= full.measured
+            stopped += early.measured < full.measured
+    assert met >= 2 and missed >= 2 and stopped >= 2

@@ -559,8 +559,8 @@ def test_pods_that_do_not_set_run_as_non_root_are_rejected_in_a_restricted_names
     assert [(c, r) for c, r, _ in findings] == [("pod-security", deployment.urn)]
     assert "Deployment 'chat-assistant-vllm': namespace 'chat-assistant' enforces Pod Security 'restricted'" \
         in findings[0][2]
-    assert "(container 'fetch-weights' does not set runAsNonRoot: true; container 'vllm' does not set " \
-           "runAsNonRoot: true; container 'auth-proxy' does not set runAsNonRoot: true)" in findings[0][2]
+    assert "(container 'vllm' does not set runAsNonRoot: true; container 'auth-proxy' does not set " \
+           "runAsNonRoot: true)" in findings[0][2]
     assert pod_security_violations(_pod_spec(deployment.inputs), "restricted") == []
     # The pod-level runAsNonRoot alone admits every container again.
     admitted = _edited(report, deployment, lambda i: (drop_non_root(i), _pod_spec(i)["securityContext"].__setitem__(

@@ -172,6 +172,28 @@ def test_node_classes_pin_the_ami_and_take_subnets_and_security_group_by_id(prod
     assert gpu["metadataOptions"]["httpPutResponseHopLimit"] == 1 and gpu["metadataOptions"]["httpTokens"] == "required"
 
 
+def test_gpu_node_classes_turn_on_soci_parallel_pull_through_nodeadm_and_cpu_classes_do_not(prod_run, prod):
+    import yaml
+
+    classes = {m["metadata"]["name"]: m["spec"] for m in manifests(prod_run) if m["kind"] == "EC2NodeClass"}
+    planned = {nc.name: nc.fast_image_pull for nc in prod.node_classes}
+    assert planned == {"gpu": True, "cpu": False}
+    node_config = yaml.safe_load(classes["gpu"]["userData"])
+    assert node_config == {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig",
+                           "spec": {"featureGates": {"FastImagePull": True}}}
+    assert "userData" not in classes["cpu"]
+
+
+def test_fast_image_pull_is_refused_on_a_node_class_that_is_not_al2023():
+    from pydantic import ValidationError
+
+    from blueprints.contracts.platform import NodeClass
+
+    with pytest.raises(ValidationError, match="fast_image_pull is a nodeadm"):
+        NodeClass(name="gpu", ami_alias="bottlerocket@v1.53.0", root_volume_gib=100, instance_store_raid0=True,
+                  fast_image_pull=True)
+
+
 def test_outputs_are_the_contract_and_the_kubeconfig_stays_secret(prod_run):
     assert set(PlatformOutputs.model_fields) <= set(prod_run.outputs)
     assert prod_run.outputs["kubeconfig"] == "[secret]"

@@ -80,8 +80,8 @@ def test_no_static_aws_keys_anywhere(stacks):
     report = preview(stacks)
     text = str(report.to_json())
     assert "AWS_SECRET_ACCESS_KEY" not in text and "AWS_ACCESS_KEY_ID" not in text
-    init = deployment(report)["spec"]["template"]["spec"]["initContainers"][0]
-    assert {"name": "AWS_REGION", "value": "us-east-1"} in init["env"]
+    vllm = deployment(report)["spec"]["template"]["spec"]["containers"][0]  # streams from S3 (no init container)
+    assert {"name": "AWS_REGION", "value": "us-east-1"} in vllm["env"]
 
 
 def test_json_report_has_the_documented_shape(stacks):

@@ -21,11 +21,11 @@ SELECTOR = {"app.kubernetes.io/name": "vllm"}
 
 
 def with_model_size(bp: Blueprint, weights_gib: float) -> Blueprint:
-    from blueprints.plan.startup import startup_budget
+    from blueprints.plan.startup import startup_estimate
 
     model = bp.model.model_copy(update={"weights_gib": weights_gib})
-    return bp.model_copy(update={"models": [model], "startup": startup_budget(
-        weights_gib=weights_gib, engine_kind="vllm", gpu=True)})
+    return bp.model_copy(update={"models": [model], "startup": startup_estimate(
+        weights_gib=weights_gib, engine_kind="vllm", gpu=True, streamed=True, params_b=weights_gib / 2).budget})
 
 
 def test_rolling_update_never_drops_below_capacity(chat_prod):

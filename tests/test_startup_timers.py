@@ -11,6 +11,8 @@ import math
 import pytest
 
 from blueprints.core import defaults
+from blueprints.catalog.startup import load_startup_catalog
+from blueprints.plan.startup import startup_estimate
 from blueprints.plan.builders.sagemaker import sagemaker_timer_floors, sagemaker_timers
 from blueprints.review.deployability.checks import check_deployability
 from blueprints.review.deployability.timers import ENDPOINT_CONFIGURATION
@@ -33,11 +35,12 @@ def _findings(report: PreviewReport) -> list[str]:
 
 
 def test_the_timers_cover_the_copy_at_the_slowest_rate():
-    assert defaults.SAGEMAKER_SLOWEST_GIB_PER_S == defaults.S3_DOWNLOAD_GIB_PER_S / 4
+    assert defaults.SAGEMAKER_SLOWEST_GIB_PER_S == load_startup_catalog().weights.s3_copy_gib_per_s / 4
     _, health, download, _ = sagemaker_timers("llama-70b", WEIGHTS_70B_GIB)
     copy_s = math.ceil(WEIGHTS_70B_GIB / defaults.SAGEMAKER_SLOWEST_GIB_PER_S)
     assert download == copy_s == 1084 > 542
-    assert health == copy_s + 2 * defaults.MODEL_WARMUP_S == 1204 > 798
+    load_s = startup_estimate(weights_gib=WEIGHTS_70B_GIB, engine_kind="sagemaker", gpu=True).budget.model_load_s
+    assert health == copy_s + 2 * load_s > 798
     assert (health, download) == sagemaker_timer_floors(WEIGHTS_70B_GIB)
 
 
@@ -59,5 +62,7 @@ def test_the_old_timers_are_a_finding(pilot):
     report = dataclasses.replace(pilot, resources=[new if r.urn == record.urn else r for r in pilot.resources])
     messages = _findings(report)
     assert len(messages) == 2
-    assert any("model download timeout is 108 s" in m and "need 216 s" in m for m in messages)
-    assert any("startup health check timeout is 256 s" in m and "need 336 s" in m for m in messages)
+    health, download = sagemaker_timer_floors(pilot.blueprint.model.weights_gib)  # the floors the plan keeps
+    assert (health, download) == (364, 216)  # 13.49 GiB at 64 MiB/s; + 2x the startup model's 74 s load
+    assert any("model download timeout is 108 s" in m and f"need {download} s" in m for m in messages)
+    assert any("startup health check timeout is 256 s" in m and f"need {health} s" in m for m in messages)

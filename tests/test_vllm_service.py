@@ -1,4 +1,5 @@
-"""VllmService: GPU pods with /dev/shm, weights from S3 by the pod's identity, and an NLB with a long idle timeout."""
+"""VllmService: GPU pods with /dev/shm, weights streamed (or copied) from S3 by the pod's identity, and an NLB with a
+long idle timeout."""
 
 from __future__ import annotations
 
@@ -102,28 +103,68 @@ def test_dev_shm_is_memory_backed_and_grows_with_tensor_parallel(chat_prod):
     assert sizes[1] < sizes[2] < sizes[8]
 
 
-def test_weights_are_copied_from_s3_by_the_pod_identity_with_an_explicit_region(prod_run, chat_prod):
+def copied(bp):
+    """`bp` serving a PyTorch (.bin) checkpoint: a format the Run:ai streamer does not read, so it is copied."""
+    return derive(bp, models=[{**m.model_dump(mode="json"), "format": "pytorch"} for m in bp.models])
+
+
+def extra_config(args: list[str]) -> dict:
+    [value] = [a.split("=", 1)[1] for a in args if a.startswith("--model-loader-extra-config=")]
+    return json.loads(value)
+
+
+def test_safetensors_stream_from_the_model_store_with_the_pod_identity_and_an_explicit_region(prod_run, chat_prod):
     pod = pod_spec(prod_run)
-    [init] = pod["initContainers"]
-    assert f"s3://store/models/{chat_prod.model.name}/" in init["args"]
-    assert {"name": "AWS_DEFAULT_REGION", "value": chat_prod.region} in init["env"]
+    vllm = pod["containers"][0]
+    assert chat_prod.model.format.value == "safetensors"
+    assert vllm["args"][0] == f"s3://store/models/{chat_prod.model.name}"
+    assert "--load-format=runai_streamer" in vllm["args"]
+    assert {"name": "AWS_REGION", "value": chat_prod.region} in vllm["env"]
+    assert pod["initContainers"] == []  # no per-start copy
     text = json.dumps(manifests(prod_run))
     assert "AWS_SECRET_ACCESS_KEY" not in text and "AWS_ACCESS_KEY_ID" not in text
     assert pod["serviceAccountName"] == "chat-assistant-vllm"
 
 
-def test_weights_land_in_a_node_local_volume_never_a_shared_read_write_once_claim(prod_run):
+def test_streamer_settings_are_the_keys_the_pinned_loader_accepts_as_positive_integers(prod_run):
+    """vllm 0.24.0 runai_streamer_loader.py:34-65 raises on any other key and on a non-positive integer."""
+    config = extra_config(pod_spec(prod_run)["containers"][0]["args"])
+    assert set(config) <= {"distributed", "concurrency", "memory_limit"}
+    assert config == {"concurrency": 16, "memory_limit": 5 * 1024**3}
+    assert all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in config.values())
+
+
+def test_streamed_pods_mount_no_weights_volume_and_claim_no_shared_one(prod_run):
     pod = pod_spec(prod_run)
-    [models] = [v for v in pod["volumes"] if v["name"] == "models"]
-    assert set(models) == {"name", "emptyDir"}
+    assert not [v for v in pod["volumes"] if v["name"] == "models"]
+    assert not any(m["name"] == "models" for m in pod["containers"][0]["volumeMounts"])
     assert not any("persistentVolumeClaim" in v for v in pod["volumes"])
     assert not [m for m in manifests(prod_run) if m["kind"] == "PersistentVolumeClaim"]
+
+
+def test_streamer_buffers_are_in_the_replica_memory_request(chat_prod):
+    for tp in (1, 8):
+        bp = vllm_blueprint(tp, base=chat_prod)
+        assert bp.compute.memory_gib_per_replica >= bp.engine.shm_size_gib + 5 * tp
+
+
+def test_other_formats_are_copied_by_an_init_container_into_a_node_local_volume(chat_prod):
+    bp = copied(chat_prod)
+    run = run_vllm(bp)
+    pod = pod_spec(run)
+    [init] = pod["initContainers"]
+    assert f"s3://store/models/{bp.model.name}/" in init["args"]
+    assert {"name": "AWS_DEFAULT_REGION", "value": bp.region} in init["env"]
+    args = pod["containers"][0]["args"]
+    assert args[0] == f"/models/{bp.model.name}" and not any(a.startswith("--load-format") for a in args)
+    [models] = [v for v in pod["volumes"] if v["name"] == "models"]
+    assert set(models) == {"name", "emptyDir"}
 
 
 def test_copy_step_limits_and_volume_grow_with_the_model(chat_prod):
     seen = {}
     for gib in (15.0, 140.0):
-        bp = with_weights(chat_prod, gib)
+        bp = copied(with_weights(chat_prod, gib))
         pod = pod_spec(run_vllm(bp))
         limits = pod["initContainers"][0]["resources"]["limits"]
         [models] = [v for v in pod["volumes"] if v["name"] == "models"]

@@ -66,7 +66,10 @@ class MeasuredSteps:
     _segments: dict = field(default_factory=dict, compare=False, repr=False)
 
     def kernel_s(self, decode: int, decode_context: float, prefill: int = 0, prefill_pairs: float = 0.0) -> float:
-        """GPU kernel time of one step, s (arguments as `blueprints.capacity.physics.ReplicaModel.step_s`)."""
+        """GPU kernel time of one step, s (arguments as `blueprints.capacity.physics.ReplicaModel.step_s`).
+
+        The simulation's innermost call: `_segment` and `_blend` are written out here (the same arithmetic in the same
+        order, so the same floats; `tests/test_measured_steps.py` holds them equal)."""
         segments = self._segments
         tokens = decode + prefill
         i, t = segments.get(tokens) or self._cache(self.tokens, tokens)
@@ -74,8 +77,16 @@ class MeasuredSteps:
         ms = shared[i] + t * (shared[i + 1] - shared[i])
         if decode:
             i, t = segments.get(-decode) or self._cache(self.batch, decode, key=-decode)
-            j, u = _segment(self.context, decode_context / decode)
-            ms += _blend(self.decode_ms, i, t, j, u)
+            grid = self.context
+            x = decode_context / decode
+            j = bisect.bisect_left(grid, x) - 1
+            last = len(grid) - 2
+            j = 0 if j < 0 else last if j > last else j
+            u = (x - grid[j]) / (grid[j + 1] - grid[j])
+            z = self.decode_ms
+            row, up = z[i], z[i + 1]
+            a, b, c, d = row[j], up[j], row[j + 1], up[j + 1]
+            ms += a + t * (b - a) + u * (c - a) + t * u * (a - b - c + d)
         if prefill:
             i, t = segments.get(prefill + _PROMPT) or self._cache(self.tokens, prefill, key=prefill + _PROMPT)
             start = prefill_pairs / prefill - prefill / 2

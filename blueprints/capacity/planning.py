@@ -8,7 +8,8 @@ For one candidate (GPU, tensor parallel, KV-cache dtype) and the requirements' t
    `defaults.MAX_NUM_SEQS_CAP`).
 3. `screen`: an optimistic analytic bound on the rate (`LLM_MAX_UTILIZATION` x the saturated rate), for ranking.
 4. `size_replica`: the highest per-replica arrival rate at which the simulated TTFT p95, ITL p95 and (when bounded)
-   request-latency p95 meet the targets: bisection over the rate on common random numbers, at most the screen's bound.
+   request-latency p95 meet the targets: bisection over the rate on common random numbers, at most the screen's bound
+   (`run_meeting`: a rate's run stops as soon as its TTFT or request-latency p95 must miss).
 Results are cached per input (the same candidate is sized once per process across environments and archetypes).
 """
 
@@ -20,7 +21,7 @@ from functools import lru_cache
 
 from blueprints.core import defaults
 from blueprints.capacity.analytic import saturation_rps
-from blueprints.capacity.physics import ReplicaModel, default_batch_limits, replica_model
+from blueprints.capacity.physics import Correction, ReplicaModel, default_batch_limits, replica_model
 from blueprints.capacity.runs import open_loop
 from blueprints.capacity.simulator import SchedulerConfig, SimulationResult
 from blueprints.capacity.workload import LengthModel, length_model, simulation_requests
@@ -193,11 +194,11 @@ def _budget_rate(model: ReplicaModel, shape: TrafficShape, targets: LatencyTarge
 
 def screen(arch: Architecture, gpu: Gpu, *, precision: Precision, quantization: Quantization | None,
            tensor_parallel_size: int, kv_cache_fp8: bool, shape: TrafficShape, targets: LatencyTargets,
-           tune_batched_tokens: bool = True) -> Candidate | None:
+           tune_batched_tokens: bool = True, correction: Correction = Correction()) -> Candidate | None:
     """The candidate's engine limits and analytic bound, or None when it cannot serve one request within the
-    targets (memory, ITL at batch 1, or TTFT of an unloaded replica)."""
+    targets (memory, ITL at batch 1, or TTFT of an unloaded replica); `correction`: a calibration's factors."""
     model = replica_model(arch, gpu, precision=precision, quantization=quantization,
-                          tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8)
+                          tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, correction=correction)
     config = engine_limits(model, gpu, shape, targets, tune_batched_tokens=tune_batched_tokens)
     if config is None:
         return None
@@ -237,11 +238,13 @@ def idle_itl_ms(model: ReplicaModel, shape: TrafficShape) -> float:
 
 
 def simulate_rate(candidate: Candidate, shape: TrafficShape, rate_per_s: float, *,
-                  requests: int | None = None) -> SimulationResult:
-    """The candidate under `rate_per_s` requests/s with the shape's arrivals and lengths."""
+                  requests: int | None = None,
+                  stop_above_ms: tuple[float | None, float | None] = (None, None)) -> SimulationResult:
+    """The candidate under `rate_per_s` requests/s with the shape's arrivals and lengths (`stop_above_ms`: as
+    `simulator.simulate`)."""
     return open_loop(candidate.model, candidate.config, rate_per_s=rate_per_s, pattern=shape.pattern,
                      inputs=shape.inputs, outputs=shape.outputs, max_model_len=shape.max_model_len,
-                     requests=requests)
+                     requests=requests, stop_above_ms=stop_above_ms)
 
 
 #: Bisection steps over the rate: the bracket shrinks to 1/2^6 of the screen's bound (~1.5 % of it).
@@ -254,16 +257,58 @@ def size_replica(candidate: Candidate, shape: TrafficShape, targets: LatencyTarg
     return _size_replica(candidate, shape, targets)
 
 
-@lru_cache(maxsize=4096)
+#: Most runs remembered (complete runs and misses each); beyond it the memo starts again.
+_MEMO_SIZE = 4096
+_runs: dict[tuple, SimulationResult] = {}  # (candidate, shape, rate) -> the complete run
+_misses: set[tuple] = set()  # (candidate, shape, rate, targets) known to miss
+
+
 def run_at_rate(candidate: Candidate, shape: TrafficShape, rate_per_s: float) -> SimulationResult:
     """The candidate at `rate_per_s`, always on the same simulated requests (as many as
-    `workload.simulation_requests` gives at its rate bound), so runs at different rates compare like with like."""
-    return simulate_rate(candidate, shape, rate_per_s, requests=simulation_requests(candidate.rate_bound_rps))
+    `workload.simulation_requests` gives at its rate bound), so runs at different rates compare like with like.
+    Remembered per (candidate, shape, rate)."""
+    key = (candidate, shape, rate_per_s)
+    run = _runs.get(key)
+    if run is None:
+        run = _remember(key, simulate_rate(candidate, shape, rate_per_s,
+                                           requests=simulation_requests(candidate.rate_bound_rps)))
+    return run
 
 
-def meets_at(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets, rate_per_s: float) -> bool:
-    """Whether the candidate meets the targets at `rate_per_s` (never above its rate bound)."""
-    return rate_per_s <= candidate.rate_bound_rps and targets.met_by(run_at_rate(candidate, shape, rate_per_s))
+def run_meeting(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets,
+                rate_per_s: float) -> SimulationResult | None:
+    """`run_at_rate`'s run when it meets `targets`, else None. The run stops as soon as its TTFT or request-latency
+    p95 must miss (`simulator.simulate`'s `stop_above_ms`), so a search's failing rates cost only part of a run; a
+    run that meets them is the complete one, shared with `run_at_rate`."""
+    key = (candidate, shape, rate_per_s)
+    run = _runs.get(key)
+    if run is not None:
+        return run if targets.met_by(run) else None
+    if (*key, targets) in _misses:
+        return None
+    run = simulate_rate(candidate, shape, rate_per_s, requests=simulation_requests(candidate.rate_bound_rps),
+                        stop_above_ms=(targets.ttft_p95_ms, targets.e2e_p95_ms))
+    if targets.met_by(run):
+        return _remember(key, run)
+    if len(_misses) >= _MEMO_SIZE:
+        _misses.clear()
+    _misses.add((*key, targets))
+    return None
+
+
+def _remember(key: tuple, run: SimulationResult) -> SimulationResult:
+    if len(_runs) >= _MEMO_SIZE:
+        _runs.clear()
+    _runs[key] = run
+    return run
+
+
+def meets_at(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets,
+             rate_per_s: float) -> SimulationResult | None:
+    """The candidate's run at `rate_per_s` when it meets the targets there (never above its rate bound), else None."""
+    if not rate_per_s <= candidate.rate_bound_rps:
+        return None
+    return run_meeting(candidate, shape, targets, rate_per_s)
 
 
 @lru_cache(maxsize=512)
@@ -271,19 +316,19 @@ def _size_replica(candidate: Candidate, shape: TrafficShape, targets: LatencyTar
     hi = candidate.rate_bound_rps
     if not hi > 0:
         return None
-    top = run_at_rate(candidate, shape, hi)
-    if targets.met_by(top):
+    top = run_meeting(candidate, shape, targets, hi)
+    if top is not None:
         return ReplicaSizing(candidate, hi, top)
     lo = hi / 32
-    low_run = run_at_rate(candidate, shape, lo)
-    if not targets.met_by(low_run):
+    low_run = run_meeting(candidate, shape, targets, lo)
+    if low_run is None:
         return None
     best = (lo, low_run)
     a, b = lo, hi
     for _ in range(_BISECTION_STEPS):
         mid = (a + b) / 2
-        run = run_at_rate(candidate, shape, mid)
-        if targets.met_by(run):
+        run = run_meeting(candidate, shape, targets, mid)
+        if run is not None:
             a, best = mid, (mid, run)
         else:
             b = mid
@@ -305,6 +350,7 @@ def clear_caches() -> None:
     from blueprints.capacity import workload
 
     _size_replica.cache_clear()
-    run_at_rate.cache_clear()
+    _runs.clear()
+    _misses.clear()
     workload.request_shapes.cache_clear()
     workload._unit_draws.cache_clear()

@@ -26,8 +26,7 @@ Queueing rules, documented once here and used by both the planner and the simula
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
 
 from blueprints.core import defaults
 from blueprints.contracts.blueprint import Blueprint
@@ -41,6 +40,8 @@ WAIT_P95_FACTOR = 3.0
 MAX_UTILISATION = 0.98
 #: Where an LLM replica's load curve is simulated: shares of its saturated throughput.
 LOAD_CURVE_FRACTIONS = (0.05, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 1.0)
+#: Most load points one replica model remembers (`ReplicaModel.at`); beyond it the memo starts again.
+_POINTS_SIZE = 4096
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ class ReplicaModel:
     planned_utilisation: float = 0.0
     batching: tuple[tuple[float, float, int], ...] = ()  # (share of arrivals, max queue delay s, max batch size)
     request_s: float = 0.0  # mean service time of one request on an idle replica, s (non-generative)
+    #: Points already read, by rate: a fleet simulation asks for the same per-replica rate minute after minute.
+    _points: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def generative(self) -> bool:
@@ -75,6 +78,14 @@ class ReplicaModel:
 
     def at(self, rate_rps: float) -> LoadPoint:
         """The replica at `rate_rps` arrivals (capped at its capacity; beyond it the caller queues the rest)."""
+        point = self._points.get(rate_rps)
+        if point is None:
+            if len(self._points) >= _POINTS_SIZE:
+                self._points.clear()
+            point = self._points[rate_rps] = self._point(rate_rps)
+        return point
+
+    def _point(self, rate_rps: float) -> LoadPoint:
         rate = max(0.0, min(rate_rps, self.capacity_rps))
         if self.generative:
             return LoadPoint({"ttft_p95_ms": _interpolate(self.rates, self.ttft_p95_ms, rate),
@@ -105,14 +116,32 @@ def _interpolate(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> floa
     return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0) if x1 > x0 else ys[i]
 
 
+#: The blueprint fields a replica model reads: its cache key. A warm-floor search (`blueprints.plan.scaling`) varies
+#: the autoscaling and the reasons only, so each of its fleet simulations finds the load curve already simulated.
+_READS = {"engine": True, "model": True, "models": True, "compute": True,
+          "predictions": {"requests_per_s_capacity", "latency_p95_ms", "capacity_correction"}}
+_CACHE_SIZE = 64
+_models: dict[str, ReplicaModel] = {}
+
+
 def replica_model(bp: Blueprint) -> ReplicaModel:
-    """The replica model of a planned blueprint (cached per blueprint)."""
-    return _model(bp.model_dump_json())
+    """The replica model of a planned blueprint (cached per engine, model, compute, planned capacity and the
+    calibration it was sized with: the fields it reads)."""
+    key = bp.model_dump_json(include=_READS)
+    found = _models.get(key)
+    if found is None:
+        if len(_models) >= _CACHE_SIZE:
+            _models.clear()
+        found = _models[key] = _model(bp)
+    return found
 
 
-@lru_cache(maxsize=64)
-def _model(blueprint_json: str) -> ReplicaModel:
-    bp = Blueprint.model_validate_json(blueprint_json)
+def clear_cache() -> None:
+    """Forget every replica model (a cold start, as a fresh process)."""
+    _models.clear()
+
+
+def _model(bp: Blueprint) -> ReplicaModel:
     llm = _llm_model(bp)
     if llm is not None:
         return llm
@@ -133,7 +162,7 @@ def _model(blueprint_json: str) -> ReplicaModel:
 def _llm_model(bp: Blueprint) -> ReplicaModel | None:
     """The load curve of a vLLM (or SageMaker LMI) replica from the capacity model, for a catalog model or one given
     by its `architecture`; None for a non-generative blueprint."""
-    from blueprints.capacity.physics import default_batch_limits
+    from blueprints.capacity.physics import Correction, default_batch_limits
     from blueprints.capacity.physics import replica_model as physics_model
     from blueprints.capacity.planning import candidate, run_at_rate, traffic_shape
     from blueprints.capacity.runs import closed_loop
@@ -162,8 +191,11 @@ def _llm_model(bp: Blueprint) -> ReplicaModel | None:
         utilisation = defaults.GPU_MEMORY_UTILIZATION
     else:
         return None
+    recorded = bp.predictions.capacity_correction  # the calibration the plan was sized with
+    correction = Correction(recorded.step_time, recorded.ttft_floor) if recorded else Correction()
     replica = physics_model(arch, gpu, precision=model.precision, quantization=model.quantization,
-                            tensor_parallel_size=tp, kv_cache_fp8=fp8, gpu_memory_utilization=utilisation)
+                            tensor_parallel_size=tp, kv_cache_fp8=fp8, gpu_memory_utilization=utilisation,
+                            correction=correction)
     config = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens,
                              kv_cache_blocks=replica.kv_cache_tokens // defaults.KV_BLOCK_TOKENS)
     t = model.traffic

@@ -35,7 +35,8 @@ def closed_loop(model: ReplicaModel, config: SchedulerConfig, *, concurrency: in
 
 def open_loop(model: ReplicaModel, config: SchedulerConfig, *, rate_per_s: float, pattern: str, inputs: LengthModel,
               outputs: LengthModel, max_model_len: int, requests: int | None = None, warmup: int | None = None,
-              seed: int = defaults.SIMULATION_SEED, stop_when_overloaded: bool = True) -> SimulationResult:
+              seed: int = defaults.SIMULATION_SEED, stop_when_overloaded: bool = True,
+              stop_above_ms: tuple[float | None, float | None] = (None, None)) -> SimulationResult:
     """Requests arriving at `rate_per_s` (mean) with the traffic pattern's burstiness.
 
     Args:
@@ -46,6 +47,8 @@ def open_loop(model: ReplicaModel, config: SchedulerConfig, *, rate_per_s: float
         stop_when_overloaded: stop (unstable) once the queue grows past what the replica could ever drain, which
             saves time in a search; otherwise every request is served, so an overloaded run's latencies keep growing
             with the rate.
+        stop_above_ms: (TTFT, request latency) p95 targets, ms, to stop at once the run must miss
+            (`simulator.simulate`).
     """
     count = requests or simulation_requests(rate_per_s)
     shapes = request_shapes(inputs, outputs, count=count, max_model_len=max_model_len, seed=seed)
@@ -53,7 +56,8 @@ def open_loop(model: ReplicaModel, config: SchedulerConfig, *, rate_per_s: float
     if warmup is None:
         warmup = int(count * defaults.SIMULATION_WARMUP_FRACTION)
     limit = max(64, 2 * config.max_num_seqs, count // 4) if stop_when_overloaded else None
-    return simulate(model, config, shapes, arrivals=arrivals, warmup=warmup, queue_limit=limit)
+    return simulate(model, config, shapes, arrivals=arrivals, warmup=warmup, queue_limit=limit,
+                    stop_above_ms=stop_above_ms)
 
 
 def burst(model: ReplicaModel, config: SchedulerConfig, *, count: int, inputs: LengthModel, outputs: LengthModel,

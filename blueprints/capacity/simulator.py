@@ -85,7 +85,8 @@ class SimulationResult:
         stable: False when the offered load exceeds the replica: the queue outgrew its limit (the run stopped
             early), or when the last request arrived more than 20 + 5 % of the requests were still waiting or more
             were in the replica than Little's law allows at the latency of those done (a batch growing without
-            bound). The latencies then describe an overloaded replica.
+            bound), or when the run stopped at a p95 it had already missed (`simulate`'s `stop_above_ms`). The
+            latencies then describe an overloaded replica, or the requests done so far.
         measured: requests measured.
         duration_s: from the first measured request's send to the last one's completion, s (a benchmark's wall
             time: its throughput is requests / duration).
@@ -142,7 +143,8 @@ def _weighted_percentiles(values: list[float], weights: list[float]) -> Percenti
 
 
 def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, arrivals: list[float] | None = None,
-             concurrency: int | None = None, warmup: int = 0, queue_limit: int | None = None) -> SimulationResult:
+             concurrency: int | None = None, warmup: int = 0, queue_limit: int | None = None,
+             stop_above_ms: tuple[float | None, float | None] = (None, None)) -> SimulationResult:
     """Run one replica over a workload.
 
     Args:
@@ -154,6 +156,10 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
             its next one when its previous one completes.
         warmup: requests (in arrival order) excluded from the statistics.
         queue_limit: stop and report `stable=False` when more requests than this wait.
+        stop_above_ms: (TTFT, request latency) p95 targets, ms (None: none), for a search that only asks whether a
+            run meets them (open loop only): stop and report `stable=False` once so many measured requests have
+            finished at least 0.001 ms above a target that the p95 must exceed it (the 0.001: the p95 is rounded to
+            3 decimals). A run that meets them runs to its end, so its result is the one without them.
 
     Returns:
         A `SimulationResult`.
@@ -214,6 +220,13 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
     joined_stall: list[float] = []  # V0: stall already elapsed when each newly joined decoder got its first token
     limit = queue_limit if queue_limit is not None else math.inf
     backlog_limit = 20 + n_req // 20
+    first = max(0, warmup) if warmup < n_req else 0
+    # A stable open-loop run measures every request from `first`, and its p95 is at least the int(0.95 (n - 1))-th
+    # smallest of their n values: once `must_miss` of them are at or above a stop target, the p95 is too.
+    measured_n = n_req - first
+    stop_ttft, stop_e2e = (math.inf if ms is None or closed else ms + 1e-3 for ms in stop_above_ms)
+    must_miss = measured_n - int(0.95 * (measured_n - 1)) if measured_n > 0 else math.inf
+    slow_ttft = slow_e2e = 0
 
     def overloaded() -> bool:
         """At the last arrival: more than 20 + 5 % of the run still waiting, or more requests in the replica than
@@ -249,7 +262,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
             joined_stall.append(stall)
 
     def finish(i: int, *, decoder: bool) -> None:
-        nonlocal sum_base, n_dec, free, finished, issued, scheduled, frontend_free
+        nonlocal sum_base, n_dec, free, finished, issued, scheduled, frontend_free, slow_ttft, slow_e2e
         free += blocks_for(base[i] + G if decoder else computed[i])
         if decoder:
             counts[base[i] % _BLOCK] -= 1
@@ -259,6 +272,9 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         gen[i] = out[i]
         finish_t[i] = t
         finished += 1
+        if i >= first:
+            slow_ttft += (first_t[i] - arrival[i]) * 1e3 >= stop_ttft
+            slow_e2e += (t - arrival[i]) * 1e3 >= stop_e2e
         if closed and issued < n_req:  # the client sends its next request now
             arrival[issued] = t
             frontend_free = ready[issued] = max(t + frontend[issued][0], frontend_free) + frontend[issued][1]
@@ -371,7 +387,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
                     break
                 t = ready[next_arr]
                 continue
-        if len(waiting) > limit:
+        if len(waiting) > limit or slow_ttft >= must_miss or slow_e2e >= must_miss:
             stable = False
             break
         need = counts[(-G) % _BLOCK] if n_dec else 0
@@ -546,7 +562,6 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         if not window:
             finish_decoders()
 
-    first = max(0, warmup) if warmup < n_req else 0
     done = [i for i in range(first, n_req) if not math.isnan(finish_t[i])]
     ttft = [(first_t[i] - arrival[i]) * 1e3 for i in done]
     e2e = [(finish_t[i] - arrival[i]) * 1e3 for i in done]

@@ -30,11 +30,12 @@ from typing import TYPE_CHECKING
 
 from blueprints.core import bounds, defaults
 from blueprints.catalog import Architecture, Catalog, load_catalog
+from blueprints.catalog.startup import load_startup_catalog
 from blueprints.contracts.serving_flags import serving_problems
 from blueprints.core.errors import FieldProblem
 from blueprints.requirements.hosting import Accelerator
 from blueprints.requirements.exposure import ExposureScope, ExposureVia
-from blueprints.contracts.weights import replica_ephemeral_gib
+from blueprints.contracts.weights import replica_ephemeral_gib, streams_weights
 
 if TYPE_CHECKING:
     from blueprints.contracts.blueprint import Blueprint
@@ -57,9 +58,16 @@ def cpu_replica_memory_gib(weights_gib: float) -> float:
     return round(weights_gib * defaults.CPU_MEMORY_WEIGHTS_FACTOR + defaults.CPU_MEMORY_OVERHEAD_GIB, 2)
 
 
-def vllm_host_memory_gib(shm_size_gib: float) -> int:
-    """Host memory of a vLLM replica with `shm_size_gib` of /dev/shm (charged to the pod's memory), GiB."""
-    return math.ceil(shm_size_gib + VLLM_HOST_MEMORY_OVERHEAD_GIB)
+def vllm_host_memory_gib(shm_size_gib: float, *, streamer_buffer_gib: float = 0.0) -> int:
+    """Host memory of a vLLM replica with `shm_size_gib` of /dev/shm (charged to the pod's memory) and, when it
+    streams its weights, `streamer_buffer_gib` of Run:ai streamer CPU buffers (`streamer_buffer_gib`), GiB."""
+    return math.ceil(shm_size_gib + VLLM_HOST_MEMORY_OVERHEAD_GIB + streamer_buffer_gib)
+
+
+def streamer_buffer_gib(tensor_parallel_size: int) -> float:
+    """CPU buffers of the Run:ai Model Streamer in one vLLM replica, GiB: `memory_limit` per reading rank
+    (`blueprints/catalog/startup.yaml` weights.streamer; every rank reads, none is distributed)."""
+    return tensor_parallel_size * load_startup_catalog().weights.streamer.memory_limit_gib
 
 
 def cpu_limit_threads(cpu_per_replica: float) -> int:
@@ -281,7 +289,10 @@ def _replica_needs(bp: Blueprint) -> list[FieldProblem]:
     weights = sum(m.weights_gib for m in bp.models)
     kind = bp.engine.kind
     if kind == "vllm":
-        need, what = vllm_host_memory_gib(bp.engine.shm_size_gib), "its /dev/shm and vLLM's processes"  # type: ignore
+        streamed = streams_weights(bp)
+        buffers = streamer_buffer_gib(bp.engine.tensor_parallel_size) if streamed else 0.0  # type: ignore[union-attr]
+        need = vllm_host_memory_gib(bp.engine.shm_size_gib, streamer_buffer_gib=buffers)  # type: ignore[union-attr]
+        what = "its /dev/shm and vLLM's processes" + (" and the weights streamer's buffers" if streamed else "")
     elif c.accelerator is Accelerator.CPU:
         need, what = cpu_replica_memory_gib(weights), f"{weights:g} GiB of weights loaded on CPU"
     else:
@@ -290,11 +301,11 @@ def _replica_needs(bp: Blueprint) -> list[FieldProblem]:
         problems.append(FieldProblem((*at, "memory_gib_per_replica"), f"memory_gib_per_replica="
                                      f"{c.memory_gib_per_replica:g} is below the {need:g} GiB a replica needs for "
                                      f"{what}; raise it to >= {need:g}"))
-    disk = replica_ephemeral_gib([weights])
+    disk = replica_ephemeral_gib([weights], streamed=streams_weights(bp))
     if c.ephemeral_storage_gib_per_replica < disk:
         problems.append(FieldProblem((*at, "ephemeral_storage_gib_per_replica"), f"ephemeral_storage_gib_per_replica="
                                      f"{c.ephemeral_storage_gib_per_replica:g} is below the {disk} GiB a replica "
-                                     f"needs for {weights:g} GiB of weights copied to the node plus scratch; raise it "
+                                     f"needs for scratch and, unless streamed, {weights:g} GiB of weights copied to the node; raise it "
                                      f"to >= {disk}"))
     return problems
 

@@ -41,7 +41,7 @@ from blueprints.catalog import InstanceType, load_catalog
 from blueprints.catalog.addons import PlatformCatalog, load_platform_catalog
 from blueprints.core import defaults
 from blueprints.contracts.sections import Archetype
-from blueprints.contracts.weights import fetch_memory_gib, usable_disk_gib, weights_volume_gib
+from blueprints.contracts.weights import fetch_memory_gib, streams_weights, usable_disk_gib, weights_volume_gib
 
 if TYPE_CHECKING:
     from blueprints.contracts.blueprint import Blueprint
@@ -265,8 +265,8 @@ def copy_resources(weights_gib: Iterable[float]) -> dict[str, str]:
 def serving_pod_requests(bp: Blueprint) -> dict[str, Decimal]:
     """One serving replica's effective requests as the scheduler computes them (the larger of its app containers plus
     native sidecars and each init container plus the sidecars started before it): the engine and the authenticating
-    proxy; the weights copy (one init container on a model store, one per model on an edge cluster, after the IAM
-    Roles Anywhere credential helper when a model comes from s3://). The same numbers the program renders (a test
+    proxy; the weights copy unless the engine streams them (one init container on a model store, one per model on
+    an edge cluster, after the IAM Roles Anywhere credential helper when a model comes from s3://). The same numbers the program renders (a test
     holds them to the manifests)."""
 
     def parsed(resources: Mapping[str, str]) -> dict[str, Decimal]:
@@ -280,6 +280,9 @@ def serving_pod_requests(bp: Blueprint) -> dict[str, Decimal]:
     sidecars = parsed(defaults.CREDENTIAL_HELPER_RESOURCES) if edge and any(
         m.source_uri.startswith("s3://") for m in bp.models) else {}
     app = add(parsed(engine_resources(bp)), parsed(defaults.PROXY_RESOURCES), sidecars)
-    copies = [[m.weights_gib] for m in bp.models] if edge else [[m.weights_gib for m in bp.models]]
+    if streams_weights(bp):  # the engine streams them from the model store: no copy step (`streams_weights`)
+        copies: list[list[float]] = []
+    else:
+        copies = [[m.weights_gib] for m in bp.models] if edge else [[m.weights_gib for m in bp.models]]
     inits = [add(parsed(copy_resources(w)), sidecars) for w in copies]
     return {k: max([app.get(k, Decimal(0)), *(i.get(k, Decimal(0)) for i in inits)]) for k in {*app, *(k for i in inits for k in i)}}

@@ -84,6 +84,16 @@ class NodeClass(ClosedModel):
                            "would roll every node unreviewed); the al2023 alias resolves the NVIDIA AMI on GPU types")
     root_volume_gib: int = Field(ge=20, le=16384)
     instance_store_raid0: bool = Field(description="kubelet and containerd on the instance-store NVMe (RAID0)")
+    fast_image_pull: bool = Field(description="SOCI parallel pull/unpack through the nodeadm `FastImagePull` "
+                                  "feature gate in the node class's userData (AL2023 only; the startup model's "
+                                  "image pull rate, blueprints/catalog/startup.yaml)")
+
+    @model_validator(mode="after")
+    def _fast_image_pull_on_al2023(self) -> NodeClass:
+        if self.fast_image_pull and not self.ami_alias.startswith("al2023@"):
+            raise ValueError(f"fast_image_pull is a nodeadm (AL2023) feature gate; ami_alias {self.ami_alias!r} is "
+                             "not AL2023: set fast_image_pull: false or an al2023@ alias")
+        return self
 
 
 class PlatformAlerting(ClosedModel):

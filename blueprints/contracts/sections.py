@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from enum import Enum
 from typing import Annotated, Literal, Union
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 from blueprints.core import bounds
 from blueprints.catalog import Architecture, Task
 from blueprints.core.errors import FieldProblem, describe_pattern, raise_problems
@@ -403,14 +403,17 @@ class PlatformSpec(ClosedModel):
 
 
 class StartupBudget(ClosedModel):
-    """Cold start of one replica, from an empty node to ready. Used by probes, deadlines and cooldowns."""
+    """Cold start of one replica, from an empty node to ready (`blueprints/catalog/startup.yaml` through
+    `blueprints.plan.startup`). Used by probes, deadlines, cooldowns, the warm floor and the fleet simulation."""
 
     node_provisioning_s: int = Field(ge=0, le=bounds.MAX_STARTUP_PART_S, description="0 only on an edge cluster, "
                                      "whose owned nodes are always there")
     image_pull_s: int = Field(ge=0, le=bounds.MAX_STARTUP_PART_S, description="0 only on SageMaker, which pulls its "
                               "image before the timers start")
-    weights_download_s: int = Field(ge=1, le=bounds.MAX_STARTUP_PART_S)
-    model_load_s: int = Field(ge=1, le=bounds.MAX_STARTUP_PART_S)
+    weights_download_s: int = Field(ge=1, le=bounds.MAX_STARTUP_PART_S, description="the weights read: streamed "
+                                    "from the model store to the GPUs (vLLM, safetensors) or copied to node-local disk")
+    model_load_s: int = Field(ge=1, le=bounds.MAX_STARTUP_PART_S, description="engine start after that: the load "
+                              "from disk when copied, warm-up (compile, CUDA graphs)")
 
     @property
     def total_s(self) -> int:
@@ -492,8 +495,21 @@ class ModelLatency(ClosedModel):
                                      "at once: max_batch_size x instances per replica on GPU, 1 on CPU")
 
 
+class CapacityCorrection(ClosedModel):
+    """The calibration the capacity model was corrected with for this replica (`stacks/calibration/`, written by
+    `blueprint calibrate`): its factors, so the review and the fleet simulation replay the same model, and where
+    they come from."""
+
+    step_time: float = Field(ge=0.2, le=5.0, description="factor on every step's kernel time")
+    ttft_floor: float = Field(ge=0.2, le=10.0, description="factor on the frontend's latency and serial work")
+    calibration: str = Field(max_length=500, description="the calibration file, relative to the project root")
+    summary: str = Field(max_length=600, description="e.g. `calibrated on 2026-12-03 runs of chat-assistant-prod: "
+                         "capacity per replica 1,050 -> 560 tok/s`")
+
+
 class Predictions(ClosedModel):
-    """What the capacity model predicts at this environment's peak (`capacity_source` says what it rests on)."""
+    """What the capacity model predicts at this environment's peak (`capacity_source` says what it rests on;
+    `capacity_correction`, only when a calibration applies, what corrected it)."""
 
     ttft_p95_ms: PredictedMs | None = None
     itl_p95_ms: PredictedMs | None = None
@@ -525,6 +541,17 @@ class Predictions(ClosedModel):
     capacity_source: str | None = Field(default=None, max_length=500, description="LLMs: what the predicted step "
                                         "times rest on (measured vLLM kernel data for the GPU, or the roofline and "
                                         "why) and their expected error against published measurements")
+    capacity_correction: CapacityCorrection | None = Field(default=None, description="LLMs: the calibration "
+                                                           "applied (absent when none matches the replica)")
+
+    @model_serializer(mode="wrap")
+    def _absent_when_uncalibrated(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """An uncalibrated plan writes no `capacity_correction` key, so stack configs change only when a calibration
+        applies."""
+        data = handler(self)
+        if self.capacity_correction is None:
+            data.pop("capacity_correction", None)
+        return data
 
 
 class PipelinePart(str, Enum):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from blueprints.core import defaults
 from blueprints.contracts.sections import Archetype
+from blueprints.requirements.model import ModelFormat
 
 if TYPE_CHECKING:
     from blueprints.contracts.blueprint import Blueprint
@@ -25,6 +26,19 @@ if TYPE_CHECKING:
 HF_INCLUDE_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "*.json", "*.model", "*.tiktoken", "*.txt",
                        "*.jinja")
 HF_EXCLUDE_PATTERNS = ("original/*",)
+
+
+def streams_format(archetype: Archetype, model_format: ModelFormat) -> bool:
+    """Whether the engine streams this format from the model store (vLLM's Run:ai Model Streamer reads safetensors
+    only: vllm 0.24.0 runai_streamer_loader.py:79-108 lists `*.safetensors`); otherwise an init container copies the
+    weights to node-local disk first."""
+    return archetype is Archetype.VLLM_GPU and model_format is ModelFormat.SAFETENSORS
+
+
+def streams_weights(bp: Blueprint) -> bool:
+    """Whether `bp`'s pods stream their weights from the stack's model store (`streams_format`, and a model store:
+    an edge cluster has none). The planner's startup model and the component decide it alike here."""
+    return bp.storage is not None and all(streams_format(bp.archetype, m.format) for m in bp.models)
 
 
 def weights_volume_gib(weights_gib: Iterable[float]) -> float:
@@ -86,10 +100,11 @@ def with_weights_reason(bp: Blueprint) -> Blueprint:
     return bp.model_copy(update={"rationale": [*bp.rationale, weights_reason(bp)]})
 
 
-def replica_ephemeral_gib(weights_gib: Iterable[float]) -> int:
-    """Ephemeral storage one serving replica requests, GiB (rounded up): its models' weights +10 % and
-    `defaults.REPLICA_SCRATCH_GIB` of scratch (logs, compile caches, the engine's own files)."""
-    return math.ceil(sum(weights_gib) * 1.1 + defaults.REPLICA_SCRATCH_GIB)
+def replica_ephemeral_gib(weights_gib: Iterable[float], *, streamed: bool = False) -> int:
+    """Ephemeral storage one serving replica requests, GiB (rounded up): its models' weights +10 % (none when they
+    are streamed, `streams_format`) and `defaults.REPLICA_SCRATCH_GIB` of scratch (logs, compile caches, the engine's
+    own files, the config and tokenizer files a streamed model pulls)."""
+    return math.ceil((0 if streamed else sum(weights_gib) * 1.1) + defaults.REPLICA_SCRATCH_GIB)
 
 
 def usable_disk_gib(disk_gib: float, *, reserve_gib: float) -> float:

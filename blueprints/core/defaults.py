@@ -152,17 +152,9 @@ SLO_ATTAINMENT_GOAL = 0.95
 #: --horizontal-pod-autoscaler-tolerance default 0.1).
 HPA_TOLERANCE = 0.1
 
-# --- Startup budget (see blueprints/plan/startup.py) -------------------------------------------------------------------
-#: EKS managed node group: EC2 launch + bootstrap + NVIDIA device plugin ready, s. [unverified] public reports 3-6 min.
-GPU_NODE_PROVISIONING_S = 360
-CPU_NODE_PROVISIONING_S = 180
-#: Image pull at ~100 MB/s from a registry in-region. [unverified] vLLM's image is ~10 GB compressed.
-IMAGE_PULL_S = {"vllm": 150, "triton": 150, "onnxruntime": 30, "sagemaker": 0}
-#: Sustained S3 -> node copy rate with `aws s3 sync` (parallel parts), GiB/s. [unverified] conservative for 10-25 Gbps.
-S3_DOWNLOAD_GIB_PER_S = 0.25
-#: Disk -> GPU load rate and fixed warm-up (CUDA graphs, profiling run), GiB/s and s. [unverified]
-MODEL_LOAD_GIB_PER_S = 1.0
-MODEL_WARMUP_S = 60
+# --- Startup ------------------------------------------------------------------------------------------------------
+# The startup model (node launch, image pull, weights, engine start) is catalog data with its sources:
+# blueprints/catalog/startup.yaml, read by blueprints/plan/startup.py.
 
 # --- Cluster overhead ------------------------------------------------------------------------------------------
 #: Karpenter EC2NodeClass AMI: the AL2023 alias, which resolves the standard, NVIDIA or Neuron variant per instance
@@ -349,10 +341,11 @@ SAGEMAKER_TIMEOUT_RANGE_S = (60, 3600)
 SAGEMAKER_TIMEOUT_SAFETY_FACTOR = 2.0
 #: The slowest copy rate, GiB/s, at which a SageMaker endpoint's timers must still hold: SageMaker copies the model data
 #: to the instance's ML volume and the container then reads it back, and neither rate is published (the expected
-#: `S3_DOWNLOAD_GIB_PER_S` is itself unverified). A quarter of the expected rate, below an EBS gp3 volume's 125 MiB/s
+#: copy rate, `weights.s3_copy_gib_per_s` 0.25 GiB/s in blueprints/catalog/startup.yaml, is itself unverified). A
+#: quarter of the expected rate (64 MiB/s), below an EBS gp3 volume's 125 MiB/s
 #: baseline (docs.aws.amazon.com/ebs/latest/userguide/general-purpose.html) and a single S3 stream: a longer timer
 #: costs nothing but a slower failure, a short one fails a healthy endpoint's creation. [assumption]
-SAGEMAKER_SLOWEST_GIB_PER_S = S3_DOWNLOAD_GIB_PER_S / 4
+SAGEMAKER_SLOWEST_GIB_PER_S = 0.25 / 4
 #: SageMaker ML storage volume: weights x this + scratch, GiB (VolumeSizeInGB, 1-512). [assumption]
 SAGEMAKER_VOLUME_WEIGHTS_FACTOR = 1.5
 SAGEMAKER_VOLUME_SCRATCH_GIB = 20

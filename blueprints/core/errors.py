@@ -82,6 +82,11 @@ class BenchmarkError(BlueprintError):
     """Raised when benchmark settings (`--rates`, `--duration`) or a benchmark result file are invalid."""
 
 
+class CalibrationError(BlueprintError):
+    """Raised when `blueprint calibrate` cannot fit a stack's runs (another model or GPU, too many errors, too few
+    requests) or a calibration file (`stacks/calibration/*.yaml`) is invalid."""
+
+
 #: Longest excerpt of a bad value an error message quotes, characters: a huge value (a pasted file, an expanded
 #: alias) must not turn one error into megabytes of output.
 MAX_EXCERPT_CHARS = 80

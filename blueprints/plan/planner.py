@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Callable
 
 from blueprints.core import defaults
@@ -22,6 +23,7 @@ from blueprints.catalog.addons import load_platform_catalog
 from blueprints.plan.compound.parts import service_parts
 from blueprints.requirements.platform_file import AlertingSpec
 from blueprints.contracts.platform import PlatformConfig
+from blueprints.contracts.calibration_file import Calibrations
 from blueprints.plan.guardrails import Guardrails
 from blueprints.core.errors import RequirementsError, SizingError
 from blueprints.plan.options.search import ResolvedModel, resolve_models
@@ -65,7 +67,8 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
          guardrails: Mapping[str, Guardrails] | None = None,
          platforms: Mapping[str, PlatformConfig] | None = None,
          alerting: AlertingSpec | None = None, existing: Mapping[str, Hardware] | None = None,
-         switch_threshold_pct: float = defaults.SWITCH_THRESHOLD_PCT, prove_hints: bool = True) -> list[Blueprint]:
+         switch_threshold_pct: float = defaults.SWITCH_THRESHOLD_PCT, prove_hints: bool = True,
+         calibrations: Calibrations | None = None) -> list[Blueprint]:
     """Plan every (or the named) environment of a requirements file.
 
     Args:
@@ -85,6 +88,8 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
         switch_threshold_pct: that tolerance, % (0-100).
         prove_hints: before a refusal proposes "raise X to >= N", plan again with it (`blueprints.plan.hints.prove`):
             the message keeps only changes that plan, alone or together. Defaults to True (off in those re-plans).
+        calibrations: the project's calibrations (`blueprints.contracts.calibration_file`); a replica shape one
+            matches is sized on the corrected capacity model, and the plan says so. None: the uncorrected model.
 
     Returns:
         One `Blueprint` per environment, in the order planned; for a compound service (`blueprints.plan.compound.parts`) one
@@ -101,7 +106,7 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
     try:
         return _plan(req, catalog, as_of=as_of, environments=environments, guardrails=guardrails,
                      platforms=platforms, alerting=alerting, existing=existing,
-                     switch_threshold_pct=switch_threshold_pct)
+                     switch_threshold_pct=switch_threshold_pct, calibrations=calibrations)
     except SizingError as exc:
         if not prove_hints or not exc.fixes:
             raise
@@ -110,7 +115,7 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
             fixed, limits = apply_fixes(req, guardrails or {}, fixes)
             return plan(fixed, catalog, as_of=as_of, environments=environments, guardrails=limits,
                         platforms=platforms, alerting=alerting, existing=existing,
-                        switch_threshold_pct=switch_threshold_pct, prove_hints=False)
+                        switch_threshold_pct=switch_threshold_pct, prove_hints=False, calibrations=calibrations)
 
         raise prove(exc, replan) from None
 
@@ -118,7 +123,7 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
 def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: list[str] | None,
           guardrails: Mapping[str, Guardrails] | None, platforms: Mapping[str, PlatformConfig] | None,
           alerting: AlertingSpec | None, existing: Mapping[str, Hardware] | None,
-          switch_threshold_pct: float) -> list[Blueprint]:
+          switch_threshold_pct: float, calibrations: Calibrations | None) -> list[Blueprint]:
     """`plan`, without proving its refusals' hints."""
     names = environments or list(req.environments)
     unknown = [n for n in names if n not in req.environments]
@@ -143,7 +148,8 @@ def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: 
                                                        catalog=catalog, pcat=load_platform_catalog(), as_of=as_of,
                                                        policy_for=lambda env, production: limits.get(env))}
     ctx = PlanContext(as_of=as_of, platforms=platforms, guardrails=limits, existing=existing or {},
-                      switch_threshold_pct=switch_threshold_pct, notes=notes)
+                      switch_threshold_pct=switch_threshold_pct, notes=notes,
+                      calibrations=calibrations or Calibrations())
     from blueprints.plan.overrides import apply_overrides
 
     parts = service_parts(req, catalog)
@@ -182,7 +188,7 @@ def _plan_service(req: Requirements, catalog: Catalog, ctx: PlanContext, names: 
 def _plan_sized(req: Requirements, catalog: Catalog, ctx: PlanContext, names: list[str]) -> list[Blueprint]:
     """Select, size and price each environment (before targets, alerting and simulation: `blueprints.plan.scaling.finish`),
     and refuse a plan whose Kubernetes version lacks a feature its workloads use (`kubernetes_features`)."""
-    models = resolve_models(req, catalog)
+    models = [replace(m, calibrations=ctx.calibrations) for m in resolve_models(req, catalog)]
     selection = select_archetype(req, models, catalog,
                                  limits_for=lambda env, managed: ctx.limits(req, env, managed=managed))
     build = _BUILDERS[selection.archetype]

@@ -1,37 +1,95 @@
-"""One startup budget: how long a replica takes from an empty node to ready.
+"""One startup model: how long a replica takes from an empty node to ready, part by part.
 
-Every timer that must outlast a cold start derives from `startup_budget()`: startup probes, the Deployment's
-`progressDeadlineSeconds`, autoscaler cooldowns and SageMaker's startup/download timeouts. Defaults and their
-sources are in `blueprints.core.defaults` (GPU_NODE_PROVISIONING_S, IMAGE_PULL_S, S3_DOWNLOAD_GIB_PER_S,
-MODEL_LOAD_GIB_PER_S, MODEL_WARMUP_S).
+Every timer that must outlast a cold start derives from the `StartupBudget` `startup_estimate()` returns: startup
+probes, the Deployment's `progressDeadlineSeconds`, KEDA cooldowns, SageMaker's startup/download timeouts, the warm
+floor and the fleet simulation's replica starts. The data and its sources are in `blueprints/catalog/startup.yaml`
+(`blueprints.catalog.startup`); `StartupEstimate.reason` is the rationale line listing the parts.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+from blueprints.catalog.startup import load_startup_catalog
 from blueprints.core import defaults
 from blueprints.contracts.sections import StartupBudget
 
 
-def startup_budget(*, weights_gib: float, engine_kind: str, gpu: bool, owned_nodes: bool = False) -> StartupBudget:
-    """Cold-start budget of one replica.
+@dataclass(frozen=True)
+class StartupEstimate:
+    """A replica's cold start: the budget in whole seconds and how each part was found (`parts`: name -> how)."""
+
+    budget: StartupBudget
+    parts: dict[str, str]
+
+    @property
+    def reason(self) -> str:
+        """The rationale line: `cold start 260 s: node 170 s (...), image 40 s (...), ...`."""
+        b = self.budget
+        seconds = {"node": b.node_provisioning_s, "image": b.image_pull_s, "weights": b.weights_download_s,
+                   "engine": b.model_load_s}
+        listed = ", ".join(f"{name} {seconds[name]} s ({how})" for name, how in self.parts.items())
+        return f"cold start {b.total_s} s on a new node: {listed}"
+
+
+def startup_estimate(*, weights_gib: float, engine_kind: str, gpu: bool, streamed: bool = False,
+                     params_b: float | None = None, tensor_parallel_size: int = 1, gpus_per_node: int = 1,
+                     owned_nodes: bool = False) -> StartupEstimate:
+    """Cold start of one replica from `blueprints/catalog/startup.yaml`.
 
     Args:
-        weights_gib: total weights the replica downloads and loads, GiB.
-        engine_kind: `vllm`, `triton`, `onnxruntime` or `sagemaker` (selects the image pull time).
-        gpu: the replica runs on a GPU node (slower node provisioning).
+        weights_gib: total weights the replica reads, GiB.
+        engine_kind: `vllm`, `triton`, `onnxruntime` or `sagemaker` (the image size and the engine start).
+        gpu: the replica runs on a GPU node (device plugin wait; SOCI parallel pull on the GPU node classes).
+        streamed: vLLM streams the weights from the model store (Run:ai Model Streamer) instead of an init
+            container copying them to disk first (`blueprints.contracts.weights.streams_weights`). Defaults to False.
+        params_b: parameters, billions (vLLM's compile and CUDA-graph capture grow with them); None for other
+            engines. Defaults to None.
+        tensor_parallel_size: GPUs per replica; each rank streams every file (no distributed streaming). Defaults to 1.
+        gpus_per_node: GPUs of the node type (large GPU nodes boot slower). Defaults to 1.
         owned_nodes: an edge cluster's owned nodes: none is launched (`defaults.EDGE_NODE_PROVISIONING_S`).
             Defaults to False.
 
     Returns:
-        A `StartupBudget` in whole seconds: node provisioning, image pull, S3 download at
-        `S3_DOWNLOAD_GIB_PER_S`, and load at `MODEL_LOAD_GIB_PER_S` plus `MODEL_WARMUP_S`.
+        The `StartupEstimate`: node launch, image pull, weights (streamed to GPU, or copied to disk) and engine start
+        (disk load when copied, plus warm-up), each rounded up to whole seconds.
     """
-    return StartupBudget(
-        node_provisioning_s=(defaults.EDGE_NODE_PROVISIONING_S if owned_nodes else
-                             defaults.GPU_NODE_PROVISIONING_S if gpu else defaults.CPU_NODE_PROVISIONING_S),
-        image_pull_s=defaults.IMAGE_PULL_S[engine_kind],
-        weights_download_s=math.ceil(weights_gib / defaults.S3_DOWNLOAD_GIB_PER_S),
-        model_load_s=math.ceil(weights_gib / defaults.MODEL_LOAD_GIB_PER_S) + defaults.MODEL_WARMUP_S,
-    )
+    cat = load_startup_catalog()
+    launch, pull, weights, start = cat.node_launch, cat.image_pull, cat.weights, cat.engine_start
+    parts: dict[str, str] = {}
+    if owned_nodes:
+        node_s, parts["node"] = defaults.EDGE_NODE_PROVISIONING_S, "owned nodes, none launched"
+    elif engine_kind == "sagemaker":
+        node_s, parts["node"] = launch.sagemaker_instance_s, "SageMaker instance launch"
+    else:
+        extra = launch.large_gpu_node_extra_s if gpu and gpus_per_node >= launch.large_gpu_node_min_gpus else 0
+        node_s = launch.registration_s + (launch.gpu_device_plugin_s if gpu else 0) + extra
+        parts["node"] = (f"Karpenter launch to registration {launch.registration_s} s"
+                         + (f" + GPU device plugin {launch.gpu_device_plugin_s} s" if gpu else "")
+                         + (f" + {extra} s boot of a {gpus_per_node}-GPU node" if extra else ""))
+    image_gb = pull.image_gb[engine_kind]
+    soci = gpu and not owned_nodes  # the platform's GPU node classes; an edge cluster's nodes are its own
+    rate = pull.soci_parallel_mb_per_s if soci else pull.containerd_mb_per_s
+    image_s = math.ceil(image_gb * 1e3 / rate)
+    parts["image"] = (f"{image_gb:g} GB at {rate:g} MB/s, " + ("SOCI parallel pull" if soci else "containerd pull")
+                      if image_gb else "pulled before the timers start")
+    warm_s = (start.vllm_base_s + start.vllm_s_per_b_params * params_b if engine_kind == "vllm" and params_b
+              else start.other_s)
+    if streamed:
+        s = weights.streamer
+        weights_s = max(1, math.ceil(weights_gib * tensor_parallel_size / s.gib_per_s))
+        parts["weights"] = (f"{weights_gib:g} GiB streamed from S3 to GPU at {s.gib_per_s:g} GiB/s"
+                            + (f", read by each of {tensor_parallel_size} ranks" if tensor_parallel_size > 1 else "")
+                            + f", Run:ai streamer concurrency {s.concurrency}")
+        load_s = max(1, math.ceil(warm_s))
+        parts["engine"] = (f"compile and CUDA graphs for {params_b:g}B parameters" if engine_kind == "vllm"
+                           and params_b else "engine warm-up")
+    else:
+        weights_s = max(1, math.ceil(weights_gib / weights.s3_copy_gib_per_s))
+        parts["weights"] = f"{weights_gib:g} GiB copied from S3 to disk at {weights.s3_copy_gib_per_s:g} GiB/s"
+        load_s = max(1, math.ceil(weights_gib / weights.disk_load_gib_per_s + warm_s))
+        parts["engine"] = f"load from disk at {weights.disk_load_gib_per_s:g} GiB/s + {math.ceil(warm_s)} s warm-up"
+    budget = StartupBudget(node_provisioning_s=node_s, image_pull_s=image_s, weights_download_s=weights_s,
+                           model_load_s=load_s)
+    return StartupEstimate(budget=budget, parts=parts)

@@ -18,6 +18,7 @@ from blueprints.contracts.sections import (
 from blueprints.contracts.consistency import stored_weights_gib
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.contracts.platform import PlatformConfig
+from blueprints.contracts.calibration_file import Calibrations
 from blueprints.plan.landing import landing_platform
 from blueprints.plan.guardrails import Guardrails, SearchLimits
 from blueprints.plan.options.search import ResolvedModel, peak_rps, replicas_floor, strict_zone_spread
@@ -76,7 +77,7 @@ def cooldown_s(startup: StartupBudget) -> int:
 class PlanContext:
     """What every environment's plan shares: the plan date, the platforms services land on, each environment's
     guardrails (and the rationale of the choices they made, `notes`), and the hardware of the existing stack configs
-    by stack name with the tolerance for keeping it."""
+    by stack name with the tolerance for keeping it, and the project's calibrations (`stacks/calibration/`)."""
 
     as_of: dt.date
     platforms: Mapping[str, PlatformConfig]
@@ -84,6 +85,7 @@ class PlanContext:
     existing: Mapping[str, Hardware] = field(default_factory=dict)
     switch_threshold_pct: float = defaults.SWITCH_THRESHOLD_PCT
     notes: Mapping[str, list[str]] = field(default_factory=dict)
+    calibrations: Calibrations = field(default_factory=Calibrations)
 
     def limits(self, req: Requirements, env: str, *, managed: bool) -> SearchLimits:
         """The environment's search constraints: its policy's instance types and GPU quota (counted over the

@@ -6,20 +6,22 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from blueprints.core import defaults
 from blueprints.contracts.sections import (
-    Archetype, Autoscaling, CapacityType, Compute, CostLine, Predictions, ServedModel, VllmEngine,
+    Archetype, Autoscaling, CapacityCorrection, CapacityType, Compute, CostLine, Predictions, ServedModel, VllmEngine,
 )
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog import Catalog
-from blueprints.contracts.consistency import vllm_host_memory_gib
+from blueprints.contracts.consistency import streamer_buffer_gib, vllm_host_memory_gib
 from blueprints.contracts.serving_flags import vllm_dtype
+from blueprints.capacity.physics import Correction
+from blueprints.capacity.planning import candidate, size_replica
 from blueprints.capacity.simulator import SimulationResult
 from blueprints.plan.options.search import ResolvedModel, service_fixed_monthly_usd, peak_rps
 from blueprints.plan.options.llm import (
-    LlmOption, LlmSearch, complete_sizing, fp8_kv_cache_planned, llm_option_on, llm_search, size_twin, traffic_shape,
+    LlmOption, LlmSearch, complete_sizing, fp8_kv_cache_planned, latency_targets, llm_option_on, llm_search, size_twin, traffic_shape,
 )
 from blueprints.plan.options.infeasible import explain_no_llm_option
 from blueprints.plan.guardrails import SearchLimits
@@ -27,8 +29,8 @@ from blueprints.requirements.service import Requirements
 from blueprints.requirements.hosting import Accelerator, CpuArch
 from blueprints.plan.selection import Selection
 from blueprints.plan.stability import Hardware, decide
-from blueprints.plan.startup import startup_budget
-from blueprints.contracts.weights import replica_ephemeral_gib
+from blueprints.plan.startup import startup_estimate
+from blueprints.contracts.weights import replica_ephemeral_gib, streams_format
 from blueprints.plan.builders.context import (
     PlanContext, access_reasons, autoscaling_bounds, capacity_type_of, common_fields, cooldown_s, quota_cap,
     served_model,
@@ -42,13 +44,14 @@ def _fmt(value: float | None) -> str:
 
 @dataclass(frozen=True)
 class LlmPlan:
-    """The chosen LLM option, the search behind it, its simulated run at this environment's peak, and the
-    reasons."""
+    """The chosen LLM option, the search behind it, its simulated run at this environment's peak, the reasons, and
+    the calibration its capacity model was corrected with (None: uncorrected)."""
 
     best: LlmOption
     search: LlmSearch
     at_peak: SimulationResult
     reasons: list[str]
+    correction: CapacityCorrection | None = None
 
 
 def _llm_hardware(option: LlmOption, *, managed: bool) -> Hardware:
@@ -85,9 +88,55 @@ def llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog
             unavailable=kept if isinstance(kept, str) else None, threshold_pct=ctx.switch_threshold_pct)
         if keep:
             best, at_peak = kept  # type: ignore[misc]
+        elif headline is not None:
+            headline = _switch_cause(headline, previous, kept, model, req, env, catalog, managed=managed)
     best = complete_sizing(best, model, req, env, managed=managed)
-    return LlmPlan(best, search, at_peak, _llm_reasons(req, env, model, best, search, at_peak, catalog,
-                                                         managed=managed, headline=headline, limits=limits))
+    correction = capacity_correction(best, model, req, managed=managed)
+    reasons = _llm_reasons(req, env, model, best, search, at_peak, catalog, managed=managed, headline=headline,
+                            limits=limits)
+    if correction is not None:  # after "step times: ...", what corrected them
+        at = next(i for i, r in enumerate(reasons) if r.startswith("step times: ")) + 1
+        reasons = [*reasons[:at], correction.summary, *reasons[at:]]
+    return LlmPlan(best, search, at_peak, reasons, correction)
+
+
+def _switch_cause(headline: str, previous: Hardware, kept: tuple[LlmOption, SimulationResult] | str,
+                  model: ResolvedModel, req: Requirements, env: str, catalog: Catalog, *, managed: bool) -> str:
+    """The switch headline, and when a calibration re-sized the existing hardware, what it changed there."""
+    if not isinstance(kept, str):
+        was = capacity_correction(complete_sizing(kept[0], model, req, env, managed=managed), model, req,
+                                  managed=managed)
+        return f"{headline} ({previous.instance_type} {was.summary})" if was is not None else headline
+    inst = (catalog.sagemaker if managed else catalog.ec2).get(previous.instance_type)
+    found = model.calibration(inst.gpu, previous.tensor_parallel_size or 0, managed=managed) \
+        if inst is not None and inst.gpu else None
+    if found is None:
+        return headline
+    f = found.file
+    return (f"{headline} (the calibration of {f.runs_words()} applies to {previous.instance_type}: step time "
+            f"x{f.step_time:g}, TTFT floor x{f.ttft_floor:g} from {found.path})")
+
+
+def capacity_correction(best: LlmOption, model: ResolvedModel, req: Requirements, *,
+                        managed: bool) -> CapacityCorrection | None:
+    """The calibration the chosen replica was sized with (`ResolvedModel.calibration`), and what it changed: the
+    replica's capacity within the SLO (output tokens/s at the highest rate meeting it) on the uncorrected model ->
+    on the corrected one, with the same engine limits. None without a calibration."""
+    found = model.calibration(best.gpu.name, best.tensor_parallel_size, managed=managed)
+    if found is None:
+        return None
+    cand, shape, out = best.candidate, traffic_shape(model), model.traffic.mean_output_tokens
+    plain = candidate(replace(cand.model, correction=Correction()), cand.gpu, cand.tensor_parallel_size,
+                      cand.kv_cache_fp8, cand.config, shape)
+    before = size_replica(plain, shape, latency_targets(req, model, managed=managed))
+    was = f"{before.max_rps * out:,.0f}" if before is not None else "none within the SLO"
+    f = found.file
+    summary = (f"calibrated on {f.runs_words()}: capacity per replica {was} -> "
+               f"{best.sizing.max_rps * out:,.0f} tok/s within the SLO (step time x{f.step_time:g}, TTFT floor "  # type: ignore[union-attr]
+               f"x{f.ttft_floor:g} from {found.path}; residual error median {f.residual_before.median:.0%} -> "
+               f"{f.residual_after.median:.0%})")
+    return CapacityCorrection(step_time=f.step_time, ttft_floor=f.ttft_floor, calibration=found.path,
+                              summary=summary)
 
 
 def _ruled_out(search: LlmSearch, catalog: Catalog) -> list[str]:
@@ -185,20 +234,23 @@ def llm_predictions(req: Requirements, env: str, model: ResolvedModel, plan_: Ll
         max_monthly_cost_usd=max_monthly_usd,
         cost_is_estimate=capacity_type_of(req, env, managed=managed) is CapacityType.SPOT,
         usd_per_million_output_tokens=round(monthly / tokens_per_month * 1e6, 3),
-        capacity_source=best.candidate.model.source.summary())
+        capacity_source=best.candidate.model.source.summary(), capacity_correction=plan_.correction)
 
 
 def llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedModel, *, managed: bool) -> Compute:
     inst, tp = best.instance, best.tensor_parallel_size
     share = tp / inst.gpu_count  # this replica's share of the node
     shm_gib = defaults.SHM_GIB_PER_TP_RANK * tp
+    streamed = not managed and streams_format(Archetype.VLLM_GPU, served.format)
+    buffers = streamer_buffer_gib(tp) if streamed else 0.0
     return Compute(
         accelerator=Accelerator.NVIDIA_GPU, instance_type=inst.instance_type, gpu=best.gpu.name,
         gpus_per_node=inst.gpu_count, gpus_per_replica=tp, vcpus_per_node=inst.vcpus,
         memory_gib_per_node=inst.memory_gib,
         cpu_per_replica=max(1, math.floor(inst.vcpus * share * defaults.NODE_ALLOCATABLE_CPU_FRACTION)),
-        memory_gib_per_replica=max(math.floor(inst.memory_gib * share * 0.8), vllm_host_memory_gib(shm_gib)),
-        ephemeral_storage_gib_per_replica=replica_ephemeral_gib([served.weights_gib]),
+        memory_gib_per_replica=max(math.floor(inst.memory_gib * share * 0.8),
+                                   vllm_host_memory_gib(shm_gib, streamer_buffer_gib=buffers)),
+        ephemeral_storage_gib_per_replica=replica_ephemeral_gib([served.weights_gib], streamed=streamed),
         replicas=best.replicas, capacity_type=capacity_type_of(req, env, managed=managed),
         cpu_arch=CpuArch(inst.cpu_arch))
 
@@ -223,7 +275,10 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
     inst, tp, cand = best.instance, best.tensor_parallel_size, best.candidate
     dtype, quantization = vllm_dtype(model.spec.precision, model.spec.quantization_method, best.gpu)
     served = served_model(model, req, env)
-    startup = startup_budget(weights_gib=served.weights_gib, engine_kind="vllm", gpu=True)
+    estimate = startup_estimate(weights_gib=served.weights_gib, engine_kind="vllm", gpu=True,
+                                streamed=streams_format(Archetype.VLLM_GPU, served.format),
+                                params_b=served.params_b, tensor_parallel_size=tp, gpus_per_node=inst.gpu_count)
+    startup = estimate.budget
     lines = cost_lines(req, env, catalog, what="GPU nodes", instance_type=inst.instance_type, nodes=best.nodes,
                         usd_per_hour=best.node_usd_per_hour, managed=False)
     per_node, limits = inst.gpu_count // tp, ctx.limits(req, env, managed=False)
@@ -248,6 +303,6 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
         autoscaling=Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="vllm:num_requests_running",
                                 target=1.0, cooldown_s=cooldown_s(startup)),
         predictions=llm_predictions(req, env, model, llm, lines, catalog, managed=False, max_monthly_usd=most_usd),
-        rationale=[*selection.reasons, *llm.reasons, *capped, *budget_notes, *access_reasons(req, managed=False),
+        rationale=[*selection.reasons, *llm.reasons, estimate.reason, *capped, *budget_notes, *access_reasons(req, managed=False),
                    *cost_notes(req, env, catalog, managed=False)],
     )

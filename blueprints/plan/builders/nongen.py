@@ -25,7 +25,7 @@ from blueprints.plan.edge import bounded_ceiling, edge_autoscaling, edge_reasons
 from blueprints.plan.selection import Selection
 from blueprints.catalog.signals import planned_target
 from blueprints.plan.stability import Hardware, decide
-from blueprints.plan.startup import startup_budget
+from blueprints.plan.startup import startup_estimate
 from blueprints.contracts.weights import replica_ephemeral_gib
 from blueprints.plan.builders.context import (
     PlanContext, access_reasons, autoscaling_bounds, capacity_type_of, common_fields, cooldown_s, quota_cap,
@@ -173,9 +173,10 @@ def plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catalo
     served = [served_model(m, req, env) for m in models]
     inst = option.instance
     owned = inst if isinstance(inst, OwnedNodeShape) else None
-    startup = startup_budget(weights_gib=sum(s.weights_gib for s in served),
-                             engine_kind="onnxruntime" if onnx else "triton", gpu=option.gpu is not None,
-                             owned_nodes=owned is not None)
+    estimate = startup_estimate(weights_gib=sum(s.weights_gib for s in served),
+                                engine_kind="onnxruntime" if onnx else "triton", gpu=option.gpu is not None,
+                                gpus_per_node=inst.gpu_count, owned_nodes=owned is not None)
+    startup = estimate.budget
     lines = (owned_cost_lines(owned, option.nodes, catalog) if owned is not None else
              cost_lines(req, env, catalog, what="GPU nodes" if option.gpu else "CPU nodes",
                          instance_type=inst.instance_type, nodes=option.nodes,
@@ -234,6 +235,6 @@ def plan_nongen(req: Requirements, env: str, models: list[ResolvedModel], catalo
         archetype=selection.archetype, models=served, compute=nongen_compute(req, env, option, served),
         engine=engine, startup=startup, autoscaling=scaling,
         predictions=nongen_predictions(req, env, option, lines, max_monthly_usd=most_usd),
-        rationale=[*selection.reasons, *sized, engine_note, *capped, *budget_notes, *edge_notes,
+        rationale=[*selection.reasons, *sized, engine_note, estimate.reason, *capped, *budget_notes, *edge_notes,
                    *access_reasons(req, managed=False), *cost_notes(req, env, catalog, managed=False)],
     )

@@ -17,7 +17,7 @@ from blueprints.requirements.service import Requirements
 from blueprints.requirements.hosting import Accelerator
 from blueprints.plan.selection import Selection, sagemaker_engine
 from blueprints.catalog.signals import planned_target
-from blueprints.plan.startup import startup_budget
+from blueprints.plan.startup import startup_estimate
 from blueprints.plan.builders.context import (
     PlanContext, access_reasons, autoscaling_bounds, common_fields, cooldown_s, served_model,
 )
@@ -29,15 +29,17 @@ from blueprints.plan.builders.nongen import nongen_compute, nongen_option, nonge
 def sagemaker_timer_floors(weights_gib: float) -> tuple[int, int]:
     """(startup health check, model download) timeouts, s, that still hold at the slowest copy rate
     (`defaults.SAGEMAKER_SLOWEST_GIB_PER_S`): the download copies the weights to the ML volume; the health check
-    waits while the container reads them back and warms up (`MODEL_WARMUP_S`, doubled)."""
+    waits while the container reads them back and starts, the startup model's load and warm-up for an endpoint
+    (`blueprints.plan.startup.startup_estimate`, `model_load_s`), doubled."""
     copy_s = math.ceil(weights_gib / defaults.SAGEMAKER_SLOWEST_GIB_PER_S)
-    return copy_s + math.ceil(defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR * defaults.MODEL_WARMUP_S), copy_s
+    load_s = startup_estimate(weights_gib=weights_gib, engine_kind="sagemaker", gpu=True).budget.model_load_s
+    return copy_s + math.ceil(defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR * load_s), copy_s
 
 
 def sagemaker_timers(model_names: str, weights: float) -> tuple[StartupBudget, int, int, int]:
     """The startup budget and the SageMaker timers derived from it: (budget, startup health-check timeout, download
     timeout, volume GiB). Raises SizingError when a timer exceeds SageMaker's limits."""
-    startup = startup_budget(weights_gib=weights, engine_kind="sagemaker", gpu=True)
+    startup = startup_estimate(weights_gib=weights, engine_kind="sagemaker", gpu=True).budget
     low, high = defaults.SAGEMAKER_TIMEOUT_RANGE_S
     health, download = sagemaker_timer_floors(weights)
     health = max(health, math.ceil(defaults.SAGEMAKER_TIMEOUT_SAFETY_FACTOR * startup.pod_start_s))

@@ -143,7 +143,8 @@ def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Cat
         gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
         for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
             replica = replica_model(model.architecture, gpu, precision=model.spec.precision,
-                                    quantization=model.spec.quantization_method, tensor_parallel_size=tp)
+                                    quantization=model.spec.quantization_method, tensor_parallel_size=tp,
+                                    correction=model.correction(gpu.name, tp, managed=managed))
             config = engine_limits(replica, gpu, shape, LatencyTargets(None, None))
             if config is not None:
                 fitting.append((inst, tp, idle_ttft_ms(replica, config, shape), idle_itl_ms(replica, shape)))

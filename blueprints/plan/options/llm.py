@@ -163,11 +163,12 @@ def fp8_kv_cache_planned(gpu: Gpu, *, managed: bool) -> bool:
 
 def screen_candidate(model: ResolvedModel, gpu: Gpu, tp: int, *, kv_cache_fp8: bool, req: Requirements,
                      managed: bool) -> Candidate | None:
-    """`planning.screen` for this model, GPU and degree (SageMaker's LMI keeps vLLM's default token budget)."""
+    """`planning.screen` for this model, GPU and degree (SageMaker's LMI keeps vLLM's default token budget), with
+    the model's calibration for them when there is one (`ResolvedModel.correction`)."""
     return screen(model.architecture, gpu, precision=model.spec.precision,
                   quantization=model.spec.quantization_method, tensor_parallel_size=tp, kv_cache_fp8=kv_cache_fp8,
                   shape=traffic_shape(model), targets=latency_targets(req, model, managed=managed),
-                  tune_batched_tokens=not managed)
+                  tune_batched_tokens=not managed, correction=model.correction(gpu.name, tp, managed=managed))
 
 
 def _priced_option(inst: InstanceType, gpu: Gpu, cand: Candidate, *, peak: float, floor: int, factor: float,
@@ -179,9 +180,10 @@ def _priced_option(inst: InstanceType, gpu: Gpu, cand: Candidate, *, peak: float
     simulated run); otherwise the highest rate meeting them is searched (`planning.size_replica`)."""
     per_node = inst.gpu_count // cand.tensor_parallel_size
     need = peak / floor
-    if meets_at(cand, shape, targets, need):
+    run = meets_at(cand, shape, targets, need)
+    if run is not None:
         return LlmOption(inst, gpu, cand, floor, limits.nodes(floor, per_node=per_node), inst.usd_per_hour * factor,
-                         run_at_rate(cand, shape, need))
+                         run)
     sizing = size_replica(cand, shape, targets)
     if sizing is None:
         return None

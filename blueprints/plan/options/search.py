@@ -9,7 +9,7 @@ onnx-cpu, sagemaker-endpoint); why neither finds an option is `blueprints.plan.o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from blueprints.core import defaults
 from blueprints.catalog import Architecture, Catalog, InstanceType, Task
@@ -18,13 +18,16 @@ from blueprints.plan.guardrails import SearchLimits
 from blueprints.requirements.service import Requirements
 from blueprints.requirements.model import ModelSpec, Traffic, context_tokens
 from blueprints.requirements.hosting import Accelerator, Platform
+from blueprints.capacity.physics import Correction
 from blueprints.capacity.sizing import weights_gib
+from blueprints.contracts.calibration_file import Calibration, Calibrations
 
 
 @dataclass(frozen=True)
 class ResolvedModel:
     """A requirements model entry joined with its catalog record; `path` is where it is in the file (`model`, or
-    `models[1] (reranker)`), for messages."""
+    `models[1] (reranker)`), for messages; `calibrations` the project's (`stacks/calibration/`), which correct the
+    capacity model of a replica they match (`calibration`)."""
 
     spec: ModelSpec
     traffic: Traffic
@@ -34,10 +37,24 @@ class ResolvedModel:
     catalog_gflops_per_request: float | None = None
     catalog_decoder_params_b: float | None = None
     path: str = "model"
+    calibrations: Calibrations = field(default_factory=Calibrations, compare=False)
 
     @property
     def weights_gib(self) -> float:
         return weights_gib(self.architecture, self.spec.precision)
+
+    def calibration(self, gpu: str, tensor_parallel_size: int, *, managed: bool) -> Calibration | None:
+        """The calibration of this catalog model on `gpu` (catalog id) at `tensor_parallel_size` with the pinned vLLM
+        image and the model's precision; none on SageMaker (another engine) or for a model outside the catalog."""
+        if managed or not self.spec.id:
+            return None
+        return self.calibrations.find(model=self.spec.id, gpu=gpu, engine_image=defaults.VLLM_IMAGE,
+                                      tensor_parallel_size=tensor_parallel_size, precision=self.spec.precision)
+
+    def correction(self, gpu: str, tensor_parallel_size: int, *, managed: bool) -> Correction:
+        """The capacity model's correction for that replica (`calibration`), the identity without one."""
+        found = self.calibration(gpu, tensor_parallel_size, managed=managed)
+        return Correction(found.file.step_time, found.file.ttft_floor) if found else Correction()
 
 
 def resolve_models(req: Requirements, catalog: Catalog) -> list[ResolvedModel]:

@@ -216,6 +216,8 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
             rows.append([f"predicted {label}", f"{value:g} {unit}".strip()])
     if p.capacity_source:
         rows.append(["capacity model", p.capacity_source])
+    if p.capacity_correction:
+        rows.append(["calibration", p.capacity_correction.summary])
     return rows
 
 

@@ -1,0 +1,211 @@
+"""The calibration file: `stacks/calibration/<model>-<gpu>-<engine>-tp<N>-<precision>.yaml`, the contract between
+`blueprint calibrate` (`blueprints.operate.calibrate`, which writes it) and `blueprint plan` (which reads every file
+of the folder and applies the one matching a replica: `Calibrations.find`).
+
+One file per (catalog model, GPU, engine image, tensor parallel degree, weight precision): the correction factors of
+the capacity model (`blueprints.capacity.physics.Correction`) fitted to benchmark runs of a deployed stack, with their
+provenance: the result files (path, stack, date, measured or constructed), the runs used and left out and why, each
+figure before and after, and the residual error before -> after. A new calibration of the same key replaces the file
+(git keeps the old one). Every field is bounded; a file is refused (CalibrationError, exit 2) naming file and field.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import Field, ValidationError
+
+from blueprints.core.errors import CalibrationError, format_validation_error, read_text_file
+from blueprints.core.jsontypes import ClosedModel
+from blueprints.core.yamlio import load_yaml
+from blueprints.requirements.model import Precision
+
+#: This format's version.
+CALIBRATION_SCHEMA_VERSION = 1
+#: Where calibrations live, relative to the project's stack config folder (`stacks/`).
+CALIBRATION_SUBDIR = "calibration"
+#: Largest calibration file read, bytes (a file lists at most MAX_FIGURES rows of ~150 bytes).
+MAX_CALIBRATION_FILE_BYTES = 512 * 1024
+#: Most calibration files a folder holds (one per replica shape measured).
+MAX_CALIBRATION_FILES = 500
+MAX_SOURCES = 20
+MAX_FIGURES = 3 * 32 * MAX_SOURCES
+#: The factors a calibration may carry (`blueprints.capacity.correction.STEP_TIME_RANGE` / `TTFT_FLOOR_RANGE`).
+STEP_TIME_BOUNDS = (0.2, 5.0)
+TTFT_FLOOR_BOUNDS = (0.2, 10.0)
+
+
+class CalibrationKey(ClosedModel):
+    """What a calibration applies to: one replica shape on one engine release."""
+
+    model: str = Field(max_length=100, pattern=r"^[a-z0-9][-a-z0-9.]*$", description="catalog model id, e.g. "
+                       "llama-3.1-8b")
+    gpu: str = Field(max_length=40, pattern=r"^[a-z0-9][-a-z0-9]*$", description="catalog GPU id, e.g. l40s")
+    engine_image: str = Field(max_length=300, description="the serving engine's image the runs measured, e.g. "
+                              "vllm/vllm-openai:v0.24.0")
+    tensor_parallel_size: int = Field(ge=1, le=64)
+    precision: Precision
+
+    def file_name(self) -> str:
+        """`<model>-<gpu>-<engine tag>-tp<N>-<precision>.yaml`, e.g. `llama-3.1-8b-l40s-v0.24.0-tp1-bf16.yaml`."""
+        tag = self.engine_image.rsplit(":", 1)[-1] if ":" in self.engine_image else "untagged"
+        return f"{self.model}-{self.gpu}-{tag}-tp{self.tensor_parallel_size}-{self.precision.value}.yaml"
+
+
+class CalibrationSource(ClosedModel):
+    """One result file the fit read."""
+
+    file: str = Field(max_length=500, description="path relative to the project root")
+    stack: str = Field(max_length=120, pattern=r"^[a-z0-9][-a-z0-9]*$")
+    date: dt.date = Field(description="the benchmark's date")
+    measured: bool = Field(description="false for a file constructed by hand (test data)")
+    format: Literal["benchmark-result", "vllm-bench-serve"]
+    runs_used: int = Field(ge=0, le=32)
+    left_out: list[Annotated[str, Field(max_length=600)]] = Field(default_factory=list, max_length=32,
+                                                                  description="runs not fitted, each with why")
+
+
+class MeasuredWith(ClosedModel):
+    """The engine flags of the measured replica (a calibration transfers to other flags through the model)."""
+
+    max_num_seqs: int = Field(ge=1, le=1_000_000)
+    max_num_batched_tokens: int = Field(ge=1, le=10_000_000)
+    max_model_len: int = Field(ge=1, le=10_000_000)
+    kv_cache_dtype: Literal["auto", "fp8"]
+    gpu_memory_utilization: float = Field(gt=0, le=1)
+
+
+class FigureRow(ClosedModel):
+    """One run's figure: what the client measured and the model's replay before (identity) and after the fit."""
+
+    run: str = Field(max_length=600)
+    figure: Literal["output_tokens_per_s", "median_ttft_ms", "median_itl_ms"]
+    measured: float = Field(gt=0, le=1e9)
+    before: float = Field(ge=0, le=1e9)
+    after: float = Field(ge=0, le=1e9)
+
+
+class ResidualError(ClosedModel):
+    """|predicted / measured - 1| over every figure fitted (0.1 = 10 %)."""
+
+    median: float = Field(ge=0, le=1e6)
+    max: float = Field(ge=0, le=1e6)
+
+
+class CalibrationFile(ClosedModel):
+    """`stacks/calibration/<key>.yaml`.
+
+    Example (abridged): `{"schema_version": 1, "key": {"model": "llama-3.1-8b", "gpu": "l40s", "engine_image":
+    "vllm/vllm-openai:v0.24.0", "tensor_parallel_size": 1, "precision": "bf16"}, "step_time": 1.21,
+    "ttft_floor": 0.95, "sources": [...], "residual_before": {"median": 0.18, "max": 0.9}, ...}`.
+    """
+
+    schema_version: Literal[1] = CALIBRATION_SCHEMA_VERSION
+    key: CalibrationKey
+    step_time: float = Field(ge=STEP_TIME_BOUNDS[0], le=STEP_TIME_BOUNDS[1], description="factor on every step's "
+                             "kernel time")
+    ttft_floor: float = Field(ge=TTFT_FLOOR_BOUNDS[0], le=TTFT_FLOOR_BOUNDS[1], description="factor on the "
+                              "frontend's latency and serial work (the TTFT floor)")
+    at_bound: list[Literal["step_time", "ttft_floor"]] = Field(default_factory=list, max_length=2, description=
+                                                               "factors the fit stopped at a bound of their range")
+    sources: list[CalibrationSource] = Field(min_length=1, max_length=MAX_SOURCES)
+    measured_with: MeasuredWith
+    fitted_on: str = Field(max_length=300, description="the figures and the loss, in words")
+    residual_before: ResidualError
+    residual_after: ResidualError
+    figures: list[FigureRow] = Field(min_length=1, max_length=MAX_FIGURES)
+
+    @property
+    def measured(self) -> bool:
+        """Every source was measured (none constructed)."""
+        return all(s.measured for s in self.sources)
+
+    def runs_words(self) -> str:
+        """e.g. `2026-12-03 runs of chat-assistant-prod` (dates and stacks of the sources, sorted)."""
+        dates = ", ".join(sorted({s.date.isoformat() for s in self.sources}))
+        stacks = ", ".join(sorted({s.stack for s in self.sources}))
+        return f"{dates} runs of {stacks}" + ("" if self.measured else " (constructed, not measured)")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A loaded calibration: its file (relative to the project root) and content."""
+
+    path: str
+    file: CalibrationFile
+
+
+@dataclass(frozen=True)
+class Calibrations:
+    """Every calibration of a project, by key (`find`). Empty: the planner uses the uncorrected model."""
+
+    entries: tuple[Calibration, ...] = ()
+
+    def find(self, *, model: str | None, gpu: str, engine_image: str, tensor_parallel_size: int,
+             precision: Precision) -> Calibration | None:
+        """The calibration of exactly this replica shape and engine, or None."""
+        for c in self.entries:
+            k = c.file.key
+            if (k.model, k.gpu, k.engine_image, k.tensor_parallel_size, k.precision) == (
+                    model, gpu, engine_image, tensor_parallel_size, precision):
+                return c
+        return None
+
+
+def calibration_dir(stacks_dir: Path) -> Path:
+    """`<stacks>/calibration`."""
+    return stacks_dir / CALIBRATION_SUBDIR
+
+
+def parse_calibration(text: str, *, source: str) -> CalibrationFile:
+    """A calibration file's content.
+
+    Raises:
+        CalibrationError: not YAML, or a field missing, unknown or out of its bounds (the message names the file and
+            the field).
+    """
+    try:
+        data = load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise CalibrationError(f"{source}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    try:
+        return CalibrationFile.model_validate(data)
+    except ValidationError as exc:
+        raise CalibrationError(format_validation_error(exc, source=source, data=data)
+                               + "\n(rewrite it with `blueprint calibrate`, or delete it)") from None
+
+
+def load_calibrations(folder: Path, *, relative_to: Path | None = None) -> Calibrations:
+    """Every `*.yaml` of `folder` (none when it does not exist), each named as its key says.
+
+    Raises:
+        CalibrationError: a file is too large, invalid (see `parse_calibration`), not named after its key, or two
+            files hold one key; more than `MAX_CALIBRATION_FILES` files.
+    """
+    if not folder.is_dir():
+        return Calibrations()
+    paths = sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    if len(paths) > MAX_CALIBRATION_FILES:
+        raise CalibrationError(f"{folder}: {len(paths)} calibration files, at most {MAX_CALIBRATION_FILES}")
+    entries = []
+    for path in paths:
+        size = path.stat().st_size
+        if size > MAX_CALIBRATION_FILE_BYTES:
+            raise CalibrationError(f"{path}: {size:,} bytes; a calibration file is at most "
+                                   f"{MAX_CALIBRATION_FILE_BYTES:,} (rewrite it with `blueprint calibrate`)")
+        file = parse_calibration(read_text_file(path, CalibrationError, "calibration file"), source=str(path))
+        if path.name != file.key.file_name():
+            raise CalibrationError(f"{path}: its key says it is {file.key.file_name()}; rename it (one file per "
+                                   "model, GPU, engine image, tensor parallel degree and precision)")
+        shown = path.relative_to(relative_to).as_posix() if relative_to is not None else path.as_posix()
+        entries.append(Calibration(shown, file))
+    return Calibrations(tuple(entries))
+
+
+def calibration_yaml(file: CalibrationFile) -> str:
+    """The file's YAML (keys in the model's order)."""
+    return yaml.safe_dump(file.model_dump(mode="json"), sort_keys=False, width=120)

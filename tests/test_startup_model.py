@@ -1,0 +1,102 @@
+"""The startup model (blueprints/catalog/startup.yaml through blueprints.plan.startup): each part from its sourced
+rate, the plan's cold start and its rationale, and the timers and warm floor that follow from it."""
+
+from __future__ import annotations
+
+import math
+
+from blueprints.catalog import load_catalog
+from blueprints.catalog.startup import load_startup_catalog
+from blueprints.contracts.sections import StartupBudget
+from blueprints.plan.builders.context import cooldown_s
+from blueprints.plan.scaling import warm_floor
+from blueprints.plan.startup import startup_estimate
+
+CAT = load_startup_catalog()
+#: chat-assistant-prod's cold start before the startup model (360 s node group + 150 s pull + 60 s copy + 75 s load).
+PREVIOUS_CHAT_PROD_COLD_START_S = 645
+
+
+def test_chat_assistant_prod_starts_in_at_most_half_the_previous_time_with_its_parts_in_the_rationale(chat_prod):
+    s = chat_prod.startup
+    assert s.total_s <= PREVIOUS_CHAT_PROD_COLD_START_S / 2
+    [line] = [r for r in chat_prod.rationale if r.startswith("cold start ")]
+    assert line.startswith(f"cold start {s.total_s} s on a new node: ")
+    for part, seconds in (("node", s.node_provisioning_s), ("image", s.image_pull_s),
+                          ("weights", s.weights_download_s), ("engine", s.model_load_s)):
+        assert f"{part} {seconds} s (" in line
+    assert "SOCI parallel pull" in line and "streamed from S3" in line
+
+
+def test_every_part_follows_its_catalog_rate():
+    n, p, w, e = CAT.node_launch, CAT.image_pull, CAT.weights.streamer, CAT.engine_start
+    b = startup_estimate(weights_gib=14.96, engine_kind="vllm", gpu=True, streamed=True, params_b=8.03).budget
+    assert b.node_provisioning_s == n.registration_s + n.gpu_device_plugin_s
+    assert b.image_pull_s == math.ceil(p.image_gb["vllm"] * 1e3 / p.soci_parallel_mb_per_s)
+    assert b.weights_download_s == math.ceil(14.96 / w.gib_per_s)
+    assert b.model_load_s == math.ceil(e.vllm_base_s + e.vllm_s_per_b_params * 8.03)
+
+
+def test_streaming_beats_copying_to_disk_then_loading():
+    common = dict(weights_gib=131.0, engine_kind="vllm", gpu=True, params_b=70.6)
+    streamed = startup_estimate(streamed=True, **common).budget
+    copied = startup_estimate(streamed=False, **common).budget
+    assert streamed.pod_start_s < copied.pod_start_s
+    assert copied.weights_download_s == math.ceil(131.0 / CAT.weights.s3_copy_gib_per_s)
+
+
+def test_each_tensor_parallel_rank_streams_every_file_so_reads_grow_with_the_gpu_count():
+    reads = {tp: startup_estimate(weights_gib=131.0, engine_kind="vllm", gpu=True, streamed=True, params_b=70.6,
+                                  tensor_parallel_size=tp).budget.weights_download_s for tp in (1, 4, 8)}
+    assert reads[1] < reads[4] < reads[8]
+    assert reads[4] == math.ceil(4 * 131.0 / CAT.weights.streamer.gib_per_s)
+
+
+def test_bigger_models_take_longer_to_compile_and_capture():
+    small, large = (startup_estimate(weights_gib=w, engine_kind="vllm", gpu=True, streamed=True, params_b=b).budget
+                    for w, b in ((15.0, 8.0), (131.0, 70.0)))
+    assert large.model_load_s > small.model_load_s
+
+
+def test_large_gpu_nodes_boot_longer_and_cpu_nodes_neither_wait_for_the_device_plugin_nor_pull_with_soci():
+    n, p = CAT.node_launch, CAT.image_pull
+    one = startup_estimate(weights_gib=15, engine_kind="triton", gpu=True, gpus_per_node=1).budget
+    eight = startup_estimate(weights_gib=15, engine_kind="triton", gpu=True, gpus_per_node=8).budget
+    cpu = startup_estimate(weights_gib=1, engine_kind="onnxruntime", gpu=False).budget
+    assert eight.node_provisioning_s - one.node_provisioning_s == n.large_gpu_node_extra_s
+    assert cpu.node_provisioning_s == n.registration_s
+    assert cpu.image_pull_s == math.ceil(p.image_gb["onnxruntime"] * 1e3 / p.containerd_mb_per_s)
+
+
+def test_owned_nodes_launch_nothing_and_sagemaker_pulls_before_its_timers():
+    edge = startup_estimate(weights_gib=1, engine_kind="onnxruntime", gpu=False, owned_nodes=True)
+    managed = startup_estimate(weights_gib=15, engine_kind="sagemaker", gpu=True).budget
+    assert edge.budget.node_provisioning_s == 0 and "owned nodes" in edge.reason
+    assert managed.image_pull_s == 0 and managed.node_provisioning_s == CAT.node_launch.sagemaker_instance_s
+
+
+def test_the_streamer_buffer_holds_the_largest_tensor_of_every_catalog_model():
+    """RUNAI_STREAMER_MEMORY_LIMIT cannot be set below the largest tensor (run-ai env-vars.md): the embedding table
+    (vocab x hidden at 16 bits) is the largest one in these checkpoints."""
+    limit = CAT.weights.streamer.memory_limit_bytes
+    checked = 0
+    for model in load_catalog().models.values():
+        arch = model.architecture
+        if arch is not None and arch.vocab_size is not None:
+            assert arch.vocab_size * arch.hidden_size * 2 <= limit, model
+            checked += 1
+    assert checked >= 5
+
+
+def test_a_slower_start_never_needs_fewer_warm_replicas(chat_prod):
+    """The warm floor follows the cold start: with the previous 645 s start the same day needs at least as many warm
+    replicas as with the planned one (and the bundled plan needs fewer than that, README)."""
+    def started(budget: StartupBudget):
+        return chat_prod.model_copy(update={"startup": budget, "autoscaling": chat_prod.autoscaling.model_copy(
+            update={"min_replicas": 1, "cooldown_s": cooldown_s(budget)})})
+
+    slow = started(StartupBudget(node_provisioning_s=360, image_pull_s=150, weights_download_s=60, model_load_s=75))
+    fast = started(chat_prod.startup)
+    slow_floor = warm_floor(slow)[0].autoscaling.min_replicas
+    fast_floor = warm_floor(fast)[0].autoscaling.min_replicas
+    assert fast_floor < slow_floor
