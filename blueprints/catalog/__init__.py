@@ -13,14 +13,13 @@ from __future__ import annotations
 import difflib
 from enum import Enum
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from blueprints.core import bounds
-from blueprints.core.errors import CatalogError, FieldProblem, format_validation_error, raise_problems
+from blueprints.catalog.files import read_catalog_file
+from blueprints.core.errors import CatalogError, FieldProblem, raise_problems
 from blueprints.core.jsontypes import check_json_types
 
 SCHEMA_VERSION = 1
@@ -351,15 +350,7 @@ def _lookup(table: dict, key: str, what: str):
 
 
 def _read(name: str, model: type[BaseModel]):
-    text = resources.files("blueprints.catalog").joinpath(name).read_text(encoding="utf-8")
-    try:
-        data = model.model_validate(yaml.safe_load(text))
-    except (yaml.YAMLError, ValidationError) as exc:
-        detail = format_validation_error(exc, source=name) if isinstance(exc, ValidationError) else str(exc)
-        raise CatalogError(f"catalog file {name} is malformed: {detail}") from None
-    if data.schema_version != SCHEMA_VERSION:
-        raise CatalogError(f"catalog file {name} has schema_version {data.schema_version}, expected {SCHEMA_VERSION}")
-    return data
+    return read_catalog_file(name, model, schema_version=SCHEMA_VERSION)
 
 
 @lru_cache(maxsize=1)

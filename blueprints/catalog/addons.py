@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 from functools import lru_cache
-from importlib import resources
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from blueprints.core.errors import CatalogError, format_validation_error
+from blueprints.catalog.files import read_catalog_file
+from blueprints.core.errors import CatalogError
 
 SCHEMA_VERSION = 1
 #: `group/Kind` of a custom resource, e.g. `monitoring.coreos.com/ServiceMonitor`.
@@ -186,15 +185,7 @@ class PlatformCatalog(BaseModel):
 
 
 def _read(name: str, model: type[BaseModel]):
-    text = resources.files("blueprints.catalog").joinpath(name).read_text(encoding="utf-8")
-    try:
-        data = model.model_validate(yaml.safe_load(text))
-    except (yaml.YAMLError, ValidationError) as exc:
-        detail = format_validation_error(exc, source=name) if isinstance(exc, ValidationError) else str(exc)
-        raise CatalogError(f"catalog file {name} is malformed: {detail}") from None
-    if data.schema_version != SCHEMA_VERSION:
-        raise CatalogError(f"catalog file {name} has schema_version {data.schema_version}, expected {SCHEMA_VERSION}")
-    return data
+    return read_catalog_file(name, model, schema_version=SCHEMA_VERSION)
 
 
 @lru_cache(maxsize=1)

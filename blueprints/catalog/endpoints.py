@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import lru_cache
-from importlib import resources
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from blueprints.core.errors import CatalogError, format_validation_error
+from blueprints.catalog.files import read_catalog_file
+from blueprints.core.errors import CatalogError
 
 SCHEMA_VERSION = 1
 #: The caller id of every EC2 node, of a service stack's pods and of a private SageMaker endpoint (`callers:`).
@@ -76,14 +75,7 @@ def load_endpoint_catalog() -> EndpointCatalog:
     Raises:
         CatalogError: the file is malformed, or a caller calls a service the file does not list.
     """
-    text = resources.files("blueprints.catalog").joinpath("endpoints.yaml").read_text(encoding="utf-8")
-    try:
-        data = EndpointCatalog.model_validate(yaml.safe_load(text))
-    except (yaml.YAMLError, ValidationError) as exc:
-        detail = format_validation_error(exc, source="endpoints.yaml") if isinstance(exc, ValidationError) else str(exc)
-        raise CatalogError(f"catalog file endpoints.yaml is malformed: {detail}") from None
-    if data.schema_version != SCHEMA_VERSION:
-        raise CatalogError(f"endpoints.yaml has schema_version {data.schema_version}, expected {SCHEMA_VERSION}")
+    data = read_catalog_file("endpoints.yaml", EndpointCatalog, schema_version=SCHEMA_VERSION)
     known = {s.name for s in data.services}
     for caller, entry in data.callers.items():
         unknown = sorted(set(entry.calls) - known)

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import fnmatch
 from functools import lru_cache
-from importlib import resources
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from blueprints.core.errors import CatalogError, format_validation_error
+from blueprints.catalog.files import read_catalog_file
 
 SCHEMA_VERSION = 1
 HF_SCHEME = "hf://"
@@ -35,14 +33,7 @@ class _File(BaseModel):
 @lru_cache(maxsize=1)
 def load_gated_repositories() -> tuple[GatedRepository, ...]:
     """The gated repositories of `huggingface.yaml`. Raises `CatalogError` when the file is malformed."""
-    text = resources.files("blueprints.catalog").joinpath("huggingface.yaml").read_text(encoding="utf-8")
-    try:
-        data = _File.model_validate(yaml.safe_load(text))
-    except (yaml.YAMLError, ValidationError) as exc:
-        detail = format_validation_error(exc, source="huggingface.yaml") if isinstance(exc, ValidationError) else str(exc)
-        raise CatalogError(f"catalog file huggingface.yaml is malformed: {detail}") from None
-    if data.schema_version != SCHEMA_VERSION:
-        raise CatalogError(f"huggingface.yaml has schema_version {data.schema_version}, expected {SCHEMA_VERSION}")
+    data = read_catalog_file("huggingface.yaml", _File, schema_version=SCHEMA_VERSION)
     return tuple(data.gated)
 
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from importlib import resources
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from blueprints.core.errors import CatalogError, format_validation_error
+from blueprints.catalog.files import read_catalog_file
+from blueprints.core.errors import CatalogError
 
 SCHEMA_VERSION = 1
 
@@ -96,14 +95,7 @@ def load_name_catalog() -> NameCatalog:
     Raises:
         CatalogError: the file is malformed, a pattern does not compile or a type is listed twice.
     """
-    text = resources.files("blueprints.catalog").joinpath("names.yaml").read_text(encoding="utf-8")
-    try:
-        data = NameCatalog.model_validate(yaml.safe_load(text))
-    except (yaml.YAMLError, ValidationError) as exc:
-        detail = format_validation_error(exc, source="names.yaml") if isinstance(exc, ValidationError) else str(exc)
-        raise CatalogError(f"catalog file names.yaml is malformed: {detail}") from None
-    if data.schema_version != SCHEMA_VERSION:
-        raise CatalogError(f"names.yaml has schema_version {data.schema_version}, expected {SCHEMA_VERSION}")
+    data = read_catalog_file("names.yaml", NameCatalog, schema_version=SCHEMA_VERSION)
     types = [r.type for r in data.aws] + list(data.unnamed)
     if len(types) != len(set(types)):
         raise CatalogError(f"names.yaml lists a type twice: {sorted(t for t in types if types.count(t) > 1)}")

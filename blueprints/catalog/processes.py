@@ -8,13 +8,12 @@ timeouts) and the offline checks of `blueprints.review.deployability.processes` 
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from blueprints.core.errors import CatalogError, format_validation_error
+from blueprints.catalog.files import read_catalog_file
+from blueprints.core.errors import CatalogError
 
 SCHEMA_VERSION = 1
 LOOPBACK = "127.0.0.1"
@@ -81,14 +80,7 @@ def load_process_catalog() -> dict[str, ProcessFacts]:
     Raises:
         CatalogError: the file is malformed, an image is listed twice, or a draining image names no drain flag.
     """
-    text = resources.files("blueprints.catalog").joinpath("processes.yaml").read_text(encoding="utf-8")
-    try:
-        data = _ProcessFile.model_validate(yaml.safe_load(text))
-    except (yaml.YAMLError, ValidationError) as exc:
-        detail = format_validation_error(exc, source="processes.yaml") if isinstance(exc, ValidationError) else str(exc)
-        raise CatalogError(f"catalog file processes.yaml is malformed: {detail}") from None
-    if data.schema_version != SCHEMA_VERSION:
-        raise CatalogError(f"processes.yaml has schema_version {data.schema_version}, expected {SCHEMA_VERSION}")
+    data = read_catalog_file("processes.yaml", _ProcessFile, schema_version=SCHEMA_VERSION)
     found: dict[str, ProcessFacts] = {}
     for facts in data.images:
         if facts.image in found or (facts.sigterm == "drains") != (facts.drain_flag is not None):

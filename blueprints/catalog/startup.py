@@ -8,12 +8,11 @@ the components read the streamer settings and the node classes' pull method from
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from blueprints.core.errors import CatalogError, format_validation_error
+from blueprints.catalog.files import read_catalog_file
+from blueprints.core.errors import CatalogError
 
 SCHEMA_VERSION = 1
 #: Engine kinds with an image size (`image_pull.image_gb`).
@@ -88,14 +87,7 @@ def load_startup_catalog() -> StartupCatalog:
     Raises:
         CatalogError: the file is malformed, has another schema version, or lacks an engine kind's image size.
     """
-    text = resources.files("blueprints.catalog").joinpath("startup.yaml").read_text(encoding="utf-8")
-    try:
-        data = StartupCatalog.model_validate(yaml.safe_load(text))
-    except (yaml.YAMLError, ValidationError) as exc:
-        detail = format_validation_error(exc, source="startup.yaml") if isinstance(exc, ValidationError) else str(exc)
-        raise CatalogError(f"catalog file startup.yaml is malformed: {detail}") from None
-    if data.schema_version != SCHEMA_VERSION:
-        raise CatalogError(f"startup.yaml has schema_version {data.schema_version}, expected {SCHEMA_VERSION}")
+    data = read_catalog_file("startup.yaml", StartupCatalog, schema_version=SCHEMA_VERSION)
     sizes = data.image_pull.image_gb
     if sorted(sizes) != sorted(ENGINE_KINDS) or any(not 0 <= gb <= 100 for gb in sizes.values()):
         raise CatalogError(f"startup.yaml: image_pull.image_gb must give 0-100 GB for exactly {list(ENGINE_KINDS)}, "
