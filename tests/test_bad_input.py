@@ -67,6 +67,11 @@ def test_a_plan_that_would_overwrite_another_services_stack_is_refused(project):
     (lambda d: d.update(owner="x" * 300), "owner: String should have at most 256 characters"),
     (lambda d: d["operations"].update(kubernetes_version="1.99"), "operations.kubernetes_version"),
     (lambda d: d["model"].update(id="llama-9-999b"), "model.id: unknown model id 'llama-9-999b'; did you mean"),
+    (lambda d: d["traffic"].update(shared_prefix_tokens=1300),
+     "traffic.shared_prefix_tokens: shared_prefix_tokens=1300 is above mean_input_tokens=1200"),
+    (lambda d: d["traffic"].update(sessions={"turns": 9}),
+     "traffic.sessions.turns: sessions.turns=9 conversations resending 300-token answers cannot average"),
+    (lambda d: d["traffic"].update(sessions={"turns": 1}), "traffic.sessions.turns"),
 ])
 def test_requirements_the_plan_would_silently_misread_are_refused(project, mutate, message):
     fails(["plan", write_requirements(project, mutate)], message)
