@@ -35,6 +35,7 @@ from blueprints.contracts.serving_flags import serving_problems
 from blueprints.core.errors import FieldProblem
 from blueprints.requirements.hosting import Accelerator
 from blueprints.requirements.exposure import ExposureScope, ExposureVia
+from blueprints.requirements.reuse import sequences_held
 from blueprints.contracts.weights import replica_ephemeral_gib, streams_weights
 
 if TYPE_CHECKING:
@@ -439,10 +440,13 @@ def _kv_fit(bp: Blueprint, catalog: Catalog, *, tp: int, kv_fp8: bool, utilizati
                                      f"request ({mean} tokens: mean_input_tokens + mean_output_tokens), which would "
                                      f"be rejected; raise it to >= {mean}"))
     field, value = seqs
-    if mean is not None and value is not None and kv >= mean and value > max(1, kv // mean):
-        held = max(1, kv // mean)
+    # The shared prefix's cached blocks are held once for every sequence (blueprints.requirements.reuse).
+    shared = (m.traffic.shared_prefix_tokens or 0) if m.traffic else 0
+    held = max(1, sequences_held(kv, request_tokens=mean, shared_prefix_tokens=shared)) if mean else 1
+    if mean is not None and value is not None and kv >= mean and value > held:
+        each = f"{mean} tokens each" + (f", {shared} of them shared" if shared else "")
         problems.append(FieldProblem((*at, field), f"{field}={value} is more sequences than the KV cache holds at "
-                                     f"{mean} tokens each ({held}); the rest would be preempted over and over: lower it "
+                                     f"{each} ({held}); the rest would be preempted over and over: lower it "
                                      f"to <= {held}"))
     return problems
 

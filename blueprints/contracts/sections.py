@@ -79,6 +79,19 @@ class ModelTraffic(ClosedModel):
                                          "prompt length, tokens (none: twice the mean)")
     output_tokens_p95: int | None = Field(default=None, ge=1, le=bounds.MAX_TOKENS, description="95th-percentile "
                                           "generated length, tokens (none: twice the mean)")
+    shared_prefix_tokens: int | None = Field(default=None, ge=1, le=bounds.MAX_TOKENS, description="tokens every "
+                                             "prompt shares (requirements traffic.shared_prefix_tokens; absent: none)")
+    session_turns: int | None = Field(default=None, ge=2, le=200, description="turns per conversation that resends "
+                                      "its history (requirements traffic.sessions.turns; absent: single-turn)")
+
+    @model_serializer(mode="wrap")
+    def _absent_without_reuse(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """Traffic without prompt reuse writes neither key, so stack configs change only where reuse is declared."""
+        data = handler(self)
+        for key in ("shared_prefix_tokens", "session_turns"):
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
 
 
 class ServedModel(ClosedModel):
@@ -199,6 +212,17 @@ class VllmEngine(ClosedModel):
     shm_size_gib: float = Field(gt=0, le=bounds.MAX_MEMORY_GIB_PER_NODE, description="memory-backed /dev/shm for "
                                 "NCCL, GiB; grows with tensor parallel")
     port: Port = 8000
+    enable_prefix_caching: bool = Field(default=False, description="--enable-prefix-caching, explicit where the "
+                                        "requirements declare prompt reuse (vLLM 0.24.0 defaults it on: "
+                                        "config/cache.py:92; absent: the image's default)")
+
+    @model_serializer(mode="wrap")
+    def _absent_without_reuse(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """An engine without prompt reuse writes no `enable_prefix_caching` key (stack configs unchanged)."""
+        data = handler(self)
+        if not self.enable_prefix_caching:
+            data.pop("enable_prefix_caching", None)
+        return data
 
     @model_validator(mode="after")
     def _batched_tokens_hold_the_batch(self) -> VllmEngine:

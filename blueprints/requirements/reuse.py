@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from blueprints.core import defaults
 from blueprints.core.errors import FieldProblem
 from blueprints.requirements.fields import Section
 
@@ -62,3 +63,16 @@ def reuse_problems(*, mean_input_tokens: int, mean_output_tokens: int, shared_pr
                                      f"for the new message of a turn; {fix}, or raise mean_input_tokens",
                                      rule="sessions-fit-prompt"))
     return problems
+
+
+def whole_blocks(tokens: float) -> int:
+    """`tokens` rounded down to whole KV-cache blocks (`defaults.KV_BLOCK_TOKENS`): vLLM's prefix cache reuses full
+    blocks only (vllm/v1/core/kv_cache_manager.py, block hashes cover full blocks)."""
+    return int(tokens // defaults.KV_BLOCK_TOKENS) * defaults.KV_BLOCK_TOKENS
+
+
+def sequences_held(kv_cache_tokens: int, *, request_tokens: int, shared_prefix_tokens: int) -> int:
+    """Mean requests of `request_tokens` (prompt + output) one KV cache of `kv_cache_tokens` holds at once: the
+    shared prefix's cached blocks are held once for all of them, the rest of each request on its own."""
+    shared = min(whole_blocks(shared_prefix_tokens), max(0, request_tokens - 1))
+    return max(0, kv_cache_tokens - shared) // (request_tokens - shared)
