@@ -47,3 +47,14 @@ class RouterPlan(ClosedModel):
         if self.session_key:
             out.append(f"--session-key={self.session_key}")
         return [*out, f"--max-instance-failover-reroute-attempts={self.failover_reroute_attempts}"]
+
+
+def router_workload_name(service: str) -> str:
+    """The router's Deployment, ServiceAccount, Role and PodDisruptionBudget: `<service>-router`."""
+    return f"{service}-router"
+
+
+def router_metrics_service_name(service: str) -> str:
+    """The ClusterIP Service Prometheus scrapes the router through (`<service>-router-metrics`): its series carry
+    `job=<this name>`, which every router query names and every engine query excludes (both export `vllm:` names)."""
+    return f"{router_workload_name(service)}-metrics"
