@@ -236,7 +236,9 @@ def manifests(run: MockRun) -> list[dict]:
 
 
 def pod_spec(run: MockRun, kind: str = "Deployment") -> dict:
-    [obj] = [m for m in manifests(run) if m["kind"] == kind]
+    """The serving workload's pod spec (not the prompt-reuse router's, `components.router`)."""
+    [obj] = [m for m in manifests(run) if m["kind"] == kind
+             and m["metadata"].get("labels", {}).get("app.kubernetes.io/component") != "router"]
     return obj["spec"]["template"]["spec"]
 
 

@@ -59,14 +59,17 @@ def test_queue_kv_cache_and_restart_alerts_exist(k8s_run, chat_prod):
     per_replica = chat_prod.predictions.requests_per_s_capacity / chat_prod.compute.replicas
     margin_s = (1500 - chat_prod.predictions.ttft_p95_ms) / 1e3
     assert queue_alert_threshold(chat_prod) == pytest.approx(margin_s * per_replica, rel=0.01)
+    # The router in front (chat-assistant declares prompt reuse) exports vllm: gauges too: the engine's job is named.
     assert rules["QueueBuildingUp"]["expr"] == ('avg(vllm:num_requests_waiting{namespace="chat-assistant", '
-                                                f'model_name="llama-3-1-8b"}}) > {queue_alert_threshold(chat_prod):g}')
+                                                'model_name="llama-3-1-8b", job="chat-assistant-vllm-metrics"}) > '
+                                                f'{queue_alert_threshold(chat_prod):g}')
     assert "kube_pod_container_status_restarts_total" in rules["ServingPodRestarting"]["expr"]
     assert rules["ServingReplicasUnavailable"]["expr"].endswith(f"< {chat_prod.autoscaling.min_replicas}")
 
 
 def test_service_monitor_scrapes_the_serving_service(k8s_run):
-    sm = k8s_run.one("kubernetes:monitoring.coreos.com/v1:ServiceMonitor").inputs
+    [sm] = [r.inputs for r in k8s_run.of_type("kubernetes:monitoring.coreos.com/v1:ServiceMonitor")
+            if r.inputs["metadata"]["name"] == "chat-assistant-vllm"]
     assert sm["spec"]["selector"]["matchLabels"] == SELECTOR
     assert sm["spec"]["endpoints"] == [{"interval": "15s", "path": "/metrics", "port": "http"}]
     assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
