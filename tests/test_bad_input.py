@@ -105,6 +105,10 @@ def test_top_level_traffic_next_to_models_is_refused(project):
     (("compute", "instance_type"), "zz.mega", "compute.instance_type: unknown instance type 'zz.mega'"),
     (("engine", "tensor_parallel_size"), 3, "engine.tensor_parallel_size: tensor_parallel_size=3 must equal "
                                             "compute.gpus_per_replica=1"),
+    (("router", "port"), 9000, "router.port: router.port=9000 must be the engine's port 8000"),
+    (("router", "routing_logic"), "kvaware", "router.routing_logic: Input should be 'prefixaware' or 'session'"),
+    (("router", "image"), "ghcr.io/x/router", "router.image"),
+    (("router", "replicas"), 1, "router.replicas: Input should be greater than or equal to 2"),
 ])
 def test_a_stack_config_edited_into_nonsense_exits_2(project, path, value, message):
     stack = project / "stacks" / "Pulumi.chat-assistant-prod.yaml"

@@ -97,7 +97,29 @@ def blueprint_problems(bp: Blueprint) -> list[FieldProblem]:
     return [*_rules(bp), *_deploy_inputs(bp), *_edge(bp), *_pipeline(bp), *_compute(bp, catalog),
             *_models(bp, catalog),
             *_engine(bp, catalog), *serving_problems(bp, catalog), *_startup(bp), *_costs(bp, catalog),
-            *_predictions(bp)]
+            *_predictions(bp), *_router(bp)]
+
+
+def _router(bp: Blueprint) -> list[FieldProblem]:
+    """A router fronts vLLM pods only, listens on the port their proxy configuration forwards to, and comes with
+    scaling that never reaches zero (the KEDA HTTP interceptor would wait on the engine's endpoints, not its)."""
+    router = bp.router
+    if router is None:
+        return []
+    if bp.archetype.value != "vllm-gpu":
+        return [FieldProblem(("router",), f"a router fronts vllm-gpu pods only, not {bp.archetype.value}: remove it")]
+    problems = []
+    if router.port != bp.engine.port:  # type: ignore[union-attr]
+        problems.append(FieldProblem(("router", "port"), f"router.port={router.port} must be the engine's port "
+                                     f"{bp.engine.port} (its pod's proxy forwards there): set it to "  # type: ignore[union-attr]
+                                     f"{bp.engine.port}"))  # type: ignore[union-attr]
+    if bp.autoscaling.min_replicas < 1:
+        problems.append(FieldProblem(("router",), "a service that scales to zero has no router (clients reach it "
+                                     "through the KEDA HTTP interceptor): remove router or set min_replicas >= 1"))
+    if router.routing_logic == "session" and not router.session_key:
+        problems.append(FieldProblem(("router", "session_key"), "session routing needs session_key (the router "
+                                     "refuses to start without --session-key): set it to x-session-id"))
+    return problems
 
 
 def _rules(bp: Blueprint) -> list[FieldProblem]:
