@@ -96,6 +96,8 @@ def derive(base: Blueprint, **changes: Any) -> Blueprint:
             data[key] = {**data[key], **value}
         else:
             data[key] = value
+    if data["archetype"] != "vllm-gpu" or data["autoscaling"]["min_replicas"] < 1:
+        data.pop("router", None)  # the prompt-reuse router fronts vLLM pods that never scale to zero
     return Blueprint.model_validate(consistent(data))
 
 

@@ -148,8 +148,6 @@ def test_a_peak_times_traffic_scale_out_of_bounds_names_the_environment(project)
 def test_a_peak_needing_more_replicas_than_one_stack_scales_to_exits_2_naming_the_environment(project):
     def busiest(d):
         d["traffic"]["peak_requests_per_s"] = bounds.MAX_PEAK_REQUESTS_PER_S  # a replica serves a few requests/s
-        for key in ("shared_prefix_tokens", "sessions"):  # full prefills: cache hits would let 608 p5 replicas do
-            del d["traffic"][key]
         del d["budget"]
     fails(["plan", _requirements(project, "chat-assistant", busiest), "--no-policy"],
           "environments.prod: no option meeting the SLO stays within replica-limit",
@@ -303,8 +301,7 @@ def test_a_trickle_of_traffic_plans_a_scaling_target_of_at_least_one_running_req
     """Found by the schema-generated fuzz: 0.001 requests/s of 4-token prompts left nothing running at the peak, and
     the planner crashed on a scaling target of 0 (a target below one request would scale out at the first one)."""
     req = requirements_with(model={"id": model, "weights_uri": "s3://models/llama/"}, budget={},
-                            traffic={"peak_requests_per_s": 0.001, "mean_input_tokens": 4, "mean_output_tokens": 1,
-                                     "shared_prefix_tokens": None, "sessions": None},
+                            traffic={"peak_requests_per_s": 0.001, "mean_input_tokens": 4, "mean_output_tokens": 1},
                             environments={"dev": {"region": "us-west-2"}})
     bp = plan_env(req, "dev")
     assert bp.autoscaling.metric == "vllm:num_requests_running"

@@ -101,7 +101,7 @@ def test_reuse_over_several_replicas_plans_prefix_caching_and_the_session_router
 
 
 def test_a_shared_prefix_alone_is_routed_by_prefix_and_a_service_without_reuse_gets_no_router(agents):
-    req = requirements_with(traffic={"sessions": None})
+    req = requirements_with(traffic={"shared_prefix_tokens": 800})  # the chat assistant with a shared prompt
     bp = plan_env(req, "prod")
     assert bp.router is not None and bp.router.routing_logic == "prefixaware" and bp.router.session_key is None
     assert "--routing-logic=prefixaware" in bp.router.args
