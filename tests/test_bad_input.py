@@ -105,20 +105,33 @@ def test_top_level_traffic_next_to_models_is_refused(project):
     (("compute", "instance_type"), "zz.mega", "compute.instance_type: unknown instance type 'zz.mega'"),
     (("engine", "tensor_parallel_size"), 3, "engine.tensor_parallel_size: tensor_parallel_size=3 must equal "
                                             "compute.gpus_per_replica=1"),
+])
+def test_a_stack_config_edited_into_nonsense_exits_2(project, path, value, message):
+    _edited_stack_fails(project, "chat-assistant-prod", path, value, message)
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
     (("router", "port"), 9000, "router.port: router.port=9000 must be the engine's port 8000"),
     (("router", "routing_logic"), "kvaware", "router.routing_logic: Input should be 'prefixaware' or 'session'"),
     (("router", "image"), "ghcr.io/x/router", "router.image"),
     (("router", "replicas"), 1, "router.replicas: Input should be greater than or equal to 2"),
+    (("autoscaling", "min_replicas"), 0, "router: a service that scales to zero has no router"),
 ])
-def test_a_stack_config_edited_into_nonsense_exits_2(project, path, value, message):
-    stack = project / "stacks" / "Pulumi.chat-assistant-prod.yaml"
+def test_a_router_edited_into_nonsense_exits_2(project, path, value, message):
+    # rag-assistant's generator declares a shared prefix: its prod stack has the prefix-aware router.
+    assert runner.invoke(app, ["plan", "stacks/requirements/rag-assistant.yaml", "--as-of", "2026-12-01"]).exit_code == 0
+    _edited_stack_fails(project, "rag-assistant-generator-prod", path, value, message)
+
+
+def _edited_stack_fails(project, name: str, path, value, message) -> None:
+    stack = project / "stacks" / f"Pulumi.{name}.yaml"
     data = yaml.safe_load(stack.read_text())
     node = data["config"]["servingblueprints:blueprint"]
     for key in path[:-1]:
         node = node[key]
     node[path[-1]] = value
     stack.write_text(yaml.safe_dump(data, sort_keys=False))
-    fails(["preview", "chat-assistant-prod"], message)
+    fails(["preview", name], message)
 
 
 def test_files_that_are_not_utf8_text_exit_2(project):
