@@ -483,7 +483,7 @@ def preflight(
     Fresh accounts start with 0 vCPUs for G and P instances in most Regions. Exit 0 when every quota holds (or,
     offline, after printing what to check); 1 when a quota is below what the stack needs; 2 on bad input.
     """
-    from blueprints.review.account import account_needs
+    from blueprints.review.account import account_gpu_checks, account_needs
     from blueprints.review.compound import part_stacks
     from blueprints.plan.quota import check_quotas
     from blueprints.contracts.stackconfig import read_config, stack_config_path
@@ -498,11 +498,12 @@ def preflight(
         needs = [a.total for a in found]
         client_for = None if offline else _service_quotas_client_factory()
         checks = check_quotas(needs, client_for) if client_for is not None else []
+        policy = account_gpu_checks(parts or [stack], folder)
     if as_json:
         rows = [{**a.to_json(), "value": c.value, "source": c.source, "ok": c.ok} for a, c in zip(found, checks)] \
             if checks else [{**a.to_json(), "value": None, "source": "offline", "ok": None} for a in found]
-        typer.echo(json.dumps(rows))
-    elif not needs:
+        typer.echo(json.dumps(rows + [c.to_json() for c in policy]))
+    elif not needs and not policy:
         out.print(f"{stack} needs no service quota we know of (an existing cluster, or an uncatalogued type)")
     else:
         if not checks:
@@ -524,7 +525,14 @@ def preflight(
                       f"{c.value:g} {n.unit} ({c.source}), needs >= {n.needed:g}{shared}")
             if not c.ok:
                 out.print(f"    request: {n.request_command()}")
-    if any(c.ok is False for c in checks):
+    if not as_json:
+        for c in policy:  # the policy's GPU cap, per account and Region like the quotas
+            status = "[green]ok[/]" if c.ok else "[red]too high[/]"
+            out.print(f"  {status} policy gpu-quota in {c.need.region}: {c.need.needed:g} GPUs of maxGpus "
+                      f"{c.value:g} ({escape(c.source)}) — {escape(c.need.why)}")
+            if not c.ok:
+                out.print("    fix: lower these stacks' max_replicas, or raise maxGpus in the policy config")
+    if any(c.ok is False for c in [*checks, *policy]):
         raise typer.Exit(code=1)
 
 
