@@ -126,3 +126,63 @@ def test_preflight_checks_the_account_s_gpus_against_max_gpus(tmp_path, monkeypa
     result = runner.invoke(app, ["preflight", "rag-assistant-dev", "--stacks-dir", str(stacks), "--offline"])
     assert result.exit_code == 1, result.output
     assert "too high policy gpu-quota in us-west-2: 8 GPUs of maxGpus 7" in " ".join(result.output.split())
+
+
+def _ec2(zones: list[str], offered: list[str], *, subnets: dict[str, str] | None = None):
+    """A stubbed EC2 client: the Region's zones (or an existing VPC's subnets -> zone IDs) and the type's offerings."""
+    import boto3
+    from botocore.stub import ANY, Stubber
+
+    client = boto3.client("ec2", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    if subnets is not None:
+        stub.add_response("describe_subnets", {"Subnets": [{"SubnetId": s, "AvailabilityZoneId": z}
+                                                           for s, z in subnets.items()]}, {"SubnetIds": ANY})
+    else:
+        stub.add_response("describe_availability_zones",
+                          {"AvailabilityZones": [{"ZoneId": z, "State": "available"} for z in zones]},
+                          {"Filters": [{"Name": "state", "Values": ["available"]}]})
+    stub.add_response("describe_instance_type_offerings",
+                      {"InstanceTypeOfferings": [{"Location": z, "LocationType": "availability-zone-id"}
+                                                 for z in offered]},
+                      {"LocationType": "availability-zone-id", "Filters": ANY})
+    stub.activate()
+    return client
+
+
+def _preflight_with(monkeypatch, stack: str, ec2) -> object:
+    import boto3
+    from botocore.stub import Stubber
+
+    quotas = boto3.client("service-quotas", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(quotas)
+    for _ in range(4):
+        stub.add_response("get_service_quota", {"Quota": {"Value": 10000.0}})
+    stub.activate()
+    monkeypatch.setattr("blueprints.cli._service_quotas_client_factory", lambda: (lambda region: quotas))
+    monkeypatch.setattr("blueprints.cli._ec2_client_factory", lambda: (lambda region: ec2))
+    return runner.invoke(app, ["preflight", stack, "--stacks-dir", str(STACKS)])
+
+
+def test_preflight_refuses_a_zone_spread_its_platform_s_zones_cannot_hold(monkeypatch):
+    """regulated-assistant-prod spreads over >= 2 zones (minDomains 2); its existing VPC's subnets are in three zones,
+    and p4de.24xlarge is offered in one of them: replicas would stay Pending."""
+    bp = read_config(STACKS / "Pulumi.regulated-assistant-prod.yaml")
+    platform = read_config(STACKS / f"Pulumi.{bp.platform.stack}.yaml")
+    subnets = dict(zip(platform.network.existing_vpc.private_subnet_ids, ["euc1-az1", "euc1-az2", "euc1-az3"]))
+    result = _preflight_with(monkeypatch, "regulated-assistant-prod",
+                             _ec2([], ["euc1-az2", "euc1-az9"], subnets=subnets))
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert ("too few zones regulated-assistant-prod: p4de.24xlarge is offered in 1 of its platform's zones (euc1-az2 "
+            "of euc1-az1, euc1-az2, euc1-az3), needs 2") in text
+    assert "--location-type availability-zone-id --filters Name=instance-type,Values=p4de.24xlarge" in text
+
+
+def test_preflight_takes_a_new_vpc_s_zones_as_pulumi_up_does_and_passes_when_they_offer_the_type(monkeypatch):
+    """A new VPC takes the first az_count available zone IDs in ID order, none EKS refuses (use1-az3)."""
+    ec2 = _ec2(["use1-az6", "use1-az1", "use1-az3", "use1-az2", "use1-az4"], ["use1-az1", "use1-az2"])
+    result = _preflight_with(monkeypatch, "chat-assistant-prod", ec2)
+    assert result.exit_code == 0, result.output
+    assert ("ok chat-assistant-prod: g6e.xlarge is offered in 2 of its platform's zones (use1-az1, use1-az2 of "
+            "use1-az1, use1-az2, use1-az4), needs 2") in " ".join(result.output.split())
