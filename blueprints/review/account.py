@@ -60,18 +60,21 @@ def account_needs(stacks: list[str], stacks_dir: Path, *, policy_dir: Path = POL
 
 
 def _service_stacks(stacks_dir: Path, *, skip_service: str | None = None) -> list[Blueprint]:
-    """The service stack configs in `stacks_dir` (platforms have no GPUs of a quota's kind), except `skip_service`'s
-    (a plan is about to rewrite them, so an invalid one of those is skipped too).
+    """The service stack configs in `stacks_dir` (platforms have no GPUs of a quota's kind), except `skip_service`'s.
+
+    With `skip_service` (a plan, which rewrites that service's stacks), an invalid stack config is left out: its own
+    preview and `plan --check` refuse it, and it must not stop another service's plan. Without (preflight, which
+    answers for the account), it is an error.
 
     Raises:
-        StackConfigError: another stack config is invalid (the message names it).
+        StackConfigError: without `skip_service`, a stack config is invalid (the message names it).
     """
     found: list[Blueprint] = []
     for path in sorted(stacks_dir.glob("Pulumi.*.yaml")) if stacks_dir.is_dir() else []:
         try:
             subject = read_config(path)
         except StackConfigError as exc:
-            if skip_service is not None and path.name.startswith(f"Pulumi.{skip_service}-"):
+            if skip_service is not None:
                 continue
             raise StackConfigError(f"{exc} (every stack of an account counts against its GPU quota, gpu-quota "
                                    "maxGpus; fix or re-plan it)") from None
@@ -94,8 +97,7 @@ def with_account_gpus(req: Requirements, limits: dict[str, Guardrails], stacks_d
     The plan then keeps the account within `maxGpus` (`blueprints.plan.guardrails.SearchLimits.breach`); the stack
     planned first in an account takes its GPUs first, as at `pulumi up`.
 
-    Raises:
-        StackConfigError: another service's stack config in `stacks_dir` is invalid (the message names it).
+    An invalid stack config of another service is left out (`_service_stacks`).
     """
     others = _service_stacks(stacks_dir, skip_service=req.service)
     out = dict(limits)
