@@ -84,9 +84,12 @@ def test_a_warm_node_a_cached_image_and_copied_weights_are_told_apart():
     assert copied.weights_download_s == 60 and copied.model_load_s == 75  # the init container; container -> Ready
 
 
-def test_a_restarted_engine_gives_no_cold_start():
+def test_a_restarted_engine_or_inconsistent_readings_give_no_cold_start():
     why = _measured(ColdStartedPod(restarts=2))
     assert isinstance(why, str) and "restarted 2 time(s)" in why
+    why = _measured(ColdStartedPod(ready_s=30))  # vLLM's 61.2 s engine init within 30 - 20 s of load
+    assert why == ("pod llama-3-1-8b-vllm-7d9f8-abcde: cold start not recorded (Value error, engine_init_s 61.2 is "
+                   "part of model_load_s 9.969)")
 
 
 def test_the_record_round_trips_through_the_result_file_and_an_old_file_has_no_key(tmp_path):
@@ -133,7 +136,7 @@ def test_a_measured_cold_start_calibrates_the_next_plans_start_timers_floor_and_
     assert f"a new replica's {after.startup.total_s} s start" in floor
     (line,) = [r for r in after.rationale if r.startswith("cold start ")]
     assert line.startswith(f"cold start {after.startup.total_s} s on a new node, calibrated on 2026-12-03 cold "
-                           f"start of 1 pod(s): predicted 260 s, measured 369 s (cal/")
+                           f"start of 1 pod(s): predicted 260 s, measured 369 s (constructed, not measured) (cal/")
     assert "x2.0031 as measured" in line
 
 
@@ -177,3 +180,59 @@ def test_an_absurd_measured_part_exits_2_naming_it_and_the_sanity_range(tmp_path
     done = _calibrate(tmp_path, _result_with(tmp_path, cold.model_dump(mode="json")))
     assert done.exit_code == 2, done.output
     assert words in " ".join(done.output.split())
+
+
+class _Core:
+    """The CoreV1Api calls `read_cold_start` makes, answering with the stand-in pod's objects; `refuse` names calls
+    answered 403 (a benchmark user without `get nodes`, say)."""
+
+    def __init__(self, pod: ColdStartedPod, refuse: tuple[str, ...] = ()) -> None:
+        self.standin, self.refuse, self.calls = pod, refuse, []
+
+    def _call(self, what: str, value):
+        from kubernetes.client.exceptions import ApiException
+
+        self.calls.append(what)
+        if what in self.refuse:
+            raise ApiException(status=403, reason="Forbidden")
+        return value
+
+    def read_namespaced_pod(self, name, namespace, **_):
+        return self._call("pod", self.standin.pod)
+
+    def read_node(self, name, **_):
+        return self._call("node", self.standin.node)
+
+    def list_namespaced_event(self, namespace, field_selector, **_):
+        assert field_selector == f"involvedObject.name={self.standin.pod['metadata']['name']}"
+        return self._call("events", {"items": self.standin.events})
+
+    def read_namespaced_pod_log(self, name, namespace, container, limit_bytes, **_):
+        assert container == "vllm" and limit_bytes > 0
+        return self._call("log", self.standin.log)
+
+
+@pytest.mark.parametrize(("refuse", "node_part"), [((), 180), (("node",), None)])
+def test_the_benchmark_reads_the_pods_cold_start_through_the_api(monkeypatch, refuse, node_part):
+    from kubernetes import client
+
+    from blueprints.operate.coldstart import read_cold_start
+    from blueprints.operate.manifests import StackManifests
+
+    standin = ColdStartedPod()
+    core = _Core(standin, refuse)
+    monkeypatch.setattr(client, "CoreV1Api", lambda _api: core)
+    bp = read_stack_config(ROOT / f"stacks/Pulumi.{STACK}.yaml")
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": bp.workload_name},
+                  "spec": {"selector": {"matchLabels": {}}, "template": {"spec": {"containers": [
+                      {"name": "vllm"}, {"name": "auth-proxy"}]}}}}
+    cold = read_cold_start(client.ApiClient(), StackManifests(bp, (deployment,)), standin.pod["metadata"]["name"])
+    assert not isinstance(cold, str), cold
+    assert cold.node_provisioning_s == node_part and cold.total_s == 369
+    assert cold.image_pull_s == pytest.approx(79.842)
+    assert sorted(core.calls) == ["events", "log", "node", "pod"]
+    refused = _Core(standin, ("log",))
+    monkeypatch.setattr(client, "CoreV1Api", lambda _api: refused)
+    name = standin.pod["metadata"]["name"]
+    why = read_cold_start(client.ApiClient(), StackManifests(bp, (deployment,)), name)
+    assert why == f"pod {name}: cold start not read (403 Forbidden)"

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from blueprints.contracts.benchmark_result import ColdStartRecord
+from blueprints.core.errors import BenchmarkError
 from blueprints.operate.manifests import StackManifests
 
 #: Bytes of the engine log read from its start: the startup lines come first (a day's request log is not read).
@@ -129,7 +130,8 @@ def measure_cold_start(pod: dict[str, Any], node: dict[str, Any] | None, events:
             engine_init_s=_last(_INIT_ENGINE, log), total_s=(ready - created).total_seconds())
     except ValidationError as exc:
         first = exc.errors()[0]
-        return f"pod {name}: cold start not recorded ({'.'.join(map(str, first['loc']))}: {first['msg']})"
+        where = ".".join(map(str, first["loc"]))
+        return f"pod {name}: cold start not recorded ({where + ': ' if where else ''}{first['msg']})"
 
 
 def read_cold_start(api: Any, sm: StackManifests, pod_name: str) -> ColdStartRecord | str:
@@ -154,3 +156,14 @@ def read_cold_start(api: Any, sm: StackManifests, pod_name: str) -> ColdStartRec
     except (ApiException, KeyError):
         pass  # without `get nodes` the node part stays unmeasured
     return measure_cold_start(pod, node, events, log if isinstance(log, str) else "", container=container)
+
+
+def read_ready_cold_start(api: Any, sm: StackManifests) -> ColdStartRecord | str:
+    """The cold start of the Ready serving pod `blueprint benchmark` would measure (`jobs.ready_pod`), or why none."""
+    from blueprints.operate.jobs import ready_pod
+
+    try:
+        name, _ = ready_pod(api, sm)
+    except BenchmarkError as exc:
+        return str(exc)
+    return read_cold_start(api, sm, name)

@@ -16,6 +16,7 @@ from blueprints.contracts.stackconfig import read_stack_config, stack_config_pat
 from blueprints.core import defaults
 from blueprints.core.errors import BenchmarkError, DeployedStackError
 from blueprints.operate import benchmark as bench
+from blueprints.operate.coldstart import read_cold_start, read_ready_cold_start
 from blueprints.operate.deployed import (
     aws_session, kube_api_client, node_lister, object_reader, pulumi_cli, require_output, stack_outputs,
 )
@@ -98,7 +99,7 @@ def verify_deployed(stack: str, *, stacks_dir: Path, program: Path, root: Path |
                                          "can proxy to; pass --prometheus-url") from None
             prom = PrometheusApi(transport, where=f"{address} (via the API server)")
     return verify_kubernetes(sm, outputs, prom=prom, read=object_reader(api), list_nodes=node_lister(api),
-                             endpoint=access.endpoint)
+                             endpoint=access.endpoint, cold_start=read_ready_cold_start(api, sm))
 
 
 # --- benchmark -----------------------------------------------------------------------------------------------------
@@ -196,7 +197,6 @@ def run_kubernetes_benchmark(run: BenchmarkRun, api: Any, *, root: Path, log: Ca
                              today: dt.date) -> BenchmarkRun:
     """Run the Job, collect the runs, read the measured pod's cold start (`blueprints.operate.coldstart`), write
     `benchmarks/results/<stack>/<date>.json`."""
-    from blueprints.operate.coldstart import read_cold_start
     from blueprints.operate.jobs import parse_runs, run_job
 
     job = run.manifests[-1]

@@ -63,8 +63,9 @@ def calibrated(estimate: StartupEstimate, found: Calibration | None, *, streamed
         if factor != 1.0 and name in parts:
             seconds[field] = max(1, math.ceil(seconds[field] * factor))
             parts[name] += f"; x{factor:g} as measured"
+    made = "" if found.file.measured else " (constructed, not measured)"
     return replace(estimate, budget=StartupBudget(**seconds), parts=parts,
-                   calibration=f"{s.words()} ({found.path})")
+                   calibration=f"{s.words()}{made} ({found.path})")
 
 
 def startup_estimate(*, weights_gib: float, engine_kind: str, gpu: bool, streamed: bool = False,
