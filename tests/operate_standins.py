@@ -287,7 +287,8 @@ class ColdStartedPod:
                         "finishedAt": _stamp(node_s + pulled + gap_s + weights_s)}}}]})}}
         self.node: dict[str, Any] = {"metadata": {"name": node, "creationTimestamp": _stamp(-86_400 if node_existed
                                                                                             else 2)}}
-        ref = {"kind": "Pod", "name": name, "namespace": "chat-assistant", "fieldPath": f"spec.containers{{{container}}}"}
+        ref = {"kind": "Pod", "name": name, "namespace": "chat-assistant",
+               "fieldPath": f"spec.containers{{{container}}}"}
         message = (f'Successfully pulled image "{image}" in {pull} ({pull} including waiting). Image size: '
                    "9400000000 bytes." if pull else f'Container image "{image}" already present on machine')
         self.events: list[dict[str, Any]] = [

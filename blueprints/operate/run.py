@@ -23,8 +23,8 @@ from blueprints.operate.deployed import (
 from blueprints.operate.manifests import StackManifests
 from blueprints.operate.prometheus import PrometheusApi, http_transport, service_proxy_transport
 from blueprints.contracts.benchmark_result import (
-    CLIENT_SOURCE, BenchmarkResultFile, ClientRecord, ColdStartRecord, PlannedRecord, TargetRecord, VllmBenchRun, result_path,
-    write_result,
+    CLIENT_SOURCE, BenchmarkResultFile, ClientRecord, ColdStartRecord, PlannedRecord, TargetRecord, VllmBenchRun,
+    result_path, write_result,
 )
 from blueprints.operate.verify import VerifyReport, one_token_request, verify_kubernetes, verify_sagemaker
 from blueprints.review.compound import part_stacks
