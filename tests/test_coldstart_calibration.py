@@ -84,6 +84,14 @@ def test_a_warm_node_a_cached_image_and_copied_weights_are_told_apart():
     assert copied.weights_download_s == 60 and copied.model_load_s == 75  # the init container; container -> Ready
 
 
+def test_without_vllms_log_lines_the_streamed_weights_and_the_engine_are_not_split():
+    pod = ColdStartedPod()
+    cold = measure_cold_start(pod.pod, pod.node, pod.events, "", container="vllm")
+    assert not isinstance(cold, str), cold
+    assert cold.weights_download_s is None and cold.model_load_s is None and cold.engine_init_s is None
+    assert cold.node_provisioning_s == 180 and cold.total_s == 369
+
+
 def test_a_restarted_engine_or_inconsistent_readings_give_no_cold_start():
     why = _measured(ColdStartedPod(restarts=2))
     assert isinstance(why, str) and "restarted 2 time(s)" in why

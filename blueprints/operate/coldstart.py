@@ -70,9 +70,9 @@ def _status(pod: dict[str, Any], key: str, name: str) -> dict[str, Any] | None:
 
 
 def _image_pull_s(events: list[dict[str, Any]], container: str) -> float | None:
-    """The kubelet's pull time of `container`'s image (the newest `Pulled` event), None when not pulled or expired."""
+    """The kubelet's pull time of `container`'s image (its `Pulled` event), None when not pulled or expired."""
     path = f"spec.containers{{{container}}}"
-    for event in reversed(events):
+    for event in events:
         if event.get("reason") == "Pulled" and (event.get("involvedObject") or {}).get("fieldPath") == path:
             found = _PULLED.match(event.get("message") or "")
             return go_duration_s(found.group(1)) if found else None
@@ -114,8 +114,8 @@ def measure_cold_start(pod: dict[str, Any], node: dict[str, Any] | None, events:
     loading = _last(_MODEL_LOADING, log)
     if streamed:
         weights = loading
-        if started is not None:
-            engine = max(0.0, (ready - started).total_seconds() - (loading or 0.0))
+        if started is not None and loading is not None:  # without vLLM's line the two are not told apart
+            engine = max(0.0, (ready - started).total_seconds() - loading)
     else:
         done = (init.get("state") or {}).get("terminated") or {}
         begin, end = _time(done.get("startedAt")), _time(done.get("finishedAt"))
