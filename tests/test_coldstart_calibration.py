@@ -244,3 +244,36 @@ def test_the_benchmark_reads_the_pods_cold_start_through_the_api(monkeypatch, re
     name = standin.pod["metadata"]["name"]
     why = read_cold_start(client.ApiClient(), StackManifests(bp, (deployment,)), name)
     assert why == f"pod {name}: cold start not read (403 Forbidden)"
+
+
+def test_verify_measures_the_first_ready_pod_or_says_why_none(monkeypatch):
+    from types import SimpleNamespace as NS
+
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from blueprints.operate.coldstart import read_ready_cold_start
+    from blueprints.operate.manifests import StackManifests
+
+    standin = ColdStartedPod()
+    core = _Core(standin)
+    name = standin.pod["metadata"]["name"]
+    ready = NS(metadata=NS(name=name, deletion_timestamp=None),
+               status=NS(pod_ip="10.0.12.7", conditions=[NS(type="Ready", status="True")]))
+    core.list_namespaced_pod = lambda namespace, label_selector, **_: NS(items=[ready])
+    monkeypatch.setattr(client, "CoreV1Api", lambda _api: core)
+    bp = read_stack_config(ROOT / f"stacks/Pulumi.{STACK}.yaml")
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": bp.workload_name},
+                  "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": {"spec": {"containers": [
+                      {"name": "vllm"}]}}}}
+    sm = StackManifests(bp, (deployment,))
+    cold = read_ready_cold_start(client.ApiClient(), sm)
+    assert not isinstance(cold, str) and cold.pod == name and cold.total_s == 369
+    core.list_namespaced_pod = lambda namespace, label_selector, **_: NS(items=[])
+    assert read_ready_cold_start(client.ApiClient(), sm).startswith(f"no Ready pod of {bp.workload_name}")
+
+    def refused(namespace, label_selector, **_):
+        raise ApiException(status=403, reason="Forbidden")
+
+    core.list_namespaced_pod = refused
+    assert read_ready_cold_start(client.ApiClient(), sm) == "the serving pods were not listed (403 Forbidden)"

@@ -160,10 +160,14 @@ def read_cold_start(api: Any, sm: StackManifests, pod_name: str) -> ColdStartRec
 
 def read_ready_cold_start(api: Any, sm: StackManifests) -> ColdStartRecord | str:
     """The cold start of the Ready serving pod `blueprint benchmark` would measure (`jobs.ready_pod`), or why none."""
+    from kubernetes.client.exceptions import ApiException
+
     from blueprints.operate.jobs import ready_pod
 
     try:
         name, _ = ready_pod(api, sm)
     except BenchmarkError as exc:
         return str(exc)
+    except ApiException as exc:
+        return f"the serving pods were not listed ({exc.status} {exc.reason})"
     return read_cold_start(api, sm, name)
