@@ -29,7 +29,7 @@ from blueprints.requirements.service import Requirements
 from blueprints.requirements.hosting import Accelerator, CpuArch
 from blueprints.plan.selection import Selection
 from blueprints.plan.stability import Hardware, decide
-from blueprints.plan.startup import startup_estimate
+from blueprints.plan.startup import calibrated, vllm_startup
 from blueprints.contracts.weights import replica_ephemeral_gib, streams_format
 from blueprints.plan.builders.context import (
     PlanContext, access_reasons, autoscaling_bounds, capacity_type_of, common_fields, cooldown_s, quota_cap,
@@ -275,9 +275,9 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
     inst, tp, cand = best.instance, best.tensor_parallel_size, best.candidate
     dtype, quantization = vllm_dtype(model.spec.precision, model.spec.quantization_method, best.gpu)
     served = served_model(model, req, env)
-    estimate = startup_estimate(weights_gib=served.weights_gib, engine_kind="vllm", gpu=True,
-                                streamed=streams_format(Archetype.VLLM_GPU, served.format),
-                                params_b=served.params_b, tensor_parallel_size=tp, gpus_per_node=inst.gpu_count)
+    estimate = calibrated(vllm_startup(served, tensor_parallel_size=tp, gpus_per_node=inst.gpu_count),
+                          model.calibration(best.gpu.name, tp, managed=False),
+                          streamed=streams_format(Archetype.VLLM_GPU, served.format))
     startup = estimate.budget
     lines = cost_lines(req, env, catalog, what="GPU nodes", instance_type=inst.instance_type, nodes=best.nodes,
                         usd_per_hour=best.node_usd_per_hour, managed=False)
