@@ -124,3 +124,16 @@ def lora_reason(lora: LoraEngine, base_name: str, *, slot_gib_per_gpu: float) ->
             f"`model` field (`{base_name}` is the base model); {lora.max_loras} GPU slot(s) of rank "
             f"{lora.max_lora_rank} take {slot_gib_per_gpu:.2f} GiB per GPU (slot buffers and CUDA graphs captured "
             f"again with adapters) out of the KV cache; all {lora.max_cpu_loras} stay in host memory")
+
+
+def lora_problems(lora: LoraEngine, *, base_name: str, arch: Architecture | None) -> list[FieldProblem]:
+    """A stack config's LoRA settings against its model (locations below `engine.lora`): no adapter named as the
+    base model (its requests would reach the base), and a dense architecture with `intermediate_size`, which the
+    slots are sized from. The memory they take is checked with the KV cache (`consistency._kv_fit`)."""
+    problems = [FieldProblem(("adapters", i, "name"), f"adapter name {a.name!r} is the base model's served name: "
+                             "requests naming it would reach the base model; rename the adapter")
+                for i, a in enumerate(lora.adapters) if a.name == base_name]
+    if arch is not None and (arch.experts or arch.intermediate_size is None):
+        problems.append(FieldProblem("adapters", "LoRA adapters need a dense model with a known intermediate_size "
+                                     "(the slots' GPU memory is sized from it); remove engine.lora or re-plan"))
+    return problems
