@@ -304,9 +304,7 @@ def _replica_needs(bp: Blueprint) -> list[FieldProblem]:
                                      f"{what}; raise it to >= {need:g}"))
     lora = getattr(bp.engine, "lora", None)
     arch = model_architecture(bp.model.catalog_id, bp.model.architecture, load_catalog()) if lora else None
-    adapters = adapters_volume_gib(arch, lora) if lora is not None and arch is not None and arch.intermediate_size \
-        and not arch.experts else 0
-    disk = replica_ephemeral_gib([weights], streamed=streams_weights(bp), adapters_gib=adapters)
+    disk = replica_ephemeral_gib([weights], streamed=streams_weights(bp), adapters_gib=adapters_volume_gib(arch, lora))
     if c.ephemeral_storage_gib_per_replica < disk:
         problems.append(FieldProblem((*at, "ephemeral_storage_gib_per_replica"), f"ephemeral_storage_gib_per_replica="
                                      f"{c.ephemeral_storage_gib_per_replica:g} is below the {disk} GiB a replica "

@@ -111,10 +111,15 @@ def adapter_gib(arch: Architecture, rank: int) -> float:
     return rank * lora_elements_per_rank(arch, 1) * load_lora_catalog().adapter_file_bytes_per_element / GIB
 
 
-def adapters_volume_gib(arch: Architecture, lora: LoraEngine) -> int:
-    """The pod's local adapters volume, whole GiB: every adapter's `adapter_gib` +10 % and 1 GiB of slack (config
-    and tokenizer files an adapter may ship)."""
-    return math.ceil(sum(adapter_gib(arch, a.rank) for a in lora.adapters) * 1.1 + 1)
+def adapters_volume_gib(arch: Architecture | None, lora: LoraEngine | None) -> int:
+    """The pod's local adapters volume, whole GiB (0 without adapters): every adapter's `adapter_gib` +10 % and 1 GiB
+    of slack (config and tokenizer files an adapter may ship); the slack alone for a shape the slots cannot be sized
+    from (`lora_problems` refuses it). Example: partner-api's ranks 16 and 32 on Llama-3.1-8B: 0.52 GiB -> 2."""
+    if lora is None:
+        return 0
+    dense = arch is not None and arch.intermediate_size is not None and not arch.experts
+    files = sum(adapter_gib(arch, a.rank) for a in lora.adapters) if dense else 0.0  # type: ignore[arg-type]
+    return math.ceil(files * 1.1 + 1)
 
 
 def lora_reason(lora: LoraEngine, base_name: str, *, slot_gib_per_gpu: float) -> str:

@@ -299,7 +299,7 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
         **common_fields(req, env, ctx, managed=False, idle_timeout_s=longest_request_s(req, model, run)),
         archetype=Archetype.VLLM_GPU, models=[served],
         compute=llm_compute(req, env, best, served, managed=False,
-                            adapters_gib=adapters_volume_gib(model.architecture, lora) if lora else 0),
+                            adapters_gib=adapters_volume_gib(model.architecture, lora)),
         engine=VllmEngine(image=defaults.VLLM_IMAGE, tensor_parallel_size=tp,
                           gpu_memory_utilization=defaults.GPU_MEMORY_UTILIZATION,
                           max_model_len=model.max_context_tokens, max_num_seqs=cand.max_num_seqs,
