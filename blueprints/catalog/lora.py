@@ -31,7 +31,6 @@ class LoraCatalog(_Record):
     flags: tuple[LoraFlag, ...] = Field(min_length=1)
     routing_source: str
     default_max_loras: int = Field(ge=1, le=64, description="GPU slots per replica at most (--max-loras)")
-    max_adapters: int = Field(ge=1, le=256, description="adapters one service declares at most")
     cuda_graph_extra_gib_per_gpu: float = Field(ge=0, le=16, description="CUDA graph memory LoRA adds per GPU, GiB")
     cuda_graph_source: str
     adapter_file_bytes_per_element: int = Field(ge=1, le=8, description="bytes per element of a saved adapter")

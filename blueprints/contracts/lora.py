@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 from blueprints.catalog import Architecture
 from blueprints.catalog.lora import load_lora_catalog
 from blueprints.contracts.memory import GIB, LoraSlots, lora_elements_per_rank
+from blueprints.core import bounds
 from blueprints.core.errors import FieldProblem, raise_problems
 from blueprints.core.jsontypes import ClosedModel
 from blueprints.requirements.adapters import ADAPTER_URI, LoraAdapter
@@ -29,18 +30,20 @@ class ServedAdapter(ClosedModel):
     name: str = Field(pattern=DNS_1123_LABEL, max_length=40, description="served name; also models/<name>/ in the store")
     source_uri: str = Field(pattern=ADAPTER_URI, max_length=MAX_WEIGHTS_URI_CHARS, description="where the adapter "
                             "is copied from into the model store")
-    rank: int = Field(ge=1, le=512, description="the adapter's LoRA rank")
+    rank: int = Field(ge=1, le=bounds.MAX_LORA_RANK, description="the adapter's LoRA rank")
 
 
 class LoraEngine(ClosedModel):
     """vLLM's LoRA settings: `--enable-lora`, `--lora-modules`, `--max-loras`, `--max-lora-rank`, `--max-cpu-loras`
     (vllm 0.24.0; sources in blueprints/catalog/lora.yaml)."""
 
-    adapters: list[ServedAdapter] = Field(min_length=1, max_length=256, description="served beside the base model")
-    max_loras: int = Field(ge=1, le=256, description="--max-loras: adapters in one batch (GPU slots)")
-    max_lora_rank: int = Field(ge=1, le=512, description="--max-lora-rank: the slot rank, one of vLLM's supported "
+    adapters: list[ServedAdapter] = Field(min_length=1, max_length=bounds.MAX_LORA_ADAPTERS,
+                                          description="served beside the base model")
+    max_loras: int = Field(ge=1, le=bounds.MAX_LORA_ADAPTERS, description="--max-loras: adapters in one batch "
+                           "(GPU slots)")
+    max_lora_rank: int = Field(ge=1, le=bounds.MAX_LORA_RANK, description="--max-lora-rank: the slot rank, one of vLLM's supported "
                                "ranks, at least every adapter's")
-    max_cpu_loras: int = Field(ge=1, le=256, description="--max-cpu-loras: adapters kept in host memory (>= max_loras)")
+    max_cpu_loras: int = Field(ge=1, le=bounds.MAX_LORA_ADAPTERS, description="--max-cpu-loras: adapters kept in host memory (>= max_loras)")
 
     @model_validator(mode="after")
     def _consistent(self) -> LoraEngine:

@@ -8,18 +8,12 @@ at start (vLLM reads adapters from a local path only, never from s3://).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pydantic import Field
 
-from pydantic import Field, model_validator
-
-from blueprints.catalog import Architecture
-from blueprints.catalog.lora import load_lora_catalog
-from blueprints.core.errors import FieldProblem, describe_pattern, raise_problems
+from blueprints.catalog import Architecture, Task
+from blueprints.core import bounds
+from blueprints.core.errors import FieldProblem, describe_pattern
 from blueprints.requirements.fields import DNS_1123_LABEL, HF_REPO, MAX_WEIGHTS_URI_CHARS, S3_SEGMENT, Section
-
-if TYPE_CHECKING:
-    from blueprints.catalog import Task
-
 
 #: Where an adapter comes from: `s3://bucket/prefix/` or `hf://org/name`, as `model.weights_uri` spells them (an
 #: adapter is a folder: `adapter_config.json` and `adapter_model.safetensors`, so no single-file https:// source).
@@ -37,31 +31,17 @@ class LoraAdapter(Section):
                       "model's served name")
     uri: str = Field(pattern=ADAPTER_URI, max_length=MAX_WEIGHTS_URI_CHARS, description="`s3://bucket/prefix/` or "
                      "`hf://org/name` of the adapter folder (adapter_config.json, adapter_model.safetensors)")
-    rank: int = Field(ge=1, description="the adapter's LoRA rank (adapter_config.json `r`), at most the pinned "
-                      "vLLM's largest --max-lora-rank (512); replicas get the smallest supported slot rank at or above "
-                      "the largest adapter's (1, 8, 16, 32, 64, 128, 256, 320, 512)")
-
-    @model_validator(mode="after")
-    def _rank_served(self) -> LoraAdapter:
-        catalog = load_lora_catalog()
-        if self.rank > catalog.max_rank:
-            raise FieldProblem("rank", f"rank={self.rank} is above {catalog.max_rank}, the largest --max-lora-rank "
-                               f"{catalog.engine} serves ({', '.join(map(str, catalog.supported_ranks))}; "
-                               "vllm/config/lora.py:26): retrain the adapter at a rank <= "
-                               f"{catalog.max_rank} or merge it into the weights", rule="adapter-rank-served")
-        return self
+    rank: int = Field(ge=1, le=bounds.MAX_LORA_RANK, description="the adapter's LoRA rank (adapter_config.json "
+                      "`r`), at most the pinned vLLM's largest --max-lora-rank; replicas get the smallest supported "
+                      "slot rank at or above the largest adapter's (1, 8, 16, 32, 64, 128, 256, 320, 512)")
 
 
 def adapter_problems(adapters: list[LoraAdapter], *, base_name: str, task: Task | None,
                      architecture: Architecture | None) -> list[FieldProblem]:
-    """Why these adapters cannot be served on this model (empty when they can): at most `max_adapters`, names unique
-    and not the base model's served name, a text-generation base (vLLM serves LoRA on generative models here) that
+    """Why these adapters cannot be served on this model (empty when they can): names unique and not the base
+    model's served name, a text-generation base (vLLM serves LoRA on generative models here) that
     is dense with a known `intermediate_size` (the slot memory is counted from it). Locations are below the model."""
-    catalog = load_lora_catalog()
     problems = []
-    if len(adapters) > catalog.max_adapters:
-        problems.append(FieldProblem("adapters", f"{len(adapters)} adapters; at most {catalog.max_adapters} per "
-                                     "service: split the adapters over services", rule="adapters-bounded"))
     seen: set[str] = set()
     for i, adapter in enumerate(adapters):
         if adapter.name == base_name:

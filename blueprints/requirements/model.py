@@ -172,7 +172,7 @@ class ModelSpec(Section):
     measured_instance_type: InstanceTypeName | None = Field(
         default=None, description="the EC2 type `measured_latency_ms` was measured on, e.g. `c7i.xlarge`, `g5.xlarge`")
     adapters: list[LoraAdapter] | None = Field(
-        default=None, description="text generation on vLLM: LoRA adapters served beside the base model by the same "
+        default=None, min_length=1, max_length=bounds.MAX_LORA_ADAPTERS, description="text generation on vLLM: LoRA adapters served beside the base model by the same "
         "replicas, each picked by its `name` in a request's OpenAI `model` field (blueprints/requirements/adapters.py)")
 
     @model_validator(mode="after")

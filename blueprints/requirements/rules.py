@@ -17,8 +17,6 @@ CROSS_FIELD_RULES: dict[str, str] = {
     "model-traffic": "`model` needs `traffic` (top level or `model.traffic`); each entry of `models` its own `traffic`",
     "unique-model-names": "the served names of `models` (`name`, else the id) are unique",
     "unique-adapter-names": "the names of `model.adapters` are unique and none is the base model's served name",
-    "adapter-rank-served": "each adapter's `rank` is at most the pinned vLLM's largest --max-lora-rank (512)",
-    "adapters-bounded": "at most 16 `adapters` per model (blueprints/catalog/lora.yaml max_adapters)",
     "adapters-servable": "`adapters` go on a dense text-generation model with a known `intermediate_size`, served "
                          "by vLLM (`operations.preference` not `managed`; with `any`, adapters choose vllm-gpu)",
     "model-id-or-architecture": "a model gives a catalog `id` or an `architecture`; one given by `architecture` also "
