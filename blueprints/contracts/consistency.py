@@ -308,8 +308,9 @@ def _replica_needs(bp: Blueprint) -> list[FieldProblem]:
     if c.ephemeral_storage_gib_per_replica < disk:
         problems.append(FieldProblem((*at, "ephemeral_storage_gib_per_replica"), f"ephemeral_storage_gib_per_replica="
                                      f"{c.ephemeral_storage_gib_per_replica:g} is below the {disk} GiB a replica "
-                                     f"needs for scratch and, unless streamed, {weights:g} GiB of weights copied to the node; raise it "
-                                     f"to >= {disk}"))
+                                     f"needs for scratch and, unless streamed, {weights:g} GiB of weights copied to the node"
+                                     + (" and its LoRA adapters' local copy" if lora is not None else "")
+                                     + f"; raise it to >= {disk}"))
     return problems
 
 
