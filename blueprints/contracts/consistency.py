@@ -36,7 +36,7 @@ from blueprints.core.errors import FieldProblem
 from blueprints.requirements.hosting import Accelerator
 from blueprints.requirements.exposure import ExposureScope, ExposureVia
 from blueprints.contracts.weights import replica_ephemeral_gib, streams_weights
-from blueprints.contracts.lora import adapters_volume_gib
+from blueprints.contracts.lora import adapters_volume_gib, lora_problems
 
 if TYPE_CHECKING:
     from blueprints.contracts.blueprint import Blueprint
@@ -406,7 +406,6 @@ def _engine(bp: Blueprint, catalog: Catalog) -> list[FieldProblem]:
             problems.append(FieldProblem((*at, "shm_size_gib"), f"shm_size_gib={engine.shm_size_gib:g} is below "
                                          f"{defaults.SHM_GIB_PER_TP_RANK:g} GiB per tensor-parallel rank (NCCL)"))
         if engine.lora is not None:
-            from blueprints.contracts.lora import lora_problems
             problems += [FieldProblem((*at, "lora", *p.loc), p.message) for p in lora_problems(
                 engine.lora, base_name=bp.model.name,
                 arch=model_architecture(bp.model.catalog_id, bp.model.architecture, catalog))]

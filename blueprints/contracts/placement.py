@@ -40,6 +40,8 @@ from kubernetes.utils.quantity import parse_quantity
 from blueprints.catalog import InstanceType, load_catalog
 from blueprints.catalog.addons import PlatformCatalog, load_platform_catalog
 from blueprints.core import defaults
+from blueprints.contracts.consistency import model_architecture
+from blueprints.contracts.lora import adapters_volume_gib
 from blueprints.contracts.sections import Archetype
 from blueprints.contracts.weights import fetch_memory_gib, streams_weights, usable_disk_gib, weights_volume_gib
 
@@ -295,10 +297,6 @@ def adapters_copy_resources(bp: Blueprint) -> dict[str, str] | None:
     """Requests of the init container copying a vLLM replica's LoRA adapters to local disk (None without adapters):
     1 CPU, the copy's memory (`fetch_memory_gib` of the adapters' volume) and that volume
     (`blueprints.contracts.lora.adapters_volume_gib`)."""
-    from blueprints.catalog import load_catalog
-    from blueprints.contracts.consistency import model_architecture
-    from blueprints.contracts.lora import adapters_volume_gib
-
     lora = getattr(bp.engine, "lora", None)
     if lora is None:
         return None
