@@ -480,10 +480,14 @@ def preflight(
     are per account and Region: each is checked against what every stack of the account (its policy config) needs
     in that Region together (`blueprints.review.account`).
 
+    The policy's `maxGpus` is checked against the GPUs those stacks reach together, and, with credentials, whether
+    enough of the platform's zones offer the instance type (a zone spread's minDomains; `blueprints.review.zones`).
     Fresh accounts start with 0 vCPUs for G and P instances in most Regions. Exit 0 when every quota holds (or,
-    offline, after printing what to check); 1 when a quota is below what the stack needs; 2 on bad input.
+    offline, after printing what to check); 1 when a quota is below what the stack needs, the account's GPUs are
+    above maxGpus or too few zones offer the type; 2 on bad input.
     """
-    from blueprints.review.account import account_needs
+    from blueprints.review.account import account_gpu_checks, account_needs
+    from blueprints.review.zones import zone_checks
     from blueprints.review.compound import part_stacks
     from blueprints.plan.quota import check_quotas
     from blueprints.contracts.stackconfig import read_config, stack_config_path
@@ -498,11 +502,15 @@ def preflight(
         needs = [a.total for a in found]
         client_for = None if offline else _service_quotas_client_factory()
         checks = check_quotas(needs, client_for) if client_for is not None else []
+        policy = account_gpu_checks(parts or [stack], folder)
+        ec2_for = _ec2_client_factory() if client_for is not None else None
+        zones = zone_checks(parts or [stack], folder, ec2_for) if ec2_for is not None else []
     if as_json:
         rows = [{**a.to_json(), "value": c.value, "source": c.source, "ok": c.ok} for a, c in zip(found, checks)] \
             if checks else [{**a.to_json(), "value": None, "source": "offline", "ok": None} for a in found]
-        typer.echo(json.dumps(rows))
-    elif not needs:
+        typer.echo(json.dumps(rows + [c.to_json() for c in policy]
+                              + [{"service_code": "zones", **z.to_json()} for z in zones]))
+    elif not needs and not policy:
         out.print(f"{stack} needs no service quota we know of (an existing cluster, or an uncatalogued type)")
     else:
         if not checks:
@@ -524,7 +532,24 @@ def preflight(
                       f"{c.value:g} {n.unit} ({c.source}), needs >= {n.needed:g}{shared}")
             if not c.ok:
                 out.print(f"    request: {n.request_command()}")
-    if any(c.ok is False for c in checks):
+    if not as_json:
+        for c in policy:  # the policy's GPU cap, per account and Region like the quotas
+            status = "[green]ok[/]" if c.ok else "[red]too high[/]"
+            out.print(f"  {status} policy gpu-quota in {c.need.region}: {c.need.needed:g} GPUs of maxGpus "
+                      f"{c.value:g} ({escape(c.source)}) — {escape(c.need.why)}")
+            if not c.ok:
+                out.print("    fix: lower these stacks' max_replicas, or raise maxGpus in the policy config")
+        for z in zones:  # the node pool's zones must offer the type (`blueprints.review.zones`)
+            status = "[green]ok[/]" if z.ok else "[red]too few zones[/]"
+            out.print(f"  {status} {z.stack}: {z.instance_type} is offered in {len(z.offered)} of its platform's "
+                      f"zones ({', '.join(z.offered) or 'none'} of {', '.join(z.zones)}), needs {z.needed}")
+            if not z.ok:
+                out.print(f"    fix: choose another instance family (hardware.allowed_instance_families) or a "
+                          f"Region whose zones offer it; check: {z.command()}")
+        if client_for is None:
+            out.print("  zones: which of the platform's zones offer the instance type is read with AWS credentials "
+                      "(DescribeInstanceTypeOfferings by zone ID)")
+    if any(c.ok is False for c in [*checks, *policy]) or any(not z.ok for z in zones):
         raise typer.Exit(code=1)
 
 
@@ -715,6 +740,16 @@ def calibrate(
     err.print(f"[green]wrote[/] {done.path}; `blueprint plan` now sizes {f.key.model} on {f.key.gpu} "
               f"(tensor_parallel_size={f.key.tensor_parallel_size}, {f.key.precision.value}, "
               f"{f.key.engine_image}) with it", highlight=False)
+
+
+def _ec2_client_factory():
+    """region -> a boto3 EC2 client, or None when boto3 finds no AWS credentials."""
+    import boto3
+
+    session = boto3.Session()
+    if session.get_credentials() is None:
+        return None
+    return lambda region: session.client("ec2", region_name=region)
 
 
 def _service_quotas_client_factory():

@@ -132,6 +132,10 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
                                  "(the folder holding Pulumi.yaml), pass --policy-dir, or plan without guardrails with "
                                  "--no-policy")
         limits = environment_guardrails(req, policy_dir)
+        if stacks_dir is not None:  # quotas are per account and Region: the account's other stacks count
+            from blueprints.review.account import with_account_gpus
+
+            limits = with_account_gpus(req, limits, stacks_dir, policy_dir=policy_dir)
     platforms = {p.name: p for p in plan_platform_set(folder, as_of=as_of, planning=path,
                                                       policy_dir=policy_dir if use_policy else None)}
     alerting = load_platform_requirements(folder / PLATFORM_FILE).alerting

@@ -143,7 +143,9 @@ RULES: Final[tuple[Rule, ...]] = (
          "per instance) stay within the environment's cap, so the account's GPU quota and budget hold. Fix: lower "
          "the limit or raise maxGpus.",
          MANDATORY, stack_check=check_gpu_quota,
-         config={"maxGpus": {"type": "integer", "minimum": 0, "description": "GPUs per stack at full scale",
+         config={"maxGpus": {"type": "integer", "minimum": 0, "description": "GPUs the account's stacks may reach "
+                             "together in one Region at full scale (this pack sees one stack and checks its own; "
+                             "`blueprint plan` and `blueprint preflight` add up the account's)",
                              "default": 64}}),
     Rule("gpu-limits-set",
          "GPU containers set resources.limits['nvidia.com/gpu'] (equal to any request, and at least the "

@@ -107,7 +107,10 @@ def test_preflight_of_a_compound_service_adds_up_both_parts_quotas():
     result = runner.invoke(app, ["preflight", "rag-assistant-prod", "--offline", "--json", "--stacks-dir",
                                  str(ROOT / "stacks")])
     assert result.exit_code == 0, result.output
-    [need] = json.loads(result.output)  # both parts run on G instances in us-east-1: one quota
+    rows = json.loads(result.output)
+    [need] = [r for r in rows if r["service_code"] == "ec2"]  # both parts run on G instances in us-east-1: one quota
+    [gpus] = [r for r in rows if r["service_code"] == "policy"]  # one maxGpus row for the account in us-east-1
+    assert all(f"{s} " in gpus["why"] for s in PARTS) and gpus["region"] == "us-east-1"
     parts = [quota_needs(read_stack_config(ROOT / "stacks" / f"Pulumi.{s}.yaml")) for s in PARTS]
     assert need["quota_code"] == parts[0][0].quota_code == parts[1][0].quota_code
     assert need["stack_needed"] == parts[0][0].needed + parts[1][0].needed

@@ -128,7 +128,7 @@ def test_preflight_fails_a_quota_that_holds_the_stack_but_not_the_stacks_beside_
     monkeypatch.setattr("blueprints.cli._service_quotas_client_factory", lambda: (lambda region: client))
     result = runner.invoke(app, ["preflight", "chat-assistant-prod", "--stacks-dir", str(ROOT / "stacks"), "--json"])
     assert result.exit_code == 1
-    [row] = json.loads(result.stdout)
+    [row] = [r for r in json.loads(result.stdout) if r["service_code"] == "ec2"]
     assert (row["stack_needed"], row["needed"], row["ok"]) == (_chat_prod_vcpus(), total, False)
     assert row["stacks"] == stacks and row["account"].endswith("policies/config/prod.json")
 
@@ -139,7 +139,7 @@ def test_preflight_exits_1_naming_a_quota_below_the_need(monkeypatch):
     monkeypatch.setattr("blueprints.cli._service_quotas_client_factory", lambda: (lambda region: client))
     result = runner.invoke(app, ["preflight", "chat-assistant-prod", "--stacks-dir", str(ROOT / "stacks"), "--json"])
     assert result.exit_code == 1
-    [row] = json.loads(result.stdout)
+    [row] = [r for r in json.loads(result.stdout) if r["service_code"] == "ec2"]
     assert (row["quota_code"], row["value"], row["stack_needed"], row["ok"]) == ("L-DB2E81BA", 8.0, _chat_prod_vcpus(),
                                                                                 False)
 

@@ -33,7 +33,12 @@ class Guardrails:
         source: the policy-config file they come from (named in messages).
         allowed_instance_families: families the environment allows (`instance-types-allowed`).
         allowed_instance_types: exact types allowed besides those families.
-        max_gpus: GPUs a stack may reach at full scale (`gpu-quota`: node pool limit x GPUs per node).
+        max_gpus: GPUs the stacks of one account may reach together in one Region at full scale (`gpu-quota`: node
+            pool limit x GPUs per node); quotas are per account and Region, so a stack's own GPUs count with
+            `gpus_in_use`.
+        gpus_in_use: GPUs the account's other stacks in this environment's Region reach at full scale (their committed
+            stack configs; `blueprints.workspace.account_gpus_in_use`), 0 when unknown.
+        gpus_in_use_by: those stacks, named in messages.
         allowed_regions: regions AWS resources may live in (`region-allowed`).
         audit_logs_required: EKS clusters must send audit logs (`cluster-audit-logs`).
         spot_forbidden: node pools must be on-demand (`no-spot-capacity`).
@@ -46,6 +51,8 @@ class Guardrails:
     source: str
     allowed_instance_families: tuple[str, ...] | None = None
     max_gpus: int | None = None
+    gpus_in_use: int = 0
+    gpus_in_use_by: tuple[str, ...] = ()
     allowed_instance_types: tuple[str, ...] = ()
     allowed_regions: tuple[str, ...] | None = None
     audit_logs_required: bool = False
@@ -151,6 +158,20 @@ class SearchLimits:
     def max_gpus(self) -> int | None:
         return self.guardrails.max_gpus if self.guardrails is not None else None
 
+    @property
+    def gpus_in_use(self) -> int:
+        """GPUs the account's other stacks in the Region reach at full scale (counted against `max_gpus`)."""
+        return self.guardrails.gpus_in_use if self.guardrails is not None else 0
+
+    def quota_source(self) -> str:
+        """The GPU quota in words: `maxGpus=8 (policies/config/dev.json, gpu-quota)`, with what the account's other
+        stacks in the Region already reach."""
+        g = self.guardrails
+        assert g is not None and g.max_gpus is not None
+        used = (f", of which the account's other stacks in the Region reach {g.gpus_in_use} "
+                f"({', '.join(g.gpus_in_use_by)})") if g.gpus_in_use else ""
+        return f"maxGpus={g.max_gpus} ({g.source}, gpu-quota){used}"
+
     def placement(self, per_node: int) -> Placement:
         """How an option's replicas take nodes at `per_node` to a node (`blueprints.contracts.placement`), as the
         program will spread them."""
@@ -178,24 +199,27 @@ class SearchLimits:
                           "environments.{env}.max_replicas")
         if self.max_gpus is not None and inst.gpu_count and not managed:
             gpus = self.gpus_at_full_scale(replicas, per_node=per_node, gpus_per_node=inst.gpu_count)
-            if gpus > self.max_gpus:
+            if gpus + self.gpus_in_use > self.max_gpus:
                 source = self.guardrails.source  # type: ignore[union-attr]
-                return Breach("gpu-quota", f"needs {gpus} GPUs with the rollout surge, above maxGpus={self.max_gpus} "
-                                           f"({source}, gpu-quota)", gpus,
+                total = f" ({gpus + self.gpus_in_use} with the account's others)" if self.gpus_in_use else ""
+                return Breach("gpu-quota", f"needs {gpus} GPUs with the rollout surge{total}, above "
+                                           f"{self.quota_source()}", gpus + self.gpus_in_use,
                               f"raise maxGpus in {source} to >= {{needed}}", "policy:{env}:maxGpus")
         return None
 
     def need(self, constraint: str, inst: InstanceType, *, replicas: int, per_node: int) -> int:
-        """What an option needs of a constraint: replicas at peak (`max_replicas`) or GPUs with the surge."""
+        """What an option needs of a constraint: replicas at peak (`max_replicas`) or GPUs with the surge (with the
+        account's other stacks in the Region: what `maxGpus` must hold)."""
         if constraint in ("max_replicas", "replica-limit"):
             return replicas
-        return self.gpus_at_full_scale(replicas, per_node=per_node, gpus_per_node=inst.gpu_count)
+        return self.gpus_at_full_scale(replicas, per_node=per_node, gpus_per_node=inst.gpu_count) + self.gpus_in_use
 
     def autoscaling_cap(self, *, per_node: int, gpus_per_node: int) -> int | None:
         """The most replicas the autoscaler may reach with the surge inside the GPU quota (None: no quota)."""
         if self.max_gpus is None or not gpus_per_node:
             return None
-        cap = (self.max_gpus // gpus_per_node) * per_node - defaults.SURGE_REPLICAS
-        while cap > 0 and self.gpus_at_full_scale(cap, per_node=per_node, gpus_per_node=gpus_per_node) > self.max_gpus:
+        free = self.max_gpus - self.gpus_in_use
+        cap = (free // gpus_per_node) * per_node - defaults.SURGE_REPLICAS
+        while cap > 0 and self.gpus_at_full_scale(cap, per_node=per_node, gpus_per_node=gpus_per_node) > free:
             cap -= 1
         return cap

@@ -25,13 +25,14 @@ from blueprints.requirements.platform_file import AlertingSpec
 from blueprints.contracts.platform import PlatformConfig
 from blueprints.contracts.calibration_file import Calibrations
 from blueprints.plan.guardrails import Guardrails
-from blueprints.core.errors import RequirementsError, SizingError
+from blueprints.core.errors import Fix, RequirementsError, SizingError
 from blueprints.plan.options.search import ResolvedModel, resolve_models
 from blueprints.requirements.service import Requirements
 from blueprints.contracts.images import image_problems
 from blueprints.plan.kubernetes_features import feature_problems
-from blueprints.plan.hints import apply_fixes, prove
+from blueprints.plan.hints import apply_fixes, policy_field, prove
 from blueprints.plan.node_fit import node_fit_problem
+from blueprints.plan.quota import gpus_at_full_scale
 from blueprints.plan.scaling import finish
 from blueprints.plan.selection import Selection, select_archetype
 from blueprints.plan.stability import Hardware
@@ -158,9 +159,32 @@ def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: 
 
         planned = plan_pipeline(req, parts, names, catalog=catalog, plan_part=lambda part, env: _plan_service(
             part, catalog, ctx, [env], alerting=alerting)[0])
+        _check_parts_gpus(planned, limits)
     else:
         planned = _plan_service(req, catalog, ctx, names, alerting=alerting)
     return apply_overrides(planned, req, guardrails=limits)
+
+
+def _check_parts_gpus(planned: list[Blueprint], limits: Mapping[str, Guardrails]) -> None:
+    """A compound service's parts share their account's GPU quota: each part was sized within `maxGpus` less the
+    account's other stacks; together they must be too (`blueprints.plan.quota.gpus_at_full_scale`).
+
+    Raises:
+        SizingError: the parts' GPUs with the account's others exceed `maxGpus`, with the proven-able fix.
+    """
+    for env in dict.fromkeys(bp.environment for bp in planned):
+        g = limits.get(env)
+        parts = [(bp.stack, gpus_at_full_scale(bp)) for bp in planned if bp.environment == env]
+        total = sum(n for _, n in parts) + (g.gpus_in_use if g else 0)
+        if g is None or g.max_gpus is None or total <= g.max_gpus:
+            continue
+        text = f"raise maxGpus in {g.source} to >= {total}"
+        raise SizingError(f"environments.{env}: the parts need {' + '.join(f'{n} ({s})' for s, n in parts)} GPUs "
+                          f"with the rollout surge"
+                          + (f" and the account's other stacks in the Region {g.gpus_in_use} "
+                             f"({', '.join(g.gpus_in_use_by)})" if g.gpus_in_use else "")
+                          + f": {total}, above maxGpus={g.max_gpus} ({g.source}, gpu-quota); {text}",
+                          fixes=(Fix(policy_field(env, "maxGpus"), total, text),))
 
 
 def _plan_service(req: Requirements, catalog: Catalog, ctx: PlanContext, names: list[str], *,

@@ -120,6 +120,15 @@ def quota_needs(subject: Blueprint | PlatformConfig) -> list[QuotaNeed]:
                       why="node pool at its limit (autoscaling maximum plus the rollout surge)")]
 
 
+def gpus_at_full_scale(bp: Blueprint) -> int:
+    """GPUs a service stack's node pool may reach (`node_pool_max_nodes` x GPUs per node), as the `gpu-quota` policy
+    counts its NodePool's `limits['nvidia.com/gpu']`; 0 for SageMaker (its own quotas), CPU instances and owned
+    edge nodes (no instance type: not launched in an account)."""
+    if bp.archetype is Archetype.SAGEMAKER_ENDPOINT or bp.compute.instance_type is None:
+        return 0
+    return bp.node_pool_max_nodes * load_catalog().instance(bp.compute.instance_type).gpu_count
+
+
 def summed_needs(needs: list[tuple[str, QuotaNeed]]) -> list[QuotaNeed]:
     """(stack, need) pairs with needs of the same quota in the same Region added up: quotas are per account and
     Region. Each `why` names its stack; in the order first met."""

@@ -92,8 +92,8 @@ def scaling_reasons(bp: Blueprint, platform: PlatformConfig | None) -> list[str]
                    f"{defaults.MIN_ZONES_FOR_HIGH_AVAILABILITY} zones (topology spread, minDomains), so a node drain "
                    f"evicts one replica, which its PodDisruptionBudget allows; the catalog does not know which zones "
                    f"of {bp.region} offer {bp.compute.instance_type}, so the NodePool spans the platform's "
-                   f"{bp.platform.zones} zones (check with `aws ec2 describe-instance-type-offerings "
-                   "--location-type availability-zone`)")
+                   f"{bp.platform.zones} zones (`blueprint preflight {bp.stack}` checks with AWS credentials "
+                   "that enough of them offer it)")
     if bp.platform.zones:
         why.append(f"NodePool limit {bp.node_pool_max_nodes} node(s): {a.max_replicas} replicas plus a rollout surge "
                    f"of {defaults.SURGE_REPLICAS}, {bp.compute.replicas_per_node} per node, spread over "

@@ -9,12 +9,17 @@ folder (platforms, services, both parts of a compound service) with that policy 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.platform import PlatformConfig
 from blueprints.contracts.stackconfig import read_config, stack_config_path
-from blueprints.plan.quota import QuotaNeed, quota_needs, summed_needs
-from blueprints.review.stack import POLICY_CONFIG_DIR
+from blueprints.core.errors import StackConfigError
+from blueprints.plan.guardrails import Guardrails
+from blueprints.plan.quota import QuotaCheck, QuotaNeed, gpus_at_full_scale, quota_needs, summed_needs
+from blueprints.requirements.service import Requirements
+from blueprints.review.stack import POLICY_CONFIG_DIR, policy_config_for
 from blueprints.review.stacks import list_stacks
 
 
@@ -52,3 +57,92 @@ def account_needs(stacks: list[str], stacks_dir: Path, *, policy_dir: Path = POL
         using = tuple(s for s, n in every if (n.service_code, n.quota_code, n.region) == key)
         out.append(AccountNeed(need, totals[key], using, account))
     return out
+
+
+def _service_stacks(stacks_dir: Path, *, skip_service: str | None = None) -> list[Blueprint]:
+    """The service stack configs in `stacks_dir` (platforms have no GPUs of a quota's kind), except `skip_service`'s.
+
+    With `skip_service` (a plan, which rewrites that service's stacks), an invalid stack config is left out: its own
+    preview and `plan --check` refuse it, and it must not stop another service's plan. Without (preflight, which
+    answers for the account), it is an error.
+
+    Raises:
+        StackConfigError: without `skip_service`, a stack config is invalid (the message names it).
+    """
+    found: list[Blueprint] = []
+    for path in sorted(stacks_dir.glob("Pulumi.*.yaml")) if stacks_dir.is_dir() else []:
+        try:
+            subject = read_config(path)
+        except StackConfigError as exc:
+            if skip_service is not None:
+                continue
+            raise StackConfigError(f"{exc} (every stack of an account counts against its GPU quota, gpu-quota "
+                                   "maxGpus; fix or re-plan it)") from None
+        if isinstance(subject, PlatformConfig):
+            continue
+        if skip_service is None or (subject.pipeline.service if subject.pipeline else subject.service) != skip_service:
+            found.append(subject)
+    return found
+
+
+def _account_of(bp: Blueprint, policy_dir: Path) -> Path:
+    return policy_config_for(bp.environment, production=bp.production, config_dir=policy_dir)
+
+
+def with_account_gpus(req: Requirements, limits: dict[str, Guardrails], stacks_dir: Path, *,
+                      policy_dir: Path = POLICY_CONFIG_DIR) -> dict[str, Guardrails]:
+    """Each environment's guardrails with the GPUs the account's other stacks in its Region reach at full scale
+    (`Guardrails.gpus_in_use`): the committed service stack configs in `stacks_dir` with the same policy config and
+    Region, except the stacks `req` itself plans (they are about to be rewritten), each at `gpus_at_full_scale`.
+    The plan then keeps the account within `maxGpus` (`blueprints.plan.guardrails.SearchLimits.breach`); the stack
+    planned first in an account takes its GPUs first, as at `pulumi up`.
+
+    An invalid stack config of another service is left out (`_service_stacks`).
+    """
+    others = _service_stacks(stacks_dir, skip_service=req.service)
+    out = dict(limits)
+    for env, g in limits.items():
+        if g.max_gpus is None:
+            continue
+        account = policy_config_for(env, production=req.is_production(env), config_dir=policy_dir)
+        using = [(bp.stack, gpus) for bp in others
+                 if bp.region == req.environments[env].region and _account_of(bp, policy_dir) == account
+                 and (gpus := gpus_at_full_scale(bp))]
+        if using:
+            out[env] = replace(g, gpus_in_use=sum(n for _, n in using),
+                               gpus_in_use_by=tuple(f"{stack}: {n}" for stack, n in using))
+    return out
+
+
+def account_gpu_checks(stacks: list[str], stacks_dir: Path, *,
+                       policy_dir: Path = POLICY_CONFIG_DIR) -> list[QuotaCheck]:
+    """The `gpu-quota` policy per account and Region for `stacks` (one stack, or a compound service's parts): the
+    GPUs every service stack of the same policy config reaches there at full scale (`gpus_at_full_scale`) against
+    its `maxGpus` (a mandatory policy only), as `QuotaCheck`s (service_code `policy`, value maxGpus, source the
+    policy config). Empty for stacks without GPUs.
+
+    Raises:
+        StackConfigError: a stack config in `stacks_dir` is invalid.
+        BlueprintError: the policy config is invalid.
+    """
+    from blueprints.core.project import project_relative
+    from blueprints.review.policy_pack import guardrails, read_policy_config
+
+    every = _service_stacks(stacks_dir)
+    checks, seen = [], set()
+    for bp in (b for b in every if b.stack in stacks and gpus_at_full_scale(b)):
+        account = _account_of(bp, policy_dir)
+        if (account, bp.region) in seen or not account.exists():
+            continue
+        seen.add((account, bp.region))
+        cap = guardrails(read_policy_config(account), source=project_relative(account)).max_gpus
+        if cap is None:
+            continue
+        using = [(b.stack, n) for b in every if b.region == bp.region and _account_of(b, policy_dir) == account
+                 and (n := gpus_at_full_scale(b))]
+        total = sum(n for _, n in using)
+        need = QuotaNeed("policy", "gpu-quota", f"maxGpus of {project_relative(account)}", bp.region, float(total),
+                         "GPUs", "GPUs at full scale, every stack of the account in the Region: "
+                         + ", ".join(f"{s} {n}" for s, n in using))
+        checks.append(QuotaCheck(need, float(cap), project_relative(account)))
+    return checks

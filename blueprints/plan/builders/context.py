@@ -189,8 +189,7 @@ def quota_cap(ctx: PlanContext, req: Requirements, env: str, *, per_node: int, g
     """`autoscaling_bounds`' keywords for the GPU quota of a self-hosted environment."""
     limits = ctx.limits(req, env, managed=False)
     cap = limits.autoscaling_cap(per_node=per_node, gpus_per_node=gpus_per_node)
-    return {} if cap is None else {"quota_cap": cap, "quota_source": f"maxGpus={limits.max_gpus} "
-                                   f"({limits.guardrails.source}, gpu-quota)"}  # type: ignore[union-attr]
+    return {} if cap is None else {"quota_cap": cap, "quota_source": limits.quota_source()}
 
 
 def default_kubernetes_version(as_of: dt.date) -> str:

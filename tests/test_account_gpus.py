@@ -1,0 +1,188 @@
+"""The `gpu-quota` policy per account and Region (issue 22 item 5): `maxGpus` holds every stack of one policy config in
+one Region together, so the plan sizes a stack within what the account's other stacks leave, a compound service's
+parts count together, and `blueprint preflight` checks the same sum."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from blueprints.catalog import load_catalog
+from blueprints.cli import app
+from blueprints.contracts.stackconfig import read_config
+from blueprints.core.errors import SizingError
+from blueprints.plan.guardrails import Guardrails, SearchLimits
+from blueprints.plan.quota import gpus_at_full_scale
+from blueprints.requirements.service import load_requirements
+from blueprints.review.account import with_account_gpus
+from blueprints.review.stack import environment_guardrails
+from blueprints.workspace import plan_requirements_file
+from tests.conftest import ROOT
+from tests.plan_preview import PLAN_DATE
+
+runner = CliRunner()
+STACKS, POLICIES = ROOT / "stacks", ROOT / "policies" / "config"
+
+
+def _project(tmp_path: Path, *, dev_max_gpus: int | None = None) -> tuple[Path, Path]:
+    """A copy of the bundled stacks and policy configs; dev's maxGpus set when given."""
+    stacks, policies = tmp_path / "stacks", tmp_path / "policies" / "config"
+    shutil.copytree(STACKS, stacks)
+    shutil.copytree(POLICIES, policies)
+    if dev_max_gpus is not None:
+        dev = json.loads((policies / "dev.json").read_text())
+        dev["gpu-quota"]["maxGpus"] = dev_max_gpus
+        (policies / "dev.json").write_text(json.dumps(dev))
+    return stacks, policies
+
+
+def _gpus(stack: str) -> int:
+    return gpus_at_full_scale(read_config(STACKS / f"Pulumi.{stack}.yaml"))
+
+
+def test_a_stacks_gpus_are_its_node_pool_limit_and_none_for_sagemaker_or_owned_edge_nodes():
+    chat = read_config(STACKS / "Pulumi.chat-assistant-prod.yaml")
+    assert _gpus("chat-assistant-prod") == chat.node_pool_max_nodes * 1 == 13  # g6e.xlarge: 1 L40S
+    assert _gpus("regulated-assistant-prod") == 7 * 8  # p4de.24xlarge: 8 A100s a node
+    assert _gpus("prototype-summarizer-pilot") == 0  # SageMaker counts against its own quotas
+    assert _gpus("edge-classifier-dev") == 0  # owned edge nodes have no instance type (was an AttributeError)
+    assert _gpus("support-sentiment-prod") == 0  # c7g: no GPUs
+
+
+def test_the_account_s_other_stacks_in_the_region_are_counted_not_its_own_nor_other_regions_or_accounts():
+    req = load_requirements(STACKS / "requirements" / "chat-assistant.yaml")
+    limits = with_account_gpus(req, environment_guardrails(req, POLICIES), STACKS, policy_dir=POLICIES)
+    dev, prod = limits["dev"], limits["prod"]
+    assert (dev.max_gpus, dev.gpus_in_use) == (8, _gpus("rag-assistant-generator-dev") + _gpus("rag-assistant-retrieval-dev"))
+    assert dev.gpus_in_use_by == ("rag-assistant-generator-dev: 3", "rag-assistant-retrieval-dev: 3")
+    # us-east-1 under prod.json: not regulated-assistant-prod (eu-central-1), not its own chat-assistant-prod.
+    assert [s.split(":")[0] for s in prod.gpus_in_use_by] == [
+        "partner-api-prod", "rag-assistant-generator-prod", "rag-assistant-retrieval-prod", "search-relevance-prod"]
+    assert prod.gpus_in_use == sum(_gpus(s.split(":")[0]) for s in prod.gpus_in_use_by) == 22
+
+
+def test_the_search_counts_the_account_s_gpus_and_the_hint_asks_for_the_total():
+    inst = load_catalog().instance("g6e.xlarge")
+    limits = SearchLimits(guardrails=Guardrails(source="policies/config/dev.json", max_gpus=8, gpus_in_use=6,
+                                                gpus_in_use_by=("a-dev: 6",)), zones=3)
+    assert limits.breach(inst, replicas=1, per_node=1, managed=False) is None  # 1 + surge 1 = 2, with 6: 8
+    breach = limits.breach(inst, replicas=2, per_node=1, managed=False)
+    assert breach is not None and breach.needed == 9 and breach.constraint == "gpu-quota"
+    assert "needs 3 GPUs with the rollout surge (9 with the account's others)" in breach.why
+    assert "of which the account's other stacks in the Region reach 6 (a-dev: 6)" in breach.why
+    assert limits.need("gpu-quota", inst, replicas=2, per_node=1) == 9
+    assert limits.autoscaling_cap(per_node=1, gpus_per_node=1) == 1  # 2 GPUs left: 1 replica + the surge
+    alone = SearchLimits(guardrails=Guardrails(source="x", max_gpus=8), zones=3)
+    assert alone.autoscaling_cap(per_node=1, gpus_per_node=1) == 7
+
+
+def test_the_bundled_dev_account_caps_chat_assistant_dev_at_what_the_rag_stacks_leave():
+    chat = read_config(STACKS / "Pulumi.chat-assistant-dev.yaml")
+    assert chat.autoscaling.max_replicas == 1 and _gpus("chat-assistant-dev") == 2
+    dev_total = sum(_gpus(s) for s in ("chat-assistant-dev", "rag-assistant-generator-dev",
+                                       "rag-assistant-retrieval-dev"))
+    assert dev_total == 8  # exactly dev.json's maxGpus
+    assert any("maxGpus=8 (policies/config/dev.json, gpu-quota), of which the account's other stacks in the Region "
+               "reach 6 (rag-assistant-generator-dev: 3, rag-assistant-retrieval-dev: 3)" in r for r in chat.rationale)
+
+
+def test_a_plan_the_account_has_no_room_for_is_refused_with_a_proven_total(tmp_path):
+    stacks, policies = _project(tmp_path, dev_max_gpus=7)
+    with pytest.raises(SizingError) as err:
+        plan_requirements_file(stacks / "requirements" / "chat-assistant.yaml", as_of=PLAN_DATE, policy_dir=policies,
+                               stacks_dir=stacks, environments=["dev"])
+    message = str(err.value)
+    assert "(8 with the account's others)" in message  # 1 replica + surge = 2 GPUs, with the rag stacks' 6
+    assert "raise maxGpus in" in message and "to >= 8" in message
+
+
+def test_a_compound_service_s_parts_count_together(tmp_path):
+    """Each rag part fits alone (3 GPUs + chat-assistant-dev's 2 <= 7); both together (8) do not."""
+    stacks, policies = _project(tmp_path, dev_max_gpus=7)
+    with pytest.raises(SizingError) as err:
+        plan_requirements_file(stacks / "requirements" / "rag-assistant.yaml", as_of=PLAN_DATE, policy_dir=policies,
+                               stacks_dir=stacks, environments=["dev"])
+    message = str(err.value)
+    assert ("the parts need 3 (rag-assistant-generator-dev) + 3 (rag-assistant-retrieval-dev) GPUs with the rollout "
+            "surge and the account's other stacks in the Region 2 (chat-assistant-dev: 2): 8, above maxGpus=7") in message
+    assert "to >= 8" in message
+
+
+def test_preflight_checks_the_account_s_gpus_against_max_gpus(tmp_path, monkeypatch):
+    monkeypatch.setattr("blueprints.cli._service_quotas_client_factory", lambda: None)
+    result = runner.invoke(app, ["preflight", "chat-assistant-dev", "--stacks-dir", str(STACKS), "--json"])
+    assert result.exit_code == 0, result.output
+    [gpu] = [r for r in json.loads(result.stdout) if r["service_code"] == "policy"]
+    assert (gpu["quota_code"], gpu["region"], gpu["needed"], gpu["value"], gpu["ok"]) == (
+        "gpu-quota", "us-west-2", 8.0, 8.0, True)
+    assert "chat-assistant-dev 2, rag-assistant-generator-dev 3, rag-assistant-retrieval-dev 3" in gpu["why"]
+
+    stacks, _ = _project(tmp_path, dev_max_gpus=7)
+    monkeypatch.chdir(tmp_path)  # policies/config of the working directory
+    result = runner.invoke(app, ["preflight", "rag-assistant-dev", "--stacks-dir", str(stacks), "--offline"])
+    assert result.exit_code == 1, result.output
+    assert "too high policy gpu-quota in us-west-2: 8 GPUs of maxGpus 7" in " ".join(result.output.split())
+
+
+def _ec2(zones: list[str], offered: list[str], *, subnets: dict[str, str] | None = None):
+    """A stubbed EC2 client: the Region's zones (or an existing VPC's subnets -> zone IDs) and the type's offerings."""
+    import boto3
+    from botocore.stub import ANY, Stubber
+
+    client = boto3.client("ec2", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    if subnets is not None:
+        stub.add_response("describe_subnets", {"Subnets": [{"SubnetId": s, "AvailabilityZoneId": z}
+                                                           for s, z in subnets.items()]}, {"SubnetIds": ANY})
+    else:
+        stub.add_response("describe_availability_zones",
+                          {"AvailabilityZones": [{"ZoneId": z, "State": "available"} for z in zones]},
+                          {"Filters": [{"Name": "state", "Values": ["available"]}]})
+    stub.add_response("describe_instance_type_offerings",
+                      {"InstanceTypeOfferings": [{"Location": z, "LocationType": "availability-zone-id"}
+                                                 for z in offered]},
+                      {"LocationType": "availability-zone-id", "Filters": ANY})
+    stub.activate()
+    return client
+
+
+def _preflight_with(monkeypatch, stack: str, ec2) -> object:
+    import boto3
+    from botocore.stub import Stubber
+
+    quotas = boto3.client("service-quotas", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(quotas)
+    for _ in range(4):
+        stub.add_response("get_service_quota", {"Quota": {"Value": 10000.0}})
+    stub.activate()
+    monkeypatch.setattr("blueprints.cli._service_quotas_client_factory", lambda: (lambda region: quotas))
+    monkeypatch.setattr("blueprints.cli._ec2_client_factory", lambda: (lambda region: ec2))
+    return runner.invoke(app, ["preflight", stack, "--stacks-dir", str(STACKS)])
+
+
+def test_preflight_refuses_a_zone_spread_its_platform_s_zones_cannot_hold(monkeypatch):
+    """regulated-assistant-prod spreads over >= 2 zones (minDomains 2); its existing VPC's subnets are in three zones,
+    and p4de.24xlarge is offered in one of them: replicas would stay Pending."""
+    bp = read_config(STACKS / "Pulumi.regulated-assistant-prod.yaml")
+    platform = read_config(STACKS / f"Pulumi.{bp.platform.stack}.yaml")
+    subnets = dict(zip(platform.network.existing_vpc.private_subnet_ids, ["euc1-az1", "euc1-az2", "euc1-az3"]))
+    result = _preflight_with(monkeypatch, "regulated-assistant-prod",
+                             _ec2([], ["euc1-az2", "euc1-az9"], subnets=subnets))
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert ("too few zones regulated-assistant-prod: p4de.24xlarge is offered in 1 of its platform's zones (euc1-az2 "
+            "of euc1-az1, euc1-az2, euc1-az3), needs 2") in text
+    assert "--location-type availability-zone-id --filters Name=instance-type,Values=p4de.24xlarge" in text
+
+
+def test_preflight_takes_a_new_vpc_s_zones_as_pulumi_up_does_and_passes_when_they_offer_the_type(monkeypatch):
+    """A new VPC takes the first az_count available zone IDs in ID order, none EKS refuses (use1-az3)."""
+    ec2 = _ec2(["use1-az6", "use1-az1", "use1-az3", "use1-az2", "use1-az4"], ["use1-az1", "use1-az2"])
+    result = _preflight_with(monkeypatch, "chat-assistant-prod", ec2)
+    assert result.exit_code == 0, result.output
+    assert ("ok chat-assistant-prod: g6e.xlarge is offered in 2 of its platform's zones (use1-az1, use1-az2 of "
+            "use1-az1, use1-az2, use1-az4), needs 2") in " ".join(result.output.split())
