@@ -19,6 +19,7 @@ from blueprints.requirements.fields import (
     WEIGHTS_URI,
 )
 from blueprints.core.jsontypes import ClosedModel
+from blueprints.contracts.lora import LoraEngine
 
 
 #: Bumped when a field changes meaning; the program refuses configs of another version.
@@ -199,6 +200,16 @@ class VllmEngine(ClosedModel):
     shm_size_gib: float = Field(gt=0, le=bounds.MAX_MEMORY_GIB_PER_NODE, description="memory-backed /dev/shm for "
                                 "NCCL, GiB; grows with tensor parallel")
     port: Port = 8000
+    lora: LoraEngine | None = Field(default=None, description="LoRA adapters served beside the model "
+                                    "(blueprints/contracts/lora.py); absent without adapters")
+
+    @model_serializer(mode="wrap")
+    def _absent_without_adapters(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """No `lora` key without adapters, so stack configs change only when adapters are served."""
+        data = handler(self)
+        if self.lora is None:
+            data.pop("lora", None)
+        return data
 
     @model_validator(mode="after")
     def _batched_tokens_hold_the_batch(self) -> VllmEngine:

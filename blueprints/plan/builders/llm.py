@@ -31,6 +31,8 @@ from blueprints.plan.selection import Selection
 from blueprints.plan.stability import Hardware, decide
 from blueprints.plan.startup import calibrated, vllm_startup
 from blueprints.contracts.weights import replica_ephemeral_gib, streams_format
+from blueprints.contracts.lora import adapters_volume_gib, lora_engine, lora_reason
+from blueprints.contracts.memory import GIB, lora_bytes_per_gpu
 from blueprints.plan.builders.context import (
     PlanContext, access_reasons, autoscaling_bounds, capacity_type_of, common_fields, cooldown_s, quota_cap,
     served_model,
@@ -237,7 +239,8 @@ def llm_predictions(req: Requirements, env: str, model: ResolvedModel, plan_: Ll
         capacity_source=best.candidate.model.source.summary(), capacity_correction=plan_.correction)
 
 
-def llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedModel, *, managed: bool) -> Compute:
+def llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedModel, *, managed: bool,
+                adapters_gib: int = 0) -> Compute:
     inst, tp = best.instance, best.tensor_parallel_size
     share = tp / inst.gpu_count  # this replica's share of the node
     shm_gib = defaults.SHM_GIB_PER_TP_RANK * tp
@@ -250,7 +253,8 @@ def llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedMode
         cpu_per_replica=max(1, math.floor(inst.vcpus * share * defaults.NODE_ALLOCATABLE_CPU_FRACTION)),
         memory_gib_per_replica=max(math.floor(inst.memory_gib * share * 0.8),
                                    vllm_host_memory_gib(shm_gib, streamer_buffer_gib=buffers)),
-        ephemeral_storage_gib_per_replica=replica_ephemeral_gib([served.weights_gib], streamed=streamed),
+        ephemeral_storage_gib_per_replica=replica_ephemeral_gib([served.weights_gib], streamed=streamed,
+                                                                adapters_gib=adapters_gib),
         replicas=best.replicas, capacity_type=capacity_type_of(req, env, managed=managed),
         cpu_arch=CpuArch(inst.cpu_arch))
 
@@ -275,6 +279,9 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
     inst, tp, cand = best.instance, best.tensor_parallel_size, best.candidate
     dtype, quantization = vllm_dtype(model.spec.precision, model.spec.quantization_method, best.gpu)
     served = served_model(model, req, env)
+    lora = lora_engine(model.spec.adapters)
+    lora_notes = [lora_reason(lora, served.name, slot_gib_per_gpu=lora_bytes_per_gpu(
+        model.architecture, lora.slots, precision=model.spec.precision, tensor_parallel_size=tp) / GIB)] if lora else []
     estimate = calibrated(vllm_startup(served, tensor_parallel_size=tp, gpus_per_node=inst.gpu_count),
                           model.calibration(best.gpu.name, tp, managed=False),
                           streamed=streams_format(Archetype.VLLM_GPU, served.format))
@@ -291,18 +298,19 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
     return Blueprint(
         **common_fields(req, env, ctx, managed=False, idle_timeout_s=longest_request_s(req, model, run)),
         archetype=Archetype.VLLM_GPU, models=[served],
-        compute=llm_compute(req, env, best, served, managed=False),
+        compute=llm_compute(req, env, best, served, managed=False,
+                            adapters_gib=adapters_volume_gib(model.architecture, lora)),
         engine=VllmEngine(image=defaults.VLLM_IMAGE, tensor_parallel_size=tp,
                           gpu_memory_utilization=defaults.GPU_MEMORY_UTILIZATION,
                           max_model_len=model.max_context_tokens, max_num_seqs=cand.max_num_seqs,
                           max_num_batched_tokens=cand.max_num_batched_tokens, dtype=dtype,
                           quantization=quantization, kv_cache_dtype=best.kv_cache_dtype,  # type: ignore[arg-type]
-                          shm_size_gib=defaults.SHM_GIB_PER_TP_RANK * tp),
+                          shm_size_gib=defaults.SHM_GIB_PER_TP_RANK * tp, lora=lora),
         startup=startup,
         # The target is set from the replica model once the blueprint exists (`blueprints.plan.scaling.scaling_targets`).
         autoscaling=Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="vllm:num_requests_running",
                                 target=1.0, cooldown_s=cooldown_s(startup)),
         predictions=llm_predictions(req, env, model, llm, lines, catalog, managed=False, max_monthly_usd=most_usd),
-        rationale=[*selection.reasons, *llm.reasons, estimate.reason, *capped, *budget_notes, *access_reasons(req, managed=False),
+        rationale=[*selection.reasons, *llm.reasons, *lora_notes, estimate.reason, *capped, *budget_notes, *access_reasons(req, managed=False),
                    *cost_notes(req, env, catalog, managed=False)],
     )
