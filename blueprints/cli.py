@@ -688,6 +688,11 @@ def benchmark(
                   f"{r.request_goodput if r.request_goodput is not None else float('nan'):.3g}; TTFT p95 "
                   f"{r.percentile_ms('ttft', 95) or float('nan'):.0f} ms, ITL p95 "
                   f"{r.percentile_ms('itl', 95) or float('nan'):.1f} ms; {r.failed} failed", highlight=False)
+    cold = run.result.cold_start
+    if cold is not None:
+        out.print(f"  cold start of {cold.pod}: {cold.total_s:g} s to Ready; " + ", ".join(
+            f"{part.removesuffix('_s')} {seconds:g} s" for part, seconds in cold.measured_parts().items()),
+            highlight=False)
     err.print(f"[green]wrote[/] {run.path}")
 
 
@@ -709,8 +714,10 @@ def calibrate(
     benchmark runs, by replaying each run through the replica model the planner sizes with, and write them with
     their provenance to stacks/calibration/<model>-<gpu>-<engine>-tp<N>-<precision>.yaml. The next `blueprint plan`
     of any service with that model, GPU, engine image, tensor parallel degree and precision sizes on the corrected
-    model and says so. Exit 2 on a file of another model or GPU, a run with over 5 % failed or under 20 completed
-    requests, or a bad field (the message names file, field and fix).
+    model and says so; a result file with the measured pod's cold start (`blueprint benchmark` records it) also
+    corrects the startup model part by part, and the next plan's cold start, probes, deadlines, cooldowns and warm
+    floor follow it. Exit 2 on a file of another model or GPU, a run with over 5 % failed or under 20 completed
+    requests, a cold-start part outside 0.2-5x the model's, or a bad field (the message names file, field and fix).
     """
     from blueprints.contracts.stackconfig import read_stack_config, stack_config_path
     from blueprints.core.project import project_paths
@@ -734,6 +741,10 @@ def calibrate(
               f"{f.residual_before.median:.0%} -> {f.residual_after.median:.0%}, max {f.residual_before.max:.0%} -> "
               f"{f.residual_after.max:.0%}" + (f" (at the bound of its range: {', '.join(f.at_bound)})"
                                               if f.at_bound else ""), highlight=False)
+    if f.startup is not None:
+        out.print(f"cold start: {f.startup.words()}; "
+                  + ", ".join(f"{p.part.removesuffix('_s')} {p.predicted_s} -> {p.measured_s:g} s (x{p.factor:g}, "
+                              f"{p.samples} sample(s))" for p in f.startup.parts), highlight=False)
     if f.key.engine_image != defaults.VLLM_IMAGE:
         err.print(f"[yellow]note[/]: the runs measured {f.key.engine_image}; plans pin {defaults.VLLM_IMAGE}, so "
                   "this calibration applies once they pin that image again", highlight=False)

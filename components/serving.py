@@ -27,6 +27,7 @@ from components.labels import recommended_labels, sync_account_name
 from components.naming import ROLE, fit
 from components.monitoring import KubernetesMonitoring, KubernetesMonitoringArgs
 from components.weights_storage import WeightsStorage, WeightsStorageArgs
+from components.lora_adapters import served_adapters
 from components.weights_sync import WeightsSync, WeightsSyncArgs, hf_models, sync_policy_json, synced_models
 
 #: Namespace label the AWS Load Balancer Controller's pod webhook selects: it injects readiness gates, so a rolling
@@ -177,8 +178,9 @@ def serving_identity(name: str, bp: Blueprint, store: WeightsStorage, target: Se
                      opts: pulumi.ResourceOptions, *,
                      list_repository_root: bool = False) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
     """The serving pods' role (read of the models' prefixes) bound to `<service>-<engine>`; (role, bindings)."""
-    role = pod_identity_role(name, bp, store.read_policy_json([m.name for m in bp.models],
-                                                             list_repository_root=list_repository_root), opts)
+    # The models' prefixes and, on vLLM with LoRA, the adapters' (`models/<adapter>/`, copied at start).
+    names = [*(m.name for m in bp.models), *(a.name for a in served_adapters(bp))]
+    role = pod_identity_role(name, bp, store.read_policy_json(names, list_repository_root=list_repository_root), opts)
     return role, bind_service_account(f"{name}-binding", bp, target, role, bp.workload_name, opts)
 
 

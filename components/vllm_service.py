@@ -26,6 +26,8 @@ from components.labels import (
 )
 from components.options import child_options
 from components.router import VllmRouter, VllmRouterArgs
+from components.lora_adapters import adapters_mount, adapters_volume, fetch_adapters_container
+from blueprints.contracts.lora import lora_args
 from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
 from components.weights_delivery import (
     MODELS_MOUNT,
@@ -77,7 +79,8 @@ def vllm_args(engine: VllmEngine, model_name: str, model: pulumi.Input[str] | No
     """The `vllm serve` arguments: each one a documented engine flag of the pinned v0.24.0 (vllm/engine/arg_utils.py
     EngineArgs fields: served_model_name :420, dtype :439, kv_cache_dtype :440, max_model_len :442,
     tensor_parallel_size :470, gpu_memory_utilization :523, max_num_batched_tokens :525, max_num_seqs :529,
-    quantization :540; entrypoints/openai/cli_args.py: port :230, disable_fastapi_docs :291).
+    quantization :540; entrypoints/openai/cli_args.py: port :230, disable_fastapi_docs :291); the LoRA flags of
+    `engine.lora` last (`blueprints.contracts.lora.lora_args`, sources in blueprints/catalog/lora.yaml).
 
     Args:
         engine: the planned engine settings.
@@ -106,6 +109,8 @@ def vllm_args(engine: VllmEngine, model_name: str, model: pulumi.Input[str] | No
         args += streamer_args()
     if engine.enable_prefix_caching:  # explicit although 0.24.0 defaults it on (arg_utils.py:1158, config/cache.py:92)
         args.append("--enable-prefix-caching")
+    if engine.lora is not None:
+        args += lora_args(engine.lora)
     return args
 
 
@@ -171,6 +176,11 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], weights: WeightsDeli
     if streamed and not isinstance(weights, StoreDelivery):
         raise ValueError(f"{bp.stack}: streamed weights need the stack's model store (StoreDelivery)")
     uri = weights.model_uri(model) if streamed else None  # type: ignore[union-attr]
+    # LoRA adapters are copied onto local disk even when the weights stream: vLLM reads adapters from a local path.
+    lora = engine.lora is not None
+    if lora and not isinstance(weights, StoreDelivery):
+        raise ValueError(f"{bp.stack}: LoRA adapters are copied from the stack's model store (StoreDelivery)")
+    adapter_inits = [fetch_adapters_container(bp, weights.bucket_name)] if lora else []  # type: ignore[union-attr]
     return {
         "replicas": max(1, bp.autoscaling.min_replicas),
         "selector": {"matchLabels": selector_labels(labels)},
@@ -186,7 +196,7 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], weights: WeightsDeli
                 "nodeSelector": node_selector,
                 "tolerations": [GPU_TOLERATION],
                 **pod_rollout(bp, selector_labels(labels)),
-                "initContainers": [] if streamed else weights.init_containers(bp, [model]),
+                "initContainers": [*([] if streamed else weights.init_containers(bp, [model])), *adapter_inits],
                 "containers": [{
                     "name": "vllm",
                     "image": engine.image,
@@ -208,10 +218,12 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], weights: WeightsDeli
                                       "failureThreshold": 4, "timeoutSeconds": 10},
                     "volumeMounts": [*([] if streamed else [{"name": "models", "mountPath": MODELS_MOUNT,
                                                              "readOnly": True}]),
+                                     *([adapters_mount()] if lora else []),
                                      {"name": "dshm", "mountPath": "/dev/shm"}],
                 }],
                 "volumes": [
                     *([] if streamed else weights.volumes(bp, [model])),
+                    *([adapters_volume(bp)] if lora else []),
                     # NCCL needs more than the 64 MB default /dev/shm with tensor parallel.
                     {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": gi(engine.shm_size_gib)}},
                 ],

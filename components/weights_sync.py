@@ -19,7 +19,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from blueprints.core import defaults
+from blueprints.catalog import load_catalog
 from blueprints.catalog.startup import load_startup_catalog
+from blueprints.contracts.consistency import model_architecture
+from blueprints.contracts.lora import adapter_gib
 from blueprints.contracts.weights import HF_EXCLUDE_PATTERNS, HF_INCLUDE_PATTERNS, sync_job_ephemeral_gib
 from blueprints.contracts.sections import Archetype, ServedModel
 from blueprints.contracts.blueprint import Blueprint
@@ -44,28 +47,53 @@ HF_XET_CACHE_ENV = "HF_XET_CHUNK_CACHE_SIZE_BYTES"
 HF_DOWNLOAD_GIB_PER_S = 0.05
 
 
-def hf_models(bp: Blueprint) -> list[ServedModel]:
-    """The blueprint's models whose weights come from the Hugging Face Hub (`hf://org/name`)."""
-    return [m for m in bp.models if m.source_uri.startswith(HF_SCHEME)]
+@dataclass(frozen=True)
+class AdapterSource:
+    """A LoRA adapter (`engine.lora.adapters`) as a sync Job copies it: from `source_uri` into `models/<name>/` of the
+    store, beside the models (adapter names are unique and never a model's), sized by
+    `blueprints.contracts.lora.adapter_gib`."""
+
+    name: str
+    source_uri: str
+    weights_gib: float
+    source_kms_key_arn: str | None = None
+
+
+#: What a sync Job copies: a served model's weights or a LoRA adapter.
+SyncSource = ServedModel | AdapterSource
+
+
+def adapter_sources(bp: Blueprint) -> list[AdapterSource]:
+    """The blueprint's LoRA adapters as sync sources (none without `engine.lora`)."""
+    lora = getattr(bp.engine, "lora", None)
+    if lora is None:
+        return []
+    arch = model_architecture(bp.model.catalog_id, bp.model.architecture, load_catalog())
+    return [AdapterSource(a.name, a.source_uri, adapter_gib(arch, a.rank)) for a in lora.adapters]  # type: ignore[arg-type]
+
+
+def hf_models(bp: Blueprint) -> list[SyncSource]:
+    """The blueprint's models and adapters whose files come from the Hugging Face Hub (`hf://org/name`)."""
+    return [m for m in synced_models(bp) if m.source_uri.startswith(HF_SCHEME)]
 
 
 #: Archetypes whose server reads a Triton model repository: weights go into version folder `1/` of the model.
 _TRITON_REPOSITORY_ARCHETYPES = (Archetype.TRITON_MULTI_MODEL, Archetype.ONNX_CPU)
 
 
-def store_prefix(bp: Blueprint, model: ServedModel) -> str:
+def store_prefix(bp: Blueprint, model: SyncSource) -> str:
     """Where a model's weights land in the store: `models/<name>/`, or `models/<name>/1/` (Triton's version folder,
     beside the generated `config.pbtxt`) for Triton-repository archetypes. A source prefix holds one model version."""
     base = f"{MODELS_PREFIX}/{model.name}/"
     return f"{base}1/" if bp.archetype in _TRITON_REPOSITORY_ARCHETYPES else base
 
 
-def synced_models(bp: Blueprint) -> list[ServedModel]:
-    """The blueprint's models copied into the model store by a Job: every `hf://` and `s3://` source."""
-    return [m for m in bp.models if m.source_uri.startswith((HF_SCHEME, S3_SCHEME))]
+def synced_models(bp: Blueprint) -> list[SyncSource]:
+    """What Jobs copy into the model store: every model with an `hf://` or `s3://` source, then every LoRA adapter."""
+    return [*(m for m in bp.models if m.source_uri.startswith((HF_SCHEME, S3_SCHEME))), *adapter_sources(bp)]
 
 
-def source_read_statements(models: list[ServedModel]) -> list[dict]:
+def source_read_statements(models: list[SyncSource]) -> list[dict]:
     """IAM statements reading exactly the `s3://` source prefixes of `models` (none for `hf://` sources), and
     kms:Decrypt on each declared source key (`source_kms_key_arn`), only through S3 (`kms:ViaService`: S3 decrypts a
     KMS-encrypted object for a reader that may use its key; AWS KMS Developer Guide, "kms:ViaService")."""
@@ -87,7 +115,7 @@ def source_read_statements(models: list[ServedModel]) -> list[dict]:
     return statements
 
 
-def sync_policy_json(write_policy_json: pulumi.Input[str], models: list[ServedModel]) -> pulumi.Output[str]:
+def sync_policy_json(write_policy_json: pulumi.Input[str], models: list[SyncSource]) -> pulumi.Output[str]:
     """The sync Jobs' IAM policy: the store's write policy plus reads of the `s3://` sources."""
     def merge(text: str) -> str:
         doc = json.loads(text)
@@ -96,7 +124,7 @@ def sync_policy_json(write_policy_json: pulumi.Input[str], models: list[ServedMo
     return pulumi.Output.from_input(write_policy_json).apply(merge)
 
 
-def sync_deadline_s(model: ServedModel) -> int:
+def sync_deadline_s(model: SyncSource) -> int:
     """Seconds the Job may run: download at `HF_DOWNLOAD_GIB_PER_S` and upload at the startup model's S3 copy rate
     (`blueprints/catalog/startup.yaml` weights.s3_copy_gib_per_s), x2."""
     download = model.weights_gib / HF_DOWNLOAD_GIB_PER_S if model.source_uri.startswith(HF_SCHEME) else 0
@@ -109,7 +137,7 @@ class WeightsSyncArgs:
     """Inputs of `WeightsSync`.
 
     Args:
-        blueprint: the planned stack; one Job per `hf://` or `s3://` model.
+        blueprint: the planned stack; one Job per `hf://` or `s3://` model and per LoRA adapter.
         bucket_name: the model store bucket.
         namespace: where the Job runs. Defaults to the blueprint's namespace.
         hf_token: Hugging Face token (a Pulumi secret). Defaults to none: public models only.
@@ -126,7 +154,7 @@ class WeightsSyncArgs:
 
 
 class WeightsSync(pulumi.ComponentResource):
-    """Source -> model store copy Jobs (one per model), their ServiceAccount and (hf://) the HF token Secret.
+    """Source -> model store copy Jobs (one per model and per LoRA adapter), their ServiceAccount and (hf://) the HF token Secret.
 
     Outputs: `service_account_name`, `job_names`.
     """
@@ -166,7 +194,7 @@ class WeightsSync(pulumi.ComponentResource):
         self.job_names = pulumi.Output.all(*[j.metadata.name for j in self.jobs])
         self.register_outputs({"service_account_name": self.service_account_name, "job_names": self.job_names})
 
-    def _job_spec(self, bp: Blueprint, model: ServedModel, args: WeightsSyncArgs, labels: dict[str, str],
+    def _job_spec(self, bp: Blueprint, model: SyncSource, args: WeightsSyncArgs, labels: dict[str, str],
                   deadline_s: int) -> dict:
         destination = pulumi.Output.concat("s3://", args.bucket_name, "/", store_prefix(bp, model))
         memory = gi(fetch_memory_gib([model]) + 1)
@@ -191,7 +219,7 @@ class WeightsSync(pulumi.ComponentResource):
         return {"backoffLimit": 4, "activeDeadlineSeconds": deadline_s,
                 "template": {"metadata": {"labels": labels}, "spec": pod_spec}}
 
-    def _hf_pod(self, bp: Blueprint, model: ServedModel, destination: pulumi.Output[str], memory: str) -> dict:
+    def _hf_pod(self, bp: Blueprint, model: SyncSource, destination: pulumi.Output[str], memory: str) -> dict:
         repo = model.source_uri.removeprefix(HF_SCHEME).strip("/")
         local = f"{SCRATCH_MOUNT}/{model.name}"
         storage = gi(sync_job_ephemeral_gib(model.weights_gib, from_hugging_face=True))

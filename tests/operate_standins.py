@@ -7,11 +7,14 @@ by the test (context managers), every wait bounded:
   metric catalog (`blueprints/catalog/metrics.yaml`: the names of the pinned vLLM and kube-state-metrics), minus any
   the test leaves out;
 - `LocalPrometheus`: the real Prometheus server (Debian package `prometheus`) scraping the exporter every second,
-  loading the stack's rule groups, with a temp config and data dir, stopped (terminate, then kill) on exit.
+  loading the stack's rule groups, with a temp config and data dir, stopped (terminate, then kill) on exit;
+- `ColdStartedPod`: a serving pod that started cold on a node Karpenter launched for it, as the Kubernetes API
+  serves its Pod, Node and Events (camelCase JSON) and as vLLM 0.24.0 logs its start.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -30,6 +33,8 @@ import pytest
 import yaml
 
 from blueprints.catalog.metrics import load_metric_catalog
+
+COLD_START_AT = dt.datetime(2026, 12, 3, 9, 0, 0, tzinfo=dt.timezone.utc)
 
 #: Seconds a stand-in may take to become ready (Prometheus: start and first scrapes).
 READY_TIMEOUT_S = 40
@@ -238,3 +243,73 @@ class LocalPrometheus:
                 self.process.kill()
                 self.process.wait(timeout=10)
 
+
+
+def _stamp(seconds: float) -> str:
+    """An API timestamp `seconds` after `COLD_START_AT`, whole seconds as the API serves them (RFC 3339, `Z`)."""
+    return (COLD_START_AT + dt.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ColdStartedPod:
+    """A serving pod created at `COLD_START_AT` whose start took, s: `node_s` until scheduled (on a node created 2 s
+    after the pod, unless `node_existed`), `pull` the kubelet's pull duration string (Go `time.Duration`, e.g.
+    `1m19.842s`; None: "already present on machine"), `gap_s` from the pull to the container start,
+    `weights_s` in vLLM's "Model loading took" line (streamed) or the `fetch-weights` init container (copied),
+    `init_engine_s` in vLLM's "init engine" line, `ready_s` from the container start to Ready; `restarts` of the
+    engine container."""
+
+    def __init__(self, *, container: str = "vllm", image: str = "vllm/vllm-openai:v0.24.0", node_s: int = 180,
+                 pull: str | None = "1m19.842s", gap_s: int = 2, weights_s: float = 20.031,
+                 init_engine_s: float = 61.2, ready_s: int = 108, streamed: bool = True, node_existed: bool = False,
+                 restarts: int = 0) -> None:
+        name, node = "llama-3-1-8b-vllm-7d9f8-abcde", "ip-10-0-12-34.ec2.internal"
+        pulled = go_seconds(pull) if pull else 0.0
+        start = node_s + pulled + gap_s + (0 if streamed else weights_s)
+        self.pod: dict[str, Any] = {
+            "metadata": {"name": name, "namespace": "chat-assistant", "creationTimestamp": _stamp(0)},
+            "spec": {"nodeName": node},
+            "status": {
+                "phase": "Running",
+                "conditions": [
+                    {"type": "PodReadyToStartContainers", "status": "True", "lastTransitionTime": _stamp(node_s + 1)},
+                    {"type": "Initialized", "status": "True", "lastTransitionTime": _stamp(start - 1)},
+                    {"type": "Ready", "status": "True", "lastTransitionTime": _stamp(start + ready_s)},
+                    {"type": "ContainersReady", "status": "True", "lastTransitionTime": _stamp(start + ready_s)},
+                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": _stamp(node_s)}],
+                "containerStatuses": [
+                    {"name": container, "image": image, "ready": True, "restartCount": restarts, "started": True,
+                     "state": {"running": {"startedAt": _stamp(start)}}},
+                    {"name": "auth-proxy", "ready": True, "restartCount": 0, "started": True,
+                     "state": {"running": {"startedAt": _stamp(start)}}}],
+                **({} if streamed else {"initContainerStatuses": [
+                    {"name": "fetch-weights", "ready": True, "restartCount": 0, "state": {"terminated": {
+                        "exitCode": 0, "reason": "Completed", "startedAt": _stamp(node_s + pulled + gap_s),
+                        "finishedAt": _stamp(node_s + pulled + gap_s + weights_s)}}}]})}}
+        self.node: dict[str, Any] = {"metadata": {"name": node, "creationTimestamp": _stamp(-86_400 if node_existed
+                                                                                            else 2)}}
+        ref = {"kind": "Pod", "name": name, "namespace": "chat-assistant",
+               "fieldPath": f"spec.containers{{{container}}}"}
+        message = (f'Successfully pulled image "{image}" in {pull} ({pull} including waiting). Image size: '
+                   "9400000000 bytes." if pull else f'Container image "{image}" already present on machine')
+        self.events: list[dict[str, Any]] = [
+            {"reason": "Scheduled", "type": "Normal", "involvedObject": {**ref, "fieldPath": None},
+             "message": f"Successfully assigned chat-assistant/{name} to {node}"},
+            {"reason": "Pulling", "type": "Normal", "involvedObject": ref, "message": f'Pulling image "{image}"'},
+            {"reason": "Pulled", "type": "Normal", "involvedObject": ref, "message": message},
+            {"reason": "Started", "type": "Normal", "involvedObject": ref, "message": f"Started container {container}"}]
+        self.log = "\n".join([
+            "INFO 12-03 09:04:30 [api_server.py:1351] vLLM API server version 0.24.0",
+            "(EngineCore_DP0 pid=312) INFO 12-03 09:04:41 [default_loader.py:431] Loading weights took 5.10 seconds",
+            f"(EngineCore_DP0 pid=312) INFO 12-03 09:04:42 [gpu_model_runner.py:5256] Model loading took 14.99 GiB "
+            f"memory and {weights_s:.6f} seconds",
+            "(EngineCore_DP0 pid=312) INFO 12-03 09:05:40 [gpu_model_runner.py:6657] Graph capturing finished in 9 "
+            "secs, took 0.52 GiB",
+            f"(EngineCore_DP0 pid=312) INFO 12-03 09:05:43 [core.py:338] init engine (profile, create kv cache, "
+            f"warmup model) took {init_engine_s:.2f} s (compilation: 30.10 s)",
+            "INFO 12-03 09:06:05 [launcher.py:46] Route: /v1/completions, Methods: POST", ""])
+
+
+def go_seconds(text: str) -> float:
+    """`1m19.842s` -> 79.842 (minutes and seconds only: what the stand-in writes)."""
+    minutes, _, seconds = text.rstrip("s").rpartition("m")
+    return float(minutes or 0) * 60 + float(seconds)

@@ -273,6 +273,8 @@ def _set(section: str, **values):
     ("chat-assistant-prod", _set("models.0", source_kms_key_arn="arn:aws:kms:us-east-1:123456789012:key/"
                                                                   "0b5c7e4a-1d2f-4c3b-9a8e-7f6d5c4b3a21"),
      "models[0] (llama-3-1-8b).source_kms_key_arn: a source key decrypts an s3:// source only"),
+    ("partner-api-prod", _set("engine.lora", max_lora_rank=24),
+     "engine.lora.max_lora_rank: max_lora_rank=24 is not one vLLM accepts (1, 8, 16, 32, 64, 128, 256, 320, 512"),
 ], ids=["onnx-cpu-0.001", "triton-renamed-model", "sagemaker-non-ecr", "ml-type-on-eks", "p5-gpus-per-node-1",
         "h100-on-l40s", "sagemaker-max-replicas", "memory-0.01", "ephemeral-1", "max-model-len-64",
         "max-num-seqs-100000", "max-num-seqs-beyond-kv", "zero-startup", "zero-node-start", "monthly-cost-0",
@@ -283,7 +285,7 @@ def _set(section: str, **values):
         "roles-anywhere-pca-arn", "roles-anywhere-cn-newline", "pipeline-stack-twice", "pipeline-rounds",
         "unknown-scaling-metric", "cpu-target-beyond-100", "production-store-deleted",
         "ingress-without-class", "sha256-on-hf-source", "source-key-on-hf-source",
-        "sagemaker-min-0"])
+        "sagemaker-min-0", "lora-slot-rank"])
 def test_a_hand_edited_stack_config_exits_2_naming_the_field(project, stack, edit, message):
     _edit_stack(project, stack, edit)
     fails(["preview", stack], f"servingblueprints:blueprint.{message}")

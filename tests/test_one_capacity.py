@@ -78,3 +78,22 @@ def test_the_triton_target_is_what_waits_at_a_replicas_peak_share_and_the_cpu_on
     onnx = plan_env(requirements_with("support-sentiment", budget={"max_monthly_usd": None}), "prod")
     assert onnx.autoscaling.target == TARGET_UTILIZATION[onnx.model.traffic.pattern] * 100
     assert implied_replicas(onnx, _peak(onnx) * 3) > onnx.compute.replicas  # scales out past the planned load
+
+
+def test_a_target_rounded_up_never_passes_what_one_replica_reaches():
+    """A SageMaker endpoint sized at its instances' capacity: 24.477 invocations a minute per instance rounded up to
+    3 significant figures is 24.5, which one instance never reaches (the planner property test's example); the target
+    stops at 24.477. Below it, the rounded-up target stands."""
+    from blueprints.contracts.consistency import reachable_target
+    from blueprints.contracts.stackconfig import read_config
+    from blueprints.plan.scaling import reachable_planned_target
+    from tests.conftest import ROOT
+
+    bp = read_config(ROOT / "stacks" / "Pulumi.prototype-summarizer-pilot.yaml")
+    n = bp.engine.initial_instance_count
+    bp = bp.model_copy(update={"predictions": bp.predictions.model_copy(
+        update={"requests_per_s_capacity": 24.477 * n / 60})})
+    assert reachable_target(bp) == 24.477
+    assert reachable_planned_target(bp, 24.4769) == 24.477
+    assert reachable_planned_target(bp, 24.3) == 24.3
+    assert reachable_planned_target(bp, 24.31) == 24.4  # rounded up to 3 significant figures, still reachable

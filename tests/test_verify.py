@@ -16,12 +16,13 @@ from blueprints.contracts.stackconfig import read_stack_config
 from blueprints.operate import run as operate_run
 from blueprints.operate.manifests import StackManifests
 from blueprints.operate.prometheus import PrometheusApi, http_transport
+from blueprints.operate.coldstart import measure_cold_start
 from blueprints.operate.verify import (
-    check_nodes, check_rules, check_scaler, selectors, verify_kubernetes, verify_sagemaker,
+    check_cold_start, check_nodes, check_rules, check_scaler, selectors, verify_kubernetes, verify_sagemaker,
 )
 from blueprints.review.preview import run_preview
 from tests.conftest import ROOT
-from tests.operate_standins import EngineExporter, FakeOpenAIEndpoint, LocalPrometheus
+from tests.operate_standins import ColdStartedPod, EngineExporter, FakeOpenAIEndpoint, LocalPrometheus
 
 STACK = "chat-assistant-prod"
 KEY = "test-key-0123456789"
@@ -271,6 +272,9 @@ def test_the_command_exits_1_with_json_and_markdown_naming_the_failures(manifest
     monkeypatch.setattr(operate_run, "kube_api_client", lambda *a, **k: object())
     monkeypatch.setattr(operate_run, "object_reader", lambda api: read)
     monkeypatch.setattr(operate_run, "node_lister", lambda api: list_nodes)
+    fit = ColdStartedPod(pull="40s", weights_s=10, ready_s=60, init_engine_s=40)  # within the planned timers
+    monkeypatch.setattr(operate_run, "read_ready_cold_start", lambda api, sm: measure_cold_start(
+        fit.pod, fit.node, fit.events, fit.log, container="vllm"))
     monkeypatch.chdir(ROOT)
     with FakeOpenAIEndpoint(model=bp.model.name, key=KEY, open=True) as endpoint, \
             EngineExporter(engine_image=bp.engine.image, model=bp.model.name, namespace=manifests.namespace,
@@ -287,9 +291,31 @@ def test_the_command_exits_1_with_json_and_markdown_naming_the_failures(manifest
     assert data["ok"] is False
     assert sorted({c["check"] for c in data["checks"] if not c["ok"]}) == ["endpoint-unauthenticated",
                                                                           "metric-series"]
+    (cold,) = [c for c in data["checks"] if c["check"] == "cold-start"]
+    assert cold["ok"] and cold["detail"].startswith("pod llama-3-1-8b-vllm-7d9f8-abcde: 282 s to Ready, planned 260 s")
     missing = [c["subject"] for c in data["checks"] if c["check"] == "metric-series" and not c["ok"]]
     assert missing == ['ScaledObject chat-assistant-vllm trigger 0: '
                        'vllm:num_requests_running{namespace="chat-assistant",model_name="llama-3-1-8b"}']
     text = markdown.read_text()
     assert text.startswith(f"### `blueprint verify {STACK}` (vllm-gpu)")
     assert "2 of " in text and "| **FAIL** | endpoint-unauthenticated" in text
+
+
+def _cold(**kw):
+    pod = ColdStartedPod(**kw)
+    return measure_cold_start(pod.pod, pod.node, pod.events, pod.log, container="vllm")
+
+
+def test_a_cold_start_past_the_deployed_timers_fails_and_says_how_to_calibrate(manifests):
+    deadline = manifests.deployment["spec"]["progressDeadlineSeconds"]
+    probe = manifests.engine_container["startupProbe"]
+    assert (deadline, probe["failureThreshold"] * probe["periodSeconds"]) == (390, 100)  # 1.5 x 260 s; 2 x 50 s
+    (slow,) = check_cold_start(manifests, _cold(node_s=240, ready_s=150))  # 240 + 79.8 + 2 + 150 s
+    assert not slow.ok
+    assert "creation -> Ready 471 s is past progressDeadlineSeconds 390" in slow.detail
+    assert "container start -> Ready 150 s is past the startupProbe's 100 s" in slow.detail
+    assert "`blueprint calibrate` corrects the plan with it" in slow.detail
+    (fits,) = check_cold_start(manifests, _cold(pull="40s", weights_s=10, ready_s=60, init_engine_s=40))
+    assert fits.ok and "calibrate" not in fits.detail  # 282 s against 260 s planned: within 25 %
+    (none,) = check_cold_start(manifests, _cold(restarts=1))
+    assert none.ok and none.detail.startswith("not measured: pod llama-3-1-8b-vllm-7d9f8-abcde: vllm restarted")

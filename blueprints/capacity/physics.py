@@ -28,7 +28,7 @@ from blueprints.core import defaults
 from blueprints.catalog import Architecture, Gpu
 from blueprints.capacity.measured import MeasuredSteps, lookup
 from blueprints.capacity.roofline import RooflineSteps, compute_tflops, kernel_family, roofline_steps
-from blueprints.contracts.memory import kv_bytes_per_token, kv_cache_tokens, weights_gib
+from blueprints.contracts.memory import LoraSlots, kv_bytes_per_token, kv_cache_tokens, weights_gib
 from blueprints.requirements.model import Precision, Quantization
 
 __all__ = ["CapacitySource", "Correction", "EngineProfile", "ReplicaModel", "blocks_for", "compute_tflops",
@@ -171,7 +171,8 @@ def replica_model(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_
                   quantization: Quantization | None = None, kv_cache_fp8: bool = False,
                   gpu_memory_utilization: float = defaults.GPU_MEMORY_UTILIZATION,
                   engine: EngineProfile | None = None, correction: Correction = Correction(),
-                  step_source: Literal["auto", "measured", "roofline"] = "auto") -> ReplicaModel:
+                  step_source: Literal["auto", "measured", "roofline"] = "auto",
+                  lora: LoraSlots | None = None) -> ReplicaModel:
     """The step-time model of one replica.
 
     Args:
@@ -186,6 +187,7 @@ def replica_model(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_
         correction: calibration factors of this (model, GPU, engine, tensor parallel); identity by default.
         step_source: `auto` (the measured tables where they exist and `defaults.MEASURED_STEP_GPUS` chooses them,
             else the roofline), or either one where it exists (`benchmarks/sizing.py --sources` compares them).
+        lora: the LoRA slots the replica allocates (their memory leaves the KV cache); none by default.
 
     Returns:
         A `ReplicaModel`; its `source` says which step times it uses and, for the roofline, why.
@@ -204,7 +206,8 @@ def replica_model(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_
     engine = engine or engine_profile()
     return ReplicaModel(
         kv_cache_tokens=kv_cache_tokens(arch, gpu, precision=precision, tensor_parallel_size=tensor_parallel_size,
-                                        kv_cache_fp8=kv_cache_fp8, gpu_memory_utilization=gpu_memory_utilization),
+                                        kv_cache_fp8=kv_cache_fp8, gpu_memory_utilization=gpu_memory_utilization,
+                                        lora=lora),
         weights_gib=weights_gib(arch, precision),
         kv_bytes_per_token=kv_bytes_per_token(arch, kv_cache_fp8=kv_cache_fp8, precision=precision),
         engine=engine,

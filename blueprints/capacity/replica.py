@@ -196,7 +196,8 @@ def _llm_model(bp: Blueprint) -> ReplicaModel | None:
     correction = Correction(recorded.step_time, recorded.ttft_floor) if recorded else Correction()
     replica = physics_model(arch, gpu, precision=model.precision, quantization=model.quantization,
                             tensor_parallel_size=tp, kv_cache_fp8=fp8, gpu_memory_utilization=utilisation,
-                            correction=correction)
+                            correction=correction, lora=engine.lora.slots if isinstance(engine, VllmEngine) and
+                            engine.lora else None)
     config = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens,
                              kv_cache_blocks=replica.kv_cache_tokens // defaults.KV_BLOCK_TOKENS)
     t = model.traffic

@@ -19,6 +19,10 @@ The client's fields, as v0.24.0 writes them without `--save-detailed` (which wou
   and `p<P>_M_ms` for each P of `--metric-percentiles` (`p99_ttft_ms`; a fractional P keeps its decimals,
   `p99.9_ttft_ms`). ttft/tpot/itl are written only when the client has a tokenizer.
 
+`cold_start` (optional) is the measured serving pod's cold start, part by part, in the startup model's terms
+(`blueprints.contracts.sections.StartupBudget`), read by `blueprints.operate.coldstart` from the Kubernetes API
+and the engine's log; `blueprint calibrate` corrects the startup model with it.
+
 A file is refused (BenchmarkError, exit 2) when it is not this format, naming the file and the field.
 """
 
@@ -56,6 +60,12 @@ MAX_MS = 86_400_000.0
 MAX_TOKENS_TOTAL = 10**12
 MAX_RATE = 1e9
 #: `p<P>_<metric>_ms`, P an int or a decimal (serve.py process_one_metric: `str(int(p)) if int(p) == p else str(p)`).
+#: Longest measured cold start or part of one, s: a start slower than two hours is a failure, not a start.
+MAX_COLD_START_S = 7200.0
+#: Seconds the measured parts may add up to beyond the total: the API's timestamps are whole seconds.
+COLD_START_SLACK_S = 5.0
+#: The startup model's parts (`StartupBudget` fields), as a cold start record and a calibration name them.
+STARTUP_PARTS = ("node_provisioning_s", "image_pull_s", "weights_download_s", "model_load_s")
 PERCENTILE_KEY = re.compile(r"^p(?P<p>\d{1,2}(\.\d+)?|100)_(?P<metric>ttft|tpot|itl|e2el)_ms$")
 
 
@@ -185,6 +195,63 @@ class PlannedRecord(ClosedModel):
     per_replica_capacity_rps: float | None = Field(ge=0, le=MAX_RATE, description="requests/s one replica holds within the SLO")
 
 
+_Part = Annotated[float, Field(ge=0, le=MAX_COLD_START_S)]
+
+
+class ColdStartRecord(ClosedModel):
+    """The measured serving pod's cold start, s, each part from a named source (None: not measured; see
+    `blueprints.operate.coldstart` for each one's source):
+
+    - `node_provisioning_s`: the pod's `PodScheduled` condition `lastTransitionTime` - its
+      `metadata.creationTimestamp`, only when its node was created after the pod (`node_launched_for_pod`);
+    - `image_pull_s`: the kubelet's `Pulled` event of the serving container ("Successfully pulled image ... in
+      <d>"); None when the image was already on the node or the event expired (kube-apiserver `--event-ttl`, 1 h);
+    - `weights_download_s`: streamed, vLLM's "Model loading took <GiB> GiB memory and <s> seconds"; copied, the
+      weights init container's `state.terminated.finishedAt - startedAt`;
+    - `model_load_s`: the pod's `Ready` condition `lastTransitionTime` - the serving container's
+      `state.running.startedAt` (less the streamed weights): load, warm-up, API server start, first probe;
+    - `engine_init_s`: vLLM's "init engine (profile, create kv cache, warmup model) took <s> s" (compile and CUDA
+      graphs), part of `model_load_s`, for the report;
+    - `total_s`: `Ready` `lastTransitionTime` - `metadata.creationTimestamp`.
+    """
+
+    pod: str = Field(max_length=253)
+    node: str = Field(max_length=253)
+    pod_created: dt.datetime = Field(description="the pod's metadata.creationTimestamp")
+    ready_at: dt.datetime = Field(description="the pod's Ready condition lastTransitionTime")
+    node_launched_for_pod: bool = Field(description="the node's creationTimestamp is after the pod's")
+    weights_streamed: bool = Field(description="vLLM streamed the weights (Run:ai Model Streamer); false: copied "
+                                   "by an init container")
+    node_provisioning_s: _Part | None = None
+    image_pull_s: _Part | None = None
+    weights_download_s: _Part | None = None
+    model_load_s: _Part | None = None
+    engine_init_s: _Part | None = None
+    total_s: float = Field(gt=0, le=MAX_COLD_START_S)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ColdStartRecord":
+        span = (self.ready_at - self.pod_created).total_seconds()
+        if abs(span - self.total_s) > COLD_START_SLACK_S:
+            raise ValueError(f"total_s {self.total_s:g} is not ready_at - pod_created ({span:g} s)")
+        if self.node_provisioning_s is not None and not self.node_launched_for_pod:
+            raise ValueError("node_provisioning_s is measured only on a node launched for the pod "
+                             "(node_launched_for_pod false)")
+        parts = sum(getattr(self, p) or 0.0 for p in STARTUP_PARTS)
+        if parts > self.total_s + COLD_START_SLACK_S:
+            raise ValueError(f"the parts add up to {parts:g} s, more than total_s {self.total_s:g}")
+        if self.engine_init_s is not None and self.model_load_s is not None \
+                and self.engine_init_s > self.model_load_s + COLD_START_SLACK_S:
+            raise ValueError(f"engine_init_s {self.engine_init_s:g} is part of model_load_s {self.model_load_s:g}")
+        if all(getattr(self, p) is None for p in STARTUP_PARTS):
+            raise ValueError("no part measured: leave cold_start out")
+        return self
+
+    def measured_parts(self) -> dict[str, float]:
+        """The startup model's parts that were measured, s."""
+        return {p: getattr(self, p) for p in STARTUP_PARTS if getattr(self, p) is not None}
+
+
 class BenchmarkResultFile(ClosedModel):
     """`benchmarks/results/<stack>/<date>.json`.
 
@@ -203,6 +270,8 @@ class BenchmarkResultFile(ClosedModel):
     planned: PlannedRecord
     runs: list[VllmBenchRun] = Field(min_length=1, max_length=MAX_RUNS, description="one per request rate, in "
                                      "the order of settings.request_rates")
+    cold_start: ColdStartRecord | None = Field(default=None, description="the measured pod's cold start (absent "
+                                               "when it could not be read)")
 
     @model_validator(mode="after")
     def _runs_match_settings(self) -> "BenchmarkResultFile":
@@ -234,6 +303,8 @@ def result_path(root: Path, stack: str, date: dt.date) -> Path:
 def result_json(result: BenchmarkResultFile) -> dict[str, Any]:
     """The file's JSON: the wrapper's fields, and each run's keys exactly as the client wrote them (none added)."""
     data = result.model_dump(mode="json")
+    if result.cold_start is None:
+        data.pop("cold_start")
     data["runs"] = [run.model_dump(mode="json", exclude_unset=True) for run in result.runs]
     return data
 

@@ -5,7 +5,9 @@ of the folder and applies the one matching a replica: `Calibrations.find`).
 One file per (catalog model, GPU, engine image, tensor parallel degree, weight precision): the correction factors of
 the capacity model (`blueprints.capacity.physics.Correction`) fitted to benchmark runs of a deployed stack, with their
 provenance: the result files (path, stack, date, measured or constructed), the runs used and left out and why, each
-figure before and after, and the residual error before -> after. A new calibration of the same key replaces the file
+figure before and after, and the residual error before -> after; and, when the result files recorded the measured
+pod's cold start, the startup model's correction (`startup`: a factor per part, measured over predicted). A new
+calibration of the same key replaces the file
 (git keeps the old one). Every field is bounded; a file is refused (CalibrationError, exit 2) naming file and field.
 """
 
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from blueprints.core.errors import CalibrationError, format_validation_error, read_text_file
 from blueprints.core.jsontypes import ClosedModel
@@ -37,6 +39,9 @@ MAX_FIGURES = 3 * 32 * MAX_SOURCES
 #: The factors a calibration may carry (`blueprints.capacity.correction.STEP_TIME_RANGE` / `TTFT_FLOOR_RANGE`).
 STEP_TIME_BOUNDS = (0.2, 5.0)
 TTFT_FLOOR_BOUNDS = (0.2, 10.0)
+#: A startup part's factor (measured / the startup model's): outside it the measurement or the model is broken.
+STARTUP_FACTOR_BOUNDS = (0.2, 5.0)
+StartupPart = Literal["node_provisioning_s", "image_pull_s", "weights_download_s", "model_load_s"]
 
 
 class CalibrationKey(ClosedModel):
@@ -96,6 +101,49 @@ class ResidualError(ClosedModel):
     max: float = Field(ge=0, le=1e6)
 
 
+class StartupPartFit(ClosedModel):
+    """One part of the cold start: the startup model's prediction for the measured stack, the median measured, and
+    the factor the next plan multiplies that part by."""
+
+    part: StartupPart
+    predicted_s: int = Field(ge=1, le=86_400, description="the uncalibrated startup model's, s")
+    measured_s: float = Field(gt=0, le=7200, description="the median over the samples, s")
+    factor: float = Field(ge=STARTUP_FACTOR_BOUNDS[0], le=STARTUP_FACTOR_BOUNDS[1], description="measured / "
+                          "predicted, the median of the samples' ratios")
+    samples: int = Field(ge=1, le=MAX_SOURCES, description="result files that measured this part")
+
+
+class StartupCorrection(ClosedModel):
+    """The startup model's correction (`blueprints.plan.startup.calibrated`): each measured part's factor."""
+
+    weights_streamed: bool = Field(description="the measured pods streamed their weights; the weights and load "
+                                   "factors apply only to a plan whose pods read them the same way")
+    parts: list[StartupPartFit] = Field(min_length=1, max_length=4)
+    predicted_total_s: int = Field(ge=1, le=4 * 86_400)
+    measured_total_s: float = Field(gt=0, le=7200, description="the median measured pod creation -> Ready, s")
+    samples: int = Field(ge=1, le=MAX_SOURCES, description="pods measured (one per result file)")
+    dates: list[dt.date] = Field(min_length=1, max_length=MAX_SOURCES, description="the measurements' dates")
+
+    @model_validator(mode="after")
+    def _one_row_per_part(self) -> "StartupCorrection":
+        names = [p.part for p in self.parts]
+        if len(set(names)) != len(names):
+            raise ValueError(f"parts: each part once, got {names}")
+        return self
+
+    def factor(self, part: str, *, weights_streamed: bool) -> float:
+        """The factor on `part` for a replica that streams its weights or not (1: not measured or not comparable)."""
+        if part in ("weights_download_s", "model_load_s") and weights_streamed != self.weights_streamed:
+            return 1.0
+        return next((p.factor for p in self.parts if p.part == part), 1.0)
+
+    def words(self) -> str:
+        """e.g. `2026-12-03 cold start of 1 pod: predicted 260 s, measured 370 s`."""
+        dates = ", ".join(d.isoformat() for d in sorted(set(self.dates)))
+        return (f"{dates} cold start of {self.samples} pod(s): predicted {self.predicted_total_s} s, measured "
+                f"{self.measured_total_s:.0f} s")
+
+
 class CalibrationFile(ClosedModel):
     """`stacks/calibration/<key>.yaml`.
 
@@ -118,6 +166,8 @@ class CalibrationFile(ClosedModel):
     residual_before: ResidualError
     residual_after: ResidualError
     figures: list[FigureRow] = Field(min_length=1, max_length=MAX_FIGURES)
+    startup: StartupCorrection | None = Field(default=None, description="the startup model's correction, when the "
+                                              "result files recorded a measured cold start")
 
     @property
     def measured(self) -> bool:
@@ -207,5 +257,8 @@ def load_calibrations(folder: Path, *, relative_to: Path | None = None) -> Calib
 
 
 def calibration_yaml(file: CalibrationFile) -> str:
-    """The file's YAML (keys in the model's order)."""
-    return yaml.safe_dump(file.model_dump(mode="json"), sort_keys=False, width=120)
+    """The file's YAML (keys in the model's order; no `startup` key without a measured cold start)."""
+    data = file.model_dump(mode="json")
+    if file.startup is None:
+        data.pop("startup")
+    return yaml.safe_dump(data, sort_keys=False, width=120)

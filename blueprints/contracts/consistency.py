@@ -37,6 +37,7 @@ from blueprints.requirements.hosting import Accelerator
 from blueprints.requirements.exposure import ExposureScope, ExposureVia
 from blueprints.requirements.reuse import sequences_held
 from blueprints.contracts.weights import replica_ephemeral_gib, streams_weights
+from blueprints.contracts.lora import adapters_volume_gib, lora_problems
 
 if TYPE_CHECKING:
     from blueprints.contracts.blueprint import Blueprint
@@ -324,12 +325,15 @@ def _replica_needs(bp: Blueprint) -> list[FieldProblem]:
         problems.append(FieldProblem((*at, "memory_gib_per_replica"), f"memory_gib_per_replica="
                                      f"{c.memory_gib_per_replica:g} is below the {need:g} GiB a replica needs for "
                                      f"{what}; raise it to >= {need:g}"))
-    disk = replica_ephemeral_gib([weights], streamed=streams_weights(bp))
+    lora = getattr(bp.engine, "lora", None)
+    arch = model_architecture(bp.model.catalog_id, bp.model.architecture, load_catalog()) if lora else None
+    disk = replica_ephemeral_gib([weights], streamed=streams_weights(bp), adapters_gib=adapters_volume_gib(arch, lora))
     if c.ephemeral_storage_gib_per_replica < disk:
         problems.append(FieldProblem((*at, "ephemeral_storage_gib_per_replica"), f"ephemeral_storage_gib_per_replica="
                                      f"{c.ephemeral_storage_gib_per_replica:g} is below the {disk} GiB a replica "
-                                     f"needs for scratch and, unless streamed, {weights:g} GiB of weights copied to the node; raise it "
-                                     f"to >= {disk}"))
+                                     f"needs for scratch and, unless streamed, {weights:g} GiB of weights copied to the node"
+                                     + (" and its LoRA adapters' local copy" if lora is not None else "")
+                                     + f"; raise it to >= {disk}"))
     return problems
 
 
@@ -424,6 +428,10 @@ def _engine(bp: Blueprint, catalog: Catalog) -> list[FieldProblem]:
         if engine.shm_size_gib < defaults.SHM_GIB_PER_TP_RANK * engine.tensor_parallel_size:
             problems.append(FieldProblem((*at, "shm_size_gib"), f"shm_size_gib={engine.shm_size_gib:g} is below "
                                          f"{defaults.SHM_GIB_PER_TP_RANK:g} GiB per tensor-parallel rank (NCCL)"))
+        if engine.lora is not None:
+            problems += [FieldProblem((*at, "lora", *p.loc), p.message) for p in lora_problems(
+                engine.lora, base_name=bp.model.name,
+                arch=model_architecture(bp.model.catalog_id, bp.model.architecture, catalog))]
         if not problems:
             problems += _kv_fit(bp, catalog, tp=engine.tensor_parallel_size, kv_fp8=engine.kv_cache_dtype == "fp8",
                                 utilization=engine.gpu_memory_utilization, max_model_len=engine.max_model_len,
@@ -450,12 +458,15 @@ def _kv_fit(bp: Blueprint, catalog: Catalog, *, tp: int, kv_fp8: bool, utilizati
     at = ("engine",)
     problems = [FieldProblem((*at, "tensor_parallel_size" if bp.engine.kind == "vllm" else "tensor_parallel_degree"),
                              problem) for problem in tensor_parallel_problems(arch, tp)]
+    lora = getattr(bp.engine, "lora", None)
     kv = kv_cache_tokens(arch, gpu, precision=m.precision, tensor_parallel_size=tp, kv_cache_fp8=kv_fp8,
-                         gpu_memory_utilization=utilization)
+                         gpu_memory_utilization=utilization, lora=lora.slots if lora is not None else None)
     if max_model_len > kv:
+        slots = (f" beside {lora.max_loras} LoRA slot(s) of rank {lora.max_lora_rank}" if lora is not None else "")
         problems.append(FieldProblem((*at, "max_model_len"), f"max_model_len={max_model_len} is more than the "
-                                     f"{kv:,} tokens of KV cache {tp}x {gpu.model} hold for this model: vLLM refuses "
-                                     f"to start; lower it to <= {kv}"))
+                                     f"{kv:,} tokens of KV cache {tp}x {gpu.model} hold for this model{slots}: vLLM "
+                                     f"refuses to start; lower it to <= {kv}"
+                                     + ("; or lower engine.lora.max_loras / max_lora_rank" if lora is not None else "")))
     mean = (m.traffic.mean_input_tokens + m.traffic.mean_output_tokens) if m.traffic else None
     if mean is not None and max_model_len < mean:
         problems.append(FieldProblem((*at, "max_model_len"), f"max_model_len={max_model_len} is shorter than a mean "

@@ -40,6 +40,8 @@ from kubernetes.utils.quantity import parse_quantity
 from blueprints.catalog import InstanceType, load_catalog
 from blueprints.catalog.addons import PlatformCatalog, load_platform_catalog
 from blueprints.core import defaults
+from blueprints.contracts.consistency import model_architecture
+from blueprints.contracts.lora import adapters_volume_gib
 from blueprints.contracts.sections import Archetype
 from blueprints.contracts.weights import fetch_memory_gib, streams_weights, usable_disk_gib, weights_volume_gib
 
@@ -285,4 +287,18 @@ def serving_pod_requests(bp: Blueprint) -> dict[str, Decimal]:
     else:
         copies = [[m.weights_gib] for m in bp.models] if edge else [[m.weights_gib for m in bp.models]]
     inits = [add(parsed(copy_resources(w)), sidecars) for w in copies]
+    adapters = adapters_copy_resources(bp)
+    if adapters is not None:
+        inits.append(parsed(adapters))
     return {k: max([app.get(k, Decimal(0)), *(i.get(k, Decimal(0)) for i in inits)]) for k in {*app, *(k for i in inits for k in i)}}
+
+
+def adapters_copy_resources(bp: Blueprint) -> dict[str, str] | None:
+    """Requests of the init container copying a vLLM replica's LoRA adapters to local disk (None without adapters):
+    1 CPU, the copy's memory (`fetch_memory_gib` of the adapters' volume) and that volume
+    (`blueprints.contracts.lora.adapters_volume_gib`)."""
+    lora = getattr(bp.engine, "lora", None)
+    if lora is None:
+        return None
+    volume = adapters_volume_gib(model_architecture(bp.model.catalog_id, bp.model.architecture, load_catalog()), lora)
+    return {"cpu": "1", "memory": gib_quantity(fetch_memory_gib([volume])), "ephemeral-storage": f"{volume}Gi"}

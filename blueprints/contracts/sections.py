@@ -19,6 +19,7 @@ from blueprints.requirements.fields import (
     WEIGHTS_URI,
 )
 from blueprints.core.jsontypes import ClosedModel
+from blueprints.contracts.lora import LoraEngine
 
 
 #: Bumped when a field changes meaning; the program refuses configs of another version.
@@ -212,14 +213,19 @@ class VllmEngine(ClosedModel):
     shm_size_gib: float = Field(gt=0, le=bounds.MAX_MEMORY_GIB_PER_NODE, description="memory-backed /dev/shm for "
                                 "NCCL, GiB; grows with tensor parallel")
     port: Port = 8000
+    lora: LoraEngine | None = Field(default=None, description="LoRA adapters served beside the model "
+                                    "(blueprints/contracts/lora.py); absent without adapters")
     enable_prefix_caching: bool = Field(default=False, description="--enable-prefix-caching, explicit where the "
                                         "requirements declare prompt reuse (vLLM 0.24.0 defaults it on: "
                                         "config/cache.py:92; absent: the image's default)")
 
     @model_serializer(mode="wrap")
-    def _absent_without_reuse(self, handler: SerializerFunctionWrapHandler) -> dict:
-        """An engine without prompt reuse writes no `enable_prefix_caching` key (stack configs unchanged)."""
+    def _absent_when_unused(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """No `lora` key without adapters and no `enable_prefix_caching` without prompt reuse, so stack configs
+        change only where either is planned."""
         data = handler(self)
+        if self.lora is None:
+            data.pop("lora", None)
         if not self.enable_prefix_caching:
             data.pop("enable_prefix_caching", None)
         return data

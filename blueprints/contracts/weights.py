@@ -100,11 +100,12 @@ def with_weights_reason(bp: Blueprint) -> Blueprint:
     return bp.model_copy(update={"rationale": [*bp.rationale, weights_reason(bp)]})
 
 
-def replica_ephemeral_gib(weights_gib: Iterable[float], *, streamed: bool = False) -> int:
+def replica_ephemeral_gib(weights_gib: Iterable[float], *, streamed: bool = False, adapters_gib: int = 0) -> int:
     """Ephemeral storage one serving replica requests, GiB (rounded up): its models' weights +10 % (none when they
-    are streamed, `streams_format`) and `defaults.REPLICA_SCRATCH_GIB` of scratch (logs, compile caches, the engine's
-    own files, the config and tokenizer files a streamed model pulls)."""
-    return math.ceil((0 if streamed else sum(weights_gib) * 1.1) + defaults.REPLICA_SCRATCH_GIB)
+    are streamed, `streams_format`), `defaults.REPLICA_SCRATCH_GIB` of scratch (logs, compile caches, the engine's
+    own files, the config and tokenizer files a streamed model pulls) and its LoRA adapters' local volume
+    (`blueprints.contracts.lora.adapters_volume_gib`, copied even when the weights stream)."""
+    return math.ceil((0 if streamed else sum(weights_gib) * 1.1) + defaults.REPLICA_SCRATCH_GIB) + adapters_gib
 
 
 def usable_disk_gib(disk_gib: float, *, reserve_gib: float) -> float:

@@ -74,6 +74,14 @@ MAX_STARTUP_PART_S = 86_400
 #: Most sequences one vLLM replica runs (--max-num-seqs): 64k, far above the KV cache of any GPU at 64 tokens each.
 MAX_NUM_SEQS = 65_536
 
+# --- LoRA adapters -------------------------------------------------------------------------------------------------
+#: Largest LoRA rank vLLM 0.24.0 serves: its largest --max-lora-rank (`MaxLoRARanks`, vllm/config/lora.py:26;
+#: blueprints/catalog/lora.yaml supported_ranks, a test holds them equal).
+MAX_LORA_RANK = 512
+#: Most LoRA adapters one model declares: each is a sync Job, a local copy and a host-memory slot (--max-cpu-loras).
+#: [assumption] a bound against typos, not an engine limit.
+MAX_LORA_ADAPTERS = 16
+
 # --- Money ---------------------------------------------------------------------------------------------------------
 #: Smallest and largest monthly budget, USD: a budget below a dollar buys nothing; above $100M a month it bounds
 #: nothing a stack here can cost (1,000 of the largest nodes at list price are ~$70M).
@@ -133,6 +141,9 @@ REASONS: dict[str, str] = {
     "kv_heads": "a transformer shape as in config.json, within the largest published models",
     "head_dim": "a transformer shape as in config.json, within the largest published models",
     "vocab_size": "a vocabulary of at most 2 million tokens",
+    "intermediate_size": "a transformer shape as in config.json, within the largest published models",
+    "rank": "a LoRA rank of 1 to 512, the largest --max-lora-rank vLLM 0.24.0 serves (vllm/config/lora.py:26): "
+            "retrain the adapter at a lower rank or merge it into the weights",
     "experts": "a mixture of 2-1,024 routed experts",
     "experts_per_token": "1-64 experts per token",
     "vcpus": "an owned edge node has 1-1,024 vCPUs (the largest servers)",

@@ -19,12 +19,18 @@ Poisson arrivals (`--burstiness 1`), TTFT and ITL recorded; otherwise Calibratio
 the field and the fix. A run whose client concurrency cap was reached (`max_concurrent_requests` = its
 `max_concurrency`) is left out, with the reason: its requests queued in the client, which an open-loop replay
 does not model (TTFT starts when the client sends, serve.py:962-966 and lib/endpoint_request_func.py:197).
+
+A result file of ours that recorded the measured pod's cold start (`cold_start`, `blueprints.operate.coldstart`)
+also corrects the startup model (`startup_fit`): per part, the median over the files of measured / the startup
+model's prediction for the stack (`blueprints.plan.startup.vllm_startup`, uncalibrated), each ratio within
+`STARTUP_FACTOR_BOUNDS` or CalibrationError naming the file and the field.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,16 +39,20 @@ from pydantic import ValidationError
 
 from blueprints.capacity.correction import FIGURES, SATURATED_SHARE, Fit, MeasuredRun, ReplicaSetup, fit
 from blueprints.catalog import load_catalog
-from blueprints.contracts.benchmark_result import MAX_RESULT_FILE_BYTES, VllmBenchRun, load_result
+from blueprints.contracts.benchmark_result import (
+    MAX_RESULT_FILE_BYTES, STARTUP_PARTS, ColdStartRecord, VllmBenchRun, load_result,
+)
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.calibration_file import (
-    CalibrationFile, CalibrationKey, CalibrationSource, FigureRow, MeasuredWith, ResidualError, calibration_dir,
-    calibration_yaml,
+    STARTUP_FACTOR_BOUNDS, CalibrationFile, CalibrationKey, CalibrationSource, FigureRow, MeasuredWith,
+    ResidualError, StartupCorrection, StartupPartFit, calibration_dir, calibration_yaml,
 )
 from blueprints.contracts.consistency import model_architecture
 from blueprints.contracts.sections import Archetype, VllmEngine
 from blueprints.core.errors import BenchmarkError, CalibrationError, format_validation_error
+from blueprints.contracts.weights import streams_format
 from blueprints.operate.benchmark import benchmark_settings
+from blueprints.plan.startup import vllm_startup
 
 #: Largest share of a run's requests that may have failed for it to be fitted (a failing server's timings are not
 #: its capacity).
@@ -156,7 +166,7 @@ def _read_json(path: Path) -> Any:
 
 
 def _ours(path: Path, shown: str, bp: Blueprint, key: CalibrationKey, *,
-          constructed: bool) -> tuple[CalibrationSource, list[MeasuredRun], dict[str, Any]]:
+          constructed: bool) -> tuple[CalibrationSource, list[MeasuredRun], dict[str, Any], ColdStartRecord | None]:
     try:
         result = load_result(path)
     except BenchmarkError as exc:
@@ -184,7 +194,7 @@ def _ours(path: Path, shown: str, bp: Blueprint, key: CalibrationKey, *,
     source = CalibrationSource(file=shown, stack=result.stack, date=result.date,
                                measured=result.measured and not constructed, format="benchmark-result",
                                runs_used=len(runs), left_out=left_out)
-    return source, runs, t.model_dump()
+    return source, runs, t.model_dump(), result.cold_start
 
 
 def _raw(path: Path, shown: str, data: Any, bp: Blueprint, *,
@@ -234,12 +244,14 @@ def calibrate(bp: Blueprint, files: list[Path], *, project_root: Path | None, st
     key = calibratable(bp)
     if not 1 <= len(files) <= MAX_FILES:
         raise CalibrationError(f"RESULT.json: give 1-{MAX_FILES} result files, got {len(files)}")
-    sources, runs, target = [], [], None
+    sources, runs, target, starts = [], [], None, []
     for path in files:
         shown = _shown(path, project_root)
         data = _read_json(path)
         if isinstance(data, dict) and "schema_version" in data and "runs" in data:
-            source, found, theirs = _ours(path, shown, bp, key, constructed=constructed)
+            source, found, theirs, cold = _ours(path, shown, bp, key, constructed=constructed)
+            if cold is not None:
+                starts.append((path, source.date, cold))
             flags = {f: theirs[f] for f in FLAG_FIELDS}
             if target is not None and flags != {f: target[f] for f in FLAG_FIELDS}:
                 raise _error(path, "target", f"engine flags {flags} differ from those of {sources[0].file} "
@@ -272,7 +284,8 @@ def calibrate(bp: Blueprint, files: list[Path], *, project_root: Path | None, st
         residual_after=ResidualError(median=round(result.median_abs_error(after=True), 4),
                                      max=round(result.max_abs_error(after=True), 4)),
         figures=[FigureRow(run=r.run, figure=r.figure, measured=round(r.measured, 3),  # type: ignore[arg-type]
-                           before=round(r.before, 3), after=round(r.after, 3)) for r in result.residuals])
+                           before=round(r.before, 3), after=round(r.after, 3)) for r in result.residuals],
+        startup=startup_fit(bp, starts))
     path = folder / key.file_name()
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -280,6 +293,50 @@ def calibrate(bp: Blueprint, files: list[Path], *, project_root: Path | None, st
     except OSError as exc:
         raise CalibrationError(f"{path}: cannot write the calibration ({exc.strerror})") from None
     return CalibrationResult(path, file, result)
+
+
+def startup_fit(bp: Blueprint, starts: list[tuple[Path, dt.date, ColdStartRecord]]) -> StartupCorrection | None:
+    """The startup model's correction from measured cold starts (one per result file: path, date, record), or None
+    without any: per measured part, the median of measured / predicted (the uncalibrated startup model for the
+    stack's replica), rounded to 4 decimals.
+
+    Raises:
+        CalibrationError: a pod that read its weights otherwise than the stack config says (streamed or copied), or
+            a part whose ratio is outside `STARTUP_FACTOR_BOUNDS` (the message names file, field and fix).
+    """
+    if not starts:
+        return None
+    assert isinstance(bp.engine, VllmEngine)
+    streamed = streams_format(Archetype.VLLM_GPU, bp.model.format)
+    predicted = vllm_startup(bp.model, tensor_parallel_size=bp.engine.tensor_parallel_size,
+                             gpus_per_node=load_catalog().instance(bp.compute.instance_type).gpu_count).budget
+    lo, hi = STARTUP_FACTOR_BOUNDS
+    parts = []
+    for path, _, cold in starts:
+        if cold.weights_streamed != streamed:
+            raise _error(path, "cold_start.weights_streamed", f"{str(cold.weights_streamed).lower()}: {bp.stack}'s "
+                         f"pods {'stream' if streamed else 'copy'} their weights; calibrate with a benchmark of the "
+                         "stack as deployed now")
+    for part in STARTUP_PARTS:
+        pairs = []
+        for path, _, cold in starts:
+            measured, want = cold.measured_parts().get(part), getattr(predicted, part)
+            if measured is None or not want:
+                continue
+            if not lo <= measured / want <= hi:
+                raise _error(path, f"cold_start.{part}", f"measured {measured:g} s is {measured / want:.3g}x the "
+                             f"startup model's {want} s for {bp.stack}, outside {lo:g}-{hi:g}x: such a start is "
+                             "broken (a pod waiting for quota or a pull retried), not the model's error; check the "
+                             "pod's events and benchmark a fresh pod, or leave this file out")
+            pairs.append((measured / want, measured))
+        if pairs:
+            parts.append(StartupPartFit(part=part, predicted_s=getattr(predicted, part),  # type: ignore[arg-type]
+                                        measured_s=round(statistics.median(m for _, m in pairs), 3),
+                                        factor=round(statistics.median(r for r, _ in pairs), 4),
+                                        samples=len(pairs)))
+    return StartupCorrection(weights_streamed=streamed, parts=parts, predicted_total_s=predicted.total_s,
+                             measured_total_s=round(statistics.median(c.total_s for _, _, c in starts), 3),
+                             samples=len(starts), dates=sorted({d for _, d, _ in starts}))
 
 
 def _shown(path: Path, root: Path | None) -> str:

@@ -18,8 +18,8 @@ POLL_S = 10
 WAIT_SLACK_S = 120
 
 
-def ready_pod_ip(api: Any, sm: StackManifests) -> str:
-    """The IP of one Ready serving pod (the first by name), which the sweep sends every request to."""
+def ready_pod(api: Any, sm: StackManifests) -> tuple[str, str]:
+    """(name, IP) of one Ready serving pod (the first by name), which the sweep sends every request to."""
     from kubernetes import client
 
     selector = ",".join(f"{k}={v}" for k, v in sorted(sm.pod_selector.items()))
@@ -27,7 +27,7 @@ def ready_pod_ip(api: Any, sm: StackManifests) -> str:
     for pod in sorted(pods.items, key=lambda p: p.metadata.name):
         conditions = {c.type: c.status for c in (pod.status.conditions or [])}
         if conditions.get("Ready") == "True" and pod.status.pod_ip and not pod.metadata.deletion_timestamp:
-            return pod.status.pod_ip
+            return pod.metadata.name, pod.status.pod_ip
     raise BenchmarkError(f"no Ready pod of {sm.blueprint.workload_name} in {sm.namespace}: the benchmark needs one "
                          "serving replica up (`blueprint verify` says why none is)")
 

@@ -16,14 +16,15 @@ from blueprints.contracts.stackconfig import read_stack_config, stack_config_pat
 from blueprints.core import defaults
 from blueprints.core.errors import BenchmarkError, DeployedStackError
 from blueprints.operate import benchmark as bench
+from blueprints.operate.coldstart import read_cold_start, read_ready_cold_start
 from blueprints.operate.deployed import (
     aws_session, kube_api_client, node_lister, object_reader, pulumi_cli, require_output, stack_outputs,
 )
 from blueprints.operate.manifests import StackManifests
 from blueprints.operate.prometheus import PrometheusApi, http_transport, service_proxy_transport
 from blueprints.contracts.benchmark_result import (
-    CLIENT_SOURCE, BenchmarkResultFile, ClientRecord, PlannedRecord, TargetRecord, VllmBenchRun, result_path,
-    write_result,
+    CLIENT_SOURCE, BenchmarkResultFile, ClientRecord, ColdStartRecord, PlannedRecord, TargetRecord, VllmBenchRun,
+    result_path, write_result,
 )
 from blueprints.operate.verify import VerifyReport, one_token_request, verify_kubernetes, verify_sagemaker
 from blueprints.review.compound import part_stacks
@@ -98,15 +99,15 @@ def verify_deployed(stack: str, *, stacks_dir: Path, program: Path, root: Path |
                                          "can proxy to; pass --prometheus-url") from None
             prom = PrometheusApi(transport, where=f"{address} (via the API server)")
     return verify_kubernetes(sm, outputs, prom=prom, read=object_reader(api), list_nodes=node_lister(api),
-                             endpoint=access.endpoint)
+                             endpoint=access.endpoint, cold_start=read_ready_cold_start(api, sm))
 
 
 # --- benchmark -----------------------------------------------------------------------------------------------------
 
 @dataclass
 class BenchmarkRun:
-    """What `blueprint benchmark` prepared (and, unless a dry run, ran): the settings, the objects or commands, and
-    the result file written."""
+    """What `blueprint benchmark` prepared (and, unless a dry run, ran): the settings, the objects or commands, the
+    result file written, and the serving pod measured (name, and the stack's manifests to read its cold start)."""
 
     blueprint: Blueprint
     settings: bench.BenchmarkSettings
@@ -114,6 +115,8 @@ class BenchmarkRun:
     commands: list[list[str]]
     result: BenchmarkResultFile | None = None
     path: Path | None = None
+    pod: str | None = None
+    serving: StackManifests | None = None
 
 
 def parse_rates(text: str | None) -> list[float] | None:
@@ -143,7 +146,7 @@ def prepare_benchmark(stack: str, *, stacks_dir: Path, program: Path, root: Path
         return BenchmarkRun(bp, settings, [], docker_commands(
             bp, settings, port=DRY_RUN_PORT, tokenizer_dir=DRY_RUN_TOKENIZER, results_dir=DRY_RUN_RESULTS)), None
     sm, stand_in = rendered(stack, bp, stacks_dir=stacks_dir, program=program)
-    api = None
+    api, pod = None, None
     if dry_run and access.outputs_file is None:
         outputs, target = stand_in, bench.DRY_RUN_TARGET
     else:
@@ -151,20 +154,20 @@ def prepare_benchmark(stack: str, *, stacks_dir: Path, program: Path, root: Path
         if dry_run:
             target = bench.DRY_RUN_TARGET
         else:
-            from blueprints.operate.jobs import ready_pod_ip
+            from blueprints.operate.jobs import ready_pod
 
             api = kube_api_client(bp, kubeconfig=access.kubeconfig, context=access.context, pulumi=pulumi)
-            target = ready_pod_ip(api, sm)
+            pod, target = ready_pod(api, sm)
     name = bench.job_name(bp, now)
     weights_uri = require_output(outputs, "weights_uri", stack)
     objects = [*bench.benchmark_network_policies(sm, name=name),
                bench.benchmark_job(sm, settings, name=name, weights_uri=weights_uri, target_ip=target)]
-    return BenchmarkRun(bp, settings, objects, []), api
+    return BenchmarkRun(bp, settings, objects, [], pod=pod, serving=sm), api
 
 
 def result_file(run: BenchmarkRun, runs: list[VllmBenchRun], *, client_image: str, backend: str, endpoint: str,
-                address: str, date: dt.date) -> BenchmarkResultFile:
-    """The result file of a finished sweep."""
+                address: str, date: dt.date, cold_start: ColdStartRecord | None = None) -> BenchmarkResultFile:
+    """The result file of a finished sweep (with the measured pod's cold start when it was read)."""
     bp = run.blueprint
     engine = bp.engine
     per_replica = bp.predictions.requests_per_s_capacity / max(1, bp.compute.replicas)
@@ -187,20 +190,25 @@ def result_file(run: BenchmarkRun, runs: list[VllmBenchRun], *, client_image: st
                               ttft_p95_ms=bp.predictions.ttft_p95_ms, itl_p95_ms=bp.predictions.itl_p95_ms,
                               latency_p95_ms=bp.predictions.latency_p95_ms,
                               per_replica_capacity_rps=round(per_replica, 4)),
-        runs=runs)
+        runs=runs, cold_start=cold_start)
 
 
 def run_kubernetes_benchmark(run: BenchmarkRun, api: Any, *, root: Path, log: Callable[[str], None],
                              today: dt.date) -> BenchmarkRun:
-    """Run the Job, collect the runs, write `benchmarks/results/<stack>/<date>.json`."""
+    """Run the Job, collect the runs, read the measured pod's cold start (`blueprints.operate.coldstart`), write
+    `benchmarks/results/<stack>/<date>.json`."""
     from blueprints.operate.jobs import parse_runs, run_job
 
     job = run.manifests[-1]
     text = run_job(api, run.manifests, namespace=job["metadata"]["namespace"], log=log)
     runs = parse_runs(text, len(run.settings.rates))
     client_image = job["spec"]["template"]["spec"]["initContainers"][1]["image"]
+    cold = read_cold_start(api, run.serving, run.pod) if run.pod and run.serving else "no target pod named"
+    if isinstance(cold, str):
+        log(f"cold start not recorded: {cold}")
     run.result = result_file(run, runs, client_image=client_image, backend="openai", endpoint="/v1/completions",
-                             address="one serving pod's authenticating proxy (pod IP, port api)", date=today)
+                             address="one serving pod's authenticating proxy (pod IP, port api)", date=today,
+                             cold_start=None if isinstance(cold, str) else cold)
     run.path = result_path(root, run.blueprint.stack, today)
     write_result(run.result, run.path)
     return run

@@ -13,6 +13,10 @@ Kubernetes archetypes:
 - `rules-loaded`: each PrometheusRule group is loaded in Prometheus with every alert, healthy; `alerts-quiet`: none
   of the stack's SLO alerts fires.
 - `nodes-ready`: the stack's NodePool is Ready and every node it launched is Ready (at least one while replicas run).
+- `cold-start`: a Ready serving pod's measured cold start (`blueprints.operate.coldstart`) fit the deployed timers:
+  pod creation -> Ready within the Deployment's `progressDeadlineSeconds`, container start -> Ready within the
+  engine's `startupProbe` (`failureThreshold` x `periodSeconds`); the detail sets it beside the planned start and,
+  when they differ by more than `COLD_START_TOLERANCE`, says how to calibrate the startup model.
 
 SageMaker: `endpoint-in-service`, `alarms-ok` (every alarm in state OK), and the signed/unsigned request checks.
 
@@ -29,6 +33,7 @@ from typing import Any, Callable
 
 import promql_parser
 
+from blueprints.contracts.benchmark_result import ColdStartRecord
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.sections import Archetype, VllmEngine
 from blueprints.operate.endpoint import Reply, get, probe_url, serves_model, tls_planned
@@ -43,6 +48,8 @@ KEDA_HPA_PREFIX = "keda-hpa-"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 #: Slack on a utilisation ceiling: the HPA averages over pods whose usage the kubelet samples.
 UTILISATION_SLACK = 1.1
+#: A measured cold start this far from the planned one (either way) is worth calibrating the startup model with.
+COLD_START_TOLERANCE = 0.25
 
 
 @dataclass(frozen=True)
@@ -338,6 +345,33 @@ def check_nodes(sm: StackManifests, read: ObjectReader, list_nodes: NodeLister) 
 
 # --- SageMaker -----------------------------------------------------------------------------------------------------
 
+def check_cold_start(sm: StackManifests, measured: ColdStartRecord | str) -> list[Check]:
+    """`cold-start`: the measured start against the rendered Deployment's timers (see the module); a pod that gives
+    no measurement (`measured` is the reason) passes with the reason, as nothing was out of time."""
+    bp = sm.blueprint
+    if isinstance(measured, str):
+        return [Check("cold-start", bp.workload_name, True, f"not measured: {measured}")]
+    deployment = sm.deployment or {}
+    deadline = deployment.get("spec", {}).get("progressDeadlineSeconds")
+    probe = sm.engine_container.get("startupProbe") or {}
+    probe_s = probe.get("failureThreshold", 3) * probe.get("periodSeconds", 10) if probe else None
+    in_pod = (measured.model_load_s or 0.0) + ((measured.weights_download_s or 0.0) if measured.weights_streamed
+                                               else 0.0)
+    late = []
+    if deadline is not None and measured.total_s > deadline:
+        late.append(f"creation -> Ready {measured.total_s:g} s is past progressDeadlineSeconds {deadline}")
+    if probe_s is not None and in_pod > probe_s:
+        late.append(f"container start -> Ready {in_pod:g} s is past the startupProbe's {probe_s} s")
+    planned = bp.startup.total_s
+    parts = ", ".join(f"{p.removesuffix('_s')} {v:g} s (planned {getattr(bp.startup, p)} s)"
+                      for p, v in measured.measured_parts().items())
+    detail = f"pod {measured.pod}: {measured.total_s:g} s to Ready, planned {planned} s; {parts}"
+    if abs(measured.total_s / planned - 1) > COLD_START_TOLERANCE:
+        detail += ("; the startup model is off: `blueprint benchmark` records this start and `blueprint calibrate` "
+                   "corrects the plan with it")
+    return [Check("cold-start", bp.workload_name, not late, "; ".join([*late, detail]))]
+
+
 def check_sagemaker(bp: Blueprint, outputs: dict[str, Any], sagemaker: Any, cloudwatch: Any,
                     invoke: Callable[[bool], Reply]) -> list[Check]:
     """`endpoint-in-service`, `alarms-ok` and the request checks of a SageMaker endpoint.
@@ -390,7 +424,7 @@ def one_token_request(bp: Blueprint) -> bytes:
 
 def verify_kubernetes(sm: StackManifests, outputs: dict[str, Any], *, prom: PrometheusApi | None,
                       read: ObjectReader, list_nodes: NodeLister, fetch: Callable[..., Reply] = get,
-                      endpoint: str | None = None) -> VerifyReport:
+                      endpoint: str | None = None, cold_start: ColdStartRecord | str | None = None) -> VerifyReport:
     """Every check of a Kubernetes archetype's deployed stack.
 
     Args:
@@ -400,6 +434,8 @@ def verify_kubernetes(sm: StackManifests, outputs: dict[str, Any], *, prom: Prom
         read, list_nodes: Kubernetes reads (`blueprints.operate.deployed.object_reader`, `node_lister`).
         fetch: HTTP GET (`blueprints.operate.endpoint.get`).
         endpoint: the URL to call instead of the `endpoint` output (e.g. through a port-forward).
+        cold_start: a Ready serving pod's measured cold start, or why there is none (`read_ready_cold_start`);
+            None: not checked.
     """
     bp = sm.blueprint
     report = VerifyReport(stack=bp.stack, archetype=bp.archetype.value)
@@ -410,6 +446,8 @@ def verify_kubernetes(sm: StackManifests, outputs: dict[str, Any], *, prom: Prom
     if prom is not None:
         report.checks += check_rules(sm, prom)
     report.checks += check_nodes(sm, read, list_nodes)
+    if cold_start is not None:
+        report.checks += check_cold_start(sm, cold_start)
     return report
 
 

@@ -35,6 +35,15 @@ def _peak_per_replica(bp: Blueprint) -> float:
     return peak / max(1, bp.compute.replicas)
 
 
+def reachable_planned_target(bp: Blueprint, value: float) -> float:
+    """`planned_target(value)` (rounded up to 3 significant figures), at most what one replica ever reaches
+    (`contracts.consistency.reachable_target`): rounded up, a target can pass it (Triton's pending requests with one
+    in flight at a time: 1.03 of 1; SageMaker invocations at a replica's capacity: 24.5 of 24.477 a minute), and the
+    scaler would then never scale out. The one rule for every archetype's target."""
+    most = reachable_target(bp)
+    return planned_target(value) if most is None else min(planned_target(value), most)
+
+
 def scaling_targets(bp: Blueprint) -> Blueprint:
     """`autoscaling.target` (and on a scale-to-zero stack the interceptor's concurrency target and the cold start)
     for a KEDA-scaled blueprint; other archetypes are returned as they are (their targets are set when built)."""
@@ -47,10 +56,7 @@ def scaling_targets(bp: Blueprint) -> Blueprint:
     # replica always runs one, so one request in flight must not read as several times the target (at least 1);
     # Triton's pending requests keep the smallest target a scaler takes. The replica floor then holds the plan.
     value = max(value, 1.0 if bp.archetype is Archetype.VLLM_GPU else MIN_SCALING_TARGET)
-    # Rounded up, a target can pass what one replica ever reaches (Triton's pending requests with one in flight at a
-    # time: 1.03 of 1); the scaler would then never scale out (`contracts.consistency.reachable_target` refuses it).
-    most = reachable_target(bp)
-    update: dict = {"target": planned_target(value) if most is None else min(planned_target(value), most)}
+    update: dict = {"target": reachable_planned_target(bp, value)}
     if bp.autoscaling.min_replicas == 0:
         update.update(cold_start_s=bp.startup.total_s,
                       interceptor_concurrency_target=int(planned_target(max(1.0, point.running + point.pending),

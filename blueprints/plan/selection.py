@@ -149,6 +149,8 @@ def select_archetype(req: Requirements, models: list[ResolvedModel], catalog: Ca
             raise SizingError("hardware.accelerators excludes nvidia-gpu, but text generation with "
                               f"{name} needs GPUs; add nvidia-gpu")
         what = f"{name} is a generative model: served token by token by vLLM (continuous batching, paged KV cache)"
+        if model.spec.adapters:
+            return _select_for_adapters(req, model, what)
         if preference is OperationsPreference.MANAGED:
             return Selection(Archetype.SAGEMAKER_ENDPOINT, Accelerator.NVIDIA_GPU, (
                 f"{what} inside SageMaker's LMI container",
@@ -160,6 +162,23 @@ def select_archetype(req: Requirements, models: list[ResolvedModel], catalog: Ca
             return Selection(Archetype.VLLM_GPU, Accelerator.NVIDIA_GPU, (f"{what} on GPU nodes", why))
         return _select_llm_by_cost(req, model, catalog, what, limits_for)
     return _select_single_nongen(req, model, catalog, gpu_ok=gpu_ok, cpu_ok=cpu_ok, limits_for=limits_for)
+
+
+def _select_for_adapters(req: Requirements, model: ResolvedModel, what: str) -> Selection:
+    """LoRA adapters are served by vLLM on `vllm-gpu` only: this project's SageMaker archetype runs the LMI container
+    with one model and no adapters, and Triton / ONNX Runtime serve non-generative models. `operations.preference:
+    managed` with adapters is refused; `any` takes vllm-gpu without comparing costs."""
+    count = len(model.spec.adapters or [])
+    if req.operations.preference is OperationsPreference.MANAGED:
+        raise RequirementsError(f"{model.path}.adapters: {count} LoRA adapter(s) need vLLM on the vllm-gpu archetype, "
+                                "and operations.preference=managed plans a SageMaker endpoint, which serves the base "
+                                "model only here: set operations.preference: self-hosted or any, or remove the "
+                                "adapters", rule="adapters-servable")
+    return Selection(Archetype.VLLM_GPU, Accelerator.NVIDIA_GPU, (
+        f"{what} on GPU nodes, with {count} LoRA adapter(s) beside it",
+        f"{model.path}.adapters: LoRA adapters are served by vLLM on vllm-gpu only (a SageMaker endpoint here serves "
+        f"the base model alone); operations.preference={req.operations.preference.value}: self-hosted on "
+        f"{req.operations.platform.value}"))
 
 
 def _usd(cost: float | None) -> str:

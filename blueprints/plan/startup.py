@@ -3,17 +3,25 @@
 Every timer that must outlast a cold start derives from the `StartupBudget` `startup_estimate()` returns: startup
 probes, the Deployment's `progressDeadlineSeconds`, KEDA cooldowns, SageMaker's startup/download timeouts, the warm
 floor and the fleet simulation's replica starts. The data and its sources are in `blueprints/catalog/startup.yaml`
-(`blueprints.catalog.startup`); `StartupEstimate.reason` is the rationale line listing the parts.
+(`blueprints.catalog.startup`); `StartupEstimate.reason` is the rationale line listing the parts. A calibration
+of the replica's shape with a measured cold start (`stacks/calibration/`, `CalibrationFile.startup`, written by
+`blueprint calibrate` from `blueprint benchmark`'s measurement) scales each measured part (`calibrated`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from blueprints.catalog.startup import load_startup_catalog
 from blueprints.core import defaults
-from blueprints.contracts.sections import StartupBudget
+from blueprints.contracts.calibration_file import Calibration
+from blueprints.contracts.sections import Archetype, ServedModel, StartupBudget
+from blueprints.contracts.weights import streams_format
+
+#: The rationale's part names -> the budget's fields.
+PART_FIELDS = {"node": "node_provisioning_s", "image": "image_pull_s", "weights": "weights_download_s",
+               "engine": "model_load_s"}
 
 
 @dataclass(frozen=True)
@@ -22,15 +30,42 @@ class StartupEstimate:
 
     budget: StartupBudget
     parts: dict[str, str]
+    calibration: str | None = None
 
     @property
     def reason(self) -> str:
-        """The rationale line: `cold start 260 s: node 170 s (...), image 40 s (...), ...`."""
+        """The rationale line: `cold start 260 s on a new node: node 170 s (...), image 40 s (...), ...`; with a
+        calibration, `cold start 370 s on a new node, calibrated on <its measurement> (<file>): ...`."""
         b = self.budget
-        seconds = {"node": b.node_provisioning_s, "image": b.image_pull_s, "weights": b.weights_download_s,
-                   "engine": b.model_load_s}
-        listed = ", ".join(f"{name} {seconds[name]} s ({how})" for name, how in self.parts.items())
-        return f"cold start {b.total_s} s on a new node: {listed}"
+        listed = ", ".join(f"{name} {getattr(b, PART_FIELDS[name])} s ({how})" for name, how in self.parts.items())
+        how = f", calibrated on {self.calibration}" if self.calibration else ""
+        return f"cold start {b.total_s} s on a new node{how}: {listed}"
+
+
+def vllm_startup(served: ServedModel, *, tensor_parallel_size: int, gpus_per_node: int) -> StartupEstimate:
+    """The uncalibrated cold start of a vLLM replica of `served` (the planner's and `blueprint calibrate`'s
+    prediction: one place)."""
+    return startup_estimate(weights_gib=served.weights_gib, engine_kind="vllm", gpu=True,
+                            streamed=streams_format(Archetype.VLLM_GPU, served.format), params_b=served.params_b,
+                            tensor_parallel_size=tensor_parallel_size, gpus_per_node=gpus_per_node)
+
+
+def calibrated(estimate: StartupEstimate, found: Calibration | None, *, streamed: bool) -> StartupEstimate:
+    """`estimate` with each part the calibration measured multiplied by its factor (rounded up), the rationale
+    saying so; `estimate` itself without a calibration or without a measured cold start in it."""
+    if found is None or found.file.startup is None:
+        return estimate
+    s = found.file.startup
+    seconds, parts = {}, dict(estimate.parts)
+    for name, field in PART_FIELDS.items():
+        factor = s.factor(field, weights_streamed=streamed)
+        seconds[field] = getattr(estimate.budget, field)
+        if factor != 1.0 and name in parts:
+            seconds[field] = max(1, math.ceil(seconds[field] * factor))
+            parts[name] += f"; x{factor:g} as measured"
+    made = "" if found.file.measured else " (constructed, not measured)"
+    return replace(estimate, budget=StartupBudget(**seconds), parts=parts,
+                   calibration=f"{s.words()}{made} ({found.path})")
 
 
 def startup_estimate(*, weights_gib: float, engine_kind: str, gpu: bool, streamed: bool = False,

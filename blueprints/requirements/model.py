@@ -18,6 +18,7 @@ from blueprints.requirements.fields import (
     DNS_1123_LABEL, InstanceTypeName, KMS_KEY_ARN, MAX_WEIGHTS_URI_CHARS, ModelId, SHA256_HEX, Section, WEIGHTS_URI,
     absent_or_null, given, is_const, when,
 )
+from blueprints.requirements.adapters import LoraAdapter, adapter_problems
 
 
 class ModelFormat(str, Enum):
@@ -180,6 +181,9 @@ class ModelSpec(Section):
         "request from it instead of the catalog's FLOPs estimate")
     measured_instance_type: InstanceTypeName | None = Field(
         default=None, description="the EC2 type `measured_latency_ms` was measured on, e.g. `c7i.xlarge`, `g5.xlarge`")
+    adapters: list[LoraAdapter] | None = Field(
+        default=None, min_length=1, max_length=bounds.MAX_LORA_ADAPTERS, description="text generation on vLLM: LoRA adapters served beside the base model by the same "
+        "replicas, each picked by its `name` in a request's OpenAI `model` field (blueprints/requirements/adapters.py)")
 
     @model_validator(mode="after")
     def _id_or_architecture(self) -> ModelSpec:
@@ -216,6 +220,11 @@ class ModelSpec(Section):
             problems.append(FieldProblem("task", f"{self.id} is a {load_catalog().model(self.id).task.value} model "
                                          f"in the catalog, not {self.task.value}; drop `task` or give an "
                                          "`architecture` and `name` for another model", rule="task-of-catalog-model"))
+        if self.adapters:
+            record = load_catalog().models.get(self.id) if self.id else None
+            problems += adapter_problems(self.adapters, base_name=self.served_name,
+                                         task=self.task or (record.task if record else None),
+                                         architecture=self.architecture or (record.architecture if record else None))
         raise_problems(problems)
         return self
 

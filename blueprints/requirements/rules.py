@@ -16,6 +16,9 @@ CROSS_FIELD_RULES: dict[str, str] = {
     "model-or-models": "exactly one of `model` (one model) or `models` (several); top-level `traffic` goes with `model`",
     "model-traffic": "`model` needs `traffic` (top level or `model.traffic`); each entry of `models` its own `traffic`",
     "unique-model-names": "the served names of `models` (`name`, else the id) are unique",
+    "unique-adapter-names": "the names of `model.adapters` are unique and none is the base model's served name",
+    "adapters-servable": "`adapters` go on a dense text-generation model with a known `intermediate_size`, served "
+                         "by vLLM (`operations.preference` not `managed`; with `any`, adapters choose vllm-gpu)",
     "model-id-or-architecture": "a model gives a catalog `id` or an `architecture`; one given by `architecture` also "
                                 "needs `name` and `task`",
     "quantization-precision": "`quantization` comes with the precision its method produces (awq: int4; gptq: int4 or "

@@ -15,6 +15,7 @@ from typing import Any
 
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog.replacements import Effect, ReplaceRule, load_replace_rules
+from blueprints.review.adapters import AdapterChange, adapter_change
 from blueprints.review.diff import ResourceChange, flatten
 from blueprints.core.errors import clip
 
@@ -158,6 +159,8 @@ class Review:
     plan: list[FieldChange] = field(default_factory=list)
     predictions: list[PredictionChange] = field(default_factory=list)
     replacements: list[Replacement] = field(default_factory=list)
+    #: The LoRA adapters' change, which restarts every pod (`blueprints.review.adapters`); None when they did not change.
+    adapters: AdapterChange | None = None
 
     @property
     def traffic_restart(self) -> Replacement | None:
@@ -189,6 +192,7 @@ class Review:
             "plan": [{**asdict(c), "label": c.label} for c in self.plan],
             "predictions": [{**asdict(p), "delta": p.delta} for p in self.predictions],
             "replacements": [r.to_json() for r in self.replacements],
+            **({"adapters": self.adapters.to_json()} if self.adapters is not None else {}),
         }
 
 
@@ -399,4 +403,4 @@ def review_changes(stack: str, before: dict[str, Any] | None, after: Blueprint |
     if move is not None:  # everything is new where it now runs: no resource is updated in place or rolled
         replacements = [move] + [r for r in replacements if r.effect is not Effect.ROLLOUT and r.what != move.what]
     return Review(stack, before is not None, requirements=requirements, plan=plan, predictions=predictions,
-                  replacements=replacements)
+                  replacements=replacements, adapters=adapter_change(before, after_dict) if before is not None else None)

@@ -31,8 +31,10 @@ from blueprints.requirements.service import Requirements
 from blueprints.requirements.hosting import Accelerator, CpuArch
 from blueprints.plan.selection import Selection
 from blueprints.plan.stability import Hardware, decide
-from blueprints.plan.startup import startup_estimate
+from blueprints.plan.startup import calibrated, vllm_startup
 from blueprints.contracts.weights import replica_ephemeral_gib, streams_format
+from blueprints.contracts.lora import adapters_volume_gib, lora_engine, lora_reason
+from blueprints.contracts.memory import GIB, lora_bytes_per_gpu
 from blueprints.plan.builders.context import (
     PlanContext, access_reasons, autoscaling_bounds, capacity_type_of, common_fields, cooldown_s, quota_cap,
     served_model,
@@ -240,7 +242,8 @@ def llm_predictions(req: Requirements, env: str, model: ResolvedModel, plan_: Ll
         capacity_source=best.candidate.model.source.summary(), capacity_correction=plan_.correction)
 
 
-def llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedModel, *, managed: bool) -> Compute:
+def llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedModel, *, managed: bool,
+                adapters_gib: int = 0) -> Compute:
     inst, tp = best.instance, best.tensor_parallel_size
     share = tp / inst.gpu_count  # this replica's share of the node
     shm_gib = defaults.SHM_GIB_PER_TP_RANK * tp
@@ -253,7 +256,8 @@ def llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedMode
         cpu_per_replica=max(1, math.floor(inst.vcpus * share * defaults.NODE_ALLOCATABLE_CPU_FRACTION)),
         memory_gib_per_replica=max(math.floor(inst.memory_gib * share * 0.8),
                                    vllm_host_memory_gib(shm_gib, streamer_buffer_gib=buffers)),
-        ephemeral_storage_gib_per_replica=replica_ephemeral_gib([served.weights_gib], streamed=streamed),
+        ephemeral_storage_gib_per_replica=replica_ephemeral_gib([served.weights_gib], streamed=streamed,
+                                                                adapters_gib=adapters_gib),
         replicas=best.replicas, capacity_type=capacity_type_of(req, env, managed=managed),
         cpu_arch=CpuArch(inst.cpu_arch))
 
@@ -278,9 +282,12 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
     inst, tp, cand = best.instance, best.tensor_parallel_size, best.candidate
     dtype, quantization = vllm_dtype(model.spec.precision, model.spec.quantization_method, best.gpu)
     served = served_model(model, req, env)
-    estimate = startup_estimate(weights_gib=served.weights_gib, engine_kind="vllm", gpu=True,
-                                streamed=streams_format(Archetype.VLLM_GPU, served.format),
-                                params_b=served.params_b, tensor_parallel_size=tp, gpus_per_node=inst.gpu_count)
+    lora = lora_engine(model.spec.adapters)
+    lora_notes = [lora_reason(lora, served.name, slot_gib_per_gpu=lora_bytes_per_gpu(
+        model.architecture, lora.slots, precision=model.spec.precision, tensor_parallel_size=tp) / GIB)] if lora else []
+    estimate = calibrated(vllm_startup(served, tensor_parallel_size=tp, gpus_per_node=inst.gpu_count),
+                          model.calibration(best.gpu.name, tp, managed=False),
+                          streamed=streams_format(Archetype.VLLM_GPU, served.format))
     startup = estimate.budget
     lines = cost_lines(req, env, catalog, what="GPU nodes", instance_type=inst.instance_type, nodes=best.nodes,
                         usd_per_hour=best.node_usd_per_hour, managed=False)
@@ -297,19 +304,21 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
                         max_model_len=model.max_context_tokens, max_num_seqs=cand.max_num_seqs,
                         max_num_batched_tokens=cand.max_num_batched_tokens, dtype=dtype,
                         quantization=quantization, kv_cache_dtype=best.kv_cache_dtype,  # type: ignore[arg-type]
-                        shm_size_gib=defaults.SHM_GIB_PER_TP_RANK * tp, enable_prefix_caching=reuse.declared)
+                        shm_size_gib=defaults.SHM_GIB_PER_TP_RANK * tp, lora=lora,
+                        enable_prefix_caching=reuse.declared)
     router = plan_router(reuse, min_replicas=floor, max_replicas=ceiling, port=engine.port)
     return Blueprint(
         **common_fields(req, env, ctx, managed=False, idle_timeout_s=longest_request_s(req, model, run)),
         archetype=Archetype.VLLM_GPU, models=[served], router=router,
-        compute=llm_compute(req, env, best, served, managed=False),
+        compute=llm_compute(req, env, best, served, managed=False,
+                            adapters_gib=adapters_volume_gib(model.architecture, lora)),
         engine=engine,
         startup=startup,
         # The target is set from the replica model once the blueprint exists (`blueprints.plan.scaling.scaling_targets`).
         autoscaling=Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="vllm:num_requests_running",
                                 target=1.0, cooldown_s=cooldown_s(startup)),
         predictions=llm_predictions(req, env, model, llm, lines, catalog, managed=False, max_monthly_usd=most_usd),
-        rationale=[*selection.reasons, *llm.reasons, *reuse_reasons(reuse, router, max_replicas=ceiling),
+        rationale=[*selection.reasons, *llm.reasons, *lora_notes, *reuse_reasons(reuse, router, max_replicas=ceiling),
                    estimate.reason, *capped, *budget_notes, *access_reasons(req, managed=False),
                    *cost_notes(req, env, catalog, managed=False)],
     )

@@ -17,6 +17,7 @@ from blueprints.requirements.service import Requirements
 from blueprints.requirements.hosting import Accelerator
 from blueprints.plan.selection import Selection, sagemaker_engine
 from blueprints.catalog.signals import planned_target
+from blueprints.plan.scaling import reachable_planned_target
 from blueprints.plan.startup import startup_estimate
 from blueprints.plan.builders.context import (
     PlanContext, access_reasons, autoscaling_bounds, common_fields, cooldown_s, served_model,
@@ -95,7 +96,8 @@ def plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], cat
         predictions = llm_predictions(req, env, model, llm, lines, catalog, managed=True, max_monthly_usd=most_usd)
     else:
         predictions = nongen_predictions(req, env, option, lines, managed=True, max_monthly_usd=most_usd)
-    return Blueprint(
+    per_minute = served.traffic.peak_requests_per_s / replicas * 60
+    bp = Blueprint(
         **common_fields(req, env, ctx, managed=True, idle_timeout_s=defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S),
         archetype=Archetype.SAGEMAKER_ENDPOINT, models=[served], compute=compute, engine=engine, startup=startup,
         autoscaling=Autoscaling(
@@ -103,9 +105,12 @@ def plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], cat
             # Invocations per instance per minute at the planned peak share: target tracking then holds exactly
             # the planned instances at the peak (the replicas are sized at the highest rate meeting the SLO, so no
             # safety factor on top: with one of 0.5 the peak ran twice the planned fleet).
-            target=planned_target(served.traffic.peak_requests_per_s / replicas * 60),
+            target=planned_target(per_minute),
             cooldown_s=cooldown_s(startup)),
         predictions=predictions,
         rationale=[*selection.reasons, *sized, f"SageMaker timers from one startup budget: {timers}",
                    *access_reasons(req, managed=True), *notes],
     )
+    # At most what one instance reaches: a replica sized at its capacity rounds up past it (24.5 of 24.477).
+    return bp.model_copy(update={"autoscaling": bp.autoscaling.model_copy(
+        update={"target": reachable_planned_target(bp, per_minute)})})

@@ -30,6 +30,7 @@ from blueprints.plan.options.nongen import (
 from blueprints.requirements.service import Requirements
 from blueprints.requirements.model import Precision
 from blueprints.requirements.hosting import Accelerator
+from blueprints.contracts.lora import lora_slots
 from blueprints.contracts.memory import kv_cache_tokens
 from blueprints.capacity.physics import replica_model
 from blueprints.capacity.planning import LatencyTargets, engine_limits, idle_itl_ms, idle_ttft_ms, run_at_rate, screen
@@ -144,7 +145,8 @@ def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Cat
         for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
             replica = replica_model(model.architecture, gpu, precision=model.spec.precision,
                                     quantization=model.spec.quantization_method, tensor_parallel_size=tp,
-                                    correction=model.correction(gpu.name, tp, managed=managed))
+                                    correction=model.correction(gpu.name, tp, managed=managed),
+                                    lora=lora_slots(model.spec.adapters))
             config = engine_limits(replica, gpu, shape, LatencyTargets(None, None))
             if config is not None:
                 fitting.append((inst, tp, idle_ttft_ms(replica, config, shape), idle_itl_ms(replica, shape)))
@@ -198,7 +200,8 @@ def _explain_under_load(req: Requirements, model: ResolvedModel, catalog: Catalo
     for inst, tp, _, _ in sorted(fitting, key=lambda f: (f[2], f[0].instance_type))[:4]:
         cand = screen(model.architecture, catalog.gpu(inst.gpu), precision=model.spec.precision,  # type: ignore[arg-type]
                       quantization=model.spec.quantization_method, tensor_parallel_size=tp, kv_cache_fp8=False,
-                      shape=shape, targets=itl_only, tune_batched_tokens=not managed)
+                      shape=shape, targets=itl_only, tune_batched_tokens=not managed,
+                      lora=lora_slots(model.spec.adapters))
         if cand is not None:
             runs.append((inst.instance_type, tp, run_at_rate(cand, shape, cand.rate_bound_rps / 32)))
     if not runs:
@@ -229,7 +232,8 @@ def _explain_memory(req: Requirements, model: ResolvedModel, catalog: Catalog, c
     gpu = catalog.gpu(largest.gpu)  # type: ignore[arg-type]
 
     def kv_tokens(precision: Precision, g: Gpu, tp: int) -> int:
-        return kv_cache_tokens(model.architecture, g, precision=precision, tensor_parallel_size=tp)
+        return kv_cache_tokens(model.architecture, g, precision=precision, tensor_parallel_size=tp,
+                               lora=lora_slots(model.spec.adapters))
 
     fixes = []
     held = kv_tokens(prec, gpu, largest.gpu_count)

@@ -13,6 +13,7 @@ import heapq
 import math
 from dataclasses import dataclass, replace
 
+from blueprints.contracts.lora import lora_slots
 from blueprints.catalog.processes import process_facts
 from blueprints.core import bounds, defaults
 from blueprints.catalog import Architecture, Catalog, Gpu, InstanceType
@@ -174,7 +175,8 @@ def screen_candidate(model: ResolvedModel, gpu: Gpu, tp: int, *, kv_cache_fp8: b
     return screen(model.architecture, gpu, precision=model.spec.precision,
                   quantization=model.spec.quantization_method, tensor_parallel_size=tp, kv_cache_fp8=kv_cache_fp8,
                   shape=traffic_shape(model), targets=latency_targets(req, model, managed=managed),
-                  tune_batched_tokens=not managed, correction=model.correction(gpu.name, tp, managed=managed))
+                  tune_batched_tokens=not managed, correction=model.correction(gpu.name, tp, managed=managed),
+                  lora=lora_slots(model.spec.adapters))
 
 
 def _priced_option(inst: InstanceType, gpu: Gpu, cand: Candidate, *, peak: float, floor: int, factor: float,

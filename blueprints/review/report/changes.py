@@ -73,6 +73,8 @@ def review_markdown(review: Review) -> str:
     restart = review.traffic_restart
     if restart is not None:
         parts.append(f"> [!WARNING]\n> **This traffic-only change restarts every pod**: {_restart_why(restart)}\n")
+    if review.adapters is not None:
+        parts.append(f"> [!NOTE]\n> **{review.adapters.message}**\n")
     if review.platform:  # a platform's settings are its resources: the resource diff lists them
         parts.append("A platform's settings are its resources: see the changes against the base branch below.\n")
     elif not review.blueprint_known:
@@ -106,6 +108,8 @@ def review_lines(review: Review) -> list[tuple[str, str]]:
         lines.append(("warning", f"pulumi up replaces the whole service: {review.move.summary}"))
     if review.traffic_restart is not None:
         lines.append(("warning", f"this traffic-only change restarts every pod: {_restart_why(review.traffic_restart)}"))
+    if review.adapters is not None:
+        lines.append(("note", review.adapters.message))
     if review.requirements:
         lines.append(("info", f"requirements: {_brief(review.requirements)}"))
     if review.plan:
