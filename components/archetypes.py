@@ -45,6 +45,9 @@ from components.triton_service import (
 from components.weights_delivery import StoreDelivery, WeightsDelivery
 from components.weights_storage import WeightsStorage
 from components.network_policy import default_deny
+from blueprints.requirements.hosting import CpuArch
+from components.cluster import POOL_LABEL, SYSTEM_POOL
+from components.karpenter import ARCH_LABEL, NODE_ARCH
 from components.vllm_service import VllmService, VllmServiceArgs
 from components.weights_copy import WeightsCopy, WeightsCopyArgs
 from components.weights_sync import S3_SCHEME
@@ -189,7 +192,10 @@ class VllmGpu(_KubernetesArchetype):
     def _workload(self, name, bp, target, namespace, weights, opts):
         return VllmService(name, VllmServiceArgs(
             blueprint=bp, weights=weights, namespace=namespace, endpoint=self.access, expose=exposed(bp),
-            node_selector=placement(bp, target)), opts=opts)
+            node_selector=placement(bp, target),
+            # The router runs on the platform's system nodes; its image is built for amd64 only (images.yaml).
+            router_node_selector={**({POOL_LABEL: SYSTEM_POOL} if target.on_platform else {}),
+                                  ARCH_LABEL: NODE_ARCH[CpuArch.X86_64]}), opts=opts)
 
 
 class TritonMultiModel(_KubernetesArchetype):

@@ -42,3 +42,10 @@ def selector_labels(labels: dict[str, str]) -> dict[str, str]:
     """The immutable subset used in Deployment selectors (name, instance, component)."""
     keys = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component")
     return {k: labels[k] for k in keys}
+
+
+def router_labels(instance: str, image: str) -> dict[str, str]:
+    """The prefix/session-aware router's labels (`components.router`): name `vllm-router`, component `router`, its
+    image tag as the version."""
+    return recommended_labels(name="vllm-router", instance=instance, component="router",
+                              version=image.rsplit(":", 1)[-1])

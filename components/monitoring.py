@@ -15,7 +15,8 @@ from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.observability import (
     CloudWatchAlarmSpec, cloudwatch_alarm_specs, grafana_dashboard, rollback_alarm_names, slo_alerts,
 )
-from components.labels import recommended_labels
+from blueprints.contracts.router import router_workload_name
+from components.labels import recommended_labels, router_labels, selector_labels
 
 
 @dataclass
@@ -55,6 +56,14 @@ class KubernetesMonitoring(pulumi.ComponentResource):
             spec={"selector": {"matchLabels": args.selector},
                   "endpoints": [{"port": args.metrics_port, "path": "/metrics", "interval": "15s"}]},
             opts=child)
+        # The router (prompt reuse over several replicas) is scraped through its own metrics Service: its series
+        # carry that Service's name as `job`, apart from the engine's.
+        self.router_monitor = k8s.apiextensions.CustomResource(
+            f"{name}-router-servicemonitor", api_version="monitoring.coreos.com/v1", kind="ServiceMonitor",
+            metadata={"name": router_workload_name(bp.service), "namespace": args.namespace, "labels": labels},
+            spec={"selector": {"matchLabels": selector_labels(router_labels(bp.stack, bp.router.image))},
+                  "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "15s"}]},
+            opts=child) if bp.router is not None else None
         rules = slo_alerts(bp)
         self.rules = k8s.apiextensions.CustomResource(
             f"{name}-rules", api_version="monitoring.coreos.com/v1", kind="PrometheusRule",

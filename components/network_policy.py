@@ -62,7 +62,9 @@ def serving_policy(name: str, bp: Blueprint, *, namespace: pulumi.Input[str], se
                    proxy_port: int, metrics_port: int, client_cidrs: pulumi.Input[list[str]],
                    vpc_cidrs: pulumi.Input[list[str]], monitoring_namespace: str,
                    opts: pulumi.ResourceOptions, interceptor_namespace: str | None = None,
-                   ingress_namespace: str | None = None) -> k8s.networking.v1.NetworkPolicy:
+                   ingress_namespace: str | None = None, client_pods: dict[str, str] | None = None,
+                   policy_name: str | None = None, extra_egress: list[dict] | None = None,
+                   ) -> k8s.networking.v1.NetworkPolicy:
     """The serving pods' policy (see the module docstring).
 
     Args:
@@ -73,12 +75,18 @@ def serving_policy(name: str, bp: Blueprint, *, namespace: pulumi.Input[str], se
             clients' requests to the proxy port.
         ingress_namespace: where the ingress controller runs, for a service behind an Ingress: it forwards clients'
             requests to the proxy port.
+        client_pods: when set, the only peers of the proxy port: the pods of these labels in the namespace (engine
+            pods behind the router, `components.router`), instead of the CIDRs and forwarders.
+        policy_name: the policy's name. Defaults to the workload's.
+        extra_egress: egress rules besides DNS, the Pod Identity agent and HTTPS to AWS (the router's to the engine
+            pods' proxy port).
     """
     forwarders = [ns for ns in (interceptor_namespace, ingress_namespace) if ns]
 
     def spec(sources: list[str], vpcs: list[str]) -> dict:
-        peers = [*({"ipBlock": {"cidr": c}} for c in sorted(set(sources))),
-                 *({"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: ns}}} for ns in forwarders)]
+        peers = [{"podSelector": {"matchLabels": dict(client_pods)}}] if client_pods else [
+            *({"ipBlock": {"cidr": c}} for c in sorted(set(sources))),
+            *({"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: ns}}} for ns in forwarders)]
         # A rule without peers would admit everyone: with no source at all, the proxy's port gets no rule.
         clients = [{"from": peers, "ports": [_tcp(proxy_port)]}] if peers else []
         return {
@@ -90,11 +98,11 @@ def serving_policy(name: str, bp: Blueprint, *, namespace: pulumi.Input[str], se
                  "ports": [_tcp(metrics_port)]},
             ],
             "egress": [*egress_base(pod_identity=bp.platform.kind != "edge-cluster"),
-                       aws_endpoints_egress(sorted(set(vpcs)))],
+                       aws_endpoints_egress(sorted(set(vpcs))), *(extra_egress or [])],
         }
 
     return k8s.networking.v1.NetworkPolicy(
-        name, metadata={"name": bp.workload_name, "namespace": namespace,
+        name, metadata={"name": policy_name or bp.workload_name, "namespace": namespace,
                         "labels": recommended_labels(name=bp.engine.kind, instance=bp.stack, component="network")},
         spec=pulumi.Output.all(client_cidrs, vpc_cidrs).apply(lambda both: spec(both[0], both[1])), opts=opts)
 

@@ -25,6 +25,7 @@ from components.labels import (
     selector_labels,
 )
 from components.options import child_options
+from components.router import VllmRouter, VllmRouterArgs
 from components.lora_adapters import adapters_mount, adapters_volume, fetch_adapters_container
 from blueprints.contracts.lora import lora_args
 from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
@@ -52,6 +53,7 @@ class VllmServiceArgs:
         expose: a LoadBalancer Service (AWS Load Balancer Controller NLB per `network.exposure`, idle timeout above the
             longest stream); otherwise ClusterIP only. Defaults to True.
         node_selector: where the pods run (`components.serving.placement`). Defaults to the planned instance type.
+        router_node_selector: where the router's pods run, when the blueprint plans one (`components.router`).
     """
 
     blueprint: Blueprint
@@ -60,6 +62,7 @@ class VllmServiceArgs:
     namespace: pulumi.Input[str] | None = None
     expose: bool = True
     node_selector: dict[str, str] | None = None
+    router_node_selector: dict[str, str] | None = None
 
 
 def streamer_args() -> list[str]:
@@ -104,6 +107,8 @@ def vllm_args(engine: VllmEngine, model_name: str, model: pulumi.Input[str] | No
         args.append(f"--quantization={engine.quantization}")
     if model is not None:
         args += streamer_args()
+    if engine.enable_prefix_caching:  # explicit although 0.24.0 defaults it on (arg_utils.py:1158, config/cache.py:92)
+        args.append("--enable-prefix-caching")
     if engine.lora is not None:
         args += lora_args(engine.lora)
     return args
@@ -145,6 +150,10 @@ class VllmService(pulumi.ComponentResource):
         self.metrics_port_name = "metrics"
         self.service_name = self.service.metadata.name
         self.deployment_name = self.deployment.metadata.name
+        # Prompt reuse over several replicas: the prefix/session-aware router fronts the engine pods.
+        self.router = VllmRouter(f"{name}-router", VllmRouterArgs(
+            blueprint=bp, namespace=namespace, endpoint=args.endpoint, engine_selector=self.selector,
+            node_selector=args.router_node_selector), opts=child) if bp.router is not None else None
         self.endpoint = objects.client_url(bp, "/v1") if args.expose else pulumi.Output.concat(
             "http://", self.service.metadata.name, ".", namespace, ".svc.cluster.local/v1")
         self.register_outputs({"service_name": self.service_name, "deployment_name": self.deployment_name,

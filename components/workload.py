@@ -24,7 +24,7 @@ from components.disruption import deployment_options, disruption_budget
 from components.rollout import container_lifecycle
 from components.exposure import client_cidrs, client_url, ingress_spec, listener_port, service_exposure
 from components.hardening import hardened_pod_spec
-from components.labels import selector_labels
+from components.labels import router_labels, selector_labels
 from components.network_policy import serving_policy
 
 
@@ -105,6 +105,10 @@ def serving_objects(name: str, bp: Blueprint, *, labels: dict[str, str], namespa
             zero is reached through the KEDA HTTP interceptor).
     """
     workload = bp.workload_name
+    # With a router (blueprints.contracts.router) clients reach the router's pods, and only they reach the engine
+    # pods' proxy port, in plain HTTP inside the cluster (the router's own proxy serves the exposure's TLS).
+    routed = router_labels(bp.stack, bp.router.image) if bp.router is not None else None
+    client_selector = selector_labels(routed) if routed else selector_labels(labels)
     account = k8s.core.v1.ServiceAccount(
         f"{name}-sa", metadata={"name": workload, "namespace": namespace, "labels": labels},
         automount_service_account_token=False, opts=opts)
@@ -112,7 +116,8 @@ def serving_objects(name: str, bp: Blueprint, *, labels: dict[str, str], namespa
         f"{name}-deployment", metadata={"name": workload, "namespace": namespace, "labels": labels},
         spec=with_proxy(deployment_spec(account.metadata.name), endpoint.api_key_secret,
                         pod_start_s=bp.startup.pod_start_s, lifecycle=container_lifecycle(bp),
-                        tls_secret=bp.network.exposure.tls_secret_name if bp.proxy_terminates_tls else None),
+                        tls_secret=bp.network.exposure.tls_secret_name if bp.proxy_terminates_tls and not routed
+                        else None),
         opts=pulumi.ResourceOptions.merge(opts, deployment_options(bp)))
     budget = disruption_budget(f"{name}-pdb", bp, workload, namespace, labels, opts)
     port = listener_port(bp)
@@ -128,7 +133,7 @@ def serving_objects(name: str, bp: Blueprint, *, labels: dict[str, str], namespa
     service = k8s.core.v1.Service(
         f"{name}-service", metadata={"name": workload, "namespace": namespace, "labels": labels,
                                      "annotations": annotations},
-        spec={**kind, "selector": selector_labels(labels), "ports": ports}, opts=opts)
+        spec={**kind, "selector": client_selector, "ports": ports}, opts=opts)
     ingress = None
     if expose and bp.network.exposure.via is ExposureVia.INGRESS:
         spec, ingress_annotations = ingress_spec(bp, service.metadata.name, PROXY_PORT_NAME)
@@ -147,5 +152,6 @@ def serving_objects(name: str, bp: Blueprint, *, labels: dict[str, str], namespa
                             client_cidrs=client_cidrs(bp, endpoint.vpc_cidrs),
                             vpc_cidrs=endpoint.vpc_cidrs, monitoring_namespace=endpoint.monitoring_namespace,
                             interceptor_namespace=endpoint.interceptor_namespace,
-                            ingress_namespace=endpoint.ingress_namespace, opts=opts)
+                            ingress_namespace=endpoint.ingress_namespace,
+                            client_pods=selector_labels(routed) if routed else None, opts=opts)
     return ServingObjects(account, deployment, budget, service, metrics, policy, ingress)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.observability import queue_alert_threshold
+from blueprints.contracts.router import router_workload_name
 from blueprints.contracts.sections import Archetype, TritonEngine
 
 #: Minutes of input, and when each alert is evaluated (past every `for:` of the rules, 0-17 min).
@@ -114,4 +115,13 @@ def scenarios(bp: Blueprint) -> dict[str, Scenario]:
         found["ServingReplicasUnavailable"] = Scenario(
             [asked, _series("kube_deployment_status_replicas_available", deployment, "0x45")],
             [asked, _series("kube_deployment_status_replicas_available", deployment, "1x45")], labels=deployment)
+    if bp.router is not None:
+        router = kube_state_labels(bp, deployment=router_workload_name(bp.service))
+        found["RouterDown"] = Scenario([_series("kube_deployment_status_replicas_available", router, "0x45")],
+                                       [_series("kube_deployment_status_replicas_available", router, "1x45")],
+                                       labels=router)
+        found["RouterDegraded"] = Scenario(
+            [_series("kube_deployment_status_replicas_available", router, f"{bp.router.replicas - 1}x45")],
+            [_series("kube_deployment_status_replicas_available", router, f"{bp.router.replicas}x45")],
+            labels=router)
     return found

@@ -96,6 +96,8 @@ def derive(base: Blueprint, **changes: Any) -> Blueprint:
             data[key] = {**data[key], **value}
         else:
             data[key] = value
+    if data["archetype"] != "vllm-gpu" or data["autoscaling"]["min_replicas"] < 1:
+        data.pop("router", None)  # the prompt-reuse router fronts vLLM pods that never scale to zero
     return Blueprint.model_validate(consistent(data))
 
 
@@ -236,7 +238,9 @@ def manifests(run: MockRun) -> list[dict]:
 
 
 def pod_spec(run: MockRun, kind: str = "Deployment") -> dict:
-    [obj] = [m for m in manifests(run) if m["kind"] == kind]
+    """The serving workload's pod spec (not the prompt-reuse router's, `components.router`)."""
+    [obj] = [m for m in manifests(run) if m["kind"] == kind
+             and m["metadata"].get("labels", {}).get("app.kubernetes.io/component") != "router"]
     return obj["spec"]["template"]["spec"]
 
 

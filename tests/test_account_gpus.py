@@ -62,7 +62,8 @@ def test_the_account_s_other_stacks_in_the_region_are_counted_not_its_own_nor_ot
     # us-east-1 under prod.json: not regulated-assistant-prod (eu-central-1), not its own chat-assistant-prod.
     assert [s.split(":")[0] for s in prod.gpus_in_use_by] == [
         "partner-api-prod", "rag-assistant-generator-prod", "rag-assistant-retrieval-prod", "search-relevance-prod"]
-    assert prod.gpus_in_use == sum(_gpus(s.split(":")[0]) for s in prod.gpus_in_use_by) == 22
+    # 20: rag-assistant's generator reaches 6 replicas, not 8, since its shared prefix is cached (issue 27).
+    assert prod.gpus_in_use == sum(_gpus(s.split(":")[0]) for s in prod.gpus_in_use_by) == 20
 
 
 def test_the_search_counts_the_account_s_gpus_and_the_hint_asks_for_the_total():

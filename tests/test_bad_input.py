@@ -67,6 +67,11 @@ def test_a_plan_that_would_overwrite_another_services_stack_is_refused(project):
     (lambda d: d.update(owner="x" * 300), "owner: String should have at most 256 characters"),
     (lambda d: d["operations"].update(kubernetes_version="1.99"), "operations.kubernetes_version"),
     (lambda d: d["model"].update(id="llama-9-999b"), "model.id: unknown model id 'llama-9-999b'; did you mean"),
+    (lambda d: d["traffic"].update(shared_prefix_tokens=1300),
+     "traffic.shared_prefix_tokens: shared_prefix_tokens=1300 is above mean_input_tokens=1200"),
+    (lambda d: d["traffic"].update(sessions={"turns": 9}),
+     "traffic.sessions.turns: sessions.turns=9 conversations resending 300-token answers cannot average"),
+    (lambda d: d["traffic"].update(sessions={"turns": 1}), "traffic.sessions.turns"),
 ])
 def test_requirements_the_plan_would_silently_misread_are_refused(project, mutate, message):
     fails(["plan", write_requirements(project, mutate)], message)
@@ -102,14 +107,32 @@ def test_top_level_traffic_next_to_models_is_refused(project):
                                             "compute.gpus_per_replica=1"),
 ])
 def test_a_stack_config_edited_into_nonsense_exits_2(project, path, value, message):
-    stack = project / "stacks" / "Pulumi.chat-assistant-prod.yaml"
+    _edited_stack_fails(project, "chat-assistant-prod", path, value, message)
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    (("router", "port"), 9000, "router.port: router.port=9000 must be the engine's port 8000"),
+    (("router", "routing_logic"), "kvaware", "router.routing_logic: Input should be 'prefixaware' or 'session'"),
+    (("router", "image"), "ghcr.io/x/router", "router.image"),
+    (("router", "replicas"), 1, "router.replicas: Input should be greater than or equal to 2"),
+    (("autoscaling", "min_replicas"), 0, "router: a service that scales to zero has no router"),
+])
+def test_a_router_edited_into_nonsense_exits_2(project, path, value, message):
+    # rag-assistant's generator declares a shared prefix: its committed prod stack has the prefix-aware router.
+    for name in ("rag-assistant-generator-prod", "platform-prod-us-east-1"):
+        shutil.copy(ROOT / "stacks" / f"Pulumi.{name}.yaml", project / "stacks" / f"Pulumi.{name}.yaml")
+    _edited_stack_fails(project, "rag-assistant-generator-prod", path, value, message)
+
+
+def _edited_stack_fails(project, name: str, path, value, message) -> None:
+    stack = project / "stacks" / f"Pulumi.{name}.yaml"
     data = yaml.safe_load(stack.read_text())
     node = data["config"]["servingblueprints:blueprint"]
     for key in path[:-1]:
         node = node[key]
     node[path[-1]] = value
     stack.write_text(yaml.safe_dump(data, sort_keys=False))
-    fails(["preview", "chat-assistant-prod"], message)
+    fails(["preview", name], message)
 
 
 def test_files_that_are_not_utf8_text_exit_2(project):

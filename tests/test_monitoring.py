@@ -66,7 +66,8 @@ def test_queue_kv_cache_and_restart_alerts_exist(k8s_run, chat_prod):
 
 
 def test_service_monitor_scrapes_the_serving_service(k8s_run):
-    sm = k8s_run.one("kubernetes:monitoring.coreos.com/v1:ServiceMonitor").inputs
+    [sm] = [r.inputs for r in k8s_run.of_type("kubernetes:monitoring.coreos.com/v1:ServiceMonitor")
+            if r.inputs["metadata"]["name"] == "chat-assistant-vllm"]
     assert sm["spec"]["selector"]["matchLabels"] == SELECTOR
     assert sm["spec"]["endpoints"] == [{"interval": "15s", "path": "/metrics", "port": "http"}]
     assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"

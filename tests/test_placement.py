@@ -41,7 +41,8 @@ def _review(stacks_dir: Path, stack: str) -> PreviewReport:
 
 
 def _deployment(report: PreviewReport):
-    [found] = [r for r in report.resources if r.type == "kubernetes:apps/v1:Deployment"]
+    [found] = [r for r in report.resources if r.type == "kubernetes:apps/v1:Deployment"
+               and not r.name.endswith("-router-deployment")]  # the serving workload, not the prompt-reuse router
     return found
 
 

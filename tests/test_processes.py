@@ -42,7 +42,8 @@ def _findings(report: PreviewReport, check: str) -> list[str]:
 
 
 def _workload(report: PreviewReport, kind: str = "Deployment") -> RegisteredResource:
-    [record] = [r for r in report.resources if r.type.endswith(f":{kind}") and r.type.startswith("kubernetes:")]
+    [record] = [r for r in report.resources if r.type.endswith(f":{kind}") and r.type.startswith("kubernetes:")
+                and not r.name.endswith("-router-deployment")]  # the serving workload, not the router
     return record
 
 

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from blueprints.requirements.reuse import sequences_held
 from blueprints.core import defaults
 from blueprints.capacity.analytic import saturation_rps
 from blueprints.capacity.physics import Correction, ReplicaModel, default_batch_limits, replica_model
@@ -38,6 +39,14 @@ class TrafficShape:
     outputs: LengthModel
     pattern: str
     max_model_len: int
+    cached_tokens: int = 0  # mean prompt tokens per request served by the prefix cache (excluded from `inputs`)
+    shared_tokens: int = 0  # of which every request shares these (their KV blocks are held once)
+
+    def sequences_held(self, kv_cache_tokens: int) -> int:
+        """Mean-length requests a KV cache holds at once: each its prompt (cached history included) and output, the
+        shared prefix once (`blueprints.requirements.reuse.sequences_held`)."""
+        return sequences_held(kv_cache_tokens, request_tokens=self.inputs.mean + self.cached_tokens + self.outputs.mean,
+                              shared_prefix_tokens=self.shared_tokens)
 
 
 @dataclass(frozen=True)
@@ -138,7 +147,7 @@ def engine_limits(model: ReplicaModel, gpu: Gpu, shape: TrafficShape, targets: L
     """
     if model.kv_cache_tokens < shape.max_model_len:
         return None
-    held = model.kv_cache_tokens // (shape.inputs.mean + shape.outputs.mean)
+    held = shape.sequences_held(model.kv_cache_tokens)
     ceiling = min(defaults.MAX_NUM_SEQS_CAP, held)
     ctx = _context(shape)
     itl_s = targets.itl_p95_ms / 1e3 if targets.itl_p95_ms is not None else math.inf
@@ -220,10 +229,17 @@ def candidate(model: ReplicaModel, gpu: Gpu, tensor_parallel_size: int, kv_cache
 
 
 def traffic_shape(mean_input: int, input_p95: int | None, mean_output: int, output_p95: int | None, *,
-                  pattern: str, max_model_len: int) -> TrafficShape:
-    """The shape of a traffic description: lengths from the mean and p95 (`workload.length_model`), its pattern."""
-    return TrafficShape(inputs=length_model(mean_input, input_p95), outputs=length_model(mean_output, output_p95),
-                        pattern=pattern, max_model_len=max_model_len)
+                  pattern: str, max_model_len: int, cached_tokens: int = 0, shared_tokens: int = 0) -> TrafficShape:
+    """The shape of a traffic description: lengths from the mean and p95 (`workload.length_model`), its pattern.
+
+    `cached_tokens` (mean per request, `blueprints.capacity.prefix_cache.cached_prompt_tokens`) come from vLLM's
+    prefix cache: the replica prefills only the rest, so the prompt's mean and p95 both shift down by them (the one
+    place the capacity model shortens prompts); `shared_tokens` of them are the prefix every request shares."""
+    inputs = length_model(mean_input, input_p95)
+    if cached_tokens:
+        inputs = length_model(inputs.mean - cached_tokens, max(inputs.mean, inputs.p95) - cached_tokens)
+    return TrafficShape(inputs=inputs, outputs=length_model(mean_output, output_p95), pattern=pattern,
+                        max_model_len=max_model_len, cached_tokens=cached_tokens, shared_tokens=shared_tokens)
 
 
 def idle_ttft_ms(model: ReplicaModel, config: SchedulerConfig, shape: TrafficShape) -> float:

@@ -164,6 +164,7 @@ def _llm_model(bp: Blueprint) -> ReplicaModel | None:
     by its `architecture`; None for a non-generative blueprint."""
     from blueprints.capacity.physics import Correction, default_batch_limits
     from blueprints.capacity.physics import replica_model as physics_model
+    from blueprints.capacity.prefix_cache import cached_prompt_tokens, planned_reuse, routing_for, shared_cached_tokens
     from blueprints.capacity.planning import candidate, run_at_rate, traffic_shape
     from blueprints.capacity.runs import closed_loop
     from blueprints.capacity.simulator import SchedulerConfig
@@ -200,8 +201,12 @@ def _llm_model(bp: Blueprint) -> ReplicaModel | None:
     config = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens,
                              kv_cache_blocks=replica.kv_cache_tokens // defaults.KV_BLOCK_TOKENS)
     t = model.traffic
+    reuse = planned_reuse(t)
+    cached = cached_prompt_tokens(reuse, routing=routing_for(reuse, routed=bp.router is not None),
+                                  replicas=bp.compute.replicas)
     shape = traffic_shape(t.mean_input_tokens, t.input_tokens_p95, t.mean_output_tokens, t.output_tokens_p95,
-                          pattern=t.pattern, max_model_len=max_len)
+                          pattern=t.pattern, max_model_len=max_len, cached_tokens=cached,
+                          shared_tokens=shared_cached_tokens(reuse))
     cand = candidate(replica, gpu, tp, fp8, config, shape)
     saturated = closed_loop(replica, config, concurrency=seqs, inputs=shape.inputs, outputs=shape.outputs,
                             max_model_len=max_len).requests_per_s

@@ -122,6 +122,10 @@ SIGNALS: tuple[Signal, ...] = (
          "kube_deployment_status_replicas_available, kube_deployment_spec_replicas", "replicas",
          "replicas available below the minimum (or, when the minimum is 0, below the replicas asked for, for "
          "longer than a cold start)", "replicas"),
+    _row("RouterDown", "alert", KUBERNETES, "kube_deployment_status_replicas_available", "replicas",
+         "router pods available (the prefix/session-aware router in front of vLLM): none is an outage", "replicas"),
+    _row("RouterDegraded", "alert", KUBERNETES, "kube_deployment_status_replicas_available", "replicas",
+         "router pods available below the planned count for 15 min", "replicas"),
     # --- alarms: SageMaker (CloudWatch) -------------------------------------------------------------------------------
     _row("model-latency-p95", "alert", SAGEMAKER, "ModelLatency", "microseconds", "p95 model latency per minute",
          "microseconds"),

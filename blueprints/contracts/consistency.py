@@ -35,6 +35,7 @@ from blueprints.contracts.serving_flags import serving_problems
 from blueprints.core.errors import FieldProblem
 from blueprints.requirements.hosting import Accelerator
 from blueprints.requirements.exposure import ExposureScope, ExposureVia
+from blueprints.requirements.reuse import sequences_held
 from blueprints.contracts.weights import replica_ephemeral_gib, streams_weights
 from blueprints.contracts.lora import adapters_volume_gib, lora_problems
 
@@ -97,7 +98,29 @@ def blueprint_problems(bp: Blueprint) -> list[FieldProblem]:
     return [*_rules(bp), *_deploy_inputs(bp), *_edge(bp), *_pipeline(bp), *_compute(bp, catalog),
             *_models(bp, catalog),
             *_engine(bp, catalog), *serving_problems(bp, catalog), *_startup(bp), *_costs(bp, catalog),
-            *_predictions(bp)]
+            *_predictions(bp), *_router(bp)]
+
+
+def _router(bp: Blueprint) -> list[FieldProblem]:
+    """A router fronts vLLM pods only, listens on the port their proxy configuration forwards to, and comes with
+    scaling that never reaches zero (the KEDA HTTP interceptor would wait on the engine's endpoints, not its)."""
+    router = bp.router
+    if router is None:
+        return []
+    if bp.archetype.value != "vllm-gpu":
+        return [FieldProblem(("router",), f"a router fronts vllm-gpu pods only, not {bp.archetype.value}: remove it")]
+    problems = []
+    if router.port != bp.engine.port:  # type: ignore[union-attr]
+        problems.append(FieldProblem(("router", "port"), f"router.port={router.port} must be the engine's port "
+                                     f"{bp.engine.port} (its pod's proxy forwards there): set it to "  # type: ignore[union-attr]
+                                     f"{bp.engine.port}"))  # type: ignore[union-attr]
+    if bp.autoscaling.min_replicas < 1:
+        problems.append(FieldProblem(("router",), "a service that scales to zero has no router (clients reach it "
+                                     "through the KEDA HTTP interceptor): remove router or set min_replicas >= 1"))
+    if router.routing_logic == "session" and not router.session_key:
+        problems.append(FieldProblem(("router", "session_key"), "session routing needs session_key (the router "
+                                     "refuses to start without --session-key): set it to x-session-id"))
+    return problems
 
 
 def _rules(bp: Blueprint) -> list[FieldProblem]:
@@ -450,10 +473,13 @@ def _kv_fit(bp: Blueprint, catalog: Catalog, *, tp: int, kv_fp8: bool, utilizati
                                      f"request ({mean} tokens: mean_input_tokens + mean_output_tokens), which would "
                                      f"be rejected; raise it to >= {mean}"))
     field, value = seqs
-    if mean is not None and value is not None and kv >= mean and value > max(1, kv // mean):
-        held = max(1, kv // mean)
+    # The shared prefix's cached blocks are held once for every sequence (blueprints.requirements.reuse).
+    shared = (m.traffic.shared_prefix_tokens or 0) if m.traffic else 0
+    held = max(1, sequences_held(kv, request_tokens=mean, shared_prefix_tokens=shared)) if mean else 1
+    if mean is not None and value is not None and kv >= mean and value > held:
+        each = f"{mean} tokens each" + (f", {shared} of them shared" if shared else "")
         problems.append(FieldProblem((*at, field), f"{field}={value} is more sequences than the KV cache holds at "
-                                     f"{mean} tokens each ({held}); the rest would be preempted over and over: lower it "
+                                     f"{each} ({held}); the rest would be preempted over and over: lower it "
                                      f"to <= {held}"))
     return problems
 

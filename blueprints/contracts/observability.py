@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from blueprints.contracts.sections import Archetype
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.router import router_workload_name
 from blueprints.catalog.signals import planned_target, scaling_signal_row
 
 #: Multi-window burn rate for a fast error-budget burn alert (Google SRE workbook, "Alerting on SLOs": 14.4x
@@ -60,7 +61,10 @@ TRITON_SUMMARY_FLAG = "--metrics-config=summary_latencies=true"
 
 def _model_selector(bp: Blueprint, *matchers: str) -> str:
     if bp.archetype is Archetype.VLLM_GPU:
-        return _selector(bp, f'model_name="{bp.model.name}"', *matchers)
+        # The router's gauges reuse vLLM's names (`vllm:num_requests_waiting{server=...}`): with a router, every
+        # engine query also names the engine's scrape job.
+        job = (f'job="{bp.metrics_service_name}"',) if bp.router is not None else ()
+        return _selector(bp, f'model_name="{bp.model.name}"', *job, *matchers)
     if bp.archetype in TRITON_SERVED:
         return _selector(bp, f'model=~"{"|".join(m.name for m in bp.models)}"', *matchers)
     return _selector(bp, *matchers)
@@ -170,7 +174,22 @@ def slo_alerts(bp: Blueprint) -> list[AlertRule]:
                                f"kube_deployment_status_replicas_available{deployment} > 0", f"{wait_min}m", "page",
                                "Replicas asked for by the autoscaler are not available after 1.5 cold starts (the "
                                "minimum is 0, so no replica at all is normal while idle)"))
-    return rules
+    return [*rules, *router_alerts(bp)]
+
+
+def router_alerts(bp: Blueprint) -> list[AlertRule]:
+    """The router's alerts (`blueprints.contracts.router`), from kube-state-metrics on its Deployment: no router pod
+    available is an outage of the endpoint (every request goes through it: page); fewer than planned is a lost
+    spare (ticket). None without a router."""
+    if bp.router is None:
+        return []
+    deployment = _selector(bp, f'deployment="{router_workload_name(bp.service)}"')
+    available = f"kube_deployment_status_replicas_available{deployment}"
+    return [AlertRule("RouterDown", f"{available} < 1", "2m", "page",
+                      "No router pod is available: the router fronts every request, so the endpoint is down"),
+            AlertRule("RouterDegraded", f"{available} < {bp.router.replicas}", "15m", "ticket",
+                      f"Fewer than the {bp.router.replicas} planned router pods are available: one more failure "
+                      "takes the endpoint down")]
 
 
 @dataclass(frozen=True)

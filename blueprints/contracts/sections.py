@@ -80,6 +80,19 @@ class ModelTraffic(ClosedModel):
                                          "prompt length, tokens (none: twice the mean)")
     output_tokens_p95: int | None = Field(default=None, ge=1, le=bounds.MAX_TOKENS, description="95th-percentile "
                                           "generated length, tokens (none: twice the mean)")
+    shared_prefix_tokens: int | None = Field(default=None, ge=1, le=bounds.MAX_TOKENS, description="tokens every "
+                                             "prompt shares (requirements traffic.shared_prefix_tokens; absent: none)")
+    session_turns: int | None = Field(default=None, ge=2, le=200, description="turns per conversation that resends "
+                                      "its history (requirements traffic.sessions.turns; absent: single-turn)")
+
+    @model_serializer(mode="wrap")
+    def _absent_without_reuse(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """Traffic without prompt reuse writes neither key, so stack configs change only where reuse is declared."""
+        data = handler(self)
+        for key in ("shared_prefix_tokens", "session_turns"):
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
 
 
 class ServedModel(ClosedModel):
@@ -202,13 +215,19 @@ class VllmEngine(ClosedModel):
     port: Port = 8000
     lora: LoraEngine | None = Field(default=None, description="LoRA adapters served beside the model "
                                     "(blueprints/contracts/lora.py); absent without adapters")
+    enable_prefix_caching: bool = Field(default=False, description="--enable-prefix-caching, explicit where the "
+                                        "requirements declare prompt reuse (vLLM 0.24.0 defaults it on: "
+                                        "config/cache.py:92; absent: the image's default)")
 
     @model_serializer(mode="wrap")
-    def _absent_without_adapters(self, handler: SerializerFunctionWrapHandler) -> dict:
-        """No `lora` key without adapters, so stack configs change only when adapters are served."""
+    def _absent_when_unused(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """No `lora` key without adapters and no `enable_prefix_caching` without prompt reuse, so stack configs
+        change only where either is planned."""
         data = handler(self)
         if self.lora is None:
             data.pop("lora", None)
+        if not self.enable_prefix_caching:
+            data.pop("enable_prefix_caching", None)
         return data
 
     @model_validator(mode="after")

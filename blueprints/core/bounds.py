@@ -104,6 +104,8 @@ REASONS: dict[str, str] = {
     "mean_output_tokens": "token counts are at most 2^20 (8x the longest context in the catalog)",
     "input_tokens_p95": "token counts are at most 2^20 (8x the longest context in the catalog)",
     "output_tokens_p95": "token counts are at most 2^20 (8x the longest context in the catalog)",
+    "shared_prefix_tokens": "token counts are at most 2^20 (8x the longest context in the catalog)",
+    "turns": "a conversation of 2-200 turns (blueprints/requirements/reuse.py MAX_SESSION_TURNS)",
     "max_context_tokens": "a context is 64 tokens (four KV-cache blocks) to 2^20",
     "max_model_len": "a context is 64 tokens (four KV-cache blocks) to 2^20",
     "params_b": "a model has 1,000 parameters to 10 trillion (params_b is in billions)",

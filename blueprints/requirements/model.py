@@ -13,6 +13,7 @@ from pydantic import ConfigDict, Field, model_validator
 from blueprints.core import bounds
 from blueprints.catalog import Architecture, Task, load_catalog
 from blueprints.core.errors import FieldProblem, raise_problems
+from blueprints.requirements.reuse import Sessions, reuse_problems
 from blueprints.requirements.fields import (
     DNS_1123_LABEL, InstanceTypeName, KMS_KEY_ARN, MAX_WEIGHTS_URI_CHARS, ModelId, SHA256_HEX, Section, WEIGHTS_URI,
     absent_or_null, given, is_const, when,
@@ -100,6 +101,13 @@ class Traffic(Section):
                                          "defaults.TOKENS_P95_TO_MEAN x the mean")
     output_tokens_p95: int | None = Field(default=None, ge=1, le=bounds.MAX_TOKENS, description="95th-percentile generated "
                                           "length, tokens (>= mean_output_tokens, <= 3.5x it); as input_tokens_p95")
+    shared_prefix_tokens: int | None = Field(default=None, ge=1, le=bounds.MAX_TOKENS, description="tokens at the "
+                                             "start of every prompt that are the same across requests (system prompt, "
+                                             "tools, few-shot examples), <= mean_input_tokens; vLLM caches them "
+                                             "(blueprints/requirements/reuse.py). Default: no shared prefix")
+    sessions: Sessions | None = Field(default=None, description="multi-turn conversations that resend their history "
+                                      "(blueprints/requirements/reuse.py); clients send the conversation's id in the "
+                                      "x-session-id header. Default: single-turn requests")
 
     @model_validator(mode="after")
     def _p95_around_mean(self) -> Traffic:
@@ -117,6 +125,8 @@ class Traffic(Section):
                                              f"{mean_field}={mean}; the length model cannot put the p95 that far above "
                                              f"the mean; lower {field} to <= {int(MAX_TOKENS_P95_TO_MEAN * mean)} or "
                                              "check both figures", rule="p95-around-mean"))
+        problems += reuse_problems(mean_input_tokens=self.mean_input_tokens, mean_output_tokens=self.mean_output_tokens,
+                                   shared_prefix_tokens=self.shared_prefix_tokens, sessions=self.sessions)
         raise_problems(problems)
         return self
 

@@ -38,6 +38,9 @@ CROSS_FIELD_RULES: dict[str, str] = {
                                 "the catalog, or given an `architecture`) gives `measured_latency_ms` and "
                                 "`measured_instance_type`",
     "p95-around-mean": "a p95 token length is at least its mean and at most 3.5x it",
+    "prefix-within-prompt": "`traffic.shared_prefix_tokens` <= `traffic.mean_input_tokens`",
+    "sessions-fit-prompt": "`traffic.sessions.turns` leaves at least one new token per turn in `mean_input_tokens` "
+                           "after the shared prefix and the resent answers (blueprints/requirements/reuse.py)",
     # SLO and hardware against the models
     "slo-matches-task": "text generation sets `slo.ttft_p95_ms` / `itl_p95_ms`; other models `slo.latency_p95_ms` "
                         "/ `latency_p99_ms`",

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from blueprints.capacity.prefix_cache import requested_reuse
+from blueprints.plan.router import plan_router, reuse_reasons
 from blueprints.core import defaults
 from blueprints.contracts.sections import (
     Archetype, Autoscaling, CapacityCorrection, CapacityType, Compute, CostLine, Predictions, ServedModel, VllmEngine,
@@ -156,7 +158,8 @@ def _ruled_out(search: LlmSearch, catalog: Catalog) -> list[str]:
 
 def _lengths(model: ResolvedModel) -> str:
     shape = traffic_shape(model)
-    return (f"prompts {shape.inputs.mean} tokens (p95 {shape.inputs.p95}), outputs {shape.outputs.mean} "
+    cached = f" to prefill after {shape.cached_tokens} cached" if shape.cached_tokens else ""
+    return (f"prompts {shape.inputs.mean} tokens{cached} (p95 {shape.inputs.p95}), outputs {shape.outputs.mean} "
             f"(p95 {shape.outputs.p95})")
 
 
@@ -295,22 +298,27 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
     ceiling, most_usd, budget_notes = budget_ceiling(
         req, env, catalog, lines=lines, what=f"vllm-gpu, {best.nodes}x {inst.instance_type}", replicas=best.replicas,
         ceiling=ceiling, per_node=per_node, nodes_for=lambda n: limits.nodes(n, per_node=per_node))
+    reuse = requested_reuse(model.traffic)
+    engine = VllmEngine(image=defaults.VLLM_IMAGE, tensor_parallel_size=tp,
+                        gpu_memory_utilization=defaults.GPU_MEMORY_UTILIZATION,
+                        max_model_len=model.max_context_tokens, max_num_seqs=cand.max_num_seqs,
+                        max_num_batched_tokens=cand.max_num_batched_tokens, dtype=dtype,
+                        quantization=quantization, kv_cache_dtype=best.kv_cache_dtype,  # type: ignore[arg-type]
+                        shm_size_gib=defaults.SHM_GIB_PER_TP_RANK * tp, lora=lora,
+                        enable_prefix_caching=reuse.declared)
+    router = plan_router(reuse, min_replicas=floor, max_replicas=ceiling, port=engine.port)
     return Blueprint(
         **common_fields(req, env, ctx, managed=False, idle_timeout_s=longest_request_s(req, model, run)),
-        archetype=Archetype.VLLM_GPU, models=[served],
+        archetype=Archetype.VLLM_GPU, models=[served], router=router,
         compute=llm_compute(req, env, best, served, managed=False,
                             adapters_gib=adapters_volume_gib(model.architecture, lora)),
-        engine=VllmEngine(image=defaults.VLLM_IMAGE, tensor_parallel_size=tp,
-                          gpu_memory_utilization=defaults.GPU_MEMORY_UTILIZATION,
-                          max_model_len=model.max_context_tokens, max_num_seqs=cand.max_num_seqs,
-                          max_num_batched_tokens=cand.max_num_batched_tokens, dtype=dtype,
-                          quantization=quantization, kv_cache_dtype=best.kv_cache_dtype,  # type: ignore[arg-type]
-                          shm_size_gib=defaults.SHM_GIB_PER_TP_RANK * tp, lora=lora),
+        engine=engine,
         startup=startup,
         # The target is set from the replica model once the blueprint exists (`blueprints.plan.scaling.scaling_targets`).
         autoscaling=Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="vllm:num_requests_running",
                                 target=1.0, cooldown_s=cooldown_s(startup)),
         predictions=llm_predictions(req, env, model, llm, lines, catalog, managed=False, max_monthly_usd=most_usd),
-        rationale=[*selection.reasons, *llm.reasons, *lora_notes, estimate.reason, *capped, *budget_notes, *access_reasons(req, managed=False),
+        rationale=[*selection.reasons, *llm.reasons, *lora_notes, *reuse_reasons(reuse, router, max_replicas=ceiling),
+                   estimate.reason, *capped, *budget_notes, *access_reasons(req, managed=False),
                    *cost_notes(req, env, catalog, managed=False)],
     )
