@@ -284,8 +284,8 @@ def _set(section: str, **values):
         "sagemaker-tp-beyond-gpus", "sagemaker-initial-count", "triton-ports", "edge-replicas-beyond-owned-nodes",
         "roles-anywhere-pca-arn", "roles-anywhere-cn-newline", "pipeline-stack-twice", "pipeline-rounds",
         "unknown-scaling-metric", "cpu-target-beyond-100", "production-store-deleted",
-        "ingress-without-class", "sha256-on-hf-source", "source-key-on-hf-source",
-        "sagemaker-min-0", "lora-slot-rank"])
+        "ingress-without-class", "sagemaker-min-0", "sha256-on-hf-source", "source-key-on-hf-source",
+        "lora-slot-rank"])
 def test_a_hand_edited_stack_config_exits_2_naming_the_field(project, stack, edit, message):
     _edit_stack(project, stack, edit)
     fails(["preview", stack], f"servingblueprints:blueprint.{message}")
