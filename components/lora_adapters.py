@@ -12,12 +12,11 @@ from __future__ import annotations
 import pulumi
 
 from blueprints.catalog import load_catalog
-from blueprints.core import defaults
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.consistency import model_architecture
 from blueprints.contracts.lora import LORA_MOUNT, ServedAdapter, adapters_volume_gib
 from blueprints.contracts.placement import adapters_copy_resources
-from components.weights_delivery import region_env
+from components.weights_delivery import s3_copy_container
 from components.weights_storage import MODELS_PREFIX
 
 #: The volume the adapters are copied into.
@@ -38,16 +37,8 @@ def fetch_adapters_container(bp: Blueprint, bucket_name: pulumi.Input[str]) -> d
         args += [pulumi.Output.concat("s3://", bucket_name, f"/{MODELS_PREFIX}/{a.name}/"), f"{LORA_MOUNT}/{a.name}"]
     # One `aws s3 sync` per adapter, through `sh -c` with positional parameters (no string templating of the values).
     loop = 'while [ "$#" -gt 1 ]; do aws s3 sync "$1" "$2" --no-progress --only-show-errors || exit 1; shift 2; done'
-    requests = adapters_copy_resources(bp) or {}
-    return {
-        "name": "fetch-adapters",
-        "image": defaults.AWS_CLI_IMAGE,
-        "command": ["/bin/sh", "-c", loop, "fetch-adapters"],
-        "args": args,
-        "env": region_env(bp.region),
-        "resources": {"requests": requests, "limits": {**requests, "cpu": "2"}},
-        "volumeMounts": [{"name": ADAPTERS_VOLUME, "mountPath": LORA_MOUNT}],
-    }
+    return s3_copy_container("fetch-adapters", bp, loop=loop, args=args, requests=adapters_copy_resources(bp) or {},
+                             volume=ADAPTERS_VOLUME, mount=LORA_MOUNT)
 
 
 def adapters_volume(bp: Blueprint) -> dict:

@@ -81,15 +81,24 @@ def fetch_weights_container(bp: Blueprint, bucket_name: pulumi.Input[str], model
     # One `aws s3 sync` per model, through `sh -c` with positional parameters (no string templating of the values).
     loop = ('while [ "$#" -gt 2 ]; do aws s3 sync "$1" "$2" --no-progress --only-show-errors || exit 1; '
             f'{REPOSITORY_LAYOUT}; shift 3; done')
-    requests = copy_resources(m.weights_gib for m in models)
+    return s3_copy_container("fetch-weights", bp, loop=loop, args=script_args,
+                             requests=copy_resources(m.weights_gib for m in models), volume="models",
+                             mount=MODELS_MOUNT)
+
+
+def s3_copy_container(name: str, bp: Blueprint, *, loop: str, args: list[pulumi.Input[str]],
+                      requests: dict[str, str], volume: str, mount: str) -> dict:
+    """An init container that copies from the model store with the AWS CLI: `loop` (a `sh -c` script over its
+    positional `args`, so no value is templated into the script) with the pod's role and an explicit region,
+    `requests` as its requests and limits (CPU limit 2), writing into `volume` at `mount`."""
     return {
-        "name": "fetch-weights",
+        "name": name,
         "image": defaults.AWS_CLI_IMAGE,
-        "command": ["/bin/sh", "-c", loop, "fetch-weights"],
-        "args": script_args,
+        "command": ["/bin/sh", "-c", loop, name],
+        "args": args,
         "env": region_env(bp.region),
         "resources": {"requests": requests, "limits": {**requests, "cpu": "2"}},
-        "volumeMounts": [{"name": "models", "mountPath": MODELS_MOUNT}],
+        "volumeMounts": [{"name": volume, "mountPath": mount}],
     }
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import shutil
 
 import pytest
 import yaml
@@ -32,7 +31,7 @@ from blueprints.review.report.changes import review_lines
 from components.weights_sync import WeightsSync, WeightsSyncArgs
 from tests.blueprint_builders import manifests, pod_spec, run_program
 from blueprints.review.preview import run_under_mocks
-from tests.conftest import EXAMPLES, ROOT, example_data, plan_env
+from tests.conftest import example_data, plan_env
 
 LLAMA_8B = load_catalog().model("llama-3.1-8b").architecture
 
@@ -250,15 +249,6 @@ def test_an_adapter_change_is_reviewed_as_a_restart_of_every_pod(partner_prod, c
 
 runner = CliRunner()
 
-
-@pytest.fixture()
-def project(tmp_path, monkeypatch):
-    shutil.copy(ROOT / "__main__.py", tmp_path / "__main__.py")
-    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
-    shutil.copytree(EXAMPLES, tmp_path / "stacks" / "requirements")
-    shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def _adapter(name: str, rank: int = 16) -> dict:
