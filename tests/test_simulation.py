@@ -62,6 +62,29 @@ def test_scaling_a_trace_up_never_lowers_replica_hours(levels, factor):
         simulate(bp, trace=trace).replica_hours - 1e-9
 
 
+@settings(max_examples=40, deadline=None)
+@given(actions=st.lists(st.tuples(st.sampled_from(["add", "remove", "wait"]), st.floats(min_value=0, max_value=900)),
+                        max_size=60))
+def test_the_fleet_counts_ready_pods_and_consolidates_nodes_as_a_recount_does(actions):
+    """`_Fleet` remembers its ready count and skips consolidation while no node is empty: after any sequence of
+    scale-ups, scale-downs and waits its answers are a fresh count's (ready pods, nodes past consolidateAfter gone)."""
+    from blueprints.simulate.fleet import _Fleet
+
+    bp = stack("chat-assistant-prod")
+    fleet = _Fleet(bp, 2)
+    now = 0.0
+    for action, wait in actions:
+        if action == "add":
+            fleet.add(now)
+        elif action == "remove" and fleet.pods:
+            fleet.remove(now)
+        now += wait
+        fleet.tick(now)
+        assert fleet.ready(now) == sum(1 for p in fleet.pods if p.ready_at <= now)
+        assert not any(n.pods == 0 and now - n.empty_since >= fleet.consolidate_s for n in fleet.nodes)
+        assert sum(n.pods for n in fleet.nodes) == len(fleet.pods)
+
+
 def test_a_cooldown_shorter_than_the_cold_start_flaps(busy_chat, monkeypatch):
     from blueprints.capacity.replica import replica_model
 

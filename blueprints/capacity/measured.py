@@ -91,8 +91,15 @@ class MeasuredSteps:
             i, t = segments.get(prefill + _PROMPT) or self._cache(self.tokens, prefill, key=prefill + _PROMPT)
             start = prefill_pairs / prefill - prefill / 2
             if start >= 0:
-                j, u = _segment(self.prefix, start)
-                ms += _blend(self.prefill_ms, i, t, j, u)
+                grid = self.prefix
+                j = bisect.bisect_left(grid, start) - 1
+                last = len(grid) - 2
+                j = 0 if j < 0 else last if j > last else j
+                u = (start - grid[j]) / (grid[j + 1] - grid[j])
+                z = self.prefill_ms
+                row, up = z[i], z[i + 1]
+                a, b, c, d = row[j], up[j], row[j + 1], up[j + 1]
+                ms += a + t * (b - a) + u * (c - a) + t * u * (a - b - c + d)
             else:
                 ms += _blend(self.prefill_ms, i, t, 0, 0.0) * prefill_pairs / (prefill * prefill / 2)
         return ms / 1e3

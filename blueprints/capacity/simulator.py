@@ -189,7 +189,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
     mns, mnbt = config.max_num_seqs, config.max_num_batched_tokens
     free = config.kv_cache_blocks
     watermark = 0 if chunked else int(defaults.V0_WATERMARK * config.kv_cache_blocks)
-    step_s = model.step_s
+    step_s = model.step_function
 
     computed = [0] * n_req
     gen = [0] * n_req
@@ -444,7 +444,8 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
             continue
 
         # ---- a run of steps that decode and push one long prompt on by the whole token budget each ---------------
-        if chunked and partial >= 0 and mnbt > n_dec:
+        if (chunked and partial >= 0 and mnbt > n_dec
+                and (prompt[partial] + gen[partial] - computed[partial] - 1) // (mnbt - n_dec) >= 2):
             k = run_partial_steps()
             if k:
                 G += k
@@ -508,7 +509,8 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
                     join_or_finish(h)
                 else:
                     partial = h
-            finish_decoders()
+            if heap and heap[0][0] <= G:  # a decoder is done (most steps finish none)
+                finish_decoders()
             continue
 
         # ---- V0 without chunked prefill: a prefill step (decode pauses) or a decode step --------------------------

@@ -171,6 +171,10 @@ class _Fleet:
         self.pods: list[_Pod] = []
         self.nodes: list[_Node] = []
         self.most_nodes = 0
+        self.emptied = False  # some node may be empty (tick has nodes to consolidate)
+        self._starting = math.inf  # the soonest ready_at still ahead when `_ready` was counted
+        self._ready = -1  # pods ready as last counted; -1: count again
+        self._counted_at = -math.inf
         for _ in range(start):
             self.add(-1e9)
 
@@ -190,6 +194,7 @@ class _Fleet:
         node.pods += 1
         node.empty_since = None
         self.pods.append(_Pod(ready_at=ready, node=node))
+        self._ready = -1
 
     def remove(self, now: float) -> None:
         # Not-yet-ready pods go first (the ReplicaSet deletes unready pods before ready ones), then one in the zone
@@ -199,13 +204,21 @@ class _Fleet:
         pod.node.pods -= 1
         if pod.node.pods == 0:
             pod.node.empty_since = now
+            self.emptied = True
+        self._ready = -1
 
     def tick(self, now: float) -> None:
-        self.nodes = [n for n in self.nodes if not (n.pods == 0 and n.empty_since is not None
-                                                    and now - n.empty_since >= self.consolidate_s)]
+        if self.emptied:  # nodes left empty by a removal: those past consolidateAfter go
+            self.nodes = [n for n in self.nodes if not (n.pods == 0 and n.empty_since is not None
+                                                        and now - n.empty_since >= self.consolidate_s)]
+            self.emptied = any(n.pods == 0 for n in self.nodes)
 
     def ready(self, now: float) -> int:
-        return sum(1 for p in self.pods if p.ready_at <= now)
+        if self._ready < 0 or now >= self._starting or now < self._counted_at:  # pods changed, or one came up
+            self._counted_at = now
+            self._ready = sum(1 for p in self.pods if p.ready_at <= now)
+            self._starting = min((p.ready_at for p in self.pods if p.ready_at > now), default=math.inf)
+        return self._ready
 
     def next_ready(self, now: float) -> float:
         """When the next pod is ready: the soonest starting pod's, else a cold start from now."""
@@ -320,6 +333,8 @@ class _Scaler:
                      else "fixed" if self.a.metric == FIXED_REPLICAS
                      else "cpu" if self.a.metric == "cpu" else "keda")
         self.window: deque[tuple[float, float, float, float]] = deque()  # (time, signal, in_flight, arrival)
+        self.signals: deque[float] = deque()  # the window's signals, summed each step
+        self.running_signal = self.a.metric.startswith("vllm:")  # KEDA on vLLM's running requests, else pending
         self.recommendations: deque[tuple[float, int]] = deque()
         self.last_up = self.last_down = -1e9
         self.last_active = -1e9
@@ -334,20 +349,22 @@ class _Scaler:
         if self.kind == "fixed":
             signal = 0.0
         elif self.kind == "keda":
-            signal = running if self.a.metric.startswith("vllm:") else pending
+            signal = running if self.running_signal else pending
         elif self.kind == "cpu":
             signal = min(ready * 100.0, arrival / self.model.capacity_rps * 100.0) if ready else 0.0
         else:
             signal = arrival * 60.0  # invocations per minute, all instances
         self.window.append((now, signal, in_flight, arrival))
+        self.signals.append(signal)
         while self.window and self.window[0][0] <= now - 60:
             self.window.popleft()
+            self.signals.popleft()
         if in_flight > 0 or arrival > 0:
             self.last_active = now
 
     def desired(self, now: float, current: int) -> int:
         a = self.a
-        signal = sum(w[1] for w in self.window) / len(self.window)
+        signal = sum(self.signals) / len(self.signals)
         if self.kind == "fixed":
             return a.max_replicas  # no autoscaler: the Deployment's replica count
         if self.kind == "sagemaker":
