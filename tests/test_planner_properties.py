@@ -8,7 +8,7 @@ from tests.conftest import PLAN_DATE
 
 import math
 
-from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import HealthCheck, Phase, event, example, given, settings
 from hypothesis import strategies as st
 
 from blueprints.core import defaults
@@ -128,8 +128,27 @@ def check_blueprint(bp: Blueprint, req: Requirements) -> None:
             assert c.replicas_per_node * c.cpu_per_replica <= c.vcpus_per_node * defaults.NODE_ALLOCATABLE_CPU_FRACTION
 
 
+#: Found by this test: an endpoint sized at its instances' capacity, whose InvocationsPerInstance target rounded up
+#: to 3 significant figures (53.3) passed what one instance reaches (53.223), so its blueprint was refused.
+_SAGEMAKER_AT_CAPACITY = {
+    "service": "svc", "owner": "team", "cost_center": "cc-1",
+    "model": {"id": "mistral-7b", "weights_uri": "s3://bucket-name/m/", "precision": "fp8", "max_context_tokens": 4096},
+    "traffic": {"peak_requests_per_s": 18.628042559253213, "mean_input_tokens": 1436, "pattern": "steady",
+                "mean_output_tokens": 58, "streaming": True},
+    "slo": {"itl_p95_ms": 45.0, "availability_pct": 99.0},
+    "hardware": {"accelerators": ["nvidia-gpu"], "allowed_instance_families": ["p5", "c7g", "c7i", "g6"],
+                 "cpu_arch": None},
+    "operations": {"preference": "managed", "platform": "eks"},
+    "budget": {"max_monthly_usd": None},
+    "environments": {"dev": {"region": "us-east-1", "traffic_scale": 0.3404530842563496, "spot": False,
+                             "min_replicas": None},
+                     "prod": {"region": "us-east-1", "max_replicas": None}},
+}
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(requirements())
+@example(data=_SAGEMAKER_AT_CAPACITY)
 def test_the_planner_returns_self_consistent_plans_or_a_blueprint_error(data):
     try:
         req = Requirements.model_validate(data)

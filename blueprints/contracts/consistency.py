@@ -199,8 +199,14 @@ def reachable_target(bp: Blueprint) -> float | None:
     if metric == "cpu":
         return 100
     if metric == "SageMakerVariantInvocationsPerInstance" and isinstance(bp.engine, SageMakerEngine):
-        return round(60 * p.requests_per_s_capacity / bp.engine.initial_instance_count, 3)
+        return invocations_one_instance_reaches(p.requests_per_s_capacity, bp.engine.initial_instance_count)
     return None
+
+
+def invocations_one_instance_reaches(requests_per_s_capacity: float, instances: int) -> float:
+    """SageMaker's InvocationsPerInstance a minute one instance reaches: 60 x its share of the endpoint's capacity
+    (requests/s within the SLO over `instances`), to 3 decimals."""
+    return round(60 * requests_per_s_capacity / instances, 3)
 
 
 def _deploy_inputs(bp: Blueprint) -> list[FieldProblem]:

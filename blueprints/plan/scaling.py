@@ -39,8 +39,13 @@ def reachable_planned_target(bp: Blueprint, value: float) -> float:
     """`planned_target(value)` (rounded up to 3 significant figures), at most what one replica ever reaches
     (`contracts.consistency.reachable_target`): rounded up, a target can pass it (Triton's pending requests with one
     in flight at a time: 1.03 of 1; SageMaker invocations at a replica's capacity: 24.5 of 24.477 a minute), and the
-    scaler would then never scale out. The one rule for every archetype's target."""
-    most = reachable_target(bp)
+    scaler would then never scale out. The one rule for every archetype's target (`target_within`)."""
+    return target_within(value, reachable_target(bp))
+
+
+def target_within(value: float, most: float | None) -> float:
+    """`planned_target(value)`, at most `most` (what one replica reaches; None: no bound): the rule of
+    `reachable_planned_target`, for a builder that knows the bound before its blueprint exists."""
     return planned_target(value) if most is None else min(planned_target(value), most)
 
 

@@ -16,8 +16,8 @@ from blueprints.plan.options.search import ResolvedModel
 from blueprints.requirements.service import Requirements
 from blueprints.requirements.hosting import Accelerator
 from blueprints.plan.selection import Selection, sagemaker_engine
-from blueprints.catalog.signals import planned_target
-from blueprints.plan.scaling import reachable_planned_target
+from blueprints.contracts.consistency import invocations_one_instance_reaches
+from blueprints.plan.scaling import target_within
 from blueprints.plan.startup import startup_estimate
 from blueprints.plan.builders.context import (
     PlanContext, access_reasons, autoscaling_bounds, common_fields, cooldown_s, served_model,
@@ -97,20 +97,19 @@ def plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], cat
     else:
         predictions = nongen_predictions(req, env, option, lines, managed=True, max_monthly_usd=most_usd)
     per_minute = served.traffic.peak_requests_per_s / replicas * 60
-    bp = Blueprint(
+    return Blueprint(
         **common_fields(req, env, ctx, managed=True, idle_timeout_s=defaults.AWS_LB_DEFAULT_IDLE_TIMEOUT_S),
         archetype=Archetype.SAGEMAKER_ENDPOINT, models=[served], compute=compute, engine=engine, startup=startup,
         autoscaling=Autoscaling(
             min_replicas=floor, max_replicas=ceiling, metric="SageMakerVariantInvocationsPerInstance",
             # Invocations per instance per minute at the planned peak share: target tracking then holds exactly
             # the planned instances at the peak (the replicas are sized at the highest rate meeting the SLO, so no
-            # safety factor on top: with one of 0.5 the peak ran twice the planned fleet).
-            target=planned_target(per_minute),
+            # safety factor on top: with one of 0.5 the peak ran twice the planned fleet). At most what one instance
+            # reaches: an endpoint sized at its capacity rounds up past it (24.5 of 24.477, 53.3 of 53.223).
+            target=target_within(per_minute, invocations_one_instance_reaches(predictions.requests_per_s_capacity,
+                                                                              replicas)),
             cooldown_s=cooldown_s(startup)),
         predictions=predictions,
         rationale=[*selection.reasons, *sized, f"SageMaker timers from one startup budget: {timers}",
                    *access_reasons(req, managed=True), *notes],
     )
-    # At most what one instance reaches: a replica sized at its capacity rounds up past it (24.5 of 24.477).
-    return bp.model_copy(update={"autoscaling": bp.autoscaling.model_copy(
-        update={"target": reachable_planned_target(bp, per_minute)})})
