@@ -6,7 +6,9 @@ committed stack configs, as `blueprint plan` runs it): LLM plans simulate their 
 (blueprints/capacity); a compound service plans two parts per environment, and more when its end-to-end budget
 tightens their targets (blueprints/plan/compound/planner.py). Each run starts from a cold cache, as a fresh
 `blueprint plan` does; `cpu s` is the median process time (CPU of this process), steadier than wall time on a
-shared machine. Informational only: no test fails on wall time.
+shared machine. `runs` counts the replica simulations (`blueprints.capacity.simulator.simulate`: ~800 requests each,
+every vLLM step an event) and `in runs` their share of the CPU; `fleet` the simulated days of the fleet
+(`blueprints.simulate.fleet`, a step per 15 s of the autoscaler). Informational only: no test fails on wall time.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import statistics
 import time
 from pathlib import Path
 
-from blueprints.capacity import planning, replica
+from blueprints.capacity import correction, planning, replica, runs, simulator
+from blueprints.simulate import fleet
 from blueprints.workspace import plan_requirements_file, requirements_files
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,13 +33,15 @@ def main() -> None:
     parser.add_argument("--as-of", type=dt.date.fromisoformat, default=dt.date.today(),
                         help="plan date (YYYY-MM-DD). Default today.")
     args = parser.parse_args()
-    print(f"{'example':<28} {'archetype(s)':<30} {'stacks':>6} {'median s':>9} {'max s':>7} {'cpu s':>7}"
-          f"  target < {TARGET_S} s")
+    counted = _count_simulations()
+    print(f"{'example':<28} {'archetype(s)':<30} {'stacks':>6} {'median s':>9} {'max s':>7} {'cpu s':>7} "
+          f"{'runs':>5} {'in runs':>7} {'fleet':>5}  target < {TARGET_S} s")
     for path in requirements_files(ROOT / "stacks" / "requirements"):
         times, cpu = [], []
         for _ in range(args.repeat):
             planning.clear_caches()
             replica.clear_cache()
+            counted.update(runs=0, runs_cpu=0.0, days=0)
             start, start_cpu = time.perf_counter(), time.process_time()
             blueprints = plan_requirements_file(path, as_of=args.as_of, policy_dir=ROOT / "policies" / "config",
                                                 stacks_dir=ROOT / "stacks").blueprints
@@ -45,8 +50,31 @@ def main() -> None:
         median = statistics.median(times)
         flag = "" if median < TARGET_S else "  SLOWER THAN TARGET"
         archetypes = "+".join(dict.fromkeys(bp.archetype.value for bp in blueprints))  # a compound service: both
+        share = counted["runs_cpu"] / cpu[-1] if cpu[-1] > 0 else 0.0
         print(f"{path.stem:<28} {archetypes:<30} {len(blueprints):>6} {median:>9.3f} {max(times):>7.3f} "
-              f"{statistics.median(cpu):>7.3f}{flag}")
+              f"{statistics.median(cpu):>7.3f} {counted['runs']:>5} {share:>7.0%} {counted['days']:>5}{flag}")
+
+
+def _count_simulations() -> dict:
+    """Count the replica simulations (and their CPU) and the fleet's simulated days of each plan (the last run's)."""
+    counted: dict = {"runs": 0, "runs_cpu": 0.0, "days": 0}
+    replica_run, fleet_day = simulator.simulate, fleet.simulate
+
+    def counting_run(*args, **kwargs):
+        start = time.process_time()
+        try:
+            return replica_run(*args, **kwargs)
+        finally:
+            counted["runs"] += 1
+            counted["runs_cpu"] += time.process_time() - start
+
+    def counting_day(*args, **kwargs):
+        counted["days"] += 1
+        return fleet_day(*args, **kwargs)
+
+    runs.simulate = correction.simulate = counting_run  # the modules that call the simulator
+    fleet.simulate = counting_day
+    return counted
 
 
 if __name__ == "__main__":
