@@ -6,7 +6,7 @@ committed stack configs, as `blueprint plan` runs it): LLM plans simulate their 
 (blueprints/capacity); a compound service plans two parts per environment, and more when its end-to-end budget
 tightens their targets (blueprints/plan/compound/planner.py). Each run starts from a cold cache, as a fresh
 `blueprint plan` does; `cpu s` is the median process time (CPU of this process), steadier than wall time on a
-shared machine. `runs` counts the replica simulations (`blueprints.capacity.simulator.simulate`: ~800 requests each,
+shared machine. `runs` counts the replica simulations (`blueprints.capacity.simulator.simulate`: 300-800 requests each,
 every vLLM step an event) and `in runs` their share of the CPU; `fleet` the simulated days of the fleet
 (`blueprints.simulate.fleet`, a step per 15 s of the autoscaler). Informational only: no test fails on wall time.
 """
