@@ -15,12 +15,12 @@ from enum import Enum
 from functools import lru_cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from blueprints.core import bounds
 from blueprints.catalog.files import read_catalog_file
 from blueprints.core.errors import CatalogError, FieldProblem, raise_problems
-from blueprints.core.jsontypes import check_json_types
+from blueprints.core.jsontypes import absent_when_none, check_json_types
 
 SCHEMA_VERSION = 1
 
@@ -154,17 +154,10 @@ class Architecture(_Record):
     shared_params_b: float | None = Field(default=None, ge=bounds.MIN_PARAMS_B, le=bounds.MAX_PARAMS_B,
                                           description="MoE: parameters outside the routed "
                                           "experts (attention, embeddings, norms, router, shared experts), billions")
-    intermediate_size: int | None = Field(default=None, ge=1, le=1_048_576, description="config.json "
+    intermediate_size: int | None = Field(default=None, exclude_if=absent_when_none,
+                                          ge=1, le=1_048_576, description="config.json "
                                           "`intermediate_size`: the MLP's inner width (dense models); LoRA adapters "
                                           "need it to count their GPU slots (blueprints.contracts.memory)")
-
-    @model_serializer(mode="wrap")
-    def _absent_without_intermediate_size(self, handler: SerializerFunctionWrapHandler) -> dict:
-        """No `intermediate_size` key when it is not given, so recorded architectures change only when one is."""
-        data = handler(self)
-        if self.intermediate_size is None:
-            data.pop("intermediate_size", None)
-        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> Architecture:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import Field, model_validator
 
 from blueprints.core import bounds, defaults
 from blueprints.catalog import load_catalog
@@ -18,7 +18,7 @@ from blueprints.requirements.exposure import ExposureVia
 from blueprints.requirements.fields import (
     DNS_1123_LABEL, TAG_VALUE, Region,
 )
-from blueprints.core.jsontypes import ClosedModel
+from blueprints.core.jsontypes import ClosedModel, absent_when_none
 from blueprints.contracts.consistency import blueprint_problems
 from blueprints.contracts.sections import (
     BLUEPRINT_SCHEMA_VERSION, MAX_TAGS, Alerting, AppliedOverride, Archetype, Autoscaling, ComplianceRecord, Compute, Engine, Network,
@@ -65,17 +65,10 @@ class Blueprint(ClosedModel):
     overrides: list[AppliedOverride] = Field(default_factory=list, max_length=20, description="the requirements' "
                                              "`overrides:` applied to this stack, each with its reason")
     rationale: list[str] = Field(min_length=1, max_length=200)
-    router: RouterPlan | None = Field(default=None, description="vLLM with prompt reuse over more than one replica: "
+    router: RouterPlan | None = Field(default=None, exclude_if=absent_when_none,
+                                      description="vLLM with prompt reuse over more than one replica: "
                                       "the prefix/session-aware router in front (blueprints.contracts.router; absent: "
                                       "the Service spreads requests)")
-
-    @model_serializer(mode="wrap")
-    def _absent_without_router(self, handler: SerializerFunctionWrapHandler) -> dict:
-        """A stack without a router writes no `router` key (stack configs change only where one is planned)."""
-        data = handler(self)
-        if self.router is None:
-            data.pop("router", None)
-        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> Blueprint:

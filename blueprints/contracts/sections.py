@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from enum import Enum
 from typing import Annotated, Literal, Union
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import Field, model_validator
 from blueprints.core import bounds
 from blueprints.catalog import Architecture, Task
 from blueprints.core.errors import FieldProblem, describe_pattern, raise_problems
@@ -18,7 +18,7 @@ from blueprints.requirements.fields import (
     ACM_PCA_ARN, CERTIFICATE_CN, DNS_1123_LABEL, DNS_1123_SUBDOMAIN, KMS_KEY_ARN, MAX_WEIGHTS_URI_CHARS, SHA256_HEX,
     WEIGHTS_URI,
 )
-from blueprints.core.jsontypes import ClosedModel
+from blueprints.core.jsontypes import ClosedModel, absent_when_none, absent_when_off
 from blueprints.contracts.lora import LoraEngine
 
 
@@ -80,19 +80,12 @@ class ModelTraffic(ClosedModel):
                                          "prompt length, tokens (none: twice the mean)")
     output_tokens_p95: int | None = Field(default=None, ge=1, le=bounds.MAX_TOKENS, description="95th-percentile "
                                           "generated length, tokens (none: twice the mean)")
-    shared_prefix_tokens: int | None = Field(default=None, ge=1, le=bounds.MAX_TOKENS, description="tokens every "
+    shared_prefix_tokens: int | None = Field(default=None, exclude_if=absent_when_none,
+                                             ge=1, le=bounds.MAX_TOKENS, description="tokens every "
                                              "prompt shares (requirements traffic.shared_prefix_tokens; absent: none)")
-    session_turns: int | None = Field(default=None, ge=2, le=200, description="turns per conversation that resends "
+    session_turns: int | None = Field(default=None, exclude_if=absent_when_none,
+                                      ge=2, le=200, description="turns per conversation that resends "
                                       "its history (requirements traffic.sessions.turns; absent: single-turn)")
-
-    @model_serializer(mode="wrap")
-    def _absent_without_reuse(self, handler: SerializerFunctionWrapHandler) -> dict:
-        """Traffic without prompt reuse writes neither key, so stack configs change only where reuse is declared."""
-        data = handler(self)
-        for key in ("shared_prefix_tokens", "session_turns"):
-            if data.get(key) is None:
-                data.pop(key, None)
-        return data
 
 
 class ServedModel(ClosedModel):
@@ -213,22 +206,13 @@ class VllmEngine(ClosedModel):
     shm_size_gib: float = Field(gt=0, le=bounds.MAX_MEMORY_GIB_PER_NODE, description="memory-backed /dev/shm for "
                                 "NCCL, GiB; grows with tensor parallel")
     port: Port = 8000
-    lora: LoraEngine | None = Field(default=None, description="LoRA adapters served beside the model "
+    lora: LoraEngine | None = Field(default=None, exclude_if=absent_when_none,
+                                    description="LoRA adapters served beside the model "
                                     "(blueprints/contracts/lora.py); absent without adapters")
-    enable_prefix_caching: bool = Field(default=False, description="--enable-prefix-caching, explicit where the "
+    enable_prefix_caching: bool = Field(default=False, exclude_if=absent_when_off,
+                                        description="--enable-prefix-caching, explicit where the "
                                         "requirements declare prompt reuse (vLLM 0.24.0 defaults it on: "
                                         "config/cache.py:92; absent: the image's default)")
-
-    @model_serializer(mode="wrap")
-    def _absent_when_unused(self, handler: SerializerFunctionWrapHandler) -> dict:
-        """No `lora` key without adapters and no `enable_prefix_caching` without prompt reuse, so stack configs
-        change only where either is planned."""
-        data = handler(self)
-        if self.lora is None:
-            data.pop("lora", None)
-        if not self.enable_prefix_caching:
-            data.pop("enable_prefix_caching", None)
-        return data
 
     @model_validator(mode="after")
     def _batched_tokens_hold_the_batch(self) -> VllmEngine:
@@ -571,17 +555,9 @@ class Predictions(ClosedModel):
     capacity_source: str | None = Field(default=None, max_length=500, description="LLMs: what the predicted step "
                                         "times rest on (measured vLLM kernel data for the GPU, or the roofline and "
                                         "why) and their expected error against published measurements")
-    capacity_correction: CapacityCorrection | None = Field(default=None, description="LLMs: the calibration "
+    capacity_correction: CapacityCorrection | None = Field(default=None, exclude_if=absent_when_none,
+                                                           description="LLMs: the calibration "
                                                            "applied (absent when none matches the replica)")
-
-    @model_serializer(mode="wrap")
-    def _absent_when_uncalibrated(self, handler: SerializerFunctionWrapHandler) -> dict:
-        """An uncalibrated plan writes no `capacity_correction` key, so stack configs change only when a calibration
-        applies."""
-        data = handler(self)
-        if self.capacity_correction is None:
-            data.pop("capacity_correction", None)
-        return data
 
 
 class PipelinePart(str, Enum):

@@ -18,6 +18,17 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from blueprints.core.errors import FieldProblem, excerpt, raise_problems
 
+def absent_when_none(value: Any) -> bool:
+    """`Field(exclude_if=absent_when_none)`: an optional field left unset writes no key, so stack configs and
+    recorded shapes change only where it is set (pydantic's per-field exclusion)."""
+    return value is None
+
+
+def absent_when_off(value: Any) -> bool:
+    """`Field(exclude_if=absent_when_off)`: a flag left off (or unset) writes no key."""
+    return not value
+
+
 #: JSON Schema type names, and how messages say them.
 _SAY = {"null": "null", "boolean": "true or false", "integer": "a whole number", "number": "a number",
         "string": "a string", "array": "a list", "object": "a mapping"}
