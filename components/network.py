@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
+from blueprints.contracts.platform import vpc_zone_ids
 from blueprints.core import defaults
 from blueprints.requirements.platform_file import ExistingVpc
 
@@ -114,12 +115,12 @@ class Network(pulumi.ComponentResource):
     def _zones(self, args: NetworkArgs) -> list[str]:
         """Up to `az_count` available zone IDs, in ID order, none of `excluded_zone_ids`."""
         found = aws.get_availability_zones(state="available", opts=pulumi.InvokeOptions(parent=self)).zone_ids
-        usable = sorted(z for z in found if z not in args.excluded_zone_ids)
-        if len(usable) < 2:
-            raise pulumi.ResourceError(f"region {args.region} reports {len(usable)} available zone(s) EKS accepts "
-                                       f"({', '.join(usable) or 'none'}; refused: "
+        chosen = vpc_zone_ids(found, args.excluded_zone_ids, args.az_count)
+        if len(chosen) < 2:  # az_count is at least 2: fewer means fewer usable
+            raise pulumi.ResourceError(f"region {args.region} reports {len(chosen)} available zone(s) EKS accepts "
+                                       f"({', '.join(chosen) or 'none'}; refused: "
                                        f"{', '.join(args.excluded_zone_ids) or 'none'}); EKS needs at least 2", self)
-        return usable[:args.az_count]
+        return chosen
 
     def _subnets_and_routes(self, name: str, args: NetworkArgs, zones: list[str],
                             child: pulumi.ResourceOptions) -> list[pulumi.Output[str]]:

@@ -189,6 +189,14 @@ class PlatformConfig(ClosedModel):
         return self
 
 
+def vpc_zone_ids(available: list[str] | tuple[str, ...], excluded: list[str] | tuple[str, ...] | set[str],
+                 az_count: int) -> list[str]:
+    """The zone IDs a new VPC's subnets go to: the Region's available zone IDs in ID order, without the ones EKS
+    refuses (`excluded`), the first `az_count` of them. The one rule `components/network.py` builds with and
+    `blueprint preflight` reads back (`blueprints.review.zones`)."""
+    return sorted(z for z in available if z not in excluded)[:az_count]
+
+
 def addon_kubernetes_problems(addon_ids: list[str], version: str) -> list[str]:
     """The add-ons among `addon_ids` that do not support Kubernetes `version` (newer than their catalogued
     `kubernetes_max`), each with the key to change."""

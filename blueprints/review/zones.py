@@ -24,7 +24,7 @@ from typing import Any
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.placement import ZONE_KEY
-from blueprints.contracts.platform import PlatformConfig
+from blueprints.contracts.platform import PlatformConfig, vpc_zone_ids
 from blueprints.contracts.sections import Archetype
 from blueprints.contracts.stackconfig import read_config, stack_config_path
 
@@ -73,10 +73,9 @@ def platform_zone_ids(platform: PlatformConfig, ec2) -> tuple[str, ...]:
     if existing is not None:
         subnets = ec2.describe_subnets(SubnetIds=list(existing.private_subnet_ids))["Subnets"]
         return tuple(sorted({s["AvailabilityZoneId"] for s in subnets}))
-    refused = set(load_platform_catalog().eks_refused_zone_ids.get(platform.region, ()))
+    refused = load_platform_catalog().eks_refused_zone_ids.get(platform.region, ())
     found = ec2.describe_availability_zones(Filters=[{"Name": "state", "Values": ["available"]}])
-    usable = sorted(z["ZoneId"] for z in found["AvailabilityZones"] if z["ZoneId"] not in refused)
-    return tuple(usable[:platform.network.az_count])
+    return tuple(vpc_zone_ids([z["ZoneId"] for z in found["AvailabilityZones"]], refused, platform.network.az_count))
 
 
 def offered_zone_ids(instance_type: str, ec2) -> set[str]:
