@@ -22,7 +22,7 @@ WEBHOOK_URL_FILE = (0, 26)
 
 def _config(kind: ReceiverKind, folder: Path, config: dict | None = None) -> Path:
     if kind is ReceiverKind.WEBHOOK and version("amtool") < WEBHOOK_URL_FILE:
-        pytest.skip(f"amtool {version('amtool')} predates the webhook receiver's url_file (Alertmanager 0.26)")
+        pytest.skip(f"amtool {'.'.join(map(str, version('amtool')))} predates the webhook receiver's url_file (Alertmanager 0.26)")
     path = folder / f"alertmanager-{kind.value}.yaml"
     alerting = PlatformAlerting(receiver=kind, slack_channel="#ml-serving" if kind is ReceiverKind.SLACK else None)
     path.write_text(yaml.safe_dump(config or alertmanager_config(alerting), sort_keys=False))
