@@ -342,6 +342,38 @@ def test_a_replica_model_is_cached_on_what_it_reads_and_equals_a_fresh_one(busy_
     assert replica.replica_model(fewer).running != cached.running
 
 
+def test_a_load_curve_simulates_only_the_points_read_and_each_is_the_full_curves(busy_chat, monkeypatch):
+    """A rate between two grid points simulates those two and no other (the planner's plans read only the points
+    below their peak); what they give is what the whole curve, simulated cold, gives there."""
+    from blueprints.capacity import planning, replica
+
+    replica.clear_cache()
+    planning.clear_caches()
+    simulated: list[float] = []
+    real = planning.simulate_rate
+
+    def counting(candidate, shape, rate_per_s, **kwargs):
+        simulated.append(rate_per_s)
+        return real(candidate, shape, rate_per_s, **kwargs)
+
+    monkeypatch.setattr(planning, "simulate_rate", counting)
+    lazy = replica.replica_model(busy_chat)
+    assert simulated == [] and len(lazy.rates) >= 8
+    between = (lazy.rates[1] + lazy.rates[2]) / 2
+    point = lazy.at(between)
+    assert simulated == [lazy.rates[1], lazy.rates[2]]
+    assert lazy.at(lazy.rates[1] / 2).running > 0 and simulated == [lazy.rates[1], lazy.rates[2], lazy.rates[0]]
+    replica.clear_cache()
+    planning.clear_caches()
+    full = replica.replica_model(busy_chat)
+    ttft, running = full.ttft_p95_ms, full.running  # every point simulated, from a cold start
+    assert len(simulated) == 3 + len(full.rates)
+    share = (between - full.rates[1]) / (full.rates[2] - full.rates[1])
+    assert point.p95_ms["ttft_p95_ms"] == pytest.approx(ttft[1] + (ttft[2] - ttft[1]) * share, rel=1e-12)
+    assert point.running == pytest.approx(running[1] + (running[2] - running[1]) * share, rel=1e-12)
+    assert ttft[0] > 0 and running[-1] > running[0]
+
+
 def test_a_remembered_load_point_is_the_one_read_afresh(busy_chat):
     from blueprints.capacity.replica import replica_model
 

@@ -10,8 +10,8 @@ capacity model changes only this file:
 
 LLMs: capacity is the simulated replica's throughput with its batch full (a closed loop at max_num_seqs: the rate
 beyond which arrivals queue without bound); the replica is simulated under open-loop arrivals at `LOAD_CURVE_FRACTIONS`
-of it and at the planned per-replica peak (so the target at the peak is exactly the planner's run there); a rate
-between grid points is interpolated. Non-generative models (and an LLM whose architecture the catalog does not know) use the
+of it and at the planned per-replica peak (so the target at the peak is exactly the planner's run there), each grid
+point when first read (`LoadCurve`); a rate between grid points is interpolated. Non-generative models (and an LLM whose architecture the catalog does not know) use the
 plan's own figures: capacity = planned requests/s per replica, and a p95 that grows with the M/D/1 queueing wait as
 utilisation rises [assumption].
 
@@ -26,13 +26,18 @@ Queueing rules, documented once here and used by both the planner and the simula
 from __future__ import annotations
 
 import bisect
+import functools
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
 
 from blueprints.core import defaults
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.sections import SageMakerEngine, TritonEngine, VllmEngine
 from blueprints.catalog import load_catalog
 from blueprints.core.errors import CatalogError
+
+if TYPE_CHECKING:
+    from blueprints.capacity.simulator import SimulationResult
 
 #: p95 of a queueing wait / its mean (exponential-like tail: ln(20) ~ 3). [assumption]
 WAIT_P95_FACTOR = 3.0
@@ -54,16 +59,56 @@ class LoadPoint:
 
 
 @dataclass(frozen=True)
+class CurvePoint:
+    """The simulated replica at one rate of its load curve: TTFT and ITL p95 (ms), mean sequences running."""
+
+    ttft_p95_ms: float
+    itl_p95_ms: float
+    running: float
+
+
+@dataclass(frozen=True, eq=False)
+class LoadCurve:
+    """An LLM replica's load curve: open-loop runs at `rates` (requests/s, ascending), each simulated the first time
+    it is read. A fleet simulation reads only the points around the per-replica rates its day reaches (most plans: the
+    few below the planned peak), so the others are never simulated; every point read is the run a full curve has.
+
+    Attributes:
+        rates: the grid, requests/s, ascending.
+        run: the replica's run at a rate (`blueprints.capacity.planning.run_at_rate`, common random numbers).
+        max_running: `--max-num-seqs` (the mean running is at most it).
+    """
+
+    rates: tuple[float, ...]
+    run: Callable[[float], SimulationResult] = field(repr=False)
+    max_running: int
+    _points: dict = field(default_factory=dict, repr=False)
+
+    def point(self, i: int) -> CurvePoint:
+        """The point at rates[i], simulated on first read."""
+        found = self._points.get(i)
+        if found is None:
+            r = self.run(self.rates[i])
+            found = self._points[i] = CurvePoint(r.ttft_ms.p95, r.itl_ms.p95, min(self.max_running, r.mean_running))
+        return found
+
+    def __eq__(self, other: object) -> bool:
+        """The same grid and the same simulated values at every point (simulating those not yet read)."""
+        if not isinstance(other, LoadCurve):
+            return NotImplemented
+        return self.rates == other.rates and all(self.point(i) == other.point(i) for i in range(len(self.rates)))
+
+    def __hash__(self) -> int:
+        return hash(self.rates)
+
+
+@dataclass(frozen=True)
 class ReplicaModel:
     """Capacity and latency of one replica of a blueprint (see the module docstring)."""
 
     capacity_rps: float
-    #: LLM load curve: arrival rates (requests/s, ascending), and at each the TTFT p95, ITL p95 (ms) and the mean
-    #: of sequences running.
-    rates: tuple[float, ...] = ()
-    ttft_p95_ms: tuple[float, ...] = ()
-    itl_p95_ms: tuple[float, ...] = ()
-    running: tuple[float, ...] = ()
+    #: LLM load curve: arrival rates (requests/s, ascending), each simulated when first read.
+    curve: LoadCurve | None = None
     #: Non-generative: planned p95 (ms) at planned utilisation, and the Triton batching figures per model.
     planned_p95_ms: float = 0.0
     planned_utilisation: float = 0.0
@@ -74,7 +119,27 @@ class ReplicaModel:
 
     @property
     def generative(self) -> bool:
-        return bool(self.rates)
+        return self.curve is not None
+
+    @property
+    def rates(self) -> tuple[float, ...]:
+        """The load curve's arrival rates, requests/s, ascending (none: not generative)."""
+        return self.curve.rates if self.curve else ()
+
+    @property
+    def ttft_p95_ms(self) -> tuple[float, ...]:
+        """TTFT p95 at each of `rates`, ms (simulates every point not yet read)."""
+        return tuple(self.curve.point(i).ttft_p95_ms for i in range(len(self.rates))) if self.curve else ()
+
+    @property
+    def itl_p95_ms(self) -> tuple[float, ...]:
+        """ITL p95 at each of `rates`, ms."""
+        return tuple(self.curve.point(i).itl_p95_ms for i in range(len(self.rates))) if self.curve else ()
+
+    @property
+    def running(self) -> tuple[float, ...]:
+        """Mean sequences running at each of `rates` (at most max_num_seqs)."""
+        return tuple(self.curve.point(i).running for i in range(len(self.rates))) if self.curve else ()
 
     def at(self, rate_rps: float) -> LoadPoint:
         """The replica at `rate_rps` arrivals (capped at its capacity; beyond it the caller queues the rest)."""
@@ -87,10 +152,13 @@ class ReplicaModel:
 
     def _point(self, rate_rps: float) -> LoadPoint:
         rate = max(0.0, min(rate_rps, self.capacity_rps))
-        if self.generative:
-            return LoadPoint({"ttft_p95_ms": _interpolate(self.rates, self.ttft_p95_ms, rate),
-                              "itl_p95_ms": _interpolate(self.rates, self.itl_p95_ms, rate)},
-                             running=_interpolate((0.0, *self.rates), (0.0, *self.running), rate), pending=0.0)
+        curve = self.curve
+        if curve is not None:  # only the grid points around `rate` are read (and simulated, when not yet)
+            return LoadPoint({"ttft_p95_ms": _interpolate(curve.rates, lambda i: curve.point(i).ttft_p95_ms, rate),
+                              "itl_p95_ms": _interpolate(curve.rates, lambda i: curve.point(i).itl_p95_ms, rate)},
+                             running=_interpolate((0.0, *curve.rates),
+                                                  lambda i: curve.point(i - 1).running if i else 0.0, rate),
+                             pending=0.0)
         rho = min(MAX_UTILISATION, rate / self.capacity_rps)
         wait_s = _md1_wait_s(rho, self.capacity_rps)
         planned_wait_s = _md1_wait_s(min(MAX_UTILISATION, self.planned_utilisation), self.capacity_rps)
@@ -105,15 +173,17 @@ def _md1_wait_s(rho: float, mu: float) -> float:
     return rho / (2 * mu * (1 - rho)) if rho > 0 else 0.0
 
 
-def _interpolate(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> float:
-    """ys at x, linear between the points of ascending xs, held flat beyond either end."""
+def _interpolate(xs: tuple[float, ...], y: Callable[[int], float], x: float) -> float:
+    """The value at x, linear between the points of ascending xs (`y(i)`: the value at xs[i]; only the two around x
+    are read), held flat beyond either end."""
     i = bisect.bisect_left(xs, x)
     if i == 0:
-        return ys[0]
+        return y(0)
     if i >= len(xs):
-        return ys[-1]
+        return y(len(xs) - 1)
     x0, x1 = xs[i - 1], xs[i]
-    return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0) if x1 > x0 else ys[i]
+    y0, y1 = y(i - 1), y(i)
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y1
 
 
 #: The blueprint fields a replica model reads: its cache key. A warm-floor search (`blueprints.plan.scaling`) varies
@@ -214,7 +284,5 @@ def _llm_model(bp: Blueprint) -> ReplicaModel | None:
         return None
     peak = sum(m.traffic.peak_requests_per_s for m in bp.models if m.traffic) / max(1, bp.compute.replicas)
     grid = sorted({*(round(saturated * f, 9) for f in LOAD_CURVE_FRACTIONS), *([peak] if peak < saturated else [])})
-    runs = [run_at_rate(cand, shape, rate) for rate in grid]
-    return ReplicaModel(capacity_rps=saturated, rates=tuple(grid), ttft_p95_ms=tuple(r.ttft_ms.p95 for r in runs),
-                        itl_p95_ms=tuple(r.itl_ms.p95 for r in runs),
-                        running=tuple(min(seqs, r.mean_running) for r in runs))
+    return ReplicaModel(capacity_rps=saturated,
+                        curve=LoadCurve(tuple(grid), functools.partial(run_at_rate, cand, shape), max_running=seqs))
