@@ -140,6 +140,65 @@ def test_a_generator_without_a_ttft_target_gets_what_the_budget_leaves_it(planne
     assert any("what the end-to-end budget leaves it" in line for line in generator.rationale)
 
 
+class _Priced:
+    """A pair as `_cheapest` reads it: its cost before finishing and, once asked (finishing it), after."""
+
+    def __init__(self, sized_usd: float, finished_usd: float, finished: list[int], index: int) -> None:
+        self.sized_usd, self._finished_usd, self._log, self._index = sized_usd, finished_usd, finished, index
+
+    @property
+    def monthly_usd(self) -> float:
+        self._log.append(self._index)
+        return self._finished_usd
+
+
+@pytest.mark.parametrize("costs, finished, chosen", [
+    # finishing keeps the cheapest cheapest: the others are never finished
+    ([(100, 100), (100, 130), (120, 120)], [0], 0),
+    # the fleet simulation raises the cheapest above the next: that one is finished too, and wins
+    ([(100, 140), (110, 115), (120, 120)], [0, 1], 1),
+    # equal final costs: the first in ladder order, as an exhaustive min
+    ([(120, 120), (100, 120), (130, 130)], [1, 0], 0),
+    # cost to the cent: 99.994 and 99.99 are equal, so the second cannot beat the first and is never finished
+    ([(99.99, 99.99), (99.994, 99.994)], [0], 0),
+])
+def test_the_cheapest_pair_is_the_exhaustive_choice_finishing_only_those_that_could_win(costs, finished, chosen):
+    from blueprints.plan.compound.planner import _cheapest
+
+    log: list[int] = []
+    pairs = [_Priced(sized, final, log, i) for i, (sized, final) in enumerate(costs)]
+    assert _cheapest(pairs) is pairs[chosen]
+    assert log == finished
+    assert chosen == min(range(len(costs)), key=lambda i: round(costs[i][1], 2))  # what finishing them all picks
+
+
+def test_a_compound_plan_finishes_only_the_parts_its_choice_needs_and_plans_as_finishing_every_one(monkeypatch):
+    """dev: the parts at their own targets, and the generator the budget leaves 1018 ms, finish; the tightened
+    retrieval parts and the generators they leave more room are sized and priced only. Finishing every pair gives
+    the same stacks."""
+    from blueprints.plan import planner
+    from blueprints.plan.compound import planner as compound
+
+    finished: list[str] = []
+    real = planner.finish
+    monkeypatch.setattr(planner, "finish", lambda bp, *a, **k: finished.append(bp.stack) or real(bp, *a, **k))
+    lazy = plan_rag(rag(), "dev")
+    assert sorted(finished) == ["rag-assistant-generator-dev", "rag-assistant-generator-dev",
+                                "rag-assistant-retrieval-dev"]
+    every = compound._cheapest
+
+    def exhaustive(pairs):
+        for p in pairs:
+            p.finished  # noqa: B018 (finish every pair, as the choice did before it was lazy)
+        return every(pairs)
+
+    monkeypatch.setattr(compound, "_cheapest", exhaustive)
+    finished.clear()
+    eager = plan_rag(rag(), "dev")
+    assert len(finished) > 3
+    assert [bp.model_dump(mode="json") for bp in eager] == [bp.model_dump(mode="json") for bp in lazy]
+
+
 def test_an_unreachable_end_to_end_budget_is_refused_naming_the_field_the_parts_and_the_fix():
     with pytest.raises(SizingError) as caught:
         plan_rag(rag(slo={"pipeline_latency_p95_ms": 60}))

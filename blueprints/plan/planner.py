@@ -155,10 +155,11 @@ def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: 
 
     parts = service_parts(req, catalog)
     if len(parts) > 1:  # a compound service: one stack per part, an end-to-end budget over both
-        from blueprints.plan.compound.planner import plan_pipeline
+        from blueprints.plan.compound.planner import PartPlanner, plan_pipeline
 
-        planned = plan_pipeline(req, parts, names, catalog=catalog, plan_part=lambda part, env: _plan_service(
-            part, catalog, ctx, [env], alerting=alerting)[0])
+        planner = PartPlanner(size=lambda part, env: _plan_sized(part, catalog, ctx, [env])[0],
+                              finish=lambda part, bp: _finish_service(part, ctx, [bp], alerting=alerting)[0])
+        planned = plan_pipeline(req, parts, names, catalog=catalog, plan_part=planner)
         _check_parts_gpus(planned, limits)
     else:
         planned = _plan_service(req, catalog, ctx, names, alerting=alerting)
@@ -191,7 +192,13 @@ def _plan_service(req: Requirements, catalog: Catalog, ctx: PlanContext, names: 
                   alerting: AlertingSpec | None) -> list[Blueprint]:
     """Plan the environments `names` of one stack-worth of requirements (a service, or a part of a compound one):
     within each environment's guardrails (`ctx`), finished (`blueprints.plan.scaling.finish`) and with its quota note."""
-    planned = _plan_sized(req, catalog, ctx, names)
+    return _finish_service(req, ctx, _plan_sized(req, catalog, ctx, names), alerting=alerting)
+
+
+def _finish_service(req: Requirements, ctx: PlanContext, planned: list[Blueprint], *,
+                    alerting: AlertingSpec | None) -> list[Blueprint]:
+    """`_plan_sized`'s blueprints finished: scaling targets, warm floor, alerting and the fleet simulation
+    (`blueprints.plan.scaling.finish`), the cluster's add-ons checked, the quota note."""
     from blueprints.plan.quota import quota_note
     from blueprints.plan.cluster_addons import cluster_addon_problems
 

@@ -8,12 +8,19 @@ of fractions (`RETRIEVAL_TIGHTENING`), and for each, the generator's TTFT target
 the budget leaves it. The cheapest pair that meets the budget wins (at equal cost, the one whose retrieval target is
 tightened least); when none does, the plan refuses (exit 2) with
 the parts' p95s and the lowest composition found. `budget.max_monthly_usd` applies to the two parts together.
+
+Each try is sized and priced first (what the split compares: p95s, planned peaks, the cost before the fleet
+simulation); a part is finished (scaling targets, warm floor, fleet simulation: `blueprints.plan.scaling.finish`, most
+of a part's planning time) only when the choice needs its final cost. Finishing never lowers a cost (the simulated
+autoscaler can only add nodes to the planned peak), so the cheapest pair is found by finishing pairs in order of their
+cost before finishing until no unfinished one can be cheaper: the pair an exhaustive comparison picks.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable
 
 from blueprints.core import defaults
@@ -35,23 +42,66 @@ from blueprints.requirements.model import Slo
 #: [assumption: a coarse ladder bounds planning time; finer steps could find a slightly cheaper split].
 RETRIEVAL_TIGHTENING = (1.0, 0.75, 0.5, 0.35, 0.25)
 
-#: Plans one part's requirements for one environment (the planner's own path for a service).
-PlanPart = Callable[[Requirements, str], Blueprint]
+@dataclass(frozen=True)
+class PartPlanner:
+    """The planner's own path for a service, in its two steps, for one part's requirements in one environment.
+
+    Attributes:
+        size: (requirements, environment) -> the blueprint selected, sized and priced (`planner._plan_sized`).
+        finish: (requirements, sized blueprint) -> the finished blueprint (`planner._finish_service`).
+    """
+
+    size: Callable[[Requirements, str], Blueprint]
+    finish: Callable[[Requirements, Blueprint], Blueprint]
+
+
+class _Part:
+    """One part planned for one environment: sized, and finished on first need (once)."""
+
+    def __init__(self, part: ServicePart, req: Requirements, sized: Blueprint, planner: PartPlanner) -> None:
+        self.part, self.requirements, self.sized, self._planner = part, req, sized, planner
+
+    @cached_property
+    def finished(self) -> Blueprint:
+        try:
+            return self._planner.finish(self.requirements, self.sized)
+        except BlueprintError as exc:
+            raise _named(self.part, self.requirements, exc) from None
 
 
 @dataclass(frozen=True)
 class _Pair:
     """Both parts of one environment, their composed pipeline (the generator's record) and the targets each part was
-    planned to (`_plan`'s keywords, to plan it again with a share of the budget)."""
+    planned to (`_plan`'s keywords, to plan it again with a share of the budget). `generator` and `retrieval` are the
+    sized blueprints (their p95s, fleets and planned peaks are final); the costs that the fleet simulation may raise
+    finish both parts."""
 
-    generator: Blueprint
-    retrieval: Blueprint
+    parts: tuple[_Part, _Part] = field(repr=False)
     pipeline: Pipeline
     generator_targets: tuple[tuple[str, float], ...] = ()
     retrieval_targets: tuple[tuple[str, float], ...] = ()
 
     @property
+    def generator(self) -> Blueprint:
+        return self.parts[0].sized
+
+    @property
+    def retrieval(self) -> Blueprint:
+        return self.parts[1].sized
+
+    @property
+    def finished(self) -> tuple[Blueprint, Blueprint]:
+        """Both parts finished (the fleet simulation's peak and maxima in their predictions)."""
+        return self.parts[0].finished, self.parts[1].finished
+
+    @property
     def monthly_usd(self) -> float:
+        """Both parts' stated peaks, finished."""
+        return sum(bp.predictions.monthly_cost_usd for bp in self.finished)
+
+    @property
+    def sized_usd(self) -> float:
+        """Both parts' peaks before finishing: at most `monthly_usd`."""
         return self.generator.predictions.monthly_cost_usd + self.retrieval.predictions.monthly_cost_usd
 
     @property
@@ -61,8 +111,8 @@ class _Pair:
 
     @property
     def max_usd(self) -> float:
-        """Both parts' autoscaler maxima (what the budget applies to)."""
-        return self.generator.max_monthly_usd + self.retrieval.max_monthly_usd
+        """Both parts' autoscaler maxima (what the budget applies to), finished."""
+        return sum(bp.max_monthly_usd for bp in self.finished)
 
     @property
     def p95_ms(self) -> float:
@@ -70,7 +120,7 @@ class _Pair:
 
 
 def plan_pipeline(req: Requirements, parts: list[ServicePart], names: list[str], *, catalog: Catalog,
-                  plan_part: PlanPart) -> list[Blueprint]:
+                  plan_part: PartPlanner) -> list[Blueprint]:
     """Plan each environment of a compound service: its generator and retrieval part stacks.
 
     Args:
@@ -97,9 +147,9 @@ def plan_pipeline(req: Requirements, parts: list[ServicePart], names: list[str],
     return planned
 
 
-def _plan(part: ServicePart, env: str, plan_part: PlanPart, *, budget_usd: float | None = None,
-          **targets: float) -> Blueprint:
-    """The part planned for `env`, with its SLO's `targets` replaced (tightened) and `budget_usd` its share of the
+def _plan(part: ServicePart, env: str, plan_part: PartPlanner, *, budget_usd: float | None = None,
+          **targets: float) -> _Part:
+    """The part sized for `env`, with its SLO's `targets` replaced (tightened) and `budget_usd` its share of the
     service's budget (None: no budget of its own; the service's budget is checked on the pair, `_check_cost` and
     `_within_budget`, so a tightening over budget is refused as over budget, not as missing the latency budget);
     errors name the part."""
@@ -108,15 +158,20 @@ def _plan(part: ServicePart, env: str, plan_part: PlanPart, *, budget_usd: float
         req = req.model_copy(update={"slo": Slo.model_validate({**req.slo.model_dump(), **targets})})
     req = req.model_copy(update={"budget": req.budget.model_copy(update={"max_monthly_usd": budget_usd})})
     try:
-        return plan_part(req, env)
-    except SizingError as exc:
-        raise SizingError(f"{part.part.value} part ({req.service}): {exc}", rule=exc.rule,  # type: ignore[union-attr]
-                          fixes=exc.fixes) from None
+        return _Part(part, req, plan_part.size(req, env), plan_part)
     except BlueprintError as exc:
-        raise type(exc)(f"{part.part.value} part ({req.service}): {exc}") from None  # type: ignore[union-attr]
+        raise _named(part, req, exc) from None
 
 
-def _try(part: ServicePart, env: str, plan_part: PlanPart, **targets: float) -> Blueprint | None:
+def _named(part: ServicePart, req: Requirements, exc: BlueprintError) -> BlueprintError:
+    """`exc` with the part named first."""
+    text = f"{part.part.value} part ({req.service}): {exc}"  # type: ignore[union-attr]
+    if isinstance(exc, SizingError):
+        return SizingError(text, rule=exc.rule, fixes=exc.fixes)
+    return type(exc)(text)
+
+
+def _try(part: ServicePart, env: str, plan_part: PartPlanner, **targets: float) -> _Part | None:
     """`_plan` at tightened targets, or None when nothing meets them."""
     try:
         return _plan(part, env, plan_part, **targets)
@@ -124,15 +179,29 @@ def _try(part: ServicePart, env: str, plan_part: PlanPart, **targets: float) -> 
         return None
 
 
-def _pair(req: Requirements, generator: Blueprint, retrieval: Blueprint, *, streaming: bool,
+def _pair(req: Requirements, generator: _Part, retrieval: _Part, *, streaming: bool,
           generator_targets: dict[str, float] | None = None,
           retrieval_targets: dict[str, float] | None = None) -> _Pair:
-    return _Pair(generator, retrieval, compose(generator, retrieval, service=req.service, streaming=streaming,
-                                               budget_ms=None),
+    return _Pair((generator, retrieval), compose(generator.sized, retrieval.sized, service=req.service,
+                                                 streaming=streaming, budget_ms=None),
                  tuple(sorted((generator_targets or {}).items())), tuple(sorted((retrieval_targets or {}).items())))
 
 
-def _choose(req: Requirements, env: str, gen: ServicePart, ret: ServicePart, plan_part: PlanPart, *,
+def _cheapest(pairs: list[_Pair]) -> _Pair:
+    """The pair of the lowest finished cost (to the cent; at equal cost the first), finishing only the pairs that could
+    be: in order of their cost before finishing, until the next one's is above the best found (finishing never lowers
+    a cost, `_Pair.sized_usd`)."""
+    best: tuple[float, int] | None = None
+    for bound, i in sorted((round(p.sized_usd, 2), i) for i, p in enumerate(pairs)):
+        if best is not None and (bound, i) > best:
+            break
+        found = (round(pairs[i].monthly_usd, 2), i)
+        best = found if best is None or found < best else best
+    assert best is not None, "no pair to choose from"
+    return pairs[best[1]]
+
+
+def _choose(req: Requirements, env: str, gen: ServicePart, ret: ServicePart, plan_part: PartPlanner, *,
             streaming: bool) -> tuple[_Pair, _Pair]:
     """(the pair planned, the pair at the parts' own targets)."""
     budget = req.slo.pipeline_latency_p95_ms
@@ -144,21 +213,23 @@ def _choose(req: Requirements, env: str, gen: ServicePart, ret: ServicePart, pla
             # and alerts hold the end-to-end budget; its own plan met it, so this costs no more.
             ttft = math.floor(budget - retrieval_p95_ms(own.pipeline.stages))
             given = _try(gen, env, plan_part, ttft_p95_ms=ttft)
-            if given is not None and given.predictions.monthly_cost_usd <= own.generator.predictions.monthly_cost_usd:
-                chosen = _pair(req, given, own.retrieval, streaming=streaming, generator_targets={"ttft_p95_ms": ttft})
+            own_usd = own.finished[0].predictions.monthly_cost_usd  # finishing never lowers a cost: the sized one first
+            if (given is not None and given.sized.predictions.monthly_cost_usd <= own_usd
+                    and given.finished.predictions.monthly_cost_usd <= own_usd):
+                chosen = _pair(req, given, own.parts[1], streaming=streaming, generator_targets={"ttft_p95_ms": ttft})
         _check_cost(req, env, [chosen])
         return _within_budget(req, env, chosen, gen, ret, plan_part, streaming=streaming), own
     own_target = latency_target_ms(ret.requirements)
     generator_stage = own.pipeline.stages[-1].stage_p95_ms
-    generators: dict[int, Blueprint | None] = {}
+    generators: dict[int, _Part | None] = {}
     tried, meeting = [own], []  # meeting: in ladder order, so equal costs keep the retrieval target least tightened
     for fraction in RETRIEVAL_TIGHTENING:
         ret_targets = {} if fraction == 1.0 else {"latency_p95_ms": max(1.0, math.floor(own_target * fraction))}
-        retrieval = own.retrieval if fraction == 1.0 else _try(ret, env, plan_part, **ret_targets)
+        retrieval = own.parts[1] if fraction == 1.0 else _try(ret, env, plan_part, **ret_targets)
         if retrieval is None:
             continue
-        room = budget - retrieval_p95_ms(pipeline_stages(own.generator, retrieval, streaming=streaming))
-        generator: Blueprint | None = own.generator
+        room = budget - retrieval_p95_ms(pipeline_stages(own.generator, retrieval.sized, streaming=streaming))
+        generator: _Part | None = own.parts[0]
         gen_targets: dict[str, float] = {}
         if generator_stage > room:
             if not streaming or room < 1:
@@ -181,12 +252,12 @@ def _choose(req: Requirements, env: str, gen: ServicePart, ret: ServicePart, pla
                           fixes=(_pipeline_fix(best),))
     _check_cost(req, env, meeting, what="with their targets tightened to meet slo.pipeline_latency_p95_ms, ")
     affordable = [p for p in meeting if req.budget.max_monthly_usd is None or p.planned_usd <= req.budget.max_monthly_usd]
-    chosen = min(affordable, key=lambda p: round(p.monthly_usd, 2))
+    chosen = _cheapest(affordable)
     return _within_budget(req, env, chosen, gen, ret, plan_part, streaming=streaming), own
 
 
-def _within_budget(req: Requirements, env: str, pair: _Pair, gen: ServicePart, ret: ServicePart, plan_part: PlanPart,
-                   *, streaming: bool) -> _Pair:
+def _within_budget(req: Requirements, env: str, pair: _Pair, gen: ServicePart, ret: ServicePart,
+                   plan_part: PartPlanner, *, streaming: bool) -> _Pair:
     """`pair`, or both parts planned again with a share of budget.max_monthly_usd each when their autoscaler maxima
     together cost more: the budget applies to the most both can run, so each part's maximum is capped at what its
     share pays for (`blueprints.plan.builders.cost.budget_ceiling`). The room above both planned peaks is shared in
@@ -195,7 +266,7 @@ def _within_budget(req: Requirements, env: str, pair: _Pair, gen: ServicePart, r
     if budget is None or pair.max_usd <= budget + 0.005:
         return pair
     peaks = [pair.generator.planned_monthly_usd, pair.retrieval.planned_monthly_usd]
-    heads = [pair.generator.max_monthly_usd - peaks[0], pair.retrieval.max_monthly_usd - peaks[1]]
+    heads = [bp.max_monthly_usd - peak for bp, peak in zip(pair.finished, peaks)]
     room = budget - sum(peaks)
     shares = [math.floor((peak + room * head / sum(heads)) * 100) / 100 for peak, head in zip(peaks, heads)]
     generator = _plan(gen, env, plan_part, budget_usd=shares[0], **dict(pair.generator_targets))
@@ -290,7 +361,7 @@ def _record(req: Requirements, chosen: _Pair, own: _Pair, gen: ServicePart, ret:
     """Both blueprints with the pipeline record, the service's tags and the reasons."""
     record = chosen.pipeline.model_copy(update={"latency_p95_budget_ms": req.slo.pipeline_latency_p95_ms})
     record = Pipeline.model_validate(record.model_dump())
-    g, r = chosen.generator, chosen.retrieval
+    g, r = chosen.finished
     given = _given(chosen, own, req.slo.pipeline_latency_p95_ms)
     total = (f"the service costs ${g.predictions.monthly_cost_usd:,.0f} (generator) + "
              f"${r.predictions.monthly_cost_usd:,.0f} (retrieval) = ${chosen.monthly_usd:,.0f}/month provisioned for "
