@@ -180,8 +180,16 @@ def test_a_compound_plan_finishes_only_the_parts_its_choice_needs_and_plans_as_f
     from blueprints.plan.compound import planner as compound
 
     finished: list[str] = []
+    raised: list[tuple[float, float]] = []  # (cost sized, cost finished) of each part
     real = planner.finish
-    monkeypatch.setattr(planner, "finish", lambda bp, *a, **k: finished.append(bp.stack) or real(bp, *a, **k))
+
+    def finishing(bp, *args, **kwargs):
+        finished.append(bp.stack)
+        done = real(bp, *args, **kwargs)
+        raised.append((bp.predictions.monthly_cost_usd, done.predictions.monthly_cost_usd))
+        return done
+
+    monkeypatch.setattr(planner, "finish", finishing)
     lazy = plan_rag(rag(), "dev")
     assert sorted(finished) == ["rag-assistant-generator-dev", "rag-assistant-generator-dev",
                                 "rag-assistant-retrieval-dev"]
@@ -196,6 +204,7 @@ def test_a_compound_plan_finishes_only_the_parts_its_choice_needs_and_plans_as_f
     finished.clear()
     eager = plan_rag(rag(), "dev")
     assert len(finished) > 3
+    assert all(done >= sized for sized, done in raised)  # what the lazy choice rests on
     assert [bp.model_dump(mode="json") for bp in eager] == [bp.model_dump(mode="json") for bp in lazy]
 
 
