@@ -192,3 +192,43 @@ def test_a_run_that_must_miss_stops_early_and_only_a_complete_run_meets(catalog)
             assert not early.stable and early.measured <= full.measured
             stopped += early.measured < full.measured
     assert met >= 2 and missed >= 2 and stopped >= 2
+
+
+@pytest.mark.parametrize("meets_below, sized_at, light_load_run", [
+    (0.6, "the highest bisection rate at or below it", False),  # a mid meets: the light load is never simulated
+    (0.04, "the light load", True),  # every mid misses: the light load is simulated last, and is the answer
+    (0.01, None, True),  # nothing meets, not even the light load: None
+])
+def test_the_rate_search_simulates_the_light_load_only_when_every_higher_rate_missed(monkeypatch, catalog,
+                                                                                     meets_below, sized_at,
+                                                                                     light_load_run):
+    """The bisection over (1/32 of the rate bound, the bound], against a replica that meets the targets below
+    `meets_below` x the bound (a stand-in for the simulation, so the search itself is what is tested)."""
+    from blueprints.capacity import planning
+
+    req = requirements_with()
+    model = resolve_models(req, catalog)[0]
+    cand, shape = llm_search(req, "prod", model, catalog).options[0].candidate, traffic_shape(model)
+    targets = planning.LatencyTargets(req.slo.ttft_p95_ms, req.slo.itl_p95_ms)
+    hi = cand.rate_bound_rps
+    asked: list[float] = []
+
+    def meeting(candidate, shape, targets, rate):
+        asked.append(rate)
+        return run_at_rate(candidate, shape, hi / 4) if rate <= meets_below * hi else None
+
+    monkeypatch.setattr(planning, "run_meeting", meeting)
+    planning._size_replica.cache_clear()
+    try:
+        sizing = planning.size_replica(cand, shape, targets)
+    finally:
+        planning._size_replica.cache_clear()
+    assert asked[0] == hi and len(asked) == 1 + 6 + light_load_run
+    assert (asked[-1] == hi / 32) is light_load_run and asked.count(hi / 32) == light_load_run
+    if sized_at is None:
+        assert sizing is None
+    elif light_load_run:
+        assert sizing.max_rps == round(hi / 32, 6)
+    else:
+        meeting_mids = [r for r in asked[1:] if r <= meets_below * hi]
+        assert sizing.max_rps == round(max(meeting_mids), 6) and sizing.max_rps > (meets_below - 0.02) * hi

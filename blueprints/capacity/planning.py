@@ -272,8 +272,9 @@ _BISECTION_STEPS = 6
 
 
 def size_replica(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets) -> ReplicaSizing | None:
-    """The highest per-replica arrival rate whose simulated p95s meet `targets`, or None when even a light load
-    misses them."""
+    """The highest per-replica arrival rate whose simulated p95s meet `targets`: the rate bound when it meets them,
+    else a bisection between 1/32 of it and it; None when no rate tried meets them (the light load, 1/32 of the
+    bound, is simulated only when every rate of the bisection missed)."""
     return _size_replica(candidate, shape, targets)
 
 
@@ -340,10 +341,7 @@ def _size_replica(candidate: Candidate, shape: TrafficShape, targets: LatencyTar
     if top is not None:
         return ReplicaSizing(candidate, hi, top)
     lo = hi / 32
-    low_run = run_meeting(candidate, shape, targets, lo)
-    if low_run is None:
-        return None
-    best = (lo, low_run)
+    best: tuple[float, SimulationResult] | None = None
     a, b = lo, hi
     for _ in range(_BISECTION_STEPS):
         mid = (a + b) / 2
@@ -352,6 +350,11 @@ def _size_replica(candidate: Candidate, shape: TrafficShape, targets: LatencyTar
             a, best = mid, (mid, run)
         else:
             b = mid
+    if best is None:  # the light load last: a complete run, needed only when every higher rate missed
+        low_run = run_meeting(candidate, shape, targets, lo)
+        if low_run is None:
+            return None
+        best = (lo, low_run)
     return ReplicaSizing(candidate, round(best[0], 6), best[1])
 
 
