@@ -83,4 +83,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/simulate.py
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) $(AIC_VENV) .uv *.egg-info preview-out
+	rm -rf $(VENV) $(CHECKOV_VENV) $(AIC_VENV) .uv *.egg-info preview-out .hypothesis .pytest_cache

@@ -34,12 +34,14 @@ HELP = """Plan production model serving from a requirements file, and review it 
   blueprint preflight <stack>                         check the AWS service quotas the stack needs
   blueprint verify <stack>                            after `pulumi up`: endpoint, metrics, scaler, alerts, nodes
   blueprint benchmark <stack> [--dry-run]             after `pulumi up`: the planned workload against one replica
+  blueprint calibrate RESULT.json...                  fit the capacity model to a deployed stack's benchmark runs
   blueprint stacks [--changed FILE]                   the stacks in deploy order (platforms first), for CI
   blueprint estimate --model ID --gpu NAME ...        what-if on the LLM capacity model
   blueprint schema [--platform]                       JSON Schema of requirements files (or platform.yaml)
 
-Exit codes: 0 success; 1 (preview) invalid manifests, deployability or signal findings, or mandatory policy
-violations, (preflight) a quota below what the stack needs, (verify) a failed check; 2 bad input (and, for
+Exit codes: 0 success; 1 (plan --check) a committed stack config differs from its plan, (preview) invalid
+manifests, deployability or signal findings, or mandatory policy violations, (preflight) a quota below what the
+stack needs, (verify) a failed check; 2 bad input (and, for
 verify and benchmark, missing credentials, Pulumi CLI or cluster access).
 """
 
