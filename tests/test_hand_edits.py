@@ -111,6 +111,8 @@ HAND_EDITS = [
      ["999999999999", "other_account_ids"], True),
     ("newline-in-platform-tag", "platform-prod-us-east-1", platform("tags.owner", "ml\nplatform"), 2,
      ["tags.owner"], True),
+    ("vpc-cidr-with-host-bits", "platform-prod-us-east-1", platform("network.vpc_cidr", "10.30.5.0/16"), 2,
+     ["network.vpc_cidr", "write its network address, 10.30.0.0/16"], True),
     ("regions-widened", "regulated-assistant-prod",
      service("compliance.regions_allowed", ["eu-central-1", "eu-west-1", "us-east-1"]), 2,
      ["compliance.regions_allowed"], True),

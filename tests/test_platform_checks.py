@@ -354,3 +354,16 @@ def test_the_readme_documents_every_platform_yaml_key():
             missing.append(path)
     assert missing == []
     assert "`environments.<env>.platform`" in section
+
+
+@pytest.mark.parametrize("cidr, says", [
+    ("10.30.5.0/16", "host bits set): write its network address, 10.30.0.0/16"),  # ipaddress refuses it in the subnets
+    ("10.30.0.0/8", "should be an IPv4 CIDR of /16 to /20 such as 10.0.0.0/16"),
+    ("300.1.0.0/16", "should be an IPv4 CIDR of /16 to /20 such as 10.0.0.0/16"),
+])
+def test_a_vpc_cidr_that_no_vpc_can_take_is_refused_naming_the_field_and_the_fix(tmp_path, cidr, says):
+    """A new VPC's CIDR: a network address (host bits zero: the subnets are cut from it with `ipaddress`, which
+    refuses 10.30.5.0/16) of /16 to /20; refused where it enters, with what to write."""
+    with pytest.raises(RequirementsError) as exc:
+        load_platform_file(tmp_path, {"platforms": {"prod-us-east-1": {"vpc_cidr": cidr}}})
+    assert "platforms.prod-us-east-1.vpc_cidr" in str(exc.value) and says in str(exc.value), str(exc.value)

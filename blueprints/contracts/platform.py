@@ -22,7 +22,7 @@ from blueprints.core.jsontypes import ClosedModel
 from blueprints.requirements.exposure import OPEN_INTERNET, Cidr
 from blueprints.requirements.fields import TAG_VALUE
 from blueprints.requirements.platform_file import (
-    PLATFORM_SCHEMA_VERSION, RUNNER_LABEL, VPC_CIDR, AccessSpec, ExistingVpc, LogRetentionDays, ReceiverKind,
+    PLATFORM_SCHEMA_VERSION, RUNNER_LABEL, AccessSpec, ExistingVpc, LogRetentionDays, ReceiverKind, VpcCidr,
     cpu_instance_problem, platform_stack_name, region_of_name, system_node_labels,
 )
 
@@ -41,7 +41,7 @@ class PlatformKind(str, Enum):
 
 class PlatformNetwork(ClosedModel):
     existing_vpc: ExistingVpc | None
-    vpc_cidr: str | None = Field(default=None, max_length=18, pattern=VPC_CIDR, description="a new VPC's IPv4 "
+    vpc_cidr: VpcCidr | None = Field(default=None, description="a new VPC's IPv4 "
                                  "CIDR (none: an existing VPC; a config without it: 10.0.0.0/16)")
     az_count: int = Field(ge=2, le=6, description="zones a new VPC spans")
     nat_per_az: bool = Field(description="one NAT gateway per zone (production) or one shared")

@@ -71,8 +71,12 @@ def ipv4_cidr(value: str) -> str:
     try:
         network = ipaddress.IPv4Network(value, strict=True)
     except ValueError as exc:
-        raise FieldProblem((), f"{value!r} is not an IPv4 network with its host bits zero, e.g. 203.0.113.0/24 "
-                           f"({exc})", rule="cidr-network-address") from None
+        try:
+            fix = f"write its network address, {ipaddress.IPv4Network(value, strict=False).with_prefixlen}"
+        except ValueError:
+            fix = "e.g. 203.0.113.0/24"
+        raise FieldProblem((), f"{value!r} is not an IPv4 network with its host bits zero ({exc}): {fix}",
+                           rule="cidr-network-address") from None
     return network.with_prefixlen
 
 

@@ -10,11 +10,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Literal
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 from blueprints.catalog.addons import KUBERNETES_VERSION
-from blueprints.core.errors import RequirementsError, format_validation_error, read_text_file
+from blueprints.core.errors import RequirementsError, describe_pattern, format_validation_error, read_text_file
 from blueprints.requirements.hosting import CpuArch
-from blueprints.requirements.exposure import OPEN_INTERNET, Cidr
+from blueprints.requirements.exposure import OPEN_INTERNET, Cidr, ipv4_cidr
 from blueprints.requirements.fields import DNS_1123_LABEL, TAG_VALUE, UNIQUE, UNIQUE_ITEMS, Region
 from blueprints.core.yamlio import load_yaml
 from blueprints.core.jsontypes import ClosedModel
@@ -215,7 +215,11 @@ class AlertingSpec(ClosedModel):
 
 
 #: A new VPC's IPv4 CIDR: /16 to /20 (pods take VPC addresses: a /20 still gives three zones a /22 each).
-VPC_CIDR = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])/(1[6-9]|20)$"
+VPC_CIDR = describe_pattern(
+    r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])/(1[6-9]|20)$",
+    "an IPv4 CIDR of /16 to /20 such as 10.0.0.0/16 (no leading zeros)")
+#: A new VPC's address space, with its host bits zero (`ipaddress` refuses 10.30.5.0/16 when the subnets are cut).
+VpcCidr = Annotated[str, Field(max_length=18, pattern=VPC_CIDR), AfterValidator(ipv4_cidr)]
 
 
 #: Days CloudWatch Logs keeps a log group's events: the values PutRetentionPolicy accepts (CloudWatch Logs API
@@ -237,7 +241,7 @@ class PlatformOverride(ClosedModel):
                                     description="its environment (policy config); required for a custom name")
     region: Region | None = Field(default=None, description="its region; required for a custom name")
     existing_vpc: ExistingVpc | None = Field(default=None, description="use this VPC instead of creating one")
-    vpc_cidr: str | None = Field(default=None, max_length=18, pattern=VPC_CIDR, description="a new VPC's IPv4 CIDR, "
+    vpc_cidr: VpcCidr | None = Field(default=None, description="a new VPC's IPv4 CIDR, "
                                  "/16 to /20; give platforms whose networks are peered distinct ones. Default "
                                  "10.0.0.0/16")
     private_endpoint: bool | None = Field(default=None, description="the EKS API is reachable only inside the VPC "

@@ -69,7 +69,8 @@ CROSS_FIELD_RULES: dict[str, str] = {
                              "managed preference, customer-managed KMS, hf:// sources or ACM certificates; "
                              "`edge_nodes` and https:// sources are for edge clusters only",
     # Exposure
-    "cidr-network-address": "each CIDR of `exposure.allowed_cidrs` has its host bits zero (a network address)",
+    "cidr-network-address": "each CIDR (`exposure.allowed_cidrs`, a platform's `vpc_cidr` and "
+                            "`public_access_cidrs`) has its host bits zero (a network address)",
     "open-internet-acknowledged": "0.0.0.0/0 in `exposure.allowed_cidrs` needs `acknowledge_open_internet: true`",
     "public-needs-tls-and-cidrs": "`exposure.scope: public` needs `tls_certificate_arn` (or `tls_secret_name`) and "
                                   "`allowed_cidrs`",
