@@ -146,6 +146,29 @@ def test_files_that_are_not_utf8_text_exit_2(project):
     fails(["preview", "broken-dev"], "the stack config is not UTF-8 text")
 
 
+def test_a_file_larger_than_any_input_is_refused_before_it_is_read_whole(project):
+    """A 1 GiB file (sparse: zeros, as /dev/zero gives) is refused after its first 16 MiB, not read into memory."""
+    from blueprints.core.errors import MAX_TEXT_FILE_BYTES
+
+    huge = project / "huge.yaml"
+    with huge.open("wb") as file:
+        file.truncate(1 << 30)
+    fails(["plan", str(huge)], f"the requirements file is larger than {MAX_TEXT_FILE_BYTES // 1024 // 1024} MiB")
+    fails(["stacks", "--changed", str(huge)], "the changed-files list is larger than 16 MiB")
+
+
+def test_line_ends_are_read_as_newlines_and_byte_offsets_name_the_byte(tmp_path):
+    from blueprints.core.errors import BlueprintError, read_text_file
+
+    crlf = tmp_path / "crlf.txt"
+    crlf.write_bytes(b"a: 1\r\nb: 2\rc: 3\n")
+    assert read_text_file(crlf, BlueprintError, "file") == crlf.read_text() == "a: 1\nb: 2\nc: 3\n"
+    late = tmp_path / "late.txt"
+    late.write_bytes(b"x" * 20_000 + b"\xff")
+    with pytest.raises(BlueprintError, match=r"not UTF-8 text \(byte 20000\)"):
+        read_text_file(late, BlueprintError, "file")
+
+
 @pytest.mark.parametrize(("config", "message"), [
     ({"gpu-quota": {"enforcementLevel": "mandatroy"}}, "gpu-quota.enforcementLevel: 'mandatroy' is not one of"),
     ({"gpu-quota": {"maxGpus": "lots"}}, "gpu-quota.maxGpus: 'lots' is not of type 'integer'"),
@@ -217,3 +240,22 @@ def test_a_huge_bad_value_is_quoted_as_a_short_excerpt(project):
     path = write_requirements(project, lambda d: d.update(owner="x" * 100_000 + "\n"))
     output = fails(["plan", path], "owner", "(100,004 characters)")  # the repr: quotes and an escaped newline
     assert len(output) < 3000
+
+
+@pytest.mark.parametrize("written, fix", [
+    ("1e30", "YAML reads 1e30 as text even without quotes (an exponent needs a decimal point and a sign): write "
+             "1.0e+30"),
+    ('"12"', "write it without quotes"),
+])
+def test_a_number_yaml_read_as_text_gets_the_fix_that_yaml_reads_as_a_number(project, written, fix):
+    """PyYAML (YAML 1.1) reads an unquoted 1e30 as a string: the fix is the form it reads as a number, not 'remove
+    the quotes' there were none of; and the fix given is read as a number (here refused by the bound instead)."""
+    data = example_data()
+    data["service"] = "chat-draft"
+    path = project / "stacks" / "requirements" / "bad.yaml"
+    text = yaml.safe_dump(data).replace("peak_requests_per_s: 20", f"peak_requests_per_s: {written}")
+    assert f"peak_requests_per_s: {written}" in text
+    path.write_text(text)
+    fails(["plan", str(path)], "traffic.peak_requests_per_s", fix)
+    path.write_text(text.replace(f"peak_requests_per_s: {written}", "peak_requests_per_s: 1.0e+30"))
+    fails(["plan", str(path)], "traffic.peak_requests_per_s", "100,000 requests/s per model")

@@ -266,8 +266,15 @@ def format_validation_error(exc: ValidationError, *, source: Path | str, prefix:
     return "\n".join(lines)
 
 
+#: The most bytes of any text input read (a requirements file or stack config is a few kilobytes, a baseline report
+#: of a large estate a few megabytes): a larger file (or /dev/zero) is refused after reading this much, never read
+#: whole.
+MAX_TEXT_FILE_BYTES = 16 * 1024 * 1024
+
+
 def read_text_file(path: Path, error: type[BlueprintError], what: str, *, hint: str = "") -> str:
-    """A UTF-8 text file's content; `error` naming the file when it is missing, unreadable or not UTF-8 text.
+    """A UTF-8 text file's content, its line ends read as `\\n` (as `Path.read_text` reads them); `error` naming the
+    file when it is missing, unreadable, larger than `MAX_TEXT_FILE_BYTES` or not UTF-8 text.
 
     Args:
         path: the file.
@@ -276,8 +283,15 @@ def read_text_file(path: Path, error: type[BlueprintError], what: str, *, hint: 
         hint: appended to the message (e.g. "; run `blueprint plan` first").
     """
     try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise error(f"{path}: the {what} is not UTF-8 text (byte {exc.start}){hint}") from None
+        with path.open("rb") as file:
+            data = file.read(MAX_TEXT_FILE_BYTES + 1)
     except OSError as exc:
         raise error(f"{path}: cannot read {what} ({exc.strerror}){hint}") from None
+    if len(data) > MAX_TEXT_FILE_BYTES:
+        raise error(f"{path}: the {what} is larger than {MAX_TEXT_FILE_BYTES // 1024 // 1024} MiB, far more than any "
+                    f"{what} needs; is it the right file?{hint}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: the {what} is not UTF-8 text (byte {exc.start}){hint}") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")

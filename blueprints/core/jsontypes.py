@@ -108,6 +108,23 @@ def _unquoted_kind(text: str) -> str:
         return "string"
 
 
+def _unquoted_hint(text: str) -> str:
+    """The fix for a number or boolean that arrived as text: write it without quotes; but YAML 1.1 (PyYAML) reads an
+    exponent without a decimal point or without a sign as text even unquoted (`1e30`), so then the form it reads as a
+    number (`1.0e+30`)."""
+    import yaml
+
+    if not isinstance(yaml.safe_load(text), str):
+        return "; write it without quotes"
+    mantissa, _, exponent = text.lower().partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    if exponent[:1] not in ("+", "-"):
+        exponent = "+" + exponent
+    return (f"; YAML reads {text} as text even without quotes (an exponent needs a decimal point and a sign): write "
+            f"{mantissa}e{exponent}")
+
+
 #: What YAML did to an unquoted scalar where a string was meant.
 YAML_HINTS = {
     "boolean": "; YAML reads unquoted yes/no/on/off/true/false as booleans: quote the value",
@@ -128,7 +145,7 @@ def _check(value: Any, annotation: Any, loc: tuple[str | int, ...], problems: li
     allowed, item, entry = spec
     if not _fits(value, allowed):
         kinds = [k for k in _ORDER if k in allowed and not (k == "integer" and "number" in allowed)]
-        hint = "; write it without quotes" if isinstance(value, str) and _unquoted_kind(value) in allowed else \
+        hint = _unquoted_hint(value) if isinstance(value, str) and _unquoted_kind(value) in allowed else \
             YAML_HINTS.get(_value_kind(value), "") if "string" in allowed else ""
         problems.append(FieldProblem(loc, f"expected {' or '.join(_SAY[k] for k in kinds)}, got "
                                           f"{_SAY.get(_value_kind(value), 'a value')} {excerpt(value)}{hint}"))
