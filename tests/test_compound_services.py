@@ -215,6 +215,7 @@ def test_an_unreachable_end_to_end_budget_is_refused_naming_the_field_the_parts_
     assert "slo.pipeline_latency_p95_ms=60 cannot be met" in message
     assert "embedder" in message and "reranker" in message and "generator TTFT" in message
     assert "raise slo.pipeline_latency_p95_ms to >=" in message
+    assert "against slo.pipeline_latency_p95_ms=60" in message and "no end-to-end budget set" not in message
 
 
 def test_a_non_streamed_generator_adds_its_whole_request_latency(tmp_path):

@@ -323,10 +323,13 @@ def _refusal(req: Requirements, env: str, own: _Pair, best: _Pair, *, streaming:
     else:
         fix = ("send the retrieval models fewer calls per request (a reranker scoring fewer passages), or allow "
                "faster hardware for them (hardware.allowed_instance_families)")
+    def against_budget(pair: _Pair) -> str:
+        return describe(pair.pipeline.model_copy(update={"latency_p95_budget_ms": budget}))
+
     lowest = "" if best is own else (f"; tightening the parts' targets (down to {_targets(best)}) reaches "
-                                     f"{best.p95_ms:,.0f} ms at the lowest ({describe(best.pipeline)})")
+                                     f"{best.p95_ms:,.0f} ms at the lowest ({against_budget(best)})")
     return (f"environments.{env}: slo.pipeline_latency_p95_ms={budget:g} cannot be met: at their own targets the "
-            f"parts compose to {describe(own.pipeline)}{lowest}: {_pipeline_fix(best).text}, or {fix}")
+            f"parts compose to {against_budget(own)}{lowest}: {_pipeline_fix(best).text}, or {fix}")
 
 
 def _pipeline_fix(best: _Pair) -> Fix:
