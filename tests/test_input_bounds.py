@@ -209,6 +209,8 @@ def _set(section: str, **values):
      "compute.memory_gib_per_replica: memory_gib_per_replica=0.01 is below the"),
     ("chat-assistant-prod", _set("compute", ephemeral_storage_gib_per_replica=1),
      "compute.ephemeral_storage_gib_per_replica: ephemeral_storage_gib_per_replica=1 is below the"),
+    ("chat-assistant-prod", _set("models.0", catalog_id="llama-3.1-70b"),  # a 70B on one 48 GB L40S
+     "models[0] (llama-3-1-8b).catalog_id: this model's weights leave no room for a KV cache on 1x NVIDIA L40S"),
     ("chat-assistant-prod", _set("engine", max_model_len=64),
      "engine.max_model_len: max_model_len=64 is shorter than a mean request (1500 tokens"),
     ("chat-assistant-prod", _set("engine", max_num_seqs=100_000, max_num_batched_tokens=100_000),
@@ -276,7 +278,7 @@ def _set(section: str, **values):
     ("partner-api-prod", _set("engine.lora", max_lora_rank=24),
      "engine.lora.max_lora_rank: max_lora_rank=24 is not one vLLM accepts (1, 8, 16, 32, 64, 128, 256, 320, 512"),
 ], ids=["onnx-cpu-0.001", "triton-renamed-model", "sagemaker-non-ecr", "ml-type-on-eks", "p5-gpus-per-node-1",
-        "h100-on-l40s", "sagemaker-max-replicas", "memory-0.01", "ephemeral-1", "max-model-len-64",
+        "h100-on-l40s", "sagemaker-max-replicas", "memory-0.01", "ephemeral-1", "70b-on-one-l40s", "max-model-len-64",
         "max-num-seqs-100000", "max-num-seqs-beyond-kv", "zero-startup", "zero-node-start", "monthly-cost-0",
         "cost-line-price",
         "newline-in-tag", "hf-dot-dot", "kubernetes-1.99", "ingress-cidrs-traefik",

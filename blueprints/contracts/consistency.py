@@ -467,7 +467,14 @@ def _kv_fit(bp: Blueprint, catalog: Catalog, *, tp: int, kv_fp8: bool, utilizati
     lora = getattr(bp.engine, "lora", None)
     kv = kv_cache_tokens(arch, gpu, precision=m.precision, tensor_parallel_size=tp, kv_cache_fp8=kv_fp8,
                          gpu_memory_utilization=utilization, lora=lora.slots if lora is not None else None)
-    if max_model_len > kv:
+    if kv <= 0:  # the weights (and overhead) take all the memory: no max_model_len can fit
+        slots = (f" with {lora.max_loras} LoRA slot(s) of rank {lora.max_lora_rank}" if lora is not None else "")
+        problems.append(FieldProblem(("models", 0, "catalog_id" if m.catalog_id else "architecture"),
+                                     f"this model's weights{slots} leave no room for a KV cache on {tp}x {gpu.model} "
+                                     f"(gpu_memory_utilization {utilization:g}): vLLM fails to start; re-plan it "
+                                     "(`blueprint plan`) for GPUs with more memory per replica (a larger GPU or a "
+                                     "higher tensor parallel degree)"))
+    elif max_model_len > kv:
         slots = (f" beside {lora.max_loras} LoRA slot(s) of rank {lora.max_lora_rank}" if lora is not None else "")
         problems.append(FieldProblem((*at, "max_model_len"), f"max_model_len={max_model_len} is more than the "
                                      f"{kv:,} tokens of KV cache {tp}x {gpu.model} hold for this model{slots}: vLLM "
