@@ -18,6 +18,7 @@ from blueprints.contracts.platform import PlatformConfig
 from blueprints.contracts.sections import CapacityType, SageMakerEngine
 from blueprints.core.errors import FieldProblem
 from blueprints.plan.guardrails import Guardrails
+from blueprints.plan.options.search import replicas_floor
 from blueprints.plan.platforms import Posture, unmet_compliance
 from blueprints.requirements.exposure import Exposure
 from blueprints.requirements.service import Requirements
@@ -124,6 +125,7 @@ def floor_problems(bp: Blueprint, floors: Floors, *, policy_production: bool | N
     if bp.storage is not None and floors.customer_managed_kms and not bp.storage.customer_managed_kms:
         problems.append(_below("storage.customer_managed_kms", False, f"{src} compliance.customer_managed_kms "
                                "requires it", replan))
+    problems += _slo_and_replica_floors(bp, floors, replan)
     if bp.platform.namespace != floors.namespace:
         problems.append(_below("platform.namespace", bp.platform.namespace, f"the service's own namespace is "
                                f"{floors.namespace!r} (a namespace belongs to one service: destroying its stack "
@@ -146,6 +148,37 @@ def floor_problems(bp: Blueprint, floors: Floors, *, policy_production: bool | N
         if bp.platform.kind == "sagemaker" and bp.alerting.sns_topic_arn is None:
             problems.append(_below("alerting.sns_topic_arn", None, f"{production} (its alarms notify someone: "
                                    f"platform.yaml alerting.sns_topic_arns.{bp.region})", replan))
+    return problems
+
+
+#: The SLO latency targets a stack keeps from its requirements (its alerts, autoscaling and sizing follow them).
+SLO_FLOOR_FIELDS = ("ttft_p95_ms", "itl_p95_ms", "latency_p95_ms", "latency_p99_ms")
+
+
+def _slo_and_replica_floors(bp: Blueprint, floors: Floors, replan: str) -> list[FieldProblem]:
+    """The stack's SLO no looser than its requirements' (a latency target no higher, the availability no lower; a
+    compound part keeps the targets of its kind only, `blueprints.plan.compound.parts`, and may be given tighter
+    ones), and its minimum replicas at least the environment's floor (`environments.<env>.min_replicas`, else in
+    production `replicas_floor`: 2 at >= 99.9 % availability, else 1)."""
+    src, env, req = floors.source, floors.environment, floors.requirements
+    problems = []
+    for name in SLO_FLOOR_FIELDS:
+        wanted, value = getattr(req.slo, name), getattr(bp.slo, name)
+        if wanted is None or (value is None and bp.pipeline is not None):
+            continue
+        if value is None or value > wanted:
+            problems.append(_below(f"slo.{name}", value, f"{src} slo.{name} is {wanted:g} ms (the stack's alerts, "
+                                   "autoscaling and replicas follow its SLO)", replan))
+    if bp.slo.availability_pct < req.slo.availability_pct:
+        problems.append(_below("slo.availability_pct", bp.slo.availability_pct, f"{src} slo.availability_pct is "
+                               f"{req.slo.availability_pct:g}", replan))
+    spec = req.environments[env]
+    least = spec.min_replicas if spec.min_replicas is not None else replicas_floor(req, env) if floors.production else 0
+    if bp.autoscaling.min_replicas < least:
+        why = (f"environments.{env}.min_replicas is {least}" if spec.min_replicas is not None else
+               f"environments.{env} is production at slo.availability_pct {req.slo.availability_pct:g}, which keeps "
+               f"at least {least} replica(s) warm")
+        problems.append(_below("autoscaling.min_replicas", bp.autoscaling.min_replicas, f"{src} {why}", replan))
     return problems
 
 
