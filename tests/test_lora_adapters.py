@@ -186,8 +186,9 @@ def test_a_stack_config_whose_slots_leave_no_room_for_the_context_is_refused(par
     # 16 slots of rank 512: 16 x 512 x 2,886,144 x 2 B = 47.3 GB on a 48 GB L40S.
     data["engine"]["lora"] = {"adapters": adapters, "max_loras": 16, "max_lora_rank": 512, "max_cpu_loras": 16}
     data["compute"]["ephemeral_storage_gib_per_replica"] = 200  # room for their copies: only the GPU is short
-    with pytest.raises(ValueError, match=r"max_model_len=8192 is more than the 0 tokens of KV cache 1x NVIDIA L40S "
-                       r"hold for this model beside 16 LoRA slot\(s\) of rank 512"):
+    with pytest.raises(ValueError, match=r"this model's weights with 16 LoRA slot\(s\) of rank 512 leave no room for "
+                       r"a KV cache on 1x NVIDIA L40S .*: vLLM fails to start; lower engine.lora.max_loras / "
+                       r"max_lora_rank, or re-plan"):
         Blueprint.model_validate(data)
     data["compute"]["ephemeral_storage_gib_per_replica"] = 12
     with pytest.raises(ValueError, match=r"ephemeral_storage_gib_per_replica=12 is below the 108 GiB .* LoRA adapters"):

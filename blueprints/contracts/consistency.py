@@ -471,9 +471,10 @@ def _kv_fit(bp: Blueprint, catalog: Catalog, *, tp: int, kv_fp8: bool, utilizati
         slots = (f" with {lora.max_loras} LoRA slot(s) of rank {lora.max_lora_rank}" if lora is not None else "")
         problems.append(FieldProblem(("models", 0, "catalog_id" if m.catalog_id else "architecture"),
                                      f"this model's weights{slots} leave no room for a KV cache on {tp}x {gpu.model} "
-                                     f"(gpu_memory_utilization {utilization:g}): vLLM fails to start; re-plan it "
-                                     "(`blueprint plan`) for GPUs with more memory per replica (a larger GPU or a "
-                                     "higher tensor parallel degree)"))
+                                     f"(gpu_memory_utilization {utilization:g}): vLLM fails to start; "
+                                     + ("lower engine.lora.max_loras / max_lora_rank, or " if lora is not None else "")
+                                     + "re-plan it (`blueprint plan`) for GPUs with more memory per replica (a larger "
+                                     "GPU or a higher tensor parallel degree)"))
     elif max_model_len > kv:
         slots = (f" beside {lora.max_loras} LoRA slot(s) of rank {lora.max_lora_rank}" if lora is not None else "")
         problems.append(FieldProblem((*at, "max_model_len"), f"max_model_len={max_model_len} is more than the "
