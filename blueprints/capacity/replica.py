@@ -92,11 +92,16 @@ class LoadCurve:
             found = self._points[i] = CurvePoint(r.ttft_ms.p95, r.itl_ms.p95, min(self.max_running, r.mean_running))
         return found
 
+    @property
+    def points(self) -> tuple[CurvePoint, ...]:
+        """Every point, in the order of `rates` (simulating those not yet read)."""
+        return tuple(self.point(i) for i in range(len(self.rates)))
+
     def __eq__(self, other: object) -> bool:
-        """The same grid and the same simulated values at every point (simulating those not yet read)."""
+        """The same grid and the same simulated values at every point."""
         if not isinstance(other, LoadCurve):
             return NotImplemented
-        return self.rates == other.rates and all(self.point(i) == other.point(i) for i in range(len(self.rates)))
+        return self.rates == other.rates and self.points == other.points
 
     def __hash__(self) -> int:
         return hash(self.rates)
@@ -129,17 +134,17 @@ class ReplicaModel:
     @property
     def ttft_p95_ms(self) -> tuple[float, ...]:
         """TTFT p95 at each of `rates`, ms (simulates every point not yet read)."""
-        return tuple(self.curve.point(i).ttft_p95_ms for i in range(len(self.rates))) if self.curve else ()
+        return tuple(p.ttft_p95_ms for p in self.curve.points) if self.curve else ()
 
     @property
     def itl_p95_ms(self) -> tuple[float, ...]:
         """ITL p95 at each of `rates`, ms."""
-        return tuple(self.curve.point(i).itl_p95_ms for i in range(len(self.rates))) if self.curve else ()
+        return tuple(p.itl_p95_ms for p in self.curve.points) if self.curve else ()
 
     @property
     def running(self) -> tuple[float, ...]:
         """Mean sequences running at each of `rates` (at most max_num_seqs)."""
-        return tuple(self.curve.point(i).running for i in range(len(self.rates))) if self.curve else ()
+        return tuple(p.running for p in self.curve.points) if self.curve else ()
 
     def at(self, rate_rps: float) -> LoadPoint:
         """The replica at `rate_rps` arrivals (capped at its capacity; beyond it the caller queues the rest)."""

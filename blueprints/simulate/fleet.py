@@ -332,8 +332,9 @@ class _Scaler:
         self.kind = ("sagemaker" if bp.archetype is Archetype.SAGEMAKER_ENDPOINT
                      else "fixed" if self.a.metric == FIXED_REPLICAS
                      else "cpu" if self.a.metric == "cpu" else "keda")
-        self.window: deque[tuple[float, float, float, float]] = deque()  # (time, signal, in_flight, arrival)
-        self.signals: deque[float] = deque()  # the window's signals, summed each step
+        self.times: deque[float] = deque()  # the 1-minute window: when each signal was observed
+        self.signals: deque[float] = deque()  # and the signals, summed each step
+        self.in_flight = 0.0  # requests in flight at the last observation
         self.running_signal = self.a.metric.startswith("vllm:")  # KEDA on vLLM's running requests, else pending
         self.recommendations: deque[tuple[float, int]] = deque()
         self.last_up = self.last_down = -1e9
@@ -354,10 +355,11 @@ class _Scaler:
             signal = min(ready * 100.0, arrival / self.model.capacity_rps * 100.0) if ready else 0.0
         else:
             signal = arrival * 60.0  # invocations per minute, all instances
-        self.window.append((now, signal, in_flight, arrival))
+        self.times.append(now)
         self.signals.append(signal)
-        while self.window and self.window[0][0] <= now - 60:
-            self.window.popleft()
+        self.in_flight = in_flight
+        while self.times and self.times[0] <= now - 60:
+            self.times.popleft()
             self.signals.popleft()
         if in_flight > 0 or arrival > 0:
             self.last_active = now
@@ -369,7 +371,7 @@ class _Scaler:
             return a.max_replicas  # no autoscaler: the Deployment's replica count
         if self.kind == "sagemaker":
             return self._target_tracking(now, current, signal)
-        in_flight = self.window[-1][2]
+        in_flight = self.in_flight
         if current == 0:
             wakes = a.min_replicas == 0 and a.interceptor_concurrency_target is not None and in_flight > 0
             return self._step(now, current, 1) if wakes else 0
