@@ -17,7 +17,18 @@ it tabulates the three terms one vLLM engine step is composed of (research: aico
 - `prefill_attention_ms[P][q]`: attention of one P-token prompt chunk after q cached tokens
   (`mixed_step_breakdown(P + q, 0, P + q, 2, q)[2]`),
 
-on geometric grids (ratio sqrt 2; linear interpolation between them is within 2.8 % of the library's own answer at
+All-reduce on PCIe GPUs beyond two (`PCIE_GPUS`, tensor parallel > 2): the library's L40S communication tables were
+measured on a node without GPU peer-to-peer (ai-dynamo/aiconfigurator issue 1346: "hangs on L40S (Ada, no GPU P2P)"),
+whose NCCL all-reduce bus bandwidth falls from ~20 GB/s at 2 GPUs to ~5 at 4 and ~1.5 at 8 (host-memory copies
+across sockets), while a PCIe node with peer-to-peer keeps its bus bandwidth as GPUs are added (the library's RTX PRO
+6000 server tables: ~24-25 GB/s at 2, 4 and 8). vLLM runs NCCL there (its custom all-reduce is off on more than two
+PCIe-only GPUs: vllm/distributed/device_communicators/custom_all_reduce.py, "not supported on more than two PCIe-only
+GPUs"). So the all-reduce terms of those tables (`*_ar_*`, `*_p2p` ops of `mixed_step_breakdown_per_op`) are the
+measured two-GPU ones scaled by a ring all-reduce's traffic, 2 (n - 1) / n of the two-GPU one's 1: the bus bandwidth
+of a node with peer-to-peer [assumption: AWS documents no g6e topology; /work/scratch research, 2026-12]. The
+capacity model states it where a plan rests on it.
+
+On geometric grids (ratio sqrt 2; linear interpolation between them is within 2.8 % of the library's own answer at
 the 99th percentile, 5 % at worst, on 1,200 random steps of Llama-3.1-8B on H100), each made non-decreasing along
 every axis (a running maximum: the measured kernels dip by a few percent between some neighbouring sizes, and a step
 with more work must not take less time). Attention tables shared by several
@@ -60,6 +71,8 @@ GPUS = {
     "l40s": ("l40s", "0.24.0"),
     "a100-80gb": ("a100_sxm", "0.14.0"),
 }
+#: GPUs whose GPUs talk over PCIe only (their all-reduce beyond two GPUs is modelled, see the docstring).
+PCIE_GPUS = ("l40s",)
 #: Weight and KV-cache modes tabulated: the library's GEMMQuantMode / KVCacheQuantMode names.
 SIXTEEN_BIT, FP8 = "bfloat16", "fp8"
 #: The catalog architecture fields a table is looked up by (blueprints/capacity/measured.py FINGERPRINT: the same).
@@ -137,11 +150,25 @@ def _rising_2d(rows: list[list[float]]) -> list[list[float]]:
     return [list(r) for r in zip(*columns)]
 
 
-def tabulate(handle, tokens: list[int], batch: list[int], context: list[int]) -> tuple[list, list, list]:
+def _allreduce_ms(handle, t: int) -> float:
+    """The all-reduce and point-to-point ops of a step computing t tokens, ms."""
+    ops = handle.mixed_step_breakdown_per_op(t, 0, t, 2)[0]
+    return sum(op[1] for op in ops if "_ar" in op[0] or op[0].endswith("_p2p"))
+
+
+def tabulate(handle, tokens: list[int], batch: list[int], context: list[int], *,
+             two_gpu=None, tensor_parallel: int = 1) -> tuple[list, list, list]:
     """The three terms on the grids, ms, each made non-decreasing along every axis (more tokens, sequences or
-    context never take less time; the measured kernels' small dips between neighbouring sizes are levelled)."""
+    context never take less time; the measured kernels' small dips between neighbouring sizes are levelled). With
+    `two_gpu` (the same model's handle at tensor parallel 2), the shared term's all-reduce is the two-GPU one scaled
+    to `tensor_parallel` GPUs (PCIe GPUs, see the module docstring)."""
+    ring = 2 * (tensor_parallel - 1) / tensor_parallel
+
     def shared(t: int) -> float:
-        return handle.mixed_step_breakdown(t, 0, t, 2)[1]
+        total = handle.mixed_step_breakdown(t, 0, t, 2)[1]
+        if two_gpu is None:
+            return total
+        return total - _allreduce_ms(handle, t) + ring * _allreduce_ms(two_gpu, t)
 
     def decode(b: int, c: int) -> float:
         return handle.mixed_step_breakdown(1, b, max(c - 1, 1), 1)[3]
@@ -175,7 +202,14 @@ def build(gpu: str, models: dict, extras: dict, max_gpus: int, fp8: bool) -> dic
                             handle = EngineHandle.compile(str(path), system, "vllm", backend_version=version,
                                                           tp_size=tp, gemm_quant_mode=weights,
                                                           kvcache_quant_mode=kv, **moe)
-                            shared, decode, prefill = tabulate(handle, tokens, batch, context)
+                            two_gpu = None
+                            if gpu in PCIE_GPUS and tp > 2:
+                                moe2 = {"moe_tp_size": 2, "moe_ep_size": 1} if arch.get("experts") else {}
+                                two_gpu = EngineHandle.compile(str(path), system, "vllm", backend_version=version,
+                                                               tp_size=2, gemm_quant_mode=weights,
+                                                               kvcache_quant_mode=kv, **moe2)
+                            shared, decode, prefill = tabulate(handle, tokens, batch, context, two_gpu=two_gpu,
+                                                               tensor_parallel=tp)
                         except Exception as exc:  # the library's data gaps: recorded, not tabulated
                             skipped.append({"model": model_id, "tensor_parallel": tp, "weights": weights,
                                             "kv_cache": kv, "reason": f"{type(exc).__name__}: {exc}"[:300]})
@@ -194,7 +228,9 @@ def build(gpu: str, models: dict, extras: dict, max_gpus: int, fp8: bool) -> dic
         "source": (f"NVIDIA AIConfigurator core (aiconfigurator-core {AIC_VERSION}, Apache-2.0; "
                    f"https://github.com/ai-dynamo/aiconfigurator), system {system}, vLLM {version} per-operation "
                    "measurements (silicon mode): EngineHandle.mixed_step_breakdown terms tabulated by "
-                   "tools/step_tables/refresh.py. Derived data, modified (tabulated and rounded); see NOTICE"),
+                   "tools/step_tables/refresh.py. Derived data, modified (tabulated and rounded"
+                   + ("; all-reduce beyond two GPUs scaled from the two-GPU measurement, see refresh.py" if gpu in
+                      PCIE_GPUS else "") + "); see NOTICE"),
         "aic_system": system,
         "vllm_version": version,
         "grids": {"tokens": tokens, "batch": batch, "context": context},
