@@ -40,7 +40,6 @@ Regime = Literal["closed-loop", "open-loop", "burst"]
 REGIMES: tuple[Regime, ...] = ("closed-loop", "open-loop", "burst")
 #: The band every point must fall within unless it carries a `known_off` reason.
 POINT_TOLERANCE = 0.35
-BUNDLED = "blueprints/catalog/calibration-points.yaml"
 
 
 class _Closed(BaseModel):
@@ -64,6 +63,18 @@ class PointArgs(_Closed):
     input_tokens_p95: int | None = Field(default=None, ge=1, le=10_000_000)
     output_tokens_p95: int | None = Field(default=None, ge=1, le=10_000_000)
     max_model_len: int | None = Field(default=None, ge=1, le=10_000_000)
+    gpu_memory_utilization: float | None = Field(default=None, ge=0.05, le=1.0,
+                                                 description="`--gpu-memory-utilization` of the run; default the "
+                                                 "planner's (defaults.GPU_MEMORY_UTILIZATION)")
+    max_num_seqs: int | None = Field(default=None, ge=1, le=100_000, description="`--max-num-seqs` when the run set "
+                                     "it; default the engine's for the GPU")
+    max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000,
+                                               description="`--max-num-batched-tokens` when the run set it")
+    endpoint: Literal["completions", "chat"] = Field(default="completions", description="the API the client called: "
+                                                     "/v1/completions (`vllm bench serve`'s default backend) or "
+                                                     "/v1/chat/completions (the server renders the chat template)")
+    staggered: bool = Field(default=False, description="closed loop: the clients started spread out rather than all "
+                            "at once (a harness's ramp), so their requests never arrive in step")
 
 
 class CalibrationPoint(_Closed):
@@ -71,20 +82,28 @@ class CalibrationPoint(_Closed):
 
     id: str = Field(min_length=1, max_length=80)
     source: str = Field(min_length=10, max_length=2000)
+    source_group: str = Field(min_length=3, max_length=80, pattern=r"^[a-z0-9][a-z0-9.-]*$",
+                              description="the publication the point comes from (a blog post, one repository's "
+                              "benchmark file, one issue thread): cross-validation holds out a whole group at once")
     engine: str = Field(min_length=1, max_length=200, description="the engine release as the source states it")
     engine_profile: str = Field(description="defaults.ENGINE_PROFILES key the point runs on")
     regime: Regime
     measurement: Literal["offline-speed", "llmperf", "serving"]
     tokenizer_inflation: float = Field(default=1.0, ge=1.0, le=2.0)
     args: PointArgs
-    metric: Literal["ttft_ms", "itl_ms", "tpot_ms", "output_tokens_per_s", "requests_per_s"]
+    metric: Literal["ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens_per_s", "total_tokens_per_s",
+                    "requests_per_s"]
     value: float = Field(gt=0, le=1e9)
     stat: Literal["mean", "median", "p99"]
     note: str = Field(default="", max_length=4000)
     architecture: Architecture | None = None
     architecture_source: str | None = Field(default=None, max_length=2000)
     known_off: str | None = Field(default=None, min_length=40, max_length=2000,
-                                  description="why the point is left outside the band: a reason a reader can check")
+                                  description="why the point is outside the band: a reason a reader can check (it "
+                                  "stays in every error figure, and no constant is fitted to it)")
+    ambiguous: str | None = Field(default=None, min_length=10, max_length=2000,
+                                  description="what is uncertain in how the figure was measured, as the collector "
+                                  "read it")
 
     @model_validator(mode="after")
     def _consistent(self) -> CalibrationPoint:
@@ -97,7 +116,9 @@ class CalibrationPoint(_Closed):
         missing = [f"args.{f}" for f in need if getattr(a, f) is None]
         if missing:
             raise ValueError(f"regime {self.regime} needs {', '.join(missing)}")
-        extra = [f"args.{f}" for f in ("concurrency", "request_rate") if f not in need and getattr(a, f) is not None]
+        # A burst may cap the requests in flight (`--max-concurrency`): args.concurrency.
+        allowed = need + (("concurrency",) if self.regime == "burst" else ())
+        extra = [f"args.{f}" for f in ("concurrency", "request_rate") if f not in allowed and getattr(a, f) is not None]
         if extra:
             raise ValueError(f"regime {self.regime} takes no {', '.join(extra)}")
         if self.measurement != "serving" and self.regime != "closed-loop":
@@ -147,13 +168,25 @@ def load_points_file(path: Path, catalog: Catalog) -> tuple[CalibrationPoint, ..
 
 
 @lru_cache(maxsize=1)
-def _bundled_text() -> str:
-    return resources.files("blueprints.catalog").joinpath("calibration-points.yaml").read_text(encoding="utf-8")
+def _bundled_texts() -> tuple[tuple[str, str], ...]:
+    """(file name, text) of every bundled points file, `calibration-points*.yaml` in name order."""
+    folder = resources.files("blueprints.catalog")
+    names = sorted(p.name for p in folder.iterdir() if p.name.startswith("calibration-points")
+                   and p.name.endswith(".yaml"))
+    return tuple((name, folder.joinpath(name).read_text(encoding="utf-8")) for name in names)
 
 
 def load_points(catalog: Catalog) -> tuple[CalibrationPoint, ...]:
-    """The bundled calibration points (validated)."""
-    return parse_points(_bundled_text(), source=BUNDLED, catalog=catalog)
+    """The bundled calibration points of every file (validated; an id used in two files is refused)."""
+    points: list[CalibrationPoint] = []
+    where: dict[str, str] = {}
+    for name, text in _bundled_texts():
+        for p in parse_points(text, source=f"blueprints/catalog/{name}", catalog=catalog):
+            if p.id in where:
+                raise CatalogError(f"blueprints/catalog/{name}: point {p.id!r} has the id of one in {where[p.id]}")
+            where[p.id] = name
+            points.append(p)
+    return tuple(points)
 
 
 def simulate_point(point: CalibrationPoint, catalog: Catalog, *, step_source: str = "auto") -> SimulationResult:
@@ -168,28 +201,40 @@ def simulate_point(point: CalibrationPoint, catalog: Catalog, *, step_source: st
     max_len = a.max_model_len or prompt + out
     model = replica_model(arch, gpu, precision=a.precision, quantization=a.quantization,
                           tensor_parallel_size=a.tensor_parallel, kv_cache_fp8=a.kv_cache_dtype == "fp8",
-                          engine=engine_profile(point.engine_profile),
+                          gpu_memory_utilization=a.gpu_memory_utilization or defaults.GPU_MEMORY_UTILIZATION,
+                          engine=engine_profile(point.engine_profile), chat=a.endpoint == "chat",
                           step_source=step_source)  # type: ignore[arg-type]
-    config = scheduler_config(model, gpu, max_model_len=max_len)
+    config = scheduler_config(model, gpu, max_model_len=max_len, max_num_seqs=a.max_num_seqs,
+                              max_num_batched_tokens=a.max_num_batched_tokens)
     inputs, outputs = LengthModel(prompt, prompt_p95), LengthModel(out, a.output_tokens_p95 or out)
     if point.regime == "closed-loop":
         return closed_loop(model, config, concurrency=a.concurrency, inputs=inputs, outputs=outputs,  # type: ignore
-                           max_model_len=max_len)
+                           max_model_len=max_len, staggered=a.staggered)
     if point.regime == "open-loop":
         return open_loop(model, config, rate_per_s=a.request_rate, pattern="steady", inputs=inputs,  # type: ignore
                          outputs=outputs, max_model_len=max_len, requests=a.num_prompts, warmup=0,
                          stop_when_overloaded=False)
     return burst(model, config, count=a.num_prompts, inputs=inputs, outputs=outputs,  # type: ignore[arg-type]
-                 max_model_len=max_len)
+                 max_model_len=max_len, max_concurrency=a.concurrency)
 
 
 def _stat(p: Percentiles, stat: str) -> float:
     return {"mean": p.mean, "median": p.p50, "p99": p.p99}[stat]
 
 
+def run_key(point: CalibrationPoint) -> tuple:
+    """What decides `point`'s simulated run: points with the same key (the figures of one benchmark run) share it."""
+    return (point.engine_profile, point.regime, point.tokenizer_inflation, point.args,
+            point.architecture.model_dump_json() if point.architecture else None)
+
+
 def predict(point: CalibrationPoint, catalog: Catalog, *, step_source: str = "auto") -> float:
     """The model's figure for `point`, in the point's own metric and definition."""
-    run = simulate_point(point, catalog, step_source=step_source)
+    return figure(point, simulate_point(point, catalog, step_source=step_source))
+
+
+def figure(point: CalibrationPoint, run: SimulationResult) -> float:
+    """`point`'s metric read off its simulated run (`simulate_point`), as the benchmark defines it."""
     inflation = point.tokenizer_inflation
     out = point.args.output_tokens
     if point.measurement == "offline-speed":
@@ -200,11 +245,14 @@ def predict(point: CalibrationPoint, catalog: Catalog, *, step_source: str = "au
         if point.metric == "itl_ms":
             return run.e2e_ms.mean / (out * inflation)
         return run.output_tokens_per_s * inflation
-    if point.metric in ("ttft_ms", "itl_ms", "tpot_ms"):
+    if point.metric in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
         return _stat(getattr(run, point.metric), point.stat)
     if point.regime == "closed-loop":
-        return run.output_tokens_per_s if point.metric == "output_tokens_per_s" else run.requests_per_s
-    count = run.output_tokens if point.metric == "output_tokens_per_s" else run.measured
+        rate = {"output_tokens_per_s": run.output_tokens_per_s, "requests_per_s": run.requests_per_s,
+                "total_tokens_per_s": run.requests_per_s * (run.input_tokens + run.output_tokens) / run.measured}
+        return rate[point.metric]
+    count = {"output_tokens_per_s": run.output_tokens, "requests_per_s": run.measured,
+             "total_tokens_per_s": run.input_tokens + run.output_tokens}[point.metric]
     return count / run.duration_s
 
 
@@ -222,9 +270,15 @@ class Comparison:
 
 def compare(catalog: Catalog, points: tuple[CalibrationPoint, ...] | None = None, *,
             step_source: str = "auto") -> list[Comparison]:
-    """Predict every point (the bundled ones by default)."""
-    return [Comparison(p, predict(p, catalog, step_source=step_source))
-            for p in (points if points is not None else load_points(catalog))]
+    """Predict every point (the bundled ones by default), simulating each benchmark run once (`run_key`)."""
+    runs: dict[tuple, SimulationResult] = {}
+    out = []
+    for p in (points if points is not None else load_points(catalog)):
+        key = run_key(p)
+        if key not in runs:
+            runs[key] = simulate_point(p, catalog, step_source=step_source)
+        out.append(Comparison(p, figure(p, runs[key])))
+    return out
 
 
 def median_abs_error(comparisons: list[Comparison]) -> float:

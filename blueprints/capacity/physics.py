@@ -3,20 +3,27 @@
 Pure functions of catalog records and the bundled step tables; no other I/O. One engine step (one forward pass over
 every scheduled token) takes
 
-    step = engine step overhead + correction.step_time x kernel time
+    GPU  = max(engine step overhead + in-series host time x sequences + correction.step_time x kernel time,
+               the physics floor)
+    step = max(GPU, overlapped host time x decoding sequences)
 
 - kernel time: the measured vLLM kernel tables (`blueprints.capacity.measured`) where they cover the GPU, the
   weights' kernels, the architecture and the tensor-parallel degree and the GPU's measured source is chosen
   (`defaults.MEASURED_STEP_GPUS`: by the calibration points' error, `benchmarks/sizing.py --sources`); the roofline
   (`blueprints.capacity.roofline`) otherwise, with the reason. `CapacitySource` records which, for the plan.
-- engine step overhead: what the engine release adds to every step outside the kernels (`EngineProfile`). vLLM V1
-  (0.11 and later) runs the scheduler and the API server in their own processes and schedules the next step while
-  the GPU runs this one (async scheduling, on by default since 0.14): nothing grows with the batch on the host that
-  a measured point of the pinned engine shows, so no per-sequence host term caps a replica.
+- engine step overhead and in-series host time: what the engine adds to every step outside the kernels, a fixed part
+  (launches CUDA graphs do not hide, input preparation, sampling) and a part per scheduled sequence (the scheduler
+  and the output handling the engine core does between steps) (`EngineProfile`).
+- the physics floor: a step reads every weight of the replica's shard and each decoding sequence's KV cache, so it
+  never takes less than those bytes over the GPUs' memory bandwidth (a calibration cannot make it faster).
+- overlapped host time: work per decoding sequence and step that runs beside the GPU in another process (the API
+  server detokenising and streaming each token): a replica never emits tokens faster than that process handles them.
 - frontend (`ReplicaModel.frontend_s`): before the scheduler sees a request, a latency (HTTP, the engine's IPC) and
-  the API server's serial work on it (request handling, tokenisation, growing with the prompt): the TTFT floor.
+  the API server's serial work on it (request handling, tokenisation, growing with the prompt, and on the chat
+  endpoint rendering the chat template): the TTFT floor.
 - correction (`Correction`): factors measured for one (model, GPU, engine, tensor parallel) on the deployed stack
   (issue 25's `blueprint calibrate`), applied here and nowhere else; 1 unless given.
+The engine's constants are fitted to published measurements of its release line (`blueprints.capacity.fitting`).
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from blueprints.contracts.memory import LoraSlots, kv_bytes_per_token, kv_cache_
 from blueprints.requirements.model import Precision, Quantization
 
 __all__ = ["CapacitySource", "Correction", "EngineProfile", "ReplicaModel", "blocks_for", "compute_tflops",
-           "default_batch_limits", "engine_profile", "kernel_family", "replica_model"]
+           "default_batch_limits", "engine_profile", "kernel_family", "replica_model", "step_source_kind"]
 
 
 @dataclass(frozen=True)
@@ -49,12 +56,14 @@ class EngineProfile:
         prefill_kernel_factor: the release's prefill kernel time relative to the measured tables' (or the
             roofline's), for steps that compute prompt tokens: 1 for the kernels measured; an older release's slower
             attention and GEMM kernels (and V0's prefill outside CUDA graphs) above 1.
-        host_s_per_sequence: host time per running sequence per step that overlaps the GPU step (a step lasts the
-            longer of the two), s: V0 output processing; 0 for V1 engines.
+        step_s_per_sequence: host time per scheduled sequence per step in series with the GPU (the engine core's
+            scheduling and output handling between steps), s.
+        host_s_per_sequence: host time per decoding sequence per step that overlaps the GPU step in another process
+            (a step lasts the longer of the two), s: the API server's detokenising and streaming.
         frontend_latency_s: latency before the API server handles a request (HTTP, the engine's IPC), s.
-        frontend_latency_s_per_layer: the part of that latency that grows with the model's layers (dispatching the
-            first step of a new request), s per layer.
         frontend_serial_s: the API server's serial work per request (request handling), s.
+        frontend_chat_serial_s: what the chat endpoint (/v1/chat/completions) adds to it: rendering the chat
+            template, s.
         frontend_serial_s_per_token: the API server's serial work per prompt token (tokenisation), s.
     """
 
@@ -63,10 +72,11 @@ class EngineProfile:
     scheduler_steps: int
     step_overhead_s: float
     prefill_kernel_factor: float
+    step_s_per_sequence: float
     host_s_per_sequence: float
     frontend_latency_s: float
-    frontend_latency_s_per_layer: float
     frontend_serial_s: float
+    frontend_chat_serial_s: float
     frontend_serial_s_per_token: float
 
 
@@ -74,9 +84,9 @@ def engine_profile(name: str = defaults.PINNED_ENGINE) -> EngineProfile:
     """The `defaults.ENGINE_PROFILES` entry `name` (KeyError for an unknown one: profiles are ours, not user input)."""
     p = defaults.ENGINE_PROFILES[name]
     return EngineProfile(name, bool(p["chunked_prefill"]), int(p["scheduler_steps"]), p["step_overhead_ms"] / 1e3,
-                         p["prefill_kernel_factor"], p["host_us_per_sequence"] / 1e6, p["frontend_latency_ms"] / 1e3,
-                         p["frontend_latency_ms_per_layer"] / 1e3, p["frontend_serial_ms"] / 1e3,
-                         p["frontend_serial_us_per_token"] / 1e6)
+                         p["prefill_kernel_factor"], p["step_us_per_sequence"] / 1e6, p["host_us_per_sequence"] / 1e6,
+                         p["frontend_latency_ms"] / 1e3, p["frontend_serial_ms"] / 1e3,
+                         p["frontend_chat_serial_ms"] / 1e3, p["frontend_serial_us_per_token"] / 1e6)
 
 
 @dataclass(frozen=True)
@@ -113,12 +123,12 @@ class CapacitySource:
         return f"roofline, {self.gpu} ({self.reason})"
 
     def summary(self) -> str:
-        """`describe()` and the expected error of this source against the published points it serves
-        (`defaults.CAPACITY_EXPECTED_ERROR`), as a plan states it."""
-        points, listed, median, p90 = defaults.CAPACITY_EXPECTED_ERROR[self.kind]
-        return (f"{self.describe()}; error against the published measurements this source serves: median "
-                f"{median:.0%}, p90 {p90:.0%} over {points - listed} of them ({listed} more listed as off, with "
-                "reasons; README, How far to trust the numbers)")
+        """`describe()` and the cross-validated error of this source against the published points it times
+        (`defaults.CAPACITY_UNCERTAINTY`), as a plan states it."""
+        e = defaults.CAPACITY_UNCERTAINTY[self.kind]
+        return (f"{self.describe()}; error against the {e['points']} published measurements this source times, each "
+                f"predicted with constants fitted without its source: median {e['median']:.0%}, p90 {e['p90']:.0%} "
+                "(README, How far to trust the numbers)")
 
 
 @dataclass(frozen=True)
@@ -134,6 +144,7 @@ class ReplicaModel:
         steps: the kernel-time source (measured tables or roofline).
         source: what `steps` rests on, for the plan.
         correction: calibration factors (identity unless given).
+        chat: requests come through the chat endpoint (the API server renders the chat template for each).
     """
 
     kv_cache_tokens: int
@@ -144,6 +155,10 @@ class ReplicaModel:
     source: CapacitySource
     frontend_latency_s: float
     correction: Correction = Correction()
+    chat: bool = True
+    #: The physics floor: (seconds to stream the weights of one shard, seconds per token of context read), at the
+    #: GPUs' full memory bandwidth.
+    floor_s: tuple[float, float] = (0.0, 0.0)
 
     def step_s(self, decode: int, decode_context: float, prefill: int = 0, prefill_pairs: float = 0.0) -> float:
         """Wall time of one engine step, s.
@@ -163,13 +178,18 @@ class ReplicaModel:
         e = self.engine
         kernel_s = self.steps.kernel_s
         factor, overhead, host = e.prefill_kernel_factor, e.step_overhead_s, e.host_s_per_sequence
+        in_series = e.step_s_per_sequence
         scale = self.correction.step_time
+        weights_floor, context_floor = self.floor_s
 
         def step_s(decode: int, decode_context: float, prefill: int = 0, prefill_pairs: float = 0.0) -> float:
             kernel = kernel_s(decode, decode_context, prefill, prefill_pairs)
             if prefill:
                 kernel *= factor
-            gpu = overhead + scale * kernel
+            gpu = overhead + (decode + (1 if prefill else 0)) * in_series + scale * kernel
+            physics = weights_floor + decode_context * context_floor
+            if gpu < physics:
+                gpu = physics
             floor = decode * host
             return gpu if gpu >= floor else floor
 
@@ -179,7 +199,8 @@ class ReplicaModel:
         """(latency, serial work) of the frontend for a request of `prompt_tokens`, s: the latency overlaps other
         requests, the serial work queues behind theirs (one API server process)."""
         e, f = self.engine, self.correction.ttft_floor
-        return f * self.frontend_latency_s, f * (e.frontend_serial_s + prompt_tokens * e.frontend_serial_s_per_token)
+        serial = e.frontend_serial_s + (e.frontend_chat_serial_s if self.chat else 0.0)
+        return f * self.frontend_latency_s, f * (serial + prompt_tokens * e.frontend_serial_s_per_token)
 
 
 def replica_model(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_parallel_size: int,
@@ -187,7 +208,7 @@ def replica_model(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_
                   gpu_memory_utilization: float = defaults.GPU_MEMORY_UTILIZATION,
                   engine: EngineProfile | None = None, correction: Correction = Correction(),
                   step_source: Literal["auto", "measured", "roofline"] = "auto",
-                  lora: LoraSlots | None = None) -> ReplicaModel:
+                  lora: LoraSlots | None = None, chat: bool = True) -> ReplicaModel:
     """The step-time model of one replica.
 
     Args:
@@ -203,14 +224,15 @@ def replica_model(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_
         step_source: `auto` (the measured tables where they exist and `defaults.MEASURED_STEP_GPUS` chooses them,
             else the roofline), or either one where it exists (`benchmarks/sizing.py --sources` compares them).
         lora: the LoRA slots the replica allocates (their memory leaves the KV cache); none by default.
+        chat: requests come through the chat endpoint (the planned traffic's `api`, by default chat); false for the
+            completions endpoint (`vllm bench serve`'s default).
 
     Returns:
         A `ReplicaModel`; its `source` says which step times it uses and, for the roofline, why.
     """
-    measured, reason = lookup(arch, gpu, precision=precision, quantization=quantization,
-                              tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8)
-    if measured is not None and step_source == "auto" and gpu.name not in defaults.MEASURED_STEP_GPUS:
-        measured, reason = None, f"the roofline is closer to the published points on {gpu.model}"
+    measured, reason = _measured(arch, gpu, precision=precision, quantization=quantization,
+                                 tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8,
+                                 step_source=step_source)
     if measured is not None and step_source != "roofline":
         steps: MeasuredSteps | RooflineSteps = measured
         source = CapacitySource("measured", gpu.model, data=measured.data)
@@ -228,9 +250,42 @@ def replica_model(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_
         engine=engine,
         steps=steps,
         source=source,
-        frontend_latency_s=engine.frontend_latency_s + engine.frontend_latency_s_per_layer * arch.layers,
+        frontend_latency_s=engine.frontend_latency_s,
         correction=correction,
+        chat=chat,
+        floor_s=physics_floor(arch, gpu, precision=precision, tensor_parallel_size=tensor_parallel_size,
+                              kv_cache_fp8=kv_cache_fp8),
     )
+
+
+def physics_floor(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_parallel_size: int,
+                  kv_cache_fp8: bool) -> tuple[float, float]:
+    """(s to stream one shard's weights, s per token of context read) at the GPUs' full memory bandwidth: no step is
+    faster than a decode step's weights and KV cache over `gpu.bandwidth_gb_per_s` (the embedding table is looked up,
+    not streamed; a tied table is read once, as the output projection). Quantised weights count at their own bytes
+    (`precision.bytes_per_param`): a lower bound, whatever the kernels' efficiency."""
+    bandwidth = tensor_parallel_size * gpu.bandwidth_gb_per_s * 1e9
+    streamed = arch.params_b * 1e9 - (arch.embedding_params_b * 1e9 if arch.vocab_size and not
+                                      arch.tie_word_embeddings else 0.0) / 2
+    kv = kv_bytes_per_token(arch, kv_cache_fp8=kv_cache_fp8, precision=precision)
+    return streamed * precision.bytes_per_param / bandwidth, kv / bandwidth
+
+
+def _measured(arch: Architecture, gpu: Gpu, *, precision: Precision, quantization: Quantization | None,
+              tensor_parallel_size: int, kv_cache_fp8: bool, step_source: str) -> tuple[MeasuredSteps | None, str]:
+    measured, reason = lookup(arch, gpu, precision=precision, quantization=quantization,
+                              tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8)
+    if measured is not None and step_source == "auto" and gpu.name not in defaults.MEASURED_STEP_GPUS:
+        return None, f"the roofline is closer to the published points on {gpu.model}"
+    return measured, reason
+
+
+def step_source_kind(arch: Architecture, gpu: Gpu, *, precision: Precision, quantization: Quantization | None,
+                     tensor_parallel_size: int, kv_cache_fp8: bool) -> Literal["measured", "roofline"]:
+    """Which step source `replica_model` times this replica with by default (`CapacitySource.kind`)."""
+    measured, _ = _measured(arch, gpu, precision=precision, quantization=quantization,
+                            tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, step_source="auto")
+    return "measured" if measured is not None else "roofline"
 
 
 def blocks_for(tokens: int) -> int:

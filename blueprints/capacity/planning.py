@@ -205,13 +205,13 @@ def _budget_rate(model: ReplicaModel, shape: TrafficShape, targets: LatencyTarge
 def screen(arch: Architecture, gpu: Gpu, *, precision: Precision, quantization: Quantization | None,
            tensor_parallel_size: int, kv_cache_fp8: bool, shape: TrafficShape, targets: LatencyTargets,
            tune_batched_tokens: bool = True, correction: Correction = Correction(),
-           lora: LoraSlots | None = None) -> Candidate | None:
+           lora: LoraSlots | None = None, chat: bool = True) -> Candidate | None:
     """The candidate's engine limits and analytic bound, or None when it cannot serve one request within the
     targets (memory, ITL at batch 1, or TTFT of an unloaded replica); `correction`: a calibration's factors;
-    `lora`: the LoRA slots whose memory leaves the KV cache."""
+    `lora`: the LoRA slots whose memory leaves the KV cache; `chat`: requests come through the chat endpoint."""
     model = replica_model(arch, gpu, precision=precision, quantization=quantization,
                           tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, correction=correction,
-                          lora=lora)
+                          lora=lora, chat=chat)
     config = engine_limits(model, gpu, shape, targets, tune_batched_tokens=tune_batched_tokens)
     if config is None:
         return None

@@ -194,7 +194,7 @@ def _interpolate(xs: tuple[float, ...], y: Callable[[int], float], x: float) -> 
 #: The blueprint fields a replica model reads: its cache key. A warm-floor search (`blueprints.plan.scaling`) varies
 #: the autoscaling and the reasons only, so each of its fleet simulations finds the load curve already simulated.
 _READS = {"engine": True, "model": True, "models": True, "compute": True,
-          "predictions": {"requests_per_s_capacity", "latency_p95_ms", "capacity_correction"}}
+          "predictions": {"requests_per_s_capacity", "latency_p95_ms", "capacity_correction", "capacity_margin"}}
 _CACHE_SIZE = 64
 _models: dict[str, ReplicaModel] = {}
 
@@ -268,11 +268,13 @@ def _llm_model(bp: Blueprint) -> ReplicaModel | None:
     else:
         return None
     recorded = bp.predictions.capacity_correction  # the calibration the plan was sized with
-    correction = Correction(recorded.step_time, recorded.ttft_floor) if recorded else Correction()
+    margin = bp.predictions.capacity_margin  # or the production margin (no calibration)
+    correction = (Correction(recorded.step_time, recorded.ttft_floor) if recorded else
+                  Correction(margin.step_time, margin.ttft_floor) if margin else Correction())
     replica = physics_model(arch, gpu, precision=model.precision, quantization=model.quantization,
                             tensor_parallel_size=tp, kv_cache_fp8=fp8, gpu_memory_utilization=utilisation,
                             correction=correction, lora=engine.lora.slots if isinstance(engine, VllmEngine) and
-                            engine.lora else None)
+                            engine.lora else None, chat=model.traffic.api == "chat")
     config = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens,
                              kv_cache_blocks=replica.kv_cache_tokens // defaults.KV_BLOCK_TOKENS)
     t = model.traffic

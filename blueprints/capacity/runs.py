@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from blueprints.core import defaults
+from blueprints.capacity.analytic import mean_values
 from blueprints.capacity.physics import ReplicaModel, default_batch_limits
 from blueprints.capacity.simulator import SchedulerConfig, SimulationResult, simulate
 from blueprints.capacity.workload import LengthModel, arrival_times, request_shapes, simulation_requests
@@ -22,15 +23,24 @@ def scheduler_config(model: ReplicaModel, gpu: Gpu, *, max_model_len: int, max_n
 
 
 def closed_loop(model: ReplicaModel, config: SchedulerConfig, *, concurrency: int, inputs: LengthModel,
-                outputs: LengthModel, max_model_len: int, seed: int = defaults.SIMULATION_SEED) -> SimulationResult:
+                outputs: LengthModel, max_model_len: int, seed: int = defaults.SIMULATION_SEED,
+                staggered: bool = False) -> SimulationResult:
     """`concurrency` clients each keeping one request in flight, as a benchmark runs them: every client sends its
     first request at once and its next one when the last completes (the API server takes them one at a time). With
     fixed lengths the clients stay in step, so their prompts keep arriving together; length spread desynchronises
-    them. The first 2 x concurrency requests are warm-up."""
+    them. `staggered`: the clients start one after another, spread over the time one request takes at this
+    concurrency (the mean-value model's), as a harness that ramps its users up does, so they never fall in step. The
+    first 2 x concurrency requests are warm-up."""
     warmup = 2 * concurrency
     count = warmup + max(40, 6 * concurrency)
     shapes = request_shapes(inputs, outputs, count=count, max_model_len=max_model_len, seed=seed)
-    return simulate(model, config, shapes, concurrency=concurrency, warmup=warmup)
+    starts = None
+    if staggered and concurrency > 1:
+        request_s = mean_values(model, running=min(concurrency, config.max_num_seqs), input_tokens=inputs.mean,
+                                output_tokens=outputs.mean,
+                                max_num_batched_tokens=config.max_num_batched_tokens).request_s
+        starts = [request_s * k / concurrency for k in range(concurrency)]
+    return simulate(model, config, shapes, concurrency=concurrency, warmup=warmup, starts=starts)
 
 
 def open_loop(model: ReplicaModel, config: SchedulerConfig, *, rate_per_s: float, pattern: str, inputs: LengthModel,
@@ -61,8 +71,13 @@ def open_loop(model: ReplicaModel, config: SchedulerConfig, *, rate_per_s: float
 
 
 def burst(model: ReplicaModel, config: SchedulerConfig, *, count: int, inputs: LengthModel, outputs: LengthModel,
-          max_model_len: int, seed: int = defaults.SIMULATION_SEED) -> SimulationResult:
+          max_model_len: int, max_concurrency: int | None = None,
+          seed: int = defaults.SIMULATION_SEED) -> SimulationResult:
     """`count` requests all sent at time 0 (a benchmark at `--request-rate inf`), every one served and measured: its
-    requests / `duration_s` is the replica's saturated throughput."""
+    requests (or tokens) / `duration_s`, the makespan, is what the benchmark reports as throughput, ramp and drain
+    included. With `max_concurrency` (`--max-concurrency`) the client keeps at most that many in flight and sends the
+    next as one completes."""
     shapes = request_shapes(inputs, outputs, count=count, max_model_len=max_model_len, seed=seed)
+    if max_concurrency is not None and max_concurrency < count:
+        return simulate(model, config, shapes, concurrency=max_concurrency)
     return simulate(model, config, shapes, arrivals=[0.0] * count)

@@ -91,6 +91,7 @@ class SimulationResult:
         duration_s: from the first measured request's send to the last one's completion, s (a benchmark's wall
             time: its throughput is requests / duration).
         output_tokens: tokens the measured requests generated.
+        input_tokens: prompt tokens of the measured requests.
     """
 
     ttft_ms: Percentiles
@@ -105,6 +106,7 @@ class SimulationResult:
     measured: int
     duration_s: float
     output_tokens: int
+    input_tokens: int = 0
 
 
 def _percentiles(values: list[float]) -> Percentiles:
@@ -144,7 +146,8 @@ def _weighted_percentiles(values: list[float], weights: list[float]) -> Percenti
 
 def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, arrivals: list[float] | None = None,
              concurrency: int | None = None, warmup: int = 0, queue_limit: int | None = None,
-             stop_above_ms: tuple[float | None, float | None] = (None, None)) -> SimulationResult:
+             stop_above_ms: tuple[float | None, float | None] = (None, None),
+             starts: list[float] | None = None) -> SimulationResult:
     """Run one replica over a workload.
 
     Args:
@@ -152,8 +155,8 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         config: scheduler limits and KV blocks.
         shapes: prompt and output tokens per request, in arrival order.
         arrivals: open loop: each request's arrival time, s (non-decreasing), one per request.
-        concurrency: closed loop instead: this many clients, all sending their first request at time 0 and each
-            its next one when its previous one completes.
+        concurrency: closed loop instead: this many clients, all sending their first request at time 0 (or at
+            `starts`, one time per client) and each its next one when its previous one completes.
         warmup: requests (in arrival order) excluded from the statistics.
         queue_limit: stop and report `stable=False` when more requests than this wait.
         stop_above_ms: (TTFT, request latency) p95 targets, ms (None: none), for a search that only asks whether a
@@ -171,7 +174,8 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         if not concurrency:
             raise ValueError("give arrivals (open loop) or concurrency (closed loop)")
         issued = min(concurrency, n_req)
-        arrival = [0.0] * issued + [math.inf] * (n_req - issued)
+        sends = list(starts[:issued]) if starts else [0.0] * issued
+        arrival = sends + [math.inf] * (n_req - issued)
     else:
         arrival = list(arrivals)  # type: ignore[arg-type]
         issued = n_req
@@ -582,4 +586,5 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         tpot_ms=_percentiles(tpot), e2e_ms=_percentiles(e2e), requests_per_s=round(rps, 4),
         output_tokens_per_s=round(rps * mean_out, 3),
         mean_running=round(busy_seq_s / t, 3) if t > 0 else 0.0, preemptions=preemptions, stable=stable,
-        measured=len(done), duration_s=round(duration, 6), output_tokens=sum(out[i] for i in done))
+        measured=len(done), duration_s=round(duration, 6), output_tokens=sum(out[i] for i in done),
+        input_tokens=sum(prompt[i] for i in done))

@@ -1,16 +1,23 @@
-"""`blueprint estimate`: one replica's memory fit and latency, in a closed loop at a concurrency and, optionally,
-under an arrival rate (the same model the planner sizes with, and with the same engine settings the same numbers).
+"""`blueprint estimate`: one replica's memory fit and latency in one of the three experiments benchmarks run (the same
+model the planner sizes with, and with the same engine settings the same numbers).
 
-Closed loop (`--concurrency`): the simulation run as a benchmark runs it, every client sending a request at once and
-the next when its last completes, every request at the given lengths (so the clients stay in step and their prompts
-keep arriving together); `ttft_ms`, `itl_ms` and `output_tokens_per_s` are its means after warm-up. Clients beyond
-what the KV cache or `--max-num-seqs` holds queue, as they would on vLLM. Open loop (`--arrival-rate`): requests/s
-arriving with the traffic pattern's burstiness and the length distribution (the requirements' p95s, else
-`defaults.TOKENS_P95_TO_MEAN`), simulated exactly as the planner simulates a candidate at a rate
-(`planning.run_at_rate`): with the plan's `--max-num-seqs`, `--max-num-batched-tokens` and `--max-model-len` the
-percentiles are the plan's predictions. An overloaded run's latencies keep growing with the rate; the CLI warns.
-Engine limits are vLLM's defaults for the GPU unless given. The replica fits when its KV cache holds one request at
-`max_model_len` (vLLM refuses to start otherwise); everything else is a question of queueing, not of fit.
+- Closed loop (`concurrency`, the default): the simulation run as a benchmark runs it, every client sending a request
+  at once and the next when its last completes, every request at the given lengths (so the clients stay in step and
+  their prompts keep arriving together); the figures are its means after warm-up (throughput by Little's law).
+  Clients beyond what the KV cache or `--max-num-seqs` holds queue, as they would on vLLM.
+- Burst (`burst`, `vllm bench serve --request-rate inf --num-prompts N`): N requests sent at time 0, or with
+  `max_concurrency` (`--max-concurrency C`) at most C in flight, the next sent as one completes; every request is
+  measured and throughput is requests (tokens) over the makespan, ramp, drain and preemption included: what the
+  benchmark prints as its throughput.
+- Open loop (`arrival_rate`): requests/s arriving with the traffic pattern's burstiness and the length distribution
+  (the requirements' p95s, else `defaults.TOKENS_P95_TO_MEAN`), simulated exactly as the planner simulates a
+  candidate at a rate (`planning.run_at_rate`): with the plan's `--max-num-seqs`, `--max-num-batched-tokens` and
+  `--max-model-len` the percentiles are the plan's predictions. With `num_prompts` it is a benchmark's run instead
+  (`--request-rate R --num-prompts N`): Poisson arrivals, the given lengths, every request measured. An overloaded
+  run's latencies keep growing with the rate; the CLI warns.
+The means (`ttft_ms`, `itl_ms`, `tpot_ms`, `output_tokens_per_s`, `requests_per_s`) always describe the experiment
+asked for. Engine limits are vLLM's defaults for the GPU unless given. The replica fits when its KV cache holds one
+request at `max_model_len` (vLLM refuses to start otherwise); everything else is a question of queueing, not of fit.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from blueprints.core import defaults
 from blueprints.contracts.memory import kv_cache_tokens, tensor_parallel_problems
 from blueprints.capacity.physics import replica_model
 from blueprints.capacity.planning import candidate, run_at_rate, traffic_shape
-from blueprints.capacity.runs import closed_loop, scheduler_config
+from blueprints.capacity.runs import burst, closed_loop, open_loop, scheduler_config
 from blueprints.capacity.simulator import SimulationResult
 from blueprints.capacity.workload import LengthModel
 from blueprints.catalog import Architecture, Gpu
@@ -38,12 +45,16 @@ class WhatIf:
         node_gpus: GPUs of the largest catalog node with this GPU (the highest tensor-parallel degree within a node).
         precision, quantization: weights.
         tensor_parallel_size: GPUs per replica.
-        concurrency: closed-loop requests in flight.
+        concurrency: closed-loop requests in flight (the experiment unless `burst` or `arrival_rate` is given).
         input_tokens, output_tokens: mean lengths, tokens; *_p95: their 95th percentiles (open loop).
         max_model_len: longest sequence that must fit, tokens.
         kv_cache_fp8: FP8 KV cache.
         max_num_seqs: `--max-num-seqs`, or None for vLLM's default (and no cap on `max_concurrency`).
-        arrival_rate: requests/s for the open-loop figures, or None.
+        arrival_rate: requests/s of an open loop, or None.
+        burst: requests of a burst sent at time 0, or None.
+        max_concurrency: a burst's cap on requests in flight, or None.
+        num_prompts: an open loop's requests, every one measured (a benchmark's run), or None (the planner's run).
+        chat: the requests call the chat endpoint (the chat template's serial work adds to every TTFT).
         pattern: arrival pattern of the open loop (`steady` unless the requirements say otherwise).
         max_num_batched_tokens: `--max-num-batched-tokens`, or None for vLLM's default for the GPU.
         gpu_memory_utilization: `--gpu-memory-utilization` (the planner's `defaults.GPU_MEMORY_UTILIZATION` unless
@@ -68,6 +79,15 @@ class WhatIf:
     pattern: str = "steady"
     max_num_batched_tokens: int | None = None
     gpu_memory_utilization: float = defaults.GPU_MEMORY_UTILIZATION
+    burst: int | None = None
+    max_concurrency: int | None = None
+    num_prompts: int | None = None
+    chat: bool = False
+
+    @property
+    def regime(self) -> str:
+        """`burst`, `open-loop` or `closed-loop`: the experiment the figures describe."""
+        return "burst" if self.burst is not None else "open-loop" if self.arrival_rate is not None else "closed-loop"
 
 
 def _holds(w: WhatIf, tp: int) -> tuple[int, int]:
@@ -89,9 +109,21 @@ def smallest_fitting_tp(w: WhatIf) -> int | None:
     return None
 
 
+def _means(run: SimulationResult, *, over_makespan: bool) -> dict:
+    """The run's mean TTFT, ITL and TPOT (ms) and its throughput: over the makespan (every request measured, as a
+    benchmark divides), or the steady-state rate of a closed loop."""
+    if over_makespan and run.duration_s > 0:
+        rps, tokens = run.measured / run.duration_s, run.output_tokens / run.duration_s
+    else:
+        rps, tokens = run.requests_per_s, run.output_tokens_per_s
+    return {"ttft_ms": round(run.ttft_ms.mean, 2), "itl_ms": round(run.itl_ms.mean, 2),
+            "tpot_ms": round(run.tpot_ms.mean, 2), "output_tokens_per_s": round(tokens, 3),
+            "requests_per_s": round(rps, 4)}
+
+
 def estimate(w: WhatIf) -> tuple[dict, SimulationResult | None]:
-    """The `estimate` JSON: fit, memory, what the step times rest on, closed-loop latency (null when it does not fit),
-    the open-loop percentiles when an arrival rate is given, and the smallest fitting tensor parallel when it does not
+    """The `estimate` JSON: fit, memory, what the step times rest on, the experiment's means (null when it does not
+    fit), an open loop's percentiles, a burst's makespan, and the smallest fitting tensor parallel when it does not
     fit.
 
     Returns:
@@ -99,26 +131,38 @@ def estimate(w: WhatIf) -> tuple[dict, SimulationResult | None]:
     """
     model = replica_model(w.arch, w.gpu, precision=w.precision, quantization=w.quantization,
                           tensor_parallel_size=w.tensor_parallel_size, kv_cache_fp8=w.kv_cache_fp8,
-                          gpu_memory_utilization=w.gpu_memory_utilization)
+                          gpu_memory_utilization=w.gpu_memory_utilization, chat=w.chat)
     kv, held = _holds(w, w.tensor_parallel_size)
     fits = kv >= w.max_model_len
     result: dict = {"fits": fits, "weights_gib": round(model.weights_gib, 2), "kv_cache_tokens": kv,
-                    "max_concurrency": held, "capacity_source": model.source.describe(), "ttft_ms": None,
-                    "itl_ms": None, "output_tokens_per_s": None}
+                    "max_concurrency": held, "capacity_source": model.source.describe(), "regime": w.regime,
+                    "ttft_ms": None, "itl_ms": None, "tpot_ms": None, "output_tokens_per_s": None,
+                    "requests_per_s": None}
     run = None
     if fits:
         config = scheduler_config(model, w.gpu, max_model_len=w.max_model_len, max_num_seqs=w.max_num_seqs,
                                   max_num_batched_tokens=w.max_num_batched_tokens)
-        closed = closed_loop(model, config, concurrency=w.concurrency,
-                             inputs=LengthModel(w.input_tokens, w.input_tokens),
-                             outputs=LengthModel(w.output_tokens, w.output_tokens), max_model_len=w.max_model_len)
-        result.update(ttft_ms=round(closed.ttft_ms.mean, 2), itl_ms=round(closed.itl_ms.mean, 2),
-                      output_tokens_per_s=round(closed.output_tokens_per_s, 3))
-        if w.arrival_rate is not None:
+        fixed_in, fixed_out = LengthModel(w.input_tokens, w.input_tokens), LengthModel(w.output_tokens,
+                                                                                       w.output_tokens)
+        if w.burst is not None:
+            done = burst(model, config, count=w.burst, inputs=fixed_in, outputs=fixed_out,
+                         max_model_len=w.max_model_len, max_concurrency=w.max_concurrency)
+            result.update(_means(done, over_makespan=True), makespan_s=round(done.duration_s, 3))
+        elif w.arrival_rate is not None and w.num_prompts is not None:
+            run = open_loop(model, config, rate_per_s=w.arrival_rate, pattern="steady", inputs=fixed_in,
+                            outputs=fixed_out, max_model_len=w.max_model_len, requests=w.num_prompts, warmup=0,
+                            stop_when_overloaded=False)
+            result.update(_means(run, over_makespan=True))
+        elif w.arrival_rate is not None:
             shape = traffic_shape(w.input_tokens, w.input_tokens_p95, w.output_tokens, w.output_tokens_p95,
                                   pattern=w.pattern, max_model_len=w.max_model_len)
             cand = candidate(model, w.gpu, w.tensor_parallel_size, w.kv_cache_fp8, config, shape)
             run = run_at_rate(cand, shape, w.arrival_rate)
+            result.update(_means(run, over_makespan=False))
+        else:
+            closed = closed_loop(model, config, concurrency=w.concurrency, inputs=fixed_in, outputs=fixed_out,
+                                 max_model_len=w.max_model_len)
+            result.update(_means(closed, over_makespan=False))
     if w.arrival_rate is not None:
         result.update(
             ttft_p50_ms=round(run.ttft_ms.p50, 1) if run else None,

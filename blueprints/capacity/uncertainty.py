@@ -1,0 +1,87 @@
+"""How far a capacity prediction may be off: the cross-validated band every LLM prediction carries, and the margin a
+production plan is sized with until a calibration narrows it.
+
+The band of a step source (`measured` kernel tables or the `roofline`) and a metric family is the 75th percentile of
+|error| over the published points that source times, each predicted with constants fitted without its source group
+(`blueprints.capacity.fitting.cross_validate`): `defaults.CAPACITY_UNCERTAINTY`, held to the committed fit by
+tests/test_sizing_calibration.py. The families: `ttft` (time to first token), `itl` (token gaps: ITL and TPOT) and
+`throughput` (tokens/s and requests/s), over every regime (closed loop, open loop, burst: a plan's open-loop
+predictions alone have too few published points to band them).
+
+With |predicted / measured - 1| <= b, the measured value lies in [predicted / (1 + b), predicted / (1 - b)]: that is
+`interval`. A production environment without a calibration of its replica is sized with `margin`: every step's kernel
+time x max(1 / (1 - b_itl), 1 + b_throughput) and the frontend's floor x 1 / (1 - b_ttft), the band's pessimistic
+edge, so its SLO holds if the model is off by as much as three published points in four. A calibration
+(`blueprint calibrate`) replaces the band with its own residual (`from_residuals`) and the plan is sized on the
+calibrated model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from blueprints.capacity.physics import Correction
+from blueprints.core import defaults
+
+#: The metric family of each published metric (e2e latency mixes TTFT and token gaps: no family of its own).
+FAMILIES = {"ttft_ms": "ttft", "itl_ms": "itl", "tpot_ms": "itl", "output_tokens_per_s": "throughput",
+            "total_tokens_per_s": "throughput", "requests_per_s": "throughput"}
+#: A band never reaches 100 %: [v / (1 + b), v / (1 - b)] needs b < 1.
+MAX_BAND = 0.9
+#: The share of points a band covers: its |error| percentile.
+BAND_QUANTILE = 0.75
+
+
+@dataclass(frozen=True)
+class Band:
+    """The p75 |error| of each metric family (fractions: 0.2 = 20 %) and where it comes from.
+
+    Attributes:
+        ttft, itl, throughput: per family.
+        source: e.g. `cross-validated p75 |error| of the published points the measured vLLM kernel tables time` or
+            `calibration stacks/calibration/...yaml, its residual after the fit`.
+        calibrated: the band is a calibration's residual.
+    """
+
+    ttft: float
+    itl: float
+    throughput: float
+    source: str
+    calibrated: bool = False
+
+
+def quantile(values: list[float], q: float = BAND_QUANTILE) -> float:
+    """The nearest-rank q-quantile of `values` (the value q of them are at or below)."""
+    data = sorted(values)
+    return data[max(0, math.ceil(q * len(data)) - 1)] if data else 0.0
+
+
+def band_for(step_source: str) -> Band:
+    """The cross-validated band of a step source (`measured` or `roofline`), `defaults.CAPACITY_UNCERTAINTY`."""
+    cell = defaults.CAPACITY_UNCERTAINTY[step_source]
+    what = "measured vLLM kernel tables" if step_source == "measured" else "roofline"
+    return Band(cell["ttft"], cell["itl"], cell["throughput"],
+                f"cross-validated p75 |error| of the {cell['points']} published points the {what} time "
+                "(README, How far to trust the numbers)")
+
+
+def from_residuals(ttft: list[float], itl: list[float], throughput: list[float], *, source: str) -> Band:
+    """A calibration's band: the p75 |error| left after its fit, per family (a family it did not measure keeps the
+    largest of the others)."""
+    found = {k: quantile(v) for k, v in (("ttft", ttft), ("itl", itl), ("throughput", throughput)) if v}
+    rest = max(found.values(), default=0.0)
+    return Band(found.get("ttft", rest), found.get("itl", rest), found.get("throughput", rest), source,
+                calibrated=True)
+
+
+def interval(value: float, fraction: float) -> tuple[float, float]:
+    """[value / (1 + b), value / (1 - b)]: where the measured value lies when the prediction is off by at most b."""
+    b = min(fraction, MAX_BAND)
+    return value / (1 + b), value / (1 - b)
+
+
+def margin(band: Band) -> Correction:
+    """The correction that sizes at the band's pessimistic edge: slower steps and a higher TTFT floor."""
+    itl, thr, ttft = (min(x, MAX_BAND) for x in (band.itl, band.throughput, band.ttft))
+    return Correction(step_time=round(max(1 / (1 - itl), 1 + thr), 3), ttft_floor=round(1 / (1 - ttft), 3))
