@@ -241,7 +241,28 @@ def summary(bp) -> str:
             + (f"fixed {a.min_replicas}" if a.metric == "fixed" else f"autoscale {a.min_replicas}-{a.max_replicas}")
             + "\n"
             f"  predicts  {latency}; {p.requests_per_s_capacity:g} requests/s capacity\n"
-            f"  cost      {cost}{_expected(p)}")
+            + _band(bp)
+            + f"  cost      {cost}{_expected(p)}")
+
+
+def _band(bp) -> str:
+    """The predictions' band and, for a production plan sized at its pessimistic edge, what a calibration could save
+    (an empty string for a stack without one)."""
+    p = bp.predictions
+    if p.uncertainty is None:
+        return ""
+    u = p.uncertainty
+    state = "calibrated" if p.capacity_correction else "uncalibrated"
+    line = (f"  band      TTFT p95 {_ms(u.ttft_p95_ms.low)}-{_ms(u.ttft_p95_ms.high)}, ITL p95 "
+            f"{_ms(u.itl_p95_ms.low)}-{_ms(u.itl_p95_ms.high)} ({state})")
+    m = p.capacity_margin
+    if m is not None:
+        saved = bp.compute.replicas - m.central_replicas
+        line += (f"; sized at the band's pessimistic edge: a calibrated plan could drop {saved} of "
+                 f"{bp.compute.replicas} replicas" if saved > 0 else "; sized at the band's pessimistic edge")
+    elif p.capacity_correction is None:
+        line += "; sized at the central estimate"
+    return line + "\n"
 
 
 def pipeline_summary(bp) -> str:
@@ -775,6 +796,13 @@ def _service_quotas_client_factory():
     return lambda region: session.client("service-quotas", region_name=region)
 
 
+class Endpoint(str, Enum):
+    """The OpenAI API an estimate's requests call."""
+
+    COMPLETIONS = "completions"
+    CHAT = "chat"
+
+
 class KvCacheDtype(str, Enum):
     """vLLM's --kv-cache-dtype choices the model knows."""
 
@@ -785,6 +813,8 @@ class KvCacheDtype(str, Enum):
 #: Bounds of estimate's numeric flags (a what-if should not run for minutes on a typo).
 MAX_ARRIVAL_RATE = 1000.0
 MAX_ESTIMATE_CONCURRENCY = 4096
+#: Most requests `estimate --burst` / `--num-prompts` simulates (a benchmark's run of N prompts).
+MAX_ESTIMATE_BURST = 100_000
 MAX_ESTIMATE_TOKENS = 1_048_576
 
 
@@ -799,8 +829,20 @@ def estimate(
                                                         "implies (int4 awq, int8 gptq)."),
     gpu: str = typer.Option(..., "--gpu", help="GPU: t4, a10g, l4, l40s, a100-40gb, a100-80gb, h100, h200."),
     tensor_parallel: int = typer.Option(1, "--tensor-parallel", min=1, max=64, help="GPUs per replica. Default 1."),
-    concurrency: int = typer.Option(1, "--concurrency", min=1, max=MAX_ESTIMATE_CONCURRENCY,
-                                    help="Requests in flight (closed loop), 1-4096. Default 1."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, max=MAX_ESTIMATE_CONCURRENCY,
+                                              help="Closed loop: clients each keeping one request in flight, 1-4096. "
+                                              "The default experiment, at 1 client."),
+    burst: Optional[int] = typer.Option(None, "--burst", min=1, max=MAX_ESTIMATE_BURST,
+                                        help="Burst: this many requests sent at once, 1-100,000 (`vllm bench serve "
+                                        "--request-rate inf --num-prompts N`); every one measured, throughput over "
+                                        "the makespan."),
+    max_concurrency: Optional[int] = typer.Option(None, "--max-concurrency", min=1, max=MAX_ESTIMATE_BURST,
+                                                  help="With --burst: at most this many in flight, the next sent as "
+                                                  "one completes (`--max-concurrency`); at most the burst."),
+    num_prompts: Optional[int] = typer.Option(None, "--num-prompts", min=1, max=MAX_ESTIMATE_BURST,
+                                              help="With --arrival-rate: a benchmark's run of this many requests "
+                                              "(Poisson arrivals, the given lengths, every request measured) instead "
+                                              "of the planner's run."),
     input_tokens: Optional[int] = typer.Option(None, "--input-tokens", min=1, max=MAX_ESTIMATE_TOKENS,
                                                help="Mean prompt length, tokens. Default 512 (or the requirements' "
                                                "traffic.mean_input_tokens)."),
@@ -827,26 +869,37 @@ def estimate(
                                                          help="vLLM --max-num-batched-tokens: tokens one step "
                                                          "computes at most (>= --max-num-seqs). Default: vLLM's "
                                                          "default for the GPU (8192 on H100/H200, else 2048)."),
+    endpoint: Optional[Endpoint] = typer.Option(None, "--endpoint",
+                                           help="The API the requests call: completions (/v1/completions, `vllm "
+                                           "bench serve`'s default) or chat (/v1/chat/completions: the server renders "
+                                           "the chat template, which adds to every TTFT). Default completions (or "
+                                           "the requirements' traffic.api)."),
     gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization", min=0.1, max=1.0,
                                                            help="vLLM --gpu-memory-utilization, 0.1-1. Default 0.9 "
                                                            "(what the planner sets)."),
     arrival_rate: Optional[float] = typer.Option(None, "--arrival-rate", min=0.0, max=MAX_ARRIVAL_RATE,
-                                                 help="Requests/s arriving at this one replica (0-1000, exclusive of "
-                                                 "0): adds ttft_p50_ms, ttft_p95_ms, itl_p50_ms, itl_p95_ms and "
-                                                 "e2e_p95_ms from the queue-aware simulation."),
+                                                 help="Open loop: requests/s arriving at this one replica (0-1000, "
+                                                 "exclusive of 0), simulated as the planner simulates a candidate: "
+                                                 "adds ttft_p50_ms, ttft_p95_ms, itl_p50_ms, itl_p95_ms and "
+                                                 "e2e_p95_ms."),
     as_json: bool = typer.Option(False, "--json", help="Print {fits, weights_gib, kv_cache_tokens, max_concurrency, "
-                                 "capacity_source, ttft_ms, itl_ms, output_tokens_per_s} (+ the --arrival-rate "
-                                 "percentiles, + min_tensor_parallel when it does not fit)."),
+                                 "capacity_source, regime, ttft_ms, itl_ms, tpot_ms, output_tokens_per_s, "
+                                 "requests_per_s} (+ the --arrival-rate percentiles, + makespan_s of a --burst, + "
+                                 "min_tensor_parallel when it does not fit)."),
 ) -> None:
     """What-if: memory fit, KV cache, TTFT, ITL and throughput of one vLLM replica (the planner's capacity model).
 
-    `ttft_ms`, `itl_ms` and `output_tokens_per_s` are means of a closed loop at --concurrency, run as a benchmark runs
-    it: every client sends a request at once and its next one when the last completes; clients beyond what the KV
-    cache or --max-num-seqs holds queue. With a plan's engine settings (--max-num-seqs, --max-num-batched-tokens,
-    --max-model-len) and its per-replica peak as --arrival-rate, the percentiles are the plan's predictions. The
-    replica does not fit when its KV cache cannot hold one request at --max-model-len: the latency figures are then
-    null and `min_tensor_parallel` names the smallest degree that fits (null if none within one node). Exit 2 on an
-    unknown model or GPU, a tensor-parallel degree vLLM cannot shard the model over, or inconsistent flags.
+    One experiment, as benchmarks run them: a closed loop at --concurrency (the default: every client sends a
+    request at once and its next one when the last completes; means after warm-up), a --burst of N requests sent at
+    once (optionally --max-concurrency C; every request measured, throughput over the makespan: what `vllm bench
+    serve --request-rate inf` prints), or an open loop at --arrival-rate (the planner's run; with --num-prompts a
+    benchmark's run). `ttft_ms`, `itl_ms`, `tpot_ms`, `output_tokens_per_s` and `requests_per_s` are that
+    experiment's means. With a plan's engine settings (--max-num-seqs, --max-num-batched-tokens, --max-model-len)
+    and its per-replica peak as --arrival-rate, the percentiles are the plan's predictions. The replica does not fit
+    when its KV cache cannot hold one request at --max-model-len: the figures are then null and `min_tensor_parallel`
+    names the smallest degree that fits (null if none within one node). Exit 2 on an unknown model or GPU, a
+    tensor-parallel degree vLLM cannot shard the model over, or inconsistent flags (two experiments at once,
+    --max-concurrency above the burst or without one, --num-prompts without --arrival-rate).
     """
     from blueprints.contracts.memory import tensor_parallel_problems
     from blueprints.capacity.physics import default_batch_limits
@@ -895,15 +948,18 @@ def estimate(
         if arrival_rate is not None and arrival_rate <= 0:
             raise SizingError(f"--arrival-rate {arrival_rate:g}: give a rate above 0 requests/s (at most "
                               f"{MAX_ARRIVAL_RATE:g})")
+        _one_experiment(concurrency, burst, max_concurrency, arrival_rate, num_prompts)
         question = WhatIf(
             arch=arch, gpu=g, node_gpus=node_gpus or tensor_parallel, precision=prec, quantization=quant,
-            tensor_parallel_size=tensor_parallel, concurrency=concurrency, input_tokens=inp, output_tokens=out,
+            tensor_parallel_size=tensor_parallel, concurrency=concurrency or 1, input_tokens=inp, output_tokens=out,
             input_tokens_p95=traffic.input_tokens_p95 if traffic and input_tokens is None else None,
             output_tokens_p95=traffic.output_tokens_p95 if traffic and output_tokens is None else None,
             max_model_len=context or inp + out, kv_cache_fp8=kv_cache_dtype is KvCacheDtype.FP8,
             max_num_seqs=max_num_seqs, arrival_rate=arrival_rate,
             pattern=traffic.pattern.value if traffic else "steady", max_num_batched_tokens=max_num_batched_tokens,
-            gpu_memory_utilization=gpu_memory_utilization or defaults.GPU_MEMORY_UTILIZATION)
+            gpu_memory_utilization=gpu_memory_utilization or defaults.GPU_MEMORY_UTILIZATION, burst=burst,
+            max_concurrency=max_concurrency, num_prompts=num_prompts,
+            chat=(endpoint.value if endpoint else (traffic.api if traffic else "completions")) == "chat")
         result, run = run_estimate(question)
     if run is not None and not run.stable:
         err.print(f"--arrival-rate {arrival_rate:g}: more than this replica can serve; the queue grows without bound, "
@@ -914,6 +970,27 @@ def estimate(
         return
     for key, value in result.items():
         typer.echo(f"{key:<20} {value}")
+
+
+def _one_experiment(concurrency: int | None, burst: int | None, max_concurrency: int | None,
+                    arrival_rate: float | None, num_prompts: int | None) -> None:
+    """Refuse (SizingError, exit 2) flags that ask for two experiments at once or qualify one not asked for."""
+    from blueprints.core.errors import SizingError
+
+    given = [flag for flag, value in (("--concurrency", concurrency), ("--burst", burst),
+                                      ("--arrival-rate", arrival_rate)) if value is not None]
+    if len(given) > 1:
+        raise SizingError(f"{' and '.join(given)}: one experiment at a time: a closed loop (--concurrency), a burst "
+                          "(--burst N [--max-concurrency C]) or an open loop (--arrival-rate R [--num-prompts N])")
+    if max_concurrency is not None and burst is None:
+        raise SizingError(f"--max-concurrency {max_concurrency} caps a burst's requests in flight: give --burst N "
+                          "too (a closed loop's clients are --concurrency)")
+    if max_concurrency is not None and burst is not None and max_concurrency > burst:
+        raise SizingError(f"--max-concurrency {max_concurrency} is above --burst {burst}: at most the burst's "
+                          "requests can be in flight; lower it or leave it out")
+    if num_prompts is not None and arrival_rate is None:
+        raise SizingError(f"--num-prompts {num_prompts} sets an open loop's requests: give --arrival-rate R too (a "
+                          "burst's requests are --burst N)")
 
 
 def _what(model: str | None, requirements: Path | None, architecture: Path | None) -> str:

@@ -14,8 +14,8 @@ from blueprints.requirements.model import Precision
 from tests.conftest import CHAT_EXAMPLE, example_data
 
 runner = CliRunner()
-KEYS = {"fits", "weights_gib", "kv_cache_tokens", "max_concurrency", "capacity_source", "ttft_ms", "itl_ms",
-        "output_tokens_per_s"}
+KEYS = {"fits", "weights_gib", "kv_cache_tokens", "max_concurrency", "capacity_source", "regime", "ttft_ms",
+        "itl_ms", "tpot_ms", "output_tokens_per_s", "requests_per_s"}
 ARRIVAL_KEYS = {"ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "itl_p95_ms", "e2e_p95_ms"}
 POINT_3 = ["estimate", "--model", "llama-3.1-70b", "--precision", "fp8", "--gpu", "h100", "--tensor-parallel", "2",
            "--concurrency", "1", "--input-tokens", "5000", "--output-tokens", "500"]
@@ -49,8 +49,8 @@ def test_table_output_names_each_figure():
     result = runner.invoke(app, POINT_3)
     assert result.exit_code == 0
     assert [line.split()[0] for line in result.stdout.splitlines()] == [
-        "fits", "weights_gib", "kv_cache_tokens", "max_concurrency", "capacity_source", "ttft_ms", "itl_ms",
-        "output_tokens_per_s"]
+        "fits", "weights_gib", "kv_cache_tokens", "max_concurrency", "capacity_source", "regime", "ttft_ms", "itl_ms",
+        "tpot_ms", "output_tokens_per_s", "requests_per_s"]
 
 
 def test_closed_loop_latency_grows_with_concurrency():
@@ -302,3 +302,53 @@ def test_a_non_generative_requirements_model_exits_2():
     result = runner.invoke(app, ["estimate", "--requirements", "stacks/requirements/support-sentiment.yaml",
                                  "--gpu", "l40s"])
     assert result.exit_code == 2 and "estimate models text generation (vLLM) only" in result.stderr
+
+
+BURST = ["estimate", "--model", "qwen3-8b", "--gpu", "h100", "--input-tokens", "230", "--output-tokens", "200"]
+
+
+def test_a_burst_is_the_benchmarks_experiment_every_request_measured_over_the_makespan(catalog):
+    from blueprints.capacity.runs import burst, scheduler_config
+    from blueprints.capacity.workload import LengthModel
+
+    data = _json([*BURST, "--burst", "500"])
+    assert data["regime"] == "burst" and set(data) == KEYS | {"makespan_s"}
+    model = replica_model(catalog.model("qwen3-8b").architecture, catalog.gpu("h100"), precision=Precision.BF16,
+                          tensor_parallel_size=1)
+    run = burst(model, scheduler_config(model, catalog.gpu("h100"), max_model_len=430), count=500,
+                inputs=LengthModel(230, 230), outputs=LengthModel(200, 200), max_model_len=430)
+    assert run.measured == 500
+    assert data["makespan_s"] == pytest.approx(run.duration_s, rel=1e-3)
+    assert data["output_tokens_per_s"] == pytest.approx(500 * 200 / run.duration_s, rel=1e-3)
+    assert data["requests_per_s"] == pytest.approx(500 / run.duration_s, rel=1e-3)
+    # Every prompt arrives at once: the mean TTFT includes the queue behind the others' prefill.
+    assert data["ttft_ms"] > 5 * _json([*BURST, "--concurrency", "1"])["ttft_ms"]
+
+
+def test_a_capped_burst_queues_in_the_client_so_each_request_waits_less_and_the_run_lasts_longer():
+    free, capped = _json([*BURST, "--burst", "400"]), _json([*BURST, "--burst", "400", "--max-concurrency", "16"])
+    assert capped["ttft_ms"] < free["ttft_ms"] and capped["makespan_s"] > free["makespan_s"]
+    assert capped["output_tokens_per_s"] < free["output_tokens_per_s"]
+
+
+def test_a_benchmark_open_loop_measures_every_request_at_the_given_lengths():
+    data = _json([*BURST, "--arrival-rate", "5", "--num-prompts", "300"])
+    assert data["regime"] == "open-loop" and ARRIVAL_KEYS <= set(data)
+    # Poisson arrivals at 5/s for 300 requests: about 5 completed per second over the run.
+    assert 4.0 < data["requests_per_s"] < 6.0
+    assert data["output_tokens_per_s"] == pytest.approx(data["requests_per_s"] * 200, rel=1e-3)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--burst", "0"], "--burst"),
+    (["--burst", "100001"], "--burst"),
+    (["--burst", "10", "--max-concurrency", "11"], "--max-concurrency 11 is above --burst 10"),
+    (["--max-concurrency", "4"], "--max-concurrency 4 caps a burst"),
+    (["--burst", "10", "--concurrency", "4"], "one experiment at a time"),
+    (["--arrival-rate", "1", "--concurrency", "4"], "one experiment at a time"),
+    (["--num-prompts", "10"], "--num-prompts 10 sets an open loop"),
+], ids=["zero", "over-100k", "cap-above-burst", "cap-without-burst", "burst-and-closed", "open-and-closed",
+        "prompts-without-rate"])
+def test_bad_experiment_flags_exit_2_naming_the_flag(args, says):
+    result = runner.invoke(app, [*BURST, *args])
+    assert result.exit_code == 2 and says in result.output and "Traceback" not in result.output
