@@ -86,6 +86,9 @@ class ModelTraffic(ClosedModel):
     session_turns: int | None = Field(default=None, exclude_if=absent_when_none,
                                       ge=2, le=200, description="turns per conversation that resends "
                                       "its history (requirements traffic.sessions.turns; absent: single-turn)")
+    api: Literal["chat", "completions"] = Field(default="chat", description="the OpenAI API clients call "
+                                                "(requirements traffic.api): the chat endpoint renders the chat "
+                                                "template, which the capacity model counts in every TTFT")
 
 
 class ServedModel(ClosedModel):
@@ -521,9 +524,42 @@ class CapacityCorrection(ClosedModel):
                          "capacity per replica 1,050 -> 560 tok/s`")
 
 
+class Interval(ClosedModel):
+    """Where a predicted figure's measured value lies when the capacity model is off by its band: [low, high]."""
+
+    low: float = Field(ge=0, le=1e12)
+    high: float = Field(ge=0, le=1e12)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Interval":
+        if self.low > self.high:
+            raise ValueError(f"low {self.low} is above high {self.high}")
+        return self
+
+
+class PredictionBand(ClosedModel):
+    """The cross-validated band of an LLM plan's predictions (`blueprints.capacity.uncertainty`): each figure's
+    [low, high] at the p75 |error| of the published points its step source times (or of its calibration's residual)."""
+
+    ttft_p95_ms: Interval
+    itl_p95_ms: Interval
+    requests_per_s_capacity: Interval
+
+
+class CapacityMargin(ClosedModel):
+    """A production plan without a calibration of its replica is sized at its band's pessimistic edge: every step's
+    kernel time and the TTFT floor scaled by these factors (the fleet simulation replays them). `central_replicas`: what
+    the central estimate would plan; a calibration (`blueprint calibrate`) can bring the plan down to it."""
+
+    step_time: float = Field(ge=1.0, le=10.0, description="factor on every step's kernel time")
+    ttft_floor: float = Field(ge=1.0, le=10.0, description="factor on the frontend's latency and serial work")
+    central_replicas: int = Field(ge=1, le=bounds.INT32_MAX, description="replicas at the central estimate")
+
+
 class Predictions(ClosedModel):
     """What the capacity model predicts at this environment's peak (`capacity_source` says what it rests on;
-    `capacity_correction`, only when a calibration applies, what corrected it)."""
+    `capacity_correction`, only when a calibration applies, what corrected it; `uncertainty`, for LLMs, how far off it
+    may be, and `capacity_margin` the margin a production plan was sized with)."""
 
     ttft_p95_ms: PredictedMs | None = None
     itl_p95_ms: PredictedMs | None = None
@@ -558,6 +594,13 @@ class Predictions(ClosedModel):
     capacity_correction: CapacityCorrection | None = Field(default=None, exclude_if=absent_when_none,
                                                            description="LLMs: the calibration "
                                                            "applied (absent when none matches the replica)")
+    uncertainty: PredictionBand | None = Field(default=None, exclude_if=absent_when_none, description="LLMs: the "
+                                               "band of ttft_p95_ms, itl_p95_ms and requests_per_s_capacity")
+    uncertainty_source: str | None = Field(default=None, exclude_if=absent_when_none, max_length=600,
+                                           description="LLMs: what the band rests on (regime, GPU, capacity source, "
+                                           "calibrated or not)")
+    capacity_margin: CapacityMargin | None = Field(default=None, exclude_if=absent_when_none, description="LLMs in "
+                                                   "production without a calibration: the margin sized with")
 
 
 class PipelinePart(str, Enum):

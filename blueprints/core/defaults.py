@@ -61,19 +61,20 @@ ALLREDUCE_HOP_US = {"nvlink": 9.0, "pcie": 22.5}
 #: fitted earlier to one unversioned sweep, which capped every replica at ~1,430 tokens/s).
 ENGINE_PROFILES = {
     "vllm-0.24": {"chunked_prefill": True, "scheduler_steps": 1, "step_overhead_ms": 0.37,
-                  "prefill_kernel_factor": 1.0, "host_us_per_sequence": 0.0, "frontend_latency_ms": 2.0,
-                  "frontend_latency_ms_per_layer": 0.8, "frontend_serial_ms": 0.5, "frontend_serial_us_per_token": 1.0},
+                  "prefill_kernel_factor": 1.0, "step_us_per_sequence": 0.0, "host_us_per_sequence": 0.0,
+                  "frontend_latency_ms": 2.0, "frontend_serial_ms": 0.5, "frontend_chat_serial_ms": 0.0,
+                  "frontend_serial_us_per_token": 1.0},
     "vllm-0.6.0": {"chunked_prefill": False, "scheduler_steps": 10, "step_overhead_ms": 0.3,
-                   "prefill_kernel_factor": 1.3, "host_us_per_sequence": 45.0, "frontend_latency_ms": 6.0,
-                   "frontend_latency_ms_per_layer": 0.0, "frontend_serial_ms": 0.5,
+                   "prefill_kernel_factor": 1.3, "step_us_per_sequence": 0.0, "host_us_per_sequence": 45.0,
+                   "frontend_latency_ms": 6.0, "frontend_serial_ms": 0.5, "frontend_chat_serial_ms": 0.0,
                    "frontend_serial_us_per_token": 1.0},
     "vllm-0.6.3-offline": {"chunked_prefill": False, "scheduler_steps": 1, "step_overhead_ms": 1.58,
-                           "prefill_kernel_factor": 1.0, "host_us_per_sequence": 0.0, "frontend_latency_ms": 0.0,
-                           "frontend_latency_ms_per_layer": 0.0, "frontend_serial_ms": 0.0,
-                           "frontend_serial_us_per_token": 0.0},
+                           "prefill_kernel_factor": 1.0, "step_us_per_sequence": 0.0, "host_us_per_sequence": 0.0,
+                           "frontend_latency_ms": 0.0, "frontend_serial_ms": 0.0,
+                           "frontend_chat_serial_ms": 0.0, "frontend_serial_us_per_token": 0.0},
     "vllm-0.4.3": {"chunked_prefill": False, "scheduler_steps": 1, "step_overhead_ms": 2.57,
-                   "prefill_kernel_factor": 1.0, "host_us_per_sequence": 0.0, "frontend_latency_ms": 6.0,
-                   "frontend_latency_ms_per_layer": 0.0, "frontend_serial_ms": 0.5,
+                   "prefill_kernel_factor": 1.0, "step_us_per_sequence": 0.0, "host_us_per_sequence": 0.0,
+                   "frontend_latency_ms": 6.0, "frontend_serial_ms": 0.5, "frontend_chat_serial_ms": 0.0,
                    "frontend_serial_us_per_token": 1.0},
 }
 #: The engine profile of VLLM_IMAGE: plans and `estimate` use it.
@@ -84,11 +85,16 @@ PINNED_ENGINE = "vllm-0.24"
 #: to trust the numbers". GPUs with tables but no published point (H200, L40S) take the measured source, whose error
 #: on the GPUs with points is the one stated.
 MEASURED_STEP_GPUS = ("h100", "h200", "l40s", "a100-80gb")
-#: (points, points listed as known off, median, p90 |error| over the others) of the capacity model against the
-#: published points whose replica each step source times (blueprints/catalog/calibration-points.yaml;
-#: `benchmarks/sizing.py --sources`): what a plan states as its expected error. tests/test_sizing_calibration.py holds
-#: these to the current figures.
-CAPACITY_EXPECTED_ERROR = {"measured": (54, 10, 0.10, 0.25), "roofline": (24, 4, 0.04, 0.10)}
+#: The capacity model's cross-validated error per step source (blueprints/capacity/fitting.py: each published point
+#: predicted with the constants fitted without its source group; known-off points included): `points`, the median and
+#: p90 |error| over them, and the p75 |error| of each metric family (`ttft`, `itl`: token gaps, `throughput`), the
+#: band every LLM prediction carries and the margin an uncalibrated production plan is sized with
+#: (blueprints/capacity/uncertainty.py). tests/test_sizing_calibration.py holds these to the committed fit
+#: (blueprints/catalog/capacity-fit.yaml).
+CAPACITY_UNCERTAINTY = {
+    "measured": {"points": 0, "median": 0.0, "p90": 0.0, "ttft": 0.0, "itl": 0.0, "throughput": 0.0},
+    "roofline": {"points": 0, "median": 0.0, "p90": 0.0, "ttft": 0.0, "itl": 0.0, "throughput": 0.0},
+}
 #: vLLM's KV-cache block, tokens: CacheConfig.DEFAULT_BLOCK_SIZE (vllm/config/cache.py:46 at v0.24.0), which the
 #: FlashAttention backend keeps on CUDA (platforms/interface.py:613-625, v1/attention/backend.py:194-202).
 KV_BLOCK_TOKENS = 16

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from enum import Enum
 
+from typing import Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from blueprints.core import bounds
@@ -92,6 +93,10 @@ class Traffic(Section):
     mean_output_tokens: int = Field(default=256, ge=1, le=bounds.MAX_TOKENS,
                                     description="mean generated length, tokens (generative models)")
     streaming: bool = Field(default=True, description="responses are streamed token by token")
+    api: Literal["chat", "completions"] = Field(default="chat", description="the OpenAI API clients call: chat "
+                                                "(/v1/chat/completions: the server renders the model's chat template "
+                                                "for every request, which the capacity model counts in the TTFT) or "
+                                                "completions (/v1/completions, raw prompts)")
     pattern: TrafficPattern = Field(default=TrafficPattern.STEADY, description="how arrivals bunch around the peak "
                                     "rate: steady = Poisson; bursty, spiky = rate bursts of seconds (see "
                                     "defaults.ARRIVAL_BURSTS)")

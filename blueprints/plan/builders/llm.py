@@ -40,6 +40,7 @@ from blueprints.plan.builders.context import (
     served_model,
 )
 from blueprints.plan.builders.cost import budget_ceiling, cost_lines, cost_notes
+from blueprints.plan.builders.llm_band import PlanBand, band_predictions, band_reason, band_source, plan_band
 
 
 def _fmt(value: float | None) -> str:
@@ -55,6 +56,7 @@ class LlmPlan:
     search: LlmSearch
     at_peak: SimulationResult
     reasons: list[str]
+    band: PlanBand
     correction: CapacityCorrection | None = None
 
 
@@ -96,12 +98,15 @@ def llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog
             headline = _switch_cause(headline, previous, kept, model, req, env, catalog, managed=managed)
     best = complete_sizing(best, model, req, env, managed=managed)
     correction = capacity_correction(best, model, req, managed=managed)
+    band = plan_band(best, at_peak, model, req, env, managed=managed)
     reasons = _llm_reasons(req, env, model, best, search, at_peak, catalog, managed=managed, headline=headline,
                             limits=limits)
     if correction is not None:  # after "step times: ...", what corrected them
         at = next(i for i, r in enumerate(reasons) if r.startswith("step times: ")) + 1
         reasons = [*reasons[:at], correction.summary, *reasons[at:]]
-    return LlmPlan(best, search, at_peak, reasons, correction)
+    at = next(i for i, r in enumerate(reasons) if " replica(s) for " in r) + 1  # after the fleet at peak
+    reasons = [*reasons[:at], band_reason(band, best.replicas, production=req.is_production(env)), *reasons[at:]]
+    return LlmPlan(best, search, at_peak, reasons, band, correction)
 
 
 def _switch_cause(headline: str, previous: Hardware, kept: tuple[LlmOption, SimulationResult] | str,
@@ -226,7 +231,10 @@ def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOpt
 
 def llm_predictions(req: Requirements, env: str, model: ResolvedModel, plan_: LlmPlan, lines: list[CostLine],
                      catalog: Catalog, *, managed: bool, max_monthly_usd: float) -> Predictions:
-    best, run = plan_.best, plan_.at_peak
+    """The central estimate at this environment's peak with its band (`llm_band`); the capacity the plan sized with
+    (at the band's pessimistic edge in production without a calibration)."""
+    best, run = plan_.best, plan_.band.central
+    bands, margin = band_predictions(plan_.band, best.replicas)
     monthly = round(sum(line.monthly_usd for line in lines), 2)
     tokens_per_month = peak_rps(req, env, model) * model.traffic.mean_output_tokens * 3600 * catalog.hours_per_month
     capacity_rps = best.sizing.max_rps * best.replicas
@@ -239,7 +247,9 @@ def llm_predictions(req: Requirements, env: str, model: ResolvedModel, plan_: Ll
         max_monthly_cost_usd=max_monthly_usd,
         cost_is_estimate=capacity_type_of(req, env, managed=managed) is CapacityType.SPOT,
         usd_per_million_output_tokens=round(monthly / tokens_per_month * 1e6, 3),
-        capacity_source=best.candidate.model.source.summary(), capacity_correction=plan_.correction)
+        capacity_source=best.candidate.model.source.summary(), capacity_correction=plan_.correction,
+        uncertainty=bands, capacity_margin=margin,
+        uncertainty_source=band_source(plan_.band, gpu_model=best.gpu.model, kind=best.candidate.model.source.kind))
 
 
 def llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedModel, *, managed: bool,

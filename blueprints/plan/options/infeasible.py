@@ -88,7 +88,7 @@ def _least_llm(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
         gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
         for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
             for fp8 in ((False, True) if gpu.supports_fp8 and not managed else (False,)):
-                cand = screen_candidate(model, gpu, tp, kv_cache_fp8=fp8, req=req, managed=managed)
+                cand = screen_candidate(model, gpu, tp, kv_cache_fp8=fp8, req=req, env=env, managed=managed)
                 if cand is not None:
                     replicas = max(floor, math.ceil(peak / cand.rate_bound_rps - 1e-9))
                     need = limits.need(constraint, inst, replicas=replicas, per_node=inst.gpu_count // tp)
@@ -116,7 +116,7 @@ def explain_no_llm_option(req: Requirements, env: str, model: ResolvedModel, cat
     meets the SLO at all) `explain_infeasible_llm`."""
     free = llm_search(req, env, model, catalog, managed=managed, limits=relaxed(limits))
     if free.best is None:
-        return explain_infeasible_llm(req, model, catalog, managed=managed, limits=limits)
+        return explain_infeasible_llm(req, env, model, catalog, managed=managed, limits=limits)
     best = free.best
     breach = limits.breach(best.instance, replicas=best.replicas, per_node=best.instance.gpu_count //
                            best.tensor_parallel_size, managed=managed)
@@ -126,8 +126,8 @@ def explain_no_llm_option(req: Requirements, env: str, model: ResolvedModel, cat
                           best.monthly_node_usd_per_hour * catalog.hours_per_month, breach, least=least)
 
 
-def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Catalog, *, managed: bool = False,
-                           limits: SearchLimits = SearchLimits()) -> SizingError:
+def explain_infeasible_llm(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *,
+                           managed: bool = False, limits: SearchLimits = SearchLimits()) -> SizingError:
     """Why no option meets the SLO, and the nearest feasible alternative (which constraint to relax, by how much);
     each "raise slo.<target> to >= N" is a fix to prove (`SizingError.fixes`)."""
     name = model.spec.served_name
@@ -145,8 +145,9 @@ def explain_infeasible_llm(req: Requirements, model: ResolvedModel, catalog: Cat
         for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
             replica = replica_model(model.architecture, gpu, precision=model.spec.precision,
                                     quantization=model.spec.quantization_method, tensor_parallel_size=tp,
-                                    correction=model.correction(gpu.name, tp, managed=managed),
-                                    lora=lora_slots(model.spec.adapters))
+                                    correction=model.correction(gpu, tp, managed=managed,
+                                                                production=req.is_production(env)),
+                                    lora=lora_slots(model.spec.adapters), chat=model.traffic.api == "chat")
             config = engine_limits(replica, gpu, shape, LatencyTargets(None, None))
             if config is not None:
                 fitting.append((inst, tp, idle_ttft_ms(replica, config, shape), idle_itl_ms(replica, shape)))

@@ -168,15 +168,18 @@ def fp8_kv_cache_planned(gpu: Gpu, *, managed: bool) -> bool:
     return measures_fp8_kv(gpu, defaults.VLLM_IMAGE.rsplit(":v", 1)[1])
 
 
-def screen_candidate(model: ResolvedModel, gpu: Gpu, tp: int, *, kv_cache_fp8: bool, req: Requirements,
+def screen_candidate(model: ResolvedModel, gpu: Gpu, tp: int, *, kv_cache_fp8: bool, req: Requirements, env: str,
                      managed: bool) -> Candidate | None:
     """`planning.screen` for this model, GPU and degree (SageMaker's LMI keeps vLLM's default token budget), with
-    the model's calibration for them when there is one (`ResolvedModel.correction`)."""
+    the model's calibration for them when there is one, or in a production environment the margin of the model's
+    band (`ResolvedModel.correction`)."""
     return screen(model.architecture, gpu, precision=model.spec.precision,
                   quantization=model.spec.quantization_method, tensor_parallel_size=tp, kv_cache_fp8=kv_cache_fp8,
                   shape=traffic_shape(model), targets=latency_targets(req, model, managed=managed),
-                  tune_batched_tokens=not managed, correction=model.correction(gpu.name, tp, managed=managed),
-                  lora=lora_slots(model.spec.adapters))
+                  tune_batched_tokens=not managed,
+                  correction=model.correction(gpu, tp, managed=managed, production=req.is_production(env),
+                                              kv_cache_fp8=kv_cache_fp8),
+                  lora=lora_slots(model.spec.adapters), chat=model.traffic.api == "chat")
 
 
 def _priced_option(inst: InstanceType, gpu: Gpu, cand: Candidate, *, peak: float, floor: int, factor: float,
@@ -232,7 +235,7 @@ def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
         gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
         for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
             for fp8 in ((False, True) if fp8_kv_cache_planned(gpu, managed=managed) else (False,)):
-                cand = screen_candidate(model, gpu, tp, kv_cache_fp8=fp8, req=req, managed=managed)
+                cand = screen_candidate(model, gpu, tp, kv_cache_fp8=fp8, req=req, env=env, managed=managed)
                 if cand is None:
                     continue
                 screened += 1
@@ -299,7 +302,8 @@ def llm_option_on(req: Requirements, env: str, model: ResolvedModel, catalog: Ca
     if tensor_parallel_size not in tp_degrees(inst.gpu_count, model.architecture, managed=managed) or (
             kv_cache_fp8 and not fp8_kv_cache_planned(gpu, managed=managed)):
         return f"tensor_parallel_size={tensor_parallel_size} or its KV-cache dtype no longer applies there"
-    cand = screen_candidate(model, gpu, tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, req=req, managed=managed)
+    cand = screen_candidate(model, gpu, tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, req=req, env=env,
+                            managed=managed)
     priced = cand and _priced_option(inst, gpu, cand, peak=peak_rps(req, env, model), floor=replicas_floor(req, env),
                                      factor=price_factor(req, env, catalog, managed=managed),
                                      shape=traffic_shape(model), targets=latency_targets(req, model, managed=managed),
@@ -329,7 +333,7 @@ def size_twin(option: LlmOption, model: ResolvedModel, req: Requirements, env: s
     """The same instance type and degree with the other KV-cache dtype, priced the same way (None when it cannot
     meet the SLO), to say what FP8 KV changes."""
     cand = screen_candidate(model, option.gpu, option.tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, req=req,
-                            managed=False)
+                            env=env, managed=False)
     if cand is None:
         return None
     return _priced_option(option.instance, option.gpu, cand, peak=peak_rps(req, env, model),

@@ -12,13 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from blueprints.core import defaults
-from blueprints.catalog import Architecture, Catalog, InstanceType, Task
+from blueprints.catalog import Architecture, Catalog, Gpu, InstanceType, Task
 from blueprints.plan.owned_nodes import OwnedNodeShape, owned_node_shape
 from blueprints.plan.guardrails import SearchLimits
 from blueprints.requirements.service import Requirements
 from blueprints.requirements.model import ModelSpec, Traffic, context_tokens
 from blueprints.requirements.hosting import Accelerator, Platform
-from blueprints.capacity.physics import Correction
+from blueprints.capacity.physics import Correction, step_source_kind
+from blueprints.capacity.uncertainty import Band, band_for, from_residuals, margin
 from blueprints.capacity.sizing import weights_gib
 from blueprints.contracts.calibration_file import Calibration, Calibrations
 
@@ -51,10 +52,31 @@ class ResolvedModel:
         return self.calibrations.find(model=self.spec.id, gpu=gpu, engine_image=defaults.VLLM_IMAGE,
                                       tensor_parallel_size=tensor_parallel_size, precision=self.spec.precision)
 
-    def correction(self, gpu: str, tensor_parallel_size: int, *, managed: bool) -> Correction:
-        """The capacity model's correction for that replica (`calibration`), the identity without one."""
-        found = self.calibration(gpu, tensor_parallel_size, managed=managed)
-        return Correction(found.file.step_time, found.file.ttft_floor) if found else Correction()
+    def correction(self, gpu: Gpu, tensor_parallel_size: int, *, managed: bool, production: bool,
+                   kv_cache_fp8: bool = False) -> Correction:
+        """The capacity model's correction for that replica: its calibration (`calibration`); without one, in a
+        production environment, the margin that sizes at the pessimistic edge of the model's cross-validated band
+        (`blueprints.capacity.uncertainty.margin`); else the identity."""
+        found = self.calibration(gpu.name, tensor_parallel_size, managed=managed)
+        if found:
+            return Correction(found.file.step_time, found.file.ttft_floor)
+        if production:
+            return margin(self.band(gpu, tensor_parallel_size, managed=managed, kv_cache_fp8=kv_cache_fp8))
+        return Correction()
+
+    def band(self, gpu: Gpu, tensor_parallel_size: int, *, managed: bool, kv_cache_fp8: bool = False) -> Band:
+        """How far this replica's predictions may be off: its calibration's residual, else the cross-validated band
+        of the step source that times it (`blueprints.capacity.uncertainty`)."""
+        found = self.calibration(gpu.name, tensor_parallel_size, managed=managed)
+        if found:
+            rows = {f: [abs(r.after / r.measured - 1) for r in found.file.figures if r.figure == f]
+                    for f in ("median_ttft_ms", "median_itl_ms", "output_tokens_per_s")}
+            return from_residuals(rows["median_ttft_ms"], rows["median_itl_ms"], rows["output_tokens_per_s"],
+                                  source=f"calibration {found.path}: the residual |error| after its fit")
+        kind = step_source_kind(self.architecture, gpu, precision=self.spec.precision,
+                                quantization=self.spec.quantization_method,
+                                tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8)
+        return band_for(kind)
 
 
 def resolve_models(req: Requirements, catalog: Catalog) -> list[ResolvedModel]:

@@ -214,6 +214,17 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
                                ("requests/s capacity", p.requests_per_s_capacity, "")):
         if value is not None:
             rows.append([f"predicted {label}", f"{value:g} {unit}".strip()])
+    if p.uncertainty is not None:
+        u = p.uncertainty
+        rows.append(["uncertainty", f"TTFT p95 {u.ttft_p95_ms.low:g}-{u.ttft_p95_ms.high:g} ms, ITL p95 "
+                     f"{u.itl_p95_ms.low:g}-{u.itl_p95_ms.high:g} ms, capacity {u.requests_per_s_capacity.low:g}-"
+                     f"{u.requests_per_s_capacity.high:g} requests/s ({p.uncertainty_source})"])
+    if p.capacity_margin is not None:
+        m = p.capacity_margin
+        rows.append(["sizing margin", f"production without a calibration: sized at the band's pessimistic edge (step "
+                     f"time x{m.step_time:g}, TTFT floor x{m.ttft_floor:g}); {m.central_replicas} replica(s) at the "
+                     f"central estimate against {bp.compute.replicas} planned: `blueprint benchmark` and `blueprint "
+                     "calibrate` can narrow it"])
     if p.capacity_source:
         rows.append(["capacity model", p.capacity_source])
     if p.capacity_correction:
