@@ -623,6 +623,11 @@ def benchmark(
                                         "peak."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the Kubernetes objects (or, for SageMaker, the "
                                  "commands) without a cluster, credentials or Pulumi CLI."),
+    approximate_workload: bool = typer.Option(False, "--approximate-workload", help="Measure a planned workload the "
+                                              "random dataset cannot reproduce (sessions over several replicas "
+                                              "without the router) anyway: the result file lists what was "
+                                              "approximated and `blueprint calibrate` refuses it. Default: refuse "
+                                              "(exit 2)."),
     outputs_file: Optional[Path] = typer.Option(None, "--outputs", help="The stack's outputs as `pulumi stack output "
                                                 "--json --show-secrets` prints them. Default: ask the Pulumi CLI "
                                                 "(a dry run: the preview's stand-ins)."),
@@ -633,14 +638,16 @@ def benchmark(
                                               "project's (found from the working directory)."),
 ) -> None:
     """Run the planned workload against one replica of a deployed LLM stack with `vllm bench serve` (from the image
-    the stack pins): the planned prompt and output lengths (random dataset), a sweep of request rates up to and past
-    the planned per-replica peak, goodput against the SLO; write the client's JSON, the settings and image versions
-    to benchmarks/results/<stack>/<date>.json (the file `blueprint calibrate` reads).
+    the stack pins): the planned prompt and output lengths and prompt reuse (random dataset; the planned cached
+    tokens, shared prefix and sessions' history, as a prefix every prompt shares), a sweep of request rates up to
+    and past the planned per-replica peak, goodput against the SLO; write the client's JSON, the settings and image
+    versions to benchmarks/results/<stack>/<date>.json (the file `blueprint calibrate` reads).
 
     vllm-gpu: a Kubernetes Job in the service's namespace on the system nodes, sending to one Ready serving pod's
     authenticating proxy. SageMaker: the client in Docker on this machine through a SigV4 signing proxy on loopback.
     Every run is bounded in requests and time; the Job and its NetworkPolicies are deleted afterwards. Exit 2 on bad
-    flags, a stack that is not an LLM stack, or missing access.
+    flags, a stack that is not an LLM stack, a planned workload the random dataset cannot reproduce (without
+    --approximate-workload), or missing access.
     """
     import yaml
 
@@ -656,15 +663,21 @@ def benchmark(
         with err.status(f"Preparing the benchmark of {stack}..."):
             run, api = prepare_benchmark(stack, stacks_dir=stacks_dir or project.stacks_dir, program=project.program,
                                          root=project.root, access=access, rates=parse_rates(rates),
-                                         duration_s=duration, dry_run=dry_run, now=now)
+                                         duration_s=duration, dry_run=dry_run, now=now,
+                                         approximate=approximate_workload)
         settings = run.settings
+        w = settings.workload
+        prefix = f"a shared {w.prefix_len}-token prefix and " if w.prefix_len else ""
         err.print(f"{stack}: {len(settings.rates)} run(s) of {settings.duration_s} s at "
                   f"{', '.join(f'{r:g}' for r in settings.rates)} requests/s per replica (planned peak "
-                  f"{settings.per_replica_peak_rps:g}); prompts {settings.input_len} and outputs "
-                  f"{settings.output_len} tokens (range ratio {settings.range_ratio:g}); {settings.total_requests:,} "
+                  f"{settings.per_replica_peak_rps:g}); prompts of {prefix}{w.input_len} and outputs of "
+                  f"{w.output_len} tokens (range ratio {w.range_ratio:g}); {settings.total_requests:,} "
                   "requests in all", highlight=False)
         for note in settings.notes:
             err.print(f"[yellow]note[/]: {escape(note)}", highlight=False)
+        for what in w.approximations:
+            err.print(f"[yellow]approximate workload[/] (`blueprint calibrate` will refuse the result): "
+                      f"{escape(what)}", highlight=False)
         if dry_run:
             if outputs_file is None:
                 err.print("dry run: deploy-time names (the model store bucket) are the offline preview's stand-ins; "

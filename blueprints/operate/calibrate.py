@@ -51,7 +51,7 @@ from blueprints.contracts.consistency import model_architecture
 from blueprints.contracts.sections import Archetype, VllmEngine
 from blueprints.core.errors import BenchmarkError, CalibrationError, format_validation_error
 from blueprints.contracts.weights import streams_format
-from blueprints.operate.benchmark import benchmark_settings
+from blueprints.operate.workload import planned_workload
 from blueprints.plan.startup import vllm_startup
 
 #: Largest share of a run's requests that may have failed for it to be fitted (a failing server's timings are not
@@ -213,7 +213,7 @@ def _raw(path: Path, shown: str, data: Any, bp: Blueprint, *,
         date = dt.datetime.strptime(run.date, "%Y%m%d-%H%M%S").date()
     except ValueError:
         raise _error(path, "date", f"{run.date!r} is not a date (%Y%m%d-%H%M%S)") from None
-    ratio = benchmark_settings(bp).range_ratio
+    ratio = planned_workload(bp).range_ratio
     runs = [] if why else [_measured_run(
         f"{shown}", run, input_len=max(1, round(run.total_input_tokens / max(1, run.completed))),
         output_len=max(1, round(run.total_output_tokens / max(1, run.completed))), range_ratio=ratio)]
