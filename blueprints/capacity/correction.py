@@ -40,9 +40,14 @@ FIGURES = (("output_tokens_per_s", "output_throughput"), ("median_ttft_ms", "med
 #: rate.
 SATURATED_SHARE = 0.9
 #: The factors a fit may return: beyond these the model is wrong for this replica in more than scale (a correction
-#: would hide it); the fit stops at the bound and says so.
+#: would hide it); the fit stops at the bound and says so (`Fit.at_bound`), and `blueprint calibrate` refuses it.
 STEP_TIME_RANGE = (0.2, 5.0)
 TTFT_FLOOR_RANGE = (0.2, 10.0)
+#: The most error a fit may leave: the median over the fitted figures (every run's median TTFT and median ITL, and the
+#: output tokens/s of a run the replica held back) of |predicted after the fit / measured - 1|
+#: (`Fit.median_abs_error(after=True)`). Beyond it two factors do not explain the runs, and `blueprint calibrate`
+#: refuses the fit, as it refuses one stopped at a bound of `STEP_TIME_RANGE` or `TTFT_FLOOR_RANGE`.
+MAX_RESIDUAL_AFTER_FIT = 0.25
 #: Alternating searches (step time, then TTFT floor) and golden-section steps per search: the bracket of ln(factor)
 #: shrinks by 0.618 a step, 18 steps leave 1/5,700 of it (~0.06 % of the factor on STEP_TIME_RANGE).
 ROUNDS = 2
