@@ -173,7 +173,8 @@ def _with_traffic(stack: str, **traffic) -> object:
 def test_a_shared_prefix_is_sent_as_the_random_datasets_prefix_and_the_mean_prompt_stays_as_planned(bare_env):
     result = CliRunner().invoke(app, ["benchmark", "rag-assistant-generator-dev", "--dry-run"])
     assert result.exit_code == 0, result.output
-    assert "prompts of a shared 640-token prefix and 1960 and outputs of 350 tokens" in " ".join(result.stderr.split())
+    assert "prompts of a shared 640-token prefix + 1960 tokens and outputs of 350 (means, range ratio 0.9)" in \
+        " ".join(result.stderr.split())
     job = list(yaml.safe_load_all(result.stdout))[-1]
     for c in job["spec"]["template"]["spec"]["initContainers"][1:]:
         # traffic.shared_prefix_tokens 640 (40 whole KV blocks) of the 2,600-token mean prompt: --random-input-len
