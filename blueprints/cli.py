@@ -644,6 +644,11 @@ def benchmark(
                                         "peak."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the Kubernetes objects (or, for SageMaker, the "
                                  "commands) without a cluster, credentials or Pulumi CLI."),
+    approximate_workload: bool = typer.Option(False, "--approximate-workload", help="Measure a planned workload the "
+                                              "random dataset cannot reproduce (sessions over several replicas "
+                                              "without the router) anyway: the result file lists what was "
+                                              "approximated and `blueprint calibrate` refuses it. Default: refuse "
+                                              "(exit 2)."),
     outputs_file: Optional[Path] = typer.Option(None, "--outputs", help="The stack's outputs as `pulumi stack output "
                                                 "--json --show-secrets` prints them. Default: ask the Pulumi CLI "
                                                 "(a dry run: the preview's stand-ins)."),
@@ -654,14 +659,16 @@ def benchmark(
                                               "project's (found from the working directory)."),
 ) -> None:
     """Run the planned workload against one replica of a deployed LLM stack with `vllm bench serve` (from the image
-    the stack pins): the planned prompt and output lengths (random dataset), a sweep of request rates up to and past
-    the planned per-replica peak, goodput against the SLO; write the client's JSON, the settings and image versions
-    to benchmarks/results/<stack>/<date>.json (the file `blueprint calibrate` reads).
+    the stack pins): the planned prompt and output lengths and prompt reuse (random dataset; the planned cached
+    tokens, shared prefix and sessions' history, as a prefix every prompt shares), a sweep of request rates up to
+    and past the planned per-replica peak, goodput against the SLO; write the client's JSON, the settings and image
+    versions to benchmarks/results/<stack>/<date>.json (the file `blueprint calibrate` reads).
 
     vllm-gpu: a Kubernetes Job in the service's namespace on the system nodes, sending to one Ready serving pod's
     authenticating proxy. SageMaker: the client in Docker on this machine through a SigV4 signing proxy on loopback.
     Every run is bounded in requests and time; the Job and its NetworkPolicies are deleted afterwards. Exit 2 on bad
-    flags, a stack that is not an LLM stack, or missing access.
+    flags, a stack that is not an LLM stack, a planned workload the random dataset cannot reproduce (without
+    --approximate-workload), or missing access.
     """
     import yaml
 
@@ -677,15 +684,21 @@ def benchmark(
         with err.status(f"Preparing the benchmark of {stack}..."):
             run, api = prepare_benchmark(stack, stacks_dir=stacks_dir or project.stacks_dir, program=project.program,
                                          root=project.root, access=access, rates=parse_rates(rates),
-                                         duration_s=duration, dry_run=dry_run, now=now)
+                                         duration_s=duration, dry_run=dry_run, now=now,
+                                         approximate=approximate_workload)
         settings = run.settings
+        w = settings.workload
+        prefix = f"a shared {w.prefix_len}-token prefix + " if w.prefix_len else ""
         err.print(f"{stack}: {len(settings.rates)} run(s) of {settings.duration_s} s at "
                   f"{', '.join(f'{r:g}' for r in settings.rates)} requests/s per replica (planned peak "
-                  f"{settings.per_replica_peak_rps:g}); prompts {settings.input_len} and outputs "
-                  f"{settings.output_len} tokens (range ratio {settings.range_ratio:g}); {settings.total_requests:,} "
+                  f"{settings.per_replica_peak_rps:g}); prompts of {prefix}{w.input_len} tokens and outputs of "
+                  f"{w.output_len} (means, range ratio {w.range_ratio:g}); {settings.total_requests:,} "
                   "requests in all", highlight=False)
         for note in settings.notes:
             err.print(f"[yellow]note[/]: {escape(note)}", highlight=False)
+        for what in w.approximations:
+            err.print(f"[yellow]approximate workload[/] (`blueprint calibrate` will refuse the result): "
+                      f"{escape(what)}", highlight=False)
         if dry_run:
             if outputs_file is None:
                 err.print("dry run: deploy-time names (the model store bucket) are the offline preview's stand-ins; "
@@ -723,7 +736,8 @@ def benchmark(
 def calibrate(
     results: list[Path] = typer.Argument(..., metavar="RESULT.json...", help="Result files: `blueprint benchmark`'s "
                                          "(benchmarks/results/<stack>/<date>.json) or the JSON of `vllm bench serve "
-                                         "--save-result` (vLLM 0.24.0), 1-20."),
+                                         "--save-result` (vLLM 0.24.0; not for a stack planned with a shared prefix "
+                                         "or sessions: it does not record the prefix it sent), 1-20, each run once."),
     stack: str = typer.Option(..., "--stack", help="The vllm-gpu stack the results measured, e.g. "
                               "chat-assistant-prod: its stack config gives the model, GPU, engine and flags."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Write the calibration to this folder instead of "
@@ -739,8 +753,11 @@ def calibrate(
     of any service with that model, GPU, engine image, tensor parallel degree and precision sizes on the corrected
     model and says so; a result file with the measured pod's cold start (`blueprint benchmark` records it) also
     corrects the startup model part by part, and the next plan's cold start, probes, deadlines, cooldowns and warm
-    floor follow it. Exit 2 on a file of another model or GPU, a run with over 5 % failed or under 20 completed
-    requests, a cold-start part outside 0.2-5x the model's, or a bad field (the message names file, field and fix).
+    floor follow it. Exit 2, writing nothing, on a file of another model, GPU or engine image, or of another workload
+    than the stack is planned with (prefix, lengths, range ratio: benchmark with `blueprint benchmark`), or measured
+    with --approximate-workload; a run with over 1 % failed or under 20 completed requests, dated after today, or
+    given twice; a fit at a bound of a factor's range or leaving over 25 % median error; a cold-start part outside
+    0.2-5x the model's; or a bad field (the message names file, field and fix).
     """
     from blueprints.contracts.stackconfig import read_stack_config, stack_config_path
     from blueprints.core.project import project_paths
@@ -762,8 +779,7 @@ def calibrate(
             out.print(f"    {escape(why)}", highlight=False)
     out.print(f"step time x{f.step_time:g}, TTFT floor x{f.ttft_floor:g}; residual error median "
               f"{f.residual_before.median:.0%} -> {f.residual_after.median:.0%}, max {f.residual_before.max:.0%} -> "
-              f"{f.residual_after.max:.0%}" + (f" (at the bound of its range: {', '.join(f.at_bound)})"
-                                              if f.at_bound else ""), highlight=False)
+              f"{f.residual_after.max:.0%}", highlight=False)
     if f.startup is not None:
         out.print(f"cold start: {f.startup.words()}; "
                   + ", ".join(f"{p.part.removesuffix('_s')} {p.predicted_s} -> {p.measured_s:g} s (x{p.factor:g}, "

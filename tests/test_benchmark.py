@@ -15,6 +15,7 @@ from blueprints.cli import app
 from blueprints.contracts.stackconfig import read_stack_config
 from blueprints.core.errors import BenchmarkError
 from blueprints.operate import benchmark as bench
+from blueprints.operate import workload
 from blueprints.operate.jobs import parse_runs
 from blueprints.contracts.benchmark_result import load_result, result_json
 from blueprints.review.deployability.pod_security import pod_security_violations
@@ -150,12 +151,87 @@ def test_a_sagemaker_dry_run_prints_the_client_behind_the_signing_proxy(bare_env
 
 
 def test_range_ratio_matches_the_planned_p95_and_fits_the_context():
-    assert bench.range_ratio(1000, 1450, other_mean=100, max_model_len=None) == (0.5, [])
-    ratio, notes = bench.range_ratio(1000, None, other_mean=100, max_model_len=None)  # p95 2x the mean
-    assert ratio == bench.MAX_RANGE_RATIO and "longer tail" in notes[0]
-    ratio, notes = bench.range_ratio(3000, 4000, other_mean=1000, max_model_len=5000)
+    assert workload.range_ratio(1000, 1450, other_mean=100, max_model_len=None) == (0.5, [])
+    ratio, notes = workload.range_ratio(1000, None, other_mean=100, max_model_len=None)  # p95 2x the mean
+    assert ratio == workload.MAX_RANGE_RATIO and "longer tail" in notes[0]
+    ratio, notes = workload.range_ratio(3000, 4000, other_mean=1000, max_model_len=5000)
     assert ratio == 0.25 and "max_model_len 5000" in notes[0]
-    assert bench.range_ratio(1000, 1000, other_mean=10, max_model_len=None) == (0.0, [])
+    assert workload.range_ratio(1000, 1000, other_mean=10, max_model_len=None) == (0.0, [])
+    # the prefix comes on top of the longest draw: 500 + (1000 + 100) x 1.36 <= 2000
+    ratio, notes = workload.range_ratio(1000, 1450, other_mean=100, max_model_len=2000, prefix_len=500)
+    assert ratio == 0.36 and "max_model_len 2000" in notes[0]
+
+
+def _with_traffic(stack: str, **traffic) -> object:
+    """A stack config with its model's traffic (and the engine's max_model_len, `max_model_len=`) edited."""
+    bp = read_stack_config(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
+    engine = {"max_model_len": traffic.pop("max_model_len")} if "max_model_len" in traffic else {}
+    model = bp.model.model_copy(update={"traffic": bp.model.traffic.model_copy(update=traffic)})
+    return bp.model_copy(update={"models": [model], "engine": bp.engine.model_copy(update=engine)})
+
+
+def test_a_shared_prefix_is_sent_as_the_random_datasets_prefix_and_the_mean_prompt_stays_as_planned(bare_env):
+    result = CliRunner().invoke(app, ["benchmark", "rag-assistant-generator-dev", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "prompts of a shared 640-token prefix + 1960 tokens and outputs of 350 (means, range ratio 0.9)" in \
+        " ".join(result.stderr.split())
+    job = list(yaml.safe_load_all(result.stdout))[-1]
+    for c in job["spec"]["template"]["spec"]["initContainers"][1:]:
+        # traffic.shared_prefix_tokens 640 (40 whole KV blocks) of the 2,600-token mean prompt: --random-input-len
+        # excludes the prefix at v0.24.0, so prefix + random part is the planned mean prompt
+        assert arg(c["args"], "--random-prefix-len") == "640" and arg(c["args"], "--random-input-len") == "1960"
+    w = workload.planned_workload(read_stack_config(ROOT / "stacks/Pulumi.rag-assistant-generator-dev.yaml"))
+    assert (w.prefix_len, w.input_len, w.prompt_len, w.approximations) == (640, 1960, 2600, ())
+
+
+def test_a_stack_without_prompt_reuse_sends_no_prefix(dry_run):
+    for c in dry_run[-1]["spec"]["template"]["spec"]["initContainers"][1:]:
+        assert arg(c["args"], "--random-prefix-len") == "0"
+
+
+def test_sessions_are_sent_as_their_cached_history_in_the_prefix():
+    # 48k of a 64k mean prompt cached, as the planner sizes one replica: an 8,000-token shared prefix and 8-turn
+    # conversations of 500-token answers, each turn resending its history (blueprints.requirements.reuse)
+    bp = _with_traffic("rag-assistant-generator-prod", mean_input_tokens=64_000, mean_output_tokens=500,
+                       shared_prefix_tokens=8_000, session_turns=8, max_model_len=131_072)
+    new = (2 * (64_000 - 8_000) - 7 * 500) / 9  # u, a turn's new message: 12,055.6 tokens
+    history = 64_000 - 8_000 - new  # 43,944.4 tokens resent per request on average
+    cached = int((8_000 + history) // 16) * 16  # whole KV blocks: 51,936
+    assert bp.router is not None  # routed: every turn finds its history, on the replica measured too
+    w = bench.benchmark_settings(bp).workload
+    assert (w.prefix_len, w.input_len, w.prompt_len) == (cached, 64_000 - cached, 64_000) == (51_936, 12_064, 64_000)
+    assert w.approximations == ()
+    args = bench.client_args(bench.benchmark_settings(bp), 0, base_url="http://x", backend="openai",
+                             endpoint="/v1/completions", model=bp.model.name)
+    assert arg(args, "--random-prefix-len") == "51936" and arg(args, "--random-input-len") == "12064"
+
+
+def test_sessions_without_the_router_over_several_replicas_are_refused_unless_approximate(tmp_path, bare_env):
+    bp = _with_traffic("rag-assistant-generator-dev", session_turns=4)
+    assert bp.router is None and bp.autoscaling.max_replicas == 2  # scale to zero: no router in front
+    with pytest.raises(BenchmarkError) as refused:
+        bench.benchmark_settings(bp)
+    assert "model.traffic.session_turns=4: conversations over up to 2 replicas without the router find their " \
+           "history cached on the replica a turn reaches 1/2 of the time" in str(refused.value)
+    assert "pass --approximate-workload" in str(refused.value)
+    settings = bench.benchmark_settings(bp, approximate=True)
+    assert settings.workload.prefix_len == 2016  # 640 shared + 1,386 history, whole blocks: what the plan sized
+    record = bench.settings_record(settings, backend="openai", endpoint="/v1/completions")
+    assert record.approximations == list(settings.workload.approximations) and len(record.approximations) == 1
+    assert record.random_prefix_len == 2016
+    # the CLI: exit 2, one line, no traceback
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    for path in (ROOT / "stacks").glob("*.yaml"):
+        (stacks / path.name).write_text(path.read_text())
+    config = stacks / "Pulumi.rag-assistant-generator-dev.yaml"
+    config.write_text(config.read_text().replace("        shared_prefix_tokens: 640\n",
+                                                 "        shared_prefix_tokens: 640\n        session_turns: 4\n"))
+    result = CliRunner().invoke(app, ["benchmark", "rag-assistant-generator-dev", "--dry-run", "--stacks-dir",
+                                      str(stacks)])
+    assert result.exit_code == 2, result.output
+    assert "BenchmarkError: rag-assistant-generator-dev: model.traffic.session_turns=4" in result.stderr
+    assert "Traceback" not in result.output
 
 
 def test_the_results_container_output_parses_into_the_runs():

@@ -43,6 +43,18 @@ def test_the_recorded_file_is_in_the_clients_exact_format_and_says_it_was_constr
     assert result_json(result) == recorded_json()  # read and written back unchanged
 
 
+def test_a_file_written_before_the_prefix_was_recorded_reads_as_no_prefix_and_no_approximation(tmp_path):
+    data = recorded_json()
+    assert data["settings"]["random_prefix_len"] == 0 and data["settings"]["approximations"] == []
+    del data["settings"]["random_prefix_len"], data["settings"]["approximations"]
+    old = load_result(write(tmp_path, data))
+    assert old.settings.random_prefix_len == 0 and old.settings.approximations == []
+    bad = recorded_json()
+    bad["settings"]["random_prefix_len"] = -1
+    with pytest.raises(BenchmarkError, match="settings.random_prefix_len"):
+        load_result(write(tmp_path, bad))
+
+
 def test_percentiles_are_read_by_metric_and_percentile():
     run = load_result(RECORDED).runs[3]
     assert run.percentile_ms("ttft", 95) == recorded_json()["runs"][3]["p95_ttft_ms"]

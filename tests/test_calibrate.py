@@ -6,7 +6,9 @@ CONSTRUCTED); calibrations built from them go to tmp_path, never to stacks/calib
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 import types
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from blueprints.contracts.stackconfig import read_stack_config
 from blueprints.core.errors import CalibrationError
 from blueprints.review.report.stack import plan_summary
 from blueprints.workspace import plan_requirements_file
+from tests.benchmark_standins import model_result_file, model_runs
 from tests.conftest import PLAN_DATE, ROOT
 
 STACK = "chat-assistant-prod"
@@ -50,36 +53,12 @@ def _setup(bp) -> ReplicaSetup:
                         max_model_len=e.max_model_len)
 
 
-def _synthetic_result(tmp_path: Path, truth: Correction, *, rates=(1.0, 2.5, 4.0, 6.0), prompts=150) -> Path:
-    """A result file (constructed) whose runs are the model's own replay with `truth`, in the recorded format."""
-    bp = _bp()
-    setup = _setup(bp)
-    data = json.loads(RESULT.read_text())
-    template = data["runs"][0]
-    e = bp.engine
-    data["target"].update(gpu=bp.compute.gpu, max_num_seqs=e.max_num_seqs, kv_cache_dtype=e.kv_cache_dtype,
-                          max_num_batched_tokens=e.max_num_batched_tokens, max_model_len=e.max_model_len)
-    s = data["settings"]
-    s.update(request_rates=list(rates), num_prompts=[prompts] * len(rates), max_concurrency=10_000)
-    runs = []
-    for rate in rates:
-        run = MeasuredRun("synthetic", rate, prompts, s["random_input_len"], s["random_output_len"],
-                          s["random_range_ratio"], 1.0, 1.0, 1.0)
-        result = replay(setup, run, truth)
-        runs.append({**template, "request_rate": rate, "num_prompts": prompts, "completed": prompts, "failed": 0,
-                     "max_concurrency": 10_000, "max_concurrent_requests": 50,
-                     "duration": result.duration_s, "request_throughput": result.measured / result.duration_s,
-                     "output_throughput": predicted(result, "output_tokens_per_s"),
-                     "median_ttft_ms": predicted(result, "median_ttft_ms"),
-                     "median_itl_ms": predicted(result, "median_itl_ms")})
-    data["runs"] = runs
-    path = tmp_path / "synthetic.json"
-    path.write_text(json.dumps(data))
-    return path
+def _calibrate(*args: str, stack: str = STACK):
+    return runner.invoke(app, ["calibrate", "--stack", stack, "--stacks-dir", str(ROOT / "stacks"), *args])
 
 
-def _calibrate(*args: str):
-    return runner.invoke(app, ["calibrate", "--stack", STACK, "--stacks-dir", str(ROOT / "stacks"), *args])
+def _words(result) -> str:
+    return " ".join(result.output.split())
 
 
 def test_the_fit_recovers_known_factors_from_runs_the_model_generated(tmp_path):
@@ -100,36 +79,52 @@ def test_the_fit_recovers_known_factors_from_runs_the_model_generated(tmp_path):
     assert found.at_bound == ()
 
 
-def test_a_recorded_vllm_bench_serve_result_is_read_in_v0_24_0_format(tmp_path):
-    result = _calibrate(str(RAW), "--out", str(tmp_path))
+def test_recorded_vllm_bench_serve_results_are_read_in_v0_24_0_format(tmp_path):
+    # the client's own JSON of each run of a model-generated sweep, labelled CONSTRUCTED as the bundled one is
+    sweep = model_runs(STACK, Correction(1.3, 1.0), rates=(1.0, 2.0, 6.0), duration_s=120)
+    files = []
+    for i, run in enumerate(sweep["runs"]):
+        files.append(tmp_path / f"openai-{run['request_rate']}qps-llama-3-1-8b-{run['date']}.json")
+        files[-1].write_text(json.dumps({**run, "label": "CONSTRUCTED: the capacity model's replay"}))
+    result = _calibrate(*map(str, files), "--out", str(tmp_path / "cal"))
     assert result.exit_code == 0, result.output
-    (written,) = tmp_path.glob("*.yaml")
+    (written,) = (tmp_path / "cal").glob("*.yaml")
     assert written.name == "llama-3.1-8b-l40s-v0.24.0-tp1-bf16.yaml"
-    (file,) = [c.file for c in load_calibrations(tmp_path).entries]
-    (source,) = file.sources
-    assert (source.format, source.measured, source.runs_used, source.date.isoformat()) == (
-        "vllm-bench-serve", False, 1, "2026-12-03")  # its label says CONSTRUCTED
-    measured = {r.figure: r.measured for r in file.figures}
-    raw = json.loads(RAW.read_text())
-    assert measured["median_itl_ms"] == raw["median_itl_ms"]
-    assert measured["median_ttft_ms"] == raw["median_ttft_ms"]
-    assert "output_tokens_per_s" not in measured  # 3.02 of 3.33 requests/s done: not held back, so not fitted
+    (file,) = [c.file for c in load_calibrations(tmp_path / "cal").entries]
+    assert [(s.format, s.measured, s.runs_used, s.date.isoformat()) for s in file.sources] == [
+        ("vllm-bench-serve", False, 1, "2026-12-03")] * 3  # their label says CONSTRUCTED
+    measured = {(r.run, r.figure): r.measured for r in file.figures}
+    first = sweep["runs"][0]
+    assert measured[(files[0].as_posix(), "median_itl_ms")] == round(first["median_itl_ms"], 3)
+    assert measured[(files[0].as_posix(), "median_ttft_ms")] == round(first["median_ttft_ms"], 3)
+    held_back = [(f.as_posix(), "output_tokens_per_s") in measured for f in files]
+    assert held_back == [r["request_throughput"] < 0.9 * r["request_rate"] for r in sweep["runs"]]
+    assert held_back == [False, False, True]  # 6 requests/s asked, 3.7 done: its throughput is the replica's
+    assert file.step_time == pytest.approx(1.3, rel=0.02) and file.at_bound == []
 
 
 def test_a_result_file_is_fitted_and_a_capped_run_is_left_out(tmp_path):
-    result = _calibrate(str(RESULT), "--out", str(tmp_path))
+    data = model_runs(STACK, Correction(1.2, 1.0), rates=(1.0, 2.5, 4.0, 6.0))
+    cap = data["settings"]["max_concurrency"]
+    data["runs"][3]["max_concurrent_requests"] = cap  # the client's cap reached: requests queued in the client
+    data["runs"][1].update(completed=149, failed=1)  # 1 of 150 failed: 0.67 %, at most 1 %: fitted
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(data))
+    result = _calibrate(str(path), "--out", str(tmp_path / "cal"))
     assert result.exit_code == 0, result.output
-    file = load_calibrations(tmp_path).entries[0].file
+    file = load_calibrations(tmp_path / "cal").entries[0].file
     (source,) = file.sources
-    assert source.runs_used == 5 and not source.measured
-    assert source.left_out and "runs[5]" in source.left_out[0] and "max_concurrency 142" in source.left_out[0]
-    assert file.residual_after.median <= file.residual_before.median
-    assert file.measured_with.max_num_seqs == 71  # the measured flags, not today's plan
+    assert source.runs_used == 3 and not source.measured
+    assert "runs[3]" in source.left_out[0] and f"max_concurrency {cap} was reached" in source.left_out[0]
+    assert file.residual_after.median <= 0.02 < file.residual_before.median
+    assert file.step_time == pytest.approx(1.2, rel=0.02)
+    assert file.measured_with.max_num_seqs == data["target"]["max_num_seqs"]  # the measured flags
 
 
 def test_a_half_speed_result_makes_the_next_plan_cost_more_and_say_why(tmp_path):
     out = tmp_path / "cal"
-    result = _calibrate(str(_synthetic_result(tmp_path, Correction(2.0, 1.0))), "--out", str(out), "--constructed")
+    half = model_result_file(tmp_path, STACK, Correction(2.0, 1.0), rates=(1.0, 2.5, 4.0, 6.0))
+    result = _calibrate(str(half), "--out", str(out), "--constructed")
     assert result.exit_code == 0, result.output
     cals = load_calibrations(out, relative_to=tmp_path)
     assert cals.entries[0].file.step_time == pytest.approx(2.0, rel=0.03)
@@ -146,10 +141,10 @@ def _plan(calibrations: Calibrations):
                                   stacks_dir=ROOT / "stacks", calibrations=calibrations)
 
 
-def _calibration(step_time: float) -> Calibrations:
+def _calibration(step_time: float, ttft_floor: float = 1.0) -> Calibrations:
     data = {"key": {"model": "llama-3.1-8b", "gpu": "l40s", "engine_image": "vllm/vllm-openai:v0.24.0",
                     "tensor_parallel_size": 1, "precision": "bf16"},
-            "step_time": step_time, "ttft_floor": 1.0,
+            "step_time": step_time, "ttft_floor": ttft_floor,
             "sources": [{"file": "tests/data/benchmark-results/chat-assistant-prod/2026-12-03.json",
                          "stack": STACK, "date": "2026-12-03", "measured": False, "format": "benchmark-result",
                          "runs_used": 5}],
@@ -208,6 +203,31 @@ def _edited(tmp_path: Path, source: Path, edit) -> Path:
     (lambda d: d["target"].update(gpu="h100"), ["target.gpu", "'h100'", "'l40s'"]),
     (lambda d: d.update(stack="chat-assistant-dev"), ["stack", "chat-assistant-dev", STACK]),
     (lambda d: d["runs"][2].update(completed=270, failed=30), ["runs[2].failed", "30 of 300 requests failed"]),
+    (lambda d: d["runs"][2].update(completed=296, failed=4), ["runs[2].failed", "4 of 300 requests failed, more "
+                                                              "than 1%", "failed requests take no time"]),
+    # the workload the stack is planned with, as `blueprint benchmark` sends it (chat-assistant-prod: no prefix,
+    # 1,200 and 300 tokens, range ratio 0.9)
+    (lambda d: d["settings"].update(random_prefix_len=48_000), ["settings.random_prefix_len: measured 48000, "
+                                                                "planned 0", "prompts of no shared prefix and 1200 "
+                                                                "random tokens", "`blueprint benchmark "
+                                                                "chat-assistant-prod`, which sends the planned"]),
+    (lambda d: d["settings"].update(random_input_len=2000), ["settings.random_input_len: measured 2000, planned "
+                                                             "1200"]),
+    (lambda d: d["settings"].update(random_output_len=100), ["settings.random_output_len: measured 100, planned "
+                                                             "300"]),
+    (lambda d: d["settings"].update(random_range_ratio=0.5), ["settings.random_range_ratio: measured 0.5, planned "
+                                                              "0.9"]),
+    (lambda d: d["target"].update(model="llama-3-1-8b-instruct"), ["target.model: measured 'llama-3-1-8b-instruct', "
+                                                                   "planned 'llama-3-1-8b'"]),
+    (lambda d: d["target"].update(engine_image="vllm/vllm-openai:v0.11.0"),
+     ["target.engine_image", "'vllm/vllm-openai:v0.11.0' is not the stack's"]),
+    (lambda d: d["settings"].update(approximations=["model.traffic.session_turns=4: ..."]),
+     ["settings.approximations: measured with --approximate-workload (model.traffic.session_turns=4"]),
+    # runs whose token totals are not what their settings sent (settings edited after the run)
+    (lambda d: d["runs"][0].update(total_input_tokens=2 * 118_920), ["runs[0].total_input_tokens: 2378 prompt "
+                                                                     "tokens per completed request; its settings "
+                                                                     "send 1200 on average (+-"]),
+    (lambda d: d["runs"][4].update(total_output_tokens=100_000), ["runs[4].total_output_tokens: 200 output tokens"]),
     (lambda d: d["runs"][1].update(completed=12), ["runs[1].completed", "12 requests completed, fewer than 20"]),
     (lambda d: d["runs"][0].update(median_ttft_ms=-1), ["runs[0].median_ttft_ms", "greater than or equal to 0 (got -1)"]),
     (lambda d: d["runs"][0].pop("median_itl_ms"), ["runs[0].median_itl_ms", "missing"]),
@@ -291,3 +311,148 @@ def test_result_files_of_different_engine_flags_are_not_fitted_together(tmp_path
     assert result.exit_code == 2
     assert "target" in result.output and "'max_num_seqs': 64" in result.output and "calibrate them separately" \
         in result.output
+
+
+def _faster(tmp_path: Path, times: float) -> Path:
+    """The bundled result file with every latency (`*_ms`) divided by `times`, marked measured."""
+    data = json.loads(RESULT.read_text())
+    data.update(measured=True, note=f"CONSTRUCTED for a test: the bundled file's latencies / {times:g}, marked "
+                "measured")
+    for run in data["runs"]:
+        run.update({k: v / times for k, v in run.items() if k.endswith("_ms") and v is not None})
+    path = tmp_path / "faster.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_the_bundled_constructed_results_fit_at_the_ttft_floors_bound_and_are_refused(tmp_path):
+    # hand-written: their low-load TTFTs sit under the model's floor, so the TTFT floor fits at its lower bound
+    for path in (RESULT, RAW):
+        result = _calibrate(str(path), "--out", str(tmp_path))
+        assert result.exit_code == 2, result.output
+        assert f"CalibrationError: {path.relative_to(ROOT)}: ttft_floor: the fit stopped at x0.2, the lower bound " \
+               "of its range (0.2-10) (step time x1." in _words(result)
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_5x_faster_than_the_model_marked_measured_is_refused_and_the_next_plan_is_unchanged(tmp_path):
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    (stacks / f"Pulumi.{STACK}.yaml").write_text((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text())
+    path = _faster(tmp_path, 5)
+    result = runner.invoke(app, ["calibrate", "--stack", STACK, "--stacks-dir", str(stacks), str(path)])
+    assert result.exit_code == 2, result.output
+    words = _words(result)
+    assert "faster.json: ttft_floor: the fit stopped at x0.2, the lower bound of its range (0.2-10)" in words
+    assert "`blueprint benchmark chat-assistant-prod`; nothing was written" in words
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) <= 3  # one message
+    assert not calibration_dir(stacks).exists()
+    found = load_calibrations(calibration_dir(stacks))
+    assert found.entries == ()
+    prod = {bp.environment: bp for bp in _plan(found).blueprints}["prod"]
+    assert prod.model_dump() == _bp().model_dump()  # the next plan is the committed one: 6 replicas at peak
+    assert prod.compute.replicas == 6
+    # what the refusal prevented: the factors the fit stopped at would have shrunk the fleet at peak
+    step, floor = (float(x) for x in re.search(r"step time x([\d.]+), TTFT floor x([\d.]+)", words).groups())
+    assert step < 0.3 and floor == 0.2
+    shrunk = {bp.environment: bp for bp in _plan(_calibration(step, floor)).blueprints}["prod"]
+    assert shrunk.compute.replicas < 6 and shrunk.planned_monthly_usd < 0.5 * prod.planned_monthly_usd
+
+
+def test_a_fit_that_leaves_more_than_a_quarter_of_the_error_is_refused(tmp_path):
+    data = model_runs(STACK, Correction(1.0, 1.0), rates=(0.5, 1.0, 1.5, 2.0, 2.5), duration_s=120)
+    for run, factor in zip(data["runs"], (1.7, 1.7, 1.0, 1 / 1.7, 1 / 1.7)):  # runs that contradict each other
+        run.update(median_itl_ms=run["median_itl_ms"] * factor, median_ttft_ms=run["median_ttft_ms"] * factor)
+    path = tmp_path / "contradicting.json"
+    path.write_text(json.dumps(data))
+    result = _calibrate(str(path), "--out", str(tmp_path / "cal"))
+    assert result.exit_code == 2, result.output
+    words = _words(result)
+    assert "contradicting.json: residual_after.median: 40% of error is left after the fit (the median over 10 " \
+           "fitted figures of |predicted / measured - 1|, at most 25%; step time x1.022, TTFT floor x0.957): two " \
+           "factors cannot explain these runs" in words
+    assert "stopped at" not in words  # not at a bound: the factors alone would not have caught it
+    assert not (tmp_path / "cal").exists()
+
+
+def test_a_run_counted_twice_is_refused(tmp_path):
+    shown = RESULT.relative_to(ROOT)  # as the calibration records it
+    twice = _calibrate(str(RESULT), str(RESULT), "--out", str(tmp_path / "cal"))
+    assert twice.exit_code == 2
+    assert f"{RESULT}: runs[0]: the run of {shown} runs[0] again (same date 20261203-100000, 0.833 requests/s, " \
+           "100 prompts and the same figures; the same file given twice): a run counted twice weighs twice in the " \
+           "fit; give each run once" in _words(twice)
+    # the client's JSON of a run next to the result file that holds it (its label aside, the same run)
+    both = _calibrate(str(RESULT), str(RAW), "--out", str(tmp_path / "cal"))
+    assert both.exit_code == 2
+    assert f"openai-3.33qps-llama-3-1-8b-20261203-132139.json: run.date" not in _words(both)
+    assert f"-20261203-132139.json: run: the run of {shown} runs[3] again" in _words(both)
+    # two runs of one file
+    data = model_runs(STACK, Correction(1.0, 1.0), rates=(1.0, 2.0, 3.0))
+    data["runs"][1] = data["runs"][0]
+    data["settings"]["request_rates"][1], data["settings"]["num_prompts"][1] = 1.0, data["runs"][0]["num_prompts"]
+    path = tmp_path / "copied.json"
+    path.write_text(json.dumps(data))
+    within = _calibrate(str(path), "--out", str(tmp_path / "cal"))
+    assert within.exit_code == 2
+    assert f"copied.json: runs[1]: the run of {path} runs[0] again" in _words(within)
+    assert not (tmp_path / "cal").exists()
+
+
+def test_a_result_dated_after_today_is_refused(tmp_path):
+    from blueprints.operate.calibrate import calibrate
+
+    bp, out = _bp(), tmp_path / "cal"
+    path = model_result_file(tmp_path, STACK, Correction(1.0, 1.0), rates=(1.0, 2.0, 6.0))  # dated 2026-12-03
+    with pytest.raises(CalibrationError) as refused:
+        calibrate(bp, [path], project_root=None, stacks_dir=ROOT / "stacks", out_dir=out, today=dt.date(2026, 12, 2))
+    assert str(refused.value) == (f"{path}: date: 2026-12-03: after today (2026-12-02, UTC): a benchmark from the "
+                                  "future was not measured; fix the date or leave this file out")
+    data = json.loads(path.read_text())
+    data["runs"][1]["date"] = "20261205-110000"  # the client's clock, two days ahead
+    ahead = tmp_path / "ahead.json"
+    ahead.write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match=r"ahead.json: runs\[1\].date: 20261205-110000: after today "
+                                               r"\(2026-12-03, UTC\)"):
+        calibrate(bp, [ahead], project_root=None, stacks_dir=ROOT / "stacks", out_dir=out, today=dt.date(2026, 12, 3))
+    assert not out.exists()
+    data["runs"][1]["date"] = "20261204-110000"  # a day ahead: a client clock in a zone east of UTC
+    ahead.write_text(json.dumps(data))
+    done = calibrate(bp, [ahead], project_root=None, stacks_dir=ROOT / "stacks", out_dir=out,
+                     today=dt.date(2026, 12, 3))
+    assert done.path.exists() and done.file.step_time == pytest.approx(1.0, rel=0.02)
+    # the command takes today's date (UTC)
+    data["date"] = "2099-01-01"
+    ahead.write_text(json.dumps(data))
+    result = _calibrate(str(ahead), "--out", str(tmp_path / "cli"))
+    assert result.exit_code == 2 and "date: 2099-01-01: after today" in _words(result)
+
+
+def test_a_stack_planned_with_a_prefix_refuses_runs_without_it_and_fits_what_blueprint_benchmark_sends(tmp_path):
+    stack = "rag-assistant-generator-dev"  # traffic.shared_prefix_tokens 640 of a 2,600-token mean prompt
+    # what `blueprint benchmark` sent before it reproduced prompt reuse: the whole mean prompt random, nothing cached
+    data = json.loads(RESULT.read_text())
+    data["stack"] = stack
+    data["target"]["model"] = "generator"
+    data["settings"].update(random_input_len=2600, random_output_len=350)
+    old = tmp_path / "no-prefix.json"
+    old.write_text(json.dumps(data))
+    result = _calibrate(str(old), "--out", str(tmp_path / "cal"), stack=stack)
+    assert result.exit_code == 2
+    assert "no-prefix.json: settings.random_prefix_len: measured 0, planned 640: rag-assistant-generator-dev is " \
+           "planned with prompts of a 640-token shared prefix and 1960 random tokens (mean), outputs of 350, range " \
+           "ratio 0.9 (served model 'generator'), and a fit on another workload would correct the model with " \
+           "it; benchmark with `blueprint benchmark rag-assistant-generator-dev`, which sends the planned workload" \
+           in _words(result)
+    # the client's own JSON does not record the prefix it sent
+    raw = _calibrate(str(_edited(tmp_path, RAW, lambda d: d.update(model_id="generator"))), "--out",
+                     str(tmp_path / "cal"), stack=stack)
+    assert raw.exit_code == 2 and "random_prefix_len: not recorded" in _words(raw)
+    # what `blueprint benchmark` writes for the stack now: fitted, each run replayed on its uncached part
+    path = model_result_file(tmp_path, stack, Correction(1.5, 1.0), rates=(0.4, 1.0, 2.0, 3.0), duration_s=120)
+    settings = json.loads(path.read_text())["settings"]
+    assert (settings["random_prefix_len"], settings["random_input_len"]) == (640, 1960)
+    done = _calibrate(str(path), "--out", str(tmp_path / "cal"), stack=stack)
+    assert done.exit_code == 0, done.output
+    file = load_calibrations(tmp_path / "cal").entries[0].file
+    assert file.step_time == pytest.approx(1.5, rel=0.02) and file.at_bound == []

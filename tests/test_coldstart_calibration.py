@@ -2,11 +2,13 @@
 plan's startup budget, timers, warm floor and simulated cost.
 
 The pod is a stand-in (`tests.operate_standins.ColdStartedPod`: the API's Pod, Node and Events and vLLM's log
-lines); the result file around it is the constructed chat-assistant-prod one, so calibrations go to tmp_path.
+lines); the result file around it is constructed (runs the capacity model replayed for chat-assistant-prod,
+`tests.benchmark_standins`), so calibrations go to tmp_path.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from blueprints.capacity.physics import Correction
 from blueprints.cli import app
 from blueprints.contracts.benchmark_result import BenchmarkResultFile, result_json
 from blueprints.contracts.calibration_file import Calibration, Calibrations, calibration_yaml, load_calibrations
@@ -22,6 +25,7 @@ from blueprints.operate.coldstart import go_duration_s, measure_cold_start
 from blueprints.plan.builders.context import cooldown_s
 from blueprints.workspace import plan_requirements_file
 from components.rollout import progress_deadline_s
+from tests.benchmark_standins import model_runs
 from tests.conftest import PLAN_DATE, ROOT
 from tests.operate_standins import ColdStartedPod
 
@@ -35,8 +39,15 @@ def _measured(pod: ColdStartedPod):
     return measure_cold_start(pod.pod, pod.node, pod.events, pod.log, container="vllm")
 
 
+@functools.cache
+def _model_runs() -> str:
+    """A result file (JSON) of runs the uncorrected capacity model replayed for the stack (so the capacity fit is
+    the identity, within its bounds)."""
+    return json.dumps(model_runs(STACK, Correction(), rates=(1.0, 2.0, 6.0), duration_s=120))
+
+
 def _result_with(tmp_path: Path, cold_start: dict | None, name: str = "cold.json") -> Path:
-    data = json.loads(RESULT.read_text())
+    data = json.loads(_model_runs())
     data["cold_start"] = cold_start
     path = tmp_path / name
     path.write_text(json.dumps(data))
@@ -149,7 +160,7 @@ def test_a_measured_cold_start_calibrates_the_next_plans_start_timers_floor_and_
 
 
 def test_a_calibration_without_a_cold_start_leaves_the_start_as_planned(tmp_path):
-    done = _calibrate(tmp_path, RESULT)
+    done = _calibrate(tmp_path, _result_with(tmp_path, None))
     assert done.exit_code == 0, done.output
     cals = load_calibrations(tmp_path / "cal", relative_to=tmp_path)
     assert cals.entries[0].file.startup is None

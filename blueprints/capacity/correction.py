@@ -4,8 +4,10 @@ Each measured run (one request rate of `vllm bench serve`) is replayed through t
 sizes with: the same step times, scheduler limits and frontend, the run's own request count, an open loop at its
 rate (Poisson arrivals, the client's `--burstiness` 1) or every request at once (`--request-rate inf`), and its
 prompt and output lengths drawn integer-uniform in [len(1 - r), len(1 + r)] as vLLM's random dataset draws them
-(vLLM v0.24.0 vllm/benchmarks/datasets/datasets.py:557-563, `RandomDataset`). Every request is measured (a benchmark
-has no warm-up in its statistics) and nothing stops an overloaded run.
+(vLLM v0.24.0 vllm/benchmarks/datasets/datasets.py:557-563, `RandomDataset`). A prefix every prompt shares
+(`--random-prefix-len`) is not replayed: as the planner models vLLM's prefix cache (`capacity.planning.traffic_shape`),
+cached tokens cost no prefill, so a run's prompt is its random part (`MeasuredRun.input_len`). Every request is
+measured (a benchmark has no warm-up in its statistics) and nothing stops an overloaded run.
 
 Three figures per run are compared with the client's: median TTFT and median ITL (`median_ttft_ms`,
 `median_itl_ms`) always, output tokens/s (`output_throughput`) only for a run the server held back (completed
@@ -14,7 +16,9 @@ not the replica. The factors minimise the sum over runs and figures of |ln(predi
 measured)| (an L1 loss in log space: a figure off by 2x weighs the same high or low, and one saturated run cannot
 outweigh the rest): golden-section searches on ln(step_time) and ln(ttft_floor) in turn, `ROUNDS` times, within
 `STEP_TIME_RANGE` and `TTFT_FLOOR_RANGE`. The step-time factor scales every step's kernels (ITL, prefill, hence
-throughput and queueing), the TTFT-floor factor the frontend's latency and serial work.
+throughput and queueing), the TTFT-floor factor the frontend's latency and serial work. A fit that stops at a bound
+(`Fit.at_bound`) or leaves more than `MAX_RESIDUAL_AFTER_FIT` of error is reported here and refused by
+`blueprint calibrate` (`blueprints.operate.calibrate`).
 
 Pure: the same runs give the same factors (the workload is seeded).
 """
@@ -40,9 +44,14 @@ FIGURES = (("output_tokens_per_s", "output_throughput"), ("median_ttft_ms", "med
 #: rate.
 SATURATED_SHARE = 0.9
 #: The factors a fit may return: beyond these the model is wrong for this replica in more than scale (a correction
-#: would hide it); the fit stops at the bound and says so.
+#: would hide it); the fit stops at the bound and says so (`Fit.at_bound`), and `blueprint calibrate` refuses it.
 STEP_TIME_RANGE = (0.2, 5.0)
 TTFT_FLOOR_RANGE = (0.2, 10.0)
+#: The most error a fit may leave: the median over the fitted figures (every run's median TTFT and median ITL, and the
+#: output tokens/s of a run the replica held back) of |predicted after the fit / measured - 1|
+#: (`Fit.median_abs_error(after=True)`). Beyond it two factors do not explain the runs, and `blueprint calibrate`
+#: refuses the fit, as it refuses one stopped at a bound of `STEP_TIME_RANGE` or `TTFT_FLOOR_RANGE`.
+MAX_RESIDUAL_AFTER_FIT = 0.25
 #: Alternating searches (step time, then TTFT floor) and golden-section steps per search: the bracket of ln(factor)
 #: shrinks by 0.618 a step, 18 steps leave 1/5,700 of it (~0.06 % of the factor on STEP_TIME_RANGE).
 ROUNDS = 2
@@ -75,7 +84,8 @@ class MeasuredRun:
         label: where it comes from, e.g. `benchmarks/results/chat-assistant-prod/2026-12-03.json runs[2]`.
         request_rate: requests/s asked for (Poisson), or None for `inf` (every request at once).
         num_prompts: requests sent.
-        input_len, output_len: the random dataset's mean lengths, tokens.
+        input_len, output_len: the random dataset's mean lengths, tokens (the prompt's random part: a shared prefix
+            sent before it is cached, not prefilled).
         range_ratio: lengths uniform in [len(1 - r), len(1 + r)].
         output_tokens_per_s, median_ttft_ms, median_itl_ms: the client's figures.
         saturated: the replica held the run back (its throughput is fitted).

@@ -81,6 +81,13 @@ def cached_prompt_tokens(reuse: PromptReuse, *, routing: Routing, replicas: int)
     return max(0, min(whole_blocks(cached), reuse.mean_input_tokens - 1))
 
 
+def sizing_cached_tokens(reuse: PromptReuse) -> int:
+    """`cached_prompt_tokens` of the one replica the planner sizes: routed (session or prefix-aware routing, or one
+    replica: either way every turn finds its conversation's history), the shared prefix and the mean history in whole
+    KV blocks. `blueprint benchmark` sends this many tokens as the prefix every prompt shares."""
+    return cached_prompt_tokens(reuse, routing=routing_for(reuse, routed=True), replicas=1)
+
+
 def shared_cached_tokens(reuse: PromptReuse) -> int:
     """The part of `cached_prompt_tokens` every request shares (the shared prefix's whole blocks): its KV blocks are
     held once per replica, not per sequence."""

@@ -170,7 +170,11 @@ class SettingsRecord(ClosedModel):
     backend: str = Field(max_length=64)
     endpoint: str = Field(max_length=100, description="request path, e.g. /v1/completions")
     dataset_name: Literal["random"] = "random"
-    random_input_len: int = Field(ge=1, le=1_048_576, description="mean prompt, tokens")
+    random_prefix_len: int = Field(default=0, ge=0, le=1_048_576, description="`--random-prefix-len`: tokens every "
+                                   "prompt starts with (the planned cached tokens), before the random part; 0 in "
+                                   "files written before it was recorded (none was sent)")
+    random_input_len: int = Field(ge=1, le=1_048_576, description="mean of the random part after the prefix, tokens "
+                                  "(`--random-input-len` excludes the prefix)")
     random_output_len: int = Field(ge=1, le=1_048_576, description="mean output, tokens")
     random_range_ratio: float = Field(ge=0, lt=1, description="lengths uniform in [len(1-r), len(1+r)]")
     request_rates: list[Annotated[float, Field(gt=0, le=MAX_RATE)]] = Field(min_length=1, max_length=MAX_RUNS, description="requests/s, one run each")
@@ -183,6 +187,10 @@ class SettingsRecord(ClosedModel):
     percentile_metrics: list[Literal["ttft", "tpot", "itl", "e2el"]] = Field(min_length=1, max_length=4)
     metric_percentiles: list[Annotated[float, Field(gt=0, le=100)]] = Field(min_length=1, max_length=10)
     seed: int = Field(ge=0, le=2**31 - 1)
+    approximations: list[Annotated[str, Field(max_length=1000)]] = Field(
+        default_factory=list, max_length=8, description="what of the planned workload the random dataset could not "
+        "reproduce, measured anyway (`blueprint benchmark --approximate-workload`); `blueprint calibrate` refuses a "
+        "file that lists any")
 
 
 class PlannedRecord(ClosedModel):

@@ -5,11 +5,15 @@ pin, and its `--save-result` JSON is the format `blueprint calibrate` reads). Op
 (`vllm/benchmarks/serve.py` `add_cli_args`, `vllm/benchmarks/datasets/datasets.py` `add_dataset_parser`); every
 option used here also exists in v0.11.0 with the same meaning (checked in both sdists), so the Job runs on either pin.
 
-- **Workload**: the random dataset at the planned mean prompt and output lengths (`--random-input-len`,
-  `--random-output-len`, `--ignore-eos` so outputs run to their drawn length). The dataset draws lengths uniformly
-  in [len(1-r), len(1+r)] (`--random-range-ratio` r < 1); r is chosen so the draw's p95, len(1 + 0.9r), is the
-  planned p95 (`traffic.input_tokens_p95`, default twice the mean), at most `MAX_RANGE_RATIO`: the planned
-  lognormal's tail beyond 1.81x the mean is not reproduced, and the report says so.
+- **Workload**: the one the stack was planned with, as `blueprints.operate.workload.planned_workload` derives it
+  (the same function `blueprint calibrate` checks a result file against): the random dataset with the planned
+  cached tokens as a prefix every prompt shares (`--random-prefix-len`: the shared prefix and sessions' resent
+  history), the rest of the planned mean prompt as the random part (`--random-input-len`, which excludes the prefix
+  at v0.24.0), the planned mean output (`--random-output-len`, `--ignore-eos` so outputs run to their drawn length),
+  and `--random-range-ratio` r so the random part's p95 is the planned one (at most `workload.MAX_RANGE_RATIO`: the
+  planned lognormal's tail beyond 1.81x the mean is not reproduced, and the report says so). What the random
+  dataset cannot reproduce is refused (BenchmarkError naming it) unless `approximate` (`--approximate-workload`):
+  the result file then lists it (`settings.approximations`) and `blueprint calibrate` refuses it.
 - **Rates**: a sweep of Poisson arrival rates (`--request-rate`, `--burstiness 1`) at ONE replica, up to and past
   the planned per-replica peak (the environment's peak over the planned replicas): by default 0.25x to 1.5x of it.
   Requests go to one Ready serving pod's authenticating proxy (its pod IP and the `api` port), not the load
@@ -36,6 +40,7 @@ from blueprints.core import defaults
 from blueprints.core.errors import BenchmarkError
 from blueprints.operate.manifests import StackManifests
 from blueprints.contracts.benchmark_result import SettingsRecord
+from blueprints.operate.workload import ClientWorkload, planned_workload
 
 #: Fractions of the planned per-replica peak the default sweep runs at: below, at and past the peak.
 DEFAULT_RATE_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
@@ -52,8 +57,6 @@ MAX_RATE_OVER_PEAK = 10.0
 MIN_PROMPTS_PER_RUN = 20
 #: Most requests of a whole sweep.
 MAX_TOTAL_REQUESTS = 50_000
-#: Largest `--random-range-ratio` used: [0.1x, 1.9x] the mean (the dataset requires r < 1).
-MAX_RANGE_RATIO = 0.9
 #: Requests in flight at most, per `max_num_seqs` of the replica: a queue as deep as the batch past saturation.
 MAX_IN_FLIGHT_PER_SEQ = 2
 #: The client's percentiles and metrics (`--metric-percentiles`, `--percentile-metrics`).
@@ -84,20 +87,18 @@ class BenchmarkSettings:
     """One sweep's client settings (all per replica).
 
     Attributes:
-        input_len, output_len: mean prompt and output, tokens.
-        range_ratio: the random dataset's r: lengths uniform in [len(1-r), len(1+r)].
+        workload: what the random dataset sends (prefix, random part, output, range ratio; `planned_workload`).
         rates: requests/s of each run, ascending.
         num_prompts: requests of each run (rate x duration, at least `MIN_PROMPTS_PER_RUN`).
         duration_s: each run's planned length, s.
         max_concurrency: requests in flight at most.
         goodput_ms: `--goodput` SLOs, ms (`ttft`, `tpot`, `e2el`).
         per_replica_peak_rps: the planned peak over the planned replicas.
-        notes: what the sweep cannot reproduce of the plan, for the report.
+        notes: where the sweep is narrower than the plan (the workload's notes, rates not past the peak), for the
+            report.
     """
 
-    input_len: int
-    output_len: int
-    range_ratio: float
+    workload: ClientWorkload
     rates: tuple[float, ...]
     num_prompts: tuple[int, ...]
     duration_s: int
@@ -125,43 +126,30 @@ def _sig3(value: float) -> float:
     return float(f"{value:.3g}")
 
 
-def range_ratio(mean: int, p95: int | None, *, other_mean: int, max_model_len: int | None) -> tuple[float, list[str]]:
-    """The random dataset's range ratio for a planned mean and p95 (None: `TOKENS_P95_TO_MEAN` x the mean), capped
-    by `MAX_RANGE_RATIO`, by a shortest draw of one token, and so that the longest prompt plus output fits
-    `max_model_len`; (ratio, notes on what was narrowed)."""
-    target = p95 if p95 is not None else defaults.TOKENS_P95_TO_MEAN * mean
-    ratio = max(0.0, (target / mean - 1) / 0.9)
-    notes = []
-    if ratio > MAX_RANGE_RATIO:
-        notes.append(f"lengths drawn uniformly up to {1 + MAX_RANGE_RATIO:g}x the mean: the planned p95 "
-                     f"({target:.0f} tokens, {target / mean:.2f}x) has a longer tail than the random dataset draws "
-                     f"(its p95 is {1 + 0.9 * MAX_RANGE_RATIO:.2f}x)")
-        ratio = MAX_RANGE_RATIO
-    ratio = min(ratio, 1 - 1 / mean) if mean > 1 else 0.0
-    if max_model_len is not None and (mean + other_mean) * (1 + ratio) > max_model_len:
-        capped = max(0.0, max_model_len / (mean + other_mean) - 1)
-        notes.append(f"range ratio {ratio:.2f} -> {capped:.2f}: the longest prompt plus output must fit "
-                     f"max_model_len {max_model_len}")
-        ratio = capped
-    return math.floor(round(ratio * 100, 6)) / 100, notes
-
-
-def benchmark_settings(bp: Blueprint, *, rates: list[float] | None = None,
-                       duration_s: int | None = None) -> BenchmarkSettings:
-    """The sweep for a stack: planned lengths, rates per replica, bounds.
+def benchmark_settings(bp: Blueprint, *, rates: list[float] | None = None, duration_s: int | None = None,
+                       approximate: bool = False) -> BenchmarkSettings:
+    """The sweep for a stack: the planned workload, rates per replica, bounds.
 
     Args:
         bp: the stack's blueprint (an LLM stack).
         rates: requests/s at one replica, each in (0, `MAX_RATE_OVER_PEAK` x the planned per-replica peak], at most
             `MAX_RATES`. Defaults to `DEFAULT_RATE_FRACTIONS` of the planned per-replica peak.
         duration_s: each run's length, s, `MIN_DURATION_S`-`MAX_DURATION_S`. Defaults to `DEFAULT_DURATION_S`.
+        approximate: measure a workload the random dataset cannot reproduce anyway (`--approximate-workload`).
+            Defaults to refusing it.
 
     Raises:
-        BenchmarkError: a stack `vllm bench serve` cannot drive, or `--rates` / `--duration` out of bounds (the
-            message names the flag, the value and the bound).
+        BenchmarkError: a stack `vllm bench serve` cannot drive, `--rates` / `--duration` out of bounds (the
+            message names the flag, the value and the bound), or a planned workload the random dataset cannot
+            reproduce without `approximate` (the message names the field and what cannot be reproduced).
     """
     benchmarkable(bp)
-    traffic = bp.model.traffic
+    workload = planned_workload(bp)
+    if workload.approximations and not approximate:
+        raise BenchmarkError(f"{bp.stack}: {'; '.join(workload.approximations)}: the random dataset of `vllm bench "
+                             "serve` cannot reproduce the planned workload, so a calibration would correct the model "
+                             "with another one; pass --approximate-workload to measure it anyway (the result file "
+                             "says so and `blueprint calibrate` refuses it)")
     peak = bp.model.traffic.peak_requests_per_s / max(1, bp.compute.replicas)
     duration = DEFAULT_DURATION_S if duration_s is None else duration_s
     if not MIN_DURATION_S <= duration <= MAX_DURATION_S:
@@ -183,9 +171,7 @@ def benchmark_settings(bp: Blueprint, *, rates: list[float] | None = None,
         raise BenchmarkError(f"--rates/--duration: the sweep would send {sum(num_prompts):,} requests, more than "
                              f"{MAX_TOTAL_REQUESTS:,}; lower the rates or the duration")
     engine = bp.engine
-    max_len = engine.max_model_len if isinstance(engine, VllmEngine) else getattr(engine, "max_model_len", None)
-    ratio, notes = range_ratio(traffic.mean_input_tokens, traffic.input_tokens_p95,
-                               other_mean=traffic.mean_output_tokens, max_model_len=max_len)
+    notes = list(workload.notes)
     if max(chosen) <= peak:
         notes.append(f"no rate is past the planned per-replica peak ({peak:.3g} requests/s)")
     seqs = engine.max_num_seqs if isinstance(engine, VllmEngine) else getattr(engine, "max_rolling_batch_size", None)
@@ -197,8 +183,7 @@ def benchmark_settings(bp: Blueprint, *, rates: list[float] | None = None,
     if bp.slo.latency_p95_ms:
         goodput["e2el"] = bp.slo.latency_p95_ms
     return BenchmarkSettings(
-        input_len=traffic.mean_input_tokens, output_len=traffic.mean_output_tokens, range_ratio=ratio,
-        rates=tuple(chosen), num_prompts=num_prompts, duration_s=duration,
+        workload=workload, rates=tuple(chosen), num_prompts=num_prompts, duration_s=duration,
         max_concurrency=MAX_IN_FLIGHT_PER_SEQ * seqs if seqs else None, goodput_ms=goodput,
         per_replica_peak_rps=_sig3(peak), notes=tuple(notes))
 
@@ -210,10 +195,11 @@ def _number(value: float) -> str:
 def client_args(settings: BenchmarkSettings, run: int, *, base_url: str, backend: str, endpoint: str,
                 model: str) -> list[str]:
     """`vllm bench serve` arguments of run `run` (0-based) of the sweep; results to `/results/rate-<run>.json`."""
+    w = settings.workload
     args = ["--backend", backend, "--base-url", base_url, "--endpoint", endpoint, "--model", model,
-            "--tokenizer", TOKENIZER_DIR, "--dataset-name", "random",
-            "--random-input-len", str(settings.input_len), "--random-output-len", str(settings.output_len),
-            "--random-range-ratio", _number(settings.range_ratio), "--ignore-eos",
+            "--tokenizer", TOKENIZER_DIR, "--dataset-name", "random", "--random-prefix-len", str(w.prefix_len),
+            "--random-input-len", str(w.input_len), "--random-output-len", str(w.output_len),
+            "--random-range-ratio", _number(w.range_ratio), "--ignore-eos",
             "--num-prompts", str(settings.num_prompts[run]), "--request-rate", _number(settings.rates[run]),
             "--burstiness", "1", "--seed", str(settings.seed),
             "--percentile-metrics", ",".join(PERCENTILE_METRICS),
@@ -232,10 +218,12 @@ def result_file(run: int) -> str:
 
 
 def settings_record(settings: BenchmarkSettings, *, backend: str, endpoint: str) -> SettingsRecord:
-    """The settings as the result file records them."""
+    """The settings as the result file records them (with what the workload could not reproduce, if measured
+    anyway)."""
+    w = settings.workload
     return SettingsRecord(
-        backend=backend, endpoint=endpoint, random_input_len=settings.input_len,
-        random_output_len=settings.output_len, random_range_ratio=settings.range_ratio,
+        backend=backend, endpoint=endpoint, random_prefix_len=w.prefix_len, random_input_len=w.input_len,
+        random_output_len=w.output_len, random_range_ratio=w.range_ratio, approximations=list(w.approximations),
         request_rates=list(settings.rates), num_prompts=list(settings.num_prompts), duration_s=settings.duration_s,
         burstiness=1.0, max_concurrency=settings.max_concurrency, goodput_ms=dict(settings.goodput_ms),
         percentile_metrics=list(PERCENTILE_METRICS), metric_percentiles=list(METRIC_PERCENTILES), seed=settings.seed)

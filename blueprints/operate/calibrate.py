@@ -10,15 +10,34 @@ Reads two formats:
   totals and rates `duration`, `completed`, `failed`, `total_input_tokens`, `total_output_tokens`,
   `output_throughput`, `max_concurrent_requests`; :1263-1267 `mean_/median_<metric>_ms`; checked in the PyPI sdist
   vllm-0.24.0.tar.gz, sha256 0862453adc1f3339f1a0c9dca1179c34d6ed6e118f87b6e5bddd120af614ac66). Such a file names
-  only the served model: the GPU, engine and flags are the stack config's, the mean lengths the run's totals over
-  its completed requests, the range ratio the one `blueprint benchmark` runs for the stack.
+  only the served model and records neither the engine image, the prefix nor the range ratio: the GPU, engine and
+  flags are the stack config's, the mean lengths the run's totals over its completed requests, the range ratio the
+  one `blueprint benchmark` runs for the stack; a stack planned with cached prompt tokens refuses it (its prefix is
+  not recorded).
 
-Every run is checked where it enters: the model (and GPU, engine image, tensor parallel degree) must be the stack's,
-at most `MAX_FAILED_SHARE` of its requests failed, at least `MIN_COMPLETED` completed, one replica measured,
-Poisson arrivals (`--burstiness 1`), TTFT and ITL recorded; otherwise CalibrationError (exit 2) naming the file,
-the field and the fix. A run whose client concurrency cap was reached (`max_concurrent_requests` = its
-`max_concurrency`) is left out, with the reason: its requests queued in the client, which an open-loop replay
-does not model (TTFT starts when the client sends, serve.py:962-966 and lib/endpoint_request_func.py:197).
+Every run is checked where it enters, and CalibrationError (exit 2) names the file, the field and the fix:
+- the replica: the model (and GPU, engine image, tensor parallel degree) must be the stack's, one replica measured;
+- the workload: the one the stack is planned with now, as `blueprint benchmark` sends it
+  (`blueprints.operate.workload.planned_workload`: served model, prefix, random part, output, range ratio; a file
+  `blueprint benchmark` wrote for the stack as planned always matches), none of it approximated
+  (`settings.approximations`), and each run's mean prompt and output per completed request within `LENGTH_SIGMAS`
+  standard deviations (+ `LENGTH_SLACK`) of what its settings send;
+- the run: at most `MAX_FAILED_SHARE` of its requests failed, at least `MIN_COMPLETED` completed, Poisson arrivals
+  (`--burstiness 1`), TTFT and ITL recorded, dated no later than today (UTC; a client's own clock up to
+  `CLIENT_CLOCK_AHEAD` ahead), and counted once: two runs with the same `run_identity` (date, rate, requests and
+  every figure fitted) are one measurement given twice, in two files or in one.
+A run whose client concurrency cap was reached (`max_concurrent_requests` = its `max_concurrency`) is left out, with
+the reason: its requests queued in the client, which an open-loop replay does not model (TTFT starts when the client
+sends, serve.py:962-966 and lib/endpoint_request_func.py:197).
+
+Runs are replayed as the planner models a prefix cache: the prefix every prompt shares is cached (sent once per run
+to fill it) and not prefilled, so the replay draws the random part of each prompt only
+(`blueprints.capacity.correction`).
+
+The fit is refused (CalibrationError, nothing written) when a factor stops at a bound of its range (`Fit.at_bound`:
+the runs are further from the model than a scale can correct: a broken run, or a model wrong in more than scale), or
+when the fit leaves more than `MAX_RESIDUAL_AFTER_FIT` of error (`blueprints.capacity.correction`: the median over
+the fitted figures of |predicted after the fit / measured - 1|).
 
 A result file of ours that recorded the measured pod's cold start (`cold_start`, `blueprints.operate.coldstart`)
 also corrects the startup model (`startup_fit`): per part, the median over the files of measured / the startup
@@ -30,6 +49,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,10 +57,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from blueprints.capacity.correction import FIGURES, SATURATED_SHARE, Fit, MeasuredRun, ReplicaSetup, fit
+from blueprints.capacity.correction import (
+    FIGURES, MAX_RESIDUAL_AFTER_FIT, SATURATED_SHARE, STEP_TIME_RANGE, TTFT_FLOOR_RANGE, Fit, MeasuredRun,
+    ReplicaSetup, fit,
+)
 from blueprints.catalog import load_catalog
 from blueprints.contracts.benchmark_result import (
-    MAX_RESULT_FILE_BYTES, STARTUP_PARTS, ColdStartRecord, VllmBenchRun, load_result,
+    MAX_RESULT_FILE_BYTES, STARTUP_PARTS, BenchmarkResultFile, ColdStartRecord, VllmBenchRun, load_result,
 )
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.calibration_file import (
@@ -51,18 +74,27 @@ from blueprints.contracts.consistency import model_architecture
 from blueprints.contracts.sections import Archetype, VllmEngine
 from blueprints.core.errors import BenchmarkError, CalibrationError, format_validation_error
 from blueprints.contracts.weights import streams_format
-from blueprints.operate.benchmark import benchmark_settings
+from blueprints.operate.workload import ClientWorkload, planned_workload
 from blueprints.plan.startup import vllm_startup
 
 #: Largest share of a run's requests that may have failed for it to be fitted (a failing server's timings are not
-#: its capacity).
-MAX_FAILED_SHARE = 0.05
+#: its capacity: a failed request takes no prefill or decode time, so its failures make it look faster).
+MAX_FAILED_SHARE = 0.01
 #: Fewest completed requests a run needs to be fitted (the medians of fewer are noise).
 MIN_COMPLETED = 20
 #: Most result files one calibration reads.
 MAX_FILES = 20
 #: The engine flags a result file records; every file of one calibration must share them.
 FLAG_FIELDS = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "kv_cache_dtype")
+#: A run's mean prompt and output per completed request may be off what its settings send by this many standard
+#: deviations of the mean of n uniform draws (len x r / sqrt(3 n)), plus `LENGTH_SLACK` of the length: the client
+#: takes the tokenizer's special tokens off the random part (vLLM adds them back) and re-encodes the prompt text
+#: (vllm/benchmarks/datasets/utils.py:70-71, datasets.py:759-770), which moves a few tokens.
+LENGTH_SIGMAS = 4.0
+LENGTH_SLACK = 0.02
+#: How far past today (UTC) a client run's date may be: `vllm bench serve` writes its own clock's local time without a
+#: zone (UTC+14 at most), so beyond a day it is in the future.
+CLIENT_CLOCK_AHEAD = dt.timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -78,8 +110,9 @@ def _error(path: Path, field: str, message: str) -> CalibrationError:
     return CalibrationError(f"{path}: {field}: {message}")
 
 
-def _setup(bp: Blueprint, target: dict[str, Any] | None) -> tuple[ReplicaSetup, MeasuredWith]:
-    """The measured replica: the stack config's model and engine, with a result file's recorded flags."""
+def measured_setup(bp: Blueprint, target: dict[str, Any] | None) -> tuple[ReplicaSetup, MeasuredWith]:
+    """The replica a calibration replays: the stack config's model and engine, with the engine flags a result file
+    recorded (`target`: its `target` record; None: the stack config's flags); (setup, the flags)."""
     engine = bp.engine
     assert isinstance(engine, VllmEngine)
     catalog = load_catalog()
@@ -112,13 +145,38 @@ def calibratable(bp: Blueprint) -> CalibrationKey:
                           tensor_parallel_size=bp.engine.tensor_parallel_size, precision=bp.model.precision)
 
 
-def _check_run(path: Path, where: str, run: VllmBenchRun, max_concurrency: int | None) -> str | None:
+def run_identity(run: VllmBenchRun) -> tuple[object, ...]:
+    """What makes two runs one measurement: the client's end date (to the second), the rate and requests asked, and
+    what it measured (completed, failed, duration, token totals, output tokens/s, median TTFT and ITL). Two runs equal
+    in all of these are the same run given twice (a file passed twice, a run copied into another file, or the client's
+    JSON of a run next to the result file that holds it); its `label` is left out (the client's JSON may carry one)."""
+    return (run.date, run.request_rate, run.num_prompts, run.completed, run.failed, run.duration,
+            run.total_input_tokens, run.total_output_tokens, run.output_throughput, run.median_ttft_ms,
+            run.median_itl_ms)
+
+
+def _client_date(path: Path, where: str, run: VllmBenchRun, today: dt.date) -> dt.date:
+    """The run's date (`%Y%m%d-%H%M%S`, the client's clock), refused when it is after today (CalibrationError)."""
+    try:
+        date = dt.datetime.strptime(run.date, "%Y%m%d-%H%M%S").date()
+    except ValueError:
+        raise _error(path, f"{where}.date", f"{run.date!r} is not a date (%Y%m%d-%H%M%S)") from None
+    if date > today + CLIENT_CLOCK_AHEAD:
+        raise _error(path, f"{where}.date", f"{run.date}: after today ({today.isoformat()}, UTC): a run from the "
+                     "future was not measured; fix the date or leave this file out")
+    return date
+
+
+def _check_run(path: Path, where: str, run: VllmBenchRun, max_concurrency: int | None, *,
+               today: dt.date) -> str | None:
     """Refuse a run that cannot be fitted (CalibrationError); the reason it is left out, or None to fit it."""
+    _client_date(path, where, run, today)
     requests = run.completed + run.failed
     if requests and run.failed / requests > MAX_FAILED_SHARE:
         raise _error(path, f"{where}.failed", f"{run.failed} of {requests} requests failed, more than "
-                     f"{MAX_FAILED_SHARE:.0%}: the server was failing, not measuring its capacity; fix the errors "
-                     "and benchmark again, or leave this file out")
+                     f"{MAX_FAILED_SHARE:.0%}: the server was failing, not measuring its capacity (failed requests "
+                     "take no time, so the rest look faster); fix the errors and benchmark again, or leave this file "
+                     "out")
     if run.completed < MIN_COMPLETED:
         raise _error(path, f"{where}.completed", f"{run.completed} requests completed, fewer than {MIN_COMPLETED}; "
                      "benchmark longer (`blueprint benchmark --duration`) or leave this file out")
@@ -138,6 +196,53 @@ def _check_run(path: Path, where: str, run: VllmBenchRun, max_concurrency: int |
         return (f"{where} at {run.request_rate} requests/s: left out, the client's max_concurrency {cap} was reached "
                 "(requests queued in the client, which the open-loop replay does not model)")
     return None
+
+
+def _check_lengths(path: Path, where: str, run: VllmBenchRun, workload: ClientWorkload, *, source: str) -> None:
+    """Refuse a run whose mean prompt or output per completed request is not what `workload` sends (CalibrationError):
+    within `LENGTH_SIGMAS` standard deviations of the mean of its draws, plus `LENGTH_SLACK`. `source` names where the
+    expected lengths come from (the file's settings, or the stack's plan)."""
+    n = max(1, run.completed)
+    for field, measured, fixed, drawn in (("total_input_tokens", run.total_input_tokens / n, workload.prefix_len,
+                                           workload.input_len),
+                                          ("total_output_tokens", run.total_output_tokens / n, 0,
+                                           workload.output_len)):
+        expected = fixed + drawn
+        tolerance = LENGTH_SIGMAS * drawn * workload.range_ratio / math.sqrt(3 * n) + LENGTH_SLACK * expected
+        if abs(measured - expected) > tolerance:
+            what = "prompt" if field == "total_input_tokens" else "output"
+            raise _error(path, f"{where}.{field}", f"{measured:.0f} {what} tokens per completed request; {source} "
+                         f"send {expected} on average (+-{tolerance:.0f} at {n} requests): the run measured another "
+                         f"workload than {source} record; benchmark with `blueprint benchmark`, which sends the "
+                         "planned workload")
+
+
+def _check_workload(path: Path, result: BenchmarkResultFile, bp: Blueprint, workload: ClientWorkload) -> None:
+    """Refuse a result file whose workload is not the one the stack is planned with, as `blueprint benchmark` sends
+    it for the stack now (CalibrationError naming the field, the planned and the measured value)."""
+    s = result.settings
+    if s.approximations:
+        raise _error(path, "settings.approximations", f"measured with --approximate-workload ({s.approximations[0]}): "
+                     "the random dataset could not reproduce the planned workload, and a calibration would correct "
+                     "the model with another one; calibrate with a benchmark of a workload the random dataset "
+                     "reproduces, or leave this file out")
+    planned = (("target.model", result.target.model, workload.model),
+               ("settings.random_prefix_len", s.random_prefix_len, workload.prefix_len),
+               ("settings.random_input_len", s.random_input_len, workload.input_len),
+               ("settings.random_output_len", s.random_output_len, workload.output_len),
+               ("settings.random_range_ratio", s.random_range_ratio, workload.range_ratio))
+    for field, measured, want in planned:
+        if measured != want:
+            raise _error(path, field, f"measured {measured!r}, planned {want!r}: {bp.stack} is planned with "
+                         f"{_workload_words(workload)}, and a fit on another workload would correct the model with "
+                         f"it; benchmark with `blueprint benchmark {bp.stack}`, which sends the planned workload")
+
+
+def _workload_words(w: ClientWorkload) -> str:
+    """e.g. `prompts of a 640-token shared prefix and 1960 random tokens (mean), outputs of 350, range ratio 0.9`."""
+    prefix = f"a {w.prefix_len}-token shared prefix and " if w.prefix_len else "no shared prefix and "
+    return (f"prompts of {prefix}{w.input_len} random tokens (mean), outputs of {w.output_len}, range ratio "
+            f"{w.range_ratio:g} (served model {w.model!r})")
 
 
 def _measured_run(label: str, run: VllmBenchRun, *, input_len: int, output_len: int, range_ratio: float) -> MeasuredRun:
@@ -165,12 +270,27 @@ def _read_json(path: Path) -> Any:
         raise CalibrationError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
 
 
-def _ours(path: Path, shown: str, bp: Blueprint, key: CalibrationKey, *,
-          constructed: bool) -> tuple[CalibrationSource, list[MeasuredRun], dict[str, Any], ColdStartRecord | None]:
+@dataclass(frozen=True)
+class _FileRead:
+    """One result file as read: its source record, the runs to fit, every run read (`runs[i]` or `run`, and the run)
+    for the duplicate check, and for our format the recorded target (engine flags) and cold start."""
+
+    source: CalibrationSource
+    fitted: list[MeasuredRun]
+    runs: list[tuple[str, VllmBenchRun]]
+    target: dict[str, Any] | None = None
+    cold_start: ColdStartRecord | None = None
+
+
+def _ours(path: Path, shown: str, bp: Blueprint, key: CalibrationKey, workload: ClientWorkload, *,
+          constructed: bool, today: dt.date) -> _FileRead:
     try:
         result = load_result(path)
     except BenchmarkError as exc:
         raise CalibrationError(str(exc)) from None
+    if result.date > today:
+        raise _error(path, "date", f"{result.date.isoformat()}: after today ({today.isoformat()}, UTC): a benchmark "
+                     "from the future was not measured; fix the date or leave this file out")
     t = result.target
     for field, theirs, ours in (("stack", result.stack, bp.stack), ("target.catalog_id", t.catalog_id, key.model),
                                 ("target.gpu", t.gpu, key.gpu), ("target.engine_image", t.engine_image,
@@ -182,10 +302,12 @@ def _ours(path: Path, shown: str, bp: Blueprint, key: CalibrationKey, *,
     if t.replicas_measured != 1:
         raise _error(path, "target.replicas_measured", f"{t.replicas_measured}: the fit is per replica; benchmark "
                      "one serving pod directly (`blueprint benchmark` does)")
+    _check_workload(path, result, bp, workload)
     s = result.settings
     runs, left_out = [], []
     for i, run in enumerate(result.runs):
-        why = _check_run(path, f"runs[{i}]", run, s.max_concurrency)
+        why = _check_run(path, f"runs[{i}]", run, s.max_concurrency, today=today)
+        _check_lengths(path, f"runs[{i}]", run, workload, source="its settings")
         if why:
             left_out.append(why)
             continue
@@ -194,37 +316,107 @@ def _ours(path: Path, shown: str, bp: Blueprint, key: CalibrationKey, *,
     source = CalibrationSource(file=shown, stack=result.stack, date=result.date,
                                measured=result.measured and not constructed, format="benchmark-result",
                                runs_used=len(runs), left_out=left_out)
-    return source, runs, t.model_dump(), result.cold_start
+    return _FileRead(source, runs, [(f"runs[{i}]", run) for i, run in enumerate(result.runs)], t.model_dump(),
+                     result.cold_start)
 
 
-def _raw(path: Path, shown: str, data: Any, bp: Blueprint, *,
-         constructed: bool) -> tuple[CalibrationSource, list[MeasuredRun]]:
+def _raw(path: Path, shown: str, data: Any, bp: Blueprint, workload: ClientWorkload, *,
+         constructed: bool, today: dt.date) -> _FileRead:
     try:
         run = VllmBenchRun.model_validate(data)
     except ValidationError as exc:
         raise CalibrationError(format_validation_error(exc, source=path, data=data)
                                + f"\n(expected `vllm bench serve --save-result` JSON of vLLM 0.24.0, or a "
                                "`blueprint benchmark` result file)") from None
-    if run.model_id != bp.model.name:
-        raise _error(path, "model_id", f"{run.model_id!r} is not the stack's: {bp.stack} serves {bp.model.name!r}; "
+    if run.model_id != workload.model:
+        raise _error(path, "model_id", f"{run.model_id!r} is not the stack's: {bp.stack} serves {workload.model!r}; "
                      "calibrate with the stack this run measured")
-    why = _check_run(path, "run", run, None)
-    try:
-        date = dt.datetime.strptime(run.date, "%Y%m%d-%H%M%S").date()
-    except ValueError:
-        raise _error(path, "date", f"{run.date!r} is not a date (%Y%m%d-%H%M%S)") from None
-    ratio = benchmark_settings(bp).range_ratio
+    if workload.prefix_len:
+        raise _error(path, "random_prefix_len", f"not recorded: the client's JSON does not say which prefix it sent, "
+                     f"and {bp.stack} is planned with {_workload_words(workload)}; benchmark with `blueprint "
+                     f"benchmark {bp.stack}`, whose result file records it")
+    why = _check_run(path, "run", run, None, today=today)
+    _check_lengths(path, "run", run, workload, source=f"{bp.stack}'s plan and `blueprint benchmark`")
+    date = _client_date(path, "run", run, today)
     runs = [] if why else [_measured_run(
         f"{shown}", run, input_len=max(1, round(run.total_input_tokens / max(1, run.completed))),
-        output_len=max(1, round(run.total_output_tokens / max(1, run.completed))), range_ratio=ratio)]
+        output_len=max(1, round(run.total_output_tokens / max(1, run.completed))), range_ratio=workload.range_ratio)]
     labelled = (run.label or "").upper().startswith("CONSTRUCTED")
     source = CalibrationSource(file=shown, stack=bp.stack, date=date, measured=not (constructed or labelled),
                                format="vllm-bench-serve", runs_used=len(runs), left_out=[why] if why else [])
-    return source, runs
+    return _FileRead(source, runs, [("run", run)])
+
+
+def _read(bp: Blueprint, key: CalibrationKey, files: list[Path], *, project_root: Path | None, constructed: bool,
+          today: dt.date) -> list[_FileRead]:
+    """Every file read and checked (CalibrationError at the first refusal), in order."""
+    workload = planned_workload(bp)
+    reads: list[_FileRead] = []
+    for path in files:
+        shown = _shown(path, project_root)
+        data = _read_json(path)
+        if isinstance(data, dict) and "schema_version" in data and "runs" in data:
+            read = _ours(path, shown, bp, key, workload, constructed=constructed, today=today)
+            first = next((r for r in reads if r.target is not None), None)
+            if first is not None and _flags(read) != _flags(first):
+                raise _error(path, "target", f"engine flags {_flags(read)} differ from those of {first.source.file} "
+                             f"({_flags(first)}): one calibration fits runs of one replica configuration; calibrate "
+                             "them separately")
+        else:
+            read = _raw(path, shown, data, bp, workload, constructed=constructed, today=today)
+        reads.append(read)
+    _refuse_duplicates(files, reads)
+    return reads
+
+
+def _flags(read: _FileRead) -> dict[str, Any]:
+    """The engine flags a result file of ours recorded (`FLAG_FIELDS`)."""
+    return {f: (read.target or {}).get(f) for f in FLAG_FIELDS}
+
+
+def _refuse_duplicates(files: list[Path], reads: list[_FileRead]) -> None:
+    """CalibrationError when one run is given twice (`run_identity`): it would weigh twice in the fit."""
+    seen: dict[tuple[object, ...], tuple[int, str]] = {}
+    for n, (path, read) in enumerate(zip(files, reads)):
+        for where, run in read.runs:
+            first = seen.setdefault(run_identity(run), (n, where))
+            if first != (n, where):
+                twice = "; the same file given twice" if files[first[0]] == path else ""
+                raise _error(path, where, f"the run of {reads[first[0]].source.file} {first[1]} again (same date "
+                             f"{run.date}, {run.request_rate} requests/s, {run.num_prompts} prompts and the same "
+                             f"figures{twice}): a run counted twice weighs twice in the fit; give each run once")
+
+
+def _refuse_unfit(bp: Blueprint, result: Fit, sources: list[CalibrationSource]) -> None:
+    """CalibrationError when the fit cannot be trusted: a factor stopped at a bound of its range, or more than
+    `MAX_RESIDUAL_AFTER_FIT` of error left (the median over the fitted figures of |predicted / measured - 1|)."""
+    files = ", ".join(s.file for s in sources)
+    fix = (f"check the runs (the stack's replica and engine flags, the planned workload, a cache or a cap in "
+           f"between) and benchmark again with `blueprint benchmark {bp.stack}`; nothing was written")
+    if result.at_bound:
+        name = result.at_bound[0]
+        value = getattr(result.correction, name)
+        lo, hi = {"step_time": STEP_TIME_RANGE, "ttft_floor": TTFT_FLOOR_RANGE}[name]
+        side = "lower" if value <= math.sqrt(lo * hi) else "upper"
+        raise CalibrationError(
+            f"{files}: {name}: the fit stopped at x{value:g}, the {side} bound of its range ({lo:g}-{hi:g}) (step "
+            f"time x{result.correction.step_time:g}, TTFT floor x{result.correction.ttft_floor:g}; median error "
+            f"{result.median_abs_error(after=False):.0%} before the fit, {result.median_abs_error(after=True):.0%} "
+            f"after): a correction at the edge of what a scale may correct hides runs that are broken or measured "
+            f"something else, or a model wrong for this replica in more than scale; {fix}")
+    left = result.median_abs_error(after=True)
+    if left > MAX_RESIDUAL_AFTER_FIT:
+        raise CalibrationError(
+            f"{files}: residual_after.median: {left:.0%} of error is left after the fit (the median over "
+            f"{len(result.residuals)} fitted figures of |predicted / measured - 1|, at most "
+            f"{MAX_RESIDUAL_AFTER_FIT:.0%}; step time x{result.correction.step_time:g}, TTFT floor "
+            f"x{result.correction.ttft_floor:g}): two factors cannot explain these runs (they disagree with each "
+            f"other, or the model is wrong for this replica in more than scale); {fix}")
 
 
 def calibrate(bp: Blueprint, files: list[Path], *, project_root: Path | None, stacks_dir: Path,
-              out_dir: Path | None = None, constructed: bool = False) -> CalibrationResult:
+              out_dir: Path | None = None, constructed: bool = False,
+              today: dt.date | None = None) -> CalibrationResult:
     """Fit the stack's runs and write the calibration file.
 
     Args:
@@ -235,33 +427,24 @@ def calibrate(bp: Blueprint, files: list[Path], *, project_root: Path | None, st
         out_dir: write there instead (a calibration of constructed data may only go elsewhere).
         constructed: the files are constructed, not measured (also when a result file says `measured: false` or a
             client run's `label` starts with CONSTRUCTED).
+        today: the date a result may not be after. Defaults to today in UTC (`blueprint benchmark` dates its
+            files in UTC).
 
     Raises:
-        CalibrationError: a stack the capacity model cannot calibrate, a file of another model, GPU, engine or
-            tensor parallel degree, a run with too many failures or too few requests, no run left to fit, or
-            constructed data bound for the project's calibrations (the message names file, field and fix).
+        CalibrationError: a stack the capacity model cannot calibrate; a file of another model, GPU, engine,
+            tensor parallel degree or workload than the stack is planned with, or measured with
+            --approximate-workload; a run with too many failures or too few requests, dated in the future, or given
+            twice; no run left to fit; a fit at a bound of its range or with more than `MAX_RESIDUAL_AFTER_FIT`
+            error left; constructed data bound for the project's calibrations (the message names file, field and
+            fix). Nothing is written then.
     """
     key = calibratable(bp)
     if not 1 <= len(files) <= MAX_FILES:
         raise CalibrationError(f"RESULT.json: give 1-{MAX_FILES} result files, got {len(files)}")
-    sources, runs, target, starts = [], [], None, []
-    for path in files:
-        shown = _shown(path, project_root)
-        data = _read_json(path)
-        if isinstance(data, dict) and "schema_version" in data and "runs" in data:
-            source, found, theirs, cold = _ours(path, shown, bp, key, constructed=constructed)
-            if cold is not None:
-                starts.append((path, source.date, cold))
-            flags = {f: theirs[f] for f in FLAG_FIELDS}
-            if target is not None and flags != {f: target[f] for f in FLAG_FIELDS}:
-                raise _error(path, "target", f"engine flags {flags} differ from those of {sources[0].file} "
-                             f"({ {f: target[f] for f in FLAG_FIELDS} }): one calibration fits runs of one replica "
-                             "configuration; calibrate them separately")
-            target = theirs
-        else:
-            source, found = _raw(path, shown, data, bp, constructed=constructed)
-        sources.append(source)
-        runs += found
+    today = today if today is not None else dt.datetime.now(dt.timezone.utc).date()
+    reads = _read(bp, key, files, project_root=project_root, constructed=constructed, today=today)
+    sources = [r.source for r in reads]
+    runs = tuple(run for r in reads for run in r.fitted)
     if not runs:
         raise CalibrationError(f"{', '.join(s.file for s in sources)}: no run left to fit ("
                                + "; ".join(w for s in sources for w in s.left_out) + "); benchmark at rates below "
@@ -272,8 +455,13 @@ def calibrate(bp: Blueprint, files: list[Path], *, project_root: Path | None, st
         raise CalibrationError(f"{project_dir}: {', '.join(s.file for s in sources if not s.measured)}: "
                                "constructed, not measured; a calibration of constructed data would change every real "
                                "plan of this replica: write it elsewhere with --out DIR")
-    setup, flags = _setup(bp, target)
-    result = fit(setup, tuple(runs))
+    starts = [(path, r.source.date, r.cold_start) for path, r in zip(files, reads) if r.cold_start is not None]
+    startup = startup_fit(bp, starts)
+    setup, flags = measured_setup(bp, next((r.target for r in reads if r.target is not None), None))
+    result = fit(setup, runs)
+    _refuse_unfit(bp, result, sources)
+    # A check that the calibrated plan's capacity moves by no more than the plan's uncertainty band (issue 34, an
+    # explicit `--accept-shift` beyond it) belongs here: after the fit is accepted, before anything is written.
     file = CalibrationFile(
         key=key, step_time=result.correction.step_time, ttft_floor=result.correction.ttft_floor,
         at_bound=list(result.at_bound), sources=sources, measured_with=flags,  # type: ignore[arg-type]
@@ -285,7 +473,7 @@ def calibrate(bp: Blueprint, files: list[Path], *, project_root: Path | None, st
                                      max=round(result.max_abs_error(after=True), 4)),
         figures=[FigureRow(run=r.run, figure=r.figure, measured=round(r.measured, 3),  # type: ignore[arg-type]
                            before=round(r.before, 3), after=round(r.after, 3)) for r in result.residuals],
-        startup=startup_fit(bp, starts))
+        startup=startup)
     path = folder / key.file_name()
     try:
         folder.mkdir(parents=True, exist_ok=True)

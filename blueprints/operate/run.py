@@ -132,12 +132,13 @@ def parse_rates(text: str | None) -> list[float] | None:
 
 def prepare_benchmark(stack: str, *, stacks_dir: Path, program: Path, root: Path | None, access: Access,
                       rates: list[float] | None, duration_s: int | None, dry_run: bool,
-                      now: dt.datetime) -> tuple[BenchmarkRun, Any]:
+                      now: dt.datetime, approximate: bool = False) -> tuple[BenchmarkRun, Any]:
     """The sweep's settings and what runs it: for `vllm-gpu`, the NetworkPolicies and Job (with the target pod's IP,
     or a placeholder in a dry run); for SageMaker, one `docker run` of the client per rate. Returns (the run, the
-    Kubernetes API client or None). A dry run reads the preview's stand-in outputs unless `--outputs` is given."""
+    Kubernetes API client or None). A dry run reads the preview's stand-in outputs unless `--outputs` is given;
+    `approximate` measures a workload the random dataset cannot reproduce (`bench.benchmark_settings`)."""
     bp = service_stack(stack, stacks_dir)
-    settings = bench.benchmark_settings(bp, rates=rates, duration_s=duration_s)
+    settings = bench.benchmark_settings(bp, rates=rates, duration_s=duration_s, approximate=approximate)
     pulumi = pulumi_cli(root)
     if bp.archetype is Archetype.SAGEMAKER_ENDPOINT:
         from blueprints.operate.sagemaker_bench import DRY_RUN_PORT, DRY_RUN_RESULTS, DRY_RUN_TOKENIZER, \

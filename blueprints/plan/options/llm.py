@@ -22,7 +22,7 @@ from blueprints.plan.guardrails import Breach, SearchLimits
 from blueprints.plan.options.search import ResolvedModel, gpu_instances, peak_rps, price_factor, replicas_floor
 from blueprints.requirements.service import Requirements
 from blueprints.capacity.measured import measures_fp8_kv
-from blueprints.capacity.prefix_cache import cached_prompt_tokens, requested_reuse, routing_for, shared_cached_tokens
+from blueprints.capacity.prefix_cache import requested_reuse, shared_cached_tokens, sizing_cached_tokens
 from blueprints.capacity.planning import (
     Candidate,
     LatencyTargets,
@@ -139,9 +139,9 @@ def traffic_shape(model: ResolvedModel) -> TrafficShape:
     # Reuse over several replicas is planned with the router (session or prefix-aware routing), so cache hits are
     # counted as routed (`blueprints.capacity.prefix_cache`); one replica hits the same without it.
     reuse = requested_reuse(t)
-    cached = cached_prompt_tokens(reuse, routing=routing_for(reuse, routed=True), replicas=1)
     return planning_shape(t.mean_input_tokens, t.input_tokens_p95, t.mean_output_tokens, t.output_tokens_p95,
-                          pattern=t.pattern.value, max_model_len=model.max_context_tokens, cached_tokens=cached,
+                          pattern=t.pattern.value, max_model_len=model.max_context_tokens,
+                          cached_tokens=sizing_cached_tokens(reuse),
                           shared_tokens=shared_cached_tokens(reuse))
 
 
