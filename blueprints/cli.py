@@ -257,9 +257,8 @@ def _band(bp) -> str:
             f"{_ms(u.itl_p95_ms.low)}-{_ms(u.itl_p95_ms.high)} ({state})")
     m = p.capacity_margin
     if m is not None:
-        saved = bp.compute.replicas - m.central_replicas
-        line += (f"; sized at the band's pessimistic edge: a calibrated plan could drop {saved} of "
-                 f"{bp.compute.replicas} replicas" if saved > 0 else "; sized at the band's pessimistic edge")
+        line += (f"; sized at the band's pessimistic edge (the central estimate: {m.central_plan}, "
+                 f"${m.central_monthly_usd:,.0f}/month for nodes)")
     elif p.capacity_correction is None:
         line += "; sized at the central estimate"
     return line + "\n"

@@ -74,6 +74,7 @@ class ReplicaSetup:
     max_num_seqs: int
     max_num_batched_tokens: int
     max_model_len: int
+    chat: bool = False
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,8 @@ def replay(setup: ReplicaSetup, run: MeasuredRun, correction: Correction = Corre
     """The simulated run of `run`'s benchmark on the replica model with `correction`."""
     model = replica_model(setup.arch, setup.gpu, precision=setup.precision, quantization=setup.quantization,
                           tensor_parallel_size=setup.tensor_parallel_size, kv_cache_fp8=setup.kv_cache_fp8,
-                          gpu_memory_utilization=setup.gpu_memory_utilization, correction=correction)
+                          gpu_memory_utilization=setup.gpu_memory_utilization, correction=correction,
+                          chat=setup.chat)
     config = SchedulerConfig(max_num_seqs=setup.max_num_seqs, max_num_batched_tokens=setup.max_num_batched_tokens,
                              kv_cache_blocks=model.kv_cache_tokens // defaults.KV_BLOCK_TOKENS)
     shapes = uniform_requests(run.input_len, run.output_len, run.range_ratio, count=run.num_prompts,

@@ -2,11 +2,11 @@
 production plan is sized with until a calibration narrows it.
 
 The band of a step source (`measured` kernel tables or the `roofline`) and a metric family is the 75th percentile of
-|error| over the published points that source times, each predicted with constants fitted without its source group
-(`blueprints.capacity.fitting.cross_validate`): `defaults.CAPACITY_UNCERTAINTY`, held to the committed fit by
-tests/test_sizing_calibration.py. The families: `ttft` (time to first token), `itl` (token gaps: ITL and TPOT) and
-`throughput` (tokens/s and requests/s), over every regime (closed loop, open loop, burst: a plan's open-loop
-predictions alone have too few published points to band them).
+|error| over the published points that source times in the regimes a plan predicts (`BAND_REGIMES`: steady traffic,
+a closed loop or an open loop; a burst's transient queue is not a regime a plan runs a replica in), each predicted
+with constants fitted without its source group (`blueprints.capacity.fitting.cross_validate`), known-off points
+included: `defaults.CAPACITY_UNCERTAINTY`, held to the committed fit by tests/test_sizing_calibration.py. The
+families: `ttft` (time to first token), `itl` (token gaps: ITL and TPOT) and `throughput` (tokens/s and requests/s).
 
 With |predicted / measured - 1| <= b, the measured value lies in [predicted / (1 + b), predicted / (1 - b)]: that is
 `interval`. A production environment without a calibration of its replica is sized with `margin`: every step's kernel
@@ -27,6 +27,8 @@ from blueprints.core import defaults
 #: The metric family of each published metric (e2e latency mixes TTFT and token gaps: no family of its own).
 FAMILIES = {"ttft_ms": "ttft", "itl_ms": "itl", "tpot_ms": "itl", "output_tokens_per_s": "throughput",
             "total_tokens_per_s": "throughput", "requests_per_s": "throughput"}
+#: The regimes a plan's predictions are banded with: steady traffic.
+BAND_REGIMES = ("closed-loop", "open-loop")
 #: A band never reaches 100 %: [v / (1 + b), v / (1 - b)] needs b < 1.
 MAX_BAND = 0.9
 #: The share of points a band covers: its |error| percentile.

@@ -548,12 +548,15 @@ class PredictionBand(ClosedModel):
 
 class CapacityMargin(ClosedModel):
     """A production plan without a calibration of its replica is sized at its band's pessimistic edge: every step's
-    kernel time and the TTFT floor scaled by these factors (the fleet simulation replays them). `central_replicas`: what
-    the central estimate would plan; a calibration (`blueprint calibrate`) can bring the plan down to it."""
+    kernel time and the TTFT floor scaled by these factors (the fleet simulation replays them). `central_plan`: what
+    the same search plans on the central estimate, which a calibration (`blueprint calibrate`) that confirms it brings
+    the plan down to."""
 
     step_time: float = Field(ge=1.0, le=10.0, description="factor on every step's kernel time")
     ttft_floor: float = Field(ge=1.0, le=10.0, description="factor on the frontend's latency and serial work")
-    central_replicas: int = Field(ge=1, le=bounds.INT32_MAX, description="replicas at the central estimate")
+    central_plan: str = Field(max_length=200, description="the central estimate's plan, e.g. `6x g6e.xlarge (6 "
+                              "replicas, tensor_parallel_size=1)`")
+    central_monthly_usd: Usd = Field(description="its serving nodes (or instances), USD/month")
 
 
 class Predictions(ClosedModel):

@@ -11,23 +11,23 @@ GPU_MEMORY_UTILIZATION = 0.90
 ACTIVATION_OVERHEAD_GIB_PER_GPU = 2.0
 #: Memory-bandwidth utilisation of a decode step streaming 16-bit weights. Public runs: 0.7-0.77 (sizing-facts.md);
 #: 0.75 reproduces calibration points 1 (A100-40GB, 13.3 ms/token), 2 (H100, 6.5 ms TPOT) and the A10G points.
-MBU_SINGLE_GPU_16BIT = 0.75
+MBU_SINGLE_GPU_16BIT = 0.765
 #: Effective bandwidth of each weight-only or 8-bit kernel family in decode, as a fraction of the 16-bit kernels' (x
 #: MBU_SINGLE_GPU_16BIT). Fitted (benchmarks/sizing.py --fit) to the Qwen2.5 speed benchmark on A100-80GB, batch 1
 #: (vLLM 0.6.3, Marlin kernels): AWQ 4-bit to 7B/32B (TP1) and 72B (TP2); GPTQ 4-bit to 72B (TP1); GPTQ 8-bit to 7B
 #: (TP1) and 72B (TP2). FP8 to calibration point 3 (70B FP8, TP2 H100, ITL 18.6 ms). W8A8 (int8 weights and
 #: activations) [assumption] as GPTQ 8-bit. 4-bit kernels dequantise on the fly: AWQ's reach ~0.76 of 16-bit, Qwen's
 #: GPTQ-Int4 72B only ~0.46 (16.5 tokens/s on one A100 where streaming its 42 GB at 16-bit efficiency gives ~33).
-WEIGHT_BANDWIDTH_FACTOR = {"none": 1.0, "awq": 0.68, "gptq-int4": 0.45, "gptq-int8": 0.81, "fp8": 0.95, "w8a8": 0.9}
+WEIGHT_BANDWIDTH_FACTOR = {"none": 1.0, "awq": 0.929, "gptq-int4": 0.465, "gptq-int8": 1.0, "fp8": 1.3, "w8a8": 0.9}
 #: Compute efficiency of weight-only kernels in prefill (dequantising every tile) relative to 16-bit GEMMs. AWQ
 #: fitted to Qwen2.5-7B AWQ at 30k-token and 72B AWQ at 14k-token prompts (~1.4x the BF16 prefill); GPTQ 4-bit
 #: [assumption] as AWQ; 8-bit weight-only and FP8 W8A16 (GPUs without FP8 tensor cores) [assumption] 0.85.
 #: W8A8 and FP8 on FP8 GPUs run native GEMMs: 1.0.
-QUANTIZED_PREFILL_FACTOR = {"none": 1.0, "awq": 0.57, "gptq-int4": 0.7, "gptq-int8": 0.85, "fp8": 0.85,
+QUANTIZED_PREFILL_FACTOR = {"none": 1.0, "awq": 0.986, "gptq-int4": 0.7, "gptq-int8": 0.85, "fp8": 0.85,
                             "w8a8": 1.0}
 #: Model FLOPs utilisation of dense tensor TFLOPS in prefill, where gpus.yaml gives no `prefill_mfu` for the GPU.
 #: Public range 0.3-0.7; fitted to calibration point 3 (TTFT 407 ms for 5000 input tokens, FP8 on H100).
-MFU = 0.49
+MFU = 0.36
 #: Mixture-of-experts GEMMs (vLLM's fused_moe: routing, permutation, grouped GEMM) reach this fraction of dense GEMM
 #: efficiency. Issue 13 reports published Mixtral-8x7B prefill (TP2 H100, TP4 L40S) 1.6-1.7x slower than the dense
 #: roofline of its active parameters; with the experts 11.3 of its 12.9 B active parameters that is ~0.58.
@@ -42,7 +42,7 @@ ALLREDUCES_PER_LAYER = 2
 #: and all-gather in recursive halving/doubling) plus 2 x (TP - 1)/TP x its bytes over the link. NVLink: fitted to the
 #: Qwen2.5-72B TP4 point (the 160 all-reduces of a 72B decode step add ~6 ms at TP4). PCIe [assumption]: NCCL over
 #: PCIe without NVLink (vLLM's custom all-reduce needs NVLink or full P2P) at 2.5x the NVLink step.
-ALLREDUCE_HOP_US = {"nvlink": 9.0, "pcie": 22.5}
+ALLREDUCE_HOP_US = {"nvlink": 16.1, "pcie": 22.5}
 #: The serving engines the model knows. `vllm-0.24` is the pinned image (VLLM_IMAGE, the V1 engine: chunked prefill
 #: always on, async scheduling on by default, scheduler and API server in processes of their own); the others are the
 #: engines of published measurements, so calibration compares like with like (benchmarks/sizing.py prints every
@@ -60,19 +60,19 @@ ALLREDUCE_HOP_US = {"nvlink": 9.0, "pcie": 22.5}
 #: 36.8 requests/s of Llama-3-8B on one H100, ~6,600 output tokens/s, rules out the 0.7 ms per sequence per step
 #: fitted earlier to one unversioned sweep, which capped every replica at ~1,430 tokens/s).
 ENGINE_PROFILES = {
-    "vllm-0.24": {"chunked_prefill": True, "scheduler_steps": 1, "step_overhead_ms": 0.37,
-                  "prefill_kernel_factor": 1.0, "step_us_per_sequence": 0.0, "host_us_per_sequence": 0.0,
-                  "frontend_latency_ms": 2.0, "frontend_serial_ms": 0.5, "frontend_chat_serial_ms": 0.0,
+    "vllm-0.24": {"chunked_prefill": True, "scheduler_steps": 1, "step_overhead_ms": 1.18,
+                  "prefill_kernel_factor": 1.0, "step_us_per_sequence": 40.0, "host_us_per_sequence": 0.0,
+                  "frontend_latency_ms": 20.8, "frontend_serial_ms": 0.475, "frontend_chat_serial_ms": 31.7,
                   "frontend_serial_us_per_token": 1.0},
     "vllm-0.6.0": {"chunked_prefill": False, "scheduler_steps": 10, "step_overhead_ms": 0.3,
-                   "prefill_kernel_factor": 1.3, "step_us_per_sequence": 0.0, "host_us_per_sequence": 45.0,
+                   "prefill_kernel_factor": 1.24, "step_us_per_sequence": 0.0, "host_us_per_sequence": 86.6,
                    "frontend_latency_ms": 6.0, "frontend_serial_ms": 0.5, "frontend_chat_serial_ms": 0.0,
                    "frontend_serial_us_per_token": 1.0},
-    "vllm-0.6.3-offline": {"chunked_prefill": False, "scheduler_steps": 1, "step_overhead_ms": 1.58,
+    "vllm-0.6.3-offline": {"chunked_prefill": False, "scheduler_steps": 1, "step_overhead_ms": 3.28,
                            "prefill_kernel_factor": 1.0, "step_us_per_sequence": 0.0, "host_us_per_sequence": 0.0,
                            "frontend_latency_ms": 0.0, "frontend_serial_ms": 0.0,
                            "frontend_chat_serial_ms": 0.0, "frontend_serial_us_per_token": 0.0},
-    "vllm-0.4.3": {"chunked_prefill": False, "scheduler_steps": 1, "step_overhead_ms": 2.57,
+    "vllm-0.4.3": {"chunked_prefill": False, "scheduler_steps": 1, "step_overhead_ms": 5.03,
                    "prefill_kernel_factor": 1.0, "step_us_per_sequence": 0.0, "host_us_per_sequence": 0.0,
                    "frontend_latency_ms": 6.0, "frontend_serial_ms": 0.5, "frontend_chat_serial_ms": 0.0,
                    "frontend_serial_us_per_token": 1.0},
@@ -87,13 +87,13 @@ PINNED_ENGINE = "vllm-0.24"
 MEASURED_STEP_GPUS = ("h100", "h200", "l40s", "a100-80gb")
 #: The capacity model's cross-validated error per step source (blueprints/capacity/fitting.py: each published point
 #: predicted with the constants fitted without its source group; known-off points included): `points`, the median and
-#: p90 |error| over them, and the p75 |error| of each metric family (`ttft`, `itl`: token gaps, `throughput`), the
-#: band every LLM prediction carries and the margin an uncalibrated production plan is sized with
+#: p90 |error| over them, and the p75 |error| of each metric family (`ttft`, `itl`: token gaps, `throughput`) over
+#: the steady-traffic regimes (uncertainty.BAND_REGIMES), the band every LLM prediction carries and the margin an uncalibrated production plan is sized with
 #: (blueprints/capacity/uncertainty.py). tests/test_sizing_calibration.py holds these to the committed fit
 #: (blueprints/catalog/capacity-fit.yaml).
 CAPACITY_UNCERTAINTY = {
-    "measured": {"points": 0, "median": 0.0, "p90": 0.0, "ttft": 0.0, "itl": 0.0, "throughput": 0.0},
-    "roofline": {"points": 0, "median": 0.0, "p90": 0.0, "ttft": 0.0, "itl": 0.0, "throughput": 0.0},
+    "measured": {"points": 208, "median": 0.158, "p90": 0.6, "ttft": 0.525, "itl": 0.221, "throughput": 0.138},
+    "roofline": {"points": 116, "median": 0.098, "p90": 0.54, "ttft": 0.449, "itl": 0.324, "throughput": 0.419},
 }
 #: vLLM's KV-cache block, tokens: CacheConfig.DEFAULT_BLOCK_SIZE (vllm/config/cache.py:46 at v0.24.0), which the
 #: FlashAttention backend keeps on CUDA (platforms/interface.py:613-625, v1/attention/backend.py:194-202).

@@ -303,8 +303,8 @@ def benchmark_job(sm: StackManifests, settings: BenchmarkSettings, *, name: str,
     for run in range(len(settings.rates)):
         init.append(_hardened({
             "name": f"rate-{run:02d}", "image": image, "command": ["vllm", "bench", "serve"],
-            "args": client_args(settings, run, base_url=base_url, backend="openai", endpoint="/v1/completions",
-                                model=model),
+            "args": client_args(settings, run, base_url=base_url, backend=settings.workload.backend,
+                                endpoint=settings.workload.endpoint, model=model),
             "env": env, "volumeMounts": mounts, "resources": resources}))
     collect = _hardened({
         "name": "results", "image": image, "command": ["cat"],

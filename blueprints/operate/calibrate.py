@@ -124,7 +124,8 @@ def measured_setup(bp: Blueprint, target: dict[str, Any] | None) -> tuple[Replic
                          max_model_len=t.get("max_model_len") or engine.max_model_len,
                          kv_cache_dtype=t.get("kv_cache_dtype") or engine.kv_cache_dtype,
                          gpu_memory_utilization=engine.gpu_memory_utilization)
-    setup = ReplicaSetup(arch=arch, gpu=catalog.gpu(bp.compute.gpu), precision=bp.model.precision,
+    chat = bp.model.traffic is not None and bp.model.traffic.api == "chat"  # what the benchmark called (checked)
+    setup = ReplicaSetup(arch=arch, gpu=catalog.gpu(bp.compute.gpu), precision=bp.model.precision, chat=chat,
                          quantization=bp.model.quantization, tensor_parallel_size=engine.tensor_parallel_size,
                          kv_cache_fp8=flags.kv_cache_dtype == "fp8",
                          gpu_memory_utilization=flags.gpu_memory_utilization, max_num_seqs=flags.max_num_seqs,
@@ -227,6 +228,7 @@ def _check_workload(path: Path, result: BenchmarkResultFile, bp: Blueprint, work
                      "the model with another one; calibrate with a benchmark of a workload the random dataset "
                      "reproduces, or leave this file out")
     planned = (("target.model", result.target.model, workload.model),
+               ("settings.endpoint", s.endpoint, workload.endpoint),
                ("settings.random_prefix_len", s.random_prefix_len, workload.prefix_len),
                ("settings.random_input_len", s.random_input_len, workload.input_len),
                ("settings.random_output_len", s.random_output_len, workload.output_len),
@@ -331,6 +333,10 @@ def _raw(path: Path, shown: str, data: Any, bp: Blueprint, workload: ClientWorkl
     if run.model_id != workload.model:
         raise _error(path, "model_id", f"{run.model_id!r} is not the stack's: {bp.stack} serves {workload.model!r}; "
                      "calibrate with the stack this run measured")
+    if run.backend != workload.backend:
+        raise _error(path, "backend", f"{run.backend!r}, planned {workload.backend!r}: {bp.stack}'s clients call "
+                     f"{workload.endpoint} (traffic.api {workload.api}), whose serial work per request the plan "
+                     f"counts in every TTFT; benchmark with `blueprint benchmark {bp.stack}`, which calls it")
     if workload.prefix_len:
         raise _error(path, "random_prefix_len", f"not recorded: the client's JSON does not say which prefix it sent, "
                      f"and {bp.stack} is planned with {_workload_words(workload)}; benchmark with `blueprint "

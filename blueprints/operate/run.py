@@ -207,7 +207,8 @@ def run_kubernetes_benchmark(run: BenchmarkRun, api: Any, *, root: Path, log: Ca
     cold = read_cold_start(api, run.serving, run.pod) if run.pod and run.serving else "no target pod named"
     if isinstance(cold, str):
         log(f"cold start not recorded: {cold}")
-    run.result = result_file(run, runs, client_image=client_image, backend="openai", endpoint="/v1/completions",
+    w = run.settings.workload
+    run.result = result_file(run, runs, client_image=client_image, backend=w.backend, endpoint=w.endpoint,
                              address="one serving pod's authenticating proxy (pod IP, port api)", date=today,
                              cold_start=None if isinstance(cold, str) else cold)
     run.path = result_path(root, run.blueprint.stack, today)

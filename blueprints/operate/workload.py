@@ -33,6 +33,13 @@ and `datasets/utils.py`, read in the PyPI wheel vllm-0.24.0-cp38-abi3-manylinux_
   fits `max_model_len`; where it narrows the planned distribution, a note says so (`ClientWorkload.notes`). One
   ratio draws both prompts and outputs.
 
+- **API**: the planned traffic's `api` (requirements `traffic.api`, default chat): the chat endpoint renders the
+  model's chat template for every request, which the plan counts in every TTFT, so the client calls the same one:
+  `--backend openai-chat --endpoint /v1/chat/completions` or `--backend openai --endpoint /v1/completions`
+  (vllm/benchmarks/lib/endpoint_request_func.py:869-872 `ASYNC_REQUEST_FUNCS`; the chat request function refuses a
+  URL not ending in chat/completions, :348, and sends the random prompt as one user message; `--ignore-eos` reaches
+  both payloads, :132-133).
+
 What it cannot reproduce (`ClientWorkload.approximations`; `blueprint benchmark` refuses unless
 `--approximate-workload`, and `blueprint calibrate` refuses a result measured so): conversations over several
 replicas without the router (scale to zero: the KEDA HTTP interceptor is in front instead), whose turns find their
@@ -52,6 +59,8 @@ from blueprints.core import defaults
 
 #: Largest `--random-range-ratio` used: [0.1x, 1.9x] the mean (the dataset requires r < 1).
 MAX_RANGE_RATIO = 0.9
+#: `vllm bench serve --backend` and `--endpoint` per planned API (module docstring).
+CLIENT_API = {"chat": ("openai-chat", "/v1/chat/completions"), "completions": ("openai", "/v1/completions")}
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,7 @@ class ClientWorkload:
         notes: where the lengths drawn are narrower than planned (reported, not refused).
         approximations: what of the planned workload the random dataset cannot reproduce (module docstring);
             empty when it reproduces it.
+        api: the OpenAI API the planned clients call (`chat` or `completions`).
     """
 
     model: str
@@ -79,6 +89,17 @@ class ClientWorkload:
     range_ratio: float
     notes: tuple[str, ...] = ()
     approximations: tuple[str, ...] = ()
+    api: str = "chat"
+
+    @property
+    def backend(self) -> str:
+        """`--backend` of the client for the planned API."""
+        return CLIENT_API[self.api][0]
+
+    @property
+    def endpoint(self) -> str:
+        """`--endpoint` of the client for the planned API."""
+        return CLIENT_API[self.api][1]
 
     @property
     def prompt_len(self) -> int:
@@ -145,4 +166,4 @@ def planned_workload(bp: Blueprint) -> ClientWorkload:
                                max_model_len=getattr(engine, "max_model_len", None), prefix_len=prefix)
     return ClientWorkload(model=bp.model.name, engine_image=engine.image, prefix_len=prefix,
                           input_len=shape.inputs.mean, output_len=traffic.mean_output_tokens, range_ratio=ratio,
-                          notes=tuple(notes), approximations=_approximations(bp, prefix))
+                          notes=tuple(notes), approximations=_approximations(bp, prefix), api=traffic.api)

@@ -12,16 +12,17 @@ alerts count on.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from blueprints.capacity.physics import Correction
 from blueprints.capacity.planning import candidate, run_at_rate, size_replica
 from blueprints.capacity.simulator import SimulationResult
 from blueprints.capacity.uncertainty import Band, interval
+from blueprints.catalog import Catalog
 from blueprints.contracts.sections import CapacityMargin, Interval, PredictionBand
-from blueprints.plan.options.llm import LlmOption, latency_targets, traffic_shape
-from blueprints.plan.options.search import ResolvedModel, peak_rps, replicas_floor
+from blueprints.plan.guardrails import SearchLimits
+from blueprints.plan.options.llm import LlmOption, describe_option, latency_targets, llm_search, traffic_shape
+from blueprints.plan.options.search import ResolvedModel, peak_rps
 from blueprints.requirements.service import Requirements
 
 
@@ -34,35 +35,43 @@ class PlanBand:
         margin: the correction the plan was sized with beyond its calibration (production without one), or None.
         central: the central model's run at the planned peak share per replica.
         central_rps: the central model's highest per-replica rate within the SLO, requests/s.
-        central_replicas: the replicas the central estimate plans (the planned count when no margin applies).
+        planned_monthly_usd: the plan's serving nodes (or instances), USD/month.
+        central_plan: what the search plans on the central estimate, e.g. `6x g6e.xlarge (6 replicas,
+            tensor_parallel_size=1)`, and its nodes' USD/month (None when no margin applies, or when the central
+            estimate finds no option either).
     """
 
     band: Band
     margin: Correction | None
     central: SimulationResult
     central_rps: float
-    central_replicas: int
+    planned_monthly_usd: float
+    central_plan: tuple[str, float] | None = None
 
 
-def plan_band(best: LlmOption, at_peak: SimulationResult, model: ResolvedModel, req: Requirements, env: str, *,
-              managed: bool) -> PlanBand:
-    """The band of the chosen option, and its central estimate when it was sized with a margin."""
+def plan_band(best: LlmOption, at_peak: SimulationResult, model: ResolvedModel, req: Requirements, env: str,
+              catalog: Catalog, *, managed: bool, limits: SearchLimits) -> PlanBand:
+    """The band of the chosen option, and when it was sized with a margin its central estimate and what the search
+    plans on the central estimate."""
     tp, fp8 = best.tensor_parallel_size, best.kv_cache_dtype == "fp8"
     band = model.band(best.gpu, tp, managed=managed, kv_cache_fp8=fp8)
     central_correction = model.correction(best.gpu, tp, managed=managed, production=False, kv_cache_fp8=fp8)
     cand = best.candidate
     sized_rps = best.sizing.max_rps if best.sizing is not None else peak_rps(req, env, model) / best.replicas
+    month = catalog.hours_per_month
+    planned = best.monthly_node_usd_per_hour * month
     if cand.model.correction == central_correction:
-        return PlanBand(band, None, at_peak, sized_rps, best.replicas)
+        return PlanBand(band, None, at_peak, sized_rps, planned)
     shape = traffic_shape(model)
     central = candidate(replace(cand.model, correction=central_correction), cand.gpu, tp, cand.kv_cache_fp8,
                         cand.config, shape)
-    peak = peak_rps(req, env, model)
-    run = run_at_rate(central, shape, peak / best.replicas)
+    run = run_at_rate(central, shape, peak_rps(req, env, model) / best.replicas)
     sizing = size_replica(central, shape, latency_targets(req, model, managed=managed))
     rps = sizing.max_rps if sizing is not None else sized_rps
-    replicas = min(best.replicas, max(replicas_floor(req, env), math.ceil(peak / rps - 1e-9)))
-    return PlanBand(band, cand.model.correction, run, rps, replicas)
+    o = llm_search(req, env, model, catalog, managed=managed, limits=limits, central=True).best
+    central_plan = None if o is None else (describe_option(o.instance, o.tensor_parallel_size, o.replicas, o.nodes),
+                                           round(o.monthly_node_usd_per_hour * month, 2))
+    return PlanBand(band, cand.model.correction, run, rps, planned, central_plan)
 
 
 def _interval(value: float, fraction: float, digits: int) -> Interval:
@@ -77,9 +86,10 @@ def band_predictions(pb: PlanBand, replicas: int) -> tuple[PredictionBand, Capac
     bands = PredictionBand(ttft_p95_ms=_interval(pb.central.ttft_ms.p95, b.ttft, 1),
                            itl_p95_ms=_interval(pb.central.itl_ms.p95, b.itl, 2),
                            requests_per_s_capacity=_interval(pb.central_rps * replicas, b.throughput, 3))
-    margin = None if pb.margin is None else CapacityMargin(step_time=pb.margin.step_time,
-                                                            ttft_floor=pb.margin.ttft_floor,
-                                                            central_replicas=pb.central_replicas)
+    margin = None
+    if pb.margin is not None and pb.central_plan is not None:
+        margin = CapacityMargin(step_time=pb.margin.step_time, ttft_floor=pb.margin.ttft_floor,
+                                central_plan=pb.central_plan[0], central_monthly_usd=pb.central_plan[1])
     return bands, margin
 
 
@@ -92,15 +102,20 @@ def band_source(pb: PlanBand, *, gpu_model: str, kind: str) -> str:
 
 def band_reason(pb: PlanBand, replicas: int, *, production: bool) -> str:
     """The rationale's sentence: the central p95s with their band, and how the plan was sized against it."""
-    bands, _ = band_predictions(pb, replicas)
+    bands, margin = band_predictions(pb, replicas)
     c, state = pb.central, "calibrated" if pb.band.calibrated else "uncalibrated"
     text = (f"uncertainty ({state}): TTFT p95 {c.ttft_ms.p95:,.0f} ms, {bands.ttft_p95_ms.low:,.0f}-"
             f"{bands.ttft_p95_ms.high:,.0f} ms; ITL p95 {c.itl_ms.p95:.1f} ms, {bands.itl_p95_ms.low:.1f}-"
             f"{bands.itl_p95_ms.high:.1f} ms ({pb.band.source})")
     if pb.margin is not None:
-        saved = replicas - pb.central_replicas
-        could = (f"a calibrated plan could drop {saved} of {replicas} replicas" if saved > 0 else
-                 "a calibration would not change the replicas at peak")
+        planned = pb.planned_monthly_usd
+        if margin is None:
+            could = "the central estimate finds no option within the constraints either"
+        elif margin.central_monthly_usd < planned - 0.5:
+            could = (f"a calibration that confirms the central estimate could plan {margin.central_plan} at "
+                     f"${margin.central_monthly_usd:,.0f}/month for nodes instead of ${planned:,.0f}")
+        else:
+            could = "the central estimate plans the same"
         return (f"{text}; production: sized so the SLO holds at the band's pessimistic edge (step time "
                 f"x{pb.margin.step_time:g}, TTFT floor x{pb.margin.ttft_floor:g}) until `blueprint benchmark` and "
                 f"`blueprint calibrate` measure this replica; {could}")

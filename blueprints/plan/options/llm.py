@@ -169,15 +169,16 @@ def fp8_kv_cache_planned(gpu: Gpu, *, managed: bool) -> bool:
 
 
 def screen_candidate(model: ResolvedModel, gpu: Gpu, tp: int, *, kv_cache_fp8: bool, req: Requirements, env: str,
-                     managed: bool) -> Candidate | None:
+                     managed: bool, central: bool = False) -> Candidate | None:
     """`planning.screen` for this model, GPU and degree (SageMaker's LMI keeps vLLM's default token budget), with
-    the model's calibration for them when there is one, or in a production environment the margin of the model's
-    band (`ResolvedModel.correction`)."""
+    the model's calibration for them when there is one, or in a production environment (unless `central`) the margin
+    of the model's band (`ResolvedModel.correction`)."""
     return screen(model.architecture, gpu, precision=model.spec.precision,
                   quantization=model.spec.quantization_method, tensor_parallel_size=tp, kv_cache_fp8=kv_cache_fp8,
                   shape=traffic_shape(model), targets=latency_targets(req, model, managed=managed),
                   tune_batched_tokens=not managed,
-                  correction=model.correction(gpu, tp, managed=managed, production=req.is_production(env),
+                  correction=model.correction(gpu, tp, managed=managed,
+                                              production=req.is_production(env) and not central,
                                               kv_cache_fp8=kv_cache_fp8),
                   lora=lora_slots(model.spec.adapters), chat=model.traffic.api == "chat")
 
@@ -208,8 +209,9 @@ def describe_option(inst: InstanceType, tp: int, replicas: int, nodes: int) -> s
 
 
 def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *,
-               managed: bool = False, limits: SearchLimits = SearchLimits()) -> LlmSearch:
-    """The cheapest (instance type, tensor parallel, KV-cache dtype) meeting the SLO within `limits`.
+               managed: bool = False, limits: SearchLimits = SearchLimits(), central: bool = False) -> LlmSearch:
+    """The cheapest (instance type, tensor parallel, KV-cache dtype) meeting the SLO within `limits` (`central`: on the
+    model's central estimate, without a production environment's margin: what a calibration could plan).
 
     Every allowed candidate is screened analytically (`planning.screen`), which bounds its cost from below (its
     optimistic rate needs the fewest replicas). A best-first search then refines the cheapest bound: simulate it
@@ -235,7 +237,8 @@ def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
         gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
         for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
             for fp8 in ((False, True) if fp8_kv_cache_planned(gpu, managed=managed) else (False,)):
-                cand = screen_candidate(model, gpu, tp, kv_cache_fp8=fp8, req=req, env=env, managed=managed)
+                cand = screen_candidate(model, gpu, tp, kv_cache_fp8=fp8, req=req, env=env, managed=managed,
+                                        central=central)
                 if cand is None:
                     continue
                 screened += 1

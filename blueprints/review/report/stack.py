@@ -222,9 +222,9 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
     if p.capacity_margin is not None:
         m = p.capacity_margin
         rows.append(["sizing margin", f"production without a calibration: sized at the band's pessimistic edge (step "
-                     f"time x{m.step_time:g}, TTFT floor x{m.ttft_floor:g}); {m.central_replicas} replica(s) at the "
-                     f"central estimate against {bp.compute.replicas} planned: `blueprint benchmark` and `blueprint "
-                     "calibrate` can narrow it"])
+                     f"time x{m.step_time:g}, TTFT floor x{m.ttft_floor:g}); the central estimate plans "
+                     f"{m.central_plan} at ${m.central_monthly_usd:,.0f}/month for nodes: `blueprint benchmark` and "
+                     "`blueprint calibrate` can narrow it"])
     if p.capacity_source:
         rows.append(["capacity model", p.capacity_source])
     if p.capacity_correction:
