@@ -745,6 +745,9 @@ def calibrate(
                                      "data); the calibration says so and stays out of stacks/calibration/."),
     stacks_dir: Optional[Path] = typer.Option(None, "--stacks-dir", help="Folder of stack configs. Default: the "
                                               "project's (found from the working directory)."),
+    accept_shift: bool = typer.Option(False, "--accept-shift", help="Write a fit that moves a production stack's "
+                                      "capacity beyond its plan's band (refused otherwise): a reviewed decision the "
+                                      "calibration records and the next review shows first."),
 ) -> None:
     """Fit the capacity model's corrections (a factor on step time and one on the TTFT floor) to a deployed stack's
     benchmark runs, by replaying each run through the replica model the planner sizes with, and write them with
@@ -755,8 +758,9 @@ def calibrate(
     floor follow it. Exit 2, writing nothing, on a file of another model, GPU or engine image, or of another workload
     than the stack is planned with (prefix, lengths, range ratio: benchmark with `blueprint benchmark`), or measured
     with --approximate-workload; a run with over 1 % failed or under 20 completed requests, dated after today, or
-    given twice; a fit at a bound of a factor's range or leaving over 25 % median error; a cold-start part outside
-    0.2-5x the model's; or a bad field (the message names file, field and fix).
+    given twice; a fit at a bound of a factor's range or leaving over 25 % median error; a fit that moves a
+    production stack's capacity beyond its plan's band, unless --accept-shift; a cold-start part outside 0.2-5x the
+    model's; or a bad field (the message names file, field and fix).
     """
     from blueprints.contracts.stackconfig import read_stack_config, stack_config_path
     from blueprints.core.project import project_paths
@@ -768,7 +772,7 @@ def calibrate(
         bp = read_stack_config(stack_config_path(folder, stack))
         with err.status(f"Fitting {stack}'s runs..."):
             done = fit_calibration(bp, results, project_root=project.root, stacks_dir=folder, out_dir=out_dir,
-                                   constructed=constructed)
+                                   constructed=constructed, accept_shift=accept_shift)
     f = done.file
     for source in f.sources:
         out.print(f"  {source.file}: {source.runs_used} run(s) fitted" + ("" if source.measured else
@@ -779,6 +783,8 @@ def calibrate(
     out.print(f"step time x{f.step_time:g}, TTFT floor x{f.ttft_floor:g}; residual error median "
               f"{f.residual_before.median:.0%} -> {f.residual_after.median:.0%}, max {f.residual_before.max:.0%} -> "
               f"{f.residual_after.max:.0%}", highlight=False)
+    if f.accepted_shift is not None:
+        err.print(f"[yellow]shift[/]: {f.accepted_shift.words()}", highlight=False)
     if f.startup is not None:
         out.print(f"cold start: {f.startup.words()}; "
                   + ", ".join(f"{p.part.removesuffix('_s')} {p.predicted_s} -> {p.measured_s:g} s (x{p.factor:g}, "

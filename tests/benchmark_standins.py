@@ -46,8 +46,8 @@ def model_runs(stack: str, truth: Correction, *, rates: tuple[float, ...], durat
             "output_throughput": predicted(result, "output_tokens_per_s"),
             "median_ttft_ms": predicted(result, "median_ttft_ms"),
             "median_itl_ms": predicted(result, "median_itl_ms")}))
-    written = result_file(BenchmarkRun(bp, settings, [], []), runs, client_image=bp.engine.image, backend="openai",
-                          endpoint="/v1/completions", address="none: the capacity model's replay", date=RUN_DATE)
+    written = result_file(BenchmarkRun(bp, settings, [], []), runs, client_image=bp.engine.image, backend=w.backend,
+                          endpoint=w.endpoint, address="none: the capacity model's replay", date=RUN_DATE)
     data = result_json(written.model_copy(update={"measured": False}))
     data["note"] = (f"CONSTRUCTED, NOT MEASURED: the capacity model's replay at step time x{truth.step_time:g}, TTFT "
                     f"floor x{truth.ttft_floor:g}")

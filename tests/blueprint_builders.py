@@ -32,10 +32,32 @@ TGI_IMAGE = ("763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-t
              "2.4.0-tgi2.4.0-gpu-py311-cu124-ubuntu22.04")
 
 
-def consistent(data: dict) -> dict:
+def _sequences_held(data: dict, catalog, gpu: str) -> int:
+    """Mean-length requests the KV cache of the blueprint's replica holds on `gpu` (as the planner counts them)."""
+    from blueprints.contracts.consistency import model_architecture
+    from blueprints.contracts.memory import kv_cache_tokens
+    from blueprints.requirements.reuse import sequences_held
+
+    m, engine = data["models"][0], data["engine"]
+    traffic = m.get("traffic")
+    arch = model_architecture(m.get("catalog_id"), Architecture.model_validate(m["architecture"])
+                              if m.get("architecture") else None, catalog)
+    if arch is None or not traffic:
+        return engine["max_num_seqs"]
+    kv = kv_cache_tokens(arch, catalog.gpu(gpu), precision=Precision(m["precision"]),
+                         tensor_parallel_size=engine["tensor_parallel_size"],
+                         kv_cache_fp8=engine.get("kv_cache_dtype") == "fp8",
+                         gpu_memory_utilization=engine["gpu_memory_utilization"])
+    mean = traffic["mean_input_tokens"] + traffic["mean_output_tokens"]
+    return max(1, sequences_held(kv, request_tokens=mean, shared_prefix_tokens=traffic.get("shared_prefix_tokens")
+                                 or 0))
+
+
+def consistent(data: dict, *, given: frozenset[str] = frozenset()) -> dict:
     """A blueprint mapping made consistent after an edit, as the planner would write it: the compute's node figures
-    from the catalog's instance type, memory and local disk at least the models' needs, the first cost line (the
-    nodes) at the catalog's price for the planned node count, and the total."""
+    from the catalog's instance type, a GPU replica's CPU and memory its share of the node (unless the edit `given`
+    them: compute keys it set), memory and local disk at least the models' needs, the first cost line (the nodes) at
+    the catalog's price for the planned node count, and the total."""
     catalog = load_catalog()
     c, engine = data["compute"], data["engine"]
     inst = (catalog.sagemaker if data["archetype"] == "sagemaker-endpoint" else catalog.ec2)[c["instance_type"]]
@@ -44,6 +66,14 @@ def consistent(data: dict) -> dict:
     if not inst.gpu_count:
         c["gpus_per_replica"] = 0
     weights = sum(m["weights_gib"] for m in data["models"])
+    if inst.gpu_count and c["gpus_per_replica"]:  # the replica's share of the node, as the planner gives it
+        share = c["gpus_per_replica"] / inst.gpu_count
+        if "cpu_per_replica" not in given:
+            c["cpu_per_replica"] = max(1, math.floor(inst.vcpus * share * defaults.NODE_ALLOCATABLE_CPU_FRACTION))
+        if "memory_gib_per_replica" not in given:
+            c["memory_gib_per_replica"] = math.floor(inst.memory_gib * share * 0.8)
+        if engine.get("kind") == "vllm":  # at most the sequences the new GPUs' KV cache holds
+            engine["max_num_seqs"] = min(engine["max_num_seqs"], _sequences_held(data, catalog, inst.gpu))
     if data["archetype"] != "sagemaker-endpoint":
         streamed = data["storage"] is not None and all(
             streams_format(Archetype(data["archetype"]), ModelFormat(m["format"])) for m in data["models"])
@@ -89,7 +119,7 @@ def consistent(data: dict) -> dict:
 
 def derive(base: Blueprint, **changes: Any) -> Blueprint:
     """`base` with top-level sections replaced (dict values merge one level into the section), made `consistent`
-    and re-validated."""
+    (keeping the compute figures the caller gave) and re-validated."""
     data = base.model_dump(mode="json")
     for key, value in changes.items():
         if isinstance(value, dict) and isinstance(data.get(key), dict) and key != "engine":
@@ -98,7 +128,8 @@ def derive(base: Blueprint, **changes: Any) -> Blueprint:
             data[key] = value
     if data["archetype"] != "vllm-gpu" or data["autoscaling"]["min_replicas"] < 1:
         data.pop("router", None)  # the prompt-reuse router fronts vLLM pods that never scale to zero
-    return Blueprint.model_validate(consistent(data))
+    compute = changes.get("compute")
+    return Blueprint.model_validate(consistent(data, given=frozenset(compute if isinstance(compute, dict) else ())))
 
 
 def sized_model(name: str, weights_gib: float, *, fmt: str = "onnx", task: str = "classification",

@@ -46,8 +46,13 @@ def _gpus(stack: str) -> int:
 
 def test_a_stacks_gpus_are_its_node_pool_limit_and_none_for_sagemaker_or_owned_edge_nodes():
     chat = read_config(STACKS / "Pulumi.chat-assistant-prod.yaml")
-    assert _gpus("chat-assistant-prod") == chat.node_pool_max_nodes * 1 == 13  # g6e.xlarge: 1 L40S
-    assert _gpus("regulated-assistant-prod") == 7 * 8  # p4de.24xlarge: 8 A100s a node
+    per_node = load_catalog().instance(chat.compute.instance_type).gpu_count  # p5.4xlarge: 1 H100
+    # One replica a node: the autoscaler's maximum plus the rollout surge, each node's GPUs.
+    assert _gpus("chat-assistant-prod") == chat.node_pool_max_nodes * per_node \
+        == (chat.autoscaling.max_replicas + 1) * per_node
+    regulated = read_config(STACKS / "Pulumi.regulated-assistant-prod.yaml")
+    assert regulated.compute.gpus_per_replica == 8  # a replica fills a node
+    assert _gpus("regulated-assistant-prod") == (regulated.autoscaling.max_replicas + 1) * 8  # p4de.24xlarge: 8 A100s
     assert _gpus("prototype-summarizer-pilot") == 0  # SageMaker counts against its own quotas
     assert _gpus("edge-classifier-dev") == 0  # owned edge nodes have no instance type (was an AttributeError)
     assert _gpus("support-sentiment-prod") == 0  # c7g: no GPUs
@@ -62,8 +67,9 @@ def test_the_account_s_other_stacks_in_the_region_are_counted_not_its_own_nor_ot
     # us-east-1 under prod.json: not regulated-assistant-prod (eu-central-1), not its own chat-assistant-prod.
     assert [s.split(":")[0] for s in prod.gpus_in_use_by] == [
         "partner-api-prod", "rag-assistant-generator-prod", "rag-assistant-retrieval-prod", "search-relevance-prod"]
-    # 20: rag-assistant's generator reaches 6 replicas, not 8, since its shared prefix is cached (issue 27).
-    assert prod.gpus_in_use == sum(_gpus(s.split(":")[0]) for s in prod.gpus_in_use_by) == 20
+    # 22: partner-api 3, rag-assistant's generator 10 (its budget caps the autoscaler at 9, plus the surge),
+    # rag-assistant's retrieval 4, search-relevance 5: each stack's NodePool limit in GPUs.
+    assert prod.gpus_in_use == sum(_gpus(s.split(":")[0]) for s in prod.gpus_in_use_by) == 22
 
 
 def test_the_search_counts_the_account_s_gpus_and_the_hint_asks_for_the_total():
@@ -185,5 +191,6 @@ def test_preflight_takes_a_new_vpc_s_zones_as_pulumi_up_does_and_passes_when_the
     ec2 = _ec2(["use1-az6", "use1-az1", "use1-az3", "use1-az2", "use1-az4"], ["use1-az1", "use1-az2"])
     result = _preflight_with(monkeypatch, "chat-assistant-prod", ec2)
     assert result.exit_code == 0, result.output
-    assert ("ok chat-assistant-prod: g6e.xlarge is offered in 2 of its platform's zones (use1-az1, use1-az2 of "
+    planned = read_config(STACKS / "Pulumi.chat-assistant-prod.yaml").compute.instance_type
+    assert (f"ok chat-assistant-prod: {planned} is offered in 2 of its platform's zones (use1-az1, use1-az2 of "
             "use1-az1, use1-az2, use1-az4), needs 2") in " ".join(result.output.split())

@@ -10,10 +10,16 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from blueprints.catalog import load_catalog
 from blueprints.cli import app
+from blueprints.contracts.stackconfig import read_stack_config
 from tests.conftest import CHAT_EXAMPLE, EXAMPLES, ROOT, example_data
 
 runner = CliRunner()
+#: The instance type chat-assistant-prod plans on (the bundled stack config is what `plan` writes, `plan --check`)
+#: and its vCPUs in the catalog.
+CHAT_PROD_TYPE = read_stack_config(ROOT / "stacks" / "Pulumi.chat-assistant-prod.yaml").compute.instance_type
+CHAT_PROD_VCPUS = load_catalog().instance(CHAT_PROD_TYPE).vcpus
 
 
 @pytest.fixture()
@@ -95,7 +101,8 @@ def test_top_level_traffic_next_to_models_is_refused(project):
 
 @pytest.mark.parametrize(("path", "value", "message"), [
     (("engine", "port"), 99999, "engine.port: Input should be less than or equal to 65535"),
-    (("compute", "cpu_per_replica"), 500, "cpu_per_replica=500 exceeds the 4 vCPUs of g6e.xlarge"),
+    (("compute", "cpu_per_replica"), 500,
+     f"cpu_per_replica=500 exceeds the {CHAT_PROD_VCPUS} vCPUs of {CHAT_PROD_TYPE}: the pod can never be scheduled"),
     (("engine", "max_model_len"), 10_000_000, "engine.max_model_len: Input should be less than or equal to 1048576"),
     (("engine", "max_model_len"), 100_000, "engine.max_model_len: max_model_len=100000 exceeds the model's "
                                            "max_context_tokens=8192"),

@@ -27,6 +27,15 @@ STACK = "chat-assistant-prod"
 RECORDED = ROOT / "tests" / "data" / "benchmark-results" / STACK / "2026-12-03.json"
 
 
+def _per_replica_peak() -> float:
+    """The stack's planned per-replica peak, requests/s: its peak over its planned replicas."""
+    bp = read_stack_config(ROOT / "stacks" / f"Pulumi.{STACK}.yaml")
+    return bp.model.traffic.peak_requests_per_s / bp.compute.replicas
+
+
+PER_REPLICA_PEAK = _per_replica_peak()
+
+
 @pytest.fixture(scope="module")
 def dry_run() -> list[dict]:
     with pytest.MonkeyPatch.context() as patch:
@@ -47,7 +56,7 @@ def test_dry_run_prints_a_job_whose_client_runs_at_the_planned_lengths_and_rates
     assert job["kind"] == "Job" and job["metadata"]["namespace"] == bp.platform.namespace
     pod = job["spec"]["template"]["spec"]
     runs = [c for c in pod["initContainers"] if c["name"].startswith("rate-")]
-    peak = bp.model.traffic.peak_requests_per_s / bp.compute.replicas  # 20 requests/s over 6 replicas
+    peak = bp.model.traffic.peak_requests_per_s / bp.compute.replicas  # 20 requests/s over the planned replicas
     assert [float(arg(c["args"], "--request-rate")) for c in runs] == [
         float(f"{f * peak:.3g}") for f in (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)]
     assert max(float(arg(c["args"], "--request-rate")) for c in runs) > peak  # up to and past the peak
@@ -120,7 +129,8 @@ def test_the_dry_run_yaml_has_no_anchors(bare_env):
 
 @pytest.mark.parametrize(("flags", "message"), [
     (["--rates", "0"], "--rates 0: rates are requests/s at one replica, > 0"),
-    (["--rates", "100"], "at most 33.3 (10x the planned per-replica peak 3.33)"),
+    (["--rates", "100"], f"at most {10 * PER_REPLICA_PEAK:.3g} (10x the planned per-replica peak "
+                         f"{PER_REPLICA_PEAK:.3g})"),
     (["--rates", "a,b"], "--rates 'a,b': give requests/s per replica"),
     (["--rates", ",".join(["1"] * 13)], "--rates: give 1-12 request rates, got 13"),
     (["--duration", "5"], "--duration 5: each rate runs 10-1800 s"),

@@ -31,13 +31,16 @@ def test_every_table_was_generated_for_a_catalog_model_as_the_catalog_describes_
     shapes = {fingerprint(m.architecture): m.id for m in catalog.models.values() if m.task.generative}
     raw = _raw(gpu)
     tables = raw["tables"]
-    assert tables and not raw["skipped"]
+    # Only the library's own data gaps are skipped (the A100 vLLM 0.14 data has no context attention for
+    # Qwen2.5-0.5B's 14 heads of 64): the roofline serves those, naming why.
+    assert tables and all(s["reason"].startswith("PerfDataNotAvailableError") for s in raw["skipped"])
     for t in tables:
         assert tuple(t["architecture"][k] for k in FINGERPRINT) in shapes, t["model"]
         assert shapes[tuple(t["architecture"][k] for k in FINGERPRINT)] == t["model"]
         assert t["attention"] in raw["attention"] and len(t["shared_ms"]) == len(raw["grids"]["tokens"])
-    # Every catalog text-generation model has a 16-bit single-GPU table (or TP2 where TP1 is not listed).
-    assert set(shapes.values()) == {t["model"] for t in tables}
+    # Every catalog text-generation model has a 16-bit single-GPU table (or TP2 where TP1 is not listed), unless the
+    # library measured nothing for it.
+    assert set(shapes.values()) == {t["model"] for t in tables} | {s["model"] for s in raw["skipped"]}
 
 
 def test_the_tables_carry_their_licence_and_attribution():

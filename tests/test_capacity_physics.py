@@ -77,8 +77,9 @@ def test_tensor_parallel_all_reduces_cost_more_on_pcie_than_on_nvlink(catalog):
     on_pcie = roofline_steps(arch, pcie, precision=Precision.BF16, tensor_parallel_size=4)
     on_nvlink = roofline_steps(arch, nvlink, precision=Precision.BF16, tensor_parallel_size=4)
     assert on_pcie.kernel_s(1, 1000) > on_nvlink.kernel_s(1, 1000) + 5e-3  # 160 all-reduces of higher latency
-    # Prefill all-reduces carry every token's activations: 2048 tokens x 8192 x 2 bytes over 32 vs 450 GB/s.
-    assert on_pcie.kernel_s(0, 0, 2048, 2048**2 / 2) > 1.3 * on_nvlink.kernel_s(0, 0, 2048, 2048**2 / 2)
+    # Prefill all-reduces carry every token's activations: 2048 tokens x 8192 x 2 bytes, 160 times, over 32 vs 450 GB/s
+    # (x 2 log2(4) / 4 of the bytes per rank): ~0.16 s more.
+    assert on_pcie.kernel_s(0, 0, 2048, 2048**2 / 2) - on_nvlink.kernel_s(0, 0, 2048, 2048**2 / 2) > 0.15
     single = roofline_steps(catalog.model("llama-3.1-8b").architecture, pcie, precision=Precision.BF16,
                             tensor_parallel_size=1)
     assert single.allreduce_fixed_s == 0 and single.allreduce_s_per_token == 0
@@ -91,7 +92,8 @@ def test_the_a10g_prefills_at_its_measured_efficiency_not_the_default(catalog):
     measured = roofline_steps(arch, a10g, precision=Precision.BF16, tensor_parallel_size=1)
     datasheet = roofline_steps(arch, default, precision=Precision.BF16, tensor_parallel_size=1)
     prompt = (0, 0, 478, 478**2 / 2)
-    assert datasheet.kernel_s(*prompt) / measured.kernel_s(*prompt) == pytest.approx(0.74 / defaults.MFU, rel=0.05)
+    assert datasheet.kernel_s(*prompt) / measured.kernel_s(*prompt) == pytest.approx(a10g.prefill_mfu / defaults.MFU,
+                                                                                      rel=0.05)
 
 
 def test_the_pinned_engine_adds_its_fitted_host_time_per_sequence_in_series_with_the_gpu(catalog):

@@ -113,8 +113,9 @@ def test_without_chunked_prefill_decoding_pauses_for_whole_prompts(catalog):
 
 
 def test_a_benchmark_closed_loop_with_fixed_lengths_keeps_its_prompts_colliding(catalog):
+    # The completions endpoint: the chat template's serial work would stagger the prompts before they collide.
     model = replica_model(catalog.model("llama-3.1-70b").architecture, catalog.gpu("h100"), precision=Precision.FP8,
-                          tensor_parallel_size=2)
+                          tensor_parallel_size=2, chat=False)
     config = scheduler_config(model, catalog.gpu("h100"), max_model_len=2500)
     kw = dict(concurrency=5, outputs=LengthModel(2000, 2000), max_model_len=2500)
     fixed = closed_loop(model, config, inputs=LengthModel(500, 500), **kw)

@@ -33,7 +33,7 @@ def test_json_output_has_exactly_the_documented_keys_and_the_capacity_models_val
     data = _json(POINT_3)
     assert set(data) == KEYS
     arch = catalog.model("llama-3.1-70b").architecture
-    model = replica_model(arch, catalog.gpu("h100"), precision=Precision.FP8, tensor_parallel_size=2)
+    model = replica_model(arch, catalog.gpu("h100"), precision=Precision.FP8, tensor_parallel_size=2, chat=False)
     assert data["fits"] is True
     assert data["weights_gib"] == round(model.weights_gib, 2) == pytest.approx(67.71)  # 16-bit embeddings
     assert data["kv_cache_tokens"] == model.kv_cache_tokens
@@ -181,8 +181,9 @@ def test_an_arrival_rate_outside_its_bounds_exits_2(rate):
 def test_requirements_give_the_model_context_and_traffic():
     data = _json(["estimate", "--requirements", str(CHAT_EXAMPLE), "--gpu", "l40s", "--concurrency", "8"])
     flags = _json(["estimate", "--model", "llama-3.1-8b", "--gpu", "l40s", "--concurrency", "8", "--input-tokens",
-                   "1200", "--output-tokens", "300", "--max-model-len", "8192"])
-    assert data == flags  # chat-assistant: llama-3.1-8b bf16, 1200 in / 300 out, max_context_tokens 8192
+                   "1200", "--output-tokens", "300", "--max-model-len", "8192", "--endpoint", "chat"])
+    # chat-assistant: llama-3.1-8b bf16, 1200 in / 300 out, max_context_tokens 8192, traffic.api chat
+    assert data == flags
 
 
 def test_requirements_with_a_model_given_only_by_its_architecture(tmp_path):
@@ -314,7 +315,7 @@ def test_a_burst_is_the_benchmarks_experiment_every_request_measured_over_the_ma
     data = _json([*BURST, "--burst", "500"])
     assert data["regime"] == "burst" and set(data) == KEYS | {"makespan_s"}
     model = replica_model(catalog.model("qwen3-8b").architecture, catalog.gpu("h100"), precision=Precision.BF16,
-                          tensor_parallel_size=1)
+                          tensor_parallel_size=1, chat=False)
     run = burst(model, scheduler_config(model, catalog.gpu("h100"), max_model_len=430), count=500,
                 inputs=LengthModel(230, 230), outputs=LengthModel(200, 200), max_model_len=430)
     assert run.measured == 500

@@ -11,9 +11,11 @@ from __future__ import annotations
 import functools
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from blueprints.capacity.physics import Correction
@@ -59,10 +61,23 @@ def _calibrate(tmp_path: Path, *results: Path):
                                *map(str, results), "--out", str(tmp_path / "cal")])
 
 
-def _prod(calibrations: Calibrations):
-    planned = plan_requirements_file(REQUIREMENTS, as_of=PLAN_DATE, policy_dir=ROOT / "policies/config",
+def _prod(calibrations: Calibrations, requirements: Path = REQUIREMENTS):
+    planned = plan_requirements_file(requirements, as_of=PLAN_DATE, policy_dir=ROOT / "policies/config",
                                      stacks_dir=ROOT / "stacks", calibrations=calibrations)
     return {bp.environment: bp for bp in planned.blueprints}
+
+
+def _busier(tmp_path: Path) -> Path:
+    """chat-assistant at twice its traffic in prod and without a budget, in a copy of the requirements folder (which
+    the platforms are planned from): the same p5.4xlarge replica, with more replicas at peak than its warm floor
+    (the bundled plan keeps all 3 of its replicas warm, so its floor has no room to rise)."""
+    folder = tmp_path / "requirements"
+    shutil.copytree(REQUIREMENTS.parent, folder)
+    data = yaml.safe_load(REQUIREMENTS.read_text())
+    data["environments"]["prod"]["traffic_scale"] = 2
+    data["budget"]["max_monthly_usd"] = None
+    (folder / REQUIREMENTS.name).write_text(yaml.safe_dump(data, sort_keys=False))
+    return folder / REQUIREMENTS.name
 
 
 def test_go_durations_as_the_kubelet_writes_them():
@@ -130,10 +145,19 @@ def test_a_measured_cold_start_calibrates_the_next_plans_start_timers_floor_and_
     (entry,) = load_calibrations(tmp_path / "cal", relative_to=tmp_path).entries
     startup = entry.file.startup
     assert startup is not None and startup.samples == 1 and startup.weights_streamed
-    # the start alone: the capacity factors of the constructed runs set to the identity
-    cals = Calibrations((Calibration(entry.path, entry.file.model_copy(update={"step_time": 1.0,
-                                                                              "ttft_floor": 1.0})),))
-    before, after = _prod(Calibrations())["prod"], _prod(cals)["prod"]
+    # the start alone: the capacity factors set to those the uncalibrated production plan is sized with (its band's
+    # pessimistic edge), so the calibrated replica is the same replica; planned at twice the traffic (`_busier`)
+    busier = _busier(tmp_path)
+    before = _prod(Calibrations(), busier)["prod"]
+    assert before.compute.instance_type == read_stack_config(ROOT / f"stacks/Pulumi.{STACK}.yaml").compute.instance_type
+    assert before.autoscaling.min_replicas < before.compute.replicas
+    margin = before.predictions.capacity_margin
+    assert margin is not None
+    cals = Calibrations((Calibration(entry.path, entry.file.model_copy(update={"step_time": margin.step_time,
+                                                                              "ttft_floor": margin.ttft_floor})),))
+    after = _prod(cals, busier)["prod"]
+    assert after.predictions.capacity_margin is None and after.predictions.capacity_correction is not None
+    assert (after.compute, after.engine) == (before.compute, before.engine)
     planned = before.startup
     fits = {p.part: p for p in startup.parts}
     assert set(fits) == {"node_provisioning_s", "image_pull_s", "weights_download_s", "model_load_s"}

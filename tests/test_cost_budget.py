@@ -79,8 +79,9 @@ def test_over_budget_is_an_error_naming_the_overrun_and_what_the_budget_buys():
     busy = {"dev": {"region": "us-west-2"}, "prod": {"region": "us-east-1", "traffic_scale": 4}}
     free = plan_env(requirements_with(environments=busy, budget={"max_monthly_usd": None}), "prod")
     replicas, monthly = free.compute.replicas, free.planned_monthly_usd  # the planned peak, before any burst
-    node_monthly = free.predictions.cost_lines[0].usd_per_hour * 730  # one replica per g6e.xlarge node
-    budget = round(monthly - 2 * node_monthly)  # pays for two nodes fewer
+    assert free.placement.per_new_node == 1
+    node_monthly = free.predictions.cost_lines[0].usd_per_hour * 730  # one replica per node
+    budget = math.ceil(monthly - 2 * node_monthly)  # pays for two nodes fewer (and not a cent less)
     with pytest.raises(SizingError) as exc:
         plan_env(requirements_with(environments=busy, budget={"max_monthly_usd": budget}), "prod")
     msg = str(exc.value)
@@ -95,11 +96,21 @@ def test_over_budget_is_an_error_naming_the_overrun_and_what_the_budget_buys():
 
 
 def test_a_budget_below_the_minimum_replicas_says_it_pays_for_nothing():
-    # 2 replicas need 2 g6e.xlarge nodes (2 x $1,358.53) plus the $16.43 network load balancer; the planned peak, 6.
-    with pytest.raises(SizingError, match=r"does not pay for the minimum of 2 replica\(s\): 2 node\(s\) at \$1,359/month "
-                                          r"each \(1 replica\(s\) per node\) plus \$16/month of load balancer and "
-                                          r"keys: raise budget.max_monthly_usd to >= 8168 for the planned peak \(>= 2734 "
-                                          r"for that minimum alone\)"):
+    # The availability floor's 2 replicas need 2 nodes of the planned type (today 2 p5.4xlarge at $5,022.40) plus the
+    # $16.43 network load balancer; the planned peak (today 3 of them) costs more still.
+    from blueprints.plan.options.search import replicas_floor
+
+    free = plan_env(requirements_with(budget={"max_monthly_usd": None}), "prod")
+    minimum = replicas_floor(requirements_with(), "prod")
+    assert minimum == 2 and free.placement.per_new_node == 1
+    node = free.predictions.cost_lines[0].usd_per_hour * 730
+    fixed = sum(line.monthly_usd for line in free.predictions.cost_lines[1:])
+    assert 1000 < minimum * node + fixed < free.planned_monthly_usd
+    with pytest.raises(SizingError, match=re.escape(
+            f"does not pay for the minimum of 2 replica(s): 2 node(s) at ${node:,.0f}/month each (1 replica(s) per "
+            f"node) plus ${fixed:,.0f}/month of load balancer and keys: raise budget.max_monthly_usd to >= "
+            f"{math.ceil(free.planned_monthly_usd)} for the planned peak (>= {math.ceil(minimum * node + fixed)} "
+            "for that minimum alone)")):
         plan_env(requirements_with(budget={"max_monthly_usd": 1000}), "prod")
 
 

@@ -36,7 +36,8 @@ from tests.conftest import ROOT
 STACKS = ROOT / "stacks"
 PROGRAM = ROOT / "__main__.py"
 PLATFORM = "platform-prod-us-east-1"
-CHAT = "chat-assistant-prod"      # vLLM on g6e.xlarge, on PLATFORM
+CHAT = "chat-assistant-prod"      # vLLM on a GPU NodePool, on PLATFORM
+L40S = "partner-api-prod"          # vLLM on g6e.xlarge (one L40S, 4 vCPU), on PLATFORM
 EDGE = "support-sentiment-prod"   # ONNX on an existing (EKS) cluster
 RELEASE = "kubernetes:helm.sh/v3:Release"
 STACK_REFERENCE = "pulumi:pulumi:StackReference"
@@ -404,7 +405,7 @@ def test_an_object_a_webhook_guards_that_does_not_wait_for_its_controller_is_fla
 
 
 def test_a_g6e_xlarge_gives_pods_what_kube_reserved_and_the_daemonsets_leave(bundled):
-    have = allocatable("g6e.xlarge", ephemeral_gib=0, daemonsets=_gpu_node_daemonsets(bundled[CHAT].platform))
+    have = allocatable("g6e.xlarge", ephemeral_gib=0, daemonsets=_gpu_node_daemonsets(bundled[L40S].platform))
     # 4 vCPU less kube-reserved (60 + 10 + 5 + 5 m) and aws-node 50, kube-proxy 100, ebs-csi-node 30, dcgm 100 m
     assert have["cpu"] == Decimal("3.64")
     # 32 GiB less 7.5 % VM overhead, 110 pods x 11 MiB + 255 MiB kube-reserved, 100 MiB eviction, 104 + 128 MiB DSs
@@ -418,25 +419,27 @@ def test_a_g6e_xlarge_gives_pods_what_kube_reserved_and_the_daemonsets_leave(bun
 ], ids=["cpu", "memory"])
 def test_a_replica_requesting_more_than_a_g6e_xlarge_can_give_is_unschedulable(tmp_path, field, value, resource,
                                                                              shown):
-    stacks = _copy_stacks(tmp_path, CHAT, PLATFORM)
-    _edit_config(stacks, CHAT, lambda config: config[BLUEPRINT_KEY]["compute"].__setitem__(field, value))
-    report = _review(stacks, CHAT)
+    stacks = _copy_stacks(tmp_path, L40S, PLATFORM)
+    _edit_config(stacks, L40S, lambda config: config[BLUEPRINT_KEY]["compute"].__setitem__(field, value))
+    report = _review(stacks, L40S)
+    assert report.subject.compute.instance_type == "g6e.xlarge"
     deployment = _record(report, "Deployment")
     want = pod_requests(_pod_spec(deployment.inputs))[resource]
     have = allocatable("g6e.xlarge", ephemeral_gib=0, daemonsets=_gpu_node_daemonsets(report.platform))[resource]
     assert want > have
     [finding] = report.deployability
     assert (finding.check, finding.resource) == ("schedulable", deployment.urn)
-    assert "Deployment 'chat-assistant-vllm': its pods request more than a node can give" in finding.message
-    assert f"(NodePool 'chat-assistant' g6e.xlarge: {shown(want)} > {shown(have)})" in finding.message
+    assert "Deployment 'partner-api-vllm': its pods request more than a node can give" in finding.message
+    assert f"(NodePool 'partner-api' g6e.xlarge: {shown(want)} > {shown(have)})" in finding.message
     assert "lower the requests, use a larger instance type or a larger node volume" in finding.message
 
 
 def test_a_replica_requesting_just_under_what_a_g6e_xlarge_can_give_is_schedulable(tmp_path):
-    stacks = _copy_stacks(tmp_path, CHAT, PLATFORM)
+    stacks = _copy_stacks(tmp_path, L40S, PLATFORM)
     # 3.5 CPU for vLLM plus the authenticating proxy's 0.1 CPU (components/access.py).
-    _edit_config(stacks, CHAT, lambda config: config[BLUEPRINT_KEY]["compute"].__setitem__("cpu_per_replica", 3.5))
-    report = _review(stacks, CHAT)
+    _edit_config(stacks, L40S, lambda config: config[BLUEPRINT_KEY]["compute"].__setitem__("cpu_per_replica", 3.5))
+    report = _review(stacks, L40S)
+    assert report.subject.compute.instance_type == "g6e.xlarge"
     assert pod_requests(_pod_spec(_record(report, "Deployment").inputs))["cpu"] == Decimal("3.6")
     assert report.deployability == []
 
@@ -480,12 +483,12 @@ def test_only_a_toleration_matching_the_gpu_taint_lets_the_pods_schedule(bundled
     assert [c for c, _, _ in _findings(edited)] == ([] if tolerated else ["schedulable"])
 
 
-def _chat_max_replicas() -> int:
-    return read_stack_config(ROOT / "stacks" / f"Pulumi.{CHAT}.yaml").autoscaling.max_replicas
+def _max_replicas(stack: str = CHAT) -> int:
+    return read_stack_config(ROOT / "stacks" / f"Pulumi.{stack}.yaml").autoscaling.max_replicas
 
 
 def test_a_gpu_node_pool_whose_limit_is_below_max_replicas_plus_surge_is_flagged(bundled):
-    report, most = bundled[CHAT], _chat_max_replicas()
+    report, most = bundled[CHAT], _max_replicas()
     pool = _record(report, "NodePool")
     assert pool.inputs["spec"]["limits"] == {"nvidia.com/gpu": most + 1}  # max replicas + 1 surge, one GPU each
     short = _edited(report, pool, lambda i: i["spec"]["limits"].__setitem__("nvidia.com/gpu", most))
@@ -498,7 +501,7 @@ def test_a_gpu_node_pool_whose_limit_is_below_max_replicas_plus_surge_is_flagged
 
 
 def test_a_percentage_max_surge_counts_against_the_node_pool_limits(bundled):
-    report, most = bundled[CHAT], _chat_max_replicas()
+    report, most = bundled[CHAT], _max_replicas()
     deployment = _record(report, "Deployment")
     assert deployment.inputs["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == 1
     wide = _edited(report, deployment, lambda i: i["spec"]["strategy"]["rollingUpdate"].__setitem__("maxSurge",
@@ -512,14 +515,15 @@ def test_a_percentage_max_surge_counts_against_the_node_pool_limits(bundled):
 def test_node_pool_limits_count_the_capacity_of_the_nodes_not_the_requests_of_the_pods(bundled):
     # Pods of 3.1 CPU (vLLM 3, its proxy 0.1), but each needs its own 4-vCPU g6e.xlarge: Karpenter counts 4 vCPU
     # per pod, not 3.1.
-    report, most = bundled[CHAT], _chat_max_replicas()
+    report, most = bundled[L40S], _max_replicas(L40S)
+    assert report.subject.compute.instance_type == "g6e.xlarge"
     pool = _record(report, "NodePool")
     assert pod_requests(_pod_spec(_record(report, "Deployment").inputs))["cpu"] == Decimal("3.1")
     nodes = most + 1
     short = _edited(report, pool, lambda i: i["spec"]["limits"].__setitem__("cpu", str(3 * nodes + 1)))
     [(check, resource, message)] = _findings(short)
     assert (check, resource) == ("node-pool-limits", pool.urn)
-    assert f"NodePool 'chat-assistant' limits cpu to {3 * nodes + 1} but Deployment 'chat-assistant-vllm' may run " \
+    assert f"NodePool 'partner-api' limits cpu to {3 * nodes + 1} but Deployment 'partner-api-vllm' may run " \
            f"{most} replicas plus 1 surge on {nodes} g6e.xlarge node(s) over 3 zones, 1 per node, {4 * nodes} CPU in all" \
         in message
     enough = _edited(report, pool, lambda i: i["spec"]["limits"].__setitem__("cpu", str(4 * nodes)))

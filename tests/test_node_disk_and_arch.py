@@ -20,7 +20,7 @@ from blueprints.review.deployability.checks import check_deployability
 from blueprints.plan.options.search import resolve_models
 from blueprints.review.preview import PreviewReport
 from blueprints.review.stack import review_stack
-from blueprints.contracts.stackconfig import BLUEPRINT_KEY, PLATFORM_KEY
+from blueprints.contracts.stackconfig import BLUEPRINT_KEY, PLATFORM_KEY, read_stack_config
 from blueprints.contracts.consistency import stored_weights_gib
 from blueprints.contracts.weights import disk_for_gib, replica_ephemeral_gib, sync_job_ephemeral_gib, usable_disk_gib
 from tests.blueprint_builders import bundled_platform
@@ -29,6 +29,8 @@ from tests.conftest import ROOT, requirements_with
 STACKS = ROOT / "stacks"
 PLATFORM = "platform-prod-us-east-1"
 CHAT = "chat-assistant-prod"
+#: The instance type CHAT's NodePool launches, as planned (an amd64 GPU type with an NVMe instance store).
+CHAT_TYPE = read_stack_config(STACKS / f"Pulumi.{CHAT}.yaml").compute.instance_type
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 
 
@@ -113,13 +115,13 @@ def test_a_system_disk_too_small_for_the_sync_jobs_download_is_unschedulable(tmp
 
 
 def test_a_replica_needing_more_than_the_instance_store_leaves_after_images_and_eviction_is_unschedulable(tmp_path):
-    store_gib = defaults.INSTANCE_STORE_GB["g6e.xlarge"] * 1e9 / 2**30
+    store_gib = defaults.INSTANCE_STORE_GB[CHAT_TYPE] * 1e9 / 2**30
     usable = usable_disk_gib(store_gib, reserve_gib=defaults.SERVING_NODE_RESERVE_GIB)
     assert usable < store_gib - 50  # what the check used to compare against: the raw instance store
     report = review(tmp_path, {CHAT: lambda c: c[BLUEPRINT_KEY]["compute"].__setitem__(
         "ephemeral_storage_gib_per_replica", math.ceil(usable) + 1)})
     [finding] = [f for f in report.deployability if f.check == "schedulable" and "Deployment" in f.message]
-    assert f"NodePool 'chat-assistant' g6e.xlarge: {math.ceil(usable) + 1 + 0.0:.1f} GiB ephemeral-storage > " \
+    assert f"NodePool 'chat-assistant' {CHAT_TYPE}: {math.ceil(usable) + 1 + 0.0:.1f} GiB ephemeral-storage > " \
            f"{usable:.1f} GiB ephemeral-storage" in finding.message
 
 
@@ -140,13 +142,14 @@ def _arch_findings(report: PreviewReport) -> list:
 
 def test_a_node_pool_whose_architecture_requirement_excludes_its_instance_type_is_flagged(chat_report):
     assert _arch_findings(chat_report) == []
+    assert load_catalog().instance(CHAT_TYPE).cpu_arch == "x86_64"
 
     def arm64(requirements: list) -> None:
         [arch] = [r for r in requirements if r["key"] == "kubernetes.io/arch"]
         arch["values"] = ["arm64"]
 
     [finding] = _arch_findings(_with_pool(chat_report, arm64))
-    assert finding.message == ("NodePool 'chat-assistant' requires kubernetes.io/arch In ['arm64'] but g6e.xlarge is "
+    assert finding.message == (f"NodePool 'chat-assistant' requires kubernetes.io/arch In ['arm64'] but {CHAT_TYPE} is "
                                "amd64: Karpenter can never launch it; require amd64 (the instance type's architecture)")
 
 
@@ -163,7 +166,7 @@ def test_a_graviton_type_in_an_amd64_node_pool_is_flagged(chat_report):
 def test_a_node_class_alias_without_an_ami_for_the_architecture_is_flagged(chat_report, monkeypatch):
     monkeypatch.setitem(defaults.AMI_ALIAS_ARCHES, "al2023", ("arm64",))  # as if AL2023 shipped no x86_64 AMI
     [finding] = _arch_findings(chat_report)
-    assert finding.message == ("NodePool 'chat-assistant' launches g6e.xlarge (x86_64) with AMI alias "
+    assert finding.message == (f"NodePool 'chat-assistant' launches {CHAT_TYPE} (x86_64) with AMI alias "
                                f"{defaults.KARPENTER_AMI_ALIAS}, which has no x86_64 AMI; use a node class whose alias "
                                "resolves one")
 

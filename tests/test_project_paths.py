@@ -20,14 +20,14 @@ runner = CliRunner()
 
 @pytest.fixture()
 def project(tmp_path):
-    """A project whose prod policy allows only g5 GPUs (and m7i system nodes), and a requirements file named
+    """A project whose prod policy allows only g6e GPUs (and m7i system nodes), and a requirements file named
     `my-chat.yaml` declaring service `chat`, with no family restriction of its own."""
     root = tmp_path / "project"
     (root / "stacks" / "requirements").mkdir(parents=True)
     shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
     shutil.copytree(ROOT / "policies" / "config", root / "policies" / "config")
     prod = json.loads((root / "policies" / "config" / "prod.json").read_text())
-    prod["instance-types-allowed"]["allowedInstanceFamilies"] = ["g5", "m7i"]
+    prod["instance-types-allowed"]["allowedInstanceFamilies"] = ["g6e", "m7i"]
     (root / "policies" / "config" / "prod.json").write_text(json.dumps(prod))
     data = yaml.safe_load(CHAT_EXAMPLE.read_text())
     data["service"] = "chat"
@@ -52,11 +52,11 @@ def test_planned_from_another_directory_the_projects_guardrails_still_apply(proj
     assert result.exit_code == 0, result.output
     written = project / "stacks" / "Pulumi.chat-prod.yaml"  # the project's stack folder, not the working directory
     assert not list(elsewhere.iterdir())
-    assert family_of(written) == "g5"
+    assert family_of(written) == "g6e"
     # Without the policy the cheapest is another family: the guardrail decided it.
     result = runner.invoke(app, ["plan", requirements, "--as-of", "2026-12-01", "--no-policy", "--out-dir", "free"])
     assert result.exit_code == 0, result.output
-    assert family_of(elsewhere / "free" / "Pulumi.chat-prod.yaml") != "g5"
+    assert family_of(elsewhere / "free" / "Pulumi.chat-prod.yaml") != "g6e"
 
 
 def test_a_requirements_file_outside_the_project_is_refused_naming_the_requirements_folder(project, tmp_path,

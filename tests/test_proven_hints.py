@@ -19,11 +19,20 @@ from tests.conftest import PLAN_DATE, example_data, platforms_for, requirements_
 FAMILIES = {"accelerators": ["nvidia-gpu"], "allowed_instance_families": ["g5", "g6", "g6e", "p4d", "p5"]}
 
 
-def _busy_chat(budget: float) -> Requirements:
-    """The 8B chat assistant at 10x its traffic (200 requests/s): the cheapest option meeting the SLO is 57
-    g6e.xlarge (58 GPUs with the surge, ~$77k/month); the fewest GPUs, 17 p5.4xlarge (18 GPUs, ~$85k/month)."""
+def _busy_chat(budget: float | None, families: list[str] | None = None, **slo) -> Requirements:
+    """The 8B chat assistant at 10x its traffic (200 requests/s); at its 50 ms ITL target and the production margin
+    the cheapest option meeting the SLO is also the one with the fewest GPUs (p5.4xlarge, ~$150k/month)."""
     return requirements_with(environments={"prod": {"region": "us-east-1", "traffic_scale": 10}},
-                             budget={"max_monthly_usd": budget}, hardware=FAMILIES)
+                             budget={"max_monthly_usd": budget}, slo=slo,
+                             hardware={**FAMILIES, "allowed_instance_families": families or
+                                       FAMILIES["allowed_instance_families"]})
+
+
+def _gpus_with_the_surge(req: Requirements) -> int:
+    """The GPUs the plan's peak replicas and a rollout surge take (what the quota refusal counts)."""
+    [bp] = _plan(req)
+    assert bp.placement.per_new_node == 1
+    return (bp.compute.replicas + 1) * bp.compute.gpus_per_replica
 
 
 def _quota(max_gpus: int) -> dict[str, Guardrails]:
@@ -53,16 +62,20 @@ def _applied_plans(req: Requirements, guardrails: dict | None, refusal: SizingEr
 
 
 def test_a_quota_hint_names_the_gpus_an_option_within_budget_needs_not_the_least_any_option_needs():
-    """The least any option needs (18 GPUs) only plans an option over budget; the hint is the cheapest option's 58,
-    which plans."""
-    req, quota = _busy_chat(80_000), _quota(10)
+    """At an 80 ms ITL target the cheapest option is on L40S (g6e.xlarge, ~$92k/month) and the fewest GPUs on H100
+    (p5.4xlarge, ~$151k/month). Within $120,000 the least any option needs only plans the H100 option, over budget;
+    the hint is the cheapest option's GPUs, which plans."""
+    cheapest = _gpus_with_the_surge(_busy_chat(None, itl_p95_ms=80))
+    fewest = _gpus_with_the_surge(_busy_chat(None, ["p5"], itl_p95_ms=80))
+    assert 10 < fewest < cheapest
+    req, quota = _busy_chat(120_000, itl_p95_ms=80), _quota(10)
     unproven = _refusal(req, quota, prove_hints=False)
-    assert "raise maxGpus in prod.json to >= 18," in str(unproven)  # the old hint: the least any option needs
-    with pytest.raises(SizingError, match=r"over budget.max_monthly_usd=80000"):
-        _plan(*apply_fixes(req, quota, [Fix("policy:prod:maxGpus", 18, "")]), prove_hints=False)
+    assert f"raise maxGpus in prod.json to >= {fewest}," in str(unproven)  # the old hint: the least any option needs
+    with pytest.raises(SizingError, match=r"over budget.max_monthly_usd=120000"):
+        _plan(*apply_fixes(req, quota, [Fix("policy:prod:maxGpus", fewest, "")]), prove_hints=False)
     proven = _refusal(req, quota)
-    assert "raise maxGpus in prod.json to >= 58, lower environments.prod.traffic_scale" in str(proven)
-    assert "the least any option meeting the SLO needs is 18" in str(proven)  # still said, as a fact
+    assert f"raise maxGpus in prod.json to >= {cheapest}, lower environments.prod.traffic_scale" in str(proven)
+    assert f"the least any option meeting the SLO needs is {fewest}" in str(proven)  # still said, as a fact
     _applied_plans(req, quota, proven)
 
 

@@ -16,6 +16,8 @@ from blueprints.contracts.stackconfig import read_config
 from tests.conftest import ROOT
 
 runner = CliRunner()
+#: A GPU service on G instances (g6e.xlarge, on demand) in us-east-1, beside other G-instance stacks of the account.
+G_STACK = "partner-api-prod"
 
 
 def stack(name: str):
@@ -33,7 +35,7 @@ def test_each_family_counts_against_its_vcpu_quota_group(instance_type, on_deman
 
 
 def test_a_gpu_service_needs_its_node_pools_vcpus_at_full_scale():
-    bp = stack("chat-assistant-prod")
+    bp = stack(G_STACK)
     [need] = quota_needs(bp)
     assert (need.service_code, need.quota_code, need.region) == ("ec2", "L-DB2E81BA", "us-east-1")
     assert bp.compute.instance_type == "g6e.xlarge" and bp.compute.replicas_per_node == 1
@@ -54,15 +56,15 @@ def test_sagemaker_counts_instances_twice_for_a_blue_green_update_and_platforms_
     assert quota_needs(stack("edge-classifier-prod")) == []  # an edge cluster's nodes are owned
 
 
-def _chat_prod_vcpus() -> int:
-    bp = stack("chat-assistant-prod")
+def _g_stack_vcpus() -> int:
+    bp = stack(G_STACK)
     return bp.node_pool_max_nodes * bp.compute.vcpus_per_node
 
 
 def test_the_plan_states_the_quotas_it_needs():
-    assert stack("chat-assistant-prod").rationale[-1].startswith(
+    assert stack(G_STACK).rationale[-1].startswith(
         "needs service quotas in us-east-1 (fresh accounts start at 0 for G and P instances): ec2 L-DB2E81BA "
-        f"(Running On-Demand G and VT instances) >= {_chat_prod_vcpus()} vCPUs")
+        f"(Running On-Demand G and VT instances) >= {_g_stack_vcpus()} vCPUs")
 
 
 def _client(responses: list[tuple[str, dict, dict | None]]):
@@ -79,16 +81,16 @@ def _client(responses: list[tuple[str, dict, dict | None]]):
 
 
 def test_an_applied_quota_is_compared_and_a_never_changed_one_falls_back_to_the_aws_default():
-    needs = quota_needs(stack("chat-assistant-prod")) + quota_needs(stack("platform-prod-us-east-1"))
+    needs = quota_needs(stack(G_STACK)) + quota_needs(stack("platform-prod-us-east-1"))
     client = _client([
         ("get_service_quota", {"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA"},
-         {"Quota": {"QuotaCode": "L-DB2E81BA", "Value": float(_chat_prod_vcpus() - 4)}}),
+         {"Quota": {"QuotaCode": "L-DB2E81BA", "Value": float(_g_stack_vcpus() - 4)}}),
         ("get_service_quota", {"ServiceCode": "ec2", "QuotaCode": "L-1216C47A"}, None),
         ("get_aws_default_service_quota", {"ServiceCode": "ec2", "QuotaCode": "L-1216C47A"},
          {"Quota": {"QuotaCode": "L-1216C47A", "Value": 5.0}}),
     ])
     gpu, standard = check_quotas(needs, lambda region: client)
-    assert (gpu.value, gpu.source, gpu.ok) == (_chat_prod_vcpus() - 4, "applied", False)  # one node short
+    assert (gpu.value, gpu.source, gpu.ok) == (_g_stack_vcpus() - 4, "applied", False)  # one node short
     assert (standard.value, standard.source, standard.ok) == (5.0, "AWS default", False)
 
 
@@ -110,26 +112,26 @@ def _account_vcpus(quota_code: str, region: str, policy: str = "prod.json") -> t
 
 
 def test_preflight_without_credentials_prints_what_to_check_and_how_to_request_it(monkeypatch):
-    """The request asks for what every stack of the account needs in the Region, not chat-assistant-prod's share."""
+    """The request asks for what every stack of the account needs in the Region, not partner-api-prod's share."""
     monkeypatch.setattr("blueprints.cli._service_quotas_client_factory", lambda: None)
-    result = runner.invoke(app, ["preflight", "chat-assistant-prod", "--stacks-dir", str(ROOT / "stacks")])
+    result = runner.invoke(app, ["preflight", G_STACK, "--stacks-dir", str(ROOT / "stacks")])
     assert result.exit_code == 0, result.output
     total, stacks = _account_vcpus("L-DB2E81BA", "us-east-1")
-    assert total > _chat_prod_vcpus() and len(stacks) > 1  # the premise: G instances beside it in us-east-1
+    assert total > _g_stack_vcpus() and len(stacks) > 1  # the premise: G instances beside it in us-east-1
     assert ("aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-DB2E81BA "
             f"--desired-value {total:g} --region us-east-1") in result.output
-    assert f"{_chat_prod_vcpus():g} for chat-assistant-prod, {total:g} with every stack of the account" in result.output
+    assert f"{_g_stack_vcpus():g} for {G_STACK}, {total:g} with every stack of the account" in result.output
 
 
 def test_preflight_fails_a_quota_that_holds_the_stack_but_not_the_stacks_beside_it(monkeypatch):
     total, stacks = _account_vcpus("L-DB2E81BA", "us-east-1")
     client = _client([("get_service_quota", {"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA"},
-                       {"Quota": {"QuotaCode": "L-DB2E81BA", "Value": float(_chat_prod_vcpus())}})])
+                       {"Quota": {"QuotaCode": "L-DB2E81BA", "Value": float(_g_stack_vcpus())}})])
     monkeypatch.setattr("blueprints.cli._service_quotas_client_factory", lambda: (lambda region: client))
-    result = runner.invoke(app, ["preflight", "chat-assistant-prod", "--stacks-dir", str(ROOT / "stacks"), "--json"])
+    result = runner.invoke(app, ["preflight", G_STACK, "--stacks-dir", str(ROOT / "stacks"), "--json"])
     assert result.exit_code == 1
     [row] = [r for r in json.loads(result.stdout) if r["service_code"] == "ec2"]
-    assert (row["stack_needed"], row["needed"], row["ok"]) == (_chat_prod_vcpus(), total, False)
+    assert (row["stack_needed"], row["needed"], row["ok"]) == (_g_stack_vcpus(), total, False)
     assert row["stacks"] == stacks and row["account"].endswith("policies/config/prod.json")
 
 
@@ -137,10 +139,10 @@ def test_preflight_exits_1_naming_a_quota_below_the_need(monkeypatch):
     client = _client([("get_service_quota", {"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA"},
                        {"Quota": {"QuotaCode": "L-DB2E81BA", "Value": 8.0}})])
     monkeypatch.setattr("blueprints.cli._service_quotas_client_factory", lambda: (lambda region: client))
-    result = runner.invoke(app, ["preflight", "chat-assistant-prod", "--stacks-dir", str(ROOT / "stacks"), "--json"])
+    result = runner.invoke(app, ["preflight", G_STACK, "--stacks-dir", str(ROOT / "stacks"), "--json"])
     assert result.exit_code == 1
     [row] = [r for r in json.loads(result.stdout) if r["service_code"] == "ec2"]
-    assert (row["quota_code"], row["value"], row["stack_needed"], row["ok"]) == ("L-DB2E81BA", 8.0, _chat_prod_vcpus(),
+    assert (row["quota_code"], row["value"], row["stack_needed"], row["ok"]) == ("L-DB2E81BA", 8.0, _g_stack_vcpus(),
                                                                                 False)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from tests.conftest import PLAN_DATE
 
+import math
+
 import pytest
 
 from blueprints.contracts.sections import Archetype
@@ -42,24 +44,43 @@ def test_managed_preference_sends_an_llm_to_a_sagemaker_endpoint(catalog):
     assert any("operations.preference=managed" in r for r in sel.reasons)
 
 
+SMALL_LOAD = {"traffic": {"peak_requests_per_s": 0.2}, "slo": {"availability_pct": 99.5}}
+
+
+def _small_load_plans() -> tuple[float, float]:
+    """The prod plans of the small chat load self-hosted and on SageMaker (each the archetype's cheapest option: its
+    nodes and load balancer, or its endpoint instances): their monthly costs, which selection compares. Today 1x
+    g6e.xlarge + NLB = $1,375/month against 1x ml.g6e.2xlarge = $2,044/month."""
+    from tests.conftest import plan_env
+
+    hosted = plan_env(requirements_with(operations={"preference": "self-hosted"}, **SMALL_LOAD), "prod")
+    managed = plan_env(requirements_with(operations={"preference": "managed"}, **SMALL_LOAD), "prod")
+    assert (hosted.archetype, managed.archetype) == (Archetype.VLLM_GPU, Archetype.SAGEMAKER_ENDPOINT)
+    return hosted.predictions.monthly_cost_usd, managed.predictions.monthly_cost_usd
+
+
 def test_small_llm_load_with_any_preference_goes_managed_when_sagemaker_is_within_the_tolerance(catalog):
-    # Self-hosted: 1x g5.xlarge + NLB = $751/month; SageMaker: 1x ml.g5.xlarge = $1,028/month. Within a 10 %
-    # tolerance it would go managed; at 37 % apart a shared platform makes self-hosting win.
-    req = requirements_with(operations={"preference": "any"}, traffic={"peak_requests_per_s": 0.2},
-                            slo={"availability_pct": 99.5})
+    # Within a 10 % tolerance it would go managed; further apart a shared platform makes self-hosting win.
+    hosted, managed = _small_load_plans()
+    assert managed > hosted * 1.10
+    req = requirements_with(operations={"preference": "any"}, **SMALL_LOAD)
     sel = select(req, catalog)
     assert sel.archetype is Archetype.VLLM_GPU
-    assert sel.reasons[1] == ("operations.preference=any: in prod self-hosting costs $751/month (its own nodes; the "
-                              "shared platform apart) vs SageMaker $1,028/month, more than 10% apart")
+    assert sel.reasons[1] == (f"operations.preference=any: in prod self-hosting costs ${hosted:,.0f}/month (its own "
+                              f"nodes; the shared platform apart) vs SageMaker ${managed:,.0f}/month, more than 10% "
+                              "apart")
 
 
 def test_a_managed_option_over_budget_is_not_chosen(catalog):
-    req = requirements_with(operations={"preference": "any"}, traffic={"peak_requests_per_s": 0.2},
-                            slo={"availability_pct": 99.5}, budget={"max_monthly_usd": 1010})
+    hosted, managed = _small_load_plans()
+    budget = math.floor((hosted + managed) / 2)  # pays for self-hosting, not for SageMaker
+    assert hosted < budget < managed
+    req = requirements_with(operations={"preference": "any"}, budget={"max_monthly_usd": budget}, **SMALL_LOAD)
     sel = select(req, catalog)
     assert sel.archetype is Archetype.VLLM_GPU
-    assert sel.reasons[1] == ("operations.preference=any: in prod self-hosting costs $751/month (its own nodes; the "
-                              "shared platform apart) vs SageMaker $1,028/month, over budget.max_monthly_usd=1010")
+    assert sel.reasons[1] == (f"operations.preference=any: in prod self-hosting costs ${hosted:,.0f}/month (its own "
+                              f"nodes; the shared platform apart) vs SageMaker ${managed:,.0f}/month, over "
+                              f"budget.max_monthly_usd={budget}")
 
 
 def test_large_llm_load_with_any_preference_stays_self_hosted_on_cost(catalog):

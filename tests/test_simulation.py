@@ -22,6 +22,16 @@ from tests.blueprint_builders import derive
 from tests.conftest import ROOT, plan_env, requirements_with
 
 STACKS = ROOT / "stacks"
+#: A bundled LLM stack that scales: more replicas at peak than its minimum, bursts that outpace the autoscaler (its
+#: peak fleet is a node more than planned) and minutes over its p95 targets (chat-assistant-prod was, until the
+#: production margin sized it on fewer, faster H100s at its minimum).
+SCALING = "rag-assistant-generator-prod"
+
+
+def l40s_chat():
+    """chat-assistant on L40S only (hardware.allowed_instance_families [g6e]) at 12 requests/s: prod plans several
+    g6e.xlarge replicas above the availability floor, so it scales (the bundled plan's 3x p5.4xlarge all stay warm)."""
+    return requirements_with(hardware={"allowed_instance_families": ["g6e"]}, traffic={"peak_requests_per_s": 12})
 
 
 def stack(name: str):
@@ -30,8 +40,8 @@ def stack(name: str):
 
 @pytest.fixture(scope="module")
 def busy_chat():
-    """chat-assistant prod: more replicas at peak than its minimum, so it scales."""
-    bp = plan_env(requirements_with(), "prod")
+    """chat-assistant prod on L40S: more replicas at peak than its minimum, so it scales."""
+    bp = plan_env(l40s_chat(), "prod")
     assert bp.compute.replicas > bp.autoscaling.min_replicas
     return bp
 
@@ -86,10 +96,15 @@ def test_the_fleet_counts_ready_pods_and_consolidates_nodes_as_a_recount_does(ac
 
 
 def test_a_cooldown_shorter_than_the_cold_start_flaps(busy_chat, monkeypatch):
+    """Load that dips for less than a cold start (4 minutes at half the peak in every 8, for 4 hours): the planned
+    cooldown holds the fleet through each dip; a 60 s one scales in at every dip and out again after it, and the pods
+    it brings back are not ready before the load is."""
     from blueprints.capacity.replica import replica_model
 
     bp = derive(busy_chat, autoscaling={"min_replicas": 2})  # room to scale down
-    trace = planned_traffic(bp)
+    peak = bp.model.traffic.peak_requests_per_s
+    trace = [peak if (minute // 4) % 2 == 0 else peak / 2 for minute in range(240)]
+    assert 4 * 60 < bp.startup.total_s  # each dip is shorter than a cold start
     planned = simulate(bp, trace=trace)
     with pytest.raises(ValidationError, match="cooldown_s=60 is shorter than a cold start"):
         derive(bp, autoscaling={"cooldown_s": 60})  # a stack config may not say so; what it would do, on the same
@@ -99,7 +114,8 @@ def test_a_cooldown_shorter_than_the_cold_start_flaps(busy_chat, monkeypatch):
     assert bp.autoscaling.cooldown_s > bp.startup.total_s > 60
     flapping = simulate(short, trace=trace)
     assert flapping.scale_downs > planned.scale_downs and flapping.scale_ups > planned.scale_ups
-    assert flapping.slo_attainment <= planned.slo_attainment
+    assert flapping.scale_downs >= 240 // 8  # at least once a dip
+    assert flapping.slo_attainment < planned.slo_attainment
 
 
 def test_a_scale_to_zero_stack_wakes_on_its_first_request_after_the_cold_start():
@@ -121,10 +137,10 @@ def test_without_the_interceptor_a_scaled_to_zero_stack_never_wakes():
 
 
 def test_a_bundled_stack_that_scales_costs_less_than_its_peak_and_reports_every_key():
-    bp = stack("chat-assistant-prod")
+    bp = stack(SCALING)
     assert bp.compute.replicas > bp.autoscaling.min_replicas  # it scales down off-peak
     runner = CliRunner()
-    result = runner.invoke(app, ["simulate", "chat-assistant-prod", "--json", "--stacks-dir", str(STACKS)])
+    result = runner.invoke(app, ["simulate", SCALING, "--json", "--stacks-dir", str(STACKS)])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     for key in ("slo_violation_minutes", "slo_longest_violation_minutes", "worst_p95_ms", "slo_targets_ms",
@@ -141,19 +157,20 @@ def test_a_bundled_stack_that_scales_costs_less_than_its_peak_and_reports_every_
 def test_the_report_leads_with_the_violations_minutes_longest_run_and_worst_p95_with_units():
     """A day whose bursts outrun the fleet: every minute over a target counts, the longest run of them is reported,
     and the worst p95 of each target with its unit; the text output and simulation.md lead with it."""
-    bp = stack("chat-assistant-prod")
+    bp = stack(SCALING)
     result = simulate(bp)
     assert result.slo_violation_minutes > 0
     assert result.slo_violation_minutes == sum(
-        1 for p, slo in zip(result.minutes["p95_ms"], result.minutes["slo_ms"]) if p > slo)  # TTFT is the one missed
+        1 for p, slo in zip(result.minutes["p95_ms"], result.minutes["slo_ms"]) if p > slo)
     assert 1 <= result.slo_longest_violation_minutes <= result.slo_violation_minutes
     assert result.worst_p95_ms["ttft_p95_ms"] == max(result.minutes["p95_ms"]) > bp.slo.ttft_p95_ms
     lead = result.violations()
     assert lead == (f"p95 over target in {result.slo_violation_minutes} of 1,440 minutes (longest run "
                     f"{result.slo_longest_violation_minutes} minutes): worst TTFT p95 "
-                    f"{result.worst_p95_ms['ttft_p95_ms']:,.0f} ms (target 1,500 ms), ITL p95 "
-                    f"{result.worst_p95_ms['itl_p95_ms']:.1f} ms (target 50.0 ms)")
-    out = CliRunner().invoke(app, ["simulate", "chat-assistant-prod", "--stacks-dir", str(STACKS)])
+                    f"{result.worst_p95_ms['ttft_p95_ms']:,.0f} ms (target {bp.slo.ttft_p95_ms:,.0f} ms), ITL p95 "
+                    f"{result.worst_p95_ms['itl_p95_ms']:.1f} ms (target {bp.slo.itl_p95_ms:.1f} ms)")
+    assert bp.slo.ttft_p95_ms >= 1000  # so the target's thousands separator is checked
+    out = CliRunner().invoke(app, ["simulate", SCALING, "--stacks-dir", str(STACKS)])
     assert out.exit_code == 0 and out.output.splitlines()[0] == f"SLO: {lead}"
     from blueprints.simulate.report import summary_markdown
     assert summary_markdown(result).startswith(f"**SLO violated**: {lead}")
@@ -256,7 +273,7 @@ def test_planned_dev_scale_to_zero_states_the_cold_start():
 
 
 def test_the_plan_raises_the_minimum_until_the_simulated_day_meets_the_attainment_goal():
-    """Bursty chat prod with a slow start (645 s, before streamed weights and fast pulls): bursts outpace a new
+    """Bursty chat prod on L40S with a slow start (645 s, before streamed weights and fast pulls): bursts outpace a new
     replica, so the availability floor (2) alone misses the p95 targets in many minutes; the warm floor keeps the
     lowest floor that meets the goal, and says what it costs. With its planned (faster) start it keeps fewer warm."""
     from blueprints.core.defaults import SLO_ATTAINMENT_GOAL
@@ -265,7 +282,7 @@ def test_the_plan_raises_the_minimum_until_the_simulated_day_meets_the_attainmen
     from blueprints.plan.options.search import replicas_floor
     from blueprints.plan.scaling import warm_floor
 
-    req = requirements_with()
+    req = l40s_chat()  # several replicas at peak: room for the floor to rise
     planned = plan_env(req, "prod")
     planned_floor = replicas_floor(req, "prod")
     assert planned.autoscaling.min_replicas >= planned_floor
@@ -311,9 +328,10 @@ def test_the_vllm_target_is_what_a_replica_runs_at_its_share_of_the_planned_peak
 
 
 def test_a_fleet_the_autoscaler_runs_beyond_the_planned_peak_is_the_peak_and_explained():
-    """chat-assistant-prod: bursts outpace the autoscaler, which then runs a node more than the planned six until its
-    cooldown ends; that fleet is the peak the plan states (its first cost line), never below the expected cost."""
-    bp = read_stack_config(ROOT / "stacks" / "Pulumi.chat-assistant-prod.yaml")
+    """rag-assistant-generator-prod: bursts outpace the autoscaler, which then runs a node more than the planned five
+    until its cooldown ends; that fleet is the peak the plan states (its first cost line), never below the expected
+    cost."""
+    bp = read_stack_config(ROOT / "stacks" / f"Pulumi.{SCALING}.yaml")
     p, result = bp.predictions, simulate(bp)
     assert result.most_nodes == p.cost_lines[0].quantity > bp.planned_nodes == bp.compute.replicas
     assert p.monthly_cost_usd == pytest.approx(result.peak_monthly_usd, abs=0.01)

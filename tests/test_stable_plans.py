@@ -62,9 +62,9 @@ def hardware(bp) -> tuple:
 
 
 def test_re_planning_a_near_tie_keeps_the_hardware_and_the_rationale_says_so(project):
-    set_peak(project, 6)
+    set_peak(project, 4)  # 2x p5.48xlarge
     before = plan_prod()
-    set_peak(project, 5)  # less traffic: afresh, another instance type is a little cheaper
+    set_peak(project, 3)  # less traffic: afresh, another instance type (4x p4de.24xlarge) is a little cheaper
     fresh = plan_prod("--out-dir", "fresh")
     assert hardware(fresh) != hardware(before)
     kept = plan_prod()
@@ -87,7 +87,9 @@ def test_re_planning_a_near_tie_keeps_the_hardware_and_the_rationale_says_so(pro
 
 
 def test_hardware_beyond_the_threshold_or_no_longer_allowed_is_switched_naming_why(catalog):
-    req = requirements_with(budget={"max_monthly_usd": None})
+    # chat-assistant on L40S nodes only (the bundled requirements plan p5.4xlarge), where a dearer node of the same
+    # GPU exists
+    req = requirements_with(budget={"max_monthly_usd": None}, hardware={"allowed_instance_families": ["g6e"]})
     cheapest = plan(req, catalog, as_of=PLAN_DATE, environments=["prod"], platforms=platforms_for(req))[0]
     assert cheapest.compute.instance_type == "g6e.xlarge"
     # The same GPU and KV-cache dtype on a larger, dearer node.
@@ -101,6 +103,7 @@ def test_hardware_beyond_the_threshold_or_no_longer_allowed_is_switched_naming_w
                 existing={"chat-assistant-prod": dear})
     assert bp.compute.instance_type == cheapest.compute.instance_type
     assert f"the existing hardware would cost {above:.1f} % more" in bp.rationale[2]
+    req = requirements_with(budget={"max_monthly_usd": None})  # the bundled families: g5, g6, g6e, p5
     g6e_only_not = Guardrails(source="prod.json", allowed_instance_families=("g5", "g6", "p5", "m7i"))
     previous = Hardware(Archetype.VLLM_GPU, "g6e.xlarge", 1, "auto")
     [bp] = plan(req, catalog, as_of=PLAN_DATE, environments=["prod"], platforms=platforms_for(req),

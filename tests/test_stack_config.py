@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.conftest import PLAN_DATE
 
+import re
 from pathlib import Path
 
 import pytest
@@ -69,7 +70,10 @@ def test_hand_edit_with_unknown_field_is_rejected(tmp_path, chat_prod):
 
 def test_tensor_parallel_that_does_not_divide_the_node_is_rejected(tmp_path, chat_prod):
     path = _edit(tmp_path, chat_prod, lambda c: c[BLUEPRINT_KEY]["compute"].__setitem__("gpus_per_replica", 3))
-    with pytest.raises(StackConfigError, match="gpus_per_replica=3 must divide the 1 GPUs of g6e.xlarge"):
+    compute = chat_prod.compute
+    assert compute.gpus_per_node % 3  # the premise: 3 does not divide the planned node's GPUs
+    with pytest.raises(StackConfigError, match=re.escape(f"gpus_per_replica=3 must divide the {compute.gpus_per_node} "
+                                                         f"GPUs of {compute.instance_type}")):
         read_stack_config(path)
 
 

@@ -12,8 +12,12 @@ Modules, from physics up:
   the fleet simulation.
 - `runs`: closed-loop (fixed concurrency) and open-loop (arrival rate) runs with engine defaults.
 - `planning`: engine limits and the highest per-replica rate that meets the SLO, for `blueprints.plan.options.llm.llm_search`.
-- `calibration`: the published measurements (`catalog/calibration-points.yaml`), their predictions and the error per
+- `calibration`: the published measurements (`catalog/calibration-points*.yaml`), their predictions and the error per
   regime and step source.
+- `fitting`: the fitted constants (bounds, prior, the points each moves), the fit on every point and the
+  leave-one-source-group-out cross-validation committed in `catalog/capacity-fit.yaml`.
+- `uncertainty`: the cross-validated band every LLM prediction carries and the margin an uncalibrated production
+  plan is sized with.
 - `whatif`: `blueprint estimate`.
 
 Pure: no clock, no network, no unseeded randomness; the same inputs give the same numbers.

@@ -1,7 +1,7 @@
 """Published measurements against the capacity model: load the points, predict each the way it was measured, and the
 error per regime.
 
-The points live in `blueprints/catalog/calibration-points.yaml` (each with its source, the engine it ran on, its regime
+The points live in `blueprints/catalog/calibration-points*.yaml` (each with its source, the engine it ran on, its regime
 and how the figure is defined; see that file's header). A prediction runs the simulation on the point's engine profile
 the way the benchmark ran: a closed loop at the point's concurrency (steady state), Poisson arrivals at its rate for
 its number of prompts, or every prompt at once (a burst), and converts the run to the published definition:

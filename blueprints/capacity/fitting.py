@@ -386,11 +386,17 @@ def held_out_comparisons(folds: list[Fold]) -> list[Comparison]:
 FIT_FILE = "capacity-fit.yaml"
 
 
+#: A point's prose: what its reader needs, not what a fit reads (`known_off` counts by its presence).
+_PROSE = {"source", "engine", "note", "ambiguous", "known_off", "architecture_source"}
+
+
 def fit_digest(points: tuple[CalibrationPoint, ...]) -> str:
-    """SHA-256 of what a fit depends on besides the model's code: every point, and every constant's name, bounds,
-    prior and the search settings. A held-out prediction that the code no longer reproduces is caught by re-predicting
-    it (`tests/test_sizing_calibration.py`), not by this digest."""
-    payload = {"points": [p.model_dump(mode="json") for p in points],
+    """SHA-256 of what a fit depends on besides the model's code: every point's figure and setting (not its prose:
+    whether it is known off, not why), and every constant's name, bounds, prior and the search settings. A held-out
+    prediction that the code no longer reproduces is caught by re-predicting it (`tests/test_sizing_calibration.py`),
+    not by this digest."""
+    payload = {"points": [{**p.model_dump(mode="json", exclude=_PROSE), "known_off": p.known_off is not None}
+                          for p in points],
                "constants": [(c.name, c.bounds, c.prior) for c in CONSTANTS],
                "search": (ROUNDS, GOLDEN_STEPS, WARM_BRACKET, WARM_STEPS)}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()

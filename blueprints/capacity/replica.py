@@ -37,6 +37,8 @@ from blueprints.catalog import load_catalog
 from blueprints.core.errors import CatalogError
 
 if TYPE_CHECKING:
+    from blueprints.capacity.physics import Correction
+    from blueprints.capacity.planning import Candidate, TrafficShape
     from blueprints.capacity.simulator import SimulationResult
 
 #: p95 of a queueing wait / its mean (exponential-like tail: ln(20) ~ 3). [assumption]
@@ -234,14 +236,25 @@ def _model(bp: Blueprint) -> ReplicaModel:
                         batching=batching, request_s=1.0 / per_replica)
 
 
-def _llm_model(bp: Blueprint) -> ReplicaModel | None:
-    """The load curve of a vLLM (or SageMaker LMI) replica from the capacity model, for a catalog model or one given
-    by its `architecture`; None for a non-generative blueprint."""
-    from blueprints.capacity.physics import Correction, default_batch_limits
+def sized_correction(bp: Blueprint) -> Correction:
+    """The correction a planned blueprint was sized with: its calibration, else a production plan's margin, else the
+    identity."""
+    from blueprints.capacity.physics import Correction
+
+    recorded = bp.predictions.capacity_correction
+    margin = bp.predictions.capacity_margin
+    return (Correction(recorded.step_time, recorded.ttft_floor) if recorded else
+            Correction(margin.step_time, margin.ttft_floor) if margin else Correction())
+
+
+def planned_candidate(bp: Blueprint, correction: Correction | None = None) -> tuple[Candidate, TrafficShape] | None:
+    """The replica of a planned vLLM (or SageMaker LMI) blueprint as the planner sized it, with its engine limits and
+    the planned traffic's shape: for a catalog model or one given by its `architecture`, with `correction` (default
+    `sized_correction`); None for a non-generative blueprint."""
+    from blueprints.capacity.physics import default_batch_limits
     from blueprints.capacity.physics import replica_model as physics_model
     from blueprints.capacity.prefix_cache import cached_prompt_tokens, planned_reuse, routing_for, shared_cached_tokens
-    from blueprints.capacity.planning import candidate, run_at_rate, traffic_shape
-    from blueprints.capacity.runs import closed_loop
+    from blueprints.capacity.planning import candidate, traffic_shape
     from blueprints.capacity.simulator import SchedulerConfig
 
     from blueprints.contracts.consistency import model_architecture
@@ -267,14 +280,11 @@ def _llm_model(bp: Blueprint) -> ReplicaModel | None:
         utilisation = defaults.GPU_MEMORY_UTILIZATION
     else:
         return None
-    recorded = bp.predictions.capacity_correction  # the calibration the plan was sized with
-    margin = bp.predictions.capacity_margin  # or the production margin (no calibration)
-    correction = (Correction(recorded.step_time, recorded.ttft_floor) if recorded else
-                  Correction(margin.step_time, margin.ttft_floor) if margin else Correction())
     replica = physics_model(arch, gpu, precision=model.precision, quantization=model.quantization,
                             tensor_parallel_size=tp, kv_cache_fp8=fp8, gpu_memory_utilization=utilisation,
-                            correction=correction, lora=engine.lora.slots if isinstance(engine, VllmEngine) and
-                            engine.lora else None, chat=model.traffic.api == "chat")
+                            correction=correction if correction is not None else sized_correction(bp),
+                            lora=engine.lora.slots if isinstance(engine, VllmEngine) and engine.lora else None,
+                            chat=model.traffic.api == "chat")
     config = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens,
                              kv_cache_blocks=replica.kv_cache_tokens // defaults.KV_BLOCK_TOKENS)
     t = model.traffic
@@ -284,9 +294,22 @@ def _llm_model(bp: Blueprint) -> ReplicaModel | None:
     shape = traffic_shape(t.mean_input_tokens, t.input_tokens_p95, t.mean_output_tokens, t.output_tokens_p95,
                           pattern=t.pattern, max_model_len=max_len, cached_tokens=cached,
                           shared_tokens=shared_cached_tokens(reuse))
-    cand = candidate(replica, gpu, tp, fp8, config, shape)
-    saturated = closed_loop(replica, config, concurrency=seqs, inputs=shape.inputs, outputs=shape.outputs,
-                            max_model_len=max_len).requests_per_s
+    return candidate(replica, gpu, tp, fp8, config, shape), shape
+
+
+def _llm_model(bp: Blueprint) -> ReplicaModel | None:
+    """The load curve of a vLLM (or SageMaker LMI) replica from the capacity model (`planned_candidate`); None for a
+    non-generative blueprint."""
+    from blueprints.capacity.planning import run_at_rate
+    from blueprints.capacity.runs import closed_loop
+
+    found = planned_candidate(bp)
+    if found is None:
+        return None
+    cand, shape = found
+    seqs = cand.config.max_num_seqs
+    saturated = closed_loop(cand.model, cand.config, concurrency=seqs, inputs=shape.inputs, outputs=shape.outputs,
+                            max_model_len=shape.max_model_len).requests_per_s
     if not saturated > 0:
         return None
     peak = sum(m.traffic.peak_requests_per_s for m in bp.models if m.traffic) / max(1, bp.compute.replicas)

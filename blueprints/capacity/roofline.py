@@ -121,7 +121,9 @@ def roofline_steps(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor
         hops = 2 * math.log2(tp)
         per_layer = defaults.ALLREDUCES_PER_LAYER * arch.layers
         link = gpu.interconnect_gb_per_s * 1e9
-        allreduce_fixed_s = per_layer * hops * defaults.ALLREDUCE_HOP_US[gpu.interconnect.value] / 1e6
+        hop_us = defaults.ALLREDUCE_HOP_US["nvlink"] * (defaults.ALLREDUCE_PCIE_OVER_NVLINK
+                                                        if gpu.interconnect.value == "pcie" else 1.0)
+        allreduce_fixed_s = per_layer * hops * hop_us / 1e6
         allreduce_s_per_token = per_layer * (hops / tp) * arch.hidden_size * 2 / link  # 16-bit activations
     else:
         allreduce_fixed_s = allreduce_s_per_token = 0.0

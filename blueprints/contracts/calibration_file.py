@@ -144,6 +144,24 @@ class StartupCorrection(ClosedModel):
                 f"{self.measured_total_s:.0f} s")
 
 
+class AcceptedShift(ClosedModel):
+    """A calibration that moves a production stack's capacity by more than its band, written because the user passed
+    `--accept-shift` (a reviewed decision: the next review shows it first)."""
+
+    stack: str = Field(max_length=120, pattern=r"^[a-z0-9][-a-z0-9]*$", description="the production stack measured")
+    planned_rps: float = Field(gt=0, le=1e9, description="one replica's capacity within the SLO as planned, "
+                               "requests/s")
+    calibrated_rps: float = Field(ge=0, le=1e9, description="the same on the calibrated model, requests/s")
+    band: float = Field(ge=0, le=1, description="the plan's capacity band it moves beyond (0.14 = 14 %)")
+
+    def words(self) -> str:
+        """e.g. `accepted with --accept-shift: chat-assistant-prod's capacity per replica 3.4 -> 1.2 requests/s
+        (-65 %), beyond its band of 14 %`."""
+        moved = self.calibrated_rps / self.planned_rps - 1
+        return (f"accepted with --accept-shift: {self.stack}'s capacity per replica {self.planned_rps:.3g} -> "
+                f"{self.calibrated_rps:.3g} requests/s ({moved:+.0%}), beyond its band of {self.band:.0%}")
+
+
 class CalibrationFile(ClosedModel):
     """`stacks/calibration/<key>.yaml`.
 
@@ -168,6 +186,8 @@ class CalibrationFile(ClosedModel):
     figures: list[FigureRow] = Field(min_length=1, max_length=MAX_FIGURES)
     startup: StartupCorrection | None = Field(default=None, description="the startup model's correction, when the "
                                               "result files recorded a measured cold start")
+    accepted_shift: AcceptedShift | None = Field(default=None, description="set when the fit moves a production "
+                                                 "stack's capacity beyond its band and `--accept-shift` was given")
 
     @property
     def measured(self) -> bool:
@@ -257,8 +277,10 @@ def load_calibrations(folder: Path, *, relative_to: Path | None = None) -> Calib
 
 
 def calibration_yaml(file: CalibrationFile) -> str:
-    """The file's YAML (keys in the model's order; no `startup` key without a measured cold start)."""
+    """The file's YAML (keys in the model's order; no `startup` key without a measured cold start, no
+    `accepted_shift` unless one was accepted)."""
     data = file.model_dump(mode="json")
-    if file.startup is None:
-        data.pop("startup")
+    for optional in ("startup", "accepted_shift"):
+        if getattr(file, optional) is None:
+            data.pop(optional)
     return yaml.safe_dump(data, sort_keys=False, width=120)

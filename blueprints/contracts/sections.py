@@ -522,6 +522,9 @@ class CapacityCorrection(ClosedModel):
     calibration: str = Field(max_length=500, description="the calibration file, relative to the project root")
     summary: str = Field(max_length=600, description="e.g. `calibrated on 2026-12-03 runs of chat-assistant-prod: "
                          "capacity per replica 1,050 -> 560 tok/s`")
+    accepted_shift: str | None = Field(default=None, exclude_if=absent_when_none, max_length=300,
+                                       description="the calibration moved a production stack's capacity beyond its "
+                                       "band and was accepted with --accept-shift (the review shows it first)")
 
 
 class Interval(ClosedModel):

@@ -1,23 +1,26 @@
 """Named defaults, each with its source. Change one only with a note in the changelog: plans depend on them."""
 
 # --- Capacity model (see blueprints/capacity/) ------------------------------------------------------------------
-# Fitted values say what they were fitted to; `benchmarks/sizing.py` reproduces every calibration point and
-# `benchmarks/sizing.py --fit` refits the fitted ones (tests/data/calibration-points.yaml).
+# The fitted constants are named, bounded and given a prior in blueprints/capacity/fitting.py (CONSTANTS, with the
+# points each one moves); `benchmarks/sizing.py --cross-validate --write` fits them on every published point
+# (blueprints/catalog/calibration-points*.yaml) and records each source group's held-out predictions in
+# blueprints/catalog/capacity-fit.yaml, whose `full` values are the ones below (tests/test_sizing_calibration.py
+# holds them equal).
 #: --gpu-memory-utilization the planner sets explicitly: 0.90, below vLLM 0.24.0's own default of 0.92 (vllm/config/
 #: cache.py:67 at v0.24.0; 0.9 up to 0.19), for headroom.
 GPU_MEMORY_UTILIZATION = 0.90
 #: Per-GPU memory vLLM needs besides weights and KV cache (activations, CUDA graphs, NCCL buffers), GiB.
 #: sizing-facts.md: "activations/CUDA-graph overhead (a few GB)".
 ACTIVATION_OVERHEAD_GIB_PER_GPU = 2.0
-#: Memory-bandwidth utilisation of a decode step streaming 16-bit weights. Public runs: 0.7-0.77 (sizing-facts.md);
-#: 0.75 reproduces calibration points 1 (A100-40GB, 13.3 ms/token), 2 (H100, 6.5 ms TPOT) and the A10G points.
+#: Memory-bandwidth utilisation of a decode step streaming 16-bit weights, on the roofline's GPUs. Public runs:
+#: 0.7-0.77 (sizing-facts.md); fitted to the roofline's points.
 MBU_SINGLE_GPU_16BIT = 0.765
 #: Effective bandwidth of each weight-only or 8-bit kernel family in decode, as a fraction of the 16-bit kernels' (x
-#: MBU_SINGLE_GPU_16BIT). Fitted (benchmarks/sizing.py --fit) to the Qwen2.5 speed benchmark on A100-80GB, batch 1
-#: (vLLM 0.6.3, Marlin kernels): AWQ 4-bit to 7B/32B (TP1) and 72B (TP2); GPTQ 4-bit to 72B (TP1); GPTQ 8-bit to 7B
-#: (TP1) and 72B (TP2). FP8 to calibration point 3 (70B FP8, TP2 H100, ITL 18.6 ms). W8A8 (int8 weights and
-#: activations) [assumption] as GPTQ 8-bit. 4-bit kernels dequantise on the fly: AWQ's reach ~0.76 of 16-bit, Qwen's
-#: GPTQ-Int4 72B only ~0.46 (16.5 tokens/s on one A100 where streaming its 42 GB at 16-bit efficiency gives ~33).
+#: MBU_SINGLE_GPU_16BIT). AWQ, GPTQ 4-bit and 8-bit fitted to the roofline's quantised points (mostly the Qwen2.5
+#: speed benchmark on A100-80GB, vLLM 0.6.3, Marlin kernels): Qwen's GPTQ-Int4 72B reaches only ~0.47 of the 16-bit
+#: kernels (16.5 tokens/s on one A100 where streaming its 42 GB at 16-bit efficiency gives ~33). FP8 sits at its
+#: upper bound 1.3: the roofline's FP8 points run faster than their bytes at 16-bit MBU allow (the README's "How far
+#: to trust the numbers" says so). W8A8 (int8 weights and activations) [assumption] 0.9.
 WEIGHT_BANDWIDTH_FACTOR = {"none": 1.0, "awq": 0.929, "gptq-int4": 0.465, "gptq-int8": 1.0, "fp8": 1.3, "w8a8": 0.9}
 #: Compute efficiency of weight-only kernels in prefill (dequantising every tile) relative to 16-bit GEMMs. AWQ
 #: fitted to Qwen2.5-7B AWQ at 30k-token and 72B AWQ at 14k-token prompts (~1.4x the BF16 prefill); GPTQ 4-bit
@@ -26,7 +29,7 @@ WEIGHT_BANDWIDTH_FACTOR = {"none": 1.0, "awq": 0.929, "gptq-int4": 0.465, "gptq-
 QUANTIZED_PREFILL_FACTOR = {"none": 1.0, "awq": 0.986, "gptq-int4": 0.7, "gptq-int8": 0.85, "fp8": 0.85,
                             "w8a8": 1.0}
 #: Model FLOPs utilisation of dense tensor TFLOPS in prefill, where gpus.yaml gives no `prefill_mfu` for the GPU.
-#: Public range 0.3-0.7; fitted to calibration point 3 (TTFT 407 ms for 5000 input tokens, FP8 on H100).
+#: Public range 0.3-0.7; fitted to the roofline's prefill points on GPUs without a prefill_mfu of their own.
 MFU = 0.36
 #: Mixture-of-experts GEMMs (vLLM's fused_moe: routing, permutation, grouped GEMM) reach this fraction of dense GEMM
 #: efficiency. Issue 13 reports published Mixtral-8x7B prefill (TP2 H100, TP4 L40S) 1.6-1.7x slower than the dense
@@ -38,15 +41,18 @@ MOE_GEMM_EFFICIENCY = 0.58
 KV_READ_BANDWIDTH_EFFICIENCY = 0.75
 #: Tensor-parallel all-reduces per layer per step (after attention and after the MLP; Megatron-style TP in vLLM).
 ALLREDUCES_PER_LAYER = 2
-#: Latency of one all-reduce step, microseconds: an all-reduce over TP ranks costs 2 x log2(TP) steps (reduce-scatter
-#: and all-gather in recursive halving/doubling) plus 2 x (TP - 1)/TP x its bytes over the link. NVLink: fitted to the
-#: Qwen2.5-72B TP4 point (the 160 all-reduces of a 72B decode step add ~6 ms at TP4). PCIe [assumption]: NCCL over
-#: PCIe without NVLink (vLLM's custom all-reduce needs NVLink or full P2P) at 2.5x the NVLink step.
-ALLREDUCE_HOP_US = {"nvlink": 16.1, "pcie": 22.5}
+#: Latency of one all-reduce step over NVLink, microseconds: an all-reduce over TP ranks costs 2 x log2(TP) steps
+#: (reduce-scatter and all-gather in recursive halving/doubling) plus 2 x (TP - 1)/TP x its bytes over the link.
+#: Fitted (blueprints/capacity/fitting.py) to the roofline's tensor-parallel points (Qwen2.5-72B TP2/TP4 on A100).
+ALLREDUCE_HOP_US = {"nvlink": 16.1}
+#: A PCIe all-reduce step's latency over an NVLink one's [assumption]: NCCL over PCIe without NVLink (vLLM's custom
+#: all-reduce needs NVLink or full P2P on more than two GPUs); no published point of the roofline's PCIe GPUs (A10G,
+#: L4, T4) runs tensor parallel to fit it.
+ALLREDUCE_PCIE_OVER_NVLINK = 2.5
 #: The serving engines the model knows. `vllm-0.24` is the pinned image (VLLM_IMAGE, the V1 engine: chunked prefill
 #: always on, async scheduling on by default, scheduler and API server in processes of their own); the others are the
 #: engines of published measurements, so calibration compares like with like (benchmarks/sizing.py prints every
-#: point; `--fit` refits the fitted values on the points named in its FITS table):
+#: point; the fitted values are blueprints/capacity/fitting.py's CONSTANTS):
 #: - chunked_prefill: prefill joins decode steps within max_num_batched_tokens (V1); otherwise prefill steps run
 #:   alone, pausing decode (V0 default for max_model_len <= 32k).
 #: - scheduler_steps: V0 multi-step scheduling (`--num-scheduler-steps`): the vLLM 0.6.0 post's runs use 10, so new
@@ -56,9 +62,10 @@ ALLREDUCE_HOP_US = {"nvlink": 16.1, "pcie": 22.5}
 #: - frontend_latency_ms: time before the API server handles a request (HTTP, the engine's IPC), overlapping other
 #:   requests; frontend_serial_ms and frontend_serial_us_per_token: the API server's serial work per request and per
 #:   prompt token (request handling, tokenisation; one process): the TTFT floor that grows with the prompt.
-#: No profile has a per-sequence host cost: no measured point of the pinned engine shows one (the vLLM 0.6.0 post's
-#: 36.8 requests/s of Llama-3-8B on one H100, ~6,600 output tokens/s, rules out the 0.7 ms per sequence per step
-#: fitted earlier to one unversioned sweep, which capped every replica at ~1,430 tokens/s).
+#: - step_us_per_sequence: host time per scheduled sequence per step in series with the GPU (the V1 engine core's
+#:   scheduling and output handling between steps); host_us_per_sequence: per running sequence, overlapped with the
+#:   GPU (vLLM 0.6.0's multi-step output processing): the step takes the longer of the two.
+#: - frontend_chat_serial_ms: what /v1/chat/completions adds to the serial work per request (the chat template).
 ENGINE_PROFILES = {
     "vllm-0.24": {"chunked_prefill": True, "scheduler_steps": 1, "step_overhead_ms": 1.18,
                   "prefill_kernel_factor": 1.0, "step_us_per_sequence": 40.0, "host_us_per_sequence": 0.0,
@@ -88,8 +95,8 @@ MEASURED_STEP_GPUS = ("h100", "h200", "l40s", "a100-80gb")
 #: The capacity model's cross-validated error per step source (blueprints/capacity/fitting.py: each published point
 #: predicted with the constants fitted without its source group; known-off points included): `points`, the median and
 #: p90 |error| over them, and the p75 |error| of each metric family (`ttft`, `itl`: token gaps, `throughput`) over
-#: the steady-traffic regimes (uncertainty.BAND_REGIMES), the band every LLM prediction carries and the margin an uncalibrated production plan is sized with
-#: (blueprints/capacity/uncertainty.py). tests/test_sizing_calibration.py holds these to the committed fit
+#: the steady-traffic regimes (uncertainty.BAND_REGIMES): the band every LLM prediction carries and the margin an
+#: uncalibrated production plan is sized with (blueprints/capacity/uncertainty.py). tests/test_sizing_calibration.py holds these to the committed fit
 #: (blueprints/catalog/capacity-fit.yaml).
 CAPACITY_UNCERTAINTY = {
     "measured": {"points": 208, "median": 0.158, "p90": 0.6, "ttft": 0.525, "itl": 0.221, "throughput": 0.138},

@@ -61,12 +61,16 @@ from blueprints.capacity.correction import (
     FIGURES, MAX_RESIDUAL_AFTER_FIT, SATURATED_SHARE, STEP_TIME_RANGE, TTFT_FLOOR_RANGE, Fit, MeasuredRun,
     ReplicaSetup, fit,
 )
+from blueprints.capacity.physics import Correction
+from blueprints.capacity.planning import LatencyTargets, size_replica
+from blueprints.capacity.replica import planned_candidate
 from blueprints.catalog import load_catalog
 from blueprints.contracts.benchmark_result import (
     MAX_RESULT_FILE_BYTES, STARTUP_PARTS, BenchmarkResultFile, ColdStartRecord, VllmBenchRun, load_result,
 )
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.calibration_file import (
+    AcceptedShift,
     STARTUP_FACTOR_BOUNDS, CalibrationFile, CalibrationKey, CalibrationSource, FigureRow, MeasuredWith,
     ResidualError, StartupCorrection, StartupPartFit, calibration_dir, calibration_yaml,
 )
@@ -422,7 +426,7 @@ def _refuse_unfit(bp: Blueprint, result: Fit, sources: list[CalibrationSource]) 
 
 def calibrate(bp: Blueprint, files: list[Path], *, project_root: Path | None, stacks_dir: Path,
               out_dir: Path | None = None, constructed: bool = False,
-              today: dt.date | None = None) -> CalibrationResult:
+              today: dt.date | None = None, accept_shift: bool = False) -> CalibrationResult:
     """Fit the stack's runs and write the calibration file.
 
     Args:
@@ -435,14 +439,17 @@ def calibrate(bp: Blueprint, files: list[Path], *, project_root: Path | None, st
             client run's `label` starts with CONSTRUCTED).
         today: the date a result may not be after. Defaults to today in UTC (`blueprint benchmark` dates its
             files in UTC).
+        accept_shift: write a fit that moves a production stack's capacity beyond its band (`capacity_shift`),
+            recording that it was accepted.
 
     Raises:
         CalibrationError: a stack the capacity model cannot calibrate; a file of another model, GPU, engine,
             tensor parallel degree or workload than the stack is planned with, or measured with
             --approximate-workload; a run with too many failures or too few requests, dated in the future, or given
             twice; no run left to fit; a fit at a bound of its range or with more than `MAX_RESIDUAL_AFTER_FIT`
-            error left; constructed data bound for the project's calibrations (the message names file, field and
-            fix). Nothing is written then.
+            error left; a fit that moves a production stack's capacity beyond its band without `accept_shift`;
+            constructed data bound for the project's calibrations (the message names file, field and fix). Nothing is
+            written then.
     """
     key = calibratable(bp)
     if not 1 <= len(files) <= MAX_FILES:
@@ -466,8 +473,17 @@ def calibrate(bp: Blueprint, files: list[Path], *, project_root: Path | None, st
     setup, flags = measured_setup(bp, next((r.target for r in reads if r.target is not None), None))
     result = fit(setup, runs)
     _refuse_unfit(bp, result, sources)
-    # A check that the calibrated plan's capacity moves by no more than the plan's uncertainty band (issue 34, an
-    # explicit `--accept-shift` beyond it) belongs here: after the fit is accepted, before anything is written.
+    shift = capacity_shift(bp, result.correction)
+    if shift is not None and not accept_shift:
+        moved = shift.calibrated_rps / shift.planned_rps - 1
+        raise CalibrationError(
+            f"{', '.join(s.file for s in sources)}: step_time x{result.correction.step_time:g}, ttft_floor "
+            f"x{result.correction.ttft_floor:g} move {bp.stack}'s capacity per replica within the SLO from "
+            f"{shift.planned_rps:.3g} to {shift.calibrated_rps:.3g} requests/s ({moved:+.0%}), beyond the plan's band "
+            f"of {shift.band:.0%}: the next plan would {'shrink' if moved > 0 else 'grow'} a production fleet by more "
+            "than the model's error explains; check the runs (the replica, its load, the client), benchmark again, "
+            "and pass --accept-shift to write it as a reviewed decision (the next review shows it first); nothing "
+            "was written")
     file = CalibrationFile(
         key=key, step_time=result.correction.step_time, ttft_floor=result.correction.ttft_floor,
         at_bound=list(result.at_bound), sources=sources, measured_with=flags,  # type: ignore[arg-type]
@@ -479,7 +495,7 @@ def calibrate(bp: Blueprint, files: list[Path], *, project_root: Path | None, st
                                      max=round(result.max_abs_error(after=True), 4)),
         figures=[FigureRow(run=r.run, figure=r.figure, measured=round(r.measured, 3),  # type: ignore[arg-type]
                            before=round(r.before, 3), after=round(r.after, 3)) for r in result.residuals],
-        startup=startup)
+        startup=startup, accepted_shift=shift)
     path = folder / key.file_name()
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -487,6 +503,34 @@ def calibrate(bp: Blueprint, files: list[Path], *, project_root: Path | None, st
     except OSError as exc:
         raise CalibrationError(f"{path}: cannot write the calibration ({exc.strerror})") from None
     return CalibrationResult(path, file, result)
+
+
+def capacity_shift(bp: Blueprint, correction: Correction) -> AcceptedShift | None:
+    """How a production stack's capacity per replica within its SLO moves from the plan's central estimate (its
+    calibration's model, or the uncorrected one: not the margin it was sized with, which is the band's pessimistic
+    edge) to the model with `correction`, when by more than the plan's capacity band (`predictions.uncertainty`:
+    [c / (1 + b), c / (1 - b)], so b = (high - low) / (high + low)); None when it moves less (a calibration within
+    the band the model's error explains), or the stack is not production or has no band."""
+    band = bp.predictions.uncertainty
+    if not bp.production or band is None:
+        return None
+    interval = band.requests_per_s_capacity
+    b = (interval.high - interval.low) / (interval.high + interval.low) if interval.high + interval.low else 0.0
+    targets = LatencyTargets(bp.slo.ttft_p95_ms, bp.slo.itl_p95_ms)
+    recorded = bp.predictions.capacity_correction
+    central = Correction(recorded.step_time, recorded.ttft_floor) if recorded else Correction()
+    rates = []
+    for corr in (central, correction):
+        found = planned_candidate(bp, corr)
+        if found is None:
+            return None
+        sizing = size_replica(*found, targets)
+        rates.append(sizing.max_rps if sizing is not None else 0.0)
+    planned, calibrated = rates
+    if not planned > 0 or abs(calibrated / planned - 1) <= b:
+        return None
+    return AcceptedShift(stack=bp.stack, planned_rps=round(planned, 4), calibrated_rps=round(calibrated, 4),
+                         band=round(b, 4))
 
 
 def startup_fit(bp: Blueprint, starts: list[tuple[Path, dt.date, ColdStartRecord]]) -> StartupCorrection | None:

@@ -161,6 +161,9 @@ class Review:
     replacements: list[Replacement] = field(default_factory=list)
     #: The LoRA adapters' change, which restarts every pod (`blueprints.review.adapters`); None when they did not change.
     adapters: AdapterChange | None = None
+    #: A calibration accepted with --accept-shift that this change brings (`CapacityCorrection.accepted_shift`), shown
+    #: first; None otherwise.
+    capacity_shift: str | None = None
 
     @property
     def traffic_restart(self) -> Replacement | None:
@@ -183,7 +186,8 @@ class Review:
 
     @property
     def empty(self) -> bool:
-        return not (self.requirements or self.plan or self.changed_predictions or self.replacements)
+        return not (self.requirements or self.plan or self.changed_predictions or self.replacements
+                    or self.capacity_shift)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -193,6 +197,7 @@ class Review:
             "predictions": [{**asdict(p), "delta": p.delta} for p in self.predictions],
             "replacements": [r.to_json() for r in self.replacements],
             **({"adapters": self.adapters.to_json()} if self.adapters is not None else {}),
+            **({"capacity_shift": self.capacity_shift} if self.capacity_shift is not None else {}),
         }
 
 
@@ -403,4 +408,13 @@ def review_changes(stack: str, before: dict[str, Any] | None, after: Blueprint |
     if move is not None:  # everything is new where it now runs: no resource is updated in place or rolled
         replacements = [move] + [r for r in replacements if r.effect is not Effect.ROLLOUT and r.what != move.what]
     return Review(stack, before is not None, requirements=requirements, plan=plan, predictions=predictions,
-                  replacements=replacements, adapters=adapter_change(before, after_dict) if before is not None else None)
+                  replacements=replacements, adapters=adapter_change(before, after_dict) if before is not None else None,
+                  capacity_shift=_accepted_shift(before, after))
+
+
+def _accepted_shift(before: dict[str, Any] | None, after: Blueprint) -> str | None:
+    """The accepted capacity shift of `after`'s calibration when `before` did not carry the same one."""
+    now = after.predictions.capacity_correction
+    shift = now.accepted_shift if now is not None else None
+    was = ((before or {}).get("predictions") or {}).get("capacity_correction") or {}
+    return shift if shift is not None and was.get("accepted_shift") != shift else None

@@ -145,7 +145,7 @@ def capacity_correction(best: LlmOption, model: ResolvedModel, req: Requirements
                f"x{f.ttft_floor:g} from {found.path}; residual error median {f.residual_before.median:.0%} -> "
                f"{f.residual_after.median:.0%})")
     return CapacityCorrection(step_time=f.step_time, ttft_floor=f.ttft_floor, calibration=found.path,
-                              summary=summary)
+                              summary=summary, accepted_shift=f.accepted_shift.words() if f.accepted_shift else None)
 
 
 def _ruled_out(search: LlmSearch, catalog: Catalog) -> list[str]:

@@ -179,7 +179,7 @@ def explain_infeasible_llm(req: Requirements, env: str, model: ResolvedModel, ca
         parts.append(f"at p95 a non-streamed response takes longer than SageMaker's {limit_s} s "
                      "invocation limit; set traffic.streaming: true or lower mean_output_tokens")
     if not parts:
-        text, more = _explain_under_load(req, model, catalog, fitting, managed=managed)
+        text, more = _explain_under_load(req, env, model, catalog, fitting, managed=managed)
         parts.append(text)
         fixes += more
     return SizingError(f"no allowed {where} option serves {name} within the SLO: " + "; ".join(parts),
@@ -191,18 +191,21 @@ def _raise(field: str, value: int) -> Fix:
     return Fix(field, value, f"raise {field} to >= {value}")
 
 
-def _explain_under_load(req: Requirements, model: ResolvedModel, catalog: Catalog, fitting: list, *,
+def _explain_under_load(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, fitting: list, *,
                         managed: bool) -> tuple[str, list[Fix]]:
     """Both targets are met on an idle replica but no option meets them at p95 even under light load (1/32 of its
-    saturated rate): name the best p95s the fastest options reach there."""
+    saturated rate): name the best p95s the fastest options reach there, with the correction the search sized with
+    (a production environment's margin included)."""
     shape = traffic_shape(model)
     itl_only = LatencyTargets(None, req.slo.itl_p95_ms)
     runs = []
     for inst, tp, _, _ in sorted(fitting, key=lambda f: (f[2], f[0].instance_type))[:4]:
-        cand = screen(model.architecture, catalog.gpu(inst.gpu), precision=model.spec.precision,  # type: ignore[arg-type]
+        gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
+        cand = screen(model.architecture, gpu, precision=model.spec.precision,
                       quantization=model.spec.quantization_method, tensor_parallel_size=tp, kv_cache_fp8=False,
                       shape=shape, targets=itl_only, tune_batched_tokens=not managed,
-                      lora=lora_slots(model.spec.adapters))
+                      correction=model.correction(gpu, tp, managed=managed, production=req.is_production(env)),
+                      lora=lora_slots(model.spec.adapters), chat=model.traffic.api == "chat")
         if cand is not None:
             runs.append((inst.instance_type, tp, run_at_rate(cand, shape, cand.rate_bound_rps / 32)))
     if not runs:

@@ -68,6 +68,9 @@ def review_markdown(review: Review) -> str:
     """`### What changed`: requirements and plan field by field, the predictions before -> after with their delta,
     and a warning listing every change that replaces a resource."""
     parts = ["### What changed\n"]
+    if review.capacity_shift is not None:
+        parts.append(f"> [!IMPORTANT]\n> **A calibration moves the capacity beyond the plan's band**: "
+                     f"{review.capacity_shift}\n")
     if review.move is not None:
         parts.append(f"> [!CAUTION]\n> **`pulumi up` replaces the whole service**: {review.move.message}\n")
     restart = review.traffic_restart
@@ -104,6 +107,8 @@ def review_lines(review: Review) -> list[tuple[str, str]]:
     """The review in a few (kind, text) lines for a terminal: kind is `info`, `warning` (a replacement) or `note`
     (a rolling update). Empty when nothing changed."""
     lines: list[tuple[str, str]] = []
+    if review.capacity_shift is not None:
+        lines.append(("warning", f"a calibration moves the capacity beyond the plan's band: {review.capacity_shift}"))
     if review.move is not None:
         lines.append(("warning", f"pulumi up replaces the whole service: {review.move.summary}"))
     if review.traffic_restart is not None:
