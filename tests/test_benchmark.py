@@ -34,6 +34,10 @@ def _per_replica_peak() -> float:
 
 
 PER_REPLICA_PEAK = _per_replica_peak()
+#: Three rates within the `--rates` bound (10x the planned per-replica peak), halves so that a rate x 1800 s is a
+#: whole number of requests, and what they send at 1800 s each (each run sends its rate x its duration).
+TOO_MANY_RATES = [math.floor(20 * PER_REPLICA_PEAK) / 2 - 0.5 * i for i in range(3)]
+TOO_MANY_REQUESTS = sum(int(rate * 1800) for rate in TOO_MANY_RATES)
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +138,8 @@ def test_the_dry_run_yaml_has_no_anchors(bare_env):
     (["--rates", "a,b"], "--rates 'a,b': give requests/s per replica"),
     (["--rates", ",".join(["1"] * 13)], "--rates: give 1-12 request rates, got 13"),
     (["--duration", "5"], "--duration 5: each rate runs 10-1800 s"),
-    (["--rates", "30,31,32", "--duration", "1800"], "would send 167,400 requests, more than 50,000"),
+    (["--rates", ",".join(f"{r:g}" for r in TOO_MANY_RATES), "--duration", "1800"],
+     f"would send {TOO_MANY_REQUESTS:,} requests, more than 50,000"),
 ])
 def test_out_of_bounds_flags_exit_2_naming_the_flag(bare_env, flags, message):
     result = CliRunner().invoke(app, ["benchmark", STACK, "--dry-run", *flags])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import re
 import types
 from pathlib import Path
@@ -15,7 +16,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from blueprints.capacity.correction import MeasuredRun, ReplicaSetup, fit, predicted, replay
+from blueprints.capacity.correction import (
+    STEP_TIME_RANGE, TTFT_FLOOR_RANGE, MeasuredRun, ReplicaSetup, fit, predicted, replay,
+)
 from blueprints.capacity.physics import Correction
 from blueprints.capacity.replica import replica_model
 from blueprints.catalog import load_catalog
@@ -33,13 +36,26 @@ from tests.conftest import PLAN_DATE, ROOT
 
 STACK = "chat-assistant-prod"
 RESULT = ROOT / "tests/data/benchmark-results/chat-assistant-prod/2026-12-03.json"
-RAW = ROOT / "tests/data/benchmark-results/vllm-bench-serve/openai-chat-6.67qps-llama-3-1-8b-20261203-132139.json"
+# the client's own JSON of one of the bundled file's runs, named after its rate (which follows the plan)
+(RAW,) = (ROOT / "tests/data/benchmark-results/vllm-bench-serve").glob("openai-chat-*qps-llama-3-1-8b-*.json")
 REQUIREMENTS = ROOT / "stacks/requirements/chat-assistant.yaml"
 runner = CliRunner()
+#: The requests runs[2] of the bundled result file sent, and failures among them: 5 %, and the fewest above the 1 %
+#: `blueprint calibrate` allows.
+SENT = json.loads(RESULT.read_text())["runs"][2]["num_prompts"]
+MANY_FAILED, FEW_FAILED = math.ceil(0.05 * SENT), SENT // 100 + 1
+#: The stack's GPU, and another one.
+GPU = read_stack_config(ROOT / "stacks" / f"Pulumi.{STACK}.yaml").compute.gpu
+OTHER_GPU = "l40s" if GPU == "h100" else "h100"
 
 
 def _bp():
     return read_stack_config(ROOT / "stacks" / f"Pulumi.{STACK}.yaml")
+
+
+def _per_replica_peak(bp) -> float:
+    """The stack's planned per-replica peak, requests/s: its peak over its planned replicas."""
+    return bp.model.traffic.peak_requests_per_s / bp.compute.replicas
 
 
 def _setup(bp) -> ReplicaSetup:
@@ -80,8 +96,12 @@ def test_the_fit_recovers_known_factors_from_runs_the_model_generated(tmp_path):
 
 
 def test_recorded_vllm_bench_serve_results_are_read_in_v0_24_0_format(tmp_path):
-    # the client's own JSON of each run of a model-generated sweep, labelled CONSTRUCTED as the bundled one is
-    sweep = model_runs(STACK, Correction(1.1, 1.0), rates=(2.0, 6.0, 24.0), duration_s=120)
+    # the client's own JSON of each run of a model-generated sweep, labelled CONSTRUCTED as the bundled one is: two
+    # runs below the planned per-replica peak, one far past what the replica serves
+    bp = _bp()
+    peak = _per_replica_peak(bp)
+    sweep = model_runs(STACK, Correction(1.1, 1.0), rates=tuple(round(f * peak, 3) for f in (0.3, 0.9, 3.6)),
+                       duration_s=120)
     files = []
     for i, run in enumerate(sweep["runs"]):
         files.append(tmp_path / f"openai-chat-{run['request_rate']}qps-llama-3-1-8b-{run['date']}.json")
@@ -89,7 +109,7 @@ def test_recorded_vllm_bench_serve_results_are_read_in_v0_24_0_format(tmp_path):
     result = _calibrate(*map(str, files), "--out", str(tmp_path / "cal"))
     assert result.exit_code == 0, result.output
     (written,) = (tmp_path / "cal").glob("*.yaml")
-    assert written.name == "llama-3.1-8b-h100-v0.24.0-tp1-bf16.yaml"
+    assert written.name == f"llama-3.1-8b-{bp.compute.gpu}-v0.24.0-tp1-bf16.yaml"  # the stack's GPU
     (file,) = [c.file for c in load_calibrations(tmp_path / "cal").entries]
     assert [(s.format, s.measured, s.runs_used, s.date.isoformat()) for s in file.sources] == [
         ("vllm-bench-serve", False, 1, "2026-12-03")] * 3  # their label says CONSTRUCTED
@@ -99,7 +119,7 @@ def test_recorded_vllm_bench_serve_results_are_read_in_v0_24_0_format(tmp_path):
     assert measured[(files[0].as_posix(), "median_ttft_ms")] == round(first["median_ttft_ms"], 3)
     held_back = [(f.as_posix(), "output_tokens_per_s") in measured for f in files]
     assert held_back == [r["request_throughput"] < 0.9 * r["request_rate"] for r in sweep["runs"]]
-    assert held_back == [False, False, True]  # 24 requests/s asked, 13.8 done: its throughput is the replica's
+    assert held_back == [False, False, True]  # 3.6x the peak asked, far less done: its throughput is the replica's
     assert file.step_time == pytest.approx(1.1, rel=0.02) and file.at_bound == []
 
 
@@ -123,18 +143,33 @@ def test_a_result_file_is_fitted_and_a_capped_run_is_left_out(tmp_path):
 
 def test_a_half_speed_result_makes_the_next_plan_cost_more_and_say_why(tmp_path):
     out = tmp_path / "cal"
-    half = model_result_file(tmp_path, STACK, Correction(2.0, 1.0), rates=(1.0, 2.5, 4.0, 6.0))
+    peak = _per_replica_peak(_bp())
+    half = model_result_file(tmp_path, STACK, Correction(2.0, 1.0),
+                             rates=tuple(round(f * peak, 3) for f in (0.7, 1.75, 2.8, 4.2)))
     result = _calibrate(str(half), "--out", str(out), "--constructed", "--accept-shift")
     assert result.exit_code == 0, result.output
     cals = load_calibrations(out, relative_to=tmp_path)
     assert cals.entries[0].file.step_time == pytest.approx(2.0, rel=0.03)
     before = {bp.environment: bp for bp in _plan(Calibrations()).blueprints}["prod"]
     after = {bp.environment: bp for bp in _plan(cals).blueprints}["prod"]
-    assert after.planned_monthly_usd > 1.2 * before.planned_monthly_usd  # the planned peak (not a cooldown's overshoot)
-    (switch,) = [r for r in after.rationale if r.startswith("switched from p5.4xlarge")]
-    # the existing hardware costs more once calibrated, and why
-    assert "(p5.4xlarge calibrated on 2026-12-03 runs of chat-assistant-prod (constructed, not measured): capacity " \
-           "per replica" in switch and "(step time x2" in switch
+    assert after.planned_monthly_usd > before.planned_monthly_usd  # the planned peak (not a cooldown's overshoot)
+    # At half speed the calibrated hardware needs more replicas (its capacity per replica falls), enough that it
+    # costs more than the runner-up the uncalibrated plan named by more than --switch-threshold: the next plan is
+    # that runner-up, at its price.
+    (runner_up,) = [re.fullmatch(r"next cheapest: (\S+) at \$([\d,]+)/month for GPU nodes", r)
+                    for r in before.rationale if r.startswith("next cheapest: ")]
+    assert after.compute.instance_type == runner_up[1] != before.compute.instance_type
+    nodes = after.predictions.cost_lines[0]  # the planned peak's nodes (the cost line: the simulated day's peak)
+    assert f"{after.planned_nodes * nodes.usd_per_hour * load_catalog().hours_per_month:,.0f}" == runner_up[2]
+    (switch,) = [r for r in after.rationale if r.startswith(f"switched from {before.compute.instance_type} ")]
+    kept, moved = re.search(r"the existing hardware would cost [\d.]+ % more \(\$([\d,]+) vs \$([\d,]+)/month\), "
+                            r"beyond --switch-threshold 5; the node pool is replaced", switch).groups()
+    assert moved == f"{after.planned_monthly_usd:,.0f}" and float(kept.replace(",", "")) > 1.05 * float(
+        moved.replace(",", ""))
+    assert float(kept.replace(",", "")) > before.planned_monthly_usd  # the calibrated H100 needs more nodes
+    # the calibration that applies to the hardware it leaves, and what it changed
+    assert f"({before.compute.instance_type} calibrated on 2026-12-03 runs of chat-assistant-prod (constructed, not " \
+           "measured): capacity per replica " in switch and "(step time x2, TTFT floor x" in switch
 
 
 def _plan(calibrations: Calibrations):
@@ -162,8 +197,10 @@ def test_the_plan_uses_a_matching_calibration_and_says_so_in_rationale_and_plan_
     plain = {bp.environment: bp for bp in _plan(Calibrations()).blueprints}
     faster = {bp.environment: bp for bp in _plan(_calibration(0.8)).blueprints}
     prod, dev = faster["prod"], faster["dev"]
-    # A calibrated L40S needs no production margin: cheaper than the uncalibrated plan's H100s at their margin.
-    assert plain["prod"].compute.gpu == "h100" and plain["prod"].predictions.capacity_margin is not None
+    # A calibrated L40S needs no production margin: cheaper than the uncalibrated plan, sized at the band's
+    # pessimistic edge.
+    assert plain["prod"].predictions.capacity_margin is not None
+    assert plain["prod"].predictions.capacity_correction is None
     assert prod.compute.gpu == "l40s" and prod.predictions.capacity_correction is not None
     assert prod.predictions.capacity_margin is None and prod.planned_monthly_usd < plain["prod"].planned_monthly_usd
     assert prod.predictions.capacity_correction.step_time == 0.8
@@ -202,11 +239,12 @@ def _edited(tmp_path: Path, source: Path, edit) -> Path:
 @pytest.mark.parametrize(("edit", "words"), [
     (lambda d: d["target"].update(catalog_id="qwen2.5-7b"),
      ["target.catalog_id", "'qwen2.5-7b'", "'llama-3.1-8b'"]),
-    (lambda d: d["target"].update(gpu="l40s"), ["target.gpu", "'l40s'", "'h100'"]),
+    (lambda d: d["target"].update(gpu=OTHER_GPU), ["target.gpu", f"'{OTHER_GPU}'", f"'{GPU}'"]),
     (lambda d: d.update(stack="chat-assistant-dev"), ["stack", "chat-assistant-dev", STACK]),
-    (lambda d: d["runs"][2].update(completed=570, failed=30), ["runs[2].failed", "30 of 600 requests failed"]),
-    (lambda d: d["runs"][2].update(completed=593, failed=7), ["runs[2].failed", "7 of 600 requests failed, more "
-                                                              "than 1%", "failed requests take no time"]),
+    (lambda d: d["runs"][2].update(completed=SENT - MANY_FAILED, failed=MANY_FAILED),
+     ["runs[2].failed", f"{MANY_FAILED} of {SENT} requests failed"]),
+    (lambda d: d["runs"][2].update(completed=SENT - FEW_FAILED, failed=FEW_FAILED),
+     ["runs[2].failed", f"{FEW_FAILED} of {SENT} requests failed, more than 1%", "failed requests take no time"]),
     # the workload the stack is planned with, as `blueprint benchmark` sends it (chat-assistant-prod: no prefix,
     # 1,200 and 300 tokens, range ratio 0.9)
     (lambda d: d["settings"].update(random_prefix_len=48_000), ["settings.random_prefix_len: measured 48000, "
@@ -228,7 +266,8 @@ def _edited(tmp_path: Path, source: Path, edit) -> Path:
     # runs whose token totals are not what their settings sent (settings edited after the run)
     (lambda d: d["runs"][0].update(total_input_tokens=2 * d["runs"][0]["total_input_tokens"]),
      ["runs[0].total_input_tokens: ", "prompt tokens per completed request; its settings send 1200 on average (+-"]),
-    (lambda d: d["runs"][4].update(total_output_tokens=100_000), ["runs[4].total_output_tokens: 100 output tokens"]),
+    (lambda d: d["runs"][4].update(total_output_tokens=100 * d["runs"][4]["completed"]),
+     ["runs[4].total_output_tokens: 100 output tokens per completed request"]),
     (lambda d: d["runs"][1].update(completed=12), ["runs[1].completed", "12 requests completed, fewer than 20"]),
     (lambda d: d["runs"][0].update(median_ttft_ms=-1), ["runs[0].median_ttft_ms", "greater than or equal to 0 (got -1)"]),
     (lambda d: d["runs"][0].pop("median_itl_ms"), ["runs[0].median_itl_ms", "missing"]),
@@ -345,7 +384,12 @@ def test_a_run_5x_faster_than_the_model_marked_measured_is_refused_and_the_next_
     result = runner.invoke(app, ["calibrate", "--stack", STACK, "--stacks-dir", str(stacks), str(path)])
     assert result.exit_code == 2, result.output
     words = _words(result)
-    assert "faster.json: ttft_floor: the fit stopped at x0.2, the lower bound of its range (0.2-10)" in words
+    step, floor = (float(x) for x in re.search(r"step time x([\d.]+), TTFT floor x([\d.]+)", words).groups())
+    assert step < 0.3 and floor == TTFT_FLOOR_RANGE[0]  # latencies 5x shorter: the floor at its lower bound
+    # the refusal names the first factor at a bound (the step time when both are)
+    name, (lo, hi) = (("step_time", STEP_TIME_RANGE) if step <= STEP_TIME_RANGE[0] * 1.01 else
+                      ("ttft_floor", TTFT_FLOOR_RANGE))
+    assert f"faster.json: {name}: the fit stopped at x{lo:g}, the lower bound of its range ({lo:g}-{hi:g})" in words
     assert "`blueprint benchmark chat-assistant-prod`; nothing was written" in words
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) <= 3  # one message
     assert not calibration_dir(stacks).exists()
@@ -355,14 +399,14 @@ def test_a_run_5x_faster_than_the_model_marked_measured_is_refused_and_the_next_
     committed = _bp()
     assert prod.model_dump() == committed.model_dump()  # the next plan is the committed one
     # what the refusal prevented: the factors the fit stopped at would have shrunk the fleet at peak
-    step, floor = (float(x) for x in re.search(r"step time x([\d.]+), TTFT floor x([\d.]+)", words).groups())
-    assert step < 0.3 and floor == 0.2
     shrunk = {bp.environment: bp for bp in _plan(_calibration(step, floor)).blueprints}["prod"]
     assert shrunk.planned_monthly_usd < 0.5 * prod.planned_monthly_usd
 
 
 def test_a_fit_that_leaves_more_than_a_quarter_of_the_error_is_refused(tmp_path):
-    data = model_runs(STACK, Correction(1.0, 1.0), rates=(0.5, 1.0, 1.5, 2.0, 2.5), duration_s=120)
+    peak = _per_replica_peak(_bp())
+    rates = tuple(round(f * peak, 3) for f in (0.35, 0.7, 1.05, 1.4, 1.75))
+    data = model_runs(STACK, Correction(1.0, 1.0), rates=rates, duration_s=120)
     for run, factor in zip(data["runs"], (1.7, 1.7, 1.0, 1 / 1.7, 1 / 1.7)):  # runs that contradict each other
         run.update(median_itl_ms=run["median_itl_ms"] * factor, median_ttft_ms=run["median_ttft_ms"] * factor)
     path = tmp_path / "contradicting.json"
@@ -370,25 +414,35 @@ def test_a_fit_that_leaves_more_than_a_quarter_of_the_error_is_refused(tmp_path)
     result = _calibrate(str(path), "--out", str(tmp_path / "cal"))
     assert result.exit_code == 2, result.output
     words = _words(result)
-    assert "contradicting.json: residual_after.median: 42% of error is left after the fit (the median over 10 " \
-           "fitted figures of |predicted / measured - 1|, at most 25%; step time x0.987, TTFT floor x1.008): two " \
-           "factors cannot explain these runs" in words
+    found = re.search(r"contradicting\.json: residual_after\.median: (\d+)% of error is left after the fit "
+                      r"\(the median over (\d+) fitted figures of \|predicted / measured - 1\|, at most 25%; "
+                      r"step time x([\d.]+), TTFT floor x([\d.]+)\): two factors cannot explain these runs", words)
+    assert found, words
+    left, figures, step, floor = int(found[1]), int(found[2]), float(found[3]), float(found[4])
+    assert left > 25
+    # every run's median TTFT and ITL, and the output tokens/s of a run the replica held back
+    assert figures == sum(2 + (r["request_throughput"] < 0.9 * r["request_rate"]) for r in data["runs"])
+    assert STEP_TIME_RANGE[0] < step < STEP_TIME_RANGE[1] and TTFT_FLOOR_RANGE[0] < floor < TTFT_FLOOR_RANGE[1]
     assert "stopped at" not in words  # not at a bound: the factors alone would not have caught it
     assert not (tmp_path / "cal").exists()
 
 
 def test_a_run_counted_twice_is_refused(tmp_path):
     shown = RESULT.relative_to(ROOT)  # as the calibration records it
+    runs = json.loads(RESULT.read_text())["runs"]
     twice = _calibrate(str(RESULT), str(RESULT), "--out", str(tmp_path / "cal"))
     assert twice.exit_code == 2
-    assert f"{RESULT}: runs[0]: the run of {shown} runs[0] again (same date 20261203-100000, 1.67 requests/s, " \
-           "201 prompts and the same figures; the same file given twice): a run counted twice weighs twice in the " \
-           "fit; give each run once" in _words(twice)
+    first = runs[0]
+    assert f"{RESULT}: runs[0]: the run of {shown} runs[0] again (same date {first['date']}, " \
+           f"{first['request_rate']} requests/s, {first['num_prompts']} prompts and the same figures; the same file " \
+           "given twice): a run counted twice weighs twice in the fit; give each run once" in _words(twice)
     # the client's JSON of a run next to the result file that holds it (its label aside, the same run)
+    raw = json.loads(RAW.read_text())
+    (held,) = [i for i, r in enumerate(runs) if r["date"] == raw["date"]]
     both = _calibrate(str(RESULT), str(RAW), "--out", str(tmp_path / "cal"))
     assert both.exit_code == 2
     assert f"{RAW.name}: run.date" not in _words(both)
-    assert f"-20261203-132139.json: run: the run of {shown} runs[3] again" in _words(both)
+    assert f"{RAW.name}: run: the run of {shown} runs[{held}] again" in _words(both)
     # two runs of one file
     data = model_runs(STACK, Correction(1.0, 1.0), rates=(1.0, 2.0, 3.0))
     data["runs"][1] = data["runs"][0]

@@ -99,11 +99,29 @@ def test_more_traffic_needs_more_replicas_and_spikes_more_than_steady_load():
 
 
 def test_an_fp8_kv_cache_is_planned_where_it_is_cheaper_and_the_rationale_says_by_how_much():
-    bp = plan_env(requirements_with(**{**LONG_PROMPTS, "hardware": {"allowed_instance_families": ["p5"]}}), "prod")
+    from blueprints.plan.options.llm import llm_option_on
+
+    # KV-bound on H100 nodes: LONG_PROMPTS with long answers (each sequence holds 7,000 tokens), so a 16-bit cache
+    # holds half the sequences an FP8 one does. (At 400-token answers the H100's 16-bit cache serves as few replicas.)
+    req = requirements_with(**{**LONG_PROMPTS, "traffic": {**LONG_PROMPTS["traffic"], "mean_output_tokens": 1000},
+                               "hardware": {"allowed_instance_families": ["p5"]}})
+    bp = plan_env(req, "prod")
     assert bp.compute.gpu == "h100" and bp.engine.kv_cache_dtype == "fp8"
     assert "--kv-cache-dtype=fp8" in vllm_args(bp.engine, bp.model.name)
+    # The same instance type and degree with each KV-cache dtype, priced as the search prices them: FP8 is the plan
+    # and is cheaper, and the rationale states both by their replicas and node cost.
+    catalog = load_catalog()
+    [model] = resolve_models(req, catalog)
+    on = {fp8: llm_option_on(req, "prod", model, catalog, instance_type=bp.compute.instance_type,
+                             tensor_parallel_size=bp.engine.tensor_parallel_size, kv_cache_fp8=fp8, managed=False)[0]
+          for fp8 in (True, False)}
+    assert on[True].replicas == bp.compute.replicas < on[False].replicas
+    month = catalog.hours_per_month
     [why] = [r for r in bp.rationale if r.startswith("FP8 KV cache")]
-    assert "holds twice the tokens" in why and "a 16-bit cache would need" in why
+    assert "holds twice the tokens" in why
+    assert (f"on {bp.compute.instance_type} a 16-bit cache would need {on[False].replicas} replica(s), "
+            f"${on[False].monthly_node_usd_per_hour * month:,.0f}/month for nodes against "
+            f"${on[True].monthly_node_usd_per_hour * month:,.0f}.") in why
 
 
 def test_a_16_bit_kv_cache_is_kept_where_fp8_saves_nothing():

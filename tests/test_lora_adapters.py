@@ -171,18 +171,18 @@ def test_the_kv_cache_of_a_replica_with_adapters_is_smaller_by_their_slots(partn
     lost = lora_bytes_per_gpu(LLAMA_8B, slots, precision=Precision.BF16, tensor_parallel_size=1)
     assert (without - with_lora) == pytest.approx(lost / kv_bytes_per_token(LLAMA_8B), abs=1)
     assert (without, with_lora) == (192_863, 183_819)
-    # The plan's cache, at its KV-cache dtype (an FP8 cache: the same bytes hold twice the tokens), loses as much.
-    fp8 = partner_prod.engine.kv_cache_dtype == "fp8"
-    planned = {lora: kv_cache_tokens(LLAMA_8B, gpu, precision=Precision.BF16, tensor_parallel_size=1,
-                                     kv_cache_fp8=fp8, lora=lora) for lora in (None, slots)}
-    assert (planned[None] - planned[slots]) == pytest.approx(
-        lost / kv_bytes_per_token(LLAMA_8B, kv_cache_fp8=fp8), abs=1)
-    assert (fp8, planned[None], planned[slots]) == (True, 385_727, 367_639)
-    assert any(f"{planned[slots]:,} KV-cache tokens" in r for r in partner_prod.rationale)
+    # An FP8 cache (the same bytes hold twice the tokens) loses as many bytes, twice the tokens.
+    fp8 = {lora: kv_cache_tokens(LLAMA_8B, gpu, precision=Precision.BF16, tensor_parallel_size=1,
+                                 kv_cache_fp8=True, lora=lora) for lora in (None, slots)}
+    assert (fp8[None] - fp8[slots]) == pytest.approx(lost / kv_bytes_per_token(LLAMA_8B, kv_cache_fp8=True), abs=1)
+    assert (fp8[None], fp8[slots]) == (385_727, 367_639)
+    # The plan's cache is the one at its KV-cache dtype (FP8 only where it is cheaper), with the slots taken out.
+    planned = {"fp8": fp8[slots], "auto": with_lora}[partner_prod.engine.kv_cache_dtype]
+    assert any(f"{planned:,} KV-cache tokens" in r for r in partner_prod.rationale)
     assert any(r.startswith("LoRA: 2 adapter(s) on llama-3-1-8b") and "1.10 GiB per GPU" in r
                for r in partner_prod.rationale)
     # ... and the plan fits: the served context within that smaller cache (the stack-config check re-validates it).
-    assert partner_prod.engine.max_model_len <= planned[slots]
+    assert partner_prod.engine.max_model_len <= planned
     Blueprint.model_validate(partner_prod.model_dump(mode="json"))
 
 

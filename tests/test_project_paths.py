@@ -21,7 +21,8 @@ runner = CliRunner()
 @pytest.fixture()
 def project(tmp_path):
     """A project whose prod policy allows only g6e GPUs (and m7i system nodes), and a requirements file named
-    `my-chat.yaml` declaring service `chat`, with no family restriction of its own."""
+    `my-chat.yaml` declaring service `chat`, with no family restriction of its own (the guardrails test sets the
+    policy's family itself, from the unrestricted plan)."""
     root = tmp_path / "project"
     (root / "stacks" / "requirements").mkdir(parents=True)
     shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
@@ -43,20 +44,34 @@ def family_of(stack_file) -> str:
     return read_stack_config(stack_file).compute.instance_type.split(".")[0]
 
 
+def runner_up_family(stack_file) -> str:
+    """The instance family of the plan's next cheapest option (its rationale's `next cheapest:` line)."""
+    [line] = [r for r in read_stack_config(stack_file).rationale if r.startswith("next cheapest: ")]
+    return line.removeprefix("next cheapest: ").split(".")[0]
+
+
 def test_planned_from_another_directory_the_projects_guardrails_still_apply(project, tmp_path, monkeypatch):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     requirements = str(project / "stacks" / "requirements" / "my-chat.yaml")
+    # Without the policy: the cheapest family, into --out-dir (relative to the working directory).
+    result = runner.invoke(app, ["plan", requirements, "--as-of", "2026-12-01", "--no-policy", "--out-dir", "free"])
+    assert result.exit_code == 0, result.output
+    free = elsewhere / "free" / "Pulumi.chat-prod.yaml"
+    cheapest, other = family_of(free), runner_up_family(free)
+    assert other != cheapest
+    # The project's prod policy allows only the runner-up's family (and the system nodes'): the guardrail decides.
+    policy = project / "policies" / "config" / "prod.json"
+    prod = json.loads(policy.read_text())
+    prod["instance-types-allowed"]["allowedInstanceFamilies"] = [other, "m7i"]
+    policy.write_text(json.dumps(prod))
+    in_cwd = {f: f.read_bytes() for f in elsewhere.rglob("*") if f.is_file()}
     result = runner.invoke(app, ["plan", requirements, "--as-of", "2026-12-01"])
     assert result.exit_code == 0, result.output
     written = project / "stacks" / "Pulumi.chat-prod.yaml"  # the project's stack folder, not the working directory
-    assert not list(elsewhere.iterdir())
-    assert family_of(written) == "g6e"
-    # Without the policy the cheapest is another family: the guardrail decided it.
-    result = runner.invoke(app, ["plan", requirements, "--as-of", "2026-12-01", "--no-policy", "--out-dir", "free"])
-    assert result.exit_code == 0, result.output
-    assert family_of(elsewhere / "free" / "Pulumi.chat-prod.yaml") != "g6e"
+    assert {f: f.read_bytes() for f in elsewhere.rglob("*") if f.is_file()} == in_cwd  # nothing written there
+    assert family_of(written) == other
 
 
 def test_a_requirements_file_outside_the_project_is_refused_naming_the_requirements_folder(project, tmp_path,

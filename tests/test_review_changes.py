@@ -41,9 +41,11 @@ def chat_more_traffic(chat_before) -> Blueprint:
 
 @pytest.fixture(scope="module")
 def chat_other_family(chat_before) -> Blueprint:
-    """The chat service restricted to g6e: another instance type than the unrestricted plan (p5.4xlarge, checked in
-    the test)."""
-    return plan_env(requirements_with(hardware={"allowed_instance_families": ["g6e"]}), "prod")
+    """The chat service restricted to the family of the unrestricted plan's next cheapest option (its rationale's
+    `next cheapest:` line): another instance type than that plan's (checked in the test)."""
+    [line] = [r for r in chat_before.rationale if r.startswith("next cheapest: ")]
+    family = line.removeprefix("next cheapest: ").split(".")[0]
+    return plan_env(requirements_with(hardware={"allowed_instance_families": [family]}), "prod")
 
 
 def _summarizer(rps: float) -> Blueprint:

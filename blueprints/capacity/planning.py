@@ -109,6 +109,8 @@ def _context(shape: TrafficShape) -> float:
     return shape.inputs.mean + shape.outputs.mean / 2
 
 
+#: Damped fixed-point iterations for the decoders running beside a prompt chunk at a budget's rate (`_budget_rate`).
+RUNNING_ITERATIONS = 6
 #: The smallest `--max-num-batched-tokens` the planner sets: below it a prompt takes more steps than the chunked
 #: prefill saves in token gaps [assumption].
 MIN_BATCHED_TOKENS = 64
@@ -133,33 +135,44 @@ def _largest(fits, ceiling: int) -> int:
 
 def engine_limits(model: ReplicaModel, gpu: Gpu, shape: TrafficShape, targets: LatencyTargets, *,
                   tune_batched_tokens: bool = True) -> SchedulerConfig | None:
-    """`--max-num-seqs` and `--max-num-batched-tokens` for this replica, or None when the KV cache cannot hold one
-    `max_model_len` sequence or one sequence's step misses the ITL target.
+    """`--max-num-seqs` and `--max-num-batched-tokens` for this replica (the first of `engine_limit_choices`), or
+    None when the KV cache cannot hold one `max_model_len` sequence or one sequence's step misses the ITL target."""
+    choices = engine_limit_choices(model, gpu, shape, targets, tune_batched_tokens=tune_batched_tokens)
+    return choices[0] if choices else None
+
+
+def engine_limit_choices(model: ReplicaModel, gpu: Gpu, shape: TrafficShape, targets: LatencyTargets, *,
+                         tune_batched_tokens: bool = True) -> tuple[SchedulerConfig, ...]:
+    """The engine limits worth simulating for this replica, best first by the mean-value model (at most
+    `ENGINE_LIMIT_CHOICES`, one per token budget), or () when the KV cache cannot hold one `max_model_len` sequence
+    or one sequence's step misses the ITL target. The mean-value model ranks them; the simulation, which sizes the
+    replicas, settles which serves the most (`blueprints.plan.options.llm`): the two disagree near a tie.
 
     Without an ITL target (or `tune_batched_tokens` off): vLLM's token budget for the GPU, and as many sequences as
     the KV cache holds of mean-length requests (at most `MAX_NUM_SEQS_CAP`; with an ITL target, as many as a pure
     decode step keeps within it). With one: each budget from vLLM's default down to `MIN_BATCHED_TOKENS` (halving)
     with the largest batch whose full step (the batch decoding plus a prompt chunk filling the rest of the budget)
-    stays within the target, and of these the pair the mean-value model saturates highest
-    highest (`_budget_rate`: the mean-value saturated rate, and with a TTFT target the rate at which prompts queueing
-    for their chunks still meet it): decode slots and prompt chunks share every step's time, so the most sequences a
-    decode step allows leave no room for prompts, and small budgets take many steps per prompt.
+    stays within the target, and with a TTFT target the best smaller batch too (`_best_batch`); of these the pair
+    with the highest rate (`_budget_rate`: the mean-value saturated rate with room for the queue for a sequence slot,
+    and with a TTFT target the rate at which prompts queueing for their chunks still meet it): decode slots and prompt
+    chunks share every step's time, so the most sequences a decode step allows leave no room for prompts, and small
+    budgets take many steps per prompt.
     """
     if model.kv_cache_tokens < shape.max_model_len:
-        return None
+        return ()
     held = shape.sequences_held(model.kv_cache_tokens)
     ceiling = min(defaults.MAX_NUM_SEQS_CAP, held)
     ctx = _context(shape)
     itl_s = targets.itl_p95_ms / 1e3 if targets.itl_p95_ms is not None else math.inf
     if ceiling < 1 or model.step_s(1, ctx) > itl_s:
-        return None
+        return ()
     blocks = model.kv_cache_tokens // defaults.KV_BLOCK_TOKENS
     default_tokens = default_batch_limits(gpu)[0]
     decode_only = _largest(lambda b: model.step_s(b, b * ctx) <= itl_s, ceiling)
     if not tune_batched_tokens or not math.isfinite(itl_s):
-        return SchedulerConfig(max_num_seqs=decode_only, max_num_batched_tokens=default_tokens,
-                               kv_cache_blocks=blocks)
-    best: tuple[float, int, int] | None = None
+        return (SchedulerConfig(max_num_seqs=decode_only, max_num_batched_tokens=default_tokens,
+                                kv_cache_blocks=blocks),)
+    weighed: list[tuple[float, int, int]] = []  # (mean-value rate, batch, budget)
     budget = default_tokens
     while budget >= MIN_BATCHED_TOKENS:
         pairs_per_token = shape.inputs.mean / 2
@@ -168,56 +181,105 @@ def engine_limits(model: ReplicaModel, gpu: Gpu, shape: TrafficShape, targets: L
             chunk = budget - b
             return model.step_s(b, b * ctx, chunk, chunk * pairs_per_token) <= itl_s
 
-        seqs = _largest(fits, min(ceiling, budget - 1))
-        if seqs:
-            rate = _budget_rate(model, shape, targets, seqs=seqs, budget=budget)
-            if best is None or rate > best[0]:
-                best = (rate, seqs, budget)
+        largest = _largest(fits, min(ceiling, budget - 1))
+        if largest:
+            weighed.append(_best_batch(lambda n, budget=budget: _budget_rate(model, shape, targets, seqs=n,
+                                                                                budget=budget),
+                                       largest, tune=targets.ttft_p95_ms is not None) + (budget,))
         budget //= 2
-    if best is None:  # no budget leaves room for a chunk within the target: the smallest; chunks stretch gaps
-        return SchedulerConfig(max_num_seqs=decode_only, max_num_batched_tokens=max(decode_only, MIN_BATCHED_TOKENS),
-                               kv_cache_blocks=blocks)
-    return SchedulerConfig(max_num_seqs=best[1], max_num_batched_tokens=best[2], kv_cache_blocks=blocks)
+    if not weighed:  # no budget leaves room for a chunk within the target: the smallest; chunks stretch gaps
+        return (SchedulerConfig(max_num_seqs=decode_only, max_num_batched_tokens=max(decode_only, MIN_BATCHED_TOKENS),
+                                kv_cache_blocks=blocks),)
+    # the highest rate first; at a tie the larger batch, then the larger budget
+    return tuple(SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=budget, kv_cache_blocks=blocks)
+                 for _, seqs, budget in sorted(weighed, reverse=True)[:ENGINE_LIMIT_CHOICES])
+
+
+#: Engine limits (one per token budget) the planner simulates for a replica, best first by the mean-value model.
+ENGINE_LIMIT_CHOICES = 3
+#: The batches (`--max-num-seqs`) weighed first below the largest a token budget fits (`_best_batch`), before the
+#: search narrows between the best one's neighbours.
+BATCH_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768)
+#: Halfin-Whitt square-root staffing: with `n` sequence slots and Poisson arrivals, a request waits for a free slot
+#: with probability ~5 % when the slots run at (n - beta sqrt(n)) / n of their saturated rate, beta = 1.75 (P(wait)
+#: = 1 / (1 + beta Phi(beta) / phi(beta)); Halfin & Whitt 1981, Operations Research 29(3)). The mean-value model
+#: counts no queue for a slot, which a small batch near its saturated rate builds (the simulation, which sizes the
+#: replicas, sees it): `_budget_rate` caps the saturated rate at this share.
+SLOT_QUEUE_BETA = 1.75
+
+
+def _best_batch(rate, largest: int, *, tune: bool) -> tuple[float, int]:
+    """(rate, batch) of the batch in [1, `largest`] with the highest `rate(batch)` (at a tie the larger), or of
+    `largest` alone without `tune`. The saturated rate rises with the batch but the prompt chunk beside it shrinks,
+    so under a TTFT target the best can lie below the largest batch: `BATCH_GRID` (and `largest`) first, then a
+    ternary search between the best one's neighbours."""
+    if not tune:
+        return rate(largest), largest
+    known: dict[int, float] = {}
+
+    def at(n: int) -> float:
+        if n not in known:
+            known[n] = rate(n)
+        return known[n]
+
+    grid = sorted({*(b for b in BATCH_GRID if b < largest), largest})
+    best = max(grid, key=lambda n: (at(n), n))
+    i = grid.index(best)
+    lo, hi = grid[max(0, i - 1)], grid[min(len(grid) - 1, i + 1)]
+    while hi - lo > 2:
+        m1, m2 = lo + (hi - lo) // 3, hi - (hi - lo) // 3
+        if at(m1) > at(m2):
+            hi = m2
+        else:
+            lo = m1
+    n = max(range(lo, hi + 1), key=lambda k: (at(k), k))
+    return max((at(n), n), (at(best), best))
 
 
 def _budget_rate(model: ReplicaModel, shape: TrafficShape, targets: LatencyTargets, *, seqs: int, budget: int) -> float:
     """The rate (requests/s) a token budget allows by the mean-value model: the saturated rate at `seqs` running, and
     with a TTFT target at most the rate at which prompts, prefilled one after another in chunks of what the budget
     leaves the decoders (vLLM V1 runs one partial prefill at a time), still meet it: an M/D/1 queue of prefills whose
-    p95 wait (`WAIT_P95_FACTOR` x the mean) plus a p95-length prompt's own chunks and the frontend fit the target."""
+    p95 wait (`WAIT_P95_FACTOR` x the mean) plus a p95-length prompt's own chunks and the frontend fit the target.
+    With a TTFT target the saturated rate is capped where requests rarely wait for a sequence slot
+    (`SLOT_QUEUE_BETA`). The decoders beside a chunk are those running at that rate (Little's law: the rate x the
+    steps of a mean output, at most `seqs`), found by a few damped iterations from `seqs`: a cap above what the rate
+    keeps busy costs the chunks nothing."""
     mean_in, out = shape.inputs.mean, shape.outputs.mean
     saturated = saturation_rps(model, running=seqs, input_tokens=mean_in, output_tokens=out,
                                max_num_batched_tokens=budget)
     if targets.ttft_p95_ms is None:
         return saturated
-    chunk = max(1, budget - seqs)
+    saturated *= max(0.0, 1 - SLOT_QUEUE_BETA / math.sqrt(seqs))  # requests rarely wait for a slot
     ctx = _context(shape)
-    step = model.step_s(seqs, seqs * ctx, chunk, chunk * mean_in / 2)
-    service = math.ceil(mean_in / chunk) * step
-    tail = math.ceil(shape.inputs.p95 / chunk) * step + sum(model.frontend_s(shape.inputs.p95))
-    room = targets.ttft_p95_ms / 1e3 - tail
-    if room <= 0:
-        return 0.0
-    x = room / WAIT_P95_FACTOR / service  # the mean wait allowed, in prefill services
-    return min(saturated, 2 * x / (1 + 2 * x) / service)  # M/D/1: wait = rho / (2 (1 - rho)) x service
+    running, rate = float(seqs), 0.0
+    for _ in range(RUNNING_ITERATIONS):
+        decoders = max(1, min(seqs, round(running)))
+        chunk = max(1, budget - decoders)
+        step = model.step_s(decoders, decoders * ctx, chunk, chunk * mean_in / 2)
+        service = math.ceil(mean_in / chunk) * step
+        tail = math.ceil(shape.inputs.p95 / chunk) * step + sum(model.frontend_s(shape.inputs.p95))
+        room = targets.ttft_p95_ms / 1e3 - tail
+        x = room / WAIT_P95_FACTOR / service  # the mean wait allowed, in prefill services
+        rate = min(saturated, 2 * x / (1 + 2 * x) / service) if room > 0 else 0.0  # M/D/1: rho / (2 (1 - rho))
+        running = (running + min(seqs, rate * out * step)) / 2
+    return rate
 
 
 def screen(arch: Architecture, gpu: Gpu, *, precision: Precision, quantization: Quantization | None,
            tensor_parallel_size: int, kv_cache_fp8: bool, shape: TrafficShape, targets: LatencyTargets,
            tune_batched_tokens: bool = True, correction: Correction = Correction(),
-           lora: LoraSlots | None = None, chat: bool = True) -> Candidate | None:
-    """The candidate's engine limits and analytic bound, or None when it cannot serve one request within the
-    targets (memory, ITL at batch 1, or TTFT of an unloaded replica); `correction`: a calibration's factors;
-    `lora`: the LoRA slots whose memory leaves the KV cache; `chat`: requests come through the chat endpoint."""
+           lora: LoraSlots | None = None, chat: bool = True) -> tuple[Candidate, ...]:
+    """The candidate with each of its engine-limit choices (`engine_limit_choices`, best first by the mean-value
+    model) and its analytic bound, or () when it cannot serve one request within the targets (memory, ITL at batch
+    1, or TTFT of an unloaded replica); `correction`: a calibration's factors; `lora`: the LoRA slots whose memory
+    leaves the KV cache; `chat`: requests come through the chat endpoint."""
     model = replica_model(arch, gpu, precision=precision, quantization=quantization,
                           tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, correction=correction,
                           lora=lora, chat=chat)
-    config = engine_limits(model, gpu, shape, targets, tune_batched_tokens=tune_batched_tokens)
-    if config is None:
-        return None
-    if targets.ttft_p95_ms is not None and idle_ttft_ms(model, config, shape) > targets.ttft_p95_ms:
-        return None
-    return candidate(model, gpu, tensor_parallel_size, kv_cache_fp8, config, shape)
+    configs = engine_limit_choices(model, gpu, shape, targets, tune_batched_tokens=tune_batched_tokens)
+    return tuple(candidate(model, gpu, tensor_parallel_size, kv_cache_fp8, config, shape) for config in configs
+                 if targets.ttft_p95_ms is None or idle_ttft_ms(model, config, shape) <= targets.ttft_p95_ms)
 
 
 def candidate(model: ReplicaModel, gpu: Gpu, tensor_parallel_size: int, kv_cache_fp8: bool, config: SchedulerConfig,

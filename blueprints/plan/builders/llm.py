@@ -23,7 +23,8 @@ from blueprints.capacity.planning import candidate, size_replica
 from blueprints.capacity.simulator import SimulationResult
 from blueprints.plan.options.search import ResolvedModel, service_fixed_monthly_usd, peak_rps
 from blueprints.plan.options.llm import (
-    LlmOption, LlmSearch, complete_sizing, fp8_kv_cache_planned, latency_targets, llm_option_on, llm_search, size_twin, traffic_shape,
+    LlmOption, LlmSearch, complete_sizing, fp8_kv_cache_planned, latency_targets, llm_option_on, llm_search,
+    predict_at_peak, size_twin, traffic_shape,
 )
 from blueprints.plan.options.infeasible import explain_no_llm_option
 from blueprints.plan.guardrails import SearchLimits
@@ -188,8 +189,9 @@ def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOpt
         f"each replica runs at most {cand.max_num_seqs} sequences (max_num_seqs, within what its "
         f"{cand.model.kv_cache_tokens:,} KV-cache tokens hold of mean-length requests)"
         + ("" if managed else f" and computes at most {cand.max_num_batched_tokens} tokens a step "
-           "(max_num_batched_tokens): of the token budgets up to vLLM's default, the one whose full step (that batch "
-           "decoding and a prompt chunk) keeps token gaps within the ITL target at the highest saturated rate"),
+           "(max_num_batched_tokens): of the token budgets up to vLLM's default and the batches whose full step (the "
+           "batch decoding and a prompt chunk) keeps token gaps within the ITL target, the pair serving the highest "
+           "rate with prompts still meeting any TTFT target and requests rarely waiting for a sequence slot"),
         f"step times: {cand.model.source.summary()}",
         f"simulated with {model.traffic.pattern.value} arrivals and {_lengths(model)}: one replica meets the SLO up "
         f"to {sizing.max_rps:.2f} requests/s (saturates near {cand.saturation_rps:.2f})",
@@ -222,7 +224,8 @@ def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOpt
             why.append(f"16-bit KV cache: FP8 (supported on {best.gpu.model}) would not lower the cost here")
     why += _ruled_out(search, catalog)
     runner_up = next((o for o in search.options if o.instance.instance_type != inst.instance_type), None)
-    if runner_up:
+    if runner_up:  # priced as the plan would be: predicted at its peak share (which may add a replica)
+        runner_up = predict_at_peak(runner_up, model, req, env, managed=managed, limits=limits)[0]
         why.append(f"next cheapest: {runner_up.instance.instance_type} at "
                    f"${runner_up.monthly_node_usd_per_hour * catalog.hours_per_month:,.0f}/month for "
                    f"{'instances' if inst.instance_type.startswith('ml.') else 'GPU nodes'}")

@@ -22,7 +22,7 @@ from blueprints.plan.options.search import (
     ResolvedModel, cpu_instances, edge_nodes, gflops_per_vcpu, gpu_instances, peak_rps, replicas_floor,
 )
 from blueprints.plan.options.llm import (
-    describe_option, llm_option_on, llm_search, screen_candidate, tp_degrees, traffic_shape,
+    describe_option, llm_option_on, llm_search, screen_candidates, tp_degrees, traffic_shape,
 )
 from blueprints.plan.options.nongen import (
     NongenOption, cpu_replica_shapes, latency_target_ms, nongen_breach, request_work, search_nongen_options,
@@ -88,9 +88,10 @@ def _least_llm(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
         gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
         for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
             for fp8 in ((False, True) if gpu.supports_fp8 and not managed else (False,)):
-                cand = screen_candidate(model, gpu, tp, kv_cache_fp8=fp8, req=req, env=env, managed=managed)
-                if cand is not None:
-                    replicas = max(floor, math.ceil(peak / cand.rate_bound_rps - 1e-9))
+                cands = screen_candidates(model, gpu, tp, kv_cache_fp8=fp8, req=req, env=env, managed=managed)
+                if cands:
+                    bound = max(c.rate_bound_rps for c in cands)
+                    replicas = max(floor, math.ceil(peak / bound - 1e-9))
                     need = limits.need(constraint, inst, replicas=replicas, per_node=inst.gpu_count // tp)
                     bounds.append((need, inst.instance_type, tp, fp8))
     least: tuple[int, str, float] | None = None
@@ -201,13 +202,12 @@ def _explain_under_load(req: Requirements, env: str, model: ResolvedModel, catal
     runs = []
     for inst, tp, _, _ in sorted(fitting, key=lambda f: (f[2], f[0].instance_type))[:4]:
         gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
-        cand = screen(model.architecture, gpu, precision=model.spec.precision,
-                      quantization=model.spec.quantization_method, tensor_parallel_size=tp, kv_cache_fp8=False,
-                      shape=shape, targets=itl_only, tune_batched_tokens=not managed,
-                      correction=model.correction(gpu, tp, managed=managed, production=req.is_production(env)),
-                      lora=lora_slots(model.spec.adapters), chat=model.traffic.api == "chat")
-        if cand is not None:
-            runs.append((inst.instance_type, tp, run_at_rate(cand, shape, cand.rate_bound_rps / 32)))
+        cands = screen(model.architecture, gpu, precision=model.spec.precision,
+                       quantization=model.spec.quantization_method, tensor_parallel_size=tp, kv_cache_fp8=False,
+                       shape=shape, targets=itl_only, tune_batched_tokens=not managed,
+                       correction=model.correction(gpu, tp, managed=managed, production=req.is_production(env)),
+                       lora=lora_slots(model.spec.adapters), chat=model.traffic.api == "chat")
+        runs += [(inst.instance_type, tp, run_at_rate(cand, shape, cand.rate_bound_rps / 32)) for cand in cands]
     if not runs:
         return "no option keeps a token gap within slo.itl_p95_ms with a prompt chunk in the step; relax it", []
     where, tp, run = min(runs, key=lambda r: (r[2].ttft_ms.p95, r[0]))

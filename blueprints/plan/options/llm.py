@@ -17,7 +17,6 @@ from blueprints.contracts.lora import lora_slots
 from blueprints.catalog.processes import process_facts
 from blueprints.core import bounds, defaults
 from blueprints.catalog import Architecture, Catalog, Gpu, InstanceType
-from blueprints.core.errors import SizingError
 from blueprints.plan.guardrails import Breach, SearchLimits
 from blueprints.plan.options.search import ResolvedModel, gpu_instances, peak_rps, price_factor, replicas_floor
 from blueprints.requirements.service import Requirements
@@ -168,11 +167,12 @@ def fp8_kv_cache_planned(gpu: Gpu, *, managed: bool) -> bool:
     return measures_fp8_kv(gpu, defaults.VLLM_IMAGE.rsplit(":v", 1)[1])
 
 
-def screen_candidate(model: ResolvedModel, gpu: Gpu, tp: int, *, kv_cache_fp8: bool, req: Requirements, env: str,
-                     managed: bool, central: bool = False) -> Candidate | None:
+def screen_candidates(model: ResolvedModel, gpu: Gpu, tp: int, *, kv_cache_fp8: bool, req: Requirements, env: str,
+                      managed: bool, central: bool = False) -> tuple[Candidate, ...]:
     """`planning.screen` for this model, GPU and degree (SageMaker's LMI keeps vLLM's default token budget), with
     the model's calibration for them when there is one, or in a production environment (unless `central`) the margin
-    of the model's band (`ResolvedModel.correction`)."""
+    of the model's band (`ResolvedModel.correction`): one candidate per engine-limit choice, best first by the
+    mean-value model, () when none can serve."""
     return screen(model.architecture, gpu, precision=model.spec.precision,
                   quantization=model.spec.quantization_method, tensor_parallel_size=tp, kv_cache_fp8=kv_cache_fp8,
                   shape=traffic_shape(model), targets=latency_targets(req, model, managed=managed),
@@ -202,6 +202,23 @@ def _priced_option(inst: InstanceType, gpu: Gpu, cand: Candidate, *, peak: float
     replicas = max(floor, math.ceil(peak / sizing.max_rps - 1e-9))
     return LlmOption(inst, gpu, cand, replicas, limits.nodes(replicas, per_node=per_node), inst.usd_per_hour * factor,
                      sizing.at_max, sizing)
+
+
+def _cheapest_choice(inst: InstanceType, gpu: Gpu, cands: tuple[Candidate, ...], model: ResolvedModel,
+                     req: Requirements, env: str, *, managed: bool, factor: float,
+                     limits: SearchLimits) -> tuple[LlmOption, SimulationResult] | None:
+    """The engine-limit choice of one (instance type, degree, KV-cache dtype) that the simulation sizes cheapest,
+    predicted at its peak share as the search predicts it (the first choice at a tie), or None when none meets the
+    SLO."""
+    peak, floor = peak_rps(req, env, model), replicas_floor(req, env)
+    shape, targets = traffic_shape(model), latency_targets(req, model, managed=managed)
+    found = []
+    for cand in cands:
+        priced = _priced_option(inst, gpu, cand, peak=peak, floor=floor, factor=factor, shape=shape, targets=targets,
+                                limits=limits)
+        if priced is not None:
+            found.append(predict_at_peak(priced, model, req, env, managed=managed, limits=limits))
+    return min(found, key=lambda f: (round(f[0].monthly_node_usd_per_hour, 9), f[1].itl_ms.p95)) if found else None
 
 
 def describe_option(inst: InstanceType, tp: int, replicas: int, nodes: int) -> str:
@@ -237,26 +254,28 @@ def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
         gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
         for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
             for fp8 in ((False, True) if fp8_kv_cache_planned(gpu, managed=managed) else (False,)):
-                cand = screen_candidate(model, gpu, tp, kv_cache_fp8=fp8, req=req, env=env, managed=managed,
-                                        central=central)
-                if cand is None:
+                cands = screen_candidates(model, gpu, tp, kv_cache_fp8=fp8, req=req, env=env, managed=managed,
+                                          central=central)
+                if not cands:
                     continue
                 screened += 1
                 per_node = inst.gpu_count // tp
-                replicas = max(floor, math.ceil(peak / cand.rate_bound_rps - 1e-9))
-                nodes = limits.nodes(replicas, per_node=per_node)
-                cost = nodes * inst.usd_per_hour * factor
-                breach = limits.breach(inst, replicas=replicas, per_node=per_node, managed=managed)
-                if breach is not None:
-                    rejected.append(Rejection(describe_option(inst, tp, replicas, nodes),
-                                              cost * catalog.hours_per_month, breach, simulated=False))
-                    continue
-                heapq.heappush(queue, (cost, fp8, inst.instance_type, tp, 0, (inst, gpu, cand)))
+                for choice, cand in enumerate(cands):  # each engine-limit choice, bounded by its own analytic rate
+                    replicas = max(floor, math.ceil(peak / cand.rate_bound_rps - 1e-9))
+                    nodes = limits.nodes(replicas, per_node=per_node)
+                    cost = nodes * inst.usd_per_hour * factor
+                    breach = limits.breach(inst, replicas=replicas, per_node=per_node, managed=managed)
+                    if breach is not None:
+                        if choice == 0:
+                            rejected.append(Rejection(describe_option(inst, tp, replicas, nodes),
+                                                      cost * catalog.hours_per_month, breach, simulated=False))
+                        continue
+                    heapq.heappush(queue, (cost, fp8, inst.instance_type, tp, choice, 0, (inst, gpu, cand)))
     options: list[LlmOption] = []
     finals: list[tuple[LlmOption, SimulationResult]] = []
     simulated = 0
     while queue and not (finals and queue[0][0] > finals[0][0].monthly_node_usd_per_hour + 1e-9):
-        _, fp8, name, tp, stage, payload = heapq.heappop(queue)
+        _, fp8, name, tp, choice, stage, payload = heapq.heappop(queue)
         if stage == 0:  # screened: simulate the replicas meeting the SLO at peak
             inst, gpu, cand = payload
             simulated += 1
@@ -264,7 +283,7 @@ def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
                                     targets=targets, limits=limits)
             if option is not None:
                 options.append(option)
-                heapq.heappush(queue, (option.monthly_node_usd_per_hour, fp8, name, tp, 1, option))
+                heapq.heappush(queue, (option.monthly_node_usd_per_hour, fp8, name, tp, choice, 1, option))
         elif stage == 1:  # simulated: predict it at its peak share, within the constraints
             option, run = predict_at_peak(payload, model, req, env, managed=managed, limits=limits)
             per_node = option.instance.gpu_count // tp
@@ -274,7 +293,7 @@ def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
                                           option.monthly_node_usd_per_hour * catalog.hours_per_month, breach,
                                           simulated=True))
                 continue
-            heapq.heappush(queue, (option.monthly_node_usd_per_hour, fp8, name, tp, 2, (option, run)))
+            heapq.heappush(queue, (option.monthly_node_usd_per_hour, fp8, name, tp, choice, 2, (option, run)))
         else:
             finals.append(payload)
     options = sorted((o for o in options if limits.breach(
@@ -305,15 +324,13 @@ def llm_option_on(req: Requirements, env: str, model: ResolvedModel, catalog: Ca
     if tensor_parallel_size not in tp_degrees(inst.gpu_count, model.architecture, managed=managed) or (
             kv_cache_fp8 and not fp8_kv_cache_planned(gpu, managed=managed)):
         return f"tensor_parallel_size={tensor_parallel_size} or its KV-cache dtype no longer applies there"
-    cand = screen_candidate(model, gpu, tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, req=req, env=env,
-                            managed=managed)
-    priced = cand and _priced_option(inst, gpu, cand, peak=peak_rps(req, env, model), floor=replicas_floor(req, env),
-                                     factor=price_factor(req, env, catalog, managed=managed),
-                                     shape=traffic_shape(model), targets=latency_targets(req, model, managed=managed),
-                                     limits=limits)
-    if not priced:
+    cands = screen_candidates(model, gpu, tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, req=req, env=env,
+                              managed=managed)
+    found = _cheapest_choice(inst, gpu, cands, model, req, env, managed=managed,
+                             factor=price_factor(req, env, catalog, managed=managed), limits=limits)
+    if found is None:
         return "it no longer meets the SLO"
-    option, run = predict_at_peak(priced, model, req, env, managed=managed, limits=limits)
+    option, run = found
     breach = limits.breach(inst, replicas=option.replicas, per_node=inst.gpu_count // tensor_parallel_size,
                            managed=managed)
     return f"it {breach.why}" if breach else (option, run)
@@ -333,16 +350,16 @@ def complete_sizing(option: LlmOption, model: ResolvedModel, req: Requirements, 
 
 def size_twin(option: LlmOption, model: ResolvedModel, req: Requirements, env: str, catalog: Catalog, *,
               kv_cache_fp8: bool, limits: SearchLimits) -> LlmOption | None:
-    """The same instance type and degree with the other KV-cache dtype, priced the same way (None when it cannot
-    meet the SLO), to say what FP8 KV changes."""
-    cand = screen_candidate(model, option.gpu, option.tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, req=req,
-                            env=env, managed=False)
-    if cand is None:
+    """The same instance type and degree with the other KV-cache dtype, priced and predicted at its peak share the
+    same way (None when it cannot meet the SLO), to say what FP8 KV changes."""
+    cands = screen_candidates(model, option.gpu, option.tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, req=req,
+                              env=env, managed=False)
+    found = _cheapest_choice(option.instance, option.gpu, cands, model, req, env, managed=False,
+                             factor=option.node_usd_per_hour / option.instance.usd_per_hour, limits=limits)
+    if found is None or limits.breach(option.instance, replicas=found[0].replicas, managed=False,
+                                      per_node=option.instance.gpu_count // option.tensor_parallel_size):
         return None
-    return _priced_option(option.instance, option.gpu, cand, peak=peak_rps(req, env, model),
-                          floor=replicas_floor(req, env), factor=option.node_usd_per_hour / option.instance.usd_per_hour,
-                          shape=traffic_shape(model), targets=latency_targets(req, model, managed=False),
-                          limits=limits)
+    return found[0]
 
 
 def predict_at_peak(option: LlmOption, model: ResolvedModel, req: Requirements, env: str, *,
@@ -351,7 +368,9 @@ def predict_at_peak(option: LlmOption, model: ResolvedModel, req: Requirements, 
 
     The rate is at most the option's `max_rps`, which met the targets; should the finite simulation miss them at the
     lower rate (the two runs draw the same requests but stretch them differently), a replica is added until it
-    does, so a plan never predicts a p95 above its SLO. Returns the (possibly grown) option and its run.
+    does, so a plan never predicts a p95 above its SLO. Returns the (possibly grown) option and its run; past
+    `bounds.MAX_REPLICAS` the option with one replica more than that, which the replica limit
+    (`SearchLimits.breach`) then rules out.
     """
     targets = latency_targets(req, model, managed=managed)
     shape = traffic_shape(model)
@@ -361,8 +380,6 @@ def predict_at_peak(option: LlmOption, model: ResolvedModel, req: Requirements, 
         if targets.met_by(run):
             return option, run
         replicas = option.replicas + 1
-        if replicas > bounds.MAX_REPLICAS:
-            raise SizingError(f"environments.{env}: {model.path} needs more than {bounds.MAX_REPLICAS:,} replicas "
-                              "of the cheapest option to meet the SLO at its peak; lower the peak or its "
-                              "traffic_scale, relax the SLO, or allow faster GPUs")
         option = replace(option, replicas=replicas, nodes=limits.nodes(replicas, per_node=per_node))
+        if replicas > bounds.MAX_REPLICAS:
+            return option, run
