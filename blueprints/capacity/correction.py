@@ -15,8 +15,9 @@ requests/s below `SATURATED_SHARE` of the rate asked): below that, throughput me
 not the replica. The factors minimise the sum over runs and figures of |ln(predicted /
 measured)| (an L1 loss in log space: a figure off by 2x weighs the same high or low, and one saturated run cannot
 outweigh the rest): golden-section searches on ln(step_time) and ln(ttft_floor) in turn, `ROUNDS` times, within
-`STEP_TIME_RANGE` and `TTFT_FLOOR_RANGE`. The step-time factor scales every step's kernels (ITL, prefill, hence
-throughput and queueing), the TTFT-floor factor the frontend's latency and serial work. A fit that stops at a bound
+`STEP_TIME_RANGE` and `TTFT_FLOOR_RANGE` (the floor first on a grid, `FLOOR_GRID_POINTS`); a floor the runs do not
+pin (`FLOOR_MIN_EFFECT`) stays x1 and the fit says so (`Fit.unpinned`). The step-time factor scales every step's
+kernels (ITL, prefill, hence throughput and queueing), the TTFT-floor factor the frontend's latency and serial work. A fit that stops at a bound
 (`Fit.at_bound`) or leaves more than `MAX_RESIDUAL_AFTER_FIT` of error is reported here and refused by
 `blueprint calibrate` (`blueprints.operate.calibrate`).
 
@@ -56,6 +57,15 @@ MAX_RESIDUAL_AFTER_FIT = 0.25
 #: shrinks by 0.618 a step, 18 steps leave 1/5,700 of it (~0.06 % of the factor on STEP_TIME_RANGE).
 ROUNDS = 2
 GOLDEN_STEPS = 18
+#: Points of ln(ttft_floor) over TTFT_FLOOR_RANGE tried at the first step-time fit before the alternating searches,
+#: which then search the floor between the best point's neighbours: the loss in the floor is flat and not unimodal
+#: where the frontend is a small part of the TTFT (the median TTFT of a finite run moves in steps), and a golden
+#: section over the whole range settled on a far local minimum (x1.61 for x1.4 on noise-free runs of an L40S).
+FLOOR_GRID_POINTS = 9
+#: The runs pin the TTFT floor when x1.25 on it moves their median TTFTs (the median over runs) by at least this
+#: share at the fitted step time [assumption: a quarter of the factor must show beyond the runs' noise]; otherwise
+#: the floor stays x1 (`Fit.unpinned`): a factor the runs cannot see would be noise written down as a measurement.
+FLOOR_MIN_EFFECT = 0.03
 #: The replay's seed (common random numbers for every factor tried).
 SEED = defaults.SIMULATION_SEED
 
@@ -133,11 +143,13 @@ class Residual:
 
 @dataclass(frozen=True)
 class Fit:
-    """The fitted factors, each figure before and after, and which factors stopped at a bound of their range."""
+    """The fitted factors, each figure before and after, which factors stopped at a bound of their range, and which
+    the runs do not pin (kept at x1: `FLOOR_MIN_EFFECT`)."""
 
     correction: Correction
     residuals: tuple[Residual, ...]
     at_bound: tuple[str, ...]
+    unpinned: tuple[str, ...] = ()
 
     def median_abs_error(self, *, after: bool) -> float:
         return statistics.median(abs(r.error_after if after else r.error_before) for r in self.residuals)
@@ -199,6 +211,14 @@ def _loss(rows: list[tuple[str, str, float, float]]) -> float:
     return sum(abs(math.log(max(pred, 1e-12) / meas)) for _, _, meas, pred in rows)
 
 
+def _grid_then_golden(f, lo: float, hi: float) -> float:
+    """The minimiser of a rough `f` on [lo, hi]: the best of `FLOOR_GRID_POINTS` points, then a golden section
+    between its neighbours."""
+    grid = [lo + i * (hi - lo) / (FLOOR_GRID_POINTS - 1) for i in range(FLOOR_GRID_POINTS)]
+    i = min(range(FLOOR_GRID_POINTS), key=lambda k: (f(grid[k]), abs(grid[k])))
+    return _golden(f, grid[max(0, i - 1)], grid[min(FLOOR_GRID_POINTS - 1, i + 1)])
+
+
 def _golden(f, lo: float, hi: float) -> float:
     """The minimiser of a unimodal `f` on [lo, hi] (golden-section search, `GOLDEN_STEPS` steps)."""
     g = (math.sqrt(5) - 1) / 2
@@ -236,10 +256,18 @@ def fit(setup: ReplicaSetup, runs: tuple[MeasuredRun, ...]) -> Fit:
         return cache[key]
 
     (s_lo, s_hi), (f_lo, f_hi) = (tuple(math.log(v) for v in r) for r in (STEP_TIME_RANGE, TTFT_FLOOR_RANGE))
-    step, floor = 0.0, 0.0
-    for _ in range(ROUNDS):
-        step = _golden(lambda s: loss(s, floor), s_lo, s_hi)
-        floor = _golden(lambda f: loss(step, f), f_lo, f_hi)
+    step = _golden(lambda s: loss(s, 0.0), s_lo, s_hi)
+    if _floor_effect(setup, runs, math.exp(step)) < FLOOR_MIN_EFFECT:
+        floor, unpinned = 0.0, ("ttft_floor",)
+    else:
+        unpinned = ()
+        grid = [f_lo + i * (f_hi - f_lo) / (FLOOR_GRID_POINTS - 1) for i in range(FLOOR_GRID_POINTS)]
+        i = min(range(FLOOR_GRID_POINTS), key=lambda k: (loss(step, grid[k]), abs(grid[k])))
+        lo, hi = grid[max(0, i - 1)], grid[min(FLOOR_GRID_POINTS - 1, i + 1)]
+        floor = grid[i]
+        for _ in range(ROUNDS):
+            step = _golden(lambda s: loss(s, floor), s_lo, s_hi)
+            floor = _grid_then_golden(lambda f: loss(step, f), lo, hi)
     correction = Correction(round(math.exp(step), 3), round(math.exp(floor), 3))
     before = _figures(setup, runs, Correction())
     after = _figures(setup, runs, correction)
@@ -247,4 +275,11 @@ def fit(setup: ReplicaSetup, runs: tuple[MeasuredRun, ...]) -> Fit:
     at_bound = tuple(name for name, value, (lo, hi) in (("step_time", correction.step_time, STEP_TIME_RANGE),
                                                           ("ttft_floor", correction.ttft_floor, TTFT_FLOOR_RANGE))
                      if value <= lo * 1.01 or value >= hi / 1.01)
-    return Fit(correction, residuals, at_bound)
+    return Fit(correction, residuals, at_bound, unpinned)
+
+
+def _floor_effect(setup: ReplicaSetup, runs: tuple[MeasuredRun, ...], step_time: float) -> float:
+    """The median over runs of how much x1.25 on the TTFT floor moves a run's median TTFT (relative), at
+    `step_time`."""
+    base, raised = (_figures(setup, runs, Correction(step_time, floor)) for floor in (1.0, 1.25))
+    return statistics.median(abs(r[3] / b[3] - 1) for b, r in zip(base, raised) if b[1] == "median_ttft_ms")

@@ -178,6 +178,9 @@ class CalibrationFile(ClosedModel):
                               "frontend's latency and serial work (the TTFT floor)")
     at_bound: list[Literal["step_time", "ttft_floor"]] = Field(default_factory=list, max_length=2, description=
                                                                "factors the fit stopped at a bound of their range")
+    unpinned: list[Literal["ttft_floor"]] = Field(default_factory=list, max_length=1, description=
+                                                  "factors the runs do not pin (x1.25 on it moves their median TTFTs "
+                                                  "by under 3 %), kept at x1 rather than fitted to noise")
     sources: list[CalibrationSource] = Field(min_length=1, max_length=MAX_SOURCES)
     measured_with: MeasuredWith
     fitted_on: str = Field(max_length=300, description="the figures and the loss, in words")

@@ -486,7 +486,8 @@ def calibrate(bp: Blueprint, files: list[Path], *, project_root: Path | None, st
             "was written")
     file = CalibrationFile(
         key=key, step_time=result.correction.step_time, ttft_floor=result.correction.ttft_floor,
-        at_bound=list(result.at_bound), sources=sources, measured_with=flags,  # type: ignore[arg-type]
+        at_bound=list(result.at_bound), unpinned=list(result.unpinned),  # type: ignore[arg-type]
+        sources=sources, measured_with=flags,  # type: ignore[arg-type]
         fitted_on=(f"{len(runs)} run(s) replayed through the replica model; minimised the sum of |ln(predicted / "
                    f"measured)| over {', '.join(name for name, _ in FIGURES)} (throughput of saturated runs only)"),
         residual_before=ResidualError(median=round(result.median_abs_error(after=False), 4),
