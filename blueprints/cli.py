@@ -986,6 +986,9 @@ def estimate(
             max_concurrency=max_concurrency, num_prompts=num_prompts,
             chat=(endpoint.value if endpoint else (traffic.api if traffic else "completions")) == "chat")
         result, run = run_estimate(question)
+    if result["capacity_source"].startswith("roofline"):
+        err.print(f"[yellow]warning[/]: {result['capacity_source']}: the step times are the bandwidth/FLOPs roofline's, "
+                  "whose cross-validated band is wider (`uncertainty`)", highlight=False)
     if run is not None and not run.stable:
         err.print(f"--arrival-rate {arrival_rate:g}: more than this replica can serve; the queue grows without bound, "
                   "so the percentiles describe an overloaded replica until the simulation stopped (add replicas or "
@@ -994,7 +997,12 @@ def estimate(
         typer.echo(json.dumps(result))
         return
     for key, value in result.items():
-        typer.echo(f"{key:<20} {value}")
+        if key == "uncertainty":  # the band of each prediction: low - high
+            typer.echo("uncertainty          (where the measured value lies if the model is off by its p75 error)")
+            for name, (low, high) in value.items():
+                typer.echo(f"{'  ' + name:<20} {low:g} - {high:g}")
+        else:
+            typer.echo(f"{key:<20} {value}")
 
 
 def _one_experiment(concurrency: int | None, burst: int | None, max_concurrency: int | None,

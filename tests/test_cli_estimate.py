@@ -15,7 +15,7 @@ from tests.conftest import CHAT_EXAMPLE, example_data
 
 runner = CliRunner()
 KEYS = {"fits", "weights_gib", "kv_cache_tokens", "max_concurrency", "capacity_source", "regime", "ttft_ms",
-        "itl_ms", "tpot_ms", "output_tokens_per_s", "requests_per_s"}
+        "itl_ms", "tpot_ms", "output_tokens_per_s", "requests_per_s", "uncertainty"}
 ARRIVAL_KEYS = {"ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "itl_p95_ms", "e2e_p95_ms"}
 POINT_3 = ["estimate", "--model", "llama-3.1-70b", "--precision", "fp8", "--gpu", "h100", "--tensor-parallel", "2",
            "--concurrency", "1", "--input-tokens", "5000", "--output-tokens", "500"]
@@ -50,7 +50,9 @@ def test_table_output_names_each_figure():
     assert result.exit_code == 0
     assert [line.split()[0] for line in result.stdout.splitlines()] == [
         "fits", "weights_gib", "kv_cache_tokens", "max_concurrency", "capacity_source", "regime", "ttft_ms", "itl_ms",
-        "tpot_ms", "output_tokens_per_s", "requests_per_s"]
+        "tpot_ms", "output_tokens_per_s", "requests_per_s", "uncertainty", "ttft_ms", "itl_ms", "tpot_ms",
+        "output_tokens_per_s", "requests_per_s"]
+    assert "  ttft_ms            " in result.stdout  # the band's rows, indented under `uncertainty`
 
 
 def test_closed_loop_latency_grows_with_concurrency():
@@ -353,3 +355,24 @@ def test_a_benchmark_open_loop_measures_every_request_at_the_given_lengths():
 def test_bad_experiment_flags_exit_2_naming_the_flag(args, says):
     result = runner.invoke(app, [*BURST, *args])
     assert result.exit_code == 2 and says in result.output and "Traceback" not in result.output
+
+
+def test_every_prediction_carries_its_step_sources_band_and_the_roofline_warns(catalog):
+    from blueprints.capacity.uncertainty import band_for, interval
+
+    measured = _json([*POINT_3])
+    band = band_for("measured")
+    assert measured["uncertainty"]["ttft_ms"] == [round(v, 2) for v in interval(measured["ttft_ms"], band.ttft)]
+    assert measured["uncertainty"]["itl_ms"] == [round(v, 2) for v in interval(measured["itl_ms"], band.itl)]
+    assert measured["uncertainty"]["output_tokens_per_s"] == [
+        round(v, 2) for v in interval(measured["output_tokens_per_s"], band.throughput)]
+    assert "e2e_p95_ms" not in measured["uncertainty"]  # no family: TTFT and token gaps mixed
+    a10g = ["estimate", "--model", "llama-3.1-8b", "--gpu", "a10g", "--concurrency", "4"]
+    roofline = _json(a10g)
+    low, high = roofline["uncertainty"]["itl_ms"]
+    assert roofline["capacity_source"].startswith("roofline")
+    assert (high - low) / roofline["itl_ms"] > (measured["uncertainty"]["itl_ms"][1]
+                                                - measured["uncertainty"]["itl_ms"][0]) / measured["itl_ms"]
+    result = runner.invoke(app, a10g)
+    assert result.exit_code == 0 and "warning: roofline, NVIDIA A10G" in result.stderr
+    assert "warning" not in runner.invoke(app, POINT_3).stderr

@@ -30,6 +30,7 @@ from blueprints.capacity.physics import replica_model
 from blueprints.capacity.planning import candidate, run_at_rate, traffic_shape
 from blueprints.capacity.runs import burst, closed_loop, open_loop, scheduler_config
 from blueprints.capacity.simulator import SimulationResult
+from blueprints.capacity.uncertainty import FAMILIES, band_for, interval
 from blueprints.capacity.workload import LengthModel
 from blueprints.catalog import Architecture, Gpu
 from blueprints.requirements.model import Precision, Quantization
@@ -172,4 +173,19 @@ def estimate(w: WhatIf) -> tuple[dict, SimulationResult | None]:
             e2e_p95_ms=round(run.e2e_ms.p95, 1) if run else None)
     if not fits:
         result["min_tensor_parallel"] = smallest_fitting_tp(w)
+    result["uncertainty"] = _band(result, model.source.kind)
     return result, run
+
+
+def _band(result: dict, source: str) -> dict:
+    """[low, high] of each predicted mean and percentile: where the measured value lies when the model is off by its
+    step source's cross-validated p75 |error| for that metric family (`uncertainty.band_for`; the roofline's band is
+    wider). Null where the prediction is."""
+    band = band_for(source)
+    out = {}
+    for key, value in result.items():
+        family = FAMILIES.get(key.replace("_p50", "").replace("_p95", ""))
+        if family is not None and value is not None:
+            low, high = interval(value, getattr(band, family))
+            out[key] = [round(low, 2), round(high, 2)]
+    return out
