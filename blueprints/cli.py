@@ -34,7 +34,7 @@ HELP = """Plan production model serving from a requirements file, and review it 
   blueprint preflight <stack>                         check the AWS service quotas the stack needs
   blueprint verify <stack>                            after `pulumi up`: endpoint, metrics, scaler, alerts, nodes
   blueprint benchmark <stack> [--dry-run]             after `pulumi up`: the planned workload against one replica
-  blueprint calibrate RESULT.json...                  fit the capacity model to a deployed stack's benchmark runs
+  blueprint calibrate --stack <stack> RESULT.json...  fit the capacity model to a deployed stack's benchmark runs
   blueprint stacks [--changed FILE]                   the stacks in deploy order (platforms first), for CI
   blueprint estimate --model ID --gpu NAME ...        what-if on the LLM capacity model
   blueprint schema [--platform]                       JSON Schema of requirements files (or platform.yaml)
@@ -733,7 +733,7 @@ def benchmark(
 
 @app.command()
 def calibrate(
-    results: list[Path] = typer.Argument(..., metavar="RESULT.json...", help="Result files: `blueprint benchmark`'s "
+    results: list[Path] = typer.Argument(..., metavar="RESULT.json", help="Result files: `blueprint benchmark`'s "
                                          "(benchmarks/results/<stack>/<date>.json) or the JSON of `vllm bench serve "
                                          "--save-result` (vLLM 0.24.0; not for a stack planned with a shared prefix "
                                          "or sessions: it does not record the prefix it sent), 1-20, each run once."),
@@ -765,6 +765,7 @@ def calibrate(
     from blueprints.contracts.stackconfig import read_stack_config, stack_config_path
     from blueprints.core.project import project_paths
     from blueprints.operate.calibrate import calibrate as fit_calibration
+    from blueprints.contracts.calibration_file import calibration_dir
 
     with user_errors():
         project = project_paths(stacks_dir)
@@ -796,9 +797,13 @@ def calibrate(
     if f.key.engine_image != defaults.VLLM_IMAGE:
         err.print(f"[yellow]note[/]: the runs measured {f.key.engine_image}; plans pin {defaults.VLLM_IMAGE}, so "
                   "this calibration applies once they pin that image again", highlight=False)
-    err.print(f"[green]wrote[/] {done.path}; `blueprint plan` now sizes {f.key.model} on {f.key.gpu} "
-              f"(tensor_parallel_size={f.key.tensor_parallel_size}, {f.key.precision.value}, "
-              f"{f.key.engine_image}) with it", highlight=False)
+    what = (f"{f.key.model} on {f.key.gpu} (tensor_parallel_size={f.key.tensor_parallel_size}, "
+            f"{f.key.precision.value}, {f.key.engine_image})")
+    if done.path.parent.resolve() == calibration_dir(folder).resolve():
+        err.print(f"[green]wrote[/] {done.path}; `blueprint plan` now sizes {what} with it", highlight=False)
+    else:
+        err.print(f"[green]wrote[/] {done.path}; `blueprint plan` reads {calibration_dir(folder)} only, so plans of "
+                  f"{what} use it once it is there (constructed data never belongs there)", highlight=False)
 
 
 def _ec2_client_factory():
@@ -903,8 +908,8 @@ def estimate(
                                                            help="vLLM --gpu-memory-utilization, 0.1-1. Default 0.9 "
                                                            "(what the planner sets)."),
     arrival_rate: Optional[float] = typer.Option(None, "--arrival-rate", min=0.0, max=MAX_ARRIVAL_RATE,
-                                                 help="Open loop: requests/s arriving at this one replica (0-1000, "
-                                                 "exclusive of 0), simulated as the planner simulates a candidate: "
+                                                 help="Open loop: requests/s arriving at this one replica (above 0; "
+                                                 "0 exits 2), simulated as the planner simulates a candidate: "
                                                  "adds ttft_p50_ms, ttft_p95_ms, itl_p50_ms, itl_p95_ms and "
                                                  "e2e_p95_ms."),
     as_json: bool = typer.Option(False, "--json", help="Print {fits, weights_gib, kv_cache_tokens, max_concurrency, "

@@ -593,3 +593,23 @@ def test_calibrate_says_when_the_runs_do_not_pin_the_ttft_floor_and_records_it(t
     [written] = load_calibrations(tmp_path / "cal", relative_to=tmp_path).entries
     assert written.file.unpinned == ["ttft_floor"] and written.file.ttft_floor == 1.0
     assert "unpinned:\n- ttft_floor" in (tmp_path / "cal" / written.path.rsplit("/", 1)[-1]).read_text()
+
+
+def test_calibrate_says_whether_plans_will_read_what_it_wrote(tmp_path):
+    peak = _per_replica_peak(_bp())
+    rates = tuple(round(f * peak, 3) for f in (0.25, 0.5, 0.75, 1.0))
+    elsewhere = _calibrate(str(model_result_file(tmp_path, STACK, Correction(1.05, 1.0), rates=rates)), "--out",
+                           str(tmp_path / "cal"), "--constructed")
+    assert elsewhere.exit_code == 0, elsewhere.output
+    assert f"`blueprint plan` reads {calibration_dir(ROOT / 'stacks')} only" in _words(elsewhere)
+    assert "now sizes" not in elsewhere.output
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    (stacks / f"Pulumi.{STACK}.yaml").write_text((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text())
+    runs = model_result_file(tmp_path, STACK, Correction(1.05, 1.0), rates=rates, name="measured.json")
+    data = json.loads(runs.read_text())  # marked measured, as a real run's file is
+    runs.write_text(json.dumps({**data, "measured": True, "note": "CONSTRUCTED for a test, marked measured"}))
+    result = runner.invoke(app, ["calibrate", "--stack", STACK, "--stacks-dir", str(stacks), str(runs)])
+    assert result.exit_code == 0, result.output
+    assert "`blueprint plan` now sizes llama-3.1-8b on h100" in _words(result)
+    assert len(list(calibration_dir(stacks).glob("*.yaml"))) == 1
