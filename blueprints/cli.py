@@ -275,13 +275,17 @@ def pipeline_summary(bp) -> str:
 
 def _expected(p) -> str:
     """The autoscaler's maximum (what the budget applies to), and the simulation's expected cost and SLO attainment
-    beside the peak cost (rich markup)."""
+    beside the peak cost, and the unit costs (rich markup)."""
+    from blueprints.plan.unit_costs import describe as describe_unit_costs
+
     most = f"\n  at most   ${p.max_monthly_cost_usd:,.0f}/month at the autoscaler's maximum" \
         if p.max_monthly_cost_usd is not None else ""
     if p.expected_monthly_cost_usd is None:
         return most
+    unit = (f"\n  unit cost {escape(describe_unit_costs(p.unit_costs.expected))} (expected; provisioned for the peak: "
+            f"{escape(describe_unit_costs(p.unit_costs.provisioned))})" if p.unit_costs is not None else "")
     return (f"{most}\n  simulated ~${p.expected_monthly_cost_usd:,.0f}/month expected (peak-provisioned "
-            f"${p.monthly_cost_usd:,.0f}), SLO met in {p.slo_attainment:.1%} of minutes")
+            f"${p.monthly_cost_usd:,.0f}), SLO met in {p.slo_attainment:.1%} of minutes{unit}")
 
 
 def _ms(value: float | None) -> str:

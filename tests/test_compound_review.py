@@ -54,6 +54,17 @@ def test_the_review_leads_with_the_end_to_end_latency_and_the_services_cost(revi
     assert "#### Plan" in markdown  # each part's report, one heading level down
 
 
+def test_the_review_states_the_services_end_to_end_cost_per_1k_requests(reviewed):
+    _, out = reviewed
+    generator, retrieval = (read_stack_config(ROOT / "stacks" / f"Pulumi.{s}.yaml") for s in PARTS)
+    expected = generator.predictions.expected_monthly_cost_usd + retrieval.predictions.expected_monthly_cost_usd
+    per_1k = expected / generator.predictions.unit_costs.requests_per_month * 1e3  # one generator call per request
+    assert json.loads((out / "plan.json").read_text())["usd_per_1k_requests"] == pytest.approx(per_1k, rel=1e-9)
+    assert f"**${per_1k:.4g}** end to end" in (out / "plan.md").read_text()
+    # the retrieval part serves several calls per request: per its own request it costs less than per the service's
+    assert retrieval.predictions.unit_costs.requests_per_month > generator.predictions.unit_costs.requests_per_month
+
+
 def test_a_baseline_of_the_same_review_diffs_each_part(reviewed, tmp_path):
     _, out = reviewed
     result = runner.invoke(app, ["preview", "rag-assistant-prod", "--json", "--baseline", str(out / "plan.json"),

@@ -1,4 +1,4 @@
-"""Monthly cost per environment, spot estimates, cost per million tokens, and the budget ceiling."""
+"""Monthly cost per environment, spot estimates and the budget ceiling (unit costs: test_unit_costs.py)."""
 
 from __future__ import annotations
 
@@ -48,18 +48,6 @@ def test_spot_environments_are_priced_at_the_spot_factor_and_flagged_as_estimate
 
 def test_on_demand_environments_are_not_estimates():
     assert plan_env(requirements_with(), "prod").predictions.cost_is_estimate is False
-
-
-def test_llm_plans_state_the_cost_per_million_output_tokens():
-    req = requirements_with()
-    bp = plan_env(req, "prod")
-    tokens = req.traffic.peak_requests_per_s * req.traffic.mean_output_tokens * 3600 * 730  # at the peak, all month
-    assert bp.predictions.usd_per_million_output_tokens == pytest.approx(bp.predictions.monthly_cost_usd / tokens * 1e6,
-                                                                         rel=1e-3)
-
-
-def test_non_generative_plans_have_no_token_price():
-    assert plan_env(requirements_with("search-relevance"), "prod").predictions.usd_per_million_output_tokens is None
 
 
 def test_sagemaker_has_no_cluster_cost_and_ignores_spot():

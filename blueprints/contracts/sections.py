@@ -562,6 +562,31 @@ class CapacityMargin(ClosedModel):
     central_monthly_usd: Usd = Field(description="its serving nodes (or instances), USD/month")
 
 
+class UnitPrices(ClosedModel):
+    """What one fleet costs per unit of the planned traffic, USD (tokens: generative models only, else None)."""
+
+    usd_per_1k_requests: Usd
+    usd_per_million_input_tokens: Usd | None = Field(default=None, description="the prompts' share of the cost "
+                                                     "(`Predictions.prefill_time_share`) per 1M prompt tokens")
+    usd_per_million_output_tokens: Usd | None = Field(default=None, description="the rest of the cost per 1M "
+                                                      "generated tokens")
+    usd_per_million_tokens: Usd | None = Field(default=None, description="the whole cost per 1M prompt and "
+                                               "generated tokens")
+
+
+class UnitCosts(ClosedModel):
+    """Unit costs of the planned traffic (`blueprints.plan.unit_costs`): the simulated day's traffic pattern, priced
+    with the expected (autoscaled) fleet and, beside it, the fleet provisioned for the peak all month.
+
+    The cost of a generative model splits between its prompt and generated tokens by `Predictions.prefill_time_share`."""
+
+    requests_per_month: float = Field(gt=0, le=1e15, description="the planned day's requests x days per month")
+    input_tokens_per_month: float | None = Field(default=None, gt=0, le=1e18)
+    output_tokens_per_month: float | None = Field(default=None, gt=0, le=1e18)
+    expected: UnitPrices = Field(description="priced with expected_monthly_cost_usd")
+    provisioned: UnitPrices = Field(description="priced with monthly_cost_usd (the peak's fleet all month)")
+
+
 class Predictions(ClosedModel):
     """What the capacity model predicts at this environment's peak (`capacity_source` says what it rests on;
     `capacity_correction`, only when a calibration applies, what corrected it; `uncertainty`, for LLMs, how far off it
@@ -580,7 +605,11 @@ class Predictions(ClosedModel):
     cost_lines: list[CostLine] = Field(min_length=1, max_length=20, description="the serving nodes (or SageMaker "
                                        "instances) first, then the stack's fixed items")
     cost_is_estimate: bool = Field(description="true when spot prices (estimated) are used")
-    usd_per_million_output_tokens: Usd | None = None
+    prefill_time_share: float | None = Field(default=None, ge=0, le=1, description="generative models: the share "
+                                             "of a replica's busy time prefill takes at the planned concurrency "
+                                             "(`blueprints.capacity.analytic.prefill_time_share`)")
+    unit_costs: UnitCosts | None = Field(default=None, description="cost per 1k requests and per 1M tokens of the "
+                                         "planned traffic (set with the fleet simulation)")
     platform_monthly_cost_usd: Usd | None = Field(default=None, description="the shared platform's own "
                                                   "monthly cost (reported, not part of monthly_cost_usd)")
     expected_monthly_cost_usd: Usd | None = Field(default=None, description="the fleet simulation's monthly "

@@ -24,6 +24,7 @@ from blueprints.requirements.platform_file import AlertingSpec
 from blueprints.contracts.platform import PlatformConfig
 from blueprints.capacity.replica import replica_model
 from blueprints.catalog import load_catalog
+from blueprints.plan.unit_costs import unit_costs
 from blueprints.catalog.signals import MIN_SCALING_TARGET, planned_target
 
 if TYPE_CHECKING:
@@ -225,10 +226,12 @@ def simulation_predictions(bp: Blueprint, result: SimulationResult) -> Blueprint
         lines = [line, *p.cost_lines[1:]]
         monthly = round(sum(x.monthly_usd for x in lines), 2)
         update.update(cost_lines=lines, monthly_cost_usd=monthly)
-        if p.usd_per_million_output_tokens is not None:
-            update["usd_per_million_output_tokens"] = round(p.usd_per_million_output_tokens * monthly
-                                                            / p.monthly_cost_usd, 3)
     predictions = p.model_copy(update=update)
+    day = result.minutes.get("rps", [])
+    costs = unit_costs(bp.model_copy(update={"predictions": predictions}),
+                       mean_rps=sum(day) / len(day) if day else 0.0,
+                       expected_monthly_usd=result.expected_monthly_usd, hours_per_month=load_catalog().hours_per_month)
+    predictions = predictions.model_copy(update={"unit_costs": costs})
     unit = "instances" if bp.archetype is Archetype.SAGEMAKER_ENDPOINT else "nodes"
     missed = result.violations()
     note = (f"fleet simulation of a planned day ({bp.model.traffic.pattern if bp.model.traffic else 'planned'} "

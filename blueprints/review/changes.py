@@ -51,7 +51,13 @@ PREDICTIONS = (("ttft_p95_ms", "TTFT p95", "ms"), ("itl_p95_ms", "ITL p95", "ms"
                ("requests_per_s_capacity", "capacity", "requests/s"),
                ("expected_monthly_cost_usd", "expected monthly cost (simulated)", "USD"),
                ("monthly_cost_usd", "peak monthly cost", "USD"),
-               ("max_monthly_cost_usd", "monthly cost at the autoscaler's maximum", "USD"))
+               ("max_monthly_cost_usd", "monthly cost at the autoscaler's maximum", "USD"),
+               ("unit_costs.expected.usd_per_1k_requests", "cost per 1k requests (expected fleet)", "USD"),
+               ("unit_costs.expected.usd_per_million_input_tokens", "cost per 1M input tokens (expected fleet)",
+                "USD"),
+               ("unit_costs.expected.usd_per_million_output_tokens", "cost per 1M output tokens (expected fleet)",
+                "USD"),
+               ("unit_costs.expected.usd_per_million_tokens", "cost per 1M tokens (expected fleet)", "USD"))
 
 
 #: Blueprint fields that move a service to another Region or platform (another cluster, VPC or endpoint host).
@@ -266,16 +272,24 @@ def blueprint_changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[li
 
 
 def prediction_changes(before: dict[str, Any] | None, after: dict[str, Any]) -> list[PredictionChange]:
-    """Every prediction either side has (TTFT/ITL/request latency p95, capacity, expected and peak monthly cost)."""
+    """Every prediction either side has (TTFT/ITL/request latency p95, capacity, expected and peak monthly cost, the
+    expected fleet's unit costs)."""
     before = before or {}
     out = []
     for name, label, unit in PREDICTIONS:
-        old, new = before.get(name), after.get(name)
+        old, new = _dotted(before, name), _dotted(after, name)
         if old is None and new is None:
             continue
         out.append(PredictionChange(name, label, unit, None if old is None else float(old),
                                     None if new is None else float(new)))
     return out
+
+
+def _dotted(data: dict[str, Any], path: str) -> Any:
+    """The value at a dotted `path` of nested dicts (None where any part is absent)."""
+    for key in path.split("."):
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
 
 
 def _causes(rule: ReplaceRule, changes: list[FieldChange]) -> tuple[FieldChange, ...]:

@@ -81,8 +81,9 @@ class ServiceReview:
         return service_quota_needs(self.blueprints)
 
     def to_json(self) -> dict[str, Any]:
-        """`{"review", "service", "environment", "pipeline", "monthly_cost_usd", "quotas", "clean", "parts": [each
-        part's plan.json, with its `diff` when a baseline was given]}`."""
+        """`{"review", "service", "environment", "pipeline", "monthly_cost_usd", "usd_per_1k_requests" (expected, end
+        to end: `service_usd_per_1k_requests`), "quotas", "clean", "parts": [each part's plan.json, with its `diff`
+        when a baseline was given]}`."""
         parts = []
         for report, diff, review in zip(self.parts, self.diffs, self.reviews or [None] * len(self.parts)):
             data = report.to_json()
@@ -93,7 +94,8 @@ class ServiceReview:
             parts.append(data)
         return {"review": self.name, "service": self.pipeline.service, "environment": self.parts[0].environment,
                 "pipeline": self.pipeline.model_dump(mode="json", exclude={"part"}),
-                "monthly_cost_usd": self.monthly_cost_usd, "quotas": [n.to_json() for n in self.quota_needs()],
+                "monthly_cost_usd": self.monthly_cost_usd, "usd_per_1k_requests": service_usd_per_1k_requests(self),
+                "quotas": [n.to_json() for n in self.quota_needs()],
                 "clean": self.clean, "parts": parts}
 
 
@@ -185,12 +187,27 @@ def _part_rows(review: ServiceReview) -> list[list[str]]:
         bp = r.blueprint
         p = bp.predictions
         expected = f"${p.expected_monthly_cost_usd:,.2f}" if p.expected_monthly_cost_usd is not None else "-"
+        per_1k = f"${p.unit_costs.expected.usd_per_1k_requests:g}" if p.unit_costs is not None else "-"
         rows.append([bp.pipeline.part.value, f"`{r.stack}`", bp.archetype.value,  # type: ignore[union-attr]
                      f"{bp.compute.replicas}x {bp.compute.instance_type}, autoscaling {bp.autoscaling.min_replicas}-"
-                     f"{bp.autoscaling.max_replicas}", f"${p.monthly_cost_usd:,.2f}", expected,
+                     f"{bp.autoscaling.max_replicas}", f"${p.monthly_cost_usd:,.2f}", expected, per_1k,
                      "passes" if r.clean else "**blocking problems**"])
-    rows.append(["**service**", "", "", "", f"**${review.monthly_cost_usd:,.2f}**", "", ""])
+    end_to_end = service_usd_per_1k_requests(review)
+    rows.append(["**service**", "", "", "", f"**${review.monthly_cost_usd:,.2f}**", "",
+                 "-" if end_to_end is None else f"**${end_to_end:.4g}** end to end", ""])
     return rows
+
+
+def service_usd_per_1k_requests(review: ServiceReview) -> float | None:
+    """A compound service's expected cost per 1k of its own requests, USD: every part's expected monthly cost over
+    the generator's requests (one per end-to-end request; a retrieval part serves `calls_per_request` of its own for
+    each). None when a part has no expected cost."""
+    generator = next(r.blueprint for r in review.parts
+                     if r.blueprint.pipeline.part is PipelinePart.GENERATOR)  # type: ignore[union-attr]
+    costs = [r.blueprint.predictions.expected_monthly_cost_usd for r in review.parts]
+    if generator.predictions.unit_costs is None or any(c is None for c in costs):
+        return None
+    return sum(costs) / generator.predictions.unit_costs.requests_per_month * 1e3  # type: ignore[arg-type]
 
 
 def _stage_key(stage) -> tuple[str, str]:
@@ -266,7 +283,8 @@ def service_markdown(review: ServiceReview) -> str:
                                                                           "adds"]) + "\n",
            f"Rule: {RULE}.\n",
            "### Parts\n\n" + _md_table(_part_rows(review), ["part", "stack", "archetype", "compute",
-                                                            "monthly (peak)", "monthly (expected)", "review"]) + "\n"]
+                                                            "monthly (peak)", "monthly (expected)",
+                                                            "per 1k requests (expected)", "review"]) + "\n"]
     platform = _platform_line(review)
     if platform:
         out.append(platform + "\n")

@@ -18,6 +18,7 @@ from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog import Catalog
 from blueprints.contracts.consistency import streamer_buffer_gib, vllm_host_memory_gib
 from blueprints.contracts.serving_flags import vllm_dtype
+from blueprints.capacity.analytic import prefill_time_share
 from blueprints.capacity.physics import Correction
 from blueprints.capacity.planning import candidate, size_replica
 from blueprints.capacity.simulator import SimulationResult
@@ -232,14 +233,16 @@ def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOpt
     return why
 
 
-def llm_predictions(req: Requirements, env: str, model: ResolvedModel, plan_: LlmPlan, lines: list[CostLine],
-                     catalog: Catalog, *, managed: bool, max_monthly_usd: float) -> Predictions:
+def llm_predictions(req: Requirements, env: str, model: ResolvedModel, plan_: LlmPlan, lines: list[CostLine], *,
+                    managed: bool, max_monthly_usd: float) -> Predictions:
     """The central estimate at this environment's peak with its band (`llm_band`); the capacity the plan sized with
     (at the band's pessimistic edge in production without a calibration)."""
     best, run = plan_.best, plan_.band.central
     bands, margin = band_predictions(plan_.band, best.replicas)
     monthly = round(sum(line.monthly_usd for line in lines), 2)
-    tokens_per_month = peak_rps(req, env, model) * model.traffic.mean_output_tokens * 3600 * catalog.hours_per_month
+    shape = traffic_shape(model)  # the prompt the replica prefills (its prefix-cache hits left out)
+    prefill_share = prefill_time_share(best.candidate.model, running=max(1, round(run.mean_running)),
+                                       input_tokens=shape.inputs.mean, output_tokens=shape.outputs.mean)
     capacity_rps = best.sizing.max_rps * best.replicas
     return Predictions(
         ttft_p95_ms=round(run.ttft_ms.p95, 1), itl_p95_ms=round(run.itl_ms.p95, 2),
@@ -249,7 +252,7 @@ def llm_predictions(req: Requirements, env: str, model: ResolvedModel, plan_: Ll
         concurrency_per_replica=best.concurrency, monthly_cost_usd=monthly, cost_lines=lines,
         max_monthly_cost_usd=max_monthly_usd,
         cost_is_estimate=capacity_type_of(req, env, managed=managed) is CapacityType.SPOT,
-        usd_per_million_output_tokens=round(monthly / tokens_per_month * 1e6, 3),
+        prefill_time_share=round(prefill_share, 4),
         capacity_source=best.candidate.model.source.summary(), capacity_correction=plan_.correction,
         uncertainty=bands, capacity_margin=margin,
         uncertainty_source=band_source(plan_.band, gpu_model=best.gpu.model, kind=best.candidate.model.source.kind))
@@ -330,7 +333,7 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
         # The target is set from the replica model once the blueprint exists (`blueprints.plan.scaling.scaling_targets`).
         autoscaling=Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="vllm:num_requests_running",
                                 target=1.0, cooldown_s=cooldown_s(startup)),
-        predictions=llm_predictions(req, env, model, llm, lines, catalog, managed=False, max_monthly_usd=most_usd),
+        predictions=llm_predictions(req, env, model, llm, lines, managed=False, max_monthly_usd=most_usd),
         rationale=[*selection.reasons, *llm.reasons, *lora_notes, *reuse_reasons(reuse, router, max_replicas=ceiling),
                    estimate.reason, *capped, *budget_notes, *access_reasons(req, managed=False),
                    *cost_notes(req, env, catalog, managed=False)],

@@ -93,7 +93,7 @@ def plan_sagemaker(req: Requirements, env: str, models: list[ResolvedModel], cat
         notes.append(f"environments.{env}.min_replicas=0 raised to 1: a SageMaker real-time endpoint keeps one "
                      "instance")
     if model.task.generative:
-        predictions = llm_predictions(req, env, model, llm, lines, catalog, managed=True, max_monthly_usd=most_usd)
+        predictions = llm_predictions(req, env, model, llm, lines, managed=True, max_monthly_usd=most_usd)
     else:
         predictions = nongen_predictions(req, env, option, lines, managed=True, max_monthly_usd=most_usd)
     per_minute = served.traffic.peak_requests_per_s / replicas * 60

@@ -17,10 +17,15 @@ def value(p: PredictionChange, number: float | None) -> str:
     if number is None:
         return "-"
     if p.unit == "USD":
-        return f"${number:,.2f}"
+        return f"${_usd(number)}"
     if p.unit == "ms":
         return f"{number:,.1f} ms"
     return f"{number:,.3g} {p.unit}"
+
+
+def _usd(amount: float) -> str:
+    """Dollars to the cent, or to four significant figures below a dollar (a unit cost: `0.003501`)."""
+    return f"{amount:,.2f}" if abs(amount) >= 1 else f"{amount:.4g}"
 
 
 def delta(p: PredictionChange) -> str:
@@ -30,7 +35,7 @@ def delta(p: PredictionChange) -> str:
     if p.delta == 0:
         return "="
     pct = f" ({p.delta / p.before:+.1%})" if p.before else ""
-    amount = f"{p.delta:+,.2f} USD" if p.unit == "USD" else f"{p.delta:+,.4g} {p.unit}"
+    amount = f"{'+' if p.delta > 0 else '-'}{_usd(abs(p.delta))} USD" if p.unit == "USD" else f"{p.delta:+,.4g} {p.unit}"
     return amount + pct
 
 

@@ -23,6 +23,7 @@ from blueprints.review.changes import SHOWN_CHARS, Review
 from blueprints.review.report.changes import review_lines, review_markdown
 from blueprints.review.diff import PlanDiff
 from blueprints.plan.edge import OWNED_NODES_ITEM
+from blueprints.plan.unit_costs import describe as describe_unit_costs
 from blueprints.core.errors import BlueprintError, excerpt
 from blueprints.review.manifests import manifest_id
 from blueprints.review.preview import PreviewReport, RegisteredResource
@@ -214,6 +215,9 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
                                ("requests/s capacity", p.requests_per_s_capacity, "")):
         if value is not None:
             rows.append([f"predicted {label}", f"{value:g} {unit}".strip()])
+    if p.unit_costs is not None:
+        rows.append(["unit costs", f"{describe_unit_costs(p.unit_costs.expected)} with the expected fleet "
+                     f"({describe_unit_costs(p.unit_costs.provisioned)} provisioned for the peak all month)"])
     if p.uncertainty is not None:
         u = p.uncertainty
         rows.append(["uncertainty", f"TTFT p95 {u.ttft_p95_ms.low:g}-{u.ttft_p95_ms.high:g} ms, ITL p95 "
