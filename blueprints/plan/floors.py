@@ -18,6 +18,7 @@ from blueprints.contracts.platform import PlatformConfig
 from blueprints.contracts.sections import CapacityType, SageMakerEngine
 from blueprints.core.errors import FieldProblem
 from blueprints.plan.guardrails import Guardrails
+from blueprints.plan.builders.context import attainment_pct
 from blueprints.plan.options.search import replicas_floor
 from blueprints.plan.platforms import Posture, unmet_compliance
 from blueprints.requirements.exposure import Exposure
@@ -172,6 +173,14 @@ def _slo_and_replica_floors(bp: Blueprint, floors: Floors, replan: str) -> list[
     if bp.slo.availability_pct < req.slo.availability_pct:
         problems.append(_below("slo.availability_pct", bp.slo.availability_pct, f"{src} slo.availability_pct is "
                                f"{req.slo.availability_pct:g}", replan))
+    wanted = attainment_pct(req, env)
+    if bp.slo.attainment_pct < wanted:
+        problems.append(_below("slo.attainment_pct", bp.slo.attainment_pct, f"{src} plans environments.{env} for "
+                               f"{wanted:g} % of minutes (slo.attainment_pct or the environment's default)", replan))
+    longest = req.slo.longest_violation_minutes
+    if longest is not None and (bp.slo.longest_violation_minutes is None or bp.slo.longest_violation_minutes > longest):
+        problems.append(_below("slo.longest_violation_minutes", bp.slo.longest_violation_minutes, f"{src} "
+                               f"slo.longest_violation_minutes is {longest}", replan))
     spec = req.environments[env]
     least = spec.min_replicas if spec.min_replicas is not None else replicas_floor(req, env) if floors.production else 0
     if bp.autoscaling.min_replicas < least:

@@ -205,6 +205,7 @@ def _finish_service(req: Requirements, ctx: PlanContext, planned: list[Blueprint
     spec = alerting or AlertingSpec()
     finished = [finish(bp, ctx.platform(req, bp.environment, managed=bp.archetype is Archetype.SAGEMAKER_ENDPOINT),
                        spec, floor_is_set=req.environments[bp.environment].min_replicas is not None,
+                       goal_is_set=req.slo.attainment_pct is not None or req.slo.longest_violation_minutes is not None,
                        alerts_required=alerting is not None)
                 for bp in planned]
     # An existing cluster must run what the plan's objects need (`blueprints.plan.cluster_addons`).

@@ -170,43 +170,113 @@ def _with_floor(bp: Blueprint, floor: int) -> Blueprint:
     return bp.model_copy(update={"autoscaling": bp.autoscaling.model_copy(update={"min_replicas": floor})})
 
 
-def warm_floor(bp: Blueprint) -> tuple[Blueprint, SimulationResult, str | None]:
+def _meets(run: SimulationResult, attainment_pct: float, longest_minutes: int | None) -> bool:
+    """Whether a simulated day meets an attainment (%) and, when set, a longest run of missed minutes."""
+    return (run.slo_attainment * 100 >= attainment_pct - 1e-9
+            and (longest_minutes is None or run.slo_longest_violation_minutes <= longest_minutes))
+
+
+def _lowest_floor(bp: Blueprint, runs: dict[int, SimulationResult], low: int, high: int, attainment_pct: float,
+                  longest_minutes: int | None) -> int | None:
+    """The lowest floor in (low, high] whose simulated day meets the goal (None: not even `high`), by bisection:
+    attainment rises with the floor. `runs` caches the simulated day per floor."""
+    from blueprints.simulate.fleet import simulate
+
+    def run(floor: int) -> SimulationResult:
+        if floor not in runs:
+            runs[floor] = simulate(_with_floor(bp, floor), days=1)
+        return runs[floor]
+
+    if not _meets(run(high), attainment_pct, longest_minutes):
+        return None
+    while high - low > 1:  # low misses, high meets
+        mid = (low + high) // 2
+        low, high = (low, mid) if _meets(run(mid), attainment_pct, longest_minutes) else (mid, high)
+    return high
+
+
+def warm_floor(bp: Blueprint, *, goal_is_set: bool = False) -> tuple[Blueprint, SimulationResult, str | None]:
     """The lowest minimum replica count whose simulated planned day meets the p95 targets in at least
-    `defaults.SLO_ATTAINMENT_GOAL` of its minutes, between the planned floor and the peak replicas.
+    `slo.attainment_pct` of its minutes (and, when set, with no run of missed minutes longer than
+    `slo.longest_violation_minutes`), between the planned floor and the peak replicas.
 
     A reactive autoscaler cannot add capacity faster than a node starts, so bursts that outpace the startup budget
     are met only by replicas already warm. Attainment rises with the floor (more capacity in every minute), so the
-    floor is found by bisection. Returns the blueprint (floor raised or not), its simulation and the plan's sentence
-    when the floor was raised or could not help.
+    floor is found by bisection. Returns the blueprint (floor raised or not), its simulation and the plan's sentence:
+    the floor raised, or out of reach, and what each higher attainment (`defaults.SLO_ATTAINMENT_STEPS_PCT`) would
+    cost.
+
+    Raises:
+        RequirementsError: `goal_is_set` (the requirements set the attainment or the longest run) and no floor up to
+            the peak's replicas meets it, or the environment scales to zero and its cold starts miss it.
     """
     from blueprints.simulate.fleet import simulate
 
+    slo, env = bp.slo, bp.environment
+    goal, longest = slo.attainment_pct, slo.longest_violation_minutes
     base = simulate(bp, days=1)
     low, high = bp.autoscaling.min_replicas, bp.compute.replicas
-    goal = defaults.SLO_ATTAINMENT_GOAL
-    if base.slo_attainment >= goal or low >= high or low == 0:
+    runs = {low: base}
+    goal_text = f"{goal:g} % of minutes" + (f" with no miss longer than {longest} minute(s)" if longest is not None
+                                            else "")
+    fields = "slo.attainment_pct" + (" and slo.longest_violation_minutes" if longest is not None else "")
+    if _meets(base, goal, longest):
+        return bp, base, _step_prices(bp, runs, low, high, base, longest)
+    if low == 0 or low >= high:
+        if goal_is_set:
+            fix = (f"set environments.{env}.min_replicas >= 1 (it scales to zero: a request after an idle period "
+                   "waits for a cold start)" if low == 0 else
+                   f"the floor is already the peak's {high} replica(s)")
+            raise RequirementsError(f"{fields}: the simulated day of environments.{env} meets the p95 targets in "
+                                    f"{base.slo_attainment:.1%} of minutes (longest run missed "
+                                    f"{base.slo_longest_violation_minutes} minutes), not {goal_text}; {fix}, or lower "
+                                    f"{fields}", rule="slo-attainment-reachable")
         return bp, base, None
-    top = simulate(_with_floor(bp, high), days=1)
-    if top.slo_attainment < goal:
+    floor = _lowest_floor(bp, runs, low, high, goal, longest)
+    if floor is None:
+        top = runs[high]
+        if goal_is_set:
+            raise RequirementsError(f"{fields}: even the peak's {high} replicas kept warm meet the p95 targets of "
+                                    f"environments.{env} in {top.slo_attainment:.1%} of minutes (longest run missed "
+                                    f"{top.slo_longest_violation_minutes} minutes), not {goal_text}: the peak share "
+                                    f"per replica, not the autoscaler, misses; lower {fields}, or loosen the p95 "
+                                    "targets the misses are against", rule="slo-attainment-reachable")
         return bp, base, (f"the simulated day meets the p95 targets in {base.slo_attainment:.1%} of minutes, below "
-                          f"the {goal:.0%} goal, and even {high} warm replicas reach only {top.slo_attainment:.1%}: "
+                          f"the {goal:g} % goal, and even {high} warm replicas reach only {top.slo_attainment:.1%}: "
                           "the peak share per replica, not the autoscaler, misses")
-    best = (high, top)
-    while high - low > 1:  # attainment(low) < goal <= attainment(high)
-        mid = (low + high) // 2
-        run = simulate(_with_floor(bp, mid), days=1)
-        if run.slo_attainment >= goal:
-            high, best = mid, (mid, run)
-        else:
-            low = mid
-    floor, run = best
+    run = runs[floor]
     extra = run.expected_monthly_usd - base.expected_monthly_usd
-    note = (f"minimum replicas {floor}, not {bp.autoscaling.min_replicas}: bursts outpace a new replica's "
-            f"{bp.startup.total_s} s start, so with {bp.autoscaling.min_replicas} warm the simulated day meets the p95 "
-            f"targets in {base.slo_attainment:.1%} of minutes; {floor} meet them in {run.slo_attainment:.1%} (goal "
-            f"{goal:.0%}) for about ${extra:,.0f}/month more expected (set environments.{bp.environment}.min_replicas "
-            "to choose otherwise)")
-    return _with_floor(bp, floor), run, note
+    note = (f"minimum replicas {floor}, not {low}: bursts outpace a new replica's {bp.startup.total_s} s start, so "
+            f"with {low} warm the simulated day meets the p95 targets in {base.slo_attainment:.1%} of minutes; "
+            f"{floor} meet them in {run.slo_attainment:.1%} (goal {goal_text}, slo.attainment_pct) for about "
+            f"${extra:,.0f}/month more expected (set environments.{env}.min_replicas to choose otherwise)")
+    steps = _step_prices(bp, runs, floor, high, run, longest)
+    return _with_floor(bp, floor), run, note + (f"; {steps}" if steps else "")
+
+
+def _step_prices(bp: Blueprint, runs: dict[int, SimulationResult], floor: int, high: int, run: SimulationResult,
+                 longest: int | None) -> str | None:
+    """What each attainment above the planned one (`defaults.SLO_ATTAINMENT_STEPS_PCT`) costs in warm replicas and
+    expected USD/month, from the planned floor; None when none is above it or the floor cannot move (fixed at the
+    peak, or scaling to zero)."""
+    steps = [pct for pct in defaults.SLO_ATTAINMENT_STEPS_PCT if pct > run.slo_attainment * 100 + 1e-9]
+    if not steps or floor == 0 or floor >= high:
+        return None
+    parts = []
+    while steps:
+        pct = steps[0]
+        found = _lowest_floor(bp, runs, floor, high, pct, longest)
+        if found is None:
+            parts.append(f"{pct:g} % out of reach (the peak's {high} replicas warm: "
+                         f"{runs[high].slo_attainment:.1%})")
+            break
+        reached = runs[found]
+        covered = [s for s in steps if s <= reached.slo_attainment * 100 + 1e-9]  # this floor meets them all
+        label = f"{pct:g}" if len(covered) == 1 else f"{pct:g}-{covered[-1]:g}"
+        parts.append(f"{label} % of minutes +${reached.expected_monthly_usd - run.expected_monthly_usd:,.0f}/month "
+                     f"({found} warm)")
+        steps = steps[len(covered):]
+    return "each step up (slo.attainment_pct): " + ", ".join(parts)
 
 
 def simulation_predictions(bp: Blueprint, result: SimulationResult) -> Blueprint:
@@ -250,7 +320,7 @@ def simulation_predictions(bp: Blueprint, result: SimulationResult) -> Blueprint
 
 
 def finish(bp: Blueprint, platform: PlatformConfig | None, alerting: AlertingSpec, *,
-           floor_is_set: bool = False, alerts_required: bool = False) -> Blueprint:
+           floor_is_set: bool = False, goal_is_set: bool = False, alerts_required: bool = False) -> Blueprint:
     """Targets, the warm floor, reasons, alerting and simulation for one planned blueprint. `floor_is_set`: the
     requirements set this environment's min_replicas (the simulation then reports on it and does not raise it)."""
     from blueprints.simulate.fleet import simulate
@@ -259,7 +329,7 @@ def finish(bp: Blueprint, platform: PlatformConfig | None, alerting: AlertingSpe
     if floor_is_set:
         result, floor_note = simulate(bp, days=1), None
     else:
-        bp, result, floor_note = warm_floor(bp)
+        bp, result, floor_note = warm_floor(bp, goal_is_set=goal_is_set)
     where, note = alerting_for(bp, platform, alerting, required=alerts_required)
     reasons = [*scaling_reasons(bp, platform), *([floor_note] if floor_note else []), note]
     bp = bp.model_copy(update={"alerting": where, "rationale": [*bp.rationale, *reasons]})

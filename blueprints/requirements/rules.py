@@ -60,6 +60,10 @@ CROSS_FIELD_RULES: dict[str, str] = {
     "production-monitored": "a production environment on an existing or edge cluster declares kube-prometheus-stack "
                             "in `operations.cluster_addons` (its stack renders monitoring and alerts)",
     "production-always-on": "a production environment never scales to zero (`min_replicas` >= 1)",
+    "longest-violation-scale-to-zero": "`slo.longest_violation_minutes: 0` with bursty or spiky traffic needs every "
+                                       "environment warm (`min_replicas` >= 1): a cold start misses a minute",
+    "slo-attainment-reachable": "`slo.attainment_pct` (and `slo.longest_violation_minutes`), when set, is met by the "
+                                "simulated day with at most the peak's replicas kept warm",
     "cluster-addons-existing-cluster": "`operations.cluster_addons` is for `operations.platform: existing-cluster` "
                                        "or `edge-cluster`",
     "roles-anywhere-edge-only": "`operations.roles_anywhere` is for `operations.platform: edge-cluster`",

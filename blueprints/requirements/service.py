@@ -27,7 +27,7 @@ from blueprints.requirements.rules import CROSS_FIELD_RULES
 from blueprints.requirements.environments import ALWAYS_ON_DEMAND, Budget, Environment, EnvironmentName
 from blueprints.requirements.exposure import Exposure, ExposureScope
 from blueprints.requirements.fields import DNS_1123_LABEL, Section, TAG_VALUE, given, is_const, when
-from blueprints.requirements.model import ModelSpec, Slo, Traffic, context_tokens
+from blueprints.requirements.model import ModelSpec, Slo, Traffic, TrafficPattern, context_tokens
 from blueprints.requirements.hosting import Compliance, Hardware, Operations, OperationsPreference
 from blueprints.requirements.overrides import Override
 
@@ -184,6 +184,15 @@ class Requirements(Section):
                                              "cluster declares kube-prometheus-stack (whose Alertmanager pages its "
                                              "owner); add it, or keep this service out of production",
                                              rule="production-monitored"))
+            bursty = any(t.pattern in (TrafficPattern.BURSTY, TrafficPattern.SPIKY)
+                         for _, t, _, _ in self.model_entries())
+            if self.slo.longest_violation_minutes == 0 and bursty and spec.min_replicas == 0:
+                problems.append(FieldProblem(("slo", "longest_violation_minutes"), f"0 with bursty traffic and "
+                                             f"environments.{env}.min_replicas 0: a request after an idle period "
+                                             "waits for a cold start, which misses a minute; set "
+                                             f"environments.{env}.min_replicas >= 1 or "
+                                             "slo.longest_violation_minutes >= 1",
+                                             rule="longest-violation-scale-to-zero"))
             if self.is_production(env) and spec.min_replicas == 0:
                 problems.append(FieldProblem((*at, "min_replicas"), "production never scales to zero; set "
                                              "min_replicas >= 1", rule="production-always-on"))

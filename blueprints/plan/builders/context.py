@@ -146,8 +146,16 @@ def common_fields(req: Requirements, env: str, ctx: PlanContext, *, managed: boo
                               zones=zones_of(platform)),
         slo=SloTargets(ttft_p95_ms=req.slo.ttft_p95_ms, itl_p95_ms=req.slo.itl_p95_ms,
                        latency_p95_ms=req.slo.latency_p95_ms, latency_p99_ms=req.slo.latency_p99_ms,
-                       availability_pct=req.slo.availability_pct),
+                       availability_pct=req.slo.availability_pct, attainment_pct=attainment_pct(req, env),
+                       longest_violation_minutes=req.slo.longest_violation_minutes),
     )
+
+
+def attainment_pct(req: Requirements, env: str) -> float:
+    """The SLO attainment `env` is planned for, %: `slo.attainment_pct`, else the environment's default."""
+    if req.slo.attainment_pct is not None:
+        return req.slo.attainment_pct
+    return defaults.SLO_ATTAINMENT_PCT["production" if req.is_production(env) else "other"]
 
 
 def access_reasons(req: Requirements, *, managed: bool) -> list[str]:

@@ -89,11 +89,13 @@ def service_parts(req: Requirements, catalog: Catalog) -> list[ServicePart]:
     retrieval = [m for m, t in zip(req.models, tasks) if not t.generative]
     base = req.model_dump()
     slo = req.slo
+    # what every part keeps of the service's SLO: availability, and the attainment its warm floor is planned for
+    attainment = {"availability_pct": slo.availability_pct, "attainment_pct": slo.attainment_pct,
+                  "longest_violation_minutes": slo.longest_violation_minutes}
     gen = Requirements.model_validate({
         **base, "service": f"{req.service}-{PipelinePart.GENERATOR.value}", "models": None,
         "model": generator.model_dump(), "traffic": None,
-        "slo": {"ttft_p95_ms": slo.ttft_p95_ms, "itl_p95_ms": slo.itl_p95_ms,
-                "availability_pct": slo.availability_pct}})
+        "slo": {"ttft_p95_ms": slo.ttft_p95_ms, "itl_p95_ms": slo.itl_p95_ms, **attainment}})
     operations = req.operations
     reasons: tuple[str, ...] = ()
     if operations.preference is OperationsPreference.MANAGED:
@@ -103,8 +105,7 @@ def service_parts(req: Requirements, catalog: Catalog) -> list[ServicePart]:
     ret = Requirements.model_validate({
         **base, "service": f"{req.service}-{PipelinePart.RETRIEVAL.value}",
         "models": [m.model_dump() for m in retrieval], "operations": operations.model_dump(),
-        "slo": {"latency_p95_ms": slo.latency_p95_ms, "latency_p99_ms": slo.latency_p99_ms,
-                "availability_pct": slo.availability_pct}})
+        "slo": {"latency_p95_ms": slo.latency_p95_ms, "latency_p99_ms": slo.latency_p99_ms, **attainment}})
     return [ServicePart(PipelinePart.GENERATOR, gen), ServicePart(PipelinePart.RETRIEVAL, ret, reasons)]
 
 
