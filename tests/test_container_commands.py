@@ -15,6 +15,7 @@ import os
 import posixpath
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,9 @@ from typer.testing import CliRunner
 
 from blueprints.catalog.processes import process_facts, tool_facts
 from blueprints.cli import app
+from blueprints.contracts.sections import Archetype
 from blueprints.contracts.weights import HF_EXCLUDE_PATTERNS, HF_INCLUDE_PATTERNS
+from blueprints.requirements.model import MODEL_FILE
 from blueprints.review.stack import review_stack
 from components.cluster import kubeconfig_json
 from tests.cli_tools import ROOT, tools_python
@@ -42,6 +45,7 @@ LLAMA_FILES = ["LICENSE", "README.md", "USE_POLICY.md", "config.json", "generati
 #: options have not changed in decades, so no version is recorded for them.
 POSIX_UTILITIES = {"cp", "mv", "mkdir", "dirname", "sleep", "cat", "sha256sum"}
 SHELLS = {"sh", "bash"}
+REPOSITORY_ARCHETYPES = (Archetype.TRITON_MULTI_MODEL, Archetype.ONNX_CPU)
 #: Defined before the script: bash calls it for every command PATH does not hold (PATH is empty), so each external
 #: command is recorded (one JSON line) and succeeds without running; builtins (`[`, `shift`, `exit`) run as usual.
 RECORDER = ('command_not_found_handle() { python3 -c \'import json,os,sys; '
@@ -87,11 +91,12 @@ def script_runs(where: str, image: str, argv: list[str], tmp: Path) -> list[Run]
     record.write_text("")
     bash = shutil.which("bash")
     env = {"PATH": str(tmp / "empty"), "RECORD": str(record), "HOME": str(tmp)}
-    python = shutil.which("python3")
-    assert bash and python
-    script = RECORDER.replace("python3", python) + argv[2]
+    assert bash
+    script = RECORDER.replace("python3", sys.executable) + argv[2]
     subprocess.run([bash, "-c", script, *argv[3:]], env=env, capture_output=True, text=True, timeout=60)
-    return [Run(where, image, tuple(json.loads(line))) for line in record.read_text().splitlines()]
+    runs = [Run(where, image, tuple(json.loads(line))) for line in record.read_text().splitlines()]
+    assert runs, f"{where}: its script ran no command"
+    return runs
 
 
 def runs_of(manifests: list[dict], stack: str, tmp: Path) -> list[Run]:
@@ -270,6 +275,29 @@ def test_the_sync_jobs_upload_skips_the_download_cache_and_the_benchmark_fetches
     filters = parsed[tuple(cp)]["filters"]
     assert parsed[tuple(cp)]["dir_op"] is True and filters[0] == ["--exclude", "*"]
     assert {f[0] for f in filters[1:]} >= {"--include"}
+
+
+def test_a_triton_repository_pod_copies_only_the_config_and_the_file_its_backend_loads(bundled_previews, tmp_path):
+    """Every Triton-repository stack's fetch-weights copy, filtered by awscli's own filter over a Hugging Face ONNX
+    export's listing: `config.pbtxt`, the loaded file (`MODEL_FILE`) and its external data only; no other ONNX
+    variant, safetensors or tokenizer. A model the server reads whole (no loaded file) gets every file."""
+    entries, expected = [], []
+    for stack, report in bundled_previews.items():
+        if report.is_platform or report.blueprint.archetype not in REPOSITORY_ARCHETYPES:
+            continue
+        models = {m.name: m for m in report.blueprint.models}
+        for run in runs_of(report.manifests, stack, tmp_path):
+            if run.program != "aws" or not run.where.endswith(" fetch-weights"):
+                continue
+            name = run.argv[3].rstrip("/").rsplit("/", 1)[1]
+            file = MODEL_FILE.get(models[name].format, "") if name in models else ""
+            listing = ["config.pbtxt", f"1/onnx/{file or 'model.onnx'}", f"1/onnx/{file or 'model.onnx'}_data",
+                       "1/onnx/model_quantized.onnx", "1/model.safetensors", "1/pytorch_model.bin", "1/tokenizer.json"]
+            entries.append({"argv": ["aws", *run.argv[1:]], "keys": listing})
+            expected.append(listing[:3] if file else listing)
+    assert len(entries) >= 3 and any(e != e_all for e, e_all in zip(expected, (x["keys"] for x in entries)))
+    results = in_tools_venv("aws_argv.py", entries)["results"]
+    assert [r["kept"] for r in results] == expected
 
 
 def test_a_misspelt_aws_option_is_refused_by_the_same_parse():
