@@ -215,7 +215,8 @@ def test_the_weights_jobs_hf_download_requests_every_safetensors_file(chat_prod_
     assert call["allow_patterns"] == list(HF_INCLUDE_PATTERNS) and call["ignore_patterns"] == list(HF_EXCLUDE_PATTERNS)
     assert call["local_dir"] == upload["args"][0]  # `aws s3 sync <local_dir> s3://...` uploads what was downloaded
     kept = selected(call, LLAMA_FILES, tmp_path)
-    assert [f for f in kept if f.endswith(".safetensors")] == [f"model-0000{i}-of-00004.safetensors" for i in range(1, 5)]
+    shards = [f"model-0000{i}-of-00004.safetensors" for i in range(1, 5)]
+    assert [f for f in kept if f.endswith(".safetensors")] == shards
     assert "model.safetensors.index.json" in kept and "tokenizer.json" in kept and "config.json" in kept
     assert not [f for f in kept if f.startswith("original/")]
 
@@ -271,7 +272,8 @@ def test_the_sync_jobs_upload_skips_the_download_cache_and_the_benchmark_fetches
     upload = next(a for a in argvs if "--exclude" in a and ".cache/*" in a)
     cp = next(a for a in argvs if a[2] == "cp")
     parsed = {tuple(r["argv"]): r["received"][0]["args"] for r in in_tools_venv("aws_argv.py", [upload, cp])["results"]}
-    assert parsed[tuple(upload)]["filters"] == [["--exclude", ".cache/*"]] and parsed[tuple(upload)]["progress"] is False
+    assert parsed[tuple(upload)]["filters"] == [["--exclude", ".cache/*"]]
+    assert parsed[tuple(upload)]["progress"] is False
     filters = parsed[tuple(cp)]["filters"]
     assert parsed[tuple(cp)]["dir_op"] is True and filters[0] == ["--exclude", "*"]
     assert {f[0] for f in filters[1:]} >= {"--include"}
