@@ -26,7 +26,8 @@ AS_OF ?= 2026-12-01
 # checkov scans the rendered manifests in the test suite. It lives in a virtualenv of its own: installed into the
 # project's, it downgrades packages pulumi needs. The same virtualenv holds xds-protos (Envoy's data-plane-api as
 # Python protobufs, which need protobuf 6 while pulumi-policy pins 5): the suite parses the proxy's configuration
-# with them. Pinned in tests/tools/checkov.in, locked with hashes in tests/tools/checkov.lock.
+# with them, and huggingface_hub and awscli parse our containers' command lines with their own CLIs (huggingface_hub
+# pins a typer below the project's). Pinned in tests/tools/checkov.in, locked with hashes in tests/tools/checkov.lock.
 CHECKOV_VENV := .venv-checkov
 CHECKOV_LOCK := tests/tools/checkov.lock
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed

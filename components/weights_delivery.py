@@ -59,6 +59,18 @@ REPOSITORY_LAYOUT = (f'if [ -n "$3" ] && [ ! -e "$2/1/$3" ] && [ -e "$2/1/{HF_ON
                      f'mv "$2/1/{HF_ONNX_FOLDER}/"* "$2/1/" || exit 1; fi')
 
 
+#: The copy of a model whose backend loads one file (`$3`, `loaded_file`) takes only that file, its external data and
+#: the model's `config.pbtxt`, from the version folder or its Hugging Face `onnx/` subfolder. Triton's onnxruntime
+#: backend (r25.10 src/onnxruntime.cc L403-428, `LoadModel`) opens `<repository>/<version>/<default_model_filename,
+#: else model.onnx>` by path (`OnnxLoader::LoadSession(is_path=true)`, L982-983), and ONNX Runtime reads external data
+#: files beside it by the names the graph gives: Optimum's `model.onnx_data`, PyTorch's `model.onnx.data`, hence
+#: `$3*`. Everything else in the prefix (other ONNX variants such as `model_quantized.onnx`, safetensors, PyTorch or
+#: TensorFlow copies of a Hugging Face export) stays in the store. awscli applies filters in order, the last match
+#: deciding (`--exclude "*"` first).
+LOADED_FILE_FILTERS = ('--exclude "*" --include config.pbtxt --include "1/$3*" '
+                       f'--include "1/{HF_ONNX_FOLDER}/$3*"')
+
+
 def loaded_file(bp: Blueprint, model: ServedModel) -> str:
     """The file a Triton-repository archetype's backend loads from the model's version folder (`MODEL_FILE`), or ""
     when the server reads the whole folder (vLLM, the python backend)."""
@@ -67,8 +79,10 @@ def loaded_file(bp: Blueprint, model: ServedModel) -> str:
 
 
 def fetch_weights_container(bp: Blueprint, bucket_name: pulumi.Input[str], models: list[ServedModel]) -> dict:
-    """Init container: `aws s3 sync s3://<bucket>/models/<name>/ /models/<name>` for each model, with the pod's role,
-    then the file its backend loads moved into the version folder from a Hugging Face layout (`REPOSITORY_LAYOUT`).
+    """Init container: `aws s3 sync s3://<bucket>/models/<name>/ /models/<name>` for each model, with the pod's role
+    (only `config.pbtxt` and the loaded file with its external data when the backend loads one file:
+    `LOADED_FILE_FILTERS`), then that file moved into the version folder from a Hugging Face layout
+    (`REPOSITORY_LAYOUT`).
 
     Memory and ephemeral-storage limits are sized from the models (the copied files land in the `models` emptyDir,
     which is charged to the pod's ephemeral storage). Its security context comes with the pod's hardening
@@ -78,9 +92,11 @@ def fetch_weights_container(bp: Blueprint, bucket_name: pulumi.Input[str], model
     for m in models:
         script_args += [pulumi.Output.concat("s3://", bucket_name, f"/{MODELS_PREFIX}/{m.name}/"),
                         f"{MODELS_MOUNT}/{m.name}", loaded_file(bp, m)]
-    # One `aws s3 sync` per model, through `sh -c` with positional parameters (no string templating of the values).
-    loop = ('while [ "$#" -gt 2 ]; do aws s3 sync "$1" "$2" --no-progress --only-show-errors || exit 1; '
-            f'{REPOSITORY_LAYOUT}; shift 3; done')
+    # One `aws s3 sync` per model, through `sh -c` with positional parameters (no string templating of the values):
+    # only the loaded file's (`LOADED_FILE_FILTERS`) when the backend loads one file, else the whole prefix.
+    sync = 'aws s3 sync "$1" "$2" --no-progress --only-show-errors'
+    loop = (f'while [ "$#" -gt 2 ]; do if [ -n "$3" ]; then {sync} {LOADED_FILE_FILTERS} || exit 1; '
+            f'else {sync} || exit 1; fi; {REPOSITORY_LAYOUT}; shift 3; done')
     return s3_copy_container("fetch-weights", bp, loop=loop, args=script_args,
                              requests=copy_resources(m.weights_gib for m in models), volume="models",
                              mount=MODELS_MOUNT)

@@ -47,6 +47,21 @@ HF_XET_CACHE_ENV = "HF_XET_CHUNK_CACHE_SIZE_BYTES"
 HF_DOWNLOAD_GIB_PER_S = 0.05
 
 
+def hf_download_command(repo: str, local_dir: str) -> list[str]:
+    """The download step's argv: `hf download <repo> --local-dir <dir>`, then one `--include PATTERN` per
+    `HF_INCLUDE_PATTERNS` entry and one `--exclude PATTERN` per `HF_EXCLUDE_PATTERNS` entry.
+
+    One value per flag: in huggingface_hub 1.x `hf download` is a Typer command whose `--include`/`--exclude` take
+    one value each (huggingface_hub 1.21.0 cli/download.py L79-90, `list[str]` options); `--include a b c` makes
+    `b c` positional file names, the CLI then ignores the patterns ("Ignoring `--include` since filenames have been
+    explicitly set", L186-189) and fetches no `*.safetensors`. The version the image carries:
+    blueprints/catalog/processes.yaml `tools`.
+    """
+    return ["hf", "download", repo, "--local-dir", local_dir,
+            *(arg for pattern in HF_INCLUDE_PATTERNS for arg in ("--include", pattern)),
+            *(arg for pattern in HF_EXCLUDE_PATTERNS for arg in ("--exclude", pattern))]
+
+
 @dataclass(frozen=True)
 class AdapterSource:
     """A LoRA adapter (`engine.lora.adapters`) as a sync Job copies it: from `source_uri` into `models/<name>/` of the
@@ -229,7 +244,10 @@ class WeightsSync(pulumi.ComponentResource):
                         {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
                         # hf_xet's chunk cache (10 GB by default before hf_xet 1.2, blueprints/catalog/processes.yaml)
                         # would share the scratch volume sized for the weights; a one-off download reuses nothing.
-                        {"name": HF_XET_CACHE_ENV, "value": "0"}]
+                        {"name": HF_XET_CACHE_ENV, "value": "0"},
+                        # The CLI asks PyPI for a newer huggingface_hub on every start unless this is set
+                        # (huggingface_hub 1.21.0 cli/hf.py main -> _cli_utils.py check_cli_update L995-997).
+                        {"name": "HF_HUB_DISABLE_UPDATE_CHECK", "value": "1"}]
         if self.token_secret is not None:
             download_env.append({"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": {
                 "name": self.token_secret.metadata.name, "key": HF_TOKEN_KEY}}})
@@ -238,8 +256,7 @@ class WeightsSync(pulumi.ComponentResource):
                 "name": "download",
                 "image": defaults.HF_DOWNLOAD_IMAGE,
                 # Only what vLLM loads (safetensors, configs, tokenizer): never Meta's `original/*.pth` copy.
-                "command": ["hf", "download", repo, "--local-dir", local,
-                            "--include", *HF_INCLUDE_PATTERNS, "--exclude", *HF_EXCLUDE_PATTERNS],
+                "command": hf_download_command(repo, local),
                 "env": download_env,
                 "resources": resources,
                 "volumeMounts": [{"name": "scratch", "mountPath": SCRATCH_MOUNT}],

@@ -1,5 +1,6 @@
 """Command-line tools some tests run (Prometheus's promtool, Alertmanager's amtool): found on PATH, else skipped locally
-with how to install them, and a failure under CI (`.ci/run` installs them)."""
+with how to install them, and a failure under CI (`.ci/run` installs them); and the Python of the test suite's separate
+tools virtualenv (`.venv-checkov`, tests/tools/checkov.in)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
 
 #: tool -> the Debian/Ubuntu package that ships it.
 PACKAGES = {"promtool": "prometheus", "amtool": "prometheus-alertmanager"}
@@ -31,3 +35,15 @@ def version(name: str) -> tuple[int, int]:
     found = re.search(r"version (\d+)\.(\d+)", out.stdout + out.stderr)
     assert found, out
     return int(found.group(1)), int(found.group(2))
+
+
+def tools_python() -> Path:
+    """The tools virtualenv's Python (beside `$CHECKOV`, else `.venv-checkov`); skips the test when it is missing
+    (fails it when `CHECKOV` or `CI` says it should be there)."""
+    checkov = os.environ.get("CHECKOV")
+    path = Path(checkov).parent / "python" if checkov else ROOT / ".venv-checkov" / "bin" / "python"
+    if not path.exists():
+        if checkov or os.environ.get("CI"):
+            pytest.fail(f"{path} not found; run `make checkov`")
+        pytest.skip("the tools virtualenv is not installed: `make test` (or `make checkov`) creates it")
+    return path

@@ -4,16 +4,12 @@ Python protobufs, in the tools virtualenv `make test` creates): every field name
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-from pathlib import Path
-
-import pytest
 
 from components.access import proxy_config
 from tests.blueprint_builders import onnx_blueprint, triton_blueprint
+from tests.cli_tools import tools_python
 
-ROOT = Path(__file__).resolve().parents[1]
 PARSE = """
 import json, sys
 from google.protobuf import json_format
@@ -27,16 +23,6 @@ for name, config in json.load(sys.stdin).items():
     json_format.ParseDict(config, bootstrap_pb2.Bootstrap())  # raises on any unknown field or enum value
     print(name)
 """
-
-
-def tools_python() -> Path:
-    checkov = os.environ.get("CHECKOV")
-    path = Path(checkov).parent / "python" if checkov else ROOT / ".venv-checkov" / "bin" / "python"
-    if not path.exists():
-        if checkov or os.environ.get("CI"):
-            pytest.fail(f"{path} not found; run `make checkov`")
-        pytest.skip("the tools virtualenv is not installed: `make test` (or `make checkov`) creates it")
-    return path
 
 
 def parse(configs: dict) -> subprocess.CompletedProcess:

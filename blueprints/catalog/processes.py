@@ -1,5 +1,6 @@
 """Process catalog: how each pinned image's process runs, per image and version (`processes.yaml`, with sources): its
-user, where its ports listen, what SIGTERM does, where it writes, its HTTP keep-alive and the caches it fills.
+user, where its ports listen, what SIGTERM does, where it writes, its HTTP keep-alive, the caches it fills and the
+version of each program our containers run in it (`tools`).
 
 `load_process_catalog()` reads it once per process. The components (hardening's user, the drain window, the proxy's
 timeouts) and the offline checks of `blueprints.review.deployability.processes` read the same rows.
@@ -42,6 +43,20 @@ class ProxyDefaults(_Record):
     route_timeout_s: int = Field(ge=0)
 
 
+class Tool(_Record):
+    """A program the image runs for us, at the version the image carries, and how that version is known."""
+
+    command: str = Field(description="the program as a container names it: command[0]'s base name, or a command of "
+                                     "its `sh -c` script")
+    package: str = Field(description="the distribution the program comes from")
+    entrypoint: bool = Field(default=False, description="the image's ENTRYPOINT runs it for a container that names "
+                                                         "no command")
+    version: str = Field(pattern=r"^[0-9][0-9A-Za-z.+\-]*$", description="its version inside the image")
+    parsed_by: str | None = Field(description="the test that parses our argv with the tool's own parser at that "
+                                              "version (or the parser it stands in with); None: not parsed")
+    source: str = Field(description="how the version was determined, with sources")
+
+
 class ProcessFacts(_Record):
     """One pinned image's process."""
 
@@ -55,6 +70,7 @@ class ProcessFacts(_Record):
     keep_alive_s: int | None = Field(default=None, ge=1, description="idle HTTP/1.1 connections closed after, s")
     keep_alive_env: str | None = None
     caches: list[Cache] = Field(default_factory=list)
+    tools: list[Tool] = Field(default_factory=list, description="the programs our containers run in it")
     proxy_defaults: ProxyDefaults | None = None
     fp8_kv_default_attention_from: float | None = Field(default=None, ge=5.0, le=12.0, description="compute "
                                                         "capability from which an FP8 KV cache keeps the engine's "
@@ -93,3 +109,10 @@ def load_process_catalog() -> dict[str, ProcessFacts]:
 def process_facts(image: str) -> ProcessFacts | None:
     """The facts of `image` (repository:tag), or None for an image the catalog does not know."""
     return load_process_catalog().get(image)
+
+
+def tool_facts(image: str, command: str) -> Tool | None:
+    """The version facts of program `command` (a base name: `hf`, `aws`) inside `image`, or None when the catalog
+    does not say which version that image carries."""
+    facts = process_facts(image)
+    return next((t for t in facts.tools if t.command == command), None) if facts else None

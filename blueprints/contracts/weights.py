@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 #: Files a Hugging Face download keeps: safetensors weights and their index, configs, tokenizer and chat template
 #: files. Meta's repositories also ship `original/*.pth` (a second full copy of the weights, for Meta's own code):
 #: vLLM loads safetensors, so that folder is never downloaded (Llama-3.1-8B: ~16 GB more).
-#: Source: `hf download --help` (huggingface_hub >= 0.34: `--include`/`--exclude` glob patterns); vLLM loads
+#: Passed as one `--include`/`--exclude` per pattern (`components.weights_sync.hf_download_command`): the image's
+#: huggingface_hub is 1.21.0 (blueprints/catalog/processes.yaml `tools`), whose `hf download` options take one value
+#: each (cli/download.py L79-90) and match them as `snapshot_download` allow/ignore patterns (fnmatch). vLLM loads
 #: `*.safetensors` when present (vllm/model_executor/model_loader/default_loader.py, `_prepare_weights`).
 HF_INCLUDE_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "*.json", "*.model", "*.tiktoken", "*.txt",
                        "*.jinja")

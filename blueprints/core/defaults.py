@@ -275,7 +275,11 @@ SHM_GIB_PER_TP_RANK = 2.0
 #: (deployments/static/nvidia-device-plugin.yml); v0.18.0 released 2025-10.
 NVIDIA_DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.18.0"
 #: Image of the one-off Hugging Face download step of the weights sync Job: the pinned vLLM image already ships the
-#: `huggingface_hub` CLI (`hf download`), so no unpinned `pip install` happens at run time.
+#: `huggingface_hub` CLI (`hf download`, huggingface_hub 1.21.0 as resolved at its build: blueprints/catalog/
+#: processes.yaml `tools`), so no unpinned `pip install` happens at run time. Kept although it is ~10 GB on a system
+#: node: no smaller upstream image with a pinned huggingface_hub could be verified (Hugging Face publishes no
+#: versioned CLI image; `ghcr.io/huggingface/hf-transfer` is seen only as `latest`; Docker Hub and GHCR manifests
+#: cannot be read from here), and a generic Python image would need that run-time `pip install`.
 HF_DOWNLOAD_IMAGE = VLLM_IMAGE
 #: CPU architectures `HF_DOWNLOAD_IMAGE` is known to be published for (blueprints/catalog/images.yaml): linux/amd64
 #: (vllm-project/vllm#22206, 2025-08: "linux/amd64 is the only build offered"), so the sync Job of an `hf://` model
