@@ -25,6 +25,8 @@ from blueprints.contracts.sections import Archetype
 OPENAI_BASE_PATH = "/v1"
 #: The KServe v2 protocol's base path (Triton's HTTP endpoint, ONNX Runtime served the same way).
 KSERVE_V2_BASE_PATH = "/v2"
+#: The OpenAI API's inference paths under its base, by the plan's `traffic.api`.
+OPENAI_INFERENCE_PATHS = {"chat": "/chat/completions", "completions": "/completions"}
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ def inference_path(bp: Blueprint) -> ClientPath:
     """The request the example calls: vLLM's chat or completions API (the plan's `traffic.api`), KServe v2 infer."""
     if bp.archetype is Archetype.VLLM_GPU:
         api = bp.model.traffic.api if bp.model.traffic is not None else "chat"
-        return ClientPath("POST", "/chat/completions" if api == "chat" else "/completions", f"OpenAI {api} API")
+        return ClientPath("POST", OPENAI_INFERENCE_PATHS[api], f"OpenAI {api} API")
     return ClientPath("POST", f"/models/{bp.model.name}/infer", "KServe v2 inference")
 
 
