@@ -3,8 +3,8 @@
 vLLM's own key check guards only `/v1/*` (its `/invocations`, `/metrics`, `/tokenize`, `/pooling`, `/score` and
 `/rerank` stay open on the same port), and Triton has no key check at all, so the load balancer never reaches an
 engine: it reaches Envoy in the same pod, which passes the engine's client paths only with `Authorization: Bearer
-<key>`, the health path without, and answers everything else itself (401 for a client path without the key, 404 for
-any other path). The engine port is then reachable only from inside the pod and from the monitoring namespace
+<key>` (the scheme in any case, like vLLM), the health path without, and answers everything else itself (401 for a
+client path without the key, 404 for any other path). The engine port is then reachable only from inside the pod and from the monitoring namespace
 (`components.network_policy`).
 
 The key is a Pulumi secret: `servingblueprints:apiKey` when set, else a pulumi-random password. It lives in one
@@ -73,18 +73,25 @@ def api_key_env(secret_name: pulumi.Input[str], env_name: str = "API_KEY") -> di
 
 
 def checked_api_key(key: str | None) -> str:
-    """`key` when it can guard an endpoint: at least `defaults.MIN_API_KEY_CHARS` characters, not blank. Checked where
-    the secret is decrypted (the stack file holds only its ciphertext).
+    """`key` when it can guard an endpoint: at least `defaults.MIN_API_KEY_CHARS` characters, no whitespace (the
+    token of `Authorization: Bearer <token>` has none, and the proxy's check relies on it:
+    `blueprints.contracts.proxy.api_key_matchers`). Checked where the secret is decrypted (the stack file holds only
+    its ciphertext).
 
     Raises:
-        pulumi.RunError: the key is empty or too short; the message names the config key and the fix.
+        pulumi.RunError: the key is empty, too short or holds whitespace; the message names the config key and the
+            fix.
     """
+    fix = ("`pulumi config set --secret servingblueprints:apiKey \"$(openssl rand -hex 20)\"`, or remove it for a "
+           "generated key")
     if key is None or len(key.strip()) < defaults.MIN_API_KEY_CHARS:
         length = 0 if key is None else len(key.strip())
         raise pulumi.RunError(
             f"servingblueprints:apiKey has {length} characters; an API key needs at least "
-            f"{defaults.MIN_API_KEY_CHARS} random ones: `pulumi config set --secret servingblueprints:apiKey "
-            "\"$(openssl rand -hex 20)\"`, or remove it for a generated key")
+            f"{defaults.MIN_API_KEY_CHARS} random ones: {fix}")
+    if any(c.isspace() for c in key):
+        raise pulumi.RunError("servingblueprints:apiKey holds whitespace, which no `Authorization: Bearer <key>` "
+                              f"header can carry; set a key without any: {fix}")
     return key
 
 

@@ -24,6 +24,7 @@ import pulumi_random as random
 
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog.addons import load_platform_catalog
+from blueprints.contracts.client_api import api_base_path
 from blueprints.contracts.observability import scaling_signal
 from components.labels import recommended_labels
 from components.rollout import progress_deadline_s
@@ -80,8 +81,8 @@ def interceptor_route_spec(bp: Blueprint, service_name: str) -> dict:
 
 class KubernetesScaler(pulumi.ComponentResource):
     """A KEDA ScaledObject (the plan's signal; with scale to zero also the HTTP add-on's InterceptorRoute and proxy
-    Service) or, for CPU archetypes, an HPA on CPU. Outputs: `kind`, `endpoint` (the proxy URL when scaled to zero,
-    else None)."""
+    Service) or, for CPU archetypes, an HPA on CPU. Outputs: `kind`, `endpoint` (the proxy URL, ending in the API's base
+    path, when scaled to zero; else None)."""
 
     def __init__(self, name: str, args: KubernetesScalerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("servingblueprints:index:KubernetesScaler", name, None, opts)
@@ -155,8 +156,9 @@ class KubernetesScaler(pulumi.ComponentResource):
             spec={"type": "ExternalName", "external_name": proxy_host,
                   "ports": [{"name": "http", "port": int(proxy_port), "protocol": "TCP"}]},
             opts=child)
+        # The interceptor routes by Host (port stripped) and forwards the path unchanged: the URL keeps the API's base.
         self.endpoint = pulumi.Output.concat("http://", proxy.metadata.name, ".", args.namespace,
-                                             f".svc.cluster.local:{proxy_port}")
+                                             f".svc.cluster.local:{proxy_port}{api_base_path(bp)}")
         trigger = {"type": "external-push", "metadata": {"scalerAddress": addon.endpoints["external-scaler"],
                                                          "interceptorRoute": bp.workload_name}}
         return [route], trigger

@@ -77,7 +77,8 @@ class OnnxRuntimeService(pulumi.ComponentResource):
     """ONNX Runtime on CPU: ServiceAccount, Deployment (requests == limits; threads == CPU limit) and Service.
 
     Attributes for monitoring: `selector` and `metrics_port_name` (`metrics`, on a ClusterIP Service only).
-    Outputs: `service_name`, `deployment_name`, `endpoint` (in-cluster HTTP URL, KServe v2 protocol).
+    Outputs: `service_name`, `deployment_name`, `endpoint` (the URL clients use, ending in `/v2`: KServe v2
+    protocol; `ServingObjects.endpoint`).
     """
 
     def __init__(self, name: str, args: OnnxRuntimeServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -103,9 +104,7 @@ class OnnxRuntimeService(pulumi.ComponentResource):
         self.metrics_port_name = "metrics"
         self.service_name = self.service.metadata.name
         self.deployment_name = self.deployment.metadata.name
-        path = f"/v2/models/{bp.model.name}"
-        self.endpoint = objects.client_url(bp, path) if args.expose else pulumi.Output.concat(
-            "http://", self.service.metadata.name, ".", namespace, f".svc.cluster.local{path}")
+        self.endpoint = objects.endpoint(bp, namespace, expose=args.expose)
         self.register_outputs({"service_name": self.service_name, "deployment_name": self.deployment_name,
                                "endpoint": self.endpoint})
 

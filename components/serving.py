@@ -188,7 +188,8 @@ def operations(name: str, bp: Blueprint, target: ServiceTarget, workload, *, nam
                opts: pulumi.ResourceOptions) -> dict[str, pulumi.Input]:
     """The workload's autoscaler (KEDA on the plan's signal, or a CPU HPA; none for a fixed replica count) and its
     SLO monitoring (only where the cluster runs kube-prometheus-stack, `Blueprint.monitored`). A service that scales
-    to zero is reached through the KEDA HTTP interceptor: its `endpoint` output is the proxy URL."""
+    to zero is reached through the KEDA HTTP interceptor: its `endpoint` output is the proxy URL, ending in the API's
+    base path like every endpoint (`blueprints.contracts.client_api`)."""
     outputs: dict[str, pulumi.Input] = {"autoscaler": f"none ({bp.autoscaling.min_replicas} fixed replicas)",
                                         "alerts": []}
     if bp.autoscaling.metric != FIXED_REPLICAS:

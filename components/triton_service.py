@@ -201,7 +201,8 @@ class TritonService(pulumi.ComponentResource):
     startup budget from the blueprint.
 
     Attributes for monitoring: `selector` (Service labels) and `metrics_port_name` (`metrics`, on a ClusterIP
-    Service only). Outputs: `service_name`, `deployment_name`, `endpoint` (the URL clients use).
+    Service only). Outputs: `service_name`, `deployment_name`, `endpoint` (the URL clients use, ending in `/v2`;
+    `ServingObjects.endpoint`).
     """
 
     def __init__(self, name: str, args: TritonServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -227,8 +228,7 @@ class TritonService(pulumi.ComponentResource):
         self.metrics_port_name = "metrics"
         self.service_name = self.service.metadata.name
         self.deployment_name = self.deployment.metadata.name
-        self.endpoint = objects.client_url(bp, "/v2") if args.expose else pulumi.Output.concat(
-            "http://", self.service.metadata.name, ".", namespace, ".svc.cluster.local/v2")
+        self.endpoint = objects.endpoint(bp, namespace, expose=args.expose)
         self.register_outputs({"service_name": self.service_name, "deployment_name": self.deployment_name,
                                "endpoint": self.endpoint})
 

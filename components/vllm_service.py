@@ -124,8 +124,8 @@ class VllmService(pulumi.ComponentResource):
     probe and progress deadline follow the blueprint's startup budget. vLLM also checks the key itself on `/v1/*`
     (`VLLM_API_KEY` from the Secret), behind the proxy that guards every path.
 
-    Outputs: `service_name`, `deployment_name`, `endpoint` (the URL clients use: the load balancer's, or in-cluster
-    without `expose`).
+    Outputs: `service_name`, `deployment_name`, `endpoint` (the URL clients use, ending in `/v1`: the load balancer's,
+    or in-cluster without `expose`; `ServingObjects.endpoint`).
     """
 
     def __init__(self, name: str, args: VllmServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -154,8 +154,7 @@ class VllmService(pulumi.ComponentResource):
         self.router = VllmRouter(f"{name}-router", VllmRouterArgs(
             blueprint=bp, namespace=namespace, endpoint=args.endpoint, engine_selector=self.selector,
             node_selector=args.router_node_selector), opts=child) if bp.router is not None else None
-        self.endpoint = objects.client_url(bp, "/v1") if args.expose else pulumi.Output.concat(
-            "http://", self.service.metadata.name, ".", namespace, ".svc.cluster.local/v1")
+        self.endpoint = objects.endpoint(bp, namespace, expose=args.expose)
         self.register_outputs({"service_name": self.service_name, "deployment_name": self.deployment_name,
                                "endpoint": self.endpoint})
 

@@ -14,6 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from blueprints.catalog.addons import load_platform_catalog
+from blueprints.contracts.client_api import api_base_path
 from blueprints.contracts.proxy import service_app_protocol
 from blueprints.core import defaults
 from blueprints.contracts.blueprint import Blueprint
@@ -70,13 +71,19 @@ class ServingObjects:
             return (ingress[0].hostname or ingress[0].ip or "") if ingress else ""
         return (self.ingress or self.service).status.apply(host)
 
-    def client_url(self, bp: Blueprint, path: str) -> pulumi.Output[str]:
-        """The URL clients use: the load balancer's or Ingress's address (or the plan's hostname); for a NodePort,
-        `<node-address>:<node port>` (any node's address on the site network)."""
+    def endpoint(self, bp: Blueprint, namespace: pulumi.Input[str], *, expose: bool) -> pulumi.Output[str]:
+        """The `endpoint` output: the URL clients use, ending in the engine API's base path
+        (`blueprints.contracts.client_api.api_base_path`). Exposed: the load balancer's or Ingress's address (or the
+        plan's hostname); for a NodePort, `<node-address>:<node port>` (any node's address on the site network).
+        Otherwise the serving Service's in-cluster name."""
+        base = api_base_path(bp)
+        if not expose:
+            return pulumi.Output.concat("http://", self.service.metadata.name, ".", namespace, ".svc.cluster.local",
+                                        base)
         if bp.network.exposure.via is ExposureVia.NODE_PORT:
             port = self.service.spec.apply(lambda spec: str(spec.ports[0].node_port or "<node port>"))
-            return client_url(bp, "<node-address>", path, port=port)
-        return client_url(bp, self.load_balancer_host, path)
+            return client_url(bp, "<node-address>", base, port=port)
+        return client_url(bp, self.load_balancer_host, base)
 
 
 def with_proxy(spec: dict, secret_name: pulumi.Input[str], *, pod_start_s: int, lifecycle: dict,

@@ -14,6 +14,7 @@ from blueprints.cli import app
 from blueprints.review.preview import mock_secret_value, run_under_mocks
 from components.access import ApiKey, ApiKeyArgs, proxy_config, proxy_routes
 from tests.blueprint_builders import onnx_blueprint, triton_blueprint
+from tests.request_routing import Request, envoy_managers, envoy_route
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "k" * 40
@@ -27,7 +28,8 @@ def routes_by_path(bp) -> list[tuple[dict, str]]:
 
 def test_vllm_proxy_passes_only_the_openai_paths_with_the_key_and_health_without(chat_prod):
     routes = routes_by_path(chat_prod)
-    keyed = {"headers": [{"name": "authorization", "string_match": {"exact": f"Bearer {KEY}"}}]}
+    keyed = {"headers": [{"name": "authorization", "string_match": {"safe_regex": {"regex": r"(?i:bearer) \S+"}}},
+                         {"name": "authorization", "string_match": {"suffix": f" {KEY}"}}]}
     assert routes[0] == ({"path": "/health"}, "engine")
     assert ({"path": "/v1/chat/completions", **keyed}, "engine") in routes
     assert ({"path_separated_prefix": "/v1/models", **keyed}, "engine") in routes
@@ -78,7 +80,7 @@ def test_a_generated_key_is_in_the_secret_with_the_proxy_config_and_exported_onl
     run = run_under_mocks(body, stack=chat_prod.stack)
     expected = mock_secret_value("chat-prod-api-key-value", 40)
     assert len(seen) == 1 and seen[0]["api-key"] == expected
-    assert f"Bearer {expected}" in seen[0]["envoy.json"]
+    assert f'"suffix": " {expected}"' in seen[0]["envoy.json"]  # the key's header matcher
     assert run.outputs == {"api_key": "[secret]"}
     assert expected not in json.dumps([r.inputs for r in run.records])
     [secret] = run.of_type("kubernetes:core/v1:Secret")
@@ -112,6 +114,50 @@ def test_an_empty_or_short_given_key_is_refused_where_it_is_decrypted(chat_prod,
 
     with pytest.raises(Exception, match=r"servingblueprints:apiKey has \d+ characters; an API key needs at least 32"):
         run_under_mocks(body, stack=chat_prod.stack)
+
+
+def test_a_given_key_with_whitespace_is_refused_where_it_is_decrypted(chat_prod):
+    import pulumi
+
+    def body():
+        value = pulumi.Output.secret("k" * 20 + " " + "k" * 20)
+        key = ApiKey("k", ApiKeyArgs(blueprint=chat_prod, namespace="ns", value=value))
+        return {"key": key.api_key}
+
+    with pytest.raises(Exception, match=r"servingblueprints:apiKey holds whitespace"):
+        run_under_mocks(body, stack=chat_prod.stack)
+
+
+def vllm_accepts(authorization: str | None, key: str) -> bool:
+    """vLLM v0.24.0's own key check, `AuthenticationMiddleware.verify_token`
+    (vllm/entrypoints/serve/utils/server_utils.py:60-74): `scheme, _, param = value.partition(" ")`, the scheme
+    compared lower-cased with `bearer`, then `param` equal to the key (compared by SHA-256 digest)."""
+    if not authorization:
+        return False
+    scheme, _, param = authorization.partition(" ")
+    return scheme.lower() == "bearer" and param == key
+
+
+@pytest.fixture(scope="module")
+def parsed_managers(chat_prod) -> dict[str, dict]:
+    """The vLLM and ONNX Runtime proxies' connection managers, parsed by Envoy's own protobufs."""
+    return envoy_managers({"vllm": proxy_config(chat_prod, KEY), "onnx": proxy_config(onnx_blueprint(chat_prod), KEY)})
+
+
+@pytest.mark.parametrize("authorization", [
+    f"Bearer {KEY}", f"bearer {KEY}", f"BEARER {KEY}", f"bEaReR {KEY}",   # accepted by vLLM
+    f"Bearer  {KEY}", f"Bearer x {KEY}", f"Bearer {KEY}x", f"Bearer {KEY.upper()}", f"Basic {KEY}", f"Bearer{KEY}",
+    f"Bearer {KEY[:-1]}", f"Token {KEY}", f"xBearer {KEY}", f"Bearer {KEY},Bearer {KEY}", "Bearer ", None,
+])
+def test_the_proxy_admits_exactly_the_authorization_values_vllm_admits(parsed_managers, authorization):
+    """Through Envoy's own parse of the bootstrap (xds-protos) and its route table: the scheme in any case, like the
+    engine; anything vLLM refuses is 401 at the proxy, on every engine's proxy."""
+    headers = {} if authorization is None else {"authorization": authorization}
+    for manager, path in ((parsed_managers["vllm"], "/v1/models"), (parsed_managers["onnx"], "/v2/models/m/infer")):
+        route = envoy_route(manager, Request("h", path, headers))
+        admitted = route.get("route", {}).get("cluster") == "engine"
+        assert admitted == vllm_accepts(authorization, KEY), path
+        assert admitted or route["direct_response"]["status"] == 401
 
 
 @pytest.fixture(scope="module")

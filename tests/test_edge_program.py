@@ -160,7 +160,7 @@ def test_the_ingress_terminates_tls_and_only_its_controller_reaches_the_proxy(re
     ingress = _manifest(report, "Ingress")
     assert ingress["spec"]["ingressClassName"] == "traefik"
     assert ingress["spec"]["tls"] == [{"secretName": exposure.tls_secret_name, "hosts": [exposure.hostname]}]
-    assert report.outputs["endpoint"] == f"https://{exposure.hostname}/v2/models/{report.blueprint.model.name}"
+    assert report.outputs["endpoint"] == f"https://{exposure.hostname}/v2"
     service = [m for m in report.manifests if m["kind"] == "Service"
                and m["metadata"]["name"] == report.blueprint.workload_name][0]
     assert service["spec"]["type"] == "ClusterIP"
@@ -226,7 +226,7 @@ def test_a_nodeport_with_a_tls_secret_is_served_by_the_proxy_over_tls():
     certs = chain["transport_socket"]["typed_config"]["common_tls_context"]["tls_certificates"]
     assert certs == [{"certificate_chain": {"filename": f"{PROXY_TLS_DIR}/tls.crt"},
                       "private_key": {"filename": f"{PROXY_TLS_DIR}/tls.key"}}]
-    assert run.outputs["endpoint"] == f"https://<node-address>:30443/v2/models/{bp.model.name}"
+    assert run.outputs["endpoint"] == "https://<node-address>:30443/v2"
     policy = [m for m in manifests(run) if m["kind"] == "NetworkPolicy" and m["metadata"]["name"] == bp.workload_name][0]
     [proxy_rule] = [r for r in policy["spec"]["ingress"] if r["ports"][0]["port"] == defaults.PROXY_PORT]
     assert proxy_rule["from"] == [{"ipBlock": {"cidr": "10.42.0.0/16"}}]

@@ -80,3 +80,16 @@ def test_an_unmonitored_edge_stack_has_no_dashboards(tmp_path):
     assert "dashboards" not in report.outputs
     assert report.outputs["alerting"].startswith("no Prometheus alerts")
     assert "/models/" in report.outputs["example_request"]  # KServe v2 model metadata
+
+
+def test_a_completions_stacks_example_calls_the_completions_api_with_a_prompt(chat_prod):
+    from blueprints.contracts.usage import usage
+    from tests.blueprint_builders import derive
+
+    models = chat_prod.model_dump(mode="json")["models"]
+    models[0]["traffic"]["api"] = "completions"
+    bp = derive(chat_prod, models=models)
+    request = shlex.split(usage(bp).example_request)
+    assert request[2] == f"$(pulumi stack output endpoint --stack {bp.stack})/completions"  # vLLM's /v1/completions
+    body = json.loads(request[request.index("-d") + 1])
+    assert body["prompt"] == "Hello" and "messages" not in body

@@ -2,8 +2,9 @@
 Secret (`components.access.ApiKey`) and what the offline checks judge (`blueprints.review.deployability.processes`).
 
 vLLM's own key check guards only `/v1/*` and Triton has none, so the load balancer reaches Envoy in the same pod,
-which passes the engine's client paths only with `Authorization: Bearer <key>`, the health path without, and answers
-everything else itself (401 for a client path without the key, 404 for any other path). Built as a typed dict of
+which passes the engine's client paths only with `Authorization: Bearer <key>` (the scheme in any case, as vLLM
+accepts it: `api_key_matchers`), the health path without, and answers everything else itself (401 for a client path
+without the key, 404 for any other path). Built as a typed dict of
 Envoy's v3 API (envoyproxy/envoy api/envoy/config/bootstrap/v3, route/v3 `RouteMatch`/`HeaderMatcher`,
 `DirectResponseAction`, HttpConnectionManager) and serialised to JSON.
 
@@ -136,12 +137,31 @@ def _cluster(name: str, port: int, *, http2: bool, idle_timeout_s: int) -> dict:
                 "explicit_http_config": protocol}}}
 
 
+#: The `Authorization` value's shape vLLM accepts (v0.24.0 vllm/entrypoints/serve/utils/server_utils.py:60-74
+#: `verify_token`: `scheme, _, param = value.partition(" ")`, `scheme.lower() != "bearer"` refuses, then `param` must
+#: equal a key): the scheme in any case, one space, then the token. RE2, matched against the whole value (Envoy
+#: api/envoy/type/matcher/v3/string.proto `safe_regex`; `ignore_case` has no effect on it); a fixed pattern: its RE2
+#: program size is 22 (google-re2 1.1 `programsize`), under Envoy's default `re2.max_program_size.error_level` of 100
+#: (api/envoy/type/matcher/v3/regex.proto `GoogleRE2`), whatever the key's length.
+BEARER_CREDENTIALS = r"(?i:bearer) \S+"
+
+
+def api_key_matchers(api_key: str) -> list[dict]:
+    """Envoy `HeaderMatcher`s (all must match) that admit `Authorization: <scheme> <api_key>` exactly as vLLM does:
+    `Bearer`, `bearer`, `BEARER`..., one space, the key (case-sensitive). The value is the bearer shape
+    (`BEARER_CREDENTIALS`: no whitespace after the one space) and ends in a space and the key; a key holds no
+    whitespace (`components.access.checked_api_key`), so the token is exactly the key. The key stays a literal
+    (a suffix), never part of a regex."""
+    return [{"name": "authorization", "string_match": {"safe_regex": {"regex": BEARER_CREDENTIALS}}},
+            {"name": "authorization", "string_match": {"suffix": f" {api_key}"}}]
+
+
 def proxy_routes(bp: Blueprint, api_key: str) -> list[dict]:
     """Envoy routes, first match wins: health (open), the client API with the key, the client API without it (401),
     anything else (404). Triton's authenticated requests carry its restricted-API header."""
     open_paths, keyed_paths = _path_matchers(bp)
     grpc_paths = _grpc_matchers(bp)
-    key_header = {"name": "authorization", "string_match": {"exact": f"Bearer {api_key}"}}
+    key_headers = api_key_matchers(api_key)
     timeout = f"{request_timeout_s(bp)}s"  # the longest planned response; Envoy's default route timeout is 15 s
     triton = isinstance(bp.engine, TritonEngine) or isinstance(bp.engine, OnnxRuntimeEngine)
 
@@ -154,8 +174,8 @@ def proxy_routes(bp: Blueprint, api_key: str) -> list[dict]:
 
     header = defaults.TRITON_RESTRICTED_HEADER
     routes = [{"match": m, **forward("engine", None)} for m in open_paths]
-    routes += [{"match": {**m, "headers": [key_header]}, **forward("engine", header)} for m in keyed_paths]
-    routes += [{"match": {**m, "headers": [key_header]}, **forward("engine-grpc", f"triton-grpc-protocol-{header}")}
+    routes += [{"match": {**m, "headers": key_headers}, **forward("engine", header)} for m in keyed_paths]
+    routes += [{"match": {**m, "headers": key_headers}, **forward("engine-grpc", f"triton-grpc-protocol-{header}")}
                for m in grpc_paths]
     unauthorized = {"direct_response": {"status": 401, "body": {"inline_string": "missing or invalid API key\n"}},
                     "response_headers_to_add": [{"header": {"key": "www-authenticate", "value": "Bearer"}}]}

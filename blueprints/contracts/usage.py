@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.client_api import inference_path, model_list_path, request_url
 from blueprints.contracts.observability import grafana_dashboard
 from blueprints.contracts.sections import Archetype
 
@@ -81,13 +82,16 @@ def usage(bp: Blueprint) -> Usage:
     key = _output(stack, "api_key", secret=True)
     endpoint = _output(stack, "endpoint")
     if bp.archetype is Archetype.VLLM_GPU:
-        body = json.dumps({"model": bp.model.name, "messages": [{"role": "user", "content": "Hello"}],
-                           "max_tokens": 64})
-        request = (f'curl -sS "{endpoint}/chat/completions" -H "Authorization: Bearer {key}" '
+        call = inference_path(bp)
+        prompt = ({"messages": [{"role": "user", "content": "Hello"}]} if call.path == "/chat/completions"
+                  else {"prompt": "Hello"})
+        body = json.dumps({"model": bp.model.name, **prompt, "max_tokens": 64})
+        request = (f'curl -sS "{request_url(endpoint, call)}" -H "Authorization: Bearer {key}" '
                    f"-H 'Content-Type: application/json' -d '{body}'")
     else:
-        request = (f'curl -sS "{endpoint}/models/{bp.model.name}" -H "Authorization: Bearer {key}"  # KServe v2 '
-                   f"metadata (inputs, outputs); infer: POST .../models/{bp.model.name}/infer")
+        metadata, infer = model_list_path(bp), inference_path(bp)
+        request = (f'curl -sS "{request_url(endpoint, metadata)}" -H "Authorization: Bearer {key}"  # KServe v2 '
+                   f"{metadata.purpose}; infer: {infer.method} {request_url(endpoint, infer)}")
     exposure = bp.network.exposure
     if bp.autoscaling.min_replicas == 0:
         reach = "pods in the cluster (the KEDA HTTP interceptor's in-cluster URL: it scales to zero)"

@@ -16,6 +16,7 @@ import urllib.request
 from dataclasses import dataclass
 
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.client_api import model_list_path, request_url
 from blueprints.contracts.sections import Archetype
 
 #: Seconds one request may take (an LLM's /v1/models answers in milliseconds; a cold scale-to-zero replica is
@@ -37,11 +38,9 @@ class Reply:
 
 
 def probe_url(bp: Blueprint, endpoint: str) -> str:
-    """The keyed request of the stack's engine under its `endpoint` output (which ends in `/v1` or `/v2`)."""
-    base = endpoint.rstrip("/")
-    if bp.archetype is Archetype.VLLM_GPU:
-        return f"{base}/models"
-    return f"{base}/models/{bp.model.name}"
+    """The keyed request of the stack's engine under its `endpoint` output (which ends in `/v1` or `/v2`,
+    `blueprints.contracts.client_api`)."""
+    return request_url(endpoint, model_list_path(bp))
 
 
 def get(url: str, *, api_key: str | None, context: ssl.SSLContext | None = None) -> Reply:

@@ -55,12 +55,14 @@ from dataclasses import dataclass
 from blueprints.capacity.planning import traffic_shape
 from blueprints.capacity.prefix_cache import history_hit_rate, planned_reuse, routing_for, sizing_cached_tokens
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.client_api import OPENAI_BASE_PATH, OPENAI_INFERENCE_PATHS
 from blueprints.core import defaults
 
 #: Largest `--random-range-ratio` used: [0.1x, 1.9x] the mean (the dataset requires r < 1).
 MAX_RANGE_RATIO = 0.9
 #: `vllm bench serve --backend` and `--endpoint` per planned API (module docstring).
-CLIENT_API = {"chat": ("openai-chat", "/v1/chat/completions"), "completions": ("openai", "/v1/completions")}
+CLIENT_API = {api: (backend, OPENAI_BASE_PATH + OPENAI_INFERENCE_PATHS[api])
+              for api, backend in (("chat", "openai-chat"), ("completions", "openai"))}
 
 
 @dataclass(frozen=True)

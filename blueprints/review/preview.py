@@ -32,9 +32,9 @@ from blueprints.contracts.stackconfig import (
 #: Account id used in mocked ARNs (AWS's documentation example account).
 MOCK_ACCOUNT_ID = "123456789012"
 SECRET_PLACEHOLDER = "[secret]"
-#: What a `secure:` API key decrypts to offline: long enough for the deploy-time check (`components.access`), which
-#: judges the real key when `pulumi up` decrypts it.
-OFFLINE_API_KEY = "[secret: offline stand-in for servingblueprints:apiKey]"
+#: What a `secure:` API key decrypts to offline: long enough and without whitespace for the deploy-time check
+#: (`components.access.checked_api_key`), which judges the real key when `pulumi up` decrypts it.
+OFFLINE_API_KEY = "[secret:offline-stand-in-for-servingblueprints:apiKey]"
 #: The config keys a real `pulumi up` needs set (`blueprints.contracts.deploy_inputs`) that the stack file lacks get a
 #: placeholder offline (the report names each, with the command that sets it); a non-secret CA bundle gets this PEM,
 #: so the preview shows the trust anchor the real bundle gets.
