@@ -306,6 +306,18 @@ DEREGISTRATION_S = 15
 #: Seconds a serving container is given after its preStop sleep to exit (vLLM releases its GPUs, Triton unloads its
 #: models) before the kubelet kills it. [assumption]
 EXIT_MARGIN_S = 30
+#: The Deployment field an autoscaler owns (Pulumi property path), set by Pulumi at creation only and then ignored
+#: (`ignore_changes`) wherever KEDA or an HPA scales the Deployment. Why: the HPA controller (KEDA drives one) writes
+#: `.spec.replicas` through the scale subresource, and "whenever a field's value does change, ownership moves from its
+#: current manager to the manager making the change" (kubernetes.io/docs/reference/using-api/server-side-apply/
+#: #field-management); Pulumi's next server-side apply of its own value then fails "conflict with
+#: kube-controller-manager with subresource scale: .spec.replicas" (pulumi/pulumi-kubernetes#2491, #2569) or, forced
+#: (`pulumi.com/patchForce` / `enablePatchForce`, provider/pkg/await/await.go `patchForce`), resets the fleet. With the
+#: path ignored, the provider's `handleSSAIgnoreFields` (provider/pkg/await/await.go, unchanged since v4.9.0 #2828,
+#: read at the mirror's 94977969, 2026-07-01) drops the field from the apply patch when another manager owns it and
+#: we do not, and otherwise re-sends the live value; pulumi-kubernetes recommends ignoreChanges for fields a
+#: controller overrides (#2258). Pinned pulumi-kubernetes: 4.34.2 (uv.lock).
+AUTOSCALED_REPLICAS_PATH = "spec.replicas"
 #: CloudWatch log types of the EKS control plane enabled with audit logging (EKS API `ClusterLoggingTypes`).
 EKS_CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 
