@@ -23,9 +23,9 @@ each installs, the objects its webhooks guard, its per-node DaemonSets, its Pod 
 - `prometheus-address`: a KEDA Prometheus trigger queries the Prometheus the platform (or cluster) runs;
 - `api-reachable`, `aws-apis-reachable`: a private cluster admits the deploy runner's network on 443; every node,
   add-on and pod reaches every AWS API it calls through an endpoint or NAT (`blueprints/catalog/endpoints.yaml`);
-- `probe-reachable`, `drain-before-sigterm`, `proxy-timeouts`, `writable-paths`, `scratch-caches`: every container
-  against how its image's process runs (`blueprints/catalog/processes.yaml`: listen addresses, SIGTERM, writes,
-  keep-alive, caches);
+- `probe-reachable`, `drain-before-sigterm`, `probe-kill-drain`, `proxy-timeouts`, `writable-paths`,
+  `scratch-caches`: every container against how its image's process runs (`blueprints/catalog/processes.yaml`:
+  listen addresses, SIGTERM, writes, keep-alive, caches; the kubelet's probe kills);
 - `scrapes-hidden-components`: kube-prometheus-stack on EKS scrapes no component EKS hides (and never pages on it);
 - `eks-zones`: an EKS platform's new subnets are placed by zone ID, never where EKS refuses cluster subnets;
 - `listener-attributes`: an NLB listener attribute annotation names a listener the controller builds (TLS-443 on a
