@@ -10,7 +10,8 @@ deadline, graceful drain, zone spread and the PodDisruptionBudget, all derived f
 - Drain: every container of the request path (the proxy and the engine, which both stop at once on SIGTERM:
   blueprints/catalog/processes.yaml) sleeps in its preStop hook for the drain window (`blueprints.contracts.proxy.
   drain_window_s`: the pod's deregistration, then the longest request it may still have started), so no request is
-  cut; the grace period is that window plus `defaults.EXIT_MARGIN_S` to exit.
+  cut; the grace period is that window plus `defaults.EXIT_MARGIN_S` to exit. A liveness or startup probe kill does
+  not wait out that sleep: its probes carry their own, short grace period (`bounded_probe_kills`).
 - `availability_pct >= 99.9` in production (`Blueprint.strict_zone_spread`): replicas must spread over at least
   `MIN_ZONES_FOR_HIGH_AVAILABILITY` zones (DoNotSchedule with `minDomains`, so the minimum of two replicas lands on two
   nodes in two zones and a node drain evicts one replica, which its PodDisruptionBudget allows); otherwise best
@@ -70,6 +71,19 @@ def container_lifecycle(bp: Blueprint) -> dict:
     """A request-path container's `lifecycle`: a preStop sleep of the drain window (the kubelet's sleep action; no
     shell needed in the image)."""
     return {"pre_stop": {"sleep": {"seconds": drain_window_s(bp)}}}
+
+
+def bounded_probe_kills(container: dict) -> dict:
+    """`container` with a probe-level `terminationGracePeriodSeconds` (`defaults.PROBE_KILL_GRACE_S`) on its liveness
+    and startup probes when it has a preStop hook: the kubelet runs preStop before a probe kill too, and would otherwise
+    give it the pod's whole grace period (the drain window), so a hung engine would restart only after its drain
+    sleep. Deletion keeps the pod's grace period (the kubelet prefers the deletion grace period). Readiness probes take
+    no such field (the API server refuses it)."""
+    lifecycle = container.get("lifecycle") or {}
+    if not (lifecycle.get("pre_stop") or lifecycle.get("preStop")):
+        return container
+    return {**container, **{key: {**container[key], "terminationGracePeriodSeconds": defaults.PROBE_KILL_GRACE_S}
+                            for key in ("livenessProbe", "startupProbe") if container.get(key)}}
 
 
 def disruption_budget_spec(bp: Blueprint, selector: dict[str, str]) -> dict | None:

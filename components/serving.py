@@ -15,7 +15,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from blueprints.contracts.sections import (
-    COMPLIANCE_ANNOTATION, COMPLIANCE_TAG, PLATFORM_COMPLIANCE_ANNOTATION, PRIVATE_ONLY_LABEL, FIXED_REPLICAS,
+    COMPLIANCE_ANNOTATION, COMPLIANCE_TAG, PLATFORM_COMPLIANCE_ANNOTATION, PRIVATE_ONLY_LABEL,
     encode_flags,
 )
 from blueprints.contracts.blueprint import Blueprint
@@ -192,7 +192,7 @@ def operations(name: str, bp: Blueprint, target: ServiceTarget, workload, *, nam
     base path like every endpoint (`blueprints.contracts.client_api`)."""
     outputs: dict[str, pulumi.Input] = {"autoscaler": f"none ({bp.autoscaling.min_replicas} fixed replicas)",
                                         "alerts": []}
-    if bp.autoscaling.metric != FIXED_REPLICAS:
+    if bp.autoscaling.autoscaled:
         scaler = KubernetesScaler(f"{name}-autoscaling", KubernetesScalerArgs(
             blueprint=bp, deployment_name=workload.deployment_name, namespace=namespace,
             prometheus_url=target.prometheus_url, service_name=workload.service_name),

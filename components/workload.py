@@ -22,7 +22,7 @@ from blueprints.requirements.exposure import ExposureVia
 from components.access import PROXY_PORT_NAME, proxy_container
 from components.autoscaling import HTTP_ADD_ON
 from components.disruption import deployment_options, disruption_budget
-from components.rollout import container_lifecycle
+from components.rollout import bounded_probe_kills, container_lifecycle
 from components.exposure import client_cidrs, client_url, ingress_spec, listener_port, service_exposure
 from components.hardening import hardened_pod_spec
 from components.labels import router_labels, selector_labels
@@ -89,11 +89,12 @@ class ServingObjects:
 def with_proxy(spec: dict, secret_name: pulumi.Input[str], *, pod_start_s: int, lifecycle: dict,
                tls_secret: str | None = None) -> dict:
     """A Deployment spec whose pod runs the authenticating proxy beside the engine (serving TLS with `tls_secret`
-    when given, draining like the engine: `lifecycle`), every container hardened."""
+    when given, draining like the engine: `lifecycle`), every container hardened and killed by its probes without
+    waiting out its drain (`components.rollout.bounded_probe_kills`)."""
     template = spec["template"]
     pod = dict(template["spec"])
     proxy, volumes = proxy_container(secret_name, pod_start_s=pod_start_s, lifecycle=lifecycle, tls_secret=tls_secret)
-    pod["containers"] = [*pod["containers"], proxy]
+    pod["containers"] = [bounded_probe_kills(c) for c in [*pod["containers"], proxy]]
     pod["volumes"] = [*pod.get("volumes", []), *volumes]
     return {**spec, "template": {**template, "spec": hardened_pod_spec(pod)}}
 

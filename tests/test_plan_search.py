@@ -195,10 +195,12 @@ def test_every_version_dependent_field_the_workloads_render_is_catalogued_with_i
     features = {f.id: f for f in load_platform_catalog().workload_features}
     assert features["prestop-sleep"].min_version == "1.30"  # PodLifecycleSleepAction beta, on by default
     assert features["topology-spread-min-domains"].min_version == "1.27"  # MinDomainsInPodTopologySpread
+    assert features["probe-termination-grace"].min_version == "1.25"  # ProbeTerminationGracePeriod, on by default
     assert "sleep" in container_lifecycle(chat_prod)["pre_stop"]
     assert chat_prod.strict_zone_spread and "min_domains" in pod_rollout(chat_prod, {"a": "b"})[
         "topology_spread_constraints"][0]
-    assert {f.id for f in features_used(chat_prod)} == {"prestop-sleep", "topology-spread-min-domains"}
+    assert {f.id for f in features_used(chat_prod)} == {"prestop-sleep", "probe-termination-grace",
+                                                        "topology-spread-min-domains"}
     sagemaker = chat_prod.model_copy(update={"archetype": Archetype.SAGEMAKER_ENDPOINT})
     assert features_used(sagemaker) == []
 

@@ -97,15 +97,6 @@ def test_sagemaker_stacks_roll_back_on_their_alarms_and_track_a_target(stack):
     assert scaling.inputs["targetTrackingScalingPolicyConfiguration"]["scaleInCooldown"] == bp.autoscaling.cooldown_s
 
 
-@pytest.mark.parametrize("stack", KUBERNETES)
-def test_the_autoscaler_owns_replicas_so_an_update_never_resets_them(stack):
-    report = preview(stack)
-    [deployment] = [r for r in of_type(report, "kubernetes:apps/v1:Deployment")
-                    if r.inputs["metadata"]["name"] == report.blueprint.workload_name]
-    assert deployment.ignore_changes == ("spec.replicas",)
-    assert all(r.ignore_changes == () for r in of_type(report, "kubernetes:core/v1:Service"))
-
-
 def test_a_70b_model_gets_a_longer_startup_budget_and_every_timer_follows_it():
     small, large = preview("chat-assistant-prod"), preview("regulated-assistant-prod")  # Llama-3.1 8B vs 70B
 

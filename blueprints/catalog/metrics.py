@@ -7,10 +7,11 @@ units its threshold assumes.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from blueprints.catalog.addons import _read
 from blueprints.catalog.units import Unit, parse_unit
@@ -33,11 +34,34 @@ class MetricRecord(_Record):
     name: str = Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
     type: Literal["gauge", "counter", "histogram", "summary", "info"]
     unit: str
+    buckets: tuple[float, ...] | None = Field(default=None, min_length=1, max_length=100, description=(
+        "a histogram's bucket upper bounds (`le`), ascending, in `unit` (+Inf implied); None: not recorded"))
 
     @field_validator("unit")
     @classmethod
     def _known_unit(cls, value: str) -> str:
         return _valid_unit(value)
+
+    @model_validator(mode="after")
+    def _buckets(self) -> MetricRecord:
+        if self.buckets is not None and (self.type != "histogram" or any(
+                b <= a for a, b in zip(self.buckets, self.buckets[1:])) or self.buckets[0] <= 0):
+            raise ValueError(f"{self.name}: buckets are a histogram's positive, strictly ascending upper bounds, got "
+                             f"{self.type} {list(self.buckets)}")
+        return self
+
+    def bracket(self, value: float) -> tuple[float, float] | None:
+        """The bucket bounds (lower, upper) strictly around `value` (lower 0 below the first bound), or None when
+        `value` is a bound, beyond the last one, or no buckets are recorded: where `histogram_quantile` can only
+        interpolate linearly between the two."""
+        if self.buckets is None or any(math.isclose(value, b, rel_tol=1e-9) for b in self.buckets):
+            return None
+        lower = 0.0
+        for bound in self.buckets:
+            if value < bound:
+                return lower, bound
+            lower = bound
+        return None
 
     @property
     def unit_of(self) -> Unit:

@@ -63,10 +63,14 @@ class Weights(_Closed):
 
 
 class EngineStart(_Closed):
-    """Engine start after the weights are in GPU memory (profiling, compile, CUDA graphs), s."""
+    """Engine start beside the weights (process start, profiling, compile, CUDA graphs), s."""
 
-    vllm_base_s: float = Field(ge=0, le=3600)
+    vllm_base_s: float = Field(ge=0, le=3600, description="the engine core's init (profile, compile, capture)")
     vllm_s_per_b_params: float = Field(ge=0, le=100, description="per billion parameters")
+    vllm_process_start_s: float = Field(ge=0, le=3600, description="`vllm serve` imports, API server, config, "
+                                        "tokenizer, before the engine initialises the GPU")
+    vllm_cold_compile_s: float = Field(ge=0, le=3600, description="the first torch.compile into empty caches, "
+                                       "beyond a warm start (every new pod: its caches are on an emptyDir)")
     other_s: int = Field(ge=0, le=3600, description="Triton, ONNX Runtime")
 
 

@@ -458,6 +458,12 @@ class Autoscaling(ClosedModel):
                                                        "only: in-flight requests per replica the KEDA HTTP add-on "
                                                        "scales on (InterceptorRoute concurrency targetValue)")
 
+    @property
+    def autoscaled(self) -> bool:
+        """An autoscaler (KEDA's ScaledObject or an HPA) owns the workload's replica count (`metric` is not
+        `FIXED_REPLICAS`): the Deployment's `spec.replicas` is the autoscaler's after creation."""
+        return self.metric != FIXED_REPLICAS
+
     @model_validator(mode="after")
     def _bounds(self) -> Autoscaling:
         if self.min_replicas > self.max_replicas:

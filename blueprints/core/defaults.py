@@ -313,6 +313,30 @@ DEREGISTRATION_S = 15
 #: Seconds a serving container is given after its preStop sleep to exit (vLLM releases its GPUs, Triton unloads its
 #: models) before the kubelet kills it. [assumption]
 EXIT_MARGIN_S = 30
+#: The Deployment field an autoscaler owns (Pulumi property path), set by Pulumi at creation only and then ignored
+#: (`ignore_changes`) wherever KEDA or an HPA scales the Deployment. Why: the HPA controller (KEDA drives one) writes
+#: `.spec.replicas` through the scale subresource, and "whenever a field's value does change, ownership moves from its
+#: current manager to the manager making the change" (kubernetes.io/docs/reference/using-api/server-side-apply/
+#: #field-management); Pulumi's next server-side apply of its own value then fails "conflict with
+#: kube-controller-manager with subresource scale: .spec.replicas" (pulumi/pulumi-kubernetes#2491, #2569) or, forced
+#: (`pulumi.com/patchForce` / `enablePatchForce`, provider/pkg/await/await.go `patchForce`), resets the fleet. With the
+#: path ignored, the provider's `handleSSAIgnoreFields` (provider/pkg/await/await.go, unchanged since v4.9.0 #2828,
+#: read at the mirror's 94977969, 2026-07-01) drops the field from the apply patch when another manager owns it and
+#: we do not, and otherwise re-sends the live value; pulumi-kubernetes recommends ignoreChanges for fields a
+#: controller overrides (#2258). Pinned pulumi-kubernetes: 4.34.2 (uv.lock).
+AUTOSCALED_REPLICAS_PATH = "spec.replicas"
+#: Probe-level `terminationGracePeriodSeconds` of every liveness and startup probe of a container that drains in a
+#: preStop hook, s: how long the kubelet waits on that hook when the probe kills the container (then it sends SIGTERM
+#: with its 2 s floor, `minimumGracePeriodInSeconds`, and SIGKILL), so a hung or stuck engine restarts within ~3 s
+#: instead of after its drain sleep plus `EXIT_MARGIN_S`. The kubelet still runs preStop before a probe kill
+#: (pkg/kubelet/kuberuntime/kuberuntime_container.go `killContainer`: `setTerminationGracePeriod` returns the
+#: probe's value for reasonStartupProbe / reasonLivenessProbe when set, the pod's otherwise, and a pod being deleted
+#: always gets its deletion grace period; `executePreStopHook` waits for the hook at most that grace period, "PreStop
+#: hook not completed in grace period"). The field: kubernetes/website content/en/docs/tasks/configure-pod-container/
+#: configure-liveness-readiness-startup-probes.md "Probe-level terminationGracePeriodSeconds" (stable 1.28, on by
+#: default from 1.25; minimum 1; rejected on readiness probes). Deletion, scale-in and rollouts still drain the
+#: whole window: only probe kills use it. A hung engine has nothing worth draining. [assumption] 1 s, the minimum.
+PROBE_KILL_GRACE_S = 1
 #: CloudWatch log types of the EKS control plane enabled with audit logging (EKS API `ClusterLoggingTypes`).
 EKS_CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 

@@ -88,7 +88,8 @@ def startup_estimate(*, weights_gib: float, engine_kind: str, gpu: bool, streame
 
     Returns:
         The `StartupEstimate`: node launch, image pull, weights (streamed to GPU, or copied to disk) and engine start
-        (disk load when copied, plus warm-up), each rounded up to whole seconds.
+        (disk load when copied, plus warm-up: for vLLM the API server's start, the first torch.compile into the new
+        pod's empty caches and the engine's compile and CUDA-graph capture), each rounded up to whole seconds.
     """
     cat = load_startup_catalog()
     launch, pull, weights, start = cat.node_launch, cat.image_pull, cat.weights, cat.engine_start
@@ -109,8 +110,12 @@ def startup_estimate(*, weights_gib: float, engine_kind: str, gpu: bool, streame
     image_s = math.ceil(image_gb * 1e3 / rate)
     parts["image"] = (f"{image_gb:g} GB at {rate:g} MB/s, " + ("SOCI parallel pull" if soci else "containerd pull")
                       if image_gb else "pulled before the timers start")
-    warm_s = (start.vllm_base_s + start.vllm_s_per_b_params * params_b if engine_kind == "vllm" and params_b
-              else start.other_s)
+    vllm = engine_kind == "vllm" and params_b
+    compile_s = start.vllm_base_s + start.vllm_s_per_b_params * params_b if vllm else 0
+    warm_s = start.vllm_process_start_s + start.vllm_cold_compile_s + compile_s if vllm else start.other_s
+    warm_how = (f"API server start {start.vllm_process_start_s:g} s + first torch.compile into empty caches "
+                f"{start.vllm_cold_compile_s:g} s + compile and CUDA graphs for {params_b:g}B parameters "
+                f"{math.ceil(compile_s)} s" if vllm else "engine warm-up")
     if streamed:
         s = weights.streamer
         weights_s = max(1, math.ceil(weights_gib * tensor_parallel_size / s.gib_per_s))
@@ -118,13 +123,13 @@ def startup_estimate(*, weights_gib: float, engine_kind: str, gpu: bool, streame
                             + (f", read by each of {tensor_parallel_size} ranks" if tensor_parallel_size > 1 else "")
                             + f", Run:ai streamer concurrency {s.concurrency}")
         load_s = max(1, math.ceil(warm_s))
-        parts["engine"] = (f"compile and CUDA graphs for {params_b:g}B parameters" if engine_kind == "vllm"
-                           and params_b else "engine warm-up")
+        parts["engine"] = warm_how
     else:
         weights_s = max(1, math.ceil(weights_gib / weights.s3_copy_gib_per_s))
         parts["weights"] = f"{weights_gib:g} GiB copied from S3 to disk at {weights.s3_copy_gib_per_s:g} GiB/s"
         load_s = max(1, math.ceil(weights_gib / weights.disk_load_gib_per_s + warm_s))
-        parts["engine"] = f"load from disk at {weights.disk_load_gib_per_s:g} GiB/s + {math.ceil(warm_s)} s warm-up"
+        parts["engine"] = (f"load from disk at {weights.disk_load_gib_per_s:g} GiB/s + "
+                           + (warm_how if vllm else f"{math.ceil(warm_s)} s warm-up"))
     budget = StartupBudget(node_provisioning_s=node_s, image_pull_s=image_s, weights_download_s=weights_s,
                            model_load_s=load_s)
     return StartupEstimate(budget=budget, parts=parts)

@@ -19,6 +19,9 @@ bindings); units follow `blueprints.catalog.units`:
   ServiceMonitor's targets `job=<the scraped Service's name>`; an add-on exporter's own job is in the metric catalog);
 - `activation-at-zero`: a ScaledObject with `minReplicaCount: 0` has no trigger whose signal exists while no pod
   runs (the engine's metrics vanish with its last pod): it would never wake.
+
+`bucket_warnings` adds review warnings (not findings): an alert threshold strictly inside one of its histogram's
+buckets, which `histogram_quantile()` can only interpolate.
 """
 
 from __future__ import annotations
@@ -301,6 +304,52 @@ def check_signals(report: PreviewReport, *, stacks_dir: Path = Path("stacks")) -
         elif record.type == METRIC_ALARM:
             _check_alarm(stack, record)
     return stack.findings
+
+
+#: Comparisons an alert's threshold follows (promql-parser's operator names).
+_COMPARISONS = {">", ">=", "<", "<="}
+
+
+def bucket_warnings(report: PreviewReport, *, stacks_dir: Path = Path("stacks")) -> list[str]:
+    """A warning for every alert that compares a `histogram_quantile()` with a threshold lying strictly between two
+    of the histogram's bucket bounds (`metrics.yaml` `buckets`, at the engine's pinned version): Prometheus
+    interpolates linearly inside the bucket, so the alert judges an estimate that can sit anywhere between the two
+    bounds whatever the real quantile is. The engine fixes its buckets (vLLM has no flag for them), so the review
+    names the threshold and the bracketing bounds; it is not a finding (the preview still passes)."""
+    if report.is_platform:
+        return []
+    catalog = load_metric_catalog()
+    exporters, _ = stack_exporters(report, catalog, stacks_dir)
+    warnings = []
+    for record in report.resources:
+        if record.type != PROMETHEUS_RULE:
+            continue
+        for group in (record.inputs.get("spec") or {}).get("groups") or []:
+            for rule in group.get("rules") or []:
+                tree, _ = _parse(rule.get("expr", ""))
+                if (type(tree).__name__ != "BinaryExpr" or str(tree.op) not in _COMPARISONS
+                        or type(tree.lhs).__name__ != "Call" or tree.lhs.func.name != "histogram_quantile"
+                        or type(tree.rhs).__name__ != "NumberLiteral"):
+                    continue
+                threshold = float(tree.rhs.val)
+                quantile = tree.lhs.args[0].val if type(tree.lhs.args[0]).__name__ == "NumberLiteral" else None
+                for name in sorted(_Analysis(catalog, exporters).value(tree.lhs).metrics):
+                    series = catalog.series(name, exporters)
+                    bracket = series.metric.bracket(threshold) if series and series.part == "bucket" else None
+                    if bracket is None:
+                        continue
+                    low, high = bracket
+                    family, exporter = series.metric.name, series.exporter
+                    unit = " s" if series.metric.unit == "seconds" else f" {series.metric.unit}"
+                    what = f"p{quantile * 100:g}" if quantile is not None else "quantile"
+                    warnings.append(
+                        f"alert {rule.get('alert') or rule.get('record')}: its threshold {threshold:g}{unit} lies "
+                        f"inside {exporter.exporter} {exporter.version}'s {family} bucket ({low:g}, {high:g}]{unit}: "
+                        "histogram_quantile() interpolates linearly there, so the alert can fire while the real "
+                        f"{what} is just above {low:g}{unit} or stay silent until it nears {high:g}{unit}; the "
+                        f"engine's buckets are fixed, so set the SLO on a bucket bound ({low:g}{unit} or "
+                        f"{high:g}{unit}) or read this alert as approximate")
+    return warnings
 
 
 def scraped_jobs(report: PreviewReport) -> set[str]:

@@ -96,7 +96,7 @@ def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path
     from blueprints.review.policy_pack import evaluate_preview, guardrails, read_policy_config
 
     from blueprints.review.deployability.checks import check_deployability, check_kubernetes_upgrade
-    from blueprints.review.signals import check_signals
+    from blueprints.review.signals import bucket_warnings, check_signals
 
     config_path = stack_config_path(stacks_dir, stack)
     subject = read_config(config_path) if config_path.exists() else None
@@ -117,6 +117,7 @@ def review_stack(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path
     if baseline is not None:
         report.deployability += check_kubernetes_upgrade(report, baseline)
     report.signals = check_signals(report, stacks_dir=stacks_dir)
+    report.warnings += bucket_warnings(report, stacks_dir=stacks_dir)
     return report
 
 

@@ -23,9 +23,9 @@ each installs, the objects its webhooks guard, its per-node DaemonSets, its Pod 
 - `prometheus-address`: a KEDA Prometheus trigger queries the Prometheus the platform (or cluster) runs;
 - `api-reachable`, `aws-apis-reachable`: a private cluster admits the deploy runner's network on 443; every node,
   add-on and pod reaches every AWS API it calls through an endpoint or NAT (`blueprints/catalog/endpoints.yaml`);
-- `probe-reachable`, `drain-before-sigterm`, `proxy-timeouts`, `writable-paths`, `scratch-caches`: every container
-  against how its image's process runs (`blueprints/catalog/processes.yaml`: listen addresses, SIGTERM, writes,
-  keep-alive, caches);
+- `probe-reachable`, `drain-before-sigterm`, `probe-kill-drain`, `proxy-timeouts`, `writable-paths`,
+  `scratch-caches`: every container against how its image's process runs (`blueprints/catalog/processes.yaml`:
+  listen addresses, SIGTERM, writes, keep-alive, caches; the kubelet's probe kills);
 - `scrapes-hidden-components`: kube-prometheus-stack on EKS scrapes no component EKS hides (and never pages on it);
 - `eks-zones`: an EKS platform's new subnets are placed by zone ID, never where EKS refuses cluster subnets;
 - `listener-attributes`: an NLB listener attribute annotation names a listener the controller builds (TLS-443 on a
@@ -38,6 +38,9 @@ each installs, the objects its webhooks guard, its per-node DaemonSets, its Pod 
   planned for (`defaults.SAGEMAKER_SLOWEST_GIB_PER_S`);
 - `last-replica-eviction`: a production service's single replica has a disruption budget that keeps it through
   voluntary node disruptions (Karpenter expiry, drift, consolidation, drains), and no NodePool deletes it after all;
+- `replica-owner`: a Deployment or StatefulSet an autoscaler (KEDA ScaledObject, HPA) targets does not keep applying
+  `spec.replicas` after creation (left out, or ignored by Pulumi), and one no autoscaler targets does not ignore it
+  (`blueprints.review.deployability.replicas`);
 - `physical-names`: every AWS name (explicit, or Pulumi's never-truncated auto-name), Kubernetes name, label value,
   container name and Helm release name fits its type (`blueprints/catalog/names.yaml`);
 - `kubernetes-upgrade` (with a baseline, `check_kubernetes_upgrade`): a platform's EKS cluster neither goes back a
@@ -74,6 +77,7 @@ from blueprints.review.deployability.load_balancers import check_interceptor_pro
 from blueprints.review.deployability.placement import check_system_placement
 from blueprints.review.deployability.timers import check_startup_timers
 from blueprints.review.deployability.disruption import check_last_replica
+from blueprints.review.deployability.replicas import check_replica_owner
 from blueprints.review.deployability.scheduling import (
     check_billed_nodes, check_node_pool_arch, check_node_pool_limits, check_owned_nodes, check_scheduling,
 )
@@ -83,7 +87,7 @@ CHECKS = (check_addons, check_webhooks, check_scheduling, check_node_pool_arch, 
           check_owned_nodes, check_billed_nodes, check_pod_security, check_prometheus, check_names, check_api_reachable,
           check_aws_apis_reachable, check_processes, check_hidden_components,
           check_eks_zones, check_listener_attributes, check_interceptor_protocol, check_system_placement,
-          check_startup_timers, check_last_replica)
+          check_startup_timers, check_last_replica, check_replica_owner)
 
 
 def check_deployability(report: PreviewReport, *, stacks_dir: Path = Path("stacks")) -> list[DeployabilityFinding]:

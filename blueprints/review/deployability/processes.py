@@ -7,6 +7,9 @@ image's process really runs (`blueprints/catalog/processes.yaml`, per image and 
   may still receive are done: a process that stops at once on SIGTERM sleeps in its preStop hook for the drain window
   (`blueprints.contracts.proxy.drain_window_s`), one that drains waits at least as long as a request may take, and
   the grace period covers both;
+- `probe-kill-drain`: a liveness or startup probe that kills a container with a preStop hook does not wait out a
+  long hook first (the kubelet runs preStop before a probe kill, for the probe's `terminationGracePeriodSeconds`, else
+  the pod's): the wait is at most `defaults.EXIT_MARGIN_S` (`defaults.PROBE_KILL_GRACE_S` has the kubelet's source);
 - `proxy-timeouts`: the authenticating proxy waits for a response as long as the plan's longest one (route timeout
   and stream-idle timeout) and drops an idle connection to the engine before the engine does (its keep-alive);
 - `writable-paths`: a container with a read-only root filesystem writes only where a volume is mounted;
@@ -160,6 +163,36 @@ def _drain_findings(record: RegisteredResource, spec: Mapping[str, Any], bp: Blu
     return findings
 
 
+#: The kubelet's pod-level default `terminationGracePeriodSeconds`, s (core/v1 PodSpec).
+POD_GRACE_DEFAULT_S = 30
+
+
+def _probe_kill_findings(record: RegisteredResource, spec: Mapping[str, Any]) -> list[DeployabilityFinding]:
+    """How long a probe kill waits on each container's preStop hook before SIGTERM: the probe's grace period (the
+    pod's when unset), or the hook's sleep if shorter (kubelet `killContainer`, `executePreStopHook`)."""
+    pod_grace = int(spec.get("terminationGracePeriodSeconds", POD_GRACE_DEFAULT_S))
+    findings = []
+    for container in containers_of(spec, "containers"):
+        hook = get_in(container, "lifecycle", "preStop")
+        if not hook:
+            continue
+        sleep = get_in(hook, "sleep", "seconds")
+        for probe in ("livenessProbe", "startupProbe"):
+            if not container.get(probe):
+                continue
+            grace = get_in(container, probe, "terminationGracePeriodSeconds")
+            wait = int(grace if grace is not None else pod_grace)
+            wait = min(wait, int(sleep)) if sleep is not None else wait
+            if wait > defaults.EXIT_MARGIN_S:
+                findings.append(DeployabilityFinding("probe-kill-drain", record.urn, (
+                    f"{named(record)}: container {container.get('name')!r}: a {probe} failure runs its preStop hook "
+                    f"first and waits {wait} s before SIGTERM (the kubelet gives a probe kill "
+                    + ("the pod's grace period" if grace is None else f"the probe's {grace} s") + "): a hung "
+                    f"process restarts that late; set {probe}.terminationGracePeriodSeconds to "
+                    f"{defaults.PROBE_KILL_GRACE_S} (deletion keeps the pod's grace period and its drain)")))
+    return findings
+
+
 def _seconds(value: Any, default: int) -> float:
     match = DURATION.match(str(value)) if value is not None else None
     return float(match.group(1)) if match else float(default)
@@ -254,7 +287,7 @@ def check_processes(ctx: CheckContext) -> list[DeployabilityFinding]:
         spec = pod_spec(record)
         if spec is None or record.read:
             continue
-        findings += _probe_findings(record, spec) + _file_findings(record, spec)
+        findings += _probe_findings(record, spec) + _probe_kill_findings(record, spec) + _file_findings(record, spec)
         if bp is not None and record.urn in served:
             findings += _drain_findings(record, spec, bp) + _proxy_findings(record, spec, bp)
     return findings
