@@ -33,15 +33,22 @@ class MetricRecord(_Record):
     name: str = Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
     type: Literal["gauge", "counter", "histogram", "summary", "info"]
     unit: str
+    observes: str | None = Field(default=None, description="histograms and summaries: what one observation is, the "
+                                 "unit of the `_count` series (e.g. requests); none: a plain number")
 
-    @field_validator("unit")
+    @field_validator("unit", "observes")
     @classmethod
-    def _known_unit(cls, value: str) -> str:
-        return _valid_unit(value)
+    def _known_unit(cls, value: str | None) -> str | None:
+        return None if value is None else _valid_unit(value)
 
     @property
     def unit_of(self) -> Unit:
         return parse_unit(self.unit)
+
+    @property
+    def count_unit(self) -> Unit:
+        """The unit of a histogram's or summary's `_count` series: what it observes, else dimensionless."""
+        return parse_unit(self.observes or "1")
 
 
 class Exporter(_Record):
