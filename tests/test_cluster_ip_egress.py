@@ -8,12 +8,15 @@ import copy
 import dataclasses
 
 import pytest
+import yaml
+from typer.testing import CliRunner
 
 from blueprints.catalog.cluster_network import CLUSTER_DNS, KUBERNETES_API, cluster_service_ip, load_cluster_network
 from blueprints.catalog.processes import load_process_catalog
 from blueprints.review.deployability.checks import check_deployability
+from blueprints.cli import app
 from blueprints.review.deployability.cluster_ips import (
-    NETWORK_POLICY, admitted, check_cluster_ip_egress, egress_policies, pod_calls,
+    NETWORK_POLICY, admitted, check_cluster_ip_egress, egress_policies, pod_calls, unreached_calls,
 )
 from blueprints.review.deployability.context import check_context, pod_spec
 from blueprints.review.preview import PreviewReport, RegisteredResource
@@ -21,6 +24,7 @@ from tests.conftest import ROOT
 
 ROUTED = "rag-assistant-generator-prod"   # vLLM behind the production-stack router, on platform-prod-us-east-1
 ROUTER_POLICY = "rag-assistant-generator-router"
+BENCHMARKED = "chat-assistant-prod"       # `blueprint benchmark` runs its Job there
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 
 
@@ -82,9 +86,9 @@ def test_the_fixed_router_policy_admits_the_api_server_clusterip_and_cluster_dns
     assert {(c.service.id, c.where) for c in calls} == {
         (KUBERNETES_API, "172.20.0.1:443/TCP"), (CLUSTER_DNS, "172.20.0.10:53/UDP"),
         (CLUSTER_DNS, "172.20.0.10:53/TCP")}
-    mine = egress_policies([r for r in report.resources if r.type == NETWORK_POLICY],
+    mine = egress_policies([r.inputs for r in report.resources if r.type == NETWORK_POLICY],
                            router.inputs["metadata"]["namespace"], router.inputs["spec"]["template"]["metadata"]["labels"])
-    assert {p.inputs["metadata"]["name"] for p in mine} == {"rag-assistant-generator-default-deny", ROUTER_POLICY}
+    assert {p["metadata"]["name"] for p in mine} == {"rag-assistant-generator-default-deny", ROUTER_POLICY}
     assert all(admitted(c, mine) for c in calls)
     assert _findings(report) == []
 
@@ -93,7 +97,7 @@ def test_every_bundled_stack_passes_and_every_pod_behind_a_policy_is_judged(repo
     judged = 0
     for stack, report in reports.items():
         assert _findings(report) == [], stack
-        policies = [r for r in report.resources if r.type == NETWORK_POLICY]
+        policies = [r.inputs for r in report.resources if r.type == NETWORK_POLICY]
         for workload in (r for r in report.resources if r.type in (DEPLOYMENT, "kubernetes:batch/v1:Job")):
             labels = workload.inputs["spec"]["template"]["metadata"]["labels"]
             if egress_policies(policies, workload.inputs["metadata"]["namespace"], labels):
@@ -146,6 +150,27 @@ def test_a_pod_no_egress_policy_selects_is_not_restricted(reports):
     report = reports[ROUTED]
     no_policies = dataclasses.replace(report, resources=[r for r in report.resources if r.type != NETWORK_POLICY])
     assert _findings(no_policies) == []
+
+
+def test_the_benchmark_jobs_policies_admit_what_its_pod_calls_and_without_dns_they_do_not(reports):
+    # `blueprint benchmark` applies two NetworkPolicies and a Job beside the stack's objects (its default deny).
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(ROOT)
+        result = CliRunner().invoke(app, ["benchmark", BENCHMARKED, "--dry-run"])
+    assert result.exit_code == 0, result.output
+    objects = list(yaml.safe_load_all(result.stdout))
+    report = reports[BENCHMARKED]
+    stack = [r.inputs for r in report.resources if r.type.startswith("kubernetes:")]
+    cidr = report.platform.network.planned_service_cidr
+    [job] = [o for o in objects if o["kind"] == "Job"]
+    assert [c.service.id for c in pod_calls(job["spec"]["template"]["spec"], cidr)] == [CLUSTER_DNS, CLUSTER_DNS]
+    assert unreached_calls([*stack, *objects], cidr) == []
+    without_dns = copy.deepcopy(objects)
+    egress = without_dns[0]["spec"]["egress"]
+    egress[:] = [r for r in egress if "kube-dns" not in str(r)]
+    missed = unreached_calls([*stack, *without_dns], cidr)
+    assert {(u.workload["kind"], u.call.where) for u in missed} == {("Job", "172.20.0.10:53/UDP"),
+                                                                    ("Job", "172.20.0.10:53/TCP")}
 
 
 def test_every_service_a_process_calls_is_a_catalogued_cluster_service():

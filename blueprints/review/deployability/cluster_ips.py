@@ -31,8 +31,8 @@ from blueprints.catalog.cluster_network import CLUSTER_DNS, ClusterService, Serv
     load_cluster_network
 from blueprints.catalog.processes import process_facts
 from blueprints.core import defaults
-from blueprints.review.preview import DeployabilityFinding, RegisteredResource
-from blueprints.review.deployability.context import CheckContext, POD_TEMPLATES, get_in, list_of, named, pod_spec
+from blueprints.review.preview import DeployabilityFinding
+from blueprints.review.deployability.context import CheckContext, POD_TEMPLATES, get_in, list_of, type_token
 
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 #: Label every namespace carries with its own name (Kubernetes >= 1.21).
@@ -120,23 +120,23 @@ def rule_admits(rule: Mapping[str, Any], call: Call, policy_namespace: str) -> b
         any(_ip_block_admits(b, a) for b in blocks) for a in call.addresses)
 
 
-def egress_policies(policies: Iterable[RegisteredResource], namespace: str, labels: Mapping[str, str]
-                    ) -> list[RegisteredResource]:
-    """The NetworkPolicies of `namespace` that select pods of `labels` and restrict their egress."""
+def egress_policies(policies: Iterable[Mapping[str, Any]], namespace: str, labels: Mapping[str, str]
+                    ) -> list[Mapping[str, Any]]:
+    """The NetworkPolicies (manifests) of `namespace` that select pods of `labels` and restrict their egress."""
     found = []
     for policy in policies:
-        spec = policy.inputs.get("spec") or {}
+        spec = policy.get("spec") or {}
         types = list_of(spec.get("policyTypes")) or (["Ingress", "Egress"] if "egress" in spec else ["Ingress"])
-        if get_in(policy.inputs, "metadata", "namespace") == namespace and "Egress" in types and \
+        if get_in(policy, "metadata", "namespace") == namespace and "Egress" in types and \
                 selects(spec.get("podSelector"), labels):
             found.append(policy)
     return found
 
 
-def admitted(call: Call, policies: list[RegisteredResource]) -> bool:
-    """Some egress rule of `policies` (all in the pod's namespace) admits the call."""
-    return any(rule_admits(rule, call, str(get_in(p.inputs, "metadata", "namespace")))
-               for p in policies for rule in list_of((p.inputs.get("spec") or {}).get("egress"))
+def admitted(call: Call, policies: list[Mapping[str, Any]]) -> bool:
+    """Some egress rule of `policies` (manifests, all in the pod's namespace) admits the call."""
+    return any(rule_admits(rule, call, str(get_in(p, "metadata", "namespace")))
+               for p in policies for rule in list_of((p.get("spec") or {}).get("egress"))
                if isinstance(rule, Mapping))
 
 
@@ -177,32 +177,53 @@ def _fix(call: Call) -> str:
     return f"add an egress rule with an ipBlock holding {call.where} (port {call.port.port}/{call.port.protocol})"
 
 
-def check_cluster_ip_egress(ctx: CheckContext) -> list[DeployabilityFinding]:
-    report = ctx.report
-    policies = [r for r in report.resources if r.type == NETWORK_POLICY]
-    if not policies or report.is_platform:
-        return []
-    platform = report.platform
-    service_cidr = platform.network.planned_service_cidr if platform is not None else None
-    source = load_cluster_network().network_policy_agent.source.split(" pkg/")[0]
-    findings = []
-    for workload in (r for r in report.resources if r.type in POD_TEMPLATES):
-        spec = pod_spec(workload)
-        template = get_in(workload.inputs, *POD_TEMPLATES[workload.type]) if POD_TEMPLATES[workload.type] else \
-            workload.inputs
-        namespace = get_in(workload.inputs, "metadata", "namespace")
-        if spec is None or not isinstance(namespace, str):
+@dataclass(frozen=True)
+class Unreached:
+    """A workload whose pods call a Service their egress policies do not admit."""
+
+    workload: Mapping[str, Any]
+    call: Call
+    policies: tuple[Mapping[str, Any], ...]
+
+    def message(self) -> str:
+        call = self.call
+        kind, name = self.workload.get("kind"), get_in(self.workload, "metadata", "name")
+        policies = ", ".join(f"NetworkPolicy '{get_in(p, 'metadata', 'name')}'" for p in self.policies)
+        source = load_cluster_network().network_policy_agent.source.split(" pkg/")[0]
+        return (f"{kind} '{name}': its pods call Service {call.service.namespace}/{call.service.name} ({call.why}) "
+                f"at {call.where}, but no egress rule of the NetworkPolicies selecting them ({policies}) admits that "
+                "address: the VPC CNI's network policy agent judges egress by the Service's ClusterIP and port, "
+                f"before kube-proxy's DNAT ({source}), so the call times out; {_fix(call)}")
+
+
+def unreached_calls(manifests: Iterable[Mapping[str, Any]], service_cidr: str | None) -> list[Unreached]:
+    """Every (workload, Service call) of `manifests` (Kubernetes objects: workloads with a pod template and
+    NetworkPolicies) that the workload's egress policies do not admit, judged pre-DNAT. `service_cidr`: the
+    cluster's, or None when unknown (the ClusterIPs may then be anywhere private)."""
+    objects = [m for m in manifests if isinstance(m, Mapping)]
+    policies = [m for m in objects if m.get("kind") == "NetworkPolicy"]
+    found = []
+    for workload in objects:
+        path = POD_TEMPLATES.get(type_token(str(workload.get("apiVersion", "")), str(workload.get("kind", ""))))
+        if path is None:
+            continue
+        template = get_in(workload, *path) if path else workload
+        spec, namespace = get_in(template, "spec"), get_in(workload, "metadata", "namespace")
+        if not isinstance(spec, Mapping) or not isinstance(namespace, str):
             continue
         mine = egress_policies(policies, namespace, get_in(template, "metadata", "labels") or {})
-        if not mine:
-            continue
-        for call in pod_calls(spec, service_cidr):
-            if admitted(call, mine):
-                continue
-            service = f"{call.service.namespace}/{call.service.name}"
-            findings.append(DeployabilityFinding("cluster-ip-egress", workload.urn, (
-                f"{named(workload)}: its pods call Service {service} ({call.why}) at {call.where}, but no egress "
-                f"rule of the NetworkPolicies selecting them ({', '.join(named(p) for p in mine)}) admits that "
-                "address: the VPC CNI's network policy agent judges egress by the Service's ClusterIP and port, "
-                f"before kube-proxy's DNAT ({source}), so the call times out; {_fix(call)}")))
-    return findings
+        if mine:
+            found += [Unreached(workload, call, tuple(mine)) for call in pod_calls(spec, service_cidr)
+                      if not admitted(call, mine)]
+    return found
+
+
+def check_cluster_ip_egress(ctx: CheckContext) -> list[DeployabilityFinding]:
+    report = ctx.report
+    if report.is_platform:
+        return []
+    service_cidr = report.platform.network.planned_service_cidr if report.platform is not None else None
+    by_object = {id(r.inputs): r for r in report.resources}
+    return [DeployabilityFinding("cluster-ip-egress", by_object[id(u.workload)].urn, u.message())
+            for u in unreached_calls([r.inputs for r in report.resources if r.type.startswith("kubernetes:")],
+                                     service_cidr)]
