@@ -102,3 +102,15 @@ def test_a_default_service_cidr_overlapping_a_peered_network_exits_2_naming_both
 def test_a_service_cidr_eks_refuses_exits_2(project, value, message):
     out = _plan_with(project, lambda p: p.update(service_cidr=value))
     assert "service_cidr" in out and message in out
+
+
+def test_a_service_cidr_appearing_on_a_cluster_is_reviewed_as_a_replacement_unless_eks_already_chose_it():
+    from blueprints.review.changes import resource_replacements
+    from blueprints.review.diff import ResourceChange, SettingChange
+
+    change = ResourceChange(EKS_CLUSTER, "platform-prod-us-east-1-cluster-eks", [
+        SettingChange("kubernetesNetworkConfig.serviceIpv4Cidr", None, "172.20.0.0/16")])
+    [found] = resource_replacements([change], [], None, None)
+    assert found.effect.value == "replace" and found.change == "Service CIDR"
+    assert "unless the cluster already reports this Service CIDR" in found.consequence
+    assert "aws eks describe-cluster" in found.consequence
