@@ -173,6 +173,21 @@ def test_the_benchmark_jobs_policies_admit_what_its_pod_calls_and_without_dns_th
                                                                     ("Job", "172.20.0.10:53/TCP")}
 
 
+def test_the_pods_that_mount_a_token_are_exactly_those_that_call_the_api_server(reports):
+    # The inventory: every other pod (serving, weights sync, edge weights) is hardened with no token mounted.
+    mounting, calling = set(), set()
+    for report in reports.values():
+        for workload in (r for r in report.resources if r.type in (DEPLOYMENT, "kubernetes:batch/v1:Job")):
+            spec = pod_spec(workload)
+            name = (report.stack, workload.inputs["metadata"]["name"])
+            if spec.get("automountServiceAccountToken", True) is not False:
+                mounting.add(name)
+            if any(c.service.id == KUBERNETES_API for c in pod_calls(spec, None)):
+                calling.add(name)
+    assert calling and mounting == calling
+    assert all(workload.endswith("-router") for _, workload in calling)
+
+
 def test_every_service_a_process_calls_is_a_catalogued_cluster_service():
     known = {s.id for s in load_cluster_network().cluster_services}
     calls = {c.service for facts in load_process_catalog().values() for c in facts.calls}
