@@ -31,6 +31,7 @@ PLATFORM_SOURCES: tuple[tuple[str, str], ...] = (
     ("network.private_endpoint", "platforms.{name}.private_endpoint"),
     ("network.public_access_cidrs", "platforms.{name}.public_access_cidrs"),
     ("network.vpc_cidr", "platforms.{name}.vpc_cidr"),
+    ("network.service_cidr", "platforms.{name}.service_cidr (default: EKS's choice for vpc_cidr)"),
     ("network.existing_vpc", "platforms.{name}.existing_vpc"),
     ("secrets_kms", "platforms.{name}.secrets_kms"),
     ("audit_logging", "platforms.{name}.audit_logging"),

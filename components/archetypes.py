@@ -123,6 +123,7 @@ class _KubernetesArchetype(pulumi.ComponentResource):
         self.access = Endpoint(
             api_key_secret=self.api_key.secret_name,
             vpc_cidrs=target.vpc_cidrs if target.vpc_cidrs is not None else list(defaults.PRIVATE_CIDRS),
+            service_cidr=target.service_cidr,
             load_balancer_subnet_ids=target.subnet_ids,
             monitoring_namespace=pcat.addon("kube-prometheus-stack").namespace,
             interceptor_namespace=None if exposed(bp) else pcat.addon("keda-http-add-on").namespace,

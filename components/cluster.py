@@ -90,7 +90,7 @@ class EksCluster(pulumi.ComponentResource):
     with access entries (no aws-auth ConfigMap); the cluster named after the platform stack, so services can name it.
 
     Outputs: `cluster_name`, `endpoint`, `kubeconfig` (secret JSON; authenticates with `aws eks get-token`),
-    `cluster_security_group_id`.
+    `cluster_security_group_id`, `service_cidr`.
 
     Example:
         cluster = EksCluster("platform-prod-us-east-1", EksClusterArgs(platform=cfg, subnet_ids=net.private_subnet_ids))
@@ -139,6 +139,10 @@ class EksCluster(pulumi.ComponentResource):
                         "public_access_cidrs": cfg.network.public_access_cidrs or None},
             access_config={"authentication_mode": "API",
                            "bootstrap_cluster_creator_admin_permissions": deployer is None},
+            # The Service CIDR (create-only) where the plan fixes it: platform.yaml's, or for a new VPC the one EKS
+            # would choose, which a cluster created without it already reports (Computed: no replacement).
+            kubernetes_network_config={"service_ipv4_cidr": cfg.network.service_cidr}
+            if cfg.network.service_cidr else None,
             # Add-ons are ours (vpc-cni with network policy before any node); EKS must not pre-install its defaults.
             bootstrap_self_managed_addons=False,
             enabled_cluster_log_types=list(defaults.EKS_CONTROL_PLANE_LOG_TYPES) if cfg.audit_logging else None,
@@ -191,6 +195,8 @@ class EksCluster(pulumi.ComponentResource):
         self.cluster_name = self.eks.name
         self.endpoint = self.eks.endpoint
         self.cluster_security_group_id = self.eks.vpc_config.cluster_security_group_id
+        #: The Service CIDR as EKS reports it (its own choice when the plan sets none: an existing VPC's).
+        self.service_cidr = self.eks.kubernetes_network_config.apply(lambda c: c.service_ipv4_cidr if c else None)
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(
             self.eks.name, self.eks.endpoint, self.eks.certificate_authority.data).apply(
                 lambda parts: kubeconfig_json(parts[0], parts[1], parts[2], region=cfg.region)))
@@ -199,7 +205,8 @@ class EksCluster(pulumi.ComponentResource):
                                              *self.access_entries]
         self.register_outputs({"cluster_name": self.cluster_name, "endpoint": self.endpoint,
                                "kubeconfig": self.kubeconfig,
-                               "cluster_security_group_id": self.cluster_security_group_id})
+                               "cluster_security_group_id": self.cluster_security_group_id,
+                               "service_cidr": self.service_cidr})
 
     def _private_api_access(self, name: str, args: EksClusterArgs,
                             opts: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:

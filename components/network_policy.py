@@ -6,7 +6,11 @@
   NLB's addresses are, plus the exposure's allowed CIDRs: the load balancer preserves client IPs, see
   `components.exposure`), and to the engine's metrics port from the monitoring namespace only; egress to DNS, the EKS
   Pod Identity agent and HTTPS to AWS's public endpoints (S3, STS) and the VPC's interface endpoints, never to other
-  private addresses.
+  private addresses; pods that call the Kubernetes API (the router) also to the API server's ClusterIP.
+
+The policy agent judges a pod's egress to a Service by its ClusterIP, before kube-proxy's DNAT: a rule naming the
+Service's pods (DNS) is widened to its ClusterIP by the controller, an address rule must hold the ClusterIP itself
+(`blueprints/catalog/cluster_network.yaml`; proven by `blueprint preview`'s `cluster-ip-egress` check).
 - `<service>-weights-sync` (sync Jobs): egress to DNS, the Pod Identity agent and HTTPS anywhere (Hugging Face, S3).
 
 NetworkPolicy has no host names: "S3" and "Hugging Face" can only be written as addresses and ports, so HTTPS egress
@@ -18,6 +22,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
+from blueprints.catalog.cluster_network import KUBERNETES_API, cluster_service_ip, load_cluster_network
 from blueprints.core import defaults
 from blueprints.contracts.blueprint import Blueprint
 from components.labels import recommended_labels
@@ -49,6 +54,15 @@ def aws_endpoints_egress(vpc_cidrs: list[str]) -> dict:
             "ports": [_tcp(443)]}
 
 
+def kubernetes_api_egress(service_cidr: str) -> dict:
+    """HTTPS to the API server's ClusterIP (the first address of the cluster's Service CIDR), the address the VPC
+    CNI's policy agent judges a pod's egress by: before kube-proxy's DNAT, so the control plane's ENIs (in the VPC,
+    which `aws_endpoints_egress` admits) are never what it sees (blueprints/catalog/cluster_network.yaml)."""
+    service = load_cluster_network().service(KUBERNETES_API)
+    return {"to": [{"ipBlock": {"cidr": f"{cluster_service_ip(service_cidr, KUBERNETES_API)}/32"}}],
+            "ports": [{"port": p.port, "protocol": p.protocol} for p in service.ports]}
+
+
 def default_deny(name: str, bp: Blueprint, namespace: pulumi.Input[str],
                  opts: pulumi.ResourceOptions) -> k8s.networking.v1.NetworkPolicy:
     """Deny all ingress and egress to every pod of the namespace (other policies add what is allowed)."""
@@ -64,7 +78,7 @@ def serving_policy(name: str, bp: Blueprint, *, namespace: pulumi.Input[str], se
                    opts: pulumi.ResourceOptions, interceptor_namespace: str | None = None,
                    ingress_namespace: str | None = None, client_pods: dict[str, str] | None = None,
                    policy_name: str | None = None, extra_egress: list[dict] | None = None,
-                   ) -> k8s.networking.v1.NetworkPolicy:
+                   kubernetes_api: pulumi.Input[str | None] = None) -> k8s.networking.v1.NetworkPolicy:
     """The serving pods' policy (see the module docstring).
 
     Args:
@@ -80,10 +94,13 @@ def serving_policy(name: str, bp: Blueprint, *, namespace: pulumi.Input[str], se
         policy_name: the policy's name. Defaults to the workload's.
         extra_egress: egress rules besides DNS, the Pod Identity agent and HTTPS to AWS (the router's to the engine
             pods' proxy port).
+        kubernetes_api: for pods that call the Kubernetes API, the cluster's Service CIDR: egress to the API
+            server's ClusterIP (`kubernetes_api_egress`). None: no such rule (pods without a token, or a cluster
+            whose Service CIDR is unknown, where `vpc_cidrs` is the whole private address space).
     """
     forwarders = [ns for ns in (interceptor_namespace, ingress_namespace) if ns]
 
-    def spec(sources: list[str], vpcs: list[str]) -> dict:
+    def spec(sources: list[str], vpcs: list[str], service_cidr: str | None) -> dict:
         peers = [{"podSelector": {"matchLabels": dict(client_pods)}}] if client_pods else [
             *({"ipBlock": {"cidr": c}} for c in sorted(set(sources))),
             *({"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: ns}}} for ns in forwarders)]
@@ -98,13 +115,15 @@ def serving_policy(name: str, bp: Blueprint, *, namespace: pulumi.Input[str], se
                  "ports": [_tcp(metrics_port)]},
             ],
             "egress": [*egress_base(pod_identity=bp.platform.kind != "edge-cluster"),
-                       aws_endpoints_egress(sorted(set(vpcs))), *(extra_egress or [])],
+                       aws_endpoints_egress(sorted(set(vpcs))), *(extra_egress or []),
+                       *([kubernetes_api_egress(service_cidr)] if service_cidr else [])],
         }
 
     return k8s.networking.v1.NetworkPolicy(
         name, metadata={"name": policy_name or bp.workload_name, "namespace": namespace,
                         "labels": recommended_labels(name=bp.engine.kind, instance=bp.stack, component="network")},
-        spec=pulumi.Output.all(client_cidrs, vpc_cidrs).apply(lambda both: spec(both[0], both[1])), opts=opts)
+        spec=pulumi.Output.all(client_cidrs, vpc_cidrs, kubernetes_api).apply(lambda v: spec(v[0], v[1], v[2])),
+        opts=opts)
 
 
 def sync_job_policy(name: str, bp: Blueprint, *, namespace: pulumi.Input[str], selector: dict[str, str],

@@ -87,6 +87,7 @@ class Platform(pulumi.ComponentResource):
             "cluster_name": self.cluster.cluster_name if eks else None,
             "kubeconfig": self.cluster.kubeconfig if eks else None,
             "cluster_security_group_id": self.cluster.cluster_security_group_id if eks else None,
+            "service_cidr": self.cluster.service_cidr if eks else None,
             "node_classes": {nc.name: nc.name for nc in cfg.node_classes},
             "prometheus_url": self.addons.prometheus_url if self.addons else None,
             "addons": {a.id: a.version for a in cfg.addons},

@@ -91,6 +91,7 @@ def kubernetes_target(bp: Blueprint) -> tuple[k8s.Provider, ServiceTarget]:
             prometheus_url=ref.get_output("prometheus_url").apply(lambda url: url or "none-installed"),
             subnet_ids=subnets,
             vpc_cidrs=ref.require_output("vpc_cidr").apply(lambda cidr: [cidr]), platform_compliance=compliance,
+            service_cidr=ref.require_output("service_cidr"),
             outputs={"platform": bp.platform.stack, "cluster_name": cluster_name})
     provider = k8s.Provider(f"{bp.stack}-k8s", kubeconfig=config.require_secret("kubeconfig"),
                             enable_server_side_apply=True)

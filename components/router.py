@@ -8,14 +8,18 @@ request headers through: production-stack request.py `_build_backend_request_hea
 the engine pods by label through the Kubernetes API (a namespaced Role: get, list, watch on pods) and reaches each
 at `--k8s-port` = the proxy's port, reading `/v1/models` with `VLLM_API_KEY` (service_discovery.py). So nothing
 bypasses an engine's proxy, and the engine pods' NetworkPolicy admits their proxy port from the router's pods only.
+The router's own NetworkPolicy admits the API server's ClusterIP on 443 (the address the VPC CNI's policy agent
+judges, before DNAT: `components.network_policy.kubernetes_api_egress`): without it the watcher only logs errors.
 Its engine-stats scrape of `/metrics` gets the proxy's 404 (engine metrics stay for Prometheus): prefix-aware and
 session routing do not read engine stats.
 
 Failure mode: the router is on every request's path. Two pods spread over nodes and zones and a PodDisruptionBudget
-keep one up through voluntary disruptions; a router that cannot watch pods answers 503 on /health and leaves the
-Service; a request to an engine that fails before its first byte is retried on another replica
-(`failover_reroute_attempts`). Both router pods down is an outage of the endpoint (no fall back to round robin: the
-Service selects only the router), paged by the `RouterDown` alert.
+keep one up through voluntary disruptions; a request to an engine that fails before its first byte is retried on
+another replica (`failover_reroute_attempts`). Both router pods down is an outage of the endpoint (no fall back to
+round robin: the Service selects only the router), paged by the `RouterDown` alert. A router that cannot list its
+pods still answers 200 on /health (its watcher thread logs each error and retries, and /health asks only whether the
+thread is alive) and answers every request 404 "Model not found": the `RouterHasNoEngines` alert pages on requests
+that come in while none is forwarded.
 """
 
 from __future__ import annotations
@@ -155,7 +159,8 @@ class VllmRouter(pulumi.ComponentResource):
             proxy_port=defaults.PROXY_PORT, metrics_port=router.port,
             client_cidrs=client_cidrs(bp, endpoint.vpc_cidrs), vpc_cidrs=endpoint.vpc_cidrs,
             monitoring_namespace=endpoint.monitoring_namespace, interceptor_namespace=endpoint.interceptor_namespace,
-            ingress_namespace=endpoint.ingress_namespace, policy_name=workload, extra_egress=[engines], opts=child)
+            ingress_namespace=endpoint.ingress_namespace, policy_name=workload, extra_egress=[engines],
+            kubernetes_api=endpoint.service_cidr, opts=child)
         self.deployment_name = self.deployment.metadata.name
         self.metrics_service_name = self.metrics_service.metadata.name
         self.register_outputs({"deployment_name": self.deployment_name,

@@ -54,6 +54,8 @@ class ServiceTarget:
         prometheus_url: the Prometheus server KEDA queries.
         vpc_cidrs: the VPC's CIDR(s) (the load balancer's addresses, interface endpoints); None: unknown (an existing
             cluster), then the private address space stands in.
+        service_cidr: the cluster's Service CIDR (the platform's `service_cidr` output); None: unknown (an existing
+            or edge cluster).
         platform_compliance: the platform's compliance settings as its outputs report them (`audit_logging`,
             `private_endpoint`, `secrets_kms`), recorded on the namespace; None on an existing cluster.
         subnet_ids: subnets for the load balancer (the platform's private or public ones); None: let the load
@@ -67,6 +69,7 @@ class ServiceTarget:
     subnet_ids: pulumi.Input[list[str]] | None = None
     outputs: dict[str, pulumi.Input] = field(default_factory=dict)
     vpc_cidrs: pulumi.Input[list[str]] | None = None
+    service_cidr: pulumi.Input[str] | None = None
     platform_compliance: pulumi.Input[dict[str, bool]] | None = None
 
     @property

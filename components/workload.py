@@ -43,6 +43,9 @@ class Endpoint:
             forwards clients' requests to the proxy's port); None otherwise.
         ingress_namespace: where the ingress controller's pods run, for a service behind an Ingress (they forward
             clients' requests to the proxy's port); None otherwise.
+        service_cidr: the cluster's Service CIDR (pods calling the Kubernetes API get an egress rule to the API
+            server's ClusterIP); None: unknown (an existing or edge cluster), where `vpc_cidrs` is the whole private
+            address space.
     """
 
     api_key_secret: pulumi.Input[str]
@@ -51,6 +54,7 @@ class Endpoint:
     monitoring_namespace: str = "monitoring"
     interceptor_namespace: str | None = None
     ingress_namespace: str | None = None
+    service_cidr: pulumi.Input[str] | None = None
 
 
 @dataclass

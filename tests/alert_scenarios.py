@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.observability import queue_alert_threshold
-from blueprints.contracts.router import router_workload_name
+from blueprints.contracts.router import router_metrics_service_name, router_workload_name
 from blueprints.contracts.sections import Archetype, TritonEngine
 
 #: Minutes of input, and when each alert is evaluated (past every `for:` of the rules, 0-17 min).
@@ -124,4 +124,20 @@ def scenarios(bp: Blueprint) -> dict[str, Scenario]:
             [_series("kube_deployment_status_replicas_available", router, f"{bp.router.replicas - 1}x45")],
             [_series("kube_deployment_status_replicas_available", router, f"{bp.router.replicas}x45")],
             labels=router)
+        # 60 requests a minute come in; a router whose watcher lists no engine pod forwards none (its latency
+        # histogram never gets a series), a working one forwards them all.
+        scraped = router_target_labels(bp)
+        incoming = _series("vllm:num_incoming_requests_total", {**scraped, "model": bp.model.name}, "0+60x45")
+        forwarded = _series("vllm:request_latency_seconds_count", {**scraped, "server": "http://10.0.12.34:8080",
+                                                                    "model": bp.model.name, "status": "success"},
+                            "0+60x45")
+        found["RouterHasNoEngines"] = Scenario([incoming], [incoming, forwarded])
     return found
+
+
+def router_target_labels(bp: Blueprint) -> dict[str, str]:
+    """What prometheus-operator attaches to a series it scrapes from the router's metrics Service."""
+    service = router_metrics_service_name(bp.service)
+    return {"namespace": bp.platform.namespace, "job": service, "service": service, "endpoint": "metrics",
+            "pod": f"{router_workload_name(bp.service)}-7d4b9c6f8-q8w2e", "instance": "10.0.12.40:8001",
+            "container": "router"}

@@ -24,8 +24,10 @@ from tests.kept_apart import review
 
 STACKS = ROOT / "stacks"
 RULE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
-#: One stack per alert set: vLLM with a minimum, vLLM scaled to zero, Triton, ONNX Runtime (in Triton's backend).
-MONITORED = ["chat-assistant-prod", "chat-assistant-dev", "search-relevance-prod", "support-sentiment-prod"]
+#: One stack per alert set: vLLM with a minimum, vLLM scaled to zero, vLLM behind the router, Triton, ONNX Runtime
+#: (in Triton's backend).
+ROUTED = "rag-assistant-generator-prod"
+MONITORED = ["chat-assistant-prod", "chat-assistant-dev", ROUTED, "search-relevance-prod", "support-sentiment-prod"]
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +73,24 @@ def test_every_alert_fires_when_its_slo_is_broken_and_stays_quiet_while_it_holds
     assert "SUCCESS" in result.stdout
 
 
+def test_a_router_that_lists_no_engine_pages_while_every_router_pod_is_available(reports, tmp_path):
+    # The router's watcher cannot reach the API server: both pods run and pass /health, every request gets 404.
+    report = reports[ROUTED]
+    rules = {r["alert"]: r for r in _rules(report)}
+    cases = scenarios(report.blueprint)
+    pods_up = cases["RouterDown"].holding
+    watcher_down = Scenario([*pods_up, *cases["RouterHasNoEngines"].broken], [*pods_up, *cases["RouterHasNoEngines"]
+                                                                              .holding])
+    quiet = Scenario(cases["RouterDown"].broken, [*pods_up, *cases["RouterHasNoEngines"].broken],
+                     labels=cases["RouterDown"].labels)
+    result = promtool_suite(_rule_record(report).inputs["spec"]["groups"],
+                            {"RouterHasNoEngines": watcher_down, "RouterDown": quiet}, rules, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert rules["RouterHasNoEngines"]["labels"]["severity"] == "page"
+    assert 'vllm:num_incoming_requests_total{namespace="rag-assistant-generator", job="rag-assistant-generator-' \
+           'router-metrics"}' in rules["RouterHasNoEngines"]["expr"]
+
+
 def _replaced_expr(report: PreviewReport, alert: str, old: str, new: str) -> list[dict]:
     groups = copy.deepcopy(_rule_record(report).inputs["spec"]["groups"])
     rule = next(r for g in groups for r in g["rules"] if r["alert"] == alert)
@@ -94,6 +114,23 @@ def test_the_error_budget_page_filtering_the_workloads_job_never_fires(reports, 
     messages = [f.message for f in findings if f.check == "scrape-job"]
     assert len(messages) == 2  # the errors' selector and the total's
     assert all(f'job="{bp.workload_name}"' in m and bp.metrics_service_name in m for m in messages)
+
+
+def test_the_router_alert_naming_the_counter_without_total_is_caught_and_never_fires(reports, tmp_path):
+    # prometheus_client exposes Counter("vllm:num_incoming_requests") as vllm:num_incoming_requests_total.
+    report = reports[ROUTED]
+    groups = _replaced_expr(report, "RouterHasNoEngines", "vllm:num_incoming_requests_total",
+                            "vllm:num_incoming_requests")
+    rules = {r["alert"]: r for g in groups for r in g["rules"]}
+    result = promtool_suite(groups, {"RouterHasNoEngines": scenarios(report.blueprint)["RouterHasNoEngines"]}, rules,
+                            tmp_path)
+    assert result.returncode != 0 and "RouterHasNoEngines" in result.stdout + result.stderr
+    record = _rule_record(report)
+    edited = dataclasses.replace(record, inputs={**record.inputs, "spec": {"groups": groups}})
+    findings = check_signals(dataclasses.replace(report, resources=[edited if r.urn == record.urn else r
+                                                                     for r in report.resources]), stacks_dir=STACKS)
+    assert [f.check for f in findings] == ["metric-unknown"]
+    assert "vllm:num_incoming_requests_total" in findings[0].message  # the close match
 
 
 def test_a_mean_latency_alert_misses_a_broken_p95(reports, tmp_path):

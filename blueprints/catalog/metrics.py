@@ -36,11 +36,13 @@ class MetricRecord(_Record):
     unit: str
     buckets: tuple[float, ...] | None = Field(default=None, min_length=1, max_length=100, description=(
         "a histogram's bucket upper bounds (`le`), ascending, in `unit` (+Inf implied); None: not recorded"))
+    observes: str | None = Field(default=None, description="histograms and summaries: what one observation is, the "
+                                 "unit of the `_count` series (e.g. requests); none: a plain number")
 
-    @field_validator("unit")
+    @field_validator("unit", "observes")
     @classmethod
-    def _known_unit(cls, value: str) -> str:
-        return _valid_unit(value)
+    def _known_unit(cls, value: str | None) -> str | None:
+        return None if value is None else _valid_unit(value)
 
     @model_validator(mode="after")
     def _buckets(self) -> MetricRecord:
@@ -66,6 +68,11 @@ class MetricRecord(_Record):
     @property
     def unit_of(self) -> Unit:
         return parse_unit(self.unit)
+
+    @property
+    def count_unit(self) -> Unit:
+        """The unit of a histogram's or summary's `_count` series: what it observes, else dimensionless."""
+        return parse_unit(self.observes or "1")
 
 
 class Exporter(_Record):

@@ -37,6 +37,13 @@ class Cache(_Record):
     commands: list[str] = Field(min_length=1, description="the commands that fill it (the container's command[0])")
 
 
+class ServiceCall(_Record):
+    """An in-cluster Service the process calls by ClusterIP (`cluster_network.yaml` cluster_services)."""
+
+    service: str = Field(pattern=r"^[a-z0-9-]+$", description="a cluster_services id, e.g. kubernetes-api")
+    when_arg: str | None = Field(default=None, description="only when the container's args hold this argument")
+
+
 class ProxyDefaults(_Record):
     stream_idle_timeout_s: int = Field(ge=0)
     upstream_idle_timeout_s: int = Field(ge=0)
@@ -71,6 +78,9 @@ class ProcessFacts(_Record):
     keep_alive_env: str | None = None
     caches: list[Cache] = Field(default_factory=list)
     tools: list[Tool] = Field(default_factory=list, description="the programs our containers run in it")
+    calls: list[ServiceCall] = Field(default_factory=list, description="in-cluster Services it calls by ClusterIP "
+                                     "(besides cluster DNS, which every pod with dnsPolicy ClusterFirst resolves "
+                                     "names through)")
     proxy_defaults: ProxyDefaults | None = None
     fp8_kv_default_attention_from: float | None = Field(default=None, ge=5.0, le=12.0, description="compute "
                                                         "capability from which an FP8 KV cache keeps the engine's "

@@ -20,6 +20,8 @@ TRITON = ("triton", "2.62.0")
 KUBERNETES = ("kubernetes", "kube-state-metrics (kube-prometheus-stack 88.5.3)")
 SAGEMAKER = ("sagemaker", "CloudWatch AWS/SageMaker")
 HTTP_ADD_ON = ("keda-http-add-on", "0.15.0")
+#: The production-stack router in front of vLLM (its alerts are the vLLM archetype's).
+ROUTER = ("vllm", "production-stack router 4d750c9a")
 METRICS_SERVER = ("onnxruntime", "metrics-server 3.13.1 (resource metrics API)")
 
 #: A scaler's threshold must be a number its API takes: KEDA thresholds (Kubernetes quantities, milli precision) and
@@ -126,6 +128,9 @@ SIGNALS: tuple[Signal, ...] = (
          "router pods available (the prefix/session-aware router in front of vLLM): none is an outage", "replicas"),
     _row("RouterDegraded", "alert", KUBERNETES, "kube_deployment_status_replicas_available", "replicas",
          "router pods available below the planned count for 15 min", "replicas"),
+    _row("RouterHasNoEngines", "alert", ROUTER, "vllm:request_latency_seconds, vllm:num_incoming_requests_total",
+         "requests", "share of the router's incoming requests it forwarded to an engine over 5 min (a router that "
+         "lists no engine pod answers every request 404 while its /health stays 200)", "fraction"),
     # --- alarms: SageMaker (CloudWatch) -------------------------------------------------------------------------------
     _row("model-latency-p95", "alert", SAGEMAKER, "ModelLatency", "microseconds", "p95 model latency per minute",
          "microseconds"),

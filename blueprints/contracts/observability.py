@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from blueprints.contracts.sections import Archetype
 from blueprints.contracts.blueprint import Blueprint
-from blueprints.contracts.router import router_workload_name
+from blueprints.contracts.router import router_metrics_service_name, router_workload_name
 from blueprints.catalog.signals import planned_target, scaling_signal_row
 
 #: Multi-window burn rate for a fast error-budget burn alert (Google SRE workbook, "Alerting on SLOs": 14.4x
@@ -177,19 +177,33 @@ def slo_alerts(bp: Blueprint) -> list[AlertRule]:
     return [*rules, *router_alerts(bp)]
 
 
+#: `RouterHasNoEngines` fires when the router forwards less than this share of its incoming requests to an engine.
+ROUTER_FORWARDED_MIN_FRACTION = 0.01
+
+
 def router_alerts(bp: Blueprint) -> list[AlertRule]:
-    """The router's alerts (`blueprints.contracts.router`), from kube-state-metrics on its Deployment: no router pod
+    """The router's alerts (`blueprints.contracts.router`). From kube-state-metrics on its Deployment: no router pod
     available is an outage of the endpoint (every request goes through it: page); fewer than planned is a lost
-    spare (ticket). None without a router."""
+    spare (ticket). From the router's own series (job `<service>-router-metrics`): requests come in and (almost) none
+    reaches an engine, as when its pod watcher cannot list the engine pods: every request gets 404 "Model not found"
+    while /health stays 200 (catalog router.yaml), so no probe and no availability alert sees it (page). None
+    without a router."""
     if bp.router is None:
         return []
     deployment = _selector(bp, f'deployment="{router_workload_name(bp.service)}"')
     available = f"kube_deployment_status_replicas_available{deployment}"
+    router = _selector(bp, f'job="{router_metrics_service_name(bp.service)}"')
+    forwarded = (f"(sum(rate(vllm:request_latency_seconds_count{router}[5m])) or vector(0)) / "
+                 f"sum(rate(vllm:num_incoming_requests_total{router}[5m]))")
     return [AlertRule("RouterDown", f"{available} < 1", "2m", "page",
                       "No router pod is available: the router fronts every request, so the endpoint is down"),
             AlertRule("RouterDegraded", f"{available} < {bp.router.replicas}", "15m", "ticket",
                       f"Fewer than the {bp.router.replicas} planned router pods are available: one more failure "
-                      "takes the endpoint down")]
+                      "takes the endpoint down"),
+            AlertRule("RouterHasNoEngines", f"{forwarded} < {ROUTER_FORWARDED_MIN_FRACTION:g}", "5m", "page",
+                      "Requests reach the router but it forwards almost none to an engine (answers 404 'Model not "
+                      "found'): its pod watcher lists no engine pod; check the router's logs for 'K8s watcher error' "
+                      "and its NetworkPolicy's egress to the API server")]
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from blueprints.catalog.cluster_network import eks_default_service_cidr, overlapping
 from blueprints.core import bounds, defaults
 from blueprints.requirements.hosting import CpuArch, KubernetesVersion
 from blueprints.requirements.fields import DNS_1123_LABEL, Region
@@ -22,7 +23,7 @@ from blueprints.core.jsontypes import ClosedModel
 from blueprints.requirements.exposure import OPEN_INTERNET, Cidr
 from blueprints.requirements.fields import TAG_VALUE
 from blueprints.requirements.platform_file import (
-    PLATFORM_SCHEMA_VERSION, RUNNER_LABEL, AccessSpec, ExistingVpc, LogRetentionDays, ReceiverKind, VpcCidr,
+    PLATFORM_SCHEMA_VERSION, RUNNER_LABEL, AccessSpec, ExistingVpc, LogRetentionDays, ReceiverKind, ServiceCidr, VpcCidr,
     cpu_instance_problem, platform_stack_name, region_of_name, system_node_labels,
 )
 
@@ -43,6 +44,12 @@ class PlatformNetwork(ClosedModel):
     existing_vpc: ExistingVpc | None
     vpc_cidr: VpcCidr | None = Field(default=None, description="a new VPC's IPv4 "
                                  "CIDR (none: an existing VPC; a config without it: 10.0.0.0/16)")
+    service_cidr: ServiceCidr | None = Field(default=None, description="the cluster's Service CIDR, set as EKS "
+                                             "serviceIpv4Cidr (create-only): platform.yaml's service_cidr, else for "
+                                             "a new VPC the one EKS would choose for it (the same value, so a "
+                                             "cluster created without one is kept); none: an existing VPC without "
+                                             "platform.yaml's service_cidr, where EKS chooses by the VPC's CIDR "
+                                             "blocks and the platform exports its choice")
     az_count: int = Field(ge=2, le=6, description="zones a new VPC spans")
     nat_per_az: bool = Field(description="one NAT gateway per zone (production) or one shared")
     private_endpoint: bool = Field(description="the EKS API has no public endpoint")
@@ -56,7 +63,17 @@ class PlatformNetwork(ClosedModel):
             raise ValueError("vpc_cidr is a new VPC's; an existing_vpc keeps its own address space: re-plan it")
         if self.private_endpoint and self.public_access_cidrs:
             raise ValueError("public_access_cidrs is for a public API endpoint; a private one has none: re-plan it")
+        if self.service_cidr is not None and self.vpc_cidr is not None and overlapping(self.service_cidr,
+                                                                                         [self.vpc_cidr]):
+            raise ValueError(f"service_cidr {self.service_cidr} overlaps vpc_cidr {self.vpc_cidr}: set "
+                             "platform.yaml's service_cidr outside the VPC and re-plan it")
         return self
+
+    @property
+    def planned_service_cidr(self) -> str:
+        """The Service CIDR the cluster will have: `service_cidr`, else the one EKS chooses for the VPC (an existing
+        VPC's stands in as `defaults.VPC_CIDR` offline; at deploy time the cluster reports its own)."""
+        return self.service_cidr or eks_default_service_cidr([self.vpc_cidr or defaults.VPC_CIDR])
 
 
 class SystemNodes(ClosedModel):
@@ -268,6 +285,9 @@ class PlatformOutputs(ClosedModel):
     kubernetes_version: str
     vpc_id: str
     vpc_cidr: str
+    service_cidr: str | None = Field(default=None, description="the cluster's Kubernetes Service CIDR (every "
+                                     "ClusterIP, the API server's the first address), as EKS reports it; services' "
+                                     "NetworkPolicies admit the API server's ClusterIP from it")
     private_subnet_ids: list[str]
     public_subnet_ids: list[str]
     workload_security_group_id: str
@@ -313,6 +333,7 @@ def planned_outputs(config: PlatformConfig) -> PlatformOutputs:
         public_subnet_ids=list(vpc.public_subnet_ids) if vpc else [f"subnet-{digest[i + 20:i + 37]}"
                                                                      for i in range(zones)],
         workload_security_group_id=f"sg-{digest[40:57]}",
+        service_cidr=config.network.planned_service_cidr if config.kind is PlatformKind.EKS else None,
         cluster_name=config.cluster_name if config.kind is PlatformKind.EKS else None,
         kubeconfig="[planned kubeconfig]" if config.kind is PlatformKind.EKS else None,
         cluster_security_group_id=f"sg-{digest[20:37]}" if config.kind is PlatformKind.EKS else None,

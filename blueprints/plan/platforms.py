@@ -17,6 +17,7 @@ from pathlib import Path
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from blueprints.catalog.cluster_network import eks_default_service_cidr
 from blueprints.core import defaults
 from blueprints.catalog.endpoints import NODES, SAGEMAKER, SERVICE, load_endpoint_catalog
 from blueprints.catalog import Catalog
@@ -584,14 +585,23 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
             rationale.append(f"alerts page through Alertmanager's {spec.receiver.value} receiver"
                              + (f" ({spec.slack_channel})" if spec.slack_channel else "")
                              + f"; its URL is the secret config key {ALERT_RECEIVER_SECRET_KEY}")
+    vpc_cidr = None if existing else (override.vpc_cidr if override and override.vpc_cidr else defaults.VPC_CIDR)
+    # The cluster's Service CIDR is set explicitly (create-only): platform.yaml's, else for a new VPC the one EKS
+    # would choose for it, which a cluster created without one already has (no replacement). An existing VPC's CIDR
+    # blocks are unknown here: EKS chooses, and the platform exports its choice.
+    service_cidr = (override.service_cidr if override and override.service_cidr else
+                    None if existing else eks_default_service_cidr([vpc_cidr or defaults.VPC_CIDR]))
+    if eks:
+        where = service_cidr or "the Service CIDR EKS chooses for the VPC"
+        rationale.append(f"Kubernetes Services get ClusterIPs from {where} (the API server's is its first address, "
+                         "which the NetworkPolicies of services calling the API admit)")
     tags = {"service": PLATFORM_SERVICE, "environment": environment, "owner": preq.owner,
             "cost-center": preq.cost_center, "managed-by": "servingblueprints"}
     config = PlatformConfig(
         name=name, environment=environment, production=production, region=region, kind=kind,
         kubernetes_version=version, audit_logging=audit, audit_log_retention_days=retention, secrets_kms=kms,
-        network=PlatformNetwork(existing_vpc=existing,
-                                vpc_cidr=None if existing else (override.vpc_cidr if override and override.vpc_cidr
-                                                                else defaults.VPC_CIDR),
+        network=PlatformNetwork(existing_vpc=existing, vpc_cidr=vpc_cidr,
+                                service_cidr=service_cidr if eks else None,
                                 az_count=az, nat_per_az=production, private_endpoint=private and eks,
                                 public_access_cidrs=public_cidrs, interface_endpoints=endpoints),
         system_nodes=SystemNodes(instance_type=system_type.instance_type, cpu_arch=system_arch,

@@ -222,6 +222,24 @@ VPC_CIDR = describe_pattern(
 VpcCidr = Annotated[str, Field(max_length=18, pattern=VPC_CIDR), AfterValidator(ipv4_cidr)]
 
 
+def _service_cidr(value: str) -> str:
+    from blueprints.catalog.cluster_network import service_cidr_problem
+
+    problem = service_cidr_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+#: A cluster's Kubernetes Service CIDR (EKS serviceIpv4Cidr): an RFC 1918 network of /12 to /24
+#: (`blueprints/catalog/cluster_network.yaml`).
+SERVICE_CIDR = describe_pattern(
+    r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])/(1[2-9]|2[0-4])$",
+    "an IPv4 CIDR of /12 to /24 such as 172.20.0.0/16 (no leading zeros)")
+ServiceCidr = Annotated[str, Field(max_length=18, pattern=SERVICE_CIDR), AfterValidator(ipv4_cidr),
+                        AfterValidator(_service_cidr)]
+
+
 #: Days CloudWatch Logs keeps a log group's events: the values PutRetentionPolicy accepts (CloudWatch Logs API
 #: Reference, PutRetentionPolicy, `retentionInDays`).
 LogRetentionDays = Literal[1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
@@ -244,6 +262,15 @@ class PlatformOverride(ClosedModel):
     vpc_cidr: VpcCidr | None = Field(default=None, description="a new VPC's IPv4 CIDR, "
                                  "/16 to /20; give platforms whose networks are peered distinct ones. Default "
                                  "10.0.0.0/16")
+    service_cidr: ServiceCidr | None = Field(default=None, description="the cluster's Kubernetes Service CIDR "
+                                             "(EKS serviceIpv4Cidr), where every ClusterIP lies: /12 to /24, RFC "
+                                             "1918, outside the VPC and peered_cidrs. Create-only: set it before the "
+                                             "cluster exists (a change replaces the cluster). Default: what EKS "
+                                             "chooses, 172.20.0.0/16 for a VPC in 10.0.0.0/8, else 10.100.0.0/16")
+    peered_cidrs: Annotated[list[Cidr], UNIQUE, UNIQUE_ITEMS] = Field(
+        default=[], max_length=40, description="networks routed to this platform's VPC (VPC peering, Transit "
+        "Gateway, VPN, on-premises; another platform's vpc_cidr when their VPCs are peered): the Service CIDR must "
+        "not overlap them, or pods could not reach them")
     private_endpoint: bool | None = Field(default=None, description="the EKS API is reachable only inside the VPC "
                                           "(needs existing_vpc and runner_label). Default false (public)")
     public_access_cidrs: Annotated[list[Cidr], UNIQUE, UNIQUE_ITEMS] = Field(
@@ -276,7 +303,30 @@ class PlatformOverride(ClosedModel):
                              "open internet or your ranges")
         if self.audit_log_retention_days is not None and self.audit_logging is False:
             raise ValueError("audit_log_retention_days keeps audit logs, but audit_logging is false")
+        problem = self.service_cidr_problem()
+        if problem:
+            raise ValueError(problem)
         return self
+
+    def service_cidr_problem(self) -> str | None:
+        """Why the platform's Service CIDR (`service_cidr`, or EKS's default for a new VPC) overlaps its VPC or a
+        peered network, naming both ranges and the field; None when it does not. An existing VPC's CIDR blocks are
+        read from AWS at deploy time (EKS refuses an overlap then)."""
+        from blueprints.catalog.cluster_network import eks_default_service_cidr, overlapping
+        from blueprints.core import defaults
+
+        vpc = [] if self.existing_vpc is not None else [self.vpc_cidr or defaults.VPC_CIDR]
+        if self.service_cidr is None and not vpc:
+            return None
+        cidr = self.service_cidr or eks_default_service_cidr(vpc)
+        what = (f"service_cidr {cidr}" if self.service_cidr else
+                f"the default service_cidr {cidr} (what EKS chooses for VPC {vpc[0]})")
+        for field, ranges in (("vpc_cidr", vpc), ("peered_cidrs", self.peered_cidrs)):
+            hit = overlapping(cidr, ranges)
+            if hit:
+                return (f"{what} overlaps {field} {hit[0]}: ClusterIPs would shadow those addresses for every pod; "
+                        f"set service_cidr to an RFC 1918 /12-/24 range outside {', '.join([*vpc, *self.peered_cidrs])}")
+        return None
 
 
 class PlatformRequirements(ClosedModel):

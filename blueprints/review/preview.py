@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 
 from blueprints.core.yamlio import load_yaml
+from blueprints.catalog.cluster_network import eks_default_service_cidr
 from blueprints.catalog.names import load_name_catalog
 
 from blueprints.contracts.blueprint import Blueprint
@@ -31,6 +32,8 @@ from blueprints.contracts.stackconfig import (
 
 #: Account id used in mocked ARNs (AWS's documentation example account).
 MOCK_ACCOUNT_ID = "123456789012"
+#: The CIDR block the mocks give an existing VPC (`aws:ec2/getVpc`).
+MOCK_EXISTING_VPC_CIDR = "10.20.0.0/16"
 SECRET_PLACEHOLDER = "[secret]"
 #: What a `secure:` API key decrypts to offline: long enough and without whitespace for the deploy-time check
 #: (`components.access.checked_api_key`), which judges the real key when `pulumi up` decrypts it.
@@ -456,6 +459,11 @@ def mock_outputs(typ: str, name: str, inputs: dict, *, region: str) -> tuple[str
                      endpoint=f"https://{suffix.upper()}0000000000000000000000000.gr7.{region}.eks.amazonaws.com",
                      certificateAuthority={"data": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCm1vY2sKLS0tLS1FTkQ="},
                      vpcConfig={**(inputs.get("vpcConfig") or {}), "clusterSecurityGroupId": f"sg-{suffix}c"},
+                     # EKS reports the Service CIDR it was given, else its own choice for the VPC (here the
+                     # existing VPC `aws:ec2/getVpc` stands in).
+                     kubernetesNetworkConfig={"ipFamily": "ipv4", "serviceIpv4Cidr": (
+                         inputs.get("kubernetesNetworkConfig") or {}).get("serviceIpv4Cidr")
+                         or eks_default_service_cidr([MOCK_EXISTING_VPC_CIDR])},
                      status="ACTIVE", platformVersion="eks.1")
         return cluster, state
     if typ in ("aws:sagemaker/model:Model", "aws:sagemaker/endpointConfiguration:EndpointConfiguration",
@@ -492,7 +500,7 @@ def mock_call(token: str, args: dict, *, region: str) -> dict:
     """Realistic results for provider functions (invokes). Keys are camelCase, as the engine returns them."""
     if token == "aws:ec2/getVpc:getVpc":
         vpc_id = args.get("id") or "vpc-0preview"
-        return {"id": vpc_id, "cidrBlock": "10.20.0.0/16", "ownerId": MOCK_ACCOUNT_ID, "state": "available",
+        return {"id": vpc_id, "cidrBlock": MOCK_EXISTING_VPC_CIDR, "ownerId": MOCK_ACCOUNT_ID, "state": "available",
                 "arn": f"arn:aws:ec2:{region}:{MOCK_ACCOUNT_ID}:vpc/{vpc_id}", "default": False}
     if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
         # Four zones whose names map to IDs out of order, as an older region's per-account mapping does (an account's

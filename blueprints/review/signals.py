@@ -108,7 +108,7 @@ class _Analysis:
             self.unknown(name)
             return _Value(None, metrics={name})
         metric = series.metric
-        unit = metric.unit_of if series.part != "count" else DIMENSIONLESS
+        unit = metric.unit_of if series.part != "count" else metric.count_unit
         kind = {"bucket": "bucket", "sum": "counter", "count": "counter"}.get(series.part, metric.type)
         # A summary's own series are its quantiles (gauges); a histogram has none but its buckets, sum and count.
         kind = "gauge" if kind in ("info", "summary") else "counter" if kind == "histogram" else kind
@@ -264,6 +264,9 @@ def stack_exporters(report: PreviewReport, catalog: MetricCatalog, stacks_dir: P
     engine = catalog.engine_for_image(bp.engine.image) if hasattr(bp.engine, "image") else None
     if engine is not None:
         exporters.append(engine)
+    router = catalog.engine_for_image(bp.router.image) if bp.router is not None else None
+    if router is not None:
+        exporters.append(router)
     addons = set()
     if report.platform is not None:
         addons = {a.id for a in report.platform.addons}

@@ -41,6 +41,9 @@ each installs, the objects its webhooks guard, its per-node DaemonSets, its Pod 
 - `replica-owner`: a Deployment or StatefulSet an autoscaler (KEDA ScaledObject, HPA) targets does not keep applying
   `spec.replicas` after creation (left out, or ignored by Pulumi), and one no autoscaler targets does not ignore it
   (`blueprints.review.deployability.replicas`);
+- `cluster-ip-egress`: every pod's egress NetworkPolicies admit each in-cluster Service it calls (cluster DNS; the
+  API server for the router's pod watcher) by the Service's ClusterIP and port, as the VPC CNI's network policy agent
+  judges egress, before kube-proxy's DNAT (`blueprints/catalog/cluster_network.yaml`);
 - `physical-names`: every AWS name (explicit, or Pulumi's never-truncated auto-name), Kubernetes name, label value,
   container name and Helm release name fits its type (`blueprints/catalog/names.yaml`);
 - `kubernetes-upgrade` (with a baseline, `check_kubernetes_upgrade`): a platform's EKS cluster neither goes back a
@@ -50,7 +53,8 @@ Each finding names the resource and the fix; any finding makes `blueprint previe
 each family lives in its own: `blueprints.review.deployability.addons` (addon-installed, webhook-ready),
 `blueprints.review.deployability.scheduling` (schedulable, node-pool-arch, node-pool-limits, owned-nodes, billed-nodes, over the nodes of
 `blueprints.review.deployability.nodes`), `blueprints.review.deployability.pod_security`, `blueprints.review.deployability.prometheus`,
-`blueprints.review.deployability.names`, `blueprints.review.deployability.reachability` and
+`blueprints.review.deployability.names`, `blueprints.review.deployability.reachability`,
+`blueprints.review.deployability.cluster_ips` and
 `blueprints.review.deployability.processes`;
 what they all read is `blueprints.review.deployability.context`.
 """
@@ -66,6 +70,7 @@ from blueprints.catalog.addons import KUBERNETES_VERSION
 from blueprints.contracts.platform import kubernetes_upgrade_problem
 from blueprints.review.preview import DeployabilityFinding, PreviewReport
 from blueprints.review.deployability.addons import check_addons, check_webhooks
+from blueprints.review.deployability.cluster_ips import check_cluster_ip_egress
 from blueprints.review.deployability.context import check_context, named
 from blueprints.review.deployability.names import check_names
 from blueprints.review.deployability.processes import check_processes
@@ -87,7 +92,7 @@ CHECKS = (check_addons, check_webhooks, check_scheduling, check_node_pool_arch, 
           check_owned_nodes, check_billed_nodes, check_pod_security, check_prometheus, check_names, check_api_reachable,
           check_aws_apis_reachable, check_processes, check_hidden_components,
           check_eks_zones, check_listener_attributes, check_interceptor_protocol, check_system_placement,
-          check_startup_timers, check_last_replica, check_replica_owner)
+          check_startup_timers, check_last_replica, check_replica_owner, check_cluster_ip_egress)
 
 
 def check_deployability(report: PreviewReport, *, stacks_dir: Path = Path("stacks")) -> list[DeployabilityFinding]:
