@@ -214,11 +214,17 @@ def _check_plans(files: Optional[list[Path]], *, policy_dir: Optional[Path], no_
 
 def platform_summary(platform) -> str:
     """A few lines per platform stack: kind, version, add-ons, the services on it and its cost (rich markup)."""
+    from blueprints.contracts.platform import PlatformKind
+
     warn = "".join(f"\n  [yellow]warning[/]   {escape(w)}" for w in platform.warnings)
-    return (f"[bold]{platform.stack}[/]  shared platform ({platform.kind.value})  {platform.region}\n"
-            f"  cluster   Kubernetes {platform.kubernetes_version}, {platform.system_nodes.count}x "
-            f"{platform.system_nodes.instance_type} system nodes, "
-            f"{'private' if platform.network.private_endpoint else 'public'} API endpoint\n"
+    net = platform.network
+    built = (f"  cluster   Kubernetes {platform.kubernetes_version}, {platform.system_nodes.count}x "
+             f"{platform.system_nodes.instance_type} system nodes, "
+             f"{'private' if net.private_endpoint else 'public'} API endpoint\n"
+             if platform.kind is PlatformKind.EKS else
+             f"  network   {net.existing_vpc.vpc_id if net.existing_vpc else 'a new VPC'}, no cluster; interface "
+             f"endpoints: {', '.join(net.interface_endpoints) or '-'}\n")
+    return (f"[bold]{platform.stack}[/]  shared platform ({platform.kind.value})  {platform.region}\n" + built +
             f"  add-ons   {', '.join(a.id for a in platform.addons) or '-'}\n"
             f"  serves    {', '.join(platform.services)}\n"
             f"  cost      ${platform.monthly_cost_usd:,.0f}/month (shared){warn}")
