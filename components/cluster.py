@@ -122,8 +122,7 @@ class EksCluster(pulumi.ComponentResource):
                 retention_in_days=cfg.audit_log_retention_days or 0, tags=tags, opts=child)
             depends.append(self.log_group)
         # The deployer role (CI) is the creator: with an explicit deployer, its access entry is ours, not the
-        # creator bootstrap's (both at once would collide on the same principal).
-        deployer = cfg.access.deployer_role_arn
+        # creator bootstrap's (both at once would collide on the same principal): `cfg.creator_admin_bootstrap`.
         groups = list(args.security_group_ids or [])
         self.api_security_group = None
         if cfg.network.private_endpoint:
@@ -138,7 +137,7 @@ class EksCluster(pulumi.ComponentResource):
                         "endpoint_private_access": True, "endpoint_public_access": not cfg.network.private_endpoint,
                         "public_access_cidrs": cfg.network.public_access_cidrs or None},
             access_config={"authentication_mode": "API",
-                           "bootstrap_cluster_creator_admin_permissions": deployer is None},
+                           "bootstrap_cluster_creator_admin_permissions": cfg.creator_admin_bootstrap},
             # Add-ons are ours (vpc-cni with network policy before any node); EKS must not pre-install its defaults.
             bootstrap_self_managed_addons=False,
             enabled_cluster_log_types=list(defaults.EKS_CONTROL_PLANE_LOG_TYPES) if cfg.audit_logging else None,
