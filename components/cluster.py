@@ -141,6 +141,7 @@ class EksCluster(pulumi.ComponentResource):
             # Add-ons are ours (vpc-cni with network policy before any node); EKS must not pre-install its defaults.
             bootstrap_self_managed_addons=False,
             enabled_cluster_log_types=list(defaults.EKS_CONTROL_PLANE_LOG_TYPES) if cfg.audit_logging else None,
+            upgrade_policy={"support_type": defaults.EKS_SUPPORT_TYPE},
             encryption_config=encryption,
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends))

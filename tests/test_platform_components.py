@@ -49,6 +49,8 @@ def test_the_cluster_is_named_after_the_platform_stack_at_the_planned_version(pr
     assert cluster["accessConfig"] == {"authenticationMode": "API", "bootstrapClusterCreatorAdminPermissions": True}
     assert cluster["bootstrapSelfManagedAddons"] is False
     assert cluster["enabledClusterLogTypes"] == ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+    # Explicit, never AWS's default by omission: no automatic control-plane upgrade past the pinned add-ons.
+    assert cluster["upgradePolicy"] == {"supportType": "EXTENDED"}
 
 
 def test_vpc_cni_enforces_network_policy_and_comes_before_any_node(prod_run):

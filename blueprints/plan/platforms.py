@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from blueprints.core import defaults
 from blueprints.catalog.endpoints import NODES, SAGEMAKER, SERVICE, load_endpoint_catalog
-from blueprints.catalog import Catalog
+from blueprints.catalog import Catalog, load_catalog
 from blueprints.catalog.addons import PlatformCatalog
 from blueprints.core.errors import BlueprintError, CatalogError, RequirementsError
 from blueprints.requirements.platform_file import (
@@ -223,13 +223,17 @@ def choose_kubernetes_version(pcat: PlatformCatalog, addon_ids: Sequence[str], a
     record = pcat.version(version)
     phase = record.phase(as_of)
     if phase == "standard" and record.end_of_standard is not None:
-        why += f" (standard support until {record.end_of_standard})"
         days = (record.end_of_standard - as_of).days
+        extra = (pcat.extended_usd_per_hour - pcat.standard_usd_per_hour) * load_catalog().hours_per_month
+        why += (f" (standard support until {record.end_of_standard}; upgrade policy {defaults.EKS_SUPPORT_TYPE}: "
+                "never upgraded automatically, it then enters extended support)")
         if days <= pcat.warn_days_before_end:
             warnings.append(f"Kubernetes {version} leaves EKS standard support on {record.end_of_standard} "
-                            f"({days} days after {as_of}); the control plane then costs "
-                            f"${pcat.extended_usd_per_hour:.2f}/hour instead of ${pcat.standard_usd_per_hour:.2f}: "
-                            "plan an upgrade")
+                            f"({days} days after {as_of}): with upgrade policy {defaults.EKS_SUPPORT_TYPE} the "
+                            f"cluster enters extended support that day and its control plane costs "
+                            f"${pcat.extended_usd_per_hour:.2f}/hour instead of ${pcat.standard_usd_per_hour:.2f} "
+                            f"(+${extra:,.0f}/month): upgrade before then (set kubernetes_version in platform.yaml, "
+                            "one minor version per deploy)")
     elif phase == "extended":
         warnings.append(f"Kubernetes {version} is in EKS extended support on {as_of} (until "
                         f"{record.end_of_extended}): the control plane costs ${pcat.extended_usd_per_hour:.2f}/hour")
