@@ -26,6 +26,8 @@ GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 #: Node label naming the pool a node belongs to: `system`, or the service whose NodePool launched it.
 POOL_LABEL = "servingblueprints.io/pool"
 SYSTEM_POOL = "system"
+#: The nodeSelector of every controller that runs on the system node group.
+SYSTEM_NODES = {POOL_LABEL: SYSTEM_POOL}
 #: Toleration of the GPU taint, for every pod that must run on GPU nodes.
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 #: EKS cluster access policy for administrators and the deploying role (docs.aws.amazon.com/eks/latest/userguide/
@@ -174,8 +176,11 @@ class EksCluster(pulumi.ComponentResource):
             f"{name}-kube-proxy", cluster_name=self.eks.name, addon_name="kube-proxy",
             resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags,
             opts=after_nodes)
+        # Controllers on the system nodes (a replica on a service's node would keep Karpenter from removing it): the
+        # add-ons' configuration values paths are in blueprints/catalog/addons.yaml `placement`.
         self.coredns = aws.eks.Addon(
             f"{name}-coredns", cluster_name=self.eks.name, addon_name="coredns",
+            configuration_values=json.dumps({"nodeSelector": SYSTEM_NODES}),
             resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags,
             opts=after_nodes)
         self.ebs_csi_role = aws.iam.Role(fit(name, "ebs-csi-role", ROLE), assume_role_policy=trust_policy(
@@ -184,6 +189,7 @@ class EksCluster(pulumi.ComponentResource):
                                                   policy_arn=EBS_CSI_POLICY, opts=child)
         self.ebs_csi = aws.eks.Addon(
             f"{name}-ebs-csi", cluster_name=self.eks.name, addon_name="aws-ebs-csi-driver",
+            configuration_values=json.dumps({"controller": {"nodeSelector": SYSTEM_NODES}}),
             pod_identity_associations=[{"role_arn": self.ebs_csi_role.arn,
                                         "service_account": EBS_CSI_SERVICE_ACCOUNT}],
             resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags,

@@ -86,6 +86,9 @@ class EksAddon(_Record):
     before_nodes: bool = Field(description="created before any node group (networking and identity agents)")
     pod_security: str = Field(pattern=r"^(privileged|baseline|restricted)$")
     daemonset: DaemonSetRequests | None = None
+    placement: dict[str, list[str]] = Field(default_factory=dict, description="its pods that are no per-node "
+                                            "DaemonSet -> the configuration values paths (dotted) that set their "
+                                            "nodeSelector (`aws eks describe-addon-configuration`)")
     source: str
 
 
