@@ -74,6 +74,9 @@ class EksClusterArgs:
         runner_cidr: where the deploy runner connects from (a private platform's runner lives in its VPC: the VPC's
             CIDR). With a private API endpoint, the control plane admits HTTPS (443) from it: its own security group
             admits only itself (EKS user guide, clusters/cluster-endpoint.adoc "private access"). Defaults to none.
+        egress: what the VPC's egress rests on (`Network.egress`): the cluster depends on it, and so, through the
+            cluster, its nodes, add-ons and every Kubernetes object on it: `pulumi destroy` keeps egress until they
+            are gone (Karpenter's node-class finalizer terminates instances through the EC2 API).
     """
 
     platform: PlatformConfig
@@ -81,6 +84,7 @@ class EksClusterArgs:
     security_group_ids: list[pulumi.Input[str]] | None = None
     vpc_id: pulumi.Input[str] | None = None
     runner_cidr: pulumi.Input[str] | None = None
+    egress: list[pulumi.Resource] | None = None
 
 
 class EksCluster(pulumi.ComponentResource):
@@ -116,7 +120,7 @@ class EksCluster(pulumi.ComponentResource):
         # EKS writes control-plane logs to /aws/eks/<cluster>/cluster and creates that log group without expiry
         # when it is absent (EKS user guide, control-plane-logs): created first, the group keeps platform.yaml's
         # retention.
-        depends = [cluster_policy]
+        depends = [cluster_policy, *(args.egress or [])]
         self.log_group = None
         if cfg.audit_logging:
             self.log_group = aws.cloudwatch.LogGroup(

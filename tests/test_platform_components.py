@@ -289,3 +289,30 @@ def test_every_receiver_kind_reads_its_secret_from_the_mounted_file(kind, key):
     [receiver] = [r for r in config["receivers"] if r["name"] == kind]
     [entry] = next(v for k, v in receiver.items() if k.endswith("_configs"))
     assert entry[key] == ALERT_RECEIVER_FILE
+
+
+EGRESS = ("aws:ec2/route:Route", "aws:ec2/routeTableAssociation:RouteTableAssociation",
+          "aws:ec2/natGateway:NatGateway", "aws:ec2/vpcEndpoint:VpcEndpoint")
+#: What needs egress until it is gone: nodes (the system node group), Karpenter and its node classes (the finalizer
+#: terminates instances through the EC2 API), every other Helm release and Kubernetes object on the cluster.
+NEEDS_EGRESS = ("aws:eks/cluster:Cluster", "aws:eks/nodeGroup:NodeGroup", "aws:eks/addon:Addon", RELEASE,
+                "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+
+
+@pytest.mark.parametrize("stack", ["platform-prod-us-east-1", "platform-prod-eu-central-1"])
+def test_destroy_keeps_egress_until_the_nodes_karpenter_and_node_classes_are_gone(stack, prod_run):
+    """Pulumi destroys a resource only after everything that depends on it: with every NAT route, route table
+    association, NAT gateway and VPC endpoint in the dependencies (transitive, providers included) of the cluster,
+    nodes, add-ons and node classes, `pulumi destroy` deletes egress last."""
+    from blueprints.review.deployability.context import DependencyGraph
+
+    run = prod_run if stack == "platform-prod-us-east-1" else run_platform(bundled_platform(stack))
+    egress = {r.urn for r in run.records if r.type in EGRESS}
+    # A new VPC's egress is its NAT path; an existing VPC's (its routes are its owner's) is its endpoints.
+    expected = EGRESS[:3] if stack == "platform-prod-us-east-1" else EGRESS[3:]
+    assert {r.type for r in run.records if r.urn in egress} == set(expected)
+    graph = DependencyGraph(run.records)
+    dependents = [r for r in run.records if r.type in NEEDS_EGRESS]
+    assert {r.type for r in dependents} == set(NEEDS_EGRESS)
+    for record in dependents:
+        assert egress <= graph.closure(record), (record.name, sorted(egress - graph.closure(record)))
