@@ -42,6 +42,8 @@ from blueprints.requirements.service import Requirements
 from blueprints.contracts.consistency import stored_weights_gib
 from blueprints.contracts.weights import disk_for_gib, replica_ephemeral_gib, sync_job_ephemeral_gib
 from blueprints.catalog.startup import load_startup_catalog
+from blueprints.catalog.images import load_image_catalog
+from blueprints.contracts.images import in_private_ecr
 
 #: A platform's guardrails by its environment name and production flag (None: no policy).
 PolicyFor = Callable[[str, bool], "Guardrails | None"]
@@ -321,6 +323,21 @@ def cpu_root_volume_gib(services: Sequence[ServiceFile], catalog: Catalog) -> in
     return max(defaults.CPU_NODE_ROOT_VOLUME_GIB, -(-disk // step) * step)
 
 
+def unpullable(name: str, addons: Sequence[AddonRelease], pcat: PlatformCatalog, region: str, *,
+               platform_file: str) -> str:
+    """Why an EKS platform in an existing VPC without internet egress is refused: every image its add-ons run
+    (`blueprints/catalog/addons.yaml` `images`) and every chart the runner fetches that is not in the region's private
+    ECR, which is all the VPC endpoints reach; and the fix."""
+    images = [i for a in addons for i in pcat.addon(a.id).images if not in_private_ecr(i, region)]
+    serving = [i for i in load_image_catalog() if not in_private_ecr(i, region)]
+    charts = [f"{pcat.addon(a.id).chart} {a.version} ({pcat.addon(a.id).repository})" for a in addons]
+    return (f"{platform_file}: platforms.{name}.existing_vpc.internet_egress is false: its nodes reach only AWS APIs "
+            f"through the VPC endpoints (ECR in {region}), so these add-on images would never pull and every Helm "
+            f"release would wait out its timeout: {', '.join(images)}; nor the serving images its services run "
+            f"(blueprints/catalog/images.yaml): {', '.join(serving)}; nor would the runner fetch the charts "
+            f"{', '.join(charts)}. Give the VPC a NAT route and set internet_egress: true, or use a VPC that has one")
+
+
 def private_endpoints(addons: Sequence[AddonRelease], pcat: PlatformCatalog, *, eks: bool, sagemaker: bool,
                       existing_vpc: bool) -> list[str]:
     """The interface VPC endpoints of a private platform: every AWS API its callers call (`blueprints/catalog/
@@ -488,6 +505,9 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
                                         rule="kubernetes-version-matches-platform")
         rationale += why
         warnings += warned
+        if existing is not None and not existing.internet_egress:
+            raise RequirementsError(unpullable(name, addons, pcat, region, platform_file=platform_file),
+                                    rule="images-pull-in-vpc")
         if private and (existing is None or runner is None):
             raise RequirementsError(
                 f"{platform_file}: a private platform ({stack}) has no public Kubernetes API, so neither a "
