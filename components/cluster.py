@@ -1,4 +1,4 @@
-"""EksCluster: a shared platform's EKS control plane, its system node group and the EKS managed add-ons.
+"""EksCluster: a shared platform's EKS control plane, its system node groups (one per zone) and the EKS managed add-ons.
 
 Only AWS resources: the cluster (API authentication mode, access entries), its IAM roles, the networking and identity
 add-ons created before any node (vpc-cni with network policy enforcement, the EKS Pod Identity agent), the system
@@ -162,20 +162,26 @@ class EksCluster(pulumi.ComponentResource):
             f"{name}-pod-identity-agent", cluster_name=self.eks.name, addon_name="eks-pod-identity-agent",
             resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags, opts=on_cluster)
         self.system_node_role, attachments = node_role(name, "system-node-role", tags, child)
-        self.system_nodes = aws.eks.NodeGroup(
-            fit(name, "system-nodes", NODE_GROUP),
-            cluster_name=self.eks.name, node_role_arn=self.system_node_role.arn, subnet_ids=args.subnet_ids,
+        # One node group per private subnet (zone) that holds a system node, each never below one node: Prometheus's
+        # EBS volume is bound in the zone of the node it first lands on (WaitForFirstConsumer) and can only attach
+        # there, and a group spanning zones may replace that node in another zone (eksctl user guide, autoscaling:
+        # "If your workloads are zone-specific you'll need to create separate nodegroups for each zone").
+        subnets = pulumi.Output.from_input(args.subnet_ids)
+        self.system_nodes = [aws.eks.NodeGroup(
+            fit(name, f"system-nodes-{i}", NODE_GROUP),
+            cluster_name=self.eks.name, node_role_arn=self.system_node_role.arn,
+            subnet_ids=subnets.apply(lambda ids, i=i: [ids[i]]),
             # AL2023 standard AMI of the instance type's architecture (Graviton: AL2023_ARM_64_STANDARD).
             ami_type=defaults.EKS_AMI_TYPE[("cpu", cfg.system_nodes.cpu_arch.value)],
             instance_types=[cfg.system_nodes.instance_type], capacity_type="ON_DEMAND",
             disk_size=cfg.system_nodes.disk_gib,
-            scaling_config={"min_size": cfg.system_nodes.count, "desired_size": cfg.system_nodes.count,
-                            "max_size": cfg.system_nodes.count + 1},
+            scaling_config={"min_size": count, "desired_size": count, "max_size": count + 1},
             update_config={"max_unavailable": 1},
             labels={POOL_LABEL: SYSTEM_POOL}, tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*attachments, self.vpc_cni, self.pod_identity_agent],
                                         ignore_changes=["scalingConfig.desiredSize"]))
-        after_nodes = pulumi.ResourceOptions(parent=self, depends_on=[self.system_nodes])
+            for i, count in enumerate(system_group_sizes(cfg.system_nodes.count, cfg.network.az_count))]
+        after_nodes = pulumi.ResourceOptions(parent=self, depends_on=self.system_nodes)
         self.kube_proxy = aws.eks.Addon(
             f"{name}-kube-proxy", cluster_name=self.eks.name, addon_name="kube-proxy",
             resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags,
@@ -197,7 +203,7 @@ class EksCluster(pulumi.ComponentResource):
             pod_identity_associations=[{"role_arn": self.ebs_csi_role.arn,
                                         "service_account": EBS_CSI_SERVICE_ACCOUNT}],
             resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_nodes, ebs_policy]))
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.system_nodes, ebs_policy]))
         self.cluster_name = self.eks.name
         self.endpoint = self.eks.endpoint
         self.cluster_security_group_id = self.eks.vpc_config.cluster_security_group_id
@@ -205,7 +211,7 @@ class EksCluster(pulumi.ComponentResource):
             self.eks.name, self.eks.endpoint, self.eks.certificate_authority.data).apply(
                 lambda parts: kubeconfig_json(parts[0], parts[1], parts[2], region=cfg.region)))
         #: What every Kubernetes object of the platform waits for: nodes, DNS, kube-proxy, storage and access.
-        self.ready: list[pulumi.Resource] = [self.system_nodes, self.kube_proxy, self.coredns, self.ebs_csi,
+        self.ready: list[pulumi.Resource] = [*self.system_nodes, self.kube_proxy, self.coredns, self.ebs_csi,
                                              *self.access_entries]
         self.register_outputs({"cluster_name": self.cluster_name, "endpoint": self.endpoint,
                                "kubeconfig": self.kubeconfig,
@@ -245,6 +251,13 @@ class EksCluster(pulumi.ComponentResource):
                 policy_arn=CLUSTER_ADMIN_POLICY, access_scope={"type": "cluster"},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]))]
         return created
+
+
+def system_group_sizes(count: int, zones: int) -> list[int]:
+    """The system nodes per zone-pinned node group: `count` nodes over the first min(count, zones) private subnets,
+    as evenly as they go (2 nodes, 3 zones -> [1, 1]; 4 nodes, 3 zones -> [2, 1, 1]), so every group keeps >= 1."""
+    groups = min(count, zones)
+    return [count // groups + (1 if i < count % groups else 0) for i in range(groups)]
 
 
 def deploying_account_checked(deploying: str, cfg: PlatformConfig, arn: str) -> str:
