@@ -43,7 +43,7 @@ def test_a_network_only_platform_without_the_sagemaker_runtime_endpoint_is_below
     path = stack_config_path(stacks_dir, SERVICE)
     floors = service_floors(read_stack_config(path), path, stacks_dir=stacks_dir)
     assert platform_floor_problems(platform, [(SERVICE, floors)]) == []
-    network = platform.network.model_copy(update={"interface_endpoints": [e for e in platform.network.interface_endpoints
-                                                                          if e != "sagemaker.runtime"]})
+    kept = [e for e in platform.network.interface_endpoints if e != "sagemaker.runtime"]
+    network = platform.network.model_copy(update={"interface_endpoints": kept})
     [problem] = platform_floor_problems(platform.model_copy(update={"network": network}), [(SERVICE, floors)])
     assert "compliance.private_only" in problem.message and SERVICE in problem.message

@@ -20,7 +20,8 @@ def in_private_ecr(image: str, region: str) -> bool:
     """Whether `image` (`<registry>/<repository>[:tag]`) is in an account's private ECR registry in `region`
     (`<account>.dkr.ecr.<region>.amazonaws.com`), the only registry a VPC without internet egress reaches (through its
     ecr.api, ecr.dkr and S3 endpoints; docs.aws.amazon.com/AmazonECR/latest/userguide/vpc-endpoints.html)."""
-    return re.fullmatch(rf"[0-9]{{12}}\.dkr\.ecr\.{re.escape(region)}\.amazonaws\.com", image.split("/", 1)[0]) is not None
+    registry = image.split("/", 1)[0]
+    return re.fullmatch(rf"[0-9]{{12}}\.dkr\.ecr\.{re.escape(region)}\.amazonaws\.com", registry) is not None
 
 
 def serving_images(bp: Blueprint) -> list[tuple[str, str]]:
