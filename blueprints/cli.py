@@ -133,9 +133,11 @@ def plan(
     if check:
         _check_plans(requirements or None, policy_dir=policy_dir, no_policy=no_policy, as_json=as_json)
         return
-    from blueprints.review.changes import review_changes
+    from blueprints.review.changes import Review, platform_replacements, review_changes
     from blueprints.review.report.stack import print_review
-    from blueprints.contracts.stackconfig import recorded_blueprint, stack_config_path, write_stack_configs
+    from blueprints.contracts.stackconfig import (
+        recorded_blueprint, recorded_platform, stack_config_path, write_stack_configs,
+    )
     from blueprints.workspace import plan_requirements_file
     from blueprints.core.project import project_paths, project_relative
 
@@ -154,6 +156,8 @@ def plan(
             use_policy=not no_policy, requirements_dir=project.requirements_dir if project.root else None,
             stacks_dir=stacks_dir, switch_threshold_pct=switch_threshold)
         previous = {bp.stack: recorded_blueprint(stack_config_path(stacks_dir, bp.stack)) for bp in planned.blueprints}
+        previous_platforms = {p.stack: recorded_platform(stack_config_path(stacks_dir, p.stack))
+                              for p in planned.platforms}
         platform_source = project.requirements_dir.relative_to(project.root) if project.root else requirements.parent
         paths = write_stack_configs(planned.subjects, stacks_dir, source=project_relative(requirements),
                                     platform_source=platform_source.as_posix(),
@@ -161,9 +165,13 @@ def plan(
     written = dict(zip([s.stack for s in planned.subjects], paths))
     reviews = {bp.stack: review_changes(bp.stack, previous[bp.stack], bp) for bp in planned.blueprints
                if previous[bp.stack] is not None}
+    reviews |= {p.stack: Review(p.stack, True, platform=True,
+                                replacements=platform_replacements(previous_platforms[p.stack], p))
+                for p in planned.platforms if previous_platforms[p.stack] is not None}
     if as_json:
         out.print_json(json.dumps(
-            [{"stack": p.stack, "path": str(written[p.stack]), "platform": p.model_dump(mode="json")}
+            [{"stack": p.stack, "path": str(written[p.stack]), "platform": p.model_dump(mode="json"),
+              "review": reviews[p.stack].to_json() if p.stack in reviews else None}
              for p in planned.platforms]
             + [{"stack": bp.stack, "path": str(written[bp.stack]), "blueprint": bp.model_dump(mode="json"),
                 "review": reviews[bp.stack].to_json() if bp.stack in reviews else None}
@@ -172,6 +180,8 @@ def plan(
     out.print(f"Planned from {requirements}:")
     for platform in planned.platforms:
         out.print(platform_summary(platform))
+        if reviews.get(platform.stack) is not None and reviews[platform.stack].replacements:
+            print_review(reviews[platform.stack], out, indent="  changed   ")
         out.print(f"  [green]wrote[/]     {written[platform.stack]}")
     for bp in planned.blueprints:
         out.print(summary(bp))
@@ -214,11 +224,17 @@ def _check_plans(files: Optional[list[Path]], *, policy_dir: Optional[Path], no_
 
 def platform_summary(platform) -> str:
     """A few lines per platform stack: kind, version, add-ons, the services on it and its cost (rich markup)."""
+    from blueprints.contracts.platform import PlatformKind
+
     warn = "".join(f"\n  [yellow]warning[/]   {escape(w)}" for w in platform.warnings)
-    return (f"[bold]{platform.stack}[/]  shared platform ({platform.kind.value})  {platform.region}\n"
-            f"  cluster   Kubernetes {platform.kubernetes_version}, {platform.system_nodes.count}x "
-            f"{platform.system_nodes.instance_type} system nodes, "
-            f"{'private' if platform.network.private_endpoint else 'public'} API endpoint\n"
+    net = platform.network
+    built = (f"  cluster   Kubernetes {platform.kubernetes_version}, {platform.system_nodes.count}x "
+             f"{platform.system_nodes.instance_type} system nodes, "
+             f"{'private' if net.private_endpoint else 'public'} API endpoint\n"
+             if platform.kind is PlatformKind.EKS else
+             f"  network   {net.existing_vpc.vpc_id if net.existing_vpc else 'a new VPC'}, no cluster; interface "
+             f"endpoints: {', '.join(net.interface_endpoints) or '-'}\n")
+    return (f"[bold]{platform.stack}[/]  shared platform ({platform.kind.value})  {platform.region}\n" + built +
             f"  add-ons   {', '.join(a.id for a in platform.addons) or '-'}\n"
             f"  serves    {', '.join(platform.services)}\n"
             f"  cost      ${platform.monthly_cost_usd:,.0f}/month (shared){warn}")

@@ -23,7 +23,7 @@ from blueprints.contracts.platform import PlatformAlerting, PlatformConfig, prom
 from blueprints.contracts.usage import GRAFANA_ADMIN_SECRET
 from blueprints.requirements.platform_file import ReceiverKind
 from components import karpenter
-from components.cluster import GPU_PRESENT_LABEL, GPU_TOLERATION, POOL_LABEL, SYSTEM_POOL, trust_policy
+from components.cluster import GPU_PRESENT_LABEL, GPU_TOLERATION, SYSTEM_NODES, trust_policy
 from components.labels import recommended_labels
 from components.naming import POLICY, ROLE, fit
 
@@ -40,7 +40,6 @@ PROMETHEUS_RETENTION = "15d"
 ALERT_RECEIVER_SECRET = "alertmanager-receiver"
 ALERT_RECEIVER_FILE = f"/etc/alertmanager/secrets/{ALERT_RECEIVER_SECRET}/url"
 #: Controllers run on the system node group, never on a service's Karpenter nodes (which they would keep alive).
-SYSTEM_NODES = {POOL_LABEL: SYSTEM_POOL}
 
 
 #: The chart's alerts that are no page: Watchdog (always firing: the pipeline's heartbeat) and InfoInhibitor (fires

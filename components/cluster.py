@@ -1,4 +1,4 @@
-"""EksCluster: a shared platform's EKS control plane, its system node group and the EKS managed add-ons.
+"""EksCluster: a shared platform's EKS control plane, its system node groups (one per zone) and the EKS managed add-ons.
 
 Only AWS resources: the cluster (API authentication mode, access entries), its IAM roles, the networking and identity
 add-ons created before any node (vpc-cni with network policy enforcement, the EKS Pod Identity agent), the system
@@ -26,6 +26,8 @@ GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 #: Node label naming the pool a node belongs to: `system`, or the service whose NodePool launched it.
 POOL_LABEL = "servingblueprints.io/pool"
 SYSTEM_POOL = "system"
+#: The nodeSelector of every controller that runs on the system node group.
+SYSTEM_NODES = {POOL_LABEL: SYSTEM_POOL}
 #: Toleration of the GPU taint, for every pod that must run on GPU nodes.
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 #: EKS cluster access policy for administrators and the deploying role (docs.aws.amazon.com/eks/latest/userguide/
@@ -72,6 +74,9 @@ class EksClusterArgs:
         runner_cidr: where the deploy runner connects from (a private platform's runner lives in its VPC: the VPC's
             CIDR). With a private API endpoint, the control plane admits HTTPS (443) from it: its own security group
             admits only itself (EKS user guide, clusters/cluster-endpoint.adoc "private access"). Defaults to none.
+        egress: what the VPC's egress rests on (`Network.egress`): the cluster depends on it, and so, through the
+            cluster, its nodes, add-ons and every Kubernetes object on it: `pulumi destroy` keeps egress until they
+            are gone (Karpenter's node-class finalizer terminates instances through the EC2 API).
     """
 
     platform: PlatformConfig
@@ -79,6 +84,7 @@ class EksClusterArgs:
     security_group_ids: list[pulumi.Input[str]] | None = None
     vpc_id: pulumi.Input[str] | None = None
     runner_cidr: pulumi.Input[str] | None = None
+    egress: list[pulumi.Resource] | None = None
 
 
 class EksCluster(pulumi.ComponentResource):
@@ -114,7 +120,7 @@ class EksCluster(pulumi.ComponentResource):
         # EKS writes control-plane logs to /aws/eks/<cluster>/cluster and creates that log group without expiry
         # when it is absent (EKS user guide, control-plane-logs): created first, the group keeps platform.yaml's
         # retention.
-        depends = [cluster_policy]
+        depends = [cluster_policy, *(args.egress or [])]
         self.log_group = None
         if cfg.audit_logging:
             self.log_group = aws.cloudwatch.LogGroup(
@@ -122,8 +128,7 @@ class EksCluster(pulumi.ComponentResource):
                 retention_in_days=cfg.audit_log_retention_days or 0, tags=tags, opts=child)
             depends.append(self.log_group)
         # The deployer role (CI) is the creator: with an explicit deployer, its access entry is ours, not the
-        # creator bootstrap's (both at once would collide on the same principal).
-        deployer = cfg.access.deployer_role_arn
+        # creator bootstrap's (both at once would collide on the same principal): `cfg.creator_admin_bootstrap`.
         groups = list(args.security_group_ids or [])
         self.api_security_group = None
         if cfg.network.private_endpoint:
@@ -138,7 +143,7 @@ class EksCluster(pulumi.ComponentResource):
                         "endpoint_private_access": True, "endpoint_public_access": not cfg.network.private_endpoint,
                         "public_access_cidrs": cfg.network.public_access_cidrs or None},
             access_config={"authentication_mode": "API",
-                           "bootstrap_cluster_creator_admin_permissions": deployer is None},
+                           "bootstrap_cluster_creator_admin_permissions": cfg.creator_admin_bootstrap},
             # The Service CIDR (create-only) where the plan fixes it: platform.yaml's, or for a new VPC the one EKS
             # would choose, which a cluster created without it already reports (Computed: no replacement).
             kubernetes_network_config={"service_ipv4_cidr": cfg.network.service_cidr}
@@ -146,6 +151,7 @@ class EksCluster(pulumi.ComponentResource):
             # Add-ons are ours (vpc-cni with network policy before any node); EKS must not pre-install its defaults.
             bootstrap_self_managed_addons=False,
             enabled_cluster_log_types=list(defaults.EKS_CONTROL_PLANE_LOG_TYPES) if cfg.audit_logging else None,
+            upgrade_policy={"support_type": defaults.EKS_SUPPORT_TYPE},
             encryption_config=encryption,
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends))
@@ -160,26 +166,35 @@ class EksCluster(pulumi.ComponentResource):
             f"{name}-pod-identity-agent", cluster_name=self.eks.name, addon_name="eks-pod-identity-agent",
             resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags, opts=on_cluster)
         self.system_node_role, attachments = node_role(name, "system-node-role", tags, child)
-        self.system_nodes = aws.eks.NodeGroup(
-            fit(name, "system-nodes", NODE_GROUP),
-            cluster_name=self.eks.name, node_role_arn=self.system_node_role.arn, subnet_ids=args.subnet_ids,
+        # One node group per private subnet (zone) that holds a system node, each never below one node: Prometheus's
+        # EBS volume is bound in the zone of the node it first lands on (WaitForFirstConsumer) and can only attach
+        # there, and a group spanning zones may replace that node in another zone (eksctl user guide, autoscaling:
+        # "If your workloads are zone-specific you'll need to create separate nodegroups for each zone").
+        subnets = pulumi.Output.from_input(args.subnet_ids)
+        self.system_nodes = [aws.eks.NodeGroup(
+            fit(name, f"system-nodes-{i}", NODE_GROUP),
+            cluster_name=self.eks.name, node_role_arn=self.system_node_role.arn,
+            subnet_ids=subnets.apply(lambda ids, i=i: [ids[i]]),
             # AL2023 standard AMI of the instance type's architecture (Graviton: AL2023_ARM_64_STANDARD).
             ami_type=defaults.EKS_AMI_TYPE[("cpu", cfg.system_nodes.cpu_arch.value)],
             instance_types=[cfg.system_nodes.instance_type], capacity_type="ON_DEMAND",
             disk_size=cfg.system_nodes.disk_gib,
-            scaling_config={"min_size": cfg.system_nodes.count, "desired_size": cfg.system_nodes.count,
-                            "max_size": cfg.system_nodes.count + 1},
+            scaling_config={"min_size": count, "desired_size": count, "max_size": count + 1},
             update_config={"max_unavailable": 1},
             labels={POOL_LABEL: SYSTEM_POOL}, tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*attachments, self.vpc_cni, self.pod_identity_agent],
                                         ignore_changes=["scalingConfig.desiredSize"]))
-        after_nodes = pulumi.ResourceOptions(parent=self, depends_on=[self.system_nodes])
+            for i, count in enumerate(system_group_sizes(cfg.system_nodes.count, cfg.network.az_count))]
+        after_nodes = pulumi.ResourceOptions(parent=self, depends_on=self.system_nodes)
         self.kube_proxy = aws.eks.Addon(
             f"{name}-kube-proxy", cluster_name=self.eks.name, addon_name="kube-proxy",
             resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags,
             opts=after_nodes)
+        # Controllers on the system nodes (a replica on a service's node would keep Karpenter from removing it): the
+        # add-ons' configuration values paths are in blueprints/catalog/addons.yaml `placement`.
         self.coredns = aws.eks.Addon(
             f"{name}-coredns", cluster_name=self.eks.name, addon_name="coredns",
+            configuration_values=json.dumps({"nodeSelector": SYSTEM_NODES}),
             resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags,
             opts=after_nodes)
         self.ebs_csi_role = aws.iam.Role(fit(name, "ebs-csi-role", ROLE), assume_role_policy=trust_policy(
@@ -188,10 +203,11 @@ class EksCluster(pulumi.ComponentResource):
                                                   policy_arn=EBS_CSI_POLICY, opts=child)
         self.ebs_csi = aws.eks.Addon(
             f"{name}-ebs-csi", cluster_name=self.eks.name, addon_name="aws-ebs-csi-driver",
+            configuration_values=json.dumps({"controller": {"nodeSelector": SYSTEM_NODES}}),
             pod_identity_associations=[{"role_arn": self.ebs_csi_role.arn,
                                         "service_account": EBS_CSI_SERVICE_ACCOUNT}],
             resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_nodes, ebs_policy]))
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.system_nodes, ebs_policy]))
         self.cluster_name = self.eks.name
         self.endpoint = self.eks.endpoint
         self.cluster_security_group_id = self.eks.vpc_config.cluster_security_group_id
@@ -201,7 +217,7 @@ class EksCluster(pulumi.ComponentResource):
             self.eks.name, self.eks.endpoint, self.eks.certificate_authority.data).apply(
                 lambda parts: kubeconfig_json(parts[0], parts[1], parts[2], region=cfg.region)))
         #: What every Kubernetes object of the platform waits for: nodes, DNS, kube-proxy, storage and access.
-        self.ready: list[pulumi.Resource] = [self.system_nodes, self.kube_proxy, self.coredns, self.ebs_csi,
+        self.ready: list[pulumi.Resource] = [*self.system_nodes, self.kube_proxy, self.coredns, self.ebs_csi,
                                              *self.access_entries]
         self.register_outputs({"cluster_name": self.cluster_name, "endpoint": self.endpoint,
                                "kubeconfig": self.kubeconfig,
@@ -242,6 +258,13 @@ class EksCluster(pulumi.ComponentResource):
                 policy_arn=CLUSTER_ADMIN_POLICY, access_scope={"type": "cluster"},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]))]
         return created
+
+
+def system_group_sizes(count: int, zones: int) -> list[int]:
+    """The system nodes per zone-pinned node group: `count` nodes over the first min(count, zones) private subnets,
+    as evenly as they go (2 nodes, 3 zones -> [1, 1]; 4 nodes, 3 zones -> [2, 1, 1]), so every group keeps >= 1."""
+    groups = min(count, zones)
+    return [count // groups + (1 if i < count % groups else 0) for i in range(groups)]
 
 
 def deploying_account_checked(deploying: str, cfg: PlatformConfig, arn: str) -> str:

@@ -85,6 +85,11 @@ class Network(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.endpoints: list[aws.ec2.VpcEndpoint] = []
         self.nat_gateways: list[aws.ec2.NatGateway] = []
+        #: What the VPC's egress rests on: NAT gateways, routes, route table associations (a subnet losing its own
+        #: falls back to the main route table, which has no NAT route) and VPC endpoints. Whatever runs in the VPC
+        #: and needs egress until it is gone (the cluster, and through it the nodes, Karpenter and its node classes'
+        #: finalizers) depends on them, so `pulumi destroy` deletes them last.
+        self.egress: list[pulumi.Resource] = []
         if args.existing:
             self.vpc = None
             vpc_id: pulumi.Input[str] = args.existing.vpc_id
@@ -105,6 +110,7 @@ class Network(pulumi.ComponentResource):
         self.workload_security_group = self._security_groups(name, args, vpc_id, vpc_cidr, child)
         if args.interface_endpoints:
             self._endpoints(name, args, vpc_id, private_route_table_ids, child)
+        self.egress += [*self.nat_gateways, *self.endpoints]
         self.vpc_id = pulumi.Output.from_input(vpc_id)
         self.vpc_cidr = pulumi.Output.from_input(vpc_cidr)
         self.workload_security_group_id = self.workload_security_group.id
@@ -131,8 +137,8 @@ class Network(pulumi.ComponentResource):
                                       opts=child)
         public_rt = aws.ec2.RouteTable(f"{name}-public-rt", vpc_id=self.vpc.id,
                                        tags={**args.tags, "Name": f"{name}-public"}, opts=child)
-        aws.ec2.Route(f"{name}-public-default", route_table_id=public_rt.id, destination_cidr_block="0.0.0.0/0",
-                      gateway_id=igw.id, opts=child)
+        self.egress.append(aws.ec2.Route(f"{name}-public-default", route_table_id=public_rt.id,
+                                         destination_cidr_block="0.0.0.0/0", gateway_id=igw.id, opts=child))
         public, private, private_rts = [], [], []
         for i, (zone, pub_cidr, priv_cidr) in enumerate(zip(zones, public_cidrs, private_cidrs)):
             pub = aws.ec2.Subnet(f"{name}-public-{i}", vpc_id=self.vpc.id, cidr_block=pub_cidr, availability_zone_id=zone,
@@ -140,8 +146,8 @@ class Network(pulumi.ComponentResource):
                                  tags={**args.tags, **cluster_tag, "Name": f"{name}-public-{zone}",
                                        PUBLIC_ELB_TAG: "1"},
                                  opts=child)
-            aws.ec2.RouteTableAssociation(f"{name}-public-{i}", subnet_id=pub.id, route_table_id=public_rt.id,
-                                          opts=child)
+            self.egress.append(aws.ec2.RouteTableAssociation(f"{name}-public-{i}", subnet_id=pub.id,
+                                                             route_table_id=public_rt.id, opts=child))
             priv = aws.ec2.Subnet(f"{name}-private-{i}", vpc_id=self.vpc.id, cidr_block=priv_cidr,
                                   availability_zone_id=zone,
                                   tags={**args.tags, **cluster_tag, "Name": f"{name}-private-{zone}",
@@ -161,9 +167,11 @@ class Network(pulumi.ComponentResource):
             nat = self.nat_gateways[i if args.nat_per_az else 0]
             rt = aws.ec2.RouteTable(f"{name}-private-rt-{i}", vpc_id=self.vpc.id,
                                     tags={**args.tags, "Name": f"{name}-private-{zones[i]}"}, opts=child)
-            aws.ec2.Route(f"{name}-private-default-{i}", route_table_id=rt.id, destination_cidr_block="0.0.0.0/0",
-                          nat_gateway_id=nat.id, opts=child)
-            aws.ec2.RouteTableAssociation(f"{name}-private-{i}", subnet_id=priv.id, route_table_id=rt.id, opts=child)
+            self.egress += [
+                aws.ec2.Route(f"{name}-private-default-{i}", route_table_id=rt.id, destination_cidr_block="0.0.0.0/0",
+                              nat_gateway_id=nat.id, opts=child),
+                aws.ec2.RouteTableAssociation(f"{name}-private-{i}", subnet_id=priv.id, route_table_id=rt.id,
+                                              opts=child)]
             private_rts.append(rt.id)
         self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private])
         self.public_subnet_ids = pulumi.Output.all(*[s.id for s in public])

@@ -64,7 +64,7 @@ class Platform(pulumi.ComponentResource):
                 platform=cfg, subnet_ids=self.network.private_subnet_ids,
                 security_group_ids=[self.network.workload_security_group_id], vpc_id=self.network.vpc_id,
                 # The runner that deploys a private platform lives in its VPC (platform.yaml runner_label).
-                runner_cidr=self.network.vpc_cidr), opts=child)
+                runner_cidr=self.network.vpc_cidr, egress=self.network.egress), opts=child)
             self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.cluster.kubeconfig,
                                          enable_server_side_apply=True, opts=child)
             self.addons = ClusterAddons(f"{name}-addons", ClusterAddonsArgs(

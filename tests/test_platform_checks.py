@@ -65,15 +65,15 @@ def test_graviton_system_nodes_get_the_arm64_ami_type_and_arm64_node_labels():
     platform = plan(search, preq=preq_with(system_nodes={"instance_type": "c7g.xlarge", "count": 2}))[
         "prod-us-east-1"]
     assert platform.system_nodes.cpu_arch.value == load_catalog().instance("c7g.xlarge").cpu_arch == "arm64"
-    [group] = run_platform(platform).of_type("aws:eks/nodeGroup:NodeGroup")
-    assert group.inputs["amiType"] == "AL2023_ARM_64_STANDARD"
+    groups = run_platform(platform).of_type("aws:eks/nodeGroup:NodeGroup")
+    assert groups and {g.inputs["amiType"] for g in groups} == {"AL2023_ARM_64_STANDARD"}
     assert planned_outputs(platform).system_node_labels["kubernetes.io/arch"] == "arm64"
 
 
 def test_x86_system_nodes_keep_the_x86_ami_type():
     platform = plan(requirements_with("search-relevance"))["prod-us-east-1"]
-    [group] = run_platform(platform).of_type("aws:eks/nodeGroup:NodeGroup")
-    assert group.inputs["amiType"] == "AL2023_x86_64_STANDARD"
+    groups = run_platform(platform).of_type("aws:eks/nodeGroup:NodeGroup")
+    assert groups and {g.inputs["amiType"] for g in groups} == {"AL2023_x86_64_STANDARD"}
     assert planned_outputs(platform).system_node_labels["kubernetes.io/arch"] == "amd64"
 
 
@@ -116,6 +116,40 @@ def test_a_public_service_on_an_existing_vpc_without_public_subnets_is_refused_n
     with_public = {**EAST_VPC, "public_subnet_ids": ["subnet-0123456789abcdef3", "subnet-0123456789abcdef4"]}
     preq = preq_with(platforms={"prod-us-east-1": {"existing_vpc": with_public, "audit_logging": True}})
     assert plan(requirements_with("partner-api"), preq=preq)["prod-us-east-1"].network.existing_vpc.public_subnet_ids
+
+
+def test_an_eks_platform_in_a_vpc_without_internet_egress_is_refused_naming_every_image_and_chart():
+    from blueprints.catalog.images import load_image_catalog
+
+    dark = {**EAST_VPC, "internet_egress": False}
+    preq = preq_with(platforms={"prod-us-east-1": {"existing_vpc": dark, "audit_logging": True}})
+    with pytest.raises(RequirementsError) as exc:
+        plan(requirements_with(), preq=preq)
+    message = str(exc.value)
+    assert exc.value.rule == "images-pull-in-vpc"
+    assert message.startswith("platform.yaml: platforms.prod-us-east-1.existing_vpc.internet_egress is false")
+    pcat = load_platform_catalog()
+    planned = plan(requirements_with())["prod-us-east-1"]  # the same platform with egress: what it would install
+    for addon in planned.addons:
+        assert pcat.addon(addon.id).images, addon.id  # every add-on it installs records its images
+        for image in pcat.addon(addon.id).images:
+            assert image in message, image
+        assert f"{pcat.addon(addon.id).chart} {addon.version} ({pcat.addon(addon.id).repository})" in message
+    assert all(image in message for image in load_image_catalog())
+    assert "set internet_egress: true" in message
+    # The default keeps the egress every existing VPC was assumed to have.
+    assert plan(requirements_with(), preq=preq_with(platforms={"prod-us-east-1": {
+        "existing_vpc": EAST_VPC, "audit_logging": True}}))["prod-us-east-1"].network.existing_vpc.internet_egress
+
+
+def test_only_the_regions_private_ecr_counts_as_reachable_without_egress():
+    from blueprints.contracts.images import in_private_ecr
+
+    assert in_private_ecr("123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm/vllm-openai:v0.24.0", "us-east-1")
+    assert not in_private_ecr("123456789012.dkr.ecr.eu-west-1.amazonaws.com/vllm/vllm-openai:v0.24.0", "us-east-1")
+    for public in ("public.ecr.aws/karpenter/controller", "vllm/vllm-openai:v0.24.0", "quay.io/prometheus/prometheus",
+                   "ghcr.io/kedacore/keda", "nvcr.io/nvidia/k8s-device-plugin"):
+        assert not in_private_ecr(public, "us-east-1"), public
 
 
 @pytest.mark.parametrize(("platform", "message"), [

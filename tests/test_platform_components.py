@@ -49,23 +49,30 @@ def test_the_cluster_is_named_after_the_platform_stack_at_the_planned_version(pr
     assert cluster["accessConfig"] == {"authenticationMode": "API", "bootstrapClusterCreatorAdminPermissions": True}
     assert cluster["bootstrapSelfManagedAddons"] is False
     assert cluster["enabledClusterLogTypes"] == ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+    # Explicit, never AWS's default by omission: no automatic control-plane upgrade past the pinned add-ons.
+    assert cluster["upgradePolicy"] == {"supportType": "EXTENDED"}
 
 
 def test_vpc_cni_enforces_network_policy_and_comes_before_any_node(prod_run):
     addons = {r.inputs["addonName"]: r for r in prod_run.of_type("aws:eks/addon:Addon")}
     assert json.loads(addons["vpc-cni"].inputs["configurationValues"]) == {"enableNetworkPolicy": "true"}
-    system = prod_run.one("aws:eks/nodeGroup:NodeGroup")
-    assert {addons["vpc-cni"].name, addons["eks-pod-identity-agent"].name} <= names(prod_run, system)
-    for late in ("kube-proxy", "coredns", "aws-ebs-csi-driver"):
-        assert system.name in names(prod_run, addons[late]), late
+    groups = prod_run.of_type("aws:eks/nodeGroup:NodeGroup")
+    for system in groups:
+        assert {addons["vpc-cni"].name, addons["eks-pod-identity-agent"].name} <= names(prod_run, system)
+        for late in ("kube-proxy", "coredns", "aws-ebs-csi-driver"):
+            assert system.name in names(prod_run, addons[late]), late
     assert addons["aws-ebs-csi-driver"].inputs["podIdentityAssociations"][0]["serviceAccount"] == \
         "ebs-csi-controller-sa"
 
 
-def test_the_system_node_group_is_the_only_node_group_and_has_room_for_the_largest_download(prod_run, prod):
-    [group] = prod_run.of_type("aws:eks/nodeGroup:NodeGroup")
+def test_the_system_node_groups_are_the_only_node_groups_and_have_room_for_the_largest_download(prod_run, prod):
+    groups = prod_run.of_type("aws:eks/nodeGroup:NodeGroup")
+    # One group per zone holding a system node, each never below one node (Prometheus's zonal volume, below).
+    assert len(groups) == min(prod.system_nodes.count, prod.network.az_count) == 2
+    assert sum(g.inputs["scalingConfig"]["minSize"] for g in groups) == prod.system_nodes.count == 2
+    [group, _] = groups
     assert group.inputs["labels"] == {"servingblueprints.io/pool": "system"}
-    assert group.inputs["instanceTypes"] == ["m7i.xlarge"] and group.inputs["scalingConfig"]["minSize"] == 2
+    assert group.inputs["instanceTypes"] == ["m7i.xlarge"] and group.inputs["scalingConfig"]["minSize"] == 1
     # Llama-3.1-8B is the largest hf:// model landing here: its download (weights + 10 % + 2 GiB) plus kube-reserved
     # (1 GiB), the OS, the controllers' and the download's images (10 + 10 + 30 GiB) fit below the kubelet's 10 %
     # eviction threshold.
@@ -287,3 +294,55 @@ def test_every_receiver_kind_reads_its_secret_from_the_mounted_file(kind, key):
     [receiver] = [r for r in config["receivers"] if r["name"] == kind]
     [entry] = next(v for k, v in receiver.items() if k.endswith("_configs"))
     assert entry[key] == ALERT_RECEIVER_FILE
+
+
+EGRESS = ("aws:ec2/route:Route", "aws:ec2/routeTableAssociation:RouteTableAssociation",
+          "aws:ec2/natGateway:NatGateway", "aws:ec2/vpcEndpoint:VpcEndpoint")
+#: What needs egress until it is gone: nodes (the system node group), Karpenter and its node classes (the finalizer
+#: terminates instances through the EC2 API), every other Helm release and Kubernetes object on the cluster.
+NEEDS_EGRESS = ("aws:eks/cluster:Cluster", "aws:eks/nodeGroup:NodeGroup", "aws:eks/addon:Addon", RELEASE,
+                "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+
+
+@pytest.mark.parametrize("stack", ["platform-prod-us-east-1", "platform-prod-eu-central-1"])
+def test_destroy_keeps_egress_until_the_nodes_karpenter_and_node_classes_are_gone(stack, prod_run):
+    """Pulumi destroys a resource only after everything that depends on it: with every NAT route, route table
+    association, NAT gateway and VPC endpoint in the dependencies (transitive, providers included) of the cluster,
+    nodes, add-ons and node classes, `pulumi destroy` deletes egress last."""
+    from blueprints.review.deployability.context import DependencyGraph
+
+    run = prod_run if stack == "platform-prod-us-east-1" else run_platform(bundled_platform(stack))
+    egress = {r.urn for r in run.records if r.type in EGRESS}
+    # A new VPC's egress is its NAT path; an existing VPC's (its routes are its owner's) is its endpoints.
+    expected = EGRESS[:3] if stack == "platform-prod-us-east-1" else EGRESS[3:]
+    assert {r.type for r in run.records if r.urn in egress} == set(expected)
+    graph = DependencyGraph(run.records)
+    dependents = [r for r in run.records if r.type in NEEDS_EGRESS]
+    assert {r.type for r in dependents} == set(NEEDS_EGRESS)
+    for record in dependents:
+        assert egress <= graph.closure(record), (record.name, sorted(egress - graph.closure(record)))
+
+
+@pytest.mark.parametrize("stack", ["platform-prod-us-east-1", "platform-prod-eu-central-1"])
+def test_prometheus_s_zonal_volume_always_has_a_system_node_in_its_zone(stack, prod_run):
+    """The volume (WaitForFirstConsumer) is bound in the zone of the system node Prometheus first lands on; every
+    system node group is pinned to one private subnet and never shrinks below one node, so that zone keeps one."""
+    run = prod_run if stack == "platform-prod-us-east-1" else run_platform(bundled_platform(stack))
+    [storage_class] = run.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+    assert storage_class.inputs["volumeBindingMode"] == "WaitForFirstConsumer"
+    groups = run.of_type("aws:eks/nodeGroup:NodeGroup")
+    subnets = [g.inputs["subnetIds"] for g in groups]
+    assert all(len(s) == 1 for s in subnets) and len({s[0] for s in subnets}) == len(groups)
+    assert all(g.inputs["scalingConfig"]["minSize"] >= 1 for g in groups)
+    prometheus = releases(run)["kube-prometheus-stack"].inputs["values"]["prometheus"]["prometheusSpec"]
+    assert prometheus["nodeSelector"] == {"servingblueprints.io/pool": "system"}
+    assert "volumeClaimTemplate" in prometheus["storageSpec"]
+
+
+def test_system_nodes_spread_over_zone_groups_as_evenly_as_they_go():
+    from components.cluster import system_group_sizes
+
+    assert system_group_sizes(2, 3) == [1, 1]
+    assert system_group_sizes(3, 3) == [1, 1, 1]
+    assert system_group_sizes(4, 3) == [2, 1, 1]
+    assert system_group_sizes(10, 2) == [5, 5]

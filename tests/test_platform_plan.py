@@ -125,16 +125,27 @@ def test_the_default_kubernetes_version_is_the_newest_in_standard_support_the_ad
     version, why, warnings = choose_kubernetes_version(pcat, ["karpenter", "keda"], PLAN_DATE, wanted=None,
                                                        source="platform.yaml")
     assert version == "1.35" and pcat.version(version).phase(PLAN_DATE) == "standard"
-    assert warnings == [] and "standard support until 2027-03-27" in why[0]
+    assert "standard support until 2027-03-27; upgrade policy EXTENDED" in why[0]
+    assert [w.split(":")[0] for w in warnings] == ["Kubernetes 1.35 leaves EKS standard support on 2027-03-27 "
+                                                   "(116 days after 2026-12-01)"]
     # KEDA 2.20 is tested up to 1.35, and 1.36's EKS dates are unknown: never the default.
     assert pcat.addon("keda").kubernetes_max == "1.35"
 
 
-def test_the_plan_warns_sixty_days_before_standard_support_ends():
-    _, _, warnings = choose_kubernetes_version(load_platform_catalog(), ["keda"], dt.date(2027, 2, 1), wanted=None,
+def test_the_plan_warns_from_180_days_before_the_extended_price_starts_and_names_that_day():
+    pcat = load_platform_catalog()
+    assert pcat.warn_days_before_end == 180
+    _, _, warnings = choose_kubernetes_version(pcat, ["keda"], dt.date(2027, 2, 1), wanted=None,
                                                source="platform.yaml")
-    assert warnings == ["Kubernetes 1.35 leaves EKS standard support on 2027-03-27 (54 days after 2027-02-01); the "
-                        "control plane then costs $0.60/hour instead of $0.10: plan an upgrade"]
+    # (0.60 - 0.10) $/h x 730 h/month = $365/month.
+    assert warnings == ["Kubernetes 1.35 leaves EKS standard support on 2027-03-27 (54 days after 2027-02-01): with "
+                        "upgrade policy EXTENDED the cluster enters extended support that day and its control plane "
+                        "costs $0.60/hour instead of $0.10 (+$365/month): upgrade before then (set kubernetes_version "
+                        "in platform.yaml, one minor version per deploy)"]
+    _, _, early = choose_kubernetes_version(pcat, ["keda"], dt.date(2026, 9, 27), wanted=None, source="platform.yaml")
+    assert early == []  # 181 days before
+    _, _, edge = choose_kubernetes_version(pcat, ["keda"], dt.date(2026, 9, 28), wanted=None, source="platform.yaml")
+    assert len(edge) == 1 and "(180 days after 2026-09-28)" in edge[0]
 
 
 def test_a_version_in_extended_support_is_priced_as_such_and_an_unsupported_one_is_refused():

@@ -342,3 +342,72 @@ def test_a_traffic_change_that_rolls_the_pods_is_warned_about_with_the_inputs_th
     assert "> **This traffic-only change restarts every pod**: " in text
     assert "spec.template.spec.terminationGracePeriodSeconds" in text.split("**This traffic-only change")[1]
     assert review_lines(review)[0][0] == "warning" and "restarts every pod" in review_lines(review)[0][1]
+
+
+# --- a platform's create-only cluster settings: the cluster is replaced ---------------------------------------------
+
+DEPLOYER = "arn:aws:iam::123456789012:role/github-deploy"
+
+
+def _with_deployer(platform, arn):
+    access = platform.access.model_copy(update={"deployer_role_arn": arn, "account_id": "123456789012"})
+    return platform.model_copy(update={"access": access})
+
+
+def _platform_preview(platform, folder):
+    from blueprints.contracts.stackconfig import write_stack_configs
+
+    write_stack_configs([platform], folder, source="platform.yaml")
+    return run_preview(platform.stack, stacks_dir=folder, program=ROOT / "__main__.py")
+
+
+def test_a_deployer_role_on_an_existing_platform_is_planned_as_a_cluster_replacement_at_the_top():
+    from blueprints.review.changes import Review, platform_replacements
+    from tests.blueprint_builders import bundled_platform
+
+    before = bundled_platform("platform-dev-us-west-2")
+    assert before.access.deployer_role_arn is None
+    after = _with_deployer(before, DEPLOYER)
+    [replaced] = platform_replacements(before, after)
+    assert (replaced.effect, replaced.resource_type) == (Effect.REPLACE, "aws:eks/cluster:Cluster")
+    assert replaced.paths == ("accessConfig.bootstrapClusterCreatorAdminPermissions",)
+    assert replaced.values == ((True, False),)
+    assert [(c.path, c.before, c.after) for c in replaced.causes] == [("access.deployer_role_arn", None, DEPLOYER)]
+    review = Review(after.stack, True, platform=True, replacements=[replaced])
+    head = review_markdown(review).split("\n\n")[:2]
+    assert head[0] == "### What changed" and head[1].startswith(
+        "> [!CAUTION]\n> **`pulumi up` replaces the EKS cluster and everything on it**: access.deployer_role_arn none "
+        f"-> {DEPLOYER}")
+    assert review_lines(review) == [("warning", "pulumi up replaces the EKS cluster and everything on it: "
+                                     + replaced.summary)]
+    # Another deployer role keeps the creator bootstrap off: its access entry changes, the cluster stays.
+    assert platform_replacements(after, _with_deployer(before, DEPLOYER.replace("github-deploy", "ci"))) == []
+
+
+def test_every_create_only_platform_input_has_a_replace_rule_and_a_new_vpc_cidr_replaces_the_vpc():
+    from blueprints.review.changes import platform_replacements
+    from tests.blueprint_builders import bundled_platform
+
+    platform = bundled_platform("platform-prod-us-east-1")
+    for created in platform.create_only_inputs():
+        assert any(r.applies_to(created.type) and r.matches(created.path) and r.effect is Effect.REPLACE
+                   for r in load_replace_rules()), created
+    moved = platform.model_copy(update={"network": platform.network.model_copy(update={"vpc_cidr": "10.99.0.0/16"})})
+    [replaced] = platform_replacements(platform, moved)
+    assert (replaced.resource_type, replaced.paths, replaced.values) == (
+        "aws:ec2/vpc:Vpc", ("cidrBlock",), (("10.30.0.0/16", "10.99.0.0/16"),))
+
+
+def test_a_previewed_deployer_role_change_is_the_cluster_replacement_at_the_top_of_what_changed(tmp_path):
+    from tests.blueprint_builders import bundled_platform
+
+    before = bundled_platform("platform-dev-us-west-2")
+    base = _platform_preview(before, tmp_path / "base").to_json()
+    head = _platform_preview(_with_deployer(before, DEPLOYER), tmp_path / "head")
+    diff = diff_reports(base, head.to_json())
+    review = baseline_review(head, base, diff)
+    whole = review.platform_replacement
+    assert whole is not None and whole.resource_type == "aws:eks/cluster:Cluster"
+    assert whole.paths == ("accessConfig.bootstrapClusterCreatorAdminPermissions",)
+    assert review_markdown(review).split("\n\n")[1].startswith(
+        "> [!CAUTION]\n> **`pulumi up` replaces the EKS cluster and everything on it**")

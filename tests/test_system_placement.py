@@ -95,3 +95,32 @@ def test_a_chart_without_a_placement_record_is_a_finding(dev, monkeypatch):
     monkeypatch.setitem(pcat.helm, "metrics-server", pcat.addon("metrics-server").model_copy(update={"placement": {}}))
     [message] = _findings(dev)
     assert "records no placement for metrics-server's pods" in message
+
+
+ADDON = "aws:eks/addon:Addon"
+
+
+def _eks_addon(report: PreviewReport, addon_name: str):
+    return next(r for r in report.resources if r.type == ADDON and r.inputs.get("addonName") == addon_name)
+
+
+def test_coredns_and_the_ebs_csi_controller_run_on_the_system_nodes(dev):
+    import json
+
+    pcat = load_platform_catalog()
+    placed = {a for a, addon in pcat.eks.items() if addon.placement}
+    assert placed == {"coredns", "aws-ebs-csi-driver"}  # the others are per-node DaemonSets
+    assert all(pcat.eks[a].daemonset is not None for a in set(pcat.eks) - placed)
+    for addon_id in sorted(placed):
+        values = json.loads(_eks_addon(dev, addon_id).inputs["configurationValues"])
+        for workload, paths in pcat.eks[addon_id].placement.items():
+            assert placed_by(values, paths) == (paths[0], SYSTEM), (addon_id, workload)
+
+
+def test_an_eks_add_on_without_its_node_selector_is_a_finding(dev):
+    record = _eks_addon(dev, "coredns")
+    inputs = {k: v for k, v in record.inputs.items() if k != "configurationValues"}
+    report = dataclasses.replace(dev, resources=[dataclasses.replace(record, inputs=inputs) if r.urn == record.urn
+                                                 else r for r in dev.resources])
+    [message] = _findings(report)
+    assert "EKS add-on coredns's coredns pods are not pinned to the system nodes (nodeSelector unset" in message

@@ -70,6 +70,9 @@ class HelmAddon(_Record):
     placement: dict[str, list[str]] = Field(default_factory=dict, description="its chart's pods that are no per-node "
                                             "DaemonSet -> the values paths (dotted) that set their nodeSelector, the "
                                             "first set one applying (the chart's `default` chain)")
+    images: list[str] = Field(default_factory=list, description="`<registry>/<repository>` of every image its pods "
+                              "run at the pinned chart version and the values the platform sets (tags follow the "
+                              "chart)")
     hidden_on_eks: list[str] = Field(default_factory=list, description="its chart's values keys of components it "
                                      "scrapes by default that EKS does not expose (each `<key>.enabled: false` there)")
     source: str
@@ -86,6 +89,9 @@ class EksAddon(_Record):
     before_nodes: bool = Field(description="created before any node group (networking and identity agents)")
     pod_security: str = Field(pattern=r"^(privileged|baseline|restricted)$")
     daemonset: DaemonSetRequests | None = None
+    placement: dict[str, list[str]] = Field(default_factory=dict, description="its pods that are no per-node "
+                                            "DaemonSet -> the configuration values paths (dotted) that set their "
+                                            "nodeSelector (`aws eks describe-addon-configuration`)")
     source: str
 
 

@@ -8,10 +8,20 @@ allowed on x86_64 (every catalogued image has an x86_64 build).
 
 from __future__ import annotations
 
+import re
+
 from blueprints.core import defaults
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.sections import SageMakerEngine
 from blueprints.catalog.images import load_image_catalog
+
+
+def in_private_ecr(image: str, region: str) -> bool:
+    """Whether `image` (`<registry>/<repository>[:tag]`) is in an account's private ECR registry in `region`
+    (`<account>.dkr.ecr.<region>.amazonaws.com`), the only registry a VPC without internet egress reaches (through its
+    ecr.api, ecr.dkr and S3 endpoints; docs.aws.amazon.com/AmazonECR/latest/userguide/vpc-endpoints.html)."""
+    registry = image.split("/", 1)[0]
+    return re.fullmatch(rf"[0-9]{{12}}\.dkr\.ecr\.{re.escape(region)}\.amazonaws\.com", registry) is not None
 
 
 def serving_images(bp: Blueprint) -> list[tuple[str, str]]:

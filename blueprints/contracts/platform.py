@@ -10,6 +10,7 @@ exports `PlatformOutputs`; services and the offline preview read that same model
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, ClassVar, Literal
 
@@ -128,6 +129,21 @@ class CostItem(ClosedModel):
     monthly_usd: float = Field(ge=0, le=bounds.MAX_COST_USD)
 
 
+#: Pulumi type tokens of the platform resources whose create-only inputs `PlatformConfig.create_only_inputs` lists.
+EKS_CLUSTER_TYPE, VPC_TYPE = "aws:eks/cluster:Cluster", "aws:ec2/vpc:Vpc"
+
+
+@dataclass(frozen=True)
+class CreateOnlyInput:
+    """A create-only input of a platform resource: its Pulumi type, its input path as the engine sees it (camelCase),
+    the platform config fields it is derived from, and its value."""
+
+    type: str
+    path: str
+    fields: tuple[str, ...]
+    value: object
+
+
 class PlatformConfig(ClosedModel):
     """Everything the program needs to build one platform stack, and why it looks the way it does."""
 
@@ -170,6 +186,30 @@ class PlatformConfig(ClosedModel):
 
     def addon_version(self, addon_id: str) -> str | None:
         return next((a.version for a in self.addons if a.id == addon_id), None)
+
+    @property
+    def creator_admin_bootstrap(self) -> bool:
+        """The EKS cluster's `access_config.bootstrap_cluster_creator_admin_permissions`: the identity creating the
+        cluster gets an admin access entry unless a deployer role has its own (both at once collide on one
+        principal). Create-only: a change replaces the cluster (`create_only_inputs`)."""
+        return self.access.deployer_role_arn is None
+
+    def create_only_inputs(self) -> list[CreateOnlyInput]:
+        """Every resource input the program derives from this config that AWS cannot update in place: a change
+        replaces the resource (the rule of `blueprints/catalog/replacements.yaml` matching its type and path, which
+        the review names; `blueprints.review.changes.platform_replacements`)."""
+        inputs = []
+        if self.kind is PlatformKind.EKS:
+            inputs += [CreateOnlyInput(EKS_CLUSTER_TYPE, "name", ("name",), self.cluster_name),
+                       CreateOnlyInput(EKS_CLUSTER_TYPE, "accessConfig.bootstrapClusterCreatorAdminPermissions",
+                                       ("access.deployer_role_arn",), self.creator_admin_bootstrap)]
+            if self.network.service_cidr is not None:
+                inputs.append(CreateOnlyInput(EKS_CLUSTER_TYPE, "kubernetesNetworkConfig.serviceIpv4Cidr",
+                                              ("network.service_cidr",), self.network.service_cidr))
+        if self.network.existing_vpc is None:
+            inputs.append(CreateOnlyInput(VPC_TYPE, "cidrBlock", ("network.vpc_cidr",),
+                                          self.network.vpc_cidr or defaults.VPC_CIDR))
+        return inputs
 
     @model_validator(mode="after")
     def _consistent(self) -> PlatformConfig:

@@ -167,6 +167,18 @@ def recorded_blueprint(path: Path) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+def recorded_platform(path: Path) -> PlatformConfig | None:
+    """The platform an existing stack config records, validated; None when there is no file, it holds no platform,
+    or the platform no longer validates (a config of an older schema: nothing to compare against)."""
+    value = ((_existing(path) or {}).get("config") or {}).get(PLATFORM_KEY)
+    if not isinstance(value, dict):
+        return None
+    try:
+        return PlatformConfig.model_validate(value)
+    except ValueError:
+        return None
+
+
 def write_stack_configs(subjects: list[StackSubject], out_dir: Path, *, source: str,
                         platform_source: str | None = None,
                         cluster_addons: dict[str, list[str]] | None = None,

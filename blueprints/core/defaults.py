@@ -339,6 +339,15 @@ AUTOSCALED_REPLICAS_PATH = "spec.replicas"
 PROBE_KILL_GRACE_S = 1
 #: CloudWatch log types of the EKS control plane enabled with audit logging (EKS API `ClusterLoggingTypes`).
 EKS_CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+#: The EKS cluster's upgrade policy (`upgrade_policy.support_type`, pulumi_aws 7.51.1 eks.ClusterUpgradePolicyArgs:
+#: STANDARD | EXTENDED), set explicitly. EXTENDED: at the end of standard support the cluster stays on its version in
+#: extended support, billed at the extended price (blueprints/catalog/kubernetes.yaml); STANDARD: EKS upgrades the
+#: control plane itself, to a version the pinned add-ons may not support (KEDA 2.20 is tested to 1.35) and past the
+#: version the stack config records, which a later `pulumi up` could not move back (EKS never downgrades). The plan
+#: states the date the extended price starts and warns before it (docs.aws.amazon.com/eks/latest/userguide/
+#: view-upgrade-policy.html; API_UpgradePolicyRequest: "The default value is EXTENDED"; CloudFormation
+#: AWS::EKS::Cluster UpgradePolicy: "Update requires: No interruption").
+EKS_SUPPORT_TYPE = "EXTENDED"
 
 # --- Non-generative models: Triton and ONNX Runtime (see blueprints/capacity/sizing.py, encoder_* functions) ------------------
 #: Fraction of dense tensor TFLOPS a GPU reaches on encoder/CNN forward passes in Triton (TensorRT/ORT-CUDA backends).

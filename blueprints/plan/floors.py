@@ -12,15 +12,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from blueprints.catalog.addons import load_platform_catalog
 from blueprints.catalog.images import load_image_catalog
 from blueprints.contracts.blueprint import Blueprint
-from blueprints.contracts.platform import PlatformConfig
+from blueprints.contracts.platform import PlatformConfig, PlatformKind
 from blueprints.contracts.sections import CapacityType, SageMakerEngine
 from blueprints.core.errors import FieldProblem
 from blueprints.plan.guardrails import Guardrails
 from blueprints.plan.builders.context import attainment_pct
 from blueprints.plan.options.search import replicas_floor
-from blueprints.plan.platforms import Posture, unmet_compliance
+from blueprints.plan.platforms import Posture, private_endpoints, unmet_compliance
 from blueprints.requirements.exposure import Exposure
 from blueprints.requirements.service import Requirements
 
@@ -192,9 +193,17 @@ def _slo_and_replica_floors(bp: Blueprint, floors: Floors, replan: str) -> list[
 
 
 def posture_of(platform: PlatformConfig) -> Posture:
-    """What a planned platform's config guarantees its services."""
-    return Posture(private_endpoint=platform.network.private_endpoint, secrets_kms=platform.secrets_kms,
-                   audit_logging=platform.audit_logging, why="")
+    """What a planned platform's config guarantees its services. A network-only platform has no Kubernetes API
+    (`network.private_endpoint` is an EKS setting, false there): it is private when its VPC has every interface endpoint
+    the planner gives a private SageMaker endpoint's VPC (`private_endpoints`), the one posture its services ask of it
+    (`unmet_compliance`)."""
+    private = platform.network.private_endpoint
+    if platform.kind is PlatformKind.NETWORK:
+        needed = private_endpoints((), load_platform_catalog(), eks=False, sagemaker=True,
+                                   existing_vpc=platform.network.existing_vpc is not None)
+        private = set(needed) <= set(platform.network.interface_endpoints)
+    return Posture(private_endpoint=private, secrets_kms=platform.secrets_kms, audit_logging=platform.audit_logging,
+                   why="")
 
 
 #: Platform config fields by the posture attribute they record.

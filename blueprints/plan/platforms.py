@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from blueprints.catalog.cluster_network import eks_default_service_cidr
 from blueprints.core import defaults
 from blueprints.catalog.endpoints import NODES, SAGEMAKER, SERVICE, load_endpoint_catalog
-from blueprints.catalog import Catalog
+from blueprints.catalog import Catalog, load_catalog
 from blueprints.catalog.addons import PlatformCatalog
 from blueprints.core.errors import BlueprintError, CatalogError, RequirementsError
 from blueprints.requirements.platform_file import (
@@ -43,6 +43,8 @@ from blueprints.requirements.service import Requirements
 from blueprints.contracts.consistency import stored_weights_gib
 from blueprints.contracts.weights import disk_for_gib, replica_ephemeral_gib, sync_job_ephemeral_gib
 from blueprints.catalog.startup import load_startup_catalog
+from blueprints.catalog.images import load_image_catalog
+from blueprints.contracts.images import in_private_ecr
 
 #: A platform's guardrails by its environment name and production flag (None: no policy).
 PolicyFor = Callable[[str, bool], "Guardrails | None"]
@@ -224,13 +226,17 @@ def choose_kubernetes_version(pcat: PlatformCatalog, addon_ids: Sequence[str], a
     record = pcat.version(version)
     phase = record.phase(as_of)
     if phase == "standard" and record.end_of_standard is not None:
-        why += f" (standard support until {record.end_of_standard})"
         days = (record.end_of_standard - as_of).days
+        extra = (pcat.extended_usd_per_hour - pcat.standard_usd_per_hour) * load_catalog().hours_per_month
+        why += (f" (standard support until {record.end_of_standard}; upgrade policy {defaults.EKS_SUPPORT_TYPE}: "
+                "never upgraded automatically, it then enters extended support)")
         if days <= pcat.warn_days_before_end:
             warnings.append(f"Kubernetes {version} leaves EKS standard support on {record.end_of_standard} "
-                            f"({days} days after {as_of}); the control plane then costs "
-                            f"${pcat.extended_usd_per_hour:.2f}/hour instead of ${pcat.standard_usd_per_hour:.2f}: "
-                            "plan an upgrade")
+                            f"({days} days after {as_of}): with upgrade policy {defaults.EKS_SUPPORT_TYPE} the "
+                            f"cluster enters extended support that day and its control plane costs "
+                            f"${pcat.extended_usd_per_hour:.2f}/hour instead of ${pcat.standard_usd_per_hour:.2f} "
+                            f"(+${extra:,.0f}/month): upgrade before then (set kubernetes_version in platform.yaml, "
+                            "one minor version per deploy)")
     elif phase == "extended":
         warnings.append(f"Kubernetes {version} is in EKS extended support on {as_of} (until "
                         f"{record.end_of_extended}): the control plane costs ${pcat.extended_usd_per_hour:.2f}/hour")
@@ -316,6 +322,21 @@ def cpu_root_volume_gib(services: Sequence[ServiceFile], catalog: Catalog) -> in
     disk = disk_for_gib(need, reserve_gib=defaults.SERVING_NODE_ROOT_RESERVE_GIB) if need else 0
     step = defaults.NODE_VOLUME_STEP_GIB
     return max(defaults.CPU_NODE_ROOT_VOLUME_GIB, -(-disk // step) * step)
+
+
+def unpullable(name: str, addons: Sequence[AddonRelease], pcat: PlatformCatalog, region: str, *,
+               platform_file: str) -> str:
+    """Why an EKS platform in an existing VPC without internet egress is refused: every image its add-ons run
+    (`blueprints/catalog/addons.yaml` `images`) and every chart the runner fetches that is not in the region's private
+    ECR, which is all the VPC endpoints reach; and the fix."""
+    images = [i for a in addons for i in pcat.addon(a.id).images if not in_private_ecr(i, region)]
+    serving = [i for i in load_image_catalog() if not in_private_ecr(i, region)]
+    charts = [f"{pcat.addon(a.id).chart} {a.version} ({pcat.addon(a.id).repository})" for a in addons]
+    return (f"{platform_file}: platforms.{name}.existing_vpc.internet_egress is false: its nodes reach only AWS APIs "
+            f"through the VPC endpoints (ECR in {region}), so these add-on images would never pull and every Helm "
+            f"release would wait out its timeout: {', '.join(images)}; nor the serving images its services run "
+            f"(blueprints/catalog/images.yaml): {', '.join(serving)}; nor would the runner fetch the charts "
+            f"{', '.join(charts)}. Give the VPC a NAT route and set internet_egress: true, or use a VPC that has one")
 
 
 def private_endpoints(addons: Sequence[AddonRelease], pcat: PlatformCatalog, *, eks: bool, sagemaker: bool,
@@ -485,6 +506,9 @@ def _plan_one(name: str, members: list[tuple[ServiceFile, str]], preq: PlatformR
                                         rule="kubernetes-version-matches-platform")
         rationale += why
         warnings += warned
+        if existing is not None and not existing.internet_egress:
+            raise RequirementsError(unpullable(name, addons, pcat, region, platform_file=platform_file),
+                                    rule="images-pull-in-vpc")
         if private and (existing is None or runner is None):
             raise RequirementsError(
                 f"{platform_file}: a private platform ({stack}) has no public Kubernetes API, so neither a "

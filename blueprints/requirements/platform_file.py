@@ -106,6 +106,11 @@ class ExistingVpc(ClosedModel):
         min_length=2, max_length=16, description="in >= 2 availability zones")
     public_subnet_ids: list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]] = Field(
         default_factory=list, max_length=16, description="for internet-facing load balancers")
+    internet_egress: bool = Field(default=True, description="its private subnets reach the internet (a NAT gateway "
+                                  "or a proxy route), so nodes pull images from public registries and the runner "
+                                  "fetches Helm charts; false: only AWS APIs through the VPC endpoints, and only the "
+                                  "region's private ECR, so an EKS platform there is refused naming every image and "
+                                  "chart that would not pull")
 
     @model_validator(mode="after")
     def _distinct(self) -> ExistingVpc:

@@ -107,6 +107,8 @@ CROSS_FIELD_RULES: dict[str, str] = {
                                     "recent enough for the workloads and supported by the pinned add-ons",
     "platform-settings": "the service agrees with platform.yaml (spot policy, private_endpoint, public subnets of an "
                          "existing VPC)",
+    "images-pull-in-vpc": "an EKS platform's existing VPC reaches the public registries its images and charts come "
+                          "from (`existing_vpc.internet_egress`)",
     # Compound services (a generator and retrieval models in `models:`)
     "pipeline-budget-compound-only": "`slo.pipeline_latency_p95_ms` is set only for a compound service",
     "compound-service-name-length": "a compound service's name leaves room for its parts' names "

@@ -14,10 +14,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.platform import EKS_CLUSTER_TYPE, VPC_TYPE, PlatformConfig
 from blueprints.catalog.replacements import Effect, ReplaceRule, load_replace_rules
 from blueprints.review.adapters import AdapterChange, adapter_change
 from blueprints.review.diff import ResourceChange, flatten
-from blueprints.core.errors import clip
+from blueprints.core.errors import CatalogError, clip
 
 #: Blueprint paths that record the requirements (everything else but `IGNORED` is the plan derived from them).
 REQUIREMENT_PREFIXES = ("region", "production", "tags", "compliance", "slo", "network.exposure", "alerting",
@@ -127,12 +128,12 @@ class Replacement:
         """One sentence: the cause, the resource change and its consequence, e.g. "instance type g6e.xlarge ->
         p5.4xlarge: NodePool requirements, labels, taints or node class change; Karpenter replaces every node ..."."""
         cause = "; ".join(f"{c.label} {show(c.before)} -> {show(c.after)}" for c in self.causes)
+        shown = ", ".join(f"{p} {show(b)} -> {show(a)}" for p, (b, a) in zip(self.paths[:3], self.values))
+        shown += f" and {len(self.paths) - 3} more" if len(self.paths) > 3 else ""
         if self.resource_name is None:
-            subject = f"the {self.what}'s {self.change} change"
+            subject = f"the {self.what}'s {self.change} change" + (f" ({shown})" if shown else "")
         else:
-            shown = ", ".join(f"{p} {show(b)} -> {show(a)}" for p, (b, a) in zip(self.paths[:3], self.values))
-            more = f" and {len(self.paths) - 3} more" if len(self.paths) > 3 else ""
-            subject = f"{self.what} {self.resource_name} {self.change} change ({shown}{more})"
+            subject = f"{self.what} {self.resource_name} {self.change} change ({shown})"
         return f"{cause + ': ' if cause else ''}{subject}; {self.consequence}"
 
     @property
@@ -185,6 +186,13 @@ class Review:
     def move(self) -> Replacement | None:
         """The replacement of the whole service by a Region, platform or archetype change (`service_move`), if any."""
         return next((r for r in self.replacements if r.what in ("service", "stack")), None)
+
+    @property
+    def platform_replacement(self) -> Replacement | None:
+        """A platform's cluster or VPC replaced (with every add-on and service on it), if any: the review leads with
+        it."""
+        return next((r for r in self.replacements if self.platform and r.effect is Effect.REPLACE
+                     and r.resource_type in (EKS_CLUSTER_TYPE, VPC_TYPE)), None)
 
     @property
     def changed_predictions(self) -> list[PredictionChange]:
@@ -359,6 +367,31 @@ def resource_replacements(resource_changes: list[ResourceChange], changes: list[
             out.append(Replacement(rule.effect, rule.what, rule.change, consequence, rule.brief, rule.source, change.type,
                                    resource_name=change.name, paths=tuple(s.path for s in hit),
                                    values=tuple((s.before, s.after) for s in hit), causes=_causes(rule, changes)))
+    return out
+
+
+def platform_replacements(before: PlatformConfig, after: PlatformConfig) -> list[Replacement]:
+    """Plan time, a platform: each create-only input (`PlatformConfig.create_only_inputs`) whose value changes,
+    with the replacement rule its type and path match, named with the platform fields behind it.
+
+    Raises:
+        CatalogError: a create-only input no replace rule of `replacements.yaml` covers (the catalog lacks it).
+    """
+    old = {(i.type, i.path): i.value for i in before.create_only_inputs()}
+    was, now = flatten(before.model_dump(mode="json")), flatten(after.model_dump(mode="json"))
+    out = []
+    for changed in after.create_only_inputs():
+        key = (changed.type, changed.path)
+        if key not in old or old[key] == changed.value:
+            continue
+        rule = next((r for r in load_replace_rules() if r.applies_to(changed.type) and r.matches(changed.path)
+                     and r.effect is Effect.REPLACE), None)
+        if rule is None:
+            raise CatalogError(f"replacements.yaml: no replace rule covers {changed.type} {changed.path}, a "
+                               "create-only input of the platform: add one with its source")
+        causes = tuple(FieldChange(f, was.get(f), now.get(f)) for f in changed.fields if was.get(f) != now.get(f))
+        out.append(Replacement(rule.effect, rule.what, rule.change, rule.consequence, rule.brief, rule.source,
+                               rule.type, paths=(changed.path,), values=((old[key], changed.value),), causes=causes))
     return out
 
 

@@ -32,8 +32,8 @@ each installs, the objects its webhooks guard, its per-node DaemonSets, its Pod 
   TLS port), and sets no idle timeout on a TLS listener (fixed at 350 s);
 - `interceptor-protocol`: the KEDA HTTP interceptor in front of a service whose pods serve gRPC targets a Service port
   with appProtocol kubernetes.io/h2c (else it speaks HTTP/1.1 to it);
-- `system-placement`: every pod of a Helm add-on the stack installs (but its per-node DaemonSet) is pinned to the system
-  nodes by the values paths `addons.yaml` `placement` records;
+- `system-placement`: every pod of a Helm add-on or EKS managed add-on the stack installs (but its per-node DaemonSet) is
+  pinned to the system nodes by the values paths `addons.yaml` `placement` records;
 - `startup-timers`: a SageMaker endpoint's model-download and startup health-check timeouts hold at the slowest copy rate
   planned for (`defaults.SAGEMAKER_SLOWEST_GIB_PER_S`);
 - `last-replica-eviction`: a production service's single replica has a disruption budget that keeps it through

@@ -78,6 +78,10 @@ def review_markdown(review: Review) -> str:
                      f"{review.capacity_shift}\n")
     if review.move is not None:
         parts.append(f"> [!CAUTION]\n> **`pulumi up` replaces the whole service**: {review.move.message}\n")
+    whole = review.platform_replacement
+    if whole is not None:
+        parts.append(f"> [!CAUTION]\n> **`pulumi up` replaces the {whole.what} and everything on it**: "
+                     f"{whole.message}\n")
     restart = review.traffic_restart
     if restart is not None:
         parts.append(f"> [!WARNING]\n> **This traffic-only change restarts every pod**: {_restart_why(restart)}\n")
@@ -116,6 +120,9 @@ def review_lines(review: Review) -> list[tuple[str, str]]:
         lines.append(("warning", f"a calibration moves the capacity beyond the plan's band: {review.capacity_shift}"))
     if review.move is not None:
         lines.append(("warning", f"pulumi up replaces the whole service: {review.move.summary}"))
+    whole = review.platform_replacement
+    if whole is not None:
+        lines.append(("warning", f"pulumi up replaces the {whole.what} and everything on it: {whole.summary}"))
     if review.traffic_restart is not None:
         lines.append(("warning", f"this traffic-only change restarts every pod: {_restart_why(review.traffic_restart)}"))
     if review.adapters is not None:
@@ -129,7 +136,7 @@ def review_lines(review: Review) -> list[tuple[str, str]]:
         lines.append(("info", "predictions: " + "; ".join(
             f"{p.label} {value(p, p.before)} -> {value(p, p.after)} ({delta(p)})" for p in changed)))
     for r in review.replacements:
-        if r is review.move:
+        if r is review.move or r is whole:
             continue
         lines.append(("note" if r.effect is Effect.ROLLOUT else "warning", r.summary))
     return lines
