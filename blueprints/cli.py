@@ -163,8 +163,9 @@ def plan(
                                     platform_source=platform_source.as_posix(),
                                     cluster_addons=planned.cluster_addons, as_of=plan_date)
     written = dict(zip([s.stack for s in planned.subjects], paths))
-    reviews = {bp.stack: review_changes(bp.stack, previous[bp.stack], bp) for bp in planned.blueprints
-               if previous[bp.stack] is not None}
+    tenants = {p.stack: tuple(p.services) for p in planned.platforms}
+    reviews = {bp.stack: review_changes(bp.stack, previous[bp.stack], bp, tenants=tenants)
+               for bp in planned.blueprints if previous[bp.stack] is not None}
     reviews |= {p.stack: Review(p.stack, True, platform=True,
                                 replacements=platform_replacements(previous_platforms[p.stack], p))
                 for p in planned.platforms if previous_platforms[p.stack] is not None}

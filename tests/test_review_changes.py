@@ -300,6 +300,26 @@ def test_a_region_move_is_the_replacement_of_the_whole_service_at_the_top_of_wha
     _assert_move_leads(review, after)
 
 
+def test_a_move_prices_the_platform_it_lands_on_and_says_to_deploy_it_first(chat_before):
+    moved = _moved(chat_before)
+    after = moved.model_copy(update={"predictions": moved.predictions.model_copy(
+        update={"platform_monthly_cost_usd": 532.41})})
+    first = review_changes(after.stack, _dump(chat_before), after,
+                           tenants={"platform-prod-eu-central-1": (after.stack,)})
+    assert ("; it lands on platform platform-prod-eu-central-1 ($532/month, this service its first: a cost this move "
+            "adds): deploy that platform stack first (`blueprint preview platform-prod-eu-central-1`, then "
+            "`pulumi up -s platform-prod-eu-central-1`)") in first.move.message
+    left = chat_before.predictions.platform_monthly_cost_usd
+    assert f"; platform platform-prod-us-east-1 (${left:,.0f}/month) keeps running" in first.move.message
+    shared = review_changes(after.stack, _dump(chat_before), after, tenants={
+        "platform-prod-eu-central-1": ("regulated-assistant-prod", after.stack), "platform-prod-us-east-1": ()})
+    assert "($532/month, shared with regulated-assistant-prod)" in shared.move.message
+    assert f"platform-prod-us-east-1 (${left:,.0f}/month) now serves no service: destroying it saves that" \
+        in shared.move.message
+    cost = next(p for p in shared.predictions if p.name == "platform_monthly_cost_usd")
+    assert (cost.before, cost.after) == (left, 532.41)  # the shared platform's cost, before -> after
+
+
 def test_a_previewed_region_move_names_the_replacement_not_a_rolling_update(chat_before, tmp_path):
     after = _moved(chat_before)
     _, review = _baseline_review(chat_before, after, tmp_path)

@@ -53,6 +53,7 @@ PREDICTIONS = (("ttft_p95_ms", "TTFT p95", "ms"), ("itl_p95_ms", "ITL p95", "ms"
                ("expected_monthly_cost_usd", "expected monthly cost (simulated)", "USD"),
                ("monthly_cost_usd", "peak monthly cost", "USD"),
                ("max_monthly_cost_usd", "monthly cost at the autoscaler's maximum", "USD"),
+               ("platform_monthly_cost_usd", "its platform's monthly cost (shared)", "USD"),
                ("unit_costs.expected.usd_per_1k_requests", "cost per 1k requests (expected fleet)", "USD"),
                ("unit_costs.expected.usd_per_million_input_tokens", "cost per 1M input tokens (expected fleet)",
                 "USD"),
@@ -395,10 +396,16 @@ def platform_replacements(before: PlatformConfig, after: PlatformConfig) -> list
     return out
 
 
-def service_move(changes: list[FieldChange], after: Blueprint) -> Replacement | None:
+def service_move(changes: list[FieldChange], after: Blueprint, *, before_platform_usd: float | None = None,
+                 tenants: dict[str, tuple[str, ...]] | None = None) -> Replacement | None:
     """The replacement of the whole service when `region` or the platform it lands on changes (`MOVE_FIELDS`): every
     resource is created again where the service now runs, and the old ones deleted; the archetype's replacement when
-    that changed (`_archetype_replacement`); None when none of these changed."""
+    that changed (`_archetype_replacement`); None when none of these changed.
+
+    A move to another platform names it with its monthly cost and says to deploy it first, and names the platform
+    left with its cost (`_platform_move`): `before_platform_usd` is the old platform's (the before side's
+    `predictions.platform_monthly_cost_usd`), `tenants` the services each platform planned alongside serves (known at
+    plan time: whether this service is the new platform's first, or the old one's last)."""
     whole = _archetype_replacement(changes)
     if whole is not None:
         return whole
@@ -415,15 +422,41 @@ def service_move(changes: list[FieldChange], after: Blueprint) -> Replacement | 
                  "balancer with a new URL (clients must move to it)")
     consequence = (f"`pulumi up` creates the whole service again {where}: {front}, the weights bucket in "
                    f"{after.region}, and the weights copied into it again; then it deletes the old service. This is "
-                   "not a rolling update")
+                   "not a rolling update" + _platform_move(causes, after, before_platform_usd, tenants or {}))
     return Replacement(Effect.REPLACE, "service", "region or platform", consequence,
                        "the whole service is replaced: new cluster objects, load balancer and URL; bucket recreated, "
                        "weights copied again", MOVE_SOURCE, "*", causes=causes)
 
 
+def _platform_move(causes: tuple[FieldChange, ...], after: Blueprint, before_usd: float | None,
+                   tenants: dict[str, tuple[str, ...]]) -> str:
+    """What a move to another platform stack costs and in which order it deploys ('' when the platform stayed)."""
+    moved = next((c for c in causes if c.path == "platform.stack" and c.before != c.after), None)
+    if moved is None:
+        return ""
+    text = ""
+    if moved.after:
+        usd = after.predictions.platform_monthly_cost_usd
+        cost = f" (${usd:,.0f}/month" if usd is not None else " ("
+        mine = set(after.pipeline.stacks) if after.pipeline is not None else {after.stack}
+        others = [s for s in tenants.get(moved.after, ()) if s not in mine]
+        cost += (", shared with " + ", ".join(others) + ")" if others else
+                 ", this service its first: a cost this move adds)" if moved.after in tenants else
+                 ", shared by the services on it; this move's cost when it is their first)")
+        text += (f"; it lands on platform {moved.after}{cost}: deploy that platform stack first (`blueprint preview "
+                 f"{moved.after}`, then `pulumi up -s {moved.after}`)")
+    if moved.before:
+        left = f" (${before_usd:,.0f}/month)" if before_usd is not None else ""
+        text += (f"; platform {moved.before}{left} keeps running: destroy it once no service lands on it"
+                 if moved.before not in tenants or tenants[moved.before] else
+                 f"; platform {moved.before}{left} now serves no service: destroying it saves that")
+    return text
+
+
 def review_changes(stack: str, before: dict[str, Any] | None, after: Blueprint | None, *,
                    before_predictions: dict[str, Any] | None = None,
-                   resource_changes: list[ResourceChange] | None = None) -> Review:
+                   resource_changes: list[ResourceChange] | None = None,
+                   tenants: dict[str, tuple[str, ...]] | None = None) -> Review:
     """The review of `after` against `before`.
 
     Args:
@@ -435,6 +468,8 @@ def review_changes(stack: str, before: dict[str, Any] | None, after: Blueprint |
             `predictions`).
         resource_changes: the resources' input changes (`blueprints.review.diff.diff_reports(...).changed`); None at plan
             time, when replacements come from the blueprint fields each rule is planned by.
+        tenants: the service stacks each platform serves as planned (platform stack -> its `services`), when known
+            (plan time): a move says whether it adds a platform's cost or leaves one with no service.
 
     Returns:
         A `Review`.
@@ -451,7 +486,8 @@ def review_changes(stack: str, before: dict[str, Any] | None, after: Blueprint |
         replacements = planned_replacements(changes, before, after) if before is not None else []
     else:
         replacements = resource_replacements(resource_changes, changes, before, after)
-    move = service_move(changes, after)
+    was = (before or {}).get("predictions") or before_predictions or {}
+    move = service_move(changes, after, before_platform_usd=was.get("platform_monthly_cost_usd"), tenants=tenants)
     if move is not None:  # everything is new where it now runs: no resource is updated in place or rolled
         replacements = [move] + [r for r in replacements if r.effect is not Effect.ROLLOUT and r.what != move.what]
     return Review(stack, before is not None, requirements=requirements, plan=plan, predictions=predictions,
