@@ -304,7 +304,11 @@ def simulation_predictions(bp: Blueprint, result: SimulationResult) -> Blueprint
     predictions = predictions.model_copy(update={"unit_costs": costs})
     unit = "instances" if bp.archetype is Archetype.SAGEMAKER_ENDPOINT else "nodes"
     missed = result.violations()
-    note = (f"fleet simulation of a planned day ({bp.model.traffic.pattern if bp.model.traffic else 'planned'} "
+    traffic = bp.model.traffic
+    daily = traffic.daily if traffic else None
+    swing = (f", {daily.peak_to_trough:g}x daily swing, peak {daily.peak_hours[0]:02d}:00-{daily.peak_hours[1]:02d}:00 "
+             f"{daily.timezone}" if daily else "")
+    note = (f"fleet simulation of a planned day ({traffic.pattern if traffic else 'planned'}{swing} "
             f"traffic): {missed + '; ' if missed else ''}about ${result.expected_monthly_usd:,.0f}/month expected "
             "against "
             f"${predictions.monthly_cost_usd:,.0f}/month provisioned for the peak, p95 targets met in "

@@ -84,6 +84,39 @@ class TrafficPattern(str, Enum):
     SPIKY = "spiky"
 
 
+class DailyShape(Section):
+    """A diurnal day: the peak rate during `peak_hours` (local time in `timezone`), `peak_to_trough` times less
+    overnight, one-hour cosine ramps between them. Replaces the pattern's canned daily wave in the fleet simulation
+    (`blueprints.simulate.traffic.daily_curve`); `traffic.pattern` still sets the arrivals' burstiness within minutes
+    and its bursts."""
+
+    peak_to_trough: float = Field(ge=1, le=1000, description="the peak rate over the overnight rate (3: a 3x daily "
+                                  "swing; 1: flat)")
+    peak_hours: tuple[int, int] = Field(default=(9, 17), description="[start, end) hours of the peak, local time, "
+                                        "0-23 each; start > end spans midnight")
+    timezone: str = Field(default="UTC", max_length=64, description="IANA time zone the hours are in (e.g. "
+                          "America/New_York); the simulated day is reported in it")
+
+    @model_validator(mode="after")
+    def _hours_and_zone(self) -> DailyShape:
+        problems = []
+        start, end = self.peak_hours
+        if not (0 <= start <= 23 and 0 <= end <= 23) or start == end:
+            problems.append(FieldProblem("peak_hours", f"peak_hours={list(self.peak_hours)}: two different hours "
+                                         "between 0 and 23, [start, end) local time, e.g. [9, 17]",
+                                         rule="daily-shape-hours"))
+        try:
+            from zoneinfo import ZoneInfo
+
+            ZoneInfo(self.timezone)
+        except (ValueError, KeyError, OSError):
+            problems.append(FieldProblem("timezone", f"timezone={self.timezone!r} is not an IANA time zone; write "
+                                         "one such as UTC, Europe/Berlin or America/New_York",
+                                         rule="daily-shape-hours"))
+        raise_problems(problems)
+        return self
+
+
 class Traffic(Section):
     """Load at peak, per model. Token counts are per request."""
 
@@ -100,6 +133,9 @@ class Traffic(Section):
     pattern: TrafficPattern = Field(default=TrafficPattern.STEADY, description="how arrivals bunch around the peak "
                                     "rate: steady = Poisson; bursty, spiky = rate bursts of seconds (see "
                                     "defaults.ARRIVAL_BURSTS)")
+    daily: DailyShape | None = Field(default=None, description="a diurnal day (peak_to_trough, peak_hours, timezone) "
+                                     "for the fleet simulation instead of the pattern's canned wave (see "
+                                     "blueprints/simulate/traffic.py)")
     input_tokens_p95: int | None = Field(default=None, ge=1, le=bounds.MAX_TOKENS, description="95th-percentile prompt "
                                          "length, tokens (>= mean_input_tokens, <= 3.5x it); the capacity model "
                                          "draws prompt lengths from a lognormal with this mean and p95. Default: "

@@ -129,7 +129,8 @@ def planned_traffic(bp: Blueprint, *, days: int = 1) -> list[float]:
     for model in bp.models:
         if model.traffic is None:
             continue
-        for i, rps in enumerate(daily_curve(model.traffic.pattern, model.traffic.peak_requests_per_s, days=days)):
+        for i, rps in enumerate(daily_curve(model.traffic.pattern, model.traffic.peak_requests_per_s, days=days,
+                                            daily=model.traffic.daily)):
             total[i] += rps
     return total
 

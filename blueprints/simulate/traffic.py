@@ -12,7 +12,9 @@ full peak. Pattern parameters (`PATTERNS`, [assumption] shapes, not measured tra
 
 Bursts rise to the peak within a minute and fall back linearly; their start times are drawn from a seeded generator
 (the same seed always gives the same trace), with one burst of each bursty/spiky day fixed at the daily top so the
-planned peak is always exercised. A trace file is CSV with one row per minute: `rps` (requests/s), optionally
+planned peak is always exercised. A diurnal day (requirements `traffic.daily`: peak_to_trough, peak_hours, timezone)
+replaces the wave: the peak within the peak hours, peak / peak_to_trough outside, one-hour cosine ramps between,
+with the pattern's bursts on top (one of them at the middle of the peak hours). A trace file is CSV with one row per minute: `rps` (requests/s), optionally
 preceded by `minute`; a header row is allowed.
 """
 
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from blueprints.core.errors import RequirementsError, read_text_file
+from blueprints.requirements.model import DailyShape
 
 MINUTES_PER_DAY = 1440
 #: Largest trace the simulation accepts: 90 days of minutes.
@@ -50,18 +53,45 @@ PATTERNS = {
 SEED = 20261201
 
 
-def daily_curve(pattern: str, peak_rps: float, *, days: int = 1, seed: int = SEED) -> list[float]:
-    """Requests/s for each minute of `days` days of `pattern` at `peak_rps` (see the module docstring)."""
+def diurnal_level(minute: int, daily: DailyShape) -> float:
+    """The share (0-1] of the peak a diurnal day (`DailyShape`) runs at `minute` after local midnight: 1 within its
+    peak hours, 1 / peak_to_trough outside, with one-hour cosine ramps up before the start and down after the end."""
+    start, end = daily.peak_hours
+    hour = minute / 60
+    span = (end - start) % 24  # the peak window's length, hours (start > end spans midnight)
+    into = (hour - start) % 24  # hours since the window opened
+    if into < span:
+        weight = 1.0
+    elif into < span + 1:  # the hour after the end: down
+        weight = (1 + math.cos(math.pi * (into - span))) / 2
+    elif into >= 23:  # the hour before the start: up
+        weight = (1 - math.cos(math.pi * (into - 23))) / 2
+    else:
+        weight = 0.0
+    trough = 1 / daily.peak_to_trough
+    return trough + (1 - trough) * weight
+
+
+def daily_curve(pattern: str, peak_rps: float, *, days: int = 1, seed: int = SEED,
+                daily: DailyShape | None = None) -> list[float]:
+    """Requests/s for each minute of `days` days of `pattern` at `peak_rps` (see the module docstring); `daily`: a
+    diurnal day (`diurnal_level`) instead of the pattern's canned wave, the pattern's bursts on top of it."""
     shape = PATTERNS[pattern]
     rng = random.Random(f"{seed}-{pattern}")
     out = []
     for day in range(days):
-        minutes = [peak_rps * (shape.base + (shape.top - shape.base)
-                               * (1 - math.cos(2 * math.pi * ((m / 60) - 4) / 24)) / 2)
-                   for m in range(MINUTES_PER_DAY)]
+        if daily is None:
+            minutes = [peak_rps * (shape.base + (shape.top - shape.base)
+                                   * (1 - math.cos(2 * math.pi * ((m / 60) - 4) / 24)) / 2)
+                       for m in range(MINUTES_PER_DAY)]
+            top = 16 * 60
+        else:
+            minutes = [peak_rps * diurnal_level(m, daily) for m in range(MINUTES_PER_DAY)]
+            start, end = daily.peak_hours
+            top = round((start + ((end - start) % 24) / 2) % 24 * 60)  # the middle of the peak hours
         starts = [rng.randrange(0, MINUTES_PER_DAY) for _ in range(shape.bursts_per_day)]
         if starts:
-            starts[0] = 16 * 60  # one burst at the daily top: the planned peak happens every day
+            starts[0] = top  # one burst at the daily top: the planned peak happens every day
         for start in starts:
             length = rng.randint(*shape.burst_minutes)
             for i in range(length):
