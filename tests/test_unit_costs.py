@@ -37,16 +37,15 @@ def test_a_generative_plans_cost_splits_between_input_and_output_tokens_and_adds
     bp = plan_env(requirements_with(), "prod")
     p, u = bp.predictions, bp.predictions.unit_costs
     traffic = bp.models[0].traffic
-    assert u.input_tokens_per_month == pytest.approx(u.requests_per_month * traffic.mean_input_tokens, rel=1e-6)
-    assert u.output_tokens_per_month == pytest.approx(u.requests_per_month * traffic.mean_output_tokens, rel=1e-6)
+    inputs, outputs = u.million_input_tokens_per_month * 1e6, u.million_output_tokens_per_month * 1e6
+    assert inputs == pytest.approx(u.requests_per_month * traffic.mean_input_tokens, rel=1e-6)
+    assert outputs == pytest.approx(u.requests_per_month * traffic.mean_output_tokens, rel=1e-6)
     for prices, monthly in ((u.expected, p.expected_monthly_cost_usd), (u.provisioned, p.monthly_cost_usd)):
-        split = (prices.usd_per_million_input_tokens * u.input_tokens_per_month
-                 + prices.usd_per_million_output_tokens * u.output_tokens_per_month) / 1e6
+        split = (prices.usd_per_million_input_tokens * inputs + prices.usd_per_million_output_tokens * outputs) / 1e6
         assert split == pytest.approx(monthly, rel=2e-3)  # the two shares are the whole cost
-        assert prices.usd_per_million_tokens == pytest.approx(
-            monthly / (u.input_tokens_per_month + u.output_tokens_per_month) * 1e6, rel=1e-3)
-        assert prices.usd_per_million_input_tokens == pytest.approx(
-            monthly * p.prefill_time_share / u.input_tokens_per_month * 1e6, rel=1e-3)
+        assert prices.usd_per_million_tokens == pytest.approx(monthly / (inputs + outputs) * 1e6, rel=1e-3)
+        assert prices.usd_per_million_input_tokens == pytest.approx(monthly * p.prefill_time_share / inputs * 1e6,
+                                                                    rel=1e-3)
     assert 0.05 < p.prefill_time_share < 0.5  # 1,200-token prompts, 300-token answers: decode takes most of it
 
 
@@ -54,7 +53,7 @@ def test_non_generative_plans_have_a_cost_per_1k_requests_and_no_token_prices():
     bp = plan_env(requirements_with("search-relevance"), "prod")
     u = bp.predictions.unit_costs
     assert bp.predictions.prefill_time_share is None
-    assert u.input_tokens_per_month is None and u.expected.usd_per_million_tokens is None
+    assert u.million_input_tokens_per_month is None and u.expected.usd_per_million_tokens is None
     assert u.expected.usd_per_1k_requests == pytest.approx(
         bp.predictions.expected_monthly_cost_usd / _requests_per_month(bp) * 1e3, rel=1e-3)
 

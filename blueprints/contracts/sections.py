@@ -593,9 +593,9 @@ class UnitCosts(ClosedModel):
 
     The cost of a generative model splits between its prompt and generated tokens by `Predictions.prefill_time_share`."""
 
-    requests_per_month: float = Field(gt=0, le=1e15, description="the planned day's requests x days per month")
-    input_tokens_per_month: float | None = Field(default=None, gt=0, le=1e18)
-    output_tokens_per_month: float | None = Field(default=None, gt=0, le=1e18)
+    requests_per_month: float = Field(gt=0, le=1e12, description="the planned day's requests x days per month")
+    million_input_tokens_per_month: float | None = Field(default=None, gt=0, le=1e12)
+    million_output_tokens_per_month: float | None = Field(default=None, gt=0, le=1e12)
     expected: UnitPrices = Field(description="priced with expected_monthly_cost_usd")
     provisioned: UnitPrices = Field(description="priced with monthly_cost_usd (the peak's fleet all month)")
 

@@ -134,6 +134,10 @@ REASONS: dict[str, str] = {
     "monthly_cost_usd": "a stack costs more than $0 (its serving nodes or instances; $0 only on owned edge nodes) and "
                         "at most $1B a month",
     "max_num_seqs": "at most 65,536 sequences: far beyond any GPU's KV cache",
+    "attainment_pct": "a share of minutes, 50-100 %: below half the day a latency target is no target",
+    "longest_violation_minutes": "a run of minutes within the simulated day, 0-1,440",
+    "peak_to_trough": "a daily swing of 1x (flat) to 1,000x: beyond it the overnight rate is below what any fleet sizes",
+    "peak_hours": "hours of a day, 0-23",
     "availability_pct": "an availability target is 90-99.99... %: 100 % is no target any fleet meets",
     "layers": "a transformer shape as in config.json, within the largest published models",
     "hidden_size": "a transformer shape as in config.json, within the largest published models",

@@ -42,8 +42,9 @@ def unit_costs(bp: Blueprint, *, mean_rps: float, expected_monthly_usd: float,
                           usd_per_million_output_tokens=_round(monthly * (1 - share) / outputs * 1e6),
                           usd_per_million_tokens=_round(monthly / (inputs + outputs) * 1e6))
 
-    return UnitCosts(requests_per_month=round(requests), input_tokens_per_month=inputs and round(inputs),
-                     output_tokens_per_month=outputs and round(outputs),
+    return UnitCosts(requests_per_month=round(requests),
+                     million_input_tokens_per_month=inputs and round(inputs / 1e6, 3),
+                     million_output_tokens_per_month=outputs and round(outputs / 1e6, 3),
                      expected=prices(expected_monthly_usd), provisioned=prices(p.monthly_cost_usd))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from enum import Enum
 
-from typing import Literal
+from typing import Annotated, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from blueprints.core import bounds
@@ -92,8 +92,9 @@ class DailyShape(Section):
 
     peak_to_trough: float = Field(ge=1, le=1000, description="the peak rate over the overnight rate (3: a 3x daily "
                                   "swing; 1: flat)")
-    peak_hours: tuple[int, int] = Field(default=(9, 17), description="[start, end) hours of the peak, local time, "
-                                        "0-23 each; start > end spans midnight")
+    peak_hours: tuple[Annotated[int, Field(ge=0, le=23)], Annotated[int, Field(ge=0, le=23)]] = Field(
+        default=(9, 17), description="[start, end) hours of the peak, local time, 0-23 each; start > end spans "
+        "midnight")
     timezone: str = Field(default="UTC", max_length=64, description="IANA time zone the hours are in (e.g. "
                           "America/New_York); the simulated day is reported in it")
 
@@ -101,7 +102,7 @@ class DailyShape(Section):
     def _hours_and_zone(self) -> DailyShape:
         problems = []
         start, end = self.peak_hours
-        if not (0 <= start <= 23 and 0 <= end <= 23) or start == end:
+        if start == end:
             problems.append(FieldProblem("peak_hours", f"peak_hours={list(self.peak_hours)}: two different hours "
                                          "between 0 and 23, [start, end) local time, e.g. [9, 17]",
                                          rule="daily-shape-hours"))
