@@ -364,7 +364,8 @@ class Project:
         for temp in self.stacks.glob(".Pulumi.*"):
             temp.unlink()
 
-    def _invoke(self, args: list[str]) -> Outcome:
+    def run(self, args: list[str]) -> Outcome:
+        """`blueprint <args>` in the project folder, in this process."""
         import os
 
         cwd = os.getcwd()
@@ -394,7 +395,7 @@ class Project:
         if not self.with_examples:
             self._platform_file_for(text)
         before = self.snapshot()
-        outcome = self._invoke(["plan", str(path.relative_to(self.root)), "--as-of", PLAN_DATE.isoformat()])
+        outcome = self.run(["plan", str(path.relative_to(self.root)), "--as-of", PLAN_DATE.isoformat()])
         after = self.snapshot()
         if outcome.exit_code != 0:
             outcome.all_or_nothing = after == before and not list(self.stacks.glob(".Pulumi.*"))
@@ -414,7 +415,7 @@ class Project:
     def preview(self, stack: str) -> Outcome:
         """`blueprint preview <stack>` (nothing is written without `--out`)."""
         before = self.snapshot()
-        outcome = self._invoke(["preview", stack])
+        outcome = self.run(["preview", stack])
         outcome.all_or_nothing = self.snapshot() == before
         return outcome
 

@@ -147,8 +147,8 @@ def _existing(path: Path) -> dict | None:
     if not path.exists():
         return None
     try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        data = load_yaml(read_text_file(path, StackConfigError, "stack config"))
+    except (StackConfigError, yaml.YAMLError) as exc:
         raise StackConfigError(f"{path}: exists but cannot be read as YAML ({exc}); fix or delete it before "
                                "re-planning (it may hold secrets set with `pulumi config set --secret`)") from None
     if data is None:
@@ -276,7 +276,7 @@ def read_config(path: Path) -> StackSubject:
 
 def cluster_addons_of(path: Path) -> list[str] | None:
     """The `servingblueprints:clusterAddons` list of a stack config (None when unset); the file must be valid."""
-    config = (load_yaml(path.read_text(encoding="utf-8")) or {}).get("config") or {}
+    config = (load_yaml(read_text_file(path, StackConfigError, "stack config")) or {}).get("config") or {}
     value = config.get(CLUSTER_ADDONS_KEY)
     return value if value is None else validate_cluster_addons(value, source=f"{path}: {CLUSTER_ADDONS_KEY}")
 

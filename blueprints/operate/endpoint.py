@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.sections import Archetype
+from blueprints.core.yamlio import load_json
 
 #: Seconds one request may take (an LLM's /v1/models answers in milliseconds; a cold scale-to-zero replica is
 #: not what this checks).
@@ -66,7 +67,7 @@ def serves_model(bp: Blueprint, reply: Reply) -> bool:
     """Whether an authenticated reply names the stack's model (`data[].id` of /v1/models; `name` of KServe v2
     model metadata)."""
     try:
-        data = json.loads(reply.body)
+        data = load_json(reply.body if isinstance(reply.body, str) else reply.body.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         return False
     if not isinstance(data, dict):
