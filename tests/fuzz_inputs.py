@@ -27,6 +27,7 @@ import yaml
 from pydantic import ValidationError
 
 from blueprints.core.errors import BlueprintError, problem_lines
+from blueprints.core.journal import STAGING_DIR
 from blueprints.requirements.rules import documented
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -352,6 +353,11 @@ class Project:
     def requirements(self) -> Path:
         return self.stacks / "requirements"
 
+    def leftovers(self) -> list[Path]:
+        """Temporary files or staged writes left in the stack folder (none after any run, killed or not, once the
+        next command has run: `blueprints.core.journal`)."""
+        return [*self.stacks.glob(".Pulumi.*"), *self.stacks.glob(STAGING_DIR)]
+
     def snapshot(self) -> dict[str, bytes]:
         return {p.name: p.read_bytes() for p in sorted(self.stacks.glob("*.yaml"))}
 
@@ -363,6 +369,7 @@ class Project:
             (self.stacks / name).write_bytes(data)
         for temp in self.stacks.glob(".Pulumi.*"):
             temp.unlink()
+        shutil.rmtree(self.stacks / STAGING_DIR, ignore_errors=True)
 
     def run(self, args: list[str]) -> Outcome:
         """`blueprint <args>` in the project folder, in this process."""
@@ -398,7 +405,7 @@ class Project:
         outcome = self.run(["plan", str(path.relative_to(self.root)), "--as-of", PLAN_DATE.isoformat()])
         after = self.snapshot()
         if outcome.exit_code != 0:
-            outcome.all_or_nothing = after == before and not list(self.stacks.glob(".Pulumi.*"))
+            outcome.all_or_nothing = after == before and not self.leftovers()
         else:
             written = re.findall(r"wrote\s+(\S+Pulumi\.[\w.-]+\.yaml)", outcome.output)
             try:
