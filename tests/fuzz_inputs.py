@@ -2,7 +2,8 @@
 (`tests/test_fuzz.py`, `tests/test_schema_parity.py`: bounded in count, derandomized) and `benchmarks/fuzz.py`
 (thousands of documents, timed).
 
-Inputs: mutations of the bundled requirements files and stack configs (`mutate`), and documents generated from
+Inputs: mutations of the bundled requirements files and stack configs (`mutate`; `hostile`: text no mapping can
+carry, a number of thousands of digits or lists nested 200,000 deep), and documents generated from
 `blueprint schema` (`schema_documents`, hypothesis-jsonschema). Verdicts: the loader's and the planner's (`verdict`),
 the schema's (`schema_validator`), and the CLI's (`Project.plan`, `Project.preview`: exit code, output size,
 traceback, and whether the stack folder changed all or nothing).
@@ -275,6 +276,22 @@ def mutate(doc: Any, rng: random.Random, *, edits: int | None = None) -> Any:
     return doc
 
 
+#: Text no value of a mapping can carry (the break-it pass's): a number of 5,000 digits (Python refuses to convert an
+#: integer of more than 4,300), lists nested 200,000 deep in flow style and 100 deep in block style.
+HOSTILE_VALUES: tuple[str, ...] = ("7" * 5000, "-" + "9" * 5000 + ".5", "[" * 200_000 + "]" * 200_000,
+                                   "\n" + "".join("  " * i + "- \n" for i in range(1, 100)))
+
+
+def hostile(doc: Any, rng: random.Random) -> str:
+    """`doc` as YAML text with one `key: value` line's value replaced by one of `HOSTILE_VALUES`."""
+    lines = dump(doc).splitlines()
+    scalars = [i for i, line in enumerate(lines) if re.fullmatch(r"\s*(- )?[\w.-]+: [^\s\[{].*", line)]
+    i = rng.choice(scalars)
+    key = lines[i].split(": ", 1)[0]
+    lines[i] = f"{key}: {rng.choice(HOSTILE_VALUES)}"
+    return "\n".join(lines) + "\n"
+
+
 def example(name: str) -> dict:
     """A bundled requirements file as a mapping."""
     return yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())
@@ -332,9 +349,11 @@ class Project:
         """platform.yaml with only the `platforms:` entries the document lands on (`environments.<env>.platform`,
         else `<env>-<region>`): planned alone, a document leaves the other examples' entries unused, which
         `blueprint plan` refuses."""
+        from blueprints.core.yamlio import load_yaml
+
         preq = yaml.safe_load((EXAMPLES / "platform.yaml").read_text())
         try:
-            doc = yaml.safe_load(text)
+            doc = load_yaml(text)  # bounded, as the CLI reads it: hostile text must not break the harness
             envs = doc["environments"] if isinstance(doc, dict) and isinstance(doc.get("environments"), dict) else {}
         except yaml.YAMLError:
             envs = {}
