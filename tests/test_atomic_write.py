@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 from blueprints.core.errors import StackConfigError
-from blueprints.core.journal import JOURNAL, STAGING_DIR, recover, write_all
+from blueprints.core.journal import JOURNAL, LOCK, STAGING_DIR, recover, write_all
 from tests.fuzz_inputs import ROOT, Project
 
 REQUIREMENTS = "stacks/requirements/chat-assistant.yaml"
@@ -83,7 +83,7 @@ def test_a_plan_killed_while_staging_leaves_the_previous_plan_and_the_next_comma
     _killed_plan(project, "stage")
     assert project.snapshot() == before  # not one stack config touched
     staged = project.stacks / STAGING_DIR
-    assert sorted(p.name for p in staged.iterdir()) == [f"{i}.yaml" for i in range(AFTER)]
+    assert sorted(p.name for p in staged.iterdir()) == [f"{i}.yaml" for i in range(AFTER)] + [LOCK]
     assert all(p.stat().st_mode & 0o077 == 0 for p in [staged, *staged.iterdir()])  # secrets: owner only
     assert _ignored(project, f"stacks/{STAGING_DIR}/0.yaml")
     note = _stacks_command(project)
@@ -134,8 +134,33 @@ def test_an_earlier_versions_temporary_file_is_removed_and_reported(tmp_path):
     assert recover(tmp_path) == []
 
 
-def test_an_unwritable_folder_changes_nothing(tmp_path):
-    (tmp_path / STAGING_DIR).write_text("a file where the staging folder goes")  # mkdir fails
+def test_a_folder_that_cannot_be_made_changes_nothing(tmp_path):
+    (tmp_path / "stacks").write_text("a file where the folder goes")
+    folder = tmp_path / "stacks" / "sub"
     with pytest.raises(StackConfigError, match="nothing was changed"):
-        write_all(tmp_path, [(tmp_path / "Pulumi.a-dev.yaml", "new\n")])
-    assert not (tmp_path / "Pulumi.a-dev.yaml").exists()
+        write_all(folder, [(folder / "Pulumi.a-dev.yaml", "new\n")])
+
+
+def test_another_commands_write_in_progress_is_left_alone(tmp_path):
+    """A staging folder whose lock another process holds is a write in progress, not a leftover: `recover` leaves it,
+    and a second write is refused without touching it."""
+    staging = tmp_path / STAGING_DIR
+    staging.mkdir()
+    (staging / "0.yaml").write_text("staged\n")
+    held = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import fcntl, os, sys, time
+        fd = os.open({str(staging / LOCK)!r}, os.O_RDWR | os.O_CREAT)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        print("locked", flush=True)
+        time.sleep(60)
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert held.stdout.readline().strip() == "locked"
+        assert recover(tmp_path) == [] and (staging / "0.yaml").is_file()
+        with pytest.raises(StackConfigError, match="another blueprint command is writing"):
+            write_all(tmp_path, [(tmp_path / "Pulumi.a-dev.yaml", "new\n")])
+        assert (staging / "0.yaml").is_file() and not (tmp_path / "Pulumi.a-dev.yaml").exists()
+    finally:
+        held.kill()
+        held.wait()
+    assert "undid a write" in recover(tmp_path)[0] and not staging.exists()  # the holder died: a leftover now

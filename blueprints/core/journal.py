@@ -8,6 +8,10 @@
 3. install: each staged file is renamed over its target (`os.replace`, atomic per file);
 4. clean: the staging folder is removed.
 
+The writer holds an exclusive `flock` on `LOCK` in the staging folder from its creation to its removal; the kernel
+releases it when the process dies, so a staging folder whose lock can be taken was left by a killed write, and one
+whose lock is held is another command's write in progress, left alone.
+
 `recover(folder)` runs before every write and at the start of every command (`blueprints.cli`): a journal found
 (killed while installing) is replayed, so every file of that write lands (roll forward: the write was complete); a
 staging folder without one (killed while staging) is removed, and the folder's files are those of the write
@@ -18,6 +22,7 @@ staged secret is never committed.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -28,6 +33,7 @@ from blueprints.core.errors import StackConfigError
 #: The staging folder inside the folder written.
 STAGING_DIR = ".blueprint-write"
 JOURNAL = "journal.json"
+LOCK = "lock"
 #: Temporary files of the per-file writes before the journal (`tempfile.mkstemp(prefix=".<name>.")`).
 LEGACY_TEMP_GLOB = ".Pulumi.*.yaml.*"
 
@@ -64,6 +70,18 @@ def _install(folder: Path) -> tuple[list[str], list[str]]:
     return installed, [target for _, target in entries]
 
 
+def _lock(staging: Path, *, wait: bool) -> int | None:
+    """An exclusive lock on the staging folder's `LOCK` (created if absent): its file descriptor, or None when
+    another process holds it (`wait` False)."""
+    fd = os.open(staging / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def recover(folder: Path) -> list[str]:
     """Finish or undo a write a kill interrupted in `folder` (see the module docstring), and remove stale temporary
     files. Returns one sentence per thing done (none: nothing was left over).
@@ -73,7 +91,12 @@ def recover(folder: Path) -> list[str]:
     """
     staging = folder / STAGING_DIR
     done: list[str] = []
+    lock = None
     try:
+        if staging.is_dir():
+            lock = _lock(staging, wait=False)
+            if lock is None:
+                return []  # another command is writing: its write, not a leftover
         if (staging / JOURNAL).is_file():
             installed, every = _install(folder)
             done.append(f"finished a write to {folder} that was killed while installing its files: installed "
@@ -88,6 +111,9 @@ def recover(folder: Path) -> list[str]:
     except (OSError, ValueError) as exc:
         raise StackConfigError(f"{staging}: an interrupted write cannot be recovered ({exc}); check the stack configs "
                                "with `blueprint plan --check`, then remove that folder") from None
+    finally:
+        if lock is not None:
+            os.close(lock)
     return done
 
 
@@ -107,6 +133,14 @@ def write_all(folder: Path, files: list[tuple[Path, str]]) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         staging.mkdir(mode=0o700)
+    except FileExistsError:
+        raise StackConfigError(f"{staging}: another blueprint command is writing stack configs to {folder}; run this "
+                               "one when it has finished") from None
+    except OSError as exc:
+        raise StackConfigError(f"{folder}: cannot write stack configs ({exc.strerror}); nothing was changed") from None
+    lock = None
+    try:
+        lock = _lock(staging, wait=True)
         entries = []
         for i, (path, text) in enumerate(files):
             _write(staging / f"{i}.yaml", text.encode("utf-8"))
@@ -116,6 +150,8 @@ def write_all(folder: Path, files: list[tuple[Path, str]]) -> None:
         _fsync_dir(staging)
     except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)
+        if lock is not None:
+            os.close(lock)
         if isinstance(exc, OSError):
             raise StackConfigError(f"{folder}: cannot write stack configs ({exc.strerror}); nothing was "
                                    "changed") from None
@@ -125,3 +161,5 @@ def write_all(folder: Path, files: list[tuple[Path, str]]) -> None:
     except OSError as exc:
         raise StackConfigError(f"{folder}: the stack configs were written but not all installed ({exc.strerror}); "
                                "the next `blueprint` command finishes installing them") from None
+    finally:
+        os.close(lock)
