@@ -9,6 +9,7 @@ and reports the slowest.
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 import yaml
@@ -48,12 +49,14 @@ def test_a_mutated_example_plans_or_exits_2_cleanly(project, seed):
 @pytest.mark.parametrize("seed", range(8))
 def test_a_hostile_text_exits_2_at_once_naming_the_file(project, seed):
     """A number of 5,000 digits or lists nested 200,000 deep at a random field (`hostile`): exit 2, the file named,
-    in seconds (the break-it pass's bound: 20 s)."""
+    within the break-it pass's bound (20 s of CPU)."""
     rng = random.Random(seed)
     text = hostile(example(rng.choice(example_names())), rng)
+    cpu = time.process_time()
     outcome = project.plan(text)
+    cpu = time.process_time() - cpu  # CPU, not wall time: the suite shares its cores
     _check(outcome, text[:200])
-    assert outcome.exit_code == 2 and "fuzz.yaml" in outcome.output and outcome.seconds < 20
+    assert outcome.exit_code == 2 and "fuzz.yaml" in outcome.output and cpu < 20
 
 
 def test_the_reproducers_text_is_planned_cleanly_too(project):
