@@ -129,20 +129,18 @@ class _Path:
     def here(self) -> list[str | int]:
         return [f[1] for f in self.frames if f[1] is not None]
 
-    def node(self, key: object = None) -> bool:
-        """A node starts in the current collection; returns whether it is a mapping's key (`key`: a scalar key's
-        value)."""
+    def node(self, key: object = None) -> None:
+        """A node starts in the current collection: the next list index, a mapping's key (`key`: its value when it
+        is a scalar) or the value of the key before."""
         if not self.frames:
-            return False
+            return
         frame = self.frames[-1]
         if frame[0] == "seq":
             frame[1] = (frame[1] + 1) if isinstance(frame[1], int) else 0
-            return False
-        if frame[2]:
+        elif frame[2]:
             frame[1], frame[2] = str(key) if key is not None else "?", False
-            return True
-        frame[2] = True
-        return False
+        else:
+            frame[2] = True
 
     def open(self, kind: str) -> None:
         self.frames.append([kind, None, True])
@@ -207,16 +205,16 @@ def _check_json_tokens(text: str) -> None:
         if pending is not None:  # the string was a value
             path.node()
             pending = None
-        if token in ",":
+        if token == ",":
             continue
-        if token in "[{":
+        if token in ("[", "{"):
             path.node()
             try:
                 path.open("seq" if token == "[" else "map")
             except BoundsError as exc:
                 exc.pos = match.start()
                 raise
-        elif token in "]}":
+        elif token in ("]", "}"):
             if path.frames:
                 path.close()
         elif token.startswith('"'):
