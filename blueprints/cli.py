@@ -66,6 +66,19 @@ def main(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     """Plan production model serving from a requirements file, and review it offline."""
+    _recover_writes(None)
+
+
+def _recover_writes(stacks_dir: Optional[Path]) -> None:
+    """Finish or undo a stack-config write a kill interrupted (`blueprints.core.journal`) in `stacks_dir` (default:
+    the project's, from the working directory), saying what was done, before anything reads the stack configs."""
+    from blueprints.core.journal import recover
+    from blueprints.core.project import project_paths
+
+    with user_errors():
+        folder = stacks_dir if stacks_dir is not None else project_paths().stacks_dir
+        for note in recover(folder) if folder.is_dir() else []:
+            err.print(f"[yellow]note[/]: {escape(note)}", highlight=False, soft_wrap=True)
 
 
 @contextmanager
@@ -148,6 +161,7 @@ def plan(
         requirements = requirements[0]
         project = project_paths(requirements)
         stacks_dir = out_dir if out_dir is not None else project.stacks_dir
+        _recover_writes(stacks_dir)
         # The CLI's only clock read: the planner itself is pure and takes the date as an input.
         plan_date = as_of or dt.date.today()
         planned = plan_requirements_file(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from blueprints.core.errors import StackConfigError, excerpt
+from blueprints.core.errors import StackConfigError, excerpt, read_text_file
 from blueprints.core.project import ProjectPaths, project_relative
 from blueprints.core.yamlio import load_yaml
 from blueprints.contracts.platform import PlatformConfig
@@ -109,7 +109,7 @@ def compare(stack: str, committed: dict, planned: dict, *, source: str, env: str
 
 def _committed(path: Path) -> dict:
     try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
+        data = load_yaml(read_text_file(path, StackConfigError, "stack config"))
     except Exception as exc:  # noqa: BLE001 - any unreadable file is reported as such
         raise StackConfigError(f"{path}: cannot be read as YAML ({exc})") from None
     if not isinstance(data, dict):

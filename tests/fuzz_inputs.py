@@ -2,7 +2,8 @@
 (`tests/test_fuzz.py`, `tests/test_schema_parity.py`: bounded in count, derandomized) and `benchmarks/fuzz.py`
 (thousands of documents, timed).
 
-Inputs: mutations of the bundled requirements files and stack configs (`mutate`), and documents generated from
+Inputs: mutations of the bundled requirements files and stack configs (`mutate`; `hostile`: text no mapping can
+carry, a number of thousands of digits or lists nested 200,000 deep), and documents generated from
 `blueprint schema` (`schema_documents`, hypothesis-jsonschema). Verdicts: the loader's and the planner's (`verdict`),
 the schema's (`schema_validator`), and the CLI's (`Project.plan`, `Project.preview`: exit code, output size,
 traceback, and whether the stack folder changed all or nothing).
@@ -27,6 +28,7 @@ import yaml
 from pydantic import ValidationError
 
 from blueprints.core.errors import BlueprintError, problem_lines
+from blueprints.core.journal import STAGING_DIR
 from blueprints.requirements.rules import documented
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -274,6 +276,22 @@ def mutate(doc: Any, rng: random.Random, *, edits: int | None = None) -> Any:
     return doc
 
 
+#: Text no value of a mapping can carry (the break-it pass's): a number of 5,000 digits (Python refuses to convert an
+#: integer of more than 4,300), lists nested 200,000 deep in flow style and 100 deep in block style.
+HOSTILE_VALUES: tuple[str, ...] = ("7" * 5000, "-" + "9" * 5000 + ".5", "[" * 200_000 + "]" * 200_000,
+                                   "\n" + "".join("  " * i + "- \n" for i in range(1, 100)))
+
+
+def hostile(doc: Any, rng: random.Random) -> str:
+    """`doc` as YAML text with one `key: value` line's value replaced by one of `HOSTILE_VALUES`."""
+    lines = dump(doc).splitlines()
+    scalars = [i for i, line in enumerate(lines) if re.fullmatch(r"\s*(- )?[\w.-]+: [^\s\[{].*", line)]
+    i = rng.choice(scalars)
+    key = lines[i].split(": ", 1)[0]
+    lines[i] = f"{key}: {rng.choice(HOSTILE_VALUES)}"
+    return "\n".join(lines) + "\n"
+
+
 def example(name: str) -> dict:
     """A bundled requirements file as a mapping."""
     return yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())
@@ -331,9 +349,11 @@ class Project:
         """platform.yaml with only the `platforms:` entries the document lands on (`environments.<env>.platform`,
         else `<env>-<region>`): planned alone, a document leaves the other examples' entries unused, which
         `blueprint plan` refuses."""
+        from blueprints.core.yamlio import load_yaml
+
         preq = yaml.safe_load((EXAMPLES / "platform.yaml").read_text())
         try:
-            doc = yaml.safe_load(text)
+            doc = load_yaml(text)  # bounded, as the CLI reads it: hostile text must not break the harness
             envs = doc["environments"] if isinstance(doc, dict) and isinstance(doc.get("environments"), dict) else {}
         except yaml.YAMLError:
             envs = {}
@@ -352,6 +372,11 @@ class Project:
     def requirements(self) -> Path:
         return self.stacks / "requirements"
 
+    def leftovers(self) -> list[Path]:
+        """Temporary files or staged writes left in the stack folder (none after any run, killed or not, once the
+        next command has run: `blueprints.core.journal`)."""
+        return [*self.stacks.glob(".Pulumi.*"), *self.stacks.glob(STAGING_DIR)]
+
     def snapshot(self) -> dict[str, bytes]:
         return {p.name: p.read_bytes() for p in sorted(self.stacks.glob("*.yaml"))}
 
@@ -363,8 +388,10 @@ class Project:
             (self.stacks / name).write_bytes(data)
         for temp in self.stacks.glob(".Pulumi.*"):
             temp.unlink()
+        shutil.rmtree(self.stacks / STAGING_DIR, ignore_errors=True)
 
-    def _invoke(self, args: list[str]) -> Outcome:
+    def run(self, args: list[str]) -> Outcome:
+        """`blueprint <args>` in the project folder, in this process."""
         import os
 
         cwd = os.getcwd()
@@ -394,10 +421,10 @@ class Project:
         if not self.with_examples:
             self._platform_file_for(text)
         before = self.snapshot()
-        outcome = self._invoke(["plan", str(path.relative_to(self.root)), "--as-of", PLAN_DATE.isoformat()])
+        outcome = self.run(["plan", str(path.relative_to(self.root)), "--as-of", PLAN_DATE.isoformat()])
         after = self.snapshot()
         if outcome.exit_code != 0:
-            outcome.all_or_nothing = after == before and not list(self.stacks.glob(".Pulumi.*"))
+            outcome.all_or_nothing = after == before and not self.leftovers()
         else:
             written = re.findall(r"wrote\s+(\S+Pulumi\.[\w.-]+\.yaml)", outcome.output)
             try:
@@ -414,7 +441,7 @@ class Project:
     def preview(self, stack: str) -> Outcome:
         """`blueprint preview <stack>` (nothing is written without `--out`)."""
         before = self.snapshot()
-        outcome = self._invoke(["preview", stack])
+        outcome = self.run(["preview", stack])
         outcome.all_or_nothing = self.snapshot() == before
         return outcome
 

@@ -3,6 +3,7 @@ by the test (context managers), every wait bounded:
 
 - `FakeOpenAIEndpoint`: an OpenAI-compatible `/v1/models` behind a bearer key (or, `open=True`, answering without
   one, as a misconfigured endpoint would);
+- `Redirector`: a 302 to another origin (or to its own `/moved` path), recording each request's Authorization;
 - `EngineExporter`: `/metrics` in the Prometheus text format with the engine's real metric names, read from the
   metric catalog (`blueprints/catalog/metrics.yaml`: the names of the pinned vLLM and kube-state-metrics), minus any
   the test leaves out;
@@ -111,6 +112,29 @@ class FakeOpenAIEndpoint(_Server):
                 else:
                     self.reply(200, json.dumps({"object": "list", "data": [
                         {"id": endpoint.model, "object": "model", "owned_by": "vllm"}]}).encode())
+
+        super().__init__(Handler)
+
+
+class Redirector(_Server):
+    """Answers every GET with `302 Location: <to><path>` and records (path, Authorization): a load balancer or proxy
+    sending verify elsewhere. `to` is another origin (another port on loopback is one) or this server's own."""
+
+    def __init__(self, to: str | None = None) -> None:
+        self.to = to
+        self.requests: list[tuple[str, str | None]] = []
+        server = self
+
+        class Handler(_Quiet):
+            def do_GET(self) -> None:  # noqa: N802
+                server.requests.append((self.path, self.headers.get("Authorization")))
+                if server.to is None and self.path.startswith("/moved"):  # same origin: the endpoint's new path
+                    self.reply(200, json.dumps({"object": "list", "data": []}).encode())
+                    return
+                self.send_response(302)
+                self.send_header("Location", f"{server.to}{self.path}" if server.to else f"/moved{self.path}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
 
         super().__init__(Handler)
 

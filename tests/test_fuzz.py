@@ -1,5 +1,5 @@
-"""Bad input through the CLI: mutations of the bundled examples and stack configs, and documents generated from
-`blueprint schema`, through `blueprint plan` and `blueprint preview`. Every run exits 0, 1 or 2 with no traceback; an
+"""Bad input through the CLI: mutations of the bundled examples and stack configs (hostile text among them), and
+documents generated from `blueprint schema`, through `blueprint plan` and `blueprint preview`. Every run exits 0, 1 or 2 with no traceback; an
 error (exit 2) prints under 10 KB; a plan writes its stack configs all or nothing.
 
 Derandomized and bounded in count (seeds, `max_examples`), never in wall time: `benchmarks/fuzz.py` runs thousands
@@ -9,12 +9,13 @@ and reports the slowest.
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 
-from tests.fuzz_inputs import Project, dump, example, example_names, mutate, paths, schema_documents
+from tests.fuzz_inputs import Project, dump, example, example_names, hostile, mutate, paths, schema_documents
 
 
 #: Generate without shrinking: shrinking a failing document takes minutes; the failure prints it as found.
@@ -43,6 +44,19 @@ def test_a_mutated_example_plans_or_exits_2_cleanly(project, seed):
     rng = random.Random(seed)
     doc = mutate(example(rng.choice(example_names())), rng)
     _check(project.plan(dump(doc)), doc)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_hostile_text_exits_2_at_once_naming_the_file(project, seed):
+    """A number of 5,000 digits or lists nested 200,000 deep at a random field (`hostile`): exit 2, the file named,
+    within the break-it pass's bound (20 s of CPU)."""
+    rng = random.Random(seed)
+    text = hostile(example(rng.choice(example_names())), rng)
+    cpu = time.process_time()
+    outcome = project.plan(text)
+    cpu = time.process_time() - cpu  # CPU, not wall time: the suite shares its cores
+    _check(outcome, text[:200])
+    assert outcome.exit_code == 2 and "fuzz.yaml" in outcome.output and cpu < 20
 
 
 def test_the_reproducers_text_is_planned_cleanly_too(project):

@@ -126,3 +126,36 @@ def test_a_hint_that_no_re_plan_proves_is_flagged_as_not_enough():
     proven = prove(refusal, never)
     assert proven.groups == () and "raise budget.max_monthly_usd to >= 10 is not enough on its own" in str(proven)
     assert str(proven).endswith("No change named here plans on its own or with the next one it needs")
+
+
+def test_a_hint_beyond_its_fields_bound_is_not_proposed_and_the_search_does_not_raise():
+    """Edge nodes measured at 0.0001 GFLOP/s per vCPU: the latency floor is ~13.9 million ms, beyond
+    slo.latency_p95_ms's bound (600,000 ms). The refusal says the field cannot go far enough and names the bound; it
+    proposes no value beyond it (a break-it pass found the re-plan raising pydantic's error instead)."""
+    from blueprints.core import bounds
+
+    data = example_data("edge-classifier")
+    data["hardware"]["edge_nodes"]["gflops_per_vcpu"] = 0.0001
+    req = Requirements.model_validate(data)
+    with pytest.raises(SizingError) as caught:
+        plan(req, load_catalog(), as_of=PLAN_DATE)
+    message = str(caught.value)
+    floor = int(re.search(r"it would need >= ([\d,]+)", message).group(1).replace(",", ""))
+    assert floor > bounds.MAX_LATENCY_MS
+    assert "slo.latency_p95_ms cannot go far enough" in message and "less than or equal to 600000" in message
+    assert "raise slo.latency_p95_ms to >=" not in message and caught.value.groups == ()
+
+
+def test_a_re_plan_refused_for_another_reason_counts_as_not_planning():
+    """A re-plan refused with another `BlueprintError` than a SizingError (a requirements rule the change breaks):
+    the hint is flagged, never raised."""
+    from blueprints.core.errors import RequirementsError
+
+    fix = Fix("slo.ttft_p95_ms", 900, "raise slo.ttft_p95_ms to >= 900")
+    refusal = SizingError(f"too slow: {fix.text}", fixes=(fix,))
+
+    def refused(_fixes) -> None:
+        raise RequirementsError("slo.ttft_p95_ms: must be below slo.pipeline_latency_p95_ms")
+
+    proven = prove(refusal, refused)
+    assert proven.groups == () and f"{fix.text} is not enough on its own" in str(proven)

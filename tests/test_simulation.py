@@ -401,3 +401,29 @@ def test_a_remembered_load_point_is_the_one_read_afresh(busy_chat):
     first = [model.at(r) for r in rates]
     assert [model.at(r) for r in rates] == first == [model._point(r) for r in rates]
     assert first[-1] == model._point(model.capacity_rps) and first[1].p95_ms["ttft_p95_ms"] == model.ttft_p95_ms[0]
+
+
+def test_a_fleet_at_its_peak_all_day_costs_its_planned_peak_to_the_cent_whatever_the_price_rounding():
+    """A cost line stores the hourly price rounded to 4 decimals and the month priced before that rounding (up to
+    $0.04 a node apart): the simulation prices node-hours at the line's own monthly figure, so a fleet that runs its
+    planned nodes all day is expected to cost its peak, never above it (found by a break-it pass: expected 3,914.78
+    "above the peak" 3,914.75 refused the planner's own blueprint with a traceback)."""
+    from blueprints.contracts.blueprint import Blueprint
+    from blueprints.plan.scaling import simulation_predictions
+
+    bp = stack("regulated-assistant-staging")  # 1 node, always on: expected = peak
+    p, first = bp.predictions, bp.predictions.cost_lines[0]
+    assert first.quantity == 1 and bp.autoscaling.min_replicas == bp.compute.replicas
+    # The month priced at $27.44696/hour, stored as $27.447: the rounded hourly price says 3 cents more.
+    line = first.model_copy(update={"monthly_usd": round(first.monthly_usd - 0.03, 2)})
+    data = bp.model_dump(mode="json")
+    data["predictions"].update(cost_lines=[line.model_dump(mode="json"),
+                                           *data["predictions"]["cost_lines"][1:]],
+                               monthly_cost_usd=round(p.monthly_cost_usd - 0.03, 2), expected_monthly_cost_usd=None)
+    edited = Blueprint.model_validate(data)
+    assert line.usd_per_hour * 730 > line.monthly_usd + 0.02
+    result = simulate(edited)
+    assert result.peak_monthly_usd == pytest.approx(edited.predictions.monthly_cost_usd)
+    planned = simulation_predictions(edited, result)
+    assert planned.predictions.expected_monthly_cost_usd == pytest.approx(edited.predictions.monthly_cost_usd, abs=0.005)
+    Blueprint.model_validate(planned.model_dump(mode="json"))  # the consistency checks accept what the plan writes

@@ -22,7 +22,9 @@ from blueprints.operate.verify import (
 )
 from blueprints.review.preview import run_preview
 from tests.conftest import ROOT
-from tests.operate_standins import ColdStartedPod, EngineExporter, FakeOpenAIEndpoint, LocalPrometheus
+from tests.operate_standins import (
+    ColdStartedPod, EngineExporter, FakeOpenAIEndpoint, LocalPrometheus, Redirector,
+)
 
 STACK = "chat-assistant-prod"
 KEY = "test-key-0123456789"
@@ -319,3 +321,21 @@ def test_a_cold_start_past_the_deployed_timers_fails_and_says_how_to_calibrate(m
     assert fits.ok and "calibrate" not in fits.detail  # 282 s against 310 s planned: within 25 %
     (none,) = check_cold_start(manifests, _cold(restarts=1))
     assert none.ok and none.detail.startswith("not measured: pod llama-3-1-8b-vllm-7d9f8-abcde: vllm restarted")
+
+
+def test_verify_never_sends_the_api_key_to_another_host_a_redirect_names(manifests):
+    """A 302 to another origin (found by a break-it pass: urllib forwarded `Authorization` to it): not followed, the
+    key never reaches the other host, and the check fails naming where the redirect pointed. A redirect within the
+    endpoint's own origin is followed with the key."""
+    from blueprints.operate.verify import check_endpoint
+
+    bp = manifests.blueprint
+    with FakeOpenAIEndpoint(model=bp.model.name, key=KEY) as elsewhere, Redirector(to=elsewhere.url) as proxy:
+        checks = {c.check: c for c in check_endpoint(bp, f"{proxy.url}/v1", KEY)}
+    assert elsewhere.requests == []  # nothing reached the other host, with or without the key
+    assert proxy.requests == [("/v1/models", f"Bearer {KEY}"), ("/v1/models", None)]
+    keyed = checks["endpoint-authenticated"]
+    assert not keyed.ok and f"redirected to {elsewhere.url}/v1/models, another origin: not followed" in keyed.detail
+    with Redirector() as moved:
+        check_endpoint(bp, f"{moved.url}/v1", KEY)
+    assert moved.requests[:2] == [("/v1/models", f"Bearer {KEY}"), ("/moved/v1/models", f"Bearer {KEY}")]

@@ -37,7 +37,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
-from blueprints.core.errors import BenchmarkError, format_validation_error
+from blueprints.core.errors import BenchmarkError, format_validation_error, read_text_file
+from blueprints.core.yamlio import load_json
 from blueprints.core.jsontypes import ClosedModel
 from blueprints.requirements.fields import DNS_1123_LABEL
 
@@ -333,18 +334,13 @@ def load_result(path: Path) -> BenchmarkResultFile:
         BenchmarkError: the file is missing, larger than `MAX_RESULT_FILE_BYTES`, not JSON, or not this format
             (the message names the file and the field).
     """
+    text = read_text_file(path, BenchmarkError, "benchmark result")
+    size = len(text.encode("utf-8"))
+    if size > MAX_RESULT_FILE_BYTES:
+        raise BenchmarkError(f"{path}: {size:,} bytes; a benchmark result is at most {MAX_RESULT_FILE_BYTES:,} "
+                             "(save runs without --save-detailed)")
     try:
-        size = path.stat().st_size
-        if size > MAX_RESULT_FILE_BYTES:
-            raise BenchmarkError(f"{path}: {size:,} bytes; a benchmark result is at most {MAX_RESULT_FILE_BYTES:,} "
-                                 "(save runs without --save-detailed)")
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BenchmarkError(f"{path}: cannot read the benchmark result ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise BenchmarkError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    try:
-        data: Any = json.loads(text)
+        data: Any = load_json(text)
     except json.JSONDecodeError as exc:
         raise BenchmarkError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
     try:

@@ -510,6 +510,12 @@ class CostLine(ClosedModel):
     usd_per_hour: Usd = Field(description="per unit")
     monthly_usd: Usd
 
+    def unit_monthly_usd(self, hours_per_month: float) -> float:
+        """One unit's monthly price as this line states it, USD/month: `monthly_usd / quantity`, so that `quantity`
+        units cost exactly `monthly_usd` (`usd_per_hour` is stored rounded to 4 decimals, `monthly_usd` priced before
+        that rounding: up to $0.04 per unit a month apart); `usd_per_hour x hours_per_month` for a line of no units."""
+        return self.monthly_usd / self.quantity if self.quantity else self.usd_per_hour * hours_per_month
+
 
 class ModelLatency(ClosedModel):
     """One model's predicted request latency on a non-generative archetype (Triton, ONNX Runtime, SageMaker's

@@ -6,22 +6,22 @@ Layout (Pulumi's stack settings file; the blueprint is a structured config value
       aws:region: us-east-1
       servingblueprints:blueprint: {...}
 
-Writing is deterministic (fixed key order, no timestamps) and atomic: every file of a plan is rendered and
-validated first, then each is written to a temporary file and renamed into place.
+Writing is deterministic (fixed key order, no timestamps) and all or nothing: every file of a plan is rendered and
+validated first, then the files are staged and installed through a journal that the next command replays or rolls
+back if a kill interrupts the write (`blueprints.core.journal`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
-import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Union
 
 import yaml
 from pydantic import Field
 
+from blueprints.core.journal import write_all
 from blueprints.core.yamlio import load_yaml
 from pydantic import ValidationError
 
@@ -147,8 +147,8 @@ def _existing(path: Path) -> dict | None:
     if not path.exists():
         return None
     try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        data = load_yaml(read_text_file(path, StackConfigError, "stack config"))
+    except (StackConfigError, yaml.YAMLError) as exc:
         raise StackConfigError(f"{path}: exists but cannot be read as YAML ({exc}); fix or delete it before "
                                "re-planning (it may hold secrets set with `pulumi config set --secret`)") from None
     if data is None:
@@ -183,8 +183,9 @@ def write_stack_configs(subjects: list[StackSubject], out_dir: Path, *, source: 
                         platform_source: str | None = None,
                         cluster_addons: dict[str, list[str]] | None = None,
                         as_of: dt.date | None = None) -> list[Path]:
-    """Write one stack config per blueprint or platform into `out_dir`, all or nothing, keeping other settings of
-    existing files.
+    """Write one stack config per blueprint or platform into `out_dir`, all or nothing (a kill at any point leaves
+    either every file of this plan or every file as it was, once the next command has run: `blueprints.core.journal`),
+    keeping other settings of existing files.
 
     Args:
         subjects: service blueprints and platform configs.
@@ -233,20 +234,7 @@ def write_stack_configs(subjects: list[StackSubject], out_dir: Path, *, source: 
                                                    existing=existing, cluster_addons=addons, as_of=as_of)))
     for path, text in rendered:  # prove every file reads back before touching the disk
         _parse(load_yaml(text), path)
-    temps: list[tuple[str, Path]] = []
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for path, text in rendered:
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=out_dir)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            temps.append((tmp, path))
-        for tmp, path in temps:
-            os.replace(tmp, path)
-    except OSError as exc:
-        for tmp, _ in temps:
-            Path(tmp).unlink(missing_ok=True)
-        raise StackConfigError(f"{out_dir}: cannot write stack configs ({exc.strerror})") from None
+    write_all(out_dir, rendered)  # all or nothing, even killed midway (blueprints.core.journal)
     return [path for path, _ in rendered]
 
 
@@ -288,7 +276,7 @@ def read_config(path: Path) -> StackSubject:
 
 def cluster_addons_of(path: Path) -> list[str] | None:
     """The `servingblueprints:clusterAddons` list of a stack config (None when unset); the file must be valid."""
-    config = (load_yaml(path.read_text(encoding="utf-8")) or {}).get("config") or {}
+    config = (load_yaml(read_text_file(path, StackConfigError, "stack config")) or {}).get("config") or {}
     value = config.get(CLUSTER_ADDONS_KEY)
     return value if value is None else validate_cluster_addons(value, source=f"{path}: {CLUSTER_ADDONS_KEY}")
 

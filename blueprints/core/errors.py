@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 
 from pathlib import Path
@@ -272,9 +274,20 @@ def format_validation_error(exc: ValidationError, *, source: Path | str, prefix:
 MAX_TEXT_FILE_BYTES = 16 * 1024 * 1024
 
 
+def refuse_non_regular(st: os.stat_result, path: Path, error: type[BlueprintError], what: str) -> None:
+    """Raise `error` naming `path` when `st` (its `os.stat`) is not a regular file: a FIFO would block the read until
+    a writer comes, a device may never end."""
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode)
+                else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
+                or stat.S_ISBLK(st.st_mode) else "not a regular file")
+        raise error(f"{path}: the {what} is {kind}, not a regular file; pass the file itself")
+
+
 def read_text_file(path: Path, error: type[BlueprintError], what: str, *, hint: str = "") -> str:
     """A UTF-8 text file's content, its line ends read as `\\n` (as `Path.read_text` reads them); `error` naming the
-    file when it is missing, unreadable, larger than `MAX_TEXT_FILE_BYTES` or not UTF-8 text.
+    file when it is missing, a symlink loop, not a regular file (a FIFO, device or socket: refused from `os.stat`,
+    never opened for reading, so nothing blocks), unreadable, larger than `MAX_TEXT_FILE_BYTES` or not UTF-8 text.
 
     Args:
         path: the file.
@@ -283,7 +296,12 @@ def read_text_file(path: Path, error: type[BlueprintError], what: str, *, hint: 
         hint: appended to the message (e.g. "; run `blueprint plan` first").
     """
     try:
-        with path.open("rb") as file:
+        refuse_non_regular(os.stat(path), path, error, what)
+        # O_NONBLOCK: a FIFO swapped in after the stat opens at once (and is refused by its fstat) instead of waiting
+        # for a writer; on a regular file it changes nothing.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as file:
+            refuse_non_regular(os.fstat(file.fileno()), path, error, what)
             data = file.read(MAX_TEXT_FILE_BYTES + 1)
     except OSError as exc:
         raise error(f"{path}: cannot read {what} ({exc.strerror}){hint}") from None

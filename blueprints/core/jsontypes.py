@@ -99,11 +99,12 @@ _ORDER = ("object", "array", "string", "number", "integer", "boolean", "null")
 
 
 def _unquoted_kind(text: str) -> str:
-    """The JSON type `text` would have without quotes (`"5"` -> integer, `"true"` -> boolean)."""
-    import json
+    """The JSON type `text` would have without quotes (`"5"` -> integer, `"true"` -> boolean); text out of
+    `load_json`'s bounds (a quoted number of thousands of digits, brackets nested thousands deep) stays a string."""
+    from blueprints.core.yamlio import load_json
 
     try:
-        return _value_kind(json.loads(text))
+        return _value_kind(load_json(text))
     except ValueError:
         return "string"
 
@@ -112,9 +113,9 @@ def _unquoted_hint(text: str) -> str:
     """The fix for a number or boolean that arrived as text: write it without quotes; but YAML 1.1 (PyYAML) reads an
     exponent without a decimal point or without a sign as text even unquoted (`1e30`), so then the form it reads as a
     number (`1.0e+30`)."""
-    import yaml
+    from blueprints.core.yamlio import load_yaml
 
-    if not isinstance(yaml.safe_load(text), str):
+    if not isinstance(load_yaml(text), str):
         return "; write it without quotes"
     mantissa, _, exponent = text.lower().partition("e")
     if "." not in mantissa:

@@ -76,7 +76,8 @@ from blueprints.contracts.calibration_file import (
 )
 from blueprints.contracts.consistency import model_architecture
 from blueprints.contracts.sections import Archetype, VllmEngine
-from blueprints.core.errors import BenchmarkError, CalibrationError, format_validation_error
+from blueprints.core.errors import BenchmarkError, CalibrationError, format_validation_error, read_text_file
+from blueprints.core.yamlio import load_json
 from blueprints.contracts.weights import streams_format
 from blueprints.operate.workload import ClientWorkload, planned_workload
 from blueprints.plan.startup import vllm_startup
@@ -262,16 +263,13 @@ def _measured_run(label: str, run: VllmBenchRun, *, input_len: int, output_len: 
 
 
 def _read_json(path: Path) -> Any:
+    text = read_text_file(path, CalibrationError, "result file")
+    size = len(text.encode("utf-8"))
+    if size > MAX_RESULT_FILE_BYTES:
+        raise CalibrationError(f"{path}: {size:,} bytes; a result file is at most {MAX_RESULT_FILE_BYTES:,} "
+                               "(save runs without --save-detailed)")
     try:
-        size = path.stat().st_size
-        if size > MAX_RESULT_FILE_BYTES:
-            raise CalibrationError(f"{path}: {size:,} bytes; a result file is at most {MAX_RESULT_FILE_BYTES:,} "
-                                   "(save runs without --save-detailed)")
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CalibrationError(f"{path}: cannot read the result file ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise CalibrationError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        return load_json(text)
     except json.JSONDecodeError as exc:
         raise CalibrationError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from blueprints.contracts.blueprint import Blueprint
-from blueprints.core.errors import DeployedStackError
+from blueprints.core.errors import DeployedStackError, read_text_file
+from blueprints.core.yamlio import load_json
 
 #: Seconds the Pulumi CLI may take to print a stack's outputs (it reads the backend).
 PULUMI_TIMEOUT_S = 120
@@ -53,7 +54,7 @@ def pulumi_cli(cwd: Path | None) -> PulumiRunner:
 
 def _outputs_of(text: str, where: str) -> dict[str, Any]:
     try:
-        data = json.loads(text)
+        data = load_json(text)
     except json.JSONDecodeError as exc:
         raise DeployedStackError(f"{where}: not JSON (line {exc.lineno}: {exc.msg})") from None
     if not isinstance(data, dict):
@@ -70,12 +71,9 @@ def stack_outputs(stack: str, *, outputs_file: Path | None, pulumi: PulumiRunner
             deployed yet).
     """
     if outputs_file is not None:
-        try:
-            if outputs_file.stat().st_size > MAX_OUTPUTS_BYTES:
-                raise DeployedStackError(f"--outputs {outputs_file}: larger than {MAX_OUTPUTS_BYTES:,} bytes")
-            text = outputs_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DeployedStackError(f"--outputs {outputs_file}: cannot read it ({exc})") from None
+        text = read_text_file(outputs_file, DeployedStackError, "--outputs file")
+        if len(text.encode("utf-8")) > MAX_OUTPUTS_BYTES:
+            raise DeployedStackError(f"--outputs {outputs_file}: larger than {MAX_OUTPUTS_BYTES:,} bytes")
         outputs = _outputs_of(text, f"--outputs {outputs_file}")
     else:
         outputs = _outputs_of(pulumi(["stack", "output", "--json", "--show-secrets", "--stack", stack]),

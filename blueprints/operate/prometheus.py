@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from blueprints.core.errors import DeployedStackError
+from blueprints.core.yamlio import load_json
 
 #: Seconds one Prometheus request may take.
 REQUEST_TIMEOUT_S = 20
@@ -51,7 +52,7 @@ class PrometheusApi:
     def _data(self, path: str, params: list[tuple[str, str]]) -> Any:
         body = self._get(path, params)
         try:
-            reply = json.loads(body)
+            reply = load_json(body if isinstance(body, str) else body.decode("utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise PrometheusUnavailable(f"{self.where}{path}: not a Prometheus API reply ({body[:80]!r})") from None
         if not isinstance(reply, dict) or reply.get("status") != "success":

@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.core import defaults
-from blueprints.core.errors import BenchmarkError, DeployedStackError
+from blueprints.core.errors import BenchmarkError, DeployedStackError, read_text_file
+from blueprints.core.yamlio import load_json
 from blueprints.operate import benchmark as bench
 from blueprints.contracts.benchmark_result import VllmBenchRun
 
@@ -94,7 +95,7 @@ def run_commands(commands: list[list[str]], *, image: str, budget_s: float, resu
             raise BenchmarkError(f"run {i + 1} of the sweep failed: {exc}") from None
         path = results / bench.result_file(i)
         try:
-            runs.append(VllmBenchRun.model_validate(json.loads(path.read_text(encoding="utf-8"))))
-        except (OSError, json.JSONDecodeError) as exc:
+            runs.append(VllmBenchRun.model_validate(load_json(read_text_file(path, BenchmarkError, "result"))))
+        except (BenchmarkError, json.JSONDecodeError) as exc:
             raise BenchmarkError(f"run {i + 1} wrote no result ({path}: {exc})") from None
     return runs

@@ -101,7 +101,8 @@ def check_endpoint(bp: Blueprint, endpoint: str, api_key: str, *, fetch: Callabl
     else:
         checks = [Check("endpoint-authenticated", url, False, f"{keyed.status} with the API key"
                         + ("" if keyed.status >= 300 else f", but the reply does not name {bp.model.name}")
-                        + f": {keyed.body[:200].decode('utf-8', 'replace')!r}")]
+                        + (f": {keyed.error}" if keyed.error else
+                           f": {keyed.body[:200].decode('utf-8', 'replace')!r}"))]
     bare = fetch(url, api_key=None)
     if bare.status in (401, 403):
         checks.append(Check("endpoint-unauthenticated", url, True, f"{bare.status} without the API key"))

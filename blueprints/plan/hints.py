@@ -5,7 +5,9 @@ A refusal (`SizingError`) carries the changes it proposes (`Fix`: a requirements
 and the words of the message that propose it). `prove` re-plans with each (`Replan`: the planner's own path over
 every environment asked for), keeps those that plan, and for one that does not, adds the change the new refusal
 proposes for another field and tries both together. The words of each fix in the message are replaced by what was
-proven. Pure: the re-plans are the planner's own, deterministic.
+proven. A change beyond its field's bound (the requirements model's, e.g. slo.latency_p95_ms <= 600000) is never
+proposed: the message says the field cannot go far enough. Any other refusal of a re-plan (`BlueprintError`) counts
+as "does not plan": the search never raises. Pure: the re-plans are the planner's own, deterministic.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from blueprints.core.errors import Fix, SizingError
+from pydantic import ValidationError
+
+from blueprints.core.errors import BlueprintError, Fix, RequirementsError, SizingError, problem_lines
 from blueprints.plan.guardrails import Guardrails
 from blueprints.requirements.service import Requirements
 
@@ -26,6 +30,19 @@ MAX_STEPS = 3
 
 #: `Fix.field` of a policy limit: `policy:<env>:maxGpus` (the environment's policy config, gpu-quota).
 POLICY_PREFIX = "policy:"
+
+
+class BeyondBound(RequirementsError):
+    """Raised by `apply_fixes` when a proposed change breaks its field's bound; `problem`: the field and the bound."""
+
+    def __init__(self, fix: Fix, problem: str) -> None:
+        super().__init__(f"{fix.field}={_say(fix.value)} is beyond its bound ({problem})")
+        self.fix, self.problem = fix, problem
+
+
+def _say(value: float) -> str:
+    """A proposed value as the message writes it: 13,872,663 or 0.5."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
 
 def policy_field(env: str, key: str) -> str:
@@ -43,7 +60,11 @@ def apply_fixes(req: Requirements, guardrails: Mapping[str, Guardrails],
                 fixes: Sequence[Fix]) -> tuple[Requirements, dict[str, Guardrails]]:
     """`req` and the environments' guardrails with `fixes` applied: a requirements field by its dotted path
     (`budget.max_monthly_usd`, `slo.ttft_p95_ms`, `environments.prod.max_replicas`, `hardware.edge_nodes.count`), a
-    policy limit by `policy_field` (`maxGpus`)."""
+    policy limit by `policy_field` (`maxGpus`).
+
+    Raises:
+        BeyondBound: a change puts its field out of the requirements model's bounds (the first such change named).
+    """
     data = req.model_dump(mode="json")
     limits = dict(guardrails)
     for fix in fixes:
@@ -59,7 +80,13 @@ def apply_fixes(req: Requirements, guardrails: Mapping[str, Guardrails],
                 node[key] = {}
             node = node[key]
         node[last] = int(fix.value) if float(fix.value).is_integer() else fix.value
-    return Requirements.model_validate(data), limits
+    try:
+        return Requirements.model_validate(data), limits
+    except ValidationError as exc:
+        lines = problem_lines(exc, data=data)
+        named = [(where, msg) for where, msg, _ in lines for fix in fixes if where == fix.field]
+        where, msg = named[0] if named else lines[0][:2]
+        raise BeyondBound(next((f for f in fixes if f.field == where), fixes[-1]), f"{where}: {msg}") from None
 
 
 def prove(exc: SizingError, replan: Replan) -> SizingError:
@@ -73,6 +100,10 @@ def prove(exc: SizingError, replan: Replan) -> SizingError:
     for alternatives in _grouped(exc.fixes):
         words = alternatives[0].slot or alternatives[0].text
         outcome = _first_that_plans(alternatives, replan)
+        if isinstance(outcome, BeyondBound):
+            message = message.replace(words, f"{outcome.fix.field} cannot go far enough: it would need >= "
+                                             f"{_say(outcome.fix.value)}, beyond its bound ({outcome.problem})")
+            continue
         if outcome is None:
             message = message.replace(words, f"{words} is not enough on its own (the plan still fails, and no "
                                              "other single change it then needs makes it plan)")
@@ -95,31 +126,42 @@ def _grouped(fixes: Sequence[Fix]) -> list[list[Fix]]:
     return list(groups.values())
 
 
-def _first_that_plans(alternatives: Sequence[Fix], replan: Replan) -> tuple[Fix, ...] | None:
+def _first_that_plans(alternatives: Sequence[Fix], replan: Replan) -> tuple[Fix, ...] | BeyondBound | None:
     """The first alternative that plans alone (or at the higher value its own refusal then asks of the same field,
     `MAX_STEPS` times at most), else, of the alternatives that plan with the one change their own refusal then
-    proposes for another field, the pair asking least of that change; None when none does."""
-    refusals: list[tuple[Fix, SizingError]] = []
+    proposes for another field, the pair asking least of that change; else the bound the first alternative breaks
+    when every alternative breaks one on its own (`BeyondBound`); None otherwise."""
+    refusals: list[tuple[Fix, BlueprintError]] = []
+    beyond: list[BeyondBound] = []
     for fix in alternatives:
+        lower: tuple[Fix, BlueprintError] | None = None  # the step before, when its refusal asked for more
         for _ in range(MAX_STEPS):
             try:
                 replan([fix])
                 return (fix,)
-            except SizingError as again:
-                higher = next((f for f in again.fixes if f.field == fix.field and f.value > fix.value), None)
+            except BeyondBound as out:  # the step before is the most this field can give
+                if lower is None:
+                    beyond.append(out)
+                else:
+                    refusals.append(lower)
+                break
+            except BlueprintError as again:
+                higher = next((f for f in getattr(again, "fixes", ()) if f.field == fix.field and f.value > fix.value),
+                              None)
                 if higher is None:
                     refusals.append((fix, again))
                     break
-                fix = higher
+                lower, fix = (fix, again), higher
     pairs = []
     for fix, again in refusals:
-        more = next((f for f in again.fixes if f.field != fix.field), None)
+        more = next((f for f in getattr(again, "fixes", ()) if f.field != fix.field), None)
         if more is None:
             continue
         try:
             replan([fix, more])
             pairs.append((fix, more))
-        except SizingError:
+        except BlueprintError:
             continue
     # Of the pairs that plan, the one asking least of the change it adds (e.g. the smaller budget).
-    return min(pairs, key=lambda p: (p[1].field, p[1].value), default=None)
+    best = min(pairs, key=lambda p: (p[1].field, p[1].value), default=None)
+    return best if best is not None or len(beyond) < len(alternatives) else beyond[0]

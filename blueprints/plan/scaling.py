@@ -292,7 +292,7 @@ def simulation_predictions(bp: Blueprint, result: SimulationResult) -> Blueprint
     if beyond:
         hours = load_catalog().hours_per_month
         line = first.model_copy(update={"quantity": result.most_nodes,
-                                        "monthly_usd": round(result.most_nodes * first.usd_per_hour * hours, 2)})
+                                        "monthly_usd": round(result.most_nodes * first.unit_monthly_usd(hours), 2)})
         lines = [line, *p.cost_lines[1:]]
         monthly = round(sum(x.monthly_usd for x in lines), 2)
         update.update(cost_lines=lines, monthly_cost_usd=monthly)

@@ -24,6 +24,7 @@ from blueprints.contracts.sections import Pipeline, PipelinePart
 from blueprints.review.changes import Review
 from blueprints.review.diff import PlanDiff, diff_reports
 from blueprints.core.errors import BlueprintError, read_text_file
+from blueprints.core.yamlio import load_json
 from blueprints.plan.compound.latency import RULE, check_parts, describe
 from blueprints.review.preview import PreviewReport
 from blueprints.plan.quota import QuotaNeed, quota_needs, summed_needs
@@ -147,7 +148,7 @@ def load_service_baseline(path: Path, name: str, stacks: list[str]) -> dict[str,
     """
     text = read_text_file(path, BlueprintError, "baseline report")
     try:
-        data = json.loads(text)
+        data = load_json(text)
     except json.JSONDecodeError as exc:
         raise BlueprintError(f"{path}: baseline is not JSON ({exc.msg} at line {exc.lineno})") from None
     reports = data.get("parts") if isinstance(data, dict) and "parts" in data else [data]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from blueprints.core.errors import BlueprintError, read_text_file
+from blueprints.core.yamlio import load_json
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def load_baseline(path: Path, *, stack: str) -> dict[str, Any]:
     report of another stack."""
     text = read_text_file(path, BlueprintError, "baseline report")
     try:
-        data = json.loads(text)
+        data = load_json(text)
     except json.JSONDecodeError as exc:
         raise BlueprintError(f"{path}: baseline is not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(data, dict) or not isinstance(data.get("resources"), list):

@@ -69,10 +69,11 @@ def read_policy_config(path: Path) -> dict[str, Any]:
             the file and each problem.
     """
     from blueprints.core.errors import BlueprintError, read_text_file
+    from blueprints.core.yamlio import load_json
 
     text = read_text_file(path, BlueprintError, "policy config", hint="; pass --policy-config")
     try:
-        config = json.loads(text)
+        config = load_json(text)
     except json.JSONDecodeError as exc:
         raise BlueprintError(f"{path}: policy config is not JSON ({exc.msg} at line {exc.lineno})") from None
     problems = policy_config_problems(config)

@@ -22,7 +22,7 @@ from blueprints.catalog.names import load_name_catalog
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.deploy_inputs import DeployInput, deploy_inputs
 from blueprints.contracts.sections import CapacityType
-from blueprints.core.errors import StackConfigError
+from blueprints.core.errors import StackConfigError, read_text_file
 from blueprints.review.manifests import manifest_id, validate_manifest
 from blueprints.contracts.platform import PlatformConfig, PlatformKind, PlatformOutputs, planned_outputs
 from blueprints.contracts.stackconfig import (
@@ -522,7 +522,7 @@ def _config_from_file(path: Path, subject: Blueprint | PlatformConfig
                       ) -> tuple[dict[str, str], list[str], list[DeployInput]]:
     """The stack file's config as the engine passes it: every value a string (objects as JSON); secrets masked; a
     placeholder for every deploy input (`deploy_inputs`) the file does not set: (config, secret keys, those inputs)."""
-    data = load_yaml(path.read_text(encoding="utf-8"))
+    data = load_yaml(read_text_file(path, StackConfigError, "stack config"))
     config, secret_keys = {}, []
     for key, value in (data.get("config") or {}).items():
         key = key if ":" in key else f"{PROJECT}:{key}"
@@ -610,7 +610,8 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
                                "(run `blueprint plan` first)")
     subject = read_config(path)
     stand_in = platform_stand_in(subject, stacks_dir) if isinstance(subject, Blueprint) else None
-    override = (load_yaml(path.read_text(encoding="utf-8")).get("config") or {}).get(PLATFORM_STACK_KEY)
+    override = (load_yaml(read_text_file(path, StackConfigError, "stack config")).get("config") or {}).get(
+        PLATFORM_STACK_KEY)
     if override is not None:
         problem = (f"expected a string, got {type(override).__name__}" if not isinstance(override, str) else
                    platform_stack_override_problem(override, subject) if isinstance(subject, Blueprint) else

@@ -157,13 +157,15 @@ def requirements_of(bp: Blueprint, config_path: Path, *, stacks_dir: Path) -> tu
     """
     from blueprints.contracts.stackconfig import plan_record_of
     from blueprints.core.project import project_relative, project_root
+    from blueprints.core.errors import StackConfigError, read_text_file
     from blueprints.core.yamlio import load_yaml
     from blueprints.requirements.service import load_requirements
     from blueprints.requirements.folder import requirements_files
 
     service = bp.pipeline.service if bp.pipeline is not None else bp.service
     folder = stacks_dir / "requirements"
-    record = plan_record_of((load_yaml(config_path.read_text(encoding="utf-8")) or {}).get("config") or {},
+    record = plan_record_of((load_yaml(read_text_file(config_path, StackConfigError, "stack config")) or {}).get(
+        "config") or {},
                             source=str(config_path))
     if record is not None:
         # The record is project-relative (`stacks/requirements/<file>`); the folder judged is this stack folder's.
@@ -194,10 +196,11 @@ def requirements_of(bp: Blueprint, config_path: Path, *, stacks_dir: Path) -> tu
 
 
 def _declares(path: Path, service: str) -> bool:
+    from blueprints.core.errors import RequirementsError, read_text_file
     from blueprints.core.yamlio import load_yaml
 
     try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
+        data = load_yaml(read_text_file(path, RequirementsError, "requirements file"))
     except Exception:  # noqa: BLE001 - an unreadable file declares nothing; planning it names its error
         return False
     return isinstance(data, dict) and data.get("service") == service

@@ -14,7 +14,7 @@ from blueprints.requirements.platform_file import PLATFORM_FILE
 from blueprints.contracts.platform import PlatformConfig
 from blueprints.contracts.deploy_inputs import deploy_inputs
 from blueprints.review.stack import POLICY_CONFIG_DIR, policy_config_for
-from blueprints.core.errors import StackConfigError
+from blueprints.core.errors import RequirementsError, StackConfigError, read_text_file
 from blueprints.contracts.stackconfig import read_config, stack_config_path
 from blueprints.core.yamlio import load_yaml
 
@@ -103,7 +103,7 @@ def list_stacks(stacks_dir: Path, *, policy_dir: Path = POLICY_CONFIG_DIR) -> li
 def _service_of(path: Path) -> str:
     """The `service` a requirements file declares (its file name when it cannot be read: deleted, or not YAML)."""
     try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
+        data = load_yaml(read_text_file(path, RequirementsError, "requirements file"))
     except Exception:  # noqa: BLE001 - any unreadable file falls back to its name; the plan reports the real error
         return path.stem
     service = data.get("service") if isinstance(data, dict) else None

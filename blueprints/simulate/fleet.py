@@ -24,11 +24,12 @@ HPA's default sync period; 60 s on SageMaker, whose metrics are per minute):
   in after 15 minutes below 90 % of it, with the scale-in cooldown; new instances ready after the startup budget
   (Application Auto Scaling target tracking alarms, [assumption] the documented defaults).
 
-Cost: node (or instance) hours at the plan's node price plus the plan's fixed monthly items; `peak_monthly_usd` is
-the largest fleet provisioned all month: the plan's peak (`monthly_cost_usd`), or the most nodes the autoscaler ran
-(`most_nodes`) when it ran more, as it may for a cooldown after a burst, so it is never below the expected cost. An
-edge cluster's owned nodes cost the same busy or idle: its expected cost is the peak cost. A stack without an
-autoscaler (`fixed`) keeps its replicas.
+Cost: node (or instance) hours at the plan's node price (its first cost line's monthly price per node, so that the
+planned fleet running all month costs exactly the planned peak) plus the plan's fixed monthly items;
+`peak_monthly_usd` is the largest fleet provisioned all month: the plan's peak (`monthly_cost_usd`), or the most
+nodes the autoscaler ran (`most_nodes`) when it ran more, as it may for a cooldown after a burst, so it is never below
+the expected cost. An edge cluster's owned nodes cost the same busy or idle: its expected cost is the peak cost. A
+stack without an autoscaler (`fixed`) keeps its replicas.
 """
 
 from __future__ import annotations
@@ -242,7 +243,7 @@ def simulate(bp: Blueprint, *, trace: list[float] | None = None, days: int = 1) 
     planned_rps = bp.predictions.requests_per_s_capacity / max(1, bp.compute.replicas)  # per replica, within SLO
     start = max(a.min_replicas, min(a.max_replicas, math.ceil(first / planned_rps - 1e-9)))
     fleet = _Fleet(bp, start)
-    node_usd_per_hour = bp.predictions.cost_lines[0].usd_per_hour
+    node_usd_per_month = bp.predictions.cost_lines[0].unit_monthly_usd(HOURS_PER_MONTH)
     fixed_monthly = sum(line.monthly_usd for line in bp.predictions.cost_lines[1:])
     state = _Scaler(bp, model)
     backlog = 0.0
@@ -307,8 +308,8 @@ def simulate(bp: Blueprint, *, trace: list[float] | None = None, days: int = 1) 
     if held_since is not None:  # still waiting when the trace ends
         cold_waits.append(len(rps) * 60.0 - held_since)
     hours = len(rps) / 60
-    expected = node_seconds / 3600 / hours * node_usd_per_hour * HOURS_PER_MONTH + fixed_monthly if hours else 0.0
-    peak = max(bp.predictions.monthly_cost_usd, fleet.most_nodes * node_usd_per_hour * HOURS_PER_MONTH + fixed_monthly)
+    expected = node_seconds / 3600 / hours * node_usd_per_month + fixed_monthly if hours else 0.0
+    peak = max(bp.predictions.monthly_cost_usd, fleet.most_nodes * node_usd_per_month + fixed_monthly)
     if bp.compute.owned_nodes is not None:
         expected = peak  # owned nodes cost the same whether busy or idle
     return SimulationResult(

@@ -14,6 +14,7 @@ from blueprints.catalog.addons import PlatformCatalog, load_platform_catalog
 from blueprints.review.preview import PreviewReport, RegisteredResource
 from blueprints.contracts.stackconfig import CLUSTER_ADDONS_KEY, cluster_addons_of, stack_config_path
 from blueprints.core.yamlio import load_yaml
+from blueprints.core.errors import StackConfigError, read_text_file
 
 
 
@@ -158,7 +159,8 @@ def check_context(report: PreviewReport, stacks_dir: Path) -> CheckContext:
             elif name in by_crd_release:
                 crd_releases[by_crd_release[name]] = r
     path = stack_config_path(stacks_dir, report.stack)
-    config = (load_yaml(path.read_text(encoding="utf-8")) or {}).get("config") or {} if path.exists() else {}
+    config = (load_yaml(read_text_file(path, StackConfigError, "stack config")) or {}).get("config") or {} \
+        if path.exists() else {}
     external: dict[str, str] = {}
     where = "this stack"
     if report.platform is not None:
