@@ -3,8 +3,6 @@ set on the cluster only where that cannot replace a cluster, and exported for th
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -13,7 +11,7 @@ from blueprints.catalog.cluster_network import eks_default_service_cidr, service
 from blueprints.cli import app
 from blueprints.contracts.platform import planned_outputs
 from blueprints.contracts.stackconfig import read_platform_config
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import ROOT
 
 runner = CliRunner()
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
@@ -60,16 +58,6 @@ def test_the_cluster_gets_the_planned_service_cidr_and_the_platform_exports_what
     assert given == cfg.network.service_cidr
     # The mocks report the input, else EKS's choice for the existing VPC's block (10.20.0.0/16: 172.20.0.0/16).
     assert report.outputs["service_cidr"] == (given or "172.20.0.0/16")
-
-
-@pytest.fixture()
-def project(tmp_path, monkeypatch):
-    shutil.copy(ROOT / "__main__.py", tmp_path / "__main__.py")
-    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
-    shutil.copytree(EXAMPLES, tmp_path / "stacks" / "requirements")
-    shutil.copytree(ROOT / "policies" / "config", tmp_path / "policies" / "config")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def _plan_with(project, edit) -> str:

@@ -131,7 +131,10 @@ def write_all(folder: Path, files: list[tuple[Path, str]]) -> None:
         recover(folder)
     staging = folder / STAGING_DIR
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)  # a file where the folder should be: FileExistsError, not a writer
+    except OSError as exc:
+        raise StackConfigError(f"{folder}: cannot write stack configs ({exc.strerror}); nothing was changed") from None
+    try:
         staging.mkdir(mode=0o700)
     except FileExistsError:
         raise StackConfigError(f"{staging}: another blueprint command is writing stack configs to {folder}; run this "

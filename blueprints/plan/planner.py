@@ -58,8 +58,10 @@ def _land(bp: Blueprint, ctx: PlanContext, req: Requirements) -> Blueprint:
     if platform is None:
         return bp
     what = "cluster" if bp.platform.kind == "eks" else "VPC"
+    # Not how many services share it: that fact is the platform's (its stack config's `services`), and a service's
+    # stack config changes only with its own requirements and its platform's settings, never with another service.
     note = (f"lands on the shared platform {platform.stack} ({what}, ${platform.monthly_cost_usd:,.0f}/month, shared "
-            f"by {len(platform.services)} stack(s), not included in this service's cost)")
+            "by the services on it, not included in this service's cost)")
     predictions = bp.predictions.model_copy(update={"platform_monthly_cost_usd": platform.monthly_cost_usd})
     return bp.model_copy(update={"predictions": predictions, "rationale": [*bp.rationale, note]})
 
