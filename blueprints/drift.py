@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from blueprints.core.errors import StackConfigError
-from blueprints.core.project import ProjectPaths, project_relative
+from blueprints.core.project import ProjectPaths, project_relative, project_root
 from blueprints.core.yamlio import load_yaml
 from blueprints.contracts.platform import PlatformConfig
 from blueprints.contracts.stackconfig import (
@@ -224,9 +224,9 @@ def compare(stack: str, committed: dict, planned: dict, *, source: str, env: str
     requirements field to change instead."""
     cause = _cause(committed)
     digest = f"config.{PLAN_KEY}.digest"
-    found = sorted(d for d in differences(committed, planned)
-                   # the digests differ exactly when another planned value does: that one is shown
-                   if not (d[0] == digest and cause != "unknown"))
+    found = sorted((d for d in differences(committed, planned)
+                    # the digests differ exactly when another planned value does: that one is shown
+                    if not (d[0] == digest and cause != "unknown")), key=lambda d: d[0])
     return [Drift(stack, field.removeprefix("config."), before, after,
                   _fix(field.removeprefix("config."), source=source, cause=cause, env=env, platform=platform), cause)
             for field, before, after in found]
@@ -375,13 +375,17 @@ def check_stacks(stacks: list[str], project: ProjectPaths, *,
     the folder itself).
 
     Returns:
-        The differences, and None; or no differences and why the comparison was skipped (a stack config that
-        records no plan, or a requirements folder or file that is not there: a stack config reviewed alone).
+        The differences, and None; or no differences and why the comparison was skipped (stack configs outside any
+        project, a stack config that records no plan, or a requirements folder or file that is not there: a stack
+        config reviewed alone).
 
     Raises:
         BlueprintError: a stack config, requirements file or policy config cannot be read or planned (exit 2).
     """
     folder = project.requirements_dir
+    if project_root(project.stacks_dir) is None:
+        return [], (f"{project.stacks_dir} is in no project (no Pulumi.yaml at or above it), and a plan record's "
+                    "paths are relative to one; `blueprint plan --check` in the project compares it")
     files: set[Path] = set()
     for stack in stacks:
         config = stack_config_path(project.stacks_dir, stack)

@@ -94,11 +94,22 @@ def test_a_stack_config_previewed_without_its_requirements_folder_says_the_compa
     stacks.mkdir()
     for stack in ("chat-assistant-prod", "platform-prod-us-east-1"):
         shutil.copy(ROOT / "stacks" / f"Pulumi.{stack}.yaml", stacks)
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
     drifts, skipped = check_stacks(["chat-assistant-prod"],
-                                   ProjectPaths(None, stacks, ROOT / "__main__.py", ROOT / "policies" / "config"))
+                                   ProjectPaths(tmp_path, stacks, ROOT / "__main__.py", ROOT / "policies" / "config"))
     assert drifts == []
     assert "stacks/requirements/chat-assistant.yaml" in skipped and "is not there" in skipped
     assert "`blueprint plan --check` in the project compares it" in skipped
+
+
+def test_a_preview_of_stack_configs_outside_any_project_says_the_comparison_was_skipped(tmp_path):
+    for f in (ROOT / "stacks").glob("Pulumi.*.yaml"):
+        shutil.copy(f, tmp_path)
+    shutil.copytree(ROOT / "stacks" / "requirements", tmp_path / "requirements")
+    result = runner.invoke(app, ["preview", "chat-assistant-prod", "--stacks-dir", str(tmp_path), "--program",
+                                 str(ROOT / "__main__.py")])
+    assert result.exit_code == 0, result.output
+    assert "source comparison skipped" in result.output and "is in no project (no Pulumi.yaml" in result.output
 
 
 def test_a_stack_config_that_records_no_plan_is_not_compared_and_says_why(project):

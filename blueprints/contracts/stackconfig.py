@@ -102,7 +102,10 @@ def plan_digest(config: dict) -> str:
     values = {k: config[k] for k in PLANNED_KEYS if k in config}
     if isinstance(values.get(PLAN_KEY), dict):
         values[PLAN_KEY] = {k: v for k, v in values[PLAN_KEY].items() if k != "digest"}
-    text = json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    try:
+        text = json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # keys of mixed types (a hand edit): no plan wrote these values
+        text = repr(values)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
