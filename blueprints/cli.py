@@ -40,7 +40,8 @@ HELP = """Plan production model serving from a requirements file, and review it 
   blueprint schema [--platform]                       JSON Schema of requirements files (or platform.yaml)
 
 Exit codes: 0 success; 1 (plan --check) a committed stack config differs from its plan, (preview) invalid
-manifests, deployability or signal findings, or mandatory policy violations, (preflight) a quota below what the
+manifests, deployability or signal findings, mandatory policy violations, or a stack config that differs from its
+plan, (preflight) a quota below what the
 stack needs, (verify) a failed check; 2 bad input (and, for
 verify and benchmark, missing credentials, Pulumi CLI or cluster access).
 """
@@ -108,8 +109,10 @@ def plan(
                                                         "folder)."),
     check: bool = typer.Option(False, "--check", help="Write nothing: re-plan the files into memory, each stack as "
                                "of the plan date its stack config records, and compare with the committed stack "
-                               "configs. Exit 0 when identical, 1 listing every field that differs (a hand edit) "
-                               "with the requirements field to change instead."),
+                               "configs. Exit 0 when identical, 1 listing every field that differs, its words, "
+                               "and whether it is a hand edit (the file's planned values no longer match the digest "
+                               "its plan recorded: change the requirements field named instead) or stale (an input "
+                               "changed since: re-plan the file named)."),
     env: Optional[list[str]] = typer.Option(None, "--env", "-e", help="Environment to plan; repeat for several. "
                                             "Default: every environment in the file."),
     out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where to write Pulumi.<stack>.yaml. Default: the "
@@ -227,14 +230,46 @@ def _check_plans(files: Optional[list[Path]], *, policy_dir: Optional[Path], no_
     if as_json:
         out.print_json(json.dumps([d.to_json() for d in drifts]))
     else:
-        for drift in drifts:
-            out.print(escape(drift.message()), highlight=False, soft_wrap=True)
-        stacks = sorted({d.stack for d in drifts})
-        err.print(f"[red]{len(drifts)} field(s) of {len(stacks)} stack(s) differ from their plans: "
-                  f"{', '.join(stacks)}[/]" if drifts else "[green]every stack config is what its requirements "
-                  "plan[/]")
+        _print_drifts(drifts)
+        if not drifts:
+            err.print("[green]every stack config is what its requirements plan[/]")
     if drifts:
         raise typer.Exit(code=1)
+
+
+def _print_drifts(drifts: list) -> None:
+    """Each difference of a stack config from its plan (`blueprints.drift.Drift`), then how many, by stack."""
+    for drift in drifts:
+        out.print(escape(drift.message()), highlight=False, soft_wrap=True)
+    if drifts:
+        stacks = sorted({d.stack for d in drifts})
+        err.print(f"[red]{len(drifts)} field(s) of {len(stacks)} stack(s) differ from their plans: "
+                  f"{', '.join(stacks)}[/]")
+
+
+def _source_check(stacks: list[str], project, stacks_dir: Path) -> tuple[list, str | None]:
+    """`blueprint plan --check`'s comparison (`blueprints.drift.check_stacks`) for the stacks a preview reviews."""
+    from dataclasses import replace
+
+    from blueprints.drift import check_stacks
+
+    with err.status(f"Re-planning {', '.join(stacks)} from its requirements (`blueprint plan --check`)..."):
+        return check_stacks(stacks, replace(project, stacks_dir=stacks_dir))
+
+
+def _report_source_check(stack: str, drifts: list, skipped: str | None) -> None:
+    """After a preview's review: the stack configs' drift from their plans (exit 1 when any), or why it was not
+    compared."""
+    if skipped is not None:
+        err.print(f"[yellow]{escape(stack)}: source comparison skipped: {escape(skipped)}[/]")
+    elif drifts:
+        _print_drifts(drifts)
+        err.print(f"[red]{escape(stack)}: the stack config is not what its requirements plan; the review above is of "
+                  "the committed file, which `blueprint plan --check` fails[/]")
+
+
+def _source_check_json(drifts: list, skipped: str | None) -> dict:
+    return {"skipped": skipped, "drift": [d.to_json() for d in drifts]}
 
 
 def platform_summary(platform) -> str:
@@ -352,7 +387,13 @@ def preview(
     (plan the platform first). A compound service's <service>-<env> reviews both part stacks in one report, the
     end-to-end latency first (--out: the service's plan.md and plan.json, each part's report in <stack>/). Exit 0
     when clean; 1 when a manifest is invalid, a deployability check fails (a CRD, controller, node or Pod Security
-    level missing) or a mandatory policy is violated (the report is still printed and written); 2 on bad input.
+    level missing), a mandatory policy is violated, or the stack config is not what its requirements plan (the
+    report is still printed and written); 2 on bad input.
+
+    With the requirements folder present (`<stacks>/requirements/` holding the file the stack config's
+    `servingblueprints:planned.requirements` names), the review ends with `blueprint plan --check`'s comparison for
+    the stacks reviewed (the same function): every field that differs, hand edit or stale. Without it (a stack config
+    alone) the comparison is skipped, saying why.
     """
     from blueprints.review.diff import diff_reports, load_baseline
     from blueprints.review.compound import part_stacks
@@ -364,8 +405,8 @@ def preview(
         project = project_paths(stacks_dir)
         parts = part_stacks(stack, stacks_dir or project.stacks_dir)
     if parts is not None:
-        _preview_service(stack, parts, stacks_dir=stacks_dir or project.stacks_dir, program=program or project.program,
-                         policy_dir=project.policy_dir, policy_config=policy_config, baseline=baseline,
+        _preview_service(stack, parts, project=project, stacks_dir=stacks_dir or project.stacks_dir,
+                         program=program or project.program, policy_config=policy_config, baseline=baseline,
                          out_path=out_path, as_json=as_json)
         return
     with user_errors():
@@ -378,23 +419,27 @@ def preview(
         review = baseline_review(report, base, diff) if base is not None and diff is not None else None
         if out_path is not None:
             write_report_dir(report, out_path, diff, review)
+        drifts, skipped = _source_check([stack], project, stacks_dir or project.stacks_dir)
     if as_json:
         data = report.to_json()
         if diff is not None and review is not None:
             data["diff"], data["review"] = diff.to_json(), review.to_json()
+        data["source_check"] = _source_check_json(drifts, skipped)
         out.print_json(json.dumps(data))
     else:
         render_terminal(report, out, diff, review)
+        _report_source_check(stack, drifts, skipped)
     if out_path is not None:
         err.print(f"[green]wrote[/] {out_path}/plan.md, plan.json and {len(report.manifests)} manifest(s)")
     if not report.clean:
         err.print(f"[red]{stack}: {len(report.manifest_problems)} invalid manifest(s), "
                   f"{len(report.deployability)} deployability and {len(report.signals)} signal finding(s), "
                   f"{len(report.mandatory_violations)} mandatory policy violation(s)[/]")
+    if not report.clean or drifts:
         raise typer.Exit(code=1)
 
 
-def _preview_service(name: str, parts: list[str], *, stacks_dir: Path, program: Path, policy_dir: Path,
+def _preview_service(name: str, parts: list[str], *, project, stacks_dir: Path, program: Path,
                      policy_config: Optional[Path], baseline: Optional[Path], out_path: Optional[Path],
                      as_json: bool) -> None:
     """`preview` of a compound service's environment: both part stacks, one report."""
@@ -402,14 +447,16 @@ def _preview_service(name: str, parts: list[str], *, stacks_dir: Path, program: 
 
     with user_errors():
         with err.status(f"Running the Pulumi program for {', '.join(parts)} under the mock engine..."):
-            review = review_service(name, parts, stacks_dir=stacks_dir, program=program, policy_dir=policy_dir,
-                                    policy_config=policy_config, baseline=baseline)
+            review = review_service(name, parts, stacks_dir=stacks_dir, program=program,
+                                    policy_dir=project.policy_dir, policy_config=policy_config, baseline=baseline)
         if out_path is not None:
             write_service_report(review, out_path)
+        drifts, skipped = _source_check(parts, project, stacks_dir)
     if as_json:
-        out.print_json(json.dumps(review.to_json()))
+        out.print_json(json.dumps({**review.to_json(), "source_check": _source_check_json(drifts, skipped)}))
     else:
         render_service_terminal(review, out)
+        _report_source_check(name, drifts, skipped)
     if out_path is not None:
         err.print(f"[green]wrote[/] {out_path}/plan.md, plan.json and each part's report in "
                   f"{', '.join(f'{out_path}/{s}' for s in parts)}")
@@ -419,6 +466,7 @@ def _preview_service(name: str, parts: list[str], *, stacks_dir: Path, program: 
                 err.print(f"[red]{report.stack}: {len(report.manifest_problems)} invalid manifest(s), "
                           f"{len(report.deployability)} deployability and {len(report.signals)} signal finding(s), "
                           f"{len(report.mandatory_violations)} mandatory policy violation(s)[/]")
+    if not review.clean or drifts:
         raise typer.Exit(code=1)
 
 

@@ -260,8 +260,11 @@ def test_preview_with_a_baseline_writes_the_review_into_plan_md_and_plan_json(tm
     assert edited != config.read_text()
     config.write_text(edited)
     result = runner.invoke(app, ["preview", "chat-assistant-prod", "--baseline", "base/plan.json", "--out", "head"])
-    assert result.exit_code == 0, result.output
+    # reviewed and written, then failed: the hand edit is not what the requirements plan (`plan --check`'s gate)
+    assert result.exit_code == 1, result.output
     assert f"plan: max replicas {most} -> {most + 2}" in result.output
+    assert (f"servingblueprints:blueprint.autoscaling.max_replicas is {most + 2} but the plan gives {most}; hand edit"
+            in result.output)
     md = (tmp_path / "head" / "plan.md").read_text()
     assert md.index("### What changed") < md.index("### Changes against the base branch") < md.index("### Plan\n")
     review = json.loads((tmp_path / "head" / "plan.json").read_text())["review"]

@@ -14,6 +14,8 @@ back if a kill interrupts the write (`blueprints.core.journal`).
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import re
 from pathlib import Path, PurePosixPath
 from typing import Union
@@ -70,6 +72,10 @@ class PlanRecord(ClosedModel):
     requirements: str = Field(max_length=300, pattern=r"^[A-Za-z0-9_.][A-Za-z0-9_./-]*$",
                               description="project-relative POSIX path of the requirements file (platform: folder)")
     as_of: dt.date = Field(description="the plan date (`blueprint plan --as-of`)")
+    digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$",
+                               description="`plan_digest` of the values the plan wrote, so `blueprint plan --check` "
+                               "tells a hand edit (the values no longer match) from a stale plan (they do, but an "
+                               "input changed); None in a file written before digests were recorded")
 
 
 def plan_record_of(config: dict, *, source: str) -> PlanRecord | None:
@@ -84,6 +90,23 @@ def plan_record_of(config: dict, *, source: str) -> PlanRecord | None:
         return PlanRecord.model_validate(value)
     except ValidationError as exc:
         raise StackConfigError(format_validation_error(exc, source=source, prefix=PLAN_KEY, data=value)) from None
+
+
+#: The keys whose values `blueprint plan` writes (everything else in a stack config is kept as it is).
+PLANNED_KEYS = (REGION_KEY, BLUEPRINT_KEY, PLATFORM_KEY, CLUSTER_ADDONS_KEY, PLAN_KEY)
+
+
+def plan_digest(config: dict) -> str:
+    """`sha256:<64 hex>` of the planned values of a stack config's `config:` map (`PLANNED_KEYS`, the plan record
+    without its digest), as canonical JSON: equal exactly when none of them was changed since the plan wrote them."""
+    values = {k: config[k] for k in PLANNED_KEYS if k in config}
+    if isinstance(values.get(PLAN_KEY), dict):
+        values[PLAN_KEY] = {k: v for k, v in values[PLAN_KEY].items() if k != "digest"}
+    try:
+        text = json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # keys of mixed types (a hand edit): no plan wrote these values
+        text = repr(values)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def secret_value_problems(config: dict) -> list[str]:
@@ -130,13 +153,15 @@ def render_stack_config(bp: StackSubject, *, source: str, existing: dict | None 
             platform and `servingblueprints:clusterAddons` (the plan's: dropped when the requirements drop it) is
             kept as it is (secrets set with `pulumi config set --secret`, the `secretsprovider`/`encryptionsalt`
             keys, other providers' config).
-        as_of: the plan date, recorded with `source` (`PLAN_KEY`); None records no plan (an existing record is
-            dropped: it would name another plan).
+        as_of: the plan date, recorded with `source` and the digest of the planned values (`PLAN_KEY`); None
+            records no plan (an existing record is dropped: it would name another plan).
     """
     data = dict(existing or {})
     config = {k: v for k, v in (data.get("config") or {}).items() if k not in (CLUSTER_ADDONS_KEY, PLAN_KEY)}
     planned = PlanRecord(requirements=source, as_of=as_of) if as_of is not None else None
     config.update(config_values(bp, cluster_addons=cluster_addons, planned=planned))
+    if planned is not None:
+        config[PLAN_KEY]["digest"] = plan_digest(config)
     data["config"] = config
     body = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True, width=100)
     return (PLATFORM_HEADER if isinstance(bp, PlatformConfig) else HEADER).format(source=source) + body

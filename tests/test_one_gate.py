@@ -1,0 +1,225 @@
+"""One gate (issue 36): `blueprint preview` runs `blueprint plan --check`'s source comparison for the stacks it reviews
+(`blueprints.drift.check_stacks`, one function for both), so an edit only the comparison sees fails the preview too;
+`plan --check` tells a hand edit from a stale plan and shows the differing words."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from blueprints.cli import app
+from blueprints.core.project import ProjectPaths, project_paths
+from blueprints.drift import check_stacks, word_diff
+from blueprints.review.stacks import list_stacks
+from tests.conftest import ROOT
+from tests.test_hand_edits import edit_config, edits, platform, service
+
+runner = CliRunner()
+
+#: Edits of generated stack configs that the review's own checks allow (each a value the schema and the floors
+#: accept) but that are not what the requirements plan: before the one gate, only `plan --check` saw them.
+#: (id, stack previewed, stack edited, edit, the field the drift names)
+CHECK_ONLY_EDITS = [
+    ("weights-of-another-model", "chat-assistant-prod", "chat-assistant-prod",
+     service("models.0.source_uri", "hf://mistralai/Mistral-7B-Instruct-v0.3"), "models[0].source_uri"),
+    ("weights-from-an-outside-bucket", "chat-assistant-prod", "chat-assistant-prod",
+     service("models.0.source_uri", "s3://someone-elses-bucket/llama-3.1-8b/"), "models[0].source_uri"),
+    ("keda-target-x0.001", "chat-assistant-prod", "chat-assistant-prod", service("autoscaling.target", 0.0377),
+     "autoscaling.target"),
+    ("one-day-cooldown", "chat-assistant-prod", "chat-assistant-prod", service("autoscaling.cooldown_s", 86400),
+     "autoscaling.cooldown_s"),
+    ("engine-port-22", "chat-assistant-prod", "chat-assistant-prod", service("engine.port", 22), "engine.port"),
+    # (a service's `production: false` in prod is refused by the floors at preview: exit 2, tests/test_hand_edits.py)
+    ("platform-production-false", "platform-prod-us-east-1", "platform-prod-us-east-1", platform("production", False),
+     "platform.production"),
+    ("compound-part-cooldown", "rag-assistant-prod", "rag-assistant-retrieval-prod",
+     service("autoscaling.cooldown_s", 86400), "autoscaling.cooldown_s"),
+    ("prod-audit-log-retention-1-day", "platform-prod-eu-central-1", "platform-prod-eu-central-1",
+     platform("audit_log_retention_days", 1), "audit_log_retention_days"),
+    ("public-vpc-cidr", "platform-prod-us-east-1", "platform-prod-us-east-1",
+     platform("network.vpc_cidr", "8.8.0.0/16"), "network.vpc_cidr"),
+    ("another-accounts-id", "platform-prod-us-east-1", "platform-prod-us-east-1", edits(
+        platform("access.account_id", "999999999999"), platform("access.other_account_ids", ["888888888888"])),
+     "access.account_id"),
+]
+
+
+@pytest.mark.parametrize(("review", "stack", "edit", "field"), [c[1:] for c in CHECK_ONLY_EDITS],
+                         ids=[c[0] for c in CHECK_ONLY_EDITS])
+def test_an_edit_plan_check_fails_fails_the_preview_naming_the_field_and_the_same_drift(
+        project, review, stack, edit, field):
+    edit_config(project, stack, edit)
+    result = runner.invoke(app, ["preview", review, "--json"])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    shown = json.loads(result.stdout)["source_check"]
+    assert shown["skipped"] is None
+    assert shown["drift"], shown
+    assert any(field in d["field"] for d in shown["drift"]), shown["drift"]
+    assert {d["cause"] for d in shown["drift"]} == {"hand edit"}
+    # the same comparison as the CI gate: plan --check lists exactly these differences for the stack
+    check = runner.invoke(app, ["plan", "--check", "--json"])
+    assert check.exit_code == 1, check.output
+    assert [d for d in json.loads(check.stdout) if d["stack"] == stack] == shown["drift"]
+    terminal = runner.invoke(app, ["preview", review])
+    assert terminal.exit_code == 1
+    assert field in terminal.output and "hand edit" in terminal.output
+    assert "differ from their plans" in terminal.output
+
+
+@pytest.mark.parametrize("review", ["chat-assistant-prod", "rag-assistant-prod", "platform-prod-eu-central-1"])
+def test_a_bundled_service_compound_service_and_platform_preview_clean_with_the_comparison(project, review):
+    result = runner.invoke(app, ["preview", review, "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["source_check"] == {"skipped": None, "drift": []}
+
+
+def test_every_bundled_stack_a_preview_reviews_is_what_its_requirements_plan():
+    project = project_paths(ROOT / "stacks")
+    reviews: dict[str, list[str]] = {}
+    for ref in list_stacks(ROOT / "stacks", policy_dir=ROOT / "policies" / "config"):
+        reviews.setdefault(ref.review, []).append(ref.stack)
+    assert len(reviews) >= 15
+    for review, stacks in reviews.items():
+        assert check_stacks(stacks, project) == ([], None), review
+
+
+def test_a_stack_config_previewed_without_its_requirements_folder_says_the_comparison_was_skipped(tmp_path):
+    stacks = tmp_path / "alone"
+    stacks.mkdir()
+    for stack in ("chat-assistant-prod", "platform-prod-us-east-1"):
+        shutil.copy(ROOT / "stacks" / f"Pulumi.{stack}.yaml", stacks)
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    drifts, skipped = check_stacks(["chat-assistant-prod"],
+                                   ProjectPaths(tmp_path, stacks, ROOT / "__main__.py", ROOT / "policies" / "config"))
+    assert drifts == []
+    assert "stacks/requirements/chat-assistant.yaml" in skipped and "is not there" in skipped
+    assert "`blueprint plan --check` in the project compares it" in skipped
+
+
+def test_a_preview_of_stack_configs_outside_any_project_says_the_comparison_was_skipped(tmp_path):
+    for f in (ROOT / "stacks").glob("Pulumi.*.yaml"):
+        shutil.copy(f, tmp_path)
+    shutil.copytree(ROOT / "stacks" / "requirements", tmp_path / "requirements")
+    result = runner.invoke(app, ["preview", "chat-assistant-prod", "--stacks-dir", str(tmp_path), "--program",
+                                 str(ROOT / "__main__.py")])
+    assert result.exit_code == 0, result.output
+    assert "source comparison skipped" in result.output and "is in no project (no Pulumi.yaml" in result.output
+
+
+def test_a_stack_config_that_records_no_plan_is_not_compared_and_says_why(project):
+    edit_config(project, "chat-assistant-prod", lambda config: config.pop("servingblueprints:planned"))
+    drifts, skipped = check_stacks(["chat-assistant-prod"], project_paths(project / "stacks"))
+    assert drifts == [] and "records no plan (servingblueprints:planned)" in skipped
+
+
+# --- stale or hand edit, and the differing words -------------------------------------------------------------------
+
+
+def _check(*files: str) -> list[dict]:
+    result = runner.invoke(app, ["plan", "--check", *files, "--json"])
+    assert result.exit_code == 1, result.output
+    return json.loads(result.stdout)
+
+
+def test_a_requirements_change_after_planning_is_stale_naming_the_file_to_re_plan(project):
+    path = project / "stacks" / "requirements" / "chat-assistant.yaml"
+    path.write_text(path.read_text().replace("owner: ml-platform\n", "owner: ml-serving\n", 1))
+    found = _check("stacks/requirements/chat-assistant.yaml")
+    assert {(d["stack"], d["field"]) for d in found} == {
+        ("chat-assistant-dev", "servingblueprints:blueprint.tags.owner"),
+        ("chat-assistant-prod", "servingblueprints:blueprint.tags.owner")}
+    for drift in found:
+        assert drift["cause"] == "stale"
+        assert drift["fix"].startswith("stale: re-plan stacks/requirements/chat-assistant.yaml ")
+        assert "hand edit" not in drift["fix"]
+    text = runner.invoke(app, ["plan", "--check", "stacks/requirements/chat-assistant.yaml"]).output
+    assert 'tags.owner is "ml-platform" but the plan gives "ml-serving"; stale: re-plan' in text
+
+
+def test_another_service_planned_makes_the_others_stale_showing_the_differing_words(project):
+    requirements = project / "stacks" / "requirements"
+    (requirements / "partner-two.yaml").write_text(
+        (requirements / "partner-api.yaml").read_text().replace("service: partner-api", "service: partner-two"))
+    planned = runner.invoke(app, ["plan", "stacks/requirements/partner-two.yaml", "--as-of", "2026-12-01"])
+    assert planned.exit_code == 0, planned.output
+    [drift] = _check("stacks/requirements/partner-api.yaml")
+    assert drift["stack"] == "partner-api-prod" and drift["field"].startswith("servingblueprints:blueprint.rationale[")
+    assert drift["cause"] == "stale" and drift["fix"].startswith("stale: re-plan stacks/requirements/partner-api.yaml")
+    assert "shared by [-5-]{+6+} stack(s)" in drift["words"]
+    text = runner.invoke(app, ["plan", "--check", "stacks/requirements/partner-api.yaml"]).output
+    assert "differs from the plan in these words: ... " in text and "shared by [-5-]{+6+} stack(s)" in text
+    assert drift["committed"][:80] == drift["planned"][:80]  # the old excerpts showed only this common start
+
+
+def test_a_platform_file_change_makes_the_platform_stale_naming_a_service_to_re_plan(project):
+    path = project / "stacks" / "requirements" / "platform.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["platforms"]["prod-eu-central-1"]["audit_log_retention_days"] = 3288
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    found = _check("stacks/requirements/regulated-assistant.yaml")
+    assert [(d["stack"], d["field"], d["committed"], d["planned"], d["cause"]) for d in found] == [
+        ("platform-prod-eu-central-1", "servingblueprints:platform.audit_log_retention_days", 2557, 3288, "stale"),
+        ("platform-prod-eu-central-1", "servingblueprints:platform.rationale[5]", "audit logs kept 2557 days",
+         "audit logs kept 3288 days", "stale")]
+    assert all(d["fix"].startswith("stale: re-plan a service landing on prod-eu-central-1") for d in found)
+
+
+def test_a_policy_config_change_is_stale_not_a_hand_edit_and_a_removed_line_is_one_difference(project):
+    # The dev account's GPU quota caps chat-assistant-dev at 1 replica (tests/test_account_gpus.py); 8 more GPUs
+    # lift the cap: the committed file is what its plan wrote, the policy config changed since.
+    path = project / "policies" / "config" / "dev.json"
+    data = json.loads(path.read_text())
+    data["gpu-quota"]["maxGpus"] += 8
+    path.write_text(json.dumps(data))
+    found = _check("stacks/requirements/chat-assistant.yaml")
+    assert {d["stack"] for d in found} == {"chat-assistant-dev"}
+    assert {d["cause"] for d in found} == {"stale"}
+    by_field = {d["field"]: d for d in found}
+    assert (by_field["servingblueprints:blueprint.autoscaling.max_replicas"]["committed"],
+            by_field["servingblueprints:blueprint.autoscaling.max_replicas"]["planned"]) == (1, 2)
+    # the rationale line naming the cap is gone: one difference, not every later line shifted by one index
+    lines = [d for d in found if ".rationale[" in d["field"]]
+    removed = [d for d in lines if d["planned"] is None]
+    assert len(removed) == 1 and removed[0]["committed"].startswith("autoscaling max capped at 1 replicas")
+    assert len(lines) <= 5, [d["field"] for d in lines]  # the lines whose words changed, none merely moved
+    committed = yaml.safe_load((project / "stacks" / "Pulumi.chat-assistant-dev.yaml").read_text())
+    assert len(committed["config"]["servingblueprints:blueprint"]["rationale"]) > 15
+
+
+def test_a_hand_edit_of_a_stale_file_is_called_a_hand_edit(project):
+    path = project / "stacks" / "requirements" / "chat-assistant.yaml"
+    path.write_text(path.read_text().replace("owner: ml-platform\n", "owner: ml-serving\n", 1))
+    edit_config(project, "chat-assistant-prod", service("autoscaling.cooldown_s", 86400))
+    found = {d["field"]: d for d in _check("stacks/requirements/chat-assistant.yaml") if d["stack"] ==
+             "chat-assistant-prod"}
+    cooldown = "servingblueprints:blueprint.autoscaling.cooldown_s"
+    assert set(found) == {"servingblueprints:blueprint.tags.owner", cooldown}
+    assert {d["cause"] for d in found.values()} == {"hand edit"}
+    assert found[cooldown]["fix"].startswith("hand edit (its planned values")
+
+
+def test_a_file_without_a_digest_is_neither_called_a_hand_edit_nor_stale(project):
+    edit_config(project, "chat-assistant-prod", edits(
+        lambda config: config["servingblueprints:planned"].pop("digest"), service("autoscaling.cooldown_s", 86400)))
+    found = {d["field"]: d for d in _check("stacks/requirements/chat-assistant.yaml")}
+    assert set(found) == {"servingblueprints:planned.digest", "servingblueprints:blueprint.autoscaling.cooldown_s"}
+    assert {d["cause"] for d in found.values()} == {"unknown"}
+    assert all(d["fix"].startswith("a hand edit or stale (the file records no digest") for d in found.values())
+
+
+@pytest.mark.parametrize(("before", "after", "shown"), [
+    ("shared by 5 stacks in us-east-1", "shared by 6 stacks in us-east-1", "shared by [-5-]{+6+} stacks in us-east-1"),
+    ("a b c d e f g h i j k l", "a b c d e f X h i j k l", "... c d e f [-g-]{+X+} h i j k ..."),
+    ("one two", "one two three", "one two {+three+}"),
+    ("one two three", "two three", "[-one-] two three"),
+    ("x  y", "x y", '(only the whitespace differs: "x  y" -> "x y")'),
+])
+def test_the_word_diff_shows_the_words_that_differ_with_a_little_context(before, after, shown):
+    assert word_diff(before, after) == shown
+
