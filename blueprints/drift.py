@@ -21,7 +21,8 @@ from blueprints.core.project import ProjectPaths, project_relative
 from blueprints.core.yamlio import load_yaml
 from blueprints.contracts.platform import PlatformConfig
 from blueprints.contracts.stackconfig import (
-    BLUEPRINT_KEY, PLAN_KEY, PLATFORM_KEY, plan_record_of, render_stack_config, stack_config_path,
+    BLUEPRINT_KEY, PLAN_KEY, PLATFORM_KEY, plan_record_of, render_stack_config, stack_config_entries,
+    stack_config_path,
 )
 from blueprints.requirements.overrides import DERIVED, source_field
 from blueprints.review.diff import flatten
@@ -114,6 +115,7 @@ def _committed(path: Path) -> dict:
         raise StackConfigError(f"{path}: cannot be read as YAML ({exc})") from None
     if not isinstance(data, dict):
         raise StackConfigError(f"{path}: not a Pulumi stack settings file")
+    stack_config_entries(data, path)  # keys `pulumi up` reads otherwise than the plan wrote them: exit 2, named
     return data
 
 
