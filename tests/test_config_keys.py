@@ -247,3 +247,12 @@ def test_platform_yaml_provider_settings_are_bounded_where_they_enter(settings, 
 def test_a_bad_provider_settings_declaration_exits_2_naming_platform_yaml(project):
     _declare(project, {"aws:secretKey": "AKIA"})
     _refused(CHAT, "platform.yaml", "provider_settings", "carries credentials")
+
+
+def test_every_recorded_pulumi_fact_has_a_source_and_a_test_here():
+    facts = yaml.safe_load((ROOT / "blueprints" / "catalog" / "pulumi_config.yaml").read_text())["facts"]
+    assert len(facts) >= 8
+    for fact in facts:
+        assert fact["source"] and fact["rule"], fact["id"]
+        for name in fact["checked_by"]:
+            assert callable(globals().get(name)), f"{fact['id']}: no test {name}"

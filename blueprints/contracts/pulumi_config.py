@@ -1,6 +1,7 @@
 """A stack settings file's `config:` map as the Pulumi CLI reads it, and what the engine hands the program.
 
-Facts (pulumi/pulumi at v3.259.0-14-g1b5949891b, the CLI this project pins is 3.272; unchanged since):
+Facts, recorded with their sources and tests in `blueprints/catalog/pulumi_config.yaml` (pulumi/pulumi at
+v3.259.0-14-g1b5949891b; the Python SDK in uv.lock is 3.272):
 - A key is `<namespace>:<name>`, or the old form `<namespace>:config:<name>` read as `<namespace>:<name>`; any other
   key with a colon makes the CLI refuse the file (`sdk/go/common/resource/config/key.go` `ParseKey`).
 - A key without a colon is in the project's namespace: `blueprint` is read as `<project>:blueprint`, the project
