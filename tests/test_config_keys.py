@@ -256,3 +256,21 @@ def test_every_recorded_pulumi_fact_has_a_source_and_a_test_here():
         assert fact["source"] and fact["rule"], fact["id"]
         for name in fact["checked_by"]:
             assert callable(globals().get(name)), f"{fact['id']}: no test {name}"
+
+
+@pytest.mark.parametrize("declaration", [{"aws:assumeRole": {"value": {"roleArn": "arn:aws:iam::999999999999:role/x"}}},
+                                         {"aws:profile": "other"}, {"apiKey": "k" * 40},
+                                         {"clusterName": {"type": "string", "default": "theirs"}}])
+def test_a_value_the_project_file_gives_every_stack_is_refused(project, declaration):
+    path = project / "Pulumi.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["config"] = declaration
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    _refused(CHAT, "Pulumi.yaml: config.", next(iter(declaration)), "no stack config shows")
+
+
+def test_a_type_only_declaration_in_the_project_file_gives_no_value():
+    from blueprints.contracts.pulumi_config import project_config_problems
+
+    assert project_config_problems({"config": {"clusterName": {"type": "string"}}}, source="Pulumi.yaml") == []
+    assert project_config_problems({"name": "x"}, source="Pulumi.yaml") == []

@@ -153,3 +153,19 @@ def _go_numbers(value: Any) -> Any:
     if isinstance(value, list):
         return [_go_numbers(v) for v in value]
     return value
+
+
+def project_config_problems(project: Any, *, source: str) -> list[str]:
+    """Values the project file (`Pulumi.yaml`) gives every stack's config: a `config:` entry with `value:` or
+    `default:`, or a shorthand scalar or list (read as one), which `pulumi up` applies where a stack config sets no
+    value and the review of a stack config cannot see (`sdk/go/common/workspace/project.go`
+    `RewriteShorthandConfigValues`, `Project.Validate`). A type-only declaration gives none. Each with the fix."""
+    config = project.get("config") if isinstance(project, dict) else None
+    if config is None:
+        return []
+    if not isinstance(config, dict):
+        return [f"{source}: `config:` must be a mapping of key declarations"]
+    return [f"{source}: config.{key} gives every stack a value that `pulumi up` applies and no stack config shows; "
+            "remove it (stack configs hold every setting they apply: set it per stack with `pulumi config set`)"
+            for key, declared in config.items()
+            if not isinstance(declared, dict) or "value" in declared or "default" in declared]

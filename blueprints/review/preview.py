@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import yaml
+
 
 from blueprints.catalog.cluster_network import eks_default_service_cidr
 from blueprints.catalog.names import load_name_catalog
@@ -20,10 +22,12 @@ from blueprints.catalog.names import load_name_catalog
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.deploy_inputs import DeployInput, deploy_inputs
 from blueprints.contracts.sections import CapacityType
-from blueprints.core.errors import StackConfigError
+from blueprints.core.errors import StackConfigError, read_text_file
 from blueprints.review.manifests import manifest_id, validate_manifest
 from blueprints.contracts.platform import PlatformConfig, PlatformKind, PlatformOutputs, planned_outputs
-from blueprints.contracts.pulumi_config import ConfigEntry, engine_value
+from blueprints.contracts.pulumi_config import ConfigEntry, engine_value, project_config_problems
+from blueprints.core.project import PROJECT_FILE
+from blueprints.core.yamlio import load_yaml
 from blueprints.contracts.stackconfig import (
     PLATFORM_STACK_KEY, PROJECT, platform_stack_override_problem, read_platform_config, read_stack_settings,
     stack_config_path,
@@ -617,6 +621,15 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
             raise StackConfigError(f"{path}: {PLATFORM_STACK_KEY}: {problem}")
     if not program.exists():
         raise StackConfigError(f"{program}: Pulumi program not found; run from the project folder (with Pulumi.yaml)")
+    project_file = program.parent / PROJECT_FILE
+    if project_file.is_file():
+        try:
+            project = load_yaml(read_text_file(project_file, StackConfigError, "project file"))
+        except yaml.YAMLError as exc:
+            raise StackConfigError(f"{project_file}: not valid YAML: {exc}") from None
+        problems = project_config_problems(project, source=str(project_file))
+        if problems:
+            raise StackConfigError("; ".join(problems))
     config, secret_keys, missing = engine_config(entries, subject)
     program_file = program.resolve()
 
