@@ -110,12 +110,13 @@ def compare(stack: str, committed: dict, planned: dict, *, source: str, env: str
 
 def _committed(path: Path) -> dict:
     try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = load_yaml(text)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is reported as such
         raise StackConfigError(f"{path}: cannot be read as YAML ({exc})") from None
     if not isinstance(data, dict):
         raise StackConfigError(f"{path}: not a Pulumi stack settings file")
-    stack_config_entries(data, path)  # keys `pulumi up` reads otherwise than the plan wrote them: exit 2, named
+    stack_config_entries(data, path, text)  # keys `pulumi up` reads otherwise than the plan wrote them: exit 2, named
     return data
 
 

@@ -20,7 +20,9 @@ import yaml
 from typer.testing import CliRunner
 
 from blueprints.cli import app
-from blueprints.contracts.pulumi_config import ConfigEntry, cli_config, cli_key, engine_value
+from blueprints.contracts.pulumi_config import (
+    ConfigEntry, cli_config, cli_key, engine_value, yaml_v3_differences, yaml_v3_scalar,
+)
 from blueprints.contracts.stackconfig import (
     PLANNED_PROVIDER_KEYS, PROJECT, PROJECT_KEYS, config_values, read_stack_settings,
 )
@@ -91,10 +93,29 @@ def test_values_reach_the_program_as_the_engine_passes_them():
     assert json.loads(engine_value(found["proj:o"])) == {"a": {"k": "v"}, "z": [1, 2]}
 
 
-def test_a_value_pyyaml_reads_as_a_date_is_refused_since_the_cli_reads_text():
-    data = yaml.safe_load("config:\n  proj:when: 2026-01-01\n  proj:deep: {a: [2026-01-01]}\n")
-    with pytest.raises(StackConfigError, match=r"proj:when is a date .* quote it.*proj:deep\.a\[0\] is a date"):
-        entries(data["config"])
+@pytest.mark.parametrize(("text", "pyyaml", "cli"), [
+    ("yes", True, "yes"), ("on", True, "on"), ("1:30", 90, "1:30"), ("1e3", "1e3", 1000.0), ("0o17", "0o17", 15),
+    ("08", "08", 8.0)])
+def test_a_scalar_yaml_1_1_and_1_2_read_differently_is_named(text, pyyaml, cli):
+    # yaml.v3 resolve.go: only true/false are booleans, no base-60, `[eE]` floats without a dot, 0o octal, Go's
+    # ParseInt (leading-0 octal, else a float); PyYAML's YAML 1.1 resolver reads them as the other column.
+    assert yaml_v3_scalar(text) == cli and yaml.safe_load(f"v: {text}")["v"] == pyyaml
+    assert yaml_v3_differences(f"config:\n  proj:a: {{b: [x, {text}]}}\n") == [
+        f"config.proj:a.b[1]: {text} is {pyyaml!r} here but {cli!r} to the Pulumi CLI (YAML 1.2)"]
+
+
+@pytest.mark.parametrize("text", ["true", "false", "null", "12", "-3", "1.5", "0x1F", "0755", "1_000", "text",
+                                  "'yes'", '"2026-01-01"'])
+def test_a_scalar_both_read_alike_is_not_named(text):
+    assert yaml_v3_differences(f"config:\n  proj:a: {text}\n") == []
+
+
+def test_a_date_is_refused_since_the_cli_reads_text(project):
+    # yaml.v3 decode.go: "It looks like a timestamp but ... we set it as a string" when decoding into interface{}.
+    path = project / "stacks" / f"Pulumi.{CHAT}.yaml"
+    path.write_text(path.read_text() + f"  {PROJECT}:clusterName: 2026-01-01\n")
+    _refused(CHAT, f"config.{PROJECT}:clusterName: 2026-01-01 is datetime.date(2026, 1, 1) here but '2026-01-01' "
+                   "to the Pulumi CLI", "quote it")
 
 
 # --- this project's keys -----------------------------------------------------------------------------------------

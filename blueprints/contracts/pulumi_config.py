@@ -14,16 +14,20 @@ v3.259.0-14-g1b5949891b; the Python SDK in uv.lock is 3.272):
 - The engine passes the program a string per key: a string as it is, a bool or number as its JSON text, an object
   or list as JSON (`object.go` `MarshalString`); the SDK's `pulumi.Config(ns).get(name)` reads `<ns>:<name>`.
 - YAML is read with gopkg.in/yaml.v3 (`sdk/go/common/encoding/marshal.go`): a key repeated in one mapping is an error
-  (so is it for `blueprints.core.yamlio.load_yaml`), and a timestamp-like plain scalar stays a string (PyYAML makes
-  it a date: refused here, so both read the same).
+  (so is it for `blueprints.core.yamlio.load_yaml`); its plain scalars resolve by YAML 1.2 rules (`resolve.go`
+  `resolve`, and `decode.go` keeps a timestamp as text in an untyped value), where PyYAML's follow YAML 1.1 (`yes`,
+  `on`, `1:30`, dates, `1e3`, `0o17`, `08` read differently): `yaml_v3_differences` names every such scalar.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+import yaml
 
 from blueprints.core.errors import StackConfigError
 
@@ -81,18 +85,6 @@ def contains_secure(value: Any) -> bool:
     return False
 
 
-def _timestamp(value: Any) -> str | None:
-    """Where PyYAML read a date or time the CLI reads as text: the path below the value, else None."""
-    if isinstance(value, (dt.date, dt.datetime)):
-        return ""
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for k, v in items:
-        below = _timestamp(v)
-        if below is not None:
-            return f".{k}{below}" if isinstance(k, str) else f"[{k}]{below}"
-    return None
-
-
 def cli_config(config: Mapping[Any, Any], *, project: str, source: str) -> dict[str, ConfigEntry]:
     """The config map as the Pulumi CLI reads it: key (`<namespace>:<name>`) -> entry, in file order.
 
@@ -102,9 +94,8 @@ def cli_config(config: Mapping[Any, Any], *, project: str, source: str) -> dict[
         source: what messages name (the stack config's path).
 
     Raises:
-        StackConfigError: a key that is not text, one the CLI refuses, two spellings of one key (the CLI keeps one
-            of them at random), or a value PyYAML reads as a date where the CLI reads text; the message names the
-            key as spelled, what the CLI reads and the fix.
+        StackConfigError: a key that is not text, one the CLI refuses, or two spellings of one key (the CLI keeps
+            one of them at random); the message names the key as spelled, what the CLI reads and the fix.
     """
     found: dict[str, ConfigEntry] = {}
     problems = []
@@ -117,10 +108,6 @@ def cli_config(config: Mapping[Any, Any], *, project: str, source: str) -> dict[
         except ValueError as exc:
             problems.append(f"{exc}: `pulumi up` refuses this file; fix or remove {spelled}")
             continue
-        where = _timestamp(value)
-        if where is not None:
-            problems.append(f"{spelled}{where} is a date or time to this reader but text to the Pulumi CLI (YAML "
-                            "1.2); quote it so both read the same")
         if key in found:
             bare = ":" not in found[key].spelled or ":" not in spelled
             why = (f"a key without a namespace is in the project's, {project}" if bare else
@@ -169,3 +156,87 @@ def project_config_problems(project: Any, *, source: str) -> list[str]:
             "remove it (stack configs hold every setting they apply: set it per stack with `pulumi config set`)"
             for key, declared in config.items()
             if not isinstance(declared, dict) or "value" in declared or "default" in declared]
+
+
+#: yaml.v3's table of plain scalars read by name (`resolve.go` `resolveMapList`; `<<` is a merge key, not a value).
+_V3_NAMED: dict[str, Any] = {
+    **dict.fromkeys(("true", "True", "TRUE"), True), **dict.fromkeys(("false", "False", "FALSE"), False),
+    **dict.fromkeys(("", "~", "null", "Null", "NULL"), None), **dict.fromkeys((".nan", ".NaN", ".NAN"), math.nan),
+    **dict.fromkeys((".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"), math.inf),
+    **dict.fromkeys(("-.inf", "-.Inf", "-.INF"), -math.inf)}
+#: `resolve.go` `yamlStyleFloat`.
+_V3_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+#: Go's `strconv.ParseInt(s, 0, 64)` syntax (sign, then 0x / 0o / 0b / leading-0 octal / decimal).
+_GO_INT = re.compile(r"([-+]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)")
+#: `resolve.go` `parseTimestamp`: four digits and a dash start every timestamp it accepts.
+_V3_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}([Tt ][0-9]{1,2}:[0-9]{1,2}:[0-9]{1,2}(\.[0-9]+)?"
+                           r"(Z|[-+][0-9]{2}:[0-9]{2})?)?")
+
+
+def yaml_v3_scalar(text: str) -> Any:
+    """What gopkg.in/yaml.v3 decodes an untagged plain scalar into, decoding into an untyped value (`resolve.go`
+    `resolve`; `decode.go` keeps a timestamp as its text there): None, bool, int, float or str."""
+    if text in _V3_NAMED:
+        return _V3_NAMED[text]
+    first = text[:1]
+    if first == ".":
+        return float(text) if _V3_FLOAT.fullmatch(text) else text
+    if not (first.isdigit() and first.isascii()) and first not in "+-":
+        return text
+    if _V3_TIMESTAMP.fullmatch(text):
+        return text
+    plain = text.replace("_", "")
+    match = _GO_INT.fullmatch(plain)
+    if match:
+        digits = match.group(2)
+        prefix = digits[:2].lower()
+        if prefix in ("0x", "0o", "0b"):
+            value = int(digits[2:], {"0x": 16, "0o": 8, "0b": 2}[prefix])
+        else:
+            value = int(digits, 8 if digits.startswith("0") else 10)
+        value = -value if match.group(1) == "-" else value
+        if -(2 ** 63) <= value < 2 ** 64:
+            return value
+    if _V3_FLOAT.fullmatch(plain):
+        return float(plain)
+    return text
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and a == b
+
+
+def yaml_v3_differences(text: str, *, under: str = "config") -> list[str]:
+    """Plain scalars below the top-level key `under` that PyYAML (YAML 1.1, what this project reads) and the Pulumi
+    CLI's yaml.v3 (YAML 1.2) read differently: `<path>: <text> is <PyYAML's> here but <yaml.v3's> to the Pulumi CLI`.
+    `text` must already have been read with `blueprints.core.yamlio.load_yaml` (bounded); a node reached twice through
+    aliases is judged once."""
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if not isinstance(root, yaml.MappingNode):
+        return []
+    constructor = yaml.constructor.SafeConstructor()
+    seen: set[int] = set()
+    found: list[str] = []
+
+    def walk(node: yaml.Node, path: str) -> None:
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if node.style is None and node.tag.startswith("tag:yaml.org,2002:"):
+                ours, theirs = constructor.construct_object(node), yaml_v3_scalar(node.value)
+                if not _same(ours, theirs):
+                    found.append(f"{path}: {node.value} is {ours!r} here but {theirs!r} to the Pulumi CLI (YAML 1.2)")
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                walk(value, f"{path}.{key.value}" if isinstance(key, yaml.ScalarNode) else path)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, f"{path}[{i}]")
+
+    for key, value in root.value:
+        if isinstance(key, yaml.ScalarNode) and key.value == under:
+            walk(value, under)
+    return found

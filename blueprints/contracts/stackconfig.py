@@ -31,7 +31,7 @@ from blueprints.core.errors import StackConfigError, format_validation_error, re
 from blueprints.core.jsontypes import ClosedModel
 from blueprints.catalog.addons import KUBERNETES_VERSION
 from blueprints.contracts.platform import PlatformConfig, kubernetes_upgrade_problem
-from blueprints.contracts.pulumi_config import ConfigEntry, cli_config, is_secure_value
+from blueprints.contracts.pulumi_config import ConfigEntry, cli_config, is_secure_value, yaml_v3_differences
 
 PROJECT = "servingblueprints"
 BLUEPRINT_KEY = f"{PROJECT}:blueprint"
@@ -167,9 +167,10 @@ def declared_provider_settings(stack_file: Path) -> Mapping[str, Any]:
     return load_platform_requirements(stack_file.parent / "requirements" / PLATFORM_FILE).provider_settings
 
 
-def stack_config_entries(data: object, path: Path) -> dict[str, ConfigEntry]:
+def stack_config_entries(data: object, path: Path, text: str) -> dict[str, ConfigEntry]:
     """A stack settings file's `config:` map as the Pulumi CLI reads it (`cli_config`), refused when the review
-    would show anything otherwise than `pulumi up` reads it (`config_key_problems`): empty when it has no `config:`.
+    would show anything otherwise than `pulumi up` reads it (`config_key_problems`, `yaml_v3_differences`): empty when
+    it has no `config:`. `data` is `text` read with `load_yaml`.
 
     Raises:
         StackConfigError: naming the file, each key and what the CLI reads.
@@ -184,7 +185,9 @@ def stack_config_entries(data: object, path: Path) -> dict[str, ConfigEntry]:
     if not isinstance(config, dict):
         return {}
     entries = cli_config(config, project=PROJECT, source=str(path))
-    problems = config_key_problems(entries, declared=declared_provider_settings(path))
+    problems = [f"{difference}: quote it (or write the value both read alike)" for difference in
+                yaml_v3_differences(text)]
+    problems += config_key_problems(entries, declared=declared_provider_settings(path))
     if problems:
         raise StackConfigError(f"{path}: " + "; ".join(problems))
     return entries
@@ -317,7 +320,8 @@ def write_stack_configs(subjects: list[StackSubject], out_dir: Path, *, source: 
         rendered.append((path, render_stack_config(bp, source=folder if isinstance(bp, PlatformConfig) else source,
                                                    existing=existing, cluster_addons=addons, as_of=as_of)))
     for path, text in rendered:  # prove every file reads back before touching the disk
-        _parse(load_yaml(text), path)
+        data = load_yaml(text)
+        _parse(data, path, stack_config_entries(data, path, text))
     temps: list[tuple[str, Path]] = []
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -374,8 +378,8 @@ def read_stack_settings(path: Path) -> tuple[StackSubject, dict[str, ConfigEntry
         data = load_yaml(text)
     except yaml.YAMLError as exc:
         raise StackConfigError(f"{path}: not valid YAML: {exc}") from None
-    subject = _parse(data, path)
-    return subject, stack_config_entries(data, path)
+    entries = stack_config_entries(data, path, text)
+    return _parse(data, path, entries), entries
 
 
 def cluster_addons_of(path: Path) -> list[str] | None:
@@ -399,10 +403,9 @@ def validate_cluster_addons(value: object, *, source: str) -> list[str]:
     return list(value)
 
 
-def _parse(data: object, path: Path) -> StackSubject:
+def _parse(data: object, path: Path, entries: dict[str, ConfigEntry]) -> StackSubject:
     raw = data.get("config") if isinstance(data, dict) else None
-    config = {key: entry.value for key, entry in stack_config_entries(data, path).items()} \
-        if isinstance(raw, dict) else raw
+    config = {key: entry.value for key, entry in entries.items()} if isinstance(raw, dict) else raw
     if isinstance(config, dict):
         plan_record_of(config, source=str(path))
     if isinstance(config, dict) and PLATFORM_KEY in config and BLUEPRINT_KEY not in config:

@@ -160,8 +160,8 @@ def check_context(report: PreviewReport, stacks_dir: Path) -> CheckContext:
             elif name in by_crd_release:
                 crd_releases[by_crd_release[name]] = r
     path = stack_config_path(stacks_dir, report.stack)
-    config = {key: entry.value for key, entry in stack_config_entries(load_yaml(path.read_text(encoding="utf-8")),
-                                                                        path).items()} if path.exists() else {}
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    config = {key: entry.value for key, entry in stack_config_entries(load_yaml(text), path, text).items()}
     external: dict[str, str] = {}
     where = "this stack"
     if report.platform is not None:
