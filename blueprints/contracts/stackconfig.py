@@ -133,8 +133,10 @@ def config_key_problems(entries: Mapping[str, ConfigEntry], *, declared: Mapping
     problems = []
     for key, entry in entries.items():
         if entry.spelled != key:
-            problems.append(f"{entry.spelled} is read by the Pulumi CLI as {key} (a key without a namespace is in the "
-                            f"project's, {PROJECT}); write it as {key}, the form `pulumi config set` writes")
+            why = (f"a key without a namespace is in the project's, {PROJECT}" if ":" not in entry.spelled else
+                   "`<namespace>:config:<name>` is the old spelling of `<namespace>:<name>`")
+            problems.append(f"{entry.spelled} is read by the Pulumi CLI as {key} ({why}); write it as {key}, the form "
+                            "`pulumi config set` writes")
         if entry.namespace == PROJECT:
             if entry.name not in PROJECT_KEYS:
                 close = difflib.get_close_matches(entry.name, sorted(PROJECT_KEYS), n=1, cutoff=0.6)
