@@ -26,7 +26,8 @@ from blueprints.core.project import ProjectPaths, project_relative, project_root
 from blueprints.core.yamlio import load_yaml
 from blueprints.contracts.platform import PlatformConfig
 from blueprints.contracts.stackconfig import (
-    BLUEPRINT_KEY, PLAN_KEY, PLATFORM_KEY, plan_digest, plan_record_of, render_stack_config, stack_config_path,
+    BLUEPRINT_KEY, PLAN_KEY, PLATFORM_KEY, plan_digest, plan_record_of, render_stack_config, stack_config_entries,
+    stack_config_path,
 )
 from blueprints.requirements.overrides import DERIVED, source_field
 from blueprints.review.diff import flatten
@@ -234,11 +235,13 @@ def compare(stack: str, committed: dict, planned: dict, *, source: str, env: str
 
 def _committed(path: Path) -> dict:
     try:
-        data = load_yaml(read_text_file(path, StackConfigError, "stack config"))
+        text = read_text_file(path, StackConfigError, "stack config")
+        data = load_yaml(text)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is reported as such
         raise StackConfigError(f"{path}: cannot be read as YAML ({exc})") from None
     if not isinstance(data, dict):
         raise StackConfigError(f"{path}: not a Pulumi stack settings file")
+    stack_config_entries(data, path, text)  # keys `pulumi up` reads otherwise than the plan wrote them: exit 2, named
     return data
 
 

@@ -20,10 +20,10 @@ import yaml
 from blueprints.catalog.huggingface import gated
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.deploy_inputs import HF_TOKEN_KEY, KUBECONFIG_KEY, deploy_inputs
-from blueprints.contracts.stackconfig import ROLES_ANYWHERE_CA_KEY, read_config
+from blueprints.contracts.stackconfig import ROLES_ANYWHERE_CA_KEY, read_config, read_stack_settings
 from blueprints.requirements.platform_file import ALERT_RECEIVER_SECRET_KEY
 from blueprints.review.deployability.checks import check_deployability
-from blueprints.review.preview import _config_from_file, platform_stand_in, run_under_mocks
+from blueprints.review.preview import engine_config, platform_stand_in, run_under_mocks
 from blueprints.review.preview import PreviewReport
 from tests.conftest import ROOT
 from tests.kept_apart import review
@@ -37,8 +37,8 @@ def _required_by_the_program(stack: str) -> set[str]:
     import runpy
 
     path = STACKS / f"Pulumi.{stack}.yaml"
-    subject = read_config(path)
-    config, secrets, stood_in = _config_from_file(path, subject)
+    subject, entries = read_stack_settings(path)
+    config, secrets, stood_in = engine_config(entries, subject)
     for item in stood_in:
         config.pop(item.key)
     stand_in = platform_stand_in(subject, STACKS) if isinstance(subject, Blueprint) else None

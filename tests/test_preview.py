@@ -128,8 +128,9 @@ def test_program_config_missing_from_the_stack_is_a_clear_error(stacks):
 
 def test_secrets_in_the_stack_file_are_masked_in_the_report(stacks):
     path = stacks / "Pulumi.chat-assistant-prod.yaml"
-    path.write_text(path.read_text().replace("config:\n", "config:\n  servingblueprints:probe: {secure: v1:abc}\n", 1))
+    path.write_text(path.read_text().replace("config:\n", "config:\n  servingblueprints:hfToken: {secure: v1:abc}\n", 1))
     program = stacks / "program.py"
-    program.write_text("import pulumi\npulumi.export('probe', pulumi.Config('servingblueprints').require_secret('probe'))\n")
+    program.write_text("import pulumi\n"
+                       "pulumi.export('probe', pulumi.Config('servingblueprints').require_secret('hfToken'))\n")
     report = run_preview("chat-assistant-prod", stacks_dir=stacks, program=program)
     assert report.outputs["probe"] == "[secret]"

@@ -18,7 +18,7 @@ import hashlib
 import json
 import re
 from pathlib import Path, PurePosixPath
-from typing import Union
+from typing import Any, Mapping, Union
 
 import yaml
 from pydantic import Field
@@ -32,6 +32,7 @@ from blueprints.core.errors import StackConfigError, format_validation_error, re
 from blueprints.core.jsontypes import ClosedModel
 from blueprints.catalog.addons import KUBERNETES_VERSION
 from blueprints.contracts.platform import PlatformConfig, kubernetes_upgrade_problem
+from blueprints.contracts.pulumi_config import ConfigEntry, cli_config, is_secure_value, yaml_v3_differences
 
 PROJECT = "servingblueprints"
 BLUEPRINT_KEY = f"{PROJECT}:blueprint"
@@ -50,6 +51,13 @@ PLATFORM_STACK_KEY = f"{PROJECT}:platformStack"
 PLAN_KEY = f"{PROJECT}:planned"
 #: Config keys whose value is a secret: a `secure:` value (`pulumi config set --secret`), never plain text.
 SECRET_KEYS = tuple(f"{PROJECT}:{k}" for k in ("apiKey", "hfToken", "alertReceiverUrl", "kubeconfig"))
+#: Every name of this project's namespace a stack config may hold: what `config_values` writes and what the program
+#: reads (`components/program.py`, whose `pulumi.Config` reads a test lists). Any other is refused.
+PROJECT_KEYS = frozenset({"blueprint", "platform", "planned", "clusterAddons", "platformStack", "rolesAnywhereCaBundle",
+                          "kubeconfig", "clusterName", "prometheusUrl", "hfToken", "apiKey", "alarmTopicArn",
+                          "alertReceiverUrl"})
+#: The provider settings the plan writes (`config_values`); any other needs platform.yaml's `provider_settings`.
+PLANNED_PROVIDER_KEYS = (REGION_KEY,)
 
 #: What a stack config holds: a service's `Blueprint` or a shared platform's `PlatformConfig`.
 StackSubject = Union[Blueprint, PlatformConfig]
@@ -109,16 +117,17 @@ def plan_digest(config: dict) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def secret_value_problems(config: dict) -> list[str]:
+def secret_value_problems(config: Mapping[str, Any]) -> list[str]:
     """Config keys that must be secrets but are not `secure:` values (plain text in the stack file, readable by anyone
-    with the repository), or empty ones; each with the fix. `apiKey` also needs at least
-    `defaults.MIN_API_KEY_CHARS` characters, checked where it is decrypted (`components.access`)."""
+    with the repository), or empty ones; each with the fix. `config` is keyed as the CLI reads it (`cli_config`).
+    `apiKey` also needs at least `defaults.MIN_API_KEY_CHARS` characters, checked where it is decrypted
+    (`components.access`)."""
     problems = []
     for key in SECRET_KEYS:
         if key not in config:
             continue
         value = config[key]
-        secure = value.get("secure") if isinstance(value, dict) and set(value) == {"secure"} else None
+        secure = value["secure"] if is_secure_value(value) else None
         short = key.split(":", 1)[1]
         if not isinstance(secure, str) or not secure.strip():
             what = "an empty secure value" if isinstance(secure, str) else "plain text" if value not in (None, "") \
@@ -126,6 +135,86 @@ def secret_value_problems(config: dict) -> list[str]:
             problems.append(f"{key} is {what}: a secret must be a `secure:` value; remove it from the file and set it "
                             f"with `pulumi config set --secret {short} <value> --stack <stack>`")
     return problems
+
+
+def config_key_problems(entries: Mapping[str, ConfigEntry], *, declared: Mapping[str, Any]) -> list[str]:
+    """What in a stack config the review would show otherwise than `pulumi up` reads, each with the fix.
+
+    Args:
+        entries: the `config:` map as the Pulumi CLI reads it (`cli_config`).
+        declared: provider settings platform.yaml allows (`provider_settings`: key -> the only value allowed).
+
+    Every key must be spelled as the CLI reads it (`<namespace>:<name>`, as `pulumi config set` writes it); a key of
+    this project's namespace must be one the plan writes or the program reads (`PROJECT_KEYS`); any other namespace
+    (a provider's: `aws:*`, `kubernetes:*`, ...) is allowed only as the plan writes it (`PLANNED_PROVIDER_KEYS`) or
+    with the value platform.yaml declares; a `secure:` value only for a key the program reads as a secret
+    (`SECRET_KEYS`), which must be one.
+    """
+    import difflib
+
+    problems = []
+    for key, entry in entries.items():
+        if entry.spelled != key:
+            why = (f"a key without a namespace is in the project's, {PROJECT}" if ":" not in entry.spelled else
+                   "`<namespace>:config:<name>` is the old spelling of `<namespace>:<name>`")
+            problems.append(f"{entry.spelled} is read by the Pulumi CLI as {key} ({why}); write it as {key}, the form "
+                            "`pulumi config set` writes")
+        if entry.namespace == PROJECT:
+            if entry.name not in PROJECT_KEYS:
+                close = difflib.get_close_matches(entry.name, sorted(PROJECT_KEYS), n=1, cutoff=0.6)
+                hint = f" (did you mean {PROJECT}:{close[0]}?)" if close else ""
+                problems.append(f"{key} is no key this project writes or reads{hint}: `pulumi up` would ignore it and "
+                                f"the review cannot say what it was meant to change; remove it (known: "
+                                f"{', '.join(sorted(PROJECT_KEYS))})")
+        elif key not in PLANNED_PROVIDER_KEYS:
+            if key not in declared:
+                problems.append(f"{key} is a provider setting the plan does not write and platform.yaml does not "
+                                f"declare: `pulumi up` would configure the {entry.namespace} provider with it (the "
+                                "account, endpoints, credentials or cluster it acts on) unreviewed; remove it, or have "
+                                "the platform team declare it in platform.yaml `provider_settings`")
+            elif entry.value != declared[key]:
+                problems.append(f"{key} is {json.dumps(entry.value, default=str)[:120]} but platform.yaml "
+                                f"`provider_settings` declares {json.dumps(declared[key])[:120]}; set that value")
+        if entry.secret and key not in SECRET_KEYS and (entry.namespace != PROJECT or entry.name in PROJECT_KEYS):
+            problems.append(f"{key} holds a `secure:` value, which `pulumi up` decrypts into what the program "
+                            f"reads: the review cannot show it; only {', '.join(SECRET_KEYS)} are secrets, write {key} "
+                            "in plain text")
+    return problems + secret_value_problems({k: e.value for k, e in entries.items()})
+
+
+def declared_provider_settings(stack_file: Path) -> Mapping[str, Any]:
+    """The provider settings platform.yaml allows (`provider_settings`), from the project's requirements folder beside
+    the stack configs (`<stacks>/requirements/platform.yaml`); none without the file. Raises `RequirementsError`
+    naming platform.yaml when it is invalid."""
+    from blueprints.requirements.platform_file import PLATFORM_FILE, load_platform_requirements
+
+    return load_platform_requirements(stack_file.parent / "requirements" / PLATFORM_FILE).provider_settings
+
+
+def stack_config_entries(data: object, path: Path, text: str) -> dict[str, ConfigEntry]:
+    """A stack settings file's `config:` map as the Pulumi CLI reads it (`cli_config`), refused when the review
+    would show anything otherwise than `pulumi up` reads it (`config_key_problems`, `yaml_v3_differences`): empty when
+    it has no `config:`. `data` is `text` read with `load_yaml`.
+
+    Raises:
+        StackConfigError: naming the file, each key and what the CLI reads.
+    """
+    if not isinstance(data, dict):
+        return {}
+    if "environment" in data:
+        raise StackConfigError(f"{path}: `environment:` imports Pulumi ESC environments, whose values `pulumi up` adds "
+                               "to this stack's config and the review cannot see; remove it (stack configs hold "
+                               "every setting they apply)")
+    config = data.get("config")
+    if not isinstance(config, dict):
+        return {}
+    entries = cli_config(config, project=PROJECT, source=str(path))
+    problems = [f"{difference}: quote it (or write the value both read alike)" for difference in
+                yaml_v3_differences(text)]
+    problems += config_key_problems(entries, declared=declared_provider_settings(path))
+    if problems:
+        raise StackConfigError(f"{path}: " + "; ".join(problems))
+    return entries
 
 
 def config_values(subject: StackSubject, *, cluster_addons: list[str] | None = None,
@@ -258,7 +347,8 @@ def write_stack_configs(subjects: list[StackSubject], out_dir: Path, *, source: 
         rendered.append((path, render_stack_config(bp, source=folder if isinstance(bp, PlatformConfig) else source,
                                                    existing=existing, cluster_addons=addons, as_of=as_of)))
     for path, text in rendered:  # prove every file reads back before touching the disk
-        _parse(load_yaml(text), path)
+        data = load_yaml(text)
+        _parse(data, path, stack_config_entries(data, path, text))
     write_all(out_dir, rendered)  # all or nothing, even killed midway (blueprints.core.journal)
     return [path for path, _ in rendered]
 
@@ -288,15 +378,22 @@ def read_config(path: Path) -> StackSubject:
     """Load whatever a stack config holds: a service's `Blueprint` or a platform's `PlatformConfig`.
 
     Raises:
-        StackConfigError: missing file, bad YAML, missing keys, or content that fails validation; the message names
-            the file and the field.
+        StackConfigError: missing file, bad YAML, missing keys, keys the Pulumi CLI reads otherwise than shown
+            (`stack_config_entries`), or content that fails validation; the message names the file and the field.
     """
+    return read_stack_settings(path)[0]
+
+
+def read_stack_settings(path: Path) -> tuple[StackSubject, dict[str, ConfigEntry]]:
+    """A stack config's subject (`read_config`) and its `config:` map as the Pulumi CLI reads it
+    (`stack_config_entries`): what the offline preview hands the program. Raises `StackConfigError` as `read_config`."""
     text = read_text_file(path, StackConfigError, "stack config", hint="; run `blueprint plan` first")
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
         raise StackConfigError(f"{path}: not valid YAML: {exc}") from None
-    return _parse(data, path)
+    entries = stack_config_entries(data, path, text)
+    return _parse(data, path, entries), entries
 
 
 def cluster_addons_of(path: Path) -> list[str] | None:
@@ -320,13 +417,11 @@ def validate_cluster_addons(value: object, *, source: str) -> list[str]:
     return list(value)
 
 
-def _parse(data: object, path: Path) -> StackSubject:
-    config = data.get("config") if isinstance(data, dict) else None
+def _parse(data: object, path: Path, entries: dict[str, ConfigEntry]) -> StackSubject:
+    raw = data.get("config") if isinstance(data, dict) else None
+    config = {key: entry.value for key, entry in entries.items()} if isinstance(raw, dict) else raw
     if isinstance(config, dict):
         plan_record_of(config, source=str(path))
-        problems = secret_value_problems(config)
-        if problems:
-            raise StackConfigError(f"{path}: " + "; ".join(problems))
     if isinstance(config, dict) and PLATFORM_KEY in config and BLUEPRINT_KEY not in config:
         return _parse_platform(config, path)
     if not isinstance(config, dict) or BLUEPRINT_KEY not in config:

@@ -5,12 +5,13 @@ versions, spot policy, access, alert receivers, existing VPCs, custom platforms)
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Literal
 import yaml
-from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, JsonValue, ValidationError, field_validator, model_validator
 from blueprints.catalog.addons import KUBERNETES_VERSION
 from blueprints.core.errors import RequirementsError, describe_pattern, format_validation_error, read_text_file
 from blueprints.requirements.hosting import CpuArch
@@ -42,6 +43,17 @@ RUNNER_LABEL = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$"
 
 #: `kubernetes.io/arch` node label values of each CPU architecture (the Go GOARCH names the kubelet reports).
 NODE_ARCH = {CpuArch.X86_64: "amd64", CpuArch.ARM64: "arm64"}
+
+
+#: A provider setting's config key, `<provider>:<name>` (`aws:profile`, `kubernetes:context`); the provider's
+#: namespace, never the project's (`servingblueprints:*` keys are the plan's and the program's).
+PROVIDER_SETTING_KEY = r"^[a-z][a-z0-9-]{0,39}:[A-Za-z][A-Za-z0-9_]{0,63}$"
+#: Provider settings the plan writes itself (`blueprints.contracts.stackconfig.PLANNED_PROVIDER_KEYS`).
+PLANNED_PROVIDER_SETTINGS = ("aws:region",)
+#: Names of provider settings that carry credentials: never declared in plain text in a repository file.
+CREDENTIAL_SETTING = re.compile(r"(?i)(secret|token|password|accesskey|kubeconfig|credential)")
+#: Most characters of one declared provider setting's value, as JSON.
+MAX_PROVIDER_SETTING_CHARS = 2000
 
 
 #: A platform name derived from its environment and region: `<env>-<region>` (`prod-us-east-1`).
@@ -352,6 +364,29 @@ class PlatformRequirements(ClosedModel):
     alerting: AlertingSpec = Field(default_factory=AlertingSpec, description="where alerts go")
     platforms: dict[Annotated[str, Field(pattern=DNS_1123_LABEL, max_length=40)], PlatformOverride] = Field(
         default_factory=dict, max_length=50, description="per platform (`<env>-<region>` or a custom name)")
+    provider_settings: dict[Annotated[str, Field(pattern=PROVIDER_SETTING_KEY, max_length=104)], JsonValue] = Field(
+        default_factory=dict, max_length=20, description="provider config keys (`aws:profile`, `kubernetes:context`) "
+        "every stack config may hold, each with the only value allowed; any other provider setting in a stack config "
+        "is refused by the preview (`aws:region` is the plan's; credentials never go here)")
+
+    @field_validator("provider_settings")
+    @classmethod
+    def _reviewable_provider_settings(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        for key, setting in value.items():
+            if key.split(":", 1)[0] == "servingblueprints":
+                raise ValueError(f"provider_settings.{key}: the project's own keys are the plan's and the program's; "
+                                 "declare provider settings only (aws:*, kubernetes:*)")
+            if key in PLANNED_PROVIDER_SETTINGS:
+                raise ValueError(f"provider_settings.{key}: the plan writes {key} (the platform's region); remove it")
+            if CREDENTIAL_SETTING.search(key.split(":", 1)[1]):
+                raise ValueError(f"provider_settings.{key}: carries credentials, which never go in a repository file "
+                                 "in plain text; deploy with a role (access.deployer_role_arn) instead")
+            if isinstance(setting, dict) and set(setting) == {"secure"}:
+                raise ValueError(f"provider_settings.{key}: a `secure:` value cannot be reviewed; declare plain values")
+            if len(json.dumps(setting)) > MAX_PROVIDER_SETTING_CHARS:
+                raise ValueError(f"provider_settings.{key}: longer than {MAX_PROVIDER_SETTING_CHARS} characters as "
+                                 "JSON")
+        return value
 
     @field_validator("platforms")
     @classmethod

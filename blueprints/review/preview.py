@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import json
 import runpy
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
+
+import yaml
 
 
-from blueprints.core.yamlio import load_yaml
 from blueprints.catalog.cluster_network import eks_default_service_cidr
 from blueprints.catalog.names import load_name_catalog
 
@@ -25,9 +25,12 @@ from blueprints.contracts.sections import CapacityType
 from blueprints.core.errors import StackConfigError, read_text_file
 from blueprints.review.manifests import manifest_id, validate_manifest
 from blueprints.contracts.platform import PlatformConfig, PlatformKind, PlatformOutputs, planned_outputs
+from blueprints.contracts.pulumi_config import ConfigEntry, engine_value, project_config_problems
+from blueprints.core.project import PROJECT_FILE
+from blueprints.core.yamlio import load_yaml
 from blueprints.contracts.stackconfig import (
-    PLATFORM_STACK_KEY, PROJECT, platform_stack_override_problem, read_config,
-    read_platform_config, stack_config_path,
+    PLATFORM_STACK_KEY, PROJECT, platform_stack_override_problem, read_platform_config, read_stack_settings,
+    stack_config_path,
 )
 
 #: Account id used in mocked ARNs (AWS's documentation example account).
@@ -518,19 +521,18 @@ def mock_call(token: str, args: dict, *, region: str) -> dict:
     return {}
 
 
-def _config_from_file(path: Path, subject: Blueprint | PlatformConfig
-                      ) -> tuple[dict[str, str], list[str], list[DeployInput]]:
-    """The stack file's config as the engine passes it: every value a string (objects as JSON); secrets masked; a
-    placeholder for every deploy input (`deploy_inputs`) the file does not set: (config, secret keys, those inputs)."""
-    data = load_yaml(read_text_file(path, StackConfigError, "stack config"))
+def engine_config(entries: Mapping[str, ConfigEntry], subject: Blueprint | PlatformConfig
+                  ) -> tuple[dict[str, str], list[str], list[DeployInput]]:
+    """The stack's config as the engine passes it to the program (`engine_value`), from the keys the Pulumi CLI reads
+    (`read_stack_settings`): secrets masked; a placeholder for every deploy input (`deploy_inputs`) the file does not
+    set: (config, secret keys, those inputs)."""
     config, secret_keys = {}, []
-    for key, value in (data.get("config") or {}).items():
-        key = key if ":" in key else f"{PROJECT}:{key}"
-        if isinstance(value, dict) and set(value) == {"secure"}:
+    for key, entry in entries.items():
+        if entry.secret:
             config[key] = OFFLINE_API_KEY if key == f"{PROJECT}:apiKey" else SECRET_PLACEHOLDER
             secret_keys.append(key)
         else:
-            config[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+            config[key] = engine_value(entry)
     missing = [i for i in deploy_inputs(subject) if i.key not in config]
     for item in missing:
         config[item.key] = SECRET_PLACEHOLDER if item.secret else OFFLINE_CA_BUNDLE
@@ -608,10 +610,9 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
         known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
         raise StackConfigError(f"{path}: no such stack config; known stacks: {', '.join(known) or 'none'} "
                                "(run `blueprint plan` first)")
-    subject = read_config(path)
+    subject, entries = read_stack_settings(path)
     stand_in = platform_stand_in(subject, stacks_dir) if isinstance(subject, Blueprint) else None
-    override = (load_yaml(read_text_file(path, StackConfigError, "stack config")).get("config") or {}).get(
-        PLATFORM_STACK_KEY)
+    override = entries[PLATFORM_STACK_KEY].value if PLATFORM_STACK_KEY in entries else None
     if override is not None:
         problem = (f"expected a string, got {type(override).__name__}" if not isinstance(override, str) else
                    platform_stack_override_problem(override, subject) if isinstance(subject, Blueprint) else
@@ -620,7 +621,16 @@ def run_preview(stack: str, *, stacks_dir: Path = Path("stacks"), program: Path 
             raise StackConfigError(f"{path}: {PLATFORM_STACK_KEY}: {problem}")
     if not program.exists():
         raise StackConfigError(f"{program}: Pulumi program not found; run from the project folder (with Pulumi.yaml)")
-    config, secret_keys, missing = _config_from_file(path, subject)
+    project_file = program.parent / PROJECT_FILE
+    if project_file.is_file():
+        try:
+            project = load_yaml(read_text_file(project_file, StackConfigError, "project file"))
+        except yaml.YAMLError as exc:
+            raise StackConfigError(f"{project_file}: not valid YAML: {exc}") from None
+        problems = project_config_problems(project, source=str(project_file))
+        if problems:
+            raise StackConfigError("; ".join(problems))
+    config, secret_keys, missing = engine_config(entries, subject)
     program_file = program.resolve()
 
     def program_body() -> None:  # the module's globals are not outputs; `pulumi.export` calls are

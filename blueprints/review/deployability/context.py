@@ -12,7 +12,9 @@ from typing import Any
 
 from blueprints.catalog.addons import PlatformCatalog, load_platform_catalog
 from blueprints.review.preview import PreviewReport, RegisteredResource
-from blueprints.contracts.stackconfig import CLUSTER_ADDONS_KEY, cluster_addons_of, stack_config_path
+from blueprints.contracts.stackconfig import (
+    CLUSTER_ADDONS_KEY, cluster_addons_of, stack_config_entries, stack_config_path,
+)
 from blueprints.core.yamlio import load_yaml
 from blueprints.core.errors import StackConfigError, read_text_file
 
@@ -132,7 +134,7 @@ class CheckContext:
     crd_releases: dict[str, RegisteredResource]   # in-stack add-on id -> its CRD chart's release
     external: dict[str, str]                      # add-on id -> where it comes from (the platform / clusterAddons)
     where: str                                    # what to change for a missing add-on; `{addon}` names it
-    config: dict[str, Any]                        # the stack config's `config:` map
+    config: dict[str, Any]                        # the stack config's `config:` map, as the Pulumi CLI reads it
 
     def fix(self, addon_id: str) -> str:
         """Where to add a missing add-on, for a finding's message."""
@@ -159,8 +161,8 @@ def check_context(report: PreviewReport, stacks_dir: Path) -> CheckContext:
             elif name in by_crd_release:
                 crd_releases[by_crd_release[name]] = r
     path = stack_config_path(stacks_dir, report.stack)
-    config = (load_yaml(read_text_file(path, StackConfigError, "stack config")) or {}).get("config") or {} \
-        if path.exists() else {}
+    text = read_text_file(path, StackConfigError, "stack config") if path.exists() else ""
+    config = {key: entry.value for key, entry in stack_config_entries(load_yaml(text), path, text).items()}
     external: dict[str, str] = {}
     where = "this stack"
     if report.platform is not None:
