@@ -29,7 +29,7 @@ from blueprints.contracts.stackconfig import (
     BLUEPRINT_KEY, PLAN_KEY, PLATFORM_KEY, plan_digest, plan_record_of, render_stack_config, stack_config_entries,
     stack_config_path,
 )
-from blueprints.requirements.overrides import DERIVED, source_field
+from blueprints.requirements.overrides import DERIVED, OVERRIDABLE, source_field
 from blueprints.review.diff import flatten
 
 #: Platform config field prefixes -> the platform.yaml key that decides them (`{name}`: the platform's name).
@@ -164,9 +164,11 @@ def _fix(field: str, *, source: str, cause: str, env: str | None, platform: str 
     key, _, path = field.partition(".")
     if key in (BLUEPRINT_KEY, PLATFORM_KEY) and path:
         where = _source_field(key, path, env=env, platform=platform)
-        if where == DERIVED:
+        if where == DERIVED and key == BLUEPRINT_KEY and path in OVERRIDABLE:
             return (f"{why}: {where}; re-plan {source}, and put an intended value in its `overrides:` section with the "
                     "reason")
+        if where == DERIVED:  # a prediction or another figure no requirement sets: only a re-plan changes it
+            return f"{why}: {where}; re-plan {source}"
         return f"{why}: change {where} in {source} instead and re-plan"
     return f"{why}: re-plan with `blueprint plan` ({source})"
 

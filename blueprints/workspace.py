@@ -22,7 +22,7 @@ from blueprints.contracts.platform import PlatformConfig
 from blueprints.plan.platforms import ServiceFile, plan_platforms
 from blueprints.requirements.service import Requirements, load_requirements
 from blueprints.plan.stability import Hardware, hardware_of
-from blueprints.contracts.stackconfig import recorded_blueprint, stack_config_path
+from blueprints.contracts.stackconfig import recorded_blueprint, recorded_platform, stack_config_path
 from blueprints.core.project import project_paths, project_relative
 from blueprints.requirements.folder import PLATFORM_FILES, requirements_files
 from blueprints.contracts.calibration_file import Calibrations, calibration_dir, load_calibrations
@@ -103,8 +103,8 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
         calibrations: the capacity model's corrections; defaults to the project's (`project_calibrations`).
 
     Returns:
-        The service's blueprints, the platforms its planned environments land on, and the clusterAddons of its
-        existing-cluster stacks.
+        The service's blueprints, the platforms its planned environments land on (and those its stacks left, whose
+        stack configs still list them), and the clusterAddons of its existing-cluster stacks.
 
     Raises:
         RequirementsError: `path` is outside `requirements_dir` (rule requirements-in-folder), or invalid.
@@ -147,10 +147,16 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
                           calibrations=calibrations if calibrations is not None else project_calibrations(path))
     except BlueprintError as exc:  # planner messages name the field; add the file they come from
         raise type(exc)(f"{path}: {exc}") from None
-    landed = sorted({bp.platform.stack for bp in blueprints if bp.platform.stack})
+    landed = {bp.platform.stack for bp in blueprints if bp.platform.stack}
+    # A platform one of these stacks left (a Region or platform move) is rewritten too: its stack config still lists
+    # the stack among its services, which only this plan knows it no longer serves.
+    ours = {bp.stack for bp in blueprints}
+    left = {p.stack for p in platforms.values() if p.stack not in landed and stacks_dir is not None
+            and (old := recorded_platform(stack_config_path(stacks_dir, p.stack))) is not None
+            and ours & set(old.services)}
     addons = req.operations.declared_addons
     return PlannedFile(
-        blueprints=blueprints, platforms=[p for p in platforms.values() if p.stack in landed],
+        blueprints=blueprints, platforms=[p for p in platforms.values() if p.stack in landed | left],
         cluster_addons={bp.stack: list(addons) for bp in blueprints
                         if addons is not None and bp.platform.kind in ("existing-cluster", "edge-cluster")})
 

@@ -58,7 +58,9 @@ def test_the_plan_simulates_the_diurnal_day_and_its_costs_follow_it():
                                               ({"peak_to_trough": 3, "peak_hours": [9, 24]}, "peak_hours"),
                                               ({"peak_to_trough": 3, "peak_hours": [-1, 5]}, "peak_hours"),
                                               ({"peak_to_trough": 3, "peak_hours": [9, 9]}, "peak_hours"),
-                                              ({"peak_to_trough": 3, "timezone": "Mars/Olympus"}, "timezone")])
+                                              ({"peak_to_trough": 3, "timezone": "Mars/Olympus"}, "timezone"),
+                                              ({"peak_to_trough": 3, "timezone": "localtime"}, "timezone"),
+                                              ({"peak_to_trough": 3, "timezone": "posix/UTC"}, "timezone")])
 def test_a_bad_daily_shape_is_refused_naming_the_field(daily, field):
     with pytest.raises(ValidationError, match=field):
         requirements_with(traffic={"daily": daily})

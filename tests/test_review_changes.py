@@ -8,6 +8,7 @@ import json
 import shutil
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from blueprints.contracts.sections import Archetype
@@ -434,3 +435,26 @@ def test_a_previewed_deployer_role_change_is_the_cluster_replacement_at_the_top_
     assert whole.paths == ("accessConfig.bootstrapClusterCreatorAdminPermissions",)
     assert review_markdown(review).split("\n\n")[1].startswith(
         "> [!CAUTION]\n> **`pulumi up` replaces the EKS cluster and everything on it**")
+
+
+def test_a_region_move_rewrites_the_platform_left_and_prices_the_new_one(project):
+    from typer.testing import CliRunner
+
+    from blueprints.cli import app
+    from blueprints.contracts.stackconfig import read_platform_config
+
+    path = project / "stacks" / "requirements" / "chat-assistant.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["environments"]["prod"]["region"] = "us-west-2"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    runner = CliRunner()
+    result = runner.invoke(app, ["plan", "stacks/requirements/chat-assistant.yaml", "--as-of", "2026-12-01"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "it lands on platform platform-prod-us-west-2 ($" in text and "this service its first" in text
+    assert "deploy that platform stack first" in text
+    assert "; platform platform-prod-us-east-1 keeps serving partner-api-prod, " in text
+    left = read_platform_config(project / "stacks" / "Pulumi.platform-prod-us-east-1.yaml")
+    assert "chat-assistant-prod" not in left.services and "partner-api-prod" in left.services
+    checked = runner.invoke(app, ["plan", "--check"])
+    assert checked.exit_code == 0, checked.output  # every stack config, the platform left included, as planned

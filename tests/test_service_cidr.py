@@ -84,6 +84,15 @@ def test_a_default_service_cidr_overlapping_a_peered_network_exits_2_naming_both
     assert "set service_cidr to an RFC 1918 /12-/24 range outside 10.30.0.0/16, 172.20.8.0/21" in out
 
 
+@pytest.mark.parametrize(("peered", "message"), [
+    ("0.0.0.0/0", "peered_cidrs 0.0.0.0/0 is wider than /8"),
+    ("10.30.0.0/16", "peered_cidrs 10.30.0.0/16 overlaps the platform's own VPC 10.30.0.0/16"),
+    ("10.30.4.0/24", "peered_cidrs 10.30.4.0/24 overlaps the platform's own VPC 10.30.0.0/16"),
+])
+def test_a_peered_network_that_cannot_be_one_exits_2(project, peered, message):
+    assert message in _plan_with(project, lambda p: p.update(peered_cidrs=[peered]))
+
+
 @pytest.mark.parametrize(("value", "message"), [
     ("100.64.0.0/16", "RFC 1918"), ("10.0.0.0/8", "/12 to /24"), ("172.20.0.1/16", "host bits"),
 ])

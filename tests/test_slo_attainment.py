@@ -111,3 +111,21 @@ def test_no_miss_at_all_with_bursty_traffic_and_scale_to_zero_is_refused_when_re
         requirements_with(slo={"longest_violation_minutes": 0}, traffic={"pattern": "bursty"},
                           environments={"dev": {"region": "us-west-2", "min_replicas": 0},
                                         "prod": {"region": "us-east-1"}})
+
+
+def test_a_set_attainment_the_requirements_own_minimum_misses_is_refused_naming_both():
+    """chat-assistant dev scales to zero (environments.dev.min_replicas: 0, so the plan keeps that floor): its cold
+    starts miss 8 minutes of the day, so 100 % of minutes is out of reach at that floor."""
+    req = requirements_with(slo={"attainment_pct": 100})
+    assert req.environments["dev"].min_replicas == 0
+    with pytest.raises(RequirementsError, match=r"slo.attainment_pct: environments.dev.min_replicas=0 keeps the "
+                       r"simulated day within the p95 targets in 99.\d% of minutes .* raise environments.dev."
+                       r"min_replicas") as err:
+        plan_env(req, "dev")
+    assert err.value.rule == "slo-attainment-reachable"
+    assert plan_env(requirements_with(slo={"attainment_pct": 99}), "dev").predictions.slo_attainment >= 0.99
+
+
+def test_no_miss_with_spiky_traffic_names_the_spiky_pattern():
+    with pytest.raises(ValidationError, match="0 with spiky traffic and environments.dev.min_replicas 0"):
+        requirements_with(slo={"longest_violation_minutes": 0}, traffic={"pattern": "spiky"})

@@ -332,6 +332,17 @@ def finish(bp: Blueprint, platform: PlatformConfig | None, alerting: AlertingSpe
     bp = scaling_targets(bp)
     if floor_is_set:
         result, floor_note = simulate(bp, days=1), None
+        slo = bp.slo
+        if goal_is_set and not _meets(result, slo.attainment_pct, slo.longest_violation_minutes):
+            longest = slo.longest_violation_minutes
+            fields = "slo.attainment_pct" + (" and slo.longest_violation_minutes" if longest is not None else "")
+            raise RequirementsError(
+                f"{fields}: environments.{bp.environment}.min_replicas={bp.autoscaling.min_replicas} keeps the "
+                f"simulated day within the p95 targets in {result.slo_attainment:.1%} of minutes (longest run missed "
+                f"{result.slo_longest_violation_minutes} minutes), not {slo.attainment_pct:g} %"
+                + (f" with no miss longer than {longest} minute(s)" if longest is not None else "")
+                + f"; raise environments.{bp.environment}.min_replicas (or remove it: the plan then keeps as many "
+                f"warm as the goal needs), or lower {fields}", rule="slo-attainment-reachable")
     else:
         bp, result, floor_note = warm_floor(bp, goal_is_set=goal_is_set)
     where, note = alerting_for(bp, platform, alerting, required=alerts_required)

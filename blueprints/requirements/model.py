@@ -106,11 +106,10 @@ class DailyShape(Section):
             problems.append(FieldProblem("peak_hours", f"peak_hours={list(self.peak_hours)}: two different hours "
                                          "between 0 and 23, [start, end) local time, e.g. [9, 17]",
                                          rule="daily-shape-hours"))
-        try:
-            from zoneinfo import ZoneInfo
+        from zoneinfo import available_timezones
 
-            ZoneInfo(self.timezone)
-        except (ValueError, KeyError, OSError):
+        # The IANA names only: not `localtime` (the machine's own zone) nor the `posix/` and `right/` copies.
+        if self.timezone not in available_timezones() or self.timezone in ("localtime", "Factory"):
             problems.append(FieldProblem("timezone", f"timezone={self.timezone!r} is not an IANA time zone; write "
                                          "one such as UTC, Europe/Berlin or America/New_York",
                                          rule="daily-shape-hours"))

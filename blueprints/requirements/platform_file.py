@@ -320,10 +320,29 @@ class PlatformOverride(ClosedModel):
                              "open internet or your ranges")
         if self.audit_log_retention_days is not None and self.audit_logging is False:
             raise ValueError("audit_log_retention_days keeps audit logs, but audit_logging is false")
-        problem = self.service_cidr_problem()
+        problem = self.peered_cidrs_problem() or self.service_cidr_problem()
         if problem:
             raise ValueError(problem)
         return self
+
+    def peered_cidrs_problem(self) -> str | None:
+        """Why `peered_cidrs` cannot be networks routed to this VPC: one wider than /8 (0.0.0.0/0 is every address:
+        no Service CIDR fits beside it) or one overlapping the platform's own new VPC (its own addresses are not a
+        peer's); None when they can."""
+        import ipaddress
+
+        from blueprints.core import defaults
+
+        own = ipaddress.ip_network(self.vpc_cidr or defaults.VPC_CIDR) if self.existing_vpc is None else None
+        for cidr in self.peered_cidrs:
+            net = ipaddress.ip_network(cidr)
+            if net.prefixlen < 8:
+                return (f"peered_cidrs {cidr} is wider than /8: a peered network is a routed range such as "
+                        "10.40.0.0/16, not every address; list the networks peered with this VPC")
+            if own is not None and net.overlaps(own):
+                return (f"peered_cidrs {cidr} overlaps the platform's own VPC {own}: peered networks are other "
+                        "networks (a VPC peering cannot join overlapping ranges); remove it or give its range")
+        return None
 
     def service_cidr_problem(self) -> str | None:
         """Why the platform's Service CIDR (`service_cidr`, or EKS's default for a new VPC) overlaps its VPC or a

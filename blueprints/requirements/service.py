@@ -184,10 +184,11 @@ class Requirements(Section):
                                              "cluster declares kube-prometheus-stack (whose Alertmanager pages its "
                                              "owner); add it, or keep this service out of production",
                                              rule="production-monitored"))
-            bursty = any(t.pattern in (TrafficPattern.BURSTY, TrafficPattern.SPIKY)
-                         for _, t, _, _ in self.model_entries())
-            if self.slo.longest_violation_minutes == 0 and bursty and spec.min_replicas == 0:
-                problems.append(FieldProblem(("slo", "longest_violation_minutes"), f"0 with bursty traffic and "
+            bursts = sorted({t.pattern.value for _, t, _, _ in self.model_entries()
+                             if t.pattern in (TrafficPattern.BURSTY, TrafficPattern.SPIKY)})
+            if self.slo.longest_violation_minutes == 0 and bursts and spec.min_replicas == 0:
+                problems.append(FieldProblem(("slo", "longest_violation_minutes"), f"0 with {' and '.join(bursts)} "
+                                             "traffic and "
                                              f"environments.{env}.min_replicas 0: a request after an idle period "
                                              "waits for a cold start, which misses a minute; set "
                                              f"environments.{env}.min_replicas >= 1 or "

@@ -420,12 +420,13 @@ def service_move(changes: list[FieldChange], after: Blueprint, *, before_platfor
     else:
         front = ("every Kubernetes object on the new cluster (Deployment, Service, scaler, policies), a new load "
                  "balancer with a new URL (clients must move to it)")
+    platform = _platform_move(causes, after, before_platform_usd, tenants or {})
     consequence = (f"`pulumi up` creates the whole service again {where}: {front}, the weights bucket in "
                    f"{after.region}, and the weights copied into it again; then it deletes the old service. This is "
-                   "not a rolling update" + _platform_move(causes, after, before_platform_usd, tenants or {}))
+                   "not a rolling update" + platform)
     return Replacement(Effect.REPLACE, "service", "region or platform", consequence,
                        "the whole service is replaced: new cluster objects, load balancer and URL; bucket recreated, "
-                       "weights copied again", MOVE_SOURCE, "*", causes=causes)
+                       "weights copied again" + platform, MOVE_SOURCE, "*", causes=causes)
 
 
 def _platform_move(causes: tuple[FieldChange, ...], after: Blueprint, before_usd: float | None,
@@ -447,9 +448,12 @@ def _platform_move(causes: tuple[FieldChange, ...], after: Blueprint, before_usd
                  f"{moved.after}`, then `pulumi up -s {moved.after}`)")
     if moved.before:
         left = f" (${before_usd:,.0f}/month)" if before_usd is not None else ""
-        text += (f"; platform {moved.before}{left} keeps running: destroy it once no service lands on it"
-                 if moved.before not in tenants or tenants[moved.before] else
-                 f"; platform {moved.before}{left} now serves no service: destroying it saves that")
+        if moved.before not in tenants:
+            text += f"; platform {moved.before}{left} keeps running: destroy it once no service lands on it"
+        elif tenants[moved.before]:
+            text += f"; platform {moved.before} keeps serving {', '.join(tenants[moved.before])}"
+        else:
+            text += f"; platform {moved.before}{left} now serves no service: destroying it saves that"
     return text
 
 
