@@ -231,3 +231,33 @@ def test_a_private_service_planned_onto_its_existing_cluster_names_no_platform_s
     bp = plan_env(req, "prod")
     assert bp.archetype.value == "vllm-gpu"
     assert bp.platform.kind == "existing-cluster" and bp.platform.stack is None
+
+
+MINIMAL = """service: mini
+owner: team-mini
+cost_center: cc-1
+model:
+  id: llama-3.1-8b
+  weights_uri: hf://meta-llama/Llama-3.1-8B-Instruct
+traffic:
+  peak_requests_per_s: 1
+slo:
+  ttft_p95_ms: 2000
+  itl_p95_ms: 80
+environments:
+  dev:
+    region: eu-west-1
+"""
+
+
+def test_a_minimal_requirements_file_in_a_new_region_plans_its_platform_with_the_postures_it_asks_for(project):
+    """The defaults agree: compliance.audit_logging defaults to true, and a platform platform.yaml does not declare
+    takes the strictest compliance of its services (it was refused for a setting it never wrote)."""
+    (project / "stacks" / "requirements" / "mini.yaml").write_text(MINIMAL)
+    planned = plan_requirements_file(project / "stacks" / "requirements" / "mini.yaml", as_of=PLAN_DATE,
+                                     requirements_dir=project / "stacks" / "requirements",
+                                     stacks_dir=project / "stacks", policy_dir=project / "policies" / "config")
+    [platform] = planned.platforms
+    assert platform.stack == "platform-dev-eu-west-1" and platform.audit_logging is True
+    assert any("the strictest compliance of its services (" in r and "has no platforms.dev-eu-west-1 entry" in r
+               for r in platform.rationale)

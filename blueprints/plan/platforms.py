@@ -92,13 +92,17 @@ POSTURE_NEEDS = (
 def platform_posture(name: str, override: PlatformOverride | None, *, policy: Guardrails | None,
                      services: Sequence[Requirements], platform_file: str) -> Posture:
     """A platform's posture: platform.yaml's `platforms.<name>` settings (default: public API, EKS-managed secrets
-    encryption, audit logs as the policy config requires), and with `strictest_service_wins` the strictest
-    compliance of the self-hosted `services` landing there too.
+    encryption, audit logs as the policy config requires), and with `strictest_service_wins`, or for a platform
+    platform.yaml does not declare, the strictest compliance of the self-hosted `services` landing there too.
 
     Raises:
         RequirementsError: platform.yaml turns audit logs off where the environment's policy config requires them.
     """
-    opted = bool(override and override.strictest_service_wins)
+    # A platform platform.yaml does not declare has no posture the platform team chose: the services landing there
+    # shape it (as with strictest_service_wins), so a minimal requirements file in a new Region plans with the secure
+    # defaults it asks for (compliance.audit_logging defaults to true) instead of being refused for them.
+    undeclared = override is None
+    opted = undeclared or bool(override.strictest_service_wins)
     eks = [r for r in services if self_hosted_on_eks(r)]
     required = policy is not None and policy.audit_logs_required
     if override is not None and override.audit_logging is False and required:
@@ -112,9 +116,10 @@ def platform_posture(name: str, override: PlatformOverride | None, *, policy: Gu
               for c, a, _, _ in POSTURE_NEEDS}
     why = (f"{'API endpoint private' if values['private_endpoint'] else 'API endpoint public'}, audit logs "
            f"{'on' if values['audit_logging'] else 'off'}, Kubernetes secrets "
-           f"{'encrypted with a customer-managed KMS key' if values['secrets_kms'] else 'encrypted by EKS'}: as "
-           f"{platform_file} sets"
-           + (" (strictest_service_wins: and the strictest compliance of its services)" if opted else "")
+           f"{'encrypted with a customer-managed KMS key' if values['secrets_kms'] else 'encrypted by EKS'}: "
+           + (f"the strictest compliance of its services ({platform_file} has no platforms.{name} entry)"
+              if undeclared else f"as {platform_file} sets"
+              + (" (strictest_service_wins: and the strictest compliance of its services)" if opted else ""))
            + (f"; {policy.source} requires audit logs (cluster-audit-logs)" if required else ""))
     return Posture(why=why, **values)
 
