@@ -325,10 +325,16 @@ def test_a_move_prices_the_platform_it_lands_on_and_says_to_deploy_it_first(chat
 
 
 def test_a_previewed_region_move_names_the_replacement_not_a_rolling_update(chat_before, tmp_path):
+    from blueprints.review.report.stack import MOVED, render_markdown
+
     after = _moved(chat_before)
-    _, review = _baseline_review(chat_before, after, tmp_path)
+    diff, review = _baseline_review(chat_before, after, tmp_path)
     _assert_move_leads(review, after)
     assert "Rolling updates" not in review_markdown(review)
+    # the resources the move recreates are never listed as "changed" beside its warning that all is replaced
+    assert diff.changed
+    markdown = render_markdown(_preview(after, tmp_path / "again"), diff, review)
+    assert f"| {MOVED} " in markdown and "| changed " not in markdown
 
 
 # --- a traffic-only change: replica counts, limits and scaler settings, not the pods --------------------------------

@@ -146,7 +146,12 @@ def _md_table(rows: list[list[Any]], headers: list[str]) -> str:
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
-def diff_markdown(diff: PlanDiff) -> str:
+#: What a changed resource is called when the whole service moves (`Review.move`): `pulumi up` creates it again where
+#: the service now runs, so "changed" would contradict the move's own warning.
+MOVED = "replaced (the service moves)"
+
+
+def diff_markdown(diff: PlanDiff, *, moved: bool = False) -> str:
     """The baseline comparison as markdown: compliance changes first, then the cost delta, then added / removed /
     changed resources."""
     sign = "+" if diff.cost_delta_usd >= 0 else "-"
@@ -162,7 +167,8 @@ def diff_markdown(diff: PlanDiff) -> str:
     rows = [["added", t, n, ""] for t, n in diff.added] + [["removed", t, n, ""] for t, n in diff.removed]
     for change in diff.changed:
         for s in change.settings:
-            rows.append(["changed", change.type, change.name, f"`{s.path}`: {excerpt(s.before, limit=SHOWN_CHARS)} -> {excerpt(s.after, limit=SHOWN_CHARS)}"])
+            rows.append([MOVED if moved else "changed", change.type, change.name,
+                         f"`{s.path}`: {excerpt(s.before, limit=SHOWN_CHARS)} -> {excerpt(s.after, limit=SHOWN_CHARS)}"])
     if rows:
         parts.append(_md_table(rows, ["change", "type", "name", "setting"]) + "\n")
     return "\n".join(parts)
@@ -285,7 +291,7 @@ def render_markdown(report: PreviewReport, diff: PlanDiff | None = None, review:
     if review is not None:
         out.append(review_markdown(review))
     if diff is not None:
-        out.append(diff_markdown(diff))
+        out.append(diff_markdown(diff, moved=review is not None and review.move is not None))
     out.append("### Plan\n\n" + _md_table(plan_summary(report), ["setting", "planned"]) + "\n")
     if report.is_platform:
         out.append("### What the platform runs\n\n" + _md_table(platform_rows(report), ["component", "what",
@@ -371,8 +377,10 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
         for c in diff.compliance:
             console.print(escape(f"[compliance changed] {c.path}: {excerpt(c.before, limit=SHOWN_CHARS)} -> "
                                    f"{excerpt(c.after, limit=SHOWN_CHARS)}"), style="bold red")
+        moved = review is not None and review.move is not None
         console.print(f"[bold]Against baseline[/]: +{len(diff.added)} added, -{len(diff.removed)} removed, "
-                      f"~{len(diff.changed)} changed; monthly cost {diff.cost_delta_usd:+,.2f} USD")
+                      f"~{len(diff.changed)} {MOVED if moved else 'changed'}; monthly cost "
+                      f"{diff.cost_delta_usd:+,.2f} USD")
         for change in diff.changed:
             for s in change.settings:
                 console.print(escape(f"  ~ {change.type} {change.name}: {s.path}: {excerpt(s.before, limit=SHOWN_CHARS)} -> "
