@@ -83,6 +83,14 @@ def platforms_for(req: Requirements) -> dict:
                                               catalog=load_catalog(), pcat=load_platform_catalog(), as_of=PLAN_DATE)}
 
 
+def l40s_chat(**slo: Any) -> Requirements:
+    """chat-assistant on L40S only (hardware.allowed_instance_families [g6e]) at 12 requests/s, `slo` merged into its
+    SLO: prod plans several g6e.xlarge replicas above the availability floor, so it scales (the bundled plan's
+    3x p5.4xlarge all stay warm)."""
+    return requirements_with(hardware={"allowed_instance_families": ["g6e"]}, traffic={"peak_requests_per_s": 12},
+                             **({"slo": slo} if slo else {}))
+
+
 def plan_env(req: Requirements, env: str) -> Blueprint:
     return plan(req, load_catalog(), as_of=PLAN_DATE, environments=[env], platforms=platforms_for(req))[0]
 

@@ -19,19 +19,13 @@ from blueprints.simulate.fleet import planned_traffic, simulate
 from blueprints.contracts.stackconfig import read_stack_config
 from blueprints.simulate.traffic import MINUTES_PER_DAY, PATTERNS, daily_curve
 from tests.blueprint_builders import derive
-from tests.conftest import ROOT, plan_env, requirements_with
+from tests.conftest import ROOT, l40s_chat, plan_env, requirements_with
 
 STACKS = ROOT / "stacks"
 #: A bundled LLM stack that scales: more replicas at peak than its minimum, bursts that outpace the autoscaler (its
 #: peak fleet is a node more than planned) and minutes over its p95 targets (chat-assistant-prod was, until the
 #: production margin sized it on fewer, faster H100s at its minimum).
 SCALING = "rag-assistant-generator-prod"
-
-
-def l40s_chat():
-    """chat-assistant on L40S only (hardware.allowed_instance_families [g6e]) at 12 requests/s: prod plans several
-    g6e.xlarge replicas above the availability floor, so it scales (the bundled plan's 3x p5.4xlarge all stay warm)."""
-    return requirements_with(hardware={"allowed_instance_families": ["g6e"]}, traffic={"peak_requests_per_s": 12})
 
 
 def stack(name: str):
@@ -281,8 +275,7 @@ def test_the_plan_raises_the_minimum_until_the_simulated_day_meets_the_attainmen
     from blueprints.plan.options.search import replicas_floor
     from blueprints.plan.scaling import warm_floor
 
-    req = requirements_with(hardware={"allowed_instance_families": ["g6e"]}, traffic={"peak_requests_per_s": 12},
-                            slo={"attainment_pct": 95})  # several replicas at peak, not all warm: room to rise
+    req = l40s_chat(attainment_pct=95)  # several replicas at peak, not all warm: room to rise
     planned = plan_env(req, "prod")
     goal = planned.slo.attainment_pct / 100
     planned_floor = replicas_floor(req, "prod")

@@ -12,15 +12,10 @@ from blueprints.plan.builders.context import cooldown_s
 from blueprints.plan.scaling import warm_floor
 from blueprints.simulate.fleet import simulate
 from tests.blueprint_builders import derive
-from tests.conftest import plan_env, requirements_with
+from tests.conftest import l40s_chat, plan_env, requirements_with
 
 #: A start slow enough (645 s) that bursts outpace it: the warm floor has to rise (tests/test_simulation.py).
 SLOW_START = StartupBudget(node_provisioning_s=360, image_pull_s=150, weights_download_s=60, model_load_s=75)
-
-
-def _l40s_chat(**slo):
-    return requirements_with(hardware={"allowed_instance_families": ["g6e"]}, traffic={"peak_requests_per_s": 12},
-                             slo=slo)
 
 
 def _slow(bp, **slo):
@@ -32,7 +27,7 @@ def _slow(bp, **slo):
 
 @pytest.fixture(scope="module")
 def busy_chat():
-    bp = plan_env(_l40s_chat(), "prod")
+    bp = plan_env(l40s_chat(), "prod")
     assert bp.compute.replicas > bp.autoscaling.min_replicas
     return bp
 

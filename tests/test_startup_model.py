@@ -106,10 +106,9 @@ def test_a_slower_start_never_needs_fewer_warm_replicas():
     replicas as with the planned one (and the planned start needs fewer than that). On chat-assistant prod on L40S
     at 12 requests/s: several replicas at peak above the availability floor (the bundled plan's 3x p5.4xlarge all
     stay warm whatever the start)."""
-    from tests.conftest import plan_env, requirements_with
+    from tests.conftest import l40s_chat, plan_env
 
-    bp = plan_env(requirements_with(hardware={"allowed_instance_families": ["g6e"]},
-                                    traffic={"peak_requests_per_s": 12}, slo={"attainment_pct": 95}), "prod")
+    bp = plan_env(l40s_chat(attainment_pct=95), "prod")
     assert bp.compute.replicas > bp.autoscaling.min_replicas  # at 95 % of minutes (99: all warm)
 
     def started(budget: StartupBudget):
