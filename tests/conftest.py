@@ -102,6 +102,21 @@ def chat_prod() -> Blueprint:
 
 
 @pytest.fixture(scope="session")
+def benchmark_dry_run():
+    """`blueprint benchmark chat-assistant-prod --dry-run` from the project folder, run once: the CLI's result (the
+    benchmark Job's manifests on stdout, its run plan on stderr)."""
+    from typer.testing import CliRunner
+
+    from blueprints.cli import app
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(ROOT)
+        result = CliRunner().invoke(app, ["benchmark", "chat-assistant-prod", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture(scope="session")
 def bundled_previews() -> dict:
     """Every bundled stack config, reviewed as `blueprint preview` does (`review_stack`, from the project folder)."""
     from blueprints.review.stack import review_stack

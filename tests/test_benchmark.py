@@ -41,13 +41,9 @@ TOO_MANY_REQUESTS = sum(int(rate * 1800) for rate in TOO_MANY_RATES)
 
 
 @pytest.fixture(scope="module")
-def dry_run() -> list[dict]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(ROOT)
-        result = CliRunner().invoke(app, ["benchmark", STACK, "--dry-run"])
-    assert result.exit_code == 0, result.output
-    assert "6 run(s) of 120 s" in result.stderr
-    return list(yaml.safe_load_all(result.stdout))
+def dry_run(benchmark_dry_run) -> list[dict]:
+    assert "6 run(s) of 120 s" in benchmark_dry_run.stderr
+    return list(yaml.safe_load_all(benchmark_dry_run.stdout))
 
 
 def arg(args: list[str], flag: str) -> str:

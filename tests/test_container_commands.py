@@ -22,10 +22,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
 from blueprints.catalog.processes import process_facts, tool_facts
-from blueprints.cli import app
 from blueprints.contracts.sections import Archetype
 from blueprints.contracts.weights import HF_EXCLUDE_PATTERNS, HF_INCLUDE_PATTERNS
 from blueprints.requirements.model import MODEL_FILE
@@ -173,13 +171,9 @@ def chat_prod_preview():
 
 
 @pytest.fixture(scope="module")
-def benchmark_job() -> list[dict]:
+def benchmark_job(benchmark_dry_run) -> list[dict]:
     """`blueprint benchmark chat-assistant-prod --dry-run`: the benchmark Job's manifests."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(ROOT)
-        result = CliRunner().invoke(app, ["benchmark", STACK, "--dry-run"])
-    assert result.exit_code == 0, result.output
-    return [m for m in yaml.safe_load_all(result.stdout) if m]
+    return [m for m in yaml.safe_load_all(benchmark_dry_run.stdout) if m]
 
 
 @pytest.fixture(scope="module")
