@@ -351,7 +351,16 @@ def _expected(p) -> str:
     unit = (f"\n  unit cost {escape(describe_unit_costs(p.unit_costs.expected))} (expected; provisioned for the peak: "
             f"{escape(describe_unit_costs(p.unit_costs.provisioned))})" if p.unit_costs is not None else "")
     return (f"{most}\n  simulated ~${p.expected_monthly_cost_usd:,.0f}/month expected (peak-provisioned "
-            f"${p.monthly_cost_usd:,.0f}), SLO met in {p.slo_attainment:.1%} of minutes{unit}")
+            f"${p.monthly_cost_usd:,.0f}), SLO met in {p.slo_attainment:.1%} of minutes{unit}{_engines(p)}")
+
+
+def _engines(p) -> str:
+    """The engine table, one engine a line (rich markup), or '' without one."""
+    from blueprints.plan.engines import engine_lines
+
+    if not p.engines:
+        return ""
+    return "\n  engines   " + "\n            ".join(escape(line) for line in engine_lines(p.engines))
 
 
 def _ms(value: float | None) -> str:

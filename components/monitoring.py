@@ -11,6 +11,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from blueprints.catalog.engines import engine_facts
+from blueprints.contracts.sections import Archetype
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.observability import (
     CloudWatchAlarmSpec, cloudwatch_alarm_specs, grafana_dashboard, rollback_alarm_names, slo_alerts,
@@ -39,6 +41,14 @@ class KubernetesMonitoringArgs:
     prometheus_release: str = "kube-prometheus-stack"
 
 
+def metrics_path(bp: Blueprint) -> str:
+    """Where the serving container serves Prometheus text: a self-hosted LLM engine's own path (engines.yaml
+    `metrics.path`; TensorRT-LLM's /metrics is JSON, its Prometheus text is /prometheus/metrics), else /metrics."""
+    if bp.archetype is Archetype.VLLM_GPU:
+        return engine_facts(bp.engine.kind).metrics.path
+    return "/metrics"
+
+
 class KubernetesMonitoring(pulumi.ComponentResource):
     """ServiceMonitor, PrometheusRule (SLO alerts) and a Grafana dashboard ConfigMap (`grafana_dashboard: "1"`).
     GPU metrics come from the platform's DCGM exporter. Outputs: `alert_names`."""
@@ -54,7 +64,7 @@ class KubernetesMonitoring(pulumi.ComponentResource):
             f"{name}-servicemonitor", api_version="monitoring.coreos.com/v1", kind="ServiceMonitor",
             metadata={"name": base, "namespace": args.namespace, "labels": labels},
             spec={"selector": {"matchLabels": args.selector},
-                  "endpoints": [{"port": args.metrics_port, "path": "/metrics", "interval": "15s"}]},
+                  "endpoints": [{"port": args.metrics_port, "path": metrics_path(bp), "interval": "15s"}]},
             opts=child)
         # The router (prompt reuse over several replicas) is scraped through its own metrics Service: its series
         # carry that Service's name as `job`, apart from the engine's.

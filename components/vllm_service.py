@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
 import pulumi
 
 from blueprints.core import defaults
-from blueprints.catalog.startup import load_startup_catalog
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.placement import engine_resources
 from blueprints.contracts.weights import streams_weights
@@ -27,7 +25,7 @@ from components.labels import (
 from components.options import child_options
 from components.router import VllmRouter, VllmRouterArgs
 from components.lora_adapters import adapters_mount, adapters_volume, fetch_adapters_container
-from blueprints.contracts.lora import lora_args
+from blueprints.engines import container_name, probe_paths, server_command, server_env
 from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
 from components.weights_delivery import (
     MODELS_MOUNT,
@@ -63,55 +61,6 @@ class VllmServiceArgs:
     expose: bool = True
     node_selector: dict[str, str] | None = None
     router_node_selector: dict[str, str] | None = None
-
-
-def streamer_args() -> list[str]:
-    """The Run:ai Model Streamer flags of the pinned v0.24.0: `--load-format=runai_streamer` (vllm/config/load.py:46,
-    CLI vllm/engine/arg_utils.py:886) and `--model-loader-extra-config` (arg_utils.py:900) with the keys its loader
-    accepts, positive integers (model_loader/runai_streamer_loader.py:34-65): reader threads and the CPU buffer per
-    rank, from `blueprints/catalog/startup.yaml` weights.streamer."""
-    streamer = load_startup_catalog().weights.streamer
-    extra = {"concurrency": streamer.concurrency, "memory_limit": streamer.memory_limit_bytes}
-    return ["--load-format=runai_streamer", f"--model-loader-extra-config={json.dumps(extra, sort_keys=True)}"]
-
-
-def vllm_args(engine: VllmEngine, model_name: str, model: pulumi.Input[str] | None = None) -> list[pulumi.Input[str]]:
-    """The `vllm serve` arguments: each one a documented engine flag of the pinned v0.24.0 (vllm/engine/arg_utils.py
-    EngineArgs fields: served_model_name :420, dtype :439, kv_cache_dtype :440, max_model_len :442,
-    tensor_parallel_size :470, gpu_memory_utilization :523, max_num_batched_tokens :525, max_num_seqs :529,
-    quantization :540; entrypoints/openai/cli_args.py: port :230, disable_fastapi_docs :291); the LoRA flags of
-    `engine.lora` last (`blueprints.contracts.lora.lora_args`, sources in blueprints/catalog/lora.yaml).
-
-    Args:
-        engine: the planned engine settings.
-        model_name: the served model name.
-        model: an `s3://` store prefix the weights stream from (`streamer_args` follow); the local copy under
-            `MODELS_MOUNT` when omitted.
-    """
-    args: list[pulumi.Input[str]] = [
-        model if model is not None else f"{MODELS_MOUNT}/{model_name}",
-        f"--served-model-name={model_name}",
-        f"--tensor-parallel-size={engine.tensor_parallel_size}",
-        f"--gpu-memory-utilization={engine.gpu_memory_utilization}",
-        f"--max-model-len={engine.max_model_len}",
-        f"--max-num-seqs={engine.max_num_seqs}",
-        f"--dtype={engine.dtype}",
-        f"--kv-cache-dtype={engine.kv_cache_dtype}",
-        f"--port={engine.port}",
-        # No /docs, /redoc, /openapi.json (cli_args.py `--disable-fastapi-docs`); the proxy would not pass them anyway.
-        "--disable-fastapi-docs",
-    ]
-    if engine.max_num_batched_tokens is not None:
-        args.append(f"--max-num-batched-tokens={engine.max_num_batched_tokens}")
-    if engine.quantization:
-        args.append(f"--quantization={engine.quantization}")
-    if model is not None:
-        args += streamer_args()
-    if engine.enable_prefix_caching:  # explicit although 0.24.0 defaults it on (arg_utils.py:1158, config/cache.py:92)
-        args.append("--enable-prefix-caching")
-    if engine.lora is not None:
-        args += lora_args(engine.lora)
-    return args
 
 
 class VllmService(pulumi.ComponentResource):
@@ -180,6 +129,8 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], weights: WeightsDeli
     if lora and not isinstance(weights, StoreDelivery):
         raise ValueError(f"{bp.stack}: LoRA adapters are copied from the stack's model store (StoreDelivery)")
     adapter_inits = [fetch_adapters_container(bp, weights.bucket_name)] if lora else []  # type: ignore[union-attr]
+    command, args = server_command(engine, model.name, uri)
+    probes = probe_paths(engine)
     return {
         "replicas": max(1, bp.autoscaling.min_replicas),
         "selector": {"matchLabels": selector_labels(labels)},
@@ -197,23 +148,22 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], weights: WeightsDeli
                 **pod_rollout(bp, selector_labels(labels)),
                 "initContainers": [*([] if streamed else weights.init_containers(bp, [model])), *adapter_inits],
                 "containers": [{
-                    "name": "vllm",
+                    "name": container_name(engine),
                     "image": engine.image,
-                    "command": ["vllm", "serve"],
-                    "args": vllm_args(engine, model.name, uri),
+                    "command": command,
+                    "args": args,
                     # With streaming the streamer's S3 client finds the pod's credentials (EKS Pod Identity) through
                     # the AWS SDK default chain and needs the region set explicitly.
-                    "env": [api_key_env(api_key_secret, "VLLM_API_KEY"),
-                            *({"name": k, "value": v} for k, v in sorted(defaults.VLLM_PRIVACY_ENV.items())),
+                    "env": [*server_env(engine, lambda name: api_key_env(api_key_secret, name)),
                             *(region_env(bp.region) if streamed else [])],
                     "lifecycle": container_lifecycle(bp),
                     "ports": [{"name": "http", "containerPort": engine.port, "protocol": "TCP"}],
                     "resources": {"requests": resources, "limits": resources},
-                    "startupProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10,
+                    "startupProbe": {"httpGet": {"path": probes["startup"], "port": "http"}, "periodSeconds": 10,
                                      "failureThreshold": startup_failures, "timeoutSeconds": 5},
-                    "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5,
+                    "readinessProbe": {"httpGet": {"path": probes["readiness"], "port": "http"}, "periodSeconds": 5,
                                        "failureThreshold": 3, "timeoutSeconds": 5},
-                    "livenessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 15,
+                    "livenessProbe": {"httpGet": {"path": probes["liveness"], "port": "http"}, "periodSeconds": 15,
                                       "failureThreshold": 4, "timeoutSeconds": 10},
                     "volumeMounts": [*([] if streamed else [{"name": "models", "mountPath": MODELS_MOUNT,
                                                              "readOnly": True}]),

@@ -18,9 +18,8 @@ from blueprints.contracts.placement import copy_resources, gib_quantity
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.sections import Archetype, ServedModel
 from blueprints.requirements.model import MODEL_FILE
+from blueprints.contracts.weights import MODELS_MOUNT
 from components.weights_storage import MODELS_PREFIX
-
-MODELS_MOUNT = "/models"
 
 
 #: A Kubernetes quantity in whole GiB, rounded up: 14.96 -> `15Gi` (`blueprints.contracts.placement.gib_quantity`).

@@ -16,20 +16,28 @@ from blueprints.requirements.model import Precision, Quantization
 TABLES = resources.files("blueprints.catalog").joinpath("step_tables")
 
 
-def _raw(gpu: str) -> dict:
-    return json.loads(TABLES.joinpath(f"{gpu}.json").read_text())
+ENGINES = ("vllm", "sglang", "tensorrt-llm")
 
 
-def test_the_tables_cover_the_gpus_the_library_measured_vllm_on():
-    assert covered_gpus() == ("a100-80gb", "h100", "h200", "l40s")
-    assert {g: _raw(g)["vllm_version"] for g in covered_gpus()} == {
-        "a100-80gb": "0.14.0", "h100": "0.24.0", "h200": "0.24.0", "l40s": "0.24.0"}
+def _raw(gpu: str, engine: str = "vllm") -> dict:
+    return json.loads(TABLES.joinpath(engine, f"{gpu}.json").read_text())
 
 
+def test_the_tables_cover_the_gpus_the_library_measured_each_engine_on():
+    """The versions are AIConfigurator 0.12.0's query defaults (systems/query_versions.yaml), a100_sxm's overrides."""
+    versions = {e: {g: _raw(g, e)["engine_version"] for g in covered_gpus(e)} for e in ENGINES}
+    assert versions["vllm"] == {"a100-80gb": "0.14.0", "h100": "0.24.0", "h200": "0.24.0", "l40s": "0.24.0"}
+    assert versions["sglang"] == {"a100-80gb": "0.5.10", "h100": "0.5.14", "h200": "0.5.14", "l40s": "0.5.14"}
+    assert versions["tensorrt-llm"] == {"a100-80gb": "1.0.0", "h100": "1.3.0rc20", "h200": "1.3.0rc20",
+                                        "l40s": "1.3.0rc20"}
+    assert all(_raw(g, e)["engine"] == e for e in ENGINES for g in covered_gpus(e))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("gpu", ["a100-80gb", "h100", "h200", "l40s"])
-def test_every_table_was_generated_for_a_catalog_model_as_the_catalog_describes_it(catalog, gpu):
+def test_every_table_was_generated_for_a_catalog_model_as_the_catalog_describes_it(catalog, gpu, engine):
     shapes = {fingerprint(m.architecture): m.id for m in catalog.models.values() if m.task.generative}
-    raw = _raw(gpu)
+    raw = _raw(gpu, engine)
     tables = raw["tables"]
     # Only the library's own data gaps are skipped (the A100 vLLM 0.14 data has no context attention for
     # Qwen2.5-0.5B's 14 heads of 64): the roofline serves those, naming why.
@@ -47,7 +55,7 @@ def test_the_tables_carry_their_licence_and_attribution():
     notice = TABLES.joinpath("NOTICE").read_text()
     assert "AIConfigurator" in notice and "Apache License" in notice and "aiconfigurator-core 0.12.0" in notice
     assert "Apache License" in TABLES.joinpath("LICENSE").read_text()
-    assert all("Apache-2.0" in _raw(g)["source"] for g in covered_gpus())
+    assert all("Apache-2.0" in _raw(g, e)["source"] for e in ENGINES for g in covered_gpus(e))
 
 
 def test_planning_reads_the_tables_without_the_library_installed():

@@ -11,7 +11,12 @@ from blueprints.capacity.planning import run_at_rate
 from blueprints.catalog import load_catalog
 from blueprints.plan.options.search import resolve_models
 from blueprints.plan.options.llm import llm_search, traffic_shape
-from components.vllm_service import vllm_args
+from blueprints.engines.vllm import args as _vllm_args
+
+
+def vllm_args(engine, name):
+    from blueprints.catalog.engines import engine_facts
+    return _vllm_args(engine, engine_facts("vllm"), name)
 from tests.conftest import plan_env, requirements_with
 
 #: A KV-bound workload on L40S nodes: long prompts, a loose ITL target.
@@ -140,7 +145,7 @@ def test_fp8_kv_cache_below_sm_9_only_where_measured_kernels_time_its_attention(
     gpus = load_catalog().gpus
     assert [fp8_kv_cache_planned(gpus[g], managed=False) for g in ("l4", "l40s", "h100")] == [False, True, True]
     assert not fp8_kv_cache_planned(gpus["h100"], managed=True)
-    assert measures_fp8_kv(gpus["l40s"], "0.24.0") and not measures_fp8_kv(gpus["l40s"], "0.11.0")
+    assert measures_fp8_kv(gpus["l40s"], "vllm", "0.24.0") and not measures_fp8_kv(gpus["l40s"], "vllm", "0.11.0")
     # chat-assistant on L40S nodes (its bundled requirements plan H100s): FP8 KV, which lowers the cost there
     l40s = plan_env(requirements_with(hardware={"allowed_instance_families": ["g6e"]}), "prod")
     assert l40s.compute.gpu == "l40s" and l40s.engine.kv_cache_dtype == "fp8"

@@ -1,6 +1,6 @@
 """Measured step time: one vLLM engine step's GPU kernel time from per-operation latencies measured in vLLM's own
 kernels (NVIDIA AIConfigurator core 0.12.0), tabulated by `tools/step_tables/refresh.py` into
-`blueprints/catalog/step_tables/<gpu>.json` (see that script for the terms, grids and the licence; NOTICE beside the
+`blueprints/catalog/step_tables/<engine>/<gpu>.json` (see that script for the terms, grids and the licence; NOTICE beside the
 tables).
 
 One step of B decoding sequences at mean context C and a P-token prompt chunk starting after p cached tokens takes
@@ -16,8 +16,8 @@ the grids (2,048 sequences, 131,072 tokens of context, 65,536 tokens a step).
 
 Tables exist for the catalog's text-generation models (looked up by their architecture, so an `architecture:` of the
 same shape finds them too), 16-bit or FP8 weights (FP8 only on GPUs with FP8 tensor cores) and a 16-bit or FP8 KV
-cache, on H100, H200, L40S (vLLM 0.24.0 measurements) and A100 80GB (vLLM 0.14.0). `lookup` says why anything else has
-none; the capacity model then uses the roofline (`blueprints.capacity.roofline`). Pure: the tables are package data,
+cache, per engine (vLLM, SGLang, TensorRT-LLM: the versions AIConfigurator measured, `tools/step_tables/refresh.py`
+ENGINES) on the GPUs the library measured. `lookup` says why anything else has none; the capacity model then uses the roofline (`blueprints.capacity.roofline`). Pure: the tables are package data,
 read once per process.
 """
 
@@ -30,6 +30,7 @@ from functools import lru_cache
 from importlib import resources
 
 from blueprints.catalog import Architecture, Gpu
+from blueprints.catalog.engines import engine_facts
 from blueprints.core.errors import CatalogError
 from blueprints.capacity.roofline import kernel_family
 from blueprints.requirements.model import Precision, Quantization
@@ -47,13 +48,13 @@ class MeasuredSteps:
 
     Attributes:
         key: (GPU, architecture fingerprint, tensor parallel, weights mode, KV-cache mode): what equality means.
-        data: what the tables rest on, e.g. `vLLM 0.24.0 kernel data (AIConfigurator 0.12.0, h100_sxm)`.
-        vllm_version: the vLLM release the kernels were measured in.
+        data: what the tables rest on, e.g. `vllm 0.24.0 kernel data (AIConfigurator 0.12.0, h100_sxm)`.
+        engine_version: the engine release the kernels were measured in.
     """
 
     key: tuple
     data: str
-    vllm_version: str
+    engine_version: str
     tokens: tuple[int, ...] = field(compare=False, repr=False)
     batch: tuple[int, ...] = field(compare=False, repr=False)
     context: tuple[int, ...] = field(compare=False, repr=False)
@@ -133,16 +134,22 @@ def fingerprint(arch: Architecture) -> tuple:
 @dataclass(frozen=True)
 class _GpuTables:
     data: str
-    vllm_version: str
+    engine_version: str
     grids: dict
     entries: dict  # (fingerprint, tp, weights, kv) -> (attention key, shared_ms)
     attention: dict  # key -> {"decode_attention_ms", "prefill_attention_ms"}
 
 
-@lru_cache(maxsize=16)
-def _tables(gpu: str) -> _GpuTables | None:
-    """The step tables of `gpu` (a catalog GPU name), or None when none are bundled."""
-    path = resources.files("blueprints.catalog").joinpath("step_tables", f"{gpu}.json")
+def _display(engine: str) -> str:
+    """How plans name `engine` (engines.yaml `display`)."""
+    return engine_facts(engine).display
+
+
+@lru_cache(maxsize=32)
+def _tables(gpu: str, engine: str = "vllm") -> _GpuTables | None:
+    """The step tables of `engine` (an engines.yaml name) on `gpu` (a catalog GPU name), or None when none are
+    bundled."""
+    path = resources.files("blueprints.catalog").joinpath("step_tables", engine, f"{gpu}.json")
     if not path.is_file():
         return None
     try:
@@ -152,25 +159,27 @@ def _tables(gpu: str) -> _GpuTables | None:
             key = (tuple(t["architecture"][k] for k in FINGERPRINT), t["tensor_parallel"], t["weights"],
                    t["kv_cache"])
             entries[key] = (t["attention"], tuple(t["shared_ms"]))
-        data = f"vLLM {raw['vllm_version']} kernel data (AIConfigurator 0.12.0, {raw['aic_system']})"
-        return _GpuTables(data, raw["vllm_version"], raw["grids"], entries, raw["attention"])
+        data = f"{_display(engine)} {raw['engine_version']} kernel data (AIConfigurator 0.12.0, {raw['aic_system']})"
+        return _GpuTables(data, raw["engine_version"], raw["grids"], entries, raw["attention"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise CatalogError(f"blueprints/catalog/step_tables/{gpu}.json: malformed ({type(exc).__name__}: {exc}); "
+        raise CatalogError(f"blueprints/catalog/step_tables/{engine}/{gpu}.json: malformed ({type(exc).__name__}: {exc}); "
                            "regenerate it with `make step-tables`") from None
 
 
-def covered_gpus() -> tuple[str, ...]:
-    """Catalog GPU names with bundled step tables."""
-    folder = resources.files("blueprints.catalog").joinpath("step_tables")
+def covered_gpus(engine: str = "vllm") -> tuple[str, ...]:
+    """Catalog GPU names with bundled step tables of `engine`."""
+    folder = resources.files("blueprints.catalog").joinpath("step_tables", engine)
+    if not folder.is_dir():
+        return ()
     return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json")))
 
 
-def measures_fp8_kv(gpu: Gpu, vllm_version: str) -> bool:
-    """Whether the bundled tables of `gpu` hold FP8-KV-cache attention measured with vLLM `vllm_version` (e.g.
-    "0.24.0"): the attention kernels that engine runs with `--kv-cache-dtype fp8` on that GPU, whichever backend it
+def measures_fp8_kv(gpu: Gpu, engine: str, engine_version: str) -> bool:
+    """Whether the bundled tables of `engine` on `gpu` hold FP8-KV-cache attention measured at `engine_version` (e.g.
+    "0.24.0"): the attention kernels that engine runs with an FP8 KV cache on that GPU, whichever backend it
     selects there, timed on the GPU itself (AIConfigurator's silicon data)."""
-    tables = _tables(gpu.name)
-    return (tables is not None and tables.vllm_version == vllm_version
+    tables = _tables(gpu.name, engine)
+    return (tables is not None and tables.engine_version == engine_version
             and any(key[3] == FP8 for key in tables.entries))
 
 
@@ -186,22 +195,23 @@ def weights_mode(precision: Precision, quantization: Quantization | None, gpu: G
 
 @lru_cache(maxsize=512)
 def lookup(arch: Architecture, gpu: Gpu, *, precision: Precision, quantization: Quantization | None,
-           tensor_parallel_size: int, kv_cache_fp8: bool) -> tuple[MeasuredSteps | None, str]:
+           tensor_parallel_size: int, kv_cache_fp8: bool, engine: str = "vllm") -> tuple[MeasuredSteps | None, str]:
     """The measured tables of this replica shape, or (None, why there are none).
 
     Returns:
         (steps, "") when tables exist, else (None, a reason a plan can state: no data for the GPU, for the weights'
         kernels, for this architecture or for this tensor-parallel degree).
     """
-    tables = _tables(gpu.name)
+    tables = _tables(gpu.name, engine)
+    name = _display(engine)
     if tables is None:
-        return None, f"no measured vLLM kernel data for {gpu.model}"
+        return None, f"no measured {name} kernel data for {gpu.model}"
     weights = weights_mode(precision, quantization, gpu)
     if weights is None:
         family = kernel_family(precision, quantization)
-        what = {"fp8": f"FP8 weights on {gpu.model} (no FP8 tensor cores: vLLM runs them as W8A16)",
+        what = {"fp8": f"FP8 weights on {gpu.model} (no FP8 tensor cores: the engine runs them as W8A16)",
                 "none": f"{precision.value} weights"}.get(family, f"{family} weights")
-        return None, f"no measured vLLM kernel data for {what}: the tables cover 16-bit and FP8 GEMMs"
+        return None, f"no measured {name} kernel data for {what}: the tables cover 16-bit and FP8 GEMMs"
     kv = FP8 if kv_cache_fp8 else SIXTEEN_BIT
     fp = fingerprint(arch)
     entry = tables.entries.get((fp, tensor_parallel_size, weights, kv))
@@ -214,7 +224,8 @@ def lookup(arch: Architecture, gpu: Gpu, *, precision: Precision, quantization: 
     att = tables.attention[attention_key]
     g = tables.grids
     steps = MeasuredSteps(
-        key=(gpu.name, fp, tensor_parallel_size, weights, kv), data=tables.data, vllm_version=tables.vllm_version,
+        key=(engine, gpu.name, fp, tensor_parallel_size, weights, kv), data=tables.data,
+        engine_version=tables.engine_version,
         tokens=tuple(g["tokens"]), batch=tuple(g["batch"]), context=tuple(g["context"]),
         prefix=tuple(c - 1 for c in g["context"]), shared_ms=shared,
         decode_ms=tuple(tuple(r) for r in att["decode_attention_ms"]),

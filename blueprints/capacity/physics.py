@@ -65,6 +65,7 @@ class EngineProfile:
         frontend_chat_serial_s: what the chat endpoint (/v1/chat/completions) adds to it: rendering the chat
             template, s.
         frontend_serial_s_per_token: the API server's serial work per prompt token (tokenisation), s.
+        tables: the engine whose measured step tables time the kernels (engines.yaml name, e.g. `vllm`).
     """
 
     name: str
@@ -78,6 +79,7 @@ class EngineProfile:
     frontend_serial_s: float
     frontend_chat_serial_s: float
     frontend_serial_s_per_token: float
+    tables: str = "vllm"
 
 
 def engine_profile(name: str = defaults.PINNED_ENGINE) -> EngineProfile:
@@ -86,7 +88,8 @@ def engine_profile(name: str = defaults.PINNED_ENGINE) -> EngineProfile:
     return EngineProfile(name, bool(p["chunked_prefill"]), int(p["scheduler_steps"]), p["step_overhead_ms"] / 1e3,
                          p["prefill_kernel_factor"], p["step_us_per_sequence"] / 1e6, p["host_us_per_sequence"] / 1e6,
                          p["frontend_latency_ms"] / 1e3, p["frontend_serial_ms"] / 1e3,
-                         p["frontend_chat_serial_ms"] / 1e3, p["frontend_serial_us_per_token"] / 1e6)
+                         p["frontend_chat_serial_ms"] / 1e3, p["frontend_serial_us_per_token"] / 1e6,
+                         str(p["tables"]))
 
 
 @dataclass(frozen=True)
@@ -230,9 +233,10 @@ def replica_model(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_
     Returns:
         A `ReplicaModel`; its `source` says which step times it uses and, for the roofline, why.
     """
+    engine = engine or engine_profile()
     measured, reason = _measured(arch, gpu, precision=precision, quantization=quantization,
                                  tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8,
-                                 step_source=step_source)
+                                 step_source=step_source, engine=engine.tables)
     if measured is not None and step_source != "roofline":
         steps: MeasuredSteps | RooflineSteps = measured
         source = CapacitySource("measured", gpu.model, data=measured.data)
@@ -240,7 +244,6 @@ def replica_model(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_
         steps = roofline_steps(arch, gpu, precision=precision, tensor_parallel_size=tensor_parallel_size,
                                quantization=quantization, kv_cache_fp8=kv_cache_fp8)
         source = CapacitySource("roofline", gpu.model, reason=reason or "the roofline was asked for")
-    engine = engine or engine_profile()
     return ReplicaModel(
         kv_cache_tokens=kv_cache_tokens(arch, gpu, precision=precision, tensor_parallel_size=tensor_parallel_size,
                                         kv_cache_fp8=kv_cache_fp8, gpu_memory_utilization=gpu_memory_utilization,
@@ -272,19 +275,23 @@ def physics_floor(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_
 
 
 def _measured(arch: Architecture, gpu: Gpu, *, precision: Precision, quantization: Quantization | None,
-              tensor_parallel_size: int, kv_cache_fp8: bool, step_source: str) -> tuple[MeasuredSteps | None, str]:
+              tensor_parallel_size: int, kv_cache_fp8: bool, step_source: str,
+              engine: str = "vllm") -> tuple[MeasuredSteps | None, str]:
     measured, reason = lookup(arch, gpu, precision=precision, quantization=quantization,
-                              tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8)
+                              tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, engine=engine)
     if measured is not None and step_source == "auto" and gpu.name not in defaults.MEASURED_STEP_GPUS:
         return None, f"the roofline is closer to the published points on {gpu.model}"
     return measured, reason
 
 
 def step_source_kind(arch: Architecture, gpu: Gpu, *, precision: Precision, quantization: Quantization | None,
-                     tensor_parallel_size: int, kv_cache_fp8: bool) -> Literal["measured", "roofline"]:
-    """Which step source `replica_model` times this replica with by default (`CapacitySource.kind`)."""
+                     tensor_parallel_size: int, kv_cache_fp8: bool,
+                     engine: str = "vllm") -> Literal["measured", "roofline"]:
+    """Which step source `replica_model` times this replica with by default (`CapacitySource.kind`), for `engine`'s
+    tables."""
     measured, _ = _measured(arch, gpu, precision=precision, quantization=quantization,
-                            tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, step_source="auto")
+                            tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, step_source="auto",
+                            engine=engine)
     return "measured" if measured is not None else "roofline"
 
 

@@ -22,7 +22,7 @@ from functools import lru_cache
 from blueprints.requirements.reuse import sequences_held
 from blueprints.core import defaults
 from blueprints.capacity.analytic import saturation_rps
-from blueprints.capacity.physics import Correction, ReplicaModel, default_batch_limits, replica_model
+from blueprints.capacity.physics import Correction, EngineProfile, ReplicaModel, default_batch_limits, replica_model
 from blueprints.capacity.runs import open_loop
 from blueprints.capacity.simulator import SchedulerConfig, SimulationResult
 from blueprints.capacity.workload import LengthModel, length_model, simulation_requests
@@ -269,14 +269,16 @@ def _budget_rate(model: ReplicaModel, shape: TrafficShape, targets: LatencyTarge
 def screen(arch: Architecture, gpu: Gpu, *, precision: Precision, quantization: Quantization | None,
            tensor_parallel_size: int, kv_cache_fp8: bool, shape: TrafficShape, targets: LatencyTargets,
            tune_batched_tokens: bool = True, correction: Correction = Correction(),
-           lora: LoraSlots | None = None, chat: bool = True) -> tuple[Candidate, ...]:
+           lora: LoraSlots | None = None, chat: bool = True,
+           engine: EngineProfile | None = None) -> tuple[Candidate, ...]:
     """The candidate with each of its engine-limit choices (`engine_limit_choices`, best first by the mean-value
     model) and its analytic bound, or () when it cannot serve one request within the targets (memory, ITL at batch
     1, or TTFT of an unloaded replica); `correction`: a calibration's factors; `lora`: the LoRA slots whose memory
-    leaves the KV cache; `chat`: requests come through the chat endpoint."""
+    leaves the KV cache; `chat`: requests come through the chat endpoint; `engine`: the serving engine's profile
+    (its scheduling and step tables; the pinned vLLM by default)."""
     model = replica_model(arch, gpu, precision=precision, quantization=quantization,
                           tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, correction=correction,
-                          lora=lora, chat=chat)
+                          lora=lora, chat=chat, engine=engine)
     configs = engine_limit_choices(model, gpu, shape, targets, tune_batched_tokens=tune_batched_tokens)
     return tuple(candidate(model, gpu, tensor_parallel_size, kv_cache_fp8, config, shape) for config in configs
                  if targets.ttft_p95_ms is None or idle_ttft_ms(model, config, shape) <= targets.ttft_p95_ms)

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from blueprints.catalog.engines import load_engine_catalog
 from blueprints.catalog.units import Unit, parse_unit
 
 #: Engine versions the rows were written for: the pinned images' metric catalog entries.
@@ -139,9 +140,46 @@ SIGNALS: tuple[Signal, ...] = (
          "GPU memory in use (non-generative models: engines that do not preallocate)", "percent"),
 )
 
-#: Which table rows apply to which engine (Kubernetes-wide rows apply to every Kubernetes archetype).
+def _llm_engine_rows() -> tuple[Signal, ...]:
+    """The scaling signal and alerts of every LLM engine other than vLLM (whose rows are written out above), from
+    their catalog signals (`blueprints/catalog/engines.yaml`): the same roles, the engine's own metric names."""
+    rows = []
+    for e in load_engine_catalog().values():
+        if e.name == "vllm":
+            continue
+        engine = (e.name, e.version)
+        rows += [
+            _row(e.signal("running"), "scaling", engine, e.signal("running"), "requests",
+                 f"requests running in {e.display}'s batch, averaged over 1 min: proportional to load up to its "
+                 "running-request cap (max_num_seqs), then pinned there while requests wait", "requests/replica"),
+            _row("TTFTP95AboveSLO", "alert", engine, e.signal("ttft_seconds"), "seconds",
+                 "p95 time to first token over 5 min", "seconds"),
+            _row("ITLP95AboveSLO", "alert", engine, e.signal("itl_seconds"), "seconds",
+                 "p95 inter-token latency (or time per output token) over 5 min", "seconds"),
+            _row("QueueBuildingUp", "alert", engine, e.signal("waiting"), "requests",
+                 "requests waiting per replica (mean over replicas)", "requests"),
+            _row("KVCacheNearlyFull", "alert", engine, e.signal("kv_cache_usage"), "fraction",
+                 "the fullest replica's KV-cache usage (1 = full)", "fraction"),
+        ]
+        if e.http_requests:
+            rows.append(_row("ErrorBudgetFastBurn", "alert", engine, e.http_requests, "requests",
+                             "share of requests answered 5xx over 5 min", "1"))
+    return tuple(rows)
+
+
+SIGNALS = SIGNALS + _llm_engine_rows()
+
+#: Which table rows apply to which engine (Kubernetes-wide rows apply to every Kubernetes archetype); a self-hosted
+#: LLM's rows are its engine's (`engine_of`).
 ENGINE_OF_ARCHETYPE = {"vllm-gpu": "vllm", "triton-multi-model": "triton", "onnx-cpu": "onnxruntime",
                        "sagemaker-endpoint": "sagemaker"}
+
+
+def engine_of(archetype: str, engine_kind: str | None = None) -> str:
+    """The engine whose table rows apply to a stack: a self-hosted LLM's `engine.kind`, else the archetype's."""
+    if archetype == "vllm-gpu" and engine_kind:
+        return engine_kind
+    return ENGINE_OF_ARCHETYPE[archetype]
 
 
 def scaling_signal_row(metric: str) -> Signal | None:

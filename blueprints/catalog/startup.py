@@ -16,7 +16,7 @@ from blueprints.core.errors import CatalogError
 
 SCHEMA_VERSION = 1
 #: Engine kinds with an image size (`image_pull.image_gb`).
-ENGINE_KINDS = ("vllm", "triton", "onnxruntime", "sagemaker")
+ENGINE_KINDS = ("vllm", "sglang", "tensorrt-llm", "triton", "onnxruntime", "sagemaker")
 
 
 class _Closed(BaseModel):

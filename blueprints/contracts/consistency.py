@@ -28,6 +28,7 @@ import math
 import re
 from typing import TYPE_CHECKING
 
+from blueprints.catalog.engines import engine_facts
 from blueprints.core import bounds, defaults
 from blueprints.catalog import Architecture, Catalog, load_catalog
 from blueprints.catalog.startup import load_startup_catalog
@@ -192,7 +193,7 @@ def reachable_target(bp: Blueprint) -> float | None:
     from blueprints.contracts.sections import SageMakerEngine, VllmEngine
 
     metric, p = bp.autoscaling.metric, bp.predictions
-    if metric == "vllm:num_requests_running" and isinstance(bp.engine, VllmEngine):
+    if isinstance(bp.engine, VllmEngine) and metric == engine_facts(bp.engine.kind).signal("running"):
         return bp.engine.max_num_seqs
     if metric == "nv_inference_pending_request_count":
         return p.concurrency_per_replica

@@ -4,7 +4,8 @@ The autoscaler's query and the alert rules are written here, together, from the 
 trigger can never look for a metric the alerts (and the server) name differently. Every metric, its unit and the
 unit of each threshold are rows of `blueprints.catalog.signals` (engine versions and sources in
 `blueprints/catalog/metrics.yaml`); `blueprints.review.signals` proves each rendered expression against them offline.
-vLLM labels its series `model_name`, Triton `model`.
+The LLM engines' metric names are their catalog signals (`blueprints/catalog/engines.yaml`); vLLM labels its series
+`model_name` (each engine's `model_label`), Triton `model`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from blueprints.contracts.sections import Archetype
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.router import router_metrics_service_name, router_workload_name
+from blueprints.catalog.engines import engine_facts
 from blueprints.catalog.signals import planned_target, scaling_signal_row
 
 #: Multi-window burn rate for a fast error-budget burn alert (Google SRE workbook, "Alerting on SLOs": 14.4x
@@ -64,7 +66,8 @@ def _model_selector(bp: Blueprint, *matchers: str) -> str:
         # The router's gauges reuse vLLM's names (`vllm:num_requests_waiting{server=...}`): with a router, every
         # engine query also names the engine's scrape job.
         job = (f'job="{bp.metrics_service_name}"',) if bp.router is not None else ()
-        return _selector(bp, f'model_name="{bp.model.name}"', *job, *matchers)
+        label = engine_facts(bp.engine.kind).model_label
+        return _selector(bp, f'{label}="{bp.model.name}"', *job, *matchers)
     if bp.archetype in TRITON_SERVED:
         return _selector(bp, f'model=~"{"|".join(m.name for m in bp.models)}"', *matchers)
     return _selector(bp, *matchers)
@@ -116,24 +119,29 @@ def slo_alerts(bp: Blueprint) -> list[AlertRule]:
     slo = bp.slo
     rules: list[AlertRule] = []
     if bp.archetype is Archetype.VLLM_GPU:
+        engine = engine_facts(bp.engine.kind)
+        signal = engine.signal
         if slo.ttft_p95_ms:
-            rules.append(AlertRule("TTFTP95AboveSLO", f"{_quantile('vllm:time_to_first_token_seconds', sel)} > "
+            rules.append(AlertRule("TTFTP95AboveSLO", f"{_quantile(signal('ttft_seconds'), sel)} > "
                                    f"{slo.ttft_p95_ms / 1000:g}", "10m", "page",
                                    f"TTFT p95 of {bp.model.name} is above the {slo.ttft_p95_ms:g} ms SLO"))
         if slo.itl_p95_ms:
-            rules.append(AlertRule("ITLP95AboveSLO", f"{_quantile('vllm:inter_token_latency_seconds', sel)} > "
+            rules.append(AlertRule("ITLP95AboveSLO", f"{_quantile(signal('itl_seconds'), sel)} > "
                                    f"{slo.itl_p95_ms / 1000:g}", "10m", "page",
                                    f"Inter-token latency p95 of {bp.model.name} is above the {slo.itl_p95_ms:g} ms SLO"))
-        rules.append(AlertRule("QueueBuildingUp", f"avg(vllm:num_requests_waiting{sel}) > "
+        rules.append(AlertRule("QueueBuildingUp", f"avg({signal('waiting')}{sel}) > "
                                f"{queue_alert_threshold(bp):g}", "10m", "ticket",
                                "Requests wait per replica beyond what keeps TTFT within its SLO: the autoscaler is "
                                "at its maximum or nodes cannot be added"))
-        rules.append(AlertRule("KVCacheNearlyFull", f"max(vllm:kv_cache_usage_perc{sel}) > 0.9", "5m", "ticket",
-                               "KV cache above 90 %: vLLM will preempt sequences; lower max_num_seqs or add replicas"))
-        # prometheus-operator sets `job` to the scraped Service's name (the metrics Service), not the workload's.
-        job, status_5xx = f'job="{bp.metrics_service_name}"', 'status="5xx"'
-        errors = f"sum(rate(http_requests_total{_selector(bp, job, status_5xx)}[5m]))"
-        total = f"clamp_min(sum(rate(http_requests_total{_selector(bp, job)}[5m])), 1e-9)"
+        rules.append(AlertRule("KVCacheNearlyFull", f"max({signal('kv_cache_usage')}{sel}) > 0.9", "5m", "ticket",
+                               f"KV cache above 90 %: {engine.display} will preempt or hold back sequences; lower "
+                               "max_num_seqs or add replicas"))
+        errors = total = ""
+        if engine.http_requests:  # the engine's own HTTP counter (vLLM's instrumentator), by status class
+            # prometheus-operator sets `job` to the scraped Service's name (the metrics Service), not the workload's.
+            job, status_5xx = f'job="{bp.metrics_service_name}"', 'status="5xx"'
+            errors = f"sum(rate({engine.http_requests}{_selector(bp, job, status_5xx)}[5m]))"
+            total = f"clamp_min(sum(rate({engine.http_requests}{_selector(bp, job)}[5m])), 1e-9)"
     elif bp.archetype in TRITON_SERVED:
         quantile, latency_ms = (0.95, slo.latency_p95_ms) if slo.latency_p95_ms else (0.99, slo.latency_p99_ms)
         if latency_ms:
@@ -223,15 +231,16 @@ def dashboard_panels(bp: Blueprint) -> list[Panel]:
     slo = bp.slo
     panels: list[Panel] = []
     if bp.archetype is Archetype.VLLM_GPU:
+        signal = engine_facts(bp.engine.kind).signal
         panels += [
-            Panel("TTFT p95", _quantile("vllm:time_to_first_token_seconds", sel, window="1m"), "s",
+            Panel("TTFT p95", _quantile(signal("ttft_seconds"), sel, window="1m"), "s",
                   slo.ttft_p95_ms / 1000 if slo.ttft_p95_ms else None),
-            Panel("ITL p95", _quantile("vllm:inter_token_latency_seconds", sel, window="1m"), "s",
+            Panel("ITL p95", _quantile(signal("itl_seconds"), sel, window="1m"), "s",
                   slo.itl_p95_ms / 1000 if slo.itl_p95_ms else None),
-            Panel("Output tokens/s", f"sum(rate(vllm:generation_tokens_total{sel}[1m]))", "short"),
-            Panel("Requests waiting", f"sum(vllm:num_requests_waiting{sel})", "short"),
-            Panel("Requests running", f"sum(vllm:num_requests_running{sel})", "short"),
-            Panel("KV cache usage (max)", f"max(vllm:kv_cache_usage_perc{sel})", "percentunit", 0.9),
+            Panel("Output tokens/s", f"sum(rate({signal('generation_tokens')}{sel}[1m]))", "short"),
+            Panel("Requests waiting", f"sum({signal('waiting')}{sel})", "short"),
+            Panel("Requests running", f"sum({signal('running')}{sel})", "short"),
+            Panel("KV cache usage (max)", f"max({signal('kv_cache_usage')}{sel})", "percentunit", 0.9),
         ]
     elif bp.archetype in TRITON_SERVED:
         p95 = _model_selector(bp, 'quantile="0.95"')

@@ -191,10 +191,12 @@ class Compute(ClosedModel):
 
 
 class VllmEngine(ClosedModel):
-    """vLLM OpenAI-compatible server settings; each field maps to one documented engine flag."""
+    """A self-hosted LLM server's settings (vLLM, SGLang or TensorRT-LLM: `kind`, the engines.yaml name); each field
+    maps to one documented flag of that engine (`blueprints.engines` renders them; field names are vLLM's)."""
 
-    kind: Literal["vllm"] = "vllm"
-    image: str = Field(pattern=IMAGE_REF, description="pinned image, e.g. vllm/vllm-openai:v0.11.0")
+    kind: Literal["vllm", "sglang", "tensorrt-llm"] = Field(default="vllm", description="the serving engine "
+                                                            "(blueprints/catalog/engines.yaml)")
+    image: str = Field(pattern=IMAGE_REF, description="pinned image of the engine, e.g. vllm/vllm-openai:v0.24.0")
     tensor_parallel_size: int = Field(ge=1, le=bounds.MAX_GPUS_PER_NODE, description="--tensor-parallel-size")
     gpu_memory_utilization: float = Field(ge=0.1, le=0.98, description="--gpu-memory-utilization")
     max_model_len: int = Field(ge=bounds.MIN_CONTEXT_TOKENS, le=bounds.MAX_TOKENS, description="--max-model-len, "
@@ -606,6 +608,26 @@ class UnitCosts(ClosedModel):
     provisioned: UnitPrices = Field(description="priced with monthly_cost_usd (the peak's fleet all month)")
 
 
+class EngineOption(ClosedModel):
+    """One serving engine's cheapest option for this stack: a row of the plan's engine table
+    (`blueprints.plan.engines`). Costs are peak-provisioned (the engine's nodes for the peak plus the stack's fixed
+    items), per 1M tokens over the planned traffic, so every row is priced alike."""
+
+    engine: Literal["vllm", "sglang", "tensorrt-llm"]
+    planned: bool = Field(description="the engine this stack config deploys")
+    instance_type: str | None = Field(default=None, max_length=40)
+    tensor_parallel_size: int | None = Field(default=None, ge=1, le=bounds.MAX_GPUS_PER_NODE)
+    kv_cache_dtype: Literal["auto", "fp8"] | None = None
+    replicas: int | None = Field(default=None, ge=1, le=bounds.MAX_REPLICAS)
+    monthly_cost_usd: Usd | None = None
+    usd_per_million_tokens: Usd | None = None
+    ttft_p95_ms: PredictedMs | None = None
+    itl_p95_ms: PredictedMs | None = None
+    step_times: Literal["measured", "roofline"] | None = Field(default=None, description="what its step times rest "
+                                                               "on: the engine's measured kernel tables or the roofline")
+    verdict: str = Field(min_length=1, max_length=400, description="planned and why, or why it lost")
+
+
 class Predictions(ClosedModel):
     """What the capacity model predicts at this environment's peak (`capacity_source` says what it rests on;
     `capacity_correction`, only when a calibration applies, what corrected it; `uncertainty`, for LLMs, how far off it
@@ -655,6 +677,9 @@ class Predictions(ClosedModel):
                                            "calibrated or not)")
     capacity_margin: CapacityMargin | None = Field(default=None, exclude_if=absent_when_none, description="LLMs in "
                                                    "production without a calibration: the margin sized with")
+    engines: list[EngineOption] | None = Field(default=None, exclude_if=absent_when_none, max_length=3,
+                                               description="self-hosted LLMs: each engine's cheapest option (the "
+                                               "engine table), the planned one marked")
 
 
 class PipelinePart(str, Enum):

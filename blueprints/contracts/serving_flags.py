@@ -175,9 +175,9 @@ def _pipeline(bp: Blueprint) -> list[FieldProblem]:
 
 def _autoscaling(bp: Blueprint) -> list[FieldProblem]:
     from blueprints.contracts.sections import FIXED_REPLICAS
-    from blueprints.catalog.signals import ENGINE_OF_ARCHETYPE, SIGNALS, scaling_signal_row
+    from blueprints.catalog.signals import SIGNALS, engine_of, scaling_signal_row
 
-    a, engine = bp.autoscaling, ENGINE_OF_ARCHETYPE[bp.archetype.value]
+    a, engine = bp.autoscaling, engine_of(bp.archetype.value, getattr(bp.engine, "kind", None))
     if a.metric == FIXED_REPLICAS and bp.platform.kind == "edge-cluster":
         return []  # no autoscaler: an edge cluster without the add-ons one needs
     row = scaling_signal_row(a.metric)

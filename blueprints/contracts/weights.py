@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from blueprints.catalog.engines import engine_facts
 from blueprints.core import defaults
 from blueprints.contracts.sections import Archetype
 from blueprints.requirements.model import ModelFormat
@@ -30,17 +31,23 @@ HF_INCLUDE_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "*.json", "*
 HF_EXCLUDE_PATTERNS = ("original/*",)
 
 
-def streams_format(archetype: Archetype, model_format: ModelFormat) -> bool:
+#: Where a server container finds the weights copied to local disk (the models volume's mount).
+MODELS_MOUNT = "/models"
+
+
+def streams_format(archetype: Archetype, model_format: ModelFormat, engine: str = "vllm") -> bool:
     """Whether the engine streams this format from the model store (vLLM's Run:ai Model Streamer reads safetensors
-    only: vllm 0.24.0 runai_streamer_loader.py:79-108 lists `*.safetensors`); otherwise an init container copies the
-    weights to node-local disk first."""
-    return archetype is Archetype.VLLM_GPU and model_format is ModelFormat.SAFETENSORS
+    only: vllm 0.24.0 runai_streamer_loader.py:79-108 lists `*.safetensors`; engines.yaml `features.weights`
+    says which engines stream at all); otherwise an init container copies the weights to node-local disk first."""
+    return (archetype is Archetype.VLLM_GPU and model_format is ModelFormat.SAFETENSORS
+            and engine_facts(engine).features.weights.s3_streaming)
 
 
 def streams_weights(bp: Blueprint) -> bool:
     """Whether `bp`'s pods stream their weights from the stack's model store (`streams_format`, and a model store:
     an edge cluster has none). The planner's startup model and the component decide it alike here."""
-    return bp.storage is not None and all(streams_format(bp.archetype, m.format) for m in bp.models)
+    engine = getattr(bp.engine, "kind", "vllm")
+    return bp.storage is not None and all(streams_format(bp.archetype, m.format, engine) for m in bp.models)
 
 
 def weights_volume_gib(weights_gib: Iterable[float]) -> float:

@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 import promql_parser
 
+from blueprints.catalog.engines import engine_facts
 from blueprints.contracts.benchmark_result import ColdStartRecord
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.sections import Archetype, VllmEngine
@@ -245,7 +246,7 @@ def _true(obj: dict[str, Any] | None, kind: str) -> tuple[bool, str]:
 def scaler_range(bp: Blueprint) -> tuple[float, float | None, str]:
     """(low, high or None, what the unit is) the autoscaler's current value per replica must lie in."""
     metric = bp.autoscaling.metric
-    if metric == "vllm:num_requests_running" and isinstance(bp.engine, VllmEngine):
+    if isinstance(bp.engine, VllmEngine) and metric == engine_facts(bp.engine.kind).signal("running"):
         return 0.0, float(bp.engine.max_num_seqs), f"requests running per replica (0 to max_num_seqs " \
             f"{bp.engine.max_num_seqs})"
     if metric == "cpu":

@@ -24,6 +24,7 @@ from blueprints.requirements.platform_file import AlertingSpec
 from blueprints.contracts.platform import PlatformConfig
 from blueprints.capacity.replica import replica_model
 from blueprints.catalog import load_catalog
+from blueprints.plan.engines import with_token_prices
 from blueprints.plan.unit_costs import unit_costs
 from blueprints.catalog.signals import MIN_SCALING_TARGET, planned_target
 
@@ -77,7 +78,7 @@ def scaling_reasons(bp: Blueprint, platform: PlatformConfig | None) -> list[str]
     if a.metric == FIXED_REPLICAS:
         return why  # the edge plan says why it has no autoscaler
     if bp.archetype is Archetype.VLLM_GPU:
-        why.append(f"KEDA scales on requests running per replica (vllm:num_requests_running), target {a.target:g}: "
+        why.append(f"KEDA scales on requests running per replica ({a.metric}), target {a.target:g}: "
                    "what a replica runs at its share of the planned peak (rounded up), from the capacity the "
                    f"replicas were sized with, so at the peak the autoscaler asks for exactly {bp.compute.replicas} "
                    "replica(s); requests waiting alone would read 0 whenever capacity suffices and let the "
@@ -301,7 +302,8 @@ def simulation_predictions(bp: Blueprint, result: SimulationResult) -> Blueprint
     costs = unit_costs(bp.model_copy(update={"predictions": predictions}),
                        mean_rps=sum(day) / len(day) if day else 0.0,
                        expected_monthly_usd=result.expected_monthly_usd, hours_per_month=load_catalog().hours_per_month)
-    predictions = predictions.model_copy(update={"unit_costs": costs})
+    predictions = predictions.model_copy(update={"unit_costs": costs,
+                                                 "engines": with_token_prices(predictions.engines, costs)})
     unit = "instances" if bp.archetype is Archetype.SAGEMAKER_ENDPOINT else "nodes"
     missed = result.violations()
     traffic = bp.model.traffic

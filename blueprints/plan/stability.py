@@ -27,6 +27,7 @@ class Hardware:
         tensor_parallel_size: GPUs per replica of an LLM (vLLM's --tensor-parallel-size, SageMaker's degree).
         kv_cache_dtype: vLLM's --kv-cache-dtype (`auto` or `fp8`).
         cpu_per_replica: vCPUs per replica of a CPU replica shape.
+        engine: the self-hosted LLM's serving engine (engines.yaml name: vllm, sglang, tensorrt-llm).
     """
 
     archetype: Archetype
@@ -34,10 +35,11 @@ class Hardware:
     tensor_parallel_size: int | None = None
     kv_cache_dtype: str | None = None
     cpu_per_replica: float | None = None
+    engine: str | None = None
 
     def describe(self) -> str:
         """e.g. `p5.48xlarge (tensor_parallel_size=2, FP8 KV cache)`."""
-        parts = []
+        parts = [] if self.engine in (None, "vllm") else [self.engine]
         if self.tensor_parallel_size is not None:
             parts.append(f"tensor_parallel_size={self.tensor_parallel_size}")
         if self.kv_cache_dtype == "fp8":
@@ -60,6 +62,7 @@ class _Recorded(BaseModel):
 
     class _Engine(BaseModel):
         model_config = ConfigDict(extra="ignore")
+        kind: str | None = None
         tensor_parallel_size: int | None = Field(default=None, ge=1)
         tensor_parallel_degree: int | None = Field(default=None, ge=1)
         kv_cache_dtype: str | None = None
@@ -84,7 +87,8 @@ def hardware_of(blueprint: object) -> Hardware | None:
                     kv_cache_dtype=(rec.engine.kv_cache_dtype or "auto") if rec.archetype is Archetype.VLLM_GPU
                     else None,
                     cpu_per_replica=rec.compute.cpu_per_replica if not llm and not rec.compute.gpus_per_replica
-                    else None)
+                    else None,
+                    engine=rec.engine.kind if rec.archetype is Archetype.VLLM_GPU else None)
 
 
 def decide(previous: Hardware, cheapest: Hardware, *, cheapest_usd: float, previous_usd: float | None,

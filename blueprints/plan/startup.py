@@ -42,11 +42,13 @@ class StartupEstimate:
         return f"cold start {b.total_s} s on a new node{how}: {listed}"
 
 
-def vllm_startup(served: ServedModel, *, tensor_parallel_size: int, gpus_per_node: int) -> StartupEstimate:
-    """The uncalibrated cold start of a vLLM replica of `served` (the planner's and `blueprint calibrate`'s
-    prediction: one place)."""
-    return startup_estimate(weights_gib=served.weights_gib, engine_kind="vllm", gpu=True,
-                            streamed=streams_format(Archetype.VLLM_GPU, served.format), params_b=served.params_b,
+def vllm_startup(served: ServedModel, *, tensor_parallel_size: int, gpus_per_node: int,
+                 engine: str = "vllm") -> StartupEstimate:
+    """The uncalibrated cold start of a self-hosted LLM replica of `served` on `engine` (vllm, sglang, tensorrt-llm:
+    the planner's and `blueprint calibrate`'s prediction: one place)."""
+    return startup_estimate(weights_gib=served.weights_gib, engine_kind=engine, gpu=True,
+                            streamed=streams_format(Archetype.VLLM_GPU, served.format, engine),
+                            params_b=served.params_b,
                             tensor_parallel_size=tensor_parallel_size, gpus_per_node=gpus_per_node)
 
 
@@ -110,7 +112,9 @@ def startup_estimate(*, weights_gib: float, engine_kind: str, gpu: bool, streame
     image_s = math.ceil(image_gb * 1e3 / rate)
     parts["image"] = (f"{image_gb:g} GB at {rate:g} MB/s, " + ("SOCI parallel pull" if soci else "containerd pull")
                       if image_gb else "pulled before the timers start")
-    vllm = engine_kind == "vllm" and params_b
+    # SGLang and TensorRT-LLM (PyTorch backend) also compile and capture CUDA graphs at start: timed as vLLM's
+    # [assumption: no published start of theirs measured here].
+    vllm = engine_kind in ("vllm", "sglang", "tensorrt-llm") and params_b
     compile_s = start.vllm_base_s + start.vllm_s_per_b_params * params_b if vllm else 0
     warm_s = start.vllm_process_start_s + start.vllm_cold_compile_s + compile_s if vllm else start.other_s
     warm_how = (f"API server start {start.vllm_process_start_s:g} s + first torch.compile into empty caches "

@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
+from blueprints.catalog.engines import EngineName
 from blueprints.core import bounds
 from blueprints.core.errors import FieldProblem, describe_pattern, raise_problems
 from blueprints.requirements.fields import (
     ACM_PCA_ARN, CERTIFICATE_CN, CatalogNames, DNS_1123_SUBDOMAIN, Region, Section, UNIQUE, UNIQUE_ITEMS, given,
     is_const, when,
 )
+
+
+#: Every engine the catalog knows, vLLM first (blueprints/catalog/engines.yaml).
+ALL_ENGINES: tuple[str, ...] = get_args(EngineName)
 
 
 class Accelerator(str, Enum):
@@ -166,6 +171,15 @@ class Operations(Section):
     roles_anywhere: RolesAnywhere | None = Field(
         default=None, description="edge-cluster only: how pods read `s3://` sources (IAM Roles Anywhere); default "
         "settings when omitted")
+    engines: Annotated[list[EngineName], UNIQUE, UNIQUE_ITEMS] = Field(
+        default_factory=lambda: list(ALL_ENGINES), min_length=1, max_length=len(ALL_ENGINES),
+        description="the LLM serving engines the self-hosted search may choose from (vllm, sglang, tensorrt-llm; "
+        "blueprints/catalog/engines.yaml); each is sized with its own measured step tables and the cheapest that "
+        "meets the SLO is planned, vLLM kept unless another is cheaper by more than engine_switch_threshold_pct. "
+        "Default: all three. Hugging Face TGI is not offered: it is in maintenance mode upstream")
+    engine_switch_threshold_pct: float = Field(
+        default=10.0, ge=0, le=100, description="how much cheaper (percent of the monthly cost) another engine must "
+        "be than vLLM's best option to be planned instead: the operational-simplicity premium of the default engine")
 
     @model_validator(mode="after")
     def _addons_only_on_existing_clusters(self) -> Operations:

@@ -39,7 +39,7 @@ import promql_parser
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.catalog.metrics import Exporter, MetricCatalog, load_metric_catalog
 from blueprints.review.preview import PreviewReport, RegisteredResource, SignalFinding
-from blueprints.catalog.signals import ENGINE_OF_ARCHETYPE, SIGNALS, alert_row
+from blueprints.catalog.signals import SIGNALS, alert_row, engine_of
 from blueprints.contracts.stackconfig import cluster_addons_of, stack_config_path
 from blueprints.catalog.units import DIMENSIONLESS, PER_SECOND, REPLICA, Unit, describe, parse_unit
 
@@ -274,7 +274,7 @@ def stack_exporters(report: PreviewReport, catalog: MetricCatalog, stacks_dir: P
         path = stack_config_path(stacks_dir, report.stack)
         addons = set(cluster_addons_of(path) or []) if path.exists() else set()
     exporters += [e for e in catalog.exporters if e.addon is not None and e.addon in addons]
-    return exporters, ENGINE_OF_ARCHETYPE.get(bp.archetype.value)
+    return exporters, engine_of(bp.archetype.value, getattr(bp.engine, "kind", None))
 
 
 def check_signals(report: PreviewReport, *, stacks_dir: Path = Path("stacks")) -> list[SignalFinding]:

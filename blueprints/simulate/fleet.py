@@ -38,6 +38,7 @@ import math
 from collections import deque
 from dataclasses import asdict, dataclass, field
 
+from blueprints.catalog.engines import running_signals
 from blueprints.core import defaults
 from blueprints.contracts.sections import FIXED_REPLICAS, Archetype
 from blueprints.contracts.blueprint import Blueprint
@@ -337,7 +338,8 @@ class _Scaler:
         self.times: deque[float] = deque()  # the 1-minute window: when each signal was observed
         self.signals: deque[float] = deque()  # and the signals, summed each step
         self.in_flight = 0.0  # requests in flight at the last observation
-        self.running_signal = self.a.metric.startswith("vllm:")  # KEDA on vLLM's running requests, else pending
+        # KEDA on an LLM engine's running requests, else pending
+        self.running_signal = self.a.metric in running_signals()
         self.recommendations: deque[tuple[float, int]] = deque()
         self.last_up = self.last_down = -1e9
         self.last_active = -1e9

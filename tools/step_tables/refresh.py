@@ -66,11 +66,19 @@ AIC_VERSION = "0.12.0"
 #: no system of its own (a100_sxm is the 80 GB SXM part, 2,039 GB/s) and L4, A10G and T4 none at all: the roofline
 #: serves them.
 GPUS = {
-    "h100": ("h100_sxm", "0.24.0"),
-    "h200": ("h200_sxm", "0.24.0"),
-    "l40s": ("l40s", "0.24.0"),
-    "a100-80gb": ("a100_sxm", "0.14.0"),
+    "h100": "h100_sxm",
+    "h200": "h200_sxm",
+    "l40s": "l40s",
+    "a100-80gb": "a100_sxm",
 }
+#: Engine (blueprints/catalog/engines.yaml name) -> (the library's backend name, the version it measured). The
+#: versions are the library's own query defaults (systems/query_versions.yaml `defaults`: trtllm 1.3.0rc20, sglang
+#: 0.5.14, vllm 0.24.0), except where `VERSION_OVERRIDES` follows its `overrides` for a system.
+ENGINES = {"vllm": ("vllm", "0.24.0"), "sglang": ("sglang", "0.5.14"), "tensorrt-llm": ("trtllm", "1.3.0rc20")}
+#: (AIConfigurator system, backend) -> version, from systems/query_versions.yaml `overrides` (a100_sxm: trtllm 1.0.0,
+#: sglang 0.5.10, vllm 0.14.0).
+VERSION_OVERRIDES = {("a100_sxm", "vllm"): "0.14.0", ("a100_sxm", "sglang"): "0.5.10",
+                     ("a100_sxm", "trtllm"): "1.0.0"}
 #: GPUs whose GPUs talk over PCIe only (their all-reduce beyond two GPUs is modelled, see the docstring).
 PCIE_GPUS = ("l40s",)
 #: Weight and KV-cache modes tabulated: the library's GEMMQuantMode / KVCacheQuantMode names.
@@ -181,10 +189,18 @@ def tabulate(handle, tokens: list[int], batch: list[int], context: list[int], *,
             _rising_2d([[sig4(prefill(p, c - 1)) for c in context] for p in tokens]))
 
 
-def build(gpu: str, models: dict, extras: dict, max_gpus: int, fp8: bool) -> dict:
+def table_path(engine: str, gpu: str) -> Path:
+    """Where the tables of `engine` on `gpu` go: step_tables/<engine>/<gpu>.json (blueprints/capacity/measured.py
+    reads the same path)."""
+    return OUT / engine / f"{gpu}.json"
+
+
+def build(engine: str, gpu: str, models: dict, extras: dict, max_gpus: int, fp8: bool) -> dict:
     from aiconfigurator_core.sdk.engine import EngineHandle
 
-    system, version = GPUS[gpu]
+    system = GPUS[gpu]
+    backend, version = ENGINES[engine]
+    version = VERSION_OVERRIDES.get((system, backend), version)
     tokens, batch, context = grid(TOKENS_MAX), grid(BATCH_MAX), grid(CONTEXT_MAX)
     attention: dict[str, dict] = {}
     tables, skipped = [], []
@@ -199,13 +215,13 @@ def build(gpu: str, models: dict, extras: dict, max_gpus: int, fp8: bool) -> dic
                     for kv in modes:
                         moe = {"moe_tp_size": tp, "moe_ep_size": 1} if arch.get("experts") else {}
                         try:
-                            handle = EngineHandle.compile(str(path), system, "vllm", backend_version=version,
+                            handle = EngineHandle.compile(str(path), system, backend, backend_version=version,
                                                           tp_size=tp, gemm_quant_mode=weights,
                                                           kvcache_quant_mode=kv, **moe)
                             two_gpu = None
                             if gpu in PCIE_GPUS and tp > 2:
                                 moe2 = {"moe_tp_size": 2, "moe_ep_size": 1} if arch.get("experts") else {}
-                                two_gpu = EngineHandle.compile(str(path), system, "vllm", backend_version=version,
+                                two_gpu = EngineHandle.compile(str(path), system, backend, backend_version=version,
                                                                tp_size=2, gemm_quant_mode=weights,
                                                                kvcache_quant_mode=kv, **moe2)
                             shared, decode, prefill = tabulate(handle, tokens, batch, context, two_gpu=two_gpu,
@@ -219,20 +235,21 @@ def build(gpu: str, models: dict, extras: dict, max_gpus: int, fp8: bool) -> dic
                         attention.setdefault(key, {"decode_attention_ms": decode, "prefill_attention_ms": prefill})
                         tables.append({"model": model_id, "architecture": fingerprint(arch), "tensor_parallel": tp,
                                        "weights": weights, "kv_cache": kv, "attention": key, "shared_ms": shared})
-                        print(f"{gpu} {model_id} tp{tp} {weights}/{kv}: decode B=64 C=330 "
+                        print(f"{engine} {gpu} {model_id} tp{tp} {weights}/{kv}: decode B=64 C=330 "
                               f"{shared[_index(tokens, 64)] + decode[_index(batch, 64)][_index(context, 331)]:.2f} "
                               f"ms (grid)", file=sys.stderr)
     return {
         "schema_version": SCHEMA_VERSION,
         "gpu": gpu,
         "source": (f"NVIDIA AIConfigurator core (aiconfigurator-core {AIC_VERSION}, Apache-2.0; "
-                   f"https://github.com/ai-dynamo/aiconfigurator), system {system}, vLLM {version} per-operation "
+                   f"https://github.com/ai-dynamo/aiconfigurator), system {system}, {backend} {version} per-operation "
                    "measurements (silicon mode): EngineHandle.mixed_step_breakdown terms tabulated by "
                    "tools/step_tables/refresh.py. Derived data, modified (tabulated and rounded"
                    + ("; all-reduce beyond two GPUs scaled from the two-GPU measurement, see refresh.py" if gpu in
                       PCIE_GPUS else "") + "); see NOTICE"),
         "aic_system": system,
-        "vllm_version": version,
+        "engine": engine,
+        "engine_version": version,
         "grids": {"tokens": tokens, "batch": batch, "context": context},
         "attention": dict(sorted(attention.items())),
         "tables": tables,
@@ -266,6 +283,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when a committed table differs")
     parser.add_argument("--gpu", action="append", choices=sorted(GPUS), help="only these GPUs (repeatable)")
+    parser.add_argument("--engine", action="append", choices=sorted(ENGINES), help="only these engines (repeatable)")
     args = parser.parse_args()
     _refuse_network()
     logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
@@ -275,14 +293,16 @@ def main() -> int:
                          "(tools/step_tables/requirements.txt)")
     models, extras, nodes, fp8 = catalog_inputs()
     stale = []
-    for gpu in args.gpu or sorted(GPUS):
-        text = json.dumps(build(gpu, models, extras, nodes[gpu], fp8[gpu]), separators=(",", ":")) + "\n"
-        path = OUT / f"{gpu}.json"
-        if args.check:
-            if not path.exists() or path.read_text() != text:
-                stale.append(path.name)
-        else:
-            OUT.mkdir(exist_ok=True)
+    for engine in args.engine or sorted(ENGINES):
+        for gpu in args.gpu or sorted(GPUS):
+            table = build(engine, gpu, models, extras, nodes[gpu], fp8[gpu])
+            text = json.dumps(table, separators=(",", ":")) + "\n"
+            path = table_path(engine, gpu)
+            if args.check:
+                if not path.exists() or path.read_text() != text:
+                    stale.append(str(path.relative_to(OUT)))
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
             print(f"wrote {path.relative_to(ROOT)} ({len(text) / 1e6:.2f} MB)")
     if stale:

@@ -23,6 +23,8 @@ from blueprints.capacity.physics import Correction
 from blueprints.capacity.planning import candidate, size_replica
 from blueprints.capacity.simulator import SimulationResult
 from blueprints.plan.options.search import ResolvedModel, service_fixed_monthly_usd, peak_rps
+from blueprints.catalog.engines import engine_facts
+from blueprints.plan.engines import engine_lines, engine_table
 from blueprints.plan.options.llm import (
     LlmOption, LlmSearch, complete_sizing, fp8_kv_cache_planned, latency_targets, llm_option_on, llm_search,
     predict_at_peak, size_twin, traffic_shape,
@@ -65,7 +67,8 @@ class LlmPlan:
 def _llm_hardware(option: LlmOption, *, managed: bool) -> Hardware:
     return Hardware(archetype=Archetype.SAGEMAKER_ENDPOINT if managed else Archetype.VLLM_GPU,
                     instance_type=option.instance.instance_type, tensor_parallel_size=option.tensor_parallel_size,
-                    kv_cache_dtype=None if managed else option.kv_cache_dtype)
+                    kv_cache_dtype=None if managed else option.kv_cache_dtype,
+                    engine=None if managed else option.engine)
 
 
 def llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, ctx: PlanContext, *,
@@ -88,7 +91,8 @@ def llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog
         month = catalog.hours_per_month
         kept = llm_option_on(req, env, model, catalog, instance_type=previous.instance_type,
                              tensor_parallel_size=previous.tensor_parallel_size or 0,
-                             kv_cache_fp8=previous.kv_cache_dtype == "fp8", managed=managed, limits=limits)
+                             kv_cache_fp8=previous.kv_cache_dtype == "fp8", managed=managed, limits=limits,
+                             engine=previous.engine or "vllm")
         keep, headline = decide(
             previous, _llm_hardware(best, managed=managed),
             cheapest_usd=best.monthly_node_usd_per_hour * month + fixed,
@@ -263,7 +267,7 @@ def llm_compute(req: Requirements, env: str, best: LlmOption, served: ServedMode
     inst, tp = best.instance, best.tensor_parallel_size
     share = tp / inst.gpu_count  # this replica's share of the node
     shm_gib = defaults.SHM_GIB_PER_TP_RANK * tp
-    streamed = not managed and streams_format(Archetype.VLLM_GPU, served.format)
+    streamed = not managed and streams_format(Archetype.VLLM_GPU, served.format, best.engine)
     buffers = streamer_buffer_gib(tp) if streamed else 0.0
     return Compute(
         accelerator=Accelerator.NVIDIA_GPU, instance_type=inst.instance_type, gpu=best.gpu.name,
@@ -301,9 +305,10 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
     lora = lora_engine(model.spec.adapters)
     lora_notes = [lora_reason(lora, served.name, slot_gib_per_gpu=lora_bytes_per_gpu(
         model.architecture, lora.slots, precision=model.spec.precision, tensor_parallel_size=tp) / GIB)] if lora else []
-    estimate = calibrated(vllm_startup(served, tensor_parallel_size=tp, gpus_per_node=inst.gpu_count),
+    estimate = calibrated(vllm_startup(served, tensor_parallel_size=tp, gpus_per_node=inst.gpu_count,
+                                       engine=best.engine),
                           model.calibration(best.gpu.name, tp, managed=False),
-                          streamed=streams_format(Archetype.VLLM_GPU, served.format))
+                          streamed=streams_format(Archetype.VLLM_GPU, served.format, best.engine))
     startup = estimate.budget
     lines = cost_lines(req, env, catalog, what="GPU nodes", instance_type=inst.instance_type, nodes=best.nodes,
                         usd_per_hour=best.node_usd_per_hour, managed=False)
@@ -315,14 +320,23 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
         req, env, catalog, lines=lines, what=f"vllm-gpu, {best.nodes}x {inst.instance_type}", replicas=best.replicas,
         ceiling=ceiling, per_node=per_node, nodes_for=lambda n: limits.nodes(n, per_node=per_node))
     reuse = requested_reuse(model.traffic)
-    engine = VllmEngine(image=defaults.VLLM_IMAGE, tensor_parallel_size=tp,
+    facts = engine_facts(best.engine)
+    engine = VllmEngine(kind=best.engine, image=facts.image, tensor_parallel_size=tp,
                         gpu_memory_utilization=defaults.GPU_MEMORY_UTILIZATION,
                         max_model_len=model.max_context_tokens, max_num_seqs=cand.max_num_seqs,
                         max_num_batched_tokens=cand.max_num_batched_tokens, dtype=dtype,
                         quantization=quantization, kv_cache_dtype=best.kv_cache_dtype,  # type: ignore[arg-type]
                         shm_size_gib=defaults.SHM_GIB_PER_TP_RANK * tp, lora=lora,
                         enable_prefix_caching=reuse.declared)
-    router = plan_router(reuse, min_replicas=floor, max_replicas=ceiling, port=engine.port)
+    router = plan_router(reuse, min_replicas=floor, max_replicas=ceiling, port=engine.port) \
+        if facts.router.production_stack_router else None
+    table = engine_table(llm.search, best, fixed_monthly_usd=service_fixed_monthly_usd(req, env, catalog,
+                                                                                        managed=False),
+                         hours_per_month=catalog.hours_per_month,
+                         threshold_pct=req.operations.engine_switch_threshold_pct)
+    engine_notes = [f"engines compared ({', '.join(req.operations.engines)}; operations.engines), each sized with "
+                    "its own step tables and scheduler profile, priced for the peak: " + "; ".join(
+                        engine_lines(table))] if table else []
     return Blueprint(
         **common_fields(req, env, ctx, managed=False, idle_timeout_s=longest_request_s(req, model, run)),
         archetype=Archetype.VLLM_GPU, models=[served], router=router,
@@ -331,10 +345,12 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
         engine=engine,
         startup=startup,
         # The target is set from the replica model once the blueprint exists (`blueprints.plan.scaling.scaling_targets`).
-        autoscaling=Autoscaling(min_replicas=floor, max_replicas=ceiling, metric="vllm:num_requests_running",
+        autoscaling=Autoscaling(min_replicas=floor, max_replicas=ceiling, metric=facts.signal("running"),
                                 target=1.0, cooldown_s=cooldown_s(startup)),
-        predictions=llm_predictions(req, env, model, llm, lines, managed=False, max_monthly_usd=most_usd),
-        rationale=[*selection.reasons, *llm.reasons, *lora_notes, *reuse_reasons(reuse, router, max_replicas=ceiling),
+        predictions=llm_predictions(req, env, model, llm, lines, managed=False, max_monthly_usd=most_usd).model_copy(
+            update={"engines": table}),
+        rationale=[*selection.reasons, *llm.reasons, *engine_notes, *lora_notes,
+                   *reuse_reasons(reuse, router, max_replicas=ceiling),
                    estimate.reason, *capped, *budget_notes, *access_reasons(req, managed=False),
                    *cost_notes(req, env, catalog, managed=False)],
     )

@@ -20,7 +20,9 @@ from blueprints.catalog import Architecture, Catalog, Gpu, InstanceType
 from blueprints.plan.guardrails import Breach, SearchLimits
 from blueprints.plan.options.search import ResolvedModel, gpu_instances, peak_rps, price_factor, replicas_floor
 from blueprints.requirements.service import Requirements
-from blueprints.capacity.measured import measures_fp8_kv
+from blueprints.capacity.measured import covered_gpus, measures_fp8_kv
+from blueprints.capacity.physics import engine_profile
+from blueprints.catalog.engines import engine_facts
 from blueprints.capacity.prefix_cache import requested_reuse, shared_cached_tokens, sizing_cached_tokens
 from blueprints.capacity.planning import (
     Candidate,
@@ -70,6 +72,11 @@ class LlmOption:
         return self.candidate.tensor_parallel_size
 
     @property
+    def engine(self) -> str:
+        """The serving engine (engines.yaml name) whose profile and step tables sized it."""
+        return self.candidate.model.engine.tables
+
+    @property
     def kv_cache_dtype(self) -> str:
         """`fp8` or `auto` (the model's 16-bit dtype): vLLM's --kv-cache-dtype."""
         return "fp8" if self.candidate.kv_cache_fp8 else "auto"
@@ -113,6 +120,8 @@ class LlmSearch:
         options: every simulated option meeting the SLO within the constraints, cheapest first (priced at the
             replicas the search found; `best` may hold more after `predict_at_peak`).
         rejected: options ruled out by a constraint, cheapest first.
+        engines: each engine considered, in the catalog's order (vLLM first), with its cheapest option (or None and
+            why not): the plan's engine table.
     """
 
     best: LlmOption | None
@@ -121,6 +130,27 @@ class LlmSearch:
     rejected: list[Rejection]
     screened: int
     simulated: int
+    engines: tuple[EngineResult, ...] = ()
+
+
+@dataclass(frozen=True)
+class EngineResult:
+    """One engine's row of the engine table.
+
+    Attributes:
+        engine: its engines.yaml name.
+        best: its cheapest option meeting the SLO within the constraints, with its run at peak (None: see `why_not`).
+        why_not: why it has no option (not allowed, cannot serve the model, or nothing within the search's reach).
+    """
+
+    engine: str
+    best: tuple[LlmOption, SimulationResult] | None
+    why_not: str = ""
+
+
+#: How far above the cheapest option the search keeps looking for other engines' best (their rows in the engine
+#: table); beyond it an engine is reported as "more than 25 % above the cheapest" on its analytic bound.
+ENGINE_TABLE_REACH = 1.25
 
 
 def tp_degrees(gpus_per_node: int, arch: Architecture, *, managed: bool) -> list[int]:
@@ -151,7 +181,7 @@ def latency_targets(req: Requirements, model: ResolvedModel, *, managed: bool) -
     return LatencyTargets(req.slo.ttft_p95_ms, req.slo.itl_p95_ms, e2e)
 
 
-def fp8_kv_cache_planned(gpu: Gpu, *, managed: bool) -> bool:
+def fp8_kv_cache_planned(gpu: Gpu, *, managed: bool, engine: str = "vllm") -> bool:
     """Whether the search tries an FP8 KV cache on `gpu`: the GPU has FP8, the engine is self-hosted vLLM, and the
     capacity model has step times for the attention the pinned image runs with it there: either the image keeps its
     default attention backend with an FP8 cache on this compute capability (`processes.yaml`
@@ -160,15 +190,18 @@ def fp8_kv_cache_planned(gpu: Gpu, *, managed: bool) -> bool:
     at vLLM 0.24.0). The roofline GPUs below SM 9.0 (L4, A10G) never get one: no point measures their backend."""
     if not gpu.supports_fp8 or managed:
         return False
+    if engine != "vllm":  # another engine: where its measured tables time FP8-KV attention on this GPU
+        facts_e = engine_facts(engine)
+        return "fp8" in facts_e.features.kv_cache_dtypes and measures_fp8_kv(gpu, engine, facts_e.version)
     facts = process_facts(defaults.VLLM_IMAGE)
     floor = facts.fp8_kv_default_attention_from if facts is not None else None
     if floor is None or gpu.compute_capability >= floor:
         return True
-    return measures_fp8_kv(gpu, defaults.VLLM_IMAGE.rsplit(":v", 1)[1])
+    return measures_fp8_kv(gpu, "vllm", defaults.VLLM_IMAGE.rsplit(":v", 1)[1])
 
 
 def screen_candidates(model: ResolvedModel, gpu: Gpu, tp: int, *, kv_cache_fp8: bool, req: Requirements, env: str,
-                      managed: bool, central: bool = False) -> tuple[Candidate, ...]:
+                      managed: bool, central: bool = False, engine: str = "vllm") -> tuple[Candidate, ...]:
     """`planning.screen` for this model, GPU and degree (SageMaker's LMI keeps vLLM's default token budget), with
     the model's calibration for them when there is one, or in a production environment (unless `central`) the margin
     of the model's band (`ResolvedModel.correction`): one candidate per engine-limit choice, best first by the
@@ -179,8 +212,9 @@ def screen_candidates(model: ResolvedModel, gpu: Gpu, tp: int, *, kv_cache_fp8: 
                   tune_batched_tokens=not managed,
                   correction=model.correction(gpu, tp, managed=managed,
                                               production=req.is_production(env) and not central,
-                                              kv_cache_fp8=kv_cache_fp8),
-                  lora=lora_slots(model.spec.adapters), chat=model.traffic.api == "chat")
+                                              kv_cache_fp8=kv_cache_fp8, engine=engine),
+                  lora=lora_slots(model.spec.adapters), chat=model.traffic.api == "chat",
+                  engine=engine_profile(engine_facts(engine).profile))
 
 
 def _priced_option(inst: InstanceType, gpu: Gpu, cand: Candidate, *, peak: float, floor: int, factor: float,
@@ -247,35 +281,61 @@ def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
     factor = price_factor(req, env, catalog, managed=managed)
     shape = traffic_shape(model)
     targets = latency_targets(req, model, managed=managed)
-    queue: list[tuple] = []  # (cost $/h, fp8, instance type, degree, stage, payload)
+    engines, excluded = search_engines(req, model, managed=managed)
+    rank = {e: i for i, e in enumerate(engines)}
+    queue: list[tuple] = []  # (cost $/h, engine rank, fp8, instance type, degree, choice, stage, payload)
     rejected: list[Rejection] = []
     screened = 0
-    for inst in gpu_instances(req, catalog, managed=managed, limits=limits):
-        gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
-        for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
-            for fp8 in ((False, True) if fp8_kv_cache_planned(gpu, managed=managed) else (False,)):
-                cands = screen_candidates(model, gpu, tp, kv_cache_fp8=fp8, req=req, env=env, managed=managed,
-                                          central=central)
-                if not cands:
-                    continue
-                screened += 1
-                per_node = inst.gpu_count // tp
-                for choice, cand in enumerate(cands):  # each engine-limit choice, bounded by its own analytic rate
-                    replicas = max(floor, math.ceil(peak / cand.rate_bound_rps - 1e-9))
-                    nodes = limits.nodes(replicas, per_node=per_node)
-                    cost = nodes * inst.usd_per_hour * factor
-                    breach = limits.breach(inst, replicas=replicas, per_node=per_node, managed=managed)
-                    if breach is not None:
-                        if choice == 0:
-                            rejected.append(Rejection(describe_option(inst, tp, replicas, nodes),
-                                                      cost * catalog.hours_per_month, breach, simulated=False))
+    bounds_by_engine: dict[str, float] = {}
+    for engine in engines:
+        for inst in gpu_instances(req, catalog, managed=managed, limits=limits):
+            gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
+            if not sized_on(engine, gpu):
+                continue
+            for tp in tp_degrees(inst.gpu_count, model.architecture, managed=managed):
+                for fp8 in ((False, True) if fp8_kv_cache_planned(gpu, managed=managed, engine=engine) else (False,)):
+                    cands = screen_candidates(model, gpu, tp, kv_cache_fp8=fp8, req=req, env=env, managed=managed,
+                                              central=central, engine=engine)
+                    if not cands:
                         continue
-                    heapq.heappush(queue, (cost, fp8, inst.instance_type, tp, choice, 0, (inst, gpu, cand)))
+                    screened += 1
+                    per_node = inst.gpu_count // tp
+                    for choice, cand in enumerate(cands):  # each engine-limit choice, bounded by its analytic rate
+                        replicas = max(floor, math.ceil(peak / cand.rate_bound_rps - 1e-9))
+                        nodes = limits.nodes(replicas, per_node=per_node)
+                        cost = nodes * inst.usd_per_hour * factor
+                        breach = limits.breach(inst, replicas=replicas, per_node=per_node, managed=managed)
+                        if breach is not None:
+                            if choice == 0 and engine == engines[0]:
+                                rejected.append(Rejection(describe_option(inst, tp, replicas, nodes),
+                                                          cost * catalog.hours_per_month, breach, simulated=False))
+                            continue
+                        bounds_by_engine[engine] = min(bounds_by_engine.get(engine, math.inf), cost)
+                        heapq.heappush(queue, (cost, rank[engine], fp8, inst.instance_type, tp, choice, 0,
+                                               (inst, gpu, cand)))
     options: list[LlmOption] = []
-    finals: list[tuple[LlmOption, SimulationResult]] = []
+    finals: dict[str, list[tuple[LlmOption, SimulationResult]]] = {}
     simulated = 0
-    while queue and not (finals and queue[0][0] > finals[0][0].monthly_node_usd_per_hour + 1e-9):
-        _, fp8, name, tp, choice, stage, payload = heapq.heappop(queue)
+
+    def first_cost(e: str) -> float:
+        return finals[e][0][0].monthly_node_usd_per_hour
+
+    def settled() -> bool:
+        """Every engine's cheapest is found (with its ties), or the queue's head is beyond the engine table's
+        reach."""
+        if not finals:
+            return False
+        head = queue[0][0]
+        if head <= max(first_cost(e) for e in finals) + 1e-9:
+            return False
+        waiting = [e for e in engines if e not in finals and e in bounds_by_engine]
+        return not waiting or head > min(first_cost(e) for e in finals) * ENGINE_TABLE_REACH + 1e-9
+
+    while queue and not settled():
+        cost, r, fp8, name, tp, choice, stage, payload = heapq.heappop(queue)
+        engine = engines[r]
+        if engine in finals and cost > first_cost(engine) + 1e-9:  # its cheapest is known: steps only raise cost
+            continue
         if stage == 0:  # screened: simulate the replicas meeting the SLO at peak
             inst, gpu, cand = payload
             simulated += 1
@@ -283,26 +343,84 @@ def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
                                     targets=targets, limits=limits)
             if option is not None:
                 options.append(option)
-                heapq.heappush(queue, (option.monthly_node_usd_per_hour, fp8, name, tp, choice, 1, option))
+                heapq.heappush(queue, (option.monthly_node_usd_per_hour, r, fp8, name, tp, choice, 1, option))
         elif stage == 1:  # simulated: predict it at its peak share, within the constraints
             option, run = predict_at_peak(payload, model, req, env, managed=managed, limits=limits)
             per_node = option.instance.gpu_count // tp
             breach = limits.breach(option.instance, replicas=option.replicas, per_node=per_node, managed=managed)
             if breach is not None:
-                rejected.append(Rejection(describe_option(option.instance, tp, option.replicas, option.nodes),
-                                          option.monthly_node_usd_per_hour * catalog.hours_per_month, breach,
-                                          simulated=True))
+                if engine == engines[0]:
+                    rejected.append(Rejection(describe_option(option.instance, tp, option.replicas, option.nodes),
+                                              option.monthly_node_usd_per_hour * catalog.hours_per_month, breach,
+                                              simulated=True))
                 continue
-            heapq.heappush(queue, (option.monthly_node_usd_per_hour, fp8, name, tp, choice, 2, (option, run)))
+            heapq.heappush(queue, (option.monthly_node_usd_per_hour, r, fp8, name, tp, choice, 2, (option, run)))
         else:
-            finals.append(payload)
-    options = sorted((o for o in options if limits.breach(
+            finals.setdefault(engine, []).append(payload)
+    per_engine = {e: min(found, key=lambda f: (_option_order(f[0])[:2], f[1].itl_ms.p95, _option_order(f[0])[2:]))
+                  for e, found in finals.items()}
+    chosen = choose_engine(per_engine, req)
+    options = sorted((o for o in options if o.engine == chosen and limits.breach(
         o.instance, replicas=o.replicas, per_node=o.instance.gpu_count // o.tensor_parallel_size,
         managed=managed) is None), key=_option_order)
-    best, at_peak = min(finals, key=lambda f: (_option_order(f[0])[:2], f[1].itl_ms.p95, _option_order(f[0])[2:])) \
-        if finals else (None, None)
+    best, at_peak = per_engine[chosen] if chosen else (None, None)
     rejected.sort(key=lambda r: (r.monthly_usd, r.what))
-    return LlmSearch(best, at_peak, options, rejected, screened, simulated)
+    table = tuple(EngineResult(e, per_engine.get(e), "" if e in per_engine else (
+        excluded.get(e) or _why_no_option(e, bounds_by_engine, per_engine))) for e in (*engines, *excluded))
+    return LlmSearch(best, at_peak, options, rejected, screened, simulated, table)
+
+
+def sized_on(engine: str, gpu: Gpu) -> bool:
+    """Whether the capacity model can size `engine` on `gpu`: vLLM everywhere (its measured tables, else the roofline
+    fitted on published vLLM points); another engine only where its own measured step tables exist (no published
+    point of SGLang or TensorRT-LLM fits a roofline of theirs)."""
+    return engine == "vllm" or gpu.name in covered_gpus(engine)
+
+
+def search_engines(req: Requirements, model: ResolvedModel, *, managed: bool) -> tuple[list[str], dict[str, str]]:
+    """The engines the search sizes (the requirements' `operations.engines` in the catalog's order; SageMaker's
+    LMI container runs vLLM), and those left out with why: an engine that cannot serve the model's quantisation or
+    its LoRA adapters, or cannot take the production-stack router where prompt reuse is declared (the capacity
+    model counts routed cache hits)."""
+    if managed:
+        return ["vllm"], {}
+    allowed = [e for e in ("vllm", "sglang", "tensorrt-llm") if e in req.operations.engines]
+    excluded: dict[str, str] = {}
+    method = model.spec.quantization_method
+    for e in allowed:
+        facts = engine_facts(e)
+        if method is not None and method.value not in facts.features.quantizations:
+            excluded[e] = (f"{facts.display} {facts.version} does not serve {method.value} checkpoints "
+                           f"(it serves {', '.join(facts.features.quantizations) or 'none'})")
+        elif model.spec.adapters and not facts.features.lora:
+            excluded[e] = f"{facts.display} {facts.version} serves no LoRA adapters here"
+        elif requested_reuse(model.traffic).declared and not facts.router.production_stack_router:
+            excluded[e] = (f"prompt reuse is planned with the production-stack router, which cannot front "
+                           f"{facts.display}: {facts.router.reason}")
+    return [e for e in allowed if e not in excluded], excluded
+
+
+def choose_engine(finals: dict[str, tuple[LlmOption, SimulationResult]], req: Requirements) -> str | None:
+    """The engine planned: the cheapest engine's, unless vLLM's best is within `operations.engine_switch_threshold_pct`
+    of it (the default engine's operational-simplicity premium); ties keep the catalog's order (vLLM first)."""
+    if not finals:
+        return None
+    cheapest = min(finals, key=lambda e: (round(finals[e][0].monthly_node_usd_per_hour, 9), e != "vllm"))
+    if "vllm" in finals and cheapest != "vllm":
+        keep = 1 - req.operations.engine_switch_threshold_pct / 100
+        if finals[cheapest][0].monthly_node_usd_per_hour >= finals["vllm"][0].monthly_node_usd_per_hour * keep - 1e-9:
+            return "vllm"
+    return cheapest
+
+
+def _why_no_option(engine: str, bounds_by_engine: dict[str, float], finals: dict) -> str:
+    if engine not in bounds_by_engine:
+        return ("no candidate can serve the model within the SLO on the allowed GPUs with measured tables of it "
+                f"({', '.join(covered_gpus(engine))}): memory, ITL at batch 1 or TTFT on an idle replica")
+    if finals:
+        return (f"its cheapest candidate is more than {ENGINE_TABLE_REACH - 1:.0%} above the cheapest option "
+                "(not simulated further)")
+    return "no candidate meets the SLO within the constraints"
 
 
 def _option_order(o: LlmOption) -> tuple:
@@ -313,19 +431,23 @@ def _option_order(o: LlmOption) -> tuple:
 
 def llm_option_on(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *, instance_type: str,
                   tensor_parallel_size: int, kv_cache_fp8: bool, managed: bool,
-                  limits: SearchLimits = SearchLimits()) -> tuple[LlmOption, SimulationResult] | str:
-    """The option on given hardware (an existing stack config's), priced and predicted as the search does, or why
-    that hardware cannot serve now (a sentence)."""
+                  limits: SearchLimits = SearchLimits(),
+                  engine: str = "vllm") -> tuple[LlmOption, SimulationResult] | str:
+    """The option on given hardware and engine (an existing stack config's), priced and predicted as the search
+    does, or why that hardware cannot serve now (a sentence)."""
     table = catalog.sagemaker if managed else catalog.ec2
     inst = table.get(instance_type)
     if inst is None or inst not in gpu_instances(req, catalog, managed=managed, limits=limits):
         return f"{instance_type} is no longer allowed (hardware.allowed_instance_families or the environment's policy)"
     gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
+    engines, excluded = search_engines(req, model, managed=managed)
+    if engine not in engines or not sized_on(engine, gpu):
+        return excluded.get(engine) or f"engine {engine} is no longer allowed there (operations.engines)"
     if tensor_parallel_size not in tp_degrees(inst.gpu_count, model.architecture, managed=managed) or (
-            kv_cache_fp8 and not fp8_kv_cache_planned(gpu, managed=managed)):
+            kv_cache_fp8 and not fp8_kv_cache_planned(gpu, managed=managed, engine=engine)):
         return f"tensor_parallel_size={tensor_parallel_size} or its KV-cache dtype no longer applies there"
     cands = screen_candidates(model, gpu, tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, req=req, env=env,
-                              managed=managed)
+                              managed=managed, engine=engine)
     found = _cheapest_choice(inst, gpu, cands, model, req, env, managed=managed,
                              factor=price_factor(req, env, catalog, managed=managed), limits=limits)
     if found is None:
@@ -353,7 +475,7 @@ def size_twin(option: LlmOption, model: ResolvedModel, req: Requirements, env: s
     """The same instance type and degree with the other KV-cache dtype, priced and predicted at its peak share the
     same way (None when it cannot meet the SLO), to say what FP8 KV changes."""
     cands = screen_candidates(model, option.gpu, option.tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, req=req,
-                              env=env, managed=False)
+                              env=env, managed=False, engine=option.engine)
     found = _cheapest_choice(option.instance, option.gpu, cands, model, req, env, managed=False,
                              factor=option.node_usd_per_hour / option.instance.usd_per_hour, limits=limits)
     if found is None or limits.breach(option.instance, replicas=found[0].replicas, managed=False,

@@ -53,21 +53,24 @@ class ResolvedModel:
                                       tensor_parallel_size=tensor_parallel_size, precision=self.spec.precision)
 
     def correction(self, gpu: Gpu, tensor_parallel_size: int, *, managed: bool, production: bool,
-                   kv_cache_fp8: bool = False) -> Correction:
-        """The capacity model's correction for that replica: its calibration (`calibration`); without one, in a
-        production environment, the margin that sizes at the pessimistic edge of the model's cross-validated band
-        (`blueprints.capacity.uncertainty.margin`); else the identity."""
-        found = self.calibration(gpu.name, tensor_parallel_size, managed=managed)
+                   kv_cache_fp8: bool = False, engine: str = "vllm") -> Correction:
+        """The capacity model's correction for that replica: its calibration (`calibration`: measured on the pinned
+        vLLM, so for vLLM replicas only); without one, in a production environment, the margin that sizes at the
+        pessimistic edge of the model's cross-validated band (`blueprints.capacity.uncertainty.margin`); else the
+        identity."""
+        found = self.calibration(gpu.name, tensor_parallel_size, managed=managed) if engine == "vllm" else None
         if found:
             return Correction(found.file.step_time, found.file.ttft_floor)
         if production:
-            return margin(self.band(gpu, tensor_parallel_size, managed=managed, kv_cache_fp8=kv_cache_fp8))
+            return margin(self.band(gpu, tensor_parallel_size, managed=managed, kv_cache_fp8=kv_cache_fp8,
+                                    engine=engine))
         return Correction()
 
-    def band(self, gpu: Gpu, tensor_parallel_size: int, *, managed: bool, kv_cache_fp8: bool = False) -> Band:
-        """How far this replica's predictions may be off: its calibration's residual, else the cross-validated band
-        of the step source that times it (`blueprints.capacity.uncertainty`)."""
-        found = self.calibration(gpu.name, tensor_parallel_size, managed=managed)
+    def band(self, gpu: Gpu, tensor_parallel_size: int, *, managed: bool, kv_cache_fp8: bool = False,
+             engine: str = "vllm") -> Band:
+        """How far this replica's predictions may be off: its calibration's residual (vLLM), else the
+        cross-validated band of the step source that times it (`blueprints.capacity.uncertainty`)."""
+        found = self.calibration(gpu.name, tensor_parallel_size, managed=managed) if engine == "vllm" else None
         if found:
             rows = {f: [abs(r.after / r.measured - 1) for r in found.file.figures if r.figure == f]
                     for f in ("median_ttft_ms", "median_itl_ms", "output_tokens_per_s")}
@@ -75,7 +78,7 @@ class ResolvedModel:
                                   source=f"calibration {found.path}: the residual |error| after its fit")
         kind = step_source_kind(self.architecture, gpu, precision=self.spec.precision,
                                 quantization=self.spec.quantization_method,
-                                tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8)
+                                tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, engine=engine)
         return band_for(kind)
 
 

@@ -17,6 +17,8 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.tree import Tree
+
+from blueprints.plan.engines import engine_lines
 from tabulate import tabulate
 
 from blueprints.review.changes import SHOWN_CHARS, Review
@@ -224,6 +226,9 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
     if p.unit_costs is not None:
         rows.append(["unit costs", f"{describe_unit_costs(p.unit_costs.expected)} with the expected fleet "
                      f"({describe_unit_costs(p.unit_costs.provisioned)} provisioned for the peak all month)"])
+    for line in engine_lines(p.engines or []):
+        name, _, rest = line.partition(": ")
+        rows.append([f"engine {name}", rest])
     if p.uncertainty is not None:
         u = p.uncertainty
         rows.append(["uncertainty", f"TTFT p95 {u.ttft_p95_ms.low:g}-{u.ttft_p95_ms.high:g} ms, ITL p95 "
