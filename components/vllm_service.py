@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 import pulumi
+import pulumi_kubernetes as k8s
 
 from blueprints.core import defaults
 from blueprints.contracts.blueprint import Blueprint
@@ -25,7 +26,7 @@ from components.labels import (
 from components.options import child_options
 from components.router import VllmRouter, VllmRouterArgs
 from components.lora_adapters import adapters_mount, adapters_volume, fetch_adapters_container
-from blueprints.engines import container_name, probe_paths, server_command, server_env
+from blueprints.engines import container_name, files_dir, probe_paths, server_command, server_env, server_files
 from components.rollout import container_lifecycle, deployment_rollout, pod_rollout
 from components.weights_delivery import (
     MODELS_MOUNT,
@@ -83,15 +84,22 @@ class VllmService(pulumi.ComponentResource):
         if not isinstance(bp.engine, VllmEngine):
             raise ValueError(f"VllmService needs a vllm-gpu blueprint, got archetype {bp.archetype.value}")
         namespace = args.namespace or bp.platform.namespace
-        labels = recommended_labels(name="vllm", instance=bp.stack, component="server",
+        labels = recommended_labels(name=bp.engine.kind, instance=bp.stack, component="server",
                                     version=bp.engine.image.rsplit(":", 1)[-1])
         child = child_options(self, opts)
+        # An engine configured partly by a file (TensorRT-LLM's options file) reads it from a ConfigMap.
+        files = server_files(bp.engine)
+        self.options = k8s.core.v1.ConfigMap(
+            f"{name}-engine-options", metadata={"name": f"{bp.workload_name}-engine-options", "namespace": namespace,
+                                                "labels": labels},
+            data=files, opts=child) if files else None
+        options_name = self.options.metadata.name if self.options is not None else None
         objects = serving_objects(
             name, bp, labels=labels, namespace=namespace, opts=child, expose=args.expose, endpoint=args.endpoint,
             deployment_spec=lambda account: _deployment_spec(
                 bp, labels, args.weights, account, args.endpoint.api_key_secret,
-                args.node_selector or {INSTANCE_TYPE_LABEL: bp.compute.instance_type}),
-            metrics_port=bp.engine.port, metrics_target="http")  # vLLM serves /metrics on its API port
+                args.node_selector or {INSTANCE_TYPE_LABEL: bp.compute.instance_type}, options_name),
+            metrics_port=bp.engine.port, metrics_target="http")  # every engine serves its metrics on its API port
         self.service_account, self.deployment = objects.service_account, objects.deployment
         self.disruption_budget, self.service = objects.disruption_budget, objects.service
         self.metrics_service, self.network_policy = objects.metrics_service, objects.network_policy
@@ -110,7 +118,7 @@ class VllmService(pulumi.ComponentResource):
 
 def _deployment_spec(bp: Blueprint, labels: dict[str, str], weights: WeightsDelivery,
                      service_account: pulumi.Input[str], api_key_secret: pulumi.Input[str],
-                     node_selector: dict[str, str]) -> dict:
+                     node_selector: dict[str, str], options: pulumi.Input[str] | None = None) -> dict:
     engine: VllmEngine = bp.engine  # type: ignore[assignment]
     model = bp.model
     c = bp.compute
@@ -168,11 +176,14 @@ def _deployment_spec(bp: Blueprint, labels: dict[str, str], weights: WeightsDeli
                     "volumeMounts": [*([] if streamed else [{"name": "models", "mountPath": MODELS_MOUNT,
                                                              "readOnly": True}]),
                                      *([adapters_mount()] if lora else []),
+                                     *([{"name": "engine-options", "mountPath": files_dir(engine),
+                                         "readOnly": True}] if options is not None else []),
                                      {"name": "dshm", "mountPath": "/dev/shm"}],
                 }],
                 "volumes": [
                     *([] if streamed else weights.volumes(bp, [model])),
                     *([adapters_volume(bp)] if lora else []),
+                    *([{"name": "engine-options", "configMap": {"name": options}}] if options is not None else []),
                     # NCCL needs more than the 64 MB default /dev/shm with tensor parallel.
                     {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": gi(engine.shm_size_gib)}},
                 ],

@@ -22,7 +22,10 @@ SIGNAL_ROLES = ("running", "waiting", "kv_cache_usage", "ttft_seconds", "itl_sec
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    """A catalog record: its fields are typed; further keys are provenance (`source`, `note`, `how`, `aliases`...),
+    kept with the fact they document and read by no code."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
 
 
 class Setting(_Record):
@@ -44,9 +47,16 @@ class ApiKey(_Record):
     env: str | None = None
     flag: str | None = None
 
+    @property
+    def checked(self) -> bool:
+        """Whether the engine checks a key itself (TensorRT-LLM has no option: the proxy guards every path)."""
+        return bool(self.env or self.flag)
+
 
 class Metrics(_Record):
     enable_flag: str | None = Field(description="the flag that turns Prometheus metrics on (None: always on)")
+    enable_config: dict[str, bool] | None = Field(default=None, description="options-file keys that turn them on "
+                                                  "(TensorRT-LLM: return_perf_metrics, enable_iter_perf_stats)")
     path: str
 
 
@@ -61,15 +71,20 @@ class Weights(_Record):
     local_path: bool
 
 
+class Lora(_Record):
+    supported: bool = Field(description="whether the planner serves LoRA adapters on it (vLLM's --lora-modules: "
+                            "requests name an adapter in `model`)")
+
+
 class Features(_Record):
-    lora: bool
+    lora: Lora
     quantizations: list[str] = Field(description="--quantization values the planner may set (checkpoint methods)")
     kv_cache_dtypes: list[Literal["auto", "fp8"]]
     weights: Weights
 
 
 class Router(_Record):
-    production_stack_router: bool
+    production_stack_router: bool = Field(description="verified to work behind the production-stack router")
     reason: str
 
 
@@ -108,6 +123,13 @@ class EngineFacts(_Record):
         """Our value of `setting` in the engine's spelling (e.g. an FP8 KV cache: `fp8` -> `fp8_e4m3`)."""
         s = self.settings.get(setting)
         return (s.values or {}).get(ours, ours) if s is not None else ours
+
+    def extra_flag(self, key: str) -> str:
+        """The flag of an engine-specific entry beside `settings` (e.g. TensorRT-LLM's `options_file`)."""
+        entry = (self.model_extra or {}).get(key) or {}
+        if not isinstance(entry, dict) or not entry.get("flag"):
+            raise KeyError(f"{self.display} {self.version}: engines.yaml has no {key}.flag")
+        return str(entry["flag"])
 
     def signal(self, role: str) -> str:
         """The metric the engine exposes for `role` (one of `SIGNAL_ROLES`)."""

@@ -27,7 +27,9 @@ class _Record(BaseModel):
 class Listener(_Record):
     port: int | None = Field(default=None, ge=1, le=65535, description="its default port (None: from config)")
     flag: str = Field(description="the option that moves it, or `config`")
-    address: Literal["all", "127.0.0.1", "config"]
+    address: Literal["all", "127.0.0.1", "config"] = Field(description="the address it listens on by default")
+    address_flag: str | None = Field(default=None, description="the option that sets the listen address (e.g. "
+                                     "--host): `0.0.0.0`, `::` or empty there means every interface")
 
 
 class Cache(_Record):
@@ -89,9 +91,10 @@ class ProcessFacts(_Record):
 
     @property
     def loopback_only(self) -> bool:
-        """Every port listens on 127.0.0.1: nothing outside the pod's network namespace (no kubelet probe) reaches
-        it."""
-        return bool(self.listens) and all(listener.address == LOOPBACK for listener in self.listens)
+        """Every port listens on 127.0.0.1 and no option moves it: nothing outside the pod's network namespace (no
+        kubelet probe) reaches it."""
+        return bool(self.listens) and all(listener.address == LOOPBACK and listener.address_flag is None
+                                          for listener in self.listens)
 
 
 class _ProcessFile(_Record):

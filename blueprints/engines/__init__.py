@@ -44,6 +44,18 @@ def server_env(engine: VllmEngine, api_key_env: Callable[[str], dict]) -> list[d
     return env + [{"name": k, "value": v} for k, v in sorted(facts.env.items())]
 
 
+def server_files(engine: VllmEngine) -> dict[str, str]:
+    """`{file name: content}` the server reads from a ConfigMap mounted at `files_dir(engine)` (TensorRT-LLM's options
+    file); empty for engines configured on the command line alone."""
+    options = getattr(MODULES[engine.kind], "options_file", None)
+    return options(engine, engine_facts(engine.kind)) if options else {}
+
+
+def files_dir(engine: VllmEngine) -> str | None:
+    """Where `server_files` are mounted (None: no files)."""
+    return getattr(MODULES[engine.kind], "OPTIONS_DIR", None)
+
+
 def probe_paths(engine: VllmEngine) -> dict[str, str]:
     """`{startup, readiness, liveness}` HTTP paths of the engine's health checks."""
     return engine_facts(engine.kind).probes.model_dump()

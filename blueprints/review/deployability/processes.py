@@ -70,11 +70,21 @@ def _mounted(path: str, container: Mapping[str, Any]) -> str | None:
     return best[1] if best else None
 
 
+#: Listen addresses that mean every interface.
+ALL_INTERFACES = ("0.0.0.0", "::", "")
+
+
 def _loopback_ports(container: Mapping[str, Any], facts: ProcessFacts) -> set[int]:
+    """Ports the container listens on at loopback only: a listener whose default address is loopback, unless its
+    address option (`address_flag`, e.g. `--host 0.0.0.0`) moves it to every interface."""
     ports = set()
+    args = [str(a) for a in list_of(container.get("args"))]
     for listener in facts.listens:
         if listener.address == LOOPBACK and listener.port is not None:
-            value = _flag([str(a) for a in list_of(container.get("args"))], listener.flag)
+            address = _flag(args, listener.address_flag) if listener.address_flag else None
+            if address is not None and address in ALL_INTERFACES:
+                continue
+            value = _flag(args, listener.flag)
             ports.add(int(value) if value and value.isdigit() else listener.port)
     return ports
 
