@@ -83,6 +83,22 @@ ENGINE_PROFILES = {
                    "prefill_kernel_factor": 1.0, "step_us_per_sequence": 0.0, "host_us_per_sequence": 0.0,
                    "frontend_latency_ms": 6.0, "frontend_serial_ms": 0.5, "frontend_chat_serial_ms": 0.0,
                    "frontend_serial_us_per_token": 1.0},
+    # [to be fitted] SGLang 0.5.x and TensorRT-LLM 1.x (PyTorch backend), the engines of calibration-points-5.yaml:
+    # vllm-0.24's numbers copied until these profiles get their own constants and engine defaults (batch limits,
+    # memory share; that file's header states them with their sources). One fact is not a placeholder: SGLang runs a
+    # prefill batch alone whenever one is ready and decode waits (enable_mixed_chunk False, server_args.py:488;
+    # scheduler.py:1689-1691 "Run prefill first if possible", at 0.5.5.post1), so chunked_prefill False; TensorRT-LLM's
+    # in-flight batching runs context and generation requests in one step (NVIDIA/TensorRT-LLM docs/source/performance/
+    # tuning-max-batch-size-and-max-num-tokens.md), so chunked_prefill True (whole prompts unless
+    # --enable_chunked_prefill).
+    "sglang-0.5": {"chunked_prefill": False, "scheduler_steps": 1, "step_overhead_ms": 1.18,
+                   "prefill_kernel_factor": 1.0, "step_us_per_sequence": 40.0, "host_us_per_sequence": 0.0,
+                   "frontend_latency_ms": 20.8, "frontend_serial_ms": 0.475, "frontend_chat_serial_ms": 31.7,
+                   "frontend_serial_us_per_token": 1.0},
+    "trtllm-1.x": {"chunked_prefill": True, "scheduler_steps": 1, "step_overhead_ms": 1.18,
+                   "prefill_kernel_factor": 1.0, "step_us_per_sequence": 40.0, "host_us_per_sequence": 0.0,
+                   "frontend_latency_ms": 20.8, "frontend_serial_ms": 0.475, "frontend_chat_serial_ms": 31.7,
+                   "frontend_serial_us_per_token": 1.0},
 }
 #: The engine profile of VLLM_IMAGE: plans and `estimate` use it.
 PINNED_ENGINE = "vllm-0.24"
