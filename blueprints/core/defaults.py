@@ -67,23 +67,11 @@ ALLREDUCE_PCIE_OVER_NVLINK = 2.5
 #:   GPU (vLLM 0.6.0's multi-step output processing): the step takes the longer of the two.
 #: - frontend_chat_serial_ms: what /v1/chat/completions adds to the serial work per request (the chat template).
 #: - tables: the engine (blueprints/catalog/engines.yaml) whose measured step tables time its kernels.
-#: SGLang 0.5 and TensorRT-LLM 1.3 (trtllm-serve, PyTorch backend) are V1-like: chunked prefill, one scheduling
-#: decision a step, overlap scheduling. Their host-side constants start at vLLM 0.24's [assumption: no published
-#: point of theirs is fitted yet]: their kernels (the tables) carry what differs; the published SGLang and
-#: TensorRT-LLM points (calibration-points-5.yaml) measure the whole.
 ENGINE_PROFILES = {
     "vllm-0.24": {"chunked_prefill": True, "scheduler_steps": 1, "step_overhead_ms": 1.18,
                   "prefill_kernel_factor": 1.0, "step_us_per_sequence": 40.0, "host_us_per_sequence": 0.0,
                   "frontend_latency_ms": 20.8, "frontend_serial_ms": 0.475, "frontend_chat_serial_ms": 31.7,
                   "frontend_serial_us_per_token": 1.0, "tables": "vllm"},
-    "sglang-0.5": {"chunked_prefill": True, "scheduler_steps": 1, "step_overhead_ms": 1.18,
-                   "prefill_kernel_factor": 1.0, "step_us_per_sequence": 40.0, "host_us_per_sequence": 0.0,
-                   "frontend_latency_ms": 20.8, "frontend_serial_ms": 0.475, "frontend_chat_serial_ms": 31.7,
-                   "frontend_serial_us_per_token": 1.0, "tables": "sglang"},
-    "trtllm-1.3": {"chunked_prefill": True, "scheduler_steps": 1, "step_overhead_ms": 1.18,
-                   "prefill_kernel_factor": 1.0, "step_us_per_sequence": 40.0, "host_us_per_sequence": 0.0,
-                   "frontend_latency_ms": 20.8, "frontend_serial_ms": 0.475, "frontend_chat_serial_ms": 31.7,
-                   "frontend_serial_us_per_token": 1.0, "tables": "tensorrt-llm"},
     "vllm-0.6.0": {"chunked_prefill": False, "scheduler_steps": 10, "step_overhead_ms": 0.3,
                    "prefill_kernel_factor": 1.24, "step_us_per_sequence": 0.0, "host_us_per_sequence": 86.6,
                    "frontend_latency_ms": 6.0, "frontend_serial_ms": 0.5, "frontend_chat_serial_ms": 0.0,
@@ -96,6 +84,22 @@ ENGINE_PROFILES = {
                    "prefill_kernel_factor": 1.0, "step_us_per_sequence": 0.0, "host_us_per_sequence": 0.0,
                    "frontend_latency_ms": 6.0, "frontend_serial_ms": 0.5, "frontend_chat_serial_ms": 0.0,
                    "frontend_serial_us_per_token": 1.0, "tables": "vllm"},
+    # SGLang 0.5.x and TensorRT-LLM 1.x (PyTorch backend), the engines of calibration-points-5.yaml: their host-side
+    # constants start at vllm-0.24's and are fitted on their own published points (blueprints/capacity/fitting.py);
+    # their kernels come from their own measured step tables (`tables`). SGLang runs a prefill batch alone whenever
+    # one is ready and decode waits (enable_mixed_chunk False, server_args.py:488; scheduler.py:1689-1691 "Run
+    # prefill first if possible", at 0.5.5.post1), so chunked_prefill False; TensorRT-LLM's in-flight batching runs
+    # context and generation requests in one step (NVIDIA/TensorRT-LLM docs/source/performance/
+    # tuning-max-batch-size-and-max-num-tokens.md), so chunked_prefill True (the planner passes
+    # --enable_chunked_prefill).
+    "sglang-0.5": {"chunked_prefill": False, "scheduler_steps": 1, "step_overhead_ms": 1.18,
+                   "prefill_kernel_factor": 1.0, "step_us_per_sequence": 40.0, "host_us_per_sequence": 0.0,
+                   "frontend_latency_ms": 20.8, "frontend_serial_ms": 0.475, "frontend_chat_serial_ms": 31.7,
+                   "frontend_serial_us_per_token": 1.0, "tables": "sglang"},
+    "trtllm-1.x": {"chunked_prefill": True, "scheduler_steps": 1, "step_overhead_ms": 1.18,
+                   "prefill_kernel_factor": 1.0, "step_us_per_sequence": 40.0, "host_us_per_sequence": 0.0,
+                   "frontend_latency_ms": 20.8, "frontend_serial_ms": 0.475, "frontend_chat_serial_ms": 31.7,
+                   "frontend_serial_us_per_token": 1.0, "tables": "tensorrt-llm"},
 }
 #: The engine profile of VLLM_IMAGE: plans and `estimate` use it.
 PINNED_ENGINE = "vllm-0.24"
