@@ -124,7 +124,7 @@ def estimate_closed_loop(model: ReplicaModel, gpu: Gpu, *, concurrency: int, inp
     held = kv // (input_tokens + output_tokens)
     max_conc = min(max_num_seqs, held) if max_num_seqs else held
     if max_num_batched_tokens is None:
-        max_num_batched_tokens = (default_batch_limits(gpu)[0] if model.engine.chunked_prefill
+        max_num_batched_tokens = (default_batch_limits(gpu, model.engine)[0] if model.engine.chunked_prefill
                                   else max(need_len, defaults.V0_MIN_BATCHED_TOKENS))
     running = max(1, min(concurrency, max_conc)) if max_conc else concurrency
     mv = mean_values(model, running=running, input_tokens=input_tokens, output_tokens=output_tokens,

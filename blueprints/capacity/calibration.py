@@ -26,7 +26,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from blueprints.capacity.measured import lookup
-from blueprints.capacity.physics import engine_profile, replica_model
+from blueprints.capacity.physics import default_memory_utilization, engine_profile, replica_model
+from blueprints.contracts.memory import weights_gib
 from blueprints.capacity.runs import burst, closed_loop, open_loop, scheduler_config
 from blueprints.capacity.simulator import Percentiles, SimulationResult
 from blueprints.capacity.workload import LengthModel
@@ -199,10 +200,13 @@ def simulate_point(point: CalibrationPoint, catalog: Catalog, *, step_source: st
     prompt_p95 = round((a.input_tokens_p95 or a.input_tokens) / inflation)
     out = a.output_tokens  # max_tokens: the server's own tokens
     max_len = a.max_model_len or prompt + out
+    engine = engine_profile(point.engine_profile)
+    memory = a.gpu_memory_utilization or default_memory_utilization(
+        engine, gpu, weights_gib_per_gpu=weights_gib(arch, a.precision) / a.tensor_parallel,
+        tensor_parallel_size=a.tensor_parallel)
     model = replica_model(arch, gpu, precision=a.precision, quantization=a.quantization,
                           tensor_parallel_size=a.tensor_parallel, kv_cache_fp8=a.kv_cache_dtype == "fp8",
-                          gpu_memory_utilization=a.gpu_memory_utilization or defaults.GPU_MEMORY_UTILIZATION,
-                          engine=engine_profile(point.engine_profile), chat=a.endpoint == "chat",
+                          gpu_memory_utilization=memory, engine=engine, chat=a.endpoint == "chat",
                           step_source=step_source)  # type: ignore[arg-type]
     config = scheduler_config(model, gpu, max_model_len=max_len, max_num_seqs=a.max_num_seqs,
                               max_num_batched_tokens=a.max_num_batched_tokens)

@@ -300,7 +300,43 @@ def blocks_for(tokens: int) -> int:
     return -(-tokens // defaults.KV_BLOCK_TOKENS)
 
 
-def default_batch_limits(gpu: Gpu) -> tuple[int, int]:
-    """vLLM V1's (max_num_batched_tokens, max_num_seqs) defaults for the OpenAI server on this GPU."""
+def default_batch_limits(gpu: Gpu, engine: EngineProfile | None = None) -> tuple[int, int]:
+    """The engine's (max_num_batched_tokens, max_num_seqs) defaults on this GPU, where a run sets neither:
+
+    - vLLM V1 (the default): its OpenAI server's per-GPU defaults (`defaults.VLLM_DEFAULT_BATCH`);
+    - SGLang 0.5: chunked_prefill_size 4096 below 60 GiB, 8192 up to 160 GiB, 16384 above, and a request pool of
+      2,048 (server_args.py _handle_gpu_memory_settings :743-761, model_runner.py :1565-1574 at 0.5.5.post1; the KV
+      cache caps running requests before the pool does);
+    - TensorRT-LLM 1.x: max_num_tokens 8192 and max_batch_size 2048 (BuildConfig defaults, engines.yaml).
+    """
+    tables = engine.tables if engine is not None else "vllm"
+    if tables == "sglang":
+        return (4096 if gpu.memory_gib < 60 else 8192 if gpu.memory_gib <= 160 else 16384), 2048
+    if tables == "tensorrt-llm":
+        return 8192, 2048
     large = gpu.memory_gib >= 70 and "a100" not in gpu.name
     return defaults.VLLM_DEFAULT_BATCH["large" if large else "other"]
+
+
+def default_memory_utilization(engine: EngineProfile, gpu: Gpu, *, weights_gib_per_gpu: float,
+                               tensor_parallel_size: int) -> float:
+    """The share of each GPU's memory an engine takes for weights and KV cache when a run sets none, in vLLM's sense
+    (`gpu_memory_utilization`):
+
+    - vLLM: `defaults.GPU_MEMORY_UTILIZATION`;
+    - SGLang 0.5: mem_fraction_static = (capacity - reserved) / capacity, reserved = max(512 + 1.5 x chunked prefill
+      + 2 x cuda_graph_max_bs (256; 512 above 160 GiB) + TP x 128, 10,240) MiB above 60 GiB, else 5,120 MiB
+      [simplified below 60 GiB] (server_args.py :788-829 at 0.5.5.post1): 0.835 on an 80 GB H100, 0.907 on an H200;
+    - TensorRT-LLM 1.x: the KV cache takes 0.9 of the memory left after the weights (free_gpu_memory_fraction).
+    """
+    capacity_mib = gpu.memory_gib * 1024
+    if engine.tables == "sglang":
+        chunk, _ = default_batch_limits(gpu, engine)
+        graphs = 512 if gpu.memory_gib > 160 else 256
+        reserved = max(512 + 1.5 * chunk + 2 * graphs + tensor_parallel_size * 128, 10240) \
+            if gpu.memory_gib > 60 else 5120
+        return round((capacity_mib - reserved) / capacity_mib, 3)
+    if engine.tables == "tensorrt-llm":
+        free = max(0.0, gpu.memory_gib - weights_gib_per_gpu)
+        return round(min(0.98, (weights_gib_per_gpu + 0.9 * free) / gpu.memory_gib), 3)
+    return defaults.GPU_MEMORY_UTILIZATION

@@ -12,10 +12,13 @@ from blueprints.catalog import Gpu
 
 def scheduler_config(model: ReplicaModel, gpu: Gpu, *, max_model_len: int, max_num_seqs: int | None = None,
                      max_num_batched_tokens: int | None = None) -> SchedulerConfig:
-    """The scheduler limits of a replica: the given flags, else the engine's defaults (vLLM V1's per-GPU
-    defaults; V0 engines: max(max_model_len, 2048) tokens and 256 sequences)."""
-    default_tokens, default_seqs = default_batch_limits(gpu)
-    if not model.engine.chunked_prefill:
+    """The scheduler limits of a replica: the given flags, else the engine's defaults (`default_batch_limits`:
+    vLLM V1's, SGLang's, TensorRT-LLM's per-GPU defaults; vLLM V0 engines: max(max_model_len, 2048) tokens and 256
+    sequences)."""
+    default_tokens, default_seqs = default_batch_limits(gpu, model.engine)
+    if model.engine.tables == "sglang":  # chunks prompts within its chunked_prefill_size, each chunk a step alone
+        default_tokens = max(default_tokens, max_model_len)  # [simplified: the chunk limit as the step's budget]
+    elif not model.engine.chunked_prefill:
         default_tokens, default_seqs = max(max_model_len, defaults.V0_MIN_BATCHED_TOKENS), 256
     return SchedulerConfig(max_num_seqs=max_num_seqs or default_seqs,
                            max_num_batched_tokens=max_num_batched_tokens or default_tokens,
