@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from blueprints.catalog.engines import engine_of_image
 from policies.resources import (
     ANNOTATION_POD_START_S,
     ANNOTATION_TENSOR_PARALLEL,
@@ -48,6 +49,23 @@ def check_instance_types_allowed(res: Res, config: Mapping[str, Any]) -> list[st
             + (f" or a type in {sorted(exact)}" if exact else "")
             + " or add it to allowedInstanceFamilies in the policy config"
             for t in instance_types(res) if instance_family(t) not in families and t not in exact]
+
+
+def check_engines_allowed(res: Res, config: Mapping[str, Any]) -> list[str]:
+    """A container running an LLM serving engine's image (blueprints/catalog/engines.yaml) runs one of
+    `allowedEngines`."""
+    allowed = set(config.get("allowedEngines", []))
+    pod = pod_template(res)
+    if pod is None:
+        return []
+    found = []
+    for container in pod.containers():
+        engine = engine_of_image(str(container.get("image", "")))
+        if engine is not None and engine.name not in allowed:
+            found.append(f"{res.label} {container_label(container)} runs {engine.display} ({engine.image}), which this "
+                         f"environment does not allow; plan one of {sorted(allowed)} (operations.engines) or add "
+                         f"{engine.name} to allowedEngines in the policy config")
+    return found
 
 
 def check_gpu_quota(resources: Sequence[Res], config: Mapping[str, Any]) -> list[Finding]:

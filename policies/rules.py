@@ -38,6 +38,7 @@ from policies.compliance import (
     check_sagemaker_kms,
 )
 from policies.gpu import (
+    check_engines_allowed,
     check_gpu_limits,
     check_gpu_quota,
     check_gpu_taint_tolerated,
@@ -138,6 +139,14 @@ RULES: Final[tuple[Rule, ...]] = (
                                                          "c7i", "c7g", "m7i"]},
                  "allowedInstanceTypes": {**_STRING_LIST, "description": "exact types allowed besides the families",
                                           "default": []}}),
+    Rule("engines-allowed",
+         "LLM serving containers run only the engines this environment allows (vllm, sglang, tensorrt-llm: "
+         "blueprints/catalog/engines.yaml), so a team cannot bring an engine the platform team has not vetted. Fix: "
+         "plan an allowed engine (operations.engines), or extend allowedEngines.",
+         MANDATORY, resource_check=check_engines_allowed,
+         config={"allowedEngines": {**_STRING_LIST, "items": {"enum": ["vllm", "sglang", "tensorrt-llm"]},
+                                    "description": "engines.yaml names", "default": ["vllm", "sglang",
+                                                                                    "tensorrt-llm"]}}),
     Rule("gpu-quota",
          "The stack's GPUs at full scale (NodePool limits['nvidia.com/gpu'], node group scalingConfig.maxSize x GPUs "
          "per instance) stay within the environment's cap, so the account's GPU quota and budget hold. Fix: lower "

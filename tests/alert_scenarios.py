@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from blueprints.catalog.engines import engine_facts
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.observability import queue_alert_threshold
 from blueprints.contracts.router import router_metrics_service_name, router_workload_name
@@ -47,8 +48,8 @@ def target_labels(bp: Blueprint) -> dict[str, str]:
 
 
 def engine_labels(bp: Blueprint) -> dict[str, str]:
-    if bp.archetype is Archetype.VLLM_GPU:
-        return {**target_labels(bp), "model_name": bp.model.name, "engine": "0"}
+    if bp.archetype is Archetype.VLLM_GPU:  # the model label its engine names (engines.yaml model_label)
+        return {**target_labels(bp), engine_facts(bp.engine.kind).model_label: bp.model.name, "engine": "0"}
     return {**target_labels(bp), "model": bp.models[0].name, "version": "1"}
 
 
@@ -72,20 +73,23 @@ def scenarios(bp: Blueprint) -> dict[str, Scenario]:
     found: dict[str, Scenario] = {}
     threshold = queue_alert_threshold(bp)
     if bp.archetype is Archetype.VLLM_GPU:
-        for name, metric, target_ms in (("TTFTP95AboveSLO", "vllm:time_to_first_token_seconds", slo.ttft_p95_ms),
-                                        ("ITLP95AboveSLO", "vllm:inter_token_latency_seconds", slo.itl_p95_ms)):
+        facts = engine_facts(bp.engine.kind)
+        signal = facts.signal
+        for name, metric, target_ms in (("TTFTP95AboveSLO", signal("ttft_seconds"), slo.ttft_p95_ms),
+                                        ("ITLP95AboveSLO", signal("itl_seconds"), slo.itl_p95_ms)):
             if target_ms:
                 found[name] = Scenario(_histogram(metric, engine, target_ms / 1000, above=True),
                                        _histogram(metric, engine, target_ms / 1000, above=False))
-        found["QueueBuildingUp"] = Scenario([_series("vllm:num_requests_waiting", engine, f"{threshold * 2 + 1:g}x45")],
-                                            [_series("vllm:num_requests_waiting", engine, "0x45")])
-        found["KVCacheNearlyFull"] = Scenario([_series("vllm:kv_cache_usage_perc", engine, "0.95x45")],
-                                              [_series("vllm:kv_cache_usage_perc", engine, "0.5x45")])
-        http = {**target_labels(bp), "handler": "/v1/chat/completions", "method": "POST"}
-        ok = _series("http_requests_total", {**http, "status": "2xx"}, "0+100x45")
-        found["ErrorBudgetFastBurn"] = Scenario(
-            [ok, _series("http_requests_total", {**http, "status": "5xx"}, "0+20x45")],
-            [ok, _series("http_requests_total", {**http, "status": "5xx"}, "0x45")])
+        waiting, kv = signal("waiting"), signal("kv_cache_usage")
+        found["QueueBuildingUp"] = Scenario([_series(waiting, engine, f"{threshold * 2 + 1:g}x45")],
+                                            [_series(waiting, engine, "0x45")])
+        found["KVCacheNearlyFull"] = Scenario([_series(kv, engine, "0.95x45")], [_series(kv, engine, "0.5x45")])
+        if facts.http_requests:
+            http = {**target_labels(bp), "handler": "/v1/chat/completions", "method": "POST"}
+            ok = _series(facts.http_requests, {**http, "status": "2xx"}, "0+100x45")
+            found["ErrorBudgetFastBurn"] = Scenario(
+                [ok, _series(facts.http_requests, {**http, "status": "5xx"}, "0+20x45")],
+                [ok, _series(facts.http_requests, {**http, "status": "5xx"}, "0x45")])
     else:
         target_ms, quantile = (slo.latency_p95_ms, "0.95") if slo.latency_p95_ms else (slo.latency_p99_ms, "0.99")
         if target_ms:

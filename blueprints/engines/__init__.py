@@ -58,7 +58,8 @@ def files_dir(engine: VllmEngine) -> str | None:
 
 def probe_paths(engine: VllmEngine) -> dict[str, str]:
     """`{startup, readiness, liveness}` HTTP paths of the engine's health checks."""
-    return engine_facts(engine.kind).probes.model_dump()
+    p = engine_facts(engine.kind).probes
+    return {"startup": p.startup, "readiness": p.readiness, "liveness": p.liveness}
 
 
 def container_name(engine: VllmEngine) -> str:

@@ -31,6 +31,16 @@ def engine_table(search: LlmSearch, planned: LlmOption, *, fixed_monthly_usd: fl
     rows = []
     for result in search.engines:
         facts = engine_facts(result.engine)
+        if result.best is None and result.bound is not None:  # a lower bound: its cost only grows once simulated
+            b = result.bound
+            usd = b.monthly_node_usd_per_hour * hours_per_month + fixed_monthly_usd
+            rows.append(EngineOption(
+                engine=result.engine, planned=False, instance_type=b.instance.instance_type,  # type: ignore
+                tensor_parallel_size=b.tensor_parallel_size, kv_cache_dtype=b.kv_cache_dtype,  # type: ignore
+                replicas=b.replicas, monthly_cost_usd=round(usd, 2), step_times=b.candidate.model.source.kind,
+                verdict=_clip(f"at least ${usd - planned_usd:,.0f}/month (+{usd / planned_usd - 1:.1%}) above the "
+                              f"planned engine: {result.why_not}")))
+            continue
         if result.best is None:
             rows.append(EngineOption(engine=result.engine, planned=False,  # type: ignore[arg-type]
                                      verdict=_clip(f"not sized: {result.why_not}")))
@@ -89,9 +99,11 @@ def engine_lines(rows: list[EngineOption]) -> list[str]:
             continue
         per_token = f", ${r.usd_per_million_tokens:g} per 1M tokens" if r.usd_per_million_tokens is not None else ""
         kv = ", FP8 KV" if r.kv_cache_dtype == "fp8" else ""
+        latency = (f", TTFT p95 {r.ttft_p95_ms:,.0f} ms, ITL p95 {r.itl_p95_ms:g} ms" if r.ttft_p95_ms is not None
+                   else ", not simulated")
         out.append(f"{name}: {r.replicas}x {r.instance_type} (tp {r.tensor_parallel_size}{kv}), "
-                   f"${r.monthly_cost_usd:,.0f}/month{per_token}, TTFT p95 {r.ttft_p95_ms:,.0f} ms, ITL p95 "
-                   f"{r.itl_p95_ms:g} ms ({r.step_times} step times) - {r.verdict}")
+                   f"{'>= ' if r.ttft_p95_ms is None else ''}${r.monthly_cost_usd:,.0f}/month{per_token}{latency} "
+                   f"({r.step_times} step times) - {r.verdict}")
     return out
 
 

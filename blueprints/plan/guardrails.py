@@ -46,6 +46,7 @@ class Guardrails:
         required_tags: tag keys every taggable AWS resource carries (`required-tags`).
         production: whether the environment is production (`compliance-production` production); None when the
             policy config does not say.
+        allowed_engines: the LLM serving engines the environment allows (`engines-allowed`); None: every one.
     """
 
     source: str
@@ -60,6 +61,7 @@ class Guardrails:
     private_only: bool = False
     required_tags: tuple[str, ...] = ()
     production: bool | None = None
+    allowed_engines: tuple[str, ...] | None = None
 
     def allows(self, instance_type: str) -> bool:
         """Whether `instance-types-allowed` admits an EC2 or SageMaker (`ml.`) instance type."""
@@ -89,6 +91,10 @@ class Guardrails:
             found.append(f"{self.source} (required-tags) requires tag(s) {missing} that plans do not set (they set "
                          f"{list(PLANNED_TAG_KEYS)}); remove them from requiredTags or add them with the provider's "
                          "defaultTags")
+        if self.allowed_engines is not None and not set(self.allowed_engines) & set(req.operations.engines):
+            found.append(f"operations.engines {req.operations.engines} and the environment's policy ({self.source}, "
+                         f"engines-allowed) {list(self.allowed_engines)} have no engine in common; allow one in "
+                         "either")
         wanted = req.hardware.allowed_instance_families
         if self.allowed_instance_families is not None and wanted:
             allowed = set(self.allowed_instance_families) | {t.removeprefix("ml.").split(".")[0]
@@ -100,15 +106,20 @@ class Guardrails:
         return [f"environments.{env}: {p}" if not p.startswith("environments.") else p for p in found]
 
     def apply(self, req: Requirements, env: str) -> tuple[Requirements, list[str]]:
-        """`req` with the choices this environment's policy makes for it, and the rationale for each: on-demand
-        capacity where spot is forbidden."""
-        spec = req.environments[env]
-        if not (self.spot_forbidden and spec.spot):
-            return req, []
-        environments = {**req.environments, env: spec.model_copy(update={"spot": False})}
-        note = (f"on-demand capacity although environments.{env}.spot is true: {self.source} forbids spot "
-                "(no-spot-capacity)")
-        return req.model_copy(update={"environments": environments}), [note]
+        """`req` with the choices this environment's policy makes for it, and the rationale for each: the engines
+        it allows, on-demand capacity where spot is forbidden."""
+        spec, notes = req.environments[env], []
+        engines = [e for e in req.operations.engines if self.allowed_engines is None or e in self.allowed_engines]
+        if engines != list(req.operations.engines) and engines:
+            notes.append(f"engines {engines} of operations.engines {req.operations.engines}: {self.source} allows "
+                         f"{list(self.allowed_engines or [])} (engines-allowed)")
+            req = req.model_copy(update={"operations": req.operations.model_copy(update={"engines": engines})})
+        if self.spot_forbidden and spec.spot:
+            environments = {**req.environments, env: spec.model_copy(update={"spot": False})}
+            notes.append(f"on-demand capacity although environments.{env}.spot is true: {self.source} forbids spot "
+                         "(no-spot-capacity)")
+            req = req.model_copy(update={"environments": environments})
+        return req, notes
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ CROSS_FIELD_RULES: dict[str, str] = {
     "unique-adapter-names": "the names of `model.adapters` are unique and none is the base model's served name",
     "adapters-servable": "`adapters` go on a dense text-generation model with a known `intermediate_size`, served "
                          "by vLLM (`operations.preference` not `managed`; with `any`, adapters choose vllm-gpu)",
+    "engines-serve-model": "`operations.engines` holds an engine serving each model's quantisation method and LoRA "
+                           "adapters (blueprints/catalog/engines.yaml features)",
     "model-id-or-architecture": "a model gives a catalog `id` or an `architecture`; one given by `architecture` also "
                                 "needs `name` and `task`",
     "quantization-precision": "`quantization` comes with the precision its method produces (awq: int4; gptq: int4 or "

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import AfterValidator, ConfigDict, Field, ValidationError, model_validator
 
+from blueprints.catalog.engines import engine_facts
 from blueprints.core import bounds
 from blueprints.catalog import Task, load_catalog
 from blueprints.core.errors import (
@@ -28,7 +29,7 @@ from blueprints.requirements.environments import ALWAYS_ON_DEMAND, Budget, Envir
 from blueprints.requirements.exposure import Exposure, ExposureScope
 from blueprints.requirements.fields import DNS_1123_LABEL, Section, TAG_VALUE, given, is_const, when
 from blueprints.requirements.model import ModelSpec, Slo, Traffic, TrafficPattern, context_tokens
-from blueprints.requirements.hosting import Compliance, Hardware, Operations, OperationsPreference
+from blueprints.requirements.hosting import ALL_ENGINES, Compliance, Hardware, Operations, OperationsPreference
 from blueprints.requirements.overrides import Override
 
 
@@ -81,8 +82,31 @@ class Requirements(Section):
     @model_validator(mode="after")
     def _consistent(self) -> Requirements:
         raise_problems(self._model_problems() or [*self._catalog_problems(), *self._environment_problems(),
-                                                  *self._cluster_problems()])
+                                                  *self._cluster_problems(), *self._engine_problems()])
         return self
+
+    def _engine_problems(self) -> list[FieldProblem]:
+        """`operations.engines` can serve every generative model: at least one listed engine takes its quantisation
+        method and its LoRA adapters (engines.yaml `features`)."""
+        problems = []
+        for spec, _, where, _ in self.model_entries():
+            method = spec.quantization_method
+            needs = [*([f"{method.value} checkpoints"] if method is not None else []),
+                     *(["LoRA adapters"] if spec.adapters else [])]
+            if not needs:
+                continue
+            able = [e for e in self.operations.engines if (method is None or method.value in
+                                                            engine_facts(e).features.quantizations)
+                    and (not spec.adapters or engine_facts(e).features.lora.supported)]
+            if not able:
+                serve = "; ".join(f"{engine_facts(e).display} serves "
+                                  f"{', '.join(engine_facts(e).features.quantizations) or 'no quantised checkpoint'}"
+                                  f"{' and LoRA adapters' if engine_facts(e).features.lora.supported else ''}"
+                                  for e in ALL_ENGINES)
+                problems.append(FieldProblem(("operations", "engines"), f"no engine of {self.operations.engines} "
+                                             f"serves {spec.served_name}'s {' and '.join(needs)} ({serve}): add "
+                                             "vllm to operations.engines", rule="engines-serve-model"))
+        return problems
 
     def _model_problems(self) -> list[FieldProblem]:
         if (self.model is None) == (self.models is None):

@@ -96,6 +96,7 @@ def guardrails(policy_config: Mapping[str, Any], *, source: str) -> Guardrails:
     families, quota = settings("instance-types-allowed"), settings("gpu-quota")
     regions, audit = settings("region-allowed"), settings("cluster-audit-logs")
     private, tags = settings("private-endpoints"), settings("required-tags")
+    engines = settings("engines-allowed")
     # Declared in the file, not defaulted: an environment whose policy config says nothing constrains nothing.
     declared = policy_config.get("compliance-production")
     production = declared.get("production") if isinstance(declared, Mapping) and settings("compliance-production") \
@@ -109,6 +110,7 @@ def guardrails(policy_config: Mapping[str, Any], *, source: str) -> Guardrails:
                       spot_forbidden=settings("no-spot-capacity") is not None,
                       private_only=bool(private and private["privateOnly"]),
                       required_tags=tuple(tags["requiredTags"]) if tags else (),
+                      allowed_engines=tuple(engines["allowedEngines"]) if engines else None,
                       production=production if isinstance(production, bool) else None)
 
 

@@ -141,11 +141,14 @@ class EngineResult:
         engine: its engines.yaml name.
         best: its cheapest option meeting the SLO within the constraints, with its run at peak (None: see `why_not`).
         why_not: why it has no option (not allowed, cannot serve the model, or nothing within the search's reach).
+        bound: without `best`, its cheapest candidate on the analytic bound (a lower bound of its cost: simulated,
+            its replicas only grow), when it has one.
     """
 
     engine: str
     best: tuple[LlmOption, SimulationResult] | None
     why_not: str = ""
+    bound: LlmOption | None = None
 
 
 #: How far above the cheapest option the search keeps looking for other engines' best (their rows in the engine
@@ -287,6 +290,7 @@ def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
     rejected: list[Rejection] = []
     screened = 0
     bounds_by_engine: dict[str, float] = {}
+
     for engine in engines:
         for inst in gpu_instances(req, catalog, managed=managed, limits=limits):
             gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
@@ -365,9 +369,25 @@ def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
         managed=managed) is None), key=_option_order)
     best, at_peak = per_engine[chosen] if chosen else (None, None)
     rejected.sort(key=lambda r: (r.monthly_usd, r.what))
+    waiting = {engines[entry[1]]: entry for entry in sorted(queue, reverse=True)}  # each engine's cheapest left
     table = tuple(EngineResult(e, per_engine.get(e), "" if e in per_engine else (
-        excluded.get(e) or _why_no_option(e, bounds_by_engine, per_engine))) for e in (*engines, *excluded))
+        excluded.get(e) or _why_no_option(e, bounds_by_engine, per_engine)),
+        bound=_bound_option(waiting[e], peak=peak, floor=floor, factor=factor, limits=limits)
+        if e not in per_engine and e in waiting else None) for e in (*engines, *excluded))
     return LlmSearch(best, at_peak, options, rejected, screened, simulated, table)
+
+
+def _bound_option(entry: tuple, *, peak: float, floor: int, factor: float, limits: SearchLimits) -> LlmOption:
+    """The option of a queue entry left when the search settled: a lower bound of what its engine costs (a screened
+    candidate at its analytic rate, or a simulated option before its prediction at peak; both only grow)."""
+    payload, stage = entry[-1], entry[-2]
+    if stage == 0:
+        inst, gpu, cand = payload
+        per_node = inst.gpu_count // cand.tensor_parallel_size
+        replicas = max(floor, math.ceil(peak / cand.rate_bound_rps - 1e-9))
+        return LlmOption(inst, gpu, cand, replicas, limits.nodes(replicas, per_node=per_node),
+                         inst.usd_per_hour * factor, None)  # type: ignore[arg-type]
+    return payload if stage == 1 else payload[0]
 
 
 def sized_on(engine: str, gpu: Gpu) -> bool:
@@ -418,8 +438,8 @@ def _why_no_option(engine: str, bounds_by_engine: dict[str, float], finals: dict
         return ("no candidate can serve the model within the SLO on the allowed GPUs with measured tables of it "
                 f"({', '.join(covered_gpus(engine))}): memory, ITL at batch 1 or TTFT on an idle replica")
     if finals:
-        return (f"its cheapest candidate is more than {ENGINE_TABLE_REACH - 1:.0%} above the cheapest option "
-                "(not simulated further)")
+        return (f"its cheapest candidate costs more than {ENGINE_TABLE_REACH - 1:.0%} above the cheapest option on "
+                "the analytic bound, so it was not simulated further")
     return "no candidate meets the SLO within the constraints"
 
 
