@@ -127,9 +127,12 @@ def test_the_reference_lists_every_cli_command_and_option(site):
     assert missing == []
 
 
-def test_the_reference_lists_every_stack_config_key_and_policy_rule(site):
+def test_the_reference_lists_every_stack_config_key_policy_rule_and_signal(site):
+    from blueprints.catalog.signals import SIGNALS
     from blueprints.contracts.stackconfig import PROJECT, PROJECT_KEYS, REGION_KEY
     from policies.rules import RULES
+
+    assert {s.name for s in SIGNALS} - _codes(site / "concepts" / "review.html") == set()
 
     keys = {f"{PROJECT}:{k}" for k in PROJECT_KEYS} | {REGION_KEY}
     assert keys - _codes(site / "reference" / "stack-config.html") == set()

@@ -12,7 +12,8 @@ puts it in at build time), so a field, flag, config key or rule cannot be missin
   `servingblueprints:platform` (`PlatformConfig`) and `servingblueprints:planned` (`PlanRecord`);
 - `cli`: every command of `blueprint` (the typer app as click sees it) with its arguments and options;
 - `policies`: every rule of the policy pack (`policies.rules.RULES`) with its level per environment
-  (`policies/config/<env>.json`), its description and config keys.
+  (`policies/config/<env>.json`), its description and config keys;
+- `signals`: every scaling signal and alert the stacks use (`blueprints.catalog.signals.SIGNALS`).
 """
 
 from __future__ import annotations
@@ -289,6 +290,13 @@ def cli() -> str:
     return "\n".join(out) + "\n"
 
 
+def signals() -> str:
+    """The table of every scaling signal and alert (`blueprints.catalog.signals.SIGNALS`)."""
+    from blueprints.catalog.signals import signals_markdown
+
+    return signals_markdown() + "\n"
+
+
 def policies() -> str:
     from policies.rules import RULES
 
@@ -316,4 +324,5 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "plan-record": plan_record,
     "cli": cli,
     "policies": policies,
+    "signals": signals,
 }
