@@ -68,6 +68,21 @@ def test_the_site_builds_strict_with_every_page_in_the_nav_and_links_checked(sit
     assert pages and all((site / p).is_file() for p in pages)
 
 
+def test_the_readme_links_only_to_pages_and_anchors_the_site_has(site):
+    """The README is not part of the site, so mkdocs does not check its links: every link into docs/ names a page
+    and, if any, an anchor of the built page."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\((docs/[^)#\s]+)(?:#([^)\s]+))?\)", readme)
+    assert len(links) > 10
+    broken = []
+    for target, anchor in links:
+        built = site / Path(target).relative_to("docs").with_suffix(".html")
+        if not built.is_file() or (anchor and f'id="{anchor}"' not in built.read_text(encoding="utf-8")):
+            broken.append(f"{target}#{anchor}")
+    assert broken == []
+    assert [t for t in re.findall(r"\]\(([^)#\s]+)", readme) if not t.startswith(("docs/", "http"))] == []
+
+
 def _schema_paths(node: dict, defs: dict, prefix: str = "", seen: tuple[str, ...] = ()) -> list[str]:
     """Every field path of a JSON Schema: `a.b`, `a[].b` (list entries), `a.<name>.b` (mapping values)."""
     paths = []
