@@ -20,7 +20,7 @@ STAMP := $(VENV)/.installed
 EXAMPLE ?= stacks/requirements/chat-assistant.yaml
 DEMO_STACK ?= chat-assistant-prod
 DEMO_PLATFORM ?= platform-prod-us-east-1
-# The date the committed stack configs are planned as of (README, Bundled examples): planning the demo as of today
+# The date the committed stack configs are planned as of (docs/getting-started.md, Bundled examples): planning the demo as of today
 # would pick today's Kubernetes version, prices and support warnings and rewrite the committed stack configs.
 AS_OF ?= 2026-12-01
 # checkov scans the rendered manifests in the test suite. It lives in a virtualenv of its own: installed into the
@@ -40,7 +40,7 @@ AIC_STAMP := $(AIC_VENV)/.installed
 # pytest workers: one per core (pytest-xdist), each taking whole test files.
 PYTEST_WORKERS ?= auto
 
-.PHONY: install checkov demo test lint-imports bench fit-check clean step-tables
+.PHONY: install checkov demo test docs lint-imports bench fit-check clean step-tables
 
 $(UV_BOOTSTRAP):
 	$(PYTHON) -m pip install --quiet --target .uv 'uv==$(UV_VERSION)'
@@ -71,6 +71,11 @@ demo: $(STAMP)
 	$(BIN)/blueprint preview $(DEMO_PLATFORM)
 	$(BIN)/blueprint preview $(DEMO_STACK)
 
+# The documentation site (mkdocs.yml): docs/ with the reference pages generated from the code at build time
+# (tools/docs/hooks.py), strict (a broken link or anchor, or a page outside the nav, fails), into site/.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 lint-imports: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 
@@ -89,4 +94,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/simulate.py
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) $(AIC_VENV) .uv *.egg-info preview-out .hypothesis .pytest_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) $(AIC_VENV) .uv *.egg-info preview-out site .hypothesis .pytest_cache

@@ -113,8 +113,8 @@ def test_the_workflows_set_every_deploy_input_before_pulumi_runs():
         pulumi_steps = [i for i, s in enumerate(steps) if s.get("with", {}).get("command") in ("up", "preview")]
         assert runs and pulumi_steps and runs[0] < pulumi_steps[0], name
         assert steps[runs[0]]["env"]["CONFIG"] == "${{ toJSON(matrix.config) }}"
-    readme = (ROOT / "README.md").read_text()
-    first_deploy = readme[readme.index("## First real deploy"):]
+    page = (ROOT / "docs" / "how-to" / "first-deploy.md").read_text()
+    first_deploy = page[page.index("# First real deploy"):]
     for key in (ALERT_RECEIVER_SECRET_KEY, HF_TOKEN_KEY):
         assert f"pulumi config set --secret {key}" in first_deploy, key
 

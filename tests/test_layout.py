@@ -1,4 +1,4 @@
-"""The house by stage: the import directions of README's "Project layout", held by import-linter's contracts."""
+"""The house by stage: the import directions of docs/reference/layout.md, held by import-linter's contracts."""
 
 from __future__ import annotations
 

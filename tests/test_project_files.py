@@ -27,7 +27,8 @@ def test_installs_come_from_the_committed_locks():
 
     lock = tomllib.loads((ROOT / "uv.lock").read_text())
     locked = {p["name"]: p["version"] for p in lock["package"] if "version" in p}
-    for name in ("pulumi", "pulumi-aws", "pulumi-kubernetes", "pydantic", "pytest", "import-linter"):
+    for name in ("pulumi", "pulumi-aws", "pulumi-kubernetes", "pydantic", "pytest", "import-linter", "mkdocs",
+                 "mkdocs-material"):
         assert name in locked, name
     makefile = (ROOT / "Makefile").read_text()
     assert "sync --locked" in makefile and "--require-hashes -r $(CHECKOV_LOCK)" in makefile

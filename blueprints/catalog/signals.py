@@ -204,7 +204,7 @@ def alert_row(engine: str, name: str) -> Signal | None:
 
 
 def signals_markdown() -> str:
-    """The table as markdown (README)."""
+    """The table as markdown (docs/concepts/review.md, put in by tools/docs/reference.py)."""
     rows = ["| signal | kind | engine | metric | unit | target in | meaning |", "|---|---|---|---|---|---|---|"]
     for s in SIGNALS:
         rows.append(f"| `{s.name}` | {s.kind} | {s.engine} {s.engine_version} | `{s.metric}` | {s.unit} | "
