@@ -122,6 +122,23 @@ def test_no_probe_targets_the_loopback_only_credential_helper(edge):
     assert "'aws-credentials'" in message and "127.0.0.1 only" in message and "never passes" in message
 
 
+def test_a_probe_reaches_sglang_only_when_its_host_option_opens_the_port(chat):
+    # SGLang binds --host, default 127.0.0.1 (server_args.py:528 at 0.5.14): the engine container probed on its port
+    # is unreachable until the args give --host 0.0.0.0 (processes.yaml address_flag).
+    def sglang(*host: str):
+        def edit(spec: dict) -> None:
+            _container(spec, "vllm").update(image="lmsysorg/sglang:v0.5.14", command=["python3", "-m",
+                                            "sglang.launch_server"], args=["--model-path", "/models/x", *host])
+        return edit
+
+    facts = process_facts("lmsysorg/sglang:v0.5.14")
+    assert facts.loopback_only and facts.listens[0].address_flag == "--host"
+    messages = _findings(_edit_pod(chat, sglang()), "probe-reachable")
+    assert messages and all("'vllm'" in m and "127.0.0.1 only" in m for m in messages)
+    assert _findings(_edit_pod(chat, sglang("--host=127.0.0.1")), "probe-reachable") == messages
+    assert _findings(_edit_pod(chat, sglang("--host", "0.0.0.0")), "probe-reachable") == []
+
+
 def test_the_download_waits_for_the_helpers_credentials_instead(edge):
     fetch = next(c for c in _pod(edge)["initContainers"] if c["name"].startswith("fetch-"))
     script = fetch["command"][2]

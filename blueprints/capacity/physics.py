@@ -340,3 +340,29 @@ def default_memory_utilization(engine: EngineProfile, gpu: Gpu, *, weights_gib_p
         free = max(0.0, gpu.memory_gib - weights_gib_per_gpu)
         return round(min(0.98, (weights_gib_per_gpu + 0.9 * free) / gpu.memory_gib), 3)
     return defaults.GPU_MEMORY_UTILIZATION
+
+
+def planned_memory_utilization(engine: EngineProfile, gpu: Gpu, *, weights_gib_per_gpu: float,
+                               tensor_parallel_size: int) -> tuple[float, float]:
+    """(the value the planner passes the engine's memory flag, the share of each GPU's memory the capacity model
+    sizes the KV cache with, in vLLM's sense):
+
+    - vLLM: `defaults.GPU_MEMORY_UTILIZATION` both (--gpu-memory-utilization);
+    - SGLang: its own default --mem-fraction-static (`default_memory_utilization`): weights and KV pool only, the
+      activations and CUDA graphs reserved outside it, so vLLM's 0.9 would leave them too little;
+    - TensorRT-LLM: --kv_cache_free_gpu_memory_fraction 0.9, the KV cache's share of the memory the weights leave.
+    """
+    if engine.tables == "tensorrt-llm":
+        return 0.9, memory_share(engine, 0.9, gpu, weights_gib_per_gpu=weights_gib_per_gpu)
+    value = default_memory_utilization(engine, gpu, weights_gib_per_gpu=weights_gib_per_gpu,
+                                       tensor_parallel_size=tensor_parallel_size)
+    return value, value
+
+
+def memory_share(engine: EngineProfile, flag: float, gpu: Gpu, *, weights_gib_per_gpu: float) -> float:
+    """The share of each GPU's memory (vLLM's sense) an engine's memory flag value gives weights and KV cache:
+    the value itself for vLLM and SGLang, (weights + flag x the rest) / memory for TensorRT-LLM's free fraction."""
+    if engine.tables != "tensorrt-llm":
+        return flag
+    free = max(0.0, gpu.memory_gib - weights_gib_per_gpu)
+    return round(min(0.98, (weights_gib_per_gpu + flag * free) / gpu.memory_gib), 3)

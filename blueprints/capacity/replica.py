@@ -251,8 +251,10 @@ def planned_candidate(bp: Blueprint, correction: Correction | None = None) -> tu
     """The replica of a planned vLLM (or SageMaker LMI) blueprint as the planner sized it, with its engine limits and
     the planned traffic's shape: for a catalog model or one given by its `architecture`, with `correction` (default
     `sized_correction`); None for a non-generative blueprint."""
-    from blueprints.capacity.physics import default_batch_limits
+    from blueprints.capacity.physics import default_batch_limits, engine_profile, memory_share
     from blueprints.capacity.physics import replica_model as physics_model
+    from blueprints.catalog.engines import engine_facts
+    from blueprints.contracts.memory import weights_gib
     from blueprints.capacity.prefix_cache import cached_prompt_tokens, planned_reuse, routing_for, shared_cached_tokens
     from blueprints.capacity.planning import candidate, traffic_shape
     from blueprints.capacity.simulator import SchedulerConfig
@@ -270,9 +272,13 @@ def planned_candidate(bp: Blueprint, correction: Correction | None = None) -> tu
         return None
     if arch is None:
         return None
-    if isinstance(engine, VllmEngine):
+    profile = None
+    if isinstance(engine, VllmEngine):  # the engine's own scheduling profile, step tables and memory share
         tp, max_len, fp8 = engine.tensor_parallel_size, engine.max_model_len, engine.kv_cache_dtype == "fp8"
-        seqs, tokens, utilisation = engine.max_num_seqs, engine.max_num_batched_tokens, engine.gpu_memory_utilization
+        profile = engine_profile(engine_facts(engine.kind).profile)
+        seqs, tokens = engine.max_num_seqs, engine.max_num_batched_tokens
+        utilisation = memory_share(profile, engine.gpu_memory_utilization, gpu,
+                                   weights_gib_per_gpu=weights_gib(arch, model.precision) / tp)
     elif isinstance(engine, SageMakerEngine) and engine.max_rolling_batch_size:
         tp, fp8 = engine.tensor_parallel_degree or bp.compute.gpus_per_replica, False
         max_len = engine.max_model_len or model.max_context_tokens
@@ -284,7 +290,7 @@ def planned_candidate(bp: Blueprint, correction: Correction | None = None) -> tu
                             tensor_parallel_size=tp, kv_cache_fp8=fp8, gpu_memory_utilization=utilisation,
                             correction=correction if correction is not None else sized_correction(bp),
                             lora=engine.lora.slots if isinstance(engine, VllmEngine) and engine.lora else None,
-                            chat=model.traffic.api == "chat")
+                            chat=model.traffic.api == "chat", engine=profile)
     config = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens,
                              kv_cache_blocks=replica.kv_cache_tokens // defaults.KV_BLOCK_TOKENS)
     t = model.traffic

@@ -18,6 +18,8 @@ from blueprints.core.errors import CatalogError
 
 SCHEMA_VERSION = 1
 LOOPBACK = "127.0.0.1"
+#: Addresses that bind the loopback interface only.
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 class _Record(BaseModel):
@@ -27,9 +29,16 @@ class _Record(BaseModel):
 class Listener(_Record):
     port: int | None = Field(default=None, ge=1, le=65535, description="its default port (None: from config)")
     flag: str = Field(description="the option that moves it, or `config`")
-    address: Literal["all", "127.0.0.1", "config"] = Field(description="the address it listens on by default")
-    address_flag: str | None = Field(default=None, description="the option that sets the listen address (e.g. "
-                                     "--host): `0.0.0.0`, `::` or empty there means every interface")
+    address: Literal["all", "127.0.0.1", "config"] = Field(description="where it binds by default")
+    address_flag: str | None = Field(default=None, description="the option that sets the address (e.g. SGLang's "
+                                     "--host); None: the address is fixed")
+
+    def address_given(self, value: str | None) -> str:
+        """Where it binds when `address_flag` is given `value` (None: not given): loopback names are `127.0.0.1`,
+        any other address (0.0.0.0, ::, an interface's) is reachable from outside the pod: `all`."""
+        if value is None:
+            return self.address
+        return LOOPBACK if value in LOOPBACK_NAMES else "all"
 
 
 class Cache(_Record):
@@ -91,10 +100,9 @@ class ProcessFacts(_Record):
 
     @property
     def loopback_only(self) -> bool:
-        """Every port listens on 127.0.0.1 and no option moves it: nothing outside the pod's network namespace (no
-        kubelet probe) reaches it."""
-        return bool(self.listens) and all(listener.address == LOOPBACK and listener.address_flag is None
-                                          for listener in self.listens)
+        """Every port listens on 127.0.0.1 by default (no address option given): nothing outside the pod's network
+        namespace (no kubelet probe) reaches it."""
+        return bool(self.listens) and all(listener.address == LOOPBACK for listener in self.listens)
 
 
 class _ProcessFile(_Record):

@@ -26,6 +26,7 @@ from blueprints.plan.options.search import ResolvedModel, service_fixed_monthly_
 from blueprints.catalog.engines import engine_facts
 from blueprints.plan.engines import engine_lines, engine_table
 from blueprints.plan.options.llm import (
+    engine_memory,
     LlmOption, LlmSearch, complete_sizing, fp8_kv_cache_planned, latency_targets, llm_option_on, llm_search,
     predict_at_peak, size_twin, traffic_shape,
 )
@@ -322,7 +323,7 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
     reuse = requested_reuse(model.traffic)
     facts = engine_facts(best.engine)
     engine = VllmEngine(kind=best.engine, image=facts.image, tensor_parallel_size=tp,
-                        gpu_memory_utilization=defaults.GPU_MEMORY_UTILIZATION,
+                        gpu_memory_utilization=engine_memory(model, best.gpu, tp, best.engine)[0],
                         max_model_len=model.max_context_tokens, max_num_seqs=cand.max_num_seqs,
                         max_num_batched_tokens=cand.max_num_batched_tokens, dtype=dtype,
                         quantization=quantization, kv_cache_dtype=best.kv_cache_dtype,  # type: ignore[arg-type]

@@ -21,7 +21,8 @@ from blueprints.plan.guardrails import Breach, SearchLimits
 from blueprints.plan.options.search import ResolvedModel, gpu_instances, peak_rps, price_factor, replicas_floor
 from blueprints.requirements.service import Requirements
 from blueprints.capacity.measured import covered_gpus, measures_fp8_kv
-from blueprints.capacity.physics import engine_profile
+from blueprints.capacity.physics import engine_profile, planned_memory_utilization
+from blueprints.contracts.memory import weights_gib
 from blueprints.catalog.engines import engine_facts
 from blueprints.capacity.prefix_cache import requested_reuse, shared_cached_tokens, sizing_cached_tokens
 from blueprints.capacity.planning import (
@@ -203,12 +204,21 @@ def fp8_kv_cache_planned(gpu: Gpu, *, managed: bool, engine: str = "vllm") -> bo
     return measures_fp8_kv(gpu, "vllm", defaults.VLLM_IMAGE.rsplit(":v", 1)[1])
 
 
+def engine_memory(model: ResolvedModel, gpu: Gpu, tp: int, engine: str) -> tuple[float, float]:
+    """(`engine`'s memory flag value, the share the capacity model sizes its KV cache in) for `model` on `tp` GPUs
+    (`physics.planned_memory_utilization`)."""
+    return planned_memory_utilization(engine_profile(engine_facts(engine).profile), gpu,
+                                      weights_gib_per_gpu=weights_gib(model.architecture, model.spec.precision) / tp,
+                                      tensor_parallel_size=tp)
+
+
 def screen_candidates(model: ResolvedModel, gpu: Gpu, tp: int, *, kv_cache_fp8: bool, req: Requirements, env: str,
                       managed: bool, central: bool = False, engine: str = "vllm") -> tuple[Candidate, ...]:
     """`planning.screen` for this model, GPU and degree (SageMaker's LMI keeps vLLM's default token budget), with
     the model's calibration for them when there is one, or in a production environment (unless `central`) the margin
     of the model's band (`ResolvedModel.correction`): one candidate per engine-limit choice, best first by the
     mean-value model, () when none can serve."""
+    profile = engine_profile(engine_facts(engine).profile)
     return screen(model.architecture, gpu, precision=model.spec.precision,
                   quantization=model.spec.quantization_method, tensor_parallel_size=tp, kv_cache_fp8=kv_cache_fp8,
                   shape=traffic_shape(model), targets=latency_targets(req, model, managed=managed),
@@ -217,7 +227,7 @@ def screen_candidates(model: ResolvedModel, gpu: Gpu, tp: int, *, kv_cache_fp8: 
                                               production=req.is_production(env) and not central,
                                               kv_cache_fp8=kv_cache_fp8, engine=engine),
                   lora=lora_slots(model.spec.adapters), chat=model.traffic.api == "chat",
-                  engine=engine_profile(engine_facts(engine).profile))
+                  engine=profile, gpu_memory_utilization=engine_memory(model, gpu, tp, engine)[1])
 
 
 def _priced_option(inst: InstanceType, gpu: Gpu, cand: Candidate, *, peak: float, floor: int, factor: float,

@@ -1,8 +1,9 @@
 """The process checks of `blueprint preview` (`blueprints.review.deployability.checks`): every container against how its
 image's process really runs (`blueprints/catalog/processes.yaml`, per image and version).
 
-- `probe-reachable`: no probe targets a port its process listens on at 127.0.0.1 only (the kubelet probes the pod
-  IP: such a probe never passes, and a sidecar's startup probe then holds every later container for ever);
+- `probe-reachable`: no probe targets a port its process listens on at 127.0.0.1 only, by default or through its
+  address option's value (SGLang's --host; the kubelet probes the pod IP: such a probe never passes, and a sidecar's
+  startup probe then holds every later container for ever);
 - `drain-before-sigterm`: every container of a served pod (a Service selects it) keeps serving until the requests it
   may still receive are done: a process that stops at once on SIGTERM sleeps in its preStop hook for the drain window
   (`blueprints.contracts.proxy.drain_window_s`), one that drains waits at least as long as a request may take, and
@@ -23,7 +24,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from blueprints.catalog.processes import LOOPBACK, ProcessFacts, process_facts
+from blueprints.catalog.processes import LOOPBACK, Listener, ProcessFacts, process_facts
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.proxy import drain_window_s, proxy_config, request_timeout_s
 from blueprints.core import defaults
@@ -70,21 +71,18 @@ def _mounted(path: str, container: Mapping[str, Any]) -> str | None:
     return best[1] if best else None
 
 
-#: Listen addresses that mean every interface.
-ALL_INTERFACES = ("0.0.0.0", "::", "")
+def _loopback_listeners(container: Mapping[str, Any], facts: ProcessFacts) -> list[Listener]:
+    """The listeners that bind 127.0.0.1 with this container's args (an address option moves them, e.g. --host)."""
+    args = [str(a) for a in list_of(container.get("args"))]
+    return [listener for listener in facts.listens if listener.address_given(
+        _flag(args, listener.address_flag) if listener.address_flag else None) == LOOPBACK]
 
 
 def _loopback_ports(container: Mapping[str, Any], facts: ProcessFacts) -> set[int]:
-    """Ports the container listens on at loopback only: a listener whose default address is loopback, unless its
-    address option (`address_flag`, e.g. `--host 0.0.0.0`) moves it to every interface."""
     ports = set()
-    args = [str(a) for a in list_of(container.get("args"))]
-    for listener in facts.listens:
-        if listener.address == LOOPBACK and listener.port is not None:
-            address = _flag(args, listener.address_flag) if listener.address_flag else None
-            if address is not None and address in ALL_INTERFACES:
-                continue
-            value = _flag(args, listener.flag)
+    for listener in _loopback_listeners(container, facts):
+        if listener.port is not None:
+            value = _flag([str(a) for a in list_of(container.get("args"))], listener.flag)
             ports.add(int(value) if value and value.isdigit() else listener.port)
     return ports
 
@@ -114,12 +112,13 @@ def _probe_findings(record: RegisteredResource, spec: Mapping[str, Any]) -> list
         if facts is None:
             continue
         loopback = _loopback_ports(container, facts)
+        loopback_only = bool(facts.listens) and len(_loopback_listeners(container, facts)) == len(facts.listens)
         for kind in PROBES:
             probe = container.get(kind)
             if not isinstance(probe, Mapping) or "exec" in probe:
                 continue
             port = _probe_port(probe, container)
-            if facts.loopback_only or port in loopback:
+            if loopback_only or port in loopback:
                 findings.append(DeployabilityFinding("probe-reachable", record.urn, (
                     f"{named(record)}: container {container.get('name')!r}'s {kind} connects to port {port} on the "
                     f"pod IP, but {container.get('image')} listens on {LOOPBACK} only ({facts.source.split(';')[0]}): "

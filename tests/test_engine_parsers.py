@@ -1,0 +1,98 @@
+"""The flags blueprints/catalog/engines.yaml records for SGLang, parsed by SGLang's own parser at the pinned version
+(tests/tools/sglang_argv.py: `ServerArgs.add_cli_args`, what `python3 -m sglang.launch_server` builds), in the SGLang
+tools virtualenv (tests/tools/sglang.in: torch and the rest, about 4.8 GB; `$SGLANG_PYTHON` or `.venv-sglang`).
+
+Checked by: an argv of every mapped setting, the host, metrics, API key, prefix-cache and LoRA flags parses to the
+values given; every quantization value mapped parses; `fp8` as a KV cache dtype and vLLM's --max-num-seqs are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.cli_tools import ROOT
+
+#: Our generic setting -> a value a stack could give it (engines.yaml `values` maps it where the engine differs).
+SAMPLE = {"served_model_name": "chat", "tensor_parallel_size": 2, "gpu_memory_utilization": 0.85,
+          "max_model_len": 8192, "max_num_seqs": 64, "max_num_batched_tokens": 8192, "dtype": "bfloat16",
+          "kv_cache_dtype": "fp8", "quantization": "fp8", "port": 8000}
+
+
+def sglang_python() -> Path:
+    """The SGLang tools virtualenv's Python; skips when it is missing (fails when `$SGLANG_PYTHON` names one)."""
+    named = os.environ.get("SGLANG_PYTHON")
+    path = Path(named) if named else ROOT / ".venv-sglang" / "bin" / "python"
+    if not path.exists():
+        if named:
+            pytest.fail(f"{path} not found: see tests/tools/sglang.in")
+        pytest.skip("the SGLang tools virtualenv is not installed: tests/tools/sglang.in says how")
+    return path
+
+
+def parse(argvs: list[list[str]]) -> dict:
+    result = subprocess.run([str(sglang_python()), str(ROOT / "tests" / "tools" / "sglang_argv.py")],
+                            input=json.dumps(argvs), capture_output=True, text=True, timeout=600, cwd=ROOT,
+                            env={"PATH": os.environ.get("PATH", ""), "HOME": tempfile.mkdtemp(prefix="sglang-home-")})
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
+@pytest.fixture(scope="module")
+def sglang() -> dict:
+    [entry] = [e for e in yaml.safe_load((ROOT / "blueprints" / "catalog" / "engines.yaml").read_text())["engines"]
+               if e["name"] == "sglang"]
+    return entry
+
+
+def test_every_flag_the_catalog_maps_parses_to_its_value(sglang):
+    expected = {dest(sglang["model_flag"]): "/models/chat", dest(sglang["host"]["flag"]): sglang["host"]["value"],
+                "enable_metrics": True, "api_key": "$(SGLANG_API_KEY)", "disable_radix_cache": True}
+    argv = [*sglang["command"], sglang["model_flag"], "/models/chat", sglang["host"]["flag"], sglang["host"]["value"],
+            sglang["metrics"]["enable_flag"], sglang["api_key"]["flag"], "$(SGLANG_API_KEY)",
+            sglang["settings"]["prefix_caching_off"]["flag"]]
+    for setting, value in SAMPLE.items():
+        mapped = sglang["settings"][setting]
+        engine_value = mapped.get("values", {}).get(value, value)
+        argv += [mapped["flag"], str(engine_value)]
+        expected[dest(mapped["flag"])] = engine_value
+    lora = sglang["features"]["lora"]["flags"]
+    argv += ["--enable-lora", "--lora-paths", "support=/adapters/support", "--max-loras-per-batch", "4",
+             "--max-lora-rank", "16"]
+    expected.update(enable_lora=True, lora_paths=["support=/adapters/support"], max_loras_per_batch=4,
+                    max_lora_rank=16)
+    assert {"--enable-lora", "--lora-paths", "--max-loras-per-batch", "--max-lora-rank"} <= set(lora)
+    quantizations = [[*sglang["command"], sglang["model_flag"], "/m", "--quantization", q]
+                     for q in sglang["settings"]["quantization"]["values"].values()]
+    refused = [[*sglang["command"], sglang["model_flag"], "/m", "--kv-cache-dtype", "fp8"],
+               [*sglang["command"], sglang["model_flag"], "/m", "--max-num-seqs", "64"]]
+    out = parse([argv, *quantizations, *refused])
+    assert out["sglang"] == sglang["version"]
+    first, *rest = out["results"]
+    assert first["exit"] == 0, first["error"]
+    assert {k: first["args"][k] for k in expected} == expected
+    assert first["args"]["schedule_policy"] == sglang["scheduler"]["schedule_policy_default"]
+    assert all(r["exit"] == 0 for r in rest[:len(quantizations)]), [r["error"] for r in rest]
+    kv, seqs = rest[len(quantizations):]
+    assert kv["exit"] == 2 and "invalid choice: 'fp8'" in kv["error"]
+    assert seqs["exit"] == 2 and "unrecognized arguments: --max-num-seqs" in seqs["error"]
+
+
+def test_the_defaults_the_catalog_records_are_the_parsers(sglang):
+    [result] = parse([[*sglang["command"], sglang["model_flag"], "/m"]])["results"]
+    args = result["args"]
+    assert args[dest(sglang["host"]["flag"])] == sglang["host"]["default"]
+    assert args[dest(sglang["settings"]["port"]["flag"])] == sglang["settings"]["port"]["default"]
+    assert args["disable_radix_cache"] is not sglang["scheduler"]["prefix_cache"]["default_on"]
+    assert args["mem_fraction_static"] is None and args["max_running_requests"] is None  # derived at startup
+    assert args["chunked_prefill_size"] is None and args["enable_metrics"] is False
