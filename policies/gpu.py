@@ -62,7 +62,7 @@ def check_engines_allowed(res: Res, config: Mapping[str, Any]) -> list[str]:
     for container in pod.containers():
         engine = engine_of_image(str(container.get("image", "")))
         if engine is not None and engine.name not in allowed:
-            found.append(f"{res.label} {container_label(container)} runs {engine.display} ({engine.image}), which this "
+            found.append(f"{container_label(res, container)} runs {engine.display} ({engine.image}), which this "
                          f"environment does not allow; plan one of {sorted(allowed)} (operations.engines) or add "
                          f"{engine.name} to allowedEngines in the policy config")
     return found

@@ -96,3 +96,25 @@ def test_the_defaults_the_catalog_records_are_the_parsers(sglang):
     assert args["disable_radix_cache"] is not sglang["scheduler"]["prefix_cache"]["default_on"]
     assert args["mem_fraction_static"] is None and args["max_running_requests"] is None  # derived at startup
     assert args["chunked_prefill_size"] is None and args["enable_metrics"] is False
+
+
+def test_the_command_line_the_component_renders_parses_to_the_planned_settings():
+    """`blueprints.engines.server_command`, what the SGLang Deployment runs, through SGLang's own parser."""
+    from blueprints.catalog.engines import engine_facts
+    from blueprints.contracts.sections import VllmEngine
+    from blueprints.engines import server_command
+
+    facts = engine_facts("sglang")
+    engine = VllmEngine(kind="sglang", image=facts.image, tensor_parallel_size=2, gpu_memory_utilization=0.835,
+                        max_model_len=8192, max_num_seqs=96, max_num_batched_tokens=8192, dtype="bfloat16",
+                        quantization="fp8", kv_cache_dtype="fp8", shm_size_gib=2)
+    command, args = server_command(engine, "chat")
+    [result] = parse([[*command, *map(str, args)]])["results"]
+    assert result["exit"] == 0, result["error"]
+    got = result["args"]
+    assert (got["model_path"], got["served_model_name"], got["tp_size"], got["mem_fraction_static"]) == \
+        ("/models/chat", "chat", 2, 0.835)
+    assert (got["context_length"], got["max_running_requests"], got["chunked_prefill_size"]) == (8192, 96, 8192)
+    assert (got["dtype"], got["kv_cache_dtype"], got["quantization"]) == ("bfloat16", "fp8_e4m3", "fp8")
+    assert (got["host"], got["port"], got["enable_metrics"], got["api_key"]) == \
+        ("0.0.0.0", 8000, True, "$(SGLANG_API_KEY)")

@@ -148,6 +148,9 @@ def engine_limit_choices(model: ReplicaModel, gpu: Gpu, shape: TrafficShape, tar
     or one sequence's step misses the ITL target. The mean-value model ranks them; the simulation, which sizes the
     replicas, settles which serves the most (`blueprints.plan.options.llm`): the two disagree near a tie.
 
+    An engine whose prefill steps run alone (`EngineProfile.chunked_prefill` off: SGLang's default) gets one choice:
+    as many sequences as a decode step allows, and a token budget holding a whole prompt of the context.
+
     Without an ITL target (or `tune_batched_tokens` off): vLLM's token budget for the GPU, and as many sequences as
     the KV cache holds of mean-length requests (at most `MAX_NUM_SEQS_CAP`; with an ITL target, as many as a pure
     decode step keeps within it). With one: each budget from vLLM's default down to `MIN_BATCHED_TOKENS` (halving)
@@ -169,6 +172,10 @@ def engine_limit_choices(model: ReplicaModel, gpu: Gpu, shape: TrafficShape, tar
     blocks = model.kv_cache_tokens // defaults.KV_BLOCK_TOKENS
     default_tokens = default_batch_limits(gpu)[0]
     decode_only = _largest(lambda b: model.step_s(b, b * ctx) <= itl_s, ceiling)
+    if not model.engine.chunked_prefill:  # prefill steps run alone (SGLang's default scheduler): whole prompts, up to
+        # the context, each a step of its own that the decoding sequences wait through (the simulation counts it)
+        return (SchedulerConfig(max_num_seqs=decode_only, max_num_batched_tokens=max(
+            shape.max_model_len, default_batch_limits(gpu, model.engine)[0]), kv_cache_blocks=blocks),)
     if not tune_batched_tokens or not math.isfinite(itl_s):
         return (SchedulerConfig(max_num_seqs=decode_only, max_num_batched_tokens=default_tokens,
                                 kv_cache_blocks=blocks),)
