@@ -21,12 +21,13 @@ def _raw(gpu: str) -> dict:
 
 
 def test_the_tables_cover_the_gpus_the_library_measured_vllm_on():
-    assert covered_gpus() == ("a100-80gb", "h100", "h200", "l40s")
+    assert covered_gpus() == ("a100-80gb", "b200", "b300", "h100", "h200", "l40s", "rtx-pro-6000")
     assert {g: _raw(g)["vllm_version"] for g in covered_gpus()} == {
-        "a100-80gb": "0.14.0", "h100": "0.24.0", "h200": "0.24.0", "l40s": "0.24.0"}
+        "a100-80gb": "0.14.0", "b200": "0.24.0", "b300": "0.24.0", "h100": "0.24.0", "h200": "0.24.0",
+        "l40s": "0.24.0", "rtx-pro-6000": "0.24.0"}
 
 
-@pytest.mark.parametrize("gpu", ["a100-80gb", "h100", "h200", "l40s"])
+@pytest.mark.parametrize("gpu", ["a100-80gb", "b200", "b300", "h100", "h200", "l40s", "rtx-pro-6000"])
 def test_every_table_was_generated_for_a_catalog_model_as_the_catalog_describes_it(catalog, gpu):
     shapes = {fingerprint(m.architecture): m.id for m in catalog.models.values() if m.task.generative}
     raw = _raw(gpu)

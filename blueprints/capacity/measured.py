@@ -16,9 +16,9 @@ the grids (2,048 sequences, 131,072 tokens of context, 65,536 tokens a step).
 
 Tables exist for the catalog's text-generation models (looked up by their architecture, so an `architecture:` of the
 same shape finds them too), 16-bit or FP8 weights (FP8 only on GPUs with FP8 tensor cores) and a 16-bit or FP8 KV
-cache, on H100, H200, L40S (vLLM 0.24.0 measurements) and A100 80GB (vLLM 0.14.0). `lookup` says why anything else has
-none; the capacity model then uses the roofline (`blueprints.capacity.roofline`). Pure: the tables are package data,
-read once per process.
+cache, on H100, H200, L40S, B200, B300, RTX PRO 6000 Server Edition (vLLM 0.24.0 measurements) and A100 80GB (vLLM
+0.14.0). `lookup` says why anything else has none; the capacity model then uses the roofline
+(`blueprints.capacity.roofline`). Pure: the tables are package data, read once per process.
 """
 
 from __future__ import annotations

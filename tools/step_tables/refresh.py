@@ -70,8 +70,13 @@ GPUS = {
     "h200": ("h200_sxm", "0.24.0"),
     "l40s": ("l40s", "0.24.0"),
     "a100-80gb": ("a100_sxm", "0.14.0"),
+    "b200": ("b200_sxm", "0.24.0"),
+    "b300": ("b300_sxm", "0.24.0"),
+    "rtx-pro-6000": ("rtx_pro_6000_server", "0.24.0"),
 }
-#: GPUs whose GPUs talk over PCIe only (their all-reduce beyond two GPUs is modelled, see the docstring).
+#: GPUs whose GPUs talk over PCIe only (their all-reduce beyond two GPUs is modelled, see the docstring). The RTX PRO
+#: 6000 (g7e) is PCIe-only too but stays out: its library tables were measured on a node with peer-to-peer (the
+#: docstring's ~24-25 GB/s at 2, 4 and 8 GPUs), and g7e has GPUDirect peer-to-peer (AWS G7e announcement).
 PCIE_GPUS = ("l40s",)
 #: Weight and KV-cache modes tabulated: the library's GEMMQuantMode / KVCacheQuantMode names.
 SIXTEEN_BIT, FP8 = "bfloat16", "fp8"
