@@ -321,7 +321,6 @@ class Catalog(BaseModel):
         table = self.sagemaker if instance_type.startswith("ml.") else self.ec2
         return _lookup(table, instance_type, "instance type")
 
-
     @property
     def families(self) -> tuple[str, ...]:
         """The instance families of every EC2 and SageMaker type in the catalog (`g6e`, `p6-b200`, `m7i`), sorted."""

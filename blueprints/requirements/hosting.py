@@ -55,9 +55,7 @@ def _family_name(value: str) -> str:
     mismatch)."""
     if not re.fullmatch(INSTANCE_FAMILY[1:-1], value):
         raise ValueError(f"families are prefixes like `g6e` or `p5`, not instance types: {value!r}")
-    from blueprints.catalog import load_catalog
-
-    known = load_catalog().families
+    known = _catalog_families()
     if value not in known:
         close = difflib.get_close_matches(value, known, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
@@ -67,6 +65,7 @@ def _family_name(value: str) -> str:
 
 
 def _catalog_families() -> tuple[str, ...]:
+    """The instance families of the catalog (blueprints/catalog/instances.yaml), read when first needed."""
     from blueprints.catalog import load_catalog
 
     return load_catalog().families
