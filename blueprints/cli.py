@@ -949,7 +949,8 @@ def estimate(
     quantization: Optional[Quantization] = typer.Option(None, "--quantization", help="How the quantised checkpoint "
                                                         "was made (awq, gptq, fp8, w8a8). Default: what --precision "
                                                         "implies (int4 awq, int8 gptq)."),
-    gpu: str = typer.Option(..., "--gpu", help="GPU: t4, a10g, l4, l40s, a100-40gb, a100-80gb, h100, h200."),
+    gpu: str = typer.Option(..., "--gpu", help="GPU: t4, a10g, l4, l40s, a100-40gb, a100-80gb, h100, h200, "
+                             "b200, b300, rtx-pro-6000."),
     tensor_parallel: int = typer.Option(1, "--tensor-parallel", min=1, max=64, help="GPUs per replica. Default 1."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, max=MAX_ESTIMATE_CONCURRENCY,
                                               help="Closed loop: clients each keeping one request in flight, 1-4096. "
@@ -977,7 +978,8 @@ def estimate(
                                                 "(params_b, layers, hidden_size, attention_heads, kv_heads, head_dim; "
                                                 "optional vocab_size and MoE fields) for a model outside the catalog."),
     kv_cache_dtype: KvCacheDtype = typer.Option(KvCacheDtype.AUTO, "--kv-cache-dtype", help="KV cache: auto "
-                                                "(16-bit) or fp8 (GPUs with FP8: l4, l40s, h100, h200). Default auto."),
+                                                "(16-bit) or fp8 (GPUs with FP8: l4, l40s, h100, h200, b200, b300, "
+                                                "rtx-pro-6000). Default auto."),
     max_model_len: Optional[int] = typer.Option(None, "--max-model-len", min=1, max=MAX_ESTIMATE_TOKENS,
                                                 help="Longest sequence one request may reach, tokens (>= input + "
                                                 "output, <= the model's context). Default input + output (or the "
@@ -1058,9 +1060,10 @@ def estimate(
                               f"and stay within the model's context ({limit or MAX_ESTIMATE_TOKENS} tokens); pass a "
                               "value between them")
         if kv_cache_dtype is KvCacheDtype.FP8 and not g.supports_fp8:
+            fp8_gpus = ", ".join(n for n, c in catalog.gpus.items() if c.supports_fp8)
             raise SizingError(f"--kv-cache-dtype fp8: {g.model} has no FP8 support (compute capability "
                               f"{g.compute_capability:g} < 8.9), so the planner never runs an FP8 KV cache on it; use "
-                              "auto, or an FP8 GPU (l4, l40s, h100, h200)")
+                              f"auto, or an FP8 GPU ({fp8_gpus})")
         seqs = max_num_seqs or default_batch_limits(g)[1]
         if max_num_batched_tokens is not None and max_num_batched_tokens < seqs:
             raise SizingError(f"--max-num-batched-tokens {max_num_batched_tokens} is below max_num_seqs {seqs}"

@@ -21,13 +21,14 @@ def test_a_70b_model_on_24gb_gpus_with_long_context_names_the_context_precision_
                           "but the largest allowed node (g6.48xlarge, 8x NVIDIA L4) has 180 GiB of GPU memory")
     assert "lower max_context_tokens from 131072 to <= " in msg
     assert "set model.precision: fp8 (68 GiB of weights)" in msg  # embeddings stay 16-bit in FP8 checkpoints
-    assert "add 'p4d' to hardware.allowed_instance_families (p4d.24xlarge fits at $21.958/h)" in msg
+    # the cheapest node that holds it: 4x RTX PRO 6000 (4 x 95.6 GiB) below p4d.24xlarge's $21.958/h
+    assert "add 'g7e' to hardware.allowed_instance_families (g7e.24xlarge fits at $16.5722/h)" in msg
 
 
 def test_a_70b_model_on_single_gpu_24gb_families_suggests_a_larger_family():
     req = requirements_with("regulated-assistant", hardware={"allowed_instance_families": ["g4dn"]})
     with pytest.raises(SizingError, match=r"largest allowed node \(g4dn.12xlarge, 4x NVIDIA T4\) has 60 GiB.*"
-                                          r"set model.precision: int4.*add 'g6e'"):
+                                          r"set model.precision: int4.*add 'g7e'"):
         plan_env(req, "prod")
 
 

@@ -49,8 +49,11 @@ def test_a_busy_chat_service_plans_inside_quota_and_budget_at_no_more_than_the_r
     for bp in (restricted, free):
         assert pool_gpus(bp) <= MAX_GPUS and bp.predictions.monthly_cost_usd <= 400_000
     assert free.predictions.monthly_cost_usd <= restricted.predictions.monthly_cost_usd
-    # The cheaper hardware the quota rules out is named, with what it would need.
-    [ruled] = [r for r in free.rationale if r.startswith("ruled out by gpu-quota: ")]
+    # The cheaper hardware the quota rules out is named, with what it would need: the L40S beside the H100 (the
+    # RTX PRO 6000 of g7e, allowed in prod too, serves this target within the quota).
+    l40s_or_h100 = plan_prod(busy_chat(itl_p95_ms=80, allowed_instance_families=["g6e", "p5"]))
+    [ruled] = [r for r in l40s_or_h100.rationale if r.startswith("ruled out by gpu-quota: ")]
+    assert ruled.startswith("ruled out by gpu-quota: ") and "g6e." in ruled
     needed = int(ruled.split(" needs ")[1].split(" GPUs")[0])
     assert needed > MAX_GPUS and f"above maxGpus={MAX_GPUS} (policies/config/prod.json, gpu-quota)" in ruled
     # The EC2 quota the plan states is for the very node pool the search kept within maxGpus.
@@ -87,7 +90,9 @@ def test_the_search_finds_the_cheapest_of_every_candidate(catalog):
 def test_a_candidate_whose_bound_breaks_the_quota_is_never_simulated(catalog):
     req = busy_chat()
     model = resolve_models(req, catalog)[0]
-    limits = SearchLimits(guardrails=Guardrails(source="prod.json", max_gpus=8))
+    # 6 GPUs: below every candidate's optimistic bound at 200 req/s (the g7e.2xlarge's, from the RTX PRO 6000's 96 GB
+    # batch, stays within 8 GPUs with the rollout surge although its 25 ms ITL needs 30 replicas).
+    limits = SearchLimits(guardrails=Guardrails(source="prod.json", max_gpus=6))
     search = llm_search(req, "prod", model, catalog, limits=limits)
     assert search.best is None and search.simulated == 0
     assert search.rejected and all(r.breach.constraint == "gpu-quota" and not r.simulated for r in search.rejected)

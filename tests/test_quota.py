@@ -28,6 +28,8 @@ def stack(name: str):
     ("g6e.xlarge", "L-DB2E81BA", "L-3819A6DF"), ("g4dn.12xlarge", "L-DB2E81BA", "L-3819A6DF"),
     ("p4de.24xlarge", "L-417A185B", "L-7212CCBC"), ("p5.48xlarge", "L-417A185B", "L-C4BD4855"),
     ("c7g.4xlarge", "L-1216C47A", "L-34B43A08"), ("m7i.xlarge", "L-1216C47A", "L-34B43A08"),
+    ("g7e.48xlarge", "L-DB2E81BA", "L-3819A6DF"), ("p6-b200.48xlarge", "L-417A185B", "L-C4BD4855"),
+    ("p6-b300.48xlarge", "L-417A185B", "L-C4BD4855"),
 ])
 def test_each_family_counts_against_its_vcpu_quota_group(instance_type, on_demand, spot):
     group = ec2_group(instance_type)

@@ -321,6 +321,10 @@ class Catalog(BaseModel):
         table = self.sagemaker if instance_type.startswith("ml.") else self.ec2
         return _lookup(table, instance_type, "instance type")
 
+    @property
+    def families(self) -> tuple[str, ...]:
+        """The instance families of every EC2 and SageMaker type in the catalog (`g6e`, `p6-b200`, `m7i`), sorted."""
+        return tuple(sorted({i.family for i in (*self.ec2.values(), *self.sagemaker.values())}))
 
     def cpu_gflops(self, instance: InstanceType) -> float:
         """Effective FP32 GFLOP/s per vCPU of a CPU instance's family. Raises `CatalogError` if not catalogued."""

@@ -106,9 +106,9 @@ PINNED_ENGINE = "vllm-0.24"
 #: GPUs whose step times come from the measured vLLM kernel tables (blueprints/catalog/step_tables/) where a table
 #: covers the replica; the roofline serves the rest. Chosen by the calibration points' error (`benchmarks/sizing.py
 #: --sources` prints both sources per GPU; tests/test_sizing_calibration.py holds the choice): see the README, "How far
-#: to trust the numbers". GPUs with tables but no published point (H200, L40S) take the measured source, whose error
-#: on the GPUs with points is the one stated.
-MEASURED_STEP_GPUS = ("h100", "h200", "l40s", "a100-80gb")
+#: to trust the numbers". GPUs with tables but no published point (H200, L40S, B200, B300, RTX PRO 6000) take the
+#: measured source, whose error on the GPUs with points is the one stated.
+MEASURED_STEP_GPUS = ("h100", "h200", "l40s", "a100-80gb", "b200", "b300", "rtx-pro-6000")
 #: The capacity model's cross-validated error per step source (blueprints/capacity/fitting.py: each published point
 #: predicted with the constants fitted without its source group; known-off points included): `points`, the median and
 #: p90 |error| over them, and the p75 |error| of each metric family (`ttft`, `itl`: token gaps, `throughput`) over
@@ -269,6 +269,10 @@ INSTANCE_STORE_GB = {
     "g6.xlarge": 250, "g6.2xlarge": 450, "g6.4xlarge": 600, "g6.12xlarge": 3760, "g6.48xlarge": 7520,
     "g6e.xlarge": 250, "g6e.2xlarge": 450, "g6e.4xlarge": 600, "g6e.12xlarge": 3800, "g6e.48xlarge": 7600,
     "p4d.24xlarge": 8000, "p4de.24xlarge": 8000, "p5.4xlarge": 3840, "p5.48xlarge": 30720, "p5en.48xlarge": 30720,
+    # Added 2026-12 from the same tables (instance store specifications): 1 x 1900, 1 x 3800, 2 x 3800, 4 x 3800 and
+    # 8 x 3800 GB NVMe SSD.
+    "g7e.2xlarge": 1900, "g7e.4xlarge": 1900, "g7e.8xlarge": 1900, "g7e.12xlarge": 3800, "g7e.24xlarge": 7600,
+    "g7e.48xlarge": 15200, "p6-b200.48xlarge": 30400, "p6-b300.48xlarge": 30400,
 }
 
 # --- Deployment defaults ------------------------------------------------------------------------------------------

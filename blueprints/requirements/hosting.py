@@ -5,6 +5,7 @@ version, IAM Roles Anywhere on an edge cluster) and `compliance`. Every section 
 
 from __future__ import annotations
 
+import difflib
 import re
 from enum import Enum
 from typing import Annotated, Any, get_args
@@ -54,9 +55,25 @@ INSTANCE_FAMILY = r"^[a-z][a-z0-9-]*$"
 
 
 def _family_name(value: str) -> str:
+    """`value` if it is an instance family of the catalog; ValueError naming the known families otherwise (a family
+    the catalog lacks has no price, GPU or quota group to plan with, and would only surface later as a policy
+    mismatch)."""
     if not re.fullmatch(INSTANCE_FAMILY[1:-1], value):
         raise ValueError(f"families are prefixes like `g6e` or `p5`, not instance types: {value!r}")
+    known = _catalog_families()
+    if value not in known:
+        close = difflib.get_close_matches(value, known, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise ValueError(f"instance family {value!r} is not in the catalog{hint}; use one of the known families: "
+                         f"{', '.join(known)} (blueprints/catalog/instances.yaml)")
     return value
+
+
+def _catalog_families() -> tuple[str, ...]:
+    """The instance families of the catalog (blueprints/catalog/instances.yaml), read when first needed."""
+    from blueprints.catalog import load_catalog
+
+    return load_catalog().families
 
 
 class _FamilySchema:
@@ -88,7 +105,8 @@ class Hardware(Section):
         default=[Accelerator.NVIDIA_GPU, Accelerator.CPU], min_length=1, max_length=2,
         description="kinds of compute allowed")
     allowed_instance_families: Annotated[list[Annotated[str, Field(max_length=20), AfterValidator(_family_name),
-                                                        _FamilySchema()]], UNIQUE, UNIQUE_ITEMS] = Field(
+                                                        _FamilySchema(), CatalogNames(_catalog_families)]],
+                                         UNIQUE, UNIQUE_ITEMS] = Field(
         default=[], max_length=50, description="EC2 families allowed, e.g. [g6e, p5]; empty allows every family in "
         "the catalog")
     cpu_arch: CpuArch | None = Field(default=None, description="restrict CPU nodes to one architecture")

@@ -61,8 +61,7 @@ OUT = CATALOG / "step_tables"
 SCHEMA_VERSION = 1
 AIC_VERSION = "0.12.0"
 
-#: Catalog GPU -> (AIConfigurator system, vLLM version its tables were measured with). The versions are the library's
-#: own query defaults for vLLM (systems/query_versions.yaml: `current` 0.24.0, `a100_sxm` 0.14.0). The A100 40GB has
+#: Catalog GPU -> its AIConfigurator system (the engine versions measured on it: `ENGINES`, `VERSION_OVERRIDES`). The A100 40GB has
 #: no system of its own (a100_sxm is the 80 GB SXM part, 2,039 GB/s) and L4, A10G and T4 none at all: the roofline
 #: serves them.
 GPUS = {
@@ -70,6 +69,9 @@ GPUS = {
     "h200": "h200_sxm",
     "l40s": "l40s",
     "a100-80gb": "a100_sxm",
+    "b200": "b200_sxm",
+    "b300": "b300_sxm",
+    "rtx-pro-6000": "rtx_pro_6000_server",
 }
 #: Engine (blueprints/catalog/engines.yaml name) -> (the library's backend name, the version it measured). The
 #: versions are the library's own query defaults (systems/query_versions.yaml `defaults`: trtllm 1.3.0rc20, sglang
@@ -79,7 +81,9 @@ ENGINES = {"vllm": ("vllm", "0.24.0"), "sglang": ("sglang", "0.5.14"), "tensorrt
 #: sglang 0.5.10, vllm 0.14.0).
 VERSION_OVERRIDES = {("a100_sxm", "vllm"): "0.14.0", ("a100_sxm", "sglang"): "0.5.10",
                      ("a100_sxm", "trtllm"): "1.0.0"}
-#: GPUs whose GPUs talk over PCIe only (their all-reduce beyond two GPUs is modelled, see the docstring).
+#: GPUs whose GPUs talk over PCIe only (their all-reduce beyond two GPUs is modelled, see the docstring). The RTX PRO
+#: 6000 (g7e) is PCIe-only too but stays out: its library tables were measured on a node with peer-to-peer (the
+#: docstring's ~24-25 GB/s at 2, 4 and 8 GPUs), and g7e has GPUDirect peer-to-peer (AWS G7e announcement).
 PCIE_GPUS = ("l40s",)
 #: Weight and KV-cache modes tabulated: the library's GEMMQuantMode / KVCacheQuantMode names.
 SIXTEEN_BIT, FP8 = "bfloat16", "fp8"
