@@ -34,6 +34,7 @@ from blueprints.capacity.fitting import (
     predictions,
 )
 from blueprints.capacity.physics import replica_model
+from blueprints.capacity.physics import band_cell
 from blueprints.capacity.uncertainty import BAND_REGIMES, FAMILIES, quantile
 from blueprints.core import defaults
 from blueprints.core.errors import CatalogError
@@ -61,8 +62,15 @@ def record():
 
 
 @pytest.fixture(scope="module")
-def held_out(points, record):
+def all_held_out(points, record):
+    """Every point held out, of every engine."""
     return record.held_out(points)
+
+
+@pytest.fixture(scope="module")
+def held_out(all_held_out):
+    """vLLM's points held out: the gates below are vLLM's (each other engine has its own, `ENGINE_MEDIAN`)."""
+    return [c for c in all_held_out if defaults.ENGINE_PROFILES[c.point.engine_profile]["tables"] == "vllm"]
 
 
 def test_the_committed_fit_was_made_from_these_points_and_constants(points, record):
@@ -118,10 +126,13 @@ def test_held_out_error_per_gpu_stays_within_its_threshold(held_out):
     assert not worse
 
 
-def test_plans_state_the_band_and_error_the_held_out_points_show_for_their_step_source(catalog, points, held_out):
-    kinds = {f.point.id: f.step_source for f in point_facts(points, catalog)}
+def test_plans_state_the_band_and_error_the_held_out_points_show_for_their_step_source(catalog, points,
+                                                                                      all_held_out):
+    kinds = {f.point.id: band_cell(defaults.ENGINE_PROFILES[f.profile]["tables"], f.step_source)
+             for f in point_facts(points, catalog)}
+    assert set(kinds.values()) == set(defaults.CAPACITY_UNCERTAINTY)
     for kind, cell in defaults.CAPACITY_UNCERTAINTY.items():
-        rows = [c for c in held_out if kinds[c.point.id] == kind]
+        rows = [c for c in all_held_out if kinds[c.point.id] == kind]
         assert cell["points"] == len(rows)
         assert cell["median"] == pytest.approx(median_abs_error(rows), abs=0.005)
         assert cell["p90"] == pytest.approx(p90_abs_error(rows), abs=0.005)

@@ -35,7 +35,7 @@ from typing import Callable, Iterator
 import yaml
 
 from blueprints.capacity.calibration import CalibrationPoint, Comparison, figure, run_key, simulate_point
-from blueprints.capacity.physics import replica_model
+from blueprints.capacity.physics import engine_profile, replica_model
 from blueprints.capacity.roofline import kernel_family
 from blueprints.catalog import Catalog
 from blueprints.core import defaults
@@ -68,14 +68,15 @@ class PointFacts:
 
 
 def point_facts(points: tuple[CalibrationPoint, ...], catalog: Catalog) -> tuple[PointFacts, ...]:
-    """The facts of every point (its replica's step source is the one `physics.replica_model` picks)."""
+    """The facts of every point (its replica's step source is the one `physics.replica_model` picks for its engine
+    profile's tables)."""
     out = []
     for p in points:
         a = p.args
         gpu = catalog.gpu(a.gpu)
         model = replica_model(p.architecture or catalog.model(a.model).architecture, gpu, precision=a.precision,
                               quantization=a.quantization, tensor_parallel_size=a.tensor_parallel,
-                              kv_cache_fp8=a.kv_cache_dtype == "fp8")
+                              kv_cache_fp8=a.kv_cache_dtype == "fp8", engine=engine_profile(p.engine_profile))
         out.append(PointFacts(p, model.source.kind, kernel_family(a.precision, a.quantization),
                               gpu.interconnect.value == "nvlink"))
     return tuple(out)

@@ -102,6 +102,12 @@ class Correction:
     ttft_floor: float = 1.0
 
 
+def band_cell(engine: str, step_source: str) -> str:
+    """The `defaults.CAPACITY_UNCERTAINTY` cell of a replica: vLLM's by step source (`measured` or `roofline`), any
+    other engine's its own (`sglang`, `tensorrt-llm`: measured tables only), from that engine's published points."""
+    return step_source if engine == "vllm" else engine
+
+
 @dataclass(frozen=True)
 class CapacitySource:
     """What a replica's step times rest on, for the plan to state.
@@ -111,12 +117,14 @@ class CapacitySource:
         gpu: the GPU's catalog model name, e.g. `NVIDIA H100 80GB SXM`.
         data: the measured tables' provenance (empty for the roofline).
         reason: why the roofline serves this replica (empty when measured).
+        engine: the engine whose tables (or, for vLLM, roofline) time it (engines.yaml name).
     """
 
     kind: Literal["measured", "roofline"]
     gpu: str
     data: str = ""
     reason: str = ""
+    engine: str = "vllm"
 
     def describe(self) -> str:
         """e.g. `measured vLLM 0.24.0 kernel data (AIConfigurator 0.12.0, h100_sxm) for NVIDIA H100 80GB SXM` or
@@ -128,7 +136,7 @@ class CapacitySource:
     def summary(self) -> str:
         """`describe()` and the cross-validated error of this source against the published points it times
         (`defaults.CAPACITY_UNCERTAINTY`), as a plan states it."""
-        e = defaults.CAPACITY_UNCERTAINTY[self.kind]
+        e = defaults.CAPACITY_UNCERTAINTY[band_cell(self.engine, self.kind)]
         return (f"{self.describe()}; error against the {e['points']} published measurements this source times, each "
                 f"predicted with constants fitted without its source: median {e['median']:.0%}, p90 {e['p90']:.0%} "
                 "(README, How far to trust the numbers)")
@@ -239,11 +247,12 @@ def replica_model(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_
                                  step_source=step_source, engine=engine.tables)
     if measured is not None and step_source != "roofline":
         steps: MeasuredSteps | RooflineSteps = measured
-        source = CapacitySource("measured", gpu.model, data=measured.data)
+        source = CapacitySource("measured", gpu.model, data=measured.data, engine=engine.tables)
     else:
         steps = roofline_steps(arch, gpu, precision=precision, tensor_parallel_size=tensor_parallel_size,
                                quantization=quantization, kv_cache_fp8=kv_cache_fp8)
-        source = CapacitySource("roofline", gpu.model, reason=reason or "the roofline was asked for")
+        source = CapacitySource("roofline", gpu.model, reason=reason or "the roofline was asked for",
+                                engine=engine.tables)
     return ReplicaModel(
         kv_cache_tokens=kv_cache_tokens(arch, gpu, precision=precision, tensor_parallel_size=tensor_parallel_size,
                                         kv_cache_fp8=kv_cache_fp8, gpu_memory_utilization=gpu_memory_utilization,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from blueprints.capacity.physics import Correction
+from blueprints.capacity.physics import band_cell, Correction
 from blueprints.core import defaults
 
 #: The metric family of each published metric (e2e latency mixes TTFT and token gaps: no family of its own).
@@ -59,10 +59,12 @@ def quantile(values: list[float], q: float = BAND_QUANTILE) -> float:
     return data[max(0, math.ceil(q * len(data)) - 1)] if data else 0.0
 
 
-def band_for(step_source: str) -> Band:
-    """The cross-validated band of a step source (`measured` or `roofline`), `defaults.CAPACITY_UNCERTAINTY`."""
-    cell = defaults.CAPACITY_UNCERTAINTY[step_source]
-    what = "measured vLLM kernel tables" if step_source == "measured" else "roofline"
+def band_for(step_source: str, engine: str = "vllm") -> Band:
+    """The cross-validated band of a step source (`measured` or `roofline`) of `engine` (engines.yaml name),
+    `defaults.CAPACITY_UNCERTAINTY`."""
+    cell = defaults.CAPACITY_UNCERTAINTY[band_cell(engine, step_source)]
+    what = ("measured vLLM kernel tables" if step_source == "measured" else "roofline") if engine == "vllm" \
+        else f"measured {engine} kernel tables"
     return Band(cell["ttft"], cell["itl"], cell["throughput"],
                 f"cross-validated p75 |error| of the {cell['points']} published points the {what} time "
                 "(README, How far to trust the numbers)")

@@ -112,12 +112,15 @@ MEASURED_STEP_GPUS = ("h100", "h200", "l40s", "a100-80gb", "b200", "b300", "rtx-
 #: The capacity model's cross-validated error per step source (blueprints/capacity/fitting.py: each published point
 #: predicted with the constants fitted without its source group; known-off points included): `points`, the median and
 #: p90 |error| over them, and the p75 |error| of each metric family (`ttft`, `itl`: token gaps, `throughput`) over
-#: the steady-traffic regimes (uncertainty.BAND_REGIMES): the band every LLM prediction carries and the margin an
+#: the steady-traffic regimes (uncertainty.BAND_REGIMES): vLLM's per step source, SGLang's and TensorRT-LLM's from their own
+#: published points (physics.band_cell): the band every LLM prediction carries and the margin an
 #: uncalibrated production plan is sized with (blueprints/capacity/uncertainty.py). tests/test_sizing_calibration.py holds these to the committed fit
 #: (blueprints/catalog/capacity-fit.yaml).
 CAPACITY_UNCERTAINTY = {
     "measured": {"points": 208, "median": 0.158, "p90": 0.6, "ttft": 0.525, "itl": 0.221, "throughput": 0.138},
     "roofline": {"points": 116, "median": 0.098, "p90": 0.54, "ttft": 0.449, "itl": 0.324, "throughput": 0.419},
+    "sglang": {"points": 208, "median": 0.158, "p90": 0.6, "ttft": 0.525, "itl": 0.221, "throughput": 0.138},
+    "tensorrt-llm": {"points": 208, "median": 0.158, "p90": 0.6, "ttft": 0.525, "itl": 0.221, "throughput": 0.138},
 }
 #: vLLM's KV-cache block, tokens: CacheConfig.DEFAULT_BLOCK_SIZE (vllm/config/cache.py:46 at v0.24.0), which the
 #: FlashAttention backend keeps on CUDA (platforms/interface.py:613-625, v1/attention/backend.py:194-202).

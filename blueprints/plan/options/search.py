@@ -79,7 +79,7 @@ class ResolvedModel:
         kind = step_source_kind(self.architecture, gpu, precision=self.spec.precision,
                                 quantization=self.spec.quantization_method,
                                 tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, engine=engine)
-        return band_for(kind)
+        return band_for(kind, engine)
 
 
 def resolve_models(req: Requirements, catalog: Catalog) -> list[ResolvedModel]:
