@@ -494,6 +494,8 @@ Usd = Annotated[float, Field(ge=0, le=bounds.MAX_COST_USD)]
 class SloTargets(ClosedModel):
     ttft_p95_ms: LatencyMs | None = None
     itl_p95_ms: LatencyMs | None = None
+    ttft_p99_ms: LatencyMs | None = None
+    itl_p99_ms: LatencyMs | None = None
     latency_p95_ms: LatencyMs | None = None
     latency_p99_ms: LatencyMs | None = None
     availability_pct: float = Field(ge=90, lt=100)
@@ -613,6 +615,10 @@ class Predictions(ClosedModel):
 
     ttft_p95_ms: PredictedMs | None = None
     itl_p95_ms: PredictedMs | None = None
+    ttft_p99_ms: PredictedMs | None = Field(default=None, description="TTFT p99 at peak, ms: predicted when the SLO "
+                                            "sets slo.ttft_p99_ms")
+    itl_p99_ms: PredictedMs | None = Field(default=None, description="ITL p99 at peak, ms: predicted when the SLO "
+                                           "sets slo.itl_p99_ms")
     latency_p95_ms: PredictedMs | None = Field(default=None, description="request latency p95, ms (for LLMs: a mean "
                                                "request, TTFT + output tokens x ITL)")
     output_tokens_per_s: float | None = Field(default=None, ge=0, le=1e12, description="all replicas at peak, "

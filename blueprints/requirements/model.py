@@ -295,6 +295,13 @@ class Slo(Section):
                                       description="time to first token, p95, ms")
     itl_p95_ms: float | None = Field(default=None, ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS,
                                      description="inter-token latency, p95, ms")
+    ttft_p99_ms: float | None = Field(default=None, ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS,
+                                      description="time to first token, p99, ms (text generation; optional): each "
+                                      "replica is sized so the simulated p99 stays within it too, it is predicted "
+                                      "in the plan and alerted on; at least ttft_p95_ms")
+    itl_p99_ms: float | None = Field(default=None, ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS,
+                                     description="inter-token latency, p99, ms (text generation; optional): sized, "
+                                     "predicted and alerted on as ttft_p99_ms; at least itl_p95_ms")
     latency_p95_ms: float | None = Field(default=None, ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS,
                                          description="request latency p95, ms (non-generative)")
     latency_p99_ms: float | None = Field(default=None, ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS,
@@ -316,9 +323,12 @@ class Slo(Section):
 
     @model_validator(mode="after")
     def _p99_not_below_p95(self) -> Slo:
-        if self.latency_p95_ms and self.latency_p99_ms and self.latency_p99_ms < self.latency_p95_ms:
-            raise FieldProblem("latency_p99_ms", f"latency_p99_ms ({self.latency_p99_ms:g}) must be >= latency_p95_ms "
-                               f"({self.latency_p95_ms:g})", rule="latency-p99-not-below-p95")
+        for stat in ("latency", "ttft", "itl"):
+            p95, p99 = getattr(self, f"{stat}_p95_ms"), getattr(self, f"{stat}_p99_ms")
+            if p95 and p99 and p99 < p95:
+                raise FieldProblem(f"{stat}_p99_ms", f"{stat}_p99_ms ({p99:g}) must be >= {stat}_p95_ms ({p95:g}): a "
+                                   f"99th percentile is never below the 95th; raise {stat}_p99_ms or lower "
+                                   f"{stat}_p95_ms", rule="latency-p99-not-below-p95")
         return self
 
 

@@ -44,7 +44,8 @@ CROSS_FIELD_RULES: dict[str, str] = {
     # SLO and hardware against the models
     "slo-matches-task": "text generation sets `slo.ttft_p95_ms` / `itl_p95_ms`; other models `slo.latency_p95_ms` "
                         "/ `latency_p99_ms`",
-    "latency-p99-not-below-p95": "`slo.latency_p99_ms` >= `slo.latency_p95_ms`",
+    "latency-p99-not-below-p95": "`slo.latency_p99_ms` >= `slo.latency_p95_ms`, `slo.ttft_p99_ms` >= "
+                                 "`slo.ttft_p95_ms`, `slo.itl_p99_ms` >= `slo.itl_p95_ms`",
     "servable-format": "the model's `format` is one its engine loads (vLLM: safetensors, pytorch; ONNX "
                        "Runtime: onnx; Triton: onnx, tensorrt (GPU), torchscript, pytorch, safetensors), and the python backend "
                        "(safetensors on Triton) reads an s3:// prefix holding its model.py",

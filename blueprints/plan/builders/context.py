@@ -146,6 +146,7 @@ def common_fields(req: Requirements, env: str, ctx: PlanContext, *, managed: boo
                               namespace=req.service, stack=platform.stack if platform else None,
                               zones=zones_of(platform)),
         slo=SloTargets(ttft_p95_ms=req.slo.ttft_p95_ms, itl_p95_ms=req.slo.itl_p95_ms,
+                       ttft_p99_ms=req.slo.ttft_p99_ms, itl_p99_ms=req.slo.itl_p99_ms,
                        latency_p95_ms=req.slo.latency_p95_ms, latency_p99_ms=req.slo.latency_p99_ms,
                        availability_pct=req.slo.availability_pct, attainment_pct=attainment_pct(req, env),
                        longest_violation_minutes=req.slo.longest_violation_minutes),
