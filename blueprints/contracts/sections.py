@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 from blueprints.core import bounds
 from blueprints.catalog import Architecture, Task
 from blueprints.core.errors import FieldProblem, describe_pattern, raise_problems
-from blueprints.requirements.model import DailyShape, ModelFormat, Precision, Quantization
+from blueprints.requirements.model import DailyShape, ModelFormat, Precision, Quantization, WeeklyShape
 from blueprints.requirements.hosting import Accelerator, Compliance, CpuArch, KubernetesVersion, Platform
 from blueprints.requirements.exposure import Exposure, ExposureScope, ExposureVia
 from blueprints.requirements.overrides import OverridableField
@@ -75,6 +75,8 @@ class ModelTraffic(ClosedModel):
     pattern: Literal["steady", "bursty", "spiky"] = Field(description="shape of the load over a day")
     daily: DailyShape | None = Field(default=None, exclude_if=absent_when_none, description="a diurnal day "
                                      "(requirements traffic.daily; absent: the pattern's canned wave)")
+    weekly: WeeklyShape | None = Field(default=None, exclude_if=absent_when_none, description="a weekly shape "
+                                       "(requirements traffic.weekly; absent: every day is the planned day)")
     mean_input_tokens: int = Field(ge=1, le=bounds.MAX_TOKENS, description="mean prompt length, tokens")
     mean_output_tokens: int = Field(ge=1, le=bounds.MAX_TOKENS, description="mean generated length, tokens "
                                     "(generative)")

@@ -62,6 +62,7 @@ CROSS_FIELD_RULES: dict[str, str] = {
                             "in `operations.cluster_addons` (its stack renders monitoring and alerts)",
     "production-always-on": "a production environment never scales to zero (`min_replicas` >= 1)",
     "daily-shape-hours": "`traffic.daily.peak_hours` are two different hours 0-23 and `timezone` an IANA time zone",
+    "weekly-shape-days": "`traffic.weekly.weekend_days` names 1-6 different days",
     "longest-violation-scale-to-zero": "`slo.longest_violation_minutes: 0` with bursty or spiky traffic needs every "
                                        "environment warm (`min_replicas` >= 1): a cold start misses a minute",
     "slo-attainment-reachable": "`slo.attainment_pct` (and `slo.longest_violation_minutes`), when set, is met by the "

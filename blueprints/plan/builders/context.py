@@ -43,7 +43,7 @@ def served_model(m: ResolvedModel, req: Requirements, env: str) -> ServedModel:
                            input_tokens_p95=m.traffic.input_tokens_p95, output_tokens_p95=m.traffic.output_tokens_p95,
                            shared_prefix_tokens=m.traffic.shared_prefix_tokens,
                            session_turns=m.traffic.sessions.turns if m.traffic.sessions else None, api=m.traffic.api,
-                           daily=m.traffic.daily)
+                           daily=m.traffic.daily, weekly=m.traffic.weekly)
     return ServedModel(name=m.spec.served_name, catalog_id=m.spec.id, task=m.task, format=m.spec.format,
                        precision=m.spec.precision, quantization=m.spec.quantization_method,
                        source_uri=m.spec.weights_uri, sha256=m.spec.sha256,
