@@ -61,8 +61,9 @@ def test_a_plan_with_quiet_weekends_expects_less_and_prices_the_week_s_requests(
     assert per_request == pytest.approx(q.expected_monthly_cost_usd / p.expected_monthly_cost_usd / (5.4 / 7),
                                         rel=0.01)
     [note] = [r for r in weekly.rationale if r.startswith("fleet simulation of a planned day")]
-    assert "weekly shape: saturday, sunday at 20% of a working day's traffic" in note
-    assert f"a working day alone: ${p.expected_monthly_cost_usd:,.0f}/month" in note
+    assert "traffic), weighted over a week with saturday, sunday at 20% of a working day's traffic: " in note
+    assert (f"about ${q.expected_monthly_cost_usd:,.0f}/month expected (a working day alone: "
+            f"${p.expected_monthly_cost_usd:,.0f}/month) against") in note
 
 
 @pytest.mark.parametrize(("weekly", "words"), [

@@ -43,6 +43,11 @@ from blueprints.plan.builders.nongen import plan_nongen
 from blueprints.plan.builders.sagemaker import plan_sagemaker
 
 
+#: `maxGpus` standing for "no quota" when `quota_raises` plans without one: above any fleet the bounds allow
+#: (`bounds.MAX_REPLICAS` replicas of the largest GPU node).
+UNCAPPED_GPUS = 1_000_000
+
+
 _BUILDERS: dict[Archetype, Callable[[Requirements, str, list[ResolvedModel], Catalog, Selection, PlanContext],
                                     Blueprint]] = {
     Archetype.VLLM_GPU: plan_vllm,
@@ -166,9 +171,6 @@ def quota_raises(guardrails: Mapping[str, Guardrails], replan: Callable[[list[Fi
             fixes.append(Fix(policy_field(env, "maxGpus"), need, f"raise maxGpus in {g.source} to >= {need}"))
     return tuple(fixes)
 
-
-#: `maxGpus` standing for "no quota" when `quota_raises` plans without one: above any fleet the bounds allow.
-UNCAPPED_GPUS = 1_000_000
 
 
 def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: list[str] | None,

@@ -307,13 +307,12 @@ def simulation_predictions(bp: Blueprint, result: SimulationResult) -> Blueprint
     swing = (f", {daily.peak_to_trough:g}x daily swing, peak {daily.peak_hours[0]:02d}:00-{daily.peak_hours[1]:02d}:00 "
              f"{daily.timezone}" if daily else "")
     weekly = traffic.weekly if traffic else None
-    if weekly is not None and result.working_day_monthly_usd is not None:
-        swing += (f"; weekly shape: {', '.join(weekly.weekend_days)} at {weekly.weekend_factor:.0%} of a working "
-                  f"day's traffic, the expected cost the week's average (a working day alone: "
-                  f"${result.working_day_monthly_usd:,.0f}/month)")
+    week = (f", weighted over a week with {', '.join(weekly.weekend_days)} at {weekly.weekend_factor:.0%} of a working "
+            f"day's traffic" if weekly is not None and result.working_day_monthly_usd is not None else "")
+    working = (f" (a working day alone: ${result.working_day_monthly_usd:,.0f}/month)" if week else "")
     note = (f"fleet simulation of a planned day ({traffic.pattern if traffic else 'planned'}{swing} "
-            f"traffic): {missed + '; ' if missed else ''}about ${result.expected_monthly_usd:,.0f}/month expected "
-            "against "
+            f"traffic){week}: {missed + '; ' if missed else ''}about ${result.expected_monthly_usd:,.0f}/month "
+            f"expected{working} against "
             f"${predictions.monthly_cost_usd:,.0f}/month provisioned for the peak, p95 targets met in "
             f"{result.slo_attainment:.1%} of minutes")
     if beyond:
