@@ -81,3 +81,20 @@ def test_a_p99_ttft_target_on_a_model_that_does_not_generate_text_exits_2(projec
     result = runner.invoke(app, ["plan", str(path), "--as-of", "2026-12-01"])
     assert result.exit_code == 2, result.output
     assert "apply to text generation" in result.output
+
+
+def test_a_compound_generator_given_the_budget_s_ttft_keeps_its_p95_within_its_own_p99():
+    """rag-assistant with ttft_p99_ms 1000 and no TTFT p95: the end-to-end budget leaves the generator 1,018 ms of
+    TTFT p95, above its own p99 target; the p95 it is given is the p99's 1,000 ms (before: a pydantic traceback)."""
+    from blueprints.catalog import load_catalog
+    from blueprints.plan.planner import plan
+    from blueprints.requirements.service import Requirements
+    from tests.conftest import PLAN_DATE, platforms_for
+
+    data = example_data("rag-assistant")
+    data["slo"]["ttft_p99_ms"] = 1000
+    data["budget"] = {"max_monthly_usd": None}
+    req = Requirements.model_validate(data)
+    generator, _ = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"], platforms=platforms_for(req))
+    assert (generator.slo.ttft_p95_ms, generator.slo.ttft_p99_ms) == (1000, 1000)
+    assert generator.predictions.ttft_p99_ms <= 1000

@@ -95,7 +95,8 @@ def _check_slo_fields(req: Requirements, models: list[ResolvedModel]) -> None:
                                 "slo.itl_p95_ms instead", rule="slo-matches-task")
     if not generative and any(v is not None for v in (req.slo.ttft_p95_ms, req.slo.itl_p95_ms, req.slo.ttft_p99_ms,
                                                        req.slo.itl_p99_ms)):
-        raise RequirementsError("slo.ttft_p95_ms / itl_p95_ms (and their p99s) apply to text generation; "
+        raise RequirementsError("slo.ttft_p95_ms / itl_p95_ms apply to text generation (as do ttft_p99_ms / "
+                                "itl_p99_ms); "
                                 f"{models[0].spec.served_name} is a {models[0].task.value} model: set "
                                 "slo.latency_p95_ms (and latency_p99_ms) instead", rule="slo-matches-task")
     for m in generative:
