@@ -295,6 +295,7 @@ def summary(bp) -> str:
     c, p, a = bp.compute, bp.predictions, bp.autoscaling
     gpus = f", {c.gpus_per_replica} GPU/replica ({c.gpu})" if c.gpus_per_replica else f", {c.cpu_per_replica:g} vCPU/replica"
     latency = ", ".join(f"{label} {_ms(v)}" for label, v in (("TTFT p95", p.ttft_p95_ms), ("ITL p95", p.itl_p95_ms),
+                                                            ("TTFT p99", p.ttft_p99_ms), ("ITL p99", p.itl_p99_ms),
                                                             ("latency p95", p.latency_p95_ms)) if v is not None)
     cost = f"{'~' if p.cost_is_estimate else ''}${p.monthly_cost_usd:,.0f}/month" + (
         " (spot estimate)" if p.cost_is_estimate else "")

@@ -40,6 +40,10 @@ def _project(tmp_path: Path, *, dev_max_gpus: int | None = None) -> tuple[Path, 
     return stacks, policies
 
 
+def _max_gpus(policies: Path, env: str) -> int:
+    return json.loads((policies / f"{env}.json").read_text())["gpu-quota"]["maxGpus"]
+
+
 def _gpus(stack: str) -> int:
     return gpus_at_full_scale(read_config(STACKS / f"Pulumi.{stack}.yaml"))
 
@@ -62,7 +66,8 @@ def test_the_account_s_other_stacks_in_the_region_are_counted_not_its_own_nor_ot
     req = load_requirements(STACKS / "requirements" / "chat-assistant.yaml")
     limits = with_account_gpus(req, environment_guardrails(req, POLICIES), STACKS, policy_dir=POLICIES)
     dev, prod = limits["dev"], limits["prod"]
-    assert (dev.max_gpus, dev.gpus_in_use) == (8, _gpus("rag-assistant-generator-dev") + _gpus("rag-assistant-retrieval-dev"))
+    assert (dev.max_gpus, dev.gpus_in_use) == (_max_gpus(POLICIES, "dev"),
+                                               _gpus("rag-assistant-generator-dev") + _gpus("rag-assistant-retrieval-dev"))
     assert dev.gpus_in_use_by == ("rag-assistant-generator-dev: 3", "rag-assistant-retrieval-dev: 3")
     # us-east-1 under prod.json: not regulated-assistant-prod (eu-central-1), not its own chat-assistant-prod.
     assert [s.split(":")[0] for s in prod.gpus_in_use_by] == [
@@ -87,14 +92,34 @@ def test_the_search_counts_the_account_s_gpus_and_the_hint_asks_for_the_total():
     assert alone.autoscaling_cap(per_node=1, gpus_per_node=1) == 7
 
 
-def test_the_bundled_dev_account_caps_chat_assistant_dev_at_what_the_rag_stacks_leave():
-    chat = read_config(STACKS / "Pulumi.chat-assistant-dev.yaml")
-    assert chat.autoscaling.max_replicas == 1 and _gpus("chat-assistant-dev") == 2
-    dev_total = sum(_gpus(s) for s in ("chat-assistant-dev", "rag-assistant-generator-dev",
-                                       "rag-assistant-retrieval-dev"))
-    assert dev_total == 8  # exactly dev.json's maxGpus
-    assert any("maxGpus=8 (policies/config/dev.json, gpu-quota), of which the account's other stacks in the Region "
+def test_a_tight_dev_account_caps_chat_assistant_dev_at_what_the_rag_stacks_leave(tmp_path):
+    stacks, policies = _project(tmp_path, dev_max_gpus=8)
+    free = plan_requirements_file(stacks / "requirements" / "chat-assistant.yaml", as_of=PLAN_DATE,
+                                  policy_dir=POLICIES, stacks_dir=stacks, environments=["dev"]).blueprints[0]
+    [chat] = plan_requirements_file(stacks / "requirements" / "chat-assistant.yaml", as_of=PLAN_DATE,
+                                    policy_dir=policies, stacks_dir=stacks, environments=["dev"]).blueprints
+    assert free.autoscaling.max_replicas > 1  # the bundled dev account has room
+    assert chat.autoscaling.max_replicas == 1 and gpus_at_full_scale(chat) == 2
+    assert gpus_at_full_scale(chat) + _gpus("rag-assistant-generator-dev") + _gpus("rag-assistant-retrieval-dev") == 8
+    assert any(f"maxGpus=8 ({policies / 'dev.json'}, gpu-quota), of which the account's other stacks in the Region "
                "reach 6 (rag-assistant-generator-dev: 3, rag-assistant-retrieval-dev: 3)" in r for r in chat.rationale)
+
+
+def test_a_plan_within_the_quota_names_no_other_stack_however_many_gpus_they_hold(tmp_path):
+    """With room, the plan is the one made as if alone: the account's other stacks appear in no line of it, so
+    adding or resizing them rewrites none of its stack configs."""
+    stacks, roomy = _project(tmp_path, dev_max_gpus=10)
+    alone = tmp_path / "alone"
+    shutil.copytree(stacks, alone)
+    for name in ("rag-assistant-generator-dev", "rag-assistant-retrieval-dev"):
+        (alone / f"Pulumi.{name}.yaml").unlink()
+    [shared] = plan_requirements_file(stacks / "requirements" / "chat-assistant.yaml", as_of=PLAN_DATE,
+                                      policy_dir=roomy, stacks_dir=stacks, environments=["dev"]).blueprints
+    [single] = plan_requirements_file(alone / "requirements" / "chat-assistant.yaml", as_of=PLAN_DATE,
+                                      policy_dir=roomy, stacks_dir=alone, environments=["dev"]).blueprints
+    assert gpus_at_full_scale(shared) + 6 <= 10
+    assert shared.rationale == single.rationale and shared.autoscaling == single.autoscaling
+    assert not [r for r in shared.rationale if "rag-assistant" in r]
 
 
 def test_a_plan_the_account_has_no_room_for_is_refused_with_a_proven_total(tmp_path):
@@ -108,15 +133,17 @@ def test_a_plan_the_account_has_no_room_for_is_refused_with_a_proven_total(tmp_p
 
 
 def test_a_compound_service_s_parts_count_together(tmp_path):
-    """Each rag part fits alone (3 GPUs + chat-assistant-dev's 2 <= 7); both together (8) do not."""
-    stacks, policies = _project(tmp_path, dev_max_gpus=7)
+    """Each rag part fits alone (3 GPUs + chat-assistant-dev's <= 6 - 3); both together do not."""
+    chat = _gpus("chat-assistant-dev")
+    stacks, policies = _project(tmp_path, dev_max_gpus=chat + 5)
     with pytest.raises(SizingError) as err:
         plan_requirements_file(stacks / "requirements" / "rag-assistant.yaml", as_of=PLAN_DATE, policy_dir=policies,
                                stacks_dir=stacks, environments=["dev"])
     message = str(err.value)
     assert ("the parts need 3 (rag-assistant-generator-dev) + 3 (rag-assistant-retrieval-dev) GPUs with the rollout "
-            "surge and the account's other stacks in the Region 2 (chat-assistant-dev: 2): 8, above maxGpus=7") in message
-    assert "to >= 8" in message
+            f"surge and the account's other stacks in the Region {chat} (chat-assistant-dev: {chat}): {chat + 6}, "
+            f"above maxGpus={chat + 5}") in message
+    assert f"to >= {chat + 6}" in message
 
 
 def test_preflight_checks_the_account_s_gpus_against_max_gpus(tmp_path, monkeypatch):
@@ -124,15 +151,17 @@ def test_preflight_checks_the_account_s_gpus_against_max_gpus(tmp_path, monkeypa
     result = runner.invoke(app, ["preflight", "chat-assistant-dev", "--stacks-dir", str(STACKS), "--json"])
     assert result.exit_code == 0, result.output
     [gpu] = [r for r in json.loads(result.stdout) if r["service_code"] == "policy"]
+    chat, total = _gpus("chat-assistant-dev"), _gpus("chat-assistant-dev") + 6
     assert (gpu["quota_code"], gpu["region"], gpu["needed"], gpu["value"], gpu["ok"]) == (
-        "gpu-quota", "us-west-2", 8.0, 8.0, True)
-    assert "chat-assistant-dev 2, rag-assistant-generator-dev 3, rag-assistant-retrieval-dev 3" in gpu["why"]
+        "gpu-quota", "us-west-2", float(total), float(_max_gpus(POLICIES, "dev")), True)
+    assert f"chat-assistant-dev {chat}, rag-assistant-generator-dev 3, rag-assistant-retrieval-dev 3" in gpu["why"]
 
-    stacks, _ = _project(tmp_path, dev_max_gpus=7)
+    stacks, _ = _project(tmp_path, dev_max_gpus=total - 1)
     monkeypatch.chdir(tmp_path)  # policies/config of the working directory
     result = runner.invoke(app, ["preflight", "rag-assistant-dev", "--stacks-dir", str(stacks), "--offline"])
     assert result.exit_code == 1, result.output
-    assert "too high policy gpu-quota in us-west-2: 8 GPUs of maxGpus 7" in " ".join(result.output.split())
+    assert (f"too high policy gpu-quota in us-west-2: {total} GPUs of maxGpus {total - 1}"
+            in " ".join(result.output.split()))
 
 
 def _ec2(zones: list[str], offered: list[str], *, subnets: dict[str, str] | None = None):

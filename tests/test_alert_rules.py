@@ -177,3 +177,24 @@ def test_kube_prometheus_stack_scrapes_nothing_eks_hides():
                                    stacks_dir=STACKS)
     [message] = [f.message for f in findings if f.check == "scrapes-hidden-components"]
     assert "kubeScheduler" in message and "kubeScheduler.enabled: false" in message
+
+
+def test_p99_targets_get_their_own_alerts_that_fire_when_the_p99_is_broken_and_stay_quiet_while_it_holds(
+        reports, tmp_path):
+    """chat-assistant-prod with slo.ttft_p99_ms 3000 and itl_p99_ms 100: two more alerts at the 0.99 quantile of the
+    same vLLM histograms, run by promtool beside the p95 ones; without p99 targets there are none."""
+    from blueprints.contracts.observability import slo_alerts
+
+    bp = reports["chat-assistant-prod"].blueprint
+    assert not {r.name for r in slo_alerts(bp)} & {"TTFTP99AboveSLO", "ITLP99AboveSLO"}
+    bp = bp.model_copy(update={"slo": bp.slo.model_copy(update={"ttft_p99_ms": 3000.0, "itl_p99_ms": 100.0})})
+    alerts = slo_alerts(bp)
+    rules = {r.name: {"alert": r.name, "expr": r.expr, "for": r.for_, "labels": {"severity": r.severity},
+                      "annotations": {"summary": r.summary}} for r in alerts}  # as components/monitoring.py writes them
+    assert rules["TTFTP99AboveSLO"]["expr"].startswith("histogram_quantile(0.99, ")
+    assert rules["TTFTP99AboveSLO"]["expr"].endswith("> 3") and rules["ITLP99AboveSLO"]["expr"].endswith("> 0.1")
+    cases = scenarios(bp)
+    result = promtool_suite([{"name": "slo", "rules": list(rules.values())}],
+                            {n: cases[n] for n in ("TTFTP99AboveSLO", "ITLP99AboveSLO", "TTFTP95AboveSLO")}, rules,
+                            tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -220,9 +220,8 @@ def test_a_private_service_on_its_dedicated_platform_leaves_the_shared_one_byte_
                          "private_subnet_ids": ["subnet-0123456789abcdef1", "subnet-0123456789abcdef2"]}}
     preq.write_text(yaml.safe_dump(data, sort_keys=False))
     # At a tenth of the chat's traffic (a few GPUs): the prod account's GPU quota (gpu-quota maxGpus) is shared by
-    # every prod stack in the Region, first come first served (tests/test_account_gpus.py), and a second full-size
-    # chat would move chat-assistant-prod's quota cap, which `plan --check` rightly reports. Here it moves none, so
-    # `plan --check` below judges the platforms alone.
+    # every prod stack in the Region, first come first served (tests/test_account_gpus.py); within it, no other
+    # stack's plan changes, so `plan --check` below judges the platforms alone.
     planned = runner.invoke(app, ["plan", str(_private_chat(project, platform="private-use1", traffic_scale=0.1)),
                                   "--as-of", "2026-12-01"])
     assert planned.exit_code == 0, planned.output

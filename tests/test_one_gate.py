@@ -13,6 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from blueprints.cli import app
+from blueprints.contracts.stackconfig import read_config
 from blueprints.core.project import ProjectPaths, project_paths
 from blueprints.drift import check_stacks, word_diff
 from blueprints.review.stacks import list_stacks
@@ -142,14 +143,48 @@ def test_a_requirements_change_after_planning_is_stale_naming_the_file_to_re_pla
     assert 'tags.owner is "ml-platform" but the plan gives "ml-serving"; stale: re-plan' in text
 
 
-def test_another_service_planned_leaves_every_other_stack_as_planned(project):
-    """Issue 36's check: a service's stack configs depend on its own requirements and its platform only, so planning
-    a new service on a shared platform (and in a shared account) leaves `plan --check` clean for every other one."""
-    requirements = project / "stacks" / "requirements"
-    (requirements / "partner-two.yaml").write_text(
-        (requirements / "partner-api.yaml").read_text().replace("service: partner-api", "service: partner-two"))
-    planned = runner.invoke(app, ["plan", "stacks/requirements/partner-two.yaml", "--as-of", "2026-12-01"])
-    assert planned.exit_code == 0, planned.output
+def _newcomers(project: Path) -> list[str]:
+    """Copies of the small chat-assistant requirements, renamed, landing in every bundled environment: on each
+    bundled platform (its environment and Region), one environment per file (a file names an environment once)."""
+    data = yaml.safe_load((project / "stacks" / "requirements" / "chat-assistant.yaml").read_text())
+    places = sorted({(p.environment, p.region) for p in map(read_config, (project / "stacks").glob(
+        "Pulumi.platform-*.yaml"))})
+    files: list[dict[str, dict]] = []
+    for env, region in places:
+        target = next((f for f in files if env not in f), None)
+        if target is None:
+            files.append(target := {})
+        target[env] = {"region": region, "traffic_scale": 1.0 if env == "prod" else 0.1}
+    names = []
+    for i, environments in enumerate(files):
+        name = f"newcomer-{i}"
+        regions = sorted({e["region"] for e in environments.values()})
+        (project / "stacks" / "requirements" / f"{name}.yaml").write_text(yaml.safe_dump(
+            {**data, "service": name, "environments": environments,
+             "compliance": {**data["compliance"], "regions_allowed": regions}}, sort_keys=False))
+        names.append(name)
+    return names
+
+
+def test_a_new_service_plans_in_every_bundled_environment_and_leaves_every_other_stack_as_planned(project):
+    """Issue 36's check: the bundled policies leave room for a newcomer's first service on every bundled platform
+    (no environment's GPU quota is already full), and a service's stack configs depend on its own requirements and
+    its platform only, so planning it (on shared platforms, in shared accounts) leaves `plan --check` clean for
+    every other stack."""
+    before = {p.name: p.read_text() for p in (project / "stacks").glob("Pulumi.*.yaml")}
+    landed = set()
+    for name in _newcomers(project):
+        planned = runner.invoke(app, ["plan", f"stacks/requirements/{name}.yaml", "--as-of", "2026-12-01"])
+        assert planned.exit_code == 0, planned.output
+        for path in (project / "stacks").glob(f"Pulumi.{name}-*.yaml"):
+            bp = read_config(path)
+            landed.add((bp.environment, bp.region))
+            assert not [r for r in bp.rationale if "maxGpus" in r], bp.rationale  # room, not a cap
+    platforms = {(p.environment, p.region) for p in map(read_config, (project / "stacks").glob(
+        "Pulumi.platform-*.yaml"))}
+    assert landed == platforms and len(platforms) == 5
+    changed = {n for n, text in before.items() if (project / "stacks" / n).read_text() != text}
+    assert changed <= {f"Pulumi.platform-{env}-{region}.yaml" for env, region in platforms}  # no other team's
     checked = runner.invoke(app, ["plan", "--check"])
     assert checked.exit_code == 0, checked.output
 
@@ -181,10 +216,16 @@ def test_a_platform_file_change_makes_the_platform_stale_naming_a_service_to_re_
 
 
 def test_a_policy_config_change_is_stale_not_a_hand_edit_and_a_removed_line_is_one_difference(project):
-    # The dev account's GPU quota caps chat-assistant-dev at 1 replica (tests/test_account_gpus.py); 8 more GPUs
-    # lift the cap: the committed file is what its plan wrote, the policy config changed since.
+    # A tight dev account (8 GPUs, the rag-assistant stacks hold 6) caps chat-assistant-dev at 1 replica
+    # (tests/test_account_gpus.py); 8 more GPUs lift the cap: the committed file is what its plan wrote, the policy
+    # config changed since.
     path = project / "policies" / "config" / "dev.json"
     data = json.loads(path.read_text())
+    data["gpu-quota"]["maxGpus"] = 8
+    path.write_text(json.dumps(data))
+    planned = runner.invoke(app, ["plan", "stacks/requirements/chat-assistant.yaml", "--env", "dev", "--as-of",
+                                  "2026-12-01"])
+    assert planned.exit_code == 0, planned.output
     data["gpu-quota"]["maxGpus"] += 8
     path.write_text(json.dumps(data))
     found = _check("stacks/requirements/chat-assistant.yaml")

@@ -5,6 +5,7 @@ Checked by: a printed hint, applied, plans."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -13,6 +14,7 @@ from blueprints.core.errors import Fix, SizingError
 from blueprints.plan.guardrails import Guardrails
 from blueprints.plan.hints import apply_fixes, prove
 from blueprints.plan.planner import plan
+from blueprints.plan.quota import gpus_at_full_scale
 from blueprints.requirements.service import Requirements
 from tests.conftest import PLAN_DATE, example_data, platforms_for, requirements_with
 
@@ -159,3 +161,35 @@ def test_a_re_plan_refused_for_another_reason_counts_as_not_planning():
 
     proven = prove(refusal, refused)
     assert proven.groups == () and f"{fix.text} is not enough on its own" in str(proven)
+
+
+def test_a_compound_refusal_the_gpu_quota_caused_names_the_maxgpus_raise_that_alone_plans():
+    """rag-assistant in a full dev account (8 GPUs, 5 held by other stacks) at its prod traffic: the generator,
+    capped by the quota, misses the end-to-end latency budget; no change the refusal names plans (a break-it pass
+    read "no change named here plans"), while raising maxGpus alone does. The hint names that raise, at the GPUs the
+    plan without a quota reaches with the others, and it plans."""
+    data = example_data("rag-assistant")
+    data["environments"] = {"dev": {"region": "us-west-2", "traffic_scale": 1.0, "spot": True}}
+    req = Requirements.model_validate(data)
+    quota = {"dev": Guardrails(source="dev.json", allowed_instance_families=None, max_gpus=8, gpus_in_use=5,
+                               gpus_in_use_by=("chat-assistant-dev: 2", "newcomer-dev: 3"))}
+
+    def dev(guardrails, **kwargs):
+        return plan(req, load_catalog(), as_of=PLAN_DATE, environments=["dev"], guardrails=guardrails,
+                    platforms=platforms_for(req), **kwargs)
+
+    with pytest.raises(SizingError) as unproven:
+        dev(quota, prove_hints=False)
+    assert "maxGpus" not in str(unproven.value)  # the refusal is the latency budget's, naming no quota
+    with pytest.raises(SizingError) as caught:
+        dev(quota)
+    proven = caught.value
+    free = dev({"dev": replace(quota["dev"], max_gpus=None)})
+    need = 5 + sum(gpus_at_full_scale(bp) for bp in free)
+    [(fix,)] = proven.groups
+    assert (fix.field, fix.value) == ("policy:dev:maxGpus", need) and need > 8
+    assert str(proven).endswith(f"No change named here plans, but the GPU quota held the plan back: raise maxGpus in "
+                                f"dev.json to >= {need} plans")
+    assert dev(apply_fixes(req, quota, [fix])[1], prove_hints=False)
+    with pytest.raises(SizingError):  # the least: one GPU fewer does not plan
+        dev(apply_fixes(req, quota, [replace(fix, value=need - 1)])[1], prove_hints=False)

@@ -51,18 +51,22 @@ class TrafficShape:
 
 @dataclass(frozen=True)
 class LatencyTargets:
-    """p95 targets, ms (None: no target)."""
+    """p95 targets and optional p99 targets, ms (None: no target)."""
 
     ttft_p95_ms: float | None
     itl_p95_ms: float | None
     e2e_p95_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    itl_p99_ms: float | None = None
 
     def met_by(self, run: SimulationResult) -> bool:
-        """The run was stable and every given p95 is within its target."""
+        """The run was stable and every given p95 and p99 is within its target."""
         return (run.stable
                 and (self.ttft_p95_ms is None or run.ttft_ms.p95 <= self.ttft_p95_ms)
                 and (self.itl_p95_ms is None or run.itl_ms.p95 <= self.itl_p95_ms)
-                and (self.e2e_p95_ms is None or run.e2e_ms.p95 <= self.e2e_p95_ms))
+                and (self.e2e_p95_ms is None or run.e2e_ms.p95 <= self.e2e_p95_ms)
+                and (self.ttft_p99_ms is None or run.ttft_ms.p99 <= self.ttft_p99_ms)
+                and (self.itl_p99_ms is None or run.itl_ms.p99 <= self.itl_p99_ms))
 
 
 @dataclass(frozen=True)

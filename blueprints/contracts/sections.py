@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 from blueprints.core import bounds
 from blueprints.catalog import Architecture, Task
 from blueprints.core.errors import FieldProblem, describe_pattern, raise_problems
-from blueprints.requirements.model import DailyShape, ModelFormat, Precision, Quantization
+from blueprints.requirements.model import DailyShape, ModelFormat, Precision, Quantization, WeeklyShape
 from blueprints.requirements.hosting import Accelerator, Compliance, CpuArch, KubernetesVersion, Platform
 from blueprints.requirements.exposure import Exposure, ExposureScope, ExposureVia
 from blueprints.requirements.overrides import OverridableField
@@ -75,6 +75,8 @@ class ModelTraffic(ClosedModel):
     pattern: Literal["steady", "bursty", "spiky"] = Field(description="shape of the load over a day")
     daily: DailyShape | None = Field(default=None, exclude_if=absent_when_none, description="a diurnal day "
                                      "(requirements traffic.daily; absent: the pattern's canned wave)")
+    weekly: WeeklyShape | None = Field(default=None, exclude_if=absent_when_none, description="a weekly shape "
+                                       "(requirements traffic.weekly; absent: every day is the planned day)")
     mean_input_tokens: int = Field(ge=1, le=bounds.MAX_TOKENS, description="mean prompt length, tokens")
     mean_output_tokens: int = Field(ge=1, le=bounds.MAX_TOKENS, description="mean generated length, tokens "
                                     "(generative)")
@@ -496,6 +498,8 @@ Usd = Annotated[float, Field(ge=0, le=bounds.MAX_COST_USD)]
 class SloTargets(ClosedModel):
     ttft_p95_ms: LatencyMs | None = None
     itl_p95_ms: LatencyMs | None = None
+    ttft_p99_ms: LatencyMs | None = None
+    itl_p99_ms: LatencyMs | None = None
     latency_p95_ms: LatencyMs | None = None
     latency_p99_ms: LatencyMs | None = None
     availability_pct: float = Field(ge=90, lt=100)
@@ -635,6 +639,10 @@ class Predictions(ClosedModel):
 
     ttft_p95_ms: PredictedMs | None = None
     itl_p95_ms: PredictedMs | None = None
+    ttft_p99_ms: PredictedMs | None = Field(default=None, description="TTFT p99 at peak, ms: predicted when the SLO "
+                                            "sets slo.ttft_p99_ms")
+    itl_p99_ms: PredictedMs | None = Field(default=None, description="ITL p99 at peak, ms: predicted when the SLO "
+                                           "sets slo.itl_p99_ms")
     latency_p95_ms: PredictedMs | None = Field(default=None, description="request latency p95, ms (for LLMs: a mean "
                                                "request, TTFT + output tokens x ITL)")
     output_tokens_per_s: float | None = Field(default=None, ge=0, le=1e12, description="all replicas at peak, "

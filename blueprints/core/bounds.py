@@ -118,6 +118,8 @@ REASONS: dict[str, str] = {
     "itl_p95_ms": "a latency target is 0.1 ms to 10 minutes",
     "latency_p95_ms": "a latency target is 0.1 ms to 10 minutes",
     "latency_p99_ms": "a latency target is 0.1 ms to 10 minutes",
+    "ttft_p99_ms": "a latency target is 0.1 ms to 10 minutes",
+    "itl_p99_ms": "a latency target is 0.1 ms to 10 minutes",
     "min_replicas": "one stack scales to at most 1,000 replicas (one autoscaler and node pool; Kubernetes supports "
                     "5,000 nodes per cluster)",
     "max_replicas": "one stack scales to at most 1,000 replicas (one autoscaler and node pool; Kubernetes supports "

@@ -154,7 +154,7 @@ def floor_problems(bp: Blueprint, floors: Floors, *, policy_production: bool | N
 
 
 #: The SLO latency targets a stack keeps from its requirements (its alerts, autoscaling and sizing follow them).
-SLO_FLOOR_FIELDS = ("ttft_p95_ms", "itl_p95_ms", "latency_p95_ms", "latency_p99_ms")
+SLO_FLOOR_FIELDS = ("ttft_p95_ms", "itl_p95_ms", "ttft_p99_ms", "itl_p99_ms", "latency_p95_ms", "latency_p99_ms")
 
 
 def _slo_and_replica_floors(bp: Blueprint, floors: Floors, replan: str) -> list[FieldProblem]:

@@ -89,11 +89,12 @@ def apply_fixes(req: Requirements, guardrails: Mapping[str, Guardrails],
         raise BeyondBound(next((f for f in fixes if f.field == where), fixes[-1]), f"{where}: {msg}") from None
 
 
-def prove(exc: SizingError, replan: Replan) -> SizingError:
+def prove(exc: SizingError, replan: Replan, *, unnamed: Callable[[], Sequence[Fix]] | None = None) -> SizingError:
     """`exc` with each fix it proposes proven by a re-plan (see the module docstring): a fix that plans keeps its
     words; one that does not is replaced by itself and the next change it needs together when that pair plans, else
-    flagged as not enough on its own. Returns a refusal whose `fixes` are the proven ones (each a tuple of changes
-    to make together)."""
+    flagged as not enough on its own. When none plans, `unnamed` gives changes the refusal did not name (the
+    `maxGpus` a GPU quota that held the plan back needs, `blueprints.plan.planner.quota_raises`), proposed together
+    when they plan. Returns a refusal whose `fixes` are the proven ones (each a tuple of changes to make together)."""
     if not exc.fixes:
         return exc
     message, proven = str(exc), []
@@ -112,9 +113,23 @@ def prove(exc: SizingError, replan: Replan) -> SizingError:
         message = message.replace(words, " and ".join(f.text for f in outcome) + (" together" if len(outcome) > 1
                                                                                     else ""))
     if not proven:
-        message += ". No change named here plans on its own or with the next one it needs"
+        extra = tuple(unnamed()) if unnamed is not None else ()
+        if extra and _plans(replan, extra):
+            proven.append(extra)
+            message += (". No change named here plans, but the GPU quota held the plan back: "
+                        + " and ".join(f.text for f in extra) + (" together" if len(extra) > 1 else "") + " plans")
+        else:
+            message += ". No change named here plans on its own or with the next one it needs"
     return SizingError(message, rule=exc.rule, fixes=tuple(f for group in proven for f in group),
                        groups=tuple(proven))
+
+
+def _plans(replan: Replan, fixes: Sequence[Fix]) -> bool:
+    try:
+        replan(list(fixes))
+    except BlueprintError:
+        return False
+    return True
 
 
 def _grouped(fixes: Sequence[Fix]) -> list[list[Fix]]:

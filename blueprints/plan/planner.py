@@ -25,7 +25,7 @@ from blueprints.requirements.platform_file import AlertingSpec
 from blueprints.contracts.platform import PlatformConfig
 from blueprints.contracts.calibration_file import Calibrations
 from blueprints.plan.guardrails import Guardrails
-from blueprints.core.errors import Fix, RequirementsError, SizingError
+from blueprints.core.errors import BlueprintError, Fix, RequirementsError, SizingError
 from blueprints.plan.options.search import ResolvedModel, resolve_models
 from blueprints.requirements.service import Requirements
 from blueprints.contracts.images import image_problems
@@ -41,6 +41,11 @@ from blueprints.plan.builders.context import PlanContext
 from blueprints.plan.builders.llm import plan_vllm
 from blueprints.plan.builders.nongen import plan_nongen
 from blueprints.plan.builders.sagemaker import plan_sagemaker
+
+
+#: `maxGpus` standing for "no quota" when `quota_raises` plans without one: above any fleet the bounds allow
+#: (`bounds.MAX_REPLICAS` replicas of the largest GPU node).
+UNCAPPED_GPUS = 1_000_000
 
 
 _BUILDERS: dict[Archetype, Callable[[Requirements, str, list[ResolvedModel], Catalog, Selection, PlanContext],
@@ -106,21 +111,66 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
             message names the binding constraint and by how much to relax it, proven: each change it proposes plans
             (alone, or with the others it names together), or it says none suffices.
     """
+    def planned(limits: Mapping[str, Guardrails] | None, fixed: Requirements = req) -> list[Blueprint]:
+        return _plan_within_account(fixed, catalog, as_of=as_of, environments=environments, guardrails=limits,
+                                    platforms=platforms, alerting=alerting, existing=existing,
+                                    switch_threshold_pct=switch_threshold_pct, calibrations=calibrations)
+
     try:
-        return _plan(req, catalog, as_of=as_of, environments=environments, guardrails=guardrails,
-                     platforms=platforms, alerting=alerting, existing=existing,
-                     switch_threshold_pct=switch_threshold_pct, calibrations=calibrations)
+        return planned(guardrails)
     except SizingError as exc:
         if not prove_hints or not exc.fixes:
             raise
 
         def replan(fixes) -> list[Blueprint]:
             fixed, limits = apply_fixes(req, guardrails or {}, fixes)
-            return plan(fixed, catalog, as_of=as_of, environments=environments, guardrails=limits,
-                        platforms=platforms, alerting=alerting, existing=existing,
-                        switch_threshold_pct=switch_threshold_pct, prove_hints=False, calibrations=calibrations)
+            return planned(limits, fixed)
 
-        raise prove(exc, replan) from None
+        raise prove(exc, replan, unnamed=lambda: quota_raises(guardrails or {}, replan)) from None
+
+
+def _plan_within_account(req: Requirements, catalog: Catalog, *, guardrails: Mapping[str, Guardrails] | None,
+                         **kwargs) -> list[Blueprint]:
+    """`_plan`, first as if the account's other stacks held no GPUs (`Guardrails.gpus_in_use` 0): when that plan
+    fits `maxGpus` with them (`gpus_at_full_scale` per environment), it is the plan, so a service's stack configs
+    name no other stack, nor count the options the others' GPUs rule out, while the shared quota does not bind
+    (adding a service never rewrites another's). Otherwise the plan within what the others leave.
+    """
+    limits = dict(guardrails or {})
+    alone = {env: replace(g, gpus_in_use=0, gpus_in_use_by=()) for env, g in limits.items()}
+    if alone != limits:
+        try:
+            planned = _plan(req, catalog, guardrails=alone, **kwargs)
+        except SizingError:
+            planned = None
+        if planned is not None and all(
+                g.max_gpus is None or g.gpus_in_use + sum(gpus_at_full_scale(bp) for bp in planned
+                                                          if bp.environment == env) <= g.max_gpus
+                for env, g in limits.items()):
+            return planned
+    return _plan(req, catalog, guardrails=limits, **kwargs)
+
+
+def quota_raises(guardrails: Mapping[str, Guardrails], replan: Callable[[list[Fix]], list[Blueprint]]
+                 ) -> tuple[Fix, ...]:
+    """The `maxGpus` each capped environment needs for the plan the quota did not hold back: planned with every
+    `maxGpus` lifted (`UNCAPPED_GPUS`), the GPUs it reaches at full scale with the account's other stacks, for each
+    environment where that is above its `maxGpus`. Empty when the lifted plan fails too (the quota is not the only
+    obstacle) or no quota binds. For `blueprints.plan.hints.prove`, which tries these when no named change plans."""
+    capped = {env: g for env, g in guardrails.items() if g.max_gpus is not None}
+    if not capped:
+        return ()
+    try:
+        lifted = replan([Fix(policy_field(env, "maxGpus"), UNCAPPED_GPUS, "") for env in capped])
+    except BlueprintError:
+        return ()
+    fixes = []
+    for env, g in capped.items():
+        need = g.gpus_in_use + sum(gpus_at_full_scale(bp) for bp in lifted if bp.environment == env)
+        if need > g.max_gpus:
+            fixes.append(Fix(policy_field(env, "maxGpus"), need, f"raise maxGpus in {g.source} to >= {need}"))
+    return tuple(fixes)
+
 
 
 def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: list[str] | None,

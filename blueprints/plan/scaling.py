@@ -298,9 +298,7 @@ def simulation_predictions(bp: Blueprint, result: SimulationResult) -> Blueprint
         monthly = round(sum(x.monthly_usd for x in lines), 2)
         update.update(cost_lines=lines, monthly_cost_usd=monthly)
     predictions = p.model_copy(update=update)
-    day = result.minutes.get("rps", [])
-    costs = unit_costs(bp.model_copy(update={"predictions": predictions}),
-                       mean_rps=sum(day) / len(day) if day else 0.0,
+    costs = unit_costs(bp.model_copy(update={"predictions": predictions}), mean_rps=result.mean_rps,
                        expected_monthly_usd=result.expected_monthly_usd, hours_per_month=load_catalog().hours_per_month)
     predictions = predictions.model_copy(update={"unit_costs": costs,
                                                  "engines": with_token_prices(predictions.engines, costs)})
@@ -310,9 +308,13 @@ def simulation_predictions(bp: Blueprint, result: SimulationResult) -> Blueprint
     daily = traffic.daily if traffic else None
     swing = (f", {daily.peak_to_trough:g}x daily swing, peak {daily.peak_hours[0]:02d}:00-{daily.peak_hours[1]:02d}:00 "
              f"{daily.timezone}" if daily else "")
+    weekly = traffic.weekly if traffic else None
+    week = (f", weighted over a week with {', '.join(weekly.weekend_days)} at {weekly.weekend_factor:.0%} of a working "
+            f"day's traffic" if weekly is not None and result.working_day_monthly_usd is not None else "")
+    working = (f" (a working day alone: ${result.working_day_monthly_usd:,.0f}/month)" if week else "")
     note = (f"fleet simulation of a planned day ({traffic.pattern if traffic else 'planned'}{swing} "
-            f"traffic): {missed + '; ' if missed else ''}about ${result.expected_monthly_usd:,.0f}/month expected "
-            "against "
+            f"traffic){week}: {missed + '; ' if missed else ''}about ${result.expected_monthly_usd:,.0f}/month "
+            f"expected{working} against "
             f"${predictions.monthly_cost_usd:,.0f}/month provisioned for the peak, p95 targets met in "
             f"{result.slo_attainment:.1%} of minutes")
     if beyond:

@@ -93,8 +93,10 @@ def _check_slo_fields(req: Requirements, models: list[ResolvedModel]) -> None:
         raise RequirementsError(f"slo.latency_p95_ms / latency_p99_ms apply to non-generative models; "
                                 f"{generative[0].spec.served_name} generates text: set slo.ttft_p95_ms and "
                                 "slo.itl_p95_ms instead", rule="slo-matches-task")
-    if not generative and (req.slo.ttft_p95_ms is not None or req.slo.itl_p95_ms is not None):
-        raise RequirementsError("slo.ttft_p95_ms / itl_p95_ms apply to text generation; "
+    if not generative and any(v is not None for v in (req.slo.ttft_p95_ms, req.slo.itl_p95_ms, req.slo.ttft_p99_ms,
+                                                       req.slo.itl_p99_ms)):
+        raise RequirementsError("slo.ttft_p95_ms / itl_p95_ms apply to text generation (as do ttft_p99_ms / "
+                                "itl_p99_ms); "
                                 f"{models[0].spec.served_name} is a {models[0].task.value} model: set "
                                 "slo.latency_p95_ms (and latency_p99_ms) instead", rule="slo-matches-task")
     for m in generative:

@@ -21,7 +21,8 @@ def unit_costs(bp: Blueprint, *, mean_rps: float, expected_monthly_usd: float,
     Args:
         bp: a planned blueprint (its predictions' `monthly_cost_usd` and, for generative models,
             `prefill_time_share`; its models' mean prompt and output tokens).
-        mean_rps: requests/s averaged over the planned day (all models).
+        mean_rps: requests/s averaged over the planned day (all models), or over the week with a weekly shape
+            (`blueprints.simulate.fleet.SimulationResult.mean_rps`).
         expected_monthly_usd: the expected fleet's monthly cost, USD.
         hours_per_month: hours the monthly costs are priced over.
     """

@@ -117,6 +117,36 @@ class DailyShape(Section):
         return self
 
 
+#: Days of the week, as `traffic.weekly.weekend_days` names them (Monday first, as ISO 8601 numbers them).
+Weekday = Literal["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+WEEKDAYS: tuple[str, ...] = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+
+class WeeklyShape(Section):
+    """A week: the planned day on working days, the same day at `weekend_factor` of its traffic (every minute, the
+    peak included) on `weekend_days`. The SLO and the peak are planned for a working day (the busiest); the monthly
+    expected cost is the week's average (`blueprints.simulate.fleet.simulate`: a working day and a weekend day
+    simulated, weighted by how many of each a week has), and the unit costs divide it by the week's requests."""
+
+    weekend_factor: float = Field(ge=0, le=1, description="a weekend day's traffic over a working day's, 0-1 (0.4: "
+                                  "40 % of the weekday's load every minute; 0: no traffic at weekends; 1: no weekly "
+                                  "shape). A service busier at weekends names its quiet days as weekend_days")
+    weekend_days: tuple[Weekday, ...] = Field(default=("saturday", "sunday"), min_length=1, max_length=6,
+                                              description="the quiet days, lower-case English names, 1-6 of them "
+                                              "(default saturday and sunday; e.g. [friday, saturday])")
+
+    @model_validator(mode="after")
+    def _distinct_days(self) -> WeeklyShape:
+        if len(set(self.weekend_days)) != len(self.weekend_days):
+            raise FieldProblem("weekend_days", f"weekend_days={list(self.weekend_days)} names a day twice; list each "
+                               "quiet day once", rule="weekly-shape-days")
+        return self
+
+    def day_factors(self) -> tuple[float, ...]:
+        """Each day's traffic over the planned day's, Monday first (7 values)."""
+        return tuple(self.weekend_factor if day in self.weekend_days else 1.0 for day in WEEKDAYS)
+
+
 class Traffic(Section):
     """Load at peak, per model. Token counts are per request."""
 
@@ -136,6 +166,10 @@ class Traffic(Section):
     daily: DailyShape | None = Field(default=None, description="a diurnal day (peak_to_trough, peak_hours, timezone) "
                                      "for the fleet simulation instead of the pattern's canned wave (see "
                                      "blueprints/simulate/traffic.py)")
+    weekly: WeeklyShape | None = Field(default=None, description="a weekly shape, {weekend_factor: 0.4} (and "
+                                       "weekend_days, default saturday and sunday): the monthly expected cost "
+                                       "weighs a simulated working day and weekend day over the week; absent: every "
+                                       "day is the planned day")
     input_tokens_p95: int | None = Field(default=None, ge=1, le=bounds.MAX_TOKENS, description="95th-percentile prompt "
                                          "length, tokens (>= mean_input_tokens, <= 3.5x it); the capacity model "
                                          "draws prompt lengths from a lognormal with this mean and p95. Default: "
@@ -295,6 +329,13 @@ class Slo(Section):
                                       description="time to first token, p95, ms")
     itl_p95_ms: float | None = Field(default=None, ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS,
                                      description="inter-token latency, p95, ms")
+    ttft_p99_ms: float | None = Field(default=None, ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS,
+                                      description="time to first token, p99, ms (text generation; optional): each "
+                                      "replica is sized so the simulated p99 stays within it too, it is predicted "
+                                      "in the plan and alerted on; at least ttft_p95_ms")
+    itl_p99_ms: float | None = Field(default=None, ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS,
+                                     description="inter-token latency, p99, ms (text generation; optional): sized, "
+                                     "predicted and alerted on as ttft_p99_ms; at least itl_p95_ms")
     latency_p95_ms: float | None = Field(default=None, ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS,
                                          description="request latency p95, ms (non-generative)")
     latency_p99_ms: float | None = Field(default=None, ge=bounds.MIN_LATENCY_MS, le=bounds.MAX_LATENCY_MS,
@@ -316,9 +357,12 @@ class Slo(Section):
 
     @model_validator(mode="after")
     def _p99_not_below_p95(self) -> Slo:
-        if self.latency_p95_ms and self.latency_p99_ms and self.latency_p99_ms < self.latency_p95_ms:
-            raise FieldProblem("latency_p99_ms", f"latency_p99_ms ({self.latency_p99_ms:g}) must be >= latency_p95_ms "
-                               f"({self.latency_p95_ms:g})", rule="latency-p99-not-below-p95")
+        for stat in ("latency", "ttft", "itl"):
+            p95, p99 = getattr(self, f"{stat}_p95_ms"), getattr(self, f"{stat}_p99_ms")
+            if p95 and p99 and p99 < p95:
+                raise FieldProblem(f"{stat}_p99_ms", f"{stat}_p99_ms ({p99:g}) must be >= {stat}_p95_ms ({p95:g}): a "
+                                   f"99th percentile is never below the 95th; raise {stat}_p99_ms or lower "
+                                   f"{stat}_p95_ms", rule="latency-p99-not-below-p95")
         return self
 
 

@@ -46,7 +46,8 @@ CROSS_FIELD_RULES: dict[str, str] = {
     # SLO and hardware against the models
     "slo-matches-task": "text generation sets `slo.ttft_p95_ms` / `itl_p95_ms`; other models `slo.latency_p95_ms` "
                         "/ `latency_p99_ms`",
-    "latency-p99-not-below-p95": "`slo.latency_p99_ms` >= `slo.latency_p95_ms`",
+    "latency-p99-not-below-p95": "`slo.latency_p99_ms` >= `slo.latency_p95_ms`, `slo.ttft_p99_ms` >= "
+                                 "`slo.ttft_p95_ms`, `slo.itl_p99_ms` >= `slo.itl_p95_ms`",
     "servable-format": "the model's `format` is one its engine loads (vLLM: safetensors, pytorch; ONNX "
                        "Runtime: onnx; Triton: onnx, tensorrt (GPU), torchscript, pytorch, safetensors), and the python backend "
                        "(safetensors on Triton) reads an s3:// prefix holding its model.py",
@@ -63,6 +64,7 @@ CROSS_FIELD_RULES: dict[str, str] = {
                             "in `operations.cluster_addons` (its stack renders monitoring and alerts)",
     "production-always-on": "a production environment never scales to zero (`min_replicas` >= 1)",
     "daily-shape-hours": "`traffic.daily.peak_hours` are two different hours 0-23 and `timezone` an IANA time zone",
+    "weekly-shape-days": "`traffic.weekly.weekend_days` names 1-6 different days",
     "longest-violation-scale-to-zero": "`slo.longest_violation_minutes: 0` with bursty or spiky traffic needs every "
                                        "environment warm (`min_replicas` >= 1): a cold start misses a minute",
     "slo-attainment-reachable": "`slo.attainment_pct` (and `slo.longest_violation_minutes`), when set, is met by the "

@@ -48,6 +48,7 @@ FIELD_LABELS = {
 }
 #: (prediction field, label, unit) in the order the review lists them.
 PREDICTIONS = (("ttft_p95_ms", "TTFT p95", "ms"), ("itl_p95_ms", "ITL p95", "ms"),
+               ("ttft_p99_ms", "TTFT p99", "ms"), ("itl_p99_ms", "ITL p99", "ms"),
                ("latency_p95_ms", "request latency p95", "ms"),
                ("requests_per_s_capacity", "capacity", "requests/s"),
                ("expected_monthly_cost_usd", "expected monthly cost (simulated)", "USD"),

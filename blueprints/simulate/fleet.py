@@ -30,13 +30,19 @@ planned fleet running all month costs exactly the planned peak) plus the plan's 
 nodes the autoscaler ran (`most_nodes`) when it ran more, as it may for a cooldown after a burst, so it is never below
 the expected cost. An edge cluster's owned nodes cost the same busy or idle: its expected cost is the peak cost. A
 stack without an autoscaler (`fixed`) keeps its replicas.
+
+Week: with a weekly shape (requirements `traffic.weekly`), the planned day is a working day; each other kind of day
+(the weekend at `weekend_factor` of the traffic) is replayed too, and the expected monthly cost and the mean rate are
+the week's, each day weighted by how many a week has. The SLO figures (attainment, violations, cold starts) are the
+working day's: the busiest, which the plan is sized for.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from collections import Counter
+from dataclasses import asdict, dataclass, field, replace
 
 from blueprints.catalog.engines import running_signals
 from blueprints.core import defaults
@@ -71,7 +77,10 @@ class SimulationResult:
     any minute reached, ms, against `slo_targets_ms`; `slo_attainment`: share (0-1) of minutes with every p95 target met (1 - violation
     minutes / minutes); `worst_queue_requests`: most requests waiting beyond what the replicas run; `cold_starts`:
     times a request found no ready replica (scale from zero), with their longest and mean wait; `replica_hours`:
-    replica time over the simulated period; `most_nodes`: most nodes (SageMaker: instances) running at once.
+    replica time over the simulated period; `most_nodes`: most nodes (SageMaker: instances) running at once;
+    `mean_rps`: the mean arrival rate, requests/s, and `expected_monthly_usd` the expected cost, USD/month, both of the
+    week when a weekly shape applies (then `working_day_monthly_usd` is a working day's cost at a month's rate; else
+    None).
     """
 
     stack: str
@@ -91,6 +100,8 @@ class SimulationResult:
     scale_ups: int
     scale_downs: int
     most_nodes: int = 0
+    mean_rps: float = 0.0
+    working_day_monthly_usd: float | None = None
     minutes: dict[str, list[float]] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict:
@@ -99,8 +110,9 @@ class SimulationResult:
         for key in ("slo_attainment", "days"):
             data[key] = round(data[key], 4)
         for key in ("expected_monthly_usd", "peak_monthly_usd", "replica_hours", "cold_start_max_s",
-                    "cold_start_mean_s", "worst_queue_requests"):
-            data[key] = round(data[key], 2)
+                    "cold_start_mean_s", "worst_queue_requests", "working_day_monthly_usd"):
+            data[key] = round(data[key], 2) if data[key] is not None else None
+        data["mean_rps"] = round(data["mean_rps"], 4)
         data["worst_p95_ms"] = {k: round(v, 1) for k, v in self.worst_p95_ms.items()}
         return data
 
@@ -125,16 +137,23 @@ def _ms(value: float) -> str:
     return f"{value:,.0f} ms" if value >= 100 else f"{value:.1f} ms"
 
 
-def planned_traffic(bp: Blueprint, *, days: int = 1) -> list[float]:
-    """The blueprint's traffic for `days` days: each model's daily curve at its planned peak, summed."""
+def planned_traffic(bp: Blueprint, *, days: int = 1, factors: tuple[float, ...] | None = None) -> list[float]:
+    """The blueprint's traffic for `days` days: each model's daily curve at its planned peak, summed; `factors`: per
+    model with traffic (in order), the share of it this kind of day carries (`week_days`; default all 1)."""
     total = [0.0] * (days * MINUTES_PER_DAY)
-    for model in bp.models:
-        if model.traffic is None:
-            continue
+    for j, model in enumerate(m for m in bp.models if m.traffic is not None):
+        share = factors[j] if factors is not None else 1.0
         for i, rps in enumerate(daily_curve(model.traffic.pattern, model.traffic.peak_requests_per_s, days=days,
                                             daily=model.traffic.daily)):
-            total[i] += rps
+            total[i] += rps * share
     return total
+
+
+def week_days(bp: Blueprint) -> Counter[tuple[float, ...]]:
+    """The kinds of day in a week and how many of each (they sum to 7): per model with traffic, the share of its
+    planned day's traffic that day carries (`WeeklyShape.day_factors`; 1 without a weekly shape)."""
+    shapes = [m.traffic.weekly for m in bp.models if m.traffic is not None]
+    return Counter(tuple(s.day_factors()[day] if s is not None else 1.0 for s in shapes) for day in range(7))
 
 
 def slo_targets(bp: Blueprint) -> dict[str, float]:
@@ -229,11 +248,27 @@ class _Fleet:
 
 
 def simulate(bp: Blueprint, *, trace: list[float] | None = None, days: int = 1) -> SimulationResult:
-    """Replay `trace` (requests/s per minute; default: `days` days of the planned traffic) against the fleet.
+    """Replay `trace` (requests/s per minute; default: `days` days of the planned traffic, and with a weekly shape
+    the week's other kinds of day, see the module docstring) against the fleet.
 
     Deterministic: the same blueprint and trace always give the same result.
     """
-    rps = trace if trace is not None else planned_traffic(bp, days=days)
+    if trace is not None:
+        return _replay(bp, trace)
+    working = _replay(bp, planned_traffic(bp, days=days))
+    week = week_days(bp)
+    ones = tuple(1.0 for _ in next(iter(week)))
+    if set(week) == {ones}:
+        return working
+    runs = {kind: working if kind == ones else _replay(bp, planned_traffic(bp, days=days, factors=kind))
+            for kind in week}
+    return replace(working, working_day_monthly_usd=working.expected_monthly_usd,
+                   expected_monthly_usd=sum(n * runs[kind].expected_monthly_usd for kind, n in week.items()) / 7,
+                   mean_rps=sum(n * runs[kind].mean_rps for kind, n in week.items()) / 7)
+
+
+def _replay(bp: Blueprint, rps: list[float]) -> SimulationResult:
+    """`simulate` over one trace."""
     model = replica_model(bp)
     targets = slo_targets(bp)
     sagemaker = bp.archetype is Archetype.SAGEMAKER_ENDPOINT
@@ -322,7 +357,7 @@ def simulate(bp: Blueprint, *, trace: list[float] | None = None, days: int = 1) 
         cold_start_max_s=max(cold_waits, default=0.0),
         cold_start_mean_s=sum(cold_waits) / len(cold_waits) if cold_waits else 0.0,
         worst_queue_requests=worst_queue,
-        scale_ups=state.ups, scale_downs=state.downs, minutes=series)
+        scale_ups=state.ups, scale_downs=state.downs, mean_rps=sum(rps) / len(rps) if rps else 0.0, minutes=series)
 
 
 class _Scaler:

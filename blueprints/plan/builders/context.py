@@ -43,7 +43,7 @@ def served_model(m: ResolvedModel, req: Requirements, env: str) -> ServedModel:
                            input_tokens_p95=m.traffic.input_tokens_p95, output_tokens_p95=m.traffic.output_tokens_p95,
                            shared_prefix_tokens=m.traffic.shared_prefix_tokens,
                            session_turns=m.traffic.sessions.turns if m.traffic.sessions else None, api=m.traffic.api,
-                           daily=m.traffic.daily)
+                           daily=m.traffic.daily, weekly=m.traffic.weekly)
     return ServedModel(name=m.spec.served_name, catalog_id=m.spec.id, task=m.task, format=m.spec.format,
                        precision=m.spec.precision, quantization=m.spec.quantization_method,
                        source_uri=m.spec.weights_uri, sha256=m.spec.sha256,
@@ -146,6 +146,7 @@ def common_fields(req: Requirements, env: str, ctx: PlanContext, *, managed: boo
                               namespace=req.service, stack=platform.stack if platform else None,
                               zones=zones_of(platform)),
         slo=SloTargets(ttft_p95_ms=req.slo.ttft_p95_ms, itl_p95_ms=req.slo.itl_p95_ms,
+                       ttft_p99_ms=req.slo.ttft_p99_ms, itl_p99_ms=req.slo.itl_p99_ms,
                        latency_p95_ms=req.slo.latency_p95_ms, latency_p99_ms=req.slo.latency_p99_ms,
                        availability_pct=req.slo.availability_pct, attainment_pct=attainment_pct(req, env),
                        longest_violation_minutes=req.slo.longest_violation_minutes),

@@ -52,6 +52,12 @@ def _fmt(value: float | None) -> str:
     return "(no target)" if value is None else f"<= {value:g} ms"
 
 
+def _p99_words(req: Requirements) -> str:
+    """The p99 targets the search also met, when the SLO sets them: ", TTFT p99 <= 3000 ms"."""
+    return "".join(f", {label} p99 <= {v:g} ms" for label, v in (("TTFT", req.slo.ttft_p99_ms),
+                                                               ("ITL", req.slo.itl_p99_ms)) if v is not None)
+
+
 @dataclass(frozen=True)
 class LlmPlan:
     """The chosen LLM option, the search behind it, its simulated run at this environment's peak, the reasons, and
@@ -189,7 +195,7 @@ def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOpt
     why += [
         f"{inst.instance_type} ({inst.gpu_count}x {best.gpu.model}) with tensor_parallel_size={tp}: "
         f"{'cheapest' if cheapest else 'kept'} of {len(search.options)} option(s) meeting TTFT p95 "
-        f"{_fmt(req.slo.ttft_p95_ms)} and ITL p95 {_fmt(req.slo.itl_p95_ms)} within the constraints "
+        f"{_fmt(req.slo.ttft_p95_ms)} and ITL p95 {_fmt(req.slo.itl_p95_ms)}{_p99_words(req)} within the constraints "
         f"({search.screened} candidates screened analytically, the {search.simulated} that could be cheapest "
         "simulated)",
         f"each replica runs at most {cand.max_num_seqs} sequences (max_num_seqs, within what its "
@@ -204,7 +210,10 @@ def _llm_reasons(req: Requirements, env: str, model: ResolvedModel, best: LlmOpt
         f"{best.replicas} replica(s) for {peak:g} requests/s at peak, {peak / best.replicas:.2f} each: TTFT p50/p95 "
         f"{at_peak.ttft_ms.p50:.0f}/{at_peak.ttft_ms.p95:.0f} ms, ITL p50/p95 {at_peak.itl_ms.p50:.1f}/"
         f"{at_peak.itl_ms.p95:.1f} ms, request latency p95 {at_peak.e2e_ms.p95 / 1e3:.1f} s, "
-        f"{at_peak.mean_running:.1f} sequences running on average",
+        f"{at_peak.mean_running:.1f} sequences running on average"
+        + "".join(f", {label} p99 {value:.1f} ms (target {target:g} ms)" for label, value, target in (
+            ("TTFT", at_peak.ttft_ms.p99, req.slo.ttft_p99_ms), ("ITL", at_peak.itl_ms.p99, req.slo.itl_p99_ms))
+                  if target is not None),
     ]
     if not managed and best.gpu.supports_fp8 and not fp8_kv_cache_planned(best.gpu, managed=managed):
         why.append(f"16-bit KV cache: an FP8 cache on {best.gpu.model} (compute capability "
@@ -251,6 +260,8 @@ def llm_predictions(req: Requirements, env: str, model: ResolvedModel, plan_: Ll
     capacity_rps = best.sizing.max_rps * best.replicas
     return Predictions(
         ttft_p95_ms=round(run.ttft_ms.p95, 1), itl_p95_ms=round(run.itl_ms.p95, 2),
+        ttft_p99_ms=round(run.ttft_ms.p99, 1) if req.slo.ttft_p99_ms is not None else None,
+        itl_p99_ms=round(run.itl_ms.p99, 2) if req.slo.itl_p99_ms is not None else None,
         latency_p95_ms=round(run.e2e_ms.p95, 1),
         output_tokens_per_s=round(capacity_rps * model.traffic.mean_output_tokens, 1),
         requests_per_s_capacity=round(capacity_rps, 3),

@@ -95,7 +95,8 @@ def service_parts(req: Requirements, catalog: Catalog) -> list[ServicePart]:
     gen = Requirements.model_validate({
         **base, "service": f"{req.service}-{PipelinePart.GENERATOR.value}", "models": None,
         "model": generator.model_dump(), "traffic": None,
-        "slo": {"ttft_p95_ms": slo.ttft_p95_ms, "itl_p95_ms": slo.itl_p95_ms, **attainment}})
+        "slo": {"ttft_p95_ms": slo.ttft_p95_ms, "itl_p95_ms": slo.itl_p95_ms, "ttft_p99_ms": slo.ttft_p99_ms,
+                "itl_p99_ms": slo.itl_p99_ms, **attainment}})
     operations = req.operations
     reasons: tuple[str, ...] = ()
     if operations.preference is OperationsPreference.MANAGED:

@@ -155,7 +155,12 @@ def _plan(part: ServicePart, env: str, plan_part: PartPlanner, *, budget_usd: fl
     errors name the part."""
     req = part.requirements
     if targets:
-        req = req.model_copy(update={"slo": Slo.model_validate({**req.slo.model_dump(), **targets})})
+        # A p95 target is at most the p99 target of the same metric (a p99 met implies it): the budget's share never
+        # asks for a p95 above the requirements' own p99.
+        slo = req.slo.model_dump()
+        targets = {k: min(v, slo[k.replace("_p95_", "_p99_")]) if slo.get(k.replace("_p95_", "_p99_")) else v
+                   for k, v in targets.items()}
+        req = req.model_copy(update={"slo": Slo.model_validate({**slo, **targets})})
     req = req.model_copy(update={"budget": req.budget.model_copy(update={"max_monthly_usd": budget_usd})})
     try:
         return _Part(part, req, plan_part.size(req, env), plan_part)

@@ -179,10 +179,11 @@ def traffic_shape(model: ResolvedModel) -> TrafficShape:
 
 
 def latency_targets(req: Requirements, model: ResolvedModel, *, managed: bool) -> LatencyTargets:
-    """The SLO's TTFT and ITL p95, and on SageMaker without streaming the real-time invocation limit on the whole
-    request (`defaults.SAGEMAKER_INVOCATION_TIMEOUT_S`)."""
+    """The SLO's TTFT and ITL p95 (and p99s when given), and on SageMaker without streaming the real-time
+    invocation limit on the whole request (`defaults.SAGEMAKER_INVOCATION_TIMEOUT_S`)."""
     e2e = defaults.SAGEMAKER_INVOCATION_TIMEOUT_S * 1e3 if managed and not model.traffic.streaming else None
-    return LatencyTargets(req.slo.ttft_p95_ms, req.slo.itl_p95_ms, e2e)
+    return LatencyTargets(req.slo.ttft_p95_ms, req.slo.itl_p95_ms, e2e, ttft_p99_ms=req.slo.ttft_p99_ms,
+                          itl_p99_ms=req.slo.itl_p99_ms)
 
 
 def fp8_kv_cache_planned(gpu: Gpu, *, managed: bool, engine: str = "vllm") -> bool:

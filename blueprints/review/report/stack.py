@@ -218,6 +218,7 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
                      + (f" (budget {budget:,.0f} ms)" if budget is not None else "")
                      + f"; `blueprint preview {bp.pipeline.service}-{bp.environment}` reviews both parts"])
     for label, value, unit in (("TTFT p95", p.ttft_p95_ms, "ms"), ("ITL p95", p.itl_p95_ms, "ms"),
+                               ("TTFT p99", p.ttft_p99_ms, "ms"), ("ITL p99", p.itl_p99_ms, "ms"),
                                ("latency p95", p.latency_p95_ms, "ms"),
                                ("output tokens/s", p.output_tokens_per_s, ""),
                                ("requests/s capacity", p.requests_per_s_capacity, "")):
