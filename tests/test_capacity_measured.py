@@ -17,6 +17,8 @@ TABLES = resources.files("blueprints.catalog").joinpath("step_tables")
 
 
 ENGINES = ("vllm", "sglang", "tensorrt-llm")
+#: The catalog GPUs AIConfigurator 0.12.0 measured every engine on.
+GPUS = ("a100-80gb", "b200", "b300", "h100", "h200", "l40s", "rtx-pro-6000")
 
 
 def _raw(gpu: str, engine: str = "vllm") -> dict:
@@ -26,15 +28,15 @@ def _raw(gpu: str, engine: str = "vllm") -> dict:
 def test_the_tables_cover_the_gpus_the_library_measured_each_engine_on():
     """The versions are AIConfigurator 0.12.0's query defaults (systems/query_versions.yaml), a100_sxm's overrides."""
     versions = {e: {g: _raw(g, e)["engine_version"] for g in covered_gpus(e)} for e in ENGINES}
-    assert versions["vllm"] == {"a100-80gb": "0.14.0", "h100": "0.24.0", "h200": "0.24.0", "l40s": "0.24.0"}
-    assert versions["sglang"] == {"a100-80gb": "0.5.10", "h100": "0.5.14", "h200": "0.5.14", "l40s": "0.5.14"}
-    assert versions["tensorrt-llm"] == {"a100-80gb": "1.0.0", "h100": "1.3.0rc20", "h200": "1.3.0rc20",
-                                        "l40s": "1.3.0rc20"}
+    current = {"vllm": "0.24.0", "sglang": "0.5.14", "tensorrt-llm": "1.3.0rc20"}
+    a100 = {"vllm": "0.14.0", "sglang": "0.5.10", "tensorrt-llm": "1.0.0"}
+    for engine in ENGINES:
+        assert versions[engine] == {**{g: current[engine] for g in GPUS}, "a100-80gb": a100[engine]}, engine
     assert all(_raw(g, e)["engine"] == e for e in ENGINES for g in covered_gpus(e))
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("gpu", ["a100-80gb", "h100", "h200", "l40s"])
+@pytest.mark.parametrize("gpu", GPUS)
 def test_every_table_was_generated_for_a_catalog_model_as_the_catalog_describes_it(catalog, gpu, engine):
     shapes = {fingerprint(m.architecture): m.id for m in catalog.models.values() if m.task.generative}
     raw = _raw(gpu, engine)

@@ -73,6 +73,8 @@ def test_the_rtx_pro_6000_keeps_its_measured_all_reduce_and_the_l40s_its_scaled_
     """The library measured the RTX PRO 6000 on a node with GPU peer-to-peer (g7e has it), the L40S on one without:
     only the L40S tables scale the two-GPU all-reduce (tools/step_tables/refresh.py PCIE_GPUS)."""
     tables = ROOT / "blueprints" / "catalog" / "step_tables"
-    source = {g: yaml.safe_load((tables / f"{g}.json").read_text())["source"] for g in ("rtx-pro-6000", "l40s")}
-    assert "all-reduce beyond two GPUs scaled" in source["l40s"]
-    assert "all-reduce" not in source["rtx-pro-6000"] and "rtx_pro_6000_server" in source["rtx-pro-6000"]
+    for engine in ("vllm", "sglang", "tensorrt-llm"):
+        source = {g: yaml.safe_load((tables / engine / f"{g}.json").read_text())["source"]
+                  for g in ("rtx-pro-6000", "l40s")}
+        assert "all-reduce beyond two GPUs scaled" in source["l40s"]
+        assert "all-reduce" not in source["rtx-pro-6000"] and "rtx_pro_6000_server" in source["rtx-pro-6000"]
