@@ -926,6 +926,14 @@ class Endpoint(str, Enum):
     CHAT = "chat"
 
 
+class ServingEngine(str, Enum):
+    """The LLM serving engines (blueprints/catalog/engines.yaml)."""
+
+    VLLM = "vllm"
+    SGLANG = "sglang"
+    TENSORRT_LLM = "tensorrt-llm"
+
+
 class KvCacheDtype(str, Enum):
     """vLLM's --kv-cache-dtype choices the model knows."""
 
@@ -1002,6 +1010,10 @@ def estimate(
     gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization", min=0.1, max=1.0,
                                                            help="vLLM --gpu-memory-utilization, 0.1-1. Default 0.9 "
                                                            "(what the planner sets)."),
+    engine: ServingEngine = typer.Option(ServingEngine.VLLM, "--engine", help="The serving engine: its scheduling "
+                                         "profile, measured step tables and band (sglang and tensorrt-llm only on "
+                                         "GPUs with their measured tables; the memory share defaults to the "
+                                         "engine's own). Default vllm."),
     arrival_rate: Optional[float] = typer.Option(None, "--arrival-rate", min=0.0, max=MAX_ARRIVAL_RATE,
                                                  help="Open loop: requests/s arriving at this one replica (above 0; "
                                                  "0 exits 2), simulated as the planner simulates a candidate: "
@@ -1027,8 +1039,11 @@ def estimate(
     --max-concurrency above the burst or without one, --num-prompts without --arrival-rate).
     """
     from blueprints.contracts.memory import tensor_parallel_problems
-    from blueprints.capacity.physics import default_batch_limits
+    from blueprints.capacity.measured import covered_gpus
+    from blueprints.capacity.physics import default_batch_limits, engine_profile, planned_memory_utilization
     from blueprints.capacity.whatif import WhatIf
+    from blueprints.catalog.engines import engine_facts
+    from blueprints.contracts.memory import weights_gib
     from blueprints.capacity.whatif import estimate as run_estimate
     from blueprints.catalog import load_catalog
     from blueprints.core.errors import SizingError
@@ -1065,7 +1080,7 @@ def estimate(
             raise SizingError(f"--kv-cache-dtype fp8: {g.model} has no FP8 support (compute capability "
                               f"{g.compute_capability:g} < 8.9), so the planner never runs an FP8 KV cache on it; use "
                               f"auto, or an FP8 GPU ({fp8_gpus})")
-        seqs = max_num_seqs or default_batch_limits(g)[1]
+        seqs = max_num_seqs or default_batch_limits(g, engine_profile(engine_facts(engine.value).profile))[1]
         if max_num_batched_tokens is not None and max_num_batched_tokens < seqs:
             raise SizingError(f"--max-num-batched-tokens {max_num_batched_tokens} is below max_num_seqs {seqs}"
                               f"{'' if max_num_seqs else ' (vLLM default for the GPU)'}: vLLM refuses to start "
@@ -1075,6 +1090,14 @@ def estimate(
             raise SizingError(f"--arrival-rate {arrival_rate:g}: give a rate above 0 requests/s (at most "
                               f"{MAX_ARRIVAL_RATE:g})")
         _one_experiment(concurrency, burst, max_concurrency, arrival_rate, num_prompts)
+        profile = engine_profile(engine_facts(engine.value).profile)
+        if engine is not ServingEngine.VLLM and gpu not in covered_gpus(engine.value):
+            raise SizingError(f"--engine {engine.value} on --gpu {gpu}: no measured {engine_facts(engine.value).display} "
+                              f"kernel tables for it (the roofline is fitted on vLLM's points only); use one of "
+                              f"{', '.join(covered_gpus(engine.value))}, or --engine vllm")
+        memory = gpu_memory_utilization or planned_memory_utilization(
+            profile, g, weights_gib_per_gpu=weights_gib(arch, prec) / tensor_parallel,
+            tensor_parallel_size=tensor_parallel)[1]
         question = WhatIf(
             arch=arch, gpu=g, node_gpus=node_gpus or tensor_parallel, precision=prec, quantization=quant,
             tensor_parallel_size=tensor_parallel, concurrency=concurrency or 1, input_tokens=inp, output_tokens=out,
@@ -1083,9 +1106,10 @@ def estimate(
             max_model_len=context or inp + out, kv_cache_fp8=kv_cache_dtype is KvCacheDtype.FP8,
             max_num_seqs=max_num_seqs, arrival_rate=arrival_rate,
             pattern=traffic.pattern.value if traffic else "steady", max_num_batched_tokens=max_num_batched_tokens,
-            gpu_memory_utilization=gpu_memory_utilization or defaults.GPU_MEMORY_UTILIZATION, burst=burst,
+            gpu_memory_utilization=memory, burst=burst,
             max_concurrency=max_concurrency, num_prompts=num_prompts,
-            chat=(endpoint.value if endpoint else (traffic.api if traffic else "completions")) == "chat")
+            chat=(endpoint.value if endpoint else (traffic.api if traffic else "completions")) == "chat",
+            engine=engine.value)
         result, run = run_estimate(question)
     if result["capacity_source"].startswith("roofline"):
         err.print(f"[yellow]warning[/]: {result['capacity_source']}: the step times are the bandwidth/FLOPs roofline's, "

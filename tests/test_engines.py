@@ -227,3 +227,17 @@ def test_a_policy_restricting_engines_narrows_the_search_and_the_pack_refuses_ot
     [finding] = check_engines_allowed(res, {"allowedEngines": ["vllm"]})
     assert "SGLang" in finding and "allowedEngines" in finding
     assert check_engines_allowed(res, {"allowedEngines": ["vllm", "sglang"]}) == []
+
+
+def test_estimate_sizes_one_replica_on_the_engine_asked_for_and_refuses_one_without_tables():
+    import json
+
+    args = ["estimate", "--model", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "32", "--json"]
+    vllm = json.loads(runner.invoke(app, args).output)
+    sglang = json.loads(runner.invoke(app, [*args, "--engine", "sglang"]).output)
+    assert vllm["capacity_source"].startswith("measured vLLM 0.24.0")
+    assert sglang["capacity_source"].startswith("measured SGLang 0.5.14")
+    # SGLang's own memory share (weights and KV pool, activations outside) holds fewer KV tokens than vLLM's 0.9
+    assert sglang["kv_cache_tokens"] < vllm["kv_cache_tokens"] and sglang["ttft_ms"] != vllm["ttft_ms"]
+    result = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "l4", "--engine", "tensorrt-llm"])
+    assert result.exit_code == 2 and "no measured TensorRT-LLM kernel tables" in result.output

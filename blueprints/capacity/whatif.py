@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from blueprints.catalog.engines import engine_facts
 from blueprints.core import defaults
 from blueprints.contracts.memory import kv_cache_tokens, tensor_parallel_problems
-from blueprints.capacity.physics import replica_model
+from blueprints.capacity.physics import engine_profile, replica_model
 from blueprints.capacity.planning import candidate, run_at_rate, traffic_shape
 from blueprints.capacity.runs import burst, closed_loop, open_loop, scheduler_config
 from blueprints.capacity.simulator import SimulationResult
@@ -59,7 +60,8 @@ class WhatIf:
         pattern: arrival pattern of the open loop (`steady` unless the requirements say otherwise).
         max_num_batched_tokens: `--max-num-batched-tokens`, or None for vLLM's default for the GPU.
         gpu_memory_utilization: `--gpu-memory-utilization` (the planner's `defaults.GPU_MEMORY_UTILIZATION` unless
-            given).
+            given), in vLLM's sense (`physics.memory_share`).
+        engine: the serving engine (engines.yaml name): its scheduling profile, step tables and band.
     """
 
     arch: Architecture
@@ -89,6 +91,7 @@ class WhatIf:
     def regime(self) -> str:
         """`burst`, `open-loop` or `closed-loop`: the experiment the figures describe."""
         return "burst" if self.burst is not None else "open-loop" if self.arrival_rate is not None else "closed-loop"
+    engine: str = "vllm"
 
 
 def _holds(w: WhatIf, tp: int) -> tuple[int, int]:
@@ -132,7 +135,8 @@ def estimate(w: WhatIf) -> tuple[dict, SimulationResult | None]:
     """
     model = replica_model(w.arch, w.gpu, precision=w.precision, quantization=w.quantization,
                           tensor_parallel_size=w.tensor_parallel_size, kv_cache_fp8=w.kv_cache_fp8,
-                          gpu_memory_utilization=w.gpu_memory_utilization, chat=w.chat)
+                          gpu_memory_utilization=w.gpu_memory_utilization, chat=w.chat,
+                          engine=engine_profile(engine_facts(w.engine).profile))
     kv, held = _holds(w, w.tensor_parallel_size)
     fits = kv >= w.max_model_len
     result: dict = {"fits": fits, "weights_gib": round(model.weights_gib, 2), "kv_cache_tokens": kv,
@@ -173,15 +177,15 @@ def estimate(w: WhatIf) -> tuple[dict, SimulationResult | None]:
             e2e_p95_ms=round(run.e2e_ms.p95, 1) if run else None)
     if not fits:
         result["min_tensor_parallel"] = smallest_fitting_tp(w)
-    result["uncertainty"] = _band(result, model.source.kind)
+    result["uncertainty"] = _band(result, model.source.kind, w.engine)
     return result, run
 
 
-def _band(result: dict, source: str) -> dict:
+def _band(result: dict, source: str, engine: str = "vllm") -> dict:
     """[low, high] of each predicted mean and percentile: where the measured value lies when the model is off by its
     step source's cross-validated p75 |error| for that metric family (`uncertainty.band_for`; the roofline's band is
     wider). Null where the prediction is."""
-    band = band_for(source)
+    band = band_for(source, engine)
     out = {}
     for key, value in result.items():
         family = FAMILIES.get(key.replace("_p50", "").replace("_p95", ""))
