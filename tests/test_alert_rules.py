@@ -61,16 +61,20 @@ def promtool_suite(groups: list[dict], cases: dict[str, Scenario], rules_by_name
                           text=True, timeout=120)
 
 
-@pytest.mark.parametrize("stack", MONITORED)
-def test_every_alert_fires_when_its_slo_is_broken_and_stays_quiet_while_it_holds(stack, reports, tmp_path):
-    report = reports[stack]
+def assert_every_alert_fires_when_broken_and_stays_quiet(report: PreviewReport, folder: Path) -> None:
+    """Every alert of `report`'s PrometheusRule has a scenario, and promtool passes a firing and a quiet test of each."""
     rules = {r["alert"]: r for r in _rules(report)}
     cases = scenarios(report.blueprint)
     assert set(rules) <= set(cases), f"alerts without a promtool test: {set(rules) - set(cases)}"
     result = promtool_suite(_rule_record(report).inputs["spec"]["groups"], {n: cases[n] for n in rules}, rules,
-                            tmp_path)
+                            folder)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
+
+
+@pytest.mark.parametrize("stack", MONITORED)
+def test_every_alert_fires_when_its_slo_is_broken_and_stays_quiet_while_it_holds(stack, reports, tmp_path):
+    assert_every_alert_fires_when_broken_and_stays_quiet(reports[stack], tmp_path)
 
 
 def test_a_router_that_lists_no_engine_pages_while_every_router_pod_is_available(reports, tmp_path):

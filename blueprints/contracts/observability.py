@@ -121,23 +121,15 @@ def slo_alerts(bp: Blueprint) -> list[AlertRule]:
     if bp.archetype is Archetype.VLLM_GPU:
         engine = engine_facts(bp.engine.kind)
         signal = engine.signal
-        if slo.ttft_p95_ms:
-            rules.append(AlertRule("TTFTP95AboveSLO", f"{_quantile(signal('ttft_seconds'), sel)} > "
-                                   f"{slo.ttft_p95_ms / 1000:g}", "10m", "page",
-                                   f"TTFT p95 of {bp.model.name} is above the {slo.ttft_p95_ms:g} ms SLO"))
-        if slo.itl_p95_ms:
-            rules.append(AlertRule("ITLP95AboveSLO", f"{_quantile(signal('itl_seconds'), sel)} > "
-                                   f"{slo.itl_p95_ms / 1000:g}", "10m", "page",
-                                   f"Inter-token latency p95 of {bp.model.name} is above the {slo.itl_p95_ms:g} ms SLO"))
-        # The p99 targets, when the SLO sets them: the same histograms at the 0.99 quantile.
-        if slo.ttft_p99_ms:
-            rules.append(AlertRule("TTFTP99AboveSLO", f"{_quantile(signal('ttft_seconds'), sel, 0.99)} > "
-                                   f"{slo.ttft_p99_ms / 1000:g}", "10m", "page",
-                                   f"TTFT p99 of {bp.model.name} is above the {slo.ttft_p99_ms:g} ms SLO"))
-        if slo.itl_p99_ms:
-            rules.append(AlertRule("ITLP99AboveSLO", f"{_quantile(signal('itl_seconds'), sel, 0.99)} > "
-                                   f"{slo.itl_p99_ms / 1000:g}", "10m", "page",
-                                   f"Inter-token latency p99 of {bp.model.name} is above the {slo.itl_p99_ms:g} ms SLO"))
+        # Each latency target the SLO sets, on the engine's own histogram at its quantile.
+        for alert, role, what, q, target_ms in (
+                ("TTFTP95AboveSLO", "ttft_seconds", "TTFT p95", 0.95, slo.ttft_p95_ms),
+                ("ITLP95AboveSLO", "itl_seconds", "Inter-token latency p95", 0.95, slo.itl_p95_ms),
+                ("TTFTP99AboveSLO", "ttft_seconds", "TTFT p99", 0.99, slo.ttft_p99_ms),
+                ("ITLP99AboveSLO", "itl_seconds", "Inter-token latency p99", 0.99, slo.itl_p99_ms)):
+            if target_ms:
+                rules.append(AlertRule(alert, f"{_quantile(signal(role), sel, q)} > {target_ms / 1000:g}", "10m",
+                                       "page", f"{what} of {bp.model.name} is above the {target_ms:g} ms SLO"))
         rules.append(AlertRule("QueueBuildingUp", f"avg({signal('waiting')}{sel}) > "
                                f"{queue_alert_threshold(bp):g}", "10m", "ticket",
                                "Requests wait per replica beyond what keeps TTFT within its SLO: the autoscaler is "

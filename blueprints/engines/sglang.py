@@ -7,6 +7,7 @@ import pulumi
 from blueprints.catalog.engines import EngineFacts
 from blueprints.contracts.sections import VllmEngine
 from blueprints.contracts.weights import MODELS_MOUNT
+from blueprints.engines.checks import local_weights_only
 
 
 def args(engine: VllmEngine, facts: EngineFacts, model_name: str,
@@ -14,10 +15,7 @@ def args(engine: VllmEngine, facts: EngineFacts, model_name: str,
     """The server's arguments: the local model path, every planned limit under SGLang's own flag name, the listen
     address every interface (its default is loopback: the kubelet's probes target the pod IP), Prometheus metrics
     on, and the API key from the environment (`$(VAR)`: the kubelet expands it from the container's env)."""
-    if model is not None:
-        raise ValueError("SGLang reads the weights from local disk here (engines.yaml features.weights)")
-    if engine.lora is not None:
-        raise ValueError("LoRA adapters are planned on vLLM only (engines.yaml features.lora)")
+    local_weights_only(engine, facts, model)
     f = facts.flag
     out: list[pulumi.Input[str]] = [
         f"{facts.model_flag}={MODELS_MOUNT}/{model_name}",

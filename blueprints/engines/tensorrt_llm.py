@@ -9,6 +9,7 @@ import yaml
 from blueprints.catalog.engines import EngineFacts
 from blueprints.contracts.sections import VllmEngine
 from blueprints.contracts.weights import MODELS_MOUNT
+from blueprints.engines.checks import local_weights_only
 
 #: Where the options file (`--extra_llm_api_options`) is mounted in the server container.
 OPTIONS_DIR = "/etc/trtllm"
@@ -20,10 +21,7 @@ def args(engine: VllmEngine, facts: EngineFacts, model_name: str,
     """The server's arguments: the local model path first (positional), every planned limit under trtllm-serve's
     own flag name, chunked prefill on (off by default; the capacity model plans it, as vLLM V1 runs it), the
     options file (`options_file`), the listen address every interface (its default is loopback) and the port."""
-    if model is not None:
-        raise ValueError("trtllm-serve reads the weights from local disk here (engines.yaml features.weights)")
-    if engine.lora is not None:
-        raise ValueError("LoRA adapters are planned on vLLM only (engines.yaml features.lora)")
+    local_weights_only(engine, facts, model)
     f = facts.flag
     out: list[pulumi.Input[str]] = [
         f"{MODELS_MOUNT}/{model_name}",
