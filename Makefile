@@ -37,11 +37,13 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 AIC_VENV := .venv-aic
 AIC_LOCK := tools/step_tables/requirements.txt
 AIC_STAMP := $(AIC_VENV)/.installed
-# pytest workers: one per core (pytest-xdist), each taking whole test files.
+# pytest workers: one per core (pytest-xdist). Each starts on half the tests and an idle one takes over half of what
+# the other has left (`--dist worksteal`): whole files per worker (`loadfile`) left one worker 20 minutes on the files
+# that re-plan the project (test_hand_edits, test_one_gate) after the other had finished.
 PYTEST_WORKERS ?= auto
 # The property tests replay the same examples each run (Hypothesis profile `ci`, tests/conftest.py);
 # `HYPOTHESIS_PROFILE=thorough make test` explores new ones, ten times each test's budget.
-PYTEST := CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+PYTEST := CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 .PHONY: install checkov demo test test-slow lint-imports bench fit-check clean step-tables
 

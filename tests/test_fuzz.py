@@ -67,7 +67,7 @@ def test_the_reproducers_text_is_planned_cleanly_too(project):
         _check(project.plan(text), text[:60])
 
 
-@settings(phases=NO_SHRINK, max_examples=examples(40), deadline=None,
+@settings(phases=NO_SHRINK, max_examples=examples(20), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture])
 @given(schema_documents())

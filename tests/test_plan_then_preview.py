@@ -109,7 +109,7 @@ BOUNDED = dict(deadline=None, suppress_health_check=list(HealthCheck),
                phases=[Phase.explicit, Phase.generate])
 
 
-@settings(max_examples=examples(25), **BOUNDED)
+@settings(max_examples=examples(15), **BOUNDED)
 @given(requirements())
 def test_every_successful_plan_previews_clean_within_the_policy_pack(data):
     outcome = plan_and_preview(data)  # a refusal is a `BlueprintError` (or a schema error) with a message
@@ -131,7 +131,7 @@ def families_and_more(draw) -> tuple[dict, list[str]]:
     return data, more
 
 
-@settings(max_examples=examples(20), **BOUNDED)
+@settings(max_examples=examples(12), **BOUNDED)
 @given(families_and_more())
 def test_adding_instance_families_never_makes_a_plan_fail_or_cost_more(case):
     data, more = case

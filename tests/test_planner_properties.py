@@ -146,7 +146,7 @@ _SAGEMAKER_AT_CAPACITY = {
 }
 
 
-@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(requirements())
 @example(data=_SAGEMAKER_AT_CAPACITY)
 def test_the_planner_returns_self_consistent_plans_or_a_blueprint_error(data):
