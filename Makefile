@@ -37,10 +37,15 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 AIC_VENV := .venv-aic
 AIC_LOCK := tools/step_tables/requirements.txt
 AIC_STAMP := $(AIC_VENV)/.installed
-# pytest workers: one per core (pytest-xdist), each taking whole test files.
+# pytest workers: one per core (pytest-xdist). Each starts on half the tests and an idle one takes over half of what
+# the other has left (`--dist worksteal`): whole files per worker (`loadfile`) left one worker 20 minutes on the files
+# that re-plan the project (test_hand_edits, test_one_gate) after the other had finished.
 PYTEST_WORKERS ?= auto
+# The property tests replay the same examples each run (Hypothesis profile `ci`, tests/conftest.py);
+# `HYPOTHESIS_PROFILE=thorough make test` explores new ones, ten times each test's budget.
+PYTEST := CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal
 
-.PHONY: install checkov demo test docs lint-imports bench fit-check clean step-tables
+.PHONY: install checkov demo test test-slow docs lint-imports bench fit-check clean step-tables
 
 $(UV_BOOTSTRAP):
 	$(PYTHON) -m pip install --quiet --target .uv 'uv==$(UV_VERSION)'
@@ -79,8 +84,13 @@ docs: $(STAMP)
 lint-imports: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 
+# `make test` leaves out the tests marked slow (the full-breadth variants of checks it makes on a representative
+# part, e.g. checkov over every bundled stack rather than one per archetype); `make test-slow` runs them, and CI both.
 test: $(STAMP) $(CHECKOV_STAMP) lint-imports
-	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+	$(PYTEST) -m "not slow"
+
+test-slow: $(STAMP) $(CHECKOV_STAMP)
+	$(PYTEST) -m slow
 
 # The committed capacity fit (blueprints/catalog/capacity-fit.yaml) is what the fit on today's points and code gives:
 # ~10 minutes on 2 cores, so CI runs it after the tests rather than inside them.

@@ -12,11 +12,21 @@ import pytest
 import yaml
 from hypothesis import settings
 
-# CI replays the same examples on every run (a red CI blocks landing, so it must be reproducible); locally Hypothesis
-# explores new ones each run and remembers failures in .hypothesis/.
-settings.register_profile("ci", derandomize=True, print_blob=True)
-if os.environ.get("CI"):
-    settings.load_profile("ci")
+#: Hypothesis profiles, chosen by HYPOTHESIS_PROFILE. `ci` (the default, `make test` and CI): every property test
+#: replays the same examples on every run (derandomized, no example database), as many as its `examples(n)` budget
+#: says: a red run reproduces anywhere, and the suite's time is bounded. `thorough` (opt-in): new random examples on
+#: each run, `THOROUGH_FACTOR` times each budget, failures remembered in .hypothesis/ and printed as a reproducible blob.
+THOROUGH_FACTOR = 10
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("thorough", derandomize=False, print_blob=True)
+HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+settings.load_profile(HYPOTHESIS_PROFILE)  # an unknown name fails the run naming the registered profiles
+
+
+def examples(n: int) -> int:
+    """A property test's example budget `n` under the loaded Hypothesis profile: `n` (`ci`), `THOROUGH_FACTOR * n`
+    (`thorough`). Each property test sets its own (`@settings(max_examples=examples(n))`) by what one example costs."""
+    return n * THOROUGH_FACTOR if HYPOTHESIS_PROFILE == "thorough" else n
 
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog import Catalog, load_catalog

@@ -1,7 +1,9 @@
 """checkov over every bundled stack's manifests: no failed check unless the checked-in skip list excuses it.
 
 checkov runs from its own virtualenv (`make checkov`, pinned in the Makefile; `make test` passes its path in
-`CHECKOV`), offline (`--skip-download`), once over the manifests `blueprint preview --out` writes for each stack.
+`CHECKOV`), offline (`--skip-download`), once over the manifests `blueprint preview --out` writes for each stack
+scanned: in every run one stack per archetype and a platform (`REPRESENTATIVE`), and every bundled stack in the
+`slow` run (`make test-slow`, which CI runs after `make test`: `.ci/run`).
 """
 
 from __future__ import annotations
@@ -46,13 +48,17 @@ def excused(finding: dict, entries: list[dict]) -> dict | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def findings(tmp_path_factory) -> list[dict]:
+#: One stack per archetype, and a platform: vLLM with the prompt-reuse router (the one pod that needs its API token),
+#: Triton, ONNX Runtime on an edge cluster, a SageMaker endpoint and its proxy, and the platform they land on. Between
+#: them they raise every check the skip list excuses.
+REPRESENTATIVE = ["rag-assistant-generator-prod", "search-relevance-prod", "edge-classifier-prod",
+                  "prototype-summarizer-pilot", "platform-prod-us-east-1"]
+
+
+def scan(reports: dict, out: Path) -> list[dict]:
+    """checkov's failed checks over the manifests of `reports` (stack -> its review), written under `out`."""
     binary = checkov_binary()
-    out = tmp_path_factory.mktemp("checkov")
-    stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
-    for stack in stacks:
-        report = review_stack(stack, stacks_dir=ROOT / "stacks", program=ROOT / "__main__.py")
+    for stack, report in reports.items():
         write_report_dir(report, out / stack)
     result = subprocess.run([str(binary), "-d", str(out), "--framework", "kubernetes", "--skip-download", "--quiet",
                              "--compact", "-o", "json"], capture_output=True, text=True, timeout=300,
@@ -63,14 +69,39 @@ def findings(tmp_path_factory) -> list[dict]:
     return [f for r in runs for f in r.get("results", {}).get("failed_checks", [])]
 
 
+@pytest.fixture(scope="module")
+def every_finding(tmp_path_factory, bundled_previews) -> list[dict]:
+    """The scan of every bundled stack."""
+    return scan(bundled_previews, tmp_path_factory.mktemp("checkov-every"))
+
+
+@pytest.fixture(scope="module", params=["representative", pytest.param("every", marks=pytest.mark.slow)])
+def findings(request, tmp_path_factory) -> list[dict]:
+    if request.param == "every":
+        return request.getfixturevalue("every_finding")
+    reports = {stack: review_stack(stack, stacks_dir=ROOT / "stacks", program=ROOT / "__main__.py")
+               for stack in REPRESENTATIVE}
+    return scan(reports, tmp_path_factory.mktemp("checkov"))
+
+
 def test_checkov_reports_no_unexcused_failure_over_the_bundled_stacks(findings):
     entries = skips()
     unexcused = sorted({(f["check_id"], f["check_name"], f["resource"]) for f in findings if not excused(f, entries)})
     assert unexcused == []
 
 
-def test_every_skip_still_excuses_a_finding(findings):
-    used = {excused(f, skips())["check"] for f in findings if excused(f, skips())}
+def test_the_representative_stacks_are_bundled_and_of_every_archetype():
+    from blueprints.contracts.platform import PlatformConfig
+    from blueprints.contracts.sections import Archetype
+    from blueprints.contracts.stackconfig import read_config
+
+    subjects = [read_config(ROOT / "stacks" / f"Pulumi.{stack}.yaml") for stack in REPRESENTATIVE]
+    assert {"platform" if isinstance(s, PlatformConfig) else s.archetype for s in subjects} == {*Archetype, "platform"}
+
+
+@pytest.mark.slow
+def test_every_skip_still_excuses_a_finding(every_finding):
+    used = {excused(f, skips())["check"] for f in every_finding if excused(f, skips())}
     assert [e["check"] for e in skips() if e["check"] not in used] == []
 
 

@@ -16,7 +16,7 @@ from blueprints.core.errors import SizingError
 from blueprints.requirements.service import Requirements
 from blueprints.requirements.exposure import ExposureVia
 from blueprints.simulate.fleet import simulate
-from tests.conftest import plan_env
+from tests.conftest import examples, plan_env
 from tests.test_edge_requirements import EDGE_NODES, NEW_USER_EDGE, edge
 
 
@@ -205,7 +205,7 @@ def edge_requirements(draw) -> dict:
                               "shop": {"region": "eu-west-1"}})
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(edge_requirements())
 def test_every_edge_plan_fits_its_owned_nodes_or_is_refused_with_a_message(data):
     from blueprints.catalog import load_catalog

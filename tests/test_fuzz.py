@@ -15,6 +15,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 
+from tests.conftest import examples
 from tests.fuzz_inputs import Project, dump, example, example_names, hostile, mutate, paths, schema_documents
 
 
@@ -66,7 +67,7 @@ def test_the_reproducers_text_is_planned_cleanly_too(project):
         _check(project.plan(text), text[:60])
 
 
-@settings(phases=NO_SHRINK, max_examples=40, derandomize=True, deadline=None, database=None,
+@settings(phases=NO_SHRINK, max_examples=examples(20), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture])
 @given(schema_documents())

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from blueprints.catalog import load_catalog
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.core.errors import BlueprintError
+from tests.conftest import examples
 from tests.plan_preview import plan_and_preview, plan_in
 
 CATALOG = load_catalog()
@@ -104,11 +105,11 @@ def requirements(draw) -> dict:
 
 
 #: Each example plans (and previews) a service: no shrinking, so a failure reports its example in bounded time.
-BOUNDED = dict(derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
+BOUNDED = dict(deadline=None, suppress_health_check=list(HealthCheck),
                phases=[Phase.explicit, Phase.generate])
 
 
-@settings(max_examples=25, **BOUNDED)
+@settings(max_examples=examples(15), **BOUNDED)
 @given(requirements())
 def test_every_successful_plan_previews_clean_within_the_policy_pack(data):
     outcome = plan_and_preview(data)  # a refusal is a `BlueprintError` (or a schema error) with a message
@@ -130,7 +131,7 @@ def families_and_more(draw) -> tuple[dict, list[str]]:
     return data, more
 
 
-@settings(max_examples=20, **BOUNDED)
+@settings(max_examples=examples(12), **BOUNDED)
 @given(families_and_more())
 def test_adding_instance_families_never_makes_a_plan_fail_or_cost_more(case):
     data, more = case

@@ -4,7 +4,7 @@ exit 0), so the planner refuses (exit 2, with the fix) whatever its own preview 
 
 from __future__ import annotations
 
-from tests.conftest import PLAN_DATE
+from tests.conftest import PLAN_DATE, examples
 
 import math
 
@@ -146,7 +146,7 @@ _SAGEMAKER_AT_CAPACITY = {
 }
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(requirements())
 @example(data=_SAGEMAKER_AT_CAPACITY)
 def test_the_planner_returns_self_consistent_plans_or_a_blueprint_error(data):
@@ -166,7 +166,7 @@ def test_the_planner_returns_self_consistent_plans_or_a_blueprint_error(data):
     assert plan(req, CATALOG, as_of=PLAN_DATE) == blueprints  # deterministic
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.sampled_from(LLMS), st.sampled_from(sorted(CATALOG.gpus)), st.sampled_from([1, 2, 4, 8]),
        st.integers(1, 64), st.integers(1, 8000), st.integers(1, 2000))
 def test_more_concurrency_never_lowers_itl_and_more_gpus_never_shrink_the_kv_cache(model, gpu, tp, conc, inp, out):
@@ -209,7 +209,7 @@ def deployable_requirements(draw) -> dict:
 
 #: Each example plans and previews every stack it writes: few examples, no shrinking (the policy-pack documents of
 #: tests/test_plan_then_preview.py run beside these). `benchmarks/plan_preview.py` runs 300 and prints the figures.
-@settings(max_examples=10, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=list(HealthCheck),
           phases=[Phase.explicit, Phase.generate])
 @given(deployable_requirements())
 def test_every_successful_plan_previews_clean(data):

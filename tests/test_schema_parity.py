@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from blueprints.requirements.rules import CROSS_FIELD_RULES
 from blueprints.requirements.service import requirements_json_schema
+from tests.conftest import examples
 from tests.fuzz_inputs import (
     ROOT,
     example,
@@ -57,7 +58,7 @@ def test_an_environment_name_the_loader_refuses_the_schema_refuses(names):
     assert not verdict(doc, plan=False).loaded
 
 
-@settings(phases=NO_SHRINK, max_examples=100, derandomize=True, deadline=None, database=None,
+@settings(phases=NO_SHRINK, max_examples=examples(40), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
 @given(schema_documents())
 def test_a_document_valid_against_the_schema_plans_or_breaks_only_documented_rules(doc):
@@ -66,7 +67,7 @@ def test_a_document_valid_against_the_schema_plans_or_breaks_only_documented_rul
     assert result.undocumented == [], result.undocumented
 
 
-@settings(phases=NO_SHRINK, max_examples=150, derandomize=True, deadline=None, database=None,
+@settings(phases=NO_SHRINK, max_examples=examples(60), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
 @given(structural_documents())
 def test_a_document_of_well_typed_fields_gets_the_same_verdict_from_the_schema_and_the_loader(doc):

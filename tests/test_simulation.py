@@ -19,7 +19,7 @@ from blueprints.simulate.fleet import planned_traffic, simulate
 from blueprints.contracts.stackconfig import read_stack_config
 from blueprints.simulate.traffic import MINUTES_PER_DAY, PATTERNS, daily_curve
 from tests.blueprint_builders import derive
-from tests.conftest import ROOT, l40s_chat, plan_env, requirements_with
+from tests.conftest import ROOT, examples, l40s_chat, plan_env, requirements_with
 
 STACKS = ROOT / "stacks"
 #: A bundled LLM stack that scales: more replicas at peak than its minimum, bursts that outpace the autoscaler (its
@@ -56,7 +56,7 @@ def test_more_traffic_never_lowers_replica_hours():
     assert hours == sorted(hours)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(levels=st.lists(st.floats(min_value=0, max_value=12), min_size=10, max_size=60),
        factor=st.floats(min_value=1.0, max_value=3.0))
 def test_scaling_a_trace_up_never_lowers_replica_hours(levels, factor):
@@ -66,7 +66,7 @@ def test_scaling_a_trace_up_never_lowers_replica_hours(levels, factor):
         simulate(bp, trace=trace).replica_hours - 1e-9
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(actions=st.lists(st.tuples(st.sampled_from(["add", "remove", "wait"]), st.floats(min_value=0, max_value=900)),
                         max_size=60))
 def test_the_fleet_counts_ready_pods_and_consolidates_nodes_as_a_recount_does(actions):

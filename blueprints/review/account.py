@@ -59,6 +59,27 @@ def account_needs(stacks: list[str], stacks_dir: Path, *, policy_dir: Path = POL
     return out
 
 
+#: Stack configs `_service_stacks` has read, by path and exact bytes: every plan reads every stack config of its
+#: folder, and `plan --check` plans each requirements file of the project, so it parses the same unchanged files over
+#: and over. Keyed on the content itself, an edited file is parsed again; only valid reads are kept; the subjects are
+#: read, never changed, by the callers here. Bounded: cleared at `_READS_KEPT` entries.
+_reads: dict[tuple[str, bytes], Blueprint | PlatformConfig] = {}
+_READS_KEPT = 512
+
+
+def _read_config(path: Path) -> Blueprint | PlatformConfig:
+    """`read_config(path)`, parsed once per content (`_reads`). Raises `StackConfigError` as `read_config`."""
+    try:
+        key = (str(path.resolve()), path.read_bytes())
+    except OSError:
+        return read_config(path)  # names what is wrong with the file
+    if key not in _reads:
+        if len(_reads) >= _READS_KEPT:
+            _reads.clear()
+        _reads[key] = read_config(path)
+    return _reads[key]
+
+
 def _service_stacks(stacks_dir: Path, *, skip_service: str | None = None) -> list[Blueprint]:
     """The service stack configs in `stacks_dir` (platforms have no GPUs of a quota's kind), except `skip_service`'s.
 
@@ -72,7 +93,7 @@ def _service_stacks(stacks_dir: Path, *, skip_service: str | None = None) -> lis
     found: list[Blueprint] = []
     for path in sorted(stacks_dir.glob("Pulumi.*.yaml")) if stacks_dir.is_dir() else []:
         try:
-            subject = read_config(path)
+            subject = _read_config(path)
         except StackConfigError as exc:
             if skip_service is not None:
                 continue
