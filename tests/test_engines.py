@@ -234,3 +234,14 @@ def test_estimate_sizes_one_replica_on_the_engine_asked_for_and_refuses_one_with
     assert sglang["kv_cache_tokens"] < vllm["kv_cache_tokens"] and sglang["ttft_ms"] != vllm["ttft_ms"]
     result = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "l4", "--engine", "tensorrt-llm"])
     assert result.exit_code == 2 and "no measured TensorRT-LLM kernel tables" in result.output
+
+
+def test_a_tensorrt_llm_plan_passes_its_own_kv_check_at_the_share_it_was_sized_with():
+    """trtllm-serve's --kv_cache_free_gpu_memory_fraction is a share of what the weights leave: the Blueprint's KV
+    check reads it as the planner sized it (found by the pilot: 306 sequences checked against 298 at 0.9 of all)."""
+    bp = plan_env(requirements_with(operations={"preference": "self-hosted", "engines": ["tensorrt-llm"]}), "dev")
+    assert bp.engine.kind == "tensorrt-llm" and bp.engine.gpu_memory_utilization == 0.9
+    from blueprints.catalog import load_catalog
+    from blueprints.contracts.consistency import _memory_share
+
+    assert _memory_share(bp, load_catalog()) > 0.9  # the weights' share plus 0.9 of the rest

@@ -35,7 +35,7 @@ from blueprints.capacity.fitting import (
 )
 from blueprints.capacity.physics import replica_model
 from blueprints.capacity.physics import band_cell
-from blueprints.capacity.uncertainty import BAND_REGIMES, FAMILIES, quantile
+from blueprints.capacity.uncertainty import band_errors, quantile
 from blueprints.core import defaults
 from blueprints.core.errors import CatalogError
 from tests.conftest import ROOT
@@ -137,9 +137,7 @@ def test_plans_state_the_band_and_error_the_held_out_points_show_for_their_step_
         assert cell["median"] == pytest.approx(median_abs_error(rows), abs=0.005)
         assert cell["p90"] == pytest.approx(p90_abs_error(rows), abs=0.005)
         for family in ("ttft", "itl", "throughput"):
-            errors = [abs(c.error) for c in rows
-                      if FAMILIES.get(c.point.metric) == family and c.point.regime in BAND_REGIMES]
-            assert cell[family] == pytest.approx(quantile(errors), abs=0.005), (kind, family)
+            assert cell[family] == pytest.approx(quantile(band_errors(rows, family)), abs=0.005), (kind, family)
 
 
 def test_the_known_off_points_are_few_explained_and_counted(held_out):

@@ -34,7 +34,7 @@ from typing import Callable, Iterator
 
 import yaml
 
-from blueprints.capacity.calibration import CalibrationPoint, Comparison, figure, run_key, simulate_point
+from blueprints.capacity.calibration import CalibrationPoint, Comparison, compare, figure, run_key, simulate_point
 from blueprints.capacity.physics import engine_profile, replica_model
 from blueprints.capacity.roofline import kernel_family
 from blueprints.catalog import Catalog
@@ -164,22 +164,6 @@ CONSTANTS: tuple[FittedConstant, ...] = (
              "sent together reach the scheduler one after another", "[assumption] half a millisecond; at most 10 ms: "
              "it is part of every TTFT at one client, which published points put at 27-60 ms with the prefill "
              "(k8s-llm-inference-platform L4, GPUStack H100, quantized-llm-serving L40S)"),
-    _profile("sglang-0.5", "step_overhead_ms", "ms", (0.0, 5.0), 0.0,
-             "time every step of SGLang 0.5 adds to its measured kernels (launches, sampling, scheduling)",
-             "no overhead without a measured point"),
-    _profile("sglang-0.5", "step_us_per_sequence", "us", (0.0, 300.0), 0.0,
-             "SGLang 0.5's host time per scheduled sequence per step in series with the GPU", "no host term"),
-    _profile("sglang-0.5", "frontend_latency_ms", "ms", (0.0, 100.0), 2.0,
-             "latency before SGLang 0.5's scheduler sees a request (HTTP, tokenizer process, IPC)",
-             "[assumption] a few ms of HTTP and IPC"),
-    _profile("trtllm-1.x", "step_overhead_ms", "ms", (0.0, 5.0), 0.0,
-             "time every step of TensorRT-LLM 1.x adds to its measured kernels (launches, sampling, scheduling)",
-             "no overhead without a measured point"),
-    _profile("trtllm-1.x", "step_us_per_sequence", "us", (0.0, 300.0), 0.0,
-             "TensorRT-LLM 1.x's host time per scheduled sequence per step in series with the GPU", "no host term"),
-    _profile("trtllm-1.x", "frontend_latency_ms", "ms", (0.0, 100.0), 2.0,
-             "latency before TensorRT-LLM 1.x's scheduler sees a request (HTTP, tokenizer process, IPC)",
-             "[assumption] a few ms of HTTP and IPC"),
     _profile("vllm-0.6.0", "prefill_kernel_factor", "factor", (0.8, 2.5), 1.0,
              "vLLM 0.6.0's prefill kernels relative to the measured 0.14/0.24 ones", "the measured kernels"),
     _profile("vllm-0.6.0", "host_us_per_sequence", "us", (0.0, 400.0), 0.0,
@@ -407,13 +391,30 @@ FIT_FILE = "capacity-fit.yaml"
 _PROSE = {"source", "engine", "note", "ambiguous", "known_off", "architecture_source"}
 
 
+def fitted_points(points: tuple[CalibrationPoint, ...]) -> tuple[CalibrationPoint, ...]:
+    """The points the constants are fitted on and cross-validated against: vLLM's (every vLLM release's profile).
+    SGLang's and TensorRT-LLM's points are predicted with the constants fitted on vLLM's alone, their own step
+    tables and scheduling profiles: held out by construction (`engine_held_out`)."""
+    return tuple(p for p in points if defaults.ENGINE_PROFILES[p.engine_profile]["tables"] == "vllm")
+
+
+def engine_held_out(points: tuple[CalibrationPoint, ...], catalog: Catalog) -> dict[str, list[Comparison]]:
+    """Each other engine's points (`engines.yaml` name -> comparisons), predicted with the committed constants,
+    which no point of theirs moved: the engine's out-of-sample error."""
+    others = tuple(p for p in points if p not in fitted_points(points))
+    found: dict[str, list[Comparison]] = {}
+    for c in compare(catalog, others):
+        found.setdefault(str(defaults.ENGINE_PROFILES[c.point.engine_profile]["tables"]), []).append(c)
+    return found
+
+
 def fit_digest(points: tuple[CalibrationPoint, ...]) -> str:
     """SHA-256 of what a fit depends on besides the model's code: every point's figure and setting (not its prose:
     whether it is known off, not why), and every constant's name, bounds, prior and the search settings. A held-out
     prediction that the code no longer reproduces is caught by re-predicting it (`tests/test_sizing_calibration.py`),
     not by this digest."""
     payload = {"points": [{**p.model_dump(mode="json", exclude=_PROSE), "known_off": p.known_off is not None}
-                          for p in points],
+                          for p in fitted_points(points)],
                "constants": [(c.name, c.bounds, c.prior) for c in CONSTANTS],
                "search": (ROUNDS, GOLDEN_STEPS, WARM_BRACKET, WARM_STEPS)}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
@@ -437,11 +438,12 @@ class FitRecord:
     def held_out(self, points: tuple[CalibrationPoint, ...]) -> list[Comparison]:
         """Every point's held-out comparison, as recorded."""
         predicted = {pid: v for _, _, held in self.folds for pid, v in held.items()}
-        return [Comparison(p, predicted[p.id]) for p in points]
+        return [Comparison(p, predicted[p.id]) for p in fitted_points(points)]
 
 
 def fit_record(points: tuple[CalibrationPoint, ...], catalog: Catalog, *, workers: int = 1) -> FitRecord:
-    """Fit on every point from the priors, then cross-validate warm-started at that fit."""
+    """Fit on every point (`fitted_points`) from the priors, then cross-validate warm-started at that fit."""
+    points = fitted_points(points)
     full = Fitter(points, catalog).fit()
     folds = cross_validate(points, catalog, full=full, workers=workers)
     return FitRecord(fit_digest(points), full,

@@ -36,7 +36,13 @@ from blueprints.core import defaults
 from blueprints.catalog import Architecture, Gpu
 from blueprints.capacity.measured import MeasuredSteps, lookup
 from blueprints.capacity.roofline import RooflineSteps, compute_tflops, kernel_family, roofline_steps
-from blueprints.contracts.memory import LoraSlots, kv_bytes_per_token, kv_cache_tokens, weights_gib
+from blueprints.contracts.memory import (
+    LoraSlots,
+    engine_memory_share,
+    kv_bytes_per_token,
+    kv_cache_tokens,
+    weights_gib,
+)
 from blueprints.requirements.model import Precision, Quantization
 
 __all__ = ["CapacitySource", "Correction", "EngineProfile", "ReplicaModel", "blocks_for", "compute_tflops",
@@ -369,9 +375,5 @@ def planned_memory_utilization(engine: EngineProfile, gpu: Gpu, *, weights_gib_p
 
 
 def memory_share(engine: EngineProfile, flag: float, gpu: Gpu, *, weights_gib_per_gpu: float) -> float:
-    """The share of each GPU's memory (vLLM's sense) an engine's memory flag value gives weights and KV cache:
-    the value itself for vLLM and SGLang, (weights + flag x the rest) / memory for TensorRT-LLM's free fraction."""
-    if engine.tables != "tensorrt-llm":
-        return flag
-    free = max(0.0, gpu.memory_gib - weights_gib_per_gpu)
-    return round(min(0.98, (weights_gib_per_gpu + flag * free) / gpu.memory_gib), 3)
+    """`contracts.memory.engine_memory_share` for an engine profile (its tables name the engine)."""
+    return engine_memory_share(engine.tables, flag, gpu, weights_gib_per_gpu=weights_gib_per_gpu)

@@ -53,6 +53,15 @@ class Band:
     calibrated: bool = False
 
 
+def band_errors(comparisons: list, family: str) -> list[float]:
+    """|error| of the comparisons (`calibration.Comparison`) of one metric family (`FAMILIES`) a band is read from:
+    those in the steady-traffic regimes (`BAND_REGIMES`), or every regime's where no steady-traffic point measures
+    that family (TensorRT-LLM's throughput is published from bursts only)."""
+    same = [c for c in comparisons if FAMILIES.get(c.point.metric) == family]
+    steady = [abs(c.error) for c in same if c.point.regime in BAND_REGIMES]
+    return steady or [abs(c.error) for c in same]
+
+
 def quantile(values: list[float], q: float = BAND_QUANTILE) -> float:
     """The nearest-rank q-quantile of `values` (the value q of them are at or below)."""
     data = sorted(values)

@@ -441,13 +441,27 @@ def _engine(bp: Blueprint, catalog: Catalog) -> list[FieldProblem]:
                 arch=model_architecture(bp.model.catalog_id, bp.model.architecture, catalog))]
         if not problems:
             problems += _kv_fit(bp, catalog, tp=engine.tensor_parallel_size, kv_fp8=engine.kv_cache_dtype == "fp8",
-                                utilization=engine.gpu_memory_utilization, max_model_len=engine.max_model_len,
+                                utilization=_memory_share(bp, catalog), max_model_len=engine.max_model_len,
                                 seqs=("max_num_seqs", engine.max_num_seqs))
     if isinstance(engine, SageMakerEngine) and engine.max_model_len is not None:
         problems += _kv_fit(bp, catalog, tp=engine.tensor_parallel_degree or c.gpus_per_node, kv_fp8=False,
                             utilization=defaults.GPU_MEMORY_UTILIZATION, max_model_len=engine.max_model_len,
                             seqs=("max_rolling_batch_size", engine.max_rolling_batch_size))
     return problems
+
+
+def _memory_share(bp: Blueprint, catalog: Catalog) -> float:
+    """The self-hosted engine's memory flag as the share of each GPU it gives weights and KV cache
+    (`memory.engine_memory_share`: TensorRT-LLM's flag is a fraction of what the weights leave)."""
+    from blueprints.contracts.memory import engine_memory_share, weights_gib
+
+    engine, m = bp.engine, bp.model
+    arch = model_architecture(m.catalog_id, m.architecture, catalog)
+    gpu = catalog.gpus.get(bp.compute.gpu or "")
+    if arch is None or gpu is None:
+        return engine.gpu_memory_utilization  # type: ignore[union-attr]
+    return engine_memory_share(engine.kind, engine.gpu_memory_utilization, gpu,  # type: ignore[union-attr]
+                               weights_gib_per_gpu=weights_gib(arch, m.precision) / engine.tensor_parallel_size)
 
 
 def _kv_fit(bp: Blueprint, catalog: Catalog, *, tp: int, kv_fp8: bool, utilization: float, max_model_len: int,

@@ -28,6 +28,17 @@ def weights_bytes(arch: Architecture, precision: Precision) -> float:
     return (arch.params_b * 1e9 - emb) * precision.bytes_per_param + emb * _embedding_bytes_per_param(precision)
 
 
+def engine_memory_share(engine: str, flag: float, gpu: Gpu, *, weights_gib_per_gpu: float) -> float:
+    """The share of each GPU's memory (vLLM's `gpu_memory_utilization` sense) an engine's memory flag value gives
+    weights and KV cache: the value itself for vLLM and SGLang (`--mem-fraction-static`), (weights + flag x the
+    rest) / memory for TensorRT-LLM's `--kv_cache_free_gpu_memory_fraction` (the KV cache's share of what the weights
+    leave). `engine`: an engines.yaml name."""
+    if engine != "tensorrt-llm":
+        return flag
+    free = max(0.0, gpu.memory_gib - weights_gib_per_gpu)
+    return round(min(0.98, (weights_gib_per_gpu + flag * free) / gpu.memory_gib), 3)
+
+
 def weights_gib(arch: Architecture, precision: Precision) -> float:
     """Weight memory at `precision`, GiB (see `weights_bytes`)."""
     return weights_bytes(arch, precision) / GIB

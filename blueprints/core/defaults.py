@@ -119,8 +119,8 @@ MEASURED_STEP_GPUS = ("h100", "h200", "l40s", "a100-80gb", "b200", "b300", "rtx-
 CAPACITY_UNCERTAINTY = {
     "measured": {"points": 208, "median": 0.158, "p90": 0.6, "ttft": 0.525, "itl": 0.221, "throughput": 0.138},
     "roofline": {"points": 116, "median": 0.098, "p90": 0.54, "ttft": 0.449, "itl": 0.324, "throughput": 0.419},
-    "sglang": {"points": 208, "median": 0.158, "p90": 0.6, "ttft": 0.525, "itl": 0.221, "throughput": 0.138},
-    "tensorrt-llm": {"points": 208, "median": 0.158, "p90": 0.6, "ttft": 0.525, "itl": 0.221, "throughput": 0.138},
+    "sglang": {"points": 151, "median": 0.281, "p90": 0.864, "ttft": 0.881, "itl": 0.236, "throughput": 0.112},
+    "tensorrt-llm": {"points": 192, "median": 0.362, "p90": 0.984, "ttft": 1.283, "itl": 0.425, "throughput": 0.726},
 }
 #: vLLM's KV-cache block, tokens: CacheConfig.DEFAULT_BLOCK_SIZE (vllm/config/cache.py:46 at v0.24.0), which the
 #: FlashAttention backend keeps on CUDA (platforms/interface.py:613-625, v1/attention/backend.py:194-202).
