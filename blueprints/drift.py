@@ -411,7 +411,11 @@ def check_stacks(stacks: list[str], project: ProjectPaths, *,
     files: set[Path] = set()
     for stack in stacks:
         config = stack_config_path(project.stacks_dir, stack)
-        data = (_committed(config).get("config") or {})
+        committed = _committed(config)
+        if _pilot_of(committed) is not None:
+            return [], (f"{config} is a pilot stack (`blueprint pilot`): not a plan's output, so `blueprint plan "
+                        "--check` does not re-plan it")
+        data = committed.get("config") or {}
         record = plan_record_of(data, source=str(config))
         if record is None:
             return [], f"{config} records no plan ({PLAN_KEY}), so there is nothing to re-plan it from"

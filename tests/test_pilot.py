@@ -16,7 +16,7 @@ from blueprints.cli import app
 from blueprints.contracts.sections import PILOT_EXPIRES_TAG
 from blueprints.contracts.stackconfig import read_stack_config
 from blueprints.core.project import project_paths
-from blueprints.drift import check_plans
+from blueprints.drift import check_plans, check_stacks
 from blueprints.plan.platforms import standalone_platform_file
 from blueprints.plan.stability import hardware_of
 from blueprints.requirements.service import load_requirements
@@ -75,7 +75,7 @@ def test_pilot_writes_three_distinct_finalists_each_one_replica_at_its_capacity_
         peak, capacity = bp.model.traffic.peak_requests_per_s, bp.predictions.requests_per_s_capacity
         assert bp.compute.replicas == 1 and bp.autoscaling.min_replicas == 1
         assert peak <= capacity + 1e-3 < 1.5 * peak
-        assert any(r.startswith(f"pilot {k}: finalist {k}") for r in bp.rationale)
+        assert any(r.startswith(f"pilot {k} of 3: the cheapest distinct candidate no. ") for r in bp.rationale)
         assert any(when in r and "pulumi destroy --stack" in r for r in bp.rationale)
     # the cheapest at prod first, as the report says
     monthly = [float(m.replace(",", "")) for m in re.findall(r"at prod: \d+ replica\(s\), \$([\d,]+)/month",
@@ -110,9 +110,12 @@ def test_every_pilot_stack_previews_clean_under_the_same_review_as_any_stack(pil
         assert [p["metadata"]["name"] for p in pools] == [bp.stack]
 
 
-def test_plan_check_leaves_the_pilot_stacks_alone(piloted):
+def test_plan_check_leaves_the_pilot_stacks_alone_and_the_preview_says_it_skips_their_source_comparison(piloted):
     root, _ = piloted
-    assert check_plans(None, project_paths(root / "stacks" / "requirements" / "chat-assistant.yaml")) == []
+    project = project_paths(root / "stacks" / "requirements" / "chat-assistant.yaml")
+    assert check_plans(None, project) == []  # the plan's stacks as planned, the pilots not reported as orphans
+    drifts, skipped = check_stacks(["chat-assistant-pilot-1"], project)
+    assert drifts == [] and "is a pilot stack (`blueprint pilot`)" in skipped
 
 
 @pytest.mark.parametrize("args, flag", [

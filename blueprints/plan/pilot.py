@@ -229,7 +229,7 @@ def plan_pilots(req: Requirements, catalog: Catalog, *, env: str | None, count: 
                                 "names the binding one")
     expires = expiry(now, hours)
     planned, left_out = [], []
-    for finalist in ranked:
+    for rank, finalist in enumerate(ranked, 1):
         if len(planned) == count:
             break
         what = f"{finalist.hardware.describe()} ({finalist.hardware.archetype.value})"
@@ -249,17 +249,18 @@ def plan_pilots(req: Requirements, catalog: Catalog, *, env: str | None, count: 
                             f"the Blueprint's checks ({format_validation_error(exc, source='the pilot plan')}); "
                             "a planner defect, not piloted")
             continue
-        planned.append((finalist, bp))
+        planned.append((rank, finalist, bp))
     if not planned:
         raise RequirementsError(f"--env {env}: no finalist can be piloted there: " + "; ".join(left_out))
-    pilots = [_as_pilot(bp, finalist, k=k, finalists=len(planned), hours=hours, expires=expires,
-                        reference=reference, catalog=catalog) for k, (finalist, bp) in enumerate(planned, 1)]
+    pilots = [_as_pilot(bp, finalist, k=k, rank=rank, finalists=len(planned), hours=hours, expires=expires,
+                        reference=reference, catalog=catalog) for k, (rank, finalist, bp) in enumerate(planned, 1)]
     return PilotPlan(env, reference, pilots, left_out)
 
 
-def _as_pilot(bp: Blueprint, finalist: Finalist, *, k: int, finalists: int, hours: int, expires: str,
+def _as_pilot(bp: Blueprint, finalist: Finalist, *, k: int, rank: int, finalists: int, hours: int, expires: str,
               reference: str, catalog: Catalog) -> Pilot:
-    """The planned blueprint as pilot `k`: its stack name and namespace, the expiry tag, the rationale."""
+    """The planned blueprint as pilot `k` (the `rank`-th cheapest candidate; earlier ones `env` could not take):
+    its stack name and namespace, the expiry tag, the rationale."""
     record = PilotRecord(candidate=k, finalists=finalists, hours=hours, expires=expires)
     data = bp.model_dump(mode="json")
     data["pilot"] = record.model_dump(mode="json")
@@ -267,7 +268,7 @@ def _as_pilot(bp: Blueprint, finalist: Finalist, *, k: int, finalists: int, hour
     data["platform"]["namespace"] = f"{bp.service}-pilot-{k}"
     hw = finalist.hardware
     data["rationale"] = [
-        f"pilot {k}: finalist {k} of the cheapest distinct candidates at {reference}'s peak, "
+        f"pilot {k} of {finalists}: the cheapest distinct candidate no. {rank} at {reference}'s peak, "
         f"{hw.archetype.value} on {hw.describe()}: {finalist.replicas} replica(s), "
         f"${finalist.monthly_usd:,.0f}/month there; deployed on {bp.environment}'s platform to be measured "
         "(`blueprint benchmark`), not served from",
