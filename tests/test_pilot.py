@@ -137,3 +137,24 @@ def test_a_service_other_than_one_text_generation_model_is_refused_saying_what_p
     assert result.exit_code == 2, result.output
     assert "pilots compare the finalists of one text-generation model" in result.output
     assert not list((project / "stacks").glob(f"Pulumi.{service}-pilot-*.yaml"))
+
+
+def test_a_managed_service_pilots_its_sagemaker_finalist_which_previews_clean(project):
+    """prototype-summarizer (operations.preference managed): SageMaker's LMI finalists only, on its `pilot`
+    environment (non-production), each an endpoint of its own named after the pilot stack."""
+    result = runner.invoke(app, ["pilot", "stacks/requirements/prototype-summarizer.yaml", "--hours", "4"])
+    assert result.exit_code == 0, result.output
+    pilots = _pilots_of(project, "prototype-summarizer")
+    assert pilots and all(bp.archetype.value == "sagemaker-endpoint" for bp in pilots)
+    if len(pilots) < 3:
+        assert f"only {len(pilots)} of --finalists 3" in result.output
+    for bp in pilots:
+        assert bp.compute.instance_type.startswith("ml.") and bp.pilot.hours == 4
+        report = review_stack(bp.stack, stacks_dir=project / "stacks", program=ROOT / "__main__.py")
+        assert report.clean, findings(report)
+        [endpoint] = [r for r in report.resources if r.type == "aws:sagemaker/endpoint:Endpoint"]
+        assert endpoint.inputs["name"] == bp.stack and endpoint.inputs["tags"][PILOT_EXPIRES_TAG] == bp.pilot.expires
+
+
+def _pilots_of(root, service):
+    return [read_stack_config(p) for p in sorted((root / "stacks").glob(f"Pulumi.{service}-pilot-*.yaml"))]
