@@ -284,8 +284,9 @@ def print_pilots(planned, paths: list[Path], *, stacks_dir: Path, asked: int, po
         out.print(f"  {bp.pilot.candidate}. {bp.stack}: {bp.archetype.value} on {f.hardware.describe()}, "
                   f"engine {bp.engine.kind}", highlight=False)
         out.print(f"     at {planned.reference_environment}: {f.replicas} replica(s), ${f.monthly_usd:,.0f}/month; "
-                  f"pilot: {bp.compute.replicas} replica(s) for {bp.model.traffic.peak_requests_per_s:g} requests/s "
-                  f"(one replica's capacity within the SLO), ${p.cost_usd:,.2f} for {hours} h "
+                  f"pilot: {bp.compute.replicas} replica(s) at "
+                  f"{bp.model.traffic.peak_requests_per_s / bp.compute.replicas:.3g} requests/s each (one replica's "
+                  f"capacity within the SLO), ${p.cost_usd:,.2f} for {hours} h "
                   f"(at most ${p.most_usd:,.2f} if it scales to {bp.autoscaling.max_replicas})", highlight=False)
         out.print(f"     [green]wrote[/] {path}", highlight=False)
     for note in planned.left_out:

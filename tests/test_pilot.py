@@ -158,3 +158,19 @@ def test_a_managed_service_pilots_its_sagemaker_finalist_which_previews_clean(pr
 
 def _pilots_of(root, service):
     return [read_stack_config(p) for p in sorted((root / "stacks").glob(f"Pulumi.{service}-pilot-*.yaml"))]
+
+
+def test_pilots_in_a_production_environment_keep_its_warm_floor_each_replica_at_its_capacity(project):
+    """--env prod (99.9 %: 2 warm replicas): the pilots meet the production floors the preview holds them to, each
+    replica planned at one replica's capacity, and they preview clean, another engine's (TensorRT-LLM) too."""
+    result = runner.invoke(app, ["pilot", "stacks/requirements/chat-assistant.yaml", "--env", "prod",
+                                 "--finalists", "2"])
+    assert result.exit_code == 0, result.output
+    pilots = _pilots_of(project, "chat-assistant")
+    assert len(pilots) == 2 and {bp.engine.kind for bp in pilots} == {"vllm", "tensorrt-llm"}
+    for bp in pilots:
+        assert bp.production and bp.compute.replicas == bp.autoscaling.min_replicas == 2
+        per_replica = bp.model.traffic.peak_requests_per_s / bp.compute.replicas
+        assert per_replica <= bp.predictions.requests_per_s_capacity / 2 + 1e-3 < 1.5 * per_replica
+        report = review_stack(bp.stack, stacks_dir=project / "stacks", program=ROOT / "__main__.py")
+        assert report.clean, (bp.stack, findings(report))

@@ -340,8 +340,11 @@ def write_stack_configs(subjects: list[StackSubject], out_dir: Path, *, source: 
                     raise StackConfigError(f"{path}: {PLATFORM_KEY}.kubernetes_version: {problem}")
         else:
             owner = config.get(BLUEPRINT_KEY)
-            if PLATFORM_KEY in config or (isinstance(owner, dict) and (owner.get("service"), owner.get("environment"))
-                                          != (bp.service, bp.environment)):
+            # A service's pilots (`blueprint pilot`) replace its earlier pilots, from whichever environment.
+            pilots = isinstance(owner, dict) and owner.get("pilot") is not None and bp.pilot is not None
+            if PLATFORM_KEY in config or (isinstance(owner, dict) and not pilots and (
+                    owner.get("service"), owner.get("environment")) != (bp.service, bp.environment)) or (
+                    pilots and owner.get("service") != bp.service):
                 held = "a platform" if PLATFORM_KEY in config else \
                     f"service {owner.get('service')!r} environment {owner.get('environment')!r}"
                 raise StackConfigError(

@@ -12,8 +12,9 @@ guardrails of its environment, platform landing) in `env`, with its peak set to 
 carries within the SLO there (`sizing.max_rps`, as `env`'s plan sizes it) and at least one replica: `blueprint
 benchmark` sends its sweep (0.25x-1.5x the per-replica peak, `operate.benchmark.DEFAULT_RATE_FRACTIONS`) to one pod
 directly, so one replica carries the benchmark's top rate, and the sweep runs up to and past the finalist's own
-capacity. Then it becomes a pilot: stack `<service>-pilot-<k>`, its own namespace and NodePool beside the
-environment's stack on the same platform, and `servingblueprints.io/expires` on every tagged resource.
+capacity (a production environment keeps 2 warm replicas for availability: each planned at that capacity). Then it
+becomes a pilot: stack `<service>-pilot-<k>`, its own namespace and NodePool beside the environment's stack on the
+same platform, and `servingblueprints.io/expires` on every tagged resource.
 Pure: the clock (`expires`) is an input.
 """
 
@@ -38,7 +39,9 @@ from blueprints.plan.builders.context import PlanContext
 from blueprints.plan.compound.parts import service_parts
 from blueprints.plan.guardrails import Guardrails
 from blueprints.plan.options.llm import complete_sizing, llm_option_on, llm_search, predict_at_peak
-from blueprints.plan.options.search import ResolvedModel, resolve_models, service_fixed_monthly_usd
+from blueprints.plan.options.search import (
+    ResolvedModel, gpu_instances, replicas_floor, resolve_models, service_fixed_monthly_usd,
+)
 from blueprints.plan.selection import llm_archetypes, reference_environment
 from blueprints.plan.stability import Hardware
 from blueprints.requirements.platform_file import AlertingSpec
@@ -161,21 +164,29 @@ def replica_capacity_rps(req: Requirements, env: str, hardware: Hardware, model:
     """Requests/s one replica on `hardware` serves within the SLO in `env` (`sizing.max_rps`, as the plan of `env`
     sizes it: `llm_option_on`, `complete_sizing`), or why it cannot serve there (a sentence)."""
     managed = hardware.archetype is Archetype.SAGEMAKER_ENDPOINT
+    limits = ctx.limits(req, env, managed=managed)
+    if hardware.instance_type not in {i.instance_type for i in gpu_instances(req, catalog, managed=managed,
+                                                                            limits=limits)}:
+        return (f"{hardware.instance_type} is outside the instance types {env} allows (its policy config's, "
+                "hardware.allowed_instance_families, its Region's)")
     found = llm_option_on(req, env, model, catalog, instance_type=hardware.instance_type,
                           tensor_parallel_size=hardware.tensor_parallel_size or 0,
                           kv_cache_fp8=hardware.kv_cache_dtype == "fp8", managed=managed,
-                          limits=ctx.limits(req, env, managed=managed), engine=hardware.engine or "vllm")
+                          limits=limits, engine=hardware.engine or "vllm")
     if isinstance(found, str):
         return found
     return complete_sizing(found[0], model, req, env, managed=managed).sizing.max_rps  # type: ignore[union-attr]
 
 
 def pilot_requirements(req: Requirements, env: str, rate_rps: float, model: ResolvedModel) -> Requirements:
-    """`req` with `env`'s peak at `rate_rps` (one replica's capacity within the SLO), and at least 1 replica (a pilot
-    never scales to zero: the benchmark needs a Ready pod)."""
+    """`req` with `env` at the fewest replicas it keeps warm (`replicas_floor`: 1, or 2 in a production environment
+    at >= 99.9 % availability; never 0: the benchmark needs a Ready pod) and a peak of `rate_rps` (one replica's
+    capacity within the SLO) per replica, so the benchmark's per-replica peak is that capacity."""
     spec = req.environments[env]
-    scale = rate_rps / model.traffic.peak_requests_per_s
-    pilot_env = spec.model_copy(update={"traffic_scale": scale, "min_replicas": max(1, spec.min_replicas or 1)})
+    warm = spec.model_copy(update={"min_replicas": spec.min_replicas or None})
+    replicas = replicas_floor(req.model_copy(update={"environments": {**req.environments, env: warm}}), env)
+    scale = replicas * rate_rps / model.traffic.peak_requests_per_s
+    pilot_env = warm.model_copy(update={"traffic_scale": scale})
     return req.model_copy(update={"environments": {**req.environments, env: pilot_env}})
 
 
@@ -235,7 +246,7 @@ def plan_pilots(req: Requirements, catalog: Catalog, *, env: str | None, count: 
         what = f"{finalist.hardware.describe()} ({finalist.hardware.archetype.value})"
         rate = replica_capacity_rps(req, env, finalist.hardware, model, catalog, ctx)
         if isinstance(rate, str):
-            left_out.append(f"{what}: in {env} {rate}")
+            left_out.append(f"{what}: {rate}")
             continue
         try:
             [bp] = plan(pilot_requirements(req, env, rate, model), catalog, as_of=now.date(), environments=[env],
@@ -272,10 +283,10 @@ def _as_pilot(bp: Blueprint, finalist: Finalist, *, k: int, rank: int, finalists
         f"{hw.archetype.value} on {hw.describe()}: {finalist.replicas} replica(s), "
         f"${finalist.monthly_usd:,.0f}/month there; deployed on {bp.environment}'s platform to be measured "
         "(`blueprint benchmark`), not served from",
-        f"sized to be benchmarked: its peak is what one replica serves within the SLO in {bp.environment} "
-        f"({bp.model.traffic.peak_requests_per_s:.3g} requests/s), so `blueprint benchmark`'s sweep (to 1.5x the "
-        f"per-replica peak, at one pod) runs up to and past the finalist's own capacity; {bp.compute.replicas} "
-        "replica(s) carry it",
+        f"sized to be benchmarked: its peak per replica is what one replica serves within the SLO in "
+        f"{bp.environment} ({bp.model.traffic.peak_requests_per_s / bp.compute.replicas:.3g} requests/s), so "
+        "`blueprint benchmark`'s sweep (to 1.5x the per-replica peak, at one pod) runs up to and past the finalist's "
+        f"own capacity; {bp.compute.replicas} replica(s), the fewest the environment keeps warm",
         f"expires {expires} (tag {PILOT_EXPIRES_TAG} on every tagged resource): destroy it then "
         f"(`pulumi destroy --stack {bp.service}-pilot-{k}`)",
         *bp.rationale]
