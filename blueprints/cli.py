@@ -28,6 +28,8 @@ HELP = """Plan production model serving from a requirements file, and review it 
 \b
   blueprint plan stacks/requirements/<service>.yaml   write stacks/Pulumi.<service>-<env>.yaml per environment,
                                                       and the shared platform-<env>-<region> stacks they land on
+  blueprint pilot stacks/requirements/<service>.yaml  write pilot stacks of the cheapest distinct finalists, to
+                                                      benchmark before production
   blueprint preview <stack>                           run the Pulumi program offline: deployability, signals,
                                                       policy pack
   blueprint simulate <stack>                          replay a day of traffic against a service stack's fleet
@@ -210,6 +212,107 @@ def plan(
             out.print(pipeline_summary(bp))
     out.print("[dim]Each stack config's `rationale` says why; `blueprint preview <stack>` shows what it builds "
               "(platform stacks first: services read their outputs).[/]")
+
+
+@app.command()
+def pilot(
+    requirements: Path = typer.Argument(..., help="Requirements file of one text-generation model, e.g. "
+                                        "stacks/requirements/chat-assistant.yaml."),
+    finalists: int = typer.Option(3, "--finalists", "-n", metavar="N", help="How many of the cheapest distinct "
+                                  "candidates (archetype, engine, instance type, tensor parallel degree, KV-cache "
+                                  "dtype) to deploy as pilots. Range 1-5."),
+    env: Optional[str] = typer.Option(None, "--env", "-e", help="The environment whose platform and policy the "
+                                      "pilots take (its stack must be planned). Default: the first non-production "
+                                      "environment of the file."),
+    hours: int = typer.Option(8, "--hours", metavar="H", help="How long the pilots live, hours: their expiry tag "
+                              "(servingblueprints.io/expires) and the cost printed. Range 1-168."),
+    out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where to write Pulumi.<service>-pilot-<k>.yaml. "
+                                           "Default: the project's stack folder."),
+    policy_dir: Optional[Path] = typer.Option(None, "--policy-dir", help="Per-environment policy configs, as for "
+                                              "`plan`. Default: policies/config of the project."),
+) -> None:
+    """Write a pilot stack per finalist, `stacks/Pulumi.<service>-pilot-<k>.yaml`, to benchmark before production.
+
+    The finalists are the cheapest distinct candidates at the reference environment's peak (the busiest production
+    one): self-hosted engines and SageMaker where the requirements allow it. Each pilot is planned like any stack
+    (the same builders, guardrails, preview and policy checks) on the --env environment's platform, with one
+    replica whose peak is what it serves within the SLO, so `blueprint benchmark <service>-pilot-<k>` sweeps it up to
+    and past its own capacity; every AWS resource is tagged with its expiry. Prints each pilot's cost for --hours and
+    the order to deploy and destroy. `blueprint plan` never rewrites pilot stacks and `plan --check` skips them.
+    Exit 2 on bad flags (naming the flag) or a service that is not one text-generation model.
+    """
+    from blueprints.contracts.stackconfig import stack_config_path, write_stack_configs
+    from blueprints.core.project import project_paths, project_relative
+    from blueprints.review.stack import policy_config_for
+    from blueprints.workspace import pilot_requirements_file
+
+    with user_errors():
+        project = project_paths(requirements)
+        stacks_dir = out_dir if out_dir is not None else project.stacks_dir
+        _recover_writes(stacks_dir)
+        # The CLI's clock read: when the pilots expire (the planner takes it as an input).
+        now = dt.datetime.now(dt.timezone.utc)
+        planned = pilot_requirements_file(
+            requirements, now=now, env=env, finalists=finalists, hours=hours,
+            policy_dir=policy_dir if policy_dir is not None else (project.policy_dir if project.root else None),
+            requirements_dir=project.requirements_dir if project.root else None, stacks_dir=stacks_dir)
+        first = planned.pilots[0].blueprint
+        home = f"{first.service}-{planned.environment}"
+        if not stack_config_path(stacks_dir, home).exists():
+            raise BlueprintError(f"--env {planned.environment}: pilots land where {home} does, which is not planned "
+                                 f"in {stacks_dir}; run `blueprint plan {requirements}` first")
+        paths = write_stack_configs([p.blueprint for p in planned.pilots], stacks_dir,
+                                    source=project_relative(requirements), as_of=now.date())
+        policy = policy_config_for(planned.environment, production=first.production,
+                                   config_dir=policy_dir if policy_dir is not None else project.policy_dir)
+    print_pilots(planned, paths, stacks_dir=stacks_dir, asked=finalists, policy=project_relative(policy))
+
+
+def print_pilots(planned, paths: list[Path], *, stacks_dir: Path, asked: int, policy: str) -> None:
+    """`blueprint pilot`'s report: each pilot, what they cost for their hours, the order to deploy and destroy
+    (`policy`: the policy config of the pilots' environment)."""
+    from blueprints.contracts.sections import PILOT_EXPIRES_TAG
+
+    pilots = planned.pilots
+    first = pilots[0].blueprint
+    hours = first.pilot.hours
+    platforms = list(dict.fromkeys(p.blueprint.platform.stack for p in pilots if p.blueprint.platform.stack))
+    out.print(f"Pilots of {first.service} in {planned.environment} ({', '.join(platforms) or 'no platform stack'}), "
+              f"the cheapest distinct finalists at {planned.reference_environment}'s peak:", highlight=False)
+    for p, path in zip(pilots, paths):
+        bp, f = p.blueprint, p.finalist
+        out.print(f"  {bp.pilot.candidate}. {bp.stack}: {bp.archetype.value} on {f.hardware.describe()}, "
+                  f"engine {bp.engine.kind}", highlight=False)
+        out.print(f"     at {planned.reference_environment}: {f.replicas} replica(s), ${f.monthly_usd:,.0f}/month; "
+                  f"pilot: {bp.compute.replicas} replica(s) at "
+                  f"{bp.model.traffic.peak_requests_per_s / bp.compute.replicas:.3g} requests/s each (one replica's "
+                  f"capacity within the SLO), ${p.cost_usd:,.2f} for {hours} h "
+                  f"(at most ${p.most_usd:,.2f} if it scales to {bp.autoscaling.max_replicas})", highlight=False)
+        out.print(f"     [green]wrote[/] {path}", highlight=False)
+    for note in planned.left_out:
+        out.print(f"  [yellow]left out[/] {escape(note)}", highlight=False, soft_wrap=True)
+    if len(pilots) < asked:
+        out.print(f"  [yellow]only {len(pilots)} of --finalists {asked}[/]: the searches reached no more distinct "
+                  f"candidates that {planned.environment} can take", highlight=False)
+    total = sum(p.cost_usd for p in pilots)
+    out.print(f"The pilots cost ${total:,.2f} for {hours} h (nodes x price x hours, fixed items pro rata; the shared "
+              f"platform apart) and expire {first.pilot.expires} (tag {PILOT_EXPIRES_TAG}).", highlight=False)
+    stale = sorted(path for path in stacks_dir.glob(f"Pulumi.{first.service}-pilot-*.yaml") if path not in paths)
+    if stale:
+        out.print(f"  [yellow]older pilots[/] {', '.join(str(s) for s in stale)}: destroy their stacks and delete "
+                  "the files", highlight=False)
+    policy = f"--policy-pack policies --policy-pack-config {policy}"
+    out.print("Deploy and destroy in this order:", highlight=False)
+    for stack in platforms:
+        out.print(f"  pulumi up --stack {stack} {policy}   # the platform, if not up yet", highlight=False)
+    for p in pilots:
+        out.print(f"  blueprint preflight {p.blueprint.stack}   # the account's quotas with every stack in it",
+                  highlight=False)
+        out.print(f"  pulumi up --stack {p.blueprint.stack} {policy}", highlight=False)
+    for p in pilots:
+        out.print(f"  blueprint benchmark {p.blueprint.stack}", highlight=False)
+    for p in pilots:
+        out.print(f"  pulumi destroy --stack {p.blueprint.stack}   # by {first.pilot.expires}", highlight=False)
 
 
 def _check_plans(files: Optional[list[Path]], *, policy_dir: Optional[Path], no_policy: bool, as_json: bool) -> None:

@@ -10,6 +10,11 @@ does), renders each stack config as `blueprint plan` would write it, and compare
 the platform file, the policy config, the tool): re-plan it. Each names the requirements field to change instead, and
 shows the differing words. An intended deviation from the plan lives in the requirements' `overrides:` section, never
 only in a generated file.
+
+Pilot stack configs (`Pulumi.<service>-pilot-<k>.yaml`, `blueprint pilot`) are not a plan's output: their hardware is
+a finalist's, not the plan's choice, and they live for hours. The check does not re-plan them and does not report them
+as files no requirements file plans while their service's requirements file exists (without it they are reported as
+such, to delete); `blueprint preview` reviews them like any stack (policy, deployability, signals).
 """
 
 from __future__ import annotations
@@ -287,10 +292,12 @@ def check_plans(files: list[Path] | None, project: ProjectPaths, *, use_policy: 
     files = requirements_files(folder) if files is None else files
     drifts: list[Drift] = []
     planned_stacks: set[str] = set()
+    services: set[str] = set()
     landed: set[str] = set()
     for path in files:
         source = project_relative(path)
         req = load_requirements(path)
+        services.add(req.service)
         dates: dict[dt.date, list[str]] = {}
         for part in service_parts(req, load_catalog()):
             for env in req.environments:
@@ -328,11 +335,21 @@ def check_plans(files: list[Path] | None, project: ProjectPaths, *, use_policy: 
         for config in sorted(stacks_dir.glob("Pulumi.*.yaml")):
             stack = config.name[len("Pulumi."):-len(".yaml")]
             data = _committed(config)
+            if _pilot_of(data) in services:  # written by `blueprint pilot`, not by a plan: not re-planned
+                continue
             if BLUEPRINT_KEY in (data.get("config") or {}) and stack not in planned_stacks:
                 drifts.append(Drift(stack, "(file)", str(config), None, f"no requirements file in "
                                     f"{project_relative(folder)} plans {stack}: delete {config} (its stack is "
                                     "destroyed on merge) or restore its requirements"))
     return drifts
+
+
+def _pilot_of(data: dict) -> str | None:
+    """The service a pilot stack config (`blueprint pilot`: its blueprint has `pilot`) belongs to; None otherwise."""
+    value = (data.get("config") or {}).get(BLUEPRINT_KEY)
+    if isinstance(value, dict) and isinstance(value.get("pilot"), dict) and isinstance(value.get("service"), str):
+        return value["service"]
+    return None
 
 
 def _check_platforms(project: ProjectPaths, stacks: set[str] | None, *, policy_dir: Path | None) -> list[Drift]:
@@ -394,7 +411,11 @@ def check_stacks(stacks: list[str], project: ProjectPaths, *,
     files: set[Path] = set()
     for stack in stacks:
         config = stack_config_path(project.stacks_dir, stack)
-        data = (_committed(config).get("config") or {})
+        committed = _committed(config)
+        if _pilot_of(committed) is not None:
+            return [], (f"{config} is a pilot stack (`blueprint pilot`): not a plan's output, so `blueprint plan "
+                        "--check` does not re-plan it")
+        data = committed.get("config") or {}
         record = plan_record_of(data, source=str(config))
         if record is None:
             return [], f"{config} records no plan ({PLAN_KEY}), so there is nothing to re-plan it from"

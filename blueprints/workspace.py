@@ -111,6 +111,51 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
         BlueprintError: invalid input anywhere it depends on; the message names the file, the field and the fix.
     """
     from blueprints.plan.planner import plan
+
+    inputs = planning_inputs(path, as_of=as_of, policy_dir=policy_dir, use_policy=use_policy,
+                             requirements_dir=requirements_dir, stacks_dir=stacks_dir)
+    req, platforms = inputs.requirements, inputs.platforms
+    existing = existing_hardware(req, stacks_dir) if stacks_dir is not None else {}
+    try:
+        blueprints = plan(req, load_catalog(), as_of=as_of, environments=environments, guardrails=inputs.guardrails,
+                          platforms=platforms, alerting=inputs.alerting, existing=existing,
+                          switch_threshold_pct=switch_threshold_pct,
+                          calibrations=calibrations if calibrations is not None else project_calibrations(path))
+    except BlueprintError as exc:  # planner messages name the field; add the file they come from
+        raise type(exc)(f"{path}: {exc}") from None
+    landed = {bp.platform.stack for bp in blueprints if bp.platform.stack}
+    # A platform one of these stacks left (a Region or platform move) is rewritten too: its stack config still lists
+    # the stack among its services, which only this plan knows it no longer serves.
+    ours = {bp.stack for bp in blueprints}
+    left = {p.stack for p in platforms.values() if p.stack not in landed and stacks_dir is not None
+            and (old := recorded_platform(stack_config_path(stacks_dir, p.stack))) is not None
+            and ours & set(old.services)}
+    addons = req.operations.declared_addons
+    return PlannedFile(
+        blueprints=blueprints, platforms=[p for p in platforms.values() if p.stack in landed | left],
+        cluster_addons={bp.stack: list(addons) for bp in blueprints
+                        if addons is not None and bp.platform.kind in ("existing-cluster", "edge-cluster")})
+
+
+@dataclass(frozen=True)
+class PlanningInputs:
+    """What planning a requirements file reads besides it: each environment's guardrails (with the account's other
+    stacks' GPUs), the platforms of its folder, platform.yaml's alerting."""
+
+    requirements: Requirements
+    guardrails: dict
+    platforms: dict[str, PlatformConfig]
+    alerting: object
+
+
+def planning_inputs(path: Path, *, as_of: dt.date, policy_dir: Path | None, use_policy: bool = True,
+                    requirements_dir: Path | None = None, stacks_dir: Path | None = None) -> PlanningInputs:
+    """The requirements file and what its plan reads in its project (`plan_requirements_file`'s Args).
+
+    Raises:
+        RequirementsError: `path` is the platform file, outside `requirements_dir`, or invalid.
+        BlueprintError: no policy folder while `use_policy`, or invalid input it depends on.
+    """
     from blueprints.review.stack import environment_guardrails
 
     if path.name in PLATFORM_FILES:
@@ -139,26 +184,28 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
     platforms = {p.name: p for p in plan_platform_set(folder, as_of=as_of, planning=path,
                                                       policy_dir=policy_dir if use_policy else None)}
     alerting = load_platform_requirements(folder / PLATFORM_FILE).alerting
-    existing = existing_hardware(req, stacks_dir) if stacks_dir is not None else {}
+    return PlanningInputs(req, limits, platforms, alerting)
+
+
+def pilot_requirements_file(path: Path, *, now: dt.datetime, env: str | None, finalists: int, hours: int,
+                            policy_dir: Path | None, use_policy: bool = True, requirements_dir: Path | None = None,
+                            stacks_dir: Path | None = None):
+    """`blueprint pilot`: the pilot stacks of a requirements file in its project (`blueprints.plan.pilot.plan_pilots`),
+    within its environment's policy and on its platform, as `plan_requirements_file` plans.
+
+    Raises:
+        BlueprintError: bad flags or input (the message names the file, the flag or the field).
+    """
+    from blueprints.plan.pilot import plan_pilots
+
+    inputs = planning_inputs(path, as_of=now.date(), policy_dir=policy_dir, use_policy=use_policy,
+                             requirements_dir=requirements_dir, stacks_dir=stacks_dir)
     try:
-        blueprints = plan(req, load_catalog(), as_of=as_of, environments=environments, guardrails=limits,
-                          platforms=platforms, alerting=alerting, existing=existing,
-                          switch_threshold_pct=switch_threshold_pct,
-                          calibrations=calibrations if calibrations is not None else project_calibrations(path))
-    except BlueprintError as exc:  # planner messages name the field; add the file they come from
+        return plan_pilots(inputs.requirements, load_catalog(), env=env, count=finalists, hours=hours, now=now,
+                           platforms=inputs.platforms, guardrails=inputs.guardrails, alerting=inputs.alerting,
+                           calibrations=project_calibrations(path))
+    except BlueprintError as exc:
         raise type(exc)(f"{path}: {exc}") from None
-    landed = {bp.platform.stack for bp in blueprints if bp.platform.stack}
-    # A platform one of these stacks left (a Region or platform move) is rewritten too: its stack config still lists
-    # the stack among its services, which only this plan knows it no longer serves.
-    ours = {bp.stack for bp in blueprints}
-    left = {p.stack for p in platforms.values() if p.stack not in landed and stacks_dir is not None
-            and (old := recorded_platform(stack_config_path(stacks_dir, p.stack))) is not None
-            and ours & set(old.services)}
-    addons = req.operations.declared_addons
-    return PlannedFile(
-        blueprints=blueprints, platforms=[p for p in platforms.values() if p.stack in landed | left],
-        cluster_addons={bp.stack: list(addons) for bp in blueprints
-                        if addons is not None and bp.platform.kind in ("existing-cluster", "edge-cluster")})
 
 
 def project_calibrations(start: Path) -> Calibrations:

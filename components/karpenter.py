@@ -146,8 +146,9 @@ def ec2_node_class_spec(node_class: NodeClass, *, instance_profile: pulumi.Input
 
 
 def node_pool_name(bp: Blueprint) -> str:
-    """A service's NodePool (cluster-scoped): named after the service, unique on its platform."""
-    return bp.service
+    """A service's NodePool (cluster-scoped): named after the service, unique on its platform; a pilot's after its
+    stack (`<service>-pilot-<k>`), beside the environment's own pool."""
+    return bp.stack if bp.pilot is not None else bp.service
 
 
 def node_pool_labels(bp: Blueprint) -> dict[str, str]:

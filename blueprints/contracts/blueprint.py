@@ -22,7 +22,8 @@ from blueprints.core.jsontypes import ClosedModel, absent_when_none
 from blueprints.contracts.consistency import blueprint_problems
 from blueprints.contracts.sections import (
     BLUEPRINT_SCHEMA_VERSION, MAX_TAGS, Alerting, AppliedOverride, Archetype, Autoscaling, ComplianceRecord, Compute, Engine, Network,
-    Pipeline, PlatformSpec, Predictions, RolesAnywhereSpec, SageMakerEngine, ServedModel, SloTargets, StartupBudget,
+    PILOT_EXPIRES_TAG, Pipeline, PilotRecord, PlatformSpec, Predictions, RolesAnywhereSpec, SageMakerEngine,
+    ServedModel, SloTargets, StartupBudget,
     Storage,
 )
 from blueprints.contracts.placement import Placement, serving_placement
@@ -69,16 +70,26 @@ class Blueprint(ClosedModel):
                                       description="vLLM with prompt reuse over more than one replica: "
                                       "the prefix/session-aware router in front (blueprints.contracts.router; absent: "
                                       "the Service spreads requests)")
+    pilot: PilotRecord | None = Field(default=None, exclude_if=absent_when_none, description="a pilot stack of a "
+                                      "finalist (`blueprint pilot`), on its environment's platform until it expires; "
+                                      "absent: the environment's own stack (`blueprint plan`)")
 
     @model_validator(mode="after")
     def _consistent(self) -> Blueprint:
         """Every field against the others and the catalog (`blueprints.contracts.consistency.blueprint_problems`)."""
         raise_problems(blueprint_problems(self))
+        if self.pilot is not None:  # its own namespace beside the environment's stack, its expiry on every resource
+            if self.tags.get(PILOT_EXPIRES_TAG) != self.pilot.expires:
+                raise ValueError(f"tags.{PILOT_EXPIRES_TAG} must be the pilot's expiry {self.pilot.expires}")
+            if self.platform.namespace != self.stack:
+                raise ValueError(f"platform.namespace of a pilot must be its stack's name {self.stack}")
         return self
 
     @property
     def stack(self) -> str:
-        """The Pulumi stack name, `<service>-<environment>`."""
+        """The Pulumi stack name, `<service>-<environment>`; a pilot's `<service>-pilot-<candidate>`."""
+        if self.pilot is not None:
+            return f"{self.service}-pilot-{self.pilot.candidate}"
         return f"{self.service}-{self.environment}"
 
     @property

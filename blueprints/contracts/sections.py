@@ -780,3 +780,31 @@ class Alerting(ClosedModel):
         "reach nobody")
     sns_topic_arn: str | None = Field(default=None, pattern=r"^arn:aws(-cn|-us-gov)?:sns:[a-z0-9-]+:[0-9]{12}:"
                                       r"[A-Za-z0-9_-]{1,256}$", description="SageMaker: the topic its alarms notify")
+
+
+#: Most finalists `blueprint pilot` deploys at once (`--finalists`): each is a GPU stack billed while it runs.
+MAX_PILOT_FINALISTS = 5
+#: Bounds of a pilot's lifetime, hours (`--hours`): at least a benchmark sweep, at most a week.
+PILOT_HOURS_RANGE = (1, 168)
+#: The AWS tag (on every tagged resource, through the stack's tags) saying when a pilot stack is to be destroyed:
+#: `YYYY-MM-DDTHH:MMZ`, UTC.
+PILOT_EXPIRES_TAG = "servingblueprints.io/expires"
+#: Format of `PilotRecord.expires` in that tag.
+PILOT_EXPIRES_FORMAT = "%Y-%m-%dT%H:%MZ"
+
+
+class PilotRecord(ClosedModel):
+    """A pilot stack (`blueprint pilot`, `blueprints.plan.pilot`): finalist `candidate` of `finalists`, deployed on its
+    environment's platform to be benchmarked, stack `<service>-pilot-<candidate>`, until `expires`."""
+
+    candidate: int = Field(ge=1, le=MAX_PILOT_FINALISTS, description="its rank among the finalists, 1 = cheapest")
+    finalists: int = Field(ge=1, le=MAX_PILOT_FINALISTS, description="how many finalists the pilot deploys")
+    hours: int = Field(ge=PILOT_HOURS_RANGE[0], le=PILOT_HOURS_RANGE[1], description="its planned lifetime, h")
+    expires: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}Z$", description="when to destroy it, UTC "
+                         "(`PILOT_EXPIRES_FORMAT`); also the stack's `PILOT_EXPIRES_TAG` tag")
+
+    @model_validator(mode="after")
+    def _within(self) -> PilotRecord:
+        if self.candidate > self.finalists:
+            raise ValueError(f"candidate {self.candidate} is beyond the {self.finalists} finalists")
+        return self

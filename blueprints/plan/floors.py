@@ -128,9 +128,11 @@ def floor_problems(bp: Blueprint, floors: Floors, *, policy_production: bool | N
         problems.append(_below("storage.customer_managed_kms", False, f"{src} compliance.customer_managed_kms "
                                "requires it", replan))
     problems += _slo_and_replica_floors(bp, floors, replan)
-    if bp.platform.namespace != floors.namespace:
+    # A pilot (`blueprint pilot`) has its own beside the environment's stack: `<service>-pilot-<k>`.
+    own = floors.namespace if bp.pilot is None else f"{floors.namespace}-pilot-{bp.pilot.candidate}"
+    if bp.platform.namespace != own:
         problems.append(_below("platform.namespace", bp.platform.namespace, f"the service's own namespace is "
-                               f"{floors.namespace!r} (a namespace belongs to one service: destroying its stack "
+                               f"{own!r} (a namespace belongs to one service: destroying its stack "
                                "deletes everything in it)", replan))
     if floors.production:
         production = f"{src} environments.{env} is production"

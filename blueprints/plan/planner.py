@@ -34,7 +34,7 @@ from blueprints.plan.hints import apply_fixes, policy_field, prove
 from blueprints.plan.node_fit import node_fit_problem
 from blueprints.plan.quota import gpus_at_full_scale
 from blueprints.plan.scaling import finish
-from blueprints.plan.selection import Selection, select_archetype
+from blueprints.plan.selection import Selection, pinned_selection, select_archetype
 from blueprints.plan.stability import Hardware
 from blueprints.contracts.weights import with_weights_reason
 from blueprints.plan.builders.context import PlanContext
@@ -76,7 +76,7 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
          platforms: Mapping[str, PlatformConfig] | None = None,
          alerting: AlertingSpec | None = None, existing: Mapping[str, Hardware] | None = None,
          switch_threshold_pct: float = defaults.SWITCH_THRESHOLD_PCT, prove_hints: bool = True,
-         calibrations: Calibrations | None = None) -> list[Blueprint]:
+         calibrations: Calibrations | None = None, pinned: Hardware | None = None) -> list[Blueprint]:
     """Plan every (or the named) environment of a requirements file.
 
     Args:
@@ -98,6 +98,8 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
             the message keeps only changes that plan, alone or together. Defaults to True (off in those re-plans).
         calibrations: the project's calibrations (`blueprints.contracts.calibration_file`); a replica shape one
             matches is sized on the corrected capacity model, and the plan says so. None: the uncorrected model.
+        pinned: plan on this archetype and hardware whatever it costs (a pilot's candidate, `blueprints.plan.pilot`;
+            an LLM's only); None: the selection and the cheapest option.
 
     Returns:
         One `Blueprint` per environment, in the order planned; for a compound service (`blueprints.plan.compound.parts`) one
@@ -114,7 +116,8 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
     def planned(limits: Mapping[str, Guardrails] | None, fixed: Requirements = req) -> list[Blueprint]:
         return _plan_within_account(fixed, catalog, as_of=as_of, environments=environments, guardrails=limits,
                                     platforms=platforms, alerting=alerting, existing=existing,
-                                    switch_threshold_pct=switch_threshold_pct, calibrations=calibrations)
+                                    switch_threshold_pct=switch_threshold_pct, calibrations=calibrations,
+                                    pinned=pinned)
 
     try:
         return planned(guardrails)
@@ -176,7 +179,8 @@ def quota_raises(guardrails: Mapping[str, Guardrails], replan: Callable[[list[Fi
 def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: list[str] | None,
           guardrails: Mapping[str, Guardrails] | None, platforms: Mapping[str, PlatformConfig] | None,
           alerting: AlertingSpec | None, existing: Mapping[str, Hardware] | None,
-          switch_threshold_pct: float, calibrations: Calibrations | None) -> list[Blueprint]:
+          switch_threshold_pct: float, calibrations: Calibrations | None,
+          pinned: Hardware | None = None) -> list[Blueprint]:
     """`plan`, without proving its refusals' hints."""
     names = environments or list(req.environments)
     unknown = [n for n in names if n not in req.environments]
@@ -202,7 +206,7 @@ def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: 
                                                        policy_for=lambda env, production: limits.get(env))}
     ctx = PlanContext(as_of=as_of, platforms=platforms, guardrails=limits, existing=existing or {},
                       switch_threshold_pct=switch_threshold_pct, notes=notes,
-                      calibrations=calibrations or Calibrations())
+                      calibrations=calibrations or Calibrations(), pinned=pinned)
     from blueprints.plan.overrides import apply_overrides
 
     parts = service_parts(req, catalog)
@@ -273,8 +277,8 @@ def _plan_sized(req: Requirements, catalog: Catalog, ctx: PlanContext, names: li
     """Select, size and price each environment (before targets, alerting and simulation: `blueprints.plan.scaling.finish`),
     and refuse a plan whose Kubernetes version lacks a feature its workloads use (`kubernetes_features`)."""
     models = [replace(m, calibrations=ctx.calibrations) for m in resolve_models(req, catalog)]
-    selection = select_archetype(req, models, catalog,
-                                 limits_for=lambda env, managed: ctx.limits(req, env, managed=managed))
+    selection = pinned_selection(req, models, ctx.pinned) if ctx.pinned is not None else select_archetype(
+        req, models, catalog, limits_for=lambda env, managed: ctx.limits(req, env, managed=managed))
     build = _BUILDERS[selection.archetype]
     planned = [_land(with_weights_reason(build(req, env, models, catalog, selection, ctx)), ctx, req) for env in names]
     planned = [bp.model_copy(update={"rationale": [*bp.rationale, *ctx.notes[bp.environment]]})

@@ -27,6 +27,7 @@ from blueprints.plan.options.nongen import search_nongen_options
 from blueprints.requirements.service import Requirements
 from blueprints.requirements.model import ModelFormat
 from blueprints.requirements.hosting import Accelerator, OperationsPreference, Platform
+from blueprints.plan.stability import Hardware
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,31 @@ def select_archetype(req: Requirements, models: list[ResolvedModel], catalog: Ca
             return Selection(Archetype.VLLM_GPU, Accelerator.NVIDIA_GPU, (f"{what} on GPU nodes", why))
         return _select_llm_by_cost(req, model, catalog, what, limits_for)
     return _select_single_nongen(req, model, catalog, gpu_ok=gpu_ok, cpu_ok=cpu_ok, limits_for=limits_for)
+
+
+def llm_archetypes(req: Requirements, models: list[ResolvedModel], catalog: Catalog) -> dict[Archetype, str]:
+    """The archetypes a single generative model may run on, as `select_archetype` allows them, each with "" or why
+    not: `vllm-gpu` unless operations.preference is managed; `sagemaker-endpoint` unless the preference is
+    self-hosted, the model has LoRA adapters, or an environment's region has no LMI image. For a pilot's finalists
+    (`blueprints.plan.pilot`), which compares them instead of choosing one."""
+    preference = req.operations.preference
+    missing = _sagemaker_regions_missing(req, models, catalog)
+    managed_not = ("operations.preference=self-hosted" if preference is OperationsPreference.SELF_HOSTED else
+                   f"{models[0].path}.adapters are served on vllm-gpu only" if models[0].spec.adapters else
+                   f"no SageMaker LMI image for region(s) {missing}" if missing else "")
+    return {Archetype.VLLM_GPU: "operations.preference=managed" if preference is OperationsPreference.MANAGED else "",
+            Archetype.SAGEMAKER_ENDPOINT: managed_not}
+
+
+def pinned_selection(req: Requirements, models: list[ResolvedModel], pinned: Hardware) -> Selection:
+    """The selection of a pilot's candidate (`blueprints.plan.pilot`): its archetype, and why, in plain words."""
+    _check_slo_fields(req, models)
+    where = ("inside SageMaker's LMI container" if pinned.archetype is Archetype.SAGEMAKER_ENDPOINT
+             else f"by {pinned.engine or 'vllm'} on GPU nodes")
+    return Selection(pinned.archetype, Accelerator.NVIDIA_GPU, (
+        f"{models[0].spec.served_name} is a generative model, served token by token {where}",
+        f"a pilot's finalist: {pinned.archetype.value} on {pinned.describe()}, deployed to be measured "
+        "(`blueprint pilot`), not the plan's choice"))
 
 
 def _select_for_adapters(req: Requirements, model: ResolvedModel, what: str) -> Selection:

@@ -81,7 +81,9 @@ def _read_config(path: Path) -> Blueprint | PlatformConfig:
 
 
 def _service_stacks(stacks_dir: Path, *, skip_service: str | None = None) -> list[Blueprint]:
-    """The service stack configs in `stacks_dir` (platforms have no GPUs of a quota's kind), except `skip_service`'s.
+    """The service stack configs in `stacks_dir` (platforms have no GPUs of a quota's kind), except `skip_service`'s
+    and, with it (a plan), pilot stacks (`blueprint pilot`): a plan, and `plan --check`, stay what they are while
+    pilots come and go; preflight (without) counts them with every other stack of the account.
 
     With `skip_service` (a plan, which rewrites that service's stacks), an invalid stack config is left out: its own
     preview and `plan --check` refuse it, and it must not stop another service's plan. Without (preflight, which
@@ -99,8 +101,8 @@ def _service_stacks(stacks_dir: Path, *, skip_service: str | None = None) -> lis
                 continue
             raise StackConfigError(f"{exc} (every stack of an account counts against its GPU quota, gpu-quota "
                                    "maxGpus; fix or re-plan it)") from None
-        if isinstance(subject, PlatformConfig):
-            continue
+        if isinstance(subject, PlatformConfig) or (skip_service is not None and subject.pilot is not None):
+            continue  # a plan is not shaped by pilots, which live for hours (`blueprint preflight` counts them)
         if skip_service is None or (subject.pipeline.service if subject.pipeline else subject.service) != skip_service:
             found.append(subject)
     return found

@@ -568,7 +568,7 @@ def platform_stand_in(bp: Blueprint, stacks_dir: Path) -> tuple[PlatformConfig, 
 def landing_problems(bp: Blueprint, platform: PlatformConfig) -> list[str]:
     """What keeps a service's blueprint from landing on `platform` as planned (empty: consistent): the same region,
     a cluster for a service on EKS, one Kubernetes version, spot only where the platform allows it, the platform's
-    zones, and the service among the platform's services."""
+    zones, and the service among the platform's services (a pilot: its environment's stack)."""
     problems = []
     if platform.region != bp.region:
         problems.append(f"the platform is in {platform.region} but the service in {bp.region}")
@@ -582,7 +582,9 @@ def landing_problems(bp: Blueprint, platform: PlatformConfig) -> list[str]:
     if bp.platform.zones is not None and bp.platform.zones != platform.network.az_count:
         problems.append(f"the service spreads over {bp.platform.zones} zones but the platform spans "
                         f"{platform.network.az_count}")
-    if bp.stack not in platform.services:
+    # A pilot (`blueprint pilot`) lands where its environment's stack does: the platform lists that stack.
+    listed = f"{bp.service}-{bp.environment}" if bp.pilot is not None else bp.stack
+    if listed not in platform.services:
         problems.append(f"the platform's services ({', '.join(platform.services) or 'none'}) do not list {bp.stack}")
     return problems
 

@@ -80,7 +80,9 @@ def cooldown_s(startup: StartupBudget) -> int:
 class PlanContext:
     """What every environment's plan shares: the plan date, the platforms services land on, each environment's
     guardrails (and the rationale of the choices they made, `notes`), and the hardware of the existing stack configs
-    by stack name with the tolerance for keeping it, and the project's calibrations (`stacks/calibration/`)."""
+    by stack name with the tolerance for keeping it, and the project's calibrations (`stacks/calibration/`).
+    `pinned`: a pilot's candidate (`blueprints.plan.pilot`): every environment is planned on that archetype and
+    hardware at whatever it costs, or refused (SizingError) where it cannot serve."""
 
     as_of: dt.date
     platforms: Mapping[str, PlatformConfig]
@@ -89,6 +91,7 @@ class PlanContext:
     switch_threshold_pct: float = defaults.SWITCH_THRESHOLD_PCT
     notes: Mapping[str, list[str]] = field(default_factory=dict)
     calibrations: Calibrations = field(default_factory=Calibrations)
+    pinned: Hardware | None = None
 
     def limits(self, req: Requirements, env: str, *, managed: bool) -> SearchLimits:
         """The environment's search constraints: its policy's instance types and GPU quota (counted over the

@@ -32,6 +32,7 @@ from blueprints.plan.options.llm import (
 )
 from blueprints.plan.options.infeasible import explain_no_llm_option
 from blueprints.plan.guardrails import SearchLimits
+from blueprints.core.errors import SizingError
 from blueprints.requirements.service import Requirements
 from blueprints.requirements.hosting import Accelerator, CpuArch
 from blueprints.plan.selection import Selection
@@ -92,7 +93,7 @@ def llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog
         raise explain_no_llm_option(req, env, model, catalog, managed=managed, limits=limits)
     best, at_peak = search.best, search.at_peak
     headline = None
-    previous = ctx.existing.get(f"{req.service}-{env}")
+    previous = ctx.pinned or ctx.existing.get(f"{req.service}-{env}")
     if previous is not None and previous.archetype is (Archetype.SAGEMAKER_ENDPOINT if managed else Archetype.VLLM_GPU):
         fixed = service_fixed_monthly_usd(req, env, catalog, managed=managed)
         month = catalog.hours_per_month
@@ -100,6 +101,17 @@ def llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog
                              tensor_parallel_size=previous.tensor_parallel_size or 0,
                              kv_cache_fp8=previous.kv_cache_dtype == "fp8", managed=managed, limits=limits,
                              engine=previous.engine or "vllm")
+        if ctx.pinned is not None:  # a pilot's finalist: its hardware whatever it costs, or refused
+            if isinstance(kept, str):
+                raise SizingError(f"environments.{env}: the pilot's finalist {previous.describe()} cannot serve "
+                                  f"there: {kept}")
+            best, at_peak = kept
+            cheapest = search.best.monthly_node_usd_per_hour * month + fixed
+            headline = (f"pilot finalist {previous.describe()}: ${best.monthly_node_usd_per_hour * month + fixed:,.0f}"
+                        f"/month at this environment's peak vs the cheapest, "
+                        f"{_llm_hardware(search.best, managed=managed).describe()}, ${cheapest:,.0f}/month")
+            previous = None
+    if previous is not None and previous.archetype is (Archetype.SAGEMAKER_ENDPOINT if managed else Archetype.VLLM_GPU):
         keep, headline = decide(
             previous, _llm_hardware(best, managed=managed),
             cheapest_usd=best.monthly_node_usd_per_hour * month + fixed,
