@@ -49,6 +49,7 @@ from blueprints.capacity.fitting import (  # noqa: E402
     CONSTANTS,
     FIT_FILE,
     dump_fit_record,
+    engine_held_out,
     fit_digest,
     fit_record,
     load_fit_record,
@@ -82,10 +83,13 @@ def report(catalog: Catalog, points: tuple[CalibrationPoint, ...], *, bundled: b
     start = time.perf_counter()
     inside = compare(catalog, points)
     held = load_fit_record().held_out(points) if bundled else None
+    by_id = {c.point.id: c for c in held or []}
+    others = engine_held_out(points, catalog)  # other engines: no point of theirs is fitted, held out throughout
+    by_id.update({c.point.id: c for cs in others.values() for c in cs})
     elapsed = time.perf_counter() - start
     print(f"{'point':<48} {'regime':<11} {'metric':<24} {'published':>10} {'held out':>10} {'in sample':>10}")
-    for i, c in enumerate(inside):
-        h = held[i] if held else None
+    for c in inside:
+        h = by_id.get(c.point.id) if held else None
         flag = ""
         if abs((h or c).error) > POINT_TOLERANCE:
             flag = "  known off" if c.point.known_off else ""
@@ -97,6 +101,10 @@ def report(catalog: Catalog, points: tuple[CalibrationPoint, ...], *, bundled: b
                  f"({sum(1 for c in held if c.point.known_off)} listed as known off, included):", held)
         _table("held out, per GPU:", held, lambda c: c.point.args.gpu)
         _table("held out, per source group:", held, lambda c: c.point.source_group)
+    for engine, rows in sorted(others.items()):
+        _regimes(f"{engine}: its {len(rows)} points on the constants fitted on vLLM's alone (held out by "
+                 "construction):", rows)
+        _table(f"{engine}, per GPU:", rows, lambda c: c.point.args.gpu)
     _regimes("in sample (the committed constants, fitted on every point):", inside)
     for c in inside:
         if c.point.known_off:

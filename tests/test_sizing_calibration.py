@@ -28,7 +28,9 @@ from blueprints.capacity.fitting import (
     CONSTANTS,
     Fitter,
     committed,
+    engine_held_out,
     fit_digest,
+    fitted_points,
     load_fit_record,
     point_facts,
     predictions,
@@ -49,6 +51,11 @@ from tests.conftest import ROOT
 THRESHOLDS = {"closed-loop": (0.12, 0.57), "open-loop": (0.35, 0.69), "burst": (0.13, 0.59), "all": (0.13, 0.61)}
 #: The median |error| each GPU with more than 20 points may reach held out.
 GPU_MEDIAN = 0.22
+#: (median, p90) |error| each other engine's published points may reach, predicted with the constants fitted on vLLM's
+#: points alone (held out by construction, `fitting.engine_held_out`). Measured 2026-12-07 (issue 37): SGLang 28.1 /
+#: 86.4 % over 151 points, TensorRT-LLM 36.2 / 98.4 % over 192; the issue's target (25 % median) is not met: their
+#: profiles hold vLLM's host constants and engine limits the published runs did not set (calibration-points-5.yaml).
+ENGINE_THRESHOLDS = {"sglang": (0.29, 0.88), "tensorrt-llm": (0.37, 1.0)}
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +84,10 @@ def test_the_committed_fit_was_made_from_these_points_and_constants(points, reco
     assert record.digest == fit_digest(points), ("the points or the fitted constants changed since "
                                                  "blueprints/catalog/capacity-fit.yaml: run benchmarks/sizing.py "
                                                  "--cross-validate --write")
-    groups = {p.source_group for p in points}
+    fitted = fitted_points(points)
+    groups = {p.source_group for p in fitted}
     assert {g for g, _, _ in record.folds} == groups and len(groups) >= 15
-    assert sum(len(held) for _, _, held in record.folds) == len(points)
+    assert sum(len(held) for _, _, held in record.folds) == len(fitted)
 
 
 def test_every_held_out_point_is_what_the_model_predicts_with_its_folds_constants(catalog, points, record):
@@ -126,13 +134,28 @@ def test_held_out_error_per_gpu_stays_within_its_threshold(held_out):
     assert not worse
 
 
+@pytest.fixture(scope="module")
+def engines_held_out(catalog, points):
+    return engine_held_out(points, catalog)
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINE_THRESHOLDS))
+def test_each_other_engines_points_stay_within_its_threshold_on_constants_fitted_without_them(engine,
+                                                                                           engines_held_out):
+    rows = engines_held_out[engine]
+    assert len(rows) >= 100 and len({c.point.source_group for c in rows}) >= 4
+    median, p90 = ENGINE_THRESHOLDS[engine]
+    assert median_abs_error(rows) <= median and p90_abs_error(rows) <= p90
+
+
 def test_plans_state_the_band_and_error_the_held_out_points_show_for_their_step_source(catalog, points,
-                                                                                      all_held_out):
+                                                                                      all_held_out, engines_held_out):
     kinds = {f.point.id: band_cell(defaults.ENGINE_PROFILES[f.profile]["tables"], f.step_source)
              for f in point_facts(points, catalog)}
     assert set(kinds.values()) == set(defaults.CAPACITY_UNCERTAINTY)
     for kind, cell in defaults.CAPACITY_UNCERTAINTY.items():
-        rows = [c for c in all_held_out if kinds[c.point.id] == kind]
+        rows = [c for c in [*all_held_out, *(c for cs in engines_held_out.values() for c in cs)]
+                if kinds[c.point.id] == kind]
         assert cell["points"] == len(rows)
         assert cell["median"] == pytest.approx(median_abs_error(rows), abs=0.005)
         assert cell["p90"] == pytest.approx(p90_abs_error(rows), abs=0.005)
