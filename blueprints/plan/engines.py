@@ -27,7 +27,8 @@ def engine_table(search: LlmSearch, planned: LlmOption, *, fixed_monthly_usd: fl
     if len(search.engines) <= 1:
         return None
     planned_usd = planned.monthly_node_usd_per_hour * hours_per_month + fixed_monthly_usd
-    vllm = next((r.best[0] for r in search.engines if r.engine == "vllm" and r.best), None)
+    vllm = next((r.best[0] if r.best else r.bound for r in search.engines if r.engine == "vllm"), None)
+    vllm_bound = any(r.engine == "vllm" and r.best is None for r in search.engines)
     rows = []
     for result in search.engines:
         facts = engine_facts(result.engine)
@@ -57,13 +58,14 @@ def engine_table(search: LlmSearch, planned: LlmOption, *, fixed_monthly_usd: fl
             monthly_cost_usd=round(usd, 2), ttft_p95_ms=round(run.ttft_ms.p95, 1), itl_p95_ms=round(run.itl_ms.p95, 2),
             step_times=option.candidate.model.source.kind,
             verdict=_clip(_verdict(facts.display, usd, planned_usd, is_planned=is_planned, planned=planned,
-                                   vllm=vllm, hours_per_month=hours_per_month, fixed=fixed_monthly_usd,
-                                   threshold_pct=threshold_pct))))
+                                   vllm=vllm, vllm_bound=vllm_bound, hours_per_month=hours_per_month,
+                                   fixed=fixed_monthly_usd, threshold_pct=threshold_pct))))
     return rows
 
 
 def _verdict(display: str, usd: float, planned_usd: float, *, is_planned: bool, planned: LlmOption,
-             vllm: LlmOption | None, hours_per_month: float, fixed: float, threshold_pct: float) -> str:
+             vllm: LlmOption | None, vllm_bound: bool, hours_per_month: float, fixed: float,
+             threshold_pct: float) -> str:
     if not is_planned:
         delta = usd - planned_usd
         if delta > 0.005:
@@ -73,8 +75,10 @@ def _verdict(display: str, usd: float, planned_usd: float, *, is_planned: bool, 
                 "the same cost: vLLM is kept (the default engine wins a tie)")
     if planned.engine != "vllm" and vllm is not None:
         vllm_usd = vllm.monthly_node_usd_per_hour * hours_per_month + fixed
-        return (f"planned: {1 - usd / vllm_usd:.1%} cheaper than vLLM's best (${vllm_usd - usd:,.0f}/month), more "
-                f"than engine_switch_threshold_pct {threshold_pct:g}")
+        least = "at least " if vllm_bound else ""
+        return (f"planned: {least}{1 - usd / vllm_usd:.1%} cheaper than vLLM's best ({least}${vllm_usd - usd:,.0f}"
+                f"/month{', its analytic bound' if vllm_bound else ''}), more than engine_switch_threshold_pct "
+                f"{threshold_pct:g}")
     return f"planned: {display}, the cheapest within the switch threshold"
 
 
