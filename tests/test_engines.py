@@ -57,6 +57,8 @@ def test_a_high_traffic_chat_on_h100_plans_with_an_engine_table_naming_all_three
     assert all(r.usd_per_million_tokens == float(f"{r.monthly_cost_usd / tokens:.4g}") for r in rows.values())
     assert planned.monthly_cost_usd <= bp.predictions.monthly_cost_usd + 0.01
     assert any(r.startswith("engines compared (vllm, sglang, tensorrt-llm") for r in bp.rationale)
+    assert [r.split(":")[0] for r in bp.rationale if r.startswith("engine ")] == [
+        "engine vLLM 0.24.0", "engine SGLang 0.5.14", "engine TensorRT-LLM 1.3.0rc20"]
 
 
 @pytest.mark.parametrize("threshold, cheaper, planned", [(10, 0.85, "sglang"), (20, 0.85, "vllm"),
@@ -85,6 +87,7 @@ class _Reports(dict):
         data["environments"] = {"prod": data["environments"]["prod"]}
         if engine == "sglang":  # its default scheduler runs a prompt's prefill alone, pausing every decode (the
             data["slo"] = {**data["slo"], "itl_p95_ms": 250}  # sglang-0.5 profile): the 50 ms ITL is out of reach
+        data["budget"] = {**data.get("budget", {}), "max_monthly_usd": 500000}  # its wider band sizes more nodes
         folder = self.factory.mktemp(engine)
         planned = plan_in(data, folder)
         write_stack_configs(planned.subjects, folder / "stacks", source="svc.yaml",

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from blueprints.catalog.engines import engine_facts
 from blueprints.core import bounds
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.cli import app
@@ -308,7 +309,7 @@ def test_a_trickle_of_traffic_plans_a_scaling_target_of_at_least_one_running_req
                             traffic={"peak_requests_per_s": 0.001, "mean_input_tokens": 4, "mean_output_tokens": 1},
                             environments={"dev": {"region": "us-west-2"}})
     bp = plan_env(req, "dev")
-    assert bp.autoscaling.metric == "vllm:num_requests_running"
+    assert bp.autoscaling.metric == engine_facts(bp.engine.kind).signal("running")  # whichever engine plans it
     assert bp.autoscaling.target == 1.0
 
 

@@ -38,8 +38,8 @@ def test_the_root_of_blueprints_holds_only_the_cli_the_plan_check_the_workspace_
     modules = sorted(p.name for p in (ROOT / "blueprints").glob("*.py"))
     packages = sorted(p.name for p in (ROOT / "blueprints").iterdir() if (p / "__init__.py").exists())
     assert modules == ["__init__.py", "cli.py", "drift.py", "workspace.py"]
-    assert packages == ["capacity", "catalog", "contracts", "core", "operate", "plan", "requirements", "review",
-                        "simulate"]
+    assert packages == ["capacity", "catalog", "contracts", "core", "engines", "operate", "plan", "requirements",
+                        "review", "simulate"]
 
 
 def _add_import(project: Path, module: str, line: str) -> None:

@@ -162,12 +162,17 @@ def _pilots_of(root, service):
 
 def test_pilots_in_a_production_environment_keep_its_warm_floor_each_replica_at_its_capacity(project):
     """--env prod (99.9 %: 2 warm replicas): the pilots meet the production floors the preview holds them to, each
-    replica planned at one replica's capacity, and they preview clean, another engine's (TensorRT-LLM) too."""
+    replica planned at one replica's capacity, and they preview clean, on another engine (TensorRT-LLM) too."""
+    path = project / "stacks" / "requirements" / "chat-assistant.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["operations"] = {**data.get("operations", {}), "engines": ["tensorrt-llm"]}
+    data["budget"] = {**data.get("budget", {}), "max_monthly_usd": 500000}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
     result = runner.invoke(app, ["pilot", "stacks/requirements/chat-assistant.yaml", "--env", "prod",
                                  "--finalists", "2"])
     assert result.exit_code == 0, result.output
     pilots = _pilots_of(project, "chat-assistant")
-    assert len(pilots) == 2 and {bp.engine.kind for bp in pilots} == {"vllm", "tensorrt-llm"}
+    assert len(pilots) == 2 and {bp.engine.kind for bp in pilots} == {"tensorrt-llm"}
     for bp in pilots:
         assert bp.production and bp.compute.replicas == bp.autoscaling.min_replicas == 2
         per_replica = bp.model.traffic.peak_requests_per_s / bp.compute.replicas

@@ -234,9 +234,9 @@ def test_plan_over_an_existing_stack_config_prints_and_returns_the_review(tmp_pa
     text = config.read_text()
     planned = read_stack_config(config).compute.instance_type  # what the requirements plan (the committed config)
     assert planned != "g6e.2xlarge"
-    old = f"      instance_type: {planned}\n"
+    old = f"\n      instance_type: {planned}\n"  # compute's (the engine table's rows are indented deeper)
     assert text.count(old) == 1
-    config.write_text(text.replace(old, "      instance_type: g6e.2xlarge\n"))
+    config.write_text(text.replace(old, "\n      instance_type: g6e.2xlarge\n"))
     args = ["plan", "stacks/requirements/chat-assistant.yaml", "--env", "prod", "--as-of", "2026-12-01"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output

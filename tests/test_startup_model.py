@@ -131,7 +131,7 @@ def test_every_vllm_startup_probe_waits_out_the_api_server_a_cold_compile_and_th
         bp = report.blueprint
         [deployment] = [m for m in report.manifests
                         if m["kind"] == "Deployment" and m["metadata"]["name"] == bp.workload_name]
-        [engine] = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "vllm"]
+        [engine] = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == bp.engine.kind]
         probe = engine["startupProbe"]
         cold_engine_s = (e.vllm_process_start_s + e.vllm_cold_compile_s + e.vllm_base_s
                          + e.vllm_s_per_b_params * bp.model.params_b)

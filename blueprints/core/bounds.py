@@ -137,6 +137,10 @@ REASONS: dict[str, str] = {
                         "at most $1B a month",
     "max_num_seqs": "at most 65,536 sequences: far beyond any GPU's KV cache",
     "attainment_pct": "a share of minutes, 50-100 %: below half the day a latency target is no target",
+    "engine_switch_threshold_pct": "a share of the monthly cost, 0-100 %: 0 plans the cheapest engine whatever it is, "
+                                   "100 never leaves vLLM",
+    "weekend_factor": "a weekend day's share of a working day's traffic, 0-1: a weekend busier than a working day is "
+                      "the working day (the plan sizes the busiest day)",
     "longest_violation_minutes": "a run of minutes within the simulated day, 0-1,440",
     "peak_to_trough": "a daily swing of 1x (flat) to 1,000x: beyond it the overnight rate is below what any fleet sizes",
     "peak_hours": "hours of a day, 0-23",

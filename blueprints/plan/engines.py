@@ -40,7 +40,7 @@ def engine_table(search: LlmSearch, planned: LlmOption, *, fixed_monthly_usd: fl
                 tensor_parallel_size=b.tensor_parallel_size, kv_cache_dtype=b.kv_cache_dtype,  # type: ignore
                 replicas=b.replicas, monthly_cost_usd=round(usd, 2), step_times=b.candidate.model.source.kind,
                 verdict=_clip(f"at least ${usd - planned_usd:,.0f}/month (+{usd / planned_usd - 1:.1%}) above the "
-                              f"planned engine: {result.why_not}")))
+                              f"planned engine ({result.why_not})")))
             continue
         if result.best is None:
             rows.append(EngineOption(engine=result.engine, planned=False,  # type: ignore[arg-type]

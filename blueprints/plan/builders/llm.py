@@ -359,9 +359,8 @@ def plan_vllm(req: Requirements, env: str, models: list[ResolvedModel], catalog:
                          hours_per_month=catalog.hours_per_month,
                          threshold_pct=req.operations.engine_switch_threshold_pct)
     engine_notes = [f"engines compared ({', '.join(req.operations.engines)}; operations.engines), each sized with "
-                    "its own step tables and scheduler profile, priced for the peak as the search sized them (before the fleet "
-                    "simulation): " + "; ".join(
-                        engine_lines(table))] if table else []
+                    "its own step tables and scheduler profile, priced for the peak as the search sized them (before "
+                    "the fleet simulation):", *(f"engine {line}" for line in engine_lines(table))] if table else []
     return Blueprint(
         **common_fields(req, env, ctx, managed=False, idle_timeout_s=longest_request_s(req, model, run)),
         archetype=Archetype.VLLM_GPU, models=[served], router=router,

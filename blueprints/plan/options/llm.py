@@ -449,8 +449,8 @@ def _why_no_option(engine: str, bounds_by_engine: dict[str, float], finals: dict
         return ("no candidate can serve the model within the SLO on the allowed GPUs with measured tables of it "
                 f"({', '.join(covered_gpus(engine))}): memory, ITL at batch 1 or TTFT on an idle replica")
     if finals:
-        return (f"its cheapest candidate costs more than {ENGINE_TABLE_REACH - 1:.0%} above the cheapest option on "
-                "the analytic bound, so it was not simulated further")
+        return (f"its analytic bound is over {ENGINE_TABLE_REACH - 1:.0%} above the cheapest option: not simulated "
+                "further")
     return "no candidate meets the SLO within the constraints"
 
 
