@@ -844,6 +844,14 @@ def benchmark(
                                               "without the router) anyway: the result file lists what was "
                                               "approximated and `blueprint calibrate` refuses it. Default: refuse "
                                               "(exit 2)."),
+    prompts: Optional[Path] = typer.Option(None, "--prompts", metavar="FILE.jsonl", help="Replay your own prompts "
+                                           "instead of the planned random workload: one JSON object per line with "
+                                           "`prompt` (a string) or `messages` (chat messages) and `max_tokens` (the "
+                                           "output tokens it generates, below the stack's max_model_len); at most "
+                                           "100,000 lines of 1 MiB and 64 MiB in all (1 MiB as the client reads them "
+                                           "on Kubernetes: a ConfigMap). The content is never printed or recorded: "
+                                           "the result file keeps its sha256 and length statistics. Default: the "
+                                           "planned workload."),
     outputs_file: Optional[Path] = typer.Option(None, "--outputs", help="The stack's outputs as `pulumi stack output "
                                                 "--json --show-secrets` prints them. Default: ask the Pulumi CLI "
                                                 "(a dry run: the preview's stand-ins)."),
@@ -868,6 +876,7 @@ def benchmark(
     import yaml
 
     from blueprints.core.project import project_paths
+    from blueprints.operate.benchmark import printable
     from blueprints.operate.run import (
         Access, parse_rates, prepare_benchmark, run_kubernetes_benchmark, run_sagemaker_benchmark,
     )
@@ -880,18 +889,15 @@ def benchmark(
             run, api = prepare_benchmark(stack, stacks_dir=stacks_dir or project.stacks_dir, program=project.program,
                                          root=project.root, access=access, rates=parse_rates(rates),
                                          duration_s=duration, dry_run=dry_run, now=now,
-                                         approximate=approximate_workload)
+                                         approximate=approximate_workload, prompts=prompts)
         settings = run.settings
-        w = settings.workload
-        prefix = f"a shared {w.prefix_len}-token prefix + " if w.prefix_len else ""
         err.print(f"{stack}: {len(settings.rates)} run(s) of {settings.duration_s} s at "
                   f"{', '.join(f'{r:g}' for r in settings.rates)} requests/s per replica (planned peak "
-                  f"{settings.per_replica_peak_rps:g}); prompts of {prefix}{w.input_len} tokens and outputs of "
-                  f"{w.output_len} (means, range ratio {w.range_ratio:g}); {settings.total_requests:,} "
+                  f"{settings.per_replica_peak_rps:g}); {settings.sent}; {settings.total_requests:,} "
                   "requests in all", highlight=False)
         for note in settings.notes:
             err.print(f"[yellow]note[/]: {escape(note)}", highlight=False)
-        for what in w.approximations:
+        for what in settings.approximations:
             err.print(f"[yellow]approximate workload[/] (`blueprint calibrate` will refuse the result): "
                       f"{escape(what)}", highlight=False)
         if dry_run:
@@ -899,7 +905,7 @@ def benchmark(
                 err.print("dry run: deploy-time names (the model store bucket) are the offline preview's stand-ins; "
                           "--outputs gives the deployed stack's", highlight=False)
             if run.manifests:
-                plain = json.loads(json.dumps(run.manifests))  # no shared objects: the YAML has no anchors
+                plain = json.loads(json.dumps(printable(run.manifests)))  # no shared objects: no YAML anchors
                 typer.echo(yaml.safe_dump_all(plain, sort_keys=False, width=120), nl=False)
             else:
                 err.print("through the signing proxy (blueprints/operate/sagemaker.py) on 127.0.0.1:<proxy-port>:")
@@ -924,6 +930,10 @@ def benchmark(
         out.print(f"  cold start of {cold.pod}: {cold.total_s:g} s to Ready; " + ", ".join(
             f"{part.removesuffix('_s')} {seconds:g} s" for part, seconds in cold.measured_parts().items()),
             highlight=False)
+    scaled = run.result.autoscaling
+    if scaled is not None:
+        out.print(f"  autoscaling ({scaled.min_replicas}-{scaled.max_replicas} replicas): at most "
+                  f"{scaled.most_desired} asked for over {len(scaled.samples)} sample(s)", highlight=False)
     err.print(f"[green]wrote[/] {run.path}")
 
 

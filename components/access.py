@@ -26,10 +26,10 @@ import pulumi_random as random
 
 from blueprints.core import defaults
 from blueprints.contracts.blueprint import Blueprint
-from blueprints.contracts.proxy import PROXY_TLS_DIR, proxy_config, proxy_routes  # noqa: F401 (the proxy's config)
+from blueprints.contracts.proxy import (  # noqa: F401 (the proxy's config)
+    API_KEY_FIELD, PROXY_CONFIG_FIELD, PROXY_TLS_DIR, proxy_config, proxy_routes,
+)
 
-API_KEY_FIELD = "api-key"
-PROXY_CONFIG_FIELD = "envoy.json"
 PROXY_CONFIG_DIR = "/etc/envoy"
 PROXY_PORT_NAME = "api"
 

@@ -61,6 +61,8 @@ MAX_MS = 86_400_000.0
 MAX_TOKENS_TOTAL = 10**12
 MAX_RATE = 1e9
 #: `p<P>_<metric>_ms`, P an int or a decimal (serve.py process_one_metric: `str(int(p)) if int(p) == p else str(p)`).
+#: Most replica-count samples an autoscaling record keeps (changes only, first and last always).
+MAX_REPLICA_SAMPLES = 1000
 #: Longest measured cold start or part of one, s: a start slower than two hours is a failure, not a start.
 MAX_COLD_START_S = 7200.0
 #: Seconds the measured parts may add up to beyond the total: the API's timestamps are whole seconds.
@@ -165,12 +167,33 @@ class TargetRecord(ClosedModel):
                          "endpoint through a signing proxy (SageMaker)")
 
 
+class PromptsRecord(ClosedModel):
+    """The user's prompts file a sweep replayed (`blueprint benchmark --prompts`): what identifies it and its shape,
+    never its content."""
+
+    file: str = Field(max_length=255, description="the file's name (not its path)")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="of the file's bytes as given")
+    bytes: int = Field(ge=1, le=1 << 30)
+    lines: int = Field(ge=1, le=1_000_000, description="requests in the file (non-blank lines)")
+    messages_joined: int = Field(default=0, ge=0, le=1_000_000, description="lines whose several chat messages "
+                                 "were sent joined into one user message (`--approximate-workload`)")
+    prompt_chars_mean: float = Field(ge=0, le=1e8, description="prompt length, characters (the client counts "
+                                     "tokens: each run's total_input_tokens)")
+    prompt_chars_p50: float = Field(ge=0, le=1e8)
+    prompt_chars_p95: float = Field(ge=0, le=1e8)
+    max_tokens_mean: float = Field(ge=1, le=1e8, description="output tokens per request (`--ignore-eos`: each "
+                                   "request generates its max_tokens)")
+    max_tokens_p50: float = Field(ge=1, le=1e8)
+    max_tokens_p95: float = Field(ge=1, le=1e8)
+
+
 class SettingsRecord(ClosedModel):
     """The client settings of the sweep (the same for every run but the rate and its request count)."""
 
     backend: str = Field(max_length=64)
     endpoint: str = Field(max_length=100, description="request path, e.g. /v1/completions")
-    dataset_name: Literal["random"] = "random"
+    dataset_name: Literal["random", "custom"] = Field(default="random", description="`--dataset-name`: random (the "
+                                                      "planned workload) or custom (the user's prompts, `prompts`)")
     random_prefix_len: int = Field(default=0, ge=0, le=1_048_576, description="`--random-prefix-len`: tokens every "
                                    "prompt starts with (the planned cached tokens), before the random part; 0 in "
                                    "files written before it was recorded (none was sent)")
@@ -192,6 +215,15 @@ class SettingsRecord(ClosedModel):
         default_factory=list, max_length=8, description="what of the planned workload the random dataset could not "
         "reproduce, measured anyway (`blueprint benchmark --approximate-workload`); `blueprint calibrate` refuses a "
         "file that lists any")
+    prompts: PromptsRecord | None = Field(default=None, description="the user's prompts replayed (`blueprint "
+                                          "benchmark --prompts`, dataset custom): the random_* fields are then the "
+                                          "planned workload they replaced, not what was sent")
+
+    @model_validator(mode="after")
+    def _prompts_with_custom(self) -> "SettingsRecord":
+        if (self.dataset_name == "custom") != (self.prompts is not None):
+            raise ValueError("dataset_name custom goes with a prompts record, random without one")
+        return self
 
 
 class PlannedRecord(ClosedModel):
@@ -202,6 +234,35 @@ class PlannedRecord(ClosedModel):
     itl_p95_ms: float | None = Field(ge=0, le=MAX_MS)
     latency_p95_ms: float | None = Field(ge=0, le=MAX_MS)
     per_replica_capacity_rps: float | None = Field(ge=0, le=MAX_RATE, description="requests/s one replica holds within the SLO")
+
+
+class ReplicaSample(ClosedModel):
+    """The serving fleet's size at one moment of the sweep."""
+
+    at: dt.datetime
+    run: int | None = Field(ge=0, le=MAX_RUNS, description="the run (rate) under way, 0-based; null: before the "
+                            "first or between runs")
+    desired: int | None = Field(ge=0, le=100_000, description="replicas the autoscaler asks for (Deployment "
+                                "spec.replicas; SageMaker DesiredInstanceCount)")
+    ready: int | None = Field(ge=0, le=100_000, description="replicas serving (Deployment status.readyReplicas; "
+                              "SageMaker CurrentInstanceCount)")
+
+
+class AutoscalingRecord(ClosedModel):
+    """What the autoscaler did during the sweep (the client sends to one replica; the fleet's scaling is observed,
+    not used): replica counts sampled while the sweep ran, each change kept."""
+
+    source: str = Field(max_length=300, description="what was read, e.g. Deployment <ns>/<name> spec.replicas and "
+                        "status.readyReplicas")
+    min_replicas: int = Field(ge=0, le=100_000)
+    max_replicas: int = Field(ge=1, le=100_000)
+    samples: list[ReplicaSample] = Field(min_length=1, max_length=MAX_REPLICA_SAMPLES)
+
+    @property
+    def most_desired(self) -> int | None:
+        """The most replicas the autoscaler asked for during the sweep."""
+        seen = [s.desired for s in self.samples if s.desired is not None]
+        return max(seen) if seen else None
 
 
 _Part = Annotated[float, Field(ge=0, le=MAX_COLD_START_S)]
@@ -281,6 +342,8 @@ class BenchmarkResultFile(ClosedModel):
                                      "the order of settings.request_rates")
     cold_start: ColdStartRecord | None = Field(default=None, description="the measured pod's cold start (absent "
                                                "when it could not be read)")
+    autoscaling: AutoscalingRecord | None = Field(default=None, description="the fleet's replica counts during "
+                                                  "the sweep (absent for a stack that does not scale)")
 
     @model_validator(mode="after")
     def _runs_match_settings(self) -> "BenchmarkResultFile":
@@ -312,8 +375,11 @@ def result_path(root: Path, stack: str, date: dt.date) -> Path:
 def result_json(result: BenchmarkResultFile) -> dict[str, Any]:
     """The file's JSON: the wrapper's fields, and each run's keys exactly as the client wrote them (none added)."""
     data = result.model_dump(mode="json")
-    if result.cold_start is None:
-        data.pop("cold_start")
+    for optional in ("cold_start", "autoscaling"):
+        if getattr(result, optional) is None:
+            data.pop(optional)
+    if result.settings.prompts is None:
+        data["settings"].pop("prompts")
     data["runs"] = [run.model_dump(mode="json", exclude_unset=True) for run in result.runs]
     return data
 

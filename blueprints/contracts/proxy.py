@@ -24,6 +24,11 @@ from blueprints.core import defaults
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.sections import OnnxRuntimeEngine, TritonEngine, VllmEngine
 
+#: The field of the API-key Secret (`<service>-api-key`, `components.access.ApiKey`) holding the key clients send as
+#: `Authorization: Bearer <key>`; the Secret's `envoy.json` (the proxy's config, mounted by the proxy) embeds the same.
+API_KEY_FIELD = "api-key"
+#: The Secret's field holding the proxy's Envoy config, mounted by the proxy as a file of that name.
+PROXY_CONFIG_FIELD = "envoy.json"
 #: Where the proxy reads the exposure's kubernetes.io/tls Secret when it terminates TLS itself (a NodePort or a
 #: MetalLB LoadBalancer: no NLB or Ingress in front to do it).
 PROXY_TLS_DIR = "/etc/envoy-tls"

@@ -31,7 +31,8 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from blueprints.contracts.blueprint import Blueprint
@@ -40,6 +41,9 @@ from blueprints.core import defaults
 from blueprints.core.errors import BenchmarkError
 from blueprints.operate.manifests import StackManifests
 from blueprints.contracts.benchmark_result import SettingsRecord
+from blueprints.operate.prompts import (
+    PROMPTS_DIR_IN_POD, PROMPTS_FILE, ReplayedPrompts, check_configmap_size, load_prompts, repeat_note,
+)
 from blueprints.operate.workload import ClientWorkload, planned_workload
 
 #: Fractions of the planned per-replica peak the default sweep runs at: below, at and past the peak.
@@ -96,6 +100,7 @@ class BenchmarkSettings:
         per_replica_peak_rps: the planned peak over the planned replicas.
         notes: where the sweep is narrower than the plan (the workload's notes, rates not past the peak), for the
             report.
+        prompts: the user's prompts replayed instead of the random dataset (`--prompts`), or None.
     """
 
     workload: ClientWorkload
@@ -107,6 +112,25 @@ class BenchmarkSettings:
     per_replica_peak_rps: float
     seed: int = 0
     notes: tuple[str, ...] = field(default=())
+    prompts: ReplayedPrompts | None = None
+
+    @property
+    def sent(self) -> str:
+        """What the runs send, in words (counts and lengths, never the prompts)."""
+        if self.prompts is not None:
+            r = self.prompts.record
+            return (f"your {r.lines:,} prompt(s) from {r.file} (sha256 {r.sha256[:12]}...; {r.prompt_chars_mean:g} "
+                    f"characters and {r.max_tokens_mean:g} output tokens on average, p95 {r.prompt_chars_p95:g} and "
+                    f"{r.max_tokens_p95:g})")
+        w = self.workload
+        prefix = f"a shared {w.prefix_len}-token prefix + " if w.prefix_len else ""
+        return (f"prompts of {prefix}{w.input_len} tokens and outputs of {w.output_len} (means, range ratio "
+                f"{w.range_ratio:g})")
+
+    @property
+    def approximations(self) -> tuple[str, ...]:
+        """What the sweep sends otherwise than planned or given (the workload's, the prompts file's)."""
+        return (*self.workload.approximations, *(self.prompts.approximations if self.prompts else ()))
 
     @property
     def total_requests(self) -> int:
@@ -127,7 +151,7 @@ def _sig3(value: float) -> float:
 
 
 def benchmark_settings(bp: Blueprint, *, rates: list[float] | None = None, duration_s: int | None = None,
-                       approximate: bool = False) -> BenchmarkSettings:
+                       approximate: bool = False, prompts: Path | None = None) -> BenchmarkSettings:
     """The sweep for a stack: the planned workload, rates per replica, bounds.
 
     Args:
@@ -137,14 +161,22 @@ def benchmark_settings(bp: Blueprint, *, rates: list[float] | None = None, durat
         duration_s: each run's length, s, `MIN_DURATION_S`-`MAX_DURATION_S`. Defaults to `DEFAULT_DURATION_S`.
         approximate: measure a workload the random dataset cannot reproduce anyway (`--approximate-workload`).
             Defaults to refusing it.
+        prompts: a JSONL file of the user's prompts to replay instead of the random dataset
+            (`blueprints.operate.prompts`). Defaults to the planned workload.
 
     Raises:
         BenchmarkError: a stack `vllm bench serve` cannot drive, `--rates` / `--duration` out of bounds (the
             message names the flag, the value and the bound), or a planned workload the random dataset cannot
-            reproduce without `approximate` (the message names the field and what cannot be reproduced).
+            reproduce without `approximate` (the message names the field and what cannot be reproduced), or a bad
+            prompts file (the message names the file, the line and the field).
     """
     benchmarkable(bp)
     workload = planned_workload(bp)
+    replayed = None
+    if prompts is not None:
+        max_len = getattr(bp.engine, "max_model_len", None) or bp.model.max_context_tokens
+        replayed = load_prompts(prompts, max_model_len=max_len, approximate=approximate)
+        workload = replace(workload, approximations=(), notes=())  # the file's lengths, not the random dataset's
     if workload.approximations and not approximate:
         raise BenchmarkError(f"{bp.stack}: {'; '.join(workload.approximations)}: the random dataset of `vllm bench "
                              "serve` cannot reproduce the planned workload, so a calibration would correct the model "
@@ -171,7 +203,7 @@ def benchmark_settings(bp: Blueprint, *, rates: list[float] | None = None, durat
         raise BenchmarkError(f"--rates/--duration: the sweep would send {sum(num_prompts):,} requests, more than "
                              f"{MAX_TOTAL_REQUESTS:,}; lower the rates or the duration")
     engine = bp.engine
-    notes = list(workload.notes)
+    notes = [*workload.notes, *(repeat_note(replayed, num_prompts) if replayed else ())]
     if max(chosen) <= peak:
         notes.append(f"no rate is past the planned per-replica peak ({peak:.3g} requests/s)")
     seqs = engine.max_num_seqs if isinstance(engine, VllmEngine) else getattr(engine, "max_rolling_batch_size", None)
@@ -185,7 +217,7 @@ def benchmark_settings(bp: Blueprint, *, rates: list[float] | None = None, durat
     return BenchmarkSettings(
         workload=workload, rates=tuple(chosen), num_prompts=num_prompts, duration_s=duration,
         max_concurrency=MAX_IN_FLIGHT_PER_SEQ * seqs if seqs else None, goodput_ms=goodput,
-        per_replica_peak_rps=_sig3(peak), notes=tuple(notes))
+        per_replica_peak_rps=_sig3(peak), notes=tuple(notes), prompts=replayed)
 
 
 def _number(value: float) -> str:
@@ -196,10 +228,15 @@ def client_args(settings: BenchmarkSettings, run: int, *, base_url: str, backend
                 model: str) -> list[str]:
     """`vllm bench serve` arguments of run `run` (0-based) of the sweep; results to `/results/rate-<run>.json`."""
     w = settings.workload
+    if settings.prompts is not None:  # the user's prompts, each with its output tokens (blueprints.operate.prompts)
+        dataset = ["--dataset-name", "custom", "--dataset-path", f"{PROMPTS_DIR_IN_POD}/{PROMPTS_FILE}",
+                   "--custom-output-len", "-1", "--skip-chat-template"]
+    else:
+        dataset = ["--dataset-name", "random", "--random-prefix-len", str(w.prefix_len),
+                   "--random-input-len", str(w.input_len), "--random-output-len", str(w.output_len),
+                   "--random-range-ratio", _number(w.range_ratio)]
     args = ["--backend", backend, "--base-url", base_url, "--endpoint", endpoint, "--model", model,
-            "--tokenizer", TOKENIZER_DIR, "--dataset-name", "random", "--random-prefix-len", str(w.prefix_len),
-            "--random-input-len", str(w.input_len), "--random-output-len", str(w.output_len),
-            "--random-range-ratio", _number(w.range_ratio), "--ignore-eos",
+            "--tokenizer", TOKENIZER_DIR, *dataset, "--ignore-eos",
             "--num-prompts", str(settings.num_prompts[run]), "--request-rate", _number(settings.rates[run]),
             "--burstiness", "1", "--seed", str(settings.seed),
             "--percentile-metrics", ",".join(PERCENTILE_METRICS),
@@ -223,10 +260,22 @@ def settings_record(settings: BenchmarkSettings, *, backend: str, endpoint: str)
     w = settings.workload
     return SettingsRecord(
         backend=backend, endpoint=endpoint, random_prefix_len=w.prefix_len, random_input_len=w.input_len,
-        random_output_len=w.output_len, random_range_ratio=w.range_ratio, approximations=list(w.approximations),
+        random_output_len=w.output_len, random_range_ratio=w.range_ratio, approximations=list(settings.approximations),
+        dataset_name="custom" if settings.prompts else "random",
+        prompts=settings.prompts.record if settings.prompts else None,
         request_rates=list(settings.rates), num_prompts=list(settings.num_prompts), duration_s=settings.duration_s,
         burstiness=1.0, max_concurrency=settings.max_concurrency, goodput_ms=dict(settings.goodput_ms),
         percentile_metrics=list(PERCENTILE_METRICS), metric_percentiles=list(METRIC_PERCENTILES), seed=settings.seed)
+
+
+def client_image(bp: Blueprint) -> str:
+    """The image `vllm bench serve` runs from: a vLLM stack's own pinned image (the client of the server's release),
+    the catalog's pinned vLLM image (`defaults.VLLM_IMAGE`) for every other engine and SageMaker (the SGLang and
+    TensorRT-LLM images carry no vLLM)."""
+    engine = bp.engine
+    if isinstance(engine, VllmEngine) and engine.kind == "vllm":
+        return engine.image
+    return defaults.VLLM_IMAGE
 
 
 def image_version(image: str) -> str:
@@ -279,7 +328,7 @@ def benchmark_job(sm: StackManifests, settings: BenchmarkSettings, *, name: str,
     `OPENAI_API_KEY` (the client sends it as `Authorization: Bearer`).
     """
     bp = sm.blueprint
-    image = sm.engine_container["image"]
+    image = client_image(bp)
     key = sm.api_key_ref()
     model = bp.model.name
     base_url = f"http://$({TARGET_ENV}):{sm.proxy_port}"
@@ -289,6 +338,8 @@ def benchmark_job(sm: StackManifests, settings: BenchmarkSettings, *, name: str,
            {"name": "DO_NOT_TRACK", "value": "1"}]
     mounts = [*_HOME_MOUNTS, {"name": "tokenizer", "mountPath": TOKENIZER_DIR, "readOnly": True},
               {"name": "results", "mountPath": RESULTS_DIR_IN_POD}]
+    if settings.prompts is not None:
+        mounts.append({"name": "prompts", "mountPath": PROMPTS_DIR_IN_POD, "readOnly": True})
     resources = {"requests": {"cpu": CLIENT_CPU, "memory": CLIENT_MEMORY},
                  "limits": {"cpu": CLIENT_CPU, "memory": CLIENT_MEMORY}}
     fetch = ["s3", "cp", weights_uri, TOKENIZER_DIR, "--recursive", "--only-show-errors", "--exclude", "*",
@@ -321,6 +372,10 @@ def benchmark_job(sm: StackManifests, settings: BenchmarkSettings, *, name: str,
                     {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
                     {"name": "tokenizer", "emptyDir": {"sizeLimit": "1Gi"}},
                     {"name": "results", "emptyDir": {"sizeLimit": "64Mi"}}]}
+    if settings.prompts is not None:
+        pod["volumes"].append({"name": "prompts", "configMap": {
+            "name": prompts_config_map_name(name), "defaultMode": 0o444,
+            "items": [{"key": PROMPTS_FILE, "path": PROMPTS_FILE}]}})
     if sm.service_account:
         pod["serviceAccountName"] = sm.service_account
     if sm.system_node_selector:
@@ -332,6 +387,40 @@ def benchmark_job(sm: StackManifests, settings: BenchmarkSettings, *, name: str,
                 "servingblueprints.io/request-rates": ",".join(_number(r) for r in settings.rates)}},
             "spec": {"backoffLimit": 0, "activeDeadlineSeconds": deadline, "ttlSecondsAfterFinished": JOB_TTL_S,
                      "template": {"metadata": {"labels": labels}, "spec": pod}}}
+
+
+def prompts_config_map_name(job: str) -> str:
+    return f"{job}-prompts"
+
+
+def prompts_config_map(sm: StackManifests, settings: BenchmarkSettings, *, name: str) -> dict[str, Any] | None:
+    """The ConfigMap the Job mounts the replayed prompts from (read-only, at `PROMPTS_DIR_IN_POD`), or None without
+    `--prompts`.
+
+    Raises:
+        BenchmarkError: the prompts exceed what a ConfigMap holds (`prompts.CONFIGMAP_MAX_BYTES`).
+    """
+    if settings.prompts is None:
+        return None
+    check_configmap_size(settings.prompts)
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": prompts_config_map_name(name), "namespace": sm.namespace,
+                         "labels": _labels(sm.blueprint, "prompts")},
+            "immutable": True, "data": {PROMPTS_FILE: settings.prompts.custom_jsonl}}
+
+
+def printable(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`objects` as `--dry-run` prints them: a prompts ConfigMap's data replaced by what identifies it (the prompts
+    are never printed)."""
+    shown = []
+    for obj in objects:
+        if obj.get("kind") == "ConfigMap" and obj.get("metadata", {}).get("labels", {}).get(
+                "app.kubernetes.io/component") == "prompts":
+            text = next(iter(obj["data"].values()))
+            obj = {**obj, "data": {PROMPTS_FILE: f"<{text.count(chr(10))} request(s), {len(text.encode('utf-8')):,} "
+                                                 "bytes: not printed>"}}
+        shown.append(obj)
+    return shown
 
 
 def benchmark_network_policies(sm: StackManifests, *, name: str) -> list[dict[str, Any]]:

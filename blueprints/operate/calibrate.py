@@ -227,6 +227,10 @@ def _check_workload(path: Path, result: BenchmarkResultFile, bp: Blueprint, work
     """Refuse a result file whose workload is not the one the stack is planned with, as `blueprint benchmark` sends
     it for the stack now (CalibrationError naming the field, the planned and the measured value)."""
     s = result.settings
+    if s.prompts is not None:
+        raise _error(path, "settings.prompts", f"measured with your prompts ({s.prompts.file}, `blueprint benchmark "
+                     "--prompts`): a calibration replays the planned workload's lengths, which these runs did not "
+                     f"send; calibrate with `blueprint benchmark {bp.stack}` without --prompts")
     if s.approximations:
         raise _error(path, "settings.approximations", f"measured with --approximate-workload ({s.approximations[0]}): "
                      "the random dataset could not reproduce the planned workload, and a calibration would correct "

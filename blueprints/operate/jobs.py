@@ -52,9 +52,12 @@ def parse_runs(log: str, expected: int) -> list[VllmBenchRun]:
 
 
 def run_job(api: Any, objects: list[dict[str, Any]], *, namespace: str, log: Callable[[str], None],
-            sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> str:
-    """Create `objects` (NetworkPolicies, then the Job: the last), wait until the Job succeeds or fails (at most its
-    `activeDeadlineSeconds` + `WAIT_SLACK_S`), return the `results` container's log, and delete them all.
+            sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+            observe: Callable[[int | None], None] | None = None) -> str:
+    """Create `objects` (NetworkPolicies, the prompts ConfigMap, then the Job: the last), wait until the Job succeeds
+    or fails (at most its `activeDeadlineSeconds` + `WAIT_SLACK_S`), return the `results` container's log, and delete
+    them all. `observe(run)` is called at each poll with the run (rate) under way, 0-based (None: none yet, or
+    between runs), read from the Job pod's init containers.
 
     Raises:
         BenchmarkError: the Job failed or timed out (the message names each run's container state).
@@ -80,8 +83,12 @@ def run_job(api: Any, objects: list[dict[str, Any]], *, namespace: str, log: Cal
         log(f"Job {namespace}/{name} created: {len(job['spec']['template']['spec']['initContainers']) - 1} run(s)")
         deadline = clock() + job["spec"]["activeDeadlineSeconds"] + WAIT_SLACK_S
         while True:
+            if observe is not None:
+                observe(_run_under_way(core, namespace, name))
             status = batch.read_namespaced_job_status(name, namespace, _request_timeout=30).status
             if status.succeeded:
+                if observe is not None:
+                    observe(None)
                 break
             if status.failed or clock() > deadline:
                 raise BenchmarkError(f"Job {namespace}/{name} failed: {_pod_states(core, namespace, name)}")
@@ -94,11 +101,22 @@ def run_job(api: Any, objects: list[dict[str, Any]], *, namespace: str, log: Cal
                 if obj["kind"] == "Job":
                     batch.delete_namespaced_job(obj["metadata"]["name"], namespace, propagation_policy="Background",
                                                 _request_timeout=30)
+                elif obj["kind"] == "ConfigMap":
+                    core.delete_namespaced_config_map(obj["metadata"]["name"], namespace, _request_timeout=30)
                 else:
                     net.delete_namespaced_network_policy(obj["metadata"]["name"], namespace, _request_timeout=30)
             except ApiException as exc:
                 if exc.status != 404:
                     log(f"could not delete {obj['kind']} {obj['metadata']['name']} ({exc.status}): delete it by hand")
+
+
+def _run_under_way(core: Any, namespace: str, job: str) -> int | None:
+    """The sweep's run whose init container (`rate-NN`) is running in the Job's pod, or None."""
+    pods = core.list_namespaced_pod(namespace, label_selector=f"job-name={job}", _request_timeout=30).items
+    for c in (pods[0].status.init_container_statuses or []) if pods else []:
+        if c.name.startswith("rate-") and c.state is not None and c.state.running:
+            return int(c.name.removeprefix("rate-"))
+    return None
 
 
 def _job_pod(core: Any, namespace: str, job: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.proxy import API_KEY_FIELD, PROXY_CONFIG_FIELD
 
 #: Kinds of the objects read here.
 SCALED_OBJECT = ("keda.sh/v1alpha1", "ScaledObject")
@@ -82,14 +83,18 @@ class StackManifests:
         raise ValueError(f"{self.blueprint.stack}: no container port named {PROXY_PORT_NAME!r} in the serving pods")
 
     def api_key_ref(self) -> dict[str, str]:
-        """`{"name": <Secret>, "key": <field>}` of the API key, as the serving pods read it (`VLLM_API_KEY` or
-        `API_KEY` from a secretKeyRef)."""
+        """`{"name": <Secret>, "key": <field>}` of the API key the authenticating proxy checks: the Secret whose
+        `envoy.json` the container serving port `api` mounts, field `API_KEY_FIELD` (the same for every engine:
+        vLLM, SGLang and TensorRT-LLM alike sit behind the proxy, whatever key check of their own they have)."""
+        volumes = {v["name"]: v for v in self.pod_spec().get("volumes", [])}
         for container in self.pod_spec()["containers"]:
-            for env in container.get("env", []):
-                ref = (env.get("valueFrom") or {}).get("secretKeyRef")
-                if ref and env["name"] in ("VLLM_API_KEY", "API_KEY"):
-                    return {"name": ref["name"], "key": ref["key"]}
-        raise ValueError(f"{self.blueprint.stack}: the serving pods read no API key from a Secret")
+            if not any(p.get("name") == PROXY_PORT_NAME for p in container.get("ports", [])):
+                continue
+            for mount in container.get("volumeMounts", []):
+                secret = (volumes.get(mount["name"]) or {}).get("secret") or {}
+                if any(item.get("path") == PROXY_CONFIG_FIELD for item in secret.get("items", [])):
+                    return {"name": secret["secretName"], "key": API_KEY_FIELD}
+        raise ValueError(f"{self.blueprint.stack}: the serving pods' proxy mounts no API-key Secret")
 
     @property
     def service_account(self) -> str | None:

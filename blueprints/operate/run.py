@@ -23,7 +23,7 @@ from blueprints.operate.deployed import (
 from blueprints.operate.manifests import StackManifests
 from blueprints.operate.prometheus import PrometheusApi, http_transport, service_proxy_transport
 from blueprints.contracts.benchmark_result import (
-    CLIENT_SOURCE, BenchmarkResultFile, ClientRecord, ColdStartRecord, PlannedRecord, TargetRecord, VllmBenchRun,
+    CLIENT_SOURCE, AutoscalingRecord, BenchmarkResultFile, ClientRecord, ColdStartRecord, PlannedRecord, TargetRecord, VllmBenchRun,
     result_path, write_result,
 )
 from blueprints.operate.verify import VerifyReport, one_token_request, verify_kubernetes, verify_sagemaker
@@ -132,20 +132,25 @@ def parse_rates(text: str | None) -> list[float] | None:
 
 def prepare_benchmark(stack: str, *, stacks_dir: Path, program: Path, root: Path | None, access: Access,
                       rates: list[float] | None, duration_s: int | None, dry_run: bool,
-                      now: dt.datetime, approximate: bool = False) -> tuple[BenchmarkRun, Any]:
+                      now: dt.datetime, approximate: bool = False,
+                      prompts: Path | None = None) -> tuple[BenchmarkRun, Any]:
     """The sweep's settings and what runs it: for `vllm-gpu`, the NetworkPolicies and Job (with the target pod's IP,
     or a placeholder in a dry run); for SageMaker, one `docker run` of the client per rate. Returns (the run, the
     Kubernetes API client or None). A dry run reads the preview's stand-in outputs unless `--outputs` is given;
-    `approximate` measures a workload the random dataset cannot reproduce (`bench.benchmark_settings`)."""
+    `approximate` measures a workload the random dataset cannot reproduce (`bench.benchmark_settings`); `prompts`
+    replays the user's prompts file instead (`blueprints.operate.prompts`: a ConfigMap the Job mounts, or a bind
+    mount of the file into the SageMaker client's container)."""
     bp = service_stack(stack, stacks_dir)
-    settings = bench.benchmark_settings(bp, rates=rates, duration_s=duration_s, approximate=approximate)
+    settings = bench.benchmark_settings(bp, rates=rates, duration_s=duration_s, approximate=approximate,
+                                        prompts=prompts)
     pulumi = pulumi_cli(root)
     if bp.archetype is Archetype.SAGEMAKER_ENDPOINT:
-        from blueprints.operate.sagemaker_bench import DRY_RUN_PORT, DRY_RUN_RESULTS, DRY_RUN_TOKENIZER, \
-            docker_commands
+        from blueprints.operate.sagemaker_bench import DRY_RUN_PORT, DRY_RUN_PROMPTS, DRY_RUN_RESULTS, \
+            DRY_RUN_TOKENIZER, docker_commands
 
         return BenchmarkRun(bp, settings, [], docker_commands(
-            bp, settings, port=DRY_RUN_PORT, tokenizer_dir=DRY_RUN_TOKENIZER, results_dir=DRY_RUN_RESULTS)), None
+            bp, settings, port=DRY_RUN_PORT, tokenizer_dir=DRY_RUN_TOKENIZER, results_dir=DRY_RUN_RESULTS,
+            prompts_dir=DRY_RUN_PROMPTS if settings.prompts else None)), None
     sm, stand_in = rendered(stack, bp, stacks_dir=stacks_dir, program=program)
     api, pod = None, None
     if dry_run and access.outputs_file is None:
@@ -161,14 +166,17 @@ def prepare_benchmark(stack: str, *, stacks_dir: Path, program: Path, root: Path
             pod, target = ready_pod(api, sm)
     name = bench.job_name(bp, now)
     weights_uri = require_output(outputs, "weights_uri", stack)
-    objects = [*bench.benchmark_network_policies(sm, name=name),
+    config_map = bench.prompts_config_map(sm, settings, name=name)
+    objects = [*bench.benchmark_network_policies(sm, name=name), *([config_map] if config_map else []),
                bench.benchmark_job(sm, settings, name=name, weights_uri=weights_uri, target_ip=target)]
     return BenchmarkRun(bp, settings, objects, [], pod=pod, serving=sm), api
 
 
 def result_file(run: BenchmarkRun, runs: list[VllmBenchRun], *, client_image: str, backend: str, endpoint: str,
-                address: str, date: dt.date, cold_start: ColdStartRecord | None = None) -> BenchmarkResultFile:
-    """The result file of a finished sweep (with the measured pod's cold start when it was read)."""
+                address: str, date: dt.date, cold_start: ColdStartRecord | None = None,
+                autoscaling: AutoscalingRecord | None = None) -> BenchmarkResultFile:
+    """The result file of a finished sweep (with the measured pod's cold start when it was read, and the fleet's
+    replica counts during the sweep when the stack scales)."""
     bp = run.blueprint
     engine = bp.engine
     per_replica = bp.predictions.requests_per_s_capacity / max(1, bp.compute.replicas)
@@ -191,17 +199,24 @@ def result_file(run: BenchmarkRun, runs: list[VllmBenchRun], *, client_image: st
                               ttft_p95_ms=bp.predictions.ttft_p95_ms, itl_p95_ms=bp.predictions.itl_p95_ms,
                               latency_p95_ms=bp.predictions.latency_p95_ms,
                               per_replica_capacity_rps=round(per_replica, 4)),
-        runs=runs, cold_start=cold_start)
+        runs=runs, cold_start=cold_start, autoscaling=autoscaling)
 
 
 def run_kubernetes_benchmark(run: BenchmarkRun, api: Any, *, root: Path, log: Callable[[str], None],
                              today: dt.date) -> BenchmarkRun:
-    """Run the Job, collect the runs, read the measured pod's cold start (`blueprints.operate.coldstart`), write
+    """Run the Job, collect the runs, read the measured pod's cold start (`blueprints.operate.coldstart`) and, where
+    the stack scales, the fleet's size during the sweep (`blueprints.operate.scaling`), write
     `benchmarks/results/<stack>/<date>.json`."""
     from blueprints.operate.jobs import parse_runs, run_job
+    from blueprints.operate.scaling import ReplicaWatch, deployment_counts, scales
 
+    bp = run.blueprint
     job = run.manifests[-1]
-    text = run_job(api, run.manifests, namespace=job["metadata"]["namespace"], log=log)
+    namespace = job["metadata"]["namespace"]
+    watch = ReplicaWatch(deployment_counts(api, namespace, bp.workload_name), bp=bp, log=log,
+                         source=f"Deployment {namespace}/{bp.workload_name} spec.replicas and status.readyReplicas") \
+        if scales(bp) else None
+    text = run_job(api, run.manifests, namespace=namespace, log=log, observe=watch.sample if watch else None)
     runs = parse_runs(text, len(run.settings.rates))
     client_image = job["spec"]["template"]["spec"]["initContainers"][1]["image"]
     cold = read_cold_start(api, run.serving, run.pod) if run.pod and run.serving else "no target pod named"
@@ -210,7 +225,8 @@ def run_kubernetes_benchmark(run: BenchmarkRun, api: Any, *, root: Path, log: Ca
     w = run.settings.workload
     run.result = result_file(run, runs, client_image=client_image, backend=w.backend, endpoint=w.endpoint,
                              address="one serving pod's authenticating proxy (pod IP, port api)", date=today,
-                             cold_start=None if isinstance(cold, str) else cold)
+                             cold_start=None if isinstance(cold, str) else cold,
+                             autoscaling=watch.record() if watch else None)
     run.path = result_path(root, run.blueprint.stack, today)
     write_result(run.result, run.path)
     return run
@@ -221,7 +237,10 @@ def run_sagemaker_benchmark(run: BenchmarkRun, *, stack: str, root: Path, access
     """Fetch the tokenizer from the model store, start the signing proxy, run the client once per rate in Docker,
     write `benchmarks/results/<stack>/<date>.json`."""
     from blueprints.operate.sagemaker import ProxyTarget, SigningProxy, runtime_url
-    from blueprints.operate.sagemaker_bench import BACKEND, ENDPOINT, docker_commands, fetch_tokenizer, run_commands
+    from blueprints.operate.sagemaker_bench import (
+        BACKEND, ENDPOINT, docker_commands, fetch_tokenizer, run_commands, write_prompts,
+    )
+    from blueprints.operate.scaling import ReplicaWatch, endpoint_counts, scales
 
     bp = run.blueprint
     outputs = stack_outputs(stack, outputs_file=access.outputs_file, pulumi=pulumi_cli(root))
@@ -233,15 +252,20 @@ def run_sagemaker_benchmark(run: BenchmarkRun, *, stack: str, root: Path, access
         tokenizer.mkdir()
         results.mkdir()
         fetch_tokenizer(session.client("s3"), weights_uri, tokenizer)
+        prompts = write_prompts(run.settings, Path(tmp) / "prompts") if run.settings.prompts else None
+        watch = ReplicaWatch(endpoint_counts(session.client("sagemaker"), name), bp=bp, log=log,
+                             source=f"SageMaker endpoint {name} DesiredInstanceCount and CurrentInstanceCount") \
+            if scales(bp) else None
         target = ProxyTarget(runtime_url(bp.region), name, bp.region, session.get_credentials())
         with SigningProxy(target) as proxy:
             commands = docker_commands(bp, run.settings, port=proxy.port, tokenizer_dir=str(tokenizer),
-                                       results_dir=str(results))
+                                       results_dir=str(results), prompts_dir=prompts)
             runs = run_commands(commands, image=defaults.VLLM_IMAGE, results=results, log=log,
-                                budget_s=2 * run.settings.duration_s + bench.PER_RUN_OVERHEAD_S)
+                                budget_s=2 * run.settings.duration_s + bench.PER_RUN_OVERHEAD_S,
+                                observe=watch.sample if watch else None)
     run.result = result_file(run, runs, client_image=defaults.VLLM_IMAGE, backend=BACKEND, endpoint=ENDPOINT,
                              address=f"the SageMaker endpoint {name} through the signing proxy on this machine",
-                             date=today)
+                             date=today, autoscaling=watch.record() if watch else None)
     run.path = result_path(root, stack, today)
     write_result(run.result, run.path)
     return run
