@@ -27,6 +27,7 @@ from blueprints.operate import benchmark as bench
 from blueprints.operate.scaling import ReplicaWatch, deployment_counts, endpoint_counts, scales
 from tests.conftest import ROOT
 from tests.test_benchmark import _Api, arg, dry_run  # noqa: F401 (fixture)
+from tests.test_verify import bare_env  # noqa: F401 (fixture)
 
 runner = CliRunner()
 #: engine -> (the requirements' edits, `blueprint pilot` flags): TensorRT-LLM's tables cover H100 only, which dev's
@@ -227,3 +228,62 @@ def test_the_autoscaling_record_round_trips_through_the_result_file_and_is_absen
     without = written.model_copy(update={"autoscaling": None})
     write_result(without, path)
     assert "autoscaling" not in path.read_text() and load_result(path).autoscaling is None
+
+
+# --- the client's command line, parsed by vLLM's own parser -----------------------------------------------------------
+
+def vllm_bench_parse(argvs: list[list[str]]) -> list[dict]:
+    """`argvs` (each after `vllm bench serve`) through vLLM 0.24.0's own parser (`add_cli_args` on its
+    FlexibleArgumentParser: tests/tools/vllm_bench_argv.py) in the tools virtualenv, from the release's source:
+    `$VLLM_SOURCE`, the folder holding `vllm/` (unzip the wheel `pip download vllm==0.24.0 --no-deps` gives).
+    Skipped without it (failed under CI)."""
+    import json
+    import os
+    import subprocess
+
+    from tests.cli_tools import tools_python
+
+    source = os.environ.get("VLLM_SOURCE")
+    if not source or not (Path(source) / "vllm" / "benchmarks" / "serve.py").exists():
+        message = ("$VLLM_SOURCE is not vLLM 0.24.0's source: `pip download vllm==0.24.0 --no-deps -d /tmp/v && "
+                   "unzip -q /tmp/v/vllm-0.24.0-*.whl 'vllm/*' -d /tmp/v/src` and VLLM_SOURCE=/tmp/v/src")
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    done = subprocess.run([str(tools_python()), str(ROOT / "tests" / "tools" / "vllm_bench_argv.py"), source],
+                          input=json.dumps(argvs), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])["results"]
+
+
+def test_every_pilots_client_argv_parses_with_vllms_own_parser(pilots, bare_env, tmp_path):
+    """Each engine's pilot sweep, and the same with --prompts, through vLLM 0.24.0's `vllm bench serve` parser: every
+    flag known, every value of the type and choice it takes, and the custom dataset reading each line's output."""
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "hello", "max_tokens": 12}\n')
+    argvs = []
+    for engine in ENGINES:
+        job = list(yaml.safe_load_all(pilots[engine].benchmark.stdout))[-1]
+        argvs += [c["args"] for c in job["spec"]["template"]["spec"]["initContainers"] if c["name"].startswith("rate-")]
+    line = pilots["sagemaker"].benchmark.stdout.strip().splitlines()[0].split()
+    argvs.append(line[line.index("serve") + 1:])
+    with_prompts = runner.invoke(app, ["benchmark", "chat-assistant-prod", "--dry-run", "--rates", "1",
+                                       "--duration", "30", "--prompts", str(prompts)])
+    assert with_prompts.exit_code == 0, with_prompts.output
+    job = list(yaml.safe_load_all(with_prompts.stdout))[-1]
+    argvs.append(job["spec"]["template"]["spec"]["initContainers"][1]["args"])
+    results = vllm_bench_parse([*argvs, [*argvs[-1], "--random-input-lenn", "5"]])
+    *parsed, misspelt = results
+    for argv, result in zip(argvs, parsed):
+        assert result["exit"] == 0, (argv, result["error"][-300:])
+        got = result["args"]
+        assert (got["backend"], got["endpoint"]) == ("openai-chat", "/v1/chat/completions")
+        assert got["ignore_eos"] is True and got["num_prompts"] == int(arg(argv, "--num-prompts"))
+        assert got["request_rate"] == float(arg(argv, "--request-rate")) and got["burstiness"] == 1.0
+        assert got["save_result"] is True and got["result_dir"] == bench.RESULTS_DIR_IN_POD
+    random, custom = parsed[0]["args"], parsed[-1]["args"]
+    assert random["dataset_name"] == "random" and random["random_input_len"] == int(arg(argvs[0],
+                                                                                        "--random-input-len"))
+    assert (custom["dataset_name"], custom["dataset_path"], custom["custom_output_len"],
+            custom["skip_chat_template"]) == ("custom", "/prompts/prompts.jsonl", -1, True)
+    assert misspelt["exit"] == 2 and "unrecognized arguments: --random-input-lenn" in misspelt["error"]
