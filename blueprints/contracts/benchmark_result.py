@@ -23,6 +23,10 @@ The client's fields, as v0.24.0 writes them without `--save-detailed` (which wou
 (`blueprints.contracts.sections.StartupBudget`), read by `blueprints.operate.coldstart` from the Kubernetes API
 and the engine's log; `blueprint calibrate` corrects the startup model with it.
 
+`settings.prompts` (optional) identifies the user's prompts a sweep replayed (`--prompts`: sha256, line count, length
+statistics, never the content; `dataset_name` custom), and `autoscaling` (optional) the fleet's replica counts during
+the sweep (`blueprints.operate.scaling`). Both are absent from files written without them.
+
 A file is refused (BenchmarkError, exit 2) when it is not this format, naming the file and the field.
 """
 

@@ -1,7 +1,12 @@
 """`blueprint benchmark`: the planned workload against one replica of a deployed LLM stack, with `vllm bench serve`.
 
-The client is vLLM's own benchmark (`vllm bench serve`, in the vLLM image the stack already pins: no other tool to
-pin, and its `--save-result` JSON is the format `blueprint calibrate` reads). Options are v0.24.0's
+The client is vLLM's own benchmark (`vllm bench serve`, in the vLLM image a vLLM stack already pins, and the
+catalog's pinned vLLM image for SGLang, TensorRT-LLM and SageMaker: `client_image`; its `--save-result` JSON is the
+format `blueprint calibrate` reads). Every engine is reached the same way: through the stack's authenticating proxy
+(port `api`, forwarding to the engine's own port) with the key the proxy checks, on the planned OpenAI API, which
+vLLM, SGLang and trtllm-serve all serve (/v1/completions, /v1/chat/completions; TensorRT-LLM
+docs/source/commands/trtllm-serve.rst). `--prompts` replays the user's prompts instead of the random dataset
+(`blueprints.operate.prompts`). Options are v0.24.0's
 (`vllm/benchmarks/serve.py` `add_cli_args`, `vllm/benchmarks/datasets/datasets.py` `add_dataset_parser`); every
 option used here also exists in v0.11.0 with the same meaning (checked in both sdists), so the Job runs on either pin.
 
