@@ -272,8 +272,9 @@ def test_every_pilots_client_argv_parses_with_vllms_own_parser(pilots, bare_env,
     assert with_prompts.exit_code == 0, with_prompts.output
     job = list(yaml.safe_load_all(with_prompts.stdout))[-1]
     argvs.append(job["spec"]["template"]["spec"]["initContainers"][1]["args"])
-    results = vllm_bench_parse([*argvs, [*argvs[-1], "--random-input-lenn", "5"]])
-    *parsed, misspelt = results
+    results = vllm_bench_parse([*argvs, [*argvs[-1], "--random-input-lenn", "5"], [*argvs[0], "--insecure"]])
+    *parsed, misspelt, insecure = results
+    assert insecure["exit"] == 0 and insecure["args"]["insecure"] is True  # a proxy serving TLS
     for argv, result in zip(argvs, parsed):
         assert result["exit"] == 0, (argv, result["error"][-300:])
         got = result["args"]
@@ -287,3 +288,35 @@ def test_every_pilots_client_argv_parses_with_vllms_own_parser(pilots, bare_env,
     assert (custom["dataset_name"], custom["dataset_path"], custom["custom_output_len"],
             custom["skip_chat_template"]) == ("custom", "/prompts/prompts.jsonl", -1, True)
     assert misspelt["exit"] == 2 and "unrecognized arguments: --random-input-lenn" in misspelt["error"]
+
+
+def test_a_proxy_that_serves_tls_is_reached_over_https_without_checking_its_certificate_at_the_pod_ip(bare_env):
+    """A proxy terminating TLS itself (NodePort or MetalLB exposure) answers HTTPS only: the client speaks it, with
+    `--insecure` (the certificate names the service, not the pod IP)."""
+    from blueprints.operate.manifests import StackManifests
+    from blueprints.operate.run import rendered
+
+    bp = read_stack_config(ROOT / "stacks" / "Pulumi.chat-assistant-prod.yaml")
+    sm, _ = rendered(bp.stack, bp, stacks_dir=ROOT / "stacks", program=ROOT / "__main__.py")
+    settings = bench.benchmark_settings(bp, rates=[1], duration_s=30)
+
+    def client(manifests: StackManifests) -> list[str]:
+        job = bench.benchmark_job(manifests, settings, name="b", weights_uri="s3://b/m/", target_ip="10.0.0.9")
+        return job["spec"]["template"]["spec"]["initContainers"][1]["args"]
+
+    plain = client(sm)
+    assert not sm.proxy_serves_tls and arg(plain, "--base-url").startswith("http://") and "--insecure" not in plain
+    import copy
+
+    manifests = copy.deepcopy(list(sm.manifests))
+    deployment = next(m for m in manifests if m is not None and m.get("kind") == "Deployment"
+                      and m["metadata"]["name"] == bp.workload_name)
+    pod = deployment["spec"]["template"]["spec"]
+    proxy = next(c for c in pod["containers"] if any(p["name"] == "api" for p in c.get("ports", [])))
+    proxy["volumeMounts"].append({"name": "proxy-tls", "mountPath": "/etc/envoy-tls", "readOnly": True})
+    pod["volumes"].append({"name": "proxy-tls", "secret": {"secretName": "tls", "items": [
+        {"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]}})
+    tls = StackManifests(bp, tuple(manifests))
+    args = client(tls)
+    assert tls.proxy_serves_tls and arg(args, "--base-url") == f"https://$({bench.TARGET_ENV}):{sm.proxy_port}"
+    assert "--insecure" in args

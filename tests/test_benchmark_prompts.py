@@ -223,3 +223,23 @@ def test_calibrate_refuses_a_result_measured_with_the_users_prompts(bare_env, pr
     with pytest.raises(CalibrationError, match="settings.prompts.*calibrate with `blueprint benchmark "
                                                "chat-assistant-prod` without --prompts"):
         _check_workload(tmp_path / "r.json", result, bp, planned_workload(bp))
+
+
+def test_a_completions_stack_replays_prompts_raw_and_refuses_chat_messages(tmp_path):
+    from blueprints.core.errors import BenchmarkError
+
+    chat = read_stack_config(ROOT / "stacks" / f"Pulumi.{STACK}.yaml")
+    model = chat.model.model_copy(update={"traffic": chat.model.traffic.model_copy(update={"api": "completions"})})
+    bp = chat.model_copy(update={"models": [model]})
+    path = tmp_path / "p.jsonl"
+    write_prompts(path, [GOOD, {"messages": [{"role": "user", "content": SENTINEL}], "max_tokens": 3}])
+    with pytest.raises(BenchmarkError) as refused:
+        bench.benchmark_settings(bp, rates=[1], duration_s=30, prompts=path)
+    assert f"--prompts {path}: line 2: messages: the stack serves the completions API" in str(refused.value)
+    assert SENTINEL not in str(refused.value)
+    write_prompts(path, [GOOD])
+    settings = bench.benchmark_settings(bp, rates=[1], duration_s=30, prompts=path)
+    args = bench.client_args(settings, 0, base_url="http://x:8080", backend=settings.workload.backend,
+                             endpoint=settings.workload.endpoint, model=bp.model.name)
+    assert (arg(args, "--backend"), arg(args, "--endpoint")) == ("openai", "/v1/completions")
+    assert arg(args, "--dataset-name") == "custom" and "--skip-chat-template" in args  # the raw prompt

@@ -180,7 +180,8 @@ def benchmark_settings(bp: Blueprint, *, rates: list[float] | None = None, durat
     replayed = None
     if prompts is not None:
         max_len = getattr(bp.engine, "max_model_len", None) or bp.model.max_context_tokens
-        replayed = load_prompts(prompts, max_model_len=max_len, approximate=approximate)
+        chat = bp.archetype is Archetype.SAGEMAKER_ENDPOINT or workload.api == "chat"  # LMI: the chat schema
+        replayed = load_prompts(prompts, max_model_len=max_len, approximate=approximate, chat=chat)
         workload = replace(workload, approximations=(), notes=())  # the file's lengths, not the random dataset's
     if workload.approximations and not approximate:
         raise BenchmarkError(f"{bp.stack}: {'; '.join(workload.approximations)}: the random dataset of `vllm bench "
@@ -230,8 +231,10 @@ def _number(value: float) -> str:
 
 
 def client_args(settings: BenchmarkSettings, run: int, *, base_url: str, backend: str, endpoint: str,
-                model: str) -> list[str]:
-    """`vllm bench serve` arguments of run `run` (0-based) of the sweep; results to `/results/rate-<run>.json`."""
+                model: str, insecure: bool = False) -> list[str]:
+    """`vllm bench serve` arguments of run `run` (0-based) of the sweep; results to `/results/rate-<run>.json`.
+    `insecure`: `--insecure` (serve.py:1840, no certificate check: a proxy serving TLS is reached at its pod IP, which
+    its certificate does not name)."""
     w = settings.workload
     if settings.prompts is not None:  # the user's prompts, each with its output tokens (blueprints.operate.prompts)
         dataset = ["--dataset-name", "custom", "--dataset-path", f"{PROMPTS_DIR_IN_POD}/{PROMPTS_FILE}",
@@ -248,6 +251,8 @@ def client_args(settings: BenchmarkSettings, run: int, *, base_url: str, backend
             "--metric-percentiles", ",".join(_number(p) for p in METRIC_PERCENTILES),
             "--ready-check-timeout-sec", str(READY_CHECK_TIMEOUT_S), "--disable-tqdm",
             "--save-result", "--result-dir", RESULTS_DIR_IN_POD, "--result-filename", result_file(run)]
+    if insecure:
+        args.append("--insecure")
     if settings.max_concurrency:
         args += ["--max-concurrency", str(settings.max_concurrency)]
     if settings.goodput_ms:
@@ -336,7 +341,8 @@ def benchmark_job(sm: StackManifests, settings: BenchmarkSettings, *, name: str,
     image = client_image(bp)
     key = sm.api_key_ref()
     model = bp.model.name
-    base_url = f"http://$({TARGET_ENV}):{sm.proxy_port}"
+    tls = sm.proxy_serves_tls
+    base_url = f"{'https' if tls else 'http'}://$({TARGET_ENV}):{sm.proxy_port}"
     env = [*_HOME_ENV, {"name": TARGET_ENV, "value": target_ip},
            {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": key}},
            {"name": "HF_HUB_OFFLINE", "value": "1"}, {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
@@ -360,7 +366,7 @@ def benchmark_job(sm: StackManifests, settings: BenchmarkSettings, *, name: str,
         init.append(_hardened({
             "name": f"rate-{run:02d}", "image": image, "command": ["vllm", "bench", "serve"],
             "args": client_args(settings, run, base_url=base_url, backend=settings.workload.backend,
-                                endpoint=settings.workload.endpoint, model=model),
+                                endpoint=settings.workload.endpoint, model=model, insecure=tls),
             "env": env, "volumeMounts": mounts, "resources": resources}))
     collect = _hardened({
         "name": "results", "image": image, "command": ["cat"],

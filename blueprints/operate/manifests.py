@@ -82,6 +82,19 @@ class StackManifests:
                     return int(port["containerPort"])
         raise ValueError(f"{self.blueprint.stack}: no container port named {PROXY_PORT_NAME!r} in the serving pods")
 
+    @property
+    def proxy_serves_tls(self) -> bool:
+        """The authenticating proxy terminates TLS itself (it mounts a kubernetes.io/tls Secret's `tls.crt`: a NodePort
+        or MetalLB exposure, `Blueprint.proxy_terminates_tls`), so clients of its `api` port speak HTTPS."""
+        volumes = {v["name"]: v for v in self.pod_spec().get("volumes", [])}
+        for container in self.pod_spec()["containers"]:
+            if any(p.get("name") == PROXY_PORT_NAME for p in container.get("ports", [])):
+                for mount in container.get("volumeMounts", []):
+                    secret = (volumes.get(mount["name"]) or {}).get("secret") or {}
+                    if any(item.get("key") == "tls.crt" for item in secret.get("items", [])):
+                        return True
+        return False
+
     def api_key_ref(self) -> dict[str, str]:
         """`{"name": <Secret>, "key": <field>}` of the API key the authenticating proxy checks: the Secret whose
         `envoy.json` the container serving port `api` mounts, field `API_KEY_FIELD` (the same for every engine:

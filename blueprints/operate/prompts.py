@@ -15,6 +15,8 @@ How the pinned client replays it (vLLM v0.24.0, read in the sdist, sha256 086245
   (:2501), `output_tokens` per line used when `--custom-output-len -1` (:1663-1669, :2553-2568). Lines are
   shuffled with `--seed` (:2516-2517) and, when a run sends more requests than the file holds, drawn again at random
   (`maybe_oversample_requests`, :2590, :313-318): a repeated prompt may find its tokens in the prefix cache.
+- A `prompt` line on a stack serving the chat API is sent as one user message (the random dataset's prompts are
+  too); a `messages` line on one serving the completions API is refused (a completions client sends a prompt).
 - The prompt is wrapped in the chat template client-side unless `--skip-chat-template` (:1645, :2573-2579); the
   `openai-chat` backend then sends it as one user message (lib/endpoint_request_func.py:350-353) and the server
   applies the template itself, so the client skips it (else it would be applied twice); the `openai` backend sends
@@ -93,7 +95,7 @@ def _stats(values: list[int]) -> tuple[float, float, float]:
     return round(sum(values) / len(values), 1), _percentile(values, 50), _percentile(values, 95)
 
 
-def _prompt_of(path: Path, n: int, data: dict, *, approximate: bool) -> tuple[str, bool]:
+def _prompt_of(path: Path, n: int, data: dict, *, approximate: bool, chat: bool) -> tuple[str, bool]:
     """The line's prompt text and whether its messages were joined into one (`approximate`)."""
     if ("prompt" in data) == ("messages" in data):
         raise _fail(path, n, "prompt/messages", "give exactly one of `prompt` (a string) or `messages` (chat "
@@ -104,6 +106,9 @@ def _prompt_of(path: Path, n: int, data: dict, *, approximate: bool) -> tuple[st
             raise _fail(path, n, "prompt", "expected a non-empty string")
         return prompt, False
     messages = data["messages"]
+    if not chat:
+        raise _fail(path, n, "messages", "the stack serves the completions API (model.traffic.api completions), "
+                    "which takes a prompt: give `prompt`, the text your completions clients send")
     if not isinstance(messages, list) or not 1 <= len(messages) <= MAX_MESSAGES:
         raise _fail(path, n, "messages", f"expected a list of 1-{MAX_MESSAGES} chat messages")
     for i, message in enumerate(messages):
@@ -123,13 +128,15 @@ def _prompt_of(path: Path, n: int, data: dict, *, approximate: bool) -> tuple[st
     return "\n\n".join(m["content"] for m in messages), True
 
 
-def load_prompts(path: Path, *, max_model_len: int, approximate: bool = False) -> ReplayedPrompts:
+def load_prompts(path: Path, *, max_model_len: int, approximate: bool = False, chat: bool = True) -> ReplayedPrompts:
     """Read and check a prompts file (module docstring), in the client's format.
 
     Args:
         path: the JSONL file.
         max_model_len: the stack's context window, tokens: every `max_tokens` must be below it.
         approximate: join a line's several messages into one user message instead of refusing it.
+        chat: the client calls the chat API (`openai-chat`: a `prompt` is sent as one user message); False: the
+            completions API, where a `messages` line is refused.
 
     Raises:
         BenchmarkError: the file is missing, larger than `MAX_PROMPTS_FILE_BYTES`, has more than `MAX_PROMPT_LINES`
@@ -168,7 +175,7 @@ def load_prompts(path: Path, *, max_model_len: int, approximate: bool = False) -
         unknown = sorted(set(data) - set(KEYS))
         if unknown:
             raise _fail(path, n, unknown[0], f"unknown key; a line holds {', '.join(KEYS)} only")
-        prompt, was_joined = _prompt_of(path, n, data, approximate=approximate)
+        prompt, was_joined = _prompt_of(path, n, data, approximate=approximate, chat=chat)
         joined += was_joined
         if "max_tokens" not in data:
             raise _fail(path, n, "max_tokens", "missing: the output tokens the request generates")
