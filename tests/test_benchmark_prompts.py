@@ -20,6 +20,8 @@ from blueprints.contracts.stackconfig import read_stack_config
 from blueprints.core.errors import CalibrationError
 from blueprints.operate import benchmark as bench
 from blueprints.operate import prompts as replay
+from blueprints.review.deployability.pod_security import pod_security_violations
+from blueprints.review.manifests import validate_manifest
 from tests.conftest import ROOT
 from tests.test_benchmark import arg
 from tests.test_verify import bare_env  # noqa: F401 (fixture)
@@ -76,6 +78,9 @@ def test_a_kubernetes_dry_run_mounts_the_prompts_from_a_configmap_and_runs_the_c
         assert "--skip-chat-template" in args and "--ignore-eos" in args  # the server applies the template
         assert not [a for a in args if a.startswith("--random-")]
         assert arg(args, "--backend") == "openai-chat"
+    for obj in objects:  # the ConfigMap and the Job with its volume: valid objects, Pod Security restricted
+        assert validate_manifest(obj, kubernetes_version="1.35") == [], obj["kind"]
+    assert pod_security_violations(pod, "restricted") == []
 
 
 def test_the_configmap_holds_the_prompts_in_vllms_custom_format(bare_env, prompts_file):

@@ -8,7 +8,9 @@ vLLM, SGLang and trtllm-serve all serve (/v1/completions, /v1/chat/completions; 
 docs/source/commands/trtllm-serve.rst). `--prompts` replays the user's prompts instead of the random dataset
 (`blueprints.operate.prompts`). Options are v0.24.0's
 (`vllm/benchmarks/serve.py` `add_cli_args`, `vllm/benchmarks/datasets/datasets.py` `add_dataset_parser`); every
-option used here also exists in v0.11.0 with the same meaning (checked in both sdists), so the Job runs on either pin.
+option of the random-dataset sweep also exists in v0.11.0 with the same meaning (checked in both sdists), so that Job
+runs on either pin; the `--prompts` options (custom dataset) and `--insecure` are checked at v0.24.0 only, the
+release every planned vLLM stack and the client of the other engines pin.
 
 - **Workload**: the one the stack was planned with, as `blueprints.operate.workload.planned_workload` derives it
   (the same function `blueprint calibrate` checks a result file against): the random dataset with the planned
