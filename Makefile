@@ -37,13 +37,18 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 AIC_VENV := .venv-aic
 AIC_LOCK := tools/step_tables/requirements.txt
 AIC_STAMP := $(AIC_VENV)/.installed
+# The suite parses the `vllm bench serve` command lines our benchmark Jobs run with vLLM 0.24.0's own parser
+# (tests/tools/vllm_bench_argv.py, in the tools virtualenv): it reads the `vllm/` package of the release's sdist,
+# fetched from PyPI and checked against its sha256 (tools/vllm_source/fetch.py).
+VLLM_SOURCE := .tools/vllm-0.24.0
+VLLM_SOURCE_STAMP := $(VLLM_SOURCE)/.installed
 # pytest workers: one per core (pytest-xdist). Each starts on half the tests and an idle one takes over half of what
 # the other has left (`--dist worksteal`): whole files per worker (`loadfile`) left one worker 20 minutes on the files
 # that re-plan the project (test_hand_edits, test_one_gate) after the other had finished.
 PYTEST_WORKERS ?= auto
 # The property tests replay the same examples each run (Hypothesis profile `ci`, tests/conftest.py);
 # `HYPOTHESIS_PROFILE=thorough make test` explores new ones, ten times each test's budget.
-PYTEST := CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal
+PYTEST := CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov VLLM_SOURCE=$(CURDIR)/$(VLLM_SOURCE) $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 .PHONY: install checkov demo test test-slow docs lint-imports bench fit-check clean step-tables
 
@@ -58,6 +63,10 @@ $(CHECKOV_STAMP): $(CHECKOV_LOCK) | $(UV)
 	test -x $(CHECKOV_VENV)/bin/python || $(UV) venv --quiet $(CHECKOV_VENV)
 	$(UV) pip install --quiet --python $(CHECKOV_VENV)/bin/python --require-hashes -r $(CHECKOV_LOCK)
 	touch $(CHECKOV_STAMP)
+
+$(VLLM_SOURCE_STAMP): tools/vllm_source/fetch.py | $(STAMP)
+	$(BIN)/python tools/vllm_source/fetch.py $(VLLM_SOURCE)
+	touch $(VLLM_SOURCE_STAMP)
 
 install: $(STAMP)
 
@@ -86,10 +95,10 @@ lint-imports: $(STAMP)
 
 # `make test` leaves out the tests marked slow (the full-breadth variants of checks it makes on a representative
 # part, e.g. checkov over every bundled stack rather than one per archetype); `make test-slow` runs them, and CI both.
-test: $(STAMP) $(CHECKOV_STAMP) lint-imports
+test: $(STAMP) $(CHECKOV_STAMP) $(VLLM_SOURCE_STAMP) lint-imports
 	$(PYTEST) -m "not slow"
 
-test-slow: $(STAMP) $(CHECKOV_STAMP)
+test-slow: $(STAMP) $(CHECKOV_STAMP) $(VLLM_SOURCE_STAMP)
 	$(PYTEST) -m slow
 
 # The committed capacity fit (blueprints/catalog/capacity-fit.yaml) is what the fit on today's points and code gives:
@@ -104,4 +113,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/simulate.py
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) $(AIC_VENV) .uv *.egg-info preview-out site .hypothesis .pytest_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) $(AIC_VENV) .tools .uv *.egg-info preview-out site .hypothesis .pytest_cache

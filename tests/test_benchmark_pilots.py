@@ -235,7 +235,7 @@ def test_the_autoscaling_record_round_trips_through_the_result_file_and_is_absen
 def vllm_bench_parse(argvs: list[list[str]]) -> list[dict]:
     """`argvs` (each after `vllm bench serve`) through vLLM 0.24.0's own parser (`add_cli_args` on its
     FlexibleArgumentParser: tests/tools/vllm_bench_argv.py) in the tools virtualenv, from the release's source:
-    `$VLLM_SOURCE`, the folder holding `vllm/` (unzip the wheel `pip download vllm==0.24.0 --no-deps` gives).
+    `$VLLM_SOURCE`, the folder holding `vllm/` (`make test` fetches it: tools/vllm_source/fetch.py).
     Skipped without it (failed under CI)."""
     import json
     import os
@@ -245,8 +245,8 @@ def vllm_bench_parse(argvs: list[list[str]]) -> list[dict]:
 
     source = os.environ.get("VLLM_SOURCE")
     if not source or not (Path(source) / "vllm" / "benchmarks" / "serve.py").exists():
-        message = ("$VLLM_SOURCE is not vLLM 0.24.0's source: `pip download vllm==0.24.0 --no-deps -d /tmp/v && "
-                   "unzip -q /tmp/v/vllm-0.24.0-*.whl 'vllm/*' -d /tmp/v/src` and VLLM_SOURCE=/tmp/v/src")
+        message = ("$VLLM_SOURCE is not vLLM 0.24.0's source: `make test` sets it (or `python tools/vllm_source/fetch.py "
+                   "DIR` and VLLM_SOURCE=DIR)")
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
