@@ -412,7 +412,14 @@ def summary(bp) -> str:
             + "\n"
             f"  predicts  {latency}; {p.requests_per_s_capacity:g} requests/s capacity\n"
             + _band(bp)
-            + f"  cost      {cost}{_expected(p)}")
+            + f"  cost      {cost}{_expected(p)}" + _batch(bp))
+
+
+def _batch(bp) -> str:
+    """A batch service's run: completion against the deadline, schedule and cost (rich markup), or ''."""
+    from blueprints.plan.batch import describe_batch
+
+    return "" if bp.batch is None else f"\n  batch     {escape(describe_batch(bp.batch))}"
 
 
 def _band(bp) -> str:
@@ -454,8 +461,9 @@ def _expected(p) -> str:
         return most
     unit = (f"\n  unit cost {escape(describe_unit_costs(p.unit_costs.expected))} (expected; provisioned for the peak: "
             f"{escape(describe_unit_costs(p.unit_costs.provisioned))})" if p.unit_costs is not None else "")
+    met = f", SLO met in {p.slo_attainment:.1%} of minutes" if p.slo_attainment is not None else ""
     return (f"{most}\n  simulated ~${p.expected_monthly_cost_usd:,.0f}/month expected (peak-provisioned "
-            f"${p.monthly_cost_usd:,.0f}), SLO met in {p.slo_attainment:.1%} of minutes{unit}{_engines(p)}")
+            f"${p.monthly_cost_usd:,.0f}){met}{unit}{_engines(p)}")
 
 
 def _engines(p) -> str:

@@ -1,0 +1,211 @@
+"""Batch workloads (issue 39, deliver 2): `traffic.batch` plans the fleet that finishes a day's work by its deadline
+at the lowest cost, replays the run and prices only its hours. The held-back pair `tests/data/nightly-batch` is one
+nightly summariser planned as a batch and, at the same volume, as interactive traffic."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from blueprints.cli import app
+from blueprints.core.errors import RequirementsError
+from blueprints.plan.batch import keda_cron
+from blueprints.requirements.model import Batch
+from blueprints.simulate.batch import BatchReplay
+from tests.conftest import PLAN_DATE, ROOT, plan_env
+from tests.kept_apart import DATA, POLICY_DIR
+
+FOLDER = DATA / "nightly-batch" / "requirements"
+
+
+def _plan(name: str):
+    from blueprints.workspace import plan_requirements_file
+
+    [bp] = plan_requirements_file(FOLDER / f"{name}.yaml", as_of=PLAN_DATE, policy_dir=POLICY_DIR,
+                                  requirements_dir=FOLDER).blueprints
+    return bp
+
+
+@pytest.fixture(scope="module")
+def nightly():
+    return _plan("nightly-summaries")
+
+
+@pytest.fixture(scope="module")
+def interactive():
+    return _plan("nightly-summaries-interactive")
+
+
+def _requirements(**batch) -> dict:
+    data = yaml.safe_load((FOLDER / "nightly-summaries.yaml").read_text())
+    data["traffic"]["batch"] = {**data["traffic"]["batch"], **batch}
+    return data
+
+
+# --- the held-back nightly batch ------------------------------------------------------------------------------------
+
+
+def test_the_nightly_batch_completes_within_its_deadline(nightly):
+    b = nightly.batch
+    assert b.requests_per_day == 1_500_000 and b.deadline_hours == 24
+    assert 0 < b.completion_hours <= b.deadline_hours
+    # The replay's completion is the start, one request at the full batch, and the work over the fleet's throughput.
+    assert b.completion_hours * 3600 == pytest.approx(
+        b.start_s + b.request_latency_s + b.requests_per_day / (b.replicas * b.requests_per_s_per_replica), rel=1e-3)
+    # The fewest replicas that finish: one fewer would not.
+    assert b.replicas == nightly.compute.replicas
+    fewer = BatchReplay(b.requests_per_day, b.replicas - 1, b.requests_per_s_per_replica, b.start_s,
+                        b.request_latency_s) if b.replicas > 1 else None
+    assert fewer is None or fewer.completion_s > b.deadline_hours * 3600
+    assert nightly.slo.ttft_p95_ms is None and nightly.slo.itl_p95_ms is None  # no latency target
+
+
+def test_the_nightly_batch_costs_less_per_million_tokens_than_the_same_volume_as_interactive_traffic(nightly,
+                                                                                                   interactive):
+    batch, flat = nightly.predictions.unit_costs, interactive.predictions.unit_costs
+    # The same work: 1.5M requests a day of 2,000 + 200 tokens, priced over the same month.
+    assert batch.requests_per_month == pytest.approx(flat.requests_per_month, rel=1e-4)
+    assert batch.million_input_tokens_per_month == pytest.approx(flat.million_input_tokens_per_month, rel=1e-4)
+    assert batch.expected.usd_per_million_tokens < flat.expected.usd_per_million_tokens
+    assert batch.expected.usd_per_1k_requests < flat.expected.usd_per_1k_requests
+    # The batch runs each replica at its largest batch, beyond what the ITL target lets the interactive one run.
+    assert nightly.engine.max_num_seqs > interactive.engine.max_num_seqs
+
+
+def test_a_whole_day_deadline_runs_all_day_and_costs_the_fleet_all_month(nightly):
+    p = nightly.predictions
+    assert nightly.batch.keda_cron is None and nightly.batch.run_hours == 24
+    assert p.expected_monthly_cost_usd == pytest.approx(p.monthly_cost_usd, abs=0.02)
+    assert nightly.batch.monthly_cost_usd == p.expected_monthly_cost_usd
+
+
+# --- a window of a few hours ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def overnight():
+    """The nightly batch at a tenth of the volume, from 22:00 Berlin time within 6 h, on spot in dev."""
+    from blueprints.requirements.service import Requirements
+
+    data = _requirements(requests_per_day=150_000, deadline_hours=6,
+                         window={"start_hour": 22, "end_hour": 6, "timezone": "Europe/Berlin"})
+    data["environments"] = {"dev": {"region": "us-east-1", "spot": True}}
+    return plan_env(Requirements.model_validate(data), "dev")
+
+
+def test_a_batch_runs_from_its_window_start_to_its_deadline_on_a_keda_cron_schedule(overnight):
+    b = overnight.batch
+    assert b.window_hours == 8 and b.run_hours == 6 and b.completion_hours <= 6
+    assert (b.keda_cron.start, b.keda_cron.end, b.keda_cron.timezone) == ("0 22 * * *", "0 4 * * *", "Europe/Berlin")
+    assert b.keda_cron.desired_replicas == overnight.compute.replicas
+
+
+def test_the_monthly_cost_counts_only_the_run_hours_on_the_environments_spot_capacity(overnight):
+    p = overnight.predictions
+    assert overnight.compute.capacity_type.value == "spot" and p.cost_is_estimate
+    nodes, fixed = p.cost_lines[0].monthly_usd, sum(line.monthly_usd for line in p.cost_lines[1:])
+    assert p.expected_monthly_cost_usd == pytest.approx(nodes * 6 / 24 + fixed, abs=0.01)
+    assert p.expected_monthly_cost_usd < p.monthly_cost_usd
+
+
+@pytest.mark.parametrize(("start", "hours", "cron"), [(23, 2.5, ("0 23 * * *", "30 1 * * *")),
+                                                      (0, 0.01, ("0 0 * * *", "1 0 * * *")),
+                                                      (22, 23.99, ("0 22 * * *", "0 22 * * *")), (5, 24, None)])
+def test_the_cron_schedule_ends_at_the_deadline_rounded_up_to_the_minute(start, hours, cron):
+    batch = Batch(requests_per_day=10, deadline_hours=min(hours, 24), window={"start_hour": start, "length_hours": 24})
+    if cron is not None and cron[0] == cron[1]:  # 23 h 59.4 min rounds up to the whole day: always on
+        assert keda_cron(batch, hours, 2) is None
+        return
+    found = keda_cron(batch, hours, 2)
+    assert (found.start, found.end) == cron if cron else found is None
+
+
+# --- what the user sees -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A project of the held-back folder (Pulumi.yaml, the policy configs, stacks/requirements): its requirements
+    folder, where `blueprint plan` takes its files."""
+    root = tmp_path_factory.mktemp("batch")
+    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    shutil.copytree(POLICY_DIR, root / "policies" / "config")
+    return Path(shutil.copytree(FOLDER, root / "stacks" / "requirements"))
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(app, [*args], catch_exceptions=False)
+
+
+def test_blueprint_plan_shows_the_completion_against_the_deadline_and_the_unit_costs(project, nightly):
+    result = _cli("plan", str(project / "nightly-summaries.yaml"), "--as-of", PLAN_DATE.isoformat())
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    b = nightly.batch
+    assert f"completes in {b.completion_hours:.2f} h of 24 h deadline" in text
+    assert f"${nightly.predictions.unit_costs.expected.usd_per_million_tokens:g} total" in text
+    saved = yaml.safe_load((project.parent / "Pulumi.nightly-summaries-prod.yaml").read_text())
+    assert "batch" in json.dumps(saved)
+
+
+def test_blueprint_plan_json_carries_the_batch_section(project, nightly):
+    result = _cli("plan", str(project / "nightly-summaries.yaml"), "--as-of", PLAN_DATE.isoformat(), "--json",
+                  "--out-dir", str(project.parent.parent / "stacks-json"))
+    assert result.exit_code == 0, result.output
+    [entry] = [e for e in json.loads(result.output) if e["stack"] == "nightly-summaries-prod"]
+    assert entry["blueprint"]["batch"]["completion_hours"] == nightly.batch.completion_hours
+    assert entry["blueprint"]["predictions"]["unit_costs"]["expected"]["usd_per_million_tokens"] == \
+        nightly.predictions.unit_costs.expected.usd_per_million_tokens
+
+
+# --- bad input: exit 2 naming the field and the fix -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"deadline_hours": 0.01}, ["traffic.batch.deadline_hours=0.01", "raise deadline_hours to >="]),
+    ({"window": None}, ["traffic.batch.window", "start_hour"]),
+    ({"deadline_hours": 10, "window": {"start_hour": 22, "length_hours": 8}},
+     ["deadline_hours", "lower deadline_hours to <= 8"]),
+    ({"tokens_per_day": 1e9}, ["traffic.batch.requests_per_day", "exactly one of requests_per_day"]),
+    ({"requests_per_day": None}, ["traffic.batch.requests_per_day", "exactly one of requests_per_day"]),
+    ({"window": {"start_hour": 24, "length_hours": 8}}, ["traffic.batch.window.start_hour", "0-23"]),
+    ({"window": {"start_hour": 22, "end_hour": -1}}, ["traffic.batch.window.end_hour", "0-23"]),
+    ({"window": {"start_hour": 22}}, ["traffic.batch.window.length_hours", "end_hour"]),
+])
+def test_a_bad_batch_exits_2_naming_the_field_and_the_fix(project, change, words):
+    data = _requirements(**change)
+    data["traffic"]["batch"] = {k: v for k, v in data["traffic"]["batch"].items() if v is not None}
+    path = project / "nightly-summaries.yaml"
+    original = path.read_text()
+    try:
+        path.write_text(yaml.safe_dump(data))
+        result = _cli("plan", str(path), "--as-of", PLAN_DATE.isoformat(), "--out-dir",
+                      str(project.parent.parent / "stacks-bad"))
+    finally:
+        path.write_text(original)
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, text
+    assert all(w in text for w in words), text
+
+
+@pytest.mark.parametrize(("section", "value", "field"), [
+    ("slo", {"ttft_p95_ms": 2000}, "slo.ttft_p95_ms"),
+    ("traffic", {"peak_requests_per_s": 5}, "traffic.peak_requests_per_s"),
+    ("traffic", {"pattern": "bursty"}, "traffic.pattern"),
+    ("operations", {"preference": "managed"}, "operations.preference"),
+    ("environments", {"prod": {"region": "us-east-1", "min_replicas": 2}}, "environments.prod.min_replicas"),
+])
+def test_a_batch_service_refuses_what_only_interactive_traffic_has(section, value, field):
+    from blueprints.requirements.service import Requirements
+    from pydantic import ValidationError
+
+    data = _requirements()
+    data[section] = value if section == "environments" else {**data.get(section, {}), **value}
+    with pytest.raises(ValidationError, match=field.rsplit(".", 1)[-1]):
+        Requirements.model_validate(data)
