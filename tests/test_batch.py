@@ -5,7 +5,6 @@ nightly summariser planned as a batch and, at the same volume, as interactive tr
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from pathlib import Path
 
@@ -14,11 +13,10 @@ import yaml
 from typer.testing import CliRunner
 
 from blueprints.cli import app
-from blueprints.core.errors import RequirementsError
 from blueprints.plan.batch import keda_cron
 from blueprints.requirements.model import Batch
 from blueprints.simulate.batch import BatchReplay
-from tests.conftest import PLAN_DATE, ROOT, plan_env
+from tests.conftest import PLAN_DATE, ROOT
 from tests.kept_apart import DATA, POLICY_DIR
 
 FOLDER = DATA / "nightly-batch" / "requirements"
@@ -89,14 +87,19 @@ def test_a_whole_day_deadline_runs_all_day_and_costs_the_fleet_all_month(nightly
 
 
 @pytest.fixture(scope="module")
-def overnight():
-    """The nightly batch at a tenth of the volume, from 22:00 Berlin time within 6 h, on spot in dev."""
-    from blueprints.requirements.service import Requirements
+def overnight_planned():
+    """`tests/data/nightly-batch/requirements/overnight-summaries.yaml` planned: {environment: blueprint}."""
+    from blueprints.workspace import plan_requirements_file
 
-    data = _requirements(requests_per_day=150_000, deadline_hours=6,
-                         window={"start_hour": 22, "end_hour": 6, "timezone": "Europe/Berlin"})
-    data["environments"] = {"dev": {"region": "us-east-1", "spot": True}}
-    return plan_env(Requirements.model_validate(data), "dev")
+    planned = plan_requirements_file(FOLDER / "overnight-summaries.yaml", as_of=PLAN_DATE, policy_dir=POLICY_DIR,
+                                     requirements_dir=FOLDER)
+    return {bp.environment: bp for bp in planned.blueprints}
+
+
+@pytest.fixture(scope="module")
+def overnight(overnight_planned):
+    """The overnight batch's dev environment: from 22:00 Berlin time within 6 h, on spot."""
+    return overnight_planned["dev"]
 
 
 def test_a_batch_runs_from_its_window_start_to_its_deadline_on_a_keda_cron_schedule(overnight):
@@ -209,3 +212,89 @@ def test_a_batch_service_refuses_what_only_interactive_traffic_has(section, valu
     data[section] = value if section == "environments" else {**data.get(section, {}), **value}
     with pytest.raises(ValidationError, match=field.rsplit(".", 1)[-1]):
         Requirements.model_validate(data)
+
+
+# --- the schedule deployed ------------------------------------------------------------------------------------------
+
+SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"
+
+
+@pytest.fixture(scope="module")
+def overnight_review(tmp_path_factory):
+    """`blueprint preview overnight-summaries-prod` of the held-back folder planned into a scratch stacks folder."""
+    from tests.kept_apart import plan_folder, review
+
+    stacks_dir = tmp_path_factory.mktemp("batch-preview") / "stacks"
+    plan_folder(Path(shutil.copytree(FOLDER, stacks_dir / "requirements")), stacks_dir)
+    return review("overnight-summaries-prod", stacks_dir)
+
+
+def test_the_overnight_stack_scales_on_its_cron_schedule_and_to_zero_outside_it(overnight_review, overnight_planned):
+    bp = overnight_planned["prod"]
+    [scaled] = [r.inputs for r in overnight_review.resources if r.type == SCALED_OBJECT]
+    spec = scaled["spec"]
+    assert spec["triggers"] == [{"type": "cron", "metadata": {
+        "timezone": "Europe/Berlin", "start": "0 22 * * *", "end": "0 4 * * *",
+        "desiredReplicas": str(bp.batch.replicas)}}]
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (0, bp.batch.replicas)
+    # The whole fleet at once at the window's start, as the replay starts it.
+    [up] = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleUp"]["policies"]
+    assert up["value"] >= bp.batch.replicas
+
+
+def test_the_overnight_stack_previews_clean_in_production(overnight_review):
+    # The cron trigger wakes without a pod (signals), and a schedule is not production scaling to zero (policy).
+    assert overnight_review.clean, (overnight_review.manifest_problems, overnight_review.mandatory_violations,
+                                    overnight_review.deployability, overnight_review.signals)
+
+
+def test_a_whole_day_batch_is_pinned_at_its_replicas(nightly):
+    from blueprints.review.preview import run_under_mocks
+    from components.autoscaling import KubernetesScaler, KubernetesScalerArgs
+
+    run = run_under_mocks(lambda: KubernetesScaler("s", KubernetesScalerArgs(
+        blueprint=nightly, deployment_name="d", namespace="serving", prometheus_url="http://prom:9090")),
+        stack=nightly.stack)
+    spec = run.one(SCALED_OBJECT).inputs["spec"]
+    assert spec["minReplicaCount"] == spec["maxReplicaCount"] == nightly.batch.replicas
+
+
+@pytest.mark.parametrize(("triggers", "refused"), [
+    ([{"type": "cron", "metadata": {"start": "0 22 * * *", "end": "0 4 * * *", "timezone": "UTC",
+                                    "desiredReplicas": "3"}}], False),
+    ([{"type": "cron", "metadata": {}}, {"type": "prometheus", "metadata": {}}], True),
+    ([{"type": "prometheus", "metadata": {}}], True), ([], True)])
+def test_production_lets_only_a_cron_schedule_scale_a_scaled_object_to_zero(triggers, refused):
+    from test_policy_stack_compliance import bucket
+    from test_policy_support import policy_resource, stack_violations
+
+    scaler = policy_resource(SCALED_OBJECT, {"spec": {"minReplicaCount": 0, "triggers": triggers}}, name="s")
+    found = stack_violations("compliance-production", [bucket(production=True), scaler], {"production": True})
+    assert bool(found) is refused
+
+
+def test_tokens_per_day_convert_with_the_mean_request_and_a_dump_loads_again():
+    from blueprints.requirements.service import Requirements
+
+    data = _requirements(requests_per_day=None, tokens_per_day=2_200_000_000)
+    data["traffic"]["batch"].pop("requests_per_day")
+    req = Requirements.model_validate(data)
+    traffic = req.traffic
+    assert traffic.batch_requests_per_day == pytest.approx(1_000_000)  # 2,000 + 200 tokens a request
+    assert traffic.peak_requests_per_s == pytest.approx(1_000_000 / (24 * 3600))
+    # A validated file's dump (as a refusal's proven hints re-validate it) carries the derived rate: it loads again.
+    again = Requirements.model_validate(req.model_dump(mode="json"))
+    assert again.traffic.peak_requests_per_s == traffic.peak_requests_per_s
+
+
+def test_blueprint_simulate_replays_a_batch_stacks_run_against_its_deadline(project, nightly):
+    _cli("plan", str(project / "nightly-summaries.yaml"), "--as-of", PLAN_DATE.isoformat())  # the stack config
+    result = _cli("simulate", "nightly-summaries-prod", "--stacks-dir", str(project.parent), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["completion_hours"] == pytest.approx(nightly.batch.completion_hours, abs=1e-3)
+    assert data["within_deadline"] and data["deadline_hours"] == 24
+    assert data["done_by_hour"][-1] == 1.0 and data["done_by_hour"] == sorted(data["done_by_hour"])
+    refused = _cli("simulate", "nightly-summaries-prod", "--stacks-dir", str(project.parent), "--days", "2",
+                   "--out", str(project.parent / "plots"))
+    assert refused.exit_code == 2 and "--out" in refused.output

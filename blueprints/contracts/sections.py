@@ -636,7 +636,8 @@ class BatchPlan(ClosedModel):
     """A batch service's daily run (requirements `traffic.batch`, `blueprints.plan.batch`) and its replay
     (`blueprints.simulate.batch`): the fleet runs from the window's start until the deadline, none outside it."""
 
-    requests_per_day: float = Field(gt=0, le=1e13, description="this environment's requests a day (x traffic_scale)")
+    requests_per_day: float = Field(gt=0, le=bounds.MAX_BATCH_REQUESTS_PER_DAY * bounds.MAX_TRAFFIC_SCALE,
+                                    description="this environment's requests a day (x traffic_scale)")
     deadline_hours: float = Field(gt=0, le=24)
     window_start_hour: int = Field(ge=0, le=23, description="local time in `timezone`")
     window_hours: int = Field(ge=1, le=24)

@@ -24,7 +24,7 @@ from typing import Callable
 from blueprints.catalog import load_catalog
 from blueprints.core import bounds
 from blueprints.contracts.blueprint import Blueprint
-from blueprints.contracts.sections import BatchPlan, KedaCron
+from blueprints.contracts.sections import Archetype, BatchPlan, KedaCron
 from blueprints.core.errors import RequirementsError, SizingError
 from blueprints.plan.engines import with_token_prices
 from blueprints.plan.unit_costs import unit_costs
@@ -92,6 +92,10 @@ def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requireme
                 if attempt == 0:  # a deadline too short for any replica may be why: say so rather than the fleet
                     _check_deadline(batch, size(batch_requirements(req, bounds.MIN_PEAK_REQUESTS_PER_S), env))
                 raise
+            if bp.archetype is not Archetype.VLLM_GPU:
+                raise RequirementsError(f"environments.{env}: a batch is planned on vllm-gpu (GPU nodes), not "
+                                        f"{bp.archetype.value}; allow nvidia-gpu in hardware.accelerators and plan "
+                                        "on the shared platform's or an existing cluster", rule="batch-service")
             replay = replay_batch(bp, requests=requests)
             spare_s = _check_deadline(batch, bp, replay)
             if replay.completion_s <= deadline_s:

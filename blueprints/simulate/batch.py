@@ -46,6 +46,16 @@ class BatchReplay:
         return tuple(round(self.done_by(3600 * (h + 1)), 4) for h in range(max(1, hours)))
 
 
+def replay_json(replay: BatchReplay, *, deadline_hours: float) -> dict:
+    """`blueprint simulate <batch stack> --json`: {requests, replicas, requests_per_s_per_replica, start_s,
+    request_latency_s, completion_hours, deadline_hours, within_deadline, done_by_hour (shares 0-1, one an hour)}."""
+    return {"requests": replay.requests, "replicas": replay.replicas,
+            "requests_per_s_per_replica": round(replay.requests_per_s_per_replica, 4), "start_s": replay.start_s,
+            "request_latency_s": round(replay.request_latency_s, 2),
+            "completion_hours": round(replay.completion_s / 3600, 3), "deadline_hours": deadline_hours,
+            "within_deadline": replay.completion_s <= deadline_hours * 3600, "done_by_hour": list(replay.hourly())}
+
+
 def replay_batch(bp: Blueprint, *, requests: float, replicas: int | None = None) -> BatchReplay:
     """Replay a planned vLLM blueprint's batch run of `requests` on `replicas` (default: its planned replicas).
 
