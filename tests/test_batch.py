@@ -298,3 +298,12 @@ def test_blueprint_simulate_replays_a_batch_stacks_run_against_its_deadline(proj
     refused = _cli("simulate", "nightly-summaries-prod", "--stacks-dir", str(project.parent), "--days", "2",
                    "--out", str(project.parent / "plots"))
     assert refused.exit_code == 2 and "--out" in refused.output
+
+
+def test_a_scheduled_batch_pages_only_when_replicas_asked_for_do_not_come_up(overnight_planned, nightly):
+    from blueprints.contracts.observability import slo_alerts
+
+    [scheduled] = [r for r in slo_alerts(overnight_planned["prod"]) if r.name == "ServingReplicasUnavailable"]
+    assert "kube_deployment_spec_replicas" in scheduled.expr  # none outside the schedule is no outage
+    [all_day] = [r for r in slo_alerts(nightly) if r.name == "ServingReplicasUnavailable"]
+    assert "kube_deployment_spec_replicas" not in all_day.expr

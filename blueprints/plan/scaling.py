@@ -77,7 +77,9 @@ def scaling_reasons(bp: Blueprint, platform: PlatformConfig | None) -> list[str]
     why = []
     if a.metric == FIXED_REPLICAS:
         return why  # the edge plan says why it has no autoscaler
-    if bp.archetype is Archetype.VLLM_GPU:
+    if bp.batch is not None:
+        pass  # a batch's schedule is its own reason (`blueprints.plan.batch`), its signal unread
+    elif bp.archetype is Archetype.VLLM_GPU:
         why.append(f"KEDA scales on requests running per replica ({a.metric}), target {a.target:g}: "
                    "what a replica runs at its share of the planned peak (rounded up), from the capacity the "
                    f"replicas were sized with, so at the peak the autoscaler asks for exactly {bp.compute.replicas} "
@@ -338,10 +340,10 @@ def finish(bp: Blueprint, platform: PlatformConfig | None, alerting: AlertingSpe
 
     bp = scaling_targets(bp)
     if predict is not None:
+        bp = predict(bp)
         where, note = alerting_for(bp, platform, alerting, required=alerts_required)
-        bp = bp.model_copy(update={"alerting": where,
-                                   "rationale": [*bp.rationale, *scaling_reasons(bp, platform), note]})
-        return predict(bp)
+        return bp.model_copy(update={"alerting": where,
+                                     "rationale": [*bp.rationale, *scaling_reasons(bp, platform), note]})
     if floor_is_set:
         result, floor_note = simulate(bp, days=1), None
         slo = bp.slo

@@ -200,7 +200,7 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
             ["autoscaling", scaling],
             ["monthly cost", f"${p.monthly_cost_usd:,.2f} provisioned for the peak"
              + (" (spot estimate)" if p.cost_is_estimate else "")]]
-    if p.max_monthly_cost_usd is not None:
+    if p.max_monthly_cost_usd is not None and bp.batch is None:  # a batch runs its planned replicas, no more
         rows.append(["at most", f"${p.max_monthly_cost_usd:,.2f} at the autoscaler's maximum of "
                      f"{bp.autoscaling.max_replicas} replica(s) (what budget.max_monthly_usd applies to)"])
     if p.expected_monthly_cost_usd is not None:
@@ -441,7 +441,7 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
     if not report.is_platform and report.blueprint.predictions.expected_monthly_cost_usd is not None:
         p = report.blueprint.predictions
         most = f", at most ${p.max_monthly_cost_usd:,.2f} at the autoscaler's maximum" \
-            if p.max_monthly_cost_usd is not None else ""
+            if p.max_monthly_cost_usd is not None and report.blueprint.batch is None else ""
         met = f", SLO met in {p.slo_attainment:.1%} of minutes" if p.slo_attainment is not None else ""
         console.print(f"[bold]Expected monthly cost[/]: ${p.expected_monthly_cost_usd:,.2f} ("
                       f"{'batch run hours' if report.blueprint.batch else 'fleet simulation'}; "
