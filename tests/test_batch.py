@@ -307,3 +307,20 @@ def test_a_scheduled_batch_pages_only_when_replicas_asked_for_do_not_come_up(ove
     assert "kube_deployment_spec_replicas" in scheduled.expr  # none outside the schedule is no outage
     [all_day] = [r for r in slo_alerts(nightly) if r.name == "ServingReplicasUnavailable"]
     assert "kube_deployment_spec_replicas" not in all_day.expr
+
+
+@pytest.mark.parametrize(("budget", "plans"), [(1_000, True), (500, False)])
+def test_the_budget_applies_to_the_batchs_run_hours(budget, plans):
+    from blueprints.catalog import load_catalog
+    from blueprints.core.errors import SizingError
+    from blueprints.plan.planner import plan
+    from blueprints.requirements.service import load_requirements
+
+    req = load_requirements(FOLDER / "overnight-summaries.yaml")
+    req = req.model_copy(update={"budget": req.budget.model_copy(update={"max_monthly_usd": budget})})
+    if plans:  # the fleet all day costs over $2,000 a month; its 6 h run $630
+        [bp] = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"])
+        assert bp.batch.monthly_cost_usd <= budget < bp.predictions.monthly_cost_usd
+    else:
+        with pytest.raises(SizingError, match="budget.max_monthly_usd=500"):
+            plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"])

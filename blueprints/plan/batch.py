@@ -40,10 +40,12 @@ MAX_PLANS = 4
 
 def batch_requirements(req: Requirements, rate_per_s: float) -> Requirements:
     """`req` as a steady stream at `rate_per_s` requests/s (before `traffic_scale`), self-hosted (with preference
-    `any`): what the option search sizes. Not re-validated: only the rate and the preference change."""
+    `any`), with no budget (it applies to the run's hours, `batch_predictions`, not to the fleet all month): what the
+    option search sizes. Not re-validated: only the rate, the preference and the budget change."""
     traffic = req.model_entries()[0][1].model_copy(update={"peak_requests_per_s": rate_per_s})
     update: dict = ({"traffic": traffic} if req.traffic is not None else
                     {"model": req.model.model_copy(update={"traffic": traffic})})  # type: ignore[union-attr]
+    update["budget"] = req.budget.model_copy(update={"max_monthly_usd": None})
     if req.operations.preference is OperationsPreference.ANY:
         update["operations"] = req.operations.model_copy(update={"preference": OperationsPreference.SELF_HOSTED})
     return req.model_copy(update=update)
@@ -107,7 +109,14 @@ def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requireme
                               f"after the window's start, beyond traffic.batch.deadline_hours="
                               f"{batch.deadline_hours:g} after {MAX_PLANS} plans; raise deadline_hours or "
                               "hardware.allowed_instance_families", rule="feasible-plan")
-        planned.append(finish(bp, lambda done, r=replay: batch_predictions(done, batch, r)))
+        done = finish(bp, lambda sized, r=replay: batch_predictions(sized, batch, r))
+        budget = req.budget.max_monthly_usd
+        if budget is not None and done.batch.monthly_cost_usd > budget:  # type: ignore[union-attr]
+            raise SizingError(f"environments.{env}: the batch's run, {done.batch.replicas} replica(s) of "  # type: ignore[union-attr]
+                              f"{done.compute.instance_type} for {done.batch.run_hours:g} h a day, costs "  # type: ignore[union-attr]
+                              f"${done.batch.monthly_cost_usd:,.0f}/month, above budget.max_monthly_usd="  # type: ignore[union-attr]
+                              f"{budget:,.0f}; raise the budget (it is the cheapest run finishing by the deadline)")
+        planned.append(done)
     return planned
 
 
