@@ -324,3 +324,16 @@ def test_the_budget_applies_to_the_batchs_run_hours(budget, plans):
     else:
         with pytest.raises(SizingError, match="budget.max_monthly_usd=500"):
             plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"])
+
+
+def test_plan_md_states_the_completion_against_the_deadline_the_run_cost_and_the_unit_costs(overnight_review,
+                                                                                          overnight_planned):
+    from blueprints.plan.unit_costs import describe
+    from blueprints.review.report.stack import render_markdown
+
+    bp = overnight_planned["prod"]
+    text = render_markdown(overnight_review)
+    assert f"completes in {bp.batch.completion_hours:.2f} h of 6 h deadline" in text
+    assert f"${bp.predictions.expected_monthly_cost_usd:,.2f} (the batch's run hours only)" in text
+    assert describe(bp.predictions.unit_costs.expected) in text
+    assert "at the autoscaler's maximum" not in text  # a batch runs its planned replicas, no more
