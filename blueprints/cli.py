@@ -408,11 +408,20 @@ def summary(bp) -> str:
     return (f"[bold]{bp.stack}[/]  {bp.archetype.value}  {bp.region}\n"
             f"  compute   {c.node_type}{f' ({c.owned_nodes} owned)' if c.owned_nodes else ''}{gpus}; "
             f"{c.replicas} replica(s) at peak, "
-            + (f"fixed {a.min_replicas}" if a.metric == "fixed" else f"autoscale {a.min_replicas}-{a.max_replicas}")
+            + (f"fixed {a.min_replicas}" if a.metric == "fixed" else
+               (f"{bp.batch.replicas} during the batch run, 0 outside" if bp.batch.keda_cron else
+                f"{bp.batch.replicas} all day (the batch run)") if bp.batch is not None else f"autoscale {a.min_replicas}-{a.max_replicas}")
             + "\n"
             f"  predicts  {latency}; {p.requests_per_s_capacity:g} requests/s capacity\n"
             + _band(bp)
-            + f"  cost      {cost}{_expected(p)}")
+            + f"  cost      {cost}{_expected(p, batch=bp.batch is not None)}" + _batch(bp))
+
+
+def _batch(bp) -> str:
+    """A batch service's run: completion against the deadline, schedule and cost (rich markup), or ''."""
+    from blueprints.plan.batch import describe_batch
+
+    return "" if bp.batch is None else f"\n  batch     {escape(describe_batch(bp.batch))}"
 
 
 def _band(bp) -> str:
@@ -443,19 +452,24 @@ def pipeline_summary(bp) -> str:
             f"  review    `blueprint preview {bp.pipeline.service}-{bp.environment}` (both parts, one report)")
 
 
-def _expected(p) -> str:
+def _expected(p, *, batch: bool = False) -> str:
     """The autoscaler's maximum (what the budget applies to), and the simulation's expected cost and SLO attainment
-    beside the peak cost, and the unit costs (rich markup)."""
+    beside the peak cost, and the unit costs (rich markup). `batch`: a batch service's run hours, not a simulated
+    day, are its expected cost, and it runs no more than its planned replicas."""
     from blueprints.plan.unit_costs import describe as describe_unit_costs
 
     most = f"\n  at most   ${p.max_monthly_cost_usd:,.0f}/month at the autoscaler's maximum" \
-        if p.max_monthly_cost_usd is not None else ""
+        if p.max_monthly_cost_usd is not None and not batch else ""
     if p.expected_monthly_cost_usd is None:
         return most
     unit = (f"\n  unit cost {escape(describe_unit_costs(p.unit_costs.expected))} (expected; provisioned for the peak: "
             f"{escape(describe_unit_costs(p.unit_costs.provisioned))})" if p.unit_costs is not None else "")
-    return (f"{most}\n  simulated ~${p.expected_monthly_cost_usd:,.0f}/month expected (peak-provisioned "
-            f"${p.monthly_cost_usd:,.0f}), SLO met in {p.slo_attainment:.1%} of minutes{unit}{_engines(p)}")
+    met = f", SLO met in {p.slo_attainment:.1%} of minutes" if p.slo_attainment is not None else ""
+    head = (f"batch run ~${p.expected_monthly_cost_usd:,.0f}/month expected (the same fleet all day "
+            f"${p.monthly_cost_usd:,.0f})" if batch else
+            f"simulated ~${p.expected_monthly_cost_usd:,.0f}/month expected (peak-provisioned "
+            f"${p.monthly_cost_usd:,.0f})")
+    return f"{most}\n  {head}{met}{unit}{_engines(p)}"
 
 
 def _engines(p) -> str:
@@ -603,7 +617,10 @@ def simulate(
 ) -> None:
     """Replay traffic against the planned fleet with its autoscaler's real settings and the capacity model; report
     the SLO violations first (minutes over a p95 target, the longest run, the worst p95s), then SLO attainment,
-    queues, cold starts, replica-hours and the expected monthly cost beside the peak cost.
+    queues, cold starts, replica-hours and the expected monthly cost beside the peak cost. A batch stack
+    (`traffic.batch`): its day's run replayed, the completion time against the deadline first (`--json`: requests,
+    replicas, requests_per_s_per_replica, start_s, request_latency_s, completion_hours, deadline_hours,
+    within_deadline, done_by_hour).
 
     Exit 2 on a missing or invalid stack config, a platform stack, or an invalid trace.
     """
@@ -621,6 +638,9 @@ def simulate(
             raise BlueprintError(f"{stack} is a compound service's environment: simulate each part's fleet, "
                                  f"`blueprint simulate {parts[0]}` and `blueprint simulate {parts[1]}`")
         bp = read_stack_config(stack_config_path(stacks_dir, stack))
+        if bp.batch is not None:
+            _simulate_batch(bp, trace=trace, out_path=out_path, as_json=as_json)
+            return
         result = run(bp, trace=read_trace(trace) if trace is not None else None, days=days)
         if out_path is not None:
             write_plot(result, out_path / "plot.svg")
@@ -640,6 +660,24 @@ def simulate(
             typer.echo(f"{key:<30} {data[key]}")
     if out_path is not None:
         err.print(f"[green]wrote[/] {out_path}/plot.svg, plot.png and simulation.md")
+
+
+def _simulate_batch(bp, *, trace: Optional[Path], out_path: Optional[Path], as_json: bool) -> None:
+    """`blueprint simulate` of a batch stack: its day's run replayed (`blueprints.simulate.batch`), the completion
+    against the deadline first."""
+    from blueprints.simulate.batch import replay_batch, replay_json
+
+    if trace is not None or out_path is not None:
+        raise BlueprintError(f"{bp.stack} is a batch service: `blueprint simulate {bp.stack}` replays its daily run "
+                             "(--trace and --out are for interactive traffic's simulated day); drop them")
+    data = replay_json(replay_batch(bp, requests=bp.batch.requests_per_day), deadline_hours=bp.batch.deadline_hours)
+    if as_json:
+        typer.echo(json.dumps(data, sort_keys=True))
+        return
+    typer.echo(f"batch: completes in {data['completion_hours']:.2f} h of {data['deadline_hours']:g} h deadline"
+               + ("" if data["within_deadline"] else " (LATE)"))
+    for key in ("requests", "replicas", "requests_per_s_per_replica", "start_s", "request_latency_s", "done_by_hour"):
+        typer.echo(f"{key:<30} {data[key]}")
 
 
 @app.command()

@@ -1,5 +1,7 @@
 """Autoscaling for each archetype, from the blueprint and the one scaling signal in `blueprints.contracts.observability`.
 
+- A batch service (`Blueprint.batch`): a KEDA `ScaledObject` whose one `cron` trigger holds the planned replicas from
+  the window's start to the deadline and none outside (minReplicaCount 0); always on when that is the whole day.
 - vLLM / Triton: a KEDA `ScaledObject` on the Prometheus signal (requests running / pending per replica), scale-in
   stabilised for longer than a cold start. A stack planned to scale to zero (never in production) also gets the KEDA
   HTTP add-on's path (0.15: an `InterceptorRoute` and an `external-push` trigger, the non-deprecated API; the
@@ -23,6 +25,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.sections import KedaCron
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.contracts.client_api import api_base_path
 from blueprints.contracts.observability import scaling_signal
@@ -79,6 +82,14 @@ def interceptor_route_spec(bp: Blueprint, service_name: str) -> dict:
     }
 
 
+def batch_trigger(cron: KedaCron) -> dict:
+    """A batch's KEDA `cron` trigger: `desiredReplicas` from `start` to `end` in `timezone` (KEDA 2.20.2
+    pkg/scalers/cron_scaler.go L30-36, every key required and a string as trigger metadata is; the catalog's keda
+    `cron_scaler` facts), so the ScaledObject runs the planned fleet only then, none outside."""
+    return {"type": "cron", "metadata": {"timezone": cron.timezone, "start": cron.start, "end": cron.end,
+                                         "desiredReplicas": str(cron.desired_replicas)}}
+
+
 class KubernetesScaler(pulumi.ComponentResource):
     """A KEDA ScaledObject (the plan's signal; with scale to zero also the HTTP add-on's InterceptorRoute and proxy
     Service) or, for CPU archetypes, an HPA on CPU. Outputs: `kind`, `endpoint` (the proxy URL, ending in the API's base
@@ -97,12 +108,22 @@ class KubernetesScaler(pulumi.ComponentResource):
                                 "policies": [{"type": "Pods", "value": 2, "periodSeconds": 60}]}}
         signal = scaling_signal(bp)
         self.endpoint: pulumi.Input[str] | None = None
+        cron = bp.batch.keda_cron if bp.batch is not None else None
+        # A batch runs its planned replicas: on its cron schedule, or pinned all day (its queue would otherwise keep
+        # the running-requests signal above target and scale it to the autoscaler's maximum).
+        min_count, max_count = ((0 if cron else bp.batch.replicas, bp.batch.replicas) if bp.batch is not None else
+                                (a.min_replicas, a.max_replicas))
         if signal is not None:
             triggers = [{"type": "prometheus", "metricType": signal.metric_type, "metadata": {
                 "serverAddress": args.prometheus_url, "query": signal.query,
                 "threshold": f"{signal.threshold:g}", "ignoreNullValues": "true"}}]
             route = []
-            if a.min_replicas == 0:
+            if cron is not None:  # a batch: its fleet from the window's start to the deadline, none outside
+                triggers = [batch_trigger(cron)]
+                # Every replica at once at the window's start (the replay starts them together).
+                behavior["scaleUp"]["policies"] = [{"type": "Pods", "value": max(2, cron.desired_replicas),
+                                                    "periodSeconds": 60}]
+            elif a.min_replicas == 0:
                 route, trigger = self._wake_path(name, bp, args, labels, child)
                 triggers.append(trigger)
             spec = {
@@ -112,8 +133,8 @@ class KubernetesScaler(pulumi.ComponentResource):
                 "cooldownPeriod": a.cooldown_s,
                 # No scale-in during the first cold start (KEDA >= 2.13).
                 "initialCooldownPeriod": bp.startup.total_s,
-                "minReplicaCount": a.min_replicas,
-                "maxReplicaCount": a.max_replicas,
+                "minReplicaCount": min_count,
+                "maxReplicaCount": max_count,
                 "advanced": {"horizontalPodAutoscalerConfig": {"behavior": behavior}},
                 "triggers": triggers,
             }

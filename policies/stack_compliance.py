@@ -153,6 +153,9 @@ def _production(resources: Sequence[Res], record: Res | None, _: dict[str, Any])
         if res.type == SCALED_OBJECT:
             low = get(res.props, "spec", "minReplicaCount")
             low = 0 if low is None else low  # KEDA's default minReplicaCount is 0
+            triggers = get(res.props, "spec", "triggers") or []
+            if triggers and all(isinstance(t, dict) and t.get("type") == "cron" for t in triggers):
+                low = None  # a batch's schedule: no request waits on a cold start outside it
         elif res.type in HPAS:
             low = get(res.props, "spec", "minReplicas")
             low = 1 if low is None else low

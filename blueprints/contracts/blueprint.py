@@ -21,7 +21,7 @@ from blueprints.requirements.fields import (
 from blueprints.core.jsontypes import ClosedModel, absent_when_none
 from blueprints.contracts.consistency import blueprint_problems
 from blueprints.contracts.sections import (
-    BLUEPRINT_SCHEMA_VERSION, MAX_TAGS, Alerting, AppliedOverride, Archetype, Autoscaling, ComplianceRecord, Compute, Engine, Network,
+    BLUEPRINT_SCHEMA_VERSION, MAX_TAGS, Alerting, AppliedOverride, Archetype, Autoscaling, BatchPlan, ComplianceRecord, Compute, Engine, Network,
     PILOT_EXPIRES_TAG, Pipeline, PilotRecord, PlatformSpec, Predictions, RolesAnywhereSpec, SageMakerEngine,
     ServedModel, SloTargets, StartupBudget,
     Storage,
@@ -70,6 +70,9 @@ class Blueprint(ClosedModel):
                                       description="vLLM with prompt reuse over more than one replica: "
                                       "the prefix/session-aware router in front (blueprints.contracts.router; absent: "
                                       "the Service spreads requests)")
+    batch: BatchPlan | None = Field(default=None, exclude_if=absent_when_none, description="a batch service "
+                                    "(requirements traffic.batch): its daily run, schedule and simulated completion; "
+                                    "absent: interactive traffic")
     pilot: PilotRecord | None = Field(default=None, exclude_if=absent_when_none, description="a pilot stack of a "
                                       "finalist (`blueprint pilot`), on its environment's platform until it expires; "
                                       "absent: the environment's own stack (`blueprint plan`)")

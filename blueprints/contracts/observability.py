@@ -171,7 +171,9 @@ def slo_alerts(bp: Blueprint) -> list[AlertRule]:
     deployment = _selector(bp, f'deployment="{name}"')
     rules.append(AlertRule("ServingPodRestarting", f"increase(kube_pod_container_status_restarts_total{pods}[15m]) > 0",
                            "0m", "ticket", "A serving container restarted: check OOM kills and probe failures"))
-    if bp.autoscaling.min_replicas >= 1:
+    # A batch on its cron schedule has none outside it, as a scaled-to-zero stack has none while idle.
+    scheduled = bp.batch is not None and bp.batch.keda_cron is not None
+    if bp.autoscaling.min_replicas >= 1 and not scheduled:
         rules.append(AlertRule("ServingReplicasUnavailable",
                                f"kube_deployment_status_replicas_available{deployment} < "
                                f"{bp.autoscaling.min_replicas}", "15m", "page",
@@ -182,7 +184,8 @@ def slo_alerts(bp: Blueprint) -> list[AlertRule]:
                                f"kube_deployment_spec_replicas{deployment} - "
                                f"kube_deployment_status_replicas_available{deployment} > 0", f"{wait_min}m", "page",
                                "Replicas asked for by the autoscaler are not available after 1.5 cold starts (the "
-                               "minimum is 0, so no replica at all is normal while idle)"))
+                               "minimum is 0, so no replica at all is normal while idle or outside a batch's "
+                               "schedule)"))
     return [*rules, *router_alerts(bp)]
 
 

@@ -612,6 +612,51 @@ class UnitCosts(ClosedModel):
     provisioned: UnitPrices = Field(description="priced with monthly_cost_usd (the peak's fleet all month)")
 
 
+class KedaCron(ClosedModel):
+    """A KEDA `cron` trigger's metadata (KEDA 2.20.2 pkg/scalers/cron_scaler.go L30-36: `start`, `end`, `timezone`,
+    `desiredReplicas`, all required; blueprints/catalog/addons.yaml keda `cron_scaler`): `desiredReplicas` replicas
+    from `start` until `end` (five-field cron expressions in `timezone`), the ScaledObject's minimum outside."""
+
+    start: str = Field(pattern=r"^[0-9]{1,2} [0-9]{1,2} \* \* \*$", description="minute hour * * * (daily)")
+    end: str = Field(pattern=r"^[0-9]{1,2} [0-9]{1,2} \* \* \*$", description="minute hour * * * (daily); never "
+                     "`start` (cron_scaler.go L48-50 refuses it)")
+    timezone: str = Field(max_length=64, description="IANA time zone (Go's time.LoadLocation, cron_scaler.go L124)")
+    desired_replicas: int = Field(ge=1, le=bounds.MAX_REPLICAS, description="desiredReplicas (0 is refused, "
+                                  "cron_scaler.go L52-54)")
+
+    @model_validator(mode="after")
+    def _start_not_end(self) -> KedaCron:
+        if self.start == self.end:
+            raise ValueError(f"start and end are both {self.start!r}: KEDA's cron scaler refuses equal schedules "
+                             "(cron_scaler.go L48-50); re-plan with `blueprint plan`")
+        return self
+
+
+class BatchPlan(ClosedModel):
+    """A batch service's daily run (requirements `traffic.batch`, `blueprints.plan.batch`) and its replay
+    (`blueprints.simulate.batch`): the fleet runs from the window's start until the deadline, none outside it."""
+
+    requests_per_day: float = Field(gt=0, le=bounds.MAX_BATCH_REQUESTS_PER_DAY * bounds.MAX_TRAFFIC_SCALE,
+                                    description="this environment's requests a day (x traffic_scale)")
+    deadline_hours: float = Field(gt=0, le=24)
+    window_start_hour: int = Field(ge=0, le=23, description="local time in `timezone`")
+    window_hours: int = Field(ge=1, le=24)
+    timezone: str = Field(max_length=64)
+    run_hours: float = Field(gt=0, le=24, description="hours a day the fleet runs: from the window's start to the "
+                             "deadline (what the expected monthly cost counts)")
+    replicas: int = Field(ge=1, le=bounds.MAX_REPLICAS, description="replicas during the run")
+    requests_per_s_per_replica: float = Field(gt=0, le=1e9, description="one replica's throughput with its batch "
+                                              "full (a closed loop at max_num_seqs, the queue never empty)")
+    start_s: float = Field(ge=0, le=86_400, description="the fleet's cold start at the window's start, s")
+    request_latency_s: float = Field(ge=0, le=86_400, description="one request's latency at that operating point "
+                                     "(p95), s")
+    completion_hours: float = Field(ge=0, le=1e4, description="simulated: the day's work done, hours after the "
+                                    "window's start")
+    monthly_cost_usd: Usd = Field(description="the fleet's nodes for run_hours a day, plus the stack's fixed items")
+    keda_cron: KedaCron | None = Field(default=None, description="the ScaledObject's cron trigger; none when the "
+                                       "run lasts the whole day (always on)")
+
+
 class EngineOption(ClosedModel):
     """One serving engine's cheapest option for this stack: a row of the plan's engine table
     (`blueprints.plan.engines`). Costs are peak-provisioned (the engine's nodes for the peak plus the stack's fixed

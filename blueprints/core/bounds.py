@@ -20,6 +20,16 @@ MIN_PEAK_REQUESTS_PER_S = 0.001
 #: Highest peak arrival rate per model and environment, requests/s (8.6 billion a day). Above it even the smallest
 #: model needs more replicas than one stack scales to (`MAX_REPLICAS`); split the load over several services.
 MAX_PEAK_REQUESTS_PER_S = 100_000.0
+#: A batch's daily volume (`traffic.batch.requests_per_day`, `tokens_per_day`): at most the highest peak rate for a
+#: whole day (8.64 billion requests), and tokens at most that many requests of 2,000 tokens. Below the lowest, the
+#: rate it is planned at (`MIN_PEAK_REQUESTS_PER_S`) is checked where it is derived.
+MAX_BATCH_REQUESTS_PER_DAY = MAX_PEAK_REQUESTS_PER_S * 86_400
+MAX_BATCH_TOKENS_PER_DAY = MAX_BATCH_REQUESTS_PER_DAY * 2_000
+#: Shortest batch deadline, hours (36 s): any shorter is below one node's start; the planner refuses one shorter than
+#: a replica's start and one request's latency. Longest: a day (a daily batch's deadline never reaches the next one's
+#: window).
+MIN_BATCH_DEADLINE_HOURS = 0.01
+MAX_BATCH_DEADLINE_HOURS = 24.0
 #: Lowest and highest share of the peak an environment sees (`environments.<env>.traffic_scale`).
 MIN_TRAFFIC_SCALE = 0.001
 MAX_TRAFFIC_SCALE = 10.0
@@ -100,6 +110,12 @@ REASONS: dict[str, str] = {
     "peak_requests_per_s": "a peak is 0.001-100,000 requests/s per model: below it no fleet is sized by its peak, "
                            "above it one stack's 1,000 replicas cannot serve it",
     "traffic_scale": "an environment sees 0.001-10x the peak",
+    "requests_per_day": "a batch is 1 to 8.64 billion requests a day (100,000 requests/s for a whole day)",
+    "tokens_per_day": "a batch is 1 to 17.3 trillion tokens a day (8.64 billion requests of 2,000 tokens)",
+    "deadline_hours": "a daily batch's deadline is 0.01-24 hours after its window's start",
+    "start_hour": "an hour of the day, 0-23 (local time in the window's timezone)",
+    "end_hour": "an hour of the day, 0-23 (local time in the window's timezone)",
+    "length_hours": "a window is 1-24 hours long",
     "mean_input_tokens": "token counts are at most 2^20 (8x the longest context in the catalog)",
     "mean_output_tokens": "token counts are at most 2^20 (8x the longest context in the catalog)",
     "input_tokens_p95": "token counts are at most 2^20 (8x the longest context in the catalog)",

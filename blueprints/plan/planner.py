@@ -217,6 +217,12 @@ def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: 
                               finish=lambda part, bp: _finish_service(part, ctx, [bp], alerting=alerting)[0])
         planned = plan_pipeline(req, parts, names, catalog=catalog, plan_part=planner)
         _check_parts_gpus(planned, limits)
+    elif req.batch is not None:  # a daily batch: the lowest cost finishing by its deadline (blueprints.plan.batch)
+        from blueprints.plan.batch import plan_batch
+
+        planned = plan_batch(req, names, size=lambda fixed, env: _plan_sized(fixed, catalog, ctx, [env])[0],
+                             finish=lambda bp, predict: _finish_service(req, ctx, [bp], alerting=alerting,
+                                                                        predict=predict)[0])
     else:
         planned = _plan_service(req, catalog, ctx, names, alerting=alerting)
     return apply_overrides(planned, req, guardrails=limits)
@@ -252,9 +258,11 @@ def _plan_service(req: Requirements, catalog: Catalog, ctx: PlanContext, names: 
 
 
 def _finish_service(req: Requirements, ctx: PlanContext, planned: list[Blueprint], *,
-                    alerting: AlertingSpec | None) -> list[Blueprint]:
+                    alerting: AlertingSpec | None,
+                    predict: Callable[[Blueprint], Blueprint] | None = None) -> list[Blueprint]:
     """`_plan_sized`'s blueprints finished: scaling targets, warm floor, alerting and the fleet simulation
-    (`blueprints.plan.scaling.finish`), the cluster's add-ons checked, the quota note."""
+    (`blueprints.plan.scaling.finish`; a batch service's `predict`, its replayed run, instead of the warm floor and
+    the simulated day), the cluster's add-ons checked, the quota note."""
     from blueprints.plan.quota import quota_note
     from blueprints.plan.cluster_addons import cluster_addon_problems
 
@@ -262,7 +270,7 @@ def _finish_service(req: Requirements, ctx: PlanContext, planned: list[Blueprint
     finished = [finish(bp, ctx.platform(req, bp.environment, managed=bp.archetype is Archetype.SAGEMAKER_ENDPOINT),
                        spec, floor_is_set=req.environments[bp.environment].min_replicas is not None,
                        goal_is_set=req.slo.attainment_pct is not None or req.slo.longest_violation_minutes is not None,
-                       alerts_required=alerting is not None)
+                       alerts_required=alerting is not None, predict=predict)
                 for bp in planned]
     # An existing cluster must run what the plan's objects need (`blueprints.plan.cluster_addons`).
     problems = cluster_addon_problems(finished, req.operations)

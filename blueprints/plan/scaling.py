@@ -13,7 +13,7 @@ utilisation the plan loads a replica to (its replicas are the peak's work over t
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from blueprints.core import defaults
 from blueprints.core.errors import RequirementsError
@@ -77,7 +77,9 @@ def scaling_reasons(bp: Blueprint, platform: PlatformConfig | None) -> list[str]
     why = []
     if a.metric == FIXED_REPLICAS:
         return why  # the edge plan says why it has no autoscaler
-    if bp.archetype is Archetype.VLLM_GPU:
+    if bp.batch is not None:
+        pass  # a batch's schedule is its own reason (`blueprints.plan.batch`), its signal unread
+    elif bp.archetype is Archetype.VLLM_GPU:
         why.append(f"KEDA scales on requests running per replica ({a.metric}), target {a.target:g}: "
                    "what a replica runs at its share of the planned peak (rounded up), from the capacity the "
                    f"replicas were sized with, so at the peak the autoscaler asks for exactly {bp.compute.replicas} "
@@ -328,12 +330,20 @@ def simulation_predictions(bp: Blueprint, result: SimulationResult) -> Blueprint
 
 
 def finish(bp: Blueprint, platform: PlatformConfig | None, alerting: AlertingSpec, *,
-           floor_is_set: bool = False, goal_is_set: bool = False, alerts_required: bool = False) -> Blueprint:
+           floor_is_set: bool = False, goal_is_set: bool = False, alerts_required: bool = False,
+           predict: Callable[[Blueprint], Blueprint] | None = None) -> Blueprint:
     """Targets, the warm floor, reasons, alerting and simulation for one planned blueprint. `floor_is_set`: the
-    requirements set this environment's min_replicas (the simulation then reports on it and does not raise it)."""
+    requirements set this environment's min_replicas (the simulation then reports on it and does not raise it).
+    `predict`: a batch service's predictions (`blueprints.plan.batch.batch_predictions`), in place of the warm floor
+    and the simulated day."""
     from blueprints.simulate.fleet import simulate
 
     bp = scaling_targets(bp)
+    if predict is not None:
+        bp = predict(bp)
+        where, note = alerting_for(bp, platform, alerting, required=alerts_required)
+        return bp.model_copy(update={"alerting": where,
+                                     "rationale": [*bp.rationale, *scaling_reasons(bp, platform), note]})
     if floor_is_set:
         result, floor_note = simulate(bp, days=1), None
         slo = bp.slo

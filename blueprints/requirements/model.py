@@ -5,6 +5,7 @@ served with. Every section is closed: a misspelt key is an error.
 
 from __future__ import annotations
 
+import math
 import re
 from enum import Enum
 
@@ -106,14 +107,8 @@ class DailyShape(Section):
             problems.append(FieldProblem("peak_hours", f"peak_hours={list(self.peak_hours)}: two different hours "
                                          "between 0 and 23, [start, end) local time, e.g. [9, 17]",
                                          rule="daily-shape-hours"))
-        from zoneinfo import available_timezones
-
-        # The IANA names only: not `localtime` (the machine's own zone) nor the `posix/` and `right/` copies.
-        if self.timezone not in available_timezones() or self.timezone in ("localtime", "Factory"):
-            problems.append(FieldProblem("timezone", f"timezone={self.timezone!r} is not an IANA time zone; write "
-                                         "one such as UTC, Europe/Berlin or America/New_York",
-                                         rule="daily-shape-hours"))
-        raise_problems(problems)
+        zone = _iana_zone_problem(self.timezone, "daily-shape-hours")
+        raise_problems([*problems, *([zone] if zone else [])])
         return self
 
 
@@ -147,11 +142,104 @@ class WeeklyShape(Section):
         return tuple(self.weekend_factor if day in self.weekend_days else 1.0 for day in WEEKDAYS)
 
 
+def _iana_zone_problem(timezone: str, rule: str) -> FieldProblem | None:
+    """`timezone` is not an IANA time zone name: the problem naming it (the machine's `localtime`, `Factory` and the
+    `posix/` and `right/` copies are not accepted)."""
+    from zoneinfo import available_timezones
+
+    if timezone in available_timezones() and timezone not in ("localtime", "Factory"):
+        return None
+    return FieldProblem("timezone", f"timezone={timezone!r} is not an IANA time zone; write one such as UTC, "
+                        "Europe/Berlin or America/New_York", rule=rule)
+
+
+class BatchWindow(Section):
+    """When a daily batch may run: from `start_hour` for `length_hours` (or until `end_hour`), local time in
+    `timezone`. The fleet exists only from the window's start until the batch's deadline (a KEDA cron trigger,
+    `blueprints.plan.batch`); outside it the service runs no replica."""
+
+    start_hour: int = Field(ge=0, le=23, description="the hour the batch may start, 0-23, local time")
+    length_hours: int | None = Field(default=None, ge=1, le=24, description="how long the window lasts, hours "
+                                     "(1-24); give this or end_hour")
+    end_hour: int | None = Field(default=None, ge=0, le=23, description="the hour the window closes, 0-23, local "
+                                 "time (before start_hour: the window spans midnight); give this or length_hours")
+    timezone: str = Field(default="UTC", max_length=64, description="IANA time zone the hours are in (e.g. "
+                          "Europe/Berlin), as traffic.daily")
+
+    @model_validator(mode="after")
+    def _one_length(self) -> BatchWindow:
+        problems = []
+        if (self.length_hours is None) == (self.end_hour is None):
+            problems.append(FieldProblem("length_hours", "give exactly one of length_hours (e.g. 8) or end_hour "
+                                         "(e.g. 6, a window from start_hour to 06:00)", rule="batch-window"))
+        elif self.end_hour is not None and self.end_hour == self.start_hour:
+            problems.append(FieldProblem("end_hour", f"end_hour={self.end_hour} equals start_hour: a window from an "
+                                         "hour to the same hour is a whole day; write length_hours: 24",
+                                         rule="batch-window"))
+        zone = _iana_zone_problem(self.timezone, "batch-window")
+        raise_problems([*problems, *([zone] if zone else [])])
+        return self
+
+    @property
+    def hours(self) -> int:
+        """The window's length, hours (1-24)."""
+        if self.length_hours is not None:
+            return self.length_hours
+        return (self.end_hour - self.start_hour) % 24  # type: ignore[operator]
+
+
+class Batch(Section):
+    """A daily batch instead of interactive traffic: its volume, and that it must finish within `deadline_hours` of
+    its `window`'s start. Planned for the lowest cost that finishes in time (`blueprints.plan.batch`): each replica
+    at its highest throughput (the largest batch its KV cache holds, no latency target), as many replicas as finish
+    the day's work by the deadline, none outside the window. A service with `traffic.batch` is a batch service: it
+    has no latency SLO (`slo` latency targets are refused) and no `peak_requests_per_s` (its planned rate is the
+    day's work over the deadline)."""
+
+    requests_per_day: float | None = Field(default=None, ge=1, le=bounds.MAX_BATCH_REQUESTS_PER_DAY,
+                                           description="requests (documents) a day; give this or tokens_per_day")
+    tokens_per_day: float | None = Field(default=None, ge=1, le=bounds.MAX_BATCH_TOKENS_PER_DAY,
+                                         description="prompt plus generated tokens a day; converted to requests with "
+                                         "traffic.mean_input_tokens + mean_output_tokens; give this or "
+                                         "requests_per_day")
+    deadline_hours: float = Field(ge=bounds.MIN_BATCH_DEADLINE_HOURS, le=bounds.MAX_BATCH_DEADLINE_HOURS,
+                                  description="the day's work finishes within this many hours of the window's start "
+                                  "(0.01-24, at most the window's length)")
+    window: BatchWindow | None = Field(default=None, description="when the batch may run: {start_hour, length_hours "
+                                       "or end_hour, timezone}; required")
+
+    @model_validator(mode="after")
+    def _volume_and_window(self) -> Batch:
+        problems = []
+        if (self.requests_per_day is None) == (self.tokens_per_day is None):
+            problems.append(FieldProblem("requests_per_day", "give exactly one of requests_per_day (documents a "
+                                         "day) or tokens_per_day (prompt plus generated tokens a day)",
+                                         rule="batch-one-volume"))
+        if self.window is None:
+            problems.append(FieldProblem("window", "a batch needs the window it may run in, e.g. window: "
+                                         "{start_hour: 22, length_hours: 8, timezone: UTC}", rule="batch-window"))
+        elif self.deadline_hours > self.window.hours:
+            problems.append(FieldProblem("deadline_hours", f"deadline_hours={self.deadline_hours:g} is beyond the "
+                                         f"window's {self.window.hours} hours: the batch cannot run after its window "
+                                         f"closes; lower deadline_hours to <= {self.window.hours} or lengthen the "
+                                         "window", rule="batch-deadline-within-window"))
+        raise_problems(problems)
+        return self
+
+    def requests(self, *, mean_input_tokens: int, mean_output_tokens: int) -> float:
+        """Requests a day: `requests_per_day`, or `tokens_per_day` over the mean request's tokens."""
+        if self.requests_per_day is not None:
+            return self.requests_per_day
+        return self.tokens_per_day / (mean_input_tokens + mean_output_tokens)  # type: ignore[operator]
+
+
 class Traffic(Section):
     """Load at peak, per model. Token counts are per request."""
 
-    peak_requests_per_s: float = Field(ge=bounds.MIN_PEAK_REQUESTS_PER_S, le=bounds.MAX_PEAK_REQUESTS_PER_S,
-                                       description="peak arrival rate in production, requests/s (0.001-100,000)")
+    peak_requests_per_s: float | None = Field(default=None, ge=bounds.MIN_PEAK_REQUESTS_PER_S,
+                                              le=bounds.MAX_PEAK_REQUESTS_PER_S, description="peak arrival rate in "
+                                              "production, requests/s (0.001-100,000); required unless `batch` is "
+                                              "given (a batch's rate is its day's work over its deadline)")
     mean_input_tokens: int = Field(default=512, ge=1, le=bounds.MAX_TOKENS, description="mean prompt length, tokens")
     mean_output_tokens: int = Field(default=256, ge=1, le=bounds.MAX_TOKENS,
                                     description="mean generated length, tokens (generative models)")
@@ -183,6 +271,9 @@ class Traffic(Section):
     sessions: Sessions | None = Field(default=None, description="multi-turn conversations that resend their history "
                                       "(blueprints/requirements/reuse.py); clients send the conversation's id in the "
                                       "x-session-id header. Default: single-turn requests")
+    batch: Batch | None = Field(default=None, description="a daily batch instead of interactive traffic: "
+                                "{requests_per_day or tokens_per_day, deadline_hours, window} (see Batch); absent: "
+                                "interactive traffic at peak_requests_per_s")
 
     @model_validator(mode="after")
     def _p95_around_mean(self) -> Traffic:
@@ -202,8 +293,47 @@ class Traffic(Section):
                                              "check both figures", rule="p95-around-mean"))
         problems += reuse_problems(mean_input_tokens=self.mean_input_tokens, mean_output_tokens=self.mean_output_tokens,
                                    shared_prefix_tokens=self.shared_prefix_tokens, sessions=self.sessions)
+        problems += self._batch_problems()
         raise_problems(problems)
+        if self.batch is not None:  # the rate it is planned at, so every reader of the peak sees the batch's
+            object.__setattr__(self, "peak_requests_per_s", self.batch_rate_per_s)
         return self
+
+    def _batch_problems(self) -> list[FieldProblem]:
+        """`peak_requests_per_s` xor `batch`; a batch's planned rate within the peak's bounds; no arrival shape."""
+        if self.batch is None:
+            return [] if self.peak_requests_per_s is not None else [FieldProblem(
+                "peak_requests_per_s", "give peak_requests_per_s (interactive traffic) or batch (a daily batch)",
+                rule="batch-or-peak")]
+        # A dump of a validated batch carries the rate derived from it (`_p95_around_mean`), which is no contradiction.
+        if self.peak_requests_per_s is not None and not math.isclose(self.peak_requests_per_s, self.batch_rate_per_s):
+            return [FieldProblem("peak_requests_per_s", "a batch's rate is its day's work over its deadline: remove "
+                                 "peak_requests_per_s (or remove batch for interactive traffic)", rule="batch-or-peak")]
+        shaped = [f for f in ("daily", "weekly", "sessions") if getattr(self, f) is not None]
+        shaped += ["pattern"] if self.pattern is not TrafficPattern.STEADY else []
+        problems = [FieldProblem(f, f"{f} shapes interactive arrivals; a batch runs its queue at full throughput: "
+                                 f"remove {f}", rule="batch-or-peak") for f in shaped]
+        rate = self.batch_rate_per_s
+        if not bounds.MIN_PEAK_REQUESTS_PER_S <= rate <= bounds.MAX_PEAK_REQUESTS_PER_S:
+            volume = "requests_per_day" if self.batch.requests_per_day is not None else "tokens_per_day"
+            problems.append(FieldProblem(("batch", volume), f"the batch's work over its deadline is {rate:.3g} "
+                                         f"requests/s, outside {bounds.MIN_PEAK_REQUESTS_PER_S:g}-"
+                                         f"{bounds.MAX_PEAK_REQUESTS_PER_S:,g}; change batch.{volume} or "
+                                         "batch.deadline_hours", rule="batch-or-peak"))
+        return problems
+
+    @property
+    def batch_requests_per_day(self) -> float | None:
+        """A batch's requests a day (None: interactive traffic)."""
+        if self.batch is None:
+            return None
+        return self.batch.requests(mean_input_tokens=self.mean_input_tokens,
+                                   mean_output_tokens=self.mean_output_tokens)
+
+    @property
+    def batch_rate_per_s(self) -> float:
+        """A batch's day of work over its deadline, requests/s (the rate it is first planned at)."""
+        return self.batch_requests_per_day / (self.batch.deadline_hours * 3600)  # type: ignore[operator,union-attr]
 
 
 def _model_spec_rules(schema: dict) -> None:

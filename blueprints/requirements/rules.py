@@ -64,6 +64,18 @@ CROSS_FIELD_RULES: dict[str, str] = {
                             "in `operations.cluster_addons` (its stack renders monitoring and alerts)",
     "production-always-on": "a production environment never scales to zero (`min_replicas` >= 1)",
     "daily-shape-hours": "`traffic.daily.peak_hours` are two different hours 0-23 and `timezone` an IANA time zone",
+    "batch-or-peak": "`traffic` gives `peak_requests_per_s` (interactive) or `batch` (a daily batch), not both; a "
+                     "batch's work over its deadline is 0.001-100,000 requests/s, and it has no `pattern`, `daily`, "
+                     "`weekly` or `sessions`",
+    "batch-one-volume": "`traffic.batch` gives exactly one of `requests_per_day` or `tokens_per_day`",
+    "batch-window": "`traffic.batch.window` is given, with exactly one of `length_hours` or `end_hour` (not "
+                    "`start_hour`) and an IANA `timezone`",
+    "batch-deadline-within-window": "`traffic.batch.deadline_hours` is at most the window's length",
+    "batch-service": "a batch service (`traffic.batch`) serves one text-generation `model`, self-hosted (not "
+                     "`operations.preference: managed`), with no `slo` latency or attainment targets and no "
+                     "`min_replicas` / `max_replicas`",
+    "batch-deadline-holds-request": "`traffic.batch.deadline_hours` leaves time for a replica's start and one "
+                                    "request's latency at the planned operating point",
     "weekly-shape-days": "`traffic.weekly.weekend_days` names 1-6 different days",
     "longest-violation-scale-to-zero": "`slo.longest_violation_minutes: 0` with bursty or spiky traffic needs every "
                                        "environment warm (`min_replicas` >= 1): a cold start misses a minute",

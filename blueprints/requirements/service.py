@@ -28,7 +28,7 @@ from blueprints.requirements.rules import CROSS_FIELD_RULES
 from blueprints.requirements.environments import ALWAYS_ON_DEMAND, Budget, Environment, EnvironmentName
 from blueprints.requirements.exposure import Exposure, ExposureScope
 from blueprints.requirements.fields import DNS_1123_LABEL, Section, TAG_VALUE, given, is_const, when
-from blueprints.requirements.model import ModelSpec, Slo, Traffic, TrafficPattern, context_tokens
+from blueprints.requirements.model import Batch, ModelSpec, Slo, Traffic, TrafficPattern, context_tokens
 from blueprints.requirements.hosting import ALL_ENGINES, Compliance, Hardware, Operations, OperationsPreference
 from blueprints.requirements.overrides import Override
 
@@ -82,8 +82,46 @@ class Requirements(Section):
     @model_validator(mode="after")
     def _consistent(self) -> Requirements:
         raise_problems(self._model_problems() or [*self._catalog_problems(), *self._environment_problems(),
-                                                  *self._cluster_problems(), *self._engine_problems()])
+                                                  *self._cluster_problems(), *self._engine_problems(),
+                                                  *self._batch_problems()])
         return self
+
+    @property
+    def batch(self) -> Batch | None:
+        """The daily batch of a batch service (`traffic.batch` of its one model); None: interactive traffic."""
+        return self.model_entries()[0][1].batch if self.model is not None else None
+
+    def _batch_problems(self) -> list[FieldProblem]:
+        """A batch service (`traffic.batch`): one text-generation model, self-hosted, no latency targets, its
+        replicas planned from its work (no min/max_replicas)."""
+        problems = [FieldProblem((*at, "batch"), "a batch goes with one `model` (a `models:` estate serves "
+                                 "interactive traffic); plan the batch as its own service", rule="batch-service")
+                    for _, traffic, _, at in self.model_entries() if self.models is not None and traffic.batch]
+        if self.batch is None:
+            return problems
+        spec, _, _, at = self.model_entries()[0]
+        record = load_catalog().models.get(spec.id) if spec.id else None
+        task = spec.task or (record.task if record else None)
+        if task is not None and not task.generative:
+            problems.append(FieldProblem((*at, "batch"), f"a batch is planned for text generation; {spec.served_name} "
+                                         f"is a {task.value} model: give it peak_requests_per_s instead",
+                                         rule="batch-service"))
+        if self.operations.preference is OperationsPreference.MANAGED:
+            problems.append(FieldProblem(("operations", "preference"), "a batch runs self-hosted on vLLM (SageMaker "
+                                         "batch transform and asynchronous inference are not planned: "
+                                         "docs/how-to/batch.md); use operations.preference: self-hosted or any",
+                                         rule="batch-service"))
+        problems += [FieldProblem(("slo", f), f"a batch service has no latency target (it finishes by "
+                                  f"traffic.batch.deadline_hours); remove slo.{f}", rule="batch-service")
+                     for f in ("ttft_p95_ms", "itl_p95_ms", "ttft_p99_ms", "itl_p99_ms", "latency_p95_ms",
+                               "latency_p99_ms", "attainment_pct", "longest_violation_minutes",
+                               "pipeline_latency_p95_ms") if getattr(self.slo, f) is not None]
+        problems += [FieldProblem(("environments", env, f), f"a batch's replicas are planned from its day's work and "
+                                  f"deadline, none outside its window; remove environments.{env}.{f}",
+                                  rule="batch-service")
+                     for env, e in self.environments.items() for f in ("min_replicas", "max_replicas")
+                     if getattr(e, f) is not None]
+        return problems
 
     def _engine_problems(self) -> list[FieldProblem]:
         """`operations.engines` can serve every generative model: at least one listed engine takes its quantisation

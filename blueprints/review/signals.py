@@ -383,6 +383,9 @@ def _check_scaled_object(stack: _Stack, record: RegisteredResource, routes: set[
     scaler_address = load_platform_catalog().addon(HTTP_ADD_ON).endpoints["external-scaler"]
     for trigger in spec.get("triggers") or []:
         meta = trigger.get("metadata") or {}
+        if trigger.get("type") == "cron":  # its metric is the clock's (cron_scaler.go L123-151): no pod needed
+            wakes = True
+            continue
         if trigger.get("type") == "external-push":
             if meta.get("scalerAddress") == scaler_address and meta.get("interceptorRoute") in routes:
                 wakes = True

@@ -25,6 +25,7 @@ from blueprints.review.changes import SHOWN_CHARS, Review
 from blueprints.review.report.changes import review_lines, review_markdown
 from blueprints.review.diff import PlanDiff
 from blueprints.plan.edge import OWNED_NODES_ITEM
+from blueprints.plan.batch import describe_batch
 from blueprints.plan.unit_costs import describe as describe_unit_costs
 from blueprints.core.errors import BlueprintError, excerpt
 from blueprints.review.manifests import manifest_id
@@ -199,13 +200,17 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
             ["autoscaling", scaling],
             ["monthly cost", f"${p.monthly_cost_usd:,.2f} provisioned for the peak"
              + (" (spot estimate)" if p.cost_is_estimate else "")]]
-    if p.max_monthly_cost_usd is not None:
+    if p.max_monthly_cost_usd is not None and bp.batch is None:  # a batch runs its planned replicas, no more
         rows.append(["at most", f"${p.max_monthly_cost_usd:,.2f} at the autoscaler's maximum of "
                      f"{bp.autoscaling.max_replicas} replica(s) (what budget.max_monthly_usd applies to)"])
     if p.expected_monthly_cost_usd is not None:
-        rows.append(["expected monthly cost", f"${p.expected_monthly_cost_usd:,.2f} (fleet simulation of a planned "
-                     f"day; `blueprint simulate {bp.stack}`)"])
+        rows.append(["expected monthly cost", f"${p.expected_monthly_cost_usd:,.2f} " + (
+            "(the batch's run hours only)" if bp.batch is not None else
+            f"(fleet simulation of a planned day; `blueprint simulate {bp.stack}`)")])
+    if p.slo_attainment is not None:
         rows.append(["SLO attainment", f"{p.slo_attainment:.1%} of minutes within every p95 target"])
+    if bp.batch is not None:
+        rows.append(["batch", describe_batch(bp.batch)])
     where = (bp.alerting.receiver and f"Alertmanager {bp.alerting.receiver}") or bp.alerting.sns_topic_arn
     rows.append(["alerts to", where or "nobody (no receiver configured)"])
     if bp.platform.stack:
@@ -436,10 +441,13 @@ def render_terminal(report: PreviewReport, console: Console, diff: PlanDiff | No
     if not report.is_platform and report.blueprint.predictions.expected_monthly_cost_usd is not None:
         p = report.blueprint.predictions
         most = f", at most ${p.max_monthly_cost_usd:,.2f} at the autoscaler's maximum" \
-            if p.max_monthly_cost_usd is not None else ""
-        console.print(f"[bold]Expected monthly cost[/]: ${p.expected_monthly_cost_usd:,.2f} (fleet simulation; "
-                      f"peak-provisioned ${p.monthly_cost_usd:,.2f}{most}), SLO met in {p.slo_attainment:.1%} of "
-                      "minutes")
+            if p.max_monthly_cost_usd is not None and report.blueprint.batch is None else ""
+        met = f", SLO met in {p.slo_attainment:.1%} of minutes" if p.slo_attainment is not None else ""
+        console.print(f"[bold]Expected monthly cost[/]: ${p.expected_monthly_cost_usd:,.2f} ("
+                      f"{'batch run hours' if report.blueprint.batch else 'fleet simulation'}; "
+                      f"peak-provisioned ${p.monthly_cost_usd:,.2f}{most}){met}")
+        if report.blueprint.batch is not None:
+            console.print(f"[bold]Batch[/]: {escape(describe_batch(report.blueprint.batch))}")
     console.print(f"[bold]Monthly cost[/]: ${total:,.2f}" + (" (spot estimate)" if estimate else "")
                   + "  " + "; ".join(_cost_line_text(c) for c in lines))
     if not report.is_platform and report.blueprint.platform.stack:

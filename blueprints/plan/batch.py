@@ -1,0 +1,181 @@
+"""A batch service (requirements `traffic.batch`): planned for the lowest cost that finishes its day's work within
+its deadline.
+
+One way through: the batch is planned as a steady stream at the rate that finishes the day's work by the deadline,
+with no latency target (`batch_requirements`), so the option search (`blueprints.plan.options.llm`) sizes each
+candidate replica at its throughput-optimal point (the largest batch its KV cache holds, `max_num_seqs`, loaded to
+`defaults.LLM_MAX_UTILIZATION` of its saturated rate) and takes the cheapest instance type and replica count. The
+planned fleet's day is then replayed (`blueprints.simulate.batch`: the queue full from the window's start, each
+replica a closed loop at `max_num_seqs`, after its cold start); while it finishes after the deadline, the rate is
+raised by how late it is and the service planned again, so the replicas are ceil(work / (throughput x the hours the
+deadline leaves after the start)).
+
+The fleet runs from the window's start until the deadline (a KEDA `cron` trigger, `keda_cron`; always on when that
+is the whole day), so the expected monthly cost counts the nodes for those hours only. Spot capacity is the
+environment's (`environments.<env>.spot`, never in production), as for any service. SageMaker batch transform and
+asynchronous inference are not planned (docs/how-to/batch.md says why).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from blueprints.catalog import load_catalog
+from blueprints.core import bounds
+from blueprints.contracts.blueprint import Blueprint
+from blueprints.contracts.sections import Archetype, BatchPlan, KedaCron
+from blueprints.core.errors import RequirementsError, SizingError
+from blueprints.plan.engines import with_token_prices
+from blueprints.plan.unit_costs import unit_costs
+from blueprints.requirements.hosting import OperationsPreference
+from blueprints.requirements.model import Batch
+from blueprints.requirements.service import Requirements
+from blueprints.simulate.batch import BatchReplay, replay_batch
+
+#: Most plans of one environment while its replayed day finishes after the deadline (each raises the rate by how
+#: late it was; the second plan nearly always fits, the capacity model's throughput being the replay's).
+MAX_PLANS = 4
+
+
+def batch_requirements(req: Requirements, rate_per_s: float) -> Requirements:
+    """`req` as a steady stream at `rate_per_s` requests/s (before `traffic_scale`), self-hosted (with preference
+    `any`), with no budget (it applies to the run's hours, `batch_predictions`, not to the fleet all month): what the
+    option search sizes. Not re-validated: only the rate, the preference and the budget change."""
+    traffic = req.model_entries()[0][1].model_copy(update={"peak_requests_per_s": rate_per_s})
+    update: dict = ({"traffic": traffic} if req.traffic is not None else
+                    {"model": req.model.model_copy(update={"traffic": traffic})})  # type: ignore[union-attr]
+    update["budget"] = req.budget.model_copy(update={"max_monthly_usd": None})
+    if req.operations.preference is OperationsPreference.ANY:
+        update["operations"] = req.operations.model_copy(update={"preference": OperationsPreference.SELF_HOSTED})
+    return req.model_copy(update=update)
+
+
+def keda_cron(batch: Batch, run_hours: float, replicas: int) -> KedaCron | None:
+    """The cron trigger holding `replicas` from the window's start for `run_hours` (rounded up to the minute), in the
+    window's time zone; None when that is the whole day (KEDA refuses equal start and end: always on instead)."""
+    window = batch.window
+    minutes = math.ceil(run_hours * 60 - 1e-9)
+    if minutes >= 24 * 60:
+        return None
+    start = window.start_hour * 60  # type: ignore[union-attr]
+    end = (start + minutes) % (24 * 60)
+    return KedaCron(start=f"0 {window.start_hour} * * *", end=f"{end % 60} {end // 60} * * *",  # type: ignore[union-attr]
+                    timezone=window.timezone, desired_replicas=replicas)  # type: ignore[union-attr]
+
+
+def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requirements, str], Blueprint],
+               finish: Callable[[Blueprint, Callable[[Blueprint], Blueprint]], Blueprint]) -> list[Blueprint]:
+    """Plan each environment of a batch service.
+
+    Args:
+        req: requirements with `traffic.batch`.
+        names: the environments to plan.
+        size: select, size and price `req` (a steady stream) in one environment (`blueprints.plan.planner._plan_sized`).
+        finish: the planner's finishing of a sized blueprint, given this module's batch predictions in place of the
+            fleet simulation.
+
+    Raises:
+        RequirementsError: the deadline is shorter than a replica's start and one request's latency
+            (batch-deadline-holds-request).
+        SizingError: no plan finishes by the deadline within `MAX_PLANS` tries.
+    """
+    batch, traffic = req.batch, req.model_entries()[0][1]
+    assert batch is not None
+    deadline_s = batch.deadline_hours * 3600
+    planned = []
+    for env in names:
+        requests = traffic.batch_requests_per_day * req.environments[env].traffic_scale  # type: ignore[operator]
+        rate = traffic.batch_rate_per_s
+        for attempt in range(MAX_PLANS):
+            try:
+                bp = size(batch_requirements(req, rate), env)
+            except SizingError:
+                if attempt == 0:  # a deadline too short for any replica may be why: say so rather than the fleet
+                    _check_deadline(batch, size(batch_requirements(req, bounds.MIN_PEAK_REQUESTS_PER_S), env))
+                raise
+            if bp.archetype is not Archetype.VLLM_GPU:
+                raise RequirementsError(f"environments.{env}: a batch is planned on vllm-gpu (GPU nodes), not "
+                                        f"{bp.archetype.value}; allow nvidia-gpu in hardware.accelerators and plan "
+                                        "on the shared platform's or an existing cluster", rule="batch-service")
+            replay = replay_batch(bp, requests=requests)
+            spare_s = _check_deadline(batch, bp, replay)
+            if replay.completion_s <= deadline_s:
+                break
+            # Late: the work needs (completion - start - latency) of serving at this fleet and has spare_s.
+            rate *= (replay.completion_s - replay.start_s - replay.request_latency_s) / spare_s * 1.001
+        else:
+            raise SizingError(f"environments.{env}: the batch's replayed day ends {replay.completion_s / 3600:.2f} h "
+                              f"after the window's start, beyond traffic.batch.deadline_hours="
+                              f"{batch.deadline_hours:g} after {MAX_PLANS} plans; raise deadline_hours or "
+                              "hardware.allowed_instance_families", rule="feasible-plan")
+        done = finish(bp, lambda sized, r=replay: batch_predictions(sized, batch, r))
+        budget = req.budget.max_monthly_usd
+        if budget is not None and done.batch.monthly_cost_usd > budget:  # type: ignore[union-attr]
+            raise SizingError(f"environments.{env}: the batch's run, {done.batch.replicas} replica(s) of "  # type: ignore[union-attr]
+                              f"{done.compute.instance_type} for {done.batch.run_hours:g} h a day, costs "  # type: ignore[union-attr]
+                              f"${done.batch.monthly_cost_usd:,.0f}/month, above budget.max_monthly_usd="  # type: ignore[union-attr]
+                              f"{budget:,.0f}; raise the budget (it is the cheapest run finishing by the deadline)")
+        planned.append(done)
+    return planned
+
+
+def _check_deadline(batch: Batch, bp: Blueprint, replay: BatchReplay | None = None) -> float:
+    """The seconds the deadline leaves after a replica of `bp` starts and serves one request (`replay`, default
+    `bp`'s own replay of one request).
+
+    Raises:
+        RequirementsError: none are left (batch-deadline-holds-request), naming the least deadline that holds them.
+    """
+    replay = replay or replay_batch(bp, requests=1)
+    deadline_s = batch.deadline_hours * 3600
+    spare_s = deadline_s - replay.start_s - replay.request_latency_s
+    if spare_s <= 0:
+        raise RequirementsError(
+            f"traffic.batch.deadline_hours={batch.deadline_hours:g} ({deadline_s:,.0f} s) is shorter than a "
+            f"replica's start ({replay.start_s:,.0f} s on {bp.compute.instance_type}) and one request's latency at "
+            f"its batch ({replay.request_latency_s:,.1f} s): raise deadline_hours to >= "
+            f"{math.ceil((replay.start_s + replay.request_latency_s) / 36) / 100:g}", rule="batch-deadline-holds-request")
+    return spare_s
+
+
+def batch_predictions(bp: Blueprint, batch: Batch, replay: BatchReplay) -> Blueprint:
+    """`bp` with its batch run (`Blueprint.batch`), the expected monthly cost of running the fleet from the window's
+    start to the deadline only, the unit costs of the day's requests, and the plan's sentence."""
+    catalog = load_catalog()
+    p = bp.predictions
+    run_hours = batch.deadline_hours
+    nodes, fixed = p.cost_lines[0].monthly_usd, sum(line.monthly_usd for line in p.cost_lines[1:])
+    monthly = round(nodes * run_hours / 24 + fixed, 2)
+    cron = keda_cron(batch, run_hours, replay.replicas)
+    plan = BatchPlan(requests_per_day=round(replay.requests, 3), deadline_hours=batch.deadline_hours,
+                     window_start_hour=batch.window.start_hour, window_hours=batch.window.hours,  # type: ignore[union-attr]
+                     timezone=batch.window.timezone, run_hours=run_hours,  # type: ignore[union-attr]
+                     replicas=replay.replicas, requests_per_s_per_replica=round(replay.requests_per_s_per_replica, 4),
+                     start_s=replay.start_s, request_latency_s=round(replay.request_latency_s, 2),
+                     completion_hours=round(replay.completion_s / 3600, 3), monthly_cost_usd=monthly, keda_cron=cron)
+    predictions = p.model_copy(update={"expected_monthly_cost_usd": monthly})
+    costs = unit_costs(bp.model_copy(update={"predictions": predictions}), mean_rps=replay.requests / 86_400,
+                       expected_monthly_usd=monthly, hours_per_month=catalog.hours_per_month)
+    predictions = predictions.model_copy(update={"unit_costs": costs,
+                                                 "engines": with_token_prices(predictions.engines, costs)})
+    schedule = (f"KEDA cron {cron.start!r} to {cron.end!r} {cron.timezone}, none outside" if cron else
+                "all day (the deadline is the whole day)")
+    note = (f"batch: {replay.requests:,.0f} requests a day within {batch.deadline_hours:g} h of "
+            f"{batch.window.start_hour:02d}:00 {batch.window.timezone}; each replica at its throughput-optimal "  # type: ignore[union-attr]
+            f"point ({replay.requests_per_s_per_replica:.2f} requests/s with its batch full, one request "
+            f"{replay.request_latency_s:.1f} s p95): {replay.replicas} replica(s) for {run_hours:g} h a day "
+            f"({schedule}) complete the replayed day in {replay.completion_s / 3600:.2f} h of the "
+            f"{batch.deadline_hours:g} h deadline (start {replay.start_s:,.0f} s); about ${monthly:,.0f}/month against "
+            f"${p.monthly_cost_usd:,.0f}/month for the same fleet all day")
+    return bp.model_copy(update={"predictions": predictions, "batch": plan, "rationale": [*bp.rationale, note]})
+
+
+def describe_batch(plan: BatchPlan) -> str:
+    """A batch run in words: `completes in 22.41 h of 24 h deadline; 3 replica(s) 6 h a day from 22:00 Europe/Berlin
+    (KEDA cron '0 22 * * *' to '0 4 * * *'), $1,845/month`."""
+    when = (f"KEDA cron {plan.keda_cron.start!r} to {plan.keda_cron.end!r}, none outside" if plan.keda_cron else
+            "always on")
+    return (f"completes in {plan.completion_hours:.2f} h of {plan.deadline_hours:g} h deadline; "
+            f"{plan.replicas} replica(s) {plan.run_hours:g} h a day from {plan.window_start_hour:02d}:00 "
+            f"{plan.timezone} ({when}), ${plan.monthly_cost_usd:,.0f}/month")

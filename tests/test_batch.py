@@ -1,0 +1,339 @@
+"""Batch workloads (issue 39, deliver 2): `traffic.batch` plans the fleet that finishes a day's work by its deadline
+at the lowest cost, replays the run and prices only its hours. The held-back pair `tests/data/nightly-batch` is one
+nightly summariser planned as a batch and, at the same volume, as interactive traffic."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from blueprints.cli import app
+from blueprints.plan.batch import keda_cron
+from blueprints.requirements.model import Batch
+from blueprints.simulate.batch import BatchReplay
+from tests.conftest import PLAN_DATE, ROOT
+from tests.kept_apart import DATA, POLICY_DIR
+
+FOLDER = DATA / "nightly-batch" / "requirements"
+
+
+def _plan(name: str):
+    from blueprints.workspace import plan_requirements_file
+
+    [bp] = plan_requirements_file(FOLDER / f"{name}.yaml", as_of=PLAN_DATE, policy_dir=POLICY_DIR,
+                                  requirements_dir=FOLDER).blueprints
+    return bp
+
+
+@pytest.fixture(scope="module")
+def nightly():
+    return _plan("nightly-summaries")
+
+
+@pytest.fixture(scope="module")
+def interactive():
+    return _plan("nightly-summaries-interactive")
+
+
+def _requirements(**batch) -> dict:
+    data = yaml.safe_load((FOLDER / "nightly-summaries.yaml").read_text())
+    data["traffic"]["batch"] = {**data["traffic"]["batch"], **batch}
+    return data
+
+
+# --- the held-back nightly batch ------------------------------------------------------------------------------------
+
+
+def test_the_nightly_batch_completes_within_its_deadline(nightly):
+    b = nightly.batch
+    assert b.requests_per_day == 1_500_000 and b.deadline_hours == 24
+    assert 0 < b.completion_hours <= b.deadline_hours
+    # The replay's completion is the start, one request at the full batch, and the work over the fleet's throughput.
+    assert b.completion_hours * 3600 == pytest.approx(
+        b.start_s + b.request_latency_s + b.requests_per_day / (b.replicas * b.requests_per_s_per_replica), rel=1e-3)
+    # The fewest replicas that finish: one fewer would not.
+    assert b.replicas == nightly.compute.replicas
+    fewer = BatchReplay(b.requests_per_day, b.replicas - 1, b.requests_per_s_per_replica, b.start_s,
+                        b.request_latency_s) if b.replicas > 1 else None
+    assert fewer is None or fewer.completion_s > b.deadline_hours * 3600
+    assert nightly.slo.ttft_p95_ms is None and nightly.slo.itl_p95_ms is None  # no latency target
+
+
+def test_the_nightly_batch_costs_less_per_million_tokens_than_the_same_volume_as_interactive_traffic(nightly,
+                                                                                                   interactive):
+    batch, flat = nightly.predictions.unit_costs, interactive.predictions.unit_costs
+    # The same work: 1.5M requests a day of 2,000 + 200 tokens, priced over the same month.
+    assert batch.requests_per_month == pytest.approx(flat.requests_per_month, rel=1e-4)
+    assert batch.million_input_tokens_per_month == pytest.approx(flat.million_input_tokens_per_month, rel=1e-4)
+    assert batch.expected.usd_per_million_tokens < flat.expected.usd_per_million_tokens
+    assert batch.expected.usd_per_1k_requests < flat.expected.usd_per_1k_requests
+    # The batch runs each replica at its largest batch, beyond what the ITL target lets the interactive one run.
+    assert nightly.engine.max_num_seqs > interactive.engine.max_num_seqs
+
+
+def test_a_whole_day_deadline_runs_all_day_and_costs_the_fleet_all_month(nightly):
+    p = nightly.predictions
+    assert nightly.batch.keda_cron is None and nightly.batch.run_hours == 24
+    assert p.expected_monthly_cost_usd == pytest.approx(p.monthly_cost_usd, abs=0.02)
+    assert nightly.batch.monthly_cost_usd == p.expected_monthly_cost_usd
+
+
+# --- a window of a few hours ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def overnight_planned():
+    """`tests/data/nightly-batch/requirements/overnight-summaries.yaml` planned: {environment: blueprint}."""
+    from blueprints.workspace import plan_requirements_file
+
+    planned = plan_requirements_file(FOLDER / "overnight-summaries.yaml", as_of=PLAN_DATE, policy_dir=POLICY_DIR,
+                                     requirements_dir=FOLDER)
+    return {bp.environment: bp for bp in planned.blueprints}
+
+
+@pytest.fixture(scope="module")
+def overnight(overnight_planned):
+    """The overnight batch's dev environment: from 22:00 Berlin time within 6 h, on spot."""
+    return overnight_planned["dev"]
+
+
+def test_a_batch_runs_from_its_window_start_to_its_deadline_on_a_keda_cron_schedule(overnight):
+    b = overnight.batch
+    assert b.window_hours == 8 and b.run_hours == 6 and b.completion_hours <= 6
+    assert (b.keda_cron.start, b.keda_cron.end, b.keda_cron.timezone) == ("0 22 * * *", "0 4 * * *", "Europe/Berlin")
+    assert b.keda_cron.desired_replicas == overnight.compute.replicas
+
+
+def test_the_monthly_cost_counts_only_the_run_hours_on_the_environments_spot_capacity(overnight):
+    p = overnight.predictions
+    assert overnight.compute.capacity_type.value == "spot" and p.cost_is_estimate
+    nodes, fixed = p.cost_lines[0].monthly_usd, sum(line.monthly_usd for line in p.cost_lines[1:])
+    assert p.expected_monthly_cost_usd == pytest.approx(nodes * 6 / 24 + fixed, abs=0.01)
+    assert p.expected_monthly_cost_usd < p.monthly_cost_usd
+
+
+@pytest.mark.parametrize(("start", "hours", "cron"), [(23, 2.5, ("0 23 * * *", "30 1 * * *")),
+                                                      (0, 0.01, ("0 0 * * *", "1 0 * * *")),
+                                                      (22, 23.99, ("0 22 * * *", "0 22 * * *")), (5, 24, None)])
+def test_the_cron_schedule_ends_at_the_deadline_rounded_up_to_the_minute(start, hours, cron):
+    batch = Batch(requests_per_day=10, deadline_hours=min(hours, 24), window={"start_hour": start, "length_hours": 24})
+    if cron is not None and cron[0] == cron[1]:  # 23 h 59.4 min rounds up to the whole day: always on
+        assert keda_cron(batch, hours, 2) is None
+        return
+    found = keda_cron(batch, hours, 2)
+    assert (found.start, found.end) == cron if cron else found is None
+
+
+# --- what the user sees -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A project of the held-back folder (Pulumi.yaml, the policy configs, stacks/requirements): its requirements
+    folder, where `blueprint plan` takes its files."""
+    root = tmp_path_factory.mktemp("batch")
+    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    shutil.copytree(POLICY_DIR, root / "policies" / "config")
+    return Path(shutil.copytree(FOLDER, root / "stacks" / "requirements"))
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(app, [*args], catch_exceptions=False)
+
+
+def test_blueprint_plan_shows_the_completion_against_the_deadline_and_the_unit_costs(project, nightly):
+    result = _cli("plan", str(project / "nightly-summaries.yaml"), "--as-of", PLAN_DATE.isoformat())
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    b = nightly.batch
+    assert f"completes in {b.completion_hours:.2f} h of 24 h deadline" in text
+    assert f"${nightly.predictions.unit_costs.expected.usd_per_million_tokens:g} total" in text
+    saved = yaml.safe_load((project.parent / "Pulumi.nightly-summaries-prod.yaml").read_text())
+    assert "batch" in json.dumps(saved)
+
+
+def test_blueprint_plan_json_carries_the_batch_section(project, nightly):
+    result = _cli("plan", str(project / "nightly-summaries.yaml"), "--as-of", PLAN_DATE.isoformat(), "--json",
+                  "--out-dir", str(project.parent.parent / "stacks-json"))
+    assert result.exit_code == 0, result.output
+    [entry] = [e for e in json.loads(result.output) if e["stack"] == "nightly-summaries-prod"]
+    assert entry["blueprint"]["batch"]["completion_hours"] == nightly.batch.completion_hours
+    assert entry["blueprint"]["predictions"]["unit_costs"]["expected"]["usd_per_million_tokens"] == \
+        nightly.predictions.unit_costs.expected.usd_per_million_tokens
+
+
+# --- bad input: exit 2 naming the field and the fix -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"deadline_hours": 0.01}, ["traffic.batch.deadline_hours=0.01", "raise deadline_hours to >="]),
+    ({"window": None}, ["traffic.batch.window", "start_hour"]),
+    ({"deadline_hours": 10, "window": {"start_hour": 22, "length_hours": 8}},
+     ["deadline_hours", "lower deadline_hours to <= 8"]),
+    ({"tokens_per_day": 1e9}, ["traffic.batch.requests_per_day", "exactly one of requests_per_day"]),
+    ({"requests_per_day": None}, ["traffic.batch.requests_per_day", "exactly one of requests_per_day"]),
+    ({"window": {"start_hour": 24, "length_hours": 8}}, ["traffic.batch.window.start_hour", "0-23"]),
+    ({"window": {"start_hour": 22, "end_hour": -1}}, ["traffic.batch.window.end_hour", "0-23"]),
+    ({"window": {"start_hour": 22}}, ["traffic.batch.window.length_hours", "end_hour"]),
+])
+def test_a_bad_batch_exits_2_naming_the_field_and_the_fix(project, change, words):
+    data = _requirements(**change)
+    data["traffic"]["batch"] = {k: v for k, v in data["traffic"]["batch"].items() if v is not None}
+    path = project / "nightly-summaries.yaml"
+    original = path.read_text()
+    try:
+        path.write_text(yaml.safe_dump(data))
+        result = _cli("plan", str(path), "--as-of", PLAN_DATE.isoformat(), "--out-dir",
+                      str(project.parent.parent / "stacks-bad"))
+    finally:
+        path.write_text(original)
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, text
+    assert all(w in text for w in words), text
+
+
+@pytest.mark.parametrize(("section", "value", "field"), [
+    ("slo", {"ttft_p95_ms": 2000}, "slo.ttft_p95_ms"),
+    ("traffic", {"peak_requests_per_s": 5}, "traffic.peak_requests_per_s"),
+    ("traffic", {"pattern": "bursty"}, "traffic.pattern"),
+    ("operations", {"preference": "managed"}, "operations.preference"),
+    ("environments", {"prod": {"region": "us-east-1", "min_replicas": 2}}, "environments.prod.min_replicas"),
+])
+def test_a_batch_service_refuses_what_only_interactive_traffic_has(section, value, field):
+    from blueprints.requirements.service import Requirements
+    from pydantic import ValidationError
+
+    data = _requirements()
+    data[section] = value if section == "environments" else {**data.get(section, {}), **value}
+    with pytest.raises(ValidationError, match=field.rsplit(".", 1)[-1]):
+        Requirements.model_validate(data)
+
+
+# --- the schedule deployed ------------------------------------------------------------------------------------------
+
+SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"
+
+
+@pytest.fixture(scope="module")
+def overnight_review(tmp_path_factory):
+    """`blueprint preview overnight-summaries-prod` of the held-back folder planned into a scratch stacks folder."""
+    from tests.kept_apart import plan_folder, review
+
+    stacks_dir = tmp_path_factory.mktemp("batch-preview") / "stacks"
+    plan_folder(Path(shutil.copytree(FOLDER, stacks_dir / "requirements")), stacks_dir)
+    return review("overnight-summaries-prod", stacks_dir)
+
+
+def test_the_overnight_stack_scales_on_its_cron_schedule_and_to_zero_outside_it(overnight_review, overnight_planned):
+    bp = overnight_planned["prod"]
+    [scaled] = [r.inputs for r in overnight_review.resources if r.type == SCALED_OBJECT]
+    spec = scaled["spec"]
+    assert spec["triggers"] == [{"type": "cron", "metadata": {
+        "timezone": "Europe/Berlin", "start": "0 22 * * *", "end": "0 4 * * *",
+        "desiredReplicas": str(bp.batch.replicas)}}]
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (0, bp.batch.replicas)
+    # The whole fleet at once at the window's start, as the replay starts it.
+    [up] = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleUp"]["policies"]
+    assert up["value"] >= bp.batch.replicas
+
+
+def test_the_overnight_stack_previews_clean_in_production(overnight_review):
+    # The cron trigger wakes without a pod (signals), and a schedule is not production scaling to zero (policy).
+    assert overnight_review.clean, (overnight_review.manifest_problems, overnight_review.mandatory_violations,
+                                    overnight_review.deployability, overnight_review.signals)
+
+
+def test_a_whole_day_batch_is_pinned_at_its_replicas(nightly):
+    from blueprints.review.preview import run_under_mocks
+    from components.autoscaling import KubernetesScaler, KubernetesScalerArgs
+
+    run = run_under_mocks(lambda: KubernetesScaler("s", KubernetesScalerArgs(
+        blueprint=nightly, deployment_name="d", namespace="serving", prometheus_url="http://prom:9090")),
+        stack=nightly.stack)
+    spec = run.one(SCALED_OBJECT).inputs["spec"]
+    assert spec["minReplicaCount"] == spec["maxReplicaCount"] == nightly.batch.replicas
+
+
+@pytest.mark.parametrize(("triggers", "refused"), [
+    ([{"type": "cron", "metadata": {"start": "0 22 * * *", "end": "0 4 * * *", "timezone": "UTC",
+                                    "desiredReplicas": "3"}}], False),
+    ([{"type": "cron", "metadata": {}}, {"type": "prometheus", "metadata": {}}], True),
+    ([{"type": "prometheus", "metadata": {}}], True), ([], True)])
+def test_production_lets_only_a_cron_schedule_scale_a_scaled_object_to_zero(triggers, refused):
+    from test_policy_stack_compliance import bucket
+    from test_policy_support import policy_resource, stack_violations
+
+    scaler = policy_resource(SCALED_OBJECT, {"spec": {"minReplicaCount": 0, "triggers": triggers}}, name="s")
+    found = stack_violations("compliance-production", [bucket(production=True), scaler], {"production": True})
+    assert bool(found) is refused
+
+
+def test_tokens_per_day_convert_with_the_mean_request_and_a_dump_loads_again():
+    from blueprints.requirements.service import Requirements
+
+    data = _requirements(requests_per_day=None, tokens_per_day=2_200_000_000)
+    data["traffic"]["batch"].pop("requests_per_day")
+    req = Requirements.model_validate(data)
+    traffic = req.traffic
+    assert traffic.batch_requests_per_day == pytest.approx(1_000_000)  # 2,000 + 200 tokens a request
+    assert traffic.peak_requests_per_s == pytest.approx(1_000_000 / (24 * 3600))
+    # A validated file's dump (as a refusal's proven hints re-validate it) carries the derived rate: it loads again.
+    again = Requirements.model_validate(req.model_dump(mode="json"))
+    assert again.traffic.peak_requests_per_s == traffic.peak_requests_per_s
+
+
+def test_blueprint_simulate_replays_a_batch_stacks_run_against_its_deadline(project, nightly):
+    _cli("plan", str(project / "nightly-summaries.yaml"), "--as-of", PLAN_DATE.isoformat())  # the stack config
+    result = _cli("simulate", "nightly-summaries-prod", "--stacks-dir", str(project.parent), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["completion_hours"] == pytest.approx(nightly.batch.completion_hours, abs=1e-3)
+    assert data["within_deadline"] and data["deadline_hours"] == 24
+    assert data["done_by_hour"][-1] == 1.0 and data["done_by_hour"] == sorted(data["done_by_hour"])
+    refused = _cli("simulate", "nightly-summaries-prod", "--stacks-dir", str(project.parent), "--days", "2",
+                   "--out", str(project.parent / "plots"))
+    assert refused.exit_code == 2 and "--out" in refused.output
+
+
+def test_a_scheduled_batch_pages_only_when_replicas_asked_for_do_not_come_up(overnight_planned, nightly):
+    from blueprints.contracts.observability import slo_alerts
+
+    [scheduled] = [r for r in slo_alerts(overnight_planned["prod"]) if r.name == "ServingReplicasUnavailable"]
+    assert "kube_deployment_spec_replicas" in scheduled.expr  # none outside the schedule is no outage
+    [all_day] = [r for r in slo_alerts(nightly) if r.name == "ServingReplicasUnavailable"]
+    assert "kube_deployment_spec_replicas" not in all_day.expr
+
+
+@pytest.mark.parametrize(("budget", "plans"), [(1_000, True), (500, False)])
+def test_the_budget_applies_to_the_batchs_run_hours(budget, plans):
+    from blueprints.catalog import load_catalog
+    from blueprints.core.errors import SizingError
+    from blueprints.plan.planner import plan
+    from blueprints.requirements.service import load_requirements
+
+    req = load_requirements(FOLDER / "overnight-summaries.yaml")
+    req = req.model_copy(update={"budget": req.budget.model_copy(update={"max_monthly_usd": budget})})
+    if plans:  # the fleet all day costs over $2,000 a month; its 6 h run $630
+        [bp] = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"])
+        assert bp.batch.monthly_cost_usd <= budget < bp.predictions.monthly_cost_usd
+    else:
+        with pytest.raises(SizingError, match="budget.max_monthly_usd=500"):
+            plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"])
+
+
+def test_plan_md_states_the_completion_against_the_deadline_the_run_cost_and_the_unit_costs(overnight_review,
+                                                                                          overnight_planned):
+    from blueprints.plan.unit_costs import describe
+    from blueprints.review.report.stack import render_markdown
+
+    bp = overnight_planned["prod"]
+    text = render_markdown(overnight_review)
+    assert f"completes in {bp.batch.completion_hours:.2f} h of 6 h deadline" in text
+    assert f"${bp.predictions.expected_monthly_cost_usd:,.2f} (the batch's run hours only)" in text
+    assert describe(bp.predictions.unit_costs.expected) in text
+    assert "at the autoscaler's maximum" not in text  # a batch runs its planned replicas, no more
