@@ -594,7 +594,7 @@ def simulate(
     out_path: Optional[Path] = typer.Option(None, "--out", help="Write plot.svg, plot.png and simulation.md (a "
                                             "Mermaid xychart for plan.md) into this folder."),
     as_json: bool = typer.Option(False, "--json", help="Print {stack, days, slo_violation_minutes, "
-                                 "slo_longest_violation_minutes, worst_p95_ms {target: ms}, slo_targets_ms, "
+                                 "slo_longest_violation_minutes, worst_ms {target: ms}, slo_targets_ms, "
                                  "slo_attainment (0-1), expected_monthly_usd, peak_monthly_usd, most_nodes, "
                                  "replica_hours, cold_starts, cold_start_max_s, cold_start_mean_s, "
                                  "worst_queue_requests, scale_ups, scale_downs}."),
@@ -602,8 +602,8 @@ def simulate(
                                               "project's (found from the working directory)."),
 ) -> None:
     """Replay traffic against the planned fleet with its autoscaler's real settings and the capacity model; report
-    the SLO violations first (minutes over a p95 target, the longest run, the worst p95s), then SLO attainment,
-    queues, cold starts, replica-hours and the expected monthly cost beside the peak cost.
+    the SLO violations first (minutes over a p95 or p99 target, the longest run, the worst values), then SLO
+    attainment, queues, cold starts, replica-hours and the expected monthly cost beside the peak cost.
 
     Exit 2 on a missing or invalid stack config, a platform stack, or an invalid trace.
     """
@@ -633,7 +633,7 @@ def simulate(
         typer.echo(json.dumps(result.to_json(), sort_keys=True))
     else:
         data = result.to_json()
-        typer.echo(f"SLO: {result.violations() or 'every minute met every p95 target'}")
+        typer.echo(f"SLO: {result.slo_words()}")
         for key in ("slo_violation_minutes", "slo_longest_violation_minutes", "slo_attainment", "expected_monthly_usd",
                     "peak_monthly_usd", "most_nodes", "replica_hours", "cold_starts", "cold_start_max_s",
                     "worst_queue_requests", "scale_ups", "scale_downs"):
