@@ -151,7 +151,7 @@ def plan(
     if check:
         _check_plans(requirements or None, policy_dir=policy_dir, no_policy=no_policy, as_json=as_json)
         return
-    from blueprints.review.changes import Review, platform_replacements, review_changes
+    from blueprints.review.changes import Review, platform_replacements, platform_tenants, review_changes
     from blueprints.review.report.stack import print_review
     from blueprints.contracts.stackconfig import (
         recorded_blueprint, recorded_platform, stack_config_path, write_stack_configs,
@@ -177,12 +177,12 @@ def plan(
         previous = {bp.stack: recorded_blueprint(stack_config_path(stacks_dir, bp.stack)) for bp in planned.blueprints}
         previous_platforms = {p.stack: recorded_platform(stack_config_path(stacks_dir, p.stack))
                               for p in planned.platforms}
+        tenants = platform_tenants(planned.platforms, planned.blueprints, previous, stacks_dir)
         platform_source = project.requirements_dir.relative_to(project.root) if project.root else requirements.parent
         paths = write_stack_configs(planned.subjects, stacks_dir, source=project_relative(requirements),
                                     platform_source=platform_source.as_posix(),
                                     cluster_addons=planned.cluster_addons, as_of=plan_date)
     written = dict(zip([s.stack for s in planned.subjects], paths))
-    tenants = {p.stack: tuple(p.services) for p in planned.platforms}
     reviews = {bp.stack: review_changes(bp.stack, previous[bp.stack], bp, tenants=tenants)
                for bp in planned.blueprints if previous[bp.stack] is not None}
     reviews |= {p.stack: Review(p.stack, True, platform=True,
@@ -529,7 +529,8 @@ def preview(
                                   program=program or project.program, policy_config=policy_config,
                                   policy_dir=project.policy_dir, baseline=base)
         diff = diff_reports(base, report.to_json()) if base is not None else None
-        review = baseline_review(report, base, diff) if base is not None and diff is not None else None
+        review = (baseline_review(report, base, diff, stacks_dir=stacks_dir or project.stacks_dir)
+                  if base is not None and diff is not None else None)
         if out_path is not None:
             write_report_dir(report, out_path, diff, review)
         drifts, skipped = _source_check([stack], project, stacks_dir or project.stacks_dir)

@@ -315,12 +315,12 @@ def screen(arch: Architecture, gpu: Gpu, *, precision: Precision, quantization: 
            engine: EngineProfile | None = None,
            gpu_memory_utilization: float = defaults.GPU_MEMORY_UTILIZATION) -> tuple[Candidate, ...]:
     """The candidate with each of its engine-limit choices (`engine_limit_choices`, best first by the mean-value
-    model) and its analytic bound, or () when it cannot serve one request within the targets (memory, ITL at batch
-    1, or TTFT of an unloaded replica, each against the tightest target of its metric, `LatencyTargets.tightest`: a
-    p99 target screens where no p95 target is set); `correction`: a calibration's factors; `lora`: the LoRA slots whose memory
-    leaves the KV cache; `chat`: requests come through the chat endpoint; `engine`: the serving engine's profile
-    (its scheduling and step tables; the pinned vLLM by default); `gpu_memory_utilization` the share of memory the
-    engine's KV cache is sized in (`physics.planned_memory_utilization`)."""
+    model) and its analytic bound, or () when it cannot serve one request within the targets (memory, ITL at batch 1,
+    or TTFT of an unloaded replica, each against the tightest target of its metric, `LatencyTargets.tightest`: a p99
+    target screens where no p95 target is set); `correction`: a calibration's factors; `lora`: the LoRA slots whose
+    memory leaves the KV cache; `chat`: requests come through the chat endpoint; `engine`: the serving engine's
+    profile (its scheduling and step tables; the pinned vLLM by default); `gpu_memory_utilization` the share of memory
+    the engine's KV cache is sized in (`physics.planned_memory_utilization`)."""
     model = replica_model(arch, gpu, precision=precision, quantization=quantization,
                           tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, correction=correction,
                           lora=lora, chat=chat, engine=engine, gpu_memory_utilization=gpu_memory_utilization)

@@ -323,9 +323,9 @@ def cloudwatch_alarm_specs(bp: Blueprint) -> list[CloudWatchAlarmSpec]:
     against `slo.latency_p99_ms` when set (CloudWatch's extended statistic `p99`; not a rollback alarm: the plan
     predicts no p99 for a non-generative model, so its steady state is unknown), 5XX errors, and on GPU instances
     serving non-generative models GPU memory above 90 %. A generative model's `ttft_p99_ms` / `itl_p99_ms` get no
-    alarm here: SageMaker publishes a whole-request latency (ModelLatency), not TTFT or token gaps. Generative engines (LMI's vLLM) preallocate
-    `gpu_memory_utilization` of GPU memory at start, so GPU memory there sits near 90 % when healthy: no alarm.
-    Source: docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html.
+    alarm here: SageMaker publishes a whole-request latency (ModelLatency), not TTFT or token gaps. Generative engines
+    (LMI's vLLM) preallocate `gpu_memory_utilization` of GPU memory at start, so GPU memory there sits near 90 % when
+    healthy: no alarm. Source: docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html.
     """
     specs = []
     latency_ms = bp.slo.latency_p95_ms

@@ -504,8 +504,8 @@ class SloTargets(ClosedModel):
     latency_p99_ms: LatencyMs | None = None
     availability_pct: float = Field(ge=90, lt=100)
     attainment_pct: float = Field(ge=50, le=100, description="share of the simulated day's minutes within every "
-                                  "latency target (p95, and an LLM's p99 where set) the warm floor is planned for, % (requirements slo.attainment_pct or the "
-                                  "environment's default)")
+                                  "latency target (p95, and an LLM's p99 where set) the warm floor is planned for, % "
+                                  "(requirements slo.attainment_pct or the environment's default)")
     longest_violation_minutes: int | None = Field(default=None, ge=0, le=1440, description="the longest run of "
                                                   "minutes over a target the warm floor is planned for")
 

@@ -244,7 +244,8 @@ def warm_floor(bp: Blueprint, *, goal_is_set: bool = False) -> tuple[Blueprint, 
                                     f"environments.{env} in {top.slo_attainment:.1%} of minutes (longest run missed "
                                     f"{top.slo_longest_violation_minutes} minutes), not {goal_text}: the peak share "
                                     f"per replica, not the autoscaler, misses; lower {fields}, or loosen the "
-                                    f"{top.percentiles} targets the misses are against", rule="slo-attainment-reachable")
+                                    f"{top.percentiles} targets the misses are against",
+                                    rule="slo-attainment-reachable")
         return bp, base, (f"the simulated day meets the {base.percentiles} targets in {base.slo_attainment:.1%} of "
                           "minutes, below "
                           f"the {goal:g} % goal, and even {high} warm replicas reach only {top.slo_attainment:.1%}: "

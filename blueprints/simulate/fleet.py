@@ -74,17 +74,16 @@ HOURS_PER_MONTH = 730
 class SimulationResult:
     """What a simulation reports (`--json` keys), plus per-minute series for plots.
 
-    `slo_violation_minutes`: minutes in which any latency went over its target (`slo_targets`: p95s, and an LLM's
-    p99s when set) at any autoscaler step (requests held with no ready replica count, at the wait until one is
-    ready); `slo_longest_violation_minutes`: the longest run of such minutes; `worst_ms`: per target
-    (`ttft_p95_ms`, `itl_p95_ms`, `ttft_p99_ms`, `itl_p99_ms` or `latency_p95_ms`) the highest value any minute
-    reached, ms, against `slo_targets_ms`; `slo_attainment`: share (0-1) of minutes with every target met (1 -
-    violation minutes / minutes); `worst_queue_requests`: most requests waiting beyond what the replicas run; `cold_starts`:
-    times a request found no ready replica (scale from zero), with their longest and mean wait; `replica_hours`:
-    replica time over the simulated period; `most_nodes`: most nodes (SageMaker: instances) running at once;
-    `mean_rps`: the mean arrival rate, requests/s, and `expected_monthly_usd` the expected cost, USD/month, both of the
-    week when a weekly shape applies (then `working_day_monthly_usd` is a working day's cost at a month's rate; else
-    None).
+    `slo_violation_minutes`: minutes in which any latency went over its target (`slo_targets`: p95s, and an LLM's p99s
+    when set) at any autoscaler step (requests held with no ready replica count, at the wait until one is ready);
+    `slo_longest_violation_minutes`: the longest run of such minutes; `worst_ms`: per target (`ttft_p95_ms`,
+    `itl_p95_ms`, `ttft_p99_ms`, `itl_p99_ms` or `latency_p95_ms`) the highest value any minute reached, ms, against
+    `slo_targets_ms`; `slo_attainment`: share (0-1) of minutes with every target met (1 - violation minutes /
+    minutes); `worst_queue_requests`: most requests waiting beyond what the replicas run; `cold_starts`: times a
+    request found no ready replica (scale from zero), with their longest and mean wait; `replica_hours`: replica time
+    over the simulated period; `most_nodes`: most nodes (SageMaker: instances) running at once; `mean_rps`: the mean
+    arrival rate, requests/s, and `expected_monthly_usd` the expected cost, USD/month, both of the week when a weekly
+    shape applies (then `working_day_monthly_usd` is a working day's cost at a month's rate; else None).
     """
 
     stack: str

@@ -205,7 +205,8 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
     if p.expected_monthly_cost_usd is not None:
         rows.append(["expected monthly cost", f"${p.expected_monthly_cost_usd:,.2f} (fleet simulation of a planned "
                      f"day; `blueprint simulate {bp.stack}`)"])
-        rows.append(["SLO attainment", f"{p.slo_attainment:.1%} of minutes within every latency target (p95, and p99 where set)"])
+        rows.append(["SLO attainment", f"{p.slo_attainment:.1%} of minutes within every latency target (p95, and p99 "
+                     "where set)"])
     where = (bp.alerting.receiver and f"Alertmanager {bp.alerting.receiver}") or bp.alerting.sns_topic_arn
     rows.append(["alerts to", where or "nobody (no receiver configured)"])
     if bp.platform.stack:
