@@ -32,6 +32,10 @@ def test_a_p99_ttft_target_adds_replicas_until_the_simulated_p99_meets_it():
     [line] = [r for r in tight.rationale if "replica(s) for 12 requests/s at peak" in r]
     assert "TTFT p99" in line and "(target 1500 ms)" in line
     assert any("TTFT p99 <= 1500 ms, ITL p99 <= 60 ms within the constraints" in r for r in tight.rationale)
+    # the simulated day judges every minute against the p99 targets too (tests/test_slo_attainment.py)
+    [day] = [r for r in tight.rationale if r.startswith("fleet simulation of a planned day")]
+    assert f"p95 and p99 targets met in {tight.predictions.slo_attainment:.1%} of minutes" in day
+    assert tight.predictions.slo_attainment >= 0.99  # production's default goal, p99s included
     shown = summary(tight)  # what `blueprint plan` prints
     assert f"TTFT p99 {tight.predictions.ttft_p99_ms:,.0f} ms" in shown and "ITL p99 " in shown
 

@@ -365,6 +365,20 @@ def test_a_bundled_service_moved_to_another_region_is_reviewed_with_both_platfor
     assert (cost["before"], cost["after"]) == (old_usd, new_usd)
 
 
+def test_a_previewed_move_knows_who_else_the_platform_it_lands_on_serves(chat_before, tmp_path):
+    """`blueprint preview --baseline` reads the tenants from the stack configs: the platform landed on is shared with
+    the service its stack config lists; the one left has no stack config here, so it is only to be destroyed once no
+    service lands on it."""
+    after = _moved(chat_before)
+    base = _preview(chat_before, tmp_path / "base").to_json()
+    head = _preview(after, tmp_path / "head")
+    review = baseline_review(head, base, diff_reports(base, head.to_json()), stacks_dir=tmp_path / "head")
+    assert "platform-prod-eu-central-1 ($" in review.move.message
+    assert ", shared with regulated-assistant-prod): deploy that platform stack first" in review.move.message
+    assert "; platform platform-prod-us-east-1 ($" in review.move.message
+    assert review.move.message.endswith("keeps running: destroy it once no service lands on it")
+
+
 def test_a_previewed_region_move_names_the_replacement_not_a_rolling_update(chat_before, tmp_path):
     from blueprints.review.report.stack import MOVED, render_markdown
 
