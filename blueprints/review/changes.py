@@ -483,7 +483,8 @@ def platform_tenants(platforms: list[PlatformConfig], planned: list[Blueprint],
     tenants = {p.stack: tuple(p.services) for p in platforms}
     now = {s for bp in planned for s in (bp.pipeline.stacks if bp.pipeline is not None else [bp.stack])}
     for before in previous.values():
-        left = ((before or {}).get("platform") or {}).get("stack")
+        platform = (before or {}).get("platform")  # a plain dict of any schema version: read defensively
+        left = platform.get("stack") if isinstance(platform, dict) else None
         if not isinstance(left, str) or not left or left in tenants:
             continue
         recorded = recorded_platform(stack_config_path(stacks_dir, left))
