@@ -151,7 +151,7 @@ def plan(
     if check:
         _check_plans(requirements or None, policy_dir=policy_dir, no_policy=no_policy, as_json=as_json)
         return
-    from blueprints.review.changes import Review, platform_replacements, review_changes
+    from blueprints.review.changes import Review, platform_replacements, platform_tenants, review_changes
     from blueprints.review.report.stack import print_review
     from blueprints.contracts.stackconfig import (
         recorded_blueprint, recorded_platform, stack_config_path, write_stack_configs,
@@ -177,12 +177,12 @@ def plan(
         previous = {bp.stack: recorded_blueprint(stack_config_path(stacks_dir, bp.stack)) for bp in planned.blueprints}
         previous_platforms = {p.stack: recorded_platform(stack_config_path(stacks_dir, p.stack))
                               for p in planned.platforms}
+        tenants = platform_tenants(planned.platforms, planned.blueprints, previous, stacks_dir)
         platform_source = project.requirements_dir.relative_to(project.root) if project.root else requirements.parent
         paths = write_stack_configs(planned.subjects, stacks_dir, source=project_relative(requirements),
                                     platform_source=platform_source.as_posix(),
                                     cluster_addons=planned.cluster_addons, as_of=plan_date)
     written = dict(zip([s.stack for s in planned.subjects], paths))
-    tenants = {p.stack: tuple(p.services) for p in planned.platforms}
     reviews = {bp.stack: review_changes(bp.stack, previous[bp.stack], bp, tenants=tenants)
                for bp in planned.blueprints if previous[bp.stack] is not None}
     reviews |= {p.stack: Review(p.stack, True, platform=True,
@@ -543,7 +543,8 @@ def preview(
                                   program=program or project.program, policy_config=policy_config,
                                   policy_dir=project.policy_dir, baseline=base)
         diff = diff_reports(base, report.to_json()) if base is not None else None
-        review = baseline_review(report, base, diff) if base is not None and diff is not None else None
+        review = (baseline_review(report, base, diff, stacks_dir=stacks_dir or project.stacks_dir)
+                  if base is not None and diff is not None else None)
         if out_path is not None:
             write_report_dir(report, out_path, diff, review)
         drifts, skipped = _source_check([stack], project, stacks_dir or project.stacks_dir)
@@ -608,7 +609,7 @@ def simulate(
     out_path: Optional[Path] = typer.Option(None, "--out", help="Write plot.svg, plot.png and simulation.md (a "
                                             "Mermaid xychart for plan.md) into this folder."),
     as_json: bool = typer.Option(False, "--json", help="Print {stack, days, slo_violation_minutes, "
-                                 "slo_longest_violation_minutes, worst_p95_ms {target: ms}, slo_targets_ms, "
+                                 "slo_longest_violation_minutes, worst_ms {target: ms}, slo_targets_ms, "
                                  "slo_attainment (0-1), expected_monthly_usd, peak_monthly_usd, most_nodes, "
                                  "replica_hours, cold_starts, cold_start_max_s, cold_start_mean_s, "
                                  "worst_queue_requests, scale_ups, scale_downs}."),
@@ -616,8 +617,8 @@ def simulate(
                                               "project's (found from the working directory)."),
 ) -> None:
     """Replay traffic against the planned fleet with its autoscaler's real settings and the capacity model; report
-    the SLO violations first (minutes over a p95 target, the longest run, the worst p95s), then SLO attainment,
-    queues, cold starts, replica-hours and the expected monthly cost beside the peak cost. A batch stack
+    the SLO violations first (minutes over a p95 or p99 target, the longest run, the worst values), then SLO
+    attainment, queues, cold starts, replica-hours and the expected monthly cost beside the peak cost. A batch stack
     (`traffic.batch`): its day's run replayed, the completion time against the deadline first (`--json`: requests,
     replicas, requests_per_s_per_replica, start_s, request_latency_s, completion_hours, deadline_hours,
     within_deadline, done_by_hour).
@@ -653,7 +654,7 @@ def simulate(
         typer.echo(json.dumps(result.to_json(), sort_keys=True))
     else:
         data = result.to_json()
-        typer.echo(f"SLO: {result.violations() or 'every minute met every p95 target'}")
+        typer.echo(f"SLO: {result.slo_words()}")
         for key in ("slo_violation_minutes", "slo_longest_violation_minutes", "slo_attainment", "expected_monthly_usd",
                     "peak_monthly_usd", "most_nodes", "replica_hours", "cold_starts", "cold_start_max_s",
                     "worst_queue_requests", "scale_ups", "scale_downs"):

@@ -312,16 +312,71 @@ def test_a_move_prices_the_platform_it_lands_on_and_says_to_deploy_it_first(chat
                            tenants={"platform-prod-eu-central-1": (after.stack,)})
     assert ("; it lands on platform platform-prod-eu-central-1 ($532/month, this service its first: a cost this move "
             "adds): deploy that platform stack first (`blueprint preview platform-prod-eu-central-1`, then "
-            "`pulumi up -s platform-prod-eu-central-1`)") in first.move.message
+            "`pulumi up -s platform-prod-eu-central-1`), then this service") in first.move.message
     left = chat_before.predictions.platform_monthly_cost_usd
     assert f"; platform platform-prod-us-east-1 (${left:,.0f}/month) keeps running" in first.move.message
     shared = review_changes(after.stack, _dump(chat_before), after, tenants={
         "platform-prod-eu-central-1": ("regulated-assistant-prod", after.stack), "platform-prod-us-east-1": ()})
     assert "($532/month, shared with regulated-assistant-prod)" in shared.move.message
-    assert f"platform-prod-us-east-1 (${left:,.0f}/month) now serves no service: destroying it saves that" \
+    assert (f"platform-prod-us-east-1 (${left:,.0f}/month) then serves no service (this one was its last): destroy it "
+            f"after this service has moved (`pulumi destroy -s platform-prod-us-east-1`), saving ${left:,.0f}/month") \
         in shared.move.message
     cost = next(p for p in shared.predictions if p.name == "platform_monthly_cost_usd")
     assert (cost.before, cost.after) == (left, 532.41)  # the shared platform's cost, before -> after
+
+
+def test_a_bundled_service_moved_to_another_region_is_reviewed_with_both_platforms_costs_and_the_deploy_order(
+        project):
+    """regulated-assistant prod, the only service on platform-prod-eu-central-1, moves to eu-west-1 (its platform.yaml
+    entry moved with it): `blueprint plan` reviews the move with the new platform's monthly cost (this service its
+    first tenant), to deploy that platform before the service, and the old platform's saving once it is destroyed
+    after the move (this service was its last)."""
+    from blueprints.contracts.stackconfig import read_config
+
+    old_platform = read_config(project / "stacks" / "Pulumi.platform-prod-eu-central-1.yaml")
+    assert old_platform.services == ["regulated-assistant-prod"]
+    requirements = project / "stacks" / "requirements"
+    data = yaml.safe_load((requirements / "regulated-assistant.yaml").read_text())
+    data["environments"]["prod"]["region"] = "eu-west-1"
+    (requirements / "regulated-assistant.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    platforms = yaml.safe_load((requirements / "platform.yaml").read_text())
+    platforms["platforms"]["prod-eu-west-1"] = platforms["platforms"].pop("prod-eu-central-1")
+    platforms["platforms"]["prod-eu-west-1"]["runner_label"] = "servingblueprints-eu-west-1-prod"
+    (requirements / "platform.yaml").write_text(yaml.safe_dump(platforms, sort_keys=False))
+    result = runner.invoke(app, ["plan", "stacks/requirements/regulated-assistant.yaml", "--env", "prod", "--as-of",
+                                 "2026-12-01", "--json"])
+    assert result.exit_code == 0, result.output
+    planned = {entry["stack"]: entry for entry in json.loads(result.output)}
+    new_platform = planned["platform-prod-eu-west-1"]["platform"]
+    assert planned["platform-prod-eu-west-1"]["review"] is None  # a new platform stack
+    assert new_platform["services"] == ["regulated-assistant-prod"]
+    review = planned["regulated-assistant-prod"]["review"]
+    [move] = [r for r in review["replacements"] if r["what"] == "service"]
+    new_usd = planned["regulated-assistant-prod"]["blueprint"]["predictions"]["platform_monthly_cost_usd"]
+    assert new_usd == new_platform["monthly_cost_usd"] > 0
+    old_usd = old_platform.monthly_cost_usd
+    assert (f"it lands on platform platform-prod-eu-west-1 (${new_usd:,.0f}/month, this service its first: a cost "
+            "this move adds): deploy that platform stack first (`blueprint preview platform-prod-eu-west-1`, then "
+            "`pulumi up -s platform-prod-eu-west-1`), then this service") in move["message"]
+    assert (f"platform platform-prod-eu-central-1 (${old_usd:,.0f}/month) then serves no service (this one was its "
+            "last): destroy it after this service has moved (`pulumi destroy -s platform-prod-eu-central-1`), saving "
+            f"${old_usd:,.0f}/month") in move["message"]
+    cost = next(p for p in review["predictions"] if p["name"] == "platform_monthly_cost_usd")
+    assert (cost["before"], cost["after"]) == (old_usd, new_usd)
+
+
+def test_a_previewed_move_knows_who_else_the_platform_it_lands_on_serves(chat_before, tmp_path):
+    """`blueprint preview --baseline` reads the tenants from the stack configs: the platform landed on is shared with
+    the service its stack config lists; the one left has no stack config here, so it is only to be destroyed once no
+    service lands on it."""
+    after = _moved(chat_before)
+    base = _preview(chat_before, tmp_path / "base").to_json()
+    head = _preview(after, tmp_path / "head")
+    review = baseline_review(head, base, diff_reports(base, head.to_json()), stacks_dir=tmp_path / "head")
+    assert "platform-prod-eu-central-1 ($" in review.move.message
+    assert ", shared with regulated-assistant-prod): deploy that platform stack first" in review.move.message
+    assert "; platform platform-prod-us-east-1 ($" in review.move.message
+    assert review.move.message.endswith("keeps running: destroy it once no service lands on it")
 
 
 def test_a_previewed_region_move_names_the_replacement_not_a_rolling_update(chat_before, tmp_path):

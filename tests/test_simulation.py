@@ -137,14 +137,14 @@ def test_a_bundled_stack_that_scales_costs_less_than_its_peak_and_reports_every_
     result = runner.invoke(app, ["simulate", SCALING, "--json", "--stacks-dir", str(STACKS)])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    for key in ("slo_violation_minutes", "slo_longest_violation_minutes", "worst_p95_ms", "slo_targets_ms",
+    for key in ("slo_violation_minutes", "slo_longest_violation_minutes", "worst_ms", "slo_targets_ms",
                 "slo_attainment", "expected_monthly_usd", "peak_monthly_usd", "most_nodes", "replica_hours",
                 "cold_starts", "worst_queue_requests"):
         assert key in data
     assert "worst_queue" not in data  # renamed: it counts requests
     assert 0 <= data["slo_attainment"] <= 1
     assert data["slo_attainment"] == round(1 - data["slo_violation_minutes"] / 1440, 4)
-    assert set(data["worst_p95_ms"]) == set(data["slo_targets_ms"]) == {"ttft_p95_ms", "itl_p95_ms"}
+    assert set(data["worst_ms"]) == set(data["slo_targets_ms"]) == {"ttft_p95_ms", "itl_p95_ms"}
     assert data["expected_monthly_usd"] < data["peak_monthly_usd"]
 
 
@@ -157,12 +157,12 @@ def test_the_report_leads_with_the_violations_minutes_longest_run_and_worst_p95_
     assert result.slo_violation_minutes == sum(
         1 for p, slo in zip(result.minutes["p95_ms"], result.minutes["slo_ms"]) if p > slo)
     assert 1 <= result.slo_longest_violation_minutes <= result.slo_violation_minutes
-    assert result.worst_p95_ms["ttft_p95_ms"] == max(result.minutes["p95_ms"]) > bp.slo.ttft_p95_ms
+    assert result.worst_ms["ttft_p95_ms"] == max(result.minutes["p95_ms"]) > bp.slo.ttft_p95_ms
     lead = result.violations()
     assert lead == (f"p95 over target in {result.slo_violation_minutes} of 1,440 minutes (longest run "
                     f"{result.slo_longest_violation_minutes} minutes): worst TTFT p95 "
-                    f"{result.worst_p95_ms['ttft_p95_ms']:,.0f} ms (target {bp.slo.ttft_p95_ms:,.0f} ms), ITL p95 "
-                    f"{result.worst_p95_ms['itl_p95_ms']:.1f} ms (target {bp.slo.itl_p95_ms:.1f} ms)")
+                    f"{result.worst_ms['ttft_p95_ms']:,.0f} ms (target {bp.slo.ttft_p95_ms:,.0f} ms), ITL p95 "
+                    f"{result.worst_ms['itl_p95_ms']:.1f} ms (target {bp.slo.itl_p95_ms:.1f} ms)")
     assert bp.slo.ttft_p95_ms >= 1000  # so the target's thousands separator is checked
     out = CliRunner().invoke(app, ["simulate", SCALING, "--stacks-dir", str(STACKS)])
     assert out.exit_code == 0 and out.output.splitlines()[0] == f"SLO: {lead}"
@@ -183,13 +183,13 @@ def test_a_minute_counts_as_violated_when_any_p95_misses_even_for_one_autoscaler
     with monkeypatch.context() as mp:
         mp.setattr(fleet, "slo_targets", lambda _bp: tight)
         result = simulate(bp, trace=[peak] * 10)
-    assert result.slo_violation_minutes == 10 and result.worst_p95_ms["itl_p95_ms"] > tight["itl_p95_ms"]
-    assert result.worst_p95_ms["ttft_p95_ms"] <= tight["ttft_p95_ms"]  # TTFT met: the ITL alone decides
+    assert result.slo_violation_minutes == 10 and result.worst_ms["itl_p95_ms"] > tight["itl_p95_ms"]
+    assert result.worst_ms["ttft_p95_ms"] <= tight["ttft_p95_ms"]  # TTFT met: the ITL alone decides
     dev = stack("chat-assistant-dev")
     cold = simulate(dev, trace=[0.0] * 30 + [0.05] * 30)
     assert cold.cold_starts >= 1 and cold.slo_violation_minutes >= 1
-    assert math.isfinite(cold.worst_p95_ms["ttft_p95_ms"])
-    assert cold.worst_p95_ms["ttft_p95_ms"] >= (dev.startup.total_s - 60) * 1e3
+    assert math.isfinite(cold.worst_ms["ttft_p95_ms"])
+    assert cold.worst_ms["ttft_p95_ms"] >= (dev.startup.total_s - 60) * 1e3
 
 
 def test_simulate_finds_the_projects_stack_configs_from_any_folder_inside_it(monkeypatch):
@@ -381,7 +381,7 @@ def test_a_load_curve_simulates_only_the_points_read_and_each_is_the_full_curves
     ttft, running = full.ttft_p95_ms, full.running  # every point simulated, from a cold start
     assert len(simulated) == 3 + len(full.rates)
     share = (between - full.rates[1]) / (full.rates[2] - full.rates[1])
-    assert point.p95_ms["ttft_p95_ms"] == pytest.approx(ttft[1] + (ttft[2] - ttft[1]) * share, rel=1e-12)
+    assert point.latency_ms["ttft_p95_ms"] == pytest.approx(ttft[1] + (ttft[2] - ttft[1]) * share, rel=1e-12)
     assert point.running == pytest.approx(running[1] + (running[2] - running[1]) * share, rel=1e-12)
     assert ttft[0] > 0 and running[-1] > running[0]
 
@@ -393,7 +393,7 @@ def test_a_remembered_load_point_is_the_one_read_afresh(busy_chat):
     rates = [0.0, model.rates[0] / 2, *model.rates, (model.rates[2] + model.rates[3]) / 2, model.capacity_rps * 2]
     first = [model.at(r) for r in rates]
     assert [model.at(r) for r in rates] == first == [model._point(r) for r in rates]
-    assert first[-1] == model._point(model.capacity_rps) and first[1].p95_ms["ttft_p95_ms"] == model.ttft_p95_ms[0]
+    assert first[-1] == model._point(model.capacity_rps) and first[1].latency_ms["ttft_p95_ms"] == model.ttft_p95_ms[0]
 
 
 def test_a_fleet_at_its_peak_all_day_costs_its_planned_peak_to_the_cent_whatever_the_price_rounding():

@@ -6,7 +6,9 @@ For one candidate (GPU, tensor parallel, KV-cache dtype) and the requirements' t
    prompt chunk filling the rest of the budget) keeps a token gap within the target, the pair the mean-value model
    saturates highest; the sequences within what the KV cache holds of mean-length requests (at most
    `defaults.MAX_NUM_SEQS_CAP`).
-3. `screen`: an optimistic analytic bound on the rate (`LLM_MAX_UTILIZATION` x the saturated rate), for ranking.
+3. `screen`: an optimistic analytic bound on the rate (`LLM_MAX_UTILIZATION` x the saturated rate), for ranking;
+   it drops a candidate whose idle replica misses the tightest TTFT or ITL target (p95, or p99 where only it is
+   set) and ranks engine limits on the rate every TTFT target (p95 and p99) allows.
 4. `size_replica`: the highest per-replica arrival rate at which the simulated TTFT p95, ITL p95 and (when bounded)
    request-latency p95 meet the targets: bisection over the rate on common random numbers, at most the screen's bound
    (`run_meeting`: a rate's run stops as soon as its TTFT or request-latency p95 must miss).
@@ -25,7 +27,7 @@ from blueprints.capacity.analytic import saturation_rps
 from blueprints.capacity.physics import Correction, EngineProfile, ReplicaModel, default_batch_limits, replica_model
 from blueprints.capacity.runs import open_loop
 from blueprints.capacity.simulator import SchedulerConfig, SimulationResult
-from blueprints.capacity.workload import LengthModel, length_model, simulation_requests
+from blueprints.capacity.workload import Z95, LengthModel, length_model, simulation_requests
 from blueprints.catalog import Architecture, Gpu
 from blueprints.contracts.memory import LoraSlots
 from blueprints.requirements.model import Precision, Quantization
@@ -58,6 +60,24 @@ class LatencyTargets:
     e2e_p95_ms: float | None = None
     ttft_p99_ms: float | None = None
     itl_p99_ms: float | None = None
+
+    def tightest(self, metric: str) -> tuple[str, float] | None:
+        """The tightest target of `metric` ("ttft" or "itl"): (its SLO field, ms), the p95's when set (a p99 target
+        is never below it: `slo.<metric>_p99_ms` >= `<metric>_p95_ms`), else the p99's; None when neither is set.
+        What a single request on an idle replica (TTFT of a mean prompt, a full step's token gap) must meet: it is
+        at most every percentile of the metric."""
+        for field in (f"{metric}_p95_ms", f"{metric}_p99_ms"):
+            value = getattr(self, field)
+            if value is not None:
+                return field, value
+        return None
+
+    def ttft_tails(self) -> tuple[tuple[float, float, float], ...]:
+        """Each TTFT target as (target ms, queue-wait percentile / mean, standard-normal quantile of the prompt
+        length at that percentile): the p95's (`WAIT_P95_FACTOR`, z 1.645) and the p99's (`WAIT_P99_FACTOR`, z 2.326)
+        where set; () without a TTFT target."""
+        return tuple(t for t in ((self.ttft_p95_ms, WAIT_P95_FACTOR, Z95), (self.ttft_p99_ms, WAIT_P99_FACTOR, Z99))
+                     if t[0] is not None)
 
     def met_by(self, run: SimulationResult) -> bool:
         """The run was stable and every given p95 and p99 is within its target."""
@@ -121,6 +141,11 @@ MIN_BATCHED_TOKENS = 64
 #: p95 of a queueing wait / its mean when choosing the token budget (an exponential-like tail; as
 #: `blueprints.capacity.replica.WAIT_P95_FACTOR`) [assumption].
 WAIT_P95_FACTOR = 3.0
+#: p99 of a queueing wait / its mean: the same exponential-like tail at the 99th percentile, ln(100) ~ 4.6
+#: [assumption].
+WAIT_P99_FACTOR = math.log(100)
+#: Standard-normal quantile at the 99th percentile (the p99 prompt length of a lognormal `LengthModel`).
+Z99 = 2.3263478740408408
 
 
 def _largest(fits, ceiling: int) -> int:
@@ -170,7 +195,8 @@ def engine_limit_choices(model: ReplicaModel, gpu: Gpu, shape: TrafficShape, tar
     held = shape.sequences_held(model.kv_cache_tokens)
     ceiling = min(defaults.MAX_NUM_SEQS_CAP, held)
     ctx = _context(shape)
-    itl_s = targets.itl_p95_ms / 1e3 if targets.itl_p95_ms is not None else math.inf
+    itl = targets.tightest("itl")  # a full step's gap is the longest: within it, every ITL percentile is
+    itl_s = itl[1] / 1e3 if itl is not None else math.inf
     if ceiling < 1 or model.step_s(1, ctx) > itl_s:
         return ()
     blocks = model.kv_cache_tokens // defaults.KV_BLOCK_TOKENS
@@ -196,7 +222,7 @@ def engine_limit_choices(model: ReplicaModel, gpu: Gpu, shape: TrafficShape, tar
         if largest:
             weighed.append(_best_batch(lambda n, budget=budget: _budget_rate(model, shape, targets, seqs=n,
                                                                                 budget=budget),
-                                       largest, tune=targets.ttft_p95_ms is not None) + (budget,))
+                                       largest, tune=bool(targets.ttft_tails())) + (budget,))
         budget //= 2
     if not weighed:  # no budget leaves room for a chunk within the target: the smallest; chunks stretch gaps
         return (SchedulerConfig(max_num_seqs=decode_only, max_num_batched_tokens=max(decode_only, MIN_BATCHED_TOKENS),
@@ -249,9 +275,10 @@ def _best_batch(rate, largest: int, *, tune: bool) -> tuple[float, int]:
 
 def _budget_rate(model: ReplicaModel, shape: TrafficShape, targets: LatencyTargets, *, seqs: int, budget: int) -> float:
     """The rate (requests/s) a token budget allows by the mean-value model: the saturated rate at `seqs` running, and
-    with a TTFT target at most the rate at which prompts, prefilled one after another in chunks of what the budget
-    leaves the decoders (vLLM V1 runs one partial prefill at a time), still meet it: an M/D/1 queue of prefills whose
-    p95 wait (`WAIT_P95_FACTOR` x the mean) plus a p95-length prompt's own chunks and the frontend fit the target.
+    with TTFT targets at most the rate at which prompts, prefilled one after another in chunks of what the budget
+    leaves the decoders (vLLM V1 runs one partial prefill at a time), still meet each of them: an M/D/1 queue of
+    prefills whose p95 wait (`WAIT_P95_FACTOR` x the mean) plus a p95-length prompt's own chunks and the frontend fit
+    the p95 target, and likewise at the 99th percentile (`WAIT_P99_FACTOR`, a p99-length prompt) the p99 target.
     With a TTFT target the saturated rate is capped where requests rarely wait for a sequence slot
     (`SLOT_QUEUE_BETA`). The decoders beside a chunk are those running at that rate (Little's law: the rate x the
     steps of a mean output, at most `seqs`), found by a few damped iterations from `seqs`: a cap above what the rate
@@ -259,7 +286,8 @@ def _budget_rate(model: ReplicaModel, shape: TrafficShape, targets: LatencyTarge
     mean_in, out = shape.inputs.mean, shape.outputs.mean
     saturated = saturation_rps(model, running=seqs, input_tokens=mean_in, output_tokens=out,
                                max_num_batched_tokens=budget)
-    if targets.ttft_p95_ms is None:
+    tails = targets.ttft_tails()
+    if not tails:
         return saturated
     saturated *= max(0.0, 1 - SLOT_QUEUE_BETA / math.sqrt(seqs))  # requests rarely wait for a slot
     ctx = _context(shape)
@@ -269,10 +297,13 @@ def _budget_rate(model: ReplicaModel, shape: TrafficShape, targets: LatencyTarge
         chunk = max(1, budget - decoders)
         step = model.step_s(decoders, decoders * ctx, chunk, chunk * mean_in / 2)
         service = math.ceil(mean_in / chunk) * step
-        tail = math.ceil(shape.inputs.p95 / chunk) * step + sum(model.frontend_s(shape.inputs.p95))
-        room = targets.ttft_p95_ms / 1e3 - tail
-        x = room / WAIT_P95_FACTOR / service  # the mean wait allowed, in prefill services
-        rate = min(saturated, 2 * x / (1 + 2 * x) / service) if room > 0 else 0.0  # M/D/1: rho / (2 (1 - rho))
+        rate = saturated
+        for target_ms, wait_factor, z in tails:
+            prompt = shape.inputs.p95 if z == Z95 else shape.inputs.draw(z, limit=shape.max_model_len)
+            tail = math.ceil(prompt / chunk) * step + sum(model.frontend_s(prompt))
+            room = target_ms / 1e3 - tail
+            x = room / wait_factor / service  # the mean wait allowed, in prefill services
+            rate = min(rate, 2 * x / (1 + 2 * x) / service) if room > 0 else 0.0  # M/D/1: rho / (2 (1 - rho))
         running = (running + min(seqs, rate * out * step)) / 2
     return rate
 
@@ -284,17 +315,19 @@ def screen(arch: Architecture, gpu: Gpu, *, precision: Precision, quantization: 
            engine: EngineProfile | None = None,
            gpu_memory_utilization: float = defaults.GPU_MEMORY_UTILIZATION) -> tuple[Candidate, ...]:
     """The candidate with each of its engine-limit choices (`engine_limit_choices`, best first by the mean-value
-    model) and its analytic bound, or () when it cannot serve one request within the targets (memory, ITL at batch
-    1, or TTFT of an unloaded replica); `correction`: a calibration's factors; `lora`: the LoRA slots whose memory
-    leaves the KV cache; `chat`: requests come through the chat endpoint; `engine`: the serving engine's profile
-    (its scheduling and step tables; the pinned vLLM by default); `gpu_memory_utilization` the share of memory the
-    engine's KV cache is sized in (`physics.planned_memory_utilization`)."""
+    model) and its analytic bound, or () when it cannot serve one request within the targets (memory, ITL at batch 1,
+    or TTFT of an unloaded replica, each against the tightest target of its metric, `LatencyTargets.tightest`: a p99
+    target screens where no p95 target is set); `correction`: a calibration's factors; `lora`: the LoRA slots whose
+    memory leaves the KV cache; `chat`: requests come through the chat endpoint; `engine`: the serving engine's
+    profile (its scheduling and step tables; the pinned vLLM by default); `gpu_memory_utilization` the share of memory
+    the engine's KV cache is sized in (`physics.planned_memory_utilization`)."""
     model = replica_model(arch, gpu, precision=precision, quantization=quantization,
                           tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, correction=correction,
                           lora=lora, chat=chat, engine=engine, gpu_memory_utilization=gpu_memory_utilization)
     configs = engine_limit_choices(model, gpu, shape, targets, tune_batched_tokens=tune_batched_tokens)
+    ttft = targets.tightest("ttft")
     return tuple(candidate(model, gpu, tensor_parallel_size, kv_cache_fp8, config, shape) for config in configs
-                 if targets.ttft_p95_ms is None or idle_ttft_ms(model, config, shape) <= targets.ttft_p95_ms)
+                 if ttft is None or idle_ttft_ms(model, config, shape) <= ttft[1])
 
 
 def candidate(model: ReplicaModel, gpu: Gpu, tensor_parallel_size: int, kv_cache_fp8: bool, config: SchedulerConfig,

@@ -1,11 +1,12 @@
-"""One replica under load: its capacity, its p95 latency at an arrival rate, and the value of the autoscaler's signal.
+"""One replica under load: its capacity, its p95 (and LLM p99) latencies at an arrival rate, and the value of the
+autoscaler's signal.
 
 This is the narrow interface between the capacity model and its two consumers here, the planner's scaling targets
 and the fleet simulation (`blueprints.simulate.fleet`). It reads the capacity model through two functions, so a new
 capacity model changes only this file:
 
-- `blueprints.capacity.planning.run_at_rate(candidate, shape, rate)` -> the simulated replica (TTFT and ITL p95, the
-  mean of sequences running) under open-loop arrivals at `rate` with the traffic pattern's second-scale bursts;
+- `blueprints.capacity.planning.run_at_rate(candidate, shape, rate)` -> the simulated replica (TTFT and ITL p95 and
+  p99, the mean of sequences running) under open-loop arrivals at `rate` with the traffic pattern's second-scale bursts;
 - `blueprints.capacity.runs.closed_loop(...)` at max_num_seqs -> its saturated throughput.
 
 LLMs: capacity is the simulated replica's throughput with its batch full (a closed loop at max_num_seqs: the rate
@@ -47,26 +48,32 @@ WAIT_P95_FACTOR = 3.0
 MAX_UTILISATION = 0.98
 #: Where an LLM replica's load curve is simulated: shares of its saturated throughput.
 LOAD_CURVE_FRACTIONS = (0.05, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 1.0)
+#: The latencies of an LLM's load curve, keyed like the SLO fields (`LoadPoint.latency_ms`).
+CURVE_LATENCIES = ("ttft_p95_ms", "itl_p95_ms", "ttft_p99_ms", "itl_p99_ms")
 #: Most load points one replica model remembers (`ReplicaModel.at`); beyond it the memo starts again.
 _POINTS_SIZE = 4096
 
 
 @dataclass(frozen=True)
 class LoadPoint:
-    """One replica at one arrival rate: p95 latencies (ms, keyed like the SLO fields) and its signal values."""
+    """One replica at one arrival rate: its latencies (ms, keyed like the SLO fields they are judged against: an
+    LLM's `ttft_p95_ms`, `itl_p95_ms`, `ttft_p99_ms`, `itl_p99_ms`; otherwise `latency_p95_ms`) and its signal
+    values."""
 
-    p95_ms: dict[str, float]
+    latency_ms: dict[str, float]
     running: float
     pending: float
 
 
 @dataclass(frozen=True)
 class CurvePoint:
-    """The simulated replica at one rate of its load curve: TTFT and ITL p95 (ms), mean sequences running."""
+    """The simulated replica at one rate of its load curve: TTFT and ITL p95 and p99 (ms), mean sequences running."""
 
     ttft_p95_ms: float
     itl_p95_ms: float
     running: float
+    ttft_p99_ms: float
+    itl_p99_ms: float
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,7 +98,8 @@ class LoadCurve:
         found = self._points.get(i)
         if found is None:
             r = self.run(self.rates[i])
-            found = self._points[i] = CurvePoint(r.ttft_ms.p95, r.itl_ms.p95, min(self.max_running, r.mean_running))
+            found = self._points[i] = CurvePoint(r.ttft_ms.p95, r.itl_ms.p95, min(self.max_running, r.mean_running),
+                                                 ttft_p99_ms=r.ttft_ms.p99, itl_p99_ms=r.itl_ms.p99)
         return found
 
     @property
@@ -161,8 +169,8 @@ class ReplicaModel:
         rate = max(0.0, min(rate_rps, self.capacity_rps))
         curve = self.curve
         if curve is not None:  # only the grid points around `rate` are read (and simulated, when not yet)
-            return LoadPoint({"ttft_p95_ms": _interpolate(curve.rates, lambda i: curve.point(i).ttft_p95_ms, rate),
-                              "itl_p95_ms": _interpolate(curve.rates, lambda i: curve.point(i).itl_p95_ms, rate)},
+            return LoadPoint({key: _interpolate(curve.rates, lambda i, key=key: getattr(curve.point(i), key), rate)
+                              for key in CURVE_LATENCIES},
                              running=_interpolate((0.0, *curve.rates),
                                                   lambda i: curve.point(i - 1).running if i else 0.0, rate),
                              pending=0.0)

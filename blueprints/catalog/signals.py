@@ -139,6 +139,8 @@ SIGNALS: tuple[Signal, ...] = (
     # --- alarms: SageMaker (CloudWatch) -------------------------------------------------------------------------------
     _row("model-latency-p95", "alert", SAGEMAKER, "ModelLatency", "microseconds", "p95 model latency per minute",
          "microseconds"),
+    _row("model-latency-p99", "alert", SAGEMAKER, "ModelLatency", "microseconds", "p99 model latency per minute",
+         "microseconds"),
     _row("invocation-5xx", "alert", SAGEMAKER, "Invocation5XXErrors", "errors", "5xx errors per minute", "errors"),
     _row("gpu-memory", "alert", SAGEMAKER, "GPUMemoryUtilization", "percent",
          "GPU memory in use (non-generative models: engines that do not preallocate)", "percent"),

@@ -322,10 +322,13 @@ LLM_LATENCY_ALARM_FACTOR = 1.5
 
 
 def cloudwatch_alarm_specs(bp: Blueprint) -> list[CloudWatchAlarmSpec]:
-    """SageMaker alarms from the SLOs: ModelLatency p95 (microseconds) against the latency target, 5XX errors, and on
-    GPU instances serving non-generative models GPU memory above 90 %. Generative engines (LMI's vLLM) preallocate
-    `gpu_memory_utilization` of GPU memory at start, so GPU memory there sits near 90 % when healthy: no alarm.
-    Source: docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html.
+    """SageMaker alarms from the SLOs: ModelLatency p95 (microseconds) against the latency target, ModelLatency p99
+    against `slo.latency_p99_ms` when set (CloudWatch's extended statistic `p99`; not a rollback alarm: the plan
+    predicts no p99 for a non-generative model, so its steady state is unknown), 5XX errors, and on GPU instances
+    serving non-generative models GPU memory above 90 %. A generative model's `ttft_p99_ms` / `itl_p99_ms` get no
+    alarm here: SageMaker publishes a whole-request latency (ModelLatency), not TTFT or token gaps. Generative engines
+    (LMI's vLLM) preallocate `gpu_memory_utilization` of GPU memory at start, so GPU memory there sits near 90 % when
+    healthy: no alarm. Source: docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html.
     """
     specs = []
     latency_ms = bp.slo.latency_p95_ms
@@ -337,6 +340,10 @@ def cloudwatch_alarm_specs(bp: Blueprint) -> list[CloudWatchAlarmSpec]:
                                          latency_ms * 1000, "GreaterThanThreshold", 60, 5,
                                          f"ModelLatency p95 above {latency_ms:g} ms",
                                          steady_state=predicted * 1000 if predicted is not None else None))
+    if bp.slo.latency_p99_ms is not None and not bp.model.task.generative:
+        p99_ms = bp.slo.latency_p99_ms
+        specs.append(CloudWatchAlarmSpec("model-latency-p99", "AWS/SageMaker", "ModelLatency", "p99", p99_ms * 1000,
+                                         "GreaterThanThreshold", 60, 5, f"ModelLatency p99 above {p99_ms:g} ms"))
     specs.append(CloudWatchAlarmSpec("invocation-5xx", "AWS/SageMaker", "Invocation5XXErrors", "Sum", 0,
                                      "GreaterThanThreshold", 60, 5, "The model container returned 5xx errors",
                                      steady_state=0.0))

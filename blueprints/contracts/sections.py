@@ -503,9 +503,9 @@ class SloTargets(ClosedModel):
     latency_p95_ms: LatencyMs | None = None
     latency_p99_ms: LatencyMs | None = None
     availability_pct: float = Field(ge=90, lt=100)
-    attainment_pct: float = Field(ge=50, le=100, description="share of the simulated day's minutes within every p95 "
-                                  "target the warm floor is planned for, % (requirements slo.attainment_pct or the "
-                                  "environment's default)")
+    attainment_pct: float = Field(ge=50, le=100, description="share of the simulated day's minutes within every "
+                                  "latency target (p95, and an LLM's p99 where set) the warm floor is planned for, % "
+                                  "(requirements slo.attainment_pct or the environment's default)")
     longest_violation_minutes: int | None = Field(default=None, ge=0, le=1440, description="the longest run of "
                                                   "minutes over a target the warm floor is planned for")
 
@@ -714,7 +714,7 @@ class Predictions(ClosedModel):
                                              "max_replicas' nodes (placed as the scheduler places them) plus the "
                                              "fixed items; budget.max_monthly_usd is checked against it")
     slo_attainment: float | None = Field(default=None, ge=0, le=1, description="the fleet simulation's share of "
-                                         "minutes within every p95 target (0-1)")
+                                         "minutes within every latency target: p95, and an LLM's p99 where set (0-1)")
     models: list[ModelLatency] | None = Field(default=None, description="non-generative archetypes: each model's "
                                               "own predicted latency (latency_p95_ms above is the slowest's)")
     capacity_source: str | None = Field(default=None, max_length=500, description="LLMs: what the predicted step "

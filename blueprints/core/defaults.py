@@ -177,10 +177,10 @@ MIN_ZONES_FOR_HIGH_AVAILABILITY = 2
 
 #: Extra replicas a rolling update starts before stopping an old one (maxSurge); node pools leave room for them.
 SURGE_REPLICAS = 1
-#: Share of a simulated planned day's minutes that must meet the p95 targets before the plan stops raising the
-#: minimum replicas (`blueprints.plan.scaling.warm_floor`), %, when the requirements set no `slo.attainment_pct`:
-#: 99 in production (about 14 minutes a day may miss), 95 elsewhere (about 72). [assumption] holding replicas warm
-#: for every burst would provision the peak all day; the plan states the price of each step up.
+#: Share of a simulated planned day's minutes that must meet the latency targets (p95s, and p99s where set) before the
+#: plan stops raising the minimum replicas (`blueprints.plan.scaling.warm_floor`), %, when the requirements set no
+#: `slo.attainment_pct`: 99 in production (about 14 minutes a day may miss), 95 elsewhere (about 72). [assumption]
+#: holding replicas warm for every burst would provision the peak all day; the plan states the price of each step up.
 SLO_ATTAINMENT_PCT = {"production": 99.0, "other": 95.0}
 #: The attainments above the planned one whose extra cost the plan states (`blueprints.plan.scaling.warm_floor`), %.
 SLO_ATTAINMENT_STEPS_PCT = (99.0, 99.5, 99.9)

@@ -199,7 +199,8 @@ def _lowest_floor(bp: Blueprint, runs: dict[int, SimulationResult], low: int, hi
 
 
 def warm_floor(bp: Blueprint, *, goal_is_set: bool = False) -> tuple[Blueprint, SimulationResult, str | None]:
-    """The lowest minimum replica count whose simulated planned day meets the p95 targets in at least
+    """The lowest minimum replica count whose simulated planned day meets the latency targets (p95s, and p99s where
+    the SLO sets them: `blueprints.simulate.fleet.slo_targets`) in at least
     `slo.attainment_pct` of its minutes (and, when set, with no run of missed minutes longer than
     `slo.longest_violation_minutes`), between the planned floor and the peak replicas.
 
@@ -230,7 +231,8 @@ def warm_floor(bp: Blueprint, *, goal_is_set: bool = False) -> tuple[Blueprint, 
             fix = (f"set environments.{env}.min_replicas >= 1 (it scales to zero: a request after an idle period "
                    "waits for a cold start)" if low == 0 else
                    f"the floor is already the peak's {high} replica(s)")
-            raise RequirementsError(f"{fields}: the simulated day of environments.{env} meets the p95 targets in "
+            raise RequirementsError(f"{fields}: the simulated day of environments.{env} meets the {base.percentiles} "
+                                    "targets in "
                                     f"{base.slo_attainment:.1%} of minutes (longest run missed "
                                     f"{base.slo_longest_violation_minutes} minutes), not {goal_text}; {fix}, or lower "
                                     f"{fields}", rule="slo-attainment-reachable")
@@ -239,18 +241,22 @@ def warm_floor(bp: Blueprint, *, goal_is_set: bool = False) -> tuple[Blueprint, 
     if floor is None:
         top = runs[high]
         if goal_is_set:
-            raise RequirementsError(f"{fields}: even the peak's {high} replicas kept warm meet the p95 targets of "
+            raise RequirementsError(f"{fields}: even the peak's {high} replicas kept warm meet the {top.percentiles} "
+                                    "targets of "
                                     f"environments.{env} in {top.slo_attainment:.1%} of minutes (longest run missed "
                                     f"{top.slo_longest_violation_minutes} minutes), not {goal_text}: the peak share "
-                                    f"per replica, not the autoscaler, misses; lower {fields}, or loosen the p95 "
-                                    "targets the misses are against", rule="slo-attainment-reachable")
-        return bp, base, (f"the simulated day meets the p95 targets in {base.slo_attainment:.1%} of minutes, below "
+                                    f"per replica, not the autoscaler, misses; lower {fields}, or loosen the "
+                                    f"{top.percentiles} targets the misses are against",
+                                    rule="slo-attainment-reachable")
+        return bp, base, (f"the simulated day meets the {base.percentiles} targets in {base.slo_attainment:.1%} of "
+                          "minutes, below "
                           f"the {goal:g} % goal, and even {high} warm replicas reach only {top.slo_attainment:.1%}: "
                           "the peak share per replica, not the autoscaler, misses")
     run = runs[floor]
     extra = run.expected_monthly_usd - base.expected_monthly_usd
     note = (f"minimum replicas {floor}, not {low}: bursts outpace a new replica's {bp.startup.total_s} s start, so "
-            f"with {low} warm the simulated day meets the p95 targets in {base.slo_attainment:.1%} of minutes; "
+            f"with {low} warm the simulated day meets the {base.percentiles} targets in {base.slo_attainment:.1%} of "
+            "minutes; "
             f"{floor} meet them in {run.slo_attainment:.1%} (goal {goal_text}, slo.attainment_pct) for about "
             f"${extra:,.0f}/month more expected (set environments.{env}.min_replicas to choose otherwise)")
     steps = _step_prices(bp, runs, floor, high, run, longest)
@@ -317,7 +323,7 @@ def simulation_predictions(bp: Blueprint, result: SimulationResult) -> Blueprint
     note = (f"fleet simulation of a planned day ({traffic.pattern if traffic else 'planned'}{swing} "
             f"traffic){week}: {missed + '; ' if missed else ''}about ${result.expected_monthly_usd:,.0f}/month "
             f"expected{working} against "
-            f"${predictions.monthly_cost_usd:,.0f}/month provisioned for the peak, p95 targets met in "
+            f"${predictions.monthly_cost_usd:,.0f}/month provisioned for the peak, {result.percentiles} targets met in "
             f"{result.slo_attainment:.1%} of minutes")
     if beyond:
         note += (f"; the peak is {result.most_nodes} {unit}, not the planned {planned:g}: bursts outpace the "
@@ -352,7 +358,8 @@ def finish(bp: Blueprint, platform: PlatformConfig | None, alerting: AlertingSpe
             fields = "slo.attainment_pct" + (" and slo.longest_violation_minutes" if longest is not None else "")
             raise RequirementsError(
                 f"{fields}: environments.{bp.environment}.min_replicas={bp.autoscaling.min_replicas} keeps the "
-                f"simulated day within the p95 targets in {result.slo_attainment:.1%} of minutes (longest run missed "
+                f"simulated day within the {result.percentiles} targets in {result.slo_attainment:.1%} of minutes "
+                f"(longest run missed "
                 f"{result.slo_longest_violation_minutes} minutes), not {slo.attainment_pct:g} %"
                 + (f" with no miss longer than {longest} minute(s)" if longest is not None else "")
                 + f"; raise environments.{bp.environment}.min_replicas (or remove it: the plan then keeps as many "

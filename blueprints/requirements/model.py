@@ -472,12 +472,13 @@ class Slo(Section):
                                          description="request latency p99, ms (non-generative)")
     availability_pct: float = Field(default=99.5, ge=90, lt=100, description="monthly availability target, %")
     attainment_pct: float | None = Field(default=None, ge=50, le=100, description="share of a simulated planned "
-                                         "day's minutes within every p95 target, %: the plan keeps replicas warm "
+                                         "day's minutes within every latency target (the p95s, and ttft_p99_ms / "
+                                         "itl_p99_ms when set), %: the plan keeps replicas warm "
                                          "(minimum replicas) until the day meets it, and refuses when even the peak's "
                                          "replicas kept warm cannot; default 99 in production, 95 elsewhere "
                                          "(defaults.SLO_ATTAINMENT_PCT)")
     longest_violation_minutes: int | None = Field(default=None, ge=0, le=1440, description="the longest run of "
-                                                  "minutes over a p95 target the simulated day may have (none: not "
+                                                  "minutes over a latency target the simulated day may have (none: not "
                                                   "limited); 0 needs replicas warm for every burst")
     pipeline_latency_p95_ms: float | None = Field(
         default=None, gt=0, le=MAX_PIPELINE_LATENCY_MS, description="compound services only (a generator and "

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.platform import EKS_CLUSTER_TYPE, VPC_TYPE, PlatformConfig
+from blueprints.contracts.stackconfig import recorded_platform, stack_config_path
 from blueprints.catalog.replacements import Effect, ReplaceRule, load_replace_rules
 from blueprints.review.adapters import AdapterChange, adapter_change
 from blueprints.review.diff import ResourceChange, flatten
@@ -446,7 +448,7 @@ def _platform_move(causes: tuple[FieldChange, ...], after: Blueprint, before_usd
                  ", this service its first: a cost this move adds)" if moved.after in tenants else
                  ", shared by the services on it; this move's cost when it is their first)")
         text += (f"; it lands on platform {moved.after}{cost}: deploy that platform stack first (`blueprint preview "
-                 f"{moved.after}`, then `pulumi up -s {moved.after}`)")
+                 f"{moved.after}`, then `pulumi up -s {moved.after}`), then this service")
     if moved.before:
         left = f" (${before_usd:,.0f}/month)" if before_usd is not None else ""
         if moved.before not in tenants:
@@ -454,8 +456,41 @@ def _platform_move(causes: tuple[FieldChange, ...], after: Blueprint, before_usd
         elif tenants[moved.before]:
             text += f"; platform {moved.before} keeps serving {', '.join(tenants[moved.before])}"
         else:
-            text += f"; platform {moved.before}{left} now serves no service: destroying it saves that"
+            saves = f", saving ${before_usd:,.0f}/month" if before_usd is not None else ""
+            text += (f"; platform {moved.before}{left} then serves no service (this one was its last): destroy it "
+                     f"after this service has moved (`pulumi destroy -s {moved.before}`){saves}")
     return text
+
+
+def platform_tenants(platforms: list[PlatformConfig], planned: list[Blueprint],
+                     previous: dict[str, dict[str, Any] | None], stacks_dir: Path) -> dict[str, tuple[str, ...]]:
+    """The service stacks each platform serves once a plan is written (`service_move`'s `tenants`): each planned
+    platform's own `services` (every requirements file landing on it), and each platform a planned service leaves (its
+    previous stack config's `platform.stack`, not planned now) as that platform's stack config records them, without
+    the stacks planned now and their compound service's other parts (they land elsewhere). A platform left whose stack
+    config is missing or does not validate is not listed (unknown: the review says to destroy it once no service lands
+    on it).
+
+    Args:
+        platforms: the platforms the plan writes.
+        planned: the service blueprints it writes.
+        previous: per planned stack, its previous stack config's blueprint (`recorded_blueprint`), None when new.
+        stacks_dir: where the stack configs are.
+
+    Raises:
+        StackConfigError: a platform's stack config exists but is not readable YAML.
+    """
+    tenants = {p.stack: tuple(p.services) for p in platforms}
+    now = {s for bp in planned for s in (bp.pipeline.stacks if bp.pipeline is not None else [bp.stack])}
+    for before in previous.values():
+        platform = (before or {}).get("platform")  # a plain dict of any schema version: read defensively
+        left = platform.get("stack") if isinstance(platform, dict) else None
+        if not isinstance(left, str) or not left or left in tenants:
+            continue
+        recorded = recorded_platform(stack_config_path(stacks_dir, left))
+        if recorded is not None:
+            tenants[left] = tuple(s for s in recorded.services if s not in now)
+    return tenants
 
 
 def review_changes(stack: str, before: dict[str, Any] | None, after: Blueprint | None, *,

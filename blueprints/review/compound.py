@@ -122,7 +122,8 @@ def review_service(name: str, stacks: list[str], *, stacks_dir: Path, program: P
     reports = [review_stack(s, stacks_dir=stacks_dir, program=program, policy_config=policy_config,
                             policy_dir=policy_dir) for s in stacks]
     diffs = [diff_reports(base[r.stack], r.to_json()) if r.stack in base else None for r in reports]
-    reviews = [baseline_review(r, base[r.stack], d) if d is not None else None for r, d in zip(reports, diffs)]
+    reviews = [baseline_review(r, base[r.stack], d, stacks_dir=stacks_dir) if d is not None else None
+               for r, d in zip(reports, diffs)]
     return ServiceReview(name, pipeline, reports, diffs, reviews, _base_pipeline(base))
 
 

@@ -7,7 +7,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from blueprints.contracts.blueprint import Blueprint
-from blueprints.review.changes import Review, review_changes
+from blueprints.review.changes import Review, platform_tenants, review_changes
 from blueprints.review.diff import PlanDiff
 from blueprints.core.errors import BlueprintError, FieldProblem, StackConfigError
 from blueprints.contracts.stackconfig import (
@@ -273,12 +273,19 @@ def _refuse(config_path: Path, key: str, problems: list[FieldProblem]) -> None:
                                + "; ".join(lines))
 
 
-def baseline_review(report: PreviewReport, base: dict, diff: PlanDiff) -> Review:
+def baseline_review(report: PreviewReport, base: dict, diff: PlanDiff, *,
+                    stacks_dir: Path | None = None) -> Review:
     """What changed against the base branch's report of the same stack (`blueprint preview --baseline`): the
     blueprint recorded in `base` (when it records one) against this stack config's, the predictions, and the
-    replacements the resources' input changes bring (`blueprints.review.changes.review_changes`)."""
+    replacements the resources' input changes bring (`blueprints.review.changes.review_changes`). With `stacks_dir`,
+    a move to another platform knows who else each platform serves (`platform_tenants`: the platform it lands on as
+    its stack config records it, the one it left likewise without this stack)."""
     before = base.get("blueprint")
-    return review_changes(report.stack, before if isinstance(before, dict) else None,
-                          None if report.is_platform else report.blueprint,
+    before = before if isinstance(before, dict) else None
+    tenants = None
+    if stacks_dir is not None and not report.is_platform:
+        tenants = platform_tenants([report.platform] if report.platform is not None else [], [report.blueprint],
+                                   {report.stack: before}, stacks_dir)
+    return review_changes(report.stack, before, None if report.is_platform else report.blueprint,
                           before_predictions=base.get("predictions") if isinstance(base.get("predictions"), dict)
-                          else None, resource_changes=diff.changed)
+                          else None, resource_changes=diff.changed, tenants=tenants)

@@ -1,5 +1,5 @@
 """Fleet simulation: replay traffic against a planned fleet with its autoscaler's real settings, and report the SLO
-violations (minutes, longest run, worst p95s) and attainment, queues, cold starts, replica-hours and the expected
+violations (minutes, longest run, worst latencies) and attainment, queues, cold starts, replica-hours and the expected
 monthly cost beside the peak-provisioned one.
 
 A fluid model in steps of the autoscaler's polling interval (15 s on Kubernetes: KEDA's `pollingInterval` and the
@@ -8,8 +8,11 @@ HPA's default sync period; 60 s on SageMaker, whose metrics are per minute):
 - **Traffic**: requests/s per minute (`blueprints.simulate.traffic`); what the ready replicas cannot serve joins a backlog
   that drains, first in first out, when capacity frees up. With no ready replica, requests are held (by the KEDA HTTP
   interceptor on a scale-to-zero stack) until one is ready.
-- **Replicas** (`blueprints.capacity.replica`): capacity, p95 latency at their share of the traffic, and the value of
-  the scaling signal; the backlog adds its wait to TTFT (or request latency).
+- **Replicas** (`blueprints.capacity.replica`): capacity, p95 (and an LLM's p99) latencies at their share of the
+  traffic, and the value of the scaling signal; the backlog adds its wait to TTFT (or request latency).
+- **SLO**: a minute is within the SLO when every latency target (`slo_targets`: the p95 targets and, when the SLO
+  sets them, an LLM's p99 targets) is met at every autoscaler step of it; the attainment, the violation minutes and
+  the longest run of them all count such minutes.
 - **Kubernetes autoscaler** (KEDA -> HPA): the signal averaged over the last minute (`avg_over_time(...[1m])`),
   `desired = ceil(total / target)` for `AverageValue` (HPA algorithm; no change within the 10 % tolerance),
   the HTTP add-on's concurrency trigger besides it on a scale-to-zero stack, scale-up at most 2 pods per 60 s,
@@ -48,7 +51,7 @@ from blueprints.catalog.engines import running_signals
 from blueprints.core import defaults
 from blueprints.contracts.sections import FIXED_REPLICAS, Archetype
 from blueprints.contracts.blueprint import Blueprint
-from blueprints.capacity.replica import ReplicaModel, replica_model
+from blueprints.capacity.replica import CURVE_LATENCIES, ReplicaModel, replica_model
 from blueprints.simulate.traffic import MINUTES_PER_DAY, daily_curve
 
 #: Polling interval of the Kubernetes autoscalers, s (components.autoscaling.KEDA_POLLING_INTERVAL_S; the HPA's
@@ -71,16 +74,16 @@ HOURS_PER_MONTH = 730
 class SimulationResult:
     """What a simulation reports (`--json` keys), plus per-minute series for plots.
 
-    `slo_violation_minutes`: minutes in which any p95 went over its target at any autoscaler step (requests held
-    with no ready replica count, at the wait until one is ready); `slo_longest_violation_minutes`: the longest run
-    of such minutes; `worst_p95_ms`: per target (`ttft_p95_ms`, `itl_p95_ms` or `latency_p95_ms`) the highest p95
-    any minute reached, ms, against `slo_targets_ms`; `slo_attainment`: share (0-1) of minutes with every p95 target met (1 - violation
-    minutes / minutes); `worst_queue_requests`: most requests waiting beyond what the replicas run; `cold_starts`:
-    times a request found no ready replica (scale from zero), with their longest and mean wait; `replica_hours`:
-    replica time over the simulated period; `most_nodes`: most nodes (SageMaker: instances) running at once;
-    `mean_rps`: the mean arrival rate, requests/s, and `expected_monthly_usd` the expected cost, USD/month, both of the
-    week when a weekly shape applies (then `working_day_monthly_usd` is a working day's cost at a month's rate; else
-    None).
+    `slo_violation_minutes`: minutes in which any latency went over its target (`slo_targets`: p95s, and an LLM's p99s
+    when set) at any autoscaler step (requests held with no ready replica count, at the wait until one is ready);
+    `slo_longest_violation_minutes`: the longest run of such minutes; `worst_ms`: per target (`ttft_p95_ms`,
+    `itl_p95_ms`, `ttft_p99_ms`, `itl_p99_ms` or `latency_p95_ms`) the highest value any minute reached, ms, against
+    `slo_targets_ms`; `slo_attainment`: share (0-1) of minutes with every target met (1 - violation minutes /
+    minutes); `worst_queue_requests`: most requests waiting beyond what the replicas run; `cold_starts`: times a
+    request found no ready replica (scale from zero), with their longest and mean wait; `replica_hours`: replica time
+    over the simulated period; `most_nodes`: most nodes (SageMaker: instances) running at once; `mean_rps`: the mean
+    arrival rate, requests/s, and `expected_monthly_usd` the expected cost, USD/month, both of the week when a weekly
+    shape applies (then `working_day_monthly_usd` is a working day's cost at a month's rate; else None).
     """
 
     stack: str
@@ -88,7 +91,7 @@ class SimulationResult:
     slo_attainment: float
     slo_violation_minutes: int
     slo_longest_violation_minutes: int
-    worst_p95_ms: dict[str, float]
+    worst_ms: dict[str, float]
     slo_targets_ms: dict[str, float]
     expected_monthly_usd: float
     peak_monthly_usd: float
@@ -113,24 +116,46 @@ class SimulationResult:
                     "cold_start_mean_s", "worst_queue_requests", "working_day_monthly_usd"):
             data[key] = round(data[key], 2) if data[key] is not None else None
         data["mean_rps"] = round(data["mean_rps"], 4)
-        data["worst_p95_ms"] = {k: round(v, 1) for k, v in self.worst_p95_ms.items()}
+        data["worst_ms"] = {k: round(v, 1) for k, v in self.worst_ms.items()}
         return data
 
+    @property
+    def percentiles(self) -> str:
+        """The percentiles its targets set, in words: "p95", or "p95 and p99" (`percentiles_of`)."""
+        return percentiles_of(self.slo_targets_ms)
+
+    @property
+    def over_target(self) -> str:
+        """What a violation minute is, in words: "p95 over target", or "p95 or p99 over target"."""
+        return f"{percentiles_of(self.slo_targets_ms, joiner=' or ')} over target"
+
     def violations(self) -> str | None:
-        """The violations in words, leading the report when there are any (None when every minute met every p95
-        target): how many minutes, the longest run, and each target's worst p95 against it, with units.
+        """The violations in words, leading the report when there are any (None when every minute met every
+        target): how many minutes, the longest run, and each target's worst value against it, with units.
         Example: `p95 over target in 71 of 1,440 minutes (longest run 9 minutes): worst TTFT p95 11,567 ms (target
-        1,500 ms), ITL p95 47.6 ms (target 50 ms)`."""
+        1,500 ms), ITL p95 47.6 ms (target 50 ms)` (with p99 targets: `p95 or p99 over target ...`)."""
         if not self.slo_violation_minutes:
             return None
         minutes = round(self.days * MINUTES_PER_DAY)
         worst = ", ".join(f"{_LABELS.get(k, k)} {_ms(v)} (target {_ms(self.slo_targets_ms[k])})"
-                          for k, v in self.worst_p95_ms.items())
-        return (f"p95 over target in {self.slo_violation_minutes:,} of {minutes:,} minutes (longest run "
+                          for k, v in self.worst_ms.items())
+        return (f"{self.over_target} in {self.slo_violation_minutes:,} of {minutes:,} minutes (longest run "
                 f"{self.slo_longest_violation_minutes:,} minutes): worst {worst}")
 
+    def slo_words(self) -> str:
+        """The violations (`violations`), or that every minute met every target: "every minute met every p95 target"
+        (or "p95 and p99 target")."""
+        return self.violations() or f"every minute met every {self.percentiles} target"
 
-_LABELS = {"ttft_p95_ms": "TTFT p95", "itl_p95_ms": "ITL p95", "latency_p95_ms": "request latency p95"}
+
+_LABELS = {"ttft_p95_ms": "TTFT p95", "itl_p95_ms": "ITL p95", "ttft_p99_ms": "TTFT p99", "itl_p99_ms": "ITL p99",
+           "latency_p95_ms": "request latency p95"}
+
+
+def percentiles_of(targets: dict[str, float], *, joiner: str = " and ") -> str:
+    """The percentiles a set of targets (keyed like `slo_targets`) sets, in words: "p95", "p99" or "p95 and p99"
+    ("p95" when there is none)."""
+    return joiner.join(sorted({key.split("_")[-2] for key in targets}) or ["p95"])
 
 
 def _ms(value: float) -> str:
@@ -157,10 +182,13 @@ def week_days(bp: Blueprint) -> Counter[tuple[float, ...]]:
 
 
 def slo_targets(bp: Blueprint) -> dict[str, float]:
-    """The p95 targets a minute must meet, keyed like `LoadPoint.p95_ms`."""
+    """The latency targets a minute must meet, ms, keyed like `LoadPoint.latency_ms`: an LLM's TTFT and ITL p95 and,
+    when the SLO sets them, p99 targets (the load curve's simulated p99s against them); otherwise the request
+    latency's p95 target (`latency_p95_ms`, else `latency_p99_ms` held against the p95: the non-generative replica
+    model predicts a p95 only)."""
     slo = bp.slo
     if replica_model(bp).generative:
-        return {k: v for k, v in (("ttft_p95_ms", slo.ttft_p95_ms), ("itl_p95_ms", slo.itl_p95_ms)) if v}
+        return {k: getattr(slo, k) for k in CURVE_LATENCIES if getattr(slo, k)}
     target = slo.latency_p95_ms or slo.latency_p99_ms
     if target is None and bp.predictions.latency_p95_ms is not None:
         target = bp.predictions.latency_p95_ms * 1.5  # generative on SageMaker without a curve: the alarm's bound
@@ -318,7 +346,7 @@ def _replay(bp: Blueprint, rps: list[float]) -> SimulationResult:
                     if point is None:  # held with no ready replica: at least the wait until one is ready
                         value = (fleet.next_ready(now) - (held_since if held_since is not None else now)) * 1e3
                     else:
-                        value = point.p95_ms[key] + (wait_s * 1e3 if key != "itl_p95_ms" else 0.0)
+                        value = point.latency_ms[key] + (wait_s * 1e3 if not key.startswith("itl_") else 0.0)
                     minute_ok = minute_ok and value <= target
                     worst[key] = max(worst[key], value)
                     if key == slo_key:
@@ -350,7 +378,7 @@ def _replay(bp: Blueprint, rps: list[float]) -> SimulationResult:
         expected = peak  # owned nodes cost the same whether busy or idle
     return SimulationResult(
         stack=bp.stack, days=len(rps) / MINUTES_PER_DAY, slo_attainment=1 - bad_minutes / len(rps) if rps else 1.0,
-        slo_violation_minutes=bad_minutes, slo_longest_violation_minutes=longest, worst_p95_ms=worst,
+        slo_violation_minutes=bad_minutes, slo_longest_violation_minutes=longest, worst_ms=worst,
         slo_targets_ms=dict(targets),
         expected_monthly_usd=expected, peak_monthly_usd=peak, most_nodes=fleet.most_nodes,
         replica_hours=replica_seconds / 3600, cold_starts=len(cold_waits),

@@ -36,8 +36,7 @@ def mermaid_xychart(result: SimulationResult) -> str:
 
 def summary_markdown(result: SimulationResult) -> str:
     """plan.md's simulation section: the violations first (when any), the figures and the Mermaid chart."""
-    lead = result.violations()
-    head = f"**SLO violated**: {lead}\n\n" if lead else "**SLO**: every minute met every p95 target\n\n"
+    head = f"**{'SLO violated' if result.violations() else 'SLO'}**: {result.slo_words()}\n\n"
     return (f"{head}| SLO attainment | expected monthly | peak-provisioned monthly | replica-hours | cold starts | "
             f"worst queue (requests) |\n"
             f"|---|---|---|---|---|---|\n"
@@ -68,7 +67,7 @@ def write_plot(result: SimulationResult, path: Path) -> None:
     right = top.twinx()
     right.step(hours, minutes["replicas"], color="tab:orange", where="post", linewidth=1.0, label="replicas")
     right.set_ylabel("replicas")
-    missed = (f"p95 over target in {result.slo_violation_minutes:,} minutes (longest run "
+    missed = (f"{result.over_target} in {result.slo_violation_minutes:,} minutes (longest run "
               f"{result.slo_longest_violation_minutes:,})" if result.slo_violation_minutes else "every minute in SLO")
     top.set_title(f"{result.stack}: {missed}, "
                   rf"\${result.expected_monthly_usd:,.0f}/month expected vs \${result.peak_monthly_usd:,.0f} at peak")

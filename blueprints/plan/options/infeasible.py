@@ -22,7 +22,7 @@ from blueprints.plan.options.search import (
     ResolvedModel, cpu_instances, edge_nodes, gflops_per_vcpu, gpu_instances, peak_rps, replicas_floor,
 )
 from blueprints.plan.options.llm import (
-    describe_option, llm_option_on, llm_search, screen_candidates, tp_degrees, traffic_shape,
+    describe_option, latency_targets, llm_option_on, llm_search, screen_candidates, tp_degrees, traffic_shape,
 )
 from blueprints.plan.options.nongen import (
     NongenOption, cpu_replica_shapes, latency_target_ms, nongen_breach, request_work, search_nongen_options,
@@ -157,23 +157,25 @@ def explain_infeasible_llm(req: Requirements, env: str, model: ResolvedModel, ca
     best_itl = min(fitting, key=lambda f: (f[3], f[0].instance_type))
     best_ttft = min(fitting, key=lambda f: (f[2], f[0].instance_type))
     parts, fixes = [], []
-    if req.slo.itl_p95_ms is not None and best_itl[3] > req.slo.itl_p95_ms:
+    targets = latency_targets(req, model, managed=managed)  # the screen's: the tightest target of each metric
+    itl, ttft = targets.tightest("itl"), targets.tightest("ttft")
+    if itl is not None and best_itl[3] > itl[1]:
         inst, tp = best_itl[0], best_itl[1]
         gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
         floor_ms = model.weights_gib * 1024**3 / (tp * gpu.bandwidth_gb_per_s * 1e9) * 1e3
         physics = (f"; physically, reading {model.weights_gib:.0f} GiB of weights per token at the full "
                    f"{tp * gpu.bandwidth_gb_per_s:,.0f} GB/s of {tp}x {gpu.model} takes {floor_ms:.1f} ms"
-                   if req.slo.itl_p95_ms < floor_ms else "")
-        fixes.append(_raise("slo.itl_p95_ms", math.ceil(best_itl[3])))
+                   if itl[1] < floor_ms else "")
+        fixes.append(_raise(f"slo.{itl[0]}", math.ceil(best_itl[3])))
         parts.append(f"the lowest ITL any allowed option reaches, with one request and nothing else running, is "
                      f"{best_itl[3]:.1f} ms ({inst.instance_type}, tensor_parallel_size={tp}) against "
-                     f"slo.itl_p95_ms={req.slo.itl_p95_ms:g}{physics}: {fixes[-1].text}, "
+                     f"slo.{itl[0]}={itl[1]:g}{physics}: {fixes[-1].text}, "
                      "lower model.precision, or allow faster GPUs")
-    if req.slo.ttft_p95_ms is not None and best_ttft[2] > req.slo.ttft_p95_ms:
-        fixes.append(_raise("slo.ttft_p95_ms", math.ceil(best_ttft[2])))
+    if ttft is not None and best_ttft[2] > ttft[1]:
+        fixes.append(_raise(f"slo.{ttft[0]}", math.ceil(best_ttft[2])))
         parts.append(f"the lowest TTFT of a mean-length prompt on an idle replica is {best_ttft[2]:.0f} ms "
                      f"({best_ttft[0].instance_type}, tensor_parallel_size={best_ttft[1]}) against "
-                     f"slo.ttft_p95_ms={req.slo.ttft_p95_ms:g}: {fixes[-1].text}, shorten "
+                     f"slo.{ttft[0]}={ttft[1]:g}: {fixes[-1].text}, shorten "
                      "prompts, or allow faster GPUs")
     if not parts and managed and not model.traffic.streaming:
         limit_s = defaults.SAGEMAKER_INVOCATION_TIMEOUT_S
@@ -198,7 +200,7 @@ def _explain_under_load(req: Requirements, env: str, model: ResolvedModel, catal
     saturated rate): name the best p95s the fastest options reach there, with the correction the search sized with
     (a production environment's margin included)."""
     shape = traffic_shape(model)
-    itl_only = LatencyTargets(None, req.slo.itl_p95_ms)
+    itl_only = LatencyTargets(None, req.slo.itl_p95_ms, itl_p99_ms=req.slo.itl_p99_ms)
     runs = []
     for inst, tp, _, _ in sorted(fitting, key=lambda f: (f[2], f[0].instance_type))[:4]:
         gpu = catalog.gpu(inst.gpu)  # type: ignore[arg-type]
@@ -209,10 +211,13 @@ def _explain_under_load(req: Requirements, env: str, model: ResolvedModel, catal
                        lora=lora_slots(model.spec.adapters), chat=model.traffic.api == "chat")
         runs += [(inst.instance_type, tp, run_at_rate(cand, shape, cand.rate_bound_rps / 32)) for cand in cands]
     if not runs:
-        return "no option keeps a token gap within slo.itl_p95_ms with a prompt chunk in the step; relax it", []
+        itl = itl_only.tightest("itl")
+        return (f"no option keeps a token gap within slo.{itl[0] if itl else 'itl_p95_ms'} with a prompt chunk in the "
+                "step; relax it"), []
     where, tp, run = min(runs, key=lambda r: (r[2].ttft_ms.p95, r[0]))
     fixes = [_raise(f"slo.{name}", math.ceil(got)) for name, got, want in (
-        ("ttft_p95_ms", run.ttft_ms.p95, req.slo.ttft_p95_ms), ("itl_p95_ms", run.itl_ms.p95, req.slo.itl_p95_ms))
+        ("ttft_p95_ms", run.ttft_ms.p95, req.slo.ttft_p95_ms), ("itl_p95_ms", run.itl_ms.p95, req.slo.itl_p95_ms),
+        ("ttft_p99_ms", run.ttft_ms.p99, req.slo.ttft_p99_ms), ("itl_p99_ms", run.itl_ms.p99, req.slo.itl_p99_ms))
         if want is not None and got > want]
     words = [f.text for f in fixes]
     words.append("relax the ITL target so prompts prefill in larger chunks" if req.slo.itl_p95_ms else

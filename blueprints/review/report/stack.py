@@ -208,7 +208,8 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
             "(the batch's run hours only)" if bp.batch is not None else
             f"(fleet simulation of a planned day; `blueprint simulate {bp.stack}`)")])
     if p.slo_attainment is not None:
-        rows.append(["SLO attainment", f"{p.slo_attainment:.1%} of minutes within every p95 target"])
+        rows.append(["SLO attainment", f"{p.slo_attainment:.1%} of minutes within every latency target (p95, and p99 "
+                     "where set)"])
     if bp.batch is not None:
         rows.append(["batch", describe_batch(bp.batch)])
     where = (bp.alerting.receiver and f"Alertmanager {bp.alerting.receiver}") or bp.alerting.sns_topic_arn
