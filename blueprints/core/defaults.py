@@ -137,7 +137,7 @@ CAPACITY_UNCERTAINTY = {
     "measured": {"points": 208, "median": 0.158, "p90": 0.6, "ttft": 0.525, "itl": 0.221, "throughput": 0.138},
     "roofline": {"points": 116, "median": 0.098, "p90": 0.54, "ttft": 0.449, "itl": 0.324, "throughput": 0.419},
     "sglang": {"points": 151, "median": 0.257, "p90": 0.864, "ttft": 0.881, "itl": 0.183, "throughput": 0.112},
-    "tensorrt-llm": {"points": 192, "median": 0.336, "p90": 0.853, "ttft": 1.418, "itl": 0.377, "throughput": 0.536},
+    "tensorrt-llm": {"points": 192, "median": 0.241, "p90": 0.853, "ttft": 1.418, "itl": 0.377, "throughput": 0.392},
 }
 #: vLLM's KV-cache block, tokens: CacheConfig.DEFAULT_BLOCK_SIZE (vllm/config/cache.py:46 at v0.24.0), which the
 #: FlashAttention backend keeps on CUDA (platforms/interface.py:613-625, v1/attention/backend.py:194-202).
