@@ -31,6 +31,7 @@ from blueprints.capacity.fitting import (
     Fitter,
     committed,
     engine_fit_digest,
+    engine_fits,
     engine_held_out,
     fit_digest,
     fitted_points,
@@ -157,6 +158,22 @@ def test_the_committed_engine_fits_were_made_from_these_points_and_are_the_profi
         assert sorted(pid for _, _, held in fit.folds for pid in held) == sorted(p.id for p in mine)
         for _, values, _ in fit.folds:  # every fold's values are on the grid
             assert all(v in ENGINE_GRID[name] for name, v in values.items())
+
+
+def test_an_engine_fold_never_sees_its_own_groups_figures(catalog, points):
+    # Two small publications per engine: scaling one group's published figures tenfold moves the other group's fold
+    # (fitted on the scaled group alone), never the values the scaled group's own fold was fitted with.
+    groups = {"sglang-0.5": ("gpustack-perf-lab-qwen3-8b-h100-latency", "gpustack-perf-lab-qwen3-32b-h100"),
+              "trtllm-1.x": ("gpustack-perf-lab-qwen3-8b-h100-latency", "gpustack-perf-lab-qwen3-14b-h100")}
+    chosen = tuple(p for p in points if p.source_group in groups.get(p.engine_profile, ()))
+    scaled = tuple(p.model_copy(update={"value": p.value * 10}) if p.source_group == groups[p.engine_profile][0]
+                   else p for p in chosen)
+    for before, after in zip(engine_fits(chosen, catalog), engine_fits(scaled, catalog)):
+        folds_before, folds_after = ({g: v for g, v, _ in f.folds} for f in (before, after))
+        left_out = groups[before.profile][0]
+        other = groups[before.profile][1]
+        assert folds_before[left_out] == folds_after[left_out]
+        assert folds_before[other] != folds_after[other]
 
 
 def test_each_engines_held_out_point_is_what_its_folds_values_predict(engines_held_out):
