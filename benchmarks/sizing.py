@@ -13,9 +13,10 @@ and worst |error| of each regime and GPU, held out and in sample. tests/test_siz
 figures; the README's "How far to trust the numbers" quotes them.
 
 `--cross-validate` fits the constants (blueprints/capacity/fitting.py) on every point from their priors, then leaves
-each source group out in turn: a few minutes on two cores. `--write` commits the result to capacity-fit.yaml (then
-copy `full` into defaults.py and gpus.yaml: the test holds them equal); `--check` exits 1 when the committed file is
-not what the fit gives now (CI runs it). `--sources` compares the two step-time sources per GPU with measured tables
+each source group out in turn: a few minutes on two cores; then each other engine's ENGINE_CONSTANTS on its own
+points, the same way (on a grid: a minute). `--write` commits the results to capacity-fit.yaml and engine-fit.yaml
+(then copy `full` into defaults.py and gpus.yaml: the tests hold them equal); `--check` exits 1 when a committed
+file is not what the fit gives now (CI runs it). `--sources` compares the two step-time sources per GPU with measured tables
 (defaults.MEASURED_STEP_GPUS is chosen from it), in sample.
 """
 
@@ -47,8 +48,11 @@ from blueprints.capacity.calibration import (  # noqa: E402
 )
 from blueprints.capacity.fitting import (  # noqa: E402
     CONSTANTS,
+    ENGINE_FIT_FILE,
     FIT_FILE,
+    dump_engine_fits,
     dump_fit_record,
+    engine_fits,
     engine_held_out,
     fit_digest,
     fit_record,
@@ -58,6 +62,7 @@ from blueprints.capacity.measured import covered_gpus  # noqa: E402
 from blueprints.catalog import Catalog, load_catalog  # noqa: E402
 
 FIT_PATH = Path(__file__).resolve().parent.parent / "blueprints" / "catalog" / FIT_FILE
+ENGINE_FIT_PATH = FIT_PATH.with_name(ENGINE_FIT_FILE)
 
 
 def _table(title: str, rows: list[Comparison], key) -> None:
@@ -136,18 +141,28 @@ def cross_validate(catalog: Catalog, points: tuple[CalibrationPoint, ...], *, wo
         values = [v[c.name] for _, v, _ in record.folds]
         print(f"{c.name:<54} {record.full[c.name]:>9.4g}  {min(values):.4g} - {max(values):.4g} {c.unit}")
     _regimes("held out:", record.held_out(points))
-    text = dump_fit_record(record)
-    if write:
-        FIT_PATH.write_text(text, encoding="utf-8")
-        print(f"wrote {FIT_PATH.relative_to(FIT_PATH.parents[2])}")
-    if check:
-        committed = FIT_PATH.read_text(encoding="utf-8") if FIT_PATH.exists() else ""
-        if committed != text:
-            print(f"{FIT_PATH.name} is not what the fit gives now: run benchmarks/sizing.py --cross-validate --write "
-                  "and copy `full` into defaults.py and gpus.yaml", file=sys.stderr)
-            return 1
-        print(f"{FIT_PATH.name} is what the fit gives")
-    return 0
+    start = time.perf_counter()
+    fits = engine_fits(points, catalog)
+    print(f"fitted the other engines' constants on their own points in {time.perf_counter() - start:.0f} s")
+    for fit in fits:
+        for name, value in fit.full.items():
+            values = [v[name] for _, v, _ in fit.folds]
+            print(f"{name:<54} {value:>9.4g}  {min(values):.4g} - {max(values):.4g}")
+    for engine, rows in sorted(engine_held_out(points, catalog, fits).items()):
+        _regimes(f"{engine}, held out:", rows)
+    stale = 0
+    for path, text in ((FIT_PATH, dump_fit_record(record)), (ENGINE_FIT_PATH, dump_engine_fits(fits))):
+        if write:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path.relative_to(path.parents[2])}")
+        if check:
+            if (path.read_text(encoding="utf-8") if path.exists() else "") != text:
+                print(f"{path.name} is not what the fit gives now: run benchmarks/sizing.py --cross-validate --write "
+                      "and copy `full` into defaults.py and gpus.yaml", file=sys.stderr)
+                stale = 1
+            else:
+                print(f"{path.name} is what the fit gives")
+    return stale
 
 
 def main() -> int:

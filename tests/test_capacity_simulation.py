@@ -90,6 +90,26 @@ def test_a_kv_cache_that_runs_out_preempts_the_newest_requests(catalog):
     assert capped.preemptions == 0 and capped.ttft_ms.mean > 1000  # the rest wait for a slot instead
 
 
+def test_engines_that_reserve_outputs_admit_fewer_and_preempt_less_than_vllm(catalog):
+    # The same KV cache and clients as above: vLLM admits on demand and preempts; TensorRT-LLM (GUARANTEED_NO_EVICT)
+    # admits only requests whose whole prompt and output fit, and never preempts; SGLang reserves a decaying share.
+    arch, gpu = catalog.model("llama-3.1-8b").architecture, catalog.gpu("a10g")
+    runs = {}
+    for name in ("vllm-0.24", "trtllm-1.x", "sglang-0.5"):
+        model = replica_model(arch, gpu, precision=Precision.BF16, tensor_parallel_size=1, engine=engine_profile(name))
+        held = model.kv_cache_tokens // 1600
+        config = SchedulerConfig(max_num_seqs=4 * held, max_num_batched_tokens=2048,
+                                 kv_cache_blocks=model.kv_cache_tokens // 16)
+        runs[name] = (held, closed_loop(model, config, concurrency=2 * held, inputs=LengthModel(1200, 1200),
+                                        outputs=LengthModel(400, 400), max_model_len=8192))
+    held, vllm = runs["vllm-0.24"]
+    assert vllm.preemptions > 0
+    held, trt = runs["trtllm-1.x"]
+    assert trt.preemptions == 0 and trt.mean_running <= held  # full windows only: 1600 tokens each
+    held, sgl = runs["sglang-0.5"]
+    assert 0 < sgl.preemptions < vllm.preemptions  # a share reserved, decaying: it still runs out at times
+
+
 def test_a_larger_prefill_chunk_stretches_token_gaps(l40s):
     model, config = l40s
     kw = dict(rate_per_s=2.0, pattern="steady", inputs=INPUTS, outputs=OUTPUTS, max_model_len=8192, requests=600)

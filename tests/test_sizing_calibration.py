@@ -26,11 +26,16 @@ from blueprints.capacity.calibration import (
 )
 from blueprints.capacity.fitting import (
     CONSTANTS,
+    ENGINE_CONSTANTS,
+    ENGINE_GRID,
     Fitter,
     committed,
+    engine_fit_digest,
+    engine_fits,
     engine_held_out,
     fit_digest,
     fitted_points,
+    load_engine_fits,
     load_fit_record,
     point_facts,
     predictions,
@@ -52,10 +57,11 @@ THRESHOLDS = {"closed-loop": (0.12, 0.57), "open-loop": (0.35, 0.69), "burst": (
 #: The median |error| each GPU with more than 20 points may reach held out.
 GPU_MEDIAN = 0.22
 #: (median, p90) |error| each other engine's published points may reach, predicted with the constants fitted on vLLM's
-#: points alone (held out by construction, `fitting.engine_held_out`). Measured 2026-12-07 (issue 37): SGLang 28.1 /
-#: 86.4 % over 151 points, TensorRT-LLM 36.2 / 98.4 % over 192; the issue's target (25 % median) is not met: their
-#: profiles hold vLLM's host constants and engine limits the published runs did not set (calibration-points-5.yaml).
-ENGINE_THRESHOLDS = {"sglang": (0.29, 0.88), "tensorrt-llm": (0.37, 1.0)}
+#: points alone and the engine's own ENGINE_CONSTANTS fitted without the point's source group (`fitting.engine_held_out`).
+#: Measured 2026-12-07 (issue 37), with each engine's own KV admission (SGLang's decaying new_token_ratio,
+#: TensorRT-LLM's GUARANTEED_NO_EVICT), the performance overview's FP8 KV cache and the fitted chat cost: SGLang
+#: 20.3 / 104.3 % over 151 points, TensorRT-LLM 22.7 / 80.4 % over 192 (the issue's 25 % median target).
+ENGINE_THRESHOLDS = {"sglang": (0.21, 1.05), "tensorrt-llm": (0.23, 0.81)}
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +143,47 @@ def test_held_out_error_per_gpu_stays_within_its_threshold(held_out):
 @pytest.fixture(scope="module")
 def engines_held_out(catalog, points):
     return engine_held_out(points, catalog)
+
+
+def test_the_committed_engine_fits_were_made_from_these_points_and_are_the_profiles_values(catalog, points):
+    fits = load_engine_fits()
+    assert {f.profile for f in fits} == {c.path[1] for c in ENGINE_CONSTANTS}
+    for fit in fits:
+        assert fit.digest == engine_fit_digest(points, fit.profile), (
+            f"{fit.profile}'s points or constants changed since blueprints/catalog/engine-fit.yaml: run "
+            "benchmarks/sizing.py --cross-validate --write")
+        assert committed(catalog, ENGINE_CONSTANTS) | fit.full == committed(catalog, ENGINE_CONSTANTS)
+        mine = [p for p in points if p.engine_profile == fit.profile]
+        assert {g for g, _, _ in fit.folds} == {p.source_group for p in mine}
+        assert sorted(pid for _, _, held in fit.folds for pid in held) == sorted(p.id for p in mine)
+        for _, values, _ in fit.folds:  # every fold's values are on the grid
+            assert all(v in ENGINE_GRID[name] for name, v in values.items())
+
+
+def test_an_engine_fold_never_sees_its_own_groups_figures(catalog, points):
+    # Two small publications per engine: scaling one group's published figures tenfold moves the other group's fold
+    # (fitted on the scaled group alone), never the values the scaled group's own fold was fitted with.
+    groups = {"sglang-0.5": ("gpustack-perf-lab-qwen3-8b-h100-latency", "gpustack-perf-lab-qwen3-32b-h100"),
+              "trtllm-1.x": ("gpustack-perf-lab-qwen3-8b-h100-latency", "gpustack-perf-lab-qwen3-14b-h100")}
+    chosen = tuple(p for p in points if p.source_group in groups.get(p.engine_profile, ()))
+    scaled = tuple(p.model_copy(update={"value": p.value * 10}) if p.source_group == groups[p.engine_profile][0]
+                   else p for p in chosen)
+    for before, after in zip(engine_fits(chosen, catalog), engine_fits(scaled, catalog)):
+        folds_before, folds_after = ({g: v for g, v, _ in f.folds} for f in (before, after))
+        left_out = groups[before.profile][0]
+        other = groups[before.profile][1]
+        assert folds_before[left_out] == folds_after[left_out]
+        assert folds_before[other] != folds_after[other]
+
+
+def test_each_engines_held_out_point_is_what_its_folds_values_predict(engines_held_out):
+    # engine_held_out re-predicts each point with the values fitted without its source group: the committed
+    # predictions must be what the code gives now.
+    recorded = {pid: v for f in load_engine_fits() for _, _, held in f.folds for pid, v in held.items()}
+    moved = [f"{c.point.id}: committed {recorded[c.point.id]:.6g}, now {c.predicted:.6g}"
+             for cs in engines_held_out.values() for c in cs
+             if c.point.id in recorded and c.predicted != pytest.approx(recorded[c.point.id], rel=1e-6)]
+    assert not moved, f"run benchmarks/sizing.py --cross-validate --write: {moved[:5]}"
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINE_THRESHOLDS))

@@ -15,7 +15,8 @@ Modules, from physics up:
 - `calibration`: the published measurements (`catalog/calibration-points*.yaml`), their predictions and the error per
   regime and step source.
 - `fitting`: the fitted constants (bounds, prior, the points each moves), the fit on every point and the
-  leave-one-source-group-out cross-validation committed in `catalog/capacity-fit.yaml`.
+  leave-one-source-group-out cross-validation committed in `catalog/capacity-fit.yaml`; each other engine's own
+  constants, fitted and cross-validated on its points alone, in `catalog/engine-fit.yaml`.
 - `uncertainty`: the cross-validated band every LLM prediction carries and the margin an uncalibrated production
   plan is sized with.
 - `whatif`: `blueprint estimate`.

@@ -25,6 +25,7 @@ one thread (benchmarks/sizing.py, the test), never inside a plan.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 from contextlib import contextmanager
@@ -34,7 +35,7 @@ from typing import Callable, Iterator
 
 import yaml
 
-from blueprints.capacity.calibration import CalibrationPoint, Comparison, compare, figure, run_key, simulate_point
+from blueprints.capacity.calibration import CalibrationPoint, Comparison, figure, run_key, simulate_point
 from blueprints.capacity.physics import engine_profile, replica_model
 from blueprints.capacity.roofline import kernel_family
 from blueprints.catalog import Catalog
@@ -210,24 +211,46 @@ CONSTANTS: tuple[FittedConstant, ...] = (
 )
 
 
-def committed(catalog: Catalog) -> dict[str, float]:
-    """Every constant's committed value."""
-    return {c.name: c.get(catalog) for c in CONSTANTS}
+def _chat(profile: str, source: str) -> FittedConstant:
+    return FittedConstant(f"ENGINE_PROFILES['{profile}'].frontend_chat_serial_ms", "ms", (0.0, 100.0), 31.7,
+                          "what the chat endpoint adds to the API server's serial work per request (rendering the "
+                          "chat template, its tokeniser hand-off)", source,
+                          lambda f: f.profile == profile and f.point.args.endpoint == "chat",
+                          ("ENGINE_PROFILES", profile, "frontend_chat_serial_ms"))
+
+
+#: Each other engine's constants, fitted on that engine's own points alone with vLLM's constants fixed
+#: (`engine_fits`), on `ENGINE_GRID`. Only the chat endpoint's serial cost: vLLM's 31.7 ms caps a replica at ~31
+#: chat requests/s, where GPUStack's SGLang Qwen3-14B burst of 128-token chats reached 128/s; the host constants of
+#: the step, fitted the same way, did not lower either engine's held-out error (SGLang 25.7 to 28.9 %, TensorRT-LLM
+#: 24.1 to 24.7 %) and stay vLLM's.
+ENGINE_CONSTANTS: tuple[FittedConstant, ...] = (
+    _chat("sglang-0.5", "vllm-0.24's fitted value (SGLang's tokenizer manager renders the template in its own process)"),
+    _chat("trtllm-1.x", "vllm-0.24's fitted value (trtllm-serve's OpenAI server renders it)"),
+)
+#: The values each engine constant is searched on (every combination): none, doublings from 2 ms, and the prior.
+ENGINE_GRID: dict[str, tuple[float, ...]] = {c.name: (0.0, 2.0, 5.0, 10.0, 20.0, 31.7) for c in ENGINE_CONSTANTS}
+
+
+def committed(catalog: Catalog, constants: tuple[FittedConstant, ...] = CONSTANTS) -> dict[str, float]:
+    """Every constant's committed value (`CONSTANTS`, or `ENGINE_CONSTANTS`)."""
+    return {c.name: c.get(catalog) for c in constants}
 
 
 @contextmanager
 def applied(values: dict[str, float], catalog: Catalog) -> Iterator[Catalog]:
-    """Write `values` (constant name -> value) where the model reads them; yield the catalog to predict with; put the
-    committed values back at the end."""
-    saved = committed(catalog)
+    """Write `values` (constant name -> value, of `CONSTANTS` or `ENGINE_CONSTANTS`) where the model reads them;
+    yield the catalog to predict with; put the committed values back at the end."""
+    every = CONSTANTS + ENGINE_CONSTANTS
+    saved = committed(catalog, every)
     changed = catalog
     try:
-        for c in CONSTANTS:
+        for c in every:
             if c.name in values:
                 changed = c._set(changed, values[c.name])
         yield changed
     finally:
-        for c in CONSTANTS:
+        for c in every:
             if c.path[0] != "gpus":
                 c._set(catalog, saved[c.name])
 
@@ -398,14 +421,109 @@ def fitted_points(points: tuple[CalibrationPoint, ...]) -> tuple[CalibrationPoin
     return tuple(p for p in points if defaults.ENGINE_PROFILES[p.engine_profile]["tables"] == "vllm")
 
 
-def engine_held_out(points: tuple[CalibrationPoint, ...], catalog: Catalog) -> dict[str, list[Comparison]]:
-    """Each other engine's points (`engines.yaml` name -> comparisons), predicted with the committed constants,
-    which no point of theirs moved: the engine's out-of-sample error."""
+def engine_held_out(points: tuple[CalibrationPoint, ...], catalog: Catalog,
+                    record: tuple[EngineFit, ...] | None = None) -> dict[str, list[Comparison]]:
+    """Each other engine's points (`engines.yaml` name -> comparisons), predicted out of sample: with vLLM's
+    committed constants, which no point of theirs moved, and the engine's `ENGINE_CONSTANTS` at the values its fit
+    without the point's source group gave (`record`: default the committed one; each fold re-predicted here)."""
     others = tuple(p for p in points if p not in fitted_points(points))
+    folds = {(f.profile, group): values for f in (load_engine_fits() if record is None else record)
+             for group, values, _ in f.folds}
     found: dict[str, list[Comparison]] = {}
-    for c in compare(catalog, others):
-        found.setdefault(str(defaults.ENGINE_PROFILES[c.point.engine_profile]["tables"]), []).append(c)
+    for key in dict.fromkeys((p.engine_profile, p.source_group) for p in others):
+        facts = point_facts(tuple(p for p in others if (p.engine_profile, p.source_group) == key), catalog)
+        for f, value in zip(facts, predictions(facts, catalog, folds.get(key, {}))):
+            found.setdefault(str(defaults.ENGINE_PROFILES[f.profile]["tables"]), []).append(Comparison(f.point, value))
     return found
+
+
+@dataclass(frozen=True)
+class EngineFit:
+    """One engine profile's `ENGINE_CONSTANTS`, fitted and cross-validated on its own points.
+
+    Attributes:
+        profile: the `defaults.ENGINE_PROFILES` key.
+        digest: `engine_fit_digest` of its points, constants and grid.
+        full: the values on every point (the committed ones).
+        folds: per source group, the values fitted without it and its points' predictions with them (point id ->
+            figure).
+    """
+
+    profile: str
+    digest: str
+    full: dict[str, float]
+    folds: tuple[tuple[str, dict[str, float], dict[str, float]], ...]
+
+
+def _engine_points(points: tuple[CalibrationPoint, ...], profile: str) -> tuple[CalibrationPoint, ...]:
+    return tuple(p for p in points if p.engine_profile == profile)
+
+
+def engine_fit_digest(points: tuple[CalibrationPoint, ...], profile: str) -> str:
+    """SHA-256 of what `profile`'s engine fit depends on besides the code: its points' figures and settings (not
+    their prose), its constants (name, bounds, prior) and their grid."""
+    payload = {"points": [{**p.model_dump(mode="json", exclude=_PROSE), "known_off": p.known_off is not None}
+                          for p in _engine_points(points, profile)],
+               "constants": [(c.name, c.bounds, c.prior, ENGINE_GRID[c.name]) for c in ENGINE_CONSTANTS
+                             if c.path[1] == profile]}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def engine_fits(points: tuple[CalibrationPoint, ...], catalog: Catalog) -> tuple[EngineFit, ...]:
+    """Fit each profile's `ENGINE_CONSTANTS` on its own points (vLLM's constants as committed): every combination
+    of `ENGINE_GRID` is simulated once per point, and the values are the combination with the least summed
+    |ln(predicted / published)| over the points not listed as known off (the first on a tie, in grid order): over all
+    of them (`full`), and over all but one source group's for each group in turn (that fold's values predict the
+    group's points). A minute for both engines."""
+    fits = []
+    for profile in dict.fromkeys(c.path[1] for c in ENGINE_CONSTANTS):
+        constants = [c for c in ENGINE_CONSTANTS if c.path[1] == profile]
+        facts = point_facts(_engine_points(points, profile), catalog)
+        combos = [dict(zip((c.name for c in constants), v))
+                  for v in itertools.product(*(ENGINE_GRID[c.name] for c in constants))]
+        runs = [predictions(facts, catalog, values) for values in combos]
+        losses = [[abs(math.log(v / f.point.value)) if v > 0 and math.isfinite(v) else MISS_LOSS
+                   for f, v in zip(facts, preds)] for preds in runs]
+
+        def best(leave_out: str | None) -> int:
+            return min(range(len(combos)), key=lambda j: sum(
+                loss for f, loss in zip(facts, losses[j])
+                if not f.point.known_off and f.point.source_group != leave_out))
+
+        folds = []
+        for group in sorted({f.point.source_group for f in facts}):
+            j = best(group)
+            folds.append((group, combos[j], {f.point.id: v for f, v in zip(facts, runs[j])
+                                             if f.point.source_group == group}))
+        fits.append(EngineFit(profile, engine_fit_digest(points, profile), combos[best(None)], tuple(folds)))
+    return tuple(fits)
+
+
+#: The committed engine fits (`benchmarks/sizing.py --cross-validate --write`), beside FIT_FILE.
+ENGINE_FIT_FILE = "engine-fit.yaml"
+
+
+def dump_engine_fits(fits: tuple[EngineFit, ...]) -> str:
+    """The fits as the YAML committed in `blueprints/catalog/engine-fit.yaml`."""
+    body = {"schema_version": 1, "engines": [
+        {"profile": f.profile, "digest": f.digest, "full": dict(f.full),
+         "folds": [{"group": g, "values": dict(values), "held_out": held} for g, values, held in f.folds]}
+        for f in fits]}
+    head = ("# Generated by `benchmarks/sizing.py --cross-validate --write` (blueprints/capacity/fitting.py engine_fits):\n"
+            "# each other engine's ENGINE_CONSTANTS fitted on its own published points (`full`, the values in\n"
+            "# blueprints/core/defaults.py ENGINE_PROFILES) and, per source group left out, the values fitted without it\n"
+            "# and its points' predictions with them. tests/test_sizing_calibration.py re-predicts every held-out point.\n")
+    return head + yaml.safe_dump(body, sort_keys=False, width=118)
+
+
+def load_engine_fits() -> tuple[EngineFit, ...]:
+    """The committed engine fits (`ENGINE_FIT_FILE` in the catalog package)."""
+    text = resources.files("blueprints.catalog").joinpath(ENGINE_FIT_FILE).read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    return tuple(EngineFit(e["profile"], e["digest"], {k: float(v) for k, v in e["full"].items()},
+                           tuple((f["group"], {k: float(v) for k, v in f["values"].items()},
+                                  {k: float(v) for k, v in f["held_out"].items()}) for f in e["folds"]))
+                 for e in data["engines"])
 
 
 def fit_digest(points: tuple[CalibrationPoint, ...]) -> str:

@@ -72,6 +72,15 @@ class EngineProfile:
             template, s.
         frontend_serial_s_per_token: the API server's serial work per prompt token (tokenisation), s.
         tables: the engine whose measured step tables time the kernels (engines.yaml name, e.g. `vllm`).
+        kv_reserve_ratio: how the scheduler admits against the KV cache. 0: on demand (vLLM: a prompt is admitted
+            when its own blocks are free, and a request that later finds none is preempted); above 0: a new request
+            is admitted only if the KV cache holds its whole prompt and output besides this share of every running
+            request's output still to come (SGLang's new_token_ratio at its start; 1: TensorRT-LLM's
+            GUARANTEED_NO_EVICT, which never preempts).
+        kv_reserve_floor: the share it decays to, linearly over `kv_reserve_decay_steps` decode steps since the
+            replica was last idle (SGLang: 0.7 down to 0.098 over 600 steps); equal to `kv_reserve_ratio` where it
+            does not decay.
+        kv_reserve_decay_steps: decode steps the decay takes (>= 1).
     """
 
     name: str
@@ -86,6 +95,9 @@ class EngineProfile:
     frontend_chat_serial_s: float
     frontend_serial_s_per_token: float
     tables: str = "vllm"
+    kv_reserve_ratio: float = 0.0
+    kv_reserve_floor: float = 0.0
+    kv_reserve_decay_steps: int = 1
 
 
 def engine_profile(name: str = defaults.PINNED_ENGINE) -> EngineProfile:
@@ -95,7 +107,8 @@ def engine_profile(name: str = defaults.PINNED_ENGINE) -> EngineProfile:
                          p["prefill_kernel_factor"], p["step_us_per_sequence"] / 1e6, p["host_us_per_sequence"] / 1e6,
                          p["frontend_latency_ms"] / 1e3, p["frontend_serial_ms"] / 1e3,
                          p["frontend_chat_serial_ms"] / 1e3, p["frontend_serial_us_per_token"] / 1e6,
-                         str(p["tables"]))
+                         str(p["tables"]), float(p["kv_reserve_ratio"]), float(p["kv_reserve_floor"]),
+                         int(p["kv_reserve_decay_steps"]))
 
 
 @dataclass(frozen=True)

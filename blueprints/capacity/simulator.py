@@ -7,6 +7,10 @@ What it models (vLLM V1's `Scheduler.schedule`, and V0's for the engines of olde
   partial prompt at a time). Then, if nothing was preempted, waiting requests are admitted first-come first-served
   while the token budget, `max_num_seqs` and the free KV-cache blocks allow; a prompt that does not fit the budget is
   chunked over later steps.
+- Admission against the KV cache follows the engine profile's `kv_reserve_ratio`: vLLM's on demand (the prompt's
+  blocks free), or reserving (SGLang, TensorRT-LLM): a request's whole prompt and output must fit besides that share
+  of every running request's output still to come (decaying to `kv_reserve_floor` over the decode steps since the
+  replica was last idle), so the engine seldom (SGLang) or never (TensorRT-LLM's GUARANTEED_NO_EVICT) preempts.
 - KV cache in 16-token blocks: a request holds ceil(computed tokens / 16) blocks. When a step cannot allocate the
   blocks its requests need, the most recently admitted running request is preempted (vLLM's recompute mode: its
   blocks are freed, it goes back to the front of the queue and later recomputes its prompt and the tokens it had
@@ -193,11 +197,16 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
     mns, mnbt = config.max_num_seqs, config.max_num_batched_tokens
     free = config.kv_cache_blocks
     watermark = 0 if chunked else int(defaults.V0_WATERMARK * config.kv_cache_blocks)
+    # 0: admit on demand (vLLM); else reserve outputs (SGLang, TensorRT-LLM), a share decaying from the last idle step
+    ratio0, floor = model.engine.kv_reserve_ratio, model.engine.kv_reserve_floor
+    decay = (ratio0 - floor) / model.engine.kv_reserve_decay_steps
+    idle_g = 0  # G when the replica was last idle
     step_s = model.step_function
 
     computed = [0] * n_req
     gen = [0] * n_req
     base = [0] * n_req
+    end = [0] * n_req  # a decoder's heap key: the step count G at which it has generated its last token
     version = [0] * n_req
     first_t = [math.nan] * n_req
     finish_t = [math.nan] * n_req
@@ -207,6 +216,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
     heap: list[tuple[int, int, int]] = []
     counts = [0] * _BLOCK
     sum_base = 0
+    sum_end = 0
     n_dec = 0
     partial = -1
     G = 0
@@ -245,7 +255,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
 
     def join_or_finish(i: int) -> None:
         """The step computing request i's last prompt token ended at t: emit a token."""
-        nonlocal sum_base, n_dec
+        nonlocal sum_base, sum_end, n_dec
         if gen[i] == 0:
             first_t[i] = t
         elif measuring:
@@ -261,16 +271,19 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         counts[b % _BLOCK] += 1
         sum_base += b
         n_dec += 1
-        heapq.heappush(heap, (G + out[i] - gen[i], i, version[i]))
+        end[i] = G + out[i] - gen[i]
+        sum_end += end[i]
+        heapq.heappush(heap, (end[i], i, version[i]))
         if not chunked:
             joined_stall.append(stall)
 
     def finish(i: int, *, decoder: bool) -> None:
-        nonlocal sum_base, n_dec, free, finished, issued, scheduled, frontend_free, slow_ttft, slow_e2e
+        nonlocal sum_base, sum_end, n_dec, free, finished, issued, scheduled, frontend_free, slow_ttft, slow_e2e
         free += blocks_for(base[i] + G if decoder else computed[i])
         if decoder:
             counts[base[i] % _BLOCK] -= 1
             sum_base -= base[i]
+            sum_end -= end[i]
             n_dec -= 1
         running.remove(i)
         gen[i] = out[i]
@@ -288,7 +301,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
     def preempt_tail() -> int:
         """Preempt the most recently admitted running request; return how many of this step's decoder blocks it
         no longer needs (1 if it was a decoder due for a new block)."""
-        nonlocal sum_base, n_dec, free, partial, preemptions
+        nonlocal sum_base, sum_end, n_dec, free, partial, preemptions
         v = running.pop()
         preemptions += 1
         saved = 0
@@ -302,6 +315,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
                 saved = 1
             counts[base[v] % _BLOCK] -= 1
             sum_base -= base[v]
+            sum_end -= end[v]
             n_dec -= 1
             version[v] += 1
             last_t[v] = t
@@ -366,6 +380,23 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
             itl_w.append(w)
         return k
 
+    def reserved(pending: int = 0) -> int:
+        """Blocks an admission must leave free for the running requests (0 when admitting on demand): `ratio` of
+        the output tokens each has still to generate, and the rest of the partial prompt beyond `pending` (this
+        step's chunk of it, allocated apart)."""
+        if not ratio0:
+            return 0
+        ratio = max(floor, ratio0 - decay * (G - idle_g))
+        rest = ratio * (sum_end - n_dec * G)
+        if partial >= 0:
+            rest += ratio * (out[partial] - gen[partial]) + prompt[partial] + gen[partial] - computed[partial] - pending
+        return math.ceil(rest / _BLOCK)
+
+    def admission_blocks(h: int, chunk: int) -> int:
+        """Blocks request h needs free to be admitted with `chunk` prompt tokens this step: the chunk's (on demand),
+        or its whole prompt and output (reserving)."""
+        return blocks_for(prompt[h] + out[h]) if ratio0 else blocks_for(chunk)
+
     def admissible_head(need: int, budget: int) -> bool:
         """Whether this step could admit the head of the queue (V0 admits before decoding, so ignores `need`; a V0
         multi-step window admits nothing until it ends)."""
@@ -374,8 +405,8 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         h = waiting[0]
         tokens = prompt[h] + gen[h]
         if chunked:
-            return blocks_for(min(tokens, budget)) <= free - need
-        return tokens <= budget and free - blocks_for(tokens) >= watermark
+            return admission_blocks(h, min(tokens, budget)) <= free - need - reserved()
+        return tokens <= budget and free - admission_blocks(h, tokens) - reserved() >= watermark
 
     while True:
         while next_arr < scheduled and ready[next_arr] <= t:
@@ -386,6 +417,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         if not measuring and (issued > warmup if closed else t >= t_measure):
             measuring = True
         if not running:
+            idle_g = G
             if not waiting:
                 if next_arr >= scheduled:
                     break
@@ -413,6 +445,8 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
                 acc += c
                 j += 1
             k = max(1, min(k, cycles * _BLOCK + j))
+            if waiting and decay and G - idle_g < model.engine.kv_reserve_decay_steps:
+                k = min(k, _BLOCK)  # the reserved share decays: the head of the queue may fit a few steps on
             if window_steps > 1:  # V0 multi-step: stop where the window ends, to admit what waits
                 window = window or window_steps
                 k = min(k, window)
@@ -475,12 +509,15 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
             pairs = pf_chunk * (computed[partial] + pf_chunk / 2) if partial >= 0 else 0.0
             admitted: list[tuple[int, int]] = []
             if not preempted:
+                held = reserved(pf_chunk)  # blocks kept for the running requests, and for those admitted below
                 while waiting and len(running) < mns and budget > 0:
                     h = waiting[0]
                     chunk = min(prompt[h] + gen[h], budget)
                     nb = blocks_for(chunk)
-                    if nb > free - need - pf_need:
+                    admit = admission_blocks(h, chunk)
+                    if admit > free - need - pf_need - held:
                         break
+                    held += admit - nb
                     waiting.popleft()
                     running.append(h)
                     free -= nb
@@ -521,12 +558,15 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         batch: list[int] = []
         tokens = 0
         blocks_left = free
+        held = reserved()
         while waiting and len(running) + len(batch) < mns and not (window and n_dec):
             h = waiting[0]
             tok = prompt[h] + gen[h]
             nb = blocks_for(tok)
-            if tokens + tok > mnbt or blocks_left - nb < watermark:
+            admit = admission_blocks(h, tok)
+            if tokens + tok > mnbt or blocks_left - admit - held < watermark:
                 break
+            held += admit - nb
             waiting.popleft()
             batch.append(h)
             tokens += tok

@@ -67,25 +67,41 @@ ALLREDUCE_PCIE_OVER_NVLINK = 2.5
 #:   GPU (vLLM 0.6.0's multi-step output processing): the step takes the longer of the two.
 #: - frontend_chat_serial_ms: what /v1/chat/completions adds to the serial work per request (the chat template).
 #: - tables: the engine (blueprints/catalog/engines.yaml) whose measured step tables time its kernels.
+#: - kv_reserve_ratio, kv_reserve_floor, kv_reserve_decay_steps: how admission reserves KV cache for outputs to come
+#:   (physics.EngineProfile). vLLM: 0, on demand, preempting when the cache runs out. SGLang 0.5.14: a new request
+#:   needs its prompt + max_new_tokens free besides new_token_ratio x each running request's remaining max_new_tokens
+#:   (srt/managers/schedule_policy.py:508-516, :886-899, :621), the ratio starting at SGLANG_INIT_NEW_TOKEN_RATIO 0.7
+#:   x schedule_conservativeness 1.0 (environ.py:287, server_args.py:740-743), decaying by (0.7 - 0.7 x 0.14) / 600
+#:   a decode step to 0.098 (environ.py:288-289, scheduler_components/new_token_ratio_tracker.py:21-34,
+#:   scheduler.py:3073) and reset when idle (scheduler.py:3474) [simplified: its rise after a retraction,
+#:   scheduler.py:3014-3045, and the 4096-token clip of max_new_tokens, schedule_policy.py:62-64, not modelled].
+#:   TensorRT-LLM 1.x: 1, GUARANTEED_NO_EVICT, the default capacity scheduler policy of trtllm-serve and trtllm-bench
+#:   (engines.yaml), admits a request only if every running one's blocks to completion and its own fit, so it never
+#:   evicts.
 ENGINE_PROFILES = {
     "vllm-0.24": {"chunked_prefill": True, "scheduler_steps": 1, "step_overhead_ms": 1.18,
                   "prefill_kernel_factor": 1.0, "step_us_per_sequence": 40.0, "host_us_per_sequence": 0.0,
                   "frontend_latency_ms": 20.8, "frontend_serial_ms": 0.475, "frontend_chat_serial_ms": 31.7,
-                  "frontend_serial_us_per_token": 1.0, "tables": "vllm"},
+                  "frontend_serial_us_per_token": 1.0, "tables": "vllm", "kv_reserve_ratio": 0.0,
+                  "kv_reserve_floor": 0.0, "kv_reserve_decay_steps": 1},
     "vllm-0.6.0": {"chunked_prefill": False, "scheduler_steps": 10, "step_overhead_ms": 0.3,
                    "prefill_kernel_factor": 1.24, "step_us_per_sequence": 0.0, "host_us_per_sequence": 86.6,
                    "frontend_latency_ms": 6.0, "frontend_serial_ms": 0.5, "frontend_chat_serial_ms": 0.0,
-                   "frontend_serial_us_per_token": 1.0, "tables": "vllm"},
+                   "frontend_serial_us_per_token": 1.0, "tables": "vllm", "kv_reserve_ratio": 0.0,
+                  "kv_reserve_floor": 0.0, "kv_reserve_decay_steps": 1},
     "vllm-0.6.3-offline": {"chunked_prefill": False, "scheduler_steps": 1, "step_overhead_ms": 3.28,
                            "prefill_kernel_factor": 1.0, "step_us_per_sequence": 0.0, "host_us_per_sequence": 0.0,
                            "frontend_latency_ms": 0.0, "frontend_serial_ms": 0.0,
-                           "frontend_chat_serial_ms": 0.0, "frontend_serial_us_per_token": 0.0, "tables": "vllm"},
+                           "frontend_chat_serial_ms": 0.0, "frontend_serial_us_per_token": 0.0, "tables": "vllm", "kv_reserve_ratio": 0.0,
+                  "kv_reserve_floor": 0.0, "kv_reserve_decay_steps": 1},
     "vllm-0.4.3": {"chunked_prefill": False, "scheduler_steps": 1, "step_overhead_ms": 5.03,
                    "prefill_kernel_factor": 1.0, "step_us_per_sequence": 0.0, "host_us_per_sequence": 0.0,
                    "frontend_latency_ms": 6.0, "frontend_serial_ms": 0.5, "frontend_chat_serial_ms": 0.0,
-                   "frontend_serial_us_per_token": 1.0, "tables": "vllm"},
+                   "frontend_serial_us_per_token": 1.0, "tables": "vllm", "kv_reserve_ratio": 0.0,
+                  "kv_reserve_floor": 0.0, "kv_reserve_decay_steps": 1},
     # SGLang 0.5.x and TensorRT-LLM 1.x (PyTorch backend), the engines of calibration-points-5.yaml: their host-side
-    # constants start at vllm-0.24's and are fitted on their own published points (blueprints/capacity/fitting.py);
+    # constants are vllm-0.24's but for the chat endpoint's serial cost, fitted on each engine's own published points
+    # (blueprints/capacity/fitting.py ENGINE_CONSTANTS; blueprints/catalog/engine-fit.yaml, leaving one source out);
     # their kernels come from their own measured step tables (`tables`). SGLang runs a prefill batch alone whenever
     # one is ready and decode waits (enable_mixed_chunk False, server_args.py:488; scheduler.py:1689-1691 "Run
     # prefill first if possible", at 0.5.5.post1), so chunked_prefill False; TensorRT-LLM's in-flight batching runs
@@ -94,12 +110,14 @@ ENGINE_PROFILES = {
     # --enable_chunked_prefill).
     "sglang-0.5": {"chunked_prefill": False, "scheduler_steps": 1, "step_overhead_ms": 1.18,
                    "prefill_kernel_factor": 1.0, "step_us_per_sequence": 40.0, "host_us_per_sequence": 0.0,
-                   "frontend_latency_ms": 20.8, "frontend_serial_ms": 0.475, "frontend_chat_serial_ms": 31.7,
-                   "frontend_serial_us_per_token": 1.0, "tables": "sglang"},
+                   "frontend_latency_ms": 20.8, "frontend_serial_ms": 0.475, "frontend_chat_serial_ms": 10.0,
+                   "frontend_serial_us_per_token": 1.0, "tables": "sglang", "kv_reserve_ratio": 0.7,
+                   "kv_reserve_floor": 0.098, "kv_reserve_decay_steps": 600},
     "trtllm-1.x": {"chunked_prefill": True, "scheduler_steps": 1, "step_overhead_ms": 1.18,
                    "prefill_kernel_factor": 1.0, "step_us_per_sequence": 40.0, "host_us_per_sequence": 0.0,
-                   "frontend_latency_ms": 20.8, "frontend_serial_ms": 0.475, "frontend_chat_serial_ms": 31.7,
-                   "frontend_serial_us_per_token": 1.0, "tables": "tensorrt-llm"},
+                   "frontend_latency_ms": 20.8, "frontend_serial_ms": 0.475, "frontend_chat_serial_ms": 20.0,
+                   "frontend_serial_us_per_token": 1.0, "tables": "tensorrt-llm", "kv_reserve_ratio": 1.0,
+                   "kv_reserve_floor": 1.0, "kv_reserve_decay_steps": 1},
 }
 #: The engine profile of VLLM_IMAGE: plans and `estimate` use it.
 PINNED_ENGINE = "vllm-0.24"
@@ -111,16 +129,17 @@ PINNED_ENGINE = "vllm-0.24"
 MEASURED_STEP_GPUS = ("h100", "h200", "l40s", "a100-80gb", "b200", "b300", "rtx-pro-6000")
 #: The capacity model's cross-validated error per step source (blueprints/capacity/fitting.py: each published point
 #: predicted with the constants fitted without its source group; known-off points included): `points`, the median and
-#: p90 |error| over them, and the p75 |error| of each metric family (`ttft`, `itl`: token gaps, `throughput`) over
-#: the steady-traffic regimes (uncertainty.BAND_REGIMES): vLLM's per step source, SGLang's and TensorRT-LLM's from their own
-#: published points (physics.band_cell): the band every LLM prediction carries and the margin an
-#: uncalibrated production plan is sized with (blueprints/capacity/uncertainty.py). tests/test_sizing_calibration.py holds these to the committed fit
-#: (blueprints/catalog/capacity-fit.yaml).
+#: p90 |error| over them, and the p75 |error| of each metric family (`ttft`, `itl`: token gaps, `throughput`) over the
+#: steady-traffic regimes (uncertainty.BAND_REGIMES): vLLM's per step source, SGLang's and TensorRT-LLM's from their
+#: own published points, their ENGINE_CONSTANTS fitted without the point's source group (physics.band_cell): the band
+#: every LLM prediction carries and the margin an uncalibrated production plan is sized with
+#: (blueprints/capacity/uncertainty.py). tests/test_sizing_calibration.py holds these to the committed fits
+#: (blueprints/catalog/capacity-fit.yaml, engine-fit.yaml).
 CAPACITY_UNCERTAINTY = {
     "measured": {"points": 208, "median": 0.158, "p90": 0.6, "ttft": 0.525, "itl": 0.221, "throughput": 0.138},
     "roofline": {"points": 116, "median": 0.098, "p90": 0.54, "ttft": 0.449, "itl": 0.324, "throughput": 0.419},
-    "sglang": {"points": 151, "median": 0.281, "p90": 0.864, "ttft": 0.881, "itl": 0.236, "throughput": 0.112},
-    "tensorrt-llm": {"points": 192, "median": 0.362, "p90": 0.984, "ttft": 1.283, "itl": 0.425, "throughput": 0.726},
+    "sglang": {"points": 151, "median": 0.203, "p90": 1.043, "ttft": 2.272, "itl": 0.176, "throughput": 0.112},
+    "tensorrt-llm": {"points": 192, "median": 0.227, "p90": 0.804, "ttft": 1.427, "itl": 0.377, "throughput": 0.35},
 }
 #: vLLM's KV-cache block, tokens: CacheConfig.DEFAULT_BLOCK_SIZE (vllm/config/cache.py:46 at v0.24.0), which the
 #: FlashAttention backend keeps on CUDA (platforms/interface.py:613-625, v1/attention/backend.py:194-202).
