@@ -101,14 +101,15 @@ def llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog
                              tensor_parallel_size=previous.tensor_parallel_size or 0,
                              kv_cache_fp8=previous.kv_cache_dtype == "fp8", managed=managed, limits=limits,
                              engine=previous.engine or "vllm")
-        if ctx.pinned is not None:  # a pilot's finalist: its hardware whatever it costs, or refused
+        if ctx.pinned is not None:  # a pilot's finalist or the chosen one: its hardware whatever it costs, or refused
             if isinstance(kept, str):
-                raise SizingError(f"environments.{env}: the pilot's finalist {previous.describe()} cannot serve "
-                                  f"there: {kept}")
+                whose = "the chosen candidate" if ctx.pinned_by else "the pilot's finalist"
+                raise SizingError(f"environments.{env}: {whose} {previous.describe()} cannot serve there: {kept}")
             best, at_peak = kept
             cheapest = search.best.monthly_node_usd_per_hour * month + fixed
-            headline = (f"pilot finalist {previous.describe()}: ${best.monthly_node_usd_per_hour * month + fixed:,.0f}"
-                        f"/month at this environment's peak vs the cheapest, "
+            what = ctx.pinned_by or f"pilot finalist {previous.describe()}"
+            headline = (f"{what}: ${best.monthly_node_usd_per_hour * month + fixed:,.0f}/month at this environment's "
+                        f"peak vs the cheapest {'predicted' if ctx.pinned_by else ''}".rstrip() + ", "
                         f"{_llm_hardware(search.best, managed=managed).describe()}, ${cheapest:,.0f}/month")
             previous = None
     if previous is not None and previous.archetype is (Archetype.SAGEMAKER_ENDPOINT if managed else Archetype.VLLM_GPU):
