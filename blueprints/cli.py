@@ -1032,11 +1032,10 @@ def choose(
     """
     from blueprints.catalog import load_catalog
     from blueprints.contracts.stackconfig import read_stack_config, stack_config_path
-    from blueprints.core.errors import CalibrationError, ChoiceError
+    from blueprints.core.errors import ChoiceError
     from blueprints.core.project import project_paths
-    from blueprints.operate.calibrate import calibrate as fit_calibration
     from blueprints.operate.choice_report import table, write_report
-    from blueprints.operate.choose import compare, read_finalists
+    from blueprints.operate.choose import calibrate_finalists, compare, read_finalists, write_choice
     from blueprints.plan.builders.context import PlanContext
     from blueprints.plan.selection import reference_environment
     from blueprints.workspace import planning_inputs, project_calibrations
@@ -1066,32 +1065,11 @@ def choose(
 
         comparison = compared()
         if comparison.choice is not None:
-            written, notes = {}, []
-            for f in finalists:
-                if f.bp.archetype.value != "vllm-gpu" or f.bp.engine.kind != "vllm":
-                    notes.append(f"{f.bp.stack}: not calibrated: the capacity model is calibrated for vLLM replicas "
-                                 f"only ({f.bp.engine.kind} on {f.bp.archetype.value}); its fleet above is sized with "
-                                 "its measured goodput")
-                    continue
-                try:
-                    done = fit_calibration(f.bp, [p for p, _, _ in f.results], project_root=project.root,
-                                           stacks_dir=stacks_dir, today=now.date())
-                except CalibrationError as exc:
-                    notes.append(f"{f.bp.stack}: not calibrated: {exc}")
-                    continue
-                written[f.bp.stack] = done.path.resolve().relative_to(project.root.resolve()).as_posix() \
-                    if project.root else done.path.as_posix()
+            written, notes = calibrate_finalists(finalists, project_root=project.root, stacks_dir=stacks_dir,
+                                                 today=now.date())
             comparison = compared(written)
             comparison.notes = notes
-            from blueprints.requirements.choice import with_choice
-            from blueprints.requirements.service import Requirements
-            from blueprints.core.yamlio import load_yaml
-
-            text = with_choice(read_text_file(path, ChoiceError, "requirements file"), comparison.choice)
-            Requirements.model_validate(load_yaml(text))  # the file as written must load
-            tmp = path.with_name(f".{path.name}.choice.tmp")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(path)
+            write_choice(path, comparison.choice)
         reports = write_report(comparison, service, out_dir) if out_dir is not None else []
     out.print(table(comparison, service))
     for note in comparison.notes:

@@ -36,9 +36,11 @@ from blueprints.contracts.benchmark_result import BenchmarkResultFile, VllmBench
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.sections import PILOT_EXPIRES_FORMAT, Archetype
 from blueprints.contracts.stackconfig import plan_record_of, read_stack_config, stack_config_path
-from blueprints.core.errors import BenchmarkError, ChoiceError, StackConfigError, read_text_file
+from blueprints.core.errors import (
+    BenchmarkError, CalibrationError, ChoiceError, RequirementsError, StackConfigError, read_text_file,
+)
 from blueprints.core.yamlio import load_yaml
-from blueprints.operate.calibrate import MAX_FAILED_SHARE
+from blueprints.operate.calibrate import MAX_FAILED_SHARE, calibrate
 from blueprints.operate.workload import planned_workload
 from blueprints.plan.builders.context import PlanContext
 from blueprints.plan.choice import measured_fleet
@@ -47,9 +49,9 @@ from blueprints.plan.stability import Hardware, hardware_of
 from blueprints.plan.unit_costs import unit_costs
 from blueprints.requirements.choice import (
     MAX_CHOICE_FINALISTS, MAX_CHOICE_RESULTS, Choice, ChoiceBasis, ChosenCandidate, LatencyPercentiles,
-    MeasuredFinalist, ResultEvidence,
+    MeasuredFinalist, ResultEvidence, with_choice,
 )
-from blueprints.requirements.service import Requirements
+from blueprints.requirements.service import Requirements, load_requirements
 
 #: Most result files one `choose` reads.
 MAX_RESULTS = MAX_CHOICE_FINALISTS * MAX_CHOICE_RESULTS
@@ -326,3 +328,49 @@ def compare(req: Requirements, finalists: list[Finalist], *, production: Bluepri
     comparison.choice = Choice(decided=today, environment=env, candidate=best.candidate, basis=basis,
                                finalists=records)
     return comparison
+
+
+def calibrate_finalists(finalists: list[Finalist], *, project_root: Path | None, stacks_dir: Path,
+                        today: dt.date) -> tuple[dict[str, str], list[str]]:
+    """A calibration per vLLM finalist from its result files, as `blueprint calibrate` fits and writes it
+    (`blueprints.operate.calibrate.calibrate`), so the next plan sizes that replica with the measured capacity:
+    (per pilot stack, the calibration's project-relative path; why each other finalist was not calibrated: another
+    engine, or calibrate's own refusal, e.g. constructed data bound for the project's calibrations)."""
+    written, notes = {}, []
+    for f in finalists:
+        if f.bp.archetype is not Archetype.VLLM_GPU or f.bp.engine.kind != "vllm":
+            notes.append(f"{f.bp.stack}: not calibrated: the capacity model is calibrated for vLLM replicas only "
+                         f"({f.bp.engine.kind} on {f.bp.archetype.value}); its fleet above is sized with its measured "
+                         "goodput, the plan's with the model's prediction")
+            continue
+        try:
+            done = calibrate(f.bp, [p for p, _, _ in f.results], project_root=project_root, stacks_dir=stacks_dir,
+                             today=today)
+        except CalibrationError as exc:
+            notes.append(f"{f.bp.stack}: not calibrated: {exc}")
+            continue
+        written[f.bp.stack] = _relative(done.path, project_root)
+    return written, notes
+
+
+def write_choice(path: Path, choice: Choice) -> None:
+    """Write `choice:` into the requirements file, every other byte kept (`with_choice`), after checking that the
+    file as written loads (`load_requirements` of the new text), through a temporary file and a rename.
+
+    Raises:
+        ChoiceError: the file cannot be read or written, or would not load (the message says why).
+    """
+    text = with_choice(read_text_file(path, ChoiceError, "requirements file"), choice)
+    tmp = path.with_name(f".{path.name}.choice.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        try:
+            load_requirements(tmp)
+        except RequirementsError as exc:
+            raise ChoiceError(f"{path}: choice: the file with the choice would not load ({exc}); nothing was "
+                              "written") from None
+        tmp.replace(path)
+    except OSError as exc:
+        raise ChoiceError(f"{path}: cannot write the choice ({exc.strerror})") from None
+    finally:
+        tmp.unlink(missing_ok=True)
