@@ -22,7 +22,7 @@ from blueprints.contracts.platform import PlatformConfig
 from blueprints.plan.platforms import ServiceFile, plan_platforms
 from blueprints.requirements.service import Requirements, load_requirements
 from blueprints.plan.stability import Hardware, hardware_of
-from blueprints.plan.choice import REOPENED, chosen_hardware
+from blueprints.plan.choice import REOPENED, chosen_hardware, chosen_rps
 from blueprints.contracts.stackconfig import recorded_blueprint, recorded_platform, stack_config_path
 from blueprints.core.project import project_paths, project_relative
 from blueprints.requirements.folder import PLATFORM_FILES, requirements_files
@@ -125,6 +125,7 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
         return plan(req, load_catalog(), as_of=as_of, environments=environments, guardrails=inputs.guardrails,
                     platforms=platforms, alerting=inputs.alerting, existing=existing,
                     switch_threshold_pct=switch_threshold_pct, pinned=pin, pinned_by=why if pin else None,
+                    pinned_rps=chosen_rps(req.choice) if pin and req.choice else None,
                     calibrations=calibrations if calibrations is not None else project_calibrations(path))
 
     try:

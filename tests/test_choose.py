@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 import shutil
 
 import pytest
@@ -178,6 +179,33 @@ def test_the_next_plan_keeps_the_chosen_candidate_and_says_so(chosen):
     assert prod.engine.kv_cache_dtype == winner.engine.kv_cache_dtype
     choice = load_requirements(path).choice
     assert any(r.startswith(f"chosen by measurement on {choice.decided}: ") for r in prod.rationale)
+
+
+def test_a_measured_goodput_below_the_models_grows_the_kept_fleet_to_what_it_needs(chosen, tmp_path):
+    """The plan gives no environment fewer replicas than the chosen candidate's measured goodput needs at its peak
+    (shrinking goes through a calibration)."""
+    from blueprints.requirements.choice import with_choice
+
+    root, path, _, _, result = chosen
+    assert result.exit_code == 0, result.output
+    text = path.read_text()
+    choice = load_requirements(path).choice
+    slow = choice.model_copy(update={"finalists": [
+        f.model_copy(update={"goodput_rps_per_replica": 1.0}) if f.verdict == "chosen" else f
+        for f in choice.finalists]})
+    try:
+        path.write_text(with_choice(text, slow))
+        planned = runner.invoke(app, ["plan", str(path), "--as-of", PLAN_DATE.isoformat(), "--env", "prod",
+                                      "--out-dir", str(tmp_path)])
+    finally:
+        path.write_text(text)
+    assert planned.exit_code == 0, planned.output
+    prod = read_stack_config(tmp_path / f"Pulumi.{SERVICE}-prod.yaml")
+    peak = load_requirements(path).traffic.peak_requests_per_s
+    assert prod.compute.replicas == math.ceil(peak / 1.0) > load_requirements(path).choice.finalists[1].replicas_at_peak
+    assert prod.compute.instance_type == _pilot(root, 2).compute.instance_type
+    assert any("measured 1 requests/s per replica within the SLO needs 12 replica(s)" in r
+               and "(sized on the measurement)" in r for r in prod.rationale)
 
 
 @pytest.mark.parametrize("edit, field", [

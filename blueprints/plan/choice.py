@@ -5,7 +5,8 @@ workload (mean prompt and output lengths, shared prefix, sessions) and SLO targe
 counted against (a looser target keeps it: what met the tighter one meets it), and while the candidate is still
 allowed (its engine in `operations.engines`, its instance family in `hardware.allowed_instance_families`). Then the
 plan pins its hardware (`planner.plan(..., pinned=, pinned_by=)`, as a pilot's finalist is pinned) and says so first
-in the rationale; otherwise it plans as if there were no choice, with a warning naming the changed field.
+in the rationale, and gives no environment fewer replicas than the measured goodput per replica needs at its peak
+(`pinned_rps`); otherwise it plans as if there were no choice, with a warning naming the changed field.
 Pure: the requirements in, the pinned hardware (or the warning) out.
 """
 
@@ -82,6 +83,11 @@ def chosen_hardware(req: Requirements) -> tuple[Hardware | None, str | None]:
     return (Hardware(Archetype(c.archetype), c.instance_type, c.tensor_parallel_size,
                      None if managed else (c.kv_cache_dtype or "auto"), engine=None if managed else (c.engine or "vllm")),
             choice_words(choice))
+
+
+def chosen_rps(choice: Choice) -> float | None:
+    """The chosen finalist's measured goodput per replica within the SLO, requests/s (None when not recorded)."""
+    return next(f.goodput_rps_per_replica for f in choice.finalists if f.verdict == "chosen")
 
 
 def choice_words(choice: Choice) -> str:

@@ -77,7 +77,7 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
          alerting: AlertingSpec | None = None, existing: Mapping[str, Hardware] | None = None,
          switch_threshold_pct: float = defaults.SWITCH_THRESHOLD_PCT, prove_hints: bool = True,
          calibrations: Calibrations | None = None, pinned: Hardware | None = None,
-         pinned_by: str | None = None) -> list[Blueprint]:
+         pinned_by: str | None = None, pinned_rps: float | None = None) -> list[Blueprint]:
     """Plan every (or the named) environment of a requirements file.
 
     Args:
@@ -103,6 +103,8 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
             an LLM's only); None: the selection and the cheapest option.
         pinned_by: why `pinned` is pinned when it is not a pilot's finalist (the requirements' `choice`,
             `blueprints.plan.choice`), said first in the rationale.
+        pinned_rps: the chosen candidate's measured goodput per replica within the SLO, requests/s: no environment
+            gets fewer replicas than it needs at its peak.
 
     Returns:
         One `Blueprint` per environment, in the order planned; for a compound service (`blueprints.plan.compound.parts`) one
@@ -120,7 +122,7 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
         return _plan_within_account(fixed, catalog, as_of=as_of, environments=environments, guardrails=limits,
                                     platforms=platforms, alerting=alerting, existing=existing,
                                     switch_threshold_pct=switch_threshold_pct, calibrations=calibrations,
-                                    pinned=pinned, pinned_by=pinned_by)
+                                    pinned=pinned, pinned_by=pinned_by, pinned_rps=pinned_rps)
 
     try:
         return planned(guardrails)
@@ -183,7 +185,8 @@ def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: 
           guardrails: Mapping[str, Guardrails] | None, platforms: Mapping[str, PlatformConfig] | None,
           alerting: AlertingSpec | None, existing: Mapping[str, Hardware] | None,
           switch_threshold_pct: float, calibrations: Calibrations | None,
-          pinned: Hardware | None = None, pinned_by: str | None = None) -> list[Blueprint]:
+          pinned: Hardware | None = None, pinned_by: str | None = None,
+          pinned_rps: float | None = None) -> list[Blueprint]:
     """`plan`, without proving its refusals' hints."""
     names = environments or list(req.environments)
     unknown = [n for n in names if n not in req.environments]
@@ -209,7 +212,8 @@ def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: 
                                                        policy_for=lambda env, production: limits.get(env))}
     ctx = PlanContext(as_of=as_of, platforms=platforms, guardrails=limits, existing=existing or {},
                       switch_threshold_pct=switch_threshold_pct, notes=notes,
-                      calibrations=calibrations or Calibrations(), pinned=pinned, pinned_by=pinned_by)
+                      calibrations=calibrations or Calibrations(), pinned=pinned, pinned_by=pinned_by,
+                      pinned_rps=pinned_rps)
     from blueprints.plan.overrides import apply_overrides
 
     parts = service_parts(req, catalog)
