@@ -253,6 +253,27 @@ def test_a_looser_slo_keeps_the_choice(chosen, tmp_path):
     assert any(r.startswith("chosen by measurement") for r in prod.rationale)
 
 
+def test_a_candidate_an_environments_policy_no_longer_allows_reopens_the_choice(chosen, tmp_path):
+    """prod's policy config drops the chosen instance family: the pinned plan is refused there, so the plan chooses
+    as if there were no choice and says why."""
+    root, path, _, _, result = chosen
+    assert result.exit_code == 0, result.output
+    copy = tmp_path / "project"
+    shutil.copytree(root, copy)
+    family = _pilot(root, 2).compute.instance_type.split(".")[0]
+    policy = copy / "policies" / "config" / "prod.json"
+    data = json.loads(policy.read_text())
+    data["instance-types-allowed"]["allowedInstanceFamilies"].remove(family)
+    policy.write_text(json.dumps(data))
+    planned = runner.invoke(app, ["plan", str(copy / path.relative_to(root)), "--as-of", PLAN_DATE.isoformat(),
+                                  "--env", "prod", "--out-dir", str(tmp_path / "out")])
+    assert planned.exit_code == 0, planned.output
+    words = " ".join(planned.output.split())
+    assert "choice re-opened: environments.prod: the chosen candidate" in words
+    prod = read_stack_config(tmp_path / "out" / f"Pulumi.{SERVICE}-prod.yaml")
+    assert not prod.compute.instance_type.startswith(f"{family}.")
+
+
 def test_choose_out_writes_the_report_and_the_chart(chosen):
     root, _, _, results, result = chosen
     assert result.exit_code == 0, result.output

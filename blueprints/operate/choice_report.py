@@ -26,9 +26,9 @@ def _pcts(p) -> str:
                                           for v in (p.p50, p.p95, p.p99))
 
 
-def row(f: MeasuredFinalist) -> list[str]:
-    """One finalist's cells, in `COLUMNS` order."""
-    return [f.stack, f.candidate.words(), f.verdict, _n(f.goodput_rps_per_replica, "{:.3g} req/s"),
+def row(f: MeasuredFinalist, *, short: bool = False) -> list[str]:
+    """One finalist's cells, in `COLUMNS` order (`short`: the candidate as `ChosenCandidate.short`, for a terminal)."""
+    return [f.stack, f.candidate.short() if short else f.candidate.words(), f.verdict, _n(f.goodput_rps_per_replica, "{:.3g} req/s"),
             _n(f.replicas_at_peak, "{} replica(s)"), _n(f.monthly_usd, "${:,.0f}"),
             "-" if f.usd_per_million_tokens is None else (
                 f"${f.usd_per_million_tokens:g} (${f.usd_per_million_input_tokens:g}/${f.usd_per_million_output_tokens:g})"),
@@ -41,9 +41,9 @@ def table(c: Comparison, service: str) -> Table:
     t = Table(title=f"choose {service}: finalists at {c.environment}'s planned peak, SLO TTFT p95 <= {c.slo[0]:g} ms, "
               f"ITL p95 <= {c.slo[1]:g} ms")
     for name in COLUMNS:
-        t.add_column(name)
+        t.add_column(name, no_wrap=name == "finalist")
     for f in c.finalists:
-        t.add_row(*row(f), style="bold green" if f.verdict == "chosen" else ("red" if f.verdict == "failed" else None))
+        t.add_row(*row(f, short=True), style="bold green" if f.verdict == "chosen" else ("red" if f.verdict == "failed" else None))
     return t
 
 

@@ -53,6 +53,12 @@ class ChosenCandidate(Section):
                 f"{self.tensor_parallel_size}{kv}, {self.precision.value})")
 
 
+    def short(self) -> str:
+        """e.g. `g6e.xlarge vllm tp1 kv-fp8` (a table cell)."""
+        kv = f" kv-{self.kv_cache_dtype}" if self.kv_cache_dtype else ""
+        return f"{self.instance_type} {self.engine or 'sagemaker-lmi'} tp{self.tensor_parallel_size}{kv}"
+
+
 class ChoiceBasis(Section):
     """What the evidence was measured on: a requirements change away from it re-opens the choice."""
 
