@@ -8,6 +8,7 @@ current calls the same function.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from blueprints.core.errors import BlueprintError, RequirementsError
 from blueprints.requirements.platform_file import PLATFORM_FILE, load_platform_requirements
 from blueprints.contracts.platform import PlatformConfig
 from blueprints.plan.platforms import ServiceFile, plan_platforms
+from blueprints.requirements.choice import Choice
 from blueprints.requirements.service import Requirements, load_requirements
 from blueprints.plan.stability import Hardware, hardware_of
 from blueprints.plan.choice import REOPENED, chosen_hardware, chosen_rps
@@ -119,6 +121,10 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
     req, platforms = inputs.requirements, inputs.platforms
     existing = existing_hardware(req, stacks_dir) if stacks_dir is not None else {}
     pinned, why = chosen_hardware(req)
+    if pinned is not None and req.choice is not None:
+        changed = changed_evidence(req.choice, project_paths(path).root)
+        if changed is not None:
+            pinned, why = None, f"{REOPENED}: {changed}"
     warnings = [why] if pinned is None and why is not None else []
 
     def planned(pin: Hardware | None) -> list[Blueprint]:
@@ -152,6 +158,24 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
         cluster_addons={bp.stack: list(addons) for bp in blueprints
                         if addons is not None and bp.platform.kind in ("existing-cluster", "edge-cluster")},
         warnings=tuple(f"{path}: {w}" for w in warnings))
+
+
+def changed_evidence(choice: Choice, root: Path | None) -> str | None:
+    """Why the result files a `choice` was made from no longer hold its evidence (one is missing from the project, or
+    its bytes no longer have the sha256 recorded), naming the field; None when every one is as chosen, or outside a
+    project (nothing to read them against)."""
+    if root is None:
+        return None
+    for i, finalist in enumerate(choice.finalists):
+        for j, result in enumerate(finalist.results):
+            where, file = f"choice.finalists[{i}].results[{j}]", root / result.file
+            if not file.is_file():
+                return (f"{where}.file: {result.file} is not in the project: the evidence of the choice of "
+                        f"{choice.decided} is gone; commit the result files with the choice, or choose again")
+            if hashlib.sha256(file.read_bytes()).hexdigest() != result.sha256:
+                return (f"{where}.sha256: {result.file} changed since the choice of {choice.decided} was made from "
+                        "it; restore it, or choose again from the results as they are")
+    return None
 
 
 @dataclass(frozen=True)

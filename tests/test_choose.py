@@ -253,6 +253,26 @@ def test_a_looser_slo_keeps_the_choice(chosen, tmp_path):
     assert any(r.startswith("chosen by measurement") for r in prod.rationale)
 
 
+def test_a_result_file_changed_or_gone_since_the_choice_reopens_it_naming_the_field(chosen, tmp_path):
+    root, path, _, results, result = chosen
+    assert result.exit_code == 0, result.output
+    original = results[2].read_bytes()
+
+    def plan():
+        planned = runner.invoke(app, ["plan", str(path), "--as-of", PLAN_DATE.isoformat(), "--env", "prod",
+                                      "--out-dir", str(tmp_path)])
+        assert planned.exit_code == 0, planned.output
+        return " ".join(planned.output.split())
+
+    try:
+        results[2].write_bytes(original + b" ")
+        assert "choice re-opened: choice.finalists[1].results[0].sha256: " in plan()
+        results[2].unlink()
+        assert "choice re-opened: choice.finalists[1].results[0].file: " in plan()
+    finally:
+        results[2].write_bytes(original)
+
+
 def test_a_candidate_an_environments_policy_no_longer_allows_reopens_the_choice(chosen, tmp_path):
     """prod's policy config drops the chosen instance family: the pinned plan is refused there, so the plan chooses
     as if there were no choice and says why."""
