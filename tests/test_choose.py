@@ -294,6 +294,26 @@ def test_a_candidate_an_environments_policy_no_longer_allows_reopens_the_choice(
     assert not prod.compute.instance_type.startswith(f"{family}.")
 
 
+@pytest.mark.parametrize("edit, field", [
+    (lambda c: c["candidate"].update(tensor_parallel_size=0), "choice.candidate.tensor_parallel_size"),
+    (lambda c: c["candidate"].update(instance_type="g9.xlarge"), "choice.candidate.instance_type"),
+    (lambda c: c["finalists"][1]["results"][0].update(sha256="abc"), "choice.finalists.1.results.0.sha256"),
+    (lambda c: c["finalists"][0].update(verdict="chosen"), "choice"),
+])
+def test_a_hand_edited_choice_that_breaks_its_model_is_refused_naming_the_field(chosen, tmp_path, edit, field):
+    from blueprints.core.errors import RequirementsError
+
+    _, path, _, _, result = chosen
+    assert result.exit_code == 0, result.output
+    data = yaml.safe_load(path.read_text())
+    edit(data["choice"])
+    bad = tmp_path / "r.yaml"
+    bad.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(RequirementsError) as refused:
+        load_requirements(bad)
+    assert str(bad) in str(refused.value) and field in str(refused.value).replace("[", ".").replace("]", "")
+
+
 def test_choose_out_writes_the_report_and_the_chart(chosen):
     root, _, _, results, result = chosen
     assert result.exit_code == 0, result.output

@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 
 from blueprints.catalog.engines import EngineName
 from blueprints.core import bounds
-from blueprints.requirements.fields import DNS_1123_LABEL, SHA256_HEX, Section
+from blueprints.requirements.fields import DNS_1123_LABEL, SHA256_HEX, InstanceTypeName, Section
 from blueprints.requirements.model import Precision
 from blueprints.requirements.reuse import Sessions
 
@@ -39,8 +39,8 @@ class ChosenCandidate(Section):
     archetype: Literal["vllm-gpu", "sagemaker-endpoint"] = Field(description="the archetype it runs")
     engine: EngineName | None = Field(default=None, description="the self-hosted serving engine (vllm, sglang, "
                                       "tensorrt-llm); null on SageMaker (its LMI container)")
-    instance_type: str = Field(min_length=1, max_length=40, pattern=r"^(ml\.)?[a-z][a-z0-9-]*\.[a-z0-9]+$",
-                               description="EC2 (or SageMaker `ml.`) instance type")
+    instance_type: InstanceTypeName = Field(max_length=40, description="EC2 (or SageMaker `ml.`) instance type of "
+                                            "the catalog")
     tensor_parallel_size: int = Field(ge=1, le=64, description="GPUs per replica")
     kv_cache_dtype: Literal["auto", "fp8"] | None = Field(default=None, description="vLLM's --kv-cache-dtype; null "
                                                           "on SageMaker")
