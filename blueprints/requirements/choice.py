@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 
 from blueprints.catalog.engines import EngineName
 from blueprints.core import bounds
+from blueprints.core.errors import FieldProblem
 from blueprints.requirements.fields import DNS_1123_LABEL, SHA256_HEX, InstanceTypeName, Section
 from blueprints.requirements.model import Precision
 from blueprints.requirements.reuse import Sessions
@@ -132,8 +133,8 @@ class Choice(Section):
     def _one_chosen(self) -> Choice:
         chosen = [f for f in self.finalists if f.verdict == "chosen"]
         if len(chosen) != 1 or chosen[0].candidate != self.candidate:
-            raise ValueError("finalists: exactly one has verdict `chosen`, and its candidate is `candidate`; "
-                             "run `blueprint choose` again rather than editing the choice")
+            raise FieldProblem("finalists", "exactly one has verdict `chosen`, and its candidate is `candidate`; "
+                               "run `blueprint choose` again rather than editing the choice", rule="choice-one-chosen")
         return self
 
 
