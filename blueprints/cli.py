@@ -37,6 +37,7 @@ HELP = """Plan production model serving from a requirements file, and review it 
   blueprint verify <stack>                            after `pulumi up`: endpoint, metrics, scaler, alerts, nodes
   blueprint benchmark <stack> [--dry-run]             after `pulumi up`: the planned workload against one replica
   blueprint calibrate --stack <stack> RESULT.json...  fit the capacity model to a deployed stack's benchmark runs
+  blueprint choose <service> RESULT...                choose among the benchmarked pilots; writes `choice:`
   blueprint stacks [--changed FILE]                   the stacks in deploy order (platforms first), for CI
   blueprint estimate --model ID --gpu NAME ...        what-if on the LLM capacity model
   blueprint schema [--platform]                       JSON Schema of requirements files (or platform.yaml)
@@ -197,6 +198,8 @@ def plan(
                 "review": reviews[bp.stack].to_json() if bp.stack in reviews else None}
                for bp in planned.blueprints]))
         return
+    for warning in planned.warnings:  # the requirements' choice re-opened (`blueprints.plan.choice`)
+        err.print(f"[yellow]warning[/]: {escape(warning)}", highlight=False, soft_wrap=True)
     out.print(f"Planned from {requirements}:")
     for platform in planned.platforms:
         out.print(platform_summary(platform))
@@ -1049,6 +1052,85 @@ def calibrate(
     else:
         err.print(f"[green]wrote[/] {done.path}; `blueprint plan` reads {calibration_dir(folder)} only, so plans of "
                   f"{what} use it once it is there (constructed data never belongs there)", highlight=False)
+
+
+@app.command()
+def choose(
+    service: str = typer.Argument(..., help="The service whose pilots were benchmarked, e.g. chat-assistant."),
+    results: list[Path] = typer.Argument(..., metavar="RESULT...", help="`blueprint benchmark` result files of its "
+                                         "pilot stacks (benchmarks/results/<service>-pilot-<k>/<date>.json), one or "
+                                         "more per finalist, at least two finalists."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Also write choice.md (the table, the chart and the "
+                                           "evidence, for the pull request), choice.png and choice.svg there."),
+    requirements: Optional[Path] = typer.Option(None, "--requirements", help="The requirements file to write "
+                                                "`choice:` into. Default: the one the pilots were planned from "
+                                                "(their stack configs' servingblueprints:planned)."),
+) -> None:
+    """Compare the finalists' measurements on what the plan decides with, choose the cheapest meeting the SLO, and
+    write it with its evidence into the requirements file (`choice:`), which the next `blueprint plan` keeps.
+
+    Per finalist: goodput at the SLO per replica (the highest measured rate whose TTFT and ITL p95 meet the targets,
+    failures <= 1 %), the fleet it implies at the reference environment's planned peak and its monthly cost (the
+    planner's arithmetic and the catalog's prices), cost per 1M tokens (input/output/total) and per 1k requests,
+    p50/p95/p99 TTFT and ITL at the planned load per replica, cold start. A vLLM finalist's runs are also fitted as
+    `blueprint calibrate` fits them (stacks/calibration/; refused for constructed data, and said). Every other byte
+    of the requirements file is kept. Exit 2 (naming the file and the field, writing nothing) on a file that is not a
+    result file, a result of another workload, model, image or replica than its pilot's, a result older than its
+    pilot stack config, an expired pilot, results of fewer than two finalists, or a finalist with more than 1 % of
+    its requests failed (the table is printed first, marking it failed).
+    """
+    from blueprints.catalog import load_catalog
+    from blueprints.contracts.stackconfig import read_stack_config, stack_config_path
+    from blueprints.core.errors import ChoiceError
+    from blueprints.core.project import project_paths
+    from blueprints.operate.choice_report import table, write_report
+    from blueprints.operate.choose import calibrate_finalists, compare, read_finalists, write_choice
+    from blueprints.plan.builders.context import PlanContext
+    from blueprints.plan.selection import reference_environment
+    from blueprints.workspace import planning_inputs, project_calibrations
+
+    with user_errors():
+        project = project_paths(requirements)
+        stacks_dir = project.stacks_dir
+        _recover_writes(stacks_dir)
+        now = dt.datetime.now(dt.timezone.utc)  # the CLI's clock read: expiry and the choice's date
+        finalists = read_finalists(service, results, stacks_dir=stacks_dir, root=project.root, now=now)
+        path = requirements if requirements is not None else (project.root or Path(".")) / finalists[0].requirements
+        inputs = planning_inputs(path, as_of=now.date(), policy_dir=project.policy_dir if project.root else None,
+                                 requirements_dir=project.requirements_dir if project.root else None,
+                                 stacks_dir=stacks_dir)
+        req = inputs.requirements
+        if req.service != service:
+            raise ChoiceError(f"{path}: service: {req.service!r}, not {service!r}; pass --requirements of {service}")
+        env = reference_environment(req)
+        production = read_stack_config(stack_config_path(stacks_dir, f"{service}-{env}"))
+        ctx = PlanContext(as_of=now.date(), platforms=inputs.platforms, guardrails=inputs.guardrails,
+                          calibrations=project_calibrations(path))
+        catalog = load_catalog()
+
+        def compared(calibrations=None):
+            return compare(req, finalists, production=production, catalog=catalog, ctx=ctx, today=now.date(),
+                           calibrations=calibrations)
+
+        comparison = compared()
+        if comparison.choice is not None:
+            written, notes = calibrate_finalists(finalists, project_root=project.root, stacks_dir=stacks_dir,
+                                                 today=now.date())
+            comparison = compared(written)
+            comparison.notes = notes
+            write_choice(path, comparison.choice)
+        reports = write_report(comparison, service, out_dir) if out_dir is not None else []
+    out.print(table(comparison, service))
+    for note in comparison.notes:
+        err.print(f"[yellow]note[/]: {escape(note)}", highlight=False, soft_wrap=True)
+    for report in reports:
+        err.print(f"[green]wrote[/] {report}", highlight=False)
+    if comparison.choice is None:
+        with user_errors():
+            raise ChoiceError(comparison.refusal or "nothing chosen")
+    [chosen] = [f for f in comparison.finalists if f.verdict == "chosen"]
+    err.print(f"[green]chose[/] {chosen.stack}: {chosen.candidate.words()}; wrote `choice:` into {path} (the next "
+              f"`blueprint plan {path}` keeps it while its evidence holds)", highlight=False, soft_wrap=True)
 
 
 def _ec2_client_factory():

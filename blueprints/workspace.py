@@ -8,6 +8,7 @@ current calls the same function.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,8 +21,10 @@ from blueprints.core.errors import BlueprintError, RequirementsError
 from blueprints.requirements.platform_file import PLATFORM_FILE, load_platform_requirements
 from blueprints.contracts.platform import PlatformConfig
 from blueprints.plan.platforms import ServiceFile, plan_platforms
+from blueprints.requirements.choice import Choice
 from blueprints.requirements.service import Requirements, load_requirements
 from blueprints.plan.stability import Hardware, hardware_of
+from blueprints.plan.choice import REOPENED, chosen_hardware, chosen_rps
 from blueprints.contracts.stackconfig import recorded_blueprint, recorded_platform, stack_config_path
 from blueprints.core.project import project_paths, project_relative
 from blueprints.requirements.folder import PLATFORM_FILES, requirements_files
@@ -40,6 +43,7 @@ class PlannedFile:
     blueprints: list[Blueprint]
     platforms: list[PlatformConfig]
     cluster_addons: dict[str, list[str]]
+    warnings: tuple[str, ...] = ()
 
     @property
     def subjects(self) -> list[Blueprint | PlatformConfig]:
@@ -116,11 +120,29 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
                              requirements_dir=requirements_dir, stacks_dir=stacks_dir)
     req, platforms = inputs.requirements, inputs.platforms
     existing = existing_hardware(req, stacks_dir) if stacks_dir is not None else {}
+    pinned, why = chosen_hardware(req)
+    if pinned is not None and req.choice is not None:
+        changed = changed_evidence(req.choice, project_paths(path).root)
+        if changed is not None:
+            pinned, why = None, f"{REOPENED}: {changed}"
+    warnings = [why] if pinned is None and why is not None else []
+
+    def planned(pin: Hardware | None) -> list[Blueprint]:
+        return plan(req, load_catalog(), as_of=as_of, environments=environments, guardrails=inputs.guardrails,
+                    platforms=platforms, alerting=inputs.alerting, existing=existing,
+                    switch_threshold_pct=switch_threshold_pct, pinned=pin, pinned_by=why if pin else None,
+                    pinned_rps=chosen_rps(req.choice) if pin and req.choice else None,
+                    calibrations=calibrations if calibrations is not None else project_calibrations(path))
+
     try:
-        blueprints = plan(req, load_catalog(), as_of=as_of, environments=environments, guardrails=inputs.guardrails,
-                          platforms=platforms, alerting=inputs.alerting, existing=existing,
-                          switch_threshold_pct=switch_threshold_pct,
-                          calibrations=calibrations if calibrations is not None else project_calibrations(path))
+        try:
+            blueprints = planned(pinned)
+        except BlueprintError as exc:
+            if pinned is None:
+                raise
+            # the chosen candidate cannot serve now (an environment's policy, the SLO, the budget): re-opened
+            warnings.append(f"{REOPENED}: {exc}; this plan chooses as if there were no choice")
+            blueprints = planned(None)
     except BlueprintError as exc:  # planner messages name the field; add the file they come from
         raise type(exc)(f"{path}: {exc}") from None
     landed = {bp.platform.stack for bp in blueprints if bp.platform.stack}
@@ -134,7 +156,26 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
     return PlannedFile(
         blueprints=blueprints, platforms=[p for p in platforms.values() if p.stack in landed | left],
         cluster_addons={bp.stack: list(addons) for bp in blueprints
-                        if addons is not None and bp.platform.kind in ("existing-cluster", "edge-cluster")})
+                        if addons is not None and bp.platform.kind in ("existing-cluster", "edge-cluster")},
+        warnings=tuple(f"{path}: {w}" for w in warnings))
+
+
+def changed_evidence(choice: Choice, root: Path | None) -> str | None:
+    """Why the result files a `choice` was made from no longer hold its evidence (one is missing from the project, or
+    its bytes no longer have the sha256 recorded), naming the field; None when every one is as chosen, or outside a
+    project (nothing to read them against)."""
+    if root is None:
+        return None
+    for i, finalist in enumerate(choice.finalists):
+        for j, result in enumerate(finalist.results):
+            where, file = f"choice.finalists[{i}].results[{j}]", root / result.file
+            if not file.is_file():
+                return (f"{where}.file: {result.file} is not in the project: the evidence of the choice of "
+                        f"{choice.decided} is gone; commit the result files with the choice, or choose again")
+            if hashlib.sha256(file.read_bytes()).hexdigest() != result.sha256:
+                return (f"{where}.sha256: {result.file} changed since the choice of {choice.decided} was made from "
+                        "it; restore it, or choose again from the results as they are")
+    return None
 
 
 @dataclass(frozen=True)

@@ -180,4 +180,19 @@ REASONS: dict[str, str] = {
     "session_duration_s": "IAM Roles Anywhere vends sessions of 900-43,200 s (profile durationSeconds)",
     "pipeline_latency_p95_ms": "an end-to-end budget is at most 10 minutes, well past any interactive answer",
     "count": "system nodes: 2-10, at least two so the controllers survive a node loss; owned edge nodes: 1-1,000",
+    # `choice` (blueprint choose writes it; blueprints/requirements/choice.py): figures measured from result files
+    # whose own fields are bounded (blueprints/contracts/benchmark_result.py), recorded as evidence.
+    "tensor_parallel_size": "GPUs per replica of the chosen candidate, 1-64 (the result file's bound)",
+    "goodput_rps_per_replica": "a measured rate, requests/s, within a result file's bound on rates (1e9)",
+    "replicas_at_peak": "replicas a measured goodput implies at the planned peak, at most MAX_REPLICAS",
+    "monthly_usd": "that fleet's monthly cost, USD, non-negative and below 1e9",
+    "usd_per_1k_requests": "a unit cost, USD, non-negative and below 1e9",
+    "usd_per_million_input_tokens": "a unit cost, USD, non-negative and below 1e9",
+    "usd_per_million_output_tokens": "a unit cost, USD, non-negative and below 1e9",
+    "usd_per_million_tokens": "a unit cost, USD, non-negative and below 1e9",
+    "p50": "a measured latency percentile, ms, non-negative and below 1e9",
+    "p95": "a measured latency percentile, ms, non-negative and below 1e9",
+    "p99": "a measured latency percentile, ms, non-negative and below 1e9",
+    "failed_pct": "the share of a run's requests that failed, 0-100 %",
+    "cold_start_s": "a measured cold start, s, non-negative and below 1e9 (the result file bounds it to 2 h)",
 }

@@ -89,6 +89,11 @@ class CalibrationError(BlueprintError):
     requests) or a calibration file (`stacks/calibration/*.yaml`) is invalid."""
 
 
+class ChoiceError(BlueprintError):
+    """Raised when `blueprint choose` cannot compare the finalists' results (another workload than the pilot's, fewer
+    than two finalists, failed requests, a result older than its pilot, an expired pilot, an unreadable file)."""
+
+
 #: Longest excerpt of a bad value an error message quotes, characters: a huge value (a pasted file, an expanded
 #: alias) must not turn one error into megabytes of output.
 MAX_EXCERPT_CHARS = 80

@@ -76,7 +76,8 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
          platforms: Mapping[str, PlatformConfig] | None = None,
          alerting: AlertingSpec | None = None, existing: Mapping[str, Hardware] | None = None,
          switch_threshold_pct: float = defaults.SWITCH_THRESHOLD_PCT, prove_hints: bool = True,
-         calibrations: Calibrations | None = None, pinned: Hardware | None = None) -> list[Blueprint]:
+         calibrations: Calibrations | None = None, pinned: Hardware | None = None,
+         pinned_by: str | None = None, pinned_rps: float | None = None) -> list[Blueprint]:
     """Plan every (or the named) environment of a requirements file.
 
     Args:
@@ -100,6 +101,10 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
             matches is sized on the corrected capacity model, and the plan says so. None: the uncorrected model.
         pinned: plan on this archetype and hardware whatever it costs (a pilot's candidate, `blueprints.plan.pilot`;
             an LLM's only); None: the selection and the cheapest option.
+        pinned_by: why `pinned` is pinned when it is not a pilot's finalist (the requirements' `choice`,
+            `blueprints.plan.choice`), said first in the rationale.
+        pinned_rps: the chosen candidate's measured goodput per replica within the SLO, requests/s: no environment
+            gets fewer replicas than it needs at its peak.
 
     Returns:
         One `Blueprint` per environment, in the order planned; for a compound service (`blueprints.plan.compound.parts`) one
@@ -117,7 +122,7 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
         return _plan_within_account(fixed, catalog, as_of=as_of, environments=environments, guardrails=limits,
                                     platforms=platforms, alerting=alerting, existing=existing,
                                     switch_threshold_pct=switch_threshold_pct, calibrations=calibrations,
-                                    pinned=pinned)
+                                    pinned=pinned, pinned_by=pinned_by, pinned_rps=pinned_rps)
 
     try:
         return planned(guardrails)
@@ -180,7 +185,8 @@ def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: 
           guardrails: Mapping[str, Guardrails] | None, platforms: Mapping[str, PlatformConfig] | None,
           alerting: AlertingSpec | None, existing: Mapping[str, Hardware] | None,
           switch_threshold_pct: float, calibrations: Calibrations | None,
-          pinned: Hardware | None = None) -> list[Blueprint]:
+          pinned: Hardware | None = None, pinned_by: str | None = None,
+          pinned_rps: float | None = None) -> list[Blueprint]:
     """`plan`, without proving its refusals' hints."""
     names = environments or list(req.environments)
     unknown = [n for n in names if n not in req.environments]
@@ -206,7 +212,8 @@ def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: 
                                                        policy_for=lambda env, production: limits.get(env))}
     ctx = PlanContext(as_of=as_of, platforms=platforms, guardrails=limits, existing=existing or {},
                       switch_threshold_pct=switch_threshold_pct, notes=notes,
-                      calibrations=calibrations or Calibrations(), pinned=pinned)
+                      calibrations=calibrations or Calibrations(), pinned=pinned, pinned_by=pinned_by,
+                      pinned_rps=pinned_rps)
     from blueprints.plan.overrides import apply_overrides
 
     parts = service_parts(req, catalog)
@@ -285,7 +292,7 @@ def _plan_sized(req: Requirements, catalog: Catalog, ctx: PlanContext, names: li
     """Select, size and price each environment (before targets, alerting and simulation: `blueprints.plan.scaling.finish`),
     and refuse a plan whose Kubernetes version lacks a feature its workloads use (`kubernetes_features`)."""
     models = [replace(m, calibrations=ctx.calibrations) for m in resolve_models(req, catalog)]
-    selection = pinned_selection(req, models, ctx.pinned) if ctx.pinned is not None else select_archetype(
+    selection = pinned_selection(req, models, ctx.pinned, ctx.pinned_by) if ctx.pinned is not None else select_archetype(
         req, models, catalog, limits_for=lambda env, managed: ctx.limits(req, env, managed=managed))
     build = _BUILDERS[selection.archetype]
     planned = [_land(with_weights_reason(build(req, env, models, catalog, selection, ctx)), ctx, req) for env in names]

@@ -181,15 +181,18 @@ def llm_archetypes(req: Requirements, models: list[ResolvedModel], catalog: Cata
             Archetype.SAGEMAKER_ENDPOINT: managed_not}
 
 
-def pinned_selection(req: Requirements, models: list[ResolvedModel], pinned: Hardware) -> Selection:
-    """The selection of a pilot's candidate (`blueprints.plan.pilot`): its archetype, and why, in plain words."""
+def pinned_selection(req: Requirements, models: list[ResolvedModel], pinned: Hardware,
+                     by: str | None = None) -> Selection:
+    """The selection of pinned hardware: a pilot's candidate (`blueprints.plan.pilot`), or the candidate the
+    requirements' `choice` keeps (`by`: why, `blueprints.plan.choice.choice_words`); its archetype, and why, in plain
+    words."""
     _check_slo_fields(req, models)
     where = ("inside SageMaker's LMI container" if pinned.archetype is Archetype.SAGEMAKER_ENDPOINT
              else f"by {pinned.engine or 'vllm'} on GPU nodes")
     return Selection(pinned.archetype, Accelerator.NVIDIA_GPU, (
         f"{models[0].spec.served_name} is a generative model, served token by token {where}",
-        f"a pilot's finalist: {pinned.archetype.value} on {pinned.describe()}, deployed to be measured "
-        "(`blueprint pilot`), not the plan's choice"))
+        by if by is not None else f"a pilot's finalist: {pinned.archetype.value} on {pinned.describe()}, deployed to "
+        "be measured (`blueprint pilot`), not the plan's choice"))
 
 
 def _select_for_adapters(req: Requirements, model: ResolvedModel, what: str) -> Selection:

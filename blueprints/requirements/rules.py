@@ -12,6 +12,9 @@ from __future__ import annotations
 
 #: Rule id -> what it requires. The text is what `blueprint schema` shows; the errors say the fix.
 CROSS_FIELD_RULES: dict[str, str] = {
+    # The choice (`blueprint choose` writes it)
+    "choice-one-chosen": "`choice.finalists` has exactly one finalist of verdict `chosen`, and its candidate is "
+                         "`choice.candidate`",
     # The model section
     "model-or-models": "exactly one of `model` (one model) or `models` (several); top-level `traffic` goes with `model`",
     "model-traffic": "`model` needs `traffic` (top level or `model.traffic`); each entry of `models` its own `traffic`",

@@ -31,6 +31,7 @@ from blueprints.requirements.fields import DNS_1123_LABEL, Section, TAG_VALUE, g
 from blueprints.requirements.model import Batch, ModelSpec, Slo, Traffic, TrafficPattern, context_tokens
 from blueprints.requirements.hosting import ALL_ENGINES, Compliance, Hardware, Operations, OperationsPreference
 from blueprints.requirements.overrides import Override
+from blueprints.requirements.choice import Choice
 
 
 #: The service name platform stacks use (`platform-<env>-<region>`); no service may take it.
@@ -78,6 +79,9 @@ class Requirements(Section):
     overrides: list[Override] = Field(default_factory=list, max_length=20, description="intended deviations from "
                                       "derived settings of the plan, each with its reason (never compliance, "
                                       "exposure, retention, monitoring, production, namespace or images)")
+    choice: Choice | None = Field(default=None, description="the finalist chosen by measurement, with its evidence, "
+                                  "written by `blueprint choose` (not by hand); `blueprint plan` keeps it while its "
+                                  "basis (model, workload, SLO targets) holds")
 
     @model_validator(mode="after")
     def _consistent(self) -> Requirements:

@@ -82,7 +82,10 @@ class PlanContext:
     guardrails (and the rationale of the choices they made, `notes`), and the hardware of the existing stack configs
     by stack name with the tolerance for keeping it, and the project's calibrations (`stacks/calibration/`).
     `pinned`: a pilot's candidate (`blueprints.plan.pilot`): every environment is planned on that archetype and
-    hardware at whatever it costs, or refused (SizingError) where it cannot serve."""
+    hardware at whatever it costs, or refused (SizingError) where it cannot serve. `pinned_by`: why, when it is not a
+    pilot's (the requirements' `choice`, `blueprints.plan.choice.choice_words`), said first in the rationale;
+    `pinned_rps`: its measured goodput per replica within the SLO, requests/s (no environment gets fewer replicas
+    than that needs at its peak)."""
 
     as_of: dt.date
     platforms: Mapping[str, PlatformConfig]
@@ -92,6 +95,8 @@ class PlanContext:
     notes: Mapping[str, list[str]] = field(default_factory=dict)
     calibrations: Calibrations = field(default_factory=Calibrations)
     pinned: Hardware | None = None
+    pinned_by: str | None = None
+    pinned_rps: float | None = None
 
     def limits(self, req: Requirements, env: str, *, managed: bool) -> SearchLimits:
         """The environment's search constraints: its policy's instance types and GPU quota (counted over the

@@ -22,13 +22,13 @@ from blueprints.capacity.analytic import prefill_time_share
 from blueprints.capacity.physics import Correction
 from blueprints.capacity.planning import candidate, size_replica
 from blueprints.capacity.simulator import SimulationResult
-from blueprints.plan.options.search import ResolvedModel, service_fixed_monthly_usd, peak_rps
+from blueprints.plan.options.search import ResolvedModel, service_fixed_monthly_usd, peak_rps, replicas_floor
 from blueprints.catalog.engines import engine_facts
 from blueprints.plan.engines import engine_lines, engine_table
 from blueprints.plan.options.llm import (
     engine_memory,
     LlmOption, LlmSearch, complete_sizing, fp8_kv_cache_planned, latency_targets, llm_option_on, llm_search,
-    predict_at_peak, size_twin, traffic_shape,
+    predict_at_peak, replicas_for, size_twin, traffic_shape,
 )
 from blueprints.plan.options.infeasible import explain_no_llm_option
 from blueprints.plan.guardrails import SearchLimits
@@ -101,15 +101,20 @@ def llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog
                              tensor_parallel_size=previous.tensor_parallel_size or 0,
                              kv_cache_fp8=previous.kv_cache_dtype == "fp8", managed=managed, limits=limits,
                              engine=previous.engine or "vllm")
-        if ctx.pinned is not None:  # a pilot's finalist: its hardware whatever it costs, or refused
+        if ctx.pinned is not None:  # a pilot's finalist or the chosen one: its hardware whatever it costs, or refused
             if isinstance(kept, str):
-                raise SizingError(f"environments.{env}: the pilot's finalist {previous.describe()} cannot serve "
-                                  f"there: {kept}")
+                whose = "the chosen candidate" if ctx.pinned_by else "the pilot's finalist"
+                raise SizingError(f"environments.{env}: {whose} {previous.describe()} cannot serve there: {kept}")
             best, at_peak = kept
+            measured = ""
+            if ctx.pinned_rps is not None:  # the chosen candidate's measured goodput: never fewer replicas than it needs
+                best, at_peak, measured = _at_least_measured(best, at_peak, ctx.pinned_rps, model, req, env,
+                                                             managed=managed, limits=limits)
             cheapest = search.best.monthly_node_usd_per_hour * month + fixed
-            headline = (f"pilot finalist {previous.describe()}: ${best.monthly_node_usd_per_hour * month + fixed:,.0f}"
-                        f"/month at this environment's peak vs the cheapest, "
-                        f"{_llm_hardware(search.best, managed=managed).describe()}, ${cheapest:,.0f}/month")
+            what = ctx.pinned_by or f"pilot finalist {previous.describe()}"
+            headline = (f"{what}: ${best.monthly_node_usd_per_hour * month + fixed:,.0f}/month at this environment's "
+                        f"peak vs the cheapest {'predicted' if ctx.pinned_by else ''}".rstrip() + ", "
+                        f"{_llm_hardware(search.best, managed=managed).describe()}, ${cheapest:,.0f}/month{measured}")
             previous = None
     if previous is not None and previous.archetype is (Archetype.SAGEMAKER_ENDPOINT if managed else Archetype.VLLM_GPU):
         keep, headline = decide(
@@ -132,6 +137,32 @@ def llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog
     at = next(i for i, r in enumerate(reasons) if " replica(s) for " in r) + 1  # after the fleet at peak
     reasons = [*reasons[:at], band_reason(band, best.replicas, production=req.is_production(env)), *reasons[at:]]
     return LlmPlan(best, search, at_peak, reasons, band, correction)
+
+
+def _at_least_measured(best: LlmOption, at_peak: SimulationResult, measured_rps: float, model: ResolvedModel,
+                       req: Requirements, env: str, *, managed: bool,
+                       limits: SearchLimits) -> tuple[LlmOption, SimulationResult, str]:
+    """The chosen candidate's option with at least the replicas its measured goodput per replica needs at this
+    environment's peak (`replicas_for`): a measurement below the model's prediction grows the fleet here; one above it
+    shrinks a fleet only through a calibration (`blueprint calibrate`, whose band check guards production). Returns
+    the option, its run at the peak and the words for the rationale.
+
+    Raises:
+        SizingError: the fleet the measurement needs breaks a constraint (max_replicas, the GPU quota).
+    """
+    need = replicas_for(peak_rps(req, env, model), measured_rps, replicas_floor(req, env))
+    words = (f"; measured {measured_rps:.3g} requests/s per replica within the SLO needs {need} replica(s) at this "
+             f"peak, the model {best.replicas}")
+    if need <= best.replicas:
+        return best, at_peak, words
+    per_node = best.instance.gpu_count // best.tensor_parallel_size
+    grown, run = predict_at_peak(replace(best, replicas=need, nodes=limits.nodes(need, per_node=per_node)), model,
+                                 req, env, managed=managed, limits=limits)
+    breach = limits.breach(grown.instance, replicas=grown.replicas, per_node=per_node, managed=managed)
+    if breach is not None:
+        raise SizingError(f"environments.{env}: the chosen candidate's measured goodput ({measured_rps:.3g} "
+                          f"requests/s per replica) needs {need} replica(s), and {breach.why}")
+    return grown, run, words + " (sized on the measurement)"
 
 
 def _switch_cause(headline: str, previous: Hardware, kept: tuple[LlmOption, SimulationResult] | str,

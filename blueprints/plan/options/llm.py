@@ -231,6 +231,12 @@ def screen_candidates(model: ResolvedModel, gpu: Gpu, tp: int, *, kv_cache_fp8: 
                   engine=profile, gpu_memory_utilization=engine_memory(model, gpu, tp, engine)[1])
 
 
+def replicas_for(peak_rps: float, per_replica_rps: float, floor: int) -> int:
+    """Replicas that carry `peak_rps` requests/s at `per_replica_rps` each (the highest rate one replica serves within
+    the SLO: simulated, bounded or measured, `blueprint choose`), and at least `floor`."""
+    return max(floor, math.ceil(peak_rps / per_replica_rps - 1e-9))
+
+
 def _priced_option(inst: InstanceType, gpu: Gpu, cand: Candidate, *, peak: float, floor: int, factor: float,
                    shape: TrafficShape, targets: LatencyTargets, limits: SearchLimits) -> LlmOption | None:
     """The replicas (and the nodes their placement takes, `SearchLimits.nodes`) a screened candidate needs for
@@ -247,7 +253,7 @@ def _priced_option(inst: InstanceType, gpu: Gpu, cand: Candidate, *, peak: float
     sizing = size_replica(cand, shape, targets)
     if sizing is None:
         return None
-    replicas = max(floor, math.ceil(peak / sizing.max_rps - 1e-9))
+    replicas = replicas_for(peak, sizing.max_rps, floor)
     return LlmOption(inst, gpu, cand, replicas, limits.nodes(replicas, per_node=per_node), inst.usd_per_hour * factor,
                      sizing.at_max, sizing)
 
@@ -316,7 +322,7 @@ def llm_search(req: Requirements, env: str, model: ResolvedModel, catalog: Catal
                     screened += 1
                     per_node = inst.gpu_count // tp
                     for choice, cand in enumerate(cands):  # each engine-limit choice, bounded by its analytic rate
-                        replicas = max(floor, math.ceil(peak / cand.rate_bound_rps - 1e-9))
+                        replicas = replicas_for(peak, cand.rate_bound_rps, floor)
                         nodes = limits.nodes(replicas, per_node=per_node)
                         cost = nodes * inst.usd_per_hour * factor
                         breach = limits.breach(inst, replicas=replicas, per_node=per_node, managed=managed)
@@ -395,7 +401,7 @@ def _bound_option(entry: tuple, *, peak: float, floor: int, factor: float, limit
     if stage == 0:
         inst, gpu, cand = payload
         per_node = inst.gpu_count // cand.tensor_parallel_size
-        replicas = max(floor, math.ceil(peak / cand.rate_bound_rps - 1e-9))
+        replicas = replicas_for(peak, cand.rate_bound_rps, floor)
         return LlmOption(inst, gpu, cand, replicas, limits.nodes(replicas, per_node=per_node),
                          inst.usd_per_hour * factor, None)  # type: ignore[arg-type]
     return payload if stage == 1 else payload[0]
