@@ -353,6 +353,29 @@ def test_a_result_of_another_workload_than_its_pilots_exits_2_naming_the_file_an
     assert path.read_text() == text
 
 
+def _prompts(sha: str) -> dict:
+    return {"file": "prompts.jsonl", "sha256": sha, "bytes": 900, "lines": 3, "prompt_chars_mean": 250.0,
+            "prompt_chars_p50": 240.0, "prompt_chars_p95": 300.0, "max_tokens_mean": 100.0, "max_tokens_p50": 100.0,
+            "max_tokens_p95": 120.0}
+
+
+def _replayed(sha: str):
+    return lambda d: d["settings"].update(dataset_name="custom", prompts=_prompts(sha))
+
+
+def test_finalists_measured_on_different_requests_exit_2_naming_the_prompts(chosen):
+    """One finalist on the user's prompts, another on the planned random workload (or another prompts file): not
+    the same requests, so not compared."""
+    root, path, _, results, _ = chosen
+    text = path.read_text()
+    replayed = _result(root, f"{SERVICE}-pilot-3", meets=6, name="prompts-a.json", edit=_replayed("a" * 64))
+    _refused(_choose(path, results[1], replayed), str(replayed), "settings.prompts", "a" * 64,
+             "the planned random workload")
+    other = _result(root, f"{SERVICE}-pilot-2", meets=6, name="prompts-b.json", edit=_replayed("b" * 64))
+    _refused(_choose(path, replayed, other), str(other), "settings.prompts", "b" * 64, "a" * 64)
+    assert path.read_text() == text
+
+
 def test_results_of_one_finalist_exit_2(chosen):
     root, path, _, results, _ = chosen
     other = _result(root, f"{SERVICE}-pilot-1", meets=2, name="again.json")

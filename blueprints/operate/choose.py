@@ -19,8 +19,9 @@ The cheapest finalist meeting the SLO is chosen (cost per 1M tokens follows the 
 Refused (ChoiceError, exit 2, naming the file and the field): a file that is not a result file; a result of a stack
 that is not a pilot of the service; a workload other than the pilot's (served model, prefix, lengths, range ratio,
 engine image, instance type, tensor parallel degree: `blueprints.operate.workload.planned_workload`); a result dated
-before its pilot stack config was written (`servingblueprints:planned.as_of`); an expired pilot (`pilot.expires`
-before now); results of fewer than two finalists; a finalist with more than 1 % of its requests failed (reported as
+before its pilot stack config was written (`servingblueprints:planned.as_of`); finalists measured on different
+requests (the planned random workload on one, the user's prompts on another, or two different prompts files:
+`settings.prompts.sha256`); an expired pilot (`pilot.expires` before now); results of fewer than two finalists; a finalist with more than 1 % of its requests failed (reported as
 failed first, never chosen).
 """
 
@@ -131,6 +132,7 @@ def read_finalists(service: str, files: list[Path], *, stacks_dir: Path, root: P
         if any(e.sha256 == evidence.sha256 for found in by_stack.values() for _, _, e in found):
             raise ChoiceError(f"{path}: the same file (sha256 {evidence.sha256[:12]}...) given twice; give each once")
         by_stack.setdefault(result.stack, []).append((path, result, evidence))
+    _same_requests([(path, result) for found in by_stack.values() for path, result, _ in found])
     if len(by_stack) < 2:
         raise ChoiceError(f"{', '.join(map(str, files))}: stack: every result measures {next(iter(by_stack))}; "
                           "choose compares at least two finalists: benchmark another pilot "
@@ -189,6 +191,22 @@ def _check_result(path: Path, result: BenchmarkResultFile, bp: Blueprint, config
         raise ChoiceError(f"{path}: settings.approximations: measured with --approximate-workload "
                           f"({s.approximations[0]}): not the planned workload; benchmark a workload the random dataset "
                           "reproduces")
+
+
+def _requests_of(result: BenchmarkResultFile) -> str:
+    """What a sweep sent: the planned random workload, or the user's prompts file (`--prompts`) by its sha256."""
+    prompts = result.settings.prompts
+    return "the planned random workload" if prompts is None else f"the prompts file sha256 {prompts.sha256}"
+
+
+def _same_requests(results: list[tuple[Path, BenchmarkResultFile]]) -> None:
+    """ChoiceError unless every result sent the same requests: all the planned workload, or all one prompts file."""
+    first_path, first = results[0]
+    for path, result in results[1:]:
+        if _requests_of(result) != _requests_of(first):
+            raise ChoiceError(f"{path}: settings.prompts: it sent {_requests_of(result)}, {first_path} sent "
+                              f"{_requests_of(first)}: finalists are compared on the same requests; benchmark every "
+                              "pilot with the same `--prompts` file, or every one without it")
 
 
 def _failed_share(run: VllmBenchRun) -> float:
