@@ -37,10 +37,11 @@ STANDIN_MODULES = ("vllm.env_override", "vllm.platforms", "vllm.utils.torch_util
                    "vllm.entrypoints.openai.dp_supervisor", "vllm.usage.usage_lib")
 #: Third-party packages vLLM 0.24.0 requires that the tools virtualenv lacks and that the modules imported for real
 #: import unconditionally: stand-ins (the sdist's requirements/cuda.txt:7 torch; common.txt:3 psutil, :10
-#: transformers, :14 fastapi[standard] (uvloop through uvicorn[standard] [inferred]), :15 starlette, :17 openai, :19 prometheus_client,
-#: :20 pillow, :32 partial-json-parser, :34 pyzmq, :35 msgspec, :44 cloudpickle, :48 pybase64, :49 cbor2, :52
-#: openai-harmony). Any other missing import fails, as it would in the image, or takes vLLM's own branch for an
-#: optional package that is absent. The real ones are the tools virtualenv's (pydantic 2.14.4: common.txt:18 >=2.12.0).
+#: transformers, :14 fastapi[standard] (uvloop through uvicorn[standard] [inferred]), :15 starlette, :17 openai, :19
+#: prometheus_client, :20 pillow, :32 partial-json-parser, :34 pyzmq, :35 msgspec, :44 cloudpickle, :48 pybase64,
+#: :49 cbor2, :52 openai-harmony). Any other missing import fails, as it would in the image, or takes vLLM's own
+#: branch for an optional package that is absent. The real ones are the tools virtualenv's (pydantic 2.14.4:
+#: common.txt:18 >=2.12.0).
 STANDIN_PACKAGES = ("torch", "transformers", "PIL", "cbor2", "cloudpickle", "fastapi", "msgspec", "openai",
                     "openai_harmony", "partial_json_parser", "prometheus_client", "psutil", "pybase64", "starlette",
                     "uvloop", "zmq")
