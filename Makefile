@@ -37,9 +37,9 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 AIC_VENV := .venv-aic
 AIC_LOCK := tools/step_tables/requirements.txt
 AIC_STAMP := $(AIC_VENV)/.installed
-# The suite parses the `vllm bench serve` command lines our benchmark Jobs run with vLLM 0.24.0's own parser
-# (tests/tools/vllm_bench_argv.py, in the tools virtualenv): it reads the `vllm/` package of the release's sdist,
-# fetched from PyPI and checked against its sha256 (tools/vllm_source/fetch.py).
+# The suite parses the `vllm serve` and `vllm bench serve` command lines our containers run with vLLM 0.24.0's own
+# parsers (tests/tools/vllm_serve_argv.py, vllm_bench_argv.py, in the tools virtualenv): they read the `vllm/` package
+# of the release's sdist, fetched from PyPI and checked against its sha256 (tools/vllm_source/fetch.py).
 VLLM_SOURCE := .tools/vllm-0.24.0
 VLLM_SOURCE_STAMP := $(VLLM_SOURCE)/.installed
 # pytest workers: one per core (pytest-xdist). Each starts on half the tests and an idle one takes over half of what

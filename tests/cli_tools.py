@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,24 @@ def tools_python() -> Path:
             pytest.fail(f"{path} not found; run `make checkov`")
         pytest.skip("the tools virtualenv is not installed: `make test` (or `make checkov`) creates it")
     return path
+
+
+def vllm_parse(script: str, argvs: list[list[str]]) -> dict:
+    """`argvs` through vLLM 0.24.0's own parser, `tests/tools/<script>` (vllm_bench_argv.py: `vllm bench serve`;
+    vllm_serve_argv.py: `vllm`), in the tools virtualenv, from the release's source: `$VLLM_SOURCE`, the folder
+    holding `vllm/` (`make test` fetches it: tools/vllm_source/fetch.py). The script's JSON answer (its last stdout
+    line). Skipped without the source (failed under CI)."""
+    import json
+
+    source = os.environ.get("VLLM_SOURCE")
+    if not source or not (Path(source) / "vllm" / "engine" / "arg_utils.py").exists():
+        message = ("$VLLM_SOURCE is not vLLM 0.24.0's source: `make test` sets it (or `python "
+                   "tools/vllm_source/fetch.py DIR` and VLLM_SOURCE=DIR)")
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    done = subprocess.run([str(tools_python()), str(ROOT / "tests" / "tools" / script), source],
+                          input=json.dumps(argvs), capture_output=True, text=True, timeout=300,
+                          env={"PATH": os.environ.get("PATH", ""), "HOME": tempfile.mkdtemp(prefix="vllm-home-")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -25,6 +25,7 @@ from blueprints.core import defaults
 from blueprints.core.errors import DeployedStackError
 from blueprints.operate import benchmark as bench
 from blueprints.operate.scaling import ReplicaWatch, deployment_counts, endpoint_counts, scales
+from tests.cli_tools import vllm_parse
 from tests.conftest import ROOT
 from tests.test_benchmark import _Api, arg, dry_run  # noqa: F401 (fixture)
 from tests.test_verify import bare_env  # noqa: F401 (fixture)
@@ -234,26 +235,8 @@ def test_the_autoscaling_record_round_trips_through_the_result_file_and_is_absen
 
 def vllm_bench_parse(argvs: list[list[str]]) -> list[dict]:
     """`argvs` (each after `vllm bench serve`) through vLLM 0.24.0's own parser (`add_cli_args` on its
-    FlexibleArgumentParser: tests/tools/vllm_bench_argv.py) in the tools virtualenv, from the release's source:
-    `$VLLM_SOURCE`, the folder holding `vllm/` (`make test` fetches it: tools/vllm_source/fetch.py).
-    Skipped without it (failed under CI)."""
-    import json
-    import os
-    import subprocess
-
-    from tests.cli_tools import tools_python
-
-    source = os.environ.get("VLLM_SOURCE")
-    if not source or not (Path(source) / "vllm" / "benchmarks" / "serve.py").exists():
-        message = ("$VLLM_SOURCE is not vLLM 0.24.0's source: `make test` sets it (or `python tools/vllm_source/fetch.py "
-                   "DIR` and VLLM_SOURCE=DIR)")
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    done = subprocess.run([str(tools_python()), str(ROOT / "tests" / "tools" / "vllm_bench_argv.py"), source],
-                          input=json.dumps(argvs), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])["results"]
+    FlexibleArgumentParser: tests/tools/vllm_bench_argv.py, `tests.cli_tools.vllm_parse`)."""
+    return vllm_parse("vllm_bench_argv.py", argvs)["results"]
 
 
 def test_every_pilots_client_argv_parses_with_vllms_own_parser(pilots, bare_env, tmp_path):

@@ -1,9 +1,15 @@
-"""The flags blueprints/catalog/engines.yaml records for SGLang, parsed by SGLang's own parser at the pinned version
-(tests/tools/sglang_argv.py: `ServerArgs.add_cli_args`, what `python3 -m sglang.launch_server` builds), in the SGLang
-tools virtualenv (tests/tools/sglang.in: torch and the rest, about 4.8 GB; `$SGLANG_PYTHON` or `.venv-sglang`).
+"""Our engines' command lines, parsed by each engine's own parser at the pinned version.
 
-Checked by: an argv of every mapped setting, the host, metrics, API key, prefix-cache and LoRA flags parses to the
-values given; every quantization value mapped parses; `fp8` as a KV cache dtype and vLLM's --max-num-seqs are refused.
+SGLang: the flags blueprints/catalog/engines.yaml records, by SGLang's own parser (tests/tools/sglang_argv.py:
+`ServerArgs.add_cli_args`, what `python3 -m sglang.launch_server` builds), in the SGLang tools virtualenv
+(tests/tools/sglang.in: torch and the rest, about 4.8 GB; `$SGLANG_PYTHON` or `.venv-sglang`). Checked by: an argv of
+every mapped setting, the host, metrics, API key, prefix-cache and LoRA flags parses to the values given; every
+quantization value mapped parses; `fp8` as a KV cache dtype and vLLM's --max-num-seqs are refused.
+
+vLLM: the `vllm serve` argv of every bundled vLLM stack's rendered Deployment, by the `vllm` CLI's own parser from
+vLLM 0.24.0's source (tests/tools/vllm_serve_argv.py, in the tools virtualenv, torch stood in; `$VLLM_SOURCE`).
+Checked by: each parses to its stack config's settings (parallelism, batch limits, context, dtypes, memory, port,
+served name, prefix caching, LoRA, the weights streamer); a misspelt flag and an unknown KV cache dtype exit 2.
 """
 
 from __future__ import annotations
@@ -118,3 +124,81 @@ def test_the_command_line_the_component_renders_parses_to_the_planned_settings()
     assert (got["dtype"], got["kv_cache_dtype"], got["quantization"]) == ("bfloat16", "fp8_e4m3", "fp8")
     assert (got["host"], got["port"], got["enable_metrics"], got["api_key"]) == \
         ("0.0.0.0", 8000, True, "$(SGLANG_API_KEY)")
+
+
+# --- vLLM ----------------------------------------------------------------------------------------------------------
+
+
+def serve_argvs(previews: dict) -> dict[str, list[str]]:
+    """`{stack: argv after vllm}` of every `vllm serve` container the bundled stacks' manifests run."""
+    found = {}
+    for stack, report in previews.items():
+        for manifest in report.manifests:
+            pod = ((manifest.get("spec") or {}).get("template") or {}).get("spec") or {}
+            for c in pod.get("containers") or []:
+                argv = [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
+                if argv[:2] == ["vllm", "serve"]:
+                    assert stack not in found, f"{stack}: two vllm serve containers"
+                    found[stack] = argv[1:]
+    return found
+
+
+def test_every_bundled_vllm_stacks_server_command_line_parses_to_its_planned_settings(bundled_previews):
+    """The `vllm serve` argv of each bundled vLLM stack's rendered Deployment, through vLLM 0.24.0's own parser
+    (tests/tools/vllm_serve_argv.py: the `vllm` CLI's parser with its `serve` subcommand, from the release's source):
+    exit 0 and every planned setting parsed to the stack config's value; a misspelt flag and a KV cache dtype vLLM
+    does not offer exit 2, as in the image."""
+    from blueprints.catalog.engines import engine_facts
+    from blueprints.catalog.startup import load_startup_catalog
+    from blueprints.contracts.lora import LORA_MOUNT
+    from blueprints.contracts.weights import MODELS_MOUNT, streams_weights
+    from components.weights_storage import MODELS_PREFIX
+    from tests.cli_tools import vllm_parse
+
+    planned = {s: r.blueprint for s, r in bundled_previews.items()
+               if not r.is_platform and getattr(r.blueprint.engine, "kind", None) == "vllm"}
+    argvs = serve_argvs(bundled_previews)
+    assert planned and set(argvs) == set(planned)
+    first = argvs[min(argvs)]
+    misspelt = [*first, "--max-num-seqz=4"]
+    bad_choice = [a if not a.startswith("--kv-cache-dtype=") else "--kv-cache-dtype=fp9" for a in first]
+    out = vllm_parse("vllm_serve_argv.py", [*argvs.values(), misspelt, bad_choice])
+    assert out["vllm"] == engine_facts("vllm").version
+    # The one option whose parser value comes from a stand-in: the compilation config's default `backend` (the
+    # platform's compile backend); no flag we render.
+    assert set(out["standin_options"]) == {"--compilation-config"}
+    *results, misspelt_result, bad_choice_result = out["results"]
+    streamer = load_startup_catalog().weights.streamer
+    for (stack, argv), result in zip(argvs.items(), results):
+        assert result["exit"] == 0, (stack, result["error"][-500:])
+        bp, got = planned[stack], result["args"]
+        e, name = bp.engine, bp.model.name
+        assert (got["subparser"], got["served_model_name"], got["host"], got["port"]) == \
+            ("serve", [name], None, e.port), stack
+        assert (got["tensor_parallel_size"], got["gpu_memory_utilization"], got["max_model_len"], got["max_num_seqs"],
+                got["max_num_batched_tokens"]) == (e.tensor_parallel_size, e.gpu_memory_utilization,
+                                                   e.max_model_len, e.max_num_seqs, e.max_num_batched_tokens), stack
+        assert (got["dtype"], got["kv_cache_dtype"], got["quantization"]) == \
+            (e.dtype, e.kv_cache_dtype, e.quantization), stack
+        # Unset, the parser leaves it None and CacheConfig's default (on) applies.
+        assert got["enable_prefix_caching"] is (True if e.enable_prefix_caching else None), stack
+        assert got["disable_fastapi_docs"] is True, stack
+        if streams_weights(bp):
+            assert (got["load_format"], got["model_loader_extra_config"]) == \
+                ("runai_streamer", {"concurrency": streamer.concurrency,
+                                    "memory_limit": streamer.memory_limit_bytes}), stack
+            assert got["model_tag"].startswith("s3://") and got["model_tag"].endswith(f"/{MODELS_PREFIX}/{name}"), stack
+        else:
+            assert (got["model_tag"], got["load_format"]) == (f"{MODELS_MOUNT}/{name}", "auto"), stack
+        if e.lora is None:
+            assert (got["enable_lora"], got["lora_modules"]) == (None, None), stack
+        else:
+            assert got["enable_lora"] is True, stack
+            assert [(m["name"], m["path"]) for m in got["lora_modules"]] == \
+                [(a.name, f"{LORA_MOUNT}/{a.name}") for a in e.lora.adapters], stack
+            assert (got["max_loras"], got["max_lora_rank"], got["max_cpu_loras"]) == \
+                (e.lora.max_loras, e.lora.max_lora_rank, e.lora.max_cpu_loras), stack
+    assert any(bp.engine.lora for bp in planned.values()) and any(bp.engine.enable_prefix_caching
+                                                                  for bp in planned.values())
+    assert misspelt_result["exit"] == 2 and "unrecognized arguments: --max-num-seqz=4" in misspelt_result["error"]
+    assert bad_choice_result["exit"] == 2 and "invalid choice: 'fp9'" in bad_choice_result["error"]

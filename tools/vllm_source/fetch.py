@@ -1,5 +1,5 @@
-"""Fetch vLLM's source at the pinned release, for the tests that parse our `vllm bench serve` command lines with vLLM's
-own parser (tests/tools/vllm_bench_argv.py reads `$VLLM_SOURCE/vllm/...`).
+"""Fetch vLLM's source at the pinned release, for the tests that parse our `vllm serve` and `vllm bench serve` command
+lines with vLLM's own parsers (tests/tools/vllm_serve_argv.py and vllm_bench_argv.py read `$VLLM_SOURCE/vllm/...`).
 
 Usage: python tools/vllm_source/fetch.py DIR -> DIR/vllm/ holds the `vllm/` package of the vLLM 0.24.0 sdist from PyPI
 (37 MB download, checked against its sha256 before anything is extracted). Only the package's Python files are
