@@ -37,18 +37,22 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 AIC_VENV := .venv-aic
 AIC_LOCK := tools/step_tables/requirements.txt
 AIC_STAMP := $(AIC_VENV)/.installed
-# The suite parses the `vllm serve` and `vllm bench serve` command lines our containers run with vLLM 0.24.0's own
-# parsers (tests/tools/vllm_serve_argv.py, vllm_bench_argv.py, in the tools virtualenv): they read the `vllm/` package
-# of the release's sdist, fetched from PyPI and checked against its sha256 (tools/vllm_source/fetch.py).
+# The suite parses the command lines our containers run with the engines' own parsers, in the tools virtualenv with
+# torch stood in: `vllm serve` and `vllm bench serve` with vLLM 0.24.0's (tests/tools/vllm_serve_argv.py,
+# vllm_bench_argv.py), SGLang's server with SGLang 0.5.14's (tests/tools/sglang_argv.py). They read the package's
+# Python files from the release's archive on PyPI (vLLM's sdist, SGLang's wheel), checked against its sha256
+# (tools/engine_source/fetch.py), into .tools/<engine>-<version>.
 VLLM_SOURCE := .tools/vllm-0.24.0
-VLLM_SOURCE_STAMP := $(VLLM_SOURCE)/.installed
+SGLANG_SOURCE := .tools/sglang-0.5.14
+ENGINE_SOURCE_STAMPS := $(VLLM_SOURCE)/.installed $(SGLANG_SOURCE)/.installed
 # pytest workers: one per core (pytest-xdist). Each starts on half the tests and an idle one takes over half of what
 # the other has left (`--dist worksteal`): whole files per worker (`loadfile`) left one worker 20 minutes on the files
 # that re-plan the project (test_hand_edits, test_one_gate) after the other had finished.
 PYTEST_WORKERS ?= auto
 # The property tests replay the same examples each run (Hypothesis profile `ci`, tests/conftest.py);
 # `HYPOTHESIS_PROFILE=thorough make test` explores new ones, ten times each test's budget.
-PYTEST := CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov VLLM_SOURCE=$(CURDIR)/$(VLLM_SOURCE) $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal
+PYTEST := CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov VLLM_SOURCE=$(CURDIR)/$(VLLM_SOURCE) \
+	SGLANG_SOURCE=$(CURDIR)/$(SGLANG_SOURCE) $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 .PHONY: install checkov demo test test-slow docs lint-imports bench fit-check clean step-tables
 
@@ -64,9 +68,10 @@ $(CHECKOV_STAMP): $(CHECKOV_LOCK) | $(UV)
 	$(UV) pip install --quiet --python $(CHECKOV_VENV)/bin/python --require-hashes -r $(CHECKOV_LOCK)
 	touch $(CHECKOV_STAMP)
 
-$(VLLM_SOURCE_STAMP): tools/vllm_source/fetch.py | $(STAMP)
-	$(BIN)/python tools/vllm_source/fetch.py $(VLLM_SOURCE)
-	touch $(VLLM_SOURCE_STAMP)
+# .tools/<engine>-<version>/.installed: the engine's source (the version is fetch.py's, RELEASES).
+$(ENGINE_SOURCE_STAMPS): .tools/%/.installed: tools/engine_source/fetch.py | $(STAMP)
+	$(BIN)/python tools/engine_source/fetch.py $(firstword $(subst -, ,$*)) .tools/$*
+	touch $@
 
 install: $(STAMP)
 
@@ -95,10 +100,10 @@ lint-imports: $(STAMP)
 
 # `make test` leaves out the tests marked slow (the full-breadth variants of checks it makes on a representative
 # part, e.g. checkov over every bundled stack rather than one per archetype); `make test-slow` runs them, and CI both.
-test: $(STAMP) $(CHECKOV_STAMP) $(VLLM_SOURCE_STAMP) lint-imports
+test: $(STAMP) $(CHECKOV_STAMP) $(ENGINE_SOURCE_STAMPS) lint-imports
 	$(PYTEST) -m "not slow"
 
-test-slow: $(STAMP) $(CHECKOV_STAMP) $(VLLM_SOURCE_STAMP)
+test-slow: $(STAMP) $(CHECKOV_STAMP) $(ENGINE_SOURCE_STAMPS)
 	$(PYTEST) -m slow
 
 # The committed capacity fit (blueprints/catalog/capacity-fit.yaml) is what the fit on today's points and code gives:

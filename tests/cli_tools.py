@@ -1,6 +1,7 @@
 """Command-line tools some tests run (Prometheus's promtool, Alertmanager's amtool): found on PATH, else skipped locally
 with how to install them, and a failure under CI (`.ci/run` installs them); and the Python of the test suite's separate
-tools virtualenv (`.venv-checkov`, tests/tools/checkov.in)."""
+tools virtualenv (`.venv-checkov`, tests/tools/checkov.in), in which the engines' own parsers run from each release's
+source (`engine_parse`)."""
 
 from __future__ import annotations
 
@@ -50,22 +51,24 @@ def tools_python() -> Path:
     return path
 
 
-def vllm_parse(script: str, argvs: list[list[str]]) -> dict:
-    """`argvs` through vLLM 0.24.0's own parser, `tests/tools/<script>` (vllm_bench_argv.py: `vllm bench serve`;
-    vllm_serve_argv.py: `vllm`), in the tools virtualenv, from the release's source: `$VLLM_SOURCE`, the folder
-    holding `vllm/` (`make test` fetches it: tools/vllm_source/fetch.py). The script's JSON answer (its last stdout
-    line). Skipped without the source (failed under CI)."""
+def engine_parse(engine: str, script: str, argvs: list[list[str]]) -> dict:
+    """`argvs` through `engine`'s own parser at its pinned release, `tests/tools/<script>` (vllm_bench_argv.py: `vllm
+    bench serve`; vllm_serve_argv.py: `vllm`; sglang_argv.py: SGLang's server), in the tools virtualenv, from the
+    release's source: `$VLLM_SOURCE` / `$SGLANG_SOURCE`, the folder holding `vllm/` / `sglang/` (`make test` fetches
+    it: tools/engine_source/fetch.py). The script's JSON answer (its last stdout line). Skipped without the source
+    (failed under CI)."""
     import json
 
-    source = os.environ.get("VLLM_SOURCE")
-    if not source or not (Path(source) / "vllm" / "engine" / "arg_utils.py").exists():
-        message = ("$VLLM_SOURCE is not vLLM 0.24.0's source: `make test` sets it (or `python "
-                   "tools/vllm_source/fetch.py DIR` and VLLM_SOURCE=DIR)")
+    variable = f"{engine.upper()}_SOURCE"
+    source = os.environ.get(variable)
+    if not source or not (Path(source) / engine / "version.py").exists():
+        message = (f"${variable} is not {engine}'s source: `make test` sets it (or `python "
+                   f"tools/engine_source/fetch.py {engine} DIR` and {variable}=DIR)")
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
     done = subprocess.run([str(tools_python()), str(ROOT / "tests" / "tools" / script), source],
                           input=json.dumps(argvs), capture_output=True, text=True, timeout=300,
-                          env={"PATH": os.environ.get("PATH", ""), "HOME": tempfile.mkdtemp(prefix="vllm-home-")})
+                          env={"PATH": os.environ.get("PATH", ""), "HOME": tempfile.mkdtemp(prefix=f"{engine}-home-")})
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -25,7 +25,7 @@ from blueprints.core import defaults
 from blueprints.core.errors import DeployedStackError
 from blueprints.operate import benchmark as bench
 from blueprints.operate.scaling import ReplicaWatch, deployment_counts, endpoint_counts, scales
-from tests.cli_tools import vllm_parse
+from tests.cli_tools import engine_parse
 from tests.conftest import ROOT
 from tests.test_benchmark import _Api, arg, dry_run  # noqa: F401 (fixture)
 from tests.test_verify import bare_env  # noqa: F401 (fixture)
@@ -235,8 +235,8 @@ def test_the_autoscaling_record_round_trips_through_the_result_file_and_is_absen
 
 def vllm_bench_parse(argvs: list[list[str]]) -> list[dict]:
     """`argvs` (each after `vllm bench serve`) through vLLM 0.24.0's own parser (`add_cli_args` on its
-    FlexibleArgumentParser: tests/tools/vllm_bench_argv.py, `tests.cli_tools.vllm_parse`)."""
-    return vllm_parse("vllm_bench_argv.py", argvs)["results"]
+    FlexibleArgumentParser: tests/tools/vllm_bench_argv.py, `tests.cli_tools.engine_parse`)."""
+    return engine_parse("vllm", "vllm_bench_argv.py", argvs)["results"]
 
 
 def test_every_pilots_client_argv_parses_with_vllms_own_parser(pilots, bare_env, tmp_path):

@@ -1,10 +1,11 @@
 """Our engines' command lines, parsed by each engine's own parser at the pinned version.
 
-SGLang: the flags blueprints/catalog/engines.yaml records, by SGLang's own parser (tests/tools/sglang_argv.py:
-`ServerArgs.add_cli_args`, what `python3 -m sglang.launch_server` builds), in the SGLang tools virtualenv
-(tests/tools/sglang.in: torch and the rest, about 4.8 GB; `$SGLANG_PYTHON` or `.venv-sglang`). Checked by: an argv of
+SGLang: the flags blueprints/catalog/engines.yaml records and the argv the component renders, by SGLang 0.5.14's own
+parser from the release's source (tests/tools/sglang_argv.py: `ServerArgs.add_cli_args`, what `python3 -m
+sglang.launch_server` builds, in the tools virtualenv, torch stood in; `$SGLANG_SOURCE`). Checked by: an argv of
 every mapped setting, the host, metrics, API key, prefix-cache and LoRA flags parses to the values given; every
-quantization value mapped parses; `fp8` as a KV cache dtype and vLLM's --max-num-seqs are refused.
+quantization value mapped parses; `fp8` as a KV cache dtype, vLLM's --max-num-seqs and a misspelt flag are refused;
+no option takes its default, type or choices from a stand-in.
 
 vLLM: the `vllm serve` argv of every bundled vLLM stack's rendered Deployment, by the `vllm` CLI's own parser from
 vLLM 0.24.0's source (tests/tools/vllm_serve_argv.py, in the tools virtualenv, torch stood in; `$VLLM_SOURCE`).
@@ -14,16 +15,10 @@ served name, prefix caching, LoRA, the weights streamer); a misspelt flag and an
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import tempfile
-from pathlib import Path
-
 import pytest
 import yaml
 
-from tests.cli_tools import ROOT
+from tests.cli_tools import ROOT, engine_parse
 
 #: Our generic setting -> a value a stack could give it (engines.yaml `values` maps it where the engine differs).
 SAMPLE = {"served_model_name": "chat", "tensor_parallel_size": 2, "gpu_memory_utilization": 0.85,
@@ -31,23 +26,13 @@ SAMPLE = {"served_model_name": "chat", "tensor_parallel_size": 2, "gpu_memory_ut
           "kv_cache_dtype": "fp8", "quantization": "fp8", "port": 8000}
 
 
-def sglang_python() -> Path:
-    """The SGLang tools virtualenv's Python; skips when it is missing (fails when `$SGLANG_PYTHON` names one)."""
-    named = os.environ.get("SGLANG_PYTHON")
-    path = Path(named) if named else ROOT / ".venv-sglang" / "bin" / "python"
-    if not path.exists():
-        if named:
-            pytest.fail(f"{path} not found: see tests/tools/sglang.in")
-        pytest.skip("the SGLang tools virtualenv is not installed: tests/tools/sglang.in says how")
-    return path
-
-
 def parse(argvs: list[list[str]]) -> dict:
-    result = subprocess.run([str(sglang_python()), str(ROOT / "tests" / "tools" / "sglang_argv.py")],
-                            input=json.dumps(argvs), capture_output=True, text=True, timeout=600, cwd=ROOT,
-                            env={"PATH": os.environ.get("PATH", ""), "HOME": tempfile.mkdtemp(prefix="sglang-home-")})
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    """`argvs` (each the container's argv) through SGLang 0.5.14's own parser (tests/tools/sglang_argv.py). Every
+    option's default, type, choices and const are SGLang's: none comes from a stand-in for torch or the modules the
+    parser does not call."""
+    out = engine_parse("sglang", "sglang_argv.py", argvs)
+    assert out["standin_options"] == {}
+    return out
 
 
 def dest(flag: str) -> str:
@@ -115,8 +100,12 @@ def test_the_command_line_the_component_renders_parses_to_the_planned_settings()
                         max_model_len=8192, max_num_seqs=96, max_num_batched_tokens=8192, dtype="bfloat16",
                         quantization="fp8", kv_cache_dtype="fp8", shm_size_gib=2)
     command, args = server_command(engine, "chat")
-    [result] = parse([[*command, *map(str, args)]])["results"]
+    argv = [*command, *map(str, args)]
+    out = parse([argv, [*argv, "--max-runing-requests", "4"]])
+    assert out["sglang"] == facts.version
+    result, misspelt = out["results"]
     assert result["exit"] == 0, result["error"]
+    assert misspelt["exit"] == 2 and "unrecognized arguments: --max-runing-requests 4" in misspelt["error"]
     got = result["args"]
     assert (got["model_path"], got["served_model_name"], got["tp_size"], got["mem_fraction_static"]) == \
         ("/models/chat", "chat", 2, 0.835)
@@ -153,7 +142,6 @@ def test_every_bundled_vllm_stacks_server_command_line_parses_to_its_planned_set
     from blueprints.contracts.lora import LORA_MOUNT
     from blueprints.contracts.weights import MODELS_MOUNT, streams_weights
     from components.weights_storage import MODELS_PREFIX
-    from tests.cli_tools import vllm_parse
 
     planned = {s: r.blueprint for s, r in bundled_previews.items()
                if not r.is_platform and getattr(r.blueprint.engine, "kind", None) == "vllm"}
@@ -162,7 +150,7 @@ def test_every_bundled_vllm_stacks_server_command_line_parses_to_its_planned_set
     first = argvs[min(argvs)]
     misspelt = [*first, "--max-num-seqz=4"]
     bad_choice = [a if not a.startswith("--kv-cache-dtype=") else "--kv-cache-dtype=fp9" for a in first]
-    out = vllm_parse("vllm_serve_argv.py", [*argvs.values(), misspelt, bad_choice])
+    out = engine_parse("vllm", "vllm_serve_argv.py", [*argvs.values(), misspelt, bad_choice])
     assert out["vllm"] == engine_facts("vllm").version
     # The one option whose parser value comes from a stand-in: the compilation config's default `backend` (the
     # platform's compile backend); no flag we render.

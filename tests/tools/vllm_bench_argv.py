@@ -4,7 +4,7 @@ vLLM's `vllm bench serve` builds its parser with `vllm.benchmarks.serve.add_cli_
 `vllm.benchmarks.datasets.add_dataset_parser`) on a `vllm.utils.argparse_utils.FlexibleArgumentParser`
 (vllm/entrypoints/cli/benchmark/serve.py). Those modules are imported from the vLLM source given as argv[1] (the
 v0.24.0 sdist's extracted folder); everything else they import (torch-backed vLLM modules, and third-party packages
-this Python lacks) is a stand-in that is never called while parsing (vllm_standins.py). The parser, its options,
+this Python lacks) is a stand-in that is never called while parsing (standins.py). The parser, its options,
 choices, types and defaults are vLLM's.
 
 Reads a JSON list of argvs (each without `vllm bench serve`) on stdin; prints one JSON line: for each argv, its exit
@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from vllm_standins import install
+from standins import install
 
 SOURCE = Path(sys.argv[1])
 #: vLLM modules imported for real, from SOURCE.
@@ -25,7 +25,7 @@ REAL = ("vllm.benchmarks", "vllm.benchmarks.serve", "vllm.benchmarks.datasets", 
         "vllm.benchmarks.datasets.utils", "vllm.benchmarks.lib", "vllm.benchmarks.lib.endpoint_request_func",
         "vllm.utils.argparse_utils")
 
-install(SOURCE, real=lambda name: name in REAL or name.startswith("vllm.benchmarks."))
+install(SOURCE, "vllm", real=lambda name: name in REAL or name.startswith("vllm.benchmarks."))
 from vllm.benchmarks.serve import add_cli_args  # noqa: E402
 from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: E402
 

@@ -7,7 +7,7 @@ vllm/engine/arg_utils.py:2667 and :785, whose options `get_kwargs` (:400) derive
 vllm/config/), parses (FlexibleArgumentParser.parse_args, vllm/utils/argparse_utils.py:243: the model must come first
 after `serve`), then runs the subcommand's `validate` (serve.py:150). This script does the same with those modules
 imported for real from the vLLM source given as argv[1] (the v0.24.0 sdist's extracted folder), and so is every vLLM
-module they import, except the stand-ins below (vllm_standins.py) for what needs torch, a GPU or the running server,
+module they import, except the stand-ins below (standins.py) for what needs torch, a GPU or the running server,
 none of which the parser calls.
 
 Reads a JSON list of argvs (each after `vllm`, so starting with `serve`) on stdin; prints one JSON line: vLLM's
@@ -23,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from vllm_standins import install, standin_options
+from standins import install, standin_options
 
 SOURCE = Path(sys.argv[1])
 #: vLLM modules (with everything below them) that are stand-ins: torch's patches at import (env_override), platform
@@ -46,7 +46,7 @@ STANDIN_PACKAGES = ("torch", "transformers", "PIL", "cbor2", "cloudpickle", "fas
                     "openai_harmony", "partial_json_parser", "prometheus_client", "psutil", "pybase64", "starlette",
                     "uvloop", "zmq")
 
-install(SOURCE, packages=STANDIN_PACKAGES,
+install(SOURCE, "vllm", packages=STANDIN_PACKAGES,
         real=lambda name: not any(name == m or name.startswith(m + ".") for m in STANDIN_MODULES))
 from vllm.entrypoints.cli.serve import ServeSubcommand  # noqa: E402
 from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: E402

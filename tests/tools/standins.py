@@ -1,9 +1,10 @@
-"""Import vLLM's own modules from the source of the pinned release without torch: stand-ins for what cannot be
-imported here, for the scripts that run vLLM's parsers (vllm_bench_argv.py, vllm_serve_argv.py).
+"""Import an engine's own modules from the source of its pinned release without torch: stand-ins for what cannot be
+imported here, for the scripts that run the engines' parsers (vllm_bench_argv.py, vllm_serve_argv.py, sglang_argv.py).
 
-`install(source, real=..., packages=...)` puts a finder first on `sys.meta_path`: a `vllm` module for which `real`
-holds is imported from `source` (the folder holding `vllm/`); any other `vllm` module, and the third-party packages
-named in `packages` (None: every one this Python does not have, the standard library excepted), are stand-ins. A
+`install(source, package, real=..., packages=...)` puts a finder first on `sys.meta_path`: a module of `package`
+(`vllm`, `sglang`) for which `real` holds is imported from `source` (the folder holding `<package>/`); any other module
+of `package`, and the third-party packages named in `packages` (None: every one this Python does not have, the
+standard library excepted), are stand-ins. A
 stand-in module answers any attribute with a stand-in class; a stand-in class answers any attribute, call, subscript,
 `|`, iteration, subclassing (with class keywords) and pydantic schema (any value), so module-level code that only
 names torch types or calls torch at import runs. Nothing a parser computes should come from a stand-in: each script
@@ -19,7 +20,7 @@ import importlib.machinery
 import importlib.util
 import sys
 import types
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 
@@ -65,22 +66,28 @@ class StubModule(types.ModuleType):
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def __init__(self, source: Path, real: Callable[[str], bool], packages: Collection[str] | None):
-        self.source, self.real, self.packages = source, real, packages
+    def __init__(self, source: Path, package: str, real: Callable[[str], bool], packages: Collection[str] | None,
+                 attributes: Mapping[str, Mapping[str, object]]):
+        self.source, self.package, self.real, self.packages = source, package, real, packages
+        self.attributes = attributes
 
     def find_spec(self, name, path, target=None):
-        if name == "vllm" or name.startswith("vllm."):
+        if name == self.package or name.startswith(self.package + "."):
             parts = name.split(".")
             folder = self.source.joinpath(*parts)
             if self.real(name):
-                if folder.is_dir():
+                if (folder / "__init__.py").exists():
                     return importlib.util.spec_from_file_location(name, folder / "__init__.py",
                                                                   submodule_search_locations=[str(folder)])
+                if folder.is_dir():  # a namespace package (sglang/srt/ has no __init__.py)
+                    spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+                    spec.submodule_search_locations = [str(folder)]
+                    return spec
                 file = self.source.joinpath(*parts[:-1], parts[-1] + ".py")
                 if file.exists():
                     return importlib.util.spec_from_file_location(name, file)
             spec = importlib.machinery.ModuleSpec(name, self, is_package=True)
-            if name == "vllm":  # only its path: the real modules below it are found there
+            if name == self.package:  # only its path: the real modules below it are found there
                 spec.submodule_search_locations = [str(folder)]
             return spec
         top = name.split(".")[0]
@@ -100,15 +107,18 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec):
         module = StubModule(spec.name)
         module.__path__ = spec.submodule_search_locations or []
+        module.__dict__.update(self.attributes.get(spec.name, {}))
         return module
 
     def exec_module(self, module):
         pass
 
 
-def install(source: Path, *, real: Callable[[str], bool], packages: Collection[str] | None = None) -> None:
-    """Put the finder first on `sys.meta_path` (see the module's docstring)."""
-    sys.meta_path.insert(0, _Finder(source, real, packages))
+def install(source: Path, package: str, *, real: Callable[[str], bool], packages: Collection[str] | None = None,
+            attributes: Mapping[str, Mapping[str, object]] | None = None) -> None:
+    """Put the finder first on `sys.meta_path` (see the module's docstring). `attributes`: `{stand-in module:
+    {name: value}}`, the values it gives where module-level code needs a real one (`torch.__version__`)."""
+    sys.meta_path.insert(0, _Finder(source, package, real, packages, attributes or {}))
 
 
 def is_standin(value, depth: int = 0) -> bool:
@@ -129,10 +139,12 @@ def is_standin(value, depth: int = 0) -> bool:
 
 
 def standin_options(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
-    """`{option: [default|type|choices|const, ...]}` of each of `parser`'s options that takes a stand-in there."""
+    """`{option: [default|type|choices|const, ...]}` of each of `parser`'s options that takes a stand-in there; empty
+    choices count (what a list built by iterating a stand-in gives: no value would be accepted)."""
     found = {}
     for action in parser._actions:
-        where = [a for a in ("default", "type", "choices", "const") if is_standin(getattr(action, a, None))]
+        where = [a for a in ("default", "type", "choices", "const") if is_standin(getattr(action, a, None))
+                 or (a == "choices" and action.choices is not None and len(action.choices) == 0)]
         if where:
             found[(action.option_strings or [action.dest])[0]] = where
     return found
