@@ -108,11 +108,9 @@ class KubernetesScaler(pulumi.ComponentResource):
                                 "policies": [{"type": "Pods", "value": 2, "periodSeconds": 60}]}}
         signal = scaling_signal(bp)
         self.endpoint: pulumi.Input[str] | None = None
+        # A batch's autoscaling states its schedule (`BatchPlan.min_replicas`/`max_replicas`): 0 outside its cron
+        # run, or pinned at its replicas all day (its queue would otherwise hold the signal above target).
         cron = bp.batch.keda_cron if bp.batch is not None else None
-        # A batch runs its planned replicas: on its cron schedule, or pinned all day (its queue would otherwise keep
-        # the running-requests signal above target and scale it to the autoscaler's maximum).
-        min_count, max_count = ((0 if cron else bp.batch.replicas, bp.batch.replicas) if bp.batch is not None else
-                                (a.min_replicas, a.max_replicas))
         if signal is not None:
             triggers = [{"type": "prometheus", "metricType": signal.metric_type, "metadata": {
                 "serverAddress": args.prometheus_url, "query": signal.query,
@@ -133,8 +131,8 @@ class KubernetesScaler(pulumi.ComponentResource):
                 "cooldownPeriod": a.cooldown_s,
                 # No scale-in during the first cold start (KEDA >= 2.13).
                 "initialCooldownPeriod": bp.startup.total_s,
-                "minReplicaCount": min_count,
-                "maxReplicaCount": max_count,
+                "minReplicaCount": a.min_replicas,
+                "maxReplicaCount": a.max_replicas,
                 "advanced": {"horizontalPodAutoscalerConfig": {"behavior": behavior}},
                 "triggers": triggers,
             }

@@ -171,9 +171,8 @@ def slo_alerts(bp: Blueprint) -> list[AlertRule]:
     deployment = _selector(bp, f'deployment="{name}"')
     rules.append(AlertRule("ServingPodRestarting", f"increase(kube_pod_container_status_restarts_total{pods}[15m]) > 0",
                            "0m", "ticket", "A serving container restarted: check OOM kills and probe failures"))
-    # A batch on its cron schedule has none outside it, as a scaled-to-zero stack has none while idle.
-    scheduled = bp.batch is not None and bp.batch.keda_cron is not None
-    if bp.autoscaling.min_replicas >= 1 and not scheduled:
+    # A batch on its cron schedule has minimum 0 (none outside it), as a scaled-to-zero stack has none while idle.
+    if bp.autoscaling.min_replicas >= 1:
         rules.append(AlertRule("ServingReplicasUnavailable",
                                f"kube_deployment_status_replicas_available{deployment} < "
                                f"{bp.autoscaling.min_replicas}", "15m", "page",

@@ -12,7 +12,8 @@ Kubernetes archetypes:
   running per replica: 0 to `max_num_seqs`; CPU utilisation: 0 to 100 % of the request).
 - `rules-loaded`: each PrometheusRule group is loaded in Prometheus with every alert, healthy; `alerts-quiet`: none
   of the stack's SLO alerts fires.
-- `nodes-ready`: the stack's NodePool is Ready and every node it launched is Ready (at least one while replicas run).
+- `nodes-ready`: the stack's NodePool is Ready and every node it launched is Ready (at least one while replicas run; a
+  batch's replicas judged by its cron schedule at the time of the check: none outside its run).
 - `cold-start`: a Ready serving pod's measured cold start (`blueprints.operate.coldstart`) fit the deployed timers:
   pod creation -> Ready within the Deployment's `progressDeadlineSeconds`, container start -> Ready within the
   engine's `startupProbe` (`failureThreshold` x `periodSeconds`); the detail sets it beside the planned start and,
@@ -26,6 +27,7 @@ handed in, so each check runs offline against stand-ins.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -320,8 +322,11 @@ def check_scaler(sm: StackManifests, read: ObjectReader) -> list[Check]:
     return checks
 
 
-def check_nodes(sm: StackManifests, read: ObjectReader, list_nodes: NodeLister) -> list[Check]:
-    """`nodes-ready`: the NodePool's Ready condition and its nodes' (none on an existing or edge cluster)."""
+def check_nodes(sm: StackManifests, read: ObjectReader, list_nodes: NodeLister, *,
+                now: dt.datetime | None = None) -> list[Check]:
+    """`nodes-ready`: the NodePool's Ready condition and its nodes' (none on an existing or edge cluster). Nodes must
+    run while replicas must: `autoscaling.min_replicas`, or for a batch the replicas its cron schedule holds at `now`
+    (timezone-aware; default the current time, UTC): none outside its run."""
     pool = sm.node_pool
     if pool is None:
         return []
@@ -335,10 +340,18 @@ def check_nodes(sm: StackManifests, read: ObjectReader, list_nodes: NodeLister) 
     nodes = list_nodes(f"{NODEPOOL_LABEL}={name}")
     not_ready = [n["metadata"]["name"] for n in nodes if not _true(n, "Ready")[0]]
     if not nodes:
-        checks.append(Check("nodes-ready", f"nodes of {name}", sm.blueprint.autoscaling.min_replicas == 0,
-                            "no node launched" + (" (scaled to zero)" if sm.blueprint.autoscaling.min_replicas == 0
-                                                  else f" although {sm.blueprint.autoscaling.min_replicas} replica(s) "
-                                                  "must run: check Karpenter's logs and the NodeClaims")))
+        bp = sm.blueprint
+        if bp.batch is not None:
+            at = now or dt.datetime.now(dt.timezone.utc)
+            must = bp.batch.replicas_at(at)
+            why = (f"outside the batch window ({bp.batch.schedule()}) at {at.isoformat(timespec='minutes')}: 0 "
+                   "expected" if must == 0 else f"during the batch run ({bp.batch.schedule()})")
+        else:
+            must = bp.autoscaling.min_replicas
+            why = "scaled to zero" if must == 0 else ""
+        checks.append(Check("nodes-ready", f"nodes of {name}", must == 0, "no node launched" + (
+            f" ({why})" if must == 0 else f" although {must} replica(s) must run{f' {why}' if why else ''}: check "
+            "Karpenter's logs and the NodeClaims")))
     else:
         checks.append(Check("nodes-ready", f"nodes of {name}", not not_ready,
                             f"{len(nodes)} node(s) Ready" if not not_ready else f"not Ready: {', '.join(not_ready)}"))
@@ -426,7 +439,8 @@ def one_token_request(bp: Blueprint) -> bytes:
 
 def verify_kubernetes(sm: StackManifests, outputs: dict[str, Any], *, prom: PrometheusApi | None,
                       read: ObjectReader, list_nodes: NodeLister, fetch: Callable[..., Reply] = get,
-                      endpoint: str | None = None, cold_start: ColdStartRecord | str | None = None) -> VerifyReport:
+                      endpoint: str | None = None, cold_start: ColdStartRecord | str | None = None,
+                      now: dt.datetime | None = None) -> VerifyReport:
     """Every check of a Kubernetes archetype's deployed stack.
 
     Args:
@@ -438,6 +452,7 @@ def verify_kubernetes(sm: StackManifests, outputs: dict[str, Any], *, prom: Prom
         endpoint: the URL to call instead of the `endpoint` output (e.g. through a port-forward).
         cold_start: a Ready serving pod's measured cold start, or why there is none (`read_ready_cold_start`);
             None: not checked.
+        now: when the check runs (timezone-aware; default the current time): a batch's schedule is judged at it.
     """
     bp = sm.blueprint
     report = VerifyReport(stack=bp.stack, archetype=bp.archetype.value)
@@ -447,7 +462,7 @@ def verify_kubernetes(sm: StackManifests, outputs: dict[str, Any], *, prom: Prom
     report.checks += check_scaler(sm, read)
     if prom is not None:
         report.checks += check_rules(sm, prom)
-    report.checks += check_nodes(sm, read, list_nodes)
+    report.checks += check_nodes(sm, read, list_nodes, now=now)
     if cold_start is not None:
         report.checks += check_cold_start(sm, cold_start)
     return report

@@ -50,7 +50,7 @@ def cluster_addons_needed(bp: Blueprint) -> dict[str, str]:
     if scaling_signal(bp) is not None:
         needs[_owner(SCALED_KIND)] = "its ScaledObject"
         needs.setdefault(_owner(MONITORING_KINDS[0]), "the Prometheus its ScaledObject queries")
-        if bp.autoscaling.min_replicas == 0:
+        if bp.wakes_on_request:
             needs[_owner(WAKE_KIND)] = "its HTTPScaledObject, whose interceptor wakes it from zero replicas"
     elif bp.autoscaling.metric != FIXED_REPLICAS:
         needs[METRICS_SERVER] = "its CPU HorizontalPodAutoscaler"

@@ -63,6 +63,14 @@ BLUEPRINT_SOURCES: tuple[tuple[str, str], ...] = (
     ("roles_anywhere", "operations.roles_anywhere"),
     ("pipeline", "slo.pipeline_latency_p95_ms, models"),
     ("overrides", "overrides"),
+    ("batch.requests_per_day", "traffic.batch.requests_per_day (or tokens_per_day), environments.{env}.traffic_scale"),
+    ("batch.deadline_hours", "traffic.batch.deadline_hours"),
+    ("batch.run_hours", "traffic.batch.deadline_hours"),
+    ("batch.window_start_hour", "traffic.batch.window.start_hour"),
+    ("batch.window_hours", "traffic.batch.window (length_hours or end_hour)"),
+    ("batch.timezone", "traffic.batch.window.timezone"),
+    ("batch.keda_cron", "traffic.batch.window, traffic.batch.deadline_hours"),
+    ("batch", "traffic.batch (the fewest replicas finishing by deadline_hours), hardware"),
 )
 
 #: What `source_field` says of a field the plan derives (no requirements field sets it directly).
