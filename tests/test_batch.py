@@ -347,6 +347,8 @@ def test_a_batch_stack_configs_autoscaling_states_its_schedule(overnight_planned
         b, a = bp.batch, bp.autoscaling
         # A cron schedule: none outside the run, the planned replicas in it; all day: pinned at them.
         assert (a.min_replicas, a.max_replicas) == ((0 if b.keda_cron else b.replicas), b.replicas), bp.stack
+        # On a cron schedule it scales on the cron scaler (desiredReplicas against 1 per replica), its one trigger.
+        assert (a.metric, a.target) == ("cron", 1.0) if b.keda_cron else a.metric == "vllm:num_requests_running"
         # What reads the maximum follows: the NodePool's limit, the most the autoscaler can cost.
         assert bp.node_pool_max_nodes == bp.placement.nodes(b.replicas + 1)
         assert bp.predictions.max_monthly_cost_usd == bp.predictions.monthly_cost_usd
@@ -469,7 +471,11 @@ def _batch_edit(path: str, value):
      ["batch.replicas"]),
     # The autoscaling's old interactive figures back: not the schedule's.
     ([_batch_edit("autoscaling.min_replicas", 1), _batch_edit("autoscaling.max_replicas", 2)],
-     ["autoscaling.min_replicas", "set min_replicas=0 and max_replicas=1"], ["autoscaling.max_replicas"]),
+     ["blueprint.autoscaling:", "set min_replicas=0, max_replicas=1, metric=cron and target=1"],
+     ["autoscaling.max_replicas"]),
+    # Scaled on the engine's signal again: the ScaledObject would no longer follow the schedule.
+    ([_batch_edit("autoscaling.metric", "vllm:num_requests_running"), _batch_edit("autoscaling.target", 64.0)],
+     ["blueprint.autoscaling:", "metric=cron"], ["autoscaling.metric"]),
     # The window moved consistently within the stack config: its requirements say 22:00.
     ([_batch_edit("batch.window_start_hour", 23), _batch_edit("batch.keda_cron.start", "0 23 * * *"),
       _batch_edit("batch.keda_cron.end", "0 5 * * *")],
@@ -477,7 +483,7 @@ def _batch_edit(path: str, value):
     # The cron end edited against the stack's own deadline.
     ([_batch_edit("batch.keda_cron.end", "0 6 * * *")], ["batch.keda_cron", "end '0 4 * * *'"],
      ["batch.keda_cron.end"]),
-], ids=["replicas", "autoscaling", "window-moved", "cron-end"])
+], ids=["replicas", "autoscaling", "metric", "window-moved", "cron-end"])
 def test_a_hand_edited_batch_section_fails_preview_and_plan_check(batch_project, monkeypatch, edits, names, drifted):
     stack = batch_project / "stacks" / "Pulumi.overnight-summaries-prod.yaml"
     original = stack.read_text()
@@ -514,3 +520,11 @@ def test_plan_md_states_the_schedules_replicas(overnight_review, overnight_plann
     a = overnight_planned["prod"].autoscaling
     assert (f"{a.min_replicas}-{a.max_replicas} on the batch's schedule (KEDA cron '0 22 * * *' to '0 4 * * *' "
             "Europe/Berlin)") in render_markdown(overnight_review)
+
+
+def test_verify_reads_a_scheduled_batchs_hpa_value_as_the_cron_scalers(overnight_planned):
+    from blueprints.operate.verify import scaler_range
+
+    bp = overnight_planned["prod"]
+    low, high, unit = scaler_range(bp)
+    assert (low, high) == (0.0, float(bp.batch.replicas)) and "desiredReplicas" in unit

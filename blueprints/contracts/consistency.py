@@ -133,12 +133,15 @@ def _batch(bp: Blueprint) -> list[FieldProblem]:
         problems.append(FieldProblem(("batch", "keda_cron"), f"keda_cron is {stated}, but {b.replicas} replica(s) "
                                      f"from {b.window_start_hour:02d}:00 {b.timezone} for {b.run_hours:g} h is "
                                      f"{wanted}; {replan}"))
-    a = bp.autoscaling
-    if (a.min_replicas, a.max_replicas) != (b.min_replicas, b.max_replicas):
-        problems.append(FieldProblem(("autoscaling", "min_replicas"), f"autoscaling is {a.min_replicas}-"
-                                     f"{a.max_replicas} replicas but the batch's schedule runs {b.min_replicas}-"
-                                     f"{b.max_replicas} ({b.schedule()}): set min_replicas={b.min_replicas} and "
-                                     f"max_replicas={b.max_replicas}, or {replan}"))
+    a, want_scaling = bp.autoscaling, b.scaling(bp.autoscaling)
+    if a != want_scaling:
+        problems.append(FieldProblem(("autoscaling",), f"autoscaling is {a.min_replicas}-{a.max_replicas} replicas "
+                                     f"on {a.metric} (target {a.target:g}) but the batch's schedule runs "
+                                     f"{want_scaling.min_replicas}-{want_scaling.max_replicas} on "
+                                     f"{want_scaling.metric} (target {want_scaling.target:g}) ({b.schedule()}): set "
+                                     f"min_replicas={want_scaling.min_replicas}, max_replicas="
+                                     f"{want_scaling.max_replicas}, metric={want_scaling.metric} and target="
+                                     f"{want_scaling.target:g}, or {replan}"))
     p = bp.predictions
     if p.cost_lines:
         nodes, fixed = p.cost_lines[0].monthly_usd, sum(line.monthly_usd for line in p.cost_lines[1:])

@@ -33,6 +33,12 @@ BLUEPRINT_SCHEMA_VERSION = 3
 #: `autoscaling.metric` of a stack without an autoscaler: a fixed replica count (an edge cluster that declares no
 #: metrics-server for a CPU HPA, nor KEDA with Prometheus).
 FIXED_REPLICAS = "fixed"
+#: `autoscaling.metric` of a batch on its cron schedule (`BatchPlan.keda_cron`): KEDA's cron scaler, whose metric is
+#: `desiredReplicas` during the run and 0 outside it, against a target of 1 per replica (AverageValue), so the HPA
+#: asks for exactly `desiredReplicas` (KEDA 2.20.2 pkg/scalers/cron_scaler.go L111-121, L137-148; catalog
+#: addons.yaml keda `cron_scaler`). Its `autoscaling.target` is that 1.
+CRON_SCHEDULE = "cron"
+CRON_TARGET_PER_REPLICA = 1.0
 
 
 #: A TCP port a container or Service listens on.
@@ -678,6 +684,16 @@ class BatchPlan(ClosedModel):
     monthly_cost_usd: Usd = Field(description="the fleet's nodes for run_hours a day, plus the stack's fixed items")
     keda_cron: KedaCron | None = Field(default=None, description="the ScaledObject's cron trigger; none when the "
                                        "run lasts the whole day (always on)")
+
+    def scaling(self, autoscaling: Autoscaling) -> Autoscaling:
+        """`autoscaling` as this run deploys it, the one source of a batch stack's `autoscaling` section (written by
+        the planner, checked by `blueprints.contracts.consistency`): bounds `min_replicas`-`max_replicas`; on a cron
+        schedule the cron scaler's metric and target (`CRON_SCHEDULE`, its ScaledObject's one trigger), all day the
+        engine's signal it keeps (pinned, min = max)."""
+        update: dict = {"min_replicas": self.min_replicas, "max_replicas": self.max_replicas}
+        if self.keda_cron is not None:
+            update.update(metric=CRON_SCHEDULE, target=CRON_TARGET_PER_REPLICA)
+        return autoscaling.model_copy(update=update)
 
     @property
     def min_replicas(self) -> int:

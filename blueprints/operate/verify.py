@@ -38,7 +38,7 @@ import promql_parser
 from blueprints.catalog.engines import engine_facts
 from blueprints.contracts.benchmark_result import ColdStartRecord
 from blueprints.contracts.blueprint import Blueprint
-from blueprints.contracts.sections import Archetype, VllmEngine
+from blueprints.contracts.sections import CRON_SCHEDULE, Archetype, VllmEngine
 from blueprints.operate.endpoint import Reply, get, probe_url, serves_model, tls_planned
 from blueprints.operate.manifests import StackManifests
 from blueprints.operate.prometheus import PrometheusApi, PrometheusUnavailable
@@ -253,6 +253,9 @@ def scaler_range(bp: Blueprint) -> tuple[float, float | None, str]:
             f"{bp.engine.max_num_seqs})"
     if metric == "cpu":
         return 0.0, 100.0 * UTILISATION_SLACK, "% of the CPU request (limit = request)"
+    if metric == CRON_SCHEDULE and bp.batch is not None:  # desiredReplicas over the replicas running (>= 1)
+        return 0.0, float(bp.batch.replicas), f"the cron scaler's desiredReplicas per replica (target 1 during the " \
+            f"run, 0 outside; {bp.batch.schedule()})"
     return 0.0, None, f"{metric} per replica (not negative)"
 
 

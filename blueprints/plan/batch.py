@@ -151,9 +151,9 @@ def batch_predictions(bp: Blueprint, batch: Batch, replay: BatchReplay) -> Bluep
                      replicas=replay.replicas, requests_per_s_per_replica=round(replay.requests_per_s_per_replica, 4),
                      start_s=replay.start_s, request_latency_s=round(replay.request_latency_s, 2),
                      completion_hours=round(replay.completion_s / 3600, 3), monthly_cost_usd=monthly, keda_cron=cron)
-    # The autoscaler runs the schedule (`BatchPlan.min_replicas`/`max_replicas`, one source for every reader): no
+    # The autoscaler runs the schedule (`BatchPlan.scaling`, one source for every reader): no
     # more than the planned replicas, so the most it can cost is that fleet all month.
-    scaling = bp.autoscaling.model_copy(update={"min_replicas": plan.min_replicas, "max_replicas": plan.max_replicas})
+    scaling = plan.scaling(bp.autoscaling)
     predictions = p.model_copy(update={"expected_monthly_cost_usd": monthly,
                                        "max_monthly_cost_usd": p.monthly_cost_usd})
     bp = bp.model_copy(update={"autoscaling": scaling})
