@@ -652,9 +652,10 @@ class KedaCron(ClosedModel):
                    desired_replicas=replicas)
 
     def active_at(self, moment: dt.datetime) -> bool:
-        """Whether the trigger holds `desired_replicas` at `moment` (timezone-aware): from `start` (included) to
-        `end` (excluded), in `timezone`, across midnight when `end` is earlier (KEDA's cron scaler is active between
-        the last start and the next end, cron_scaler.go L123-151)."""
+        """Whether the trigger holds `desired_replicas` at `moment` (timezone-aware): from `start` to `end` in
+        `timezone`, across midnight when `end` is earlier. KEDA 2.20.2's cron scaler is active exactly when the next
+        `end` comes before the next `start` (pkg/scalers/cron_scaler.go L123-151: the metric is desiredReplicas then,
+        else 0), which for daily schedules is this interval."""
         local = moment.astimezone(ZoneInfo(self.timezone))
         now = local.hour * 60 + local.minute
         start, end = (int(m) + 60 * int(h) for m, h in (self.start.split()[:2], self.end.split()[:2]))
