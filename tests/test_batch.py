@@ -528,3 +528,28 @@ def test_verify_reads_a_scheduled_batchs_hpa_value_as_the_cron_scalers(overnight
     bp = overnight_planned["prod"]
     low, high, unit = scaler_range(bp)
     assert (low, high) == (0.0, float(bp.batch.replicas)) and "desiredReplicas" in unit
+
+
+def test_verify_outside_the_batch_window_says_so_and_calls_no_endpoint(overnight_review, overnight_planned):
+    import datetime as dt
+
+    from blueprints.operate.manifests import StackManifests
+    from blueprints.operate.verify import verify_kubernetes
+
+    sm = StackManifests(overnight_planned["prod"], tuple(overnight_review.manifests))
+
+    def read(group, version, plural, namespace, name):
+        if plural == "nodepools":
+            return {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+        raise LookupError(name)
+
+    def fetch(*args, **kwargs):
+        raise AssertionError("no replica runs outside the window: nothing to call")
+
+    noon = dt.datetime(2026, 12, 7, 11, 0, tzinfo=dt.timezone.utc)  # 12:00 Berlin
+    report = verify_kubernetes(sm, {"endpoint": "https://x/v1", "api_key": "k" * 20}, prom=None, read=read,
+                               list_nodes=lambda selector: [], fetch=fetch, now=noon)
+    [window] = [c for c in report.checks if c.check == "batch-window"]
+    assert not window.ok and "0 replicas expected" in window.detail and not report.ok
+    assert not any(c.check.startswith("endpoint") for c in report.checks)
+    assert all(c.ok for c in report.checks if c.check == "nodes-ready")

@@ -19,6 +19,9 @@ Kubernetes archetypes:
   engine's `startupProbe` (`failureThreshold` x `periodSeconds`); the detail sets it beside the planned start and,
   when they differ by more than `COLD_START_TOLERANCE`, says how to calibrate the startup model.
 
+A batch (`Blueprint.batch`) outside its cron run: `batch-window` fails saying so (0 replicas expected), and the checks
+that need a replica (endpoint, metric-series, cold-start) wait for a run; the others judge the schedule.
+
 SageMaker: `endpoint-in-service`, `alarms-ok` (every alarm in state OK), and the signed/unsigned request checks.
 
 Each check is a `Check`; the report is 0/1 by whether all pass. Talking to the deployment goes through the clients
@@ -459,14 +462,22 @@ def verify_kubernetes(sm: StackManifests, outputs: dict[str, Any], *, prom: Prom
     """
     bp = sm.blueprint
     report = VerifyReport(stack=bp.stack, archetype=bp.archetype.value)
-    report.checks += check_endpoint(bp, endpoint or outputs["endpoint"], outputs["api_key"], fetch=fetch)
-    if prom is not None:
-        report.checks += check_metric_series(sm, prom)
+    now = now or dt.datetime.now(dt.timezone.utc)
+    idle = bp.batch is not None and bp.batch.replicas_at(now) == 0
+    if idle:  # nothing serves outside a batch's run: what needs a replica is verified during it
+        report.checks.append(Check("batch-window", bp.stack, False, f"outside the batch window "
+                                   f"({bp.batch.schedule()}) at {now.isoformat(timespec='minutes')}: 0 replicas "
+                                   "expected, so the endpoint, the engine's series and a cold start cannot be checked; "
+                                   "run `blueprint verify` again during the run"))
+    else:
+        report.checks += check_endpoint(bp, endpoint or outputs["endpoint"], outputs["api_key"], fetch=fetch)
+        if prom is not None:
+            report.checks += check_metric_series(sm, prom)
     report.checks += check_scaler(sm, read)
     if prom is not None:
         report.checks += check_rules(sm, prom)
     report.checks += check_nodes(sm, read, list_nodes, now=now)
-    if cold_start is not None:
+    if cold_start is not None and not idle:
         report.checks += check_cold_start(sm, cold_start)
     return report
 
