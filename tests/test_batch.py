@@ -506,6 +506,9 @@ def test_a_hand_edited_batch_section_fails_preview_and_plan_check(batch_project,
     fields = {d["field"].removeprefix("servingblueprints:blueprint.") for d in found}
     assert set(drifted) <= fields, fields
     assert all("instead" in d["fix"] or "re-plan" in d["fix"] for d in found)
+    # Each drifted field names the traffic.batch field behind it, never an interactive one.
+    assert all("traffic.batch" in d["fix"] for d in found if d["field"].endswith(tuple(drifted))), found
+    assert not any("environments.prod.min_replicas" in d["fix"] or "peak_requests_per_s" in d["fix"] for d in found)
 
 
 def test_plan_check_of_a_planned_batch_is_clean(batch_project, monkeypatch):
