@@ -556,3 +556,14 @@ def test_verify_outside_the_batch_window_says_so_and_calls_no_endpoint(overnight
     assert not window.ok and "0 replicas expected" in window.detail and not report.ok
     assert not any(c.check.startswith("endpoint") for c in report.checks)
     assert all(c.ok for c in report.checks if c.check == "nodes-ready")
+
+
+def test_a_batch_run_against_interactive_requirements_is_below_its_floors(overnight_planned):
+    from blueprints.plan.floors import floor_problems, stack_floors
+    from blueprints.requirements.service import load_requirements
+
+    interactive = load_requirements(FOLDER / "nightly-summaries-interactive.yaml")
+    floors = stack_floors(interactive, "prod", service="overnight-summaries", source="interactive.yaml",
+                          guardrails=None)
+    [batch] = [p for p in floor_problems(overnight_planned["prod"], floors) if p.loc == ("batch",)]
+    assert "has no traffic.batch" in str(batch)
