@@ -12,7 +12,7 @@ deadline leaves after the start)).
 
 The fleet runs from the window's start until the deadline (a KEDA `cron` trigger, `keda_cron`; always on when that
 is the whole day), so the expected monthly cost counts the nodes for those hours only. The stack config's
-`autoscaling` states that schedule (`BatchPlan.min_replicas`/`max_replicas`: 0 outside a cron run, the planned
+`autoscaling` states that schedule (`BatchPlan.scaling`: 0 outside a cron run on the cron scaler, the planned
 replicas in it), so every reader of the autoscaling bounds sees what deploys. Spot capacity is the
 environment's (`environments.<env>.spot`, never in production), as for any service. SageMaker batch transform and
 asynchronous inference are not planned (docs/how-to/batch.md says why).
