@@ -412,8 +412,9 @@ def summary(bp) -> str:
             f"  compute   {c.node_type}{f' ({c.owned_nodes} owned)' if c.owned_nodes else ''}{gpus}; "
             f"{c.replicas} replica(s) at peak, "
             + (f"fixed {a.min_replicas}" if a.metric == "fixed" else
-               (f"{bp.batch.replicas} during the batch run, 0 outside" if bp.batch.keda_cron else
-                f"{bp.batch.replicas} all day (the batch run)") if bp.batch is not None else f"autoscale {a.min_replicas}-{a.max_replicas}")
+               (f"{a.max_replicas} during the batch run, {a.min_replicas} outside" if bp.batch.keda_cron else
+                f"{a.min_replicas} all day (the batch run)") if bp.batch is not None else
+               f"autoscale {a.min_replicas}-{a.max_replicas}")
             + "\n"
             f"  predicts  {latency}; {p.requests_per_s_capacity:g} requests/s capacity\n"
             + _band(bp)

@@ -149,17 +149,19 @@ def describe_difference(committed: Any, planned: Any) -> str:
     return f"differs from the plan in these words: {word_diff(_text(committed), _text(planned))}"
 
 
-def _source_field(key: str, path: str, *, env: str | None = None, platform: str | None = None) -> str:
-    """The requirements (or platform.yaml) field behind one field of a stack config's `key` value."""
+def _source_field(key: str, path: str, *, env: str | None = None, platform: str | None = None,
+                  batch: bool = False) -> str:
+    """The requirements (or platform.yaml) field behind one field of a stack config's `key` value (`batch`: a batch
+    service's blueprint)."""
     if key != PLATFORM_KEY:
-        return source_field(path, env=env)
+        return source_field(path, env=env, batch=batch)
     for prefix, where in PLATFORM_SOURCES:
         if path == prefix or path.startswith((prefix + ".", prefix + "[")):
             return where.format(name=platform or "<name>")
     return DERIVED
 
 
-def _fix(field: str, *, source: str, cause: str, env: str | None, platform: str | None) -> str:
+def _fix(field: str, *, source: str, cause: str, env: str | None, platform: str | None, batch: bool = False) -> str:
     if cause == "stale":
         replan = f"a service landing on {platform} (`blueprint plan <its requirements file>`)" if platform else source
         return (f"stale: re-plan {replan} (the file is what its plan wrote; an input changed since: its requirements "
@@ -168,7 +170,7 @@ def _fix(field: str, *, source: str, cause: str, env: str | None, platform: str 
            f"a hand edit or stale (the file records no digest of its planned values, {PLAN_KEY}.digest)")
     key, _, path = field.partition(".")
     if key in (BLUEPRINT_KEY, PLATFORM_KEY) and path:
-        where = _source_field(key, path, env=env, platform=platform)
+        where = _source_field(key, path, env=env, platform=platform, batch=batch)
         if where == DERIVED and key == BLUEPRINT_KEY and path in OVERRIDABLE:
             return (f"{why}: {where}; re-plan {source}, and put an intended value in its `overrides:` section with the "
                     "reason")
@@ -231,12 +233,14 @@ def compare(stack: str, committed: dict, planned: dict, *, source: str, env: str
     formatting aside; lists of scalars aligned by content, `differences`), each with its cause (`CAUSES`) and the
     requirements field to change instead."""
     cause = _cause(committed)
+    batch = isinstance(blueprint := (planned.get("config") or {}).get(BLUEPRINT_KEY), dict) and "batch" in blueprint
     digest = f"config.{PLAN_KEY}.digest"
     found = sorted((d for d in differences(committed, planned)
                     # the digests differ exactly when another planned value does: that one is shown
                     if not (d[0] == digest and cause != "unknown")), key=lambda d: d[0])
     return [Drift(stack, field.removeprefix("config."), before, after,
-                  _fix(field.removeprefix("config."), source=source, cause=cause, env=env, platform=platform), cause)
+                  _fix(field.removeprefix("config."), source=source, cause=cause, env=env, platform=platform,
+                       batch=batch), cause)
             for field, before, after in found]
 
 

@@ -94,7 +94,7 @@ def exposed(bp: Blueprint) -> bool:
     of zero pods resets the connection (and the NLB reports no request count, its flow metrics come every 60 s and
     not at zero, so it cannot wake the service); clients go through the KEDA HTTP interceptor
     (`components.autoscaling`), which holds the request while a replica starts."""
-    return bp.autoscaling.min_replicas > 0
+    return not bp.wakes_on_request
 
 
 class _KubernetesArchetype(pulumi.ComponentResource):

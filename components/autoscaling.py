@@ -25,7 +25,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from blueprints.contracts.blueprint import Blueprint
-from blueprints.contracts.sections import KedaCron
+from blueprints.contracts.sections import CRON_SCHEDULE, KedaCron
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.contracts.client_api import api_base_path
 from blueprints.contracts.observability import scaling_signal
@@ -108,24 +108,24 @@ class KubernetesScaler(pulumi.ComponentResource):
                                 "policies": [{"type": "Pods", "value": 2, "periodSeconds": 60}]}}
         signal = scaling_signal(bp)
         self.endpoint: pulumi.Input[str] | None = None
-        cron = bp.batch.keda_cron if bp.batch is not None else None
-        # A batch runs its planned replicas: on its cron schedule, or pinned all day (its queue would otherwise keep
-        # the running-requests signal above target and scale it to the autoscaler's maximum).
-        min_count, max_count = ((0 if cron else bp.batch.replicas, bp.batch.replicas) if bp.batch is not None else
-                                (a.min_replicas, a.max_replicas))
-        if signal is not None:
-            triggers = [{"type": "prometheus", "metricType": signal.metric_type, "metadata": {
-                "serverAddress": args.prometheus_url, "query": signal.query,
-                "threshold": f"{signal.threshold:g}", "ignoreNullValues": "true"}}]
+        # A batch's autoscaling states its schedule (`BatchPlan.scaling`): the cron scaler, 0 outside its run; or
+        # pinned at its replicas all day (its queue would otherwise hold the signal above target).
+        cron = bp.batch.keda_cron if bp.batch is not None and a.metric == CRON_SCHEDULE else None
+        if signal is not None or cron is not None:
             route = []
             if cron is not None:  # a batch: its fleet from the window's start to the deadline, none outside
                 triggers = [batch_trigger(cron)]
                 # Every replica at once at the window's start (the replay starts them together).
                 behavior["scaleUp"]["policies"] = [{"type": "Pods", "value": max(2, cron.desired_replicas),
                                                     "periodSeconds": 60}]
-            elif a.min_replicas == 0:
-                route, trigger = self._wake_path(name, bp, args, labels, child)
-                triggers.append(trigger)
+            else:
+                assert signal is not None
+                triggers = [{"type": "prometheus", "metricType": signal.metric_type, "metadata": {
+                    "serverAddress": args.prometheus_url, "query": signal.query,
+                    "threshold": f"{signal.threshold:g}", "ignoreNullValues": "true"}}]
+                if bp.wakes_on_request:
+                    route, trigger = self._wake_path(name, bp, args, labels, child)
+                    triggers.append(trigger)
             spec = {
                 "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": args.deployment_name},
                 "pollingInterval": KEDA_POLLING_INTERVAL_S,
@@ -133,8 +133,8 @@ class KubernetesScaler(pulumi.ComponentResource):
                 "cooldownPeriod": a.cooldown_s,
                 # No scale-in during the first cold start (KEDA >= 2.13).
                 "initialCooldownPeriod": bp.startup.total_s,
-                "minReplicaCount": min_count,
-                "maxReplicaCount": max_count,
+                "minReplicaCount": a.min_replicas,
+                "maxReplicaCount": a.max_replicas,
                 "advanced": {"horizontalPodAutoscalerConfig": {"behavior": behavior}},
                 "triggers": triggers,
             }

@@ -94,7 +94,7 @@ def disruption_budget_spec(bp: Blueprint, selector: dict[str, str]) -> dict | No
     Karpenter's expiry is forceful but still drains through the Eviction API, and its NodePools set no
     `terminationGracePeriod` that would delete the pod after all (Karpenter v1.14 docs, concepts/disruption.md
     "Expiration", "TerminationGracePeriod"). None for a single replica elsewhere: a cold start there is accepted."""
-    if max(1, bp.autoscaling.min_replicas) < 2:
+    if bp.least_running_replicas < 2:
         if not bp.production:
             return None
         return {"min_available": 1, "selector": {"match_labels": selector}}

@@ -337,3 +337,233 @@ def test_plan_md_states_the_completion_against_the_deadline_the_run_cost_and_the
     assert f"${bp.predictions.expected_monthly_cost_usd:,.2f} (the batch's run hours only)" in text
     assert describe(bp.predictions.unit_costs.expected) in text
     assert "at the autoscaler's maximum" not in text  # a batch runs its planned replicas, no more
+
+
+# --- one source of truth: the stack config says what deploys --------------------------------------------------------
+
+
+def test_a_batch_stack_configs_autoscaling_states_its_schedule(overnight_planned, nightly):
+    for bp in (*overnight_planned.values(), nightly):
+        b, a = bp.batch, bp.autoscaling
+        # A cron schedule: none outside the run, the planned replicas in it; all day: pinned at them.
+        assert (a.min_replicas, a.max_replicas) == ((0 if b.keda_cron else b.replicas), b.replicas), bp.stack
+        # On a cron schedule it scales on the cron scaler (desiredReplicas against 1 per replica), its one trigger.
+        assert (a.metric, a.target) == ("cron", 1.0) if b.keda_cron else a.metric == "vllm:num_requests_running"
+        # What reads the maximum follows: the NodePool's limit, the most the autoscaler can cost.
+        assert bp.node_pool_max_nodes == bp.placement.nodes(b.replicas + 1)
+        assert bp.predictions.max_monthly_cost_usd == bp.predictions.monthly_cost_usd
+    assert overnight_planned["prod"].autoscaling.min_replicas == 0  # production: the schedule's zero, no request waits
+    assert not overnight_planned["prod"].wakes_on_request
+
+
+def test_the_scaled_object_is_the_stack_configs_autoscaling(overnight_review, overnight_planned):
+    a = overnight_planned["prod"].autoscaling
+    [scaled] = [r.inputs for r in overnight_review.resources if r.type == SCALED_OBJECT]
+    assert (scaled["spec"]["minReplicaCount"], scaled["spec"]["maxReplicaCount"]) == (a.min_replicas, a.max_replicas)
+
+
+@pytest.mark.parametrize(("utc", "active"), [
+    ("2026-12-07T21:00", True),   # 22:00 Berlin (UTC+1 in December): the run starts
+    ("2026-12-08T02:59", True),   # 03:59: past midnight, still running
+    ("2026-12-08T03:00", False),  # 04:00: the deadline, the schedule's end
+    ("2026-12-07T11:00", False),  # noon
+    ("2026-07-07T20:00", True),   # 22:00 Berlin in summer (UTC+2)
+    ("2026-07-07T21:00", True),
+    ("2026-07-07T19:59", False),
+])
+def test_the_cron_schedule_is_judged_in_its_time_zone(utc, active):
+    import datetime as dt
+
+    from blueprints.contracts.sections import KedaCron
+
+    cron = KedaCron.daily(start_hour=22, run_hours=6, timezone="Europe/Berlin", replicas=3)
+    moment = dt.datetime.fromisoformat(utc).replace(tzinfo=dt.timezone.utc)
+    assert cron.active_at(moment) is active
+
+
+@pytest.mark.parametrize(("utc", "ok", "words"), [
+    ("2026-12-07T11:00", True, "outside the batch window (KEDA cron '0 22 * * *' to '0 4 * * *' Europe/Berlin)"),
+    ("2026-12-07T23:00", False, "although 1 replica(s) must run during the batch run"),
+])
+def test_verify_expects_nodes_only_during_the_batch_run(overnight_review, overnight_planned, utc, ok, words):
+    import datetime as dt
+
+    from blueprints.operate.manifests import StackManifests
+    from blueprints.operate.verify import check_nodes
+
+    sm = StackManifests(overnight_planned["prod"], tuple(overnight_review.manifests))
+    pool = sm.node_pool["metadata"]["name"]
+
+    def read(group, version, plural, namespace, name):
+        assert (plural, name) == ("nodepools", pool)
+        return {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+    moment = dt.datetime.fromisoformat(utc).replace(tzinfo=dt.timezone.utc)
+    pool_check, nodes = check_nodes(sm, read, lambda selector: [], now=moment)
+    assert pool_check.ok and nodes.ok is ok
+    assert words in nodes.detail, nodes.detail
+
+
+def test_an_infeasible_batch_names_the_batchs_own_fields(project):
+    data = _requirements(requests_per_day=500_000_000)  # ~700 GPUs all day: beyond the prod policy's maxGpus
+    path = project / "nightly-summaries.yaml"
+    original = path.read_text()
+    try:
+        path.write_text(yaml.safe_dump(data))
+        result = _cli("plan", str(path), "--as-of", PLAN_DATE.isoformat(), "--out-dir",
+                      str(project.parent.parent / "stacks-infeasible"))
+    finally:
+        path.write_text(original)
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, text
+    assert "no option finishing traffic.batch by its deadline_hours stays within gpu-quota" in text
+    assert "lower traffic.batch.requests_per_day (or tokens_per_day) or environments.prod.traffic_scale" in text
+    assert "maxGpus" in text  # the hardware limit that binds
+    for interactive in ("peak_requests_per_s", "relax the SLO", "meeting the SLO"):
+        assert interactive not in text, text
+
+
+def test_an_infeasible_windowed_batch_suggests_a_later_deadline_within_its_window():
+    from blueprints.plan.options.infeasible import load_relief
+    from blueprints.requirements.service import Requirements
+
+    data = _requirements(deadline_hours=4, window={"start_hour": 22, "length_hours": 8})
+    assert load_relief(Requirements.model_validate(data), "prod").endswith(
+        "or raise traffic.batch.deadline_hours (up to the window's 8 h)")
+    data = _requirements(deadline_hours=8, window={"start_hour": 22, "length_hours": 8})
+    assert load_relief(Requirements.model_validate(data), "prod").endswith(
+        "or lengthen traffic.batch.window and raise deadline_hours with it")
+
+
+# --- hand edits of a batch stack config -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def batch_project(tmp_path_factory) -> Path:
+    """A project (Pulumi.yaml, program, policy configs) with the held-back folder planned into its stacks/."""
+    root = tmp_path_factory.mktemp("batch-edits")
+    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    shutil.copy(ROOT / "__main__.py", root / "__main__.py")
+    shutil.copytree(POLICY_DIR, root / "policies" / "config")
+    folder = Path(shutil.copytree(FOLDER, root / "stacks" / "requirements"))
+    for name in ("nightly-summaries.yaml", "nightly-summaries-interactive.yaml"):
+        (folder / name).unlink()  # only the overnight batch: `plan --check` re-plans every file
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        result = _cli("plan", "stacks/requirements/overnight-summaries.yaml", "--as-of", PLAN_DATE.isoformat())
+    assert result.exit_code == 0, result.output
+    return root
+
+
+def _batch_edit(path: str, value):
+    def edit(blueprint: dict) -> None:
+        node = blueprint
+        *parents, last = path.split(".")
+        for part in parents:
+            node = node[part]
+        node[last] = value
+    return edit
+
+
+@pytest.mark.parametrize(("edits", "names", "drifted"), [
+    # More replicas in the batch section only: the schedule, the autoscaling and the compute no longer agree.
+    ([_batch_edit("batch.replicas", 3)], ["batch.replicas", "batch.keda_cron", "desired_replicas 3"],
+     ["batch.replicas"]),
+    # The autoscaling's old interactive figures back: not the schedule's.
+    ([_batch_edit("autoscaling.min_replicas", 1), _batch_edit("autoscaling.max_replicas", 2)],
+     ["blueprint.autoscaling:", "set min_replicas=0, max_replicas=1, metric=cron and target=1"],
+     ["autoscaling.max_replicas"]),
+    # Scaled on the engine's signal again: the ScaledObject would no longer follow the schedule.
+    ([_batch_edit("autoscaling.metric", "vllm:num_requests_running"), _batch_edit("autoscaling.target", 64.0)],
+     ["blueprint.autoscaling:", "metric=cron"], ["autoscaling.metric"]),
+    # The window moved consistently within the stack config: its requirements say 22:00.
+    ([_batch_edit("batch.window_start_hour", 23), _batch_edit("batch.keda_cron.start", "0 23 * * *"),
+      _batch_edit("batch.keda_cron.end", "0 5 * * *")],
+     ["batch.window_start_hour", "traffic.batch.window.start_hour gives 22"], ["batch.window_start_hour"]),
+    # The cron end edited against the stack's own deadline.
+    ([_batch_edit("batch.keda_cron.end", "0 6 * * *")], ["batch.keda_cron", "end '0 4 * * *'"],
+     ["batch.keda_cron.end"]),
+], ids=["replicas", "autoscaling", "metric", "window-moved", "cron-end"])
+def test_a_hand_edited_batch_section_fails_preview_and_plan_check(batch_project, monkeypatch, edits, names, drifted):
+    stack = batch_project / "stacks" / "Pulumi.overnight-summaries-prod.yaml"
+    original = stack.read_text()
+    data = yaml.safe_load(original)
+    for edit in edits:
+        edit(data["config"]["servingblueprints:blueprint"])
+    monkeypatch.chdir(batch_project)
+    try:
+        stack.write_text(yaml.safe_dump(data, sort_keys=False))
+        preview = _cli("preview", "overnight-summaries-prod")
+        check = _cli("plan", "--check", "--json")
+    finally:
+        stack.write_text(original)
+    text = " ".join(preview.output.split())
+    assert preview.exit_code == 2 and "Traceback" not in text, text
+    assert all(name in text for name in names), text
+    assert check.exit_code == 1, check.output
+    found = json.loads(check.stdout)
+    assert {d["stack"] for d in found} == {"overnight-summaries-prod"}
+    fields = {d["field"].removeprefix("servingblueprints:blueprint.") for d in found}
+    assert set(drifted) <= fields, fields
+    assert all("instead" in d["fix"] or "re-plan" in d["fix"] for d in found)
+    # Each drifted field names the traffic.batch field behind it, never an interactive one.
+    assert all("traffic.batch" in d["fix"] for d in found if d["field"].endswith(tuple(drifted))), found
+    assert not any("environments.prod.min_replicas" in d["fix"] or "peak_requests_per_s" in d["fix"] for d in found)
+
+
+def test_plan_check_of_a_planned_batch_is_clean(batch_project, monkeypatch):
+    monkeypatch.chdir(batch_project)
+    result = _cli("plan", "--check")
+    assert result.exit_code == 0, result.output
+
+
+def test_plan_md_states_the_schedules_replicas(overnight_review, overnight_planned):
+    from blueprints.review.report.stack import render_markdown
+
+    a = overnight_planned["prod"].autoscaling
+    assert (f"{a.min_replicas}-{a.max_replicas} on the batch's schedule (KEDA cron '0 22 * * *' to '0 4 * * *' "
+            "Europe/Berlin)") in render_markdown(overnight_review)
+
+
+def test_verify_reads_a_scheduled_batchs_hpa_value_as_the_cron_scalers(overnight_planned):
+    from blueprints.operate.verify import scaler_range
+
+    bp = overnight_planned["prod"]
+    low, high, unit = scaler_range(bp)
+    assert (low, high) == (0.0, float(bp.batch.replicas)) and "desiredReplicas" in unit
+
+
+def test_verify_outside_the_batch_window_says_so_and_calls_no_endpoint(overnight_review, overnight_planned):
+    import datetime as dt
+
+    from blueprints.operate.manifests import StackManifests
+    from blueprints.operate.verify import verify_kubernetes
+
+    sm = StackManifests(overnight_planned["prod"], tuple(overnight_review.manifests))
+
+    def read(group, version, plural, namespace, name):
+        if plural == "nodepools":
+            return {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+        raise LookupError(name)
+
+    def fetch(*args, **kwargs):
+        raise AssertionError("no replica runs outside the window: nothing to call")
+
+    noon = dt.datetime(2026, 12, 7, 11, 0, tzinfo=dt.timezone.utc)  # 12:00 Berlin
+    report = verify_kubernetes(sm, {"endpoint": "https://x/v1", "api_key": "k" * 20}, prom=None, read=read,
+                               list_nodes=lambda selector: [], fetch=fetch, now=noon)
+    [window] = [c for c in report.checks if c.check == "batch-window"]
+    assert not window.ok and "0 replicas expected" in window.detail and not report.ok
+    assert not any(c.check.startswith("endpoint") for c in report.checks)
+    assert all(c.ok for c in report.checks if c.check == "nodes-ready")
+
+
+def test_a_batch_run_against_interactive_requirements_is_below_its_floors(overnight_planned):
+    from blueprints.plan.floors import floor_problems, stack_floors
+    from blueprints.requirements.service import load_requirements
+
+    interactive = load_requirements(FOLDER / "nightly-summaries-interactive.yaml")
+    floors = stack_floors(interactive, "prod", service="overnight-summaries", source="interactive.yaml",
+                          guardrails=None)
+    [batch] = [p for p in floor_problems(overnight_planned["prod"], floors) if p.loc == ("batch",)]
+    assert "has no traffic.batch" in str(batch)

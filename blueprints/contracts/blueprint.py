@@ -116,6 +116,20 @@ class Blueprint(ClosedModel):
                                  strict_zone_spread=self.strict_zone_spread)
 
     @property
+    def wakes_on_request(self) -> bool:
+        """Scales to zero between requests, woken by the KEDA HTTP add-on's interceptor (`autoscaling.min_replicas`
+        0 and not a batch: a batch's zero is its cron schedule's, `BatchPlan.min_replicas`, and nothing waits on a
+        request to wake it)."""
+        return self.autoscaling.min_replicas == 0 and self.batch is None
+
+    @property
+    def least_running_replicas(self) -> int:
+        """The fewest replicas that run while the service runs (what a PodDisruptionBudget protects): a batch's
+        replicas during its run (`autoscaling.max_replicas`, none outside it), else `autoscaling.min_replicas` and
+        at least 1."""
+        return self.autoscaling.max_replicas if self.batch is not None else max(1, self.autoscaling.min_replicas)
+
+    @property
     def node_pool_max_nodes(self) -> int:
         """Nodes the workload pool must be able to reach: the autoscaler's maximum plus the rollout surge
         (`defaults.SURGE_REPLICAS`), placed as the scheduler places them (`placement`: spread evenly over the

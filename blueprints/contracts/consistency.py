@@ -99,7 +99,61 @@ def blueprint_problems(bp: Blueprint) -> list[FieldProblem]:
     return [*_rules(bp), *_deploy_inputs(bp), *_edge(bp), *_pipeline(bp), *_compute(bp, catalog),
             *_models(bp, catalog),
             *_engine(bp, catalog), *serving_problems(bp, catalog), *_startup(bp), *_costs(bp, catalog),
-            *_predictions(bp), *_router(bp)]
+            *_predictions(bp), *_router(bp), *_batch(bp)]
+
+
+def _batch(bp: Blueprint) -> list[FieldProblem]:
+    """A batch's run (`Blueprint.batch`) is the one source of what deploys: its replicas are the planned replicas,
+    its cron trigger runs them from the window's start for `run_hours` (= the deadline, within the window), the
+    `autoscaling` section states the schedule's bounds (`BatchPlan.min_replicas`/`max_replicas`), and the expected
+    monthly cost is the run's (the nodes for `run_hours` a day plus the fixed items)."""
+    from blueprints.contracts.sections import KedaCron
+
+    b = bp.batch
+    if b is None:
+        return []
+    replan = "re-plan with `blueprint plan` (the batch is planned from traffic.batch in the requirements)"
+    if bp.archetype.value != "vllm-gpu":
+        return [FieldProblem(("batch",), f"a batch is planned on vllm-gpu, not {bp.archetype.value}: {replan}")]
+    problems = []
+    if b.replicas != bp.compute.replicas:
+        problems.append(FieldProblem(("batch", "replicas"), f"batch.replicas={b.replicas} but compute.replicas="
+                                     f"{bp.compute.replicas}: the run is the planned fleet; {replan}"))
+    if b.deadline_hours > b.window_hours or b.run_hours != b.deadline_hours:
+        problems.append(FieldProblem(("batch", "run_hours"), f"run_hours={b.run_hours:g} must be deadline_hours="
+                                     f"{b.deadline_hours:g}, within window_hours={b.window_hours}: the fleet runs "
+                                     f"from the window's start until the deadline; {replan}"))
+    want = KedaCron.daily(start_hour=b.window_start_hour, run_hours=b.run_hours, timezone=b.timezone,
+                          replicas=b.replicas)
+    if b.keda_cron != want:
+        stated = (f"start {b.keda_cron.start!r}, end {b.keda_cron.end!r}, timezone {b.keda_cron.timezone!r}, "
+                  f"desired_replicas {b.keda_cron.desired_replicas}" if b.keda_cron else "none (always on)")
+        wanted = (f"start {want.start!r}, end {want.end!r}, timezone {want.timezone!r}, desired_replicas "
+                  f"{want.desired_replicas}" if want else "none (the run is the whole day: always on)")
+        problems.append(FieldProblem(("batch", "keda_cron"), f"keda_cron is {stated}, but {b.replicas} replica(s) "
+                                     f"from {b.window_start_hour:02d}:00 {b.timezone} for {b.run_hours:g} h is "
+                                     f"{wanted}; {replan}"))
+    a, want_scaling = bp.autoscaling, b.scaling(bp.autoscaling)
+    if a != want_scaling:
+        problems.append(FieldProblem(("autoscaling",), f"autoscaling is {a.min_replicas}-{a.max_replicas} replicas "
+                                     f"on {a.metric} (target {a.target:g}) but the batch's schedule runs "
+                                     f"{want_scaling.min_replicas}-{want_scaling.max_replicas} on "
+                                     f"{want_scaling.metric} (target {want_scaling.target:g}) ({b.schedule()}): set "
+                                     f"min_replicas={want_scaling.min_replicas}, max_replicas="
+                                     f"{want_scaling.max_replicas}, metric={want_scaling.metric} and target="
+                                     f"{want_scaling.target:g}, or {replan}"))
+    p = bp.predictions
+    if p.cost_lines:
+        nodes, fixed = p.cost_lines[0].monthly_usd, sum(line.monthly_usd for line in p.cost_lines[1:])
+        run = round(nodes * b.run_hours / 24 + fixed, 2)
+        if abs(b.monthly_cost_usd - run) > _CENT or p.expected_monthly_cost_usd is None or \
+                abs(p.expected_monthly_cost_usd - run) > _CENT:
+            problems.append(FieldProblem(("batch", "monthly_cost_usd"), f"batch.monthly_cost_usd="
+                                         f"{b.monthly_cost_usd:g} and predictions.expected_monthly_cost_usd="
+                                         f"{p.expected_monthly_cost_usd} must both be the run's cost: the nodes "
+                                         f"(${nodes:,.2f}/month) for {b.run_hours:g} of 24 h plus ${fixed:,.2f} of "
+                                         f"fixed items, ${run:,.2f}; {replan}"))
+    return problems
 
 
 def _router(bp: Blueprint) -> list[FieldProblem]:
@@ -115,7 +169,7 @@ def _router(bp: Blueprint) -> list[FieldProblem]:
         problems.append(FieldProblem(("router", "port"), f"router.port={router.port} must be the engine's port "
                                      f"{bp.engine.port} (its pod's proxy forwards there): set it to "  # type: ignore[union-attr]
                                      f"{bp.engine.port}"))  # type: ignore[union-attr]
-    if bp.autoscaling.min_replicas < 1:
+    if bp.wakes_on_request:
         problems.append(FieldProblem(("router",), "a service that scales to zero has no router (clients reach it "
                                      "through the KEDA HTTP interceptor): remove router or set min_replicas >= 1"))
     if router.routing_logic == "session" and not router.session_key:
@@ -128,7 +182,7 @@ def _rules(bp: Blueprint) -> list[FieldProblem]:
     """Production, exposure, platform and tag rules."""
     sagemaker = bp.archetype.value == "sagemaker-endpoint"
     problems = []
-    if bp.network.exposure.scope is ExposureScope.PUBLIC and bp.autoscaling.min_replicas == 0:
+    if bp.network.exposure.scope is ExposureScope.PUBLIC and bp.wakes_on_request:
         problems.append(FieldProblem(("autoscaling", "min_replicas"), "network.exposure.scope public needs "
                                      "min_replicas >= 1: a service that scales to zero has no load balancer (clients "
                                      "reach it through the in-cluster KEDA interceptor)"))
@@ -138,7 +192,7 @@ def _rules(bp: Blueprint) -> list[FieldProblem]:
         problems.append(FieldProblem(("autoscaling", "min_replicas"), "a SageMaker real-time endpoint variant keeps at "
                                      "least one instance (only inference components scale to zero): set "
                                      "min_replicas >= 1"))
-    elif bp.production and bp.autoscaling.min_replicas == 0:
+    elif bp.production and bp.wakes_on_request:
         problems.append(FieldProblem(("autoscaling", "min_replicas"), "a production stack never scales to zero: "
                                      "min_replicas must be >= 1"))
     if bp.production and bp.compute.capacity_type.value == "spot":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from blueprints.contracts.sections import Archetype
+from blueprints.contracts.sections import CRON_SCHEDULE, Archetype
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.router import router_metrics_service_name, router_workload_name
 from blueprints.catalog.engines import engine_facts
@@ -74,7 +74,8 @@ def _model_selector(bp: Blueprint, *matchers: str) -> str:
 
 
 def scaling_signal(bp: Blueprint) -> ScalingSignal | None:
-    """What KEDA scales a Kubernetes archetype on; None for archetypes scaled otherwise (CPU HPA, SageMaker).
+    """What KEDA scales a Kubernetes archetype on; None for archetypes scaled otherwise (CPU HPA, SageMaker) and for
+    a batch on its cron schedule (`CRON_SCHEDULE`: the clock, no Prometheus query).
 
     The plan's `autoscaling.metric` (a gauge of the engine, a row of `blueprints.catalog.signals`), averaged over a minute and
     summed over the replicas, against `autoscaling.target` per replica (`AverageValue`: KEDA divides the sum by the
@@ -83,6 +84,8 @@ def scaling_signal(bp: Blueprint) -> ScalingSignal | None:
     capacity suffices, and the HPA would scale in to the minimum and flap).
     """
     if bp.archetype not in (Archetype.VLLM_GPU, Archetype.TRITON_MULTI_MODEL):
+        return None
+    if bp.autoscaling.metric == CRON_SCHEDULE:
         return None
     sel = _model_selector(bp)
     row = scaling_signal_row(bp.autoscaling.metric)
@@ -171,9 +174,8 @@ def slo_alerts(bp: Blueprint) -> list[AlertRule]:
     deployment = _selector(bp, f'deployment="{name}"')
     rules.append(AlertRule("ServingPodRestarting", f"increase(kube_pod_container_status_restarts_total{pods}[15m]) > 0",
                            "0m", "ticket", "A serving container restarted: check OOM kills and probe failures"))
-    # A batch on its cron schedule has none outside it, as a scaled-to-zero stack has none while idle.
-    scheduled = bp.batch is not None and bp.batch.keda_cron is not None
-    if bp.autoscaling.min_replicas >= 1 and not scheduled:
+    # A batch on its cron schedule has minimum 0 (none outside it), as a scaled-to-zero stack has none while idle.
+    if bp.autoscaling.min_replicas >= 1:
         rules.append(AlertRule("ServingReplicasUnavailable",
                                f"kube_deployment_status_replicas_available{deployment} < "
                                f"{bp.autoscaling.min_replicas}", "15m", "page",

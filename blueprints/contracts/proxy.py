@@ -110,7 +110,7 @@ def service_app_protocol(bp: Blueprint, h2c: str | None) -> str | None:
     `addons.yaml` `backend_h2c_app_protocol`) when the add-on's interceptor fronts the Service (scale to zero) and the
     proxy serves gRPC in cleartext: the interceptor speaks HTTP/1.1 to a cleartext backend otherwise, which gRPC
     refuses. Envoy's listener takes HTTP/1.1 and h2c alike (codec AUTO); a TLS proxy offers h2 by ALPN."""
-    fronted = bp.autoscaling.min_replicas == 0
+    fronted = bp.wakes_on_request
     return h2c if fronted and serves_grpc(bp) and not bp.proxy_terminates_tls else None
 
 

@@ -4,7 +4,10 @@ the compliance record, startup budget, autoscaling, SLO targets, predictions, pi
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 from enum import Enum
+from zoneinfo import ZoneInfo
 from typing import Annotated, Literal, Union
 from pydantic import Field, model_validator
 from blueprints.core import bounds
@@ -30,6 +33,12 @@ BLUEPRINT_SCHEMA_VERSION = 3
 #: `autoscaling.metric` of a stack without an autoscaler: a fixed replica count (an edge cluster that declares no
 #: metrics-server for a CPU HPA, nor KEDA with Prometheus).
 FIXED_REPLICAS = "fixed"
+#: `autoscaling.metric` of a batch on its cron schedule (`BatchPlan.keda_cron`): KEDA's cron scaler, whose metric is
+#: `desiredReplicas` during the run and 0 outside it, against a target of 1 per replica (AverageValue), so the HPA
+#: asks for exactly `desiredReplicas` (KEDA 2.20.2 pkg/scalers/cron_scaler.go L111-121, L137-148; catalog
+#: addons.yaml keda `cron_scaler`). Its `autoscaling.target` is that 1.
+CRON_SCHEDULE = "cron"
+CRON_TARGET_PER_REPLICA = 1.0
 
 
 #: A TCP port a container or Service listens on.
@@ -631,6 +640,27 @@ class KedaCron(ClosedModel):
                              "(cron_scaler.go L48-50); re-plan with `blueprint plan`")
         return self
 
+    @classmethod
+    def daily(cls, *, start_hour: int, run_hours: float, timezone: str, replicas: int) -> KedaCron | None:
+        """The trigger holding `replicas` from `start_hour`:00 for `run_hours` (rounded up to the minute) in
+        `timezone`; None when that is the whole day (KEDA refuses equal start and end: always on instead)."""
+        minutes = math.ceil(run_hours * 60 - 1e-9)
+        if minutes >= 24 * 60:
+            return None
+        end = (start_hour * 60 + minutes) % (24 * 60)
+        return cls(start=f"0 {start_hour} * * *", end=f"{end % 60} {end // 60} * * *", timezone=timezone,
+                   desired_replicas=replicas)
+
+    def active_at(self, moment: dt.datetime) -> bool:
+        """Whether the trigger holds `desired_replicas` at `moment` (timezone-aware): from `start` to `end` in
+        `timezone`, across midnight when `end` is earlier. KEDA 2.20.2's cron scaler is active exactly when the next
+        `end` comes before the next `start` (pkg/scalers/cron_scaler.go L123-151: the metric is desiredReplicas then,
+        else 0), which for daily schedules is this interval."""
+        local = moment.astimezone(ZoneInfo(self.timezone))
+        now = local.hour * 60 + local.minute
+        start, end = (int(m) + 60 * int(h) for m, h in (self.start.split()[:2], self.end.split()[:2]))
+        return start <= now < end if start < end else now >= start or now < end
+
 
 class BatchPlan(ClosedModel):
     """A batch service's daily run (requirements `traffic.batch`, `blueprints.plan.batch`) and its replay
@@ -655,6 +685,36 @@ class BatchPlan(ClosedModel):
     monthly_cost_usd: Usd = Field(description="the fleet's nodes for run_hours a day, plus the stack's fixed items")
     keda_cron: KedaCron | None = Field(default=None, description="the ScaledObject's cron trigger; none when the "
                                        "run lasts the whole day (always on)")
+
+    def scaling(self, autoscaling: Autoscaling) -> Autoscaling:
+        """`autoscaling` as this run deploys it, the one source of a batch stack's `autoscaling` section (written by
+        the planner, checked by `blueprints.contracts.consistency`): bounds `min_replicas`-`max_replicas`; on a cron
+        schedule the cron scaler's metric and target (`CRON_SCHEDULE`, its ScaledObject's one trigger), all day the
+        engine's signal it keeps (pinned, min = max)."""
+        update: dict = {"min_replicas": self.min_replicas, "max_replicas": self.max_replicas}
+        if self.keda_cron is not None:
+            update.update(metric=CRON_SCHEDULE, target=CRON_TARGET_PER_REPLICA)
+        return autoscaling.model_copy(update=update)
+
+    @property
+    def min_replicas(self) -> int:
+        """The autoscaler's minimum: 0 on a cron schedule (none outside the run), else the planned replicas (always
+        on). What the stack config's `autoscaling.min_replicas` states (`blueprints.contracts.consistency`)."""
+        return 0 if self.keda_cron is not None else self.replicas
+
+    @property
+    def max_replicas(self) -> int:
+        """The autoscaler's maximum: the planned replicas (a batch runs no more)."""
+        return self.replicas
+
+    def replicas_at(self, moment: dt.datetime) -> int:
+        """Replicas the schedule holds at `moment` (timezone-aware): `replicas` during the run, 0 outside it."""
+        return self.replicas if self.keda_cron is None or self.keda_cron.active_at(moment) else 0
+
+    def schedule(self) -> str:
+        """The schedule in words: `KEDA cron '0 22 * * *' to '0 4 * * *' Europe/Berlin` or `always on`."""
+        c = self.keda_cron
+        return f"KEDA cron {c.start!r} to {c.end!r} {c.timezone}" if c is not None else "always on"
 
 
 class EngineOption(ClosedModel):

@@ -174,12 +174,14 @@ def _pipeline(bp: Blueprint) -> list[FieldProblem]:
 
 
 def _autoscaling(bp: Blueprint) -> list[FieldProblem]:
-    from blueprints.contracts.sections import FIXED_REPLICAS
+    from blueprints.contracts.sections import CRON_SCHEDULE, FIXED_REPLICAS
     from blueprints.catalog.signals import SIGNALS, engine_of, scaling_signal_row
 
     a, engine = bp.autoscaling, engine_of(bp.archetype.value, getattr(bp.engine, "kind", None))
     if a.metric == FIXED_REPLICAS and bp.platform.kind == "edge-cluster":
         return []  # no autoscaler: an edge cluster without the add-ons one needs
+    if a.metric == CRON_SCHEDULE and bp.batch is not None and bp.batch.keda_cron is not None:
+        return []  # a batch's cron schedule (`blueprints.contracts.consistency` checks it against the batch)
     row = scaling_signal_row(a.metric)
     if row is None or row.engine != engine:
         known = [s.name for s in SIGNALS if s.kind == "scaling" and s.engine == engine]

@@ -93,7 +93,7 @@ def usage(bp: Blueprint) -> Usage:
         request = (f'curl -sS "{request_url(endpoint, metadata)}" -H "Authorization: Bearer {key}"  # KServe v2 '
                    f"{metadata.purpose}; infer: {infer.method} {request_url(endpoint, infer)}")
     exposure = bp.network.exposure
-    if bp.autoscaling.min_replicas == 0:
+    if bp.wakes_on_request:
         reach = "pods in the cluster (the KEDA HTTP interceptor's in-cluster URL: it scales to zero)"
     elif bp.platform.kind != "eks":
         via = exposure.via.value if exposure.via else "load-balancer"

@@ -12,11 +12,15 @@ Kubernetes archetypes:
   running per replica: 0 to `max_num_seqs`; CPU utilisation: 0 to 100 % of the request).
 - `rules-loaded`: each PrometheusRule group is loaded in Prometheus with every alert, healthy; `alerts-quiet`: none
   of the stack's SLO alerts fires.
-- `nodes-ready`: the stack's NodePool is Ready and every node it launched is Ready (at least one while replicas run).
+- `nodes-ready`: the stack's NodePool is Ready and every node it launched is Ready (at least one while replicas run; a
+  batch's replicas judged by its cron schedule at the time of the check: none outside its run).
 - `cold-start`: a Ready serving pod's measured cold start (`blueprints.operate.coldstart`) fit the deployed timers:
   pod creation -> Ready within the Deployment's `progressDeadlineSeconds`, container start -> Ready within the
   engine's `startupProbe` (`failureThreshold` x `periodSeconds`); the detail sets it beside the planned start and,
   when they differ by more than `COLD_START_TOLERANCE`, says how to calibrate the startup model.
+
+A batch (`Blueprint.batch`) outside its cron run: `batch-window` fails saying so (0 replicas expected), and the checks
+that need a replica (endpoint, metric-series, cold-start) wait for a run; the others judge the schedule.
 
 SageMaker: `endpoint-in-service`, `alarms-ok` (every alarm in state OK), and the signed/unsigned request checks.
 
@@ -26,6 +30,7 @@ handed in, so each check runs offline against stand-ins.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -36,7 +41,7 @@ import promql_parser
 from blueprints.catalog.engines import engine_facts
 from blueprints.contracts.benchmark_result import ColdStartRecord
 from blueprints.contracts.blueprint import Blueprint
-from blueprints.contracts.sections import Archetype, VllmEngine
+from blueprints.contracts.sections import CRON_SCHEDULE, Archetype, VllmEngine
 from blueprints.operate.endpoint import Reply, get, probe_url, serves_model, tls_planned
 from blueprints.operate.manifests import StackManifests
 from blueprints.operate.prometheus import PrometheusApi, PrometheusUnavailable
@@ -251,6 +256,9 @@ def scaler_range(bp: Blueprint) -> tuple[float, float | None, str]:
             f"{bp.engine.max_num_seqs})"
     if metric == "cpu":
         return 0.0, 100.0 * UTILISATION_SLACK, "% of the CPU request (limit = request)"
+    if metric == CRON_SCHEDULE and bp.batch is not None:  # desiredReplicas over the replicas running (>= 1)
+        return 0.0, float(bp.batch.replicas), f"the cron scaler's desiredReplicas per replica (target 1 during the " \
+            f"run, 0 outside; {bp.batch.schedule()})"
     return 0.0, None, f"{metric} per replica (not negative)"
 
 
@@ -320,8 +328,11 @@ def check_scaler(sm: StackManifests, read: ObjectReader) -> list[Check]:
     return checks
 
 
-def check_nodes(sm: StackManifests, read: ObjectReader, list_nodes: NodeLister) -> list[Check]:
-    """`nodes-ready`: the NodePool's Ready condition and its nodes' (none on an existing or edge cluster)."""
+def check_nodes(sm: StackManifests, read: ObjectReader, list_nodes: NodeLister, *,
+                now: dt.datetime | None = None) -> list[Check]:
+    """`nodes-ready`: the NodePool's Ready condition and its nodes' (none on an existing or edge cluster). Nodes must
+    run while replicas must: `autoscaling.min_replicas`, or for a batch the replicas its cron schedule holds at `now`
+    (timezone-aware; default the current time, UTC): none outside its run."""
     pool = sm.node_pool
     if pool is None:
         return []
@@ -335,10 +346,18 @@ def check_nodes(sm: StackManifests, read: ObjectReader, list_nodes: NodeLister) 
     nodes = list_nodes(f"{NODEPOOL_LABEL}={name}")
     not_ready = [n["metadata"]["name"] for n in nodes if not _true(n, "Ready")[0]]
     if not nodes:
-        checks.append(Check("nodes-ready", f"nodes of {name}", sm.blueprint.autoscaling.min_replicas == 0,
-                            "no node launched" + (" (scaled to zero)" if sm.blueprint.autoscaling.min_replicas == 0
-                                                  else f" although {sm.blueprint.autoscaling.min_replicas} replica(s) "
-                                                  "must run: check Karpenter's logs and the NodeClaims")))
+        bp = sm.blueprint
+        if bp.batch is not None:
+            at = now or dt.datetime.now(dt.timezone.utc)
+            must = bp.batch.replicas_at(at)
+            why = (f"outside the batch window ({bp.batch.schedule()}) at {at.isoformat(timespec='minutes')}: 0 "
+                   "expected" if must == 0 else f"during the batch run ({bp.batch.schedule()})")
+        else:
+            must = bp.autoscaling.min_replicas
+            why = "scaled to zero" if must == 0 else ""
+        checks.append(Check("nodes-ready", f"nodes of {name}", must == 0, "no node launched" + (
+            f" ({why})" if must == 0 else f" although {must} replica(s) must run{f' {why}' if why else ''}: check "
+            "Karpenter's logs and the NodeClaims")))
     else:
         checks.append(Check("nodes-ready", f"nodes of {name}", not not_ready,
                             f"{len(nodes)} node(s) Ready" if not not_ready else f"not Ready: {', '.join(not_ready)}"))
@@ -426,7 +445,8 @@ def one_token_request(bp: Blueprint) -> bytes:
 
 def verify_kubernetes(sm: StackManifests, outputs: dict[str, Any], *, prom: PrometheusApi | None,
                       read: ObjectReader, list_nodes: NodeLister, fetch: Callable[..., Reply] = get,
-                      endpoint: str | None = None, cold_start: ColdStartRecord | str | None = None) -> VerifyReport:
+                      endpoint: str | None = None, cold_start: ColdStartRecord | str | None = None,
+                      now: dt.datetime | None = None) -> VerifyReport:
     """Every check of a Kubernetes archetype's deployed stack.
 
     Args:
@@ -438,17 +458,26 @@ def verify_kubernetes(sm: StackManifests, outputs: dict[str, Any], *, prom: Prom
         endpoint: the URL to call instead of the `endpoint` output (e.g. through a port-forward).
         cold_start: a Ready serving pod's measured cold start, or why there is none (`read_ready_cold_start`);
             None: not checked.
+        now: when the check runs (timezone-aware; default the current time): a batch's schedule is judged at it.
     """
     bp = sm.blueprint
     report = VerifyReport(stack=bp.stack, archetype=bp.archetype.value)
-    report.checks += check_endpoint(bp, endpoint or outputs["endpoint"], outputs["api_key"], fetch=fetch)
-    if prom is not None:
-        report.checks += check_metric_series(sm, prom)
+    now = now or dt.datetime.now(dt.timezone.utc)
+    idle = bp.batch is not None and bp.batch.replicas_at(now) == 0
+    if idle:  # nothing serves outside a batch's run: what needs a replica is verified during it
+        report.checks.append(Check("batch-window", bp.stack, False, f"outside the batch window "
+                                   f"({bp.batch.schedule()}) at {now.isoformat(timespec='minutes')}: 0 replicas "
+                                   "expected, so the endpoint, the engine's series and a cold start cannot be checked; "
+                                   "run `blueprint verify` again during the run"))
+    else:
+        report.checks += check_endpoint(bp, endpoint or outputs["endpoint"], outputs["api_key"], fetch=fetch)
+        if prom is not None:
+            report.checks += check_metric_series(sm, prom)
     report.checks += check_scaler(sm, read)
     if prom is not None:
         report.checks += check_rules(sm, prom)
-    report.checks += check_nodes(sm, read, list_nodes)
-    if cold_start is not None:
+    report.checks += check_nodes(sm, read, list_nodes, now=now)
+    if cold_start is not None and not idle:
         report.checks += check_cold_start(sm, cold_start)
     return report
 

@@ -11,7 +11,9 @@ raised by how late it is and the service planned again, so the replicas are ceil
 deadline leaves after the start)).
 
 The fleet runs from the window's start until the deadline (a KEDA `cron` trigger, `keda_cron`; always on when that
-is the whole day), so the expected monthly cost counts the nodes for those hours only. Spot capacity is the
+is the whole day), so the expected monthly cost counts the nodes for those hours only. The stack config's
+`autoscaling` states that schedule (`BatchPlan.scaling`: 0 outside a cron run on the cron scaler, the planned
+replicas in it), so every reader of the autoscaling bounds sees what deploys. Spot capacity is the
 environment's (`environments.<env>.spot`, never in production), as for any service. SageMaker batch transform and
 asynchronous inference are not planned (docs/how-to/batch.md says why).
 """
@@ -52,16 +54,11 @@ def batch_requirements(req: Requirements, rate_per_s: float) -> Requirements:
 
 
 def keda_cron(batch: Batch, run_hours: float, replicas: int) -> KedaCron | None:
-    """The cron trigger holding `replicas` from the window's start for `run_hours` (rounded up to the minute), in the
-    window's time zone; None when that is the whole day (KEDA refuses equal start and end: always on instead)."""
+    """The cron trigger holding `replicas` from the window's start for `run_hours` (`KedaCron.daily`), in the
+    window's time zone; None when that is the whole day (always on)."""
     window = batch.window
-    minutes = math.ceil(run_hours * 60 - 1e-9)
-    if minutes >= 24 * 60:
-        return None
-    start = window.start_hour * 60  # type: ignore[union-attr]
-    end = (start + minutes) % (24 * 60)
-    return KedaCron(start=f"0 {window.start_hour} * * *", end=f"{end % 60} {end // 60} * * *",  # type: ignore[union-attr]
-                    timezone=window.timezone, desired_replicas=replicas)  # type: ignore[union-attr]
+    return KedaCron.daily(start_hour=window.start_hour, run_hours=run_hours, timezone=window.timezone,  # type: ignore[union-attr]
+                          replicas=replicas)
 
 
 def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requirements, str], Blueprint],
@@ -154,13 +151,17 @@ def batch_predictions(bp: Blueprint, batch: Batch, replay: BatchReplay) -> Bluep
                      replicas=replay.replicas, requests_per_s_per_replica=round(replay.requests_per_s_per_replica, 4),
                      start_s=replay.start_s, request_latency_s=round(replay.request_latency_s, 2),
                      completion_hours=round(replay.completion_s / 3600, 3), monthly_cost_usd=monthly, keda_cron=cron)
-    predictions = p.model_copy(update={"expected_monthly_cost_usd": monthly})
+    # The autoscaler runs the schedule (`BatchPlan.scaling`, one source for every reader): no
+    # more than the planned replicas, so the most it can cost is that fleet all month.
+    scaling = plan.scaling(bp.autoscaling)
+    predictions = p.model_copy(update={"expected_monthly_cost_usd": monthly,
+                                       "max_monthly_cost_usd": p.monthly_cost_usd})
+    bp = bp.model_copy(update={"autoscaling": scaling})
     costs = unit_costs(bp.model_copy(update={"predictions": predictions}), mean_rps=replay.requests / 86_400,
                        expected_monthly_usd=monthly, hours_per_month=catalog.hours_per_month)
     predictions = predictions.model_copy(update={"unit_costs": costs,
                                                  "engines": with_token_prices(predictions.engines, costs)})
-    schedule = (f"KEDA cron {cron.start!r} to {cron.end!r} {cron.timezone}, none outside" if cron else
-                "all day (the deadline is the whole day)")
+    schedule = f"{plan.schedule()}, none outside" if cron else "all day (the deadline is the whole day)"
     note = (f"batch: {replay.requests:,.0f} requests a day within {batch.deadline_hours:g} h of "
             f"{batch.window.start_hour:02d}:00 {batch.window.timezone}; each replica at its throughput-optimal "  # type: ignore[union-attr]
             f"point ({replay.requests_per_s_per_replica:.2f} requests/s with its batch full, one request "
@@ -172,10 +173,9 @@ def batch_predictions(bp: Blueprint, batch: Batch, replay: BatchReplay) -> Bluep
 
 
 def describe_batch(plan: BatchPlan) -> str:
-    """A batch run in words: `completes in 22.41 h of 24 h deadline; 3 replica(s) 6 h a day from 22:00 Europe/Berlin
-    (KEDA cron '0 22 * * *' to '0 4 * * *'), $1,845/month`."""
-    when = (f"KEDA cron {plan.keda_cron.start!r} to {plan.keda_cron.end!r}, none outside" if plan.keda_cron else
-            "always on")
+    """A batch run in words: `completes in 5.61 h of 6 h deadline; 3 replica(s) 6 h a day from 22:00 Europe/Berlin
+    (KEDA cron '0 22 * * *' to '0 4 * * *' Europe/Berlin, none outside), $1,845/month`."""
+    when = f"{plan.schedule()}, none outside" if plan.keda_cron else "always on"
     return (f"completes in {plan.completion_hours:.2f} h of {plan.deadline_hours:g} h deadline; "
             f"{plan.replicas} replica(s) {plan.run_hours:g} h a day from {plan.window_start_hour:02d}:00 "
             f"{plan.timezone} ({when}), ${plan.monthly_cost_usd:,.0f}/month")

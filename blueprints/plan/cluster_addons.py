@@ -16,7 +16,7 @@ from blueprints.catalog.metrics import load_metric_catalog
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.core.errors import CatalogError
 from blueprints.contracts.observability import scaling_signal
-from blueprints.contracts.sections import FIXED_REPLICAS, Archetype
+from blueprints.contracts.sections import CRON_SCHEDULE, FIXED_REPLICAS, Archetype
 from blueprints.requirements.hosting import Accelerator, Operations, Platform
 
 
@@ -50,8 +50,10 @@ def cluster_addons_needed(bp: Blueprint) -> dict[str, str]:
     if scaling_signal(bp) is not None:
         needs[_owner(SCALED_KIND)] = "its ScaledObject"
         needs.setdefault(_owner(MONITORING_KINDS[0]), "the Prometheus its ScaledObject queries")
-        if bp.autoscaling.min_replicas == 0:
+        if bp.wakes_on_request:
             needs[_owner(WAKE_KIND)] = "its HTTPScaledObject, whose interceptor wakes it from zero replicas"
+    elif bp.autoscaling.metric == CRON_SCHEDULE:
+        needs[_owner(SCALED_KIND)] = "its ScaledObject (the batch's cron schedule)"
     elif bp.autoscaling.metric != FIXED_REPLICAS:
         needs[METRICS_SERVER] = "its CPU HorizontalPodAutoscaler"
     if bp.compute.accelerator is Accelerator.NVIDIA_GPU:

@@ -128,6 +128,7 @@ def floor_problems(bp: Blueprint, floors: Floors, *, policy_production: bool | N
         problems.append(_below("storage.customer_managed_kms", False, f"{src} compliance.customer_managed_kms "
                                "requires it", replan))
     problems += _slo_and_replica_floors(bp, floors, replan)
+    problems += _batch_floors(bp, floors, replan)
     # A pilot (`blueprint pilot`) has its own beside the environment's stack: `<service>-pilot-<k>`.
     own = floors.namespace if bp.pilot is None else f"{floors.namespace}-pilot-{bp.pilot.candidate}"
     if bp.platform.namespace != own:
@@ -139,7 +140,7 @@ def floor_problems(bp: Blueprint, floors: Floors, *, policy_production: bool | N
         if bp.storage is not None and not bp.storage.retain_on_delete:
             problems.append(_below("storage.retain_on_delete", False, f"{production} (a destroy would delete the "
                                    "weights bucket)", replan))
-        if bp.autoscaling.min_replicas < 1:
+        if bp.autoscaling.min_replicas < 1 and floors.requirements.batch is None:  # a batch's zero: its schedule
             problems.append(_below("autoscaling.min_replicas", bp.autoscaling.min_replicas,
                                    f"{production} (never scales to zero)", replan))
         if bp.compute.capacity_type is CapacityType.SPOT:
@@ -185,6 +186,8 @@ def _slo_and_replica_floors(bp: Blueprint, floors: Floors, replan: str) -> list[
         problems.append(_below("slo.longest_violation_minutes", bp.slo.longest_violation_minutes, f"{src} "
                                f"slo.longest_violation_minutes is {longest}", replan))
     spec = req.environments[env]
+    if req.batch is not None:
+        return problems  # a batch's replicas are its run's (`_batch_floors`), none outside it
     least = spec.min_replicas if spec.min_replicas is not None else replicas_floor(req, env) if floors.production else 0
     if bp.autoscaling.min_replicas < least:
         why = (f"environments.{env}.min_replicas is {least}" if spec.min_replicas is not None else
@@ -192,6 +195,34 @@ def _slo_and_replica_floors(bp: Blueprint, floors: Floors, replan: str) -> list[
                f"at least {least} replica(s) warm")
         problems.append(_below("autoscaling.min_replicas", bp.autoscaling.min_replicas, f"{src} {why}", replan))
     return problems
+
+
+def _batch_floors(bp: Blueprint, floors: Floors, replan: str) -> list[FieldProblem]:
+    """A batch stack's run (`Blueprint.batch`) as its requirements' `traffic.batch` asks: the environment's
+    requests a day (x traffic_scale), the deadline and the window (start, length, time zone); a stack with a batch
+    run exactly when the requirements have one. Its schedule, replicas and `autoscaling` follow the batch section
+    (`blueprints.contracts.consistency`)."""
+    src, env, req = floors.source, floors.environment, floors.requirements
+    wanted, b = req.batch, bp.batch
+    if wanted is None or b is None:
+        if (wanted is None) != (b is None):
+            return [_below("batch", "a batch run" if b is not None else None, f"{src} "
+                           + ("has no traffic.batch (interactive traffic)" if wanted is None else
+                              "plans a batch (traffic.batch)"), replan)]
+        return []
+    window = wanted.window
+    assert window is not None  # validated: a batch has a window
+    requests = req.model_entries()[0][1].batch_requests_per_day * req.environments[env].traffic_scale
+    asked = {"requests_per_day": (round(requests, 3), "traffic.batch.requests_per_day (or tokens_per_day) x "
+                                  f"environments.{env}.traffic_scale"),
+             "deadline_hours": (wanted.deadline_hours, "traffic.batch.deadline_hours"),
+             "window_start_hour": (window.start_hour, "traffic.batch.window.start_hour"),
+             "window_hours": (window.hours, "traffic.batch.window (its length)"),
+             "timezone": (window.timezone, "traffic.batch.window.timezone")}
+    return [_below(f"batch.{name}", getattr(b, name), f"{src} {field} gives {value!r}", replan)
+            for name, (value, field) in asked.items()
+            if (abs(getattr(b, name) - value) > 1e-3 * max(1.0, abs(value)) if isinstance(value, float)
+                else getattr(b, name) != value)]
 
 
 def posture_of(platform: PlatformConfig) -> Posture:

@@ -64,7 +64,7 @@ def scaling_targets(bp: Blueprint) -> Blueprint:
     # Triton's pending requests keep the smallest target a scaler takes. The replica floor then holds the plan.
     value = max(value, 1.0 if bp.archetype is Archetype.VLLM_GPU else MIN_SCALING_TARGET)
     update: dict = {"target": reachable_planned_target(bp, value)}
-    if bp.autoscaling.min_replicas == 0:
+    if bp.wakes_on_request:
         update.update(cold_start_s=bp.startup.total_s,
                       interceptor_concurrency_target=int(planned_target(max(1.0, point.running + point.pending),
                                                                           whole=True)))
@@ -95,7 +95,7 @@ def scaling_reasons(bp: Blueprint, platform: PlatformConfig | None) -> list[str]
                    f"instances were sized with, so at the peak it holds exactly {bp.compute.replicas} instance(s) "
                    f"({a.target:g} x {bp.compute.replicas} >= the peak's "
                    f"{sum(m.traffic.peak_requests_per_s for m in bp.models if m.traffic) * 60:g} a minute)")
-    if a.min_replicas == 0:
+    if bp.wakes_on_request:
         why.append(f"scales to zero: requests go through the KEDA HTTP add-on's interceptor "
                    f"({bp.workload_name}-proxy.{bp.platform.namespace}), which holds them while a replica starts; "
                    f"the first request after an idle period waits about {a.cold_start_s} s (a cold start on a new "

@@ -63,15 +63,28 @@ BLUEPRINT_SOURCES: tuple[tuple[str, str], ...] = (
     ("roles_anywhere", "operations.roles_anywhere"),
     ("pipeline", "slo.pipeline_latency_p95_ms, models"),
     ("overrides", "overrides"),
+    ("batch.requests_per_day", "traffic.batch.requests_per_day (or tokens_per_day), environments.{env}.traffic_scale"),
+    ("batch.deadline_hours", "traffic.batch.deadline_hours"),
+    ("batch.run_hours", "traffic.batch.deadline_hours"),
+    ("batch.window_start_hour", "traffic.batch.window.start_hour"),
+    ("batch.window_hours", "traffic.batch.window (length_hours or end_hour)"),
+    ("batch.timezone", "traffic.batch.window.timezone"),
+    ("batch.keda_cron", "traffic.batch.window, traffic.batch.deadline_hours"),
+    ("batch", "traffic.batch (the fewest replicas finishing by deadline_hours), hardware"),
 )
+
+#: A batch service's `autoscaling` states its run's schedule (`BatchPlan.scaling`), not the environment's bounds.
+BATCH_SCALING_SOURCE = "traffic.batch (a batch's autoscaling is its run's schedule)"
 
 #: What `source_field` says of a field the plan derives (no requirements field sets it directly).
 DERIVED = "derived by the plan from the model, traffic, SLO and hardware"
 
 
-def source_field(path: str, *, env: str | None = None) -> str:
+def source_field(path: str, *, env: str | None = None, batch: bool = False) -> str:
     """The requirements field behind a blueprint field (`network.exposure.allowed_cidrs` -> `exposure.allowed_cidrs`),
-    or `DERIVED`."""
+    or `DERIVED`. `batch`: the blueprint is a batch service's (its `autoscaling` follows `traffic.batch`)."""
+    if batch and (path == "autoscaling" or path.startswith("autoscaling.")):
+        return BATCH_SCALING_SOURCE
     for prefix, where in BLUEPRINT_SOURCES:
         if path == prefix or path.startswith((prefix + ".", prefix + "[")):
             return where.format(env=env or "<env>", path=path, rest=path[len(prefix):])

@@ -55,7 +55,24 @@ def relaxed(limits: SearchLimits) -> SearchLimits:
 
 
 
-def explain_breach(env: str, cheapest: str, monthly_usd: float, breach: Breach, *,
+def goal(req: Requirements) -> str:
+    """What an option must do, in the requirements' terms: meet the SLO, or (a batch, `traffic.batch`) finish the
+    day's work by its deadline."""
+    return "meeting the SLO" if req.batch is None else "finishing traffic.batch by its deadline_hours"
+
+
+def load_relief(req: Requirements, env: str) -> str:
+    """How the requirements ask for less load, in their own fields: the peak rate and the SLO for interactive
+    traffic; a batch's daily volume, its deadline (within its window) and the environment's share of it."""
+    if req.batch is None:
+        return f"lower environments.{env}.traffic_scale (or traffic.peak_requests_per_s), or relax the SLO"
+    batch, hours = req.batch, req.batch.window.hours  # type: ignore[union-attr]
+    later = (f", or raise traffic.batch.deadline_hours (up to the window's {hours} h)" if batch.deadline_hours < hours
+             else ", or lengthen traffic.batch.window and raise deadline_hours with it" if hours < 24 else "")
+    return (f"lower traffic.batch.requests_per_day (or tokens_per_day) or environments.{env}.traffic_scale{later}")
+
+
+def explain_breach(req: Requirements, env: str, cheapest: str, monthly_usd: float, breach: Breach, *,
                    least: tuple[int, str, float] | None = None) -> SizingError:
     """The refusal when the cheapest option meeting the SLO breaks a constraint and no option within the
     constraints meets it: name the binding constraint, what the cheapest needs, the least any option needs
@@ -66,15 +83,14 @@ def explain_breach(env: str, cheapest: str, monthly_usd: float, breach: Breach, 
     needed = breach.needed
     if least is not None and least[0] < breach.needed:
         needed = least[0]
-        fewest = f"; the least any option meeting the SLO needs is {least[0]} ({least[1]}, ${least[2]:,.0f}/month)"
+        fewest = f"; the least any option {goal(req)} needs is {least[0]} ({least[1]}, ${least[2]:,.0f}/month)"
     words = breach.fix_for(env, needed)
     field = breach.field_for(env)
     fixes = () if field is None else tuple(
         Fix(field, value, breach.fix_for(env, value), slot=words) for value in dict.fromkeys((needed, breach.needed)))
-    return SizingError(f"environments.{env}: no option meeting the SLO stays within {breach.constraint}: the cheapest, "
-                       f"{cheapest} (${monthly_usd:,.0f}/month), {breach.why}{fewest}; {words}, lower "
-                       f"environments.{env}.traffic_scale (or traffic.peak_requests_per_s), or relax the SLO",
-                       fixes=fixes)
+    return SizingError(f"environments.{env}: no option {goal(req)} stays within {breach.constraint}: the cheapest, "
+                       f"{cheapest} (${monthly_usd:,.0f}/month), {breach.why}{fewest}; {words}, "
+                       f"{load_relief(req, env)}", fixes=fixes)
 
 
 def _least_llm(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog, *, managed: bool,
@@ -123,7 +139,8 @@ def explain_no_llm_option(req: Requirements, env: str, model: ResolvedModel, cat
                            best.tensor_parallel_size, managed=managed)
     assert breach is not None, "the constrained search missed an option within every constraint"
     least = _least_llm(req, env, model, catalog, managed=managed, limits=limits, constraint=breach.constraint)
-    return explain_breach(env, describe_option(best.instance, best.tensor_parallel_size, best.replicas, best.nodes),
+    return explain_breach(req, env,
+                          describe_option(best.instance, best.tensor_parallel_size, best.replicas, best.nodes),
                           best.monthly_node_usd_per_hour * catalog.hours_per_month, breach, least=least)
 
 
@@ -307,7 +324,7 @@ def _explain_nongen(req: Requirements, models: list[ResolvedModel], catalog: Cat
                     o.nodes * o.node_usd_per_hour * catalog.hours_per_month)
 
         least = min(free, key=need)
-        return explain_breach(env, _describe_nongen(best), need(best)[1], breach,  # type: ignore[arg-type]
+        return explain_breach(req, env, _describe_nongen(best), need(best)[1], breach,  # type: ignore[arg-type]
                               least=(need(least)[0], _describe_nongen(least), need(least)[1]))
     candidates = (gpu_instances(req, catalog, managed=managed, limits=limits) if accelerator is Accelerator.NVIDIA_GPU
                   else [] if managed else cpu_instances(req, catalog, limits=limits))

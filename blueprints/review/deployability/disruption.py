@@ -36,7 +36,7 @@ def check_last_replica(ctx: CheckContext) -> list[DeployabilityFinding]:
     if report.is_platform or not report.blueprint.production:
         return []
     bp = report.blueprint
-    if max(1, bp.autoscaling.min_replicas) >= 2:
+    if bp.least_running_replicas >= 2:
         return []
     budgets = [r.inputs for r in report.resources if r.type == PDB]
     pools = [r for r in report.resources if r.type == NODE_POOL]
@@ -46,7 +46,7 @@ def check_last_replica(ctx: CheckContext) -> list[DeployabilityFinding]:
         mine = [b for b in budgets if _selects(b, labels)]
         if not any(keeps_one(b) for b in mine):
             findings.append(DeployabilityFinding("last-replica-eviction", record.urn, (
-                f"{named(record)} is a production service with {max(1, bp.autoscaling.min_replicas)} replica and no "
+                f"{named(record)} is a production service with {bp.least_running_replicas} replica and no "
                 "PodDisruptionBudget keeping it (minAvailable: 1): every node expiry, drift, consolidation or drain "
                 "evicts it and the service is down for a cold start; add one (or plan two replicas)")))
         for pool in pools:

@@ -194,6 +194,8 @@ def plan_summary(report: PreviewReport) -> list[list[str]]:
     where = (f"{c.owned_nodes} owned {c.cpu_arch.value} edge node(s) of {c.vcpus_per_node} vCPU / "
              f"{c.memory_gib_per_node:g} GiB" if c.owned_nodes else c.instance_type)
     scaling = (f"fixed at {bp.autoscaling.min_replicas} replica(s) (no autoscaler)" if bp.autoscaling.metric == "fixed"
+               else f"{bp.autoscaling.min_replicas}-{bp.autoscaling.max_replicas} on the batch's schedule "
+               f"({bp.batch.schedule()})" if bp.batch is not None
                else f"{bp.autoscaling.min_replicas}-{bp.autoscaling.max_replicas} on `{bp.autoscaling.metric}`")
     rows = [["compute", f"{c.replicas} replica(s) on {where}"
              + (f", {c.gpus_per_replica} GPU(s) per replica" if c.gpus_per_replica else "")],
