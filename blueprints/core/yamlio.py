@@ -242,9 +242,11 @@ def _check_size(text: str) -> None:
 #: config and requirements file of the project many times over (once per requirements file it plans), and the
 #: bounds checks and the unique-key loader cost ~25x a copy of what they build. Keyed on the text itself, an edited
 #: document is parsed again; only documents that parse are kept; each caller gets its own copy (callers may change
-#: what they read). Bounded: cleared at `_PARSED_KEPT` entries.
+#: what they read). Bounded: documents up to `_PARSED_MAX_CHARS` characters (stack configs are ~15 kB), cleared at
+#: `_PARSED_KEPT` entries.
 _parsed: dict[str, Any] = {}
 _PARSED_KEPT = 512
+_PARSED_MAX_CHARS = 200_000
 
 
 def load_yaml(text: str) -> Any:
@@ -255,6 +257,8 @@ def load_yaml(text: str) -> Any:
         yaml.YAMLError: malformed input (with `problem_mark`), a key repeated within one mapping, or a document out of
             bounds (`BoundsError`, with `problem` naming the field).
     """
+    if len(text) > _PARSED_MAX_CHARS:
+        return _load_yaml(text)
     if text not in _parsed:
         if len(_parsed) >= _PARSED_KEPT:
             _parsed.clear()
