@@ -7,15 +7,20 @@ current calls the same function.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
+import json
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
+from typing import Any
 
+from pydantic import BaseModel
 
 from blueprints.core import defaults
 from blueprints.contracts.blueprint import Blueprint
-from blueprints.catalog import load_catalog
+from blueprints.catalog import Catalog, load_catalog
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.core.errors import BlueprintError, RequirementsError
 from blueprints.requirements.platform_file import PLATFORM_FILE, load_platform_requirements
@@ -114,8 +119,6 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
         RequirementsError: `path` is outside `requirements_dir` (rule requirements-in-folder), or invalid.
         BlueprintError: invalid input anywhere it depends on; the message names the file, the field and the fix.
     """
-    from blueprints.plan.planner import plan
-
     inputs = planning_inputs(path, as_of=as_of, policy_dir=policy_dir, use_policy=use_policy,
                              requirements_dir=requirements_dir, stacks_dir=stacks_dir)
     req, platforms = inputs.requirements, inputs.platforms
@@ -128,11 +131,12 @@ def plan_requirements_file(path: Path, *, as_of: dt.date, environments: list[str
     warnings = [why] if pinned is None and why is not None else []
 
     def planned(pin: Hardware | None) -> list[Blueprint]:
-        return plan(req, load_catalog(), as_of=as_of, environments=environments, guardrails=inputs.guardrails,
-                    platforms=platforms, alerting=inputs.alerting, existing=existing,
-                    switch_threshold_pct=switch_threshold_pct, pinned=pin, pinned_by=why if pin else None,
-                    pinned_rps=chosen_rps(req.choice) if pin and req.choice else None,
-                    calibrations=calibrations if calibrations is not None else project_calibrations(path))
+        return remembered_plan(req, as_of=as_of, environments=environments, guardrails=inputs.guardrails,
+                               platforms=platforms, alerting=inputs.alerting, existing=existing,
+                               switch_threshold_pct=switch_threshold_pct, pinned=pin, pinned_by=why if pin else None,
+                               pinned_rps=chosen_rps(req.choice) if pin and req.choice else None,
+                               calibrations=calibrations if calibrations is not None
+                               else project_calibrations(path))
 
     try:
         try:
@@ -176,6 +180,58 @@ def changed_evidence(choice: Choice, root: Path | None) -> str | None:
                 return (f"{where}.sha256: {result.file} changed since the choice of {choice.decided} was made from "
                         "it; restore it, or choose again from the results as they are")
     return None
+
+
+#: Plans remembered in this process (`remembered_plan`); beyond this many the memo starts again.
+PLANS_REMEMBERED = 64
+_plans: dict[str, tuple[Catalog, list[Blueprint]]] = {}
+
+
+def remembered_plan(req: Requirements, **inputs: Any) -> list[Blueprint]:
+    """`blueprints.plan.planner.plan(req, load_catalog(), **inputs)`, remembered in this process by the content of
+    everything it reads: the requirements and every input as JSON (the catalog, the code and the package data are
+    the process's own). A `blueprint plan --check` re-plans every requirements file of the project and a
+    `blueprint preview` its stack's, over stack configs that each check reads afresh; inputs unchanged since an
+    earlier plan in the process give that plan again (as copies: a caller may change what it gets) instead of
+    planning it anew. The planner is pure (it reads no file, clock or environment: tests/test_planner_purity.py), so
+    the same inputs plan the same blueprints. A refusal is not remembered.
+
+    Raises:
+        BlueprintError: as `plan`.
+    """
+    from blueprints.plan.planner import plan
+
+    catalog = load_catalog()
+    key = hashlib.sha256(json.dumps([req, inputs], default=_as_json, sort_keys=True).encode()).hexdigest()
+    found = _plans.get(key)
+    if found is None or found[0] is not catalog:
+        found = (catalog, plan(req, catalog, **inputs))
+        if len(_plans) >= PLANS_REMEMBERED:
+            _plans.clear()
+        _plans[key] = found
+    return [bp.model_copy(deep=True) for bp in found[1]]
+
+
+def forget_plans() -> None:
+    """Forget the plans `remembered_plan` holds (the next plan of any inputs runs the planner)."""
+    _plans.clear()
+
+
+def _as_json(value: Any) -> Any:
+    """A planning input JSON cannot write itself, as JSON tagged with its type: pydantic models (their JSON dump),
+    dataclasses (their fields), enums, dates, sets (sorted)."""
+    if isinstance(value, BaseModel):
+        return {"type": type(value).__qualname__, "fields": value.model_dump(mode="json")}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {"type": type(value).__qualname__,
+                "fields": {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}}
+    if isinstance(value, Enum):
+        return {"type": type(value).__qualname__, "value": value.value}
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    raise TypeError(f"no JSON form for a planning input of type {type(value).__qualname__}")
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ measured vLLM tables, and an instance family the catalog lacks refused where the
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -74,7 +75,7 @@ def test_the_rtx_pro_6000_keeps_its_measured_all_reduce_and_the_l40s_its_scaled_
     only the L40S tables scale the two-GPU all-reduce (tools/step_tables/refresh.py PCIE_GPUS)."""
     tables = ROOT / "blueprints" / "catalog" / "step_tables"
     for engine in ("vllm", "sglang", "tensorrt-llm"):
-        source = {g: yaml.safe_load((tables / engine / f"{g}.json").read_text())["source"]
+        source = {g: json.loads((tables / engine / f"{g}.json").read_text())["source"]
                   for g in ("rtx-pro-6000", "l40s")}
         assert "all-reduce beyond two GPUs scaled" in source["l40s"]
         assert "all-reduce" not in source["rtx-pro-6000"] and "rtx_pro_6000_server" in source["rtx-pro-6000"]

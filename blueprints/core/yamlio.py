@@ -19,6 +19,7 @@ configs), else its pure-Python safe loader. Bounds, each checked before anything
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from typing import Any
@@ -237,14 +238,35 @@ def _check_size(text: str) -> None:
                           "and stack configs are a few kilobytes")
 
 
+#: Documents `load_yaml` has parsed in this process, by their exact text: `blueprint plan --check` reads each stack
+#: config and requirements file of the project many times over (once per requirements file it plans), and the
+#: bounds checks and the unique-key loader cost ~25x a copy of what they build. Keyed on the text itself, an edited
+#: document is parsed again; only documents that parse are kept; each caller gets its own copy (callers may change
+#: what they read). Bounded: documents up to `_PARSED_MAX_CHARS` characters (stack configs are ~15 kB), cleared at
+#: `_PARSED_KEPT` entries.
+_parsed: dict[str, Any] = {}
+_PARSED_KEPT = 512
+_PARSED_MAX_CHARS = 200_000
+
+
 def load_yaml(text: str) -> Any:
     """Parse one YAML document safely, within `MAX_DOCUMENT_BYTES`, `MAX_DEPTH`, `MAX_NUMBER_DIGITS` and
-    `MAX_EXPANDED_NODES`.
+    `MAX_EXPANDED_NODES` (once per text in this process: `_parsed`).
 
     Raises:
         yaml.YAMLError: malformed input (with `problem_mark`), a key repeated within one mapping, or a document out of
             bounds (`BoundsError`, with `problem` naming the field).
     """
+    if len(text) > _PARSED_MAX_CHARS:
+        return _load_yaml(text)
+    if text not in _parsed:
+        if len(_parsed) >= _PARSED_KEPT:
+            _parsed.clear()
+        _parsed[text] = _load_yaml(text)
+    return copy.deepcopy(_parsed[text])
+
+
+def _load_yaml(text: str) -> Any:
     _check_size(text)
     _check_yaml_events(text)
     loader = SafeUniqueKeyLoader(text)
