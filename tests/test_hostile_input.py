@@ -72,7 +72,7 @@ def test_a_quoted_number_or_bracket_string_where_a_number_goes_is_a_type_error_n
     path = project.requirements / "chat-assistant.yaml"
     path.write_text(re.sub(r"peak_requests_per_s: \d+", lambda _: f'peak_requests_per_s: "{quoted}"', path.read_text()))
     _refused(project, ["plan", str(path), "--as-of", "2026-12-01"], "chat-assistant.yaml",
-             "traffic.peak_requests_per_s: expected a number, got a string")
+             "traffic.peak_requests_per_s: expected a number or null, got a string")
 
 
 def test_a_number_of_5000_digits_in_platform_yaml_and_a_stack_config_is_refused(project):
