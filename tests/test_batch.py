@@ -214,6 +214,65 @@ def test_a_batch_service_refuses_what_only_interactive_traffic_has(section, valu
         Requirements.model_validate(data)
 
 
+@pytest.mark.parametrize("given", [{}, {"mean_input_tokens": 2000}, {"mean_output_tokens": 200}])
+def test_tokens_per_day_without_both_mean_lengths_is_refused_not_converted_with_the_defaults(given):
+    """tokens_per_day is converted to requests with the mean lengths: the defaults (512, 256) are no one's figures, so
+    a length left out would plan a volume the team never stated (found by hand-editing: planned silently)."""
+    from blueprints.requirements.service import Requirements
+    from pydantic import ValidationError
+
+    data = _requirements(requests_per_day=None, tokens_per_day=3.3e9)
+    del data["traffic"]["batch"]["requests_per_day"]
+    for field in ("mean_input_tokens", "mean_output_tokens"):
+        data["traffic"].pop(field)
+    data["traffic"].update(given)
+    with pytest.raises(ValidationError) as refused:
+        Requirements.model_validate(data)
+    missing = {"mean_input_tokens", "mean_output_tokens"} - set(given)
+    assert all(f"give {field} (the mean of your documents)" in str(refused.value) for field in missing)
+    data["traffic"].update(mean_input_tokens=2000, mean_output_tokens=200)
+    traffic = Requirements.model_validate(data).traffic
+    assert traffic.batch_requests_per_day == pytest.approx(1.5e6)  # 3.3e9 tokens over 2,200 a request
+
+
+@pytest.mark.parametrize(("window", "deadline", "field", "words"), [
+    # 02:00 Europe/Berlin does not exist on the last Sunday of March: the start never fires that day.
+    ({"start_hour": 2, "length_hours": 4, "timezone": "Europe/Berlin"}, 4, "window.start_hour",
+     "the run's start, 02:00 Europe/Berlin, does not exist on"),
+    # 22:00 + 4.5 h ends at 02:30: that night would have no run.
+    ({"start_hour": 22, "length_hours": 8, "timezone": "Europe/Berlin"}, 4.5, "deadline_hours",
+     "the run's end, 02:30 Europe/Berlin, does not exist on"),
+    ({"start_hour": 2, "length_hours": 4, "timezone": "America/New_York"}, 4, "window.start_hour",
+     "the run's start, 02:00 America/New_York, does not exist on"),
+])
+def test_a_run_starting_or_ending_in_a_daylight_saving_gap_is_refused(tmp_path, window, deadline, field, words):
+    """KEDA's cron scaler (robfig/cron's Next) steps over a wall time the clocks skip, to the next day: found by
+    hand-editing a window start into the skipped hour (planned silently)."""
+    from blueprints.core.errors import RequirementsError
+    from blueprints.requirements.service import Requirements, load_requirements
+
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(_requirements(window=window, deadline_hours=deadline)))
+    with pytest.raises(RequirementsError) as refused:
+        load_requirements(path)
+    text = " ".join(str(refused.value).split())
+    assert f"{path}" in text and f"traffic.batch.{field}: {words}" in text, text
+    assert "time zone without daylight saving time (UTC)" in text, text
+    # The same hours in UTC, and a start the clocks never skip, plan.
+    Requirements.model_validate(_requirements(window={**window, "timezone": "UTC"}, deadline_hours=deadline))
+    Requirements.model_validate(_requirements(window={**window, "start_hour": 3}, deadline_hours=min(deadline, 4)))
+
+
+def test_skipped_on_finds_the_days_the_clocks_skip_and_only_those():
+    import datetime as dt
+    from blueprints.requirements.model import skipped_on
+
+    assert skipped_on("Europe/Berlin", 2 * 60 + 30, today=dt.date(2027, 1, 1)) == dt.date(2027, 3, 28)
+    assert skipped_on("America/New_York", 2 * 60, today=dt.date(2027, 1, 1)) == dt.date(2027, 3, 14)
+    assert skipped_on("Europe/Berlin", 3 * 60, today=dt.date(2027, 1, 1)) is None  # 03:00 exists every day
+    assert skipped_on("UTC", 2 * 60, today=dt.date(2027, 1, 1)) is None
+
+
 # --- the schedule deployed ------------------------------------------------------------------------------------------
 
 SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"

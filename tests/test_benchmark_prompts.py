@@ -132,7 +132,7 @@ GOOD = {"prompt": f"{SENTINEL} fine", "max_tokens": 10}
     ([{"messages": [{"role": "robot", "content": SENTINEL}], "max_tokens": 3}], "line 1: messages[0].role: expected "
                                                                                 "one of system"),
     ([{"messages": [{"role": "user", "content": [{"type": "text", "text": SENTINEL}]}], "max_tokens": 3}],
-     "line 1: messages[0].content: expected a non-empty string (text only)"),
+     "line 1: messages[0].content: expected a non-empty string of Unicode text (text only"),
     ([{"messages": [{"role": "system", "content": SENTINEL}, {"role": "user", "content": "hi"}], "max_tokens": 3}],
      "line 1: messages: 2 message(s) (system, user): vLLM 0.24.0's custom dataset sends one user message per request"),
     ([], "file: no request"),
@@ -155,9 +155,62 @@ def test_sizes_are_bounded_where_the_file_enters(bare_env, tmp_path, monkeypatch
     assert result.exit_code == 2 and "line 4: file: more than 3 requests" in result.stderr
     monkeypatch.setattr(replay, "MAX_PROMPTS_FILE_BYTES", 100)
     result = benchmark(STACK, "--dry-run", "--prompts", _bad(tmp_path, *[GOOD] * 4))
-    assert result.exit_code == 2 and "bytes, more than 100: replay a sample" in result.stderr
+    assert result.exit_code == 2 and "the --prompts file is larger than 100 bytes, far more than any --prompts file " \
+        "needs; replay a sample" in " ".join(result.stderr.split())
     result = benchmark(STACK, "--dry-run", "--prompts", str(tmp_path / "missing.jsonl"))
-    assert result.exit_code == 2 and "missing.jsonl: file: cannot read it" in result.stderr
+    assert result.exit_code == 2 and "missing.jsonl: cannot read --prompts file (No such file" in result.stderr
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    # JSON the project's bounded reader refuses (blueprints.core.yamlio.load_json), not json.loads: no traceback.
+    ('{"prompt": "a", "max_tokens": 1, "x": ' + "[" * 10_000 + "]" * 10_000 + "}",
+     "line 1: line: not JSON (x[0][0][0][0][0]...[0][0][0][0]: mappings and lists nested more than 64 levels deep"),
+    ('{"prompt": "a", "max_tokens": ' + "9" * 5000 + "}", "line 1: line: not JSON (max_tokens: a number of 5,000 "
+                                                         "digits"),
+    ('{"prompt": "", "prompt": "a", "max_tokens": 1}', "line 1: line: not JSON (duplicate key 'prompt'"),
+    # Lone surrogate escapes decode to no Unicode text: refused where the line enters, not when the ConfigMap encodes.
+    ('{"prompt": "a\\ud800", "max_tokens": 1}', "line 1: prompt: expected a non-empty string of Unicode text"),
+    ('{"messages": [{"role": "user", "content": "\\udfff"}], "max_tokens": 1}',
+     "line 1: messages[0].content: expected a non-empty string of Unicode text"),
+])
+def test_json_lines_out_of_bounds_or_not_text_exit_2_naming_the_line_and_field(bare_env, tmp_path, text, where):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(text + "\n")
+    result = benchmark(STACK, "--dry-run", "--prompts", str(path))
+    assert result.exit_code == 2, result.output
+    assert f"BenchmarkError: --prompts {path}: {where}" in " ".join(result.stderr.split())
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "device"])
+def test_a_prompts_path_that_is_no_regular_file_is_refused_without_reading_it(bare_env, tmp_path, kind):
+    """A FIFO would block the read forever and /dev/zero never ends: refused from the stat, as every input file."""
+    import os
+
+    path = tmp_path / "p.jsonl"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    result = benchmark(STACK, "--dry-run", "--prompts", str(path))
+    assert result.exit_code == 2, result.output
+    assert f"{path}: the --prompts file is a {kind if kind != 'fifo' else 'FIFO'}" in result.stderr
+
+
+@pytest.mark.parametrize("raw", [
+    b'\xef\xbb\xbf{"prompt": "a", "max_tokens": 5}\n{"prompt": "b", "max_tokens": 7}\n',  # a BOM (Windows editors)
+    b'{"prompt": "a", "max_tokens": 5}\r\n{"prompt": "b", "max_tokens": 7}\r\n',  # CRLF
+    b'{"prompt": "a", "max_tokens": 5}\r{"prompt": "b", "max_tokens": 7}\r',  # CR only (classic Mac)
+])
+def test_line_ends_and_a_byte_order_mark_are_read_as_text_editors_write_them(tmp_path, raw):
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(raw)
+    replayed = replay.load_prompts(path, max_model_len=8192)
+    assert replayed.lines == 2 and replayed.record.max_tokens_mean == 6
+    assert replayed.record.sha256 == hashlib.sha256(raw).hexdigest()
+    assert [json.loads(line)["prompt"] for line in replayed.custom_jsonl.splitlines()] == ["a", "b"]
 
 
 def test_prompts_beyond_what_a_configmap_holds_are_refused_for_the_job_with_the_fix(bare_env, tmp_path):

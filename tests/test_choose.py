@@ -299,6 +299,10 @@ def test_a_candidate_an_environments_policy_no_longer_allows_reopens_the_choice(
     (lambda c: c["candidate"].update(instance_type="g9.xlarge"), "choice.candidate.instance_type"),
     (lambda c: c["finalists"][1]["results"][0].update(sha256="abc"), "choice.finalists.1.results.0.sha256"),
     (lambda c: c["finalists"][0].update(verdict="chosen"), "choice"),
+    # Dates no clock reached: found by hand-editing (kept silently while the evidence's files held).
+    (lambda c: c.update(decided="2099-01-01"), "choice.decided"),
+    (lambda c: c["finalists"][1]["results"][0].update(date=(TODAY + dt.timedelta(days=1)).isoformat()),
+     "choice.finalists.1.results.0.date"),
 ])
 def test_a_hand_edited_choice_that_breaks_its_model_is_refused_naming_the_field(chosen, tmp_path, edit, field):
     from blueprints.core.errors import RequirementsError
@@ -415,6 +419,7 @@ def test_an_expired_pilot_exits_2(chosen, tmp_path):
 
 @pytest.mark.parametrize("content, words", [
     ("not json", ["not JSON"]), ('{"schema_version": 1, "stack": "x"}', ["date"]),
+    ('{"stack": "x", "stack": "y"}', ["duplicate key 'stack'"]),  # JSON's last-one-wins is not read as meant
 ])
 def test_a_result_that_is_not_a_result_file_exits_2(chosen, tmp_path, content, words):
     _, path, _, results, _ = chosen

@@ -5,7 +5,6 @@ the compliance record, startup budget, autoscaling, SLO targets, predictions, pi
 from __future__ import annotations
 
 import datetime as dt
-import math
 from enum import Enum
 from zoneinfo import ZoneInfo
 from typing import Annotated, Literal, Union
@@ -13,7 +12,9 @@ from pydantic import Field, model_validator
 from blueprints.core import bounds
 from blueprints.catalog import Architecture, Task
 from blueprints.core.errors import FieldProblem, describe_pattern, raise_problems
-from blueprints.requirements.model import DailyShape, ModelFormat, Precision, Quantization, WeeklyShape
+from blueprints.requirements.model import (
+    DailyShape, ModelFormat, Precision, Quantization, WeeklyShape, run_minutes,
+)
 from blueprints.requirements.hosting import Accelerator, Compliance, CpuArch, KubernetesVersion, Platform
 from blueprints.requirements.exposure import Exposure, ExposureScope, ExposureVia
 from blueprints.requirements.overrides import OverridableField
@@ -644,7 +645,7 @@ class KedaCron(ClosedModel):
     def daily(cls, *, start_hour: int, run_hours: float, timezone: str, replicas: int) -> KedaCron | None:
         """The trigger holding `replicas` from `start_hour`:00 for `run_hours` (rounded up to the minute) in
         `timezone`; None when that is the whole day (KEDA refuses equal start and end: always on instead)."""
-        minutes = math.ceil(run_hours * 60 - 1e-9)
+        minutes = run_minutes(run_hours)
         if minutes >= 24 * 60:
             return None
         end = (start_hour * 60 + minutes) % (24 * 60)

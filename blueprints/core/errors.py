@@ -289,17 +289,12 @@ def refuse_non_regular(st: os.stat_result, path: Path, error: type[BlueprintErro
         raise error(f"{path}: the {what} is {kind}, not a regular file; pass the file itself")
 
 
-def read_text_file(path: Path, error: type[BlueprintError], what: str, *, hint: str = "") -> str:
-    """A UTF-8 text file's content, its line ends read as `\\n` (as `Path.read_text` reads them); `error` naming the
-    file when it is missing, a symlink loop, not a regular file (a FIFO, device or socket: refused from `os.stat`,
-    never opened for reading, so nothing blocks), unreadable, larger than `MAX_TEXT_FILE_BYTES` or not UTF-8 text.
-
-    Args:
-        path: the file.
-        error: the `BlueprintError` subclass to raise.
-        what: what the file is, for the message (e.g. "requirements file").
-        hint: appended to the message (e.g. "; run `blueprint plan` first").
-    """
+def read_file_bytes(path: Path, error: type[BlueprintError], what: str, *, max_bytes: int = MAX_TEXT_FILE_BYTES,
+                    hint: str = "", too_large: str = "is it the right file?") -> bytes:
+    """A regular file's bytes, at most `max_bytes`; `error` naming the file when it is missing, a symlink loop, not a
+    regular file (a FIFO, device or socket: refused from `os.stat`, never opened for reading, so nothing blocks),
+    unreadable or larger than `max_bytes` (read no further: /dev/zero behind a symlink is refused, not read whole;
+    `too_large` is that message's fix)."""
     try:
         refuse_non_regular(os.stat(path), path, error, what)
         # O_NONBLOCK: a FIFO swapped in after the stat opens at once (and is refused by its fstat) instead of waiting
@@ -307,12 +302,27 @@ def read_text_file(path: Path, error: type[BlueprintError], what: str, *, hint: 
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as file:
             refuse_non_regular(os.fstat(file.fileno()), path, error, what)
-            data = file.read(MAX_TEXT_FILE_BYTES + 1)
+            data = file.read(max_bytes + 1)
     except OSError as exc:
         raise error(f"{path}: cannot read {what} ({exc.strerror}){hint}") from None
-    if len(data) > MAX_TEXT_FILE_BYTES:
-        raise error(f"{path}: the {what} is larger than {MAX_TEXT_FILE_BYTES // 1024 // 1024} MiB, far more than any "
-                    f"{what} needs; is it the right file?{hint}")
+    if len(data) > max_bytes:
+        bound = f"{max_bytes // 2**20} MiB" if max_bytes % 2**20 == 0 else f"{max_bytes:,} bytes"
+        raise error(f"{path}: the {what} is larger than {bound}, far more than any {what} needs; {too_large}{hint}")
+    return data
+
+
+def read_text_file(path: Path, error: type[BlueprintError], what: str, *, hint: str = "") -> str:
+    """A UTF-8 text file's content, its line ends read as `\\n` (as `Path.read_text` reads them); `error` naming the
+    file as `read_file_bytes` does (missing, not a regular file, unreadable, larger than `MAX_TEXT_FILE_BYTES`) or
+    when it is not UTF-8 text.
+
+    Args:
+        path: the file.
+        error: the `BlueprintError` subclass to raise.
+        what: what the file is, for the message (e.g. "requirements file").
+        hint: appended to the message (e.g. "; run `blueprint plan` first").
+    """
+    data = read_file_bytes(path, error, what, hint=hint)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -10,7 +10,7 @@ configs), else its pure-Python safe loader. Bounds, each checked before anything
   refused naming the field, from the parser's event stream (YAML: the parser keeps its own stack, nothing recurses)
   or a token scan (JSON) before any value is built: Python refuses to convert an integer of more than 4,300 digits
   (`sys.get_int_max_str_digits`) and recursion overflows long before 200,000 nested lists;
-- a key given twice in one mapping is an error, not "the last one wins";
+- a key given twice in one mapping (YAML) or object (JSON) is an error, not "the last one wins";
 - a YAML document whose aliases expand it beyond `MAX_EXPANDED_NODES` nodes or `MAX_DEPTH` levels (an "alias bomb":
   a few hundred bytes that reference anchors of anchors) is refused after composing, before anything is built or
   validated, as is a recursive alias. Requirements files and stack configs are a few kilobytes and nest about ten
@@ -290,11 +290,21 @@ def load_json(text: str) -> Any:
     anything is built.
 
     Raises:
-        json.JSONDecodeError: malformed input, or out of bounds (`JsonBoundsError`, its `msg` naming the field).
+        json.JSONDecodeError: malformed input, a key repeated within one object (JSON's "last one wins" is not read
+            as meant), or out of bounds (`JsonBoundsError`, its `msg` naming the field).
     """
     try:
         _check_size(text)
         _check_json_tokens(text)
     except BoundsError as exc:
         raise JsonBoundsError(exc.problem, text, exc.pos) from None
-    return json.loads(text)
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict:
+        seen: dict = {}
+        for key, value in pairs:
+            if key in seen:
+                raise json.JSONDecodeError(f"duplicate key {key!r}", text, 0)
+            seen[key] = value
+        return seen
+
+    return json.loads(text, object_pairs_hook=unique)

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from blueprints.contracts.benchmark_result import PromptsRecord
-from blueprints.core.errors import BenchmarkError
+from blueprints.core.errors import BenchmarkError, read_file_bytes
+from blueprints.core.yamlio import load_json
 
 #: Largest prompts file read, bytes (the Kubernetes Job further caps what it mounts: `CONFIGMAP_MAX_BYTES`).
 MAX_PROMPTS_FILE_BYTES = 64 * 1024 * 1024
@@ -95,6 +96,18 @@ def _stats(values: list[int]) -> tuple[float, float, float]:
     return round(sum(values) / len(values), 1), _percentile(values, 50), _percentile(values, 95)
 
 
+def _is_text(value: object) -> bool:
+    """A non-blank string the client can send: JSON's `\\ud800` escapes decode to lone surrogates, which are not
+    Unicode text and cannot be encoded as UTF-8 (the ConfigMap, the request body)."""
+    if not isinstance(value, str) or not value.strip():
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _prompt_of(path: Path, n: int, data: dict, *, approximate: bool, chat: bool) -> tuple[str, bool]:
     """The line's prompt text and whether its messages were joined into one (`approximate`)."""
     if ("prompt" in data) == ("messages" in data):
@@ -102,8 +115,9 @@ def _prompt_of(path: Path, n: int, data: dict, *, approximate: bool, chat: bool)
                     "messages)")
     if "prompt" in data:
         prompt = data["prompt"]
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise _fail(path, n, "prompt", "expected a non-empty string")
+        if not _is_text(prompt):
+            raise _fail(path, n, "prompt", "expected a non-empty string of Unicode text (no lone surrogate escapes "
+                        "such as \\ud800)")
         return prompt, False
     messages = data["messages"]
     if not chat:
@@ -116,8 +130,9 @@ def _prompt_of(path: Path, n: int, data: dict, *, approximate: bool, chat: bool)
             raise _fail(path, n, f"messages[{i}]", "expected an object with `role` and `content` only")
         if message["role"] not in ROLES:
             raise _fail(path, n, f"messages[{i}].role", f"expected one of {', '.join(ROLES)}")
-        if not isinstance(message["content"], str) or not message["content"].strip():
-            raise _fail(path, n, f"messages[{i}].content", "expected a non-empty string (text only)")
+        if not _is_text(message["content"]):
+            raise _fail(path, n, f"messages[{i}].content", "expected a non-empty string of Unicode text (text only, "
+                        "no lone surrogate escapes such as \\ud800)")
     if len(messages) == 1 and messages[0]["role"] == "user":
         return messages[0]["content"], False
     if not approximate:
@@ -139,25 +154,22 @@ def load_prompts(path: Path, *, max_model_len: int, approximate: bool = False, c
             completions API, where a `messages` line is refused.
 
     Raises:
-        BenchmarkError: the file is missing, larger than `MAX_PROMPTS_FILE_BYTES`, has more than `MAX_PROMPT_LINES`
-            lines or none, or a line is too long, not a JSON object, or misses or mistypes a field (the message
+        BenchmarkError: the file is missing, not a regular file (a FIFO or device is never read), larger than
+            `MAX_PROMPTS_FILE_BYTES`, has more than `MAX_PROMPT_LINES` lines or none, or a line is too long, not a
+            JSON object (or one nested too deep, with a number of too many digits or a key given twice:
+            `blueprints.core.yamlio.load_json`), or misses or mistypes a field (the message
             names the file, the line number and the field; never the content).
     """
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise _fail(path, None, "file", f"cannot read it ({exc.strerror})") from None
-    if size > MAX_PROMPTS_FILE_BYTES:
-        raise _fail(path, None, "file", f"{size:,} bytes, more than {MAX_PROMPTS_FILE_BYTES:,}: replay a sample")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise _fail(path, None, "file", f"cannot read it ({exc.strerror})") from None
+    raw = read_file_bytes(path, BenchmarkError, "--prompts file", max_bytes=MAX_PROMPTS_FILE_BYTES,
+                          too_large="replay a sample")
+    size = len(raw)
     out: list[str] = []
     prompt_chars: list[int] = []
     max_tokens: list[int] = []
     joined = 0
-    for n, line in enumerate(raw.split(b"\n"), 1):
+    # Line ends as text editors write them (\n, \r\n or \r); a UTF-8 byte order mark before the first line is no
+    # content (Windows editors write one).
+    for n, line in enumerate(raw.removeprefix(b"\xef\xbb\xbf").splitlines(), 1):
         if not line.strip():
             continue
         if len(out) >= MAX_PROMPT_LINES:
@@ -165,7 +177,7 @@ def load_prompts(path: Path, *, max_model_len: int, approximate: bool = False, c
         if len(line) > MAX_LINE_BYTES:
             raise _fail(path, n, "line", f"{len(line):,} bytes, more than {MAX_LINE_BYTES:,}")
         try:
-            data = json.loads(line.decode("utf-8"))
+            data = load_json(line.decode("utf-8"))
         except UnicodeDecodeError:
             raise _fail(path, n, "line", "not UTF-8") from None
         except json.JSONDecodeError as exc:

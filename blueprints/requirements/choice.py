@@ -131,6 +131,17 @@ class Choice(Section):
 
     @model_validator(mode="after")
     def _one_chosen(self) -> Choice:
+        # Dates no clock has reached yet measured nothing: a day's slack for the writer's time zone.
+        latest = dt.datetime.now(dt.timezone.utc).date() + dt.timedelta(days=1)
+        if self.decided > latest:
+            raise FieldProblem("decided", f"decided={self.decided} is in the future: `blueprint choose` writes the day "
+                               "it chose; run it again rather than editing the choice", rule="choice-dates")
+        for i, finalist in enumerate(self.finalists):
+            for j, result in enumerate(finalist.results):
+                if result.date > self.decided:
+                    raise FieldProblem(("finalists", i, "results", j, "date"), f"date={result.date} is after the "
+                                       f"choice (decided={self.decided}): a result measured later is not its evidence; "
+                                       "run `blueprint choose` again with the results", rule="choice-dates")
         chosen = [f for f in self.finalists if f.verdict == "chosen"]
         if len(chosen) != 1 or chosen[0].candidate != self.candidate:
             raise FieldProblem("finalists", "exactly one has verdict `chosen`, and its candidate is `candidate`; "

@@ -5,6 +5,7 @@ served with. Every section is closed: a misspelt key is an error.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from enum import Enum
@@ -153,6 +154,33 @@ def _iana_zone_problem(timezone: str, rule: str) -> FieldProblem | None:
                         "Europe/Berlin or America/New_York", rule=rule)
 
 
+def run_minutes(run_hours: float) -> int:
+    """A daily run's length on a cron schedule, whole minutes (`run_hours` rounded up to the minute); 1440 or more is
+    the whole day (no schedule: always on)."""
+    return math.ceil(run_hours * 60 - 1e-9)
+
+
+#: Days ahead in which a batch's cron times are checked against the time zone's daylight-saving gaps.
+DST_LOOKAHEAD_DAYS = 3 * 366
+
+
+def skipped_on(timezone: str, minute_of_day: int, *, today: dt.date | None = None) -> dt.date | None:
+    """The first day within `DST_LOOKAHEAD_DAYS` of `today` (default: the UTC date now) on which the local time
+    `minute_of_day` (minutes after midnight) does not exist in `timezone` (clocks jump over it for daylight saving
+    time), or None. A wall time that does not exist comes back changed from UTC (PEP 495)."""
+    from zoneinfo import ZoneInfo
+
+    zone, (hour, minute) = ZoneInfo(timezone), divmod(minute_of_day, 60)
+    start = today or dt.datetime.now(dt.timezone.utc).date()
+    for offset in range(DST_LOOKAHEAD_DAYS):
+        day = start + dt.timedelta(days=offset)
+        local = dt.datetime(day.year, day.month, day.day, hour, minute, tzinfo=zone)
+        back = local.astimezone(dt.timezone.utc).astimezone(zone)
+        if (back.hour, back.minute) != (hour, minute):
+            return day
+    return None
+
+
 class BatchWindow(Section):
     """When a daily batch may run: from `start_hour` for `length_hours` (or until `end_hour`), local time in
     `timezone`. The fleet exists only from the window's start until the batch's deadline (a KEDA cron trigger,
@@ -223,8 +251,35 @@ class Batch(Section):
                                          f"window's {self.window.hours} hours: the batch cannot run after its window "
                                          f"closes; lower deadline_hours to <= {self.window.hours} or lengthen the "
                                          "window", rule="batch-deadline-within-window"))
+        else:
+            problems += self._schedule_in_dst_gap()
         raise_problems(problems)
         return self
+
+    def _schedule_in_dst_gap(self) -> list[FieldProblem]:
+        """The run's cron start or end at a local time the window's time zone skips on some day (a daylight-saving
+        gap). KEDA's cron scaler takes the next start and end from robfig/cron, whose `SpecSchedule.Next` steps over
+        a skipped hour to the next day (spec.go, the hour loop's `t.Add(1 * time.Hour)`), and is active while the
+        next end comes before the next start (pkg/scalers/cron_scaler.go L123-151): a skipped start holds the fleet
+        from the previous day's end (a whole extra day), a skipped end leaves that night without a run."""
+        minutes = run_minutes(self.deadline_hours)
+        if minutes >= 24 * 60:  # always on: no schedule
+            return []
+        window = self.window
+        start = window.start_hour * 60  # type: ignore[union-attr]
+        problems = []
+        for what, at in (("start", start), ("end", (start + minutes) % (24 * 60))):
+            day = skipped_on(window.timezone, at)  # type: ignore[union-attr]
+            if day is not None:
+                field = "window.start_hour" if what == "start" else "deadline_hours"
+                problems.append(FieldProblem(field, f"the run's {what}, {at // 60:02d}:{at % 60:02d} "
+                                             f"{window.timezone}, does not exist on {day} (the clocks skip it for "  # type: ignore[union-attr]
+                                             f"daylight saving time): KEDA's cron scaler would "
+                                             f"{'hold the fleet from the day before' if what == 'start' else 'skip that night'}"
+                                             f"; move the {what} out of the skipped hour (another "
+                                             f"{'start_hour' if what == 'start' else 'deadline_hours'}) or use a time "
+                                             "zone without daylight saving time (UTC)", rule="batch-dst-gap"))
+        return problems
 
     def requests(self, *, mean_input_tokens: int, mean_output_tokens: int) -> float:
         """Requests a day: `requests_per_day`, or `tokens_per_day` over the mean request's tokens."""
@@ -313,6 +368,13 @@ class Traffic(Section):
         shaped += ["pattern"] if self.pattern is not TrafficPattern.STEADY else []
         problems = [FieldProblem(f, f"{f} shapes interactive arrivals; a batch runs its queue at full throughput: "
                                  f"remove {f}", rule="batch-or-peak") for f in shaped]
+        if self.batch.tokens_per_day is not None:  # converted with the mean lengths: the defaults are no one's figures
+            problems += [FieldProblem(f, f"batch.tokens_per_day is converted to requests with mean_input_tokens and "
+                                      f"mean_output_tokens; give {f} (the mean of your documents), or give "
+                                      "batch.requests_per_day instead", rule="batch-tokens-need-lengths")
+                         for f in ("mean_input_tokens", "mean_output_tokens") if f not in self.model_fields_set]
+            if problems:
+                return problems
         rate = self.batch_rate_per_s
         if not bounds.MIN_PEAK_REQUESTS_PER_S <= rate <= bounds.MAX_PEAK_REQUESTS_PER_S:
             volume = "requests_per_day" if self.batch.requests_per_day is not None else "tokens_per_day"

@@ -15,6 +15,7 @@ CROSS_FIELD_RULES: dict[str, str] = {
     # The choice (`blueprint choose` writes it)
     "choice-one-chosen": "`choice.finalists` has exactly one finalist of verdict `chosen`, and its candidate is "
                          "`choice.candidate`",
+    "choice-dates": "`choice.decided` is not in the future and no result file of `choice.finalists` is dated after it",
     # The model section
     "model-or-models": "exactly one of `model` (one model) or `models` (several); top-level `traffic` goes with `model`",
     "model-traffic": "`model` needs `traffic` (top level or `model.traffic`); each entry of `models` its own `traffic`",
@@ -71,9 +72,13 @@ CROSS_FIELD_RULES: dict[str, str] = {
                      "batch's work over its deadline is 0.001-100,000 requests/s, and it has no `pattern`, `daily`, "
                      "`weekly` or `sessions`",
     "batch-one-volume": "`traffic.batch` gives exactly one of `requests_per_day` or `tokens_per_day`",
+    "batch-tokens-need-lengths": "`traffic.batch.tokens_per_day` comes with `traffic.mean_input_tokens` and "
+                                 "`mean_output_tokens` given (it is converted to requests with them)",
     "batch-window": "`traffic.batch.window` is given, with exactly one of `length_hours` or `end_hour` (not "
                     "`start_hour`) and an IANA `timezone`",
     "batch-deadline-within-window": "`traffic.batch.deadline_hours` is at most the window's length",
+    "batch-dst-gap": "the batch run's start (`traffic.batch.window.start_hour`) and end (start + `deadline_hours`) "
+                     "are local times that exist every day in the window's `timezone` (not in a daylight-saving gap)",
     "batch-service": "a batch service (`traffic.batch`) serves one text-generation `model`, self-hosted (not "
                      "`operations.preference: managed`), with no `slo` latency or attainment targets and no "
                      "`min_replicas` / `max_replicas`",
