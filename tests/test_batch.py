@@ -273,6 +273,57 @@ def test_skipped_on_finds_the_days_the_clocks_skip_and_only_those():
     assert skipped_on("UTC", 2 * 60, today=dt.date(2027, 1, 1)) is None
 
 
+def test_shortest_run_is_an_hour_short_on_the_night_spanning_the_spring_forward_change_only():
+    import datetime as dt
+    from blueprints.requirements.model import shortest_run
+
+    today = dt.date(2026, 12, 1)
+    # 22:00-04:00 Berlin: the clocks jump 02:00 -> 03:00 on Sunday 2027-03-28, in the run that starts the evening before.
+    assert shortest_run("Europe/Berlin", 22 * 60, 360, today=today) == (5 * 3600, dt.date(2027, 3, 27))
+    assert shortest_run("America/New_York", 23 * 60, 240, today=today) == (3 * 3600, dt.date(2027, 3, 13))
+    # Lord Howe Island moves its clocks by 30 minutes (02:00 -> 02:30 on 2027-10-03).
+    assert shortest_run("Australia/Lord_Howe", 60, 180, today=today) == (2.5 * 3600, dt.date(2027, 10, 3))
+    # A run before the jump, in UTC, or spanning only the fall-back change (an hour longer) is never shorter.
+    assert shortest_run("Europe/Berlin", 22 * 60, 180, today=today) == (3 * 3600, None)
+    assert shortest_run("UTC", 22 * 60, 360, today=today) == (6 * 3600, None)
+    assert shortest_run("Europe/Berlin", 22 * 60, 360, today=dt.date(2027, 4, 1))[1] == dt.date(2028, 3, 25)
+    # A start in the repeated hour (02:30 twice on 2027-10-31) is held from its second occurrence, an end from its
+    # first: the run is never counted longer than its wall-clock minutes.
+    assert shortest_run("Europe/Berlin", 2 * 60 + 30, 240, today=dt.date(2027, 10, 1)) == (4 * 3600, None)
+
+
+def test_a_run_spanning_the_spring_forward_change_is_planned_to_finish_within_that_nights_real_length(overnight):
+    """22:00 Berlin for 6 h: the cron end (04:00) comes after 5 real hours on the run starting 2027-03-27, so the
+    replayed day must end within 5 h, and the rationale names the night and the margin."""
+    b = overnight.batch
+    assert b.deadline_hours == 6 and b.run_hours == 6 and b.keda_cron.end == "0 4 * * *"
+    assert b.completion_hours <= 5
+    [note] = [line for line in overnight.rationale if line.startswith("batch:")]
+    spare = round((5 - b.completion_hours) * 60)
+    assert ("the run starting 2027-03-27 spans the spring-forward change, so its cron end comes after 5 h of real "
+            f"time, not 6 h: the fleet is sized to finish within that shortest run ({spare:,} minutes to spare)") in note
+
+
+def test_a_deadline_that_holds_no_request_on_the_shortest_night_is_refused_naming_it():
+    import datetime as dt
+    from types import SimpleNamespace
+
+    from blueprints.core.errors import RequirementsError
+    from blueprints.plan.batch import _check_deadline
+    from blueprints.requirements.model import Batch
+
+    batch = Batch(requests_per_day=10, deadline_hours=2.5, window={"start_hour": 1, "length_hours": 4,
+                                                                      "timezone": "Europe/Berlin"})
+    deadline_s, night = batch.shortest_run_s(today=dt.date(2026, 12, 1))
+    assert (deadline_s, night) == (5400, dt.date(2027, 3, 28))  # 01:00-03:30 spans 02:00 -> 03:00
+    bp = SimpleNamespace(compute=SimpleNamespace(instance_type="g6e.xlarge"))
+    replay = SimpleNamespace(start_s=1500.0, request_latency_s=4000.0)  # 5,500 s: within 2.5 h, not within 1.5 h
+    with pytest.raises(RequirementsError, match=r"deadline_hours=2.5 \(5,400 s, 1.5 h of real time on the run "
+                       r"starting 2027-03-28 .*raise deadline_hours to >= 2.53"):
+        _check_deadline(batch, bp, replay, deadline_s=deadline_s, night=night)
+    assert _check_deadline(batch, bp, replay, deadline_s=9000, night=None) == 9000 - 5500
+
+
 # --- the schedule deployed ------------------------------------------------------------------------------------------
 
 SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"

@@ -426,3 +426,65 @@ def test_a_result_that_is_not_a_result_file_exits_2(chosen, tmp_path, content, w
     bad = tmp_path / "bad.json"
     bad.write_text(content)
     _refused(_choose(path, results[1], bad), str(bad), *words)
+
+
+# Hand-edited choices, checked where the requirements load (no plan, no pilot: a requirements load suffices).
+
+def _hand_written_choice() -> dict:
+    """A `choice:` block of the shape `blueprint choose` writes, for chat-assistant (environments dev and prod)."""
+    candidate = {"archetype": "vllm-gpu", "engine": "vllm", "instance_type": "g6e.xlarge", "tensor_parallel_size": 1,
+                 "kv_cache_dtype": "auto", "precision": "bf16"}
+    other = {**candidate, "instance_type": "g6e.12xlarge", "tensor_parallel_size": 4}
+    day = (TODAY - dt.timedelta(days=2)).isoformat()
+
+    def finalist(k, cand, verdict):
+        return {"stack": f"chat-assistant-pilot-{k}", "candidate": cand, "verdict": verdict, "failed_pct": 0.0,
+                "results": [{"file": f"benchmarks/results/chat-assistant-pilot-{k}/{day}.json",
+                             "sha256": hashlib.sha256(str(k).encode()).hexdigest(), "date": day}]}
+
+    return {"decided": TODAY.isoformat(), "environment": "prod", "candidate": candidate,
+            "basis": {"model": "llama-3.1-8b", "mean_input_tokens": 1200, "mean_output_tokens": 300,
+                      "ttft_p95_ms": 1500, "itl_p95_ms": 50},
+            "finalists": [finalist(1, candidate, "chosen"), finalist(2, other, "meets-slo")]}
+
+
+def _with_choice(tmp_path, edit) -> tuple:
+    data = yaml.safe_load((ROOT / "stacks" / "requirements" / "chat-assistant.yaml").read_text())
+    data["choice"] = _hand_written_choice()
+    edit(data["choice"])
+    path = tmp_path / "chat-assistant.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path, runner.invoke(app, ["plan", str(path), "--as-of", PLAN_DATE.isoformat()])
+
+
+def test_a_hand_written_choice_of_the_right_shape_loads(tmp_path):
+    path, _ = _with_choice(tmp_path, lambda c: None)
+    assert load_requirements(path).choice.candidate.instance_type == "g6e.xlarge"
+
+
+@pytest.mark.parametrize("edit, field, words", [
+    # Cross-field: an environment the file does not have sized nothing the plan knows.
+    (lambda c: c.update(environment="production"), "choice.environment",
+     ["'production' is not an environment of this file (dev, prod)", "run `blueprint choose` again"]),
+    # Cross-field against the catalog: g6e.xlarge has 1 GPU, g6e.12xlarge 4.
+    (lambda c: c["candidate"].update(tensor_parallel_size=2), "choice.candidate.tensor_parallel_size",
+     ["tensor_parallel_size=2 is more than the 1 GPU(s) of g6e.xlarge", "tensor_parallel_size <= 1"]),
+    (lambda c: c["finalists"][1]["candidate"].update(tensor_parallel_size=8),
+     "choice.finalists[1].candidate.tensor_parallel_size", ["8 is more than the 4 GPU(s) of g6e.12xlarge"]),
+    # A missing field says what to add and what it holds (its description), not pydantic's "Field required".
+    (lambda c: c["finalists"][0]["results"][0].pop("sha256"), "choice.finalists[0].results[0].sha256",
+     ["missing: add `choice.finalists[0].results[0].sha256` (the result file's SHA-256 when chosen, 64 lowercase "
+      "hex digits, as `blueprint choose` writes it)"]),
+    (lambda c: c.pop("basis"), "choice.basis", ["missing: add `choice.basis` (what the evidence was measured on"]),
+    # A pattern says what is expected in words, not a regular expression.
+    (lambda c: c["finalists"][0]["results"][0].update(file="../elsewhere/r.json"),
+     "choice.finalists[0].results[0].file", ["should be a project-relative path such as "
+                                             "benchmarks/results/<stack>/<date>.json", "no .., not absolute"]),
+])
+def test_a_hand_edited_choice_exits_2_naming_the_field_and_the_fix(tmp_path, edit, field, words):
+    path, result = _with_choice(tmp_path, edit)
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert str(path) in result.output and f"{field}:" in text
+    assert all(w in text for w in words), text
+    assert "Field required" not in text and "should match" not in text and "Traceback" not in text

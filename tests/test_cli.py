@@ -82,7 +82,7 @@ def test_plan_one_environment_as_json(project):
     (lambda d: d["traffic"].update(peak_requests_per_s=-2), "traffic.peak_requests_per_s: Input should be greater than or equal to 0.001"),
     (lambda d: d["model"].update(id="llama-3.1-8"), "unknown model id 'llama-3.1-8'; did you mean llama-3.1-8b"),
     (lambda d: d["slo"].update(itl_p95_ms="fast"), "slo.itl_p95_ms"),
-    (lambda d: d.pop("owner"), "owner: Field required"),
+    (lambda d: d.pop("owner"), "owner: missing: add `owner` (owning team, tagged on every resource"),
 ])
 def test_bad_requirements_exit_2_with_message_and_write_nothing(project, mutate, message):
     data = example_data()

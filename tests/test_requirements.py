@@ -67,7 +67,8 @@ def test_negative_traffic_is_rejected(tmp_path):
 def test_missing_required_section_is_named(tmp_path):
     data = example_data()
     del data["environments"]
-    with pytest.raises(RequirementsError, match=r"environments: Field required"):
+    with pytest.raises(RequirementsError, match=r"environments: missing: add `environments` \(environment name -> "
+                       r"settings\)"):
         load_requirements(write(tmp_path, data))
 
 

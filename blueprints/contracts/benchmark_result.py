@@ -416,4 +416,5 @@ def load_result(path: Path) -> BenchmarkResultFile:
     try:
         return BenchmarkResultFile.model_validate(data)
     except ValidationError as exc:
-        raise BenchmarkError(format_validation_error(exc, source=path, data=data)) from None
+        raise BenchmarkError(format_validation_error(exc, source=path, data=data,
+                                                     model=BenchmarkResultFile)) from None

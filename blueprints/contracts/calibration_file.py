@@ -248,7 +248,7 @@ def parse_calibration(text: str, *, source: str) -> CalibrationFile:
     try:
         return CalibrationFile.model_validate(data)
     except ValidationError as exc:
-        raise CalibrationError(format_validation_error(exc, source=source, data=data)
+        raise CalibrationError(format_validation_error(exc, source=source, data=data, model=CalibrationFile)
                                + "\n(rewrite it with `blueprint calibrate`, or delete it)") from None
 
 

@@ -100,7 +100,8 @@ def plan_record_of(config: dict, *, source: str) -> PlanRecord | None:
     try:
         return PlanRecord.model_validate(value)
     except ValidationError as exc:
-        raise StackConfigError(format_validation_error(exc, source=source, prefix=PLAN_KEY, data=value)) from None
+        raise StackConfigError(format_validation_error(exc, source=source, prefix=PLAN_KEY, data=value,
+                                                       model=PlanRecord)) from None
 
 
 #: The keys whose values `blueprint plan` writes (everything else in a stack config is kept as it is).
@@ -476,7 +477,8 @@ def platform_from_config(value: object, *, source: str) -> PlatformConfig:
     try:
         return PlatformConfig.model_validate(value)
     except ValidationError as exc:
-        raise StackConfigError(format_validation_error(exc, source=source, prefix=PLATFORM_KEY, data=value)) from None
+        raise StackConfigError(format_validation_error(exc, source=source, prefix=PLATFORM_KEY, data=value,
+                                                       model=PlatformConfig)) from None
 
 
 def blueprint_from_config(value: object, *, source: str) -> Blueprint:
@@ -487,7 +489,8 @@ def blueprint_from_config(value: object, *, source: str) -> Blueprint:
     try:
         return Blueprint.model_validate(value)
     except ValidationError as exc:
-        raise StackConfigError(format_validation_error(exc, source=source, prefix=BLUEPRINT_KEY, data=value)) from None
+        raise StackConfigError(format_validation_error(exc, source=source, prefix=BLUEPRINT_KEY, data=value,
+                                                       model=Blueprint)) from None
 
 
 def platform_stack_override_problem(value: str, bp: Blueprint) -> str | None:

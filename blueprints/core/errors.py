@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import stat
+import typing
 from dataclasses import dataclass
 
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from blueprints.core import bounds
 
@@ -214,10 +215,49 @@ def field_path(loc: tuple[str | int, ...], data: object = None) -> str:
     return out
 
 
-def problem_lines(exc: ValidationError, *, data: object = None, prefix: str = "") -> list[tuple[str, str, str | None]]:
+def _models_in(annotation: object) -> list[type[BaseModel]]:
+    """The pydantic models an annotation holds: itself, or inside `X | None`, `list[X]`, `dict[str, X]`, `Annotated`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+
+
+def field_description(model: type[BaseModel] | None, loc: tuple[str | int, ...]) -> str | None:
+    """The `description` of the field at pydantic error location `loc` below `model`, or None (no model given, no
+    such field, no description). List indices, mapping keys (`environments.<name>`) and union tags are stepped over:
+    a name no candidate model has as a field is taken for one of those, so the last field named is the one described
+    (a list's own description for one of its entries); a section without a description is described by its model's
+    docstring's first line."""
+    candidates = [model] if model is not None else []
+    info = None
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        owner = next((m for m in candidates if part in m.model_fields), None)
+        if owner is None:  # a mapping key, a union tag or a validator marker
+            continue
+        info = owner.model_fields[part]
+        candidates = _models_in(info.annotation)
+    if info is None:
+        return None
+    if info.description or len(candidates) != 1 or not candidates[0].__doc__:
+        return info.description
+    line = candidates[0].__doc__.strip().split("\n")[0].rstrip(".")  # a section's own docstring says what it is
+    return line[:1].lower() + line[1:] if line[1:2].islower() else line
+
+
+def _missing(where: str, description: str | None) -> str:
+    """A required field's message: what to add, and what it holds when the model says."""
+    return f"missing: add `{where}`" + (f" ({description})" if description else "")
+
+
+def problem_lines(exc: ValidationError, *, data: object = None, prefix: str = "",
+                  model: type[BaseModel] | None = None) -> list[tuple[str, str, str | None]]:
     """Each problem of a pydantic `ValidationError` as (field path, message, cross-field rule or None).
 
-    A validator's `FieldProblem`s land on their own fields; a plain `ValueError` on the validated section.
+    A validator's `FieldProblem`s land on their own fields; a plain `ValueError` on the validated section. With
+    `model` (the validated model), a missing field's message says what the field holds and a string that does not
+    match a pattern no module described (`describe_pattern`) says what the field is, both from its `description`.
     """
     out = []
     for err in exc.errors(include_url=False):
@@ -232,11 +272,17 @@ def problem_lines(exc: ValidationError, *, data: object = None, prefix: str = ""
                             problem.rule))
             continue
         msg = err["msg"].removeprefix("Value error, ")
+        where = ".".join(p for p in (prefix, field_path(loc, data)) if p) or "(top level)"
+        if err["type"] == "missing":
+            msg = _missing(where, field_description(model, loc))
         if err["type"] == "extra_forbidden":
             msg = "unknown field; check the spelling against `blueprint schema`"
         if err["type"] == "string_pattern_mismatch":
             pattern = str((err.get("ctx") or {}).get("pattern", ""))
-            msg = f"should be {PATTERNS[pattern]}" if pattern in PATTERNS else f"should match {excerpt(pattern)}"
+            described = field_description(model, loc)
+            msg = (f"should be {PATTERNS[pattern]}" if pattern in PATTERNS else
+                   f"should be {described} (the pattern {excerpt(pattern)})" if described else
+                   f"should match {excerpt(pattern)}")
         got = err.get("input")
         if err["type"] not in ("missing", "extra_forbidden") and not isinstance(got, dict):
             msg += f" (got {excerpt(got)})"
@@ -248,12 +294,12 @@ def problem_lines(exc: ValidationError, *, data: object = None, prefix: str = ""
         elif isinstance(got, (int, float)) and err["type"] == "string_type":
             msg += ("; YAML reads an unquoted number as a number (1.30 becomes 1.3): quote the value as written, "
                     'e.g. "1.30"')
-        where = field_path(loc, data)
-        out.append((".".join(p for p in (prefix, where) if p) or "(top level)", clip(msg), None))
+        out.append((where, clip(msg), None))
     return out
 
 
-def format_validation_error(exc: ValidationError, *, source: Path | str, prefix: str = "", data: object = None) -> str:
+def format_validation_error(exc: ValidationError, *, source: Path | str, prefix: str = "", data: object = None,
+                            model: type[BaseModel] | None = None) -> str:
     """Render a pydantic `ValidationError` as one line per problem: `file: field.path: message (got value)`.
 
     Args:
@@ -261,11 +307,13 @@ def format_validation_error(exc: ValidationError, *, source: Path | str, prefix:
         source: the file (or config key) the data came from, named in every line.
         prefix: a dotted path prepended to each field path (e.g. `servingblueprints:blueprint`).
         data: the validated input: list entries are then named by index and name (`models[1] (reranker)`).
+        model: the validated model: a missing field, or a string of a pattern no module described, is then explained
+            by the field's `description` (`problem_lines`).
 
     Returns:
         A multi-line message, one problem per line (at most `MAX_PROBLEMS_LISTED`), ready to print.
     """
-    problems = problem_lines(exc, data=data, prefix=prefix)
+    problems = problem_lines(exc, data=data, prefix=prefix, model=model)
     lines = [f"{source}: {len(problems)} problem(s)"]
     lines += [f"  {where}: {msg}" for where, msg, _ in problems[:MAX_PROBLEMS_LISTED]]
     if len(problems) > MAX_PROBLEMS_LISTED:

@@ -333,7 +333,7 @@ def _raw(path: Path, shown: str, data: Any, bp: Blueprint, workload: ClientWorkl
     try:
         run = VllmBenchRun.model_validate(data)
     except ValidationError as exc:
-        raise CalibrationError(format_validation_error(exc, source=path, data=data)
+        raise CalibrationError(format_validation_error(exc, source=path, data=data, model=VllmBenchRun)
                                + f"\n(expected `vllm bench serve --save-result` JSON of vLLM 0.24.0, or a "
                                "`blueprint benchmark` result file)") from None
     if run.model_id != workload.model:

@@ -20,6 +20,7 @@ asynchronous inference are not planned (docs/how-to/batch.md says why).
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from typing import Callable
 
@@ -62,8 +63,13 @@ def keda_cron(batch: Batch, run_hours: float, replicas: int) -> KedaCron | None:
 
 
 def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requirements, str], Blueprint],
-               finish: Callable[[Blueprint, Callable[[Blueprint], Blueprint]], Blueprint]) -> list[Blueprint]:
+               finish: Callable[[Blueprint, Callable[[Blueprint], Blueprint]], Blueprint],
+               as_of: dt.date) -> list[Blueprint]:
     """Plan each environment of a batch service.
+
+    The replayed day must end by the run's shortest real length (`Batch.shortest_run_s`): the cron end is a local time,
+    so a run spanning the spring-forward change is an hour shorter that night, and a fleet planned on the nominal
+    deadline with less than that hour to spare would miss it once a year. The rationale names that night.
 
     Args:
         req: requirements with `traffic.batch`.
@@ -71,6 +77,7 @@ def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requireme
         size: select, size and price `req` (a steady stream) in one environment (`blueprints.plan.planner._plan_sized`).
         finish: the planner's finishing of a sized blueprint, given this module's batch predictions in place of the
             fleet simulation.
+        as_of: the plan date, from which the nights ahead are searched for the shortest run.
 
     Raises:
         RequirementsError: the deadline is shorter than a replica's start and one request's latency
@@ -79,7 +86,7 @@ def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requireme
     """
     batch, traffic = req.batch, req.model_entries()[0][1]
     assert batch is not None
-    deadline_s = batch.deadline_hours * 3600
+    deadline_s, night = batch.shortest_run_s(today=as_of)
     planned = []
     for env in names:
         requests = traffic.batch_requests_per_day * req.environments[env].traffic_scale  # type: ignore[operator]
@@ -89,14 +96,15 @@ def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requireme
                 bp = size(batch_requirements(req, rate), env)
             except SizingError:
                 if attempt == 0:  # a deadline too short for any replica may be why: say so rather than the fleet
-                    _check_deadline(batch, size(batch_requirements(req, bounds.MIN_PEAK_REQUESTS_PER_S), env))
+                    _check_deadline(batch, size(batch_requirements(req, bounds.MIN_PEAK_REQUESTS_PER_S), env),
+                                    deadline_s=deadline_s, night=night)
                 raise
             if bp.archetype is not Archetype.VLLM_GPU:
                 raise RequirementsError(f"environments.{env}: a batch is planned on vllm-gpu (GPU nodes), not "
                                         f"{bp.archetype.value}; allow nvidia-gpu in hardware.accelerators and plan "
                                         "on the shared platform's or an existing cluster", rule="batch-service")
             replay = replay_batch(bp, requests=requests)
-            spare_s = _check_deadline(batch, bp, replay)
+            spare_s = _check_deadline(batch, bp, replay, deadline_s=deadline_s, night=night)
             if replay.completion_s <= deadline_s:
                 break
             # Late: the work needs (completion - start - latency) of serving at this fleet and has spare_s.
@@ -104,9 +112,9 @@ def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requireme
         else:
             raise SizingError(f"environments.{env}: the batch's replayed day ends {replay.completion_s / 3600:.2f} h "
                               f"after the window's start, beyond traffic.batch.deadline_hours="
-                              f"{batch.deadline_hours:g} after {MAX_PLANS} plans; raise deadline_hours or "
-                              "hardware.allowed_instance_families", rule="feasible-plan")
-        done = finish(bp, lambda sized, r=replay: batch_predictions(sized, batch, r))
+                              f"{batch.deadline_hours:g}{_shorter(deadline_s, night)} after {MAX_PLANS} plans; raise "
+                              "deadline_hours or hardware.allowed_instance_families", rule="feasible-plan")
+        done = finish(bp, lambda sized, r=replay: batch_predictions(sized, batch, r, shortest=(deadline_s, night)))
         budget = req.budget.max_monthly_usd
         if budget is not None and done.batch.monthly_cost_usd > budget:  # type: ignore[union-attr]
             raise SizingError(f"environments.{env}: the batch's run, {done.batch.replicas} replica(s) of "  # type: ignore[union-attr]
@@ -117,28 +125,38 @@ def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requireme
     return planned
 
 
-def _check_deadline(batch: Batch, bp: Blueprint, replay: BatchReplay | None = None) -> float:
+def _shorter(deadline_s: float, night: dt.date | None) -> str:
+    """`, X h of real time on the run starting <night> (the clocks skip ahead)`, or nothing when no night is shorter."""
+    return "" if night is None else (f", {deadline_s / 3600:g} h of real time on the run starting {night} (the "
+                                     "clocks skip ahead for daylight saving time)")
+
+
+def _check_deadline(batch: Batch, bp: Blueprint, replay: BatchReplay | None = None, *, deadline_s: float,
+                    night: dt.date | None) -> float:
     """The seconds the deadline leaves after a replica of `bp` starts and serves one request (`replay`, default
-    `bp`'s own replay of one request).
+    `bp`'s own replay of one request), on the shortest night (`deadline_s`, shorter than `deadline_hours` on `night`).
 
     Raises:
         RequirementsError: none are left (batch-deadline-holds-request), naming the least deadline that holds them.
     """
     replay = replay or replay_batch(bp, requests=1)
-    deadline_s = batch.deadline_hours * 3600
     spare_s = deadline_s - replay.start_s - replay.request_latency_s
     if spare_s <= 0:
+        least = math.ceil((replay.start_s + replay.request_latency_s + batch.deadline_hours * 3600 - deadline_s) / 36)
         raise RequirementsError(
-            f"traffic.batch.deadline_hours={batch.deadline_hours:g} ({deadline_s:,.0f} s) is shorter than a "
-            f"replica's start ({replay.start_s:,.0f} s on {bp.compute.instance_type}) and one request's latency at "
-            f"its batch ({replay.request_latency_s:,.1f} s): raise deadline_hours to >= "
-            f"{math.ceil((replay.start_s + replay.request_latency_s) / 36) / 100:g}", rule="batch-deadline-holds-request")
+            f"traffic.batch.deadline_hours={batch.deadline_hours:g} ({deadline_s:,.0f} s{_shorter(deadline_s, night)}) "
+            f"is shorter than a replica's start ({replay.start_s:,.0f} s on {bp.compute.instance_type}) and one "
+            f"request's latency at its batch ({replay.request_latency_s:,.1f} s): raise deadline_hours to >= "
+            f"{least / 100:g}", rule="batch-deadline-holds-request")
     return spare_s
 
 
-def batch_predictions(bp: Blueprint, batch: Batch, replay: BatchReplay) -> Blueprint:
+def batch_predictions(bp: Blueprint, batch: Batch, replay: BatchReplay, *,
+                      shortest: tuple[float, dt.date | None]) -> Blueprint:
     """`bp` with its batch run (`Blueprint.batch`), the expected monthly cost of running the fleet from the window's
-    start to the deadline only, the unit costs of the day's requests, and the plan's sentence."""
+    start to the deadline only, the unit costs of the day's requests, and the plan's sentence; `shortest`: the run's
+    shortest real length, seconds, and the night it is shorter than the deadline (`Batch.shortest_run_s`), which the
+    sentence names with the margin left that night."""
     catalog = load_catalog()
     p = bp.predictions
     run_hours = batch.deadline_hours
@@ -169,6 +187,11 @@ def batch_predictions(bp: Blueprint, batch: Batch, replay: BatchReplay) -> Bluep
             f"({schedule}) complete the replayed day in {replay.completion_s / 3600:.2f} h of the "
             f"{batch.deadline_hours:g} h deadline (start {replay.start_s:,.0f} s); about ${monthly:,.0f}/month against "
             f"${p.monthly_cost_usd:,.0f}/month for the same fleet all day")
+    shortest_s, night = shortest
+    if night is not None:
+        note += (f"; the run starting {night} spans the spring-forward change, so its cron end comes after "
+                 f"{shortest_s / 3600:g} h of real time, not {batch.deadline_hours:g} h: the fleet is sized to finish "
+                 f"within that shortest run ({(shortest_s - replay.completion_s) / 60:,.0f} minutes to spare)")
     return bp.model_copy(update={"predictions": predictions, "batch": plan, "rationale": [*bp.rationale, note]})
 
 

@@ -229,7 +229,7 @@ def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: 
 
         planned = plan_batch(req, names, size=lambda fixed, env: _plan_sized(fixed, catalog, ctx, [env])[0],
                              finish=lambda bp, predict: _finish_service(req, ctx, [bp], alerting=alerting,
-                                                                        predict=predict)[0])
+                                                                        predict=predict)[0], as_of=ctx.as_of)
     else:
         planned = _plan_service(req, catalog, ctx, names, alerting=alerting)
     return apply_overrides(planned, req, guardrails=limits)

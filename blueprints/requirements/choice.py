@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 
 from blueprints.catalog.engines import EngineName
 from blueprints.core import bounds
-from blueprints.core.errors import FieldProblem
+from blueprints.core.errors import FieldProblem, describe_pattern
 from blueprints.requirements.fields import DNS_1123_LABEL, SHA256_HEX, InstanceTypeName, Section
 from blueprints.requirements.model import Precision
 from blueprints.requirements.reuse import Sessions
@@ -27,7 +27,9 @@ MAX_CHOICE_FINALISTS = 5
 MAX_CHOICE_RESULTS = 10
 #: A project-relative POSIX path: segments of letters, digits and `_.-`, none starting with a dot (no `..`, not
 #: absolute).
-RELATIVE_PATH = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$"
+RELATIVE_PATH = describe_pattern(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$", "a project-relative "
+                                 "path such as benchmarks/results/<stack>/<date>.json: names of letters, digits and "
+                                 "_.- joined by /, none starting with a dot (no .., not absolute, no backslash)")
 #: Largest measured rate, cost or latency a choice records (the result files' own bounds).
 MAX_FIGURE = 1e9
 
@@ -46,6 +48,19 @@ class ChosenCandidate(Section):
     kv_cache_dtype: Literal["auto", "fp8"] | None = Field(default=None, description="vLLM's --kv-cache-dtype; null "
                                                           "on SageMaker")
     precision: Precision = Field(description="the precision the weights were served at")
+
+    @model_validator(mode="after")
+    def _fits_instance(self) -> ChosenCandidate:
+        from blueprints.catalog import load_catalog
+
+        gpus = load_catalog().instance(self.instance_type).gpu_count
+        if self.tensor_parallel_size > gpus:
+            raise FieldProblem("tensor_parallel_size", f"tensor_parallel_size={self.tensor_parallel_size} is more "
+                               f"than the {gpus} GPU(s) of {self.instance_type}: a replica runs on one instance; "
+                               f"the candidate is what `blueprint pilot` planned, so run `blueprint choose` again "
+                               f"rather than editing it (or set tensor_parallel_size <= {gpus})",
+                               rule="choice-candidate-fits")
+        return self
 
     def words(self) -> str:
         """e.g. `vllm-gpu on g6e.xlarge (vllm, tensor_parallel_size=1, KV cache auto, bf16)`."""
@@ -80,7 +95,8 @@ class ResultEvidence(Section):
 
     file: str = Field(max_length=300, pattern=RELATIVE_PATH, description="project-relative path of "
                       "benchmarks/results/<stack>/<date>.json")
-    sha256: str = Field(pattern=SHA256_HEX, description="SHA-256 of the file's bytes when chosen")
+    sha256: str = Field(pattern=SHA256_HEX, description="the result file's SHA-256 when chosen, 64 lowercase hex "
+                        "digits, as `blueprint choose` writes it")
     date: dt.date = Field(description="the benchmark's date (the file's `date`)")
 
 

@@ -181,6 +181,35 @@ def skipped_on(timezone: str, minute_of_day: int, *, today: dt.date | None = Non
     return None
 
 
+def shortest_run(timezone: str, start_minute: int, minutes: int, *,
+                 today: dt.date | None = None) -> tuple[float, dt.date | None]:
+    """The shortest real length of a daily run, seconds, and the first day it starts on (None: no day's run is shorter
+    than `minutes`), over `DST_LOOKAHEAD_DAYS` from `today` (default: the UTC date now).
+
+    The run is held by a cron start and end in `timezone` (KEDA's cron scaler): from the local time `start_minute`
+    (minutes after midnight) for `minutes` minutes of wall-clock time. A run that spans the clocks' spring-forward jump
+    lasts that jump (an hour in most zones) less; one that spans the fall-back change lasts longer. A start or end in
+    a skipped hour is refused before (rule batch-dst-gap); in a repeated hour the start is taken at its second
+    occurrence and the end at its first, the shortest the cron scaler holds: robfig/cron v3.0.1 `SpecSchedule.Next`
+    (spec.go) steps through real time, so after the first occurrence the next is the second, an hour later, and KEDA
+    2.20.2 (pkg/scalers/cron_scaler.go L137-148) is inactive between a start's two occurrences (the next start comes
+    before the next end) and active again between an end's two (the next end comes before the next start)."""
+    from zoneinfo import ZoneInfo
+
+    zone, utc = ZoneInfo(timezone), dt.timezone.utc
+    first = today or dt.datetime.now(utc).date()
+    shortest, night = float(minutes * 60), None
+    for offset in range(DST_LOOKAHEAD_DAYS):
+        day = first + dt.timedelta(days=offset)
+        wall = dt.datetime(day.year, day.month, day.day) + dt.timedelta(minutes=start_minute)
+        start = wall.replace(tzinfo=zone, fold=1).astimezone(utc)
+        end = (wall + dt.timedelta(minutes=minutes)).replace(tzinfo=zone, fold=0).astimezone(utc)
+        seconds = (end - start).total_seconds()
+        if seconds < shortest:
+            shortest, night = seconds, day
+    return shortest, night
+
+
 class BatchWindow(Section):
     """When a daily batch may run: from `start_hour` for `length_hours` (or until `end_hour`), local time in
     `timezone`. The fleet exists only from the window's start until the batch's deadline (a KEDA cron trigger,
@@ -280,6 +309,18 @@ class Batch(Section):
                                              f"{'start_hour' if what == 'start' else 'deadline_hours'}) or use a time "
                                              "zone without daylight saving time (UTC)", rule="batch-dst-gap"))
         return problems
+
+    def shortest_run_s(self, *, today: dt.date | None = None) -> tuple[float, dt.date | None]:
+        """The run's shortest real length, seconds (at most `deadline_hours`), and the first night it is shorter than
+        `deadline_hours` (None: never), over `DST_LOOKAHEAD_DAYS` from `today`: the cron end is a local time, so a run
+        spanning the spring-forward change is an hour shorter that night (`shortest_run`). Always on (a 24 h run): no
+        schedule, `deadline_hours`."""
+        minutes = run_minutes(self.deadline_hours)
+        deadline_s = self.deadline_hours * 3600
+        if minutes >= 24 * 60 or self.window is None:
+            return deadline_s, None
+        seconds, night = shortest_run(self.window.timezone, self.window.start_hour * 60, minutes, today=today)
+        return (seconds, night) if seconds < deadline_s else (deadline_s, None)
 
     def requests(self, *, mean_input_tokens: int, mean_output_tokens: int) -> float:
         """Requests a day: `requests_per_day`, or `tokens_per_day` over the mean request's tokens."""

@@ -15,6 +15,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import Field, field_validator
 
 from blueprints.core import bounds
+from blueprints.core.errors import describe_pattern
 from blueprints.requirements.fields import DNS_1123_LABEL, Section
 
 #: The blueprint settings an override may set, with the JSON type of their value.
@@ -73,6 +74,9 @@ BLUEPRINT_SOURCES: tuple[tuple[str, str], ...] = (
     ("batch", "traffic.batch (the fewest replicas finishing by deadline_hours), hardware"),
 )
 
+#: One line of text: no control characters (no line break, tab or escape), as a rationale line prints it.
+ONE_LINE = describe_pattern(r"^[^\x00-\x1f\x7f]+$", "one line of text, without line breaks, tabs or other control "
+                            "characters")
 #: A batch service's `autoscaling` states its run's schedule (`BatchPlan.scaling`), not the environment's bounds.
 BATCH_SCALING_SOURCE = "traffic.batch (a batch's autoscaling is its run's schedule)"
 
@@ -101,7 +105,7 @@ class Override(Section):
                                     "namespace and images never are)")
     value: float = Field(ge=0, le=bounds.INT32_MAX, description="its value, in the field's unit (a whole number "
                          "for integer settings); checked against the field's own bounds when applied")
-    reason: str = Field(min_length=10, max_length=300, pattern=r"^[^\x00-\x1f\x7f]+$", description="why: shown in "
+    reason: str = Field(min_length=10, max_length=300, pattern=ONE_LINE, description="why: shown in "
                         "the plan's rationale and in the review of the change")
     environments: list[Annotated[str, Field(pattern=DNS_1123_LABEL, max_length=20)]] = Field(
         default_factory=list, max_length=bounds.MAX_ENVIRONMENTS, description="the environments it applies to "

@@ -34,11 +34,19 @@ PLATFORM_FILE = "platform.yaml"
 
 
 #: An IAM role ARN (commercial, China and GovCloud partitions), for access entries.
-IAM_ROLE_ARN = r"^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:role/[A-Za-z0-9_+=,.@/-]+$"
+IAM_ROLE_ARN = describe_pattern(r"^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:role/[A-Za-z0-9_+=,.@/-]+$", "an IAM role "
+                                "ARN such as arn:aws:iam::123456789012:role/platform-admins")
+
+#: An existing VPC's and subnet's ids (EC2: 8 or 17 hex digits after the prefix).
+VPC_ID = describe_pattern(r"^vpc-[0-9a-f]{8,17}$", "a VPC id such as vpc-0abc12345def67890 (vpc- and 8-17 lowercase "
+                          "hex digits)")
+SUBNET_ID = describe_pattern(r"^subnet-[0-9a-f]{8,17}$", "a subnet id such as subnet-0abc12345def67890 (subnet- and "
+                             "8-17 lowercase hex digits)")
 
 
 #: A label for a self-hosted GitHub Actions runner.
-RUNNER_LABEL = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$"
+RUNNER_LABEL = describe_pattern(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$", "a runner label: up to 100 letters, digits "
+                                "and _.-, starting with a letter or digit")
 
 
 #: `kubernetes.io/arch` node label values of each CPU architecture (the Go GOARCH names the kubelet reports).
@@ -47,7 +55,8 @@ NODE_ARCH = {CpuArch.X86_64: "amd64", CpuArch.ARM64: "arm64"}
 
 #: A provider setting's config key, `<provider>:<name>` (`aws:profile`, `kubernetes:context`); the provider's
 #: namespace, never the project's (`servingblueprints:*` keys are the plan's and the program's).
-PROVIDER_SETTING_KEY = r"^[a-z][a-z0-9-]{0,39}:[A-Za-z][A-Za-z0-9_]{0,63}$"
+PROVIDER_SETTING_KEY = describe_pattern(r"^[a-z][a-z0-9-]{0,39}:[A-Za-z][A-Za-z0-9_]{0,63}$", "a provider config "
+                                        "key `<provider>:<name>` such as aws:profile or kubernetes:context")
 #: Provider settings the plan writes itself (`blueprints.contracts.stackconfig.PLANNED_PROVIDER_KEYS`).
 PLANNED_PROVIDER_SETTINGS = ("aws:region",)
 #: Names of provider settings that carry credentials: never declared in plain text in a repository file.
@@ -113,10 +122,10 @@ class ExistingVpc(ClosedModel):
     Private subnets need outbound access (NAT or VPC endpoints).
     """
 
-    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
-    private_subnet_ids: list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]] = Field(
+    vpc_id: str = Field(pattern=VPC_ID, description="the existing VPC's id")
+    private_subnet_ids: list[Annotated[str, Field(pattern=SUBNET_ID)]] = Field(
         min_length=2, max_length=16, description="in >= 2 availability zones")
-    public_subnet_ids: list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]] = Field(
+    public_subnet_ids: list[Annotated[str, Field(pattern=SUBNET_ID)]] = Field(
         default_factory=list, max_length=16, description="for internet-facing load balancers")
     internet_egress: bool = Field(default=True, description="its private subnets reach the internet (a NAT gateway "
                                   "or a proxy route), so nodes pull images from public registries and the runner "
@@ -462,4 +471,5 @@ def load_platform_requirements(path: Path) -> PlatformRequirements:
     try:
         return PlatformRequirements.model_validate(data)
     except ValidationError as exc:
-        raise RequirementsError(format_validation_error(exc, source=path, data=data)) from None
+        raise RequirementsError(format_validation_error(exc, source=path, data=data,
+                                                        model=PlatformRequirements)) from None

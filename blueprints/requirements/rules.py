@@ -15,6 +15,9 @@ CROSS_FIELD_RULES: dict[str, str] = {
     # The choice (`blueprint choose` writes it)
     "choice-one-chosen": "`choice.finalists` has exactly one finalist of verdict `chosen`, and its candidate is "
                          "`choice.candidate`",
+    "choice-environment": "`choice.environment` is one of `environments`",
+    "choice-candidate-fits": "the `tensor_parallel_size` of `choice.candidate` and of each finalist's candidate is "
+                             "at most its instance type's GPU count",
     "choice-dates": "`choice.decided` is not in the future and no result file of `choice.finalists` is dated after it",
     # The model section
     "model-or-models": "exactly one of `model` (one model) or `models` (several); top-level `traffic` goes with `model`",

@@ -87,8 +87,17 @@ class Requirements(Section):
     def _consistent(self) -> Requirements:
         raise_problems(self._model_problems() or [*self._catalog_problems(), *self._environment_problems(),
                                                   *self._cluster_problems(), *self._engine_problems(),
-                                                  *self._batch_problems()])
+                                                  *self._batch_problems(), *self._choice_problems()])
         return self
+
+    def _choice_problems(self) -> list[FieldProblem]:
+        """The `choice` against this file: its environment is one of `environments`."""
+        if self.choice is None or self.choice.environment in self.environments:
+            return []
+        return [FieldProblem(("choice", "environment"), f"{self.choice.environment!r} is not an environment of this "
+                             f"file ({', '.join(self.environments)}): the finalists' fleets were sized at one of "
+                             "its environments' planned peak; run `blueprint choose` again rather than editing the "
+                             "choice", rule="choice-environment")]
 
     @property
     def batch(self) -> Batch | None:
@@ -364,7 +373,7 @@ def load_requirements(path: Path) -> Requirements:
     try:
         return Requirements.model_validate(data)
     except ValidationError as exc:
-        raise RequirementsError(format_validation_error(exc, source=path, data=data)) from None
+        raise RequirementsError(format_validation_error(exc, source=path, data=data, model=Requirements)) from None
 
 
 def requirements_json_schema() -> dict:
