@@ -656,7 +656,10 @@ class KedaCron(ClosedModel):
         """Whether the trigger holds `desired_replicas` at `moment` (timezone-aware): from `start` to `end` in
         `timezone`, across midnight when `end` is earlier. KEDA 2.20.2's cron scaler is active exactly when the next
         `end` comes before the next `start` (pkg/scalers/cron_scaler.go L123-151: the metric is desiredReplicas then,
-        else 0), which for daily schedules is this interval."""
+        else 0), which for daily schedules is this interval, except in a repeated hour (the fall-back change):
+        robfig/cron v3.0.1 `SpecSchedule.Next` walks real time, so once the first occurrence of `start` or `end` has
+        passed the next is its second, and KEDA starts or ends the run at that second occurrence, which this
+        wall-clock judgement does not model (an hour a year; `blueprints.requirements.model.shortest_run`)."""
         local = moment.astimezone(ZoneInfo(self.timezone))
         now = local.hour * 60 + local.minute
         start, end = (int(m) + 60 * int(h) for m, h in (self.start.split()[:2], self.end.split()[:2]))

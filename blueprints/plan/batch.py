@@ -90,7 +90,7 @@ def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requireme
     planned = []
     for env in names:
         requests = traffic.batch_requests_per_day * req.environments[env].traffic_scale  # type: ignore[operator]
-        rate = traffic.batch_rate_per_s
+        rate = traffic.batch_rate_per_s * batch.deadline_hours * 3600 / deadline_s  # the work over the shortest run
         for attempt in range(MAX_PLANS):
             try:
                 bp = size(batch_requirements(req, rate), env)
@@ -191,7 +191,8 @@ def batch_predictions(bp: Blueprint, batch: Batch, replay: BatchReplay, *,
     if night is not None:
         note += (f"; the run starting {night} spans the spring-forward change, so its cron end comes after "
                  f"{shortest_s / 3600:g} h of real time, not {batch.deadline_hours:g} h: the fleet is sized to finish "
-                 f"within that shortest run ({(shortest_s - replay.completion_s) / 60:,.0f} minutes to spare)")
+                 f"within that shortest run ({(shortest_s - replay.completion_s) / 60:,.0f} minutes to spare; a run "
+                 "not spanning the change, from another start_hour or in UTC, is planned on the whole deadline)")
     return bp.model_copy(update={"predictions": predictions, "batch": plan, "rationale": [*bp.rationale, note]})
 
 

@@ -189,11 +189,11 @@ def shortest_run(timezone: str, start_minute: int, minutes: int, *,
     The run is held by a cron start and end in `timezone` (KEDA's cron scaler): from the local time `start_minute`
     (minutes after midnight) for `minutes` minutes of wall-clock time. A run that spans the clocks' spring-forward jump
     lasts that jump (an hour in most zones) less; one that spans the fall-back change lasts longer. A start or end in
-    a skipped hour is refused before (rule batch-dst-gap); in a repeated hour the start is taken at its second
-    occurrence and the end at its first, the shortest the cron scaler holds: robfig/cron v3.0.1 `SpecSchedule.Next`
-    (spec.go) steps through real time, so after the first occurrence the next is the second, an hour later, and KEDA
-    2.20.2 (pkg/scalers/cron_scaler.go L137-148) is inactive between a start's two occurrences (the next start comes
-    before the next end) and active again between an end's two (the next end comes before the next start)."""
+    a skipped hour is refused before (rule batch-dst-gap). In a repeated hour robfig/cron v3.0.1
+    `SpecSchedule.Next` (spec.go: the minute and hour loops add real minutes and hours) gives, once the first
+    occurrence has passed, the second, an hour later, and KEDA 2.20.2 is active while the next end comes before the
+    next start (pkg/scalers/cron_scaler.go L137-148): the run starts at a start's second occurrence (taken so here)
+    and ends at an end's second (taken at its first here: never counted longer than it is)."""
     from zoneinfo import ZoneInfo
 
     zone, utc = ZoneInfo(timezone), dt.timezone.utc
