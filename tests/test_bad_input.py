@@ -266,3 +266,25 @@ def test_a_number_yaml_read_as_text_gets_the_fix_that_yaml_reads_as_a_number(pro
     fails(["plan", str(path)], "traffic.peak_requests_per_s", fix)
     path.write_text(text.replace(f"peak_requests_per_s: {written}", "peak_requests_per_s: 1.0e+30"))
     fails(["plan", str(path)], "traffic.peak_requests_per_s", "100,000 requests/s per model")
+
+
+@pytest.mark.parametrize(("vpc", "words"), [
+    # pydantic's bare "Field required" becomes what to add, with what the field holds (its description).
+    ({"vpc_id": "vpc-0abc12345def67890"}, "platforms.prod-us-east-1.existing_vpc.private_subnet_ids: missing: add "
+     "`platforms.prod-us-east-1.existing_vpc.private_subnet_ids` (the private subnets' ids, in >= 2 availability "
+     "zones)"),
+    # A pattern in words, not the regular expression.
+    ({"vpc_id": "vpc-1", "private_subnet_ids": ["subnet-0abc1234", "subnet-0abc1235"]},
+     "platforms.prod-us-east-1.existing_vpc.vpc_id: should be a VPC id such as vpc-0abc12345def67890 (vpc- and 8-17 "
+     "lowercase hex digits) (got 'vpc-1')"),
+])
+def test_a_bad_platform_yaml_says_what_to_write_not_pydantics_words(tmp_path, monkeypatch, vpc, words):
+    folder = tmp_path / "stacks" / "requirements"
+    folder.mkdir(parents=True)
+    shutil.copy(EXAMPLES / "chat-assistant.yaml", folder / "chat-assistant.yaml")
+    (folder / "platform.yaml").write_text(yaml.safe_dump({"platforms": {"prod-us-east-1": {"existing_vpc": vpc}}}))
+    monkeypatch.chdir(tmp_path)
+    output = fails(["plan", "stacks/requirements/chat-assistant.yaml", "--as-of", "2026-12-01", "--no-policy"],
+                   "platform.yaml")
+    text = " ".join(output.split())
+    assert words in text and "Field required" not in text and "should match" not in text, text

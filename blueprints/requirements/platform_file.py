@@ -124,9 +124,10 @@ class ExistingVpc(ClosedModel):
 
     vpc_id: str = Field(pattern=VPC_ID, description="the existing VPC's id")
     private_subnet_ids: list[Annotated[str, Field(pattern=SUBNET_ID)]] = Field(
-        min_length=2, max_length=16, description="in >= 2 availability zones")
+        min_length=2, max_length=16, description="the private subnets' ids, in >= 2 availability zones")
     public_subnet_ids: list[Annotated[str, Field(pattern=SUBNET_ID)]] = Field(
-        default_factory=list, max_length=16, description="for internet-facing load balancers")
+        default_factory=list, max_length=16, description="the public subnets' ids, for internet-facing load "
+        "balancers")
     internet_egress: bool = Field(default=True, description="its private subnets reach the internet (a NAT gateway "
                                   "or a proxy route), so nodes pull images from public registries and the runner "
                                   "fetches Helm charts; false: only AWS APIs through the VPC endpoints, and only the "
