@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from blueprints.catalog import load_catalog
 from blueprints.catalog.engines import EngineName
 from blueprints.core import bounds
 from blueprints.core.errors import FieldProblem, describe_pattern
@@ -51,8 +52,6 @@ class ChosenCandidate(Section):
 
     @model_validator(mode="after")
     def _fits_instance(self) -> ChosenCandidate:
-        from blueprints.catalog import load_catalog
-
         gpus = load_catalog().instance(self.instance_type).gpu_count
         if self.tensor_parallel_size > gpus:
             raise FieldProblem("tensor_parallel_size", f"tensor_parallel_size={self.tensor_parallel_size} is more "
