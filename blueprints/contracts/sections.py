@@ -704,7 +704,8 @@ class BatchPlan(ClosedModel):
     window_hours: int = Field(ge=1, le=24)
     timezone: str = Field(max_length=64)
     run_hours: float = Field(gt=0, le=24, description="hours a day the fleet runs: from the window's start to the "
-                             "deadline (what the expected monthly cost counts)")
+                             "deadline (what the expected monthly cost counts; on SageMaker the hours its queue is "
+                             "served within, the cost counting `async_inference.instance_hours_per_day`)")
     replicas: int = Field(ge=1, le=bounds.MAX_REPLICAS, description="replicas during the run")
     requests_per_s_per_replica: float = Field(gt=0, le=1e9, description="one replica's throughput with its batch "
                                               "full (a closed loop at max_num_seqs, the queue never empty)")
@@ -713,7 +714,8 @@ class BatchPlan(ClosedModel):
                                      "(p95), s")
     completion_hours: float = Field(ge=0, le=1e4, description="simulated: the day's work done, hours after the "
                                     "window's start")
-    monthly_cost_usd: Usd = Field(description="the fleet's nodes for run_hours a day, plus the stack's fixed items")
+    monthly_cost_usd: Usd = Field(description="the fleet's nodes for run_hours a day (on SageMaker its instances' "
+                                  "hours), plus the stack's fixed items")
     keda_cron: KedaCron | None = Field(default=None, description="the ScaledObject's cron trigger; none when the "
                                        "run lasts the whole day (always on) or on SageMaker")
     async_inference: AsyncInference | None = Field(default=None, description="SageMaker asynchronous inference "
