@@ -412,7 +412,8 @@ def summary(bp) -> str:
             f"  compute   {c.node_type}{f' ({c.owned_nodes} owned)' if c.owned_nodes else ''}{gpus}; "
             f"{c.replicas} replica(s) at peak, "
             + (f"fixed {a.min_replicas}" if a.metric == "fixed" else
-               (f"{a.max_replicas} during the batch run, {a.min_replicas} outside" if bp.batch.keda_cron else
+               (f"{a.max_replicas} during the batch run, {a.min_replicas} outside" if bp.batch.keda_cron
+                or bp.batch.async_inference else
                 f"{a.min_replicas} all day (the batch run)") if bp.batch is not None else
                f"autoscale {a.min_replicas}-{a.max_replicas}")
             + "\n"

@@ -12,7 +12,10 @@
   requests == limits, so 100 % is the whole limit).
 - SageMaker: Application Auto Scaling target tracking on invocations per instance at the plan's target, scale-in
   cooldown from the startup budget; the scalable target is deregistered around an instance-type change
-  (`instance_type_gate`).
+  (`instance_type_gate`). A batch's asynchronous endpoint (`batch.async_inference`) scales from zero on its queue:
+  minimum 0, target tracking on the customized `ApproximateBacklogSizePerInstance` (AWS/SageMaker, EndpointName,
+  Average), and a step policy that a `HasBacklogWithoutCapacity` alarm fires to start the planned instances from
+  zero (awsdocs amazon-sagemaker-developer-guide doc_source/async-inference-autoscale.md).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from blueprints.contracts.blueprint import Blueprint
-from blueprints.contracts.sections import CRON_SCHEDULE, KedaCron
+from blueprints.contracts.sections import BACKLOG_PER_INSTANCE, CRON_SCHEDULE, KedaCron
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.contracts.client_api import api_base_path
 from blueprints.contracts.observability import scaling_signal
@@ -209,24 +212,50 @@ def instance_type_gate(name: str, bp: Blueprint, opts: pulumi.ResourceOptions) -
                            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True)))
 
 
+#: The scale-from-zero alarm of an asynchronous endpoint, as async-inference-autoscale.md sets it: HasBacklogWithoutCapacity
+#: Average >= 1 in 2 of 2 periods of 60 s (what `defaults.SAGEMAKER_ASYNC_SCALE_FROM_ZERO_S` counts).
+BACKLOG_ALARM_PERIOD_S = 60
+BACKLOG_ALARM_PERIODS = 2
+
+
+def backlog_alarm_name(bp: Blueprint) -> str:
+    """`<stack>-backlog-without-capacity`: the scale-from-zero alarm (a row of `blueprints.catalog.signals`)."""
+    return f"{bp.stack}-backlog-without-capacity"
+
+
+def tracking_metric(bp: Blueprint, endpoint_name: pulumi.Input[str]) -> dict:
+    """Target tracking's metric: the predefined invocations per instance of a real-time variant, or an asynchronous
+    endpoint's customized `ApproximateBacklogSizePerInstance` (EndpointName only, Average: it publishes no
+    invocations per instance)."""
+    if bp.autoscaling.metric == BACKLOG_PER_INSTANCE:
+        return {"customized_metric_specification": {
+            "metric_name": BACKLOG_PER_INSTANCE, "namespace": "AWS/SageMaker", "statistic": "Average",
+            "dimensions": [{"name": "EndpointName", "value": endpoint_name}]}}
+    return {"predefined_metric_specification": {"predefined_metric_type": "SageMakerVariantInvocationsPerInstance"}}
+
+
 class EndpointScaler(pulumi.ComponentResource):
-    """Application Auto Scaling for a SageMaker variant: a scalable target and a target-tracking policy."""
+    """Application Auto Scaling for a SageMaker variant: a scalable target and a target-tracking policy; for an
+    asynchronous endpoint also the step policy and alarm that start its planned instances from zero."""
 
     def __init__(self, name: str, args: EndpointScalerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("servingblueprints:index:EndpointScaler", name, None, opts)
         bp = args.blueprint
         gate = [args.instance_type_gate] if args.instance_type_gate is not None else None
         child = pulumi.ResourceOptions(parent=self, replace_with=gate)
+        asynchronous = bp.autoscaling.metric == BACKLOG_PER_INSTANCE
         resource_id = pulumi.Output.concat("endpoint/", args.endpoint_name, f"/variant/{args.variant_name}")
+        # A real-time endpoint keeps one instance; an asynchronous one holds its requests in its queue at zero.
+        low = bp.autoscaling.min_replicas if asynchronous else max(1, bp.autoscaling.min_replicas)
         self.target = aws.appautoscaling.Target(
             f"{name}-target", service_namespace="sagemaker", scalable_dimension="sagemaker:variant:DesiredInstanceCount",
-            resource_id=resource_id, min_capacity=max(1, bp.autoscaling.min_replicas),
-            max_capacity=bp.autoscaling.max_replicas, tags=bp.tags, opts=child)
+            resource_id=resource_id, min_capacity=low, max_capacity=bp.autoscaling.max_replicas, tags=bp.tags,
+            opts=child)
         self.policy = aws.appautoscaling.Policy(
             f"{name}-policy", policy_type="TargetTrackingScaling", service_namespace=self.target.service_namespace,
             scalable_dimension=self.target.scalable_dimension, resource_id=self.target.resource_id,
             target_tracking_scaling_policy_configuration={
-                "predefined_metric_specification": {"predefined_metric_type": "SageMakerVariantInvocationsPerInstance"},
+                **tracking_metric(bp, args.endpoint_name),
                 # The plan's target as planned (`blueprints.catalog.signals.planned_target`): no second rounding here.
                 "target_value": bp.autoscaling.target,
                 # Scale in only after a cold start's worth of quiet; scale out fast.
@@ -234,4 +263,29 @@ class EndpointScaler(pulumi.ComponentResource):
                 "scale_out_cooldown": 60,
             },
             opts=child)
+        if asynchronous:
+            self._from_zero(name, bp, args, child)
         self.register_outputs({"resource_id": resource_id})
+
+    def _from_zero(self, name: str, bp: Blueprint, args: EndpointScalerArgs, child: pulumi.ResourceOptions) -> None:
+        """At zero instances the backlog per instance is undefined, so target tracking cannot start the endpoint: a
+        step policy adds the planned instances at once (the batch's replay starts them together) when the
+        HasBacklogWithoutCapacity alarm fires (1 while requests are queued and no instance runs); its cooldown is a
+        cold start, so it does not fire again while they start."""
+        self.from_zero = aws.appautoscaling.Policy(
+            f"{name}-from-zero", policy_type="StepScaling", service_namespace=self.target.service_namespace,
+            scalable_dimension=self.target.scalable_dimension, resource_id=self.target.resource_id,
+            step_scaling_policy_configuration={
+                "adjustment_type": "ChangeInCapacity", "metric_aggregation_type": "Average",
+                "cooldown": bp.startup.total_s,
+                "step_adjustments": [{"metric_interval_lower_bound": "0",
+                                      "scaling_adjustment": bp.autoscaling.max_replicas}]},
+            opts=child)
+        self.from_zero_alarm = aws.cloudwatch.MetricAlarm(
+            f"{name}-backlog-without-capacity", name=backlog_alarm_name(bp), namespace="AWS/SageMaker",
+            metric_name="HasBacklogWithoutCapacity", dimensions={"EndpointName": args.endpoint_name},
+            statistic="Average", period=BACKLOG_ALARM_PERIOD_S, evaluation_periods=BACKLOG_ALARM_PERIODS,
+            datapoints_to_alarm=BACKLOG_ALARM_PERIODS, threshold=1, comparison_operator="GreaterThanOrEqualToThreshold",
+            treat_missing_data="missing", alarm_actions=[self.from_zero.arn],
+            alarm_description="requests queued and no instance running: start the planned instances", tags=bp.tags,
+            opts=child)

@@ -1,4 +1,5 @@
-"""SageMakerEndpoint: a managed real-time endpoint (Model, EndpointConfiguration, Endpoint) and its execution role.
+"""SageMakerEndpoint: a managed endpoint (Model, EndpointConfiguration, Endpoint) and its execution role: real-time,
+or asynchronous for a batch (`batch.async_inference`: requests and results in the stack's model store).
 
 Timeouts and the volume follow the model's size: SageMaker fails the health check of a large model that is still
 loading, or the download of one that is still copying, when these keep their defaults. The blueprint's engine values
@@ -68,8 +69,41 @@ def model_data_uri(bp: Blueprint, bucket_name: str) -> str:
     return f"s3://{bucket_name}/{MODELS_PREFIX}/{bp.model.name}/"
 
 
-def execution_policy(model_uri: str, *, image: str, region: str, kms_key_arn: str | None, in_vpc: bool) -> str:
-    """Least privilege: read the model's prefix, pull the one image, write the endpoint's logs (and VPC ENIs)."""
+def async_paths(bp: Blueprint, bucket_name: str) -> dict[str, str] | None:
+    """A SageMaker asynchronous batch's S3 locations in the stack's model store (`batch.async_inference
+    .output_prefix`): `input` (where the job that feeds the queue uploads each request's payload, InvokeEndpointAsync's
+    InputLocation), `output` (S3OutputPath) and `failure` (S3FailurePath); None for a real-time endpoint."""
+    a = bp.batch.async_inference if bp.batch is not None else None
+    if a is None:
+        return None
+    base = f"s3://{bucket_name}/{a.output_prefix}"
+    return {"input": f"{base}in/", "output": f"{base}out/", "failure": f"{base}failed/"}
+
+
+def async_inference_config(bp: Blueprint, bucket_name: str, kms_key_arn: str | None) -> dict | None:
+    """The endpoint configuration's `async_inference_config` (pulumi-aws 7.51.1 EndpointConfigurationAsyncInference
+    ConfigArgs: `output_config` {`s3_output_path`, `s3_failure_path`, `kms_key_id`} and `client_config`
+    {`max_concurrent_invocations_per_instance`}; SageMaker API AsyncInferenceConfig, botocore 1.44.8): results and
+    failures under the stack's prefix of its model store, encrypted with the store's key, each instance taking its
+    planned batch at once. None for a real-time endpoint."""
+    paths = async_paths(bp, bucket_name)
+    if paths is None:
+        return None
+    a = bp.batch.async_inference  # type: ignore[union-attr]
+    output = {"s3_output_path": paths["output"], "s3_failure_path": paths["failure"]}
+    if kms_key_arn is not None:
+        output["kms_key_id"] = kms_key_arn
+    return {"output_config": output,
+            "client_config": {"max_concurrent_invocations_per_instance": a.max_concurrent_invocations_per_instance}}
+
+
+def execution_policy(model_uri: str, *, image: str, region: str, kms_key_arn: str | None, in_vpc: bool,
+                     async_io: dict[str, str] | None = None) -> str:
+    """Least privilege: read the model's prefix, pull the one image, write the endpoint's logs (and VPC ENIs); an
+    asynchronous endpoint (`async_io`, `async_paths`) also reads its requests' payloads and writes its results and
+    failures there (the permissions awsdocs amazon-sagemaker-developer-guide
+    doc_source/async-inference-create-endpoint-prerequisites.md lists: s3:GetObject, s3:PutObject,
+    s3:AbortMultipartUpload, narrowed to those prefixes), encrypting them with the store's key."""
     bucket, prefix = split_s3_uri(model_uri)
     statements: list[dict] = [
         {"Sid": "ReadModelData", "Effect": "Allow", "Action": ["s3:GetObject"],
@@ -77,9 +111,19 @@ def execution_policy(model_uri: str, *, image: str, region: str, kms_key_arn: st
         {"Sid": "ListModelData", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [f"arn:aws:s3:::{bucket}"],
          "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}}},
     ]
+    if async_io is not None:
+        objects = {k: "arn:aws:s3:::{}/{}*".format(*split_s3_uri(uri)) for k, uri in async_io.items()}
+        statements += [
+            {"Sid": "ReadAsyncRequests", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [objects["input"]]},
+            {"Sid": "WriteAsyncResults", "Effect": "Allow", "Action": ["s3:AbortMultipartUpload", "s3:PutObject"],
+             "Resource": [objects["output"], objects["failure"]]},
+        ]
     if kms_key_arn:
         statements.append({"Sid": "DecryptModelData", "Effect": "Allow", "Action": ["kms:Decrypt"],
                            "Resource": [kms_key_arn]})
+        if async_io is not None:
+            statements.append({"Sid": "EncryptAsyncResults", "Effect": "Allow", "Action": ["kms:GenerateDataKey"],
+                               "Resource": [kms_key_arn]})
     statements += [
         {"Sid": "EcrAuth", "Effect": "Allow", "Action": ["ecr:GetAuthorizationToken"], "Resource": ["*"]},
         {"Sid": "EcrPull", "Effect": "Allow", "Resource": [ecr_repository_arn(image)],
@@ -229,8 +273,9 @@ class SageMakerEndpoint(pulumi.ComponentResource):
         model_uri = pulumi.Output.from_input(args.bucket_name).apply(lambda bucket: model_data_uri(bp, bucket))
         policy = aws.iam.RolePolicy(
             f"{name}-execution-policy", role=self.execution_role.id,
-            policy=pulumi.Output.all(model_uri, key).apply(lambda parts: execution_policy(
-                parts[0], image=engine.image, region=bp.region, kms_key_arn=parts[1] or None, in_vpc=private)),
+            policy=pulumi.Output.all(model_uri, key, args.bucket_name).apply(lambda parts: execution_policy(
+                parts[0], image=engine.image, region=bp.region, kms_key_arn=parts[1] or None, in_vpc=private,
+                async_io=async_paths(bp, parts[2]))),
             opts=child)
         self.model = aws.sagemaker.Model(
             fit(name, "model", SAGEMAKER_MODEL),
@@ -260,6 +305,9 @@ class SageMakerEndpoint(pulumi.ComponentResource):
                 "volume_size_in_gb": sizing.volume_size_gb,
             }],
             kms_key_arn=storage_kms,
+            async_inference_config=pulumi.Output.all(args.bucket_name, key).apply(
+                lambda parts: async_inference_config(bp, parts[0], parts[1] or None))
+            if bp.batch is not None and bp.batch.async_inference is not None else None,
             tags=bp.tags,
             opts=child)
         # The endpoint is named after the stack so its alarms can name it before it exists (no dependency cycle
@@ -271,6 +319,9 @@ class SageMakerEndpoint(pulumi.ComponentResource):
                                                tags=bp.tags,
                                                opts=pulumi.ResourceOptions(parent=self, depends_on=gate))
         self.endpoint_name = self.endpoint.name
+        # InvokeEndpoint's path, or InvokeEndpointAsync's for an asynchronous endpoint (botocore 1.44.8
+        # sagemaker-runtime 2017-05-13 requestUri `/endpoints/{EndpointName}/async-invocations`).
+        path = "/async-invocations" if bp.batch is not None and bp.batch.async_inference is not None else "/invocations"
         self.invocation_url = pulumi.Output.concat(f"https://runtime.sagemaker.{bp.region}.amazonaws.com/endpoints/",
-                                                   self.endpoint.name, "/invocations")
+                                                   self.endpoint.name, path)
         self.register_outputs({"endpoint_name": self.endpoint_name, "invocation_url": self.invocation_url})

@@ -37,6 +37,28 @@ SSE: Final = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEnc
 SCALED_OBJECT: Final = "kubernetes:keda.sh/v1alpha1:ScaledObject"
 HPAS: Final = ("kubernetes:autoscaling/v2:HorizontalPodAutoscaler", "kubernetes:autoscaling/v1:HorizontalPodAutoscaler")
 SCALABLE_TARGET: Final = "aws:appautoscaling/target:Target"
+ENDPOINT: Final = "aws:sagemaker/endpoint:Endpoint"
+ENDPOINT_CONFIGURATION: Final = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
+
+
+def queues_requests(target: Res, resources: Sequence[Res]) -> bool:
+    """Whether a SageMaker scalable target (`resourceId` `endpoint/<name>/variant/<variant>`) scales an asynchronous
+    endpoint: its endpoint's configuration has an `asyncInferenceConfig`, so requests wait in its queue at zero
+    instances (the HasBacklogWithoutCapacity alarm starts it). The endpoint is found by name; its configuration by
+    name, or, when no configuration states that name (unknown on a first preview, or auto-named), as the stack's only
+    configuration."""
+    rid = target.props.get("resourceId")
+    parts = rid.split("/") if isinstance(rid, str) else []
+    endpoint = next((r for r in resources if r.type == ENDPOINT and len(parts) == 4 and r.props.get("name") == parts[1]),
+                    None)
+    if endpoint is None:
+        return False
+    configs = [r for r in resources if r.type == ENDPOINT_CONFIGURATION]
+    name = endpoint.props.get("endpointConfigName")
+    used = [c for c in configs if isinstance(name, str) and c.props.get("name") == name]
+    if not used and len(configs) == 1:  # its name unknown yet, or auto-named (inputs lack it): the only one
+        used = configs
+    return len(used) == 1 and isinstance(used[0].props.get("asyncInferenceConfig"), Mapping)
 
 
 def compliance_record(resources: Sequence[Res]) -> tuple[Res, dict[str, Any]] | None:
@@ -160,7 +182,9 @@ def _production(resources: Sequence[Res], record: Res | None, _: dict[str, Any])
             low = get(res.props, "spec", "minReplicas")
             low = 1 if low is None else low
         elif res.type == SCALABLE_TARGET:
-            low = res.props.get("minCapacity")
+            # An asynchronous endpoint holds its requests in its queue at zero (within their TTL, which the plan
+            # budgets for the cold start): none is refused for want of an instance.
+            low = None if queues_requests(res, resources) else res.props.get("minCapacity")
         else:
             low = None
         if isinstance(low, (int, float)) and low < 1:

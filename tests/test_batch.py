@@ -202,7 +202,6 @@ def test_a_bad_batch_exits_2_naming_the_field_and_the_fix(project, change, words
     ("slo", {"ttft_p95_ms": 2000}, "slo.ttft_p95_ms"),
     ("traffic", {"peak_requests_per_s": 5}, "traffic.peak_requests_per_s"),
     ("traffic", {"pattern": "bursty"}, "traffic.pattern"),
-    ("operations", {"preference": "managed"}, "operations.preference"),
     ("environments", {"prod": {"region": "us-east-1", "min_replicas": 2}}, "environments.prod.min_replicas"),
 ])
 def test_a_batch_service_refuses_what_only_interactive_traffic_has(section, value, field):
@@ -681,3 +680,151 @@ def test_a_batch_run_against_interactive_requirements_is_below_its_floors(overni
                           guardrails=None)
     [batch] = [p for p in floor_problems(overnight_planned["prod"], floors) if p.loc == ("batch",)]
     assert "has no traffic.batch" in str(batch)
+
+
+# --- SageMaker asynchronous inference: the managed candidate ------------------------------------------------------
+
+
+def _managed_folder(root: Path, *, preference: str = "managed", kms: bool = False, **traffic) -> Path:
+    """The held-back folder in `<root>/stacks/requirements`, nightly-summaries with `operations.preference`
+    `preference` (with `kms` a customer-managed key, so the results are encrypted with the store's own key) and
+    `traffic` changed; its platform file names the SNS topic a production SageMaker endpoint's alarms notify."""
+    folder = Path(shutil.copytree(FOLDER, root / "stacks" / "requirements"))
+    data = yaml.safe_load((folder / "nightly-summaries.yaml").read_text())
+    data["operations"]["preference"] = preference
+    if kms:
+        data["compliance"] = {"customer_managed_kms": True}
+    data["traffic"].update(traffic)
+    (folder / "nightly-summaries.yaml").write_text(yaml.safe_dump(data))
+    platform = yaml.safe_load((folder / "platform.yaml").read_text())
+    platform["alerting"]["sns_topic_arns"] = {"us-east-1": "arn:aws:sns:us-east-1:123456789012:ml-serving-alerts"}
+    (folder / "platform.yaml").write_text(yaml.safe_dump(platform))
+    return folder
+
+
+def _plan_in(folder: Path, name: str):
+    from blueprints.workspace import plan_requirements_file
+
+    return plan_requirements_file(folder / f"{name}.yaml", as_of=PLAN_DATE, policy_dir=POLICY_DIR,
+                                  requirements_dir=folder).blueprints
+
+
+def test_a_managed_nightly_batch_deploys_an_asynchronous_endpoint_that_scales_from_zero_on_its_queue(tmp_path):
+    from blueprints.core import defaults
+    from tests.kept_apart import plan_folder, review
+
+    folder = _managed_folder(tmp_path, kms=True)
+    assert "nightly-summaries-prod" in plan_folder(folder, tmp_path / "stacks")
+    report = review("nightly-summaries-prod", tmp_path / "stacks")
+    bp, b = report.blueprint, report.blueprint.batch
+    a = b.async_inference
+    assert bp.archetype.value == "sagemaker-endpoint" and b.keda_cron is None and a is not None
+    # The last request starts within RequestTTLSeconds of the window's start, the day completes by the deadline.
+    assert b.completion_hours * 3600 - b.request_latency_s <= defaults.SAGEMAKER_ASYNC_REQUEST_TTL_S
+    assert b.completion_hours <= b.deadline_hours and b.request_latency_s <= 3600
+    assert a.max_concurrent_invocations_per_instance == min(bp.engine.max_rolling_batch_size, 1000)
+    # Paid by the instance-hour: each instance from its start to the empty queue plus the scale-in lag.
+    lag_s = defaults.SAGEMAKER_ASYNC_SCALE_IN_LAG_S - defaults.SAGEMAKER_ASYNC_SCALE_FROM_ZERO_S
+    assert a.instance_hours_per_day == pytest.approx(b.replicas * (b.completion_hours + lag_s / 3600), abs=0.01)
+    nodes, fixed = bp.predictions.cost_lines[0], sum(line.monthly_usd for line in bp.predictions.cost_lines[1:])
+    assert b.monthly_cost_usd == pytest.approx(nodes.monthly_usd / b.replicas * a.instance_hours_per_day / 24 + fixed,
+                                               abs=0.01)
+    assert b.monthly_cost_usd < bp.predictions.monthly_cost_usd  # the same instances all day
+
+    def of(kind):
+        return [r.inputs for r in report.resources if r.type == kind]
+
+    [config] = of("aws:sagemaker/endpointConfiguration:EndpointConfiguration")
+    [model] = of("aws:sagemaker/model:Model")
+    bucket = model["primaryContainer"]["modelDataSource"]["s3DataSources"][0]["s3Uri"].split("/")[2]
+    out = config["asyncInferenceConfig"]["outputConfig"]
+    assert out["s3OutputPath"] == f"s3://{bucket}/async/nightly-summaries-prod/out/"
+    assert out["s3FailurePath"] == f"s3://{bucket}/async/nightly-summaries-prod/failed/"
+    assert config["asyncInferenceConfig"]["clientConfig"]["maxConcurrentInvocationsPerInstance"] == \
+        a.max_concurrent_invocations_per_instance
+    assert config["productionVariants"][0]["initialInstanceCount"] == 1
+    [target] = of("aws:appautoscaling/target:Target")
+    assert (target["minCapacity"], target["maxCapacity"]) == (0, b.replicas)
+    policies = of("aws:appautoscaling/policy:Policy")
+    [tracking] = [p["targetTrackingScalingPolicyConfiguration"] for p in policies
+                  if p.get("targetTrackingScalingPolicyConfiguration")]
+    assert tracking["customizedMetricSpecification"]["metricName"] == "ApproximateBacklogSizePerInstance"
+    assert tracking["customizedMetricSpecification"]["dimensions"] == [{"name": "EndpointName",
+                                                                        "value": "nightly-summaries-prod"}]
+    assert tracking["targetValue"] == a.backlog_target
+    [step] = [p["stepScalingPolicyConfiguration"] for p in policies if p.get("stepScalingPolicyConfiguration")]
+    assert step["stepAdjustments"] == [{"metricIntervalLowerBound": "0", "scalingAdjustment": b.replicas}]
+    alarms = {a["metricName"]: a for a in of("aws:cloudwatch/metricAlarm:MetricAlarm")}
+    assert alarms["HasBacklogWithoutCapacity"]["dimensions"] == {"EndpointName": "nightly-summaries-prod"}
+    assert {"ExpiredRequests", "InvocationFailures"} <= set(alarms)
+    [role] = [r for r in of("aws:iam/rolePolicy:RolePolicy") if "WriteAsyncResults" in r["policy"]]
+    statements = {st["Sid"]: st for st in json.loads(role["policy"])["Statement"]}
+    assert statements["WriteAsyncResults"]["Resource"] == [
+        f"arn:aws:s3:::{bucket}/async/nightly-summaries-prod/out/*",
+        f"arn:aws:s3:::{bucket}/async/nightly-summaries-prod/failed/*"]
+    # Encrypted with the store's own key, the one the role decrypts the model with and may encrypt results with.
+    assert out["kmsKeyId"] and statements["DecryptModelData"]["Resource"] == [out["kmsKeyId"]]
+    assert statements["EncryptAsyncResults"] == {"Sid": "EncryptAsyncResults", "Effect": "Allow",
+                                                 "Action": ["kms:GenerateDataKey"], "Resource": [out["kmsKeyId"]]}
+    assert report.outputs["endpoint"].endswith("/endpoints/nightly-summaries-prod/async-invocations")
+    assert "invoke-endpoint-async" in report.outputs["example_request"]
+    # The policy pack passes it: production, yet minCapacity 0, because the endpoint queues its requests.
+    assert report.clean and not report.mandatory_violations and not report.signals, (
+        report.mandatory_violations, report.signals)
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    (lambda d: d["batch"]["async_inference"].update(max_concurrent_invocations_per_instance=3),
+     "must be the instance's batch, engine.max_rolling_batch_size"),
+    (lambda d: d["batch"]["async_inference"].update(output_prefix="async/someone-else/"),
+     "must be 'async/nightly-summaries-prod/'"),
+    (lambda d: d["engine"].update(initial_instance_count=2), "an asynchronous endpoint is created with one instance"),
+    (lambda d: d["batch"]["async_inference"].update(instance_hours_per_day=1), "batch.monthly_cost_usd="),
+    (lambda d: d["autoscaling"].update(min_replicas=1), "autoscaling is 1-"),
+    (lambda d: d["batch"].update(async_inference=None), "a batch on sagemaker-endpoint is served by asynchronous"),
+])
+def test_a_hand_edited_asynchronous_batch_is_refused_naming_the_field(tmp_path, edit, words):
+    from pydantic import ValidationError
+
+    from blueprints.contracts.blueprint import Blueprint
+
+    folder = _managed_folder(tmp_path, batch={**_requirements()["traffic"]["batch"], "requests_per_day": 20_000})
+    [bp] = _plan_in(folder, "nightly-summaries")
+    data = bp.model_dump(mode="json")
+    Blueprint.model_validate(data)  # as planned
+    edit(data)
+    with pytest.raises(ValidationError) as refused:
+        Blueprint.model_validate(data)
+    assert words in str(refused.value), str(refused.value)
+
+
+def test_a_small_batch_under_any_takes_asynchronous_inference_because_it_costs_less(tmp_path):
+    batch = yaml.safe_load((FOLDER / "overnight-summaries.yaml").read_text())["traffic"]["batch"]
+    folder = _managed_folder(tmp_path / "any", preference="any", batch={**batch, "requests_per_day": 2000})
+    chosen = {bp.environment: bp for bp in _plan_in(folder, "nightly-summaries")}["prod"]
+    hosted = _managed_folder(tmp_path / "self", preference="self-hosted", batch={**batch, "requests_per_day": 2000})
+    managed = _managed_folder(tmp_path / "managed", batch={**batch, "requests_per_day": 2000})
+    [self_hosted] = _plan_in(hosted, "nightly-summaries")
+    [asynchronous] = _plan_in(managed, "nightly-summaries")
+    assert self_hosted.archetype.value == "vllm-gpu" and asynchronous.archetype.value == "sagemaker-endpoint"
+    assert asynchronous.batch.monthly_cost_usd < self_hosted.batch.monthly_cost_usd
+    assert chosen.archetype.value == "sagemaker-endpoint"
+    assert chosen.batch.monthly_cost_usd == asynchronous.batch.monthly_cost_usd
+    note = next(r for r in chosen.rationale if r.startswith("batch with operations.preference any"))
+    assert f"SageMaker asynchronous inference ${asynchronous.batch.monthly_cost_usd:,.0f}/month" in note
+    assert f"self-hosted vLLM on GPU nodes ${self_hosted.batch.monthly_cost_usd:,.0f}/month" in note
+    assert note.endswith("planned SageMaker asynchronous inference, the cheaper run")
+
+
+def test_a_request_longer_than_the_asynchronous_invocation_timeout_exits_2_naming_the_lengths(tmp_path):
+    folder = _managed_folder(tmp_path, mean_output_tokens=100_000)
+    data = yaml.safe_load((folder / "nightly-summaries.yaml").read_text())
+    data["model"]["max_context_tokens"] = 131_072  # the model's own context: the request fits, only not in time
+    (folder / "nightly-summaries.yaml").write_text(yaml.safe_dump(data))
+    root = folder.parent.parent
+    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    shutil.copytree(POLICY_DIR, root / "policies" / "config")
+    result = _cli("plan", str(folder / "nightly-summaries.yaml"), "--as-of", PLAN_DATE.isoformat())
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, text
+    assert "traffic.mean_output_tokens" in text and "3,600 s" in text and "InvocationTimeoutSeconds" in text, text

@@ -130,6 +130,33 @@ def test_production_forbids_spot_node_pools_and_a_keda_default_of_zero():
     assert sorted(found) == ["NodePool 'gpu'", "ScaledObject 's'"]
 
 
+def test_production_lets_a_sagemaker_target_reach_zero_only_on_an_asynchronous_endpoint():
+    """A real-time variant at zero refuses requests; an asynchronous endpoint queues them (its configuration's
+    asyncInferenceConfig), so its scalable target may reach zero in production."""
+    target = policy_resource("aws:appautoscaling/target:Target", {
+        "minCapacity": 0, "maxCapacity": 4, "resourceId": "endpoint/batch-prod/variant/primary"}, name="t")
+    endpoint = policy_resource("aws:sagemaker/endpoint:Endpoint", {"name": "batch-prod", "endpointConfigName": "c1"},
+                               name="e")
+
+    def config(name, **extra):
+        return policy_resource("aws:sagemaker/endpointConfiguration:EndpointConfiguration",
+                               {"name": name, "productionVariants": [{"variantName": "primary"}], **extra},
+                               name=f"config-{name}")
+    queued = {"asyncInferenceConfig": {"outputConfig": {"s3OutputPath": "s3://store/async/batch-prod/out/"}}}
+    flagged = [m.split(" may")[0] for _, m in stack_violations("compliance-production", [bucket(), target, endpoint,
+                                                                                           config("c1")])]
+    assert flagged == ["Target 't'"]
+    assert stack_violations("compliance-production", [bucket(), target, endpoint, config("c1", **queued)]) == []
+    # The configuration the endpoint names decides, not another one in the stack.
+    assert [m.split(" may")[0] for _, m in stack_violations("compliance-production", [
+        bucket(), target, endpoint, config("c1"), config("c2", **queued)])] == ["Target 't'"]
+    # A target of another endpoint is not exempted by this one's queue.
+    other = policy_resource("aws:appautoscaling/target:Target", {
+        "minCapacity": 0, "resourceId": "endpoint/other/variant/primary"}, name="o")
+    assert [m.split(" may")[0] for _, m in stack_violations("compliance-production", [
+        bucket(), other, endpoint, config("c1", **queued)])] == ["Target 'o'"]
+
+
 def test_regions_outside_the_records_list_are_flagged_whatever_the_policy_config():
     from test_policy_support import aws_provider
 

@@ -157,6 +157,26 @@ def test_a_sagemaker_alarm_on_an_unknown_metric_is_named():
     assert finding.check == "metric-unknown" and "did you mean 'ModelLatency'" in finding.message
 
 
+def test_a_sagemaker_alarm_on_a_metric_its_kind_of_endpoint_never_publishes_is_named():
+    """An asynchronous endpoint's queue metrics never reach a real-time endpoint's alarm, and an asynchronous
+    endpoint publishes no Invocations (metrics.yaml `published_by`, from async-inference-monitor.md)."""
+    report = review_stack("prototype-summarizer-pilot", stacks_dir=STACKS, program=ROOT / "__main__.py")
+    alarms = [r for r in report.resources if r.type == "aws:cloudwatch/metricAlarm:MetricAlarm"]
+    assert alarms and not check_signals(report, stacks_dir=STACKS)
+    expired = _with_record(report, "aws:cloudwatch/metricAlarm:MetricAlarm",
+                           lambda i: {**i, "metricName": "ExpiredRequests"})
+    findings = [f for f in check_signals(expired, stacks_dir=STACKS) if f.check == "metric-unknown"]
+    assert len(findings) == 1 and "AWS/SageMaker/ExpiredRequests is published by asynchronous endpoints only, " \
+        "not this stack's real-time endpoint" in findings[0].message
+    asynchronous = _with_record(
+        _with_record(report, "aws:cloudwatch/metricAlarm:MetricAlarm", lambda i: {**i, "metricName": "Invocations"}),
+        "aws:sagemaker/endpointConfiguration:EndpointConfiguration",
+        lambda i: {**i, "asyncInferenceConfig": {"outputConfig": {"s3OutputPath": "s3://store/async/out/"}}})
+    findings = [f for f in check_signals(asynchronous, stacks_dir=STACKS) if f.check == "metric-unknown"]
+    assert len(findings) == 1 and "Invocations is published by real-time endpoints only, not this stack's " \
+        "asynchronous endpoint" in findings[0].message
+
+
 def test_a_stack_config_hand_edited_to_a_misspelt_metric_fails_the_preview_naming_it(tmp_path):
     stacks = tmp_path / "stacks"
     shutil.copytree(STACKS, stacks)

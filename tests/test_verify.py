@@ -212,6 +212,37 @@ def test_sagemaker_checks_in_service_alarms_and_signed_requests():
     assert "Threshold Crossed" in report.failures[0].detail
 
 
+def test_an_asynchronous_batch_endpoint_is_checked_for_its_output_path_and_never_invoked():
+    from botocore.stub import Stubber
+    import boto3
+
+    from blueprints.contracts.sections import AsyncInference, BatchPlan
+
+    bp = read_stack_config(ROOT / "stacks" / "Pulumi.prototype-summarizer-pilot.yaml")
+    queue = AsyncInference(max_concurrent_invocations_per_instance=8, backlog_target=8,
+                           output_prefix=f"async/{bp.stack}/", instance_hours_per_day=2)
+    bp = bp.model_copy(update={"batch": BatchPlan(
+        requests_per_day=1000, deadline_hours=6, window_start_hour=22, window_hours=8, timezone="UTC", run_hours=6,
+        replicas=1, requests_per_s_per_replica=1, start_s=600, request_latency_s=10, completion_hours=1,
+        monthly_cost_usd=100, async_inference=queue)})
+    session = boto3.Session(aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret", region_name=bp.region)
+    outputs = {"endpoint_name": bp.stack, "alarms": [], "weights_bucket": "store"}
+    sent = []
+    for path, ok in ((f"s3://store/async/{bp.stack}/out/", True), ("s3://elsewhere/out/", False)):
+        sagemaker = session.client("sagemaker")
+        with Stubber(sagemaker) as stub:
+            stub.add_response("describe_endpoint", {
+                "EndpointName": bp.stack, "EndpointArn": "arn:aws:sagemaker:us-east-1:1:endpoint/p",
+                "EndpointConfigName": "c", "EndpointStatus": "InService", "CreationTime": "2026-12-01",
+                "LastModifiedTime": "2026-12-01", "AsyncInferenceConfig": {"OutputConfig": {"S3OutputPath": path}}},
+                {"EndpointName": bp.stack})
+            report = verify_sagemaker(bp, outputs, sagemaker=sagemaker, cloudwatch=session.client("cloudwatch"),
+                                      invoke=lambda signed: sent.append(signed))
+        assert [(c.check, c.ok) for c in report.checks] == [("endpoint-in-service", True),
+                                                            ("endpoint-asynchronous", ok)]
+    assert sent == []  # a request would start the planned instances
+
+
 # --- The command -----------------------------------------------------------------------------------------------------
 
 def no_credentials_env(tmp_path: Path) -> dict[str, str]:

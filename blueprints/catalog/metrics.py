@@ -87,8 +87,12 @@ class Exporter(_Record):
 
 
 class CloudWatchMetric(_Record):
+    """A CloudWatch metric; `published_by`: the SageMaker endpoint kinds that publish it (an asynchronous endpoint
+    publishes no `Invocations`, `InvocationsPerInstance` or `OverheadLatency`; its queue's metrics only it does)."""
+
     name: str
     unit: str
+    published_by: list[Literal["real-time", "asynchronous"]] = Field(min_length=1)
 
     @field_validator("unit")
     @classmethod

@@ -99,6 +99,9 @@ SIGNALS: tuple[Signal, ...] = (
     _row("SageMakerVariantInvocationsPerInstance", "scaling", SAGEMAKER, "InvocationsPerInstance",
          "invocations/instance", "invocations per instance per minute (target tracking's predefined metric)",
          "invocations/instance"),
+    _row("ApproximateBacklogSizePerInstance", "scaling", SAGEMAKER, "ApproximateBacklogSizePerInstance",
+         "requests/instance", "an asynchronous endpoint's queued and in-process requests per instance (EndpointName, "
+         "Average; a customized target-tracking metric: it publishes no InvocationsPerInstance)", "requests/instance"),
     # --- alerts: vLLM ----------------------------------------------------------------------------------------------
     _row("TTFTP95AboveSLO", "alert", VLLM, "vllm:time_to_first_token_seconds", "seconds",
          "p95 time to first token over 5 min", "seconds"),
@@ -142,6 +145,12 @@ SIGNALS: tuple[Signal, ...] = (
     _row("model-latency-p99", "alert", SAGEMAKER, "ModelLatency", "microseconds", "p99 model latency per minute",
          "microseconds"),
     _row("invocation-5xx", "alert", SAGEMAKER, "Invocation5XXErrors", "errors", "5xx errors per minute", "errors"),
+    _row("expired-requests", "alert", SAGEMAKER, "ExpiredRequests", "requests", "an asynchronous endpoint's queued "
+         "requests that expired (RequestTTLSeconds) per minute", "requests"),
+    _row("invocation-failures", "alert", SAGEMAKER, "InvocationFailures", "requests", "an asynchronous endpoint's "
+         "failed invocations per minute", "requests"),
+    _row("backlog-without-capacity", "alert", SAGEMAKER, "HasBacklogWithoutCapacity", "1", "1 while an "
+         "asynchronous endpoint has queued requests and no instance (its scale-from-zero alarm, Average)", "1"),
     _row("gpu-memory", "alert", SAGEMAKER, "GPUMemoryUtilization", "percent",
          "GPU memory in use (non-generative models: engines that do not preallocate)", "percent"),
 )

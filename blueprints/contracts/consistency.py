@@ -113,8 +113,14 @@ def _batch(bp: Blueprint) -> list[FieldProblem]:
     if b is None:
         return []
     replan = "re-plan with `blueprint plan` (the batch is planned from traffic.batch in the requirements)"
-    if bp.archetype.value != "vllm-gpu":
-        return [FieldProblem(("batch",), f"a batch is planned on vllm-gpu, not {bp.archetype.value}: {replan}")]
+    managed = bp.archetype.value == "sagemaker-endpoint"
+    if bp.archetype.value != "vllm-gpu" and not managed:
+        return [FieldProblem(("batch",), f"a batch is planned on vllm-gpu or sagemaker-endpoint (asynchronous "
+                             f"inference), not {bp.archetype.value}: {replan}")]
+    if managed != (b.async_inference is not None):
+        return [FieldProblem(("batch", "async_inference"), "a batch on sagemaker-endpoint is served by asynchronous "
+                             "inference (batch.async_inference), one on vllm-gpu by its KEDA schedule: "
+                             f"{'set' if managed else 'remove'} async_inference; {replan}")]
     problems = []
     if b.replicas != bp.compute.replicas:
         problems.append(FieldProblem(("batch", "replicas"), f"batch.replicas={b.replicas} but compute.replicas="
@@ -123,13 +129,14 @@ def _batch(bp: Blueprint) -> list[FieldProblem]:
         problems.append(FieldProblem(("batch", "run_hours"), f"run_hours={b.run_hours:g} must be deadline_hours="
                                      f"{b.deadline_hours:g}, within window_hours={b.window_hours}: the fleet runs "
                                      f"from the window's start until the deadline; {replan}"))
-    want = KedaCron.daily(start_hour=b.window_start_hour, run_hours=b.run_hours, timezone=b.timezone,
-                          replicas=b.replicas)
+    want = None if managed else KedaCron.daily(start_hour=b.window_start_hour, run_hours=b.run_hours,
+                                               timezone=b.timezone, replicas=b.replicas)
     if b.keda_cron != want:
         stated = (f"start {b.keda_cron.start!r}, end {b.keda_cron.end!r}, timezone {b.keda_cron.timezone!r}, "
                   f"desired_replicas {b.keda_cron.desired_replicas}" if b.keda_cron else "none (always on)")
         wanted = (f"start {want.start!r}, end {want.end!r}, timezone {want.timezone!r}, desired_replicas "
-                  f"{want.desired_replicas}" if want else "none (the run is the whole day: always on)")
+                  f"{want.desired_replicas}" if want else "none (an asynchronous endpoint scales on its queue)"
+                  if managed else "none (the run is the whole day: always on)")
         problems.append(FieldProblem(("batch", "keda_cron"), f"keda_cron is {stated}, but {b.replicas} replica(s) "
                                      f"from {b.window_start_hour:02d}:00 {b.timezone} for {b.run_hours:g} h is "
                                      f"{wanted}; {replan}"))
@@ -142,18 +149,56 @@ def _batch(bp: Blueprint) -> list[FieldProblem]:
                                      f"min_replicas={want_scaling.min_replicas}, max_replicas="
                                      f"{want_scaling.max_replicas}, metric={want_scaling.metric} and target="
                                      f"{want_scaling.target:g}, or {replan}"))
+    if managed:
+        problems += _async_inference(bp, replan)
     p = bp.predictions
     if p.cost_lines:
         nodes, fixed = p.cost_lines[0].monthly_usd, sum(line.monthly_usd for line in p.cost_lines[1:])
-        run = round(nodes * b.run_hours / 24 + fixed, 2)
+        if b.async_inference is not None:  # the instances' hours, each instance's monthly price / 24 per hour a day
+            hours = b.async_inference.instance_hours_per_day
+            run = round(nodes / b.replicas * hours / 24 + fixed, 2)
+            paid = f"the instances (${nodes / b.replicas:,.2f}/month each) for {hours:g} instance-hours a day"
+        else:
+            run = round(nodes * b.run_hours / 24 + fixed, 2)
+            paid = f"the nodes (${nodes:,.2f}/month) for {b.run_hours:g} of 24 h"
         if abs(b.monthly_cost_usd - run) > _CENT or p.expected_monthly_cost_usd is None or \
                 abs(p.expected_monthly_cost_usd - run) > _CENT:
             problems.append(FieldProblem(("batch", "monthly_cost_usd"), f"batch.monthly_cost_usd="
                                          f"{b.monthly_cost_usd:g} and predictions.expected_monthly_cost_usd="
-                                         f"{p.expected_monthly_cost_usd} must both be the run's cost: the nodes "
-                                         f"(${nodes:,.2f}/month) for {b.run_hours:g} of 24 h plus ${fixed:,.2f} of "
-                                         f"fixed items, ${run:,.2f}; {replan}"))
+                                         f"{p.expected_monthly_cost_usd} must both be the run's cost: {paid} plus "
+                                         f"${fixed:,.2f} of fixed items, ${run:,.2f}; {replan}"))
     return problems
+
+
+def _async_inference(bp: Blueprint, replan: str) -> list[FieldProblem]:
+    """A SageMaker asynchronous batch: each instance takes its batch (the engine's `max_rolling_batch_size`, at
+    most 1,000) at once, its results land under the stack's own prefix, and the endpoint is created with one
+    instance (the autoscaler starts the planned ones from zero on the queue)."""
+    from blueprints.contracts.sections import MAX_CONCURRENT_INVOCATIONS_PER_INSTANCE as most
+
+    a, engine = bp.batch.async_inference, bp.engine  # type: ignore[union-attr]
+    assert a is not None
+    problems = []
+    batch = getattr(engine, "max_rolling_batch_size", None)
+    if batch is not None and a.max_concurrent_invocations_per_instance != min(batch, most):
+        problems.append(FieldProblem(("batch", "async_inference", "max_concurrent_invocations_per_instance"),
+                                     f"max_concurrent_invocations_per_instance={a.max_concurrent_invocations_per_instance}"
+                                     f" must be the instance's batch, engine.max_rolling_batch_size={batch} (at most "
+                                     f"{most:,}): fewer leave it idle, more queue inside the container; {replan}"))
+    if a.output_prefix != async_output_prefix(bp.stack):
+        problems.append(FieldProblem(("batch", "async_inference", "output_prefix"), f"output_prefix="
+                                     f"{a.output_prefix!r} must be {async_output_prefix(bp.stack)!r} (the execution "
+                                     f"role writes there only); {replan}"))
+    if getattr(engine, "initial_instance_count", 1) != 1:
+        problems.append(FieldProblem(("engine", "initial_instance_count"), "an asynchronous endpoint is created "
+                                     "with one instance (the least CreateEndpointConfig takes); its queue starts the "
+                                     f"rest: set initial_instance_count: 1; {replan}"))
+    return problems
+
+
+def async_output_prefix(stack: str) -> str:
+    """Where a SageMaker asynchronous batch's results land in its model store: `async/<stack>/`."""
+    return f"async/{stack}/"
 
 
 def _router(bp: Blueprint) -> list[FieldProblem]:
@@ -186,9 +231,11 @@ def _rules(bp: Blueprint) -> list[FieldProblem]:
         problems.append(FieldProblem(("autoscaling", "min_replicas"), "network.exposure.scope public needs "
                                      "min_replicas >= 1: a service that scales to zero has no load balancer (clients "
                                      "reach it through the in-cluster KEDA interceptor)"))
-    elif sagemaker and bp.autoscaling.min_replicas == 0:
+    elif sagemaker and bp.autoscaling.min_replicas == 0 and (bp.batch is None or bp.batch.async_inference is None):
         # "An endpoint can scale to and from zero instances only if it hosts inference components" (SageMaker
-        # developer guide, endpoint-auto-scaling-zero-instances); this stack's endpoint hosts a model variant.
+        # developer guide, endpoint-auto-scaling-zero-instances); this stack's endpoint hosts a model variant. An
+        # asynchronous endpoint does, its requests queued ("We set MinCapacity to 0 because Asynchronous Inference
+        # enables you to autoscale to 0": awsdocs amazon-sagemaker-developer-guide async-inference-autoscale.md).
         problems.append(FieldProblem(("autoscaling", "min_replicas"), "a SageMaker real-time endpoint variant keeps at "
                                      "least one instance (only inference components scale to zero): set "
                                      "min_replicas >= 1"))

@@ -330,7 +330,9 @@ def cloudwatch_alarm_specs(bp: Blueprint) -> list[CloudWatchAlarmSpec]:
     serving non-generative models GPU memory above 90 %. A generative model's `ttft_p99_ms` / `itl_p99_ms` get no
     alarm here: SageMaker publishes a whole-request latency (ModelLatency), not TTFT or token gaps. Generative engines
     (LMI's vLLM) preallocate `gpu_memory_utilization` of GPU memory at start, so GPU memory there sits near 90 % when
-    healthy: no alarm. Source: docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html.
+    healthy: no alarm. A batch's asynchronous endpoint also alarms on any expired request (ExpiredRequests, Sum) and
+    on failed invocations (InvocationFailures, Sum). Source: docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html,
+    awsdocs amazon-sagemaker-developer-guide doc_source/async-inference-monitor.md.
     """
     specs = []
     latency_ms = bp.slo.latency_p95_ms
@@ -349,6 +351,13 @@ def cloudwatch_alarm_specs(bp: Blueprint) -> list[CloudWatchAlarmSpec]:
     specs.append(CloudWatchAlarmSpec("invocation-5xx", "AWS/SageMaker", "Invocation5XXErrors", "Sum", 0,
                                      "GreaterThanThreshold", 60, 5, "The model container returned 5xx errors",
                                      steady_state=0.0))
+    if bp.batch is not None and bp.batch.async_inference is not None:  # a batch's asynchronous endpoint
+        specs += [CloudWatchAlarmSpec("expired-requests", "AWS/SageMaker", "ExpiredRequests", "Sum", 0,
+                                      "GreaterThanThreshold", 60, 1, "Queued requests expired (RequestTTLSeconds) "
+                                      "before an instance took them: the batch was not served in time"),
+                  CloudWatchAlarmSpec("invocation-failures", "AWS/SageMaker", "InvocationFailures", "Sum", 0,
+                                      "GreaterThanThreshold", 60, 5, "Asynchronous invocations failed (results "
+                                      "under the batch's failed/ prefix)")]
     if bp.compute.gpu is not None and not bp.model.task.generative:
         specs.append(CloudWatchAlarmSpec("gpu-memory", "/aws/sagemaker/Endpoints", "GPUMemoryUtilization", "Average",
                                          90, "GreaterThanThreshold", 60, 10, "GPU memory above 90 %"))

@@ -666,9 +666,39 @@ class KedaCron(ClosedModel):
         return start <= now < end if start < end else now >= start or now < end
 
 
+#: `autoscaling.metric` of a SageMaker asynchronous endpoint: queued and in-process requests per instance
+#: (AWS/SageMaker, EndpointName, Average), a customized target-tracking metric (it publishes no
+#: InvocationsPerInstance: awsdocs amazon-sagemaker-developer-guide doc_source/async-inference-autoscale.md,
+#: async-inference-monitor.md; blueprints/catalog/metrics.yaml).
+BACKLOG_PER_INSTANCE = "ApproximateBacklogSizePerInstance"
+#: The most requests one asynchronous instance takes at once (`AsyncInferenceClientConfig`
+#: `MaxConcurrentInvocationsPerInstance` 1-1000: botocore 1.44.8 sagemaker 2017-07-24 service-2.json).
+MAX_CONCURRENT_INVOCATIONS_PER_INSTANCE = 1000
+
+
+class AsyncInference(ClosedModel):
+    """A batch served by a SageMaker asynchronous endpoint (`BatchPlan.async_inference`): the day's requests queue
+    at the endpoint (`InvokeEndpointAsync`, inputs and outputs in S3), which scales from zero on its queue
+    (`ApproximateBacklogSizePerInstance` per instance against `backlog_target`; `HasBacklogWithoutCapacity` starts
+    the planned instances from zero) and back to zero when it is empty."""
+
+    max_concurrent_invocations_per_instance: int = Field(ge=1, le=MAX_CONCURRENT_INVOCATIONS_PER_INSTANCE,
+                                                         description="requests SageMaker sends one instance at once: "
+                                                         "its planned batch (max_rolling_batch_size)")
+    backlog_target: float = Field(gt=0, le=1e6, description="target tracking's ApproximateBacklogSizePerInstance: "
+                                  "while the queue holds more per instance, it adds instances up to the planned ones")
+    output_prefix: str = Field(pattern=r"^async/[a-z0-9-]{1,100}/$", description="where results land in the stack's "
+                               "model store: <prefix>out/, failures <prefix>failed/ (SSE-KMS with the store's key)")
+    instance_hours_per_day: float = Field(gt=0, le=24 * bounds.MAX_REPLICAS, description="instance-hours a day: "
+                                          "each instance's cold start, its share of the run and the scale-in lag "
+                                          "(what the expected monthly cost counts)")
+
+
 class BatchPlan(ClosedModel):
     """A batch service's daily run (requirements `traffic.batch`, `blueprints.plan.batch`) and its replay
-    (`blueprints.simulate.batch`): the fleet runs from the window's start until the deadline, none outside it."""
+    (`blueprints.simulate.batch`): the fleet runs from the window's start until the deadline, none outside it: on
+    GPU nodes under a KEDA cron schedule (`keda_cron`), or as a SageMaker asynchronous endpoint that scales from zero
+    on its queue (`async_inference`)."""
 
     requests_per_day: float = Field(gt=0, le=bounds.MAX_BATCH_REQUESTS_PER_DAY * bounds.MAX_TRAFFIC_SCALE,
                                     description="this environment's requests a day (x traffic_scale)")
@@ -677,7 +707,8 @@ class BatchPlan(ClosedModel):
     window_hours: int = Field(ge=1, le=24)
     timezone: str = Field(max_length=64)
     run_hours: float = Field(gt=0, le=24, description="hours a day the fleet runs: from the window's start to the "
-                             "deadline (what the expected monthly cost counts)")
+                             "deadline (what the expected monthly cost counts; on SageMaker the hours its queue is "
+                             "served within, the cost counting `async_inference.instance_hours_per_day`)")
     replicas: int = Field(ge=1, le=bounds.MAX_REPLICAS, description="replicas during the run")
     requests_per_s_per_replica: float = Field(gt=0, le=1e9, description="one replica's throughput with its batch "
                                               "full (a closed loop at max_num_seqs, the queue never empty)")
@@ -686,9 +717,19 @@ class BatchPlan(ClosedModel):
                                      "(p95), s")
     completion_hours: float = Field(ge=0, le=1e4, description="simulated: the day's work done, hours after the "
                                     "window's start")
-    monthly_cost_usd: Usd = Field(description="the fleet's nodes for run_hours a day, plus the stack's fixed items")
+    monthly_cost_usd: Usd = Field(description="the fleet's nodes for run_hours a day (on SageMaker its instances' "
+                                  "hours), plus the stack's fixed items")
     keda_cron: KedaCron | None = Field(default=None, description="the ScaledObject's cron trigger; none when the "
-                                       "run lasts the whole day (always on)")
+                                       "run lasts the whole day (always on) or on SageMaker")
+    async_inference: AsyncInference | None = Field(default=None, description="SageMaker asynchronous inference "
+                                                   "(sagemaker-endpoint); none on GPU nodes")
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> BatchPlan:
+        if self.async_inference is not None and self.keda_cron is not None:
+            raise ValueError("keda_cron and async_inference both set: an asynchronous endpoint scales on its queue, "
+                             "not a cron schedule; re-plan with `blueprint plan`")
+        return self
 
     def scaling(self, autoscaling: Autoscaling) -> Autoscaling:
         """`autoscaling` as this run deploys it, the one source of a batch stack's `autoscaling` section (written by
@@ -698,13 +739,16 @@ class BatchPlan(ClosedModel):
         update: dict = {"min_replicas": self.min_replicas, "max_replicas": self.max_replicas}
         if self.keda_cron is not None:
             update.update(metric=CRON_SCHEDULE, target=CRON_TARGET_PER_REPLICA)
+        elif self.async_inference is not None:
+            update.update(metric=BACKLOG_PER_INSTANCE, target=self.async_inference.backlog_target)
         return autoscaling.model_copy(update=update)
 
     @property
     def min_replicas(self) -> int:
-        """The autoscaler's minimum: 0 on a cron schedule (none outside the run), else the planned replicas (always
-        on). What the stack config's `autoscaling.min_replicas` states (`blueprints.contracts.consistency`)."""
-        return 0 if self.keda_cron is not None else self.replicas
+        """The autoscaler's minimum: 0 on a cron schedule or an asynchronous endpoint (none outside the run), else
+        the planned replicas (always on). What the stack config's `autoscaling.min_replicas` states
+        (`blueprints.contracts.consistency`)."""
+        return 0 if self.keda_cron is not None or self.async_inference is not None else self.replicas
 
     @property
     def max_replicas(self) -> int:
@@ -716,8 +760,12 @@ class BatchPlan(ClosedModel):
         return self.replicas if self.keda_cron is None or self.keda_cron.active_at(moment) else 0
 
     def schedule(self) -> str:
-        """The schedule in words: `KEDA cron '0 22 * * *' to '0 4 * * *' Europe/Berlin` or `always on`."""
-        c = self.keda_cron
+        """The schedule in words: `KEDA cron '0 22 * * *' to '0 4 * * *' Europe/Berlin`, `SageMaker asynchronous
+        inference ...` or `always on`."""
+        c, a = self.keda_cron, self.async_inference
+        if a is not None:
+            return (f"SageMaker asynchronous inference, from zero on its queue, {a.instance_hours_per_day:,.1f} "
+                    "instance-hours a day")
         return f"KEDA cron {c.start!r} to {c.end!r} {c.timezone}" if c is not None else "always on"
 
 

@@ -174,7 +174,7 @@ def _pipeline(bp: Blueprint) -> list[FieldProblem]:
 
 
 def _autoscaling(bp: Blueprint) -> list[FieldProblem]:
-    from blueprints.contracts.sections import CRON_SCHEDULE, FIXED_REPLICAS
+    from blueprints.contracts.sections import BACKLOG_PER_INSTANCE, CRON_SCHEDULE, FIXED_REPLICAS
     from blueprints.catalog.signals import SIGNALS, engine_of, scaling_signal_row
 
     a, engine = bp.autoscaling, engine_of(bp.archetype.value, getattr(bp.engine, "kind", None))
@@ -183,6 +183,11 @@ def _autoscaling(bp: Blueprint) -> list[FieldProblem]:
     if a.metric == CRON_SCHEDULE and bp.batch is not None and bp.batch.keda_cron is not None:
         return []  # a batch's cron schedule (`blueprints.contracts.consistency` checks it against the batch)
     row = scaling_signal_row(a.metric)
+    asynchronous = bp.batch is not None and bp.batch.async_inference is not None
+    if row is not None and (a.metric == BACKLOG_PER_INSTANCE) != asynchronous:
+        return [FieldProblem(("autoscaling", "metric"), f"{a.metric!r} is not a scaling signal of this "
+                             f"{'asynchronous' if asynchronous else 'real-time'} endpoint (an asynchronous endpoint "
+                             f"scales on {BACKLOG_PER_INSTANCE}, which a real-time one never publishes); {_REPLAN}")]
     if row is None or row.engine != engine:
         known = [s.name for s in SIGNALS if s.kind == "scaling" and s.engine == engine]
         return [FieldProblem(("autoscaling", "metric"), f"{a.metric!r} is not a scaling signal of "

@@ -67,12 +67,22 @@ def usage(bp: Blueprint) -> Usage:
     stack = bp.stack
     if bp.archetype is Archetype.SAGEMAKER_ENDPOINT:
         body = json.dumps({"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 64})
-        request = (f"aws sagemaker-runtime invoke-endpoint --region {bp.region} --endpoint-name "
-                   f"{_output(stack, 'endpoint_name')} --content-type application/json "
-                   f"--cli-binary-format raw-in-base64-out --body '{body}' /dev/stdout")
+        queue = bp.batch.async_inference if bp.batch is not None else None
+        if queue is not None:  # a batch: payloads and results in the model store (InvokeEndpointAsync)
+            store = f"s3://{_output(stack, 'weights_bucket')}/{queue.output_prefix}"
+            request = (f"echo '{body}' | aws s3 cp - {store}in/hello.json && aws sagemaker-runtime "
+                       f"invoke-endpoint-async --region {bp.region} --endpoint-name {_output(stack, 'endpoint_name')} "
+                       f"--content-type application/json --input-location {store}in/hello.json  # the result: "
+                       f"the reply's OutputLocation, under {store}out/")
+            allowed = "sagemaker:InvokeEndpointAsync on the endpoint and s3:PutObject on its in/ prefix"
+        else:
+            request = (f"aws sagemaker-runtime invoke-endpoint --region {bp.region} --endpoint-name "
+                       f"{_output(stack, 'endpoint_name')} --content-type application/json "
+                       f"--cli-binary-format raw-in-base64-out --body '{body}' /dev/stdout")
+            allowed = "sagemaker:InvokeEndpoint on the endpoint"
         topic = bp.alerting.sns_topic_arn
         return Usage(api_key_command=None, example_request=request,
-                     reach="callers with AWS credentials allowed sagemaker:InvokeEndpoint on the endpoint (SigV4)"
+                     reach=f"callers with AWS credentials allowed {allowed} (SigV4)"
                      + (", from inside the platform's VPC (private endpoint)" if bp.network.private_only else ""),
                      dashboards={"cloudwatch": f"pulumi stack output dashboards --stack {stack} (the console URLs "
                                  "of the endpoint, its CloudWatch dashboard and its logs)"},

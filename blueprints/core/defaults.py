@@ -431,6 +431,22 @@ SCALE_IN_COOLDOWN_MIN_S = 360
 #: SageMaker real-time invocation processing limit, s (sizing-facts.md: "60 s processing limit"); a non-streamed
 #: response must complete within it.
 SAGEMAKER_INVOCATION_TIMEOUT_S = 60
+#: SageMaker asynchronous inference (a batch on a managed endpoint, `blueprints.plan.batch`), InvokeEndpointAsync's
+#: headers: `InvocationTimeoutSeconds` 1-3600 (one request's processing, s) and `RequestTTLSeconds` 60-21600 (how
+#: long a queued request waits before it expires, s): botocore 1.44.8 data/sagemaker-runtime/2017-05-13/
+#: service-2.json shapes InvocationTimeoutSecondsHeader and RequestTTLSecondsHeader. A batch queued at its window's
+#: start must start its last request within the TTL, and each request must finish within the timeout.
+SAGEMAKER_ASYNC_INVOCATION_TIMEOUT_S = 3600
+SAGEMAKER_ASYNC_REQUEST_TTL_S = 21_600
+#: From a queue at zero instances to the planned instances starting, s: the scale-from-zero alarm on
+#: HasBacklogWithoutCapacity (Average >= 1 over 2 periods of 60 s, as awsdocs amazon-sagemaker-developer-guide
+#: doc_source/async-inference-autoscale.md sets it) firing its step policy. [assumption] the metric is published
+#: within that time; the guide gives no publication delay.
+SAGEMAKER_ASYNC_SCALE_FROM_ZERO_S = 120
+#: After the queue empties, how long each instance keeps running (and is paid for) before target tracking scales it
+#: in, s. [assumption] Application Auto Scaling's target tracking scale-in alarm needs 15 one-minute data points below
+#: the target (its alarms are not documented in the SageMaker guides stored here): 15 minutes.
+SAGEMAKER_ASYNC_SCALE_IN_LAG_S = 900
 #: SageMaker ContainerStartupHealthCheckTimeoutInSeconds / ModelDataDownloadTimeoutInSeconds bounds, s (API reference:
 #: 60-3600), and the multiple of the predicted duration the planner allows. [assumption] 2x for a slow start.
 SAGEMAKER_TIMEOUT_RANGE_S = (60, 3600)

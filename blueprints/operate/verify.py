@@ -22,7 +22,9 @@ Kubernetes archetypes:
 A batch (`Blueprint.batch`) outside its cron run: `batch-window` fails saying so (0 replicas expected), and the checks
 that need a replica (endpoint, metric-series, cold-start) wait for a run; the others judge the schedule.
 
-SageMaker: `endpoint-in-service`, `alarms-ok` (every alarm in state OK), and the signed/unsigned request checks.
+SageMaker: `endpoint-in-service`, `alarms-ok` (every alarm in state OK), and the signed/unsigned request checks; a
+batch's asynchronous endpoint instead `endpoint-asynchronous` (its deployed AsyncInferenceConfig writes where the plan
+put the results; no request is sent, one would start its instances), as its queue, not a schedule, runs it.
 
 Each check is a `Check`; the report is 0/1 by whether all pass. Talking to the deployment goes through the clients
 handed in, so each check runs offline against stand-ins.
@@ -405,6 +407,8 @@ def check_sagemaker(bp: Blueprint, outputs: dict[str, Any], sagemaker: Any, clou
 
     name = outputs["endpoint_name"]
     checks = []
+    asynchronous = bp.batch is not None and bp.batch.async_inference is not None
+    status: dict = {}
     try:
         status = sagemaker.describe_endpoint(EndpointName=name)
         state = status["EndpointStatus"]
@@ -425,6 +429,8 @@ def check_sagemaker(bp: Blueprint, outputs: dict[str, Any], sagemaker: Any, clou
                     f": {found[alarm].get('StateReason', '')[:200]}" if state != "OK" else "")))
     except (ClientError, BotoCoreError) as exc:
         checks.append(Check("alarms-ok", ", ".join(names), False, str(exc)[:300]))
+    if asynchronous:  # a batch's queue: InvokeEndpoint is refused, and a request would start its instances
+        return [*checks, _async_check(bp, outputs, status)]
     signed = invoke(True)
     url = signed.url
     checks.append(Check("endpoint-authenticated", url, signed.status == 200,
@@ -436,6 +442,20 @@ def check_sagemaker(bp: Blueprint, outputs: dict[str, Any], sagemaker: Any, clou
     checks.append(Check("endpoint-tls", url, url.startswith("https://") and signed.status is not None,
                         "TLS (the SageMaker runtime), certificate verified"))
     return checks
+
+
+def _async_check(bp: Blueprint, outputs: dict[str, Any], status: dict) -> Check:
+    """`endpoint-asynchronous`: the deployed endpoint is asynchronous (DescribeEndpoint's `AsyncInferenceConfig`)
+    and writes its results where the plan put them, `s3://<model store>/async/<stack>/out/`. No request is sent: a
+    batch's endpoint answers InvokeEndpointAsync only, and one request would start its planned instances."""
+    a = bp.batch.async_inference  # type: ignore[union-attr]
+    want = f"s3://{outputs.get('weights_bucket')}/{a.output_prefix}out/"  # type: ignore[union-attr]
+    found = ((status.get("AsyncInferenceConfig") or {}).get("OutputConfig") or {}).get("S3OutputPath")
+    return Check("endpoint-asynchronous", outputs["endpoint_name"], found == want,
+                 f"asynchronous inference, results in {found}; not invoked (the batch's job queues requests with "
+                 "InvokeEndpointAsync from the window's start)" if found == want else
+                 f"AsyncInferenceConfig.OutputConfig.S3OutputPath is {found!r}, not {want!r}: the endpoint is not "
+                 "the planned asynchronous one; run `pulumi up` for the stack")
 
 
 def one_token_request(bp: Blueprint) -> bytes:

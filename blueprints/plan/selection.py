@@ -157,7 +157,9 @@ def select_archetype(req: Requirements, models: list[ResolvedModel], catalog: Ca
         if preference is OperationsPreference.MANAGED:
             return Selection(Archetype.SAGEMAKER_ENDPOINT, Accelerator.NVIDIA_GPU, (
                 f"{what} inside SageMaker's LMI container",
-                "operations.preference=managed: a SageMaker real-time endpoint (no cluster to run or patch)"))
+                "operations.preference=managed: a SageMaker " + ("asynchronous endpoint (the batch's queue, no "
+                                                                  "cluster to run or patch)" if req.batch is not None
+                                                                  else "real-time endpoint (no cluster to run or patch)")))
         if preference is OperationsPreference.SELF_HOSTED or missing:
             why = (f"operations.preference={preference.value}: self-hosted on {req.operations.platform.value}"
                    if not missing else f"no SageMaker LMI image for region(s) {missing}: self-hosted on "

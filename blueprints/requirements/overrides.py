@@ -71,6 +71,8 @@ BLUEPRINT_SOURCES: tuple[tuple[str, str], ...] = (
     ("batch.window_hours", "traffic.batch.window (length_hours or end_hour)"),
     ("batch.timezone", "traffic.batch.window.timezone"),
     ("batch.keda_cron", "traffic.batch.window, traffic.batch.deadline_hours"),
+    ("batch.async_inference", "operations.preference (managed, or any when SageMaker's run is cheaper), "
+                              "traffic.batch, traffic.mean_input_tokens, traffic.mean_output_tokens"),
     ("batch", "traffic.batch (the fewest replicas finishing by deadline_hours), hardware"),
 )
 

@@ -82,9 +82,12 @@ CROSS_FIELD_RULES: dict[str, str] = {
     "batch-deadline-within-window": "`traffic.batch.deadline_hours` is at most the window's length",
     "batch-dst-gap": "the batch run's start (`traffic.batch.window.start_hour`) and end (start + `deadline_hours`) "
                      "are local times that exist every day in the window's `timezone` (not in a daylight-saving gap)",
-    "batch-service": "a batch service (`traffic.batch`) serves one text-generation `model`, self-hosted (not "
-                     "`operations.preference: managed`), with no `slo` latency or attainment targets and no "
-                     "`min_replicas` / `max_replicas`",
+    "batch-service": "a batch service (`traffic.batch`) serves one text-generation `model` (self-hosted on vLLM, "
+                     "or on a SageMaker asynchronous endpoint with `operations.preference: managed` or `any`), with no "
+                     "`slo` latency or attainment targets and no `min_replicas` / `max_replicas`",
+    "batch-async-limits": "a batch on SageMaker asynchronous inference starts its last request within "
+                          "`RequestTTLSeconds` (21,600 s) of the window's start and each request within "
+                          "`InvocationTimeoutSeconds` (3,600 s)",
     "batch-deadline-holds-request": "`traffic.batch.deadline_hours` leaves time for a replica's start and one "
                                     "request's latency at the planned operating point",
     "weekly-shape-days": "`traffic.weekly.weekend_days` names 1-6 different days",

@@ -105,8 +105,8 @@ class Requirements(Section):
         return self.model_entries()[0][1].batch if self.model is not None else None
 
     def _batch_problems(self) -> list[FieldProblem]:
-        """A batch service (`traffic.batch`): one text-generation model, self-hosted, no latency targets, its
-        replicas planned from its work (no min/max_replicas)."""
+        """A batch service (`traffic.batch`): one text-generation model, no latency targets, its replicas planned
+        from its work (no min/max_replicas)."""
         problems = [FieldProblem((*at, "batch"), "a batch goes with one `model` (a `models:` estate serves "
                                  "interactive traffic); plan the batch as its own service", rule="batch-service")
                     for _, traffic, _, at in self.model_entries() if self.models is not None and traffic.batch]
@@ -118,11 +118,6 @@ class Requirements(Section):
         if task is not None and not task.generative:
             problems.append(FieldProblem((*at, "batch"), f"a batch is planned for text generation; {spec.served_name} "
                                          f"is a {task.value} model: give it peak_requests_per_s instead",
-                                         rule="batch-service"))
-        if self.operations.preference is OperationsPreference.MANAGED:
-            problems.append(FieldProblem(("operations", "preference"), "a batch runs self-hosted on vLLM (SageMaker "
-                                         "batch transform and asynchronous inference are not planned: "
-                                         "docs/how-to/batch.md); use operations.preference: self-hosted or any",
                                          rule="batch-service"))
         problems += [FieldProblem(("slo", f), f"a batch service has no latency target (it finishes by "
                                   f"traffic.batch.deadline_hours); remove slo.{f}", rule="batch-service")

@@ -9,7 +9,9 @@ bindings); units follow `blueprints.catalog.units`:
 
 - `promql-syntax`: an expression does not parse;
 - `metric-unknown`: a series is not exposed by the stack's engine version or an exporter its cluster runs (a close
-  match is suggested), or a CloudWatch metric is not in its namespace;
+  match is suggested), or a CloudWatch metric is not in its namespace or not published by the stack's kind of
+  SageMaker endpoint (real-time, or asynchronous: an `asyncInferenceConfig` on its EndpointConfiguration;
+  `published_by` in the metric catalog);
 - `metric-misuse`: a counter used without `rate()`/`increase()`, `rate()` of a gauge, `histogram_quantile()` of
   something other than a histogram's buckets;
 - `unit-mismatch`: a trigger's target (per replica with `AverageValue`) or an alert's threshold is not in the unit
@@ -49,6 +51,7 @@ SERVICE_MONITOR = "kubernetes:monitoring.coreos.com/v1:ServiceMonitor"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 INTERCEPTOR_ROUTE = "kubernetes:http.keda.sh/v1beta1:InterceptorRoute"
 METRIC_ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
+ENDPOINT_CONFIGURATION = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
 HTTP_ADD_ON = "keda-http-add-on"
 #: Functions that keep their argument's unit and kind.
 _PRESERVING = {"abs", "ceil", "floor", "round", "clamp", "clamp_min", "clamp_max", "sort", "sort_desc",
@@ -469,6 +472,12 @@ def _check_alarm(stack: _Stack, record: RegisteredResource) -> None:
         stack.add("metric-unknown", record, f"CloudWatch metric {namespace}/{metric} is not in the catalog"
                   + (f"; did you mean {close[0]!r}?" if close else ""))
         return
+    kind = "asynchronous" if any(r.type == ENDPOINT_CONFIGURATION and r.inputs.get("asyncInferenceConfig")
+                                 for r in stack.report.resources) else "real-time"
+    if kind not in found.published_by:
+        stack.add("metric-unknown", record, f"CloudWatch metric {namespace}/{metric} is published by "
+                  f"{' and '.join(found.published_by)} endpoints only, not this stack's {kind} endpoint: the alarm "
+                  "would never see a data point (blueprints/catalog/metrics.yaml published_by)")
     name = (inputs.get("name") or "").removeprefix(f"{stack.report.stack}-")
     row = alert_row("sagemaker", name)
     if row is None:

@@ -171,9 +171,10 @@ def attainment_pct(req: Requirements, env: str) -> float:
 def access_reasons(req: Requirements, *, managed: bool) -> list[str]:
     """Who can reach the endpoint, in plain words (the plan's rationale)."""
     if managed:
+        action = ("sagemaker:InvokeEndpointAsync on it and s3:PutObject on its requests' prefix in the model store"
+                  if req.batch is not None else "sagemaker:InvokeEndpoint on it")
         notes = ["access: a SageMaker endpoint is IAM-authorised: callers sign requests (SigV4) with a role allowed "
-                 "sagemaker:InvokeEndpoint on it" + (", from inside the platform's VPC (private_only)"
-                                                     if req.compliance.private_only else "")]
+                 + action + (", from inside the platform's VPC (private_only)" if req.compliance.private_only else "")]
         if req.exposure != Exposure():
             notes.append("exposure settings apply to self-hosted endpoints only; a SageMaker endpoint ignores them")
         return notes

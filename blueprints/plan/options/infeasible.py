@@ -194,7 +194,12 @@ def explain_infeasible_llm(req: Requirements, env: str, model: ResolvedModel, ca
                      f"({best_ttft[0].instance_type}, tensor_parallel_size={best_ttft[1]}) against "
                      f"slo.{ttft[0]}={ttft[1]:g}: {fixes[-1].text}, shorten "
                      "prompts, or allow faster GPUs")
-    if not parts and managed and not model.traffic.streaming:
+    if not parts and managed and model.traffic.batch is not None:
+        parts.append(f"at p95 one request takes longer than SageMaker asynchronous inference's "
+                     f"{defaults.SAGEMAKER_ASYNC_INVOCATION_TIMEOUT_S:,} s InvocationTimeoutSeconds; lower "
+                     "traffic.mean_output_tokens or traffic.mean_input_tokens, or set operations.preference: "
+                     "self-hosted")
+    elif not parts and managed and not model.traffic.streaming:
         limit_s = defaults.SAGEMAKER_INVOCATION_TIMEOUT_S
         parts.append(f"at p95 a non-streamed response takes longer than SageMaker's {limit_s} s "
                      "invocation limit; set traffic.streaming: true or lower mean_output_tokens")

@@ -19,6 +19,7 @@ from blueprints.core import bounds, defaults
 from blueprints.catalog import Architecture, Catalog, Gpu, InstanceType
 from blueprints.plan.guardrails import Breach, SearchLimits
 from blueprints.plan.options.search import ResolvedModel, gpu_instances, peak_rps, price_factor, replicas_floor
+from blueprints.requirements.model import Traffic
 from blueprints.requirements.service import Requirements
 from blueprints.capacity.measured import covered_gpus, measures_fp8_kv
 from blueprints.capacity.physics import engine_profile, planned_memory_utilization
@@ -178,10 +179,18 @@ def traffic_shape(model: ResolvedModel) -> TrafficShape:
                           shared_tokens=shared_cached_tokens(reuse))
 
 
+def sagemaker_invocation_limit_s(traffic: Traffic) -> int:
+    """The most one SageMaker request may take, s: a batch's asynchronous invocation timeout
+    (`defaults.SAGEMAKER_ASYNC_INVOCATION_TIMEOUT_S`), else the real-time invocation limit."""
+    return (defaults.SAGEMAKER_ASYNC_INVOCATION_TIMEOUT_S if traffic.batch is not None
+            else defaults.SAGEMAKER_INVOCATION_TIMEOUT_S)
+
+
 def latency_targets(req: Requirements, model: ResolvedModel, *, managed: bool) -> LatencyTargets:
-    """The SLO's TTFT and ITL p95 (and p99s when given), and on SageMaker without streaming the real-time
-    invocation limit on the whole request (`defaults.SAGEMAKER_INVOCATION_TIMEOUT_S`)."""
-    e2e = defaults.SAGEMAKER_INVOCATION_TIMEOUT_S * 1e3 if managed and not model.traffic.streaming else None
+    """The SLO's TTFT and ITL p95 (and p99s when given), and on SageMaker without streaming its invocation limit on
+    the whole request (`sagemaker_invocation_limit_s`: real-time, or a batch's asynchronous one)."""
+    t = model.traffic
+    e2e = sagemaker_invocation_limit_s(t) * 1e3 if managed and not t.streaming else None
     return LatencyTargets(req.slo.ttft_p95_ms, req.slo.itl_p95_ms, e2e, ttft_p99_ms=req.slo.ttft_p99_ms,
                           itl_p99_ms=req.slo.itl_p99_ms)
 
