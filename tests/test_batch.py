@@ -318,7 +318,9 @@ def test_a_deadline_that_holds_no_request_on_the_shortest_night_is_refused_namin
                                                                       "timezone": "Europe/Berlin"})
     deadline_s, night = batch.shortest_run_s(today=dt.date(2026, 12, 1))
     assert (deadline_s, night) == (5400, dt.date(2027, 3, 28))  # 01:00-03:30 spans 02:00 -> 03:00
-    bp = SimpleNamespace(compute=SimpleNamespace(instance_type="g6e.xlarge"))
+    from blueprints.contracts.sections import Archetype
+
+    bp = SimpleNamespace(archetype=Archetype.VLLM_GPU, compute=SimpleNamespace(instance_type="g6e.xlarge"))
     replay = SimpleNamespace(start_s=1500.0, request_latency_s=4000.0)  # 5,500 s: within 2.5 h, not within 1.5 h
     with pytest.raises(RequirementsError, match=r"deadline_hours=2.5 \(5,400 s, 1.5 h of real time on the run "
                        r"starting 2027-03-28 .*raise deadline_hours to >= 2.53"):
