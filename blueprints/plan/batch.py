@@ -10,6 +10,12 @@ replica a closed loop at `max_num_seqs`, after its cold start); while it finishe
 raised by how late it is and the service planned again, so the replicas are ceil(work / (throughput x the hours the
 deadline leaves after the start)).
 
+That search runs as a fresh plan, without the existing stack config's hardware, so the rate it ends at is a
+function of the requirements alone; the service is then sized at that rate with the existing hardware kept where it
+is still within the threshold (`blueprints.plan.stability`), raising again only if the kept fleet is late. A re-plan
+over the stack config a plan wrote (`blueprint plan --check`, `preview`'s gate) thus comes to the same rate and the
+same fleet: the search's path (the first rate's hardware may not be the last's) never meets the kept hardware.
+
 The fleet runs from the window's start until the deadline (a KEDA `cron` trigger, `keda_cron`; always on when that
 is the whole day), so the expected monthly cost counts the nodes for those hours only. The stack config's
 `autoscaling` states that schedule (`BatchPlan.scaling`: 0 outside a cron run on the cron scaler, the planned
@@ -62,7 +68,7 @@ def keda_cron(batch: Batch, run_hours: float, replicas: int) -> KedaCron | None:
                           replicas=replicas)
 
 
-def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requirements, str], Blueprint],
+def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requirements, str, bool], Blueprint],
                finish: Callable[[Blueprint, Callable[[Blueprint], Blueprint]], Blueprint],
                as_of: dt.date) -> list[Blueprint]:
     """Plan each environment of a batch service.
@@ -74,7 +80,8 @@ def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requireme
     Args:
         req: requirements with `traffic.batch`.
         names: the environments to plan.
-        size: select, size and price `req` (a steady stream) in one environment (`blueprints.plan.planner._plan_sized`).
+        size: select, size and price `req` (a steady stream) in one environment (`blueprints.plan.planner._plan_sized`),
+            keeping the existing stack config's hardware (True) or as a fresh plan (False).
         finish: the planner's finishing of a sized blueprint, given this module's batch predictions in place of the
             fleet simulation.
         as_of: the plan date, from which the nights ahead are searched for the shortest run.
@@ -90,31 +97,13 @@ def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requireme
     planned = []
     for env in names:
         requests = traffic.batch_requests_per_day * req.environments[env].traffic_scale  # type: ignore[operator]
-        rate = traffic.batch_rate_per_s * batch.deadline_hours * 3600 / deadline_s  # the work over the shortest run
-        for attempt in range(MAX_PLANS):
-            try:
-                bp = size(batch_requirements(req, rate), env)
-            except SizingError:
-                if attempt == 0:  # a deadline too short for any replica may be why: say so rather than the fleet
-                    _check_deadline(batch, size(batch_requirements(req, bounds.MIN_PEAK_REQUESTS_PER_S), env),
-                                    deadline_s=deadline_s, night=night)
-                raise
-            if bp.archetype is not Archetype.VLLM_GPU:
-                raise RequirementsError(f"environments.{env}: a batch is planned on vllm-gpu (GPU nodes), not "
-                                        f"{bp.archetype.value}; allow nvidia-gpu in hardware.accelerators and plan "
-                                        "on the shared platform's or an existing cluster", rule="batch-service")
-            replay = replay_batch(bp, requests=requests)
-            spare_s = _check_deadline(batch, bp, replay, deadline_s=deadline_s, night=night)
-            if replay.completion_s <= deadline_s:
-                break
-            # Late: the work needs (completion - start - latency) of serving at this fleet and has spare_s.
-            rate *= (replay.completion_s - replay.start_s - replay.request_latency_s) / spare_s * 1.001
-        else:
-            raise SizingError(f"environments.{env}: the batch's replayed day ends {replay.completion_s / 3600:.2f} h "
-                              f"after the window's start, beyond traffic.batch.deadline_hours="
-                              f"{batch.deadline_hours:g}{_shorter(deadline_s, night)} after {MAX_PLANS} plans; raise "
-                              "deadline_hours or hardware.allowed_instance_families", rule="feasible-plan")
-        done = finish(bp, lambda sized, r=replay: batch_predictions(sized, batch, r, shortest=(deadline_s, night)))
+        nominal = traffic.batch_rate_per_s * batch.deadline_hours * 3600 / deadline_s  # the work over the shortest run
+        shortest = (deadline_s, night)
+        rate, _, _ = _search(req, env, lambda fixed: size(fixed, env, False), nominal, requests=requests,
+                             shortest=shortest)  # the requirements' rate, from a fresh plan
+        _, bp, replay = _search(req, env, lambda fixed: size(fixed, env, True), rate, requests=requests,
+                                shortest=shortest)  # the existing hardware kept at that rate, where it still is
+        done = finish(bp, lambda sized, r=replay: batch_predictions(sized, batch, r, shortest=shortest))
         budget = req.budget.max_monthly_usd
         if budget is not None and done.batch.monthly_cost_usd > budget:  # type: ignore[union-attr]
             raise SizingError(f"environments.{env}: the batch's run, {done.batch.replicas} replica(s) of "  # type: ignore[union-attr]
@@ -123,6 +112,43 @@ def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requireme
                               f"{budget:,.0f}; raise the budget (it is the cheapest run finishing by the deadline)")
         planned.append(done)
     return planned
+
+
+def _search(req: Requirements, env: str, size: Callable[[Requirements], Blueprint], rate: float, *,
+            requests: float, shortest: tuple[float, dt.date | None]) -> tuple[float, Blueprint, BatchReplay]:
+    """From `rate`, requests/s, size the environment `env` (`size`) and replay its day of `requests` until it ends
+    within the shortest run (`shortest`: its seconds and its night, `Batch.shortest_run_s`), raising the rate by how
+    late it was; returns the rate, the sized blueprint and its replay.
+
+    Raises:
+        RequirementsError: not on vllm-gpu (batch-service), or the deadline holds no request
+            (batch-deadline-holds-request, checked when the first sizing fails).
+        SizingError: still late after `MAX_PLANS` plans (feasible-plan), or the option search's own.
+    """
+    batch, (deadline_s, night) = req.batch, shortest
+    assert batch is not None
+    for attempt in range(MAX_PLANS):
+        try:
+            bp = size(batch_requirements(req, rate))
+        except SizingError:
+            if attempt == 0:  # a deadline too short for any replica may be why: say so rather than the fleet
+                _check_deadline(batch, size(batch_requirements(req, bounds.MIN_PEAK_REQUESTS_PER_S)),
+                                deadline_s=deadline_s, night=night)
+            raise
+        if bp.archetype is not Archetype.VLLM_GPU:
+            raise RequirementsError(f"environments.{env}: a batch is planned on vllm-gpu (GPU nodes), not "
+                                    f"{bp.archetype.value}; allow nvidia-gpu in hardware.accelerators and plan "
+                                    "on the shared platform's or an existing cluster", rule="batch-service")
+        replay = replay_batch(bp, requests=requests)
+        spare_s = _check_deadline(batch, bp, replay, deadline_s=deadline_s, night=night)
+        if replay.completion_s <= deadline_s:
+            return rate, bp, replay
+        # Late: the work needs (completion - start - latency) of serving at this fleet and has spare_s.
+        rate *= (replay.completion_s - replay.start_s - replay.request_latency_s) / spare_s * 1.001
+    raise SizingError(f"environments.{env}: the batch's replayed day ends {replay.completion_s / 3600:.2f} h "
+                      f"after the window's start, beyond traffic.batch.deadline_hours="
+                      f"{batch.deadline_hours:g}{_shorter(deadline_s, night)} after {MAX_PLANS} plans; raise "
+                      "deadline_hours or hardware.allowed_instance_families", rule="feasible-plan")
 
 
 def _shorter(deadline_s: float, night: dt.date | None) -> str:
