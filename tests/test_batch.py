@@ -830,3 +830,61 @@ def test_a_request_longer_than_the_asynchronous_invocation_timeout_exits_2_namin
     text = " ".join(result.output.split())
     assert result.exit_code == 2, text
     assert "traffic.mean_output_tokens" in text and "3,600 s" in text and "InvocationTimeoutSeconds" in text, text
+
+
+# --- re-plans: the plan is a function of the requirements and the existing hardware ---------------------------------
+
+#: 5M requests within 5 h (4 h on the spring-forward night) on p4d/p5: the nominal rate plans p5.48xlarge, whose
+#: replay asks for p5.4xlarge. A re-plan keeping p5.4xlarge (`plan --check`) used to size it from the nominal rate,
+#: raise that rate by its own lateness and record another rate: drift with nothing changed.
+SWITCHED = (5_000_000, 5, ["p4d", "p5"])
+
+
+def _overnight_data(requests_per_day: int, deadline_hours: int, families: list[str] | None) -> dict:
+    """overnight-summaries (22:00 Berlin, window to 06:00) in prod only, at this volume, deadline and families."""
+    data = yaml.safe_load((FOLDER / "overnight-summaries.yaml").read_text())
+    data["traffic"]["batch"].update(requests_per_day=requests_per_day, deadline_hours=deadline_hours)
+    data["environments"] = {"prod": data["environments"]["prod"]}
+    if families:
+        data["hardware"] = {"allowed_instance_families": families}
+    return data
+
+
+@pytest.mark.parametrize(("requests_per_day", "deadline_hours", "families"),
+                         [SWITCHED, (400_000, 6, None), (1_500_000, 5, ["p4d", "p5"]), (30_000, 8, ["g5", "g6"])])
+def test_a_batch_replan_over_its_own_hardware_is_the_same_plan(requests_per_day, deadline_hours, families):
+    from blueprints.catalog import load_catalog
+    from blueprints.plan.planner import plan
+    from blueprints.plan.stability import hardware_of
+    from blueprints.requirements.service import Requirements
+
+    req = Requirements.model_validate(_overnight_data(requests_per_day, deadline_hours, families))
+    [first] = plan(req, load_catalog(), as_of=PLAN_DATE)
+    [again] = plan(req, load_catalog(), as_of=PLAN_DATE,
+                   existing={first.stack: hardware_of(first.model_dump(mode="json"))})
+    assert again.model_dump(mode="json") == first.model_dump(mode="json")
+    # The replay judges the fleet: it ends within the shortest run (4 h or 5 h on the spring-forward night).
+    shortest_s, night = req.batch.shortest_run_s(today=PLAN_DATE)
+    b = first.batch
+    assert night is not None and shortest_s == (deadline_hours - 1) * 3600
+    assert b.replicas == first.compute.replicas and b.completion_hours * 3600 <= shortest_s
+    assert BatchReplay(b.requests_per_day, b.replicas, b.requests_per_s_per_replica, b.start_s,
+                       b.request_latency_s).completion_s == pytest.approx(b.completion_hours * 3600, abs=2)
+
+
+def test_plan_check_after_planning_a_batch_whose_replay_switched_hardware_is_clean(tmp_path, monkeypatch):
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    shutil.copytree(POLICY_DIR, root / "policies" / "config")
+    folder = root / "stacks" / "requirements"
+    folder.mkdir(parents=True)
+    platform = yaml.safe_load((FOLDER / "platform.yaml").read_text())
+    platform["platforms"] = {"prod-us-east-1": platform["platforms"]["prod-us-east-1"]}  # prod only is planned
+    (folder / "platform.yaml").write_text(yaml.safe_dump(platform, sort_keys=False))
+    (folder / "overnight-summaries.yaml").write_text(yaml.safe_dump(_overnight_data(*SWITCHED), sort_keys=False))
+    monkeypatch.chdir(root)
+    planned = _cli("plan", "stacks/requirements/overnight-summaries.yaml", "--as-of", PLAN_DATE.isoformat())
+    assert planned.exit_code == 0, planned.output
+    check = _cli("plan", "--check")
+    assert check.exit_code == 0, check.output

@@ -10,6 +10,12 @@ replica a closed loop at `max_num_seqs`, after its cold start); while it finishe
 raised by how late it is and the service planned again, so the replicas are ceil(work / (throughput x the hours the
 deadline leaves after the start)).
 
+That search runs as a fresh plan, without the existing stack config's hardware, so the rate it ends at is a
+function of the requirements alone; the service is then sized at that rate with the existing hardware kept where it
+is still within the threshold (`blueprints.plan.stability`), raising again only if the kept fleet is late. A re-plan
+over the stack config a plan wrote (`blueprint plan --check`, `preview`'s gate) thus comes to the same rate and the
+same fleet: the search's path (the first rate's hardware may not be the last's) never meets the kept hardware.
+
 The fleet runs from the window's start until the deadline (a KEDA `cron` trigger, `keda_cron`; always on when that
 is the whole day), so the expected monthly cost counts the nodes for those hours only. The stack config's
 `autoscaling` states that schedule (`BatchPlan.scaling`: 0 outside a cron run on the cron scaler, the planned
@@ -72,7 +78,7 @@ def keda_cron(batch: Batch, run_hours: float, replicas: int) -> KedaCron | None:
                           replicas=replicas)
 
 
-def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requirements, str], Blueprint],
+def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requirements, str, bool], Blueprint],
                finish: Callable[[Blueprint, Callable[[Blueprint], Blueprint]], Blueprint],
                as_of: dt.date) -> list[Blueprint]:
     """Plan each environment of a batch service: self-hosted on vLLM (preference `self-hosted`), on a SageMaker
@@ -86,7 +92,8 @@ def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requireme
     Args:
         req: requirements with `traffic.batch`.
         names: the environments to plan.
-        size: select, size and price `req` (a steady stream) in one environment (`blueprints.plan.planner._plan_sized`).
+        size: select, size and price `req` (a steady stream) in one environment (`blueprints.plan.planner._plan_sized`),
+            keeping the existing stack config's hardware (True) or as a fresh plan (False).
         finish: the planner's finishing of a sized blueprint, given this module's batch predictions in place of the
             fleet simulation.
         as_of: the plan date, from which the nights ahead are searched for the shortest run.
@@ -111,7 +118,10 @@ def plan_batch(req: Requirements, names: list[str], *, size: Callable[[Requireme
             # a SageMaker asynchronous run has no cron end: the nominal deadline holds every night
             shortest = (batch.deadline_hours * 3600, None) if kind is OperationsPreference.MANAGED else shortest_run
             try:
-                bp, replay = _sized_in_time(req, env, kind, size=size, shortest=shortest)
+                # the requirements' rate, from a fresh plan; then the existing hardware kept at that rate, where it is
+                rate, _, _ = _sized_in_time(req, env, kind, size=lambda f, e: size(f, e, False), shortest=shortest)
+                _, bp, replay = _sized_in_time(req, env, kind, size=lambda f, e: size(f, e, True), shortest=shortest,
+                                               rate=rate)
                 done.append(finish(bp, lambda sized, r=replay, s=shortest: batch_predictions(sized, batch, r,
                                                                                               shortest=s)))
             except BlueprintError as error:
@@ -149,12 +159,14 @@ def _choice_note(best: Blueprint, done: list[Blueprint], refused: list[tuple[Ope
 
 def _sized_in_time(req: Requirements, env: str, kind: OperationsPreference, *,
                    size: Callable[[Requirements, str], Blueprint],
-                   shortest: tuple[float, dt.date | None]) -> tuple[Blueprint, BatchReplay]:
+                   shortest: tuple[float, dt.date | None],
+                   rate: float | None = None) -> tuple[float, Blueprint, BatchReplay]:
     """One candidate (`kind`: self-hosted or managed) sized so that its replayed day starts its last request in time:
     by the deadline (`shortest`: the run's shortest real length, seconds, and the night it is shorter) less one
     request's latency (self-hosted: it then completes by the deadline) and, on SageMaker, within RequestTTLSeconds of
     the window's start; while it is late, the rate is raised by how late it is and the service sized again (at most
-    `MAX_PLANS` times)."""
+    `MAX_PLANS` times), from `rate` requests/s (default: the day's work over the deadline, or over the TTL on
+    SageMaker when that is shorter). Returns the rate it ended at, the sized blueprint and its replay."""
     deadline_s, night = shortest
     batch, traffic = req.batch, req.model_entries()[0][1]
     assert batch is not None
@@ -162,7 +174,8 @@ def _sized_in_time(req: Requirements, env: str, kind: OperationsPreference, *,
     requests = traffic.batch_requests_per_day * req.environments[env].traffic_scale  # type: ignore[operator]
     # the work over the shortest run; on SageMaker every request must also start within the TTL
     limit_s = min(deadline_s, defaults.SAGEMAKER_ASYNC_REQUEST_TTL_S) if managed else deadline_s
-    rate = traffic.batch_rate_per_s * batch.deadline_hours * 3600 / limit_s
+    if rate is None:
+        rate = traffic.batch_rate_per_s * batch.deadline_hours * 3600 / limit_s
     archetype = Archetype.SAGEMAKER_ENDPOINT if managed else Archetype.VLLM_GPU
     for attempt in range(MAX_PLANS):
         try:
@@ -181,7 +194,7 @@ def _sized_in_time(req: Requirements, env: str, kind: OperationsPreference, *,
         spare_s = _check_deadline(batch, bp, replay, deadline_s=deadline_s, night=night)
         serving_s = replay.completion_s - replay.start_s - replay.request_latency_s
         if serving_s <= spare_s:
-            return bp, replay
+            return rate, bp, replay
         rate *= serving_s / spare_s * 1.001  # late: the work needs serving_s of this fleet and has spare_s
     if managed:
         raise RequirementsError(

@@ -227,7 +227,9 @@ def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: 
     elif req.batch is not None:  # a daily batch: the lowest cost finishing by its deadline (blueprints.plan.batch)
         from blueprints.plan.batch import plan_batch
 
-        planned = plan_batch(req, names, size=lambda fixed, env: _plan_sized(fixed, catalog, ctx, [env])[0],
+        fresh = replace(ctx, existing={})
+        planned = plan_batch(req, names, size=lambda fixed, env, keep: _plan_sized(fixed, catalog, ctx if keep else
+                                                                                   fresh, [env])[0],
                              finish=lambda bp, predict: _finish_service(req, ctx, [bp], alerting=alerting,
                                                                         predict=predict)[0], as_of=ctx.as_of)
     else:
