@@ -17,7 +17,9 @@ from blueprints.core.errors import StackConfigError
 from blueprints.core.journal import JOURNAL, LOCK, STAGING_DIR, recover, write_all
 from tests.fuzz_inputs import ROOT, Project
 
-REQUIREMENTS = "stacks/requirements/chat-assistant.yaml"
+#: The example the killed plan plans: the cheapest that writes several stack configs (its dev and prod), so the kill lands
+#: between two of them.
+REQUIREMENTS = "stacks/requirements/edge-classifier.yaml"
 #: A plan killed after this many of its steps (staged files, or installed ones).
 AFTER = 1
 
@@ -52,7 +54,7 @@ KILLED_PLAN = textwrap.dedent(f"""
 def project(tmp_path) -> Project:
     project = Project(tmp_path, with_examples=True)
     path = project.root / REQUIREMENTS
-    path.write_text(path.read_text().replace("owner: ml-platform", "owner: ml-serving"))  # the new plan differs
+    path.write_text(path.read_text().replace("owner: retail-edge", "owner: ml-serving"))  # the new plan differs
     assert "owner: ml-serving" in path.read_text()
     return project
 

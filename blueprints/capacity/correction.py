@@ -30,6 +30,7 @@ import math
 import random
 import statistics
 from dataclasses import dataclass
+from functools import lru_cache
 
 from blueprints.capacity.physics import Correction, replica_model
 from blueprints.capacity.simulator import SchedulerConfig, SimulationResult, simulate
@@ -158,10 +159,12 @@ class Fit:
         return max(abs(r.error_after if after else r.error_before) for r in self.residuals)
 
 
+@lru_cache(maxsize=64)
 def uniform_requests(input_len: int, output_len: int, range_ratio: float, *, count: int, max_model_len: int,
                      seed: int = SEED) -> Requests:
     """`count` (prompt, output) lengths integer-uniform in [floor(len(1 - r)), ceil(len(1 + r))] (at least 1 token),
-    each request within `max_model_len`: vLLM's random dataset (datasets.py `RandomDataset`)."""
+    each request within `max_model_len`: vLLM's random dataset (datasets.py `RandomDataset`). Remembered by its
+    arguments: a fit replays each run hundreds of times with the same seeded draws."""
     rng = random.Random(seed)
 
     def bounds(length: int) -> tuple[int, int]:
@@ -245,8 +248,15 @@ def fit(setup: ReplicaSetup, runs: tuple[MeasuredRun, ...]) -> Fit:
         runs: at least one run, each with positive measured figures.
 
     Returns:
-        The `Fit`: factors rounded to 3 decimals, every figure before (identity) and after.
+        The `Fit`: factors rounded to 3 decimals, every figure before (identity) and after. Remembered per process by
+        the content of its inputs and `FLOOR_MIN_EFFECT` (a fit is pure and takes hundreds of replays).
     """
+    return _fit(setup, runs, FLOOR_MIN_EFFECT)
+
+
+@lru_cache(maxsize=16)
+def _fit(setup: ReplicaSetup, runs: tuple[MeasuredRun, ...], floor_min_effect: float) -> Fit:
+    """`fit` with the threshold it reads as an argument (part of what it is remembered by)."""
     cache: dict[tuple[float, float], float] = {}
 
     def loss(step: float, floor: float) -> float:
@@ -257,7 +267,7 @@ def fit(setup: ReplicaSetup, runs: tuple[MeasuredRun, ...]) -> Fit:
 
     (s_lo, s_hi), (f_lo, f_hi) = (tuple(math.log(v) for v in r) for r in (STEP_TIME_RANGE, TTFT_FLOOR_RANGE))
     step = _golden(lambda s: loss(s, 0.0), s_lo, s_hi)
-    if _floor_effect(setup, runs, math.exp(step)) < FLOOR_MIN_EFFECT:
+    if _floor_effect(setup, runs, math.exp(step)) < floor_min_effect:
         floor, unpinned = 0.0, ("ttft_floor",)
     else:
         unpinned = ()

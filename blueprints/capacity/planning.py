@@ -308,6 +308,7 @@ def _budget_rate(model: ReplicaModel, shape: TrafficShape, targets: LatencyTarge
     return rate
 
 
+@lru_cache(maxsize=1024)
 def screen(arch: Architecture, gpu: Gpu, *, precision: Precision, quantization: Quantization | None,
            tensor_parallel_size: int, kv_cache_fp8: bool, shape: TrafficShape, targets: LatencyTargets,
            tune_batched_tokens: bool = True, correction: Correction = Correction(),
@@ -320,7 +321,8 @@ def screen(arch: Architecture, gpu: Gpu, *, precision: Precision, quantization: 
     target screens where no p95 target is set); `correction`: a calibration's factors; `lora`: the LoRA slots whose
     memory leaves the KV cache; `chat`: requests come through the chat endpoint; `engine`: the serving engine's
     profile (its scheduling and step tables; the pinned vLLM by default); `gpu_memory_utilization` the share of memory
-    the engine's KV cache is sized in (`physics.planned_memory_utilization`)."""
+    the engine's KV cache is sized in (`physics.planned_memory_utilization`). Remembered by its arguments (all
+    values): one plan screens the same replicas in every search it runs (the band's edges, the hints' re-plans)."""
     model = replica_model(arch, gpu, precision=precision, quantization=quantization,
                           tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, correction=correction,
                           lora=lora, chat=chat, engine=engine, gpu_memory_utilization=gpu_memory_utilization)
@@ -479,9 +481,10 @@ def size_replica_at_least(candidate: Candidate, shape: TrafficShape, targets: La
 
 
 def clear_caches() -> None:
-    """Forget every sized candidate and drawn workload (benchmarks time a cold start with it)."""
+    """Forget every screened and sized candidate and drawn workload (benchmarks time a cold start with it)."""
     from blueprints.capacity import workload
 
+    screen.cache_clear()
     _size_replica.cache_clear()
     _runs.clear()
     _misses.clear()
