@@ -79,7 +79,7 @@ from blueprints.contracts.sections import Archetype, VllmEngine
 from blueprints.core.errors import BenchmarkError, CalibrationError, format_validation_error, read_text_file
 from blueprints.core.yamlio import load_json
 from blueprints.contracts.weights import streams_format
-from blueprints.operate.workload import ClientWorkload, planned_workload
+from blueprints.operate.workload import ClientWorkload, planned_workload, workload_mismatch
 from blueprints.plan.startup import vllm_startup
 
 #: Largest share of a run's requests that may have failed for it to be fitted (a failing server's timings are not
@@ -236,17 +236,12 @@ def _check_workload(path: Path, result: BenchmarkResultFile, bp: Blueprint, work
                      "the random dataset could not reproduce the planned workload, and a calibration would correct "
                      "the model with another one; calibrate with a benchmark of a workload the random dataset "
                      "reproduces, or leave this file out")
-    planned = (("target.model", result.target.model, workload.model),
-               ("settings.endpoint", s.endpoint, workload.endpoint),
-               ("settings.random_prefix_len", s.random_prefix_len, workload.prefix_len),
-               ("settings.random_input_len", s.random_input_len, workload.input_len),
-               ("settings.random_output_len", s.random_output_len, workload.output_len),
-               ("settings.random_range_ratio", s.random_range_ratio, workload.range_ratio))
-    for field, measured, want in planned:
-        if measured != want:
-            raise _error(path, field, f"measured {measured!r}, planned {want!r}: {bp.stack} is planned with "
-                         f"{_workload_words(workload)}, and a fit on another workload would correct the model with "
-                         f"it; benchmark with `blueprint benchmark {bp.stack}`, which sends the planned workload")
+    mismatch = workload_mismatch(result, workload)
+    if mismatch is not None:
+        field, measured, want = mismatch
+        raise _error(path, field, f"measured {measured!r}, planned {want!r}: {bp.stack} is planned with "
+                     f"{_workload_words(workload)}, and a fit on another workload would correct the model with "
+                     f"it; benchmark with `blueprint benchmark {bp.stack}`, which sends the planned workload")
 
 
 def _workload_words(w: ClientWorkload) -> str:

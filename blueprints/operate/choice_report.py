@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from blueprints.core import charts
 from blueprints.core.errors import ChoiceError
 from blueprints.operate.choose import Comparison
 from blueprints.requirements.choice import MeasuredFinalist
@@ -73,11 +74,7 @@ def write_chart(c: Comparison, path: Path) -> None:
     Raises:
         ChoiceError: the file cannot be written.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    matplotlib.rcParams["svg.hashsalt"] = "servingblueprints"
-    import matplotlib.pyplot as plt
+    plt = charts.pyplot()
 
     names = [f.stack.rsplit("-", 2)[-2] + "-" + f.stack.rsplit("-", 1)[-1] for f in c.finalists]
     colors = ["tab:green" if f.verdict == "chosen" else "tab:red" if f.verdict == "failed" else "tab:blue"
@@ -96,13 +93,7 @@ def write_chart(c: Comparison, path: Path) -> None:
         ax.set_title(title)
     fig.suptitle(f"finalists at {c.environment}'s planned peak (green: chosen, red: failed)")
     fig.tight_layout()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)
-    except OSError as exc:
-        raise ChoiceError(f"{path}: cannot write the chart ({exc.strerror})") from None
-    finally:
-        plt.close(fig)
+    charts.save(fig, path, what="chart", error=ChoiceError)
 
 
 def write_report(c: Comparison, service: str, out_dir: Path) -> list[Path]:

@@ -42,7 +42,7 @@ from blueprints.core.errors import (
 )
 from blueprints.core.yamlio import load_yaml
 from blueprints.operate.calibrate import MAX_FAILED_SHARE, calibrate
-from blueprints.operate.workload import planned_workload
+from blueprints.operate.workload import planned_workload, workload_mismatch
 from blueprints.plan.builders.context import PlanContext
 from blueprints.plan.choice import measured_fleet
 from blueprints.plan.selection import reference_environment
@@ -174,19 +174,17 @@ def _check_result(path: Path, result: BenchmarkResultFile, bp: Blueprint, config
                           f"{bp.stack} as planned now")
     w = planned_workload(bp)
     s, t = result.settings, result.target
-    pairs = (("target.model", t.model, w.model), ("target.engine_image", t.engine_image, w.engine_image),
-             ("target.instance_type", t.instance_type, bp.compute.instance_type),
-             ("target.tensor_parallel_size", t.tensor_parallel_size, getattr(bp.engine, "tensor_parallel_size", None)
-              or getattr(bp.engine, "tensor_parallel_degree", None)),
-             ("settings.random_prefix_len", s.random_prefix_len, w.prefix_len),
-             ("settings.random_input_len", s.random_input_len, w.input_len),
-             ("settings.random_output_len", s.random_output_len, w.output_len),
-             ("settings.random_range_ratio", s.random_range_ratio, w.range_ratio))
-    for name, measured, planned in pairs:
-        if measured != planned:
-            raise ChoiceError(f"{path}: {name}: measured {measured!r}, the pilot {bp.stack} is planned with "
-                              f"{planned!r} ({config}): the finalists are compared on the pilot's own workload and "
-                              f"replica; benchmark it with `blueprint benchmark {bp.stack}`")
+    replica = (("target.engine_image", t.engine_image, w.engine_image),
+               ("target.instance_type", t.instance_type, bp.compute.instance_type),
+               ("target.tensor_parallel_size", t.tensor_parallel_size, getattr(bp.engine, "tensor_parallel_size", None)
+                or getattr(bp.engine, "tensor_parallel_degree", None)))
+    mismatch = workload_mismatch(result, w) or next(((name, measured, planned) for name, measured, planned in replica
+                                                     if measured != planned), None)
+    if mismatch is not None:
+        name, measured, planned = mismatch
+        raise ChoiceError(f"{path}: {name}: measured {measured!r}, the pilot {bp.stack} is planned with "
+                          f"{planned!r} ({config}): the finalists are compared on the pilot's own workload and "
+                          f"replica; benchmark it with `blueprint benchmark {bp.stack}`")
     if s.approximations:
         raise ChoiceError(f"{path}: settings.approximations: measured with --approximate-workload "
                           f"({s.approximations[0]}): not the planned workload; benchmark a workload the random dataset "

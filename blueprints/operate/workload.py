@@ -51,9 +51,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from blueprints.capacity.planning import traffic_shape
 from blueprints.capacity.prefix_cache import history_hit_rate, planned_reuse, routing_for, sizing_cached_tokens
+from blueprints.contracts.benchmark_result import BenchmarkResultFile
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.client_api import OPENAI_BASE_PATH, OPENAI_INFERENCE_PATHS
 from blueprints.core import defaults
@@ -169,3 +171,17 @@ def planned_workload(bp: Blueprint) -> ClientWorkload:
     return ClientWorkload(model=bp.model.name, engine_image=engine.image, prefix_len=prefix,
                           input_len=shape.inputs.mean, output_len=traffic.mean_output_tokens, range_ratio=ratio,
                           notes=tuple(notes), approximations=_approximations(bp, prefix), api=traffic.api)
+
+
+def workload_mismatch(result: BenchmarkResultFile, workload: ClientWorkload) -> tuple[str, Any, Any] | None:
+    """The first setting in which a result file's client sent another workload than `workload` (the served model, the
+    endpoint, the prefix, the lengths and their range ratio), as (the result file's field, measured, planned); None
+    when it sent this one. `blueprint calibrate` and `blueprint choose` refuse such a file naming the field."""
+    s = result.settings
+    pairs = (("target.model", result.target.model, workload.model),
+             ("settings.endpoint", s.endpoint, workload.endpoint),
+             ("settings.random_prefix_len", s.random_prefix_len, workload.prefix_len),
+             ("settings.random_input_len", s.random_input_len, workload.input_len),
+             ("settings.random_output_len", s.random_output_len, workload.output_len),
+             ("settings.random_range_ratio", s.random_range_ratio, workload.range_ratio))
+    return next(((name, measured, planned) for name, measured, planned in pairs if measured != planned), None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from blueprints.core import charts
 from blueprints.core.errors import BlueprintError
 from blueprints.simulate.fleet import SimulationResult
 
@@ -53,11 +54,7 @@ def write_plot(result: SimulationResult, path: Path) -> None:
     """
     if path.suffix not in (".svg", ".png"):
         raise BlueprintError(f"{path}: the plot is written as .svg or .png")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    matplotlib.rcParams["svg.hashsalt"] = "servingblueprints"
-    import matplotlib.pyplot as plt
+    plt = charts.pyplot()
 
     minutes = result.minutes
     hours = [m / 60 for m in range(len(minutes["rps"]))]
@@ -78,10 +75,4 @@ def write_plot(result: SimulationResult, path: Path) -> None:
     bottom.set_xlabel("hour")
     bottom.legend(loc="upper right")
     fig.tight_layout()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)
-    except OSError as exc:
-        raise BlueprintError(f"{path}: cannot write the plot ({exc.strerror})") from None
-    finally:
-        plt.close(fig)
+    charts.save(fig, path, what="plot")
