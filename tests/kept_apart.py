@@ -18,6 +18,18 @@ DATA = ROOT / "tests" / "data"
 POLICY_DIR = ROOT / "policies" / "config"
 
 
+def project_skeleton(root: Path) -> Path:
+    """`root` made a project with no stacks yet: the program, Pulumi.yaml and the policy configs (what `blueprint plan`,
+    `pilot`, `choose` and `preview` find a project by), and an empty stacks/requirements/; returns that folder."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "__main__.py", root / "__main__.py")
+    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    shutil.copytree(POLICY_DIR, root / "policies" / "config")
+    folder = root / "stacks" / "requirements"
+    folder.mkdir(parents=True)
+    return folder
+
+
 def plan_folder(folder: Path, stacks_dir: Path) -> list[str]:
     """`blueprint plan` of every requirements file in `folder` (its platform.yaml beside them) into `stacks_dir`;
     the stacks written, sorted."""

@@ -17,8 +17,8 @@ from blueprints.cli import app
 from blueprints.plan.batch import keda_cron
 from blueprints.requirements.model import Batch
 from blueprints.simulate.batch import BatchReplay
-from tests.conftest import PLAN_DATE, ROOT
-from tests.kept_apart import DATA, POLICY_DIR
+from tests.conftest import PLAN_DATE
+from tests.kept_apart import DATA, POLICY_DIR, project_skeleton
 
 FOLDER = DATA / "nightly-batch" / "requirements"
 
@@ -138,13 +138,24 @@ def project(tmp_path_factory) -> Path:
     """A project of the held-back folder (Pulumi.yaml, the policy configs, stacks/requirements): its requirements
     folder, where `blueprint plan` takes its files."""
     root = tmp_path_factory.mktemp("batch")
-    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
-    shutil.copytree(POLICY_DIR, root / "policies" / "config")
-    return Path(shutil.copytree(FOLDER, root / "stacks" / "requirements"))
+    return Path(shutil.copytree(FOLDER, project_skeleton(root), dirs_exist_ok=True))
 
 
 def _cli(*args: str):
     return CliRunner().invoke(app, [*args], catch_exceptions=False)
+
+
+def _plan_edited(project: Path, data: dict, out: str):
+    """`blueprint plan` of the held-back nightly batch rewritten as `data` (restored afterwards), into a scratch
+    `out` folder: (the CLI result, its output on one line)."""
+    path = project / "nightly-summaries.yaml"
+    original = path.read_text()
+    try:
+        path.write_text(yaml.safe_dump(data))
+        result = _cli("plan", str(path), "--as-of", PLAN_DATE.isoformat(), "--out-dir", str(project.parent.parent / out))
+    finally:
+        path.write_text(original)
+    return result, " ".join(result.output.split())
 
 
 def test_blueprint_plan_shows_the_completion_against_the_deadline_and_the_unit_costs(project, nightly):
@@ -185,15 +196,7 @@ def test_blueprint_plan_json_carries_the_batch_section(project, nightly):
 def test_a_bad_batch_exits_2_naming_the_field_and_the_fix(project, change, words):
     data = _requirements(**change)
     data["traffic"]["batch"] = {k: v for k, v in data["traffic"]["batch"].items() if v is not None}
-    path = project / "nightly-summaries.yaml"
-    original = path.read_text()
-    try:
-        path.write_text(yaml.safe_dump(data))
-        result = _cli("plan", str(path), "--as-of", PLAN_DATE.isoformat(), "--out-dir",
-                      str(project.parent.parent / "stacks-bad"))
-    finally:
-        path.write_text(original)
-    text = " ".join(result.output.split())
+    result, text = _plan_edited(project, data, "stacks-bad")
     assert result.exit_code == 2, text
     assert all(w in text for w in words), text
 
@@ -520,15 +523,7 @@ def test_verify_expects_nodes_only_during_the_batch_run(overnight_review, overni
 
 def test_an_infeasible_batch_names_the_batchs_own_fields(project):
     data = _requirements(requests_per_day=500_000_000)  # ~700 GPUs all day: beyond the prod policy's maxGpus
-    path = project / "nightly-summaries.yaml"
-    original = path.read_text()
-    try:
-        path.write_text(yaml.safe_dump(data))
-        result = _cli("plan", str(path), "--as-of", PLAN_DATE.isoformat(), "--out-dir",
-                      str(project.parent.parent / "stacks-infeasible"))
-    finally:
-        path.write_text(original)
-    text = " ".join(result.output.split())
+    result, text = _plan_edited(project, data, "stacks-infeasible")
     assert result.exit_code == 2, text
     assert "no option finishing traffic.batch by its deadline_hours stays within gpu-quota" in text
     assert "lower traffic.batch.requests_per_day (or tokens_per_day) or environments.prod.traffic_scale" in text
@@ -556,10 +551,7 @@ def test_an_infeasible_windowed_batch_suggests_a_later_deadline_within_its_windo
 def batch_project(tmp_path_factory) -> Path:
     """A project (Pulumi.yaml, program, policy configs) with the held-back folder planned into its stacks/."""
     root = tmp_path_factory.mktemp("batch-edits")
-    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
-    shutil.copy(ROOT / "__main__.py", root / "__main__.py")
-    shutil.copytree(POLICY_DIR, root / "policies" / "config")
-    folder = Path(shutil.copytree(FOLDER, root / "stacks" / "requirements"))
+    folder = Path(shutil.copytree(FOLDER, project_skeleton(root), dirs_exist_ok=True))
     for name in ("nightly-summaries.yaml", "nightly-summaries-interactive.yaml"):
         (folder / name).unlink()  # only the overnight batch: `plan --check` re-plans every file
     with pytest.MonkeyPatch.context() as mp:
@@ -691,7 +683,7 @@ def _managed_folder(root: Path, *, preference: str = "managed", kms: bool = Fals
     """The held-back folder in `<root>/stacks/requirements`, nightly-summaries with `operations.preference`
     `preference` (with `kms` a customer-managed key, so the results are encrypted with the store's own key) and
     `traffic` changed; its platform file names the SNS topic a production SageMaker endpoint's alarms notify."""
-    folder = Path(shutil.copytree(FOLDER, root / "stacks" / "requirements"))
+    folder = Path(shutil.copytree(FOLDER, project_skeleton(root), dirs_exist_ok=True))
     data = yaml.safe_load((folder / "nightly-summaries.yaml").read_text())
     data["operations"]["preference"] = preference
     if kms:
@@ -823,9 +815,6 @@ def test_a_request_longer_than_the_asynchronous_invocation_timeout_exits_2_namin
     data = yaml.safe_load((folder / "nightly-summaries.yaml").read_text())
     data["model"]["max_context_tokens"] = 131_072  # the model's own context: the request fits, only not in time
     (folder / "nightly-summaries.yaml").write_text(yaml.safe_dump(data))
-    root = folder.parent.parent
-    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
-    shutil.copytree(POLICY_DIR, root / "policies" / "config")
     result = _cli("plan", str(folder / "nightly-summaries.yaml"), "--as-of", PLAN_DATE.isoformat())
     text = " ".join(result.output.split())
     assert result.exit_code == 2, text
@@ -875,10 +864,7 @@ def test_a_batch_replan_over_its_own_hardware_is_the_same_plan(requests_per_day,
 def test_plan_check_after_planning_a_batch_whose_replay_switched_hardware_is_clean(tmp_path, monkeypatch):
     root = tmp_path / "project"
     root.mkdir()
-    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
-    shutil.copytree(POLICY_DIR, root / "policies" / "config")
-    folder = root / "stacks" / "requirements"
-    folder.mkdir(parents=True)
+    folder = project_skeleton(root)
     platform = yaml.safe_load((FOLDER / "platform.yaml").read_text())
     platform["platforms"] = {"prod-us-east-1": platform["platforms"]["prod-us-east-1"]}  # prod only is planned
     (folder / "platform.yaml").write_text(yaml.safe_dump(platform, sort_keys=False))

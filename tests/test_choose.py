@@ -29,6 +29,7 @@ from blueprints.plan.platforms import standalone_platform_file
 from blueprints.plan.stability import hardware_of
 from blueprints.requirements.service import load_requirements
 from tests.conftest import PLAN_DATE, ROOT
+from tests.kept_apart import project_skeleton
 
 runner = CliRunner()
 SERVICE = "choose-chat"
@@ -92,11 +93,7 @@ def chosen(tmp_path_factory):
     constructed results written, then chosen: (root, requirements path, its text before, result paths, the choose
     result)."""
     root = tmp_path_factory.mktemp("choose")
-    shutil.copy(ROOT / "__main__.py", root / "__main__.py")
-    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
-    shutil.copytree(ROOT / "policies" / "config", root / "policies" / "config")
-    folder = root / "stacks" / "requirements"
-    folder.mkdir(parents=True)
+    folder = project_skeleton(root)
     path = folder / f"{SERVICE}.yaml"
     shutil.copy(HELD_BACK, path)
     platform = standalone_platform_file(load_requirements(path))

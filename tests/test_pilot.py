@@ -22,6 +22,7 @@ from blueprints.plan.stability import hardware_of
 from blueprints.requirements.service import load_requirements
 from blueprints.review.stack import review_stack
 from tests.conftest import CHAT_EXAMPLE, PLAN_DATE, ROOT
+from tests.kept_apart import project_skeleton
 from tests.plan_preview import findings
 
 runner = CliRunner()
@@ -32,11 +33,7 @@ def piloted(tmp_path_factory):
     """A project holding the bundled chat assistant alone, planned (`blueprint plan`), then piloted with three
     finalists (`blueprint pilot`): (project root, the pilot command's result)."""
     root = tmp_path_factory.mktemp("pilot")
-    shutil.copy(ROOT / "__main__.py", root / "__main__.py")
-    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
-    shutil.copytree(ROOT / "policies" / "config", root / "policies" / "config")
-    folder = root / "stacks" / "requirements"
-    folder.mkdir(parents=True)
+    folder = project_skeleton(root)
     path = folder / "chat-assistant.yaml"
     shutil.copy(CHAT_EXAMPLE, path)
     platform = standalone_platform_file(load_requirements(path))
