@@ -40,6 +40,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from blueprints.core import defaults
+from blueprints.core.freshstack import fresh_stack
 from blueprints.capacity.physics import ReplicaModel, blocks_for
 from blueprints.capacity.workload import Requests
 
@@ -148,6 +149,7 @@ def _weighted_percentiles(values: list[float], weights: list[float]) -> Percenti
     return Percentiles(round(found[0], 3), round(found[1], 3), round(found[2], 3), round(mean, 3))
 
 
+@fresh_stack  # its loop calls the step function millions of times (blueprints.core.freshstack)
 def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, arrivals: list[float] | None = None,
              concurrency: int | None = None, warmup: int = 0, queue_limit: int | None = None,
              stop_above_ms: tuple[float | None, float | None] = (None, None),

@@ -49,6 +49,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from blueprints.catalog.engines import running_signals
 from blueprints.core import defaults
+from blueprints.core.freshstack import fresh_stack
 from blueprints.contracts.sections import FIXED_REPLICAS, Archetype
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.capacity.replica import CURVE_LATENCIES, ReplicaModel, replica_model
@@ -295,6 +296,7 @@ def simulate(bp: Blueprint, *, trace: list[float] | None = None, days: int = 1) 
                    mean_rps=sum(n * runs[kind].mean_rps for kind, n in week.items()) / 7)
 
 
+@fresh_stack  # a loop over every minute and pod of the day (blueprints.core.freshstack)
 def _replay(bp: Blueprint, rps: list[float]) -> SimulationResult:
     """`simulate` over one trace."""
     model = replica_model(bp)
