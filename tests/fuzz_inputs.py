@@ -12,6 +12,7 @@ traceback, and whether the stack folder changed all or nothing).
 from __future__ import annotations
 
 import copy
+import functools
 import datetime as dt
 import json
 import random
@@ -160,18 +161,28 @@ def generation_schema() -> dict:
 
 
 def schema_documents():
-    """A hypothesis strategy of documents valid against `blueprint schema` (generated from `generation_schema`)."""
-    from hypothesis_jsonschema import from_schema
+    """A hypothesis strategy of documents valid against `blueprint schema` (generated from `generation_schema`).
+    Built at the first draw, once per process (`_from_schema`), not when a test module is imported."""
+    from hypothesis import strategies as st
 
-    return from_schema(generation_schema())
+    return st.deferred(lambda: _from_schema("generation"))
 
 
 def structural_documents():
     """A hypothesis strategy of documents with every field of the right type and within its bounds, the fields'
-    relations left to chance (generated from `structural_schema`)."""
+    relations left to chance (generated from `structural_schema`). Built at the first draw, as `schema_documents`."""
+    from hypothesis import strategies as st
+
+    return st.deferred(lambda: _from_schema("structural"))
+
+
+@functools.cache
+def _from_schema(which: str):
+    """hypothesis-jsonschema's strategy of `which` schema (`generation_schema`, `structural_schema`): seconds of
+    canonicalising, which a test process that never draws from it (a worker that runs other tests) never pays."""
     from hypothesis_jsonschema import from_schema
 
-    return from_schema(structural_schema())
+    return from_schema(generation_schema() if which == "generation" else structural_schema())
 
 
 # --- The loader's and the planner's verdicts -------------------------------------------------------------------------

@@ -21,6 +21,7 @@ v3.259.0-14-g1b5949891b; the Python SDK in uv.lock is 3.272):
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -212,12 +213,18 @@ def yaml_v3_differences(text: str, *, under: str = "config") -> list[str]:
     """Plain scalars below the top-level key `under` that PyYAML (YAML 1.1, what this project reads) and the Pulumi
     CLI's yaml.v3 (YAML 1.2) read differently: `<path>: <text> is <PyYAML's> here but <yaml.v3's> to the Pulumi CLI`.
     `text` must already have been read with `blueprints.core.yamlio.load_yaml` (bounded); a node reached twice through
-    aliases is judged once."""
+    aliases is judged once. Remembered per (text, under) in this process: a plan re-reads the account's stack
+    configs, and a plan check every project's."""
+    return list(_v3_differences(text, under))
+
+
+@functools.lru_cache(maxsize=256)
+def _v3_differences(text: str, under: str) -> tuple[str, ...]:
     # libyaml's composer when built in (~10x faster on a stack config; every plan reads the account's stack configs):
     # it marks a plain scalar's style '' where the pure-Python one writes None.
     root = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     if not isinstance(root, yaml.MappingNode):
-        return []
+        return ()
     constructor = yaml.constructor.SafeConstructor()
     seen: set[int] = set()
     found: list[str] = []
@@ -241,4 +248,4 @@ def yaml_v3_differences(text: str, *, under: str = "config") -> list[str]:
     for key, value in root.value:
         if isinstance(key, yaml.ScalarNode) and key.value == under:
             walk(value, under)
-    return found
+    return tuple(found)
