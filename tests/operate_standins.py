@@ -205,7 +205,8 @@ class EngineExporter(_Server):
 class LocalPrometheus:
     """A real Prometheus on loopback: scrapes `exporter` every 200 ms as the platform's scrape would label it (job =
     the serving Service's name, `namespace`), kube-state-metrics with its own labels (`honor_labels`), evaluates
-    `rule_groups` (a PrometheusRule's `spec.groups`: the Prometheus rule file format) every 200 ms (the checks wait for scrapes, not for time)."""
+    `rule_groups` (a PrometheusRule's `spec.groups`: the Prometheus rule file format) every 200 ms (the checks wait
+    for scrapes and evaluations, not for a span of time)."""
 
     def __init__(self, tmp: Path, exporter: EngineExporter, *, job: str, namespace: str,
                  rule_groups: list[dict[str, Any]] | None) -> None:
