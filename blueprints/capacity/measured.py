@@ -70,7 +70,7 @@ class MeasuredSteps:
 
         The simulation's innermost call, so a plain function with the tables bound once that remembers, per token
         count, batch and prompt chunk (they repeat step after step), what does not depend on the context: the shared
-        time, and each grid cell's terms of `_blend`. `_segment` and `_blend` are written out (the same arithmetic in
+        time, and the terms of `_blend` of each grid cell read. `_segment` and `_blend` are written out (the same arithmetic in
         the same order, so the same floats; `tests/test_capacity_measured.py` holds them equal)."""
         shared_ms, tokens, batch, context, prefix = self.shared_ms, self.tokens, self.batch, self.context, self.prefix
         decode_ms, prefill_ms = self.decode_ms, self.prefill_ms
@@ -79,14 +79,14 @@ class MeasuredSteps:
         prefix_width = tuple(b - a for a, b in zip(prefix, prefix[1:]))
         bisect_left = bisect.bisect_left
         shared_at: dict[int, float] = {}  # tokens -> shared ms
-        decode_at: dict[int, tuple] = {}  # batch -> (t, cells of its row)
-        prefill_at: dict[int, tuple] = {}  # prompt tokens -> (t, cells of its row, the from-scratch reading)
+        decode_at: dict[int, tuple] = {}  # batch -> (its row i, t, its cells' terms by column, filled when read)
+        prefill_at: dict[int, tuple] = {}  # prompt tokens -> the same
+        scratch_at: dict[int, float] = {}  # prompt tokens -> the reading of a chunk from scratch
 
-        def cells(z: tuple[tuple[float, ...], ...], i: int, t: float) -> tuple[tuple[float, float, float], ...]:
-            """Per column j of row i + t: `_blend`'s terms (a + t (b - a), c - a, a - b - c + d)."""
-            row, up = z[i], z[i + 1]
-            return tuple((row[j] + t * (up[j] - row[j]), row[j + 1] - row[j], row[j] - up[j] - row[j + 1] + up[j + 1])
-                         for j in range(len(row) - 1))
+        def cell(z: tuple[tuple[float, ...], ...], i: int, t: float, j: int) -> tuple[float, float, float]:
+            """`_blend`'s terms at row i + t, column j: (a + t (b - a), c - a, a - b - c + d)."""
+            a, b, c, d = z[i][j], z[i + 1][j], z[i][j + 1], z[i + 1][j + 1]
+            return a + t * (b - a), c - a, a - b - c + d
 
         def kernel_s(decode: int, decode_context: float, prefill: int = 0, prefill_pairs: float = 0.0) -> float:
             n = decode + prefill
@@ -97,29 +97,36 @@ class MeasuredSteps:
             if decode:
                 found = decode_at.get(decode)
                 if found is None:
-                    i, t = _segment(batch, decode)
-                    found = decode_at[decode] = (t, cells(decode_ms, i, t))
-                t, row = found
+                    found = decode_at[decode] = (*_segment(batch, decode), [None] * (context_last + 1))
+                i, t, row = found
                 x = decode_context / decode
                 j = bisect_left(context, x) - 1
                 j = 0 if j < 0 else context_last if j > context_last else j
                 u = (x - context[j]) / context_width[j]
-                a, ca, k = row[j]
+                terms = row[j]
+                if terms is None:
+                    terms = row[j] = cell(decode_ms, i, t, j)
+                a, ca, k = terms
                 ms += a + u * ca + t * u * k
             if prefill:
                 found = prefill_at.get(prefill)
                 if found is None:
-                    i, t = _segment(tokens, prefill)
-                    found = prefill_at[prefill] = (t, cells(prefill_ms, i, t), _blend(prefill_ms, i, t, 0, 0.0))
-                t, row, scratch = found
+                    found = prefill_at[prefill] = (*_segment(tokens, prefill), [None] * (prefix_last + 1))
+                i, t, row = found
                 start = prefill_pairs / prefill - prefill / 2
                 if start >= 0:
                     j = bisect_left(prefix, start) - 1
                     j = 0 if j < 0 else prefix_last if j > prefix_last else j
                     u = (start - prefix[j]) / prefix_width[j]
-                    a, ca, k = row[j]
+                    terms = row[j]
+                    if terms is None:
+                        terms = row[j] = cell(prefill_ms, i, t, j)
+                    a, ca, k = terms
                     ms += a + u * ca + t * u * k
                 else:
+                    scratch = scratch_at.get(prefill)
+                    if scratch is None:
+                        scratch = scratch_at[prefill] = _blend(prefill_ms, i, t, 0, 0.0)
                     ms += scratch * prefill_pairs / (prefill * prefill / 2)
             return ms / 1e3
 
