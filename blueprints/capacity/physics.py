@@ -228,9 +228,21 @@ class ReplicaModel:
     def frontend_s(self, prompt_tokens: int) -> tuple[float, float]:
         """(latency, serial work) of the frontend for a request of `prompt_tokens`, s: the latency overlaps other
         requests, the serial work queues behind theirs (one API server process)."""
+        return self.frontend_function(prompt_tokens)
+
+    @cached_property
+    def frontend_function(self) -> Callable[[int], tuple[float, float]]:
+        """`frontend_s` as a plain function with this replica's constants bound once: the simulation calls it for
+        every request. The one frontend formula (`frontend_s` calls it)."""
         e, f = self.engine, self.correction.ttft_floor
+        latency = f * self.frontend_latency_s
         serial = e.frontend_serial_s + (e.frontend_chat_serial_s if self.chat else 0.0)
-        return f * self.frontend_latency_s, f * (serial + prompt_tokens * e.frontend_serial_s_per_token)
+        per_token = e.frontend_serial_s_per_token
+
+        def frontend_s(prompt_tokens: int) -> tuple[float, float]:
+            return latency, f * (serial + prompt_tokens * per_token)
+
+        return frontend_s
 
 
 def replica_model(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_parallel_size: int,

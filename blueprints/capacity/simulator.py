@@ -189,7 +189,8 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         issued = n_req
     # After the frontend's latency the API server handles requests one at a time (request handling, tokenisation)
     # before the engine sees them, so requests sent together reach the scheduler one after another.
-    frontend = [model.frontend_s(p) for p in prompt]
+    frontend_s = model.frontend_function
+    frontend = [frontend_s(p) for p in prompt]
     ready = [math.inf] * n_req
     frontend_free = 0.0
     for i in range(issued):
