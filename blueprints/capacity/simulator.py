@@ -361,7 +361,10 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         def used_by(steps: int) -> int:
             return decoder_blocks(steps) - (-(c0 + steps * chunk) // _BLOCK) + (-c0 // _BLOCK)
 
-        if k >= 2 and used_by(k) > free:
+        if k < 2:
+            return 0
+        used = used_by(k)
+        if used > free:
             lo, hi = 0, k
             while lo < hi:
                 mid = (lo + hi + 1) // 2
@@ -369,14 +372,14 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
                     lo = mid
                 else:
                     hi = mid - 1
-            k = lo
-        if k < 2:
-            return 0
+            if lo < 2:
+                return 0
+            k, used = lo, used_by(lo)
         ctx0 = sum_base + n_dec * G
         d0 = step_s(n_dec, ctx0, chunk, chunk * (c0 + chunk / 2))
         dk = step_s(n_dec, ctx0 + n_dec * (k - 1), chunk, chunk * (c0 + (k - 1) * chunk + chunk / 2))
         span = k * (d0 + dk) / 2
-        free -= used_by(k)
+        free -= used
         computed[p] = c0 + k * chunk
         t += span
         busy_seq_s += n_dec * span
