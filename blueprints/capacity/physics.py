@@ -45,8 +45,8 @@ from blueprints.contracts.memory import (
 )
 from blueprints.requirements.model import Precision, Quantization
 
-__all__ = ["CapacitySource", "Correction", "EngineProfile", "ReplicaModel", "blocks_for", "compute_tflops",
-           "default_batch_limits", "engine_profile", "kernel_family", "replica_model", "step_source_kind"]
+__all__ = ["CapacitySource", "Correction", "EngineProfile", "ReplicaModel", "compute_tflops", "default_batch_limits",
+           "engine_profile", "kernel_family", "replica_model", "step_source_kind"]
 
 
 @dataclass(frozen=True)
@@ -333,11 +333,6 @@ def step_source_kind(arch: Architecture, gpu: Gpu, *, precision: Precision, quan
                             tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, step_source="auto",
                             engine=engine)
     return "measured" if measured is not None else "roofline"
-
-
-def blocks_for(tokens: int) -> int:
-    """KV-cache blocks `tokens` tokens occupy (`defaults.KV_BLOCK_TOKENS` per block)."""
-    return -(-tokens // defaults.KV_BLOCK_TOKENS)
 
 
 def default_batch_limits(gpu: Gpu, engine: EngineProfile | None = None) -> tuple[int, int]:

@@ -46,7 +46,7 @@ from blueprints.core.freshstack import fresh_stack
 from blueprints.capacity.physics import ReplicaModel
 from blueprints.capacity.workload import Requests
 
-_BLOCK = defaults.KV_BLOCK_TOKENS  # blocks of n tokens: -(-n // _BLOCK) (`physics.blocks_for`, written out in the loop)
+_BLOCK = defaults.KV_BLOCK_TOKENS  # n tokens occupy ceil(n / _BLOCK) KV-cache blocks, written -(-n // _BLOCK)
 
 
 @dataclass(frozen=True)
