@@ -38,8 +38,8 @@ import heapq
 import math
 from bisect import bisect_right
 from collections import deque
-from itertools import accumulate
 from dataclasses import dataclass
+from itertools import accumulate
 
 from blueprints.core import defaults
 from blueprints.core.freshstack import fresh_stack
