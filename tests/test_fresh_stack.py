@@ -55,8 +55,8 @@ def test_the_replica_simulations_loop_is_equally_deep_from_any_caller(catalog, m
                           tensor_parallel_size=1)
     config = scheduler_config(model, catalog.gpu("l40s"), max_model_len=8192)
     depths: list[int] = []
-    blocks_for = simulator.blocks_for
-    monkeypatch.setattr(simulator, "blocks_for", lambda tokens: depths.append(_depth()) or blocks_for(tokens))
+    bisect_right = simulator.bisect_right  # the loop calls it for every run of decode steps
+    monkeypatch.setattr(simulator, "bisect_right", lambda *a: depths.append(_depth()) or bisect_right(*a))
 
     def run():
         return open_loop(model, config, rate_per_s=2.0, pattern="steady", inputs=length_model(1000),

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import bisect
 import json
+from typing import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 
 from blueprints.catalog import Architecture, Gpu
@@ -39,7 +40,6 @@ from blueprints.requirements.model import Precision, Quantization
 FINGERPRINT = ("params_b", "layers", "hidden_size", "attention_heads", "kv_heads", "head_dim", "vocab_size",
                "tie_word_embeddings", "experts", "experts_per_token", "shared_params_b")
 SIXTEEN_BIT, FP8 = "bfloat16", "fp8"
-_PROMPT = 1 << 40  # memo key offset of prompt-token segments (`MeasuredSteps._segments`)
 
 
 @dataclass(frozen=True)
@@ -62,55 +62,75 @@ class MeasuredSteps:
     shared_ms: tuple[float, ...] = field(compare=False, repr=False)
     decode_ms: tuple[tuple[float, ...], ...] = field(compare=False, repr=False)
     prefill_ms: tuple[tuple[float, ...], ...] = field(compare=False, repr=False)
-    #: Segments of the integer axes already looked up: tokens at their count, batches at -B, prompt tokens at
-    #: P + `_PROMPT` (a memo, not part of the tables).
-    _segments: dict = field(default_factory=dict, compare=False, repr=False)
 
-    def kernel_s(self, decode: int, decode_context: float, prefill: int = 0, prefill_pairs: float = 0.0) -> float:
-        """GPU kernel time of one step, s (arguments as `blueprints.capacity.physics.ReplicaModel.step_s`).
+    @cached_property
+    def kernel_s(self) -> Callable[..., float]:
+        """GPU kernel time of one step, s: `kernel_s(decode, decode_context, prefill=0, prefill_pairs=0.0)`
+        (arguments as `blueprints.capacity.physics.ReplicaModel.step_s`).
 
-        The simulation's innermost call: `_segment` and `_blend` are written out here (the same arithmetic in the same
-        order, so the same floats; `tests/test_measured_steps.py` holds them equal)."""
-        segments = self._segments
-        tokens = decode + prefill
-        i, t = segments.get(tokens) or self._cache(self.tokens, tokens)
-        shared = self.shared_ms
-        ms = shared[i] + t * (shared[i + 1] - shared[i])
-        if decode:
-            i, t = segments.get(-decode) or self._cache(self.batch, decode, key=-decode)
-            grid = self.context
-            x = decode_context / decode
-            j = bisect.bisect_left(grid, x) - 1
-            last = len(grid) - 2
-            j = 0 if j < 0 else last if j > last else j
-            u = (x - grid[j]) / (grid[j + 1] - grid[j])
-            z = self.decode_ms
-            row, up = z[i], z[i + 1]
-            a, b, c, d = row[j], up[j], row[j + 1], up[j + 1]
-            ms += a + t * (b - a) + u * (c - a) + t * u * (a - b - c + d)
-        if prefill:
-            i, t = segments.get(prefill + _PROMPT) or self._cache(self.tokens, prefill, key=prefill + _PROMPT)
-            start = prefill_pairs / prefill - prefill / 2
-            if start >= 0:
-                grid = self.prefix
-                j = bisect.bisect_left(grid, start) - 1
-                last = len(grid) - 2
-                j = 0 if j < 0 else last if j > last else j
-                u = (start - grid[j]) / (grid[j + 1] - grid[j])
-                z = self.prefill_ms
-                row, up = z[i], z[i + 1]
-                a, b, c, d = row[j], up[j], row[j + 1], up[j + 1]
-                ms += a + t * (b - a) + u * (c - a) + t * u * (a - b - c + d)
-            else:
-                ms += _blend(self.prefill_ms, i, t, 0, 0.0) * prefill_pairs / (prefill * prefill / 2)
-        return ms / 1e3
+        The simulation's innermost call, so a plain function with the tables bound once that remembers, per token
+        count, batch and prompt chunk (they repeat step after step), what does not depend on the context: the shared
+        time, and the terms of `_blend` of each grid cell read. `_segment` and `_blend` are written out (the same arithmetic in
+        the same order, so the same floats; `tests/test_capacity_measured.py` holds them equal)."""
+        shared_ms, tokens, batch, context, prefix = self.shared_ms, self.tokens, self.batch, self.context, self.prefix
+        decode_ms, prefill_ms = self.decode_ms, self.prefill_ms
+        context_last, prefix_last = len(context) - 2, len(prefix) - 2
+        context_width = tuple(b - a for a, b in zip(context, context[1:]))
+        prefix_width = tuple(b - a for a, b in zip(prefix, prefix[1:]))
+        bisect_left = bisect.bisect_left
+        shared_at: dict[int, float] = {}  # tokens -> shared ms
+        decode_at: dict[int, tuple] = {}  # batch -> (its row i, t, its cells' terms by column, filled when read)
+        prefill_at: dict[int, tuple] = {}  # prompt tokens -> the same
+        scratch_at: dict[int, float] = {}  # prompt tokens -> the reading of a chunk from scratch
 
-    def _cache(self, grid: tuple[int, ...], x: int, *, key: int | None = None) -> tuple[int, float]:
-        """The segment of integer `x` on `grid`, remembered under `key` (default `x`): batches and token counts
-        repeat step after step."""
-        found = _segment(grid, x)
-        self._segments[x if key is None else key] = found
-        return found
+        def cell(z: tuple[tuple[float, ...], ...], i: int, t: float, j: int) -> tuple[float, float, float]:
+            """`_blend`'s terms at row i + t, column j: (a + t (b - a), c - a, a - b - c + d)."""
+            a, b, c, d = z[i][j], z[i + 1][j], z[i][j + 1], z[i + 1][j + 1]
+            return a + t * (b - a), c - a, a - b - c + d
+
+        def kernel_s(decode: int, decode_context: float, prefill: int = 0, prefill_pairs: float = 0.0) -> float:
+            n = decode + prefill
+            ms = shared_at.get(n)
+            if ms is None:
+                i, t = _segment(tokens, n)
+                ms = shared_at[n] = shared_ms[i] + t * (shared_ms[i + 1] - shared_ms[i])
+            if decode:
+                found = decode_at.get(decode)
+                if found is None:
+                    found = decode_at[decode] = (*_segment(batch, decode), [None] * (context_last + 1))
+                i, t, row = found
+                x = decode_context / decode
+                j = bisect_left(context, x) - 1
+                j = 0 if j < 0 else context_last if j > context_last else j
+                u = (x - context[j]) / context_width[j]
+                terms = row[j]
+                if terms is None:
+                    terms = row[j] = cell(decode_ms, i, t, j)
+                a, ca, k = terms
+                ms += a + u * ca + t * u * k
+            if prefill:
+                found = prefill_at.get(prefill)
+                if found is None:
+                    found = prefill_at[prefill] = (*_segment(tokens, prefill), [None] * (prefix_last + 1))
+                i, t, row = found
+                start = prefill_pairs / prefill - prefill / 2
+                if start >= 0:
+                    j = bisect_left(prefix, start) - 1
+                    j = 0 if j < 0 else prefix_last if j > prefix_last else j
+                    u = (start - prefix[j]) / prefix_width[j]
+                    terms = row[j]
+                    if terms is None:
+                        terms = row[j] = cell(prefill_ms, i, t, j)
+                    a, ca, k = terms
+                    ms += a + u * ca + t * u * k
+                else:
+                    scratch = scratch_at.get(prefill)
+                    if scratch is None:
+                        scratch = scratch_at[prefill] = _blend(prefill_ms, i, t, 0, 0.0)
+                    ms += scratch * prefill_pairs / (prefill * prefill / 2)
+            return ms / 1e3
+
+        return kernel_s
 
 
 def _segment(grid: tuple[int, ...], x: float) -> tuple[int, float]:

@@ -45,8 +45,8 @@ from blueprints.contracts.memory import (
 )
 from blueprints.requirements.model import Precision, Quantization
 
-__all__ = ["CapacitySource", "Correction", "EngineProfile", "ReplicaModel", "blocks_for", "compute_tflops",
-           "default_batch_limits", "engine_profile", "kernel_family", "replica_model", "step_source_kind"]
+__all__ = ["CapacitySource", "Correction", "EngineProfile", "ReplicaModel", "compute_tflops", "default_batch_limits",
+           "engine_profile", "kernel_family", "replica_model", "step_source_kind"]
 
 
 @dataclass(frozen=True)
@@ -228,9 +228,21 @@ class ReplicaModel:
     def frontend_s(self, prompt_tokens: int) -> tuple[float, float]:
         """(latency, serial work) of the frontend for a request of `prompt_tokens`, s: the latency overlaps other
         requests, the serial work queues behind theirs (one API server process)."""
+        return self.frontend_function(prompt_tokens)
+
+    @cached_property
+    def frontend_function(self) -> Callable[[int], tuple[float, float]]:
+        """`frontend_s` as a plain function with this replica's constants bound once: the simulation calls it for
+        every request. The one frontend formula (`frontend_s` calls it)."""
         e, f = self.engine, self.correction.ttft_floor
+        latency = f * self.frontend_latency_s
         serial = e.frontend_serial_s + (e.frontend_chat_serial_s if self.chat else 0.0)
-        return f * self.frontend_latency_s, f * (serial + prompt_tokens * e.frontend_serial_s_per_token)
+        per_token = e.frontend_serial_s_per_token
+
+        def frontend_s(prompt_tokens: int) -> tuple[float, float]:
+            return latency, f * (serial + prompt_tokens * per_token)
+
+        return frontend_s
 
 
 def replica_model(arch: Architecture, gpu: Gpu, *, precision: Precision, tensor_parallel_size: int,
@@ -321,11 +333,6 @@ def step_source_kind(arch: Architecture, gpu: Gpu, *, precision: Precision, quan
                             tensor_parallel_size=tensor_parallel_size, kv_cache_fp8=kv_cache_fp8, step_source="auto",
                             engine=engine)
     return "measured" if measured is not None else "roofline"
-
-
-def blocks_for(tokens: int) -> int:
-    """KV-cache blocks `tokens` tokens occupy (`defaults.KV_BLOCK_TOKENS` per block)."""
-    return -(-tokens // defaults.KV_BLOCK_TOKENS)
 
 
 def default_batch_limits(gpu: Gpu, engine: EngineProfile | None = None) -> tuple[int, int]:

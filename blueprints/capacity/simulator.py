@@ -36,15 +36,17 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
+from itertools import accumulate
 
 from blueprints.core import defaults
 from blueprints.core.freshstack import fresh_stack
-from blueprints.capacity.physics import ReplicaModel, blocks_for
+from blueprints.capacity.physics import ReplicaModel
 from blueprints.capacity.workload import Requests
 
-_BLOCK = defaults.KV_BLOCK_TOKENS
+_BLOCK = defaults.KV_BLOCK_TOKENS  # n tokens occupy ceil(n / _BLOCK) KV-cache blocks, written -(-n // _BLOCK)
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,8 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         issued = n_req
     # After the frontend's latency the API server handles requests one at a time (request handling, tokenisation)
     # before the engine sees them, so requests sent together reach the scheduler one after another.
-    frontend = [model.frontend_s(p) for p in prompt]
+    frontend_s = model.frontend_function
+    frontend = [frontend_s(p) for p in prompt]
     ready = [math.inf] * n_req
     frontend_free = 0.0
     for i in range(issued):
@@ -281,7 +284,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
 
     def finish(i: int, *, decoder: bool) -> None:
         nonlocal sum_base, sum_end, n_dec, free, finished, issued, scheduled, frontend_free, slow_ttft, slow_e2e
-        free += blocks_for(base[i] + G if decoder else computed[i])
+        free += -(-(base[i] + G if decoder else computed[i]) // _BLOCK)
         if decoder:
             counts[base[i] % _BLOCK] -= 1
             sum_base -= base[i]
@@ -308,11 +311,11 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         preemptions += 1
         saved = 0
         if v == partial:
-            free += blocks_for(computed[v])
+            free += -(-computed[v] // _BLOCK)
             partial = -1
         else:
             c = base[v] + G
-            free += blocks_for(c)
+            free += -(-c // _BLOCK)
             if base[v] % _BLOCK == (-G) % _BLOCK:
                 saved = 1
             counts[base[v] % _BLOCK] -= 1
@@ -333,9 +336,12 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
 
     def decoder_blocks(steps: int) -> int:
         """New blocks the decoders need over the next `steps` steps (each crosses a block every 16 tokens)."""
+        # the decoders at G + j mod 16 == 0 for j < steps mod 16: counts[g], counts[g - 1], ... (cyclic), g = -G mod 16
         used = (steps // _BLOCK) * n_dec
-        for jj in range(steps % _BLOCK):
-            used += counts[(-(G + jj)) % _BLOCK]
+        r = steps % _BLOCK
+        if r:
+            g = (-G) % _BLOCK
+            used += sum(counts[g - r + 1:g + 1]) if r <= g + 1 else sum(counts[:g + 1]) + sum(counts[g - r + 1:])
         return used
 
     def run_partial_steps() -> int:
@@ -353,9 +359,12 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
             k = min(k, heap[0][0] - G)
 
         def used_by(steps: int) -> int:
-            return decoder_blocks(steps) + blocks_for(c0 + steps * chunk) - blocks_for(c0)
+            return decoder_blocks(steps) - (-(c0 + steps * chunk) // _BLOCK) + (-c0 // _BLOCK)
 
-        if k >= 2 and used_by(k) > free:
+        if k < 2:
+            return 0
+        used = used_by(k)
+        if used > free:
             lo, hi = 0, k
             while lo < hi:
                 mid = (lo + hi + 1) // 2
@@ -363,14 +372,14 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
                     lo = mid
                 else:
                     hi = mid - 1
-            k = lo
-        if k < 2:
-            return 0
+            if lo < 2:
+                return 0
+            k, used = lo, used_by(lo)
         ctx0 = sum_base + n_dec * G
         d0 = step_s(n_dec, ctx0, chunk, chunk * (c0 + chunk / 2))
         dk = step_s(n_dec, ctx0 + n_dec * (k - 1), chunk, chunk * (c0 + (k - 1) * chunk + chunk / 2))
         span = k * (d0 + dk) / 2
-        free -= used_by(k)
+        free -= used
         computed[p] = c0 + k * chunk
         t += span
         busy_seq_s += n_dec * span
@@ -397,7 +406,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
     def admission_blocks(h: int, chunk: int) -> int:
         """Blocks request h needs free to be admitted with `chunk` prompt tokens this step: the chunk's (on demand),
         or its whole prompt and output (reserving)."""
-        return blocks_for(prompt[h] + out[h]) if ratio0 else blocks_for(chunk)
+        return -(-(prompt[h] + out[h]) // _BLOCK) if ratio0 else -(-chunk // _BLOCK)
 
     def admissible_head(need: int, budget: int) -> bool:
         """Whether this step could admit the head of the queue (V0 admits before decoding, so ignores `need`; a V0
@@ -438,14 +447,9 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
             # A multi-step window runs to its end even past completions (their slots free when it ends).
             k = heap[0][0] - G if heap and window_steps == 1 else 1 << 30
             cycles, rest = divmod(free, n_dec)
-            j = 0
-            acc = 0
-            while j < _BLOCK:
-                c = counts[(-(G + j)) % _BLOCK]
-                if acc + c > rest:
-                    break
-                acc += c
-                j += 1
+            # the steps j < 16 whose new blocks (the decoders at G + j mod 16 == 0) still fit what `rest` leaves
+            g = (-G) % _BLOCK
+            j = bisect_right(list(accumulate(counts[g::-1] + counts[:g:-1])), rest)
             k = max(1, min(k, cycles * _BLOCK + j))
             if waiting and decay and G - idle_g < model.engine.kv_reserve_decay_steps:
                 k = min(k, _BLOCK)  # the reserved share decays: the head of the queue may fit a few steps on
@@ -498,7 +502,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
             pf_chunk = pf_need = 0
             if partial >= 0:
                 pf_chunk = min(prompt[partial] + gen[partial] - computed[partial], max(budget, 0))
-                pf_need = blocks_for(computed[partial] + pf_chunk) - blocks_for(computed[partial])
+                pf_need = (-computed[partial] // _BLOCK) - (-(computed[partial] + pf_chunk) // _BLOCK)
             preempted = False
             while need + pf_need > free and running:
                 was_partial = running[-1] == partial
@@ -515,7 +519,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
                 while waiting and len(running) < mns and budget > 0:
                     h = waiting[0]
                     chunk = min(prompt[h] + gen[h], budget)
-                    nb = blocks_for(chunk)
+                    nb = -(-chunk // _BLOCK)
                     admit = admission_blocks(h, chunk)
                     if admit > free - need - pf_need - held:
                         break
@@ -564,7 +568,7 @@ def simulate(model: ReplicaModel, config: SchedulerConfig, shapes: Requests, *, 
         while waiting and len(running) + len(batch) < mns and not (window and n_dec):
             h = waiting[0]
             tok = prompt[h] + gen[h]
-            nb = blocks_for(tok)
+            nb = -(-tok // _BLOCK)
             admit = admission_blocks(h, tok)
             if tokens + tok > mnbt or blocks_left - admit - held < watermark:
                 break
