@@ -393,7 +393,7 @@ def size_replica(candidate: Candidate, shape: TrafficShape, targets: LatencyTarg
 #: Most runs remembered (complete runs and misses each); beyond it the memo starts again.
 _MEMO_SIZE = 4096
 _runs: dict[tuple, SimulationResult] = {}  # (candidate, shape, rate) -> the complete run
-_misses: set[tuple] = set()  # (candidate, shape, rate, targets) known to miss
+_misses: dict[tuple, set[tuple[float | None, float | None]]] = {}  # (candidate, shape, rate) -> stops that missed
 
 
 def run_at_rate(candidate: Candidate, shape: TrafficShape, rate_per_s: float) -> SimulationResult:
@@ -411,22 +411,34 @@ def run_at_rate(candidate: Candidate, shape: TrafficShape, rate_per_s: float) ->
 def run_meeting(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets,
                 rate_per_s: float) -> SimulationResult | None:
     """`run_at_rate`'s run when it meets `targets`, else None. The run stops as soon as its TTFT or request-latency
-    p95 must miss (`simulator.simulate`'s `stop_above_ms`), so a search's failing rates cost only part of a run; a
-    run that meets them is the complete one, shared with `run_at_rate`."""
+    p95 must miss (`simulator.simulate`'s `stop_above_ms`), so a search's failing rates cost only part of a run.
+
+    Remembered per (candidate, shape, rate) for every target: a run reported stable never stopped (a stop reports
+    `stable=False`, `SimulationResult.stable`), so it is the complete one, shared with `run_at_rate` and judged
+    against any targets; a run reported unstable proves a miss of every target as tight as its stops (the complete
+    run is unstable too, or its p95 exceeds the stop that ended it: `simulator.simulate`), so no run is simulated
+    again for such targets."""
     key = (candidate, shape, rate_per_s)
     run = _runs.get(key)
     if run is not None:
         return run if targets.met_by(run) else None
-    if (*key, targets) in _misses:
+    stops = (targets.ttft_p95_ms, targets.e2e_p95_ms)
+    if any(_as_tight(stops, missed) for missed in _misses.get(key, ())):
         return None
     run = simulate_rate(candidate, shape, rate_per_s, requests=simulation_requests(candidate.rate_bound_rps),
-                        stop_above_ms=(targets.ttft_p95_ms, targets.e2e_p95_ms))
-    if targets.met_by(run):
-        return _remember(key, run)
+                        stop_above_ms=stops)
+    if run.stable or stops == (None, None):
+        _remember(key, run)
+        return run if targets.met_by(run) else None
     if len(_misses) >= _MEMO_SIZE:
         _misses.clear()
-    _misses.add((*key, targets))
+    _misses.setdefault(key, set()).add(stops)
     return None
+
+
+def _as_tight(stops: tuple[float | None, float | None], missed: tuple[float | None, float | None]) -> bool:
+    """Every target of `missed` (ms; None: none) is set in `stops` at or below it."""
+    return all(m is None or (s is not None and s <= m) for s, m in zip(stops, missed))
 
 
 def _remember(key: tuple, run: SimulationResult) -> SimulationResult:
