@@ -18,6 +18,7 @@ Results are cached per input (the same candidate is sized once per process acros
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -458,6 +459,21 @@ def meets_at(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets,
 
 @lru_cache(maxsize=512)
 def _size_replica(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets) -> ReplicaSizing | None:
+    return _rate_search(candidate, shape, targets)
+
+
+def size_replica_until(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets,
+                       settled: Callable[[set[float]], bool]) -> ReplicaSizing | None:
+    """`size_replica`'s search, stopped once `settled(rates)` holds for every `max_rps` it could still end on (the
+    highest rate met so far and each bisection midpoint still to come, as the search computes and rounds them): then
+    the sizing at the highest rate met so far, which shares with the complete one whatever `settled` asks of them all
+    (e.g. the replicas a peak needs). None exactly when `size_replica` is None. Its runs are remembered, so
+    `size_replica` later goes on from where it stopped."""
+    return _rate_search(candidate, shape, targets, settled)
+
+
+def _rate_search(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets,
+                 settled: Callable[[set[float]], bool] | None = None) -> ReplicaSizing | None:
     hi = candidate.rate_bound_rps
     if not hi > 0:
         return None
@@ -467,7 +483,10 @@ def _size_replica(candidate: Candidate, shape: TrafficShape, targets: LatencyTar
     lo = hi / 32
     best: tuple[float, SimulationResult] | None = None
     a, b = lo, hi
-    for _ in range(_BISECTION_STEPS):
+    for step in range(_BISECTION_STEPS):
+        if best is not None and settled is not None and settled(
+                {round(r, 6) for r in (best[0], *_midpoints(a, b, _BISECTION_STEPS - step))}):
+            break
         mid = (a + b) / 2
         run = run_meeting(candidate, shape, targets, mid)
         if run is not None:
@@ -480,6 +499,14 @@ def _size_replica(candidate: Candidate, shape: TrafficShape, targets: LatencyTar
             return None
         best = (lo, low_run)
     return ReplicaSizing(candidate, round(best[0], 6), best[1])
+
+
+def _midpoints(a: float, b: float, steps: int) -> list[float]:
+    """Every rate a bisection of (a, b) may try in its next `steps` steps, computed as it computes them."""
+    if steps <= 0:
+        return []
+    mid = (a + b) / 2
+    return [mid, *_midpoints(a, mid, steps - 1), *_midpoints(mid, b, steps - 1)]
 
 
 def size_replica_at_least(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets,
