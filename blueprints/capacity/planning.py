@@ -11,7 +11,8 @@ For one candidate (GPU, tensor parallel, KV-cache dtype) and the requirements' t
    set) and ranks engine limits on the rate every TTFT target (p95 and p99) allows.
 4. `size_replica`: the highest per-replica arrival rate at which the simulated TTFT p95, ITL p95 and (when bounded)
    request-latency p95 meet the targets: bisection over the rate on common random numbers, at most the screen's bound
-   (`run_meeting`: a rate's run stops as soon as its TTFT or request-latency p95 must miss).
+   (`run_meeting`: a rate's run stops as soon as its TTFT or request-latency p95 must miss); `size_replica_until`
+   stops it once what the caller asks of the rate (the replicas for a peak) is known.
 Results are cached per input (the same candidate is sized once per process across environments and archetypes).
 """
 
