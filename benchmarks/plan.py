@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from blueprints.capacity import correction, planning, replica, runs, simulator
+from blueprints.plan import scaling
 from blueprints.simulate import fleet
 from blueprints.workspace import plan_requirements_file, requirements_files
 
@@ -41,6 +42,7 @@ def main() -> None:
         for _ in range(args.repeat):
             planning.clear_caches()
             replica.clear_cache()
+            scaling.forget_days()
             counted.update(runs=0, runs_cpu=0.0, days=0)
             start, start_cpu = time.perf_counter(), time.process_time()
             blueprints = plan_requirements_file(path, as_of=args.as_of, policy_dir=ROOT / "policies" / "config",
