@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 
 from blueprints.capacity import correction, planning, replica, runs, simulator
+from blueprints.plan import scaling
 from blueprints.simulate import fleet
-from blueprints.workspace import plan_requirements_file, requirements_files
+from blueprints.workspace import forget_plans, plan_requirements_file, requirements_files
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_S = 1.0
@@ -41,6 +42,8 @@ def main() -> None:
         for _ in range(args.repeat):
             planning.clear_caches()
             replica.clear_cache()
+            scaling.forget_days()
+            forget_plans()  # else every repeat after the first is the remembered plan (workspace.remembered_plan)
             counted.update(runs=0, runs_cpu=0.0, days=0)
             start, start_cpu = time.perf_counter(), time.process_time()
             blueprints = plan_requirements_file(path, as_of=args.as_of, policy_dir=ROOT / "policies" / "config",

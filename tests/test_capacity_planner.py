@@ -254,6 +254,70 @@ def test_a_run_that_must_miss_stops_early_and_only_a_complete_run_meets(catalog)
     assert met >= 2 and missed >= 2 and stopped >= 2
 
 
+def test_a_remembered_run_answers_every_target_it_decides_and_only_those(monkeypatch, catalog):
+    """A stable run is the complete one whatever its stops (`run_at_rate` and looser targets get it without a new
+    run); a stopped run answers targets at least as tight as its stops with a miss, and looser ones are simulated."""
+    from blueprints.capacity import planning
+    from blueprints.capacity.planning import LatencyTargets, run_meeting
+
+    req = requirements_with()
+    model = resolve_models(req, catalog)[0]
+    cand, shape = llm_search(req, "prod", model, catalog).options[0].candidate, traffic_shape(model)
+    runs: list[tuple] = []
+    simulate_rate = planning.simulate_rate
+    monkeypatch.setattr(planning, "simulate_rate",
+                        lambda *a, **kw: runs.append(kw.get("stop_above_ms")) or simulate_rate(*a, **kw))
+    light, heavy = cand.rate_bound_rps / 8, cand.rate_bound_rps
+    planning.clear_caches()
+    complete = planning.run_at_rate(cand, shape, light)
+    planning.clear_caches()
+    tight_itl = LatencyTargets(60_000, complete.itl_ms.p95 / 2)  # a stable run that misses on ITL alone
+    assert run_meeting(cand, shape, tight_itl, light) is None and len(runs) == 2
+    assert planning.run_at_rate(cand, shape, light) == complete and len(runs) == 2
+    assert run_meeting(cand, shape, LatencyTargets(60_000, None), light) == complete and len(runs) == 2
+    ttft = LatencyTargets(1.0, None)  # a TTFT no loaded replica meets: the run stops
+    assert run_meeting(cand, shape, ttft, heavy) is None and len(runs) == 3 and runs[-1] == (1.0, None)
+    assert run_meeting(cand, shape, LatencyTargets(0.5, None, e2e_p95_ms=10.0), heavy) is None and len(runs) == 3
+    looser = LatencyTargets(60_000, None)
+    assert (run_meeting(cand, shape, looser, heavy) is not None) == looser.met_by(
+        planning.run_at_rate(cand, shape, heavy)) and runs[3] == (60_000, None)
+
+
+def test_a_rate_search_stopped_once_the_replicas_are_known_gives_the_complete_searchs_replicas(monkeypatch, catalog):
+    """`size_replica_until` asked for the replicas of a peak gives the complete search's count, from fewer simulated
+    runs where every rate it could still end on gives that count; `size_replica` afterwards goes on to the sizing a
+    cold search finds."""
+    from blueprints.capacity import planning
+    from blueprints.plan.options.llm import latency_targets, replicas_for
+
+    req = requirements_with()
+    model = resolve_models(req, catalog)[0]
+    shape, targets = traffic_shape(model), latency_targets(req, model, managed=False)
+    cands = [o.candidate for o in llm_search(req, "prod", model, catalog).options]
+    runs: list[float] = []
+    simulate_rate = planning.simulate_rate
+    monkeypatch.setattr(planning, "simulate_rate", lambda c, s, rate, **kw: runs.append(rate) or simulate_rate(
+        c, s, rate, **kw))
+    fewer = 0
+    for cand in cands:
+        for peak, floor in ((cand.rate_bound_rps * 7.3, 1), (cand.rate_bound_rps * 2.1, 2), (1.0, 50)):
+            def replicas(rps: float, peak: float = peak, floor: int = floor) -> int:
+                return replicas_for(peak, rps, floor)
+            planning.clear_caches()
+            runs.clear()
+            cold = planning.size_replica(cand, shape, targets)
+            complete = len(runs)
+            planning.clear_caches()
+            runs.clear()
+            part = planning.size_replica_until(cand, shape, targets, lambda rates: len(set(map(replicas, rates))) == 1)
+            assert len(runs) <= complete and (part is None) == (cold is None)
+            fewer += len(runs) < complete
+            if cold is not None:
+                assert replicas(part.max_rps) == replicas(cold.max_rps) and part.max_rps <= cold.max_rps
+                assert planning.size_replica(cand, shape, targets) == cold
+    assert fewer >= 1
+
+
 @pytest.mark.parametrize("meets_below, sized_at, light_load_run", [
     (0.6, "the highest bisection rate at or below it", False),  # a mid meets: the light load is never simulated
     (0.04, "the light load", True),  # every mid misses: the light load is simulated last, and is the answer

@@ -420,3 +420,24 @@ def test_a_fleet_at_its_peak_all_day_costs_its_planned_peak_to_the_cent_whatever
     planned = simulation_predictions(edited, result)
     assert planned.predictions.expected_monthly_cost_usd == pytest.approx(edited.predictions.monthly_cost_usd, abs=0.005)
     Blueprint.model_validate(planned.model_dump(mode="json"))  # the consistency checks accept what the plan writes
+
+
+def test_the_planner_replays_a_planned_day_once_per_blueprint_content(busy_chat, monkeypatch):
+    """`scaling.simulated_day` (the warm floor's and the plan's simulated day) replays a blueprint whose content it
+    has replayed before from memory, as a copy equal to a fresh replay; a changed blueprint is replayed anew."""
+    from blueprints.plan import scaling
+    from blueprints.simulate import fleet
+
+    scaling.forget_days()
+    replayed: list[int] = []
+    real = fleet.simulate
+    monkeypatch.setattr(fleet, "simulate", lambda bp, **kw: replayed.append(bp.autoscaling.min_replicas) or real(
+        bp, **kw))
+    first = scaling.simulated_day(busy_chat)
+    again = scaling.simulated_day(busy_chat.model_copy(deep=True))
+    assert replayed == [busy_chat.autoscaling.min_replicas] and again == first and again is not first
+    again.minutes["rps"].clear()  # a caller's change stays its own
+    assert scaling.simulated_day(busy_chat) == first == real(busy_chat, days=1) and len(replayed) == 1
+    raised = derive(busy_chat, autoscaling={"min_replicas": busy_chat.autoscaling.min_replicas + 1})
+    assert scaling.simulated_day(raised) == real(raised, days=1)
+    assert replayed == [busy_chat.autoscaling.min_replicas, raised.autoscaling.min_replicas]

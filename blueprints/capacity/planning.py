@@ -11,13 +11,15 @@ For one candidate (GPU, tensor parallel, KV-cache dtype) and the requirements' t
    set) and ranks engine limits on the rate every TTFT target (p95 and p99) allows.
 4. `size_replica`: the highest per-replica arrival rate at which the simulated TTFT p95, ITL p95 and (when bounded)
    request-latency p95 meet the targets: bisection over the rate on common random numbers, at most the screen's bound
-   (`run_meeting`: a rate's run stops as soon as its TTFT or request-latency p95 must miss).
+   (`run_meeting`: a rate's run stops as soon as its TTFT or request-latency p95 must miss); `size_replica_until`
+   stops it once what the caller asks of the rate (the replicas for a peak) is known.
 Results are cached per input (the same candidate is sized once per process across environments and archetypes).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -393,7 +395,7 @@ def size_replica(candidate: Candidate, shape: TrafficShape, targets: LatencyTarg
 #: Most runs remembered (complete runs and misses each); beyond it the memo starts again.
 _MEMO_SIZE = 4096
 _runs: dict[tuple, SimulationResult] = {}  # (candidate, shape, rate) -> the complete run
-_misses: set[tuple] = set()  # (candidate, shape, rate, targets) known to miss
+_misses: dict[tuple, set[tuple[float | None, float | None]]] = {}  # (candidate, shape, rate) -> stops that missed
 
 
 def run_at_rate(candidate: Candidate, shape: TrafficShape, rate_per_s: float) -> SimulationResult:
@@ -411,22 +413,34 @@ def run_at_rate(candidate: Candidate, shape: TrafficShape, rate_per_s: float) ->
 def run_meeting(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets,
                 rate_per_s: float) -> SimulationResult | None:
     """`run_at_rate`'s run when it meets `targets`, else None. The run stops as soon as its TTFT or request-latency
-    p95 must miss (`simulator.simulate`'s `stop_above_ms`), so a search's failing rates cost only part of a run; a
-    run that meets them is the complete one, shared with `run_at_rate`."""
+    p95 must miss (`simulator.simulate`'s `stop_above_ms`), so a search's failing rates cost only part of a run.
+
+    Remembered per (candidate, shape, rate) for every target: a run reported stable never stopped (a stop reports
+    `stable=False`, `SimulationResult.stable`), so it is the complete one, shared with `run_at_rate` and judged
+    against any targets; a run reported unstable proves a miss of every target as tight as its stops (the complete
+    run is unstable too, or its p95 exceeds the stop that ended it: `simulator.simulate`), so no run is simulated
+    again for such targets."""
     key = (candidate, shape, rate_per_s)
     run = _runs.get(key)
     if run is not None:
         return run if targets.met_by(run) else None
-    if (*key, targets) in _misses:
+    stops = (targets.ttft_p95_ms, targets.e2e_p95_ms)
+    if any(_as_tight(stops, missed) for missed in _misses.get(key, ())):
         return None
     run = simulate_rate(candidate, shape, rate_per_s, requests=simulation_requests(candidate.rate_bound_rps),
-                        stop_above_ms=(targets.ttft_p95_ms, targets.e2e_p95_ms))
-    if targets.met_by(run):
-        return _remember(key, run)
+                        stop_above_ms=stops)
+    if run.stable or stops == (None, None):
+        _remember(key, run)
+        return run if targets.met_by(run) else None
     if len(_misses) >= _MEMO_SIZE:
         _misses.clear()
-    _misses.add((*key, targets))
+    _misses.setdefault(key, set()).add(stops)
     return None
+
+
+def _as_tight(stops: tuple[float | None, float | None], missed: tuple[float | None, float | None]) -> bool:
+    """Every target of `missed` (ms; None: none) is set in `stops` at or below it."""
+    return all(m is None or (s is not None and s <= m) for s, m in zip(stops, missed))
 
 
 def _remember(key: tuple, run: SimulationResult) -> SimulationResult:
@@ -446,6 +460,21 @@ def meets_at(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets,
 
 @lru_cache(maxsize=512)
 def _size_replica(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets) -> ReplicaSizing | None:
+    return _rate_search(candidate, shape, targets)
+
+
+def size_replica_until(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets,
+                       settled: Callable[[set[float]], bool]) -> ReplicaSizing | None:
+    """`size_replica`'s search, stopped once `settled(rates)` holds for every `max_rps` it could still end on (the
+    highest rate met so far and each bisection midpoint still to come, as the search computes and rounds them): then
+    the sizing at the highest rate met so far, which shares with the complete one whatever `settled` asks of them all
+    (e.g. the replicas a peak needs). None exactly when `size_replica` is None. Its runs are remembered, so
+    `size_replica` later goes on from where it stopped."""
+    return _rate_search(candidate, shape, targets, settled)
+
+
+def _rate_search(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets,
+                 settled: Callable[[set[float]], bool] | None = None) -> ReplicaSizing | None:
     hi = candidate.rate_bound_rps
     if not hi > 0:
         return None
@@ -455,7 +484,10 @@ def _size_replica(candidate: Candidate, shape: TrafficShape, targets: LatencyTar
     lo = hi / 32
     best: tuple[float, SimulationResult] | None = None
     a, b = lo, hi
-    for _ in range(_BISECTION_STEPS):
+    for step in range(_BISECTION_STEPS):
+        if best is not None and settled is not None and settled(
+                {round(r, 6) for r in (best[0], *_midpoints(a, b, _BISECTION_STEPS - step))}):
+            break
         mid = (a + b) / 2
         run = run_meeting(candidate, shape, targets, mid)
         if run is not None:
@@ -468,6 +500,14 @@ def _size_replica(candidate: Candidate, shape: TrafficShape, targets: LatencyTar
             return None
         best = (lo, low_run)
     return ReplicaSizing(candidate, round(best[0], 6), best[1])
+
+
+def _midpoints(a: float, b: float, steps: int) -> list[float]:
+    """Every rate a bisection of (a, b) may try in its next `steps` steps, computed as it computes them."""
+    if steps <= 0:
+        return []
+    mid = (a + b) / 2
+    return [mid, *_midpoints(a, mid, steps - 1), *_midpoints(mid, b, steps - 1)]
 
 
 def size_replica_at_least(candidate: Candidate, shape: TrafficShape, targets: LatencyTargets,

@@ -12,6 +12,7 @@ utilisation the plan loads a replica to (its replicas are the peak's work over t
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import TYPE_CHECKING, Callable
 
@@ -169,6 +170,32 @@ def alerting_for(bp: Blueprint, platform: PlatformConfig | None, spec: AlertingS
     return Alerting(receiver=receiver.value), f"alerts page through {platform.stack}'s {receiver.value} receiver"
 
 
+#: Simulated days remembered in this process (`simulated_day`); beyond this many the memo starts again.
+DAYS_REMEMBERED = 128
+_days: dict[str, SimulationResult] = {}
+
+
+def simulated_day(bp: Blueprint) -> SimulationResult:
+    """The fleet simulation of `bp`'s planned day (`blueprints.simulate.fleet.simulate(bp, days=1)`), remembered in
+    this process by the blueprint's content (the replay is deterministic in it), as a copy (a caller may change what
+    it gets). The planner replays the same day again wherever a re-plan leaves an environment as it was: the hints'
+    proofs, a compound service's parts at other targets."""
+    from blueprints.simulate.fleet import simulate
+
+    key = bp.model_dump_json()
+    found = _days.get(key)
+    if found is None:
+        if len(_days) >= DAYS_REMEMBERED:
+            _days.clear()
+        found = _days[key] = simulate(bp, days=1)
+    return copy.deepcopy(found)
+
+
+def forget_days() -> None:
+    """Forget the days `simulated_day` remembers (a cold start, as a fresh process)."""
+    _days.clear()
+
+
 def _with_floor(bp: Blueprint, floor: int) -> Blueprint:
     return bp.model_copy(update={"autoscaling": bp.autoscaling.model_copy(update={"min_replicas": floor})})
 
@@ -183,11 +210,9 @@ def _lowest_floor(bp: Blueprint, runs: dict[int, SimulationResult], low: int, hi
                   longest_minutes: int | None) -> int | None:
     """The lowest floor in (low, high] whose simulated day meets the goal (None: not even `high`), by bisection:
     attainment rises with the floor. `runs` caches the simulated day per floor."""
-    from blueprints.simulate.fleet import simulate
-
     def run(floor: int) -> SimulationResult:
         if floor not in runs:
-            runs[floor] = simulate(_with_floor(bp, floor), days=1)
+            runs[floor] = simulated_day(_with_floor(bp, floor))
         return runs[floor]
 
     if not _meets(run(high), attainment_pct, longest_minutes):
@@ -214,11 +239,9 @@ def warm_floor(bp: Blueprint, *, goal_is_set: bool = False) -> tuple[Blueprint, 
         RequirementsError: `goal_is_set` (the requirements set the attainment or the longest run) and no floor up to
             the peak's replicas meets it, or the environment scales to zero and its cold starts miss it.
     """
-    from blueprints.simulate.fleet import simulate
-
     slo, env = bp.slo, bp.environment
     goal, longest = slo.attainment_pct, slo.longest_violation_minutes
-    base = simulate(bp, days=1)
+    base = simulated_day(bp)
     low, high = bp.autoscaling.min_replicas, bp.compute.replicas
     runs = {low: base}
     goal_text = f"{goal:g} % of minutes" + (f" with no miss longer than {longest} minute(s)" if longest is not None
@@ -342,8 +365,6 @@ def finish(bp: Blueprint, platform: PlatformConfig | None, alerting: AlertingSpe
     requirements set this environment's min_replicas (the simulation then reports on it and does not raise it).
     `predict`: a batch service's predictions (`blueprints.plan.batch.batch_predictions`), in place of the warm floor
     and the simulated day."""
-    from blueprints.simulate.fleet import simulate
-
     bp = scaling_targets(bp)
     if predict is not None:
         bp = predict(bp)
@@ -351,7 +372,7 @@ def finish(bp: Blueprint, platform: PlatformConfig | None, alerting: AlertingSpe
         return bp.model_copy(update={"alerting": where,
                                      "rationale": [*bp.rationale, *scaling_reasons(bp, platform), note]})
     if floor_is_set:
-        result, floor_note = simulate(bp, days=1), None
+        result, floor_note = simulated_day(bp), None
         slo = bp.slo
         if goal_is_set and not _meets(result, slo.attainment_pct, slo.longest_violation_minutes):
             longest = slo.longest_violation_minutes

@@ -36,6 +36,7 @@ from blueprints.capacity.planning import (
     screen,
     size_replica,
     size_replica_at_least,
+    size_replica_until,
 )
 from blueprints.capacity.planning import traffic_shape as planning_shape
 from blueprints.capacity.simulator import SimulationResult
@@ -54,10 +55,12 @@ class LlmOption:
             replicas per node).
         node_usd_per_hour: price of one node (spot-adjusted).
         check: the simulated run that decided the replica count (at the peak share of the minimum replicas, or at
-            the highest rate meeting the SLO).
+            the highest rate found meeting the SLO).
         sizing: the highest per-replica rate meeting the SLO and the run there; None until needed (an option that
-            already meets the SLO at its minimum replica count is priced without the search; `complete_sizing`
-            fills it for the chosen one).
+            already meets the SLO at its minimum replica count is priced without the search, and the search stops
+            once the replica count is known; `complete_sizing` fills it for the chosen one).
+        rate_searched: the replicas came from the rate search (`planning.size_replica_until`), which
+            `complete_sizing` runs to its end.
     """
 
     instance: InstanceType
@@ -68,6 +71,7 @@ class LlmOption:
     node_usd_per_hour: float
     check: SimulationResult
     sizing: ReplicaSizing | None = None
+    rate_searched: bool = False
 
     @property
     def tensor_parallel_size(self) -> int:
@@ -252,19 +256,21 @@ def _priced_option(inst: InstanceType, gpu: Gpu, cand: Candidate, *, peak: float
     `peak`, or None when it cannot meet the targets.
 
     When the minimum replica count already meets the targets at its share of the peak, that is the count (one
-    simulated run); otherwise the highest rate meeting them is searched (`planning.size_replica`)."""
+    simulated run); otherwise the highest rate meeting them is searched (`planning.size_replica_until`), as far as
+    the replica count it gives for `peak` is still open."""
     per_node = inst.gpu_count // cand.tensor_parallel_size
     need = peak / floor
     run = meets_at(cand, shape, targets, need)
     if run is not None:
         return LlmOption(inst, gpu, cand, floor, limits.nodes(floor, per_node=per_node), inst.usd_per_hour * factor,
                          run)
-    sizing = size_replica(cand, shape, targets)
+    sizing = size_replica_until(cand, shape, targets,
+                                lambda rates: len({replicas_for(peak, rps, floor) for rps in rates}) == 1)
     if sizing is None:
         return None
     replicas = replicas_for(peak, sizing.max_rps, floor)
     return LlmOption(inst, gpu, cand, replicas, limits.nodes(replicas, per_node=per_node), inst.usd_per_hour * factor,
-                     sizing.at_max, sizing)
+                     sizing.at_max, rate_searched=True)
 
 
 def _cheapest_choice(inst: InstanceType, gpu: Gpu, cands: tuple[Candidate, ...], model: ResolvedModel,
@@ -510,6 +516,9 @@ def complete_sizing(option: LlmOption, model: ResolvedModel, req: Requirements, 
     """The option with its `sizing` (the highest per-replica rate meeting the SLO), for the plan's capacity."""
     if option.sizing is not None:
         return option
+    if option.rate_searched:
+        sizing = size_replica(option.candidate, traffic_shape(model), latency_targets(req, model, managed=managed))
+        return replace(option, check=sizing.at_max, sizing=sizing)  # type: ignore[union-attr]
     need = peak_rps(req, env, model) / option.replicas
     sizing = size_replica_at_least(option.candidate, traffic_shape(model), latency_targets(req, model, managed=managed),
                                    need)
