@@ -1,9 +1,10 @@
 """Hot loops on a fresh interpreter stack (`@fresh_stack`).
 
-CPython 3.11 to 3.13 keep Python frames in 16 KiB chunks of a per-thread data stack and free a chunk as soon as it
-empties (CPython gh-142183, "calls across stack chunks perform badly"; fixed in 3.13.13 and 3.14.3, the project runs
-on 3.11). A loop whose own frame sits near the end of a chunk then maps and unmaps a new chunk on every call it
-makes. Where the frame lands depends on how deep the caller is, so it comes and goes with the caller: one plan check
+CPython keeps Python frames in 16 KiB chunks of a per-thread data stack and, up to the fix, frees a chunk as soon as
+it empties (python/cpython#142183, "calls across stack chunks perform badly"; fixed by python/cpython#145789, March
+2026, which keeps one spare chunk per thread, with backports to 3.13 and 3.14 linked from the issue; 3.11, which the
+project runs on, takes security fixes only). A loop whose own frame sits near the end of a chunk then maps and
+unmaps a new chunk on every call it makes. Where the frame lands depends on how deep the caller is, so it comes and goes with the caller: one plan check
 under pytest spent 16.6 s of system time beside 24 s of user time (about 1.4 million `mmap`/`munmap` pairs), the same
 plan check from the command line 0.3 s. The simulations' loops (`blueprints.capacity.simulator.simulate`,
 `blueprints.simulate.fleet`) therefore run on a new thread's stack, where they are always the same few frames deep:
