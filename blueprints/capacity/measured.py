@@ -70,8 +70,8 @@ class MeasuredSteps:
 
         The simulation's innermost call, so a plain function with the tables bound once that remembers, per token
         count, batch and prompt chunk (they repeat step after step), what does not depend on the context: the shared
-        time, and the terms of `_blend` of each grid cell read. `_segment` and `_blend` are written out (the same arithmetic in
-        the same order, so the same floats; `tests/test_capacity_measured.py` holds them equal)."""
+        time, and the terms of `_blend` of each grid cell read. `_segment` and `_blend` are written out (the same
+        arithmetic in the same order, so the same floats; `tests/test_capacity_measured.py` holds them equal)."""
         shared_ms, tokens, batch, context, prefix = self.shared_ms, self.tokens, self.batch, self.context, self.prefix
         decode_ms, prefill_ms = self.decode_ms, self.prefill_ms
         context_last, prefix_last = len(context) - 2, len(prefix) - 2
