@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from blueprints.core import defaults
+from blueprints.core.memo import remembered
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.sections import SageMakerEngine, TritonEngine, VllmEngine
 from blueprints.catalog import load_catalog
@@ -158,12 +159,7 @@ class ReplicaModel:
 
     def at(self, rate_rps: float) -> LoadPoint:
         """The replica at `rate_rps` arrivals (capped at its capacity; beyond it the caller queues the rest)."""
-        point = self._points.get(rate_rps)
-        if point is None:
-            if len(self._points) >= _POINTS_SIZE:
-                self._points.clear()
-            point = self._points[rate_rps] = self._point(rate_rps)
-        return point
+        return remembered(self._points, rate_rps, lambda: self._point(rate_rps), kept=_POINTS_SIZE)
 
     def _point(self, rate_rps: float) -> LoadPoint:
         rate = max(0.0, min(rate_rps, self.capacity_rps))
@@ -212,13 +208,7 @@ _models: dict[str, ReplicaModel] = {}
 def replica_model(bp: Blueprint) -> ReplicaModel:
     """The replica model of a planned blueprint (cached per engine, model, compute, planned capacity and the
     calibration it was sized with: the fields it reads)."""
-    key = bp.model_dump_json(include=_READS)
-    found = _models.get(key)
-    if found is None:
-        if len(_models) >= _CACHE_SIZE:
-            _models.clear()
-        found = _models[key] = _model(bp)
-    return found
+    return remembered(_models, bp.model_dump_json(include=_READS), lambda: _model(bp), kept=_CACHE_SIZE)
 
 
 def clear_cache() -> None:

@@ -26,6 +26,8 @@ from typing import Any
 
 import yaml
 
+from blueprints.core.memo import remembered
+
 _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 #: Largest document accepted, bytes (UTF-8). The biggest generated stack config (a 100-model estate) is ~200 KB.
 MAX_DOCUMENT_BYTES = 2 * 1024 * 1024
@@ -259,11 +261,7 @@ def load_yaml(text: str) -> Any:
     """
     if len(text) > _PARSED_MAX_CHARS:
         return _load_yaml(text)
-    if text not in _parsed:
-        if len(_parsed) >= _PARSED_KEPT:
-            _parsed.clear()
-        _parsed[text] = _load_yaml(text)
-    return copy.deepcopy(_parsed[text])
+    return copy.deepcopy(remembered(_parsed, text, lambda: _load_yaml(text), kept=_PARSED_KEPT))
 
 
 def _load_yaml(text: str) -> Any:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable
 
 from blueprints.core import defaults
 from blueprints.core.errors import RequirementsError
+from blueprints.core.memo import remembered
 from blueprints.contracts.sections import FIXED_REPLICAS, Alerting, Archetype
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.consistency import reachable_target
@@ -182,13 +183,7 @@ def simulated_day(bp: Blueprint) -> SimulationResult:
     proofs, a compound service's parts at other targets."""
     from blueprints.simulate.fleet import simulate
 
-    key = bp.model_dump_json()
-    found = _days.get(key)
-    if found is None:
-        if len(_days) >= DAYS_REMEMBERED:
-            _days.clear()
-        found = _days[key] = simulate(bp, days=1)
-    return copy.deepcopy(found)
+    return copy.deepcopy(remembered(_days, bp.model_dump_json(), lambda: simulate(bp, days=1), kept=DAYS_REMEMBERED))
 
 
 def forget_days() -> None:

@@ -16,6 +16,7 @@ from blueprints.contracts.blueprint import Blueprint
 from blueprints.contracts.platform import PlatformConfig
 from blueprints.contracts.stackconfig import read_config, stack_config_path
 from blueprints.core.errors import StackConfigError
+from blueprints.core.memo import remembered
 from blueprints.plan.guardrails import Guardrails
 from blueprints.plan.quota import QuotaCheck, QuotaNeed, gpus_at_full_scale, quota_needs, summed_needs
 from blueprints.requirements.service import Requirements
@@ -73,11 +74,7 @@ def _read_config(path: Path) -> Blueprint | PlatformConfig:
         key = (str(path.resolve()), path.read_bytes())
     except OSError:
         return read_config(path)  # names what is wrong with the file
-    if key not in _reads:
-        if len(_reads) >= _READS_KEPT:
-            _reads.clear()
-        _reads[key] = read_config(path)
-    return _reads[key]
+    return remembered(_reads, key, lambda: read_config(path), kept=_READS_KEPT)
 
 
 def _service_stacks(stacks_dir: Path, *, skip_service: str | None = None) -> list[Blueprint]:
