@@ -114,3 +114,38 @@ def test_a_hand_edited_stack_config_previews_or_exits_2_cleanly(planned, seed):
     finally:
         path.write_bytes(before)
     _check(outcome, [p for p in paths(value)][:0])
+
+
+def test_remembered_subschema_strategies_draw_the_same_documents_as_the_library_builds_them(monkeypatch):
+    # The memo that makes schema draws ~3x cheaper (`_remember_subschema_strategies`) must not change what is drawn:
+    # an object whose drawn keys match properties and patterns, drawn with and without it on the same seed.
+    import hypothesis_jsonschema._from_schema as library
+    from hypothesis import given, settings
+    from hypothesis_jsonschema import from_schema
+
+    from tests.fuzz_inputs import _remember_subschema_strategies
+
+    _remember_subschema_strategies()
+    remembered = vars(library)["__from_schema"]
+    schema = {"type": "object", "required": ["name"], "additionalProperties": False,
+              "properties": {"name": {"type": "string", "pattern": "^[a-z]{1,8}$"},
+                             "replicas": {"type": "integer", "minimum": 1, "maximum": 9},
+                             "slo": {"type": "object", "properties": {"ttft_ms": {"type": "number", "minimum": 1}}}},
+              "patternProperties": {"^x-": {"type": "boolean"}}}
+
+    def draws() -> list:
+        seen: list = []
+
+        @settings(max_examples=40, derandomize=True, database=None)
+        @given(from_schema(schema))
+        def collect(doc):
+            seen.append(doc)
+
+        collect()
+        return seen
+
+    with_memo = draws()
+    monkeypatch.setattr(library, "__from_schema", remembered.__wrapped__)
+    without = draws()
+    assert with_memo == without
+    assert len(with_memo) == 40 and any(len(doc) > 1 for doc in with_memo)
