@@ -127,15 +127,13 @@ def benchmark_dry_run():
 
 
 @pytest.fixture(scope="session")
-def bundled_previews() -> dict:
-    """Every bundled stack config, reviewed as `blueprint preview` does (`review_stack`, from the project folder)."""
-    from blueprints.review.stack import review_stack
+def bundled_previews():
+    """Every bundled stack config, reviewed as `blueprint preview` does (`review_stack`, from the project folder): a
+    read-only mapping of stack name to report that reviews a stack on its first access in this worker and returns a
+    fresh copy on each access (`tests.bundled.BundledReviews`)."""
+    from tests.bundled import BundledReviews
 
-    stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(ROOT)
-        return {stack: review_stack(stack, stacks_dir=ROOT / "stacks", program=ROOT / "__main__.py")
-                for stack in stacks}
+    return BundledReviews()
 
 
 def vllm_blueprint(tp: int, *, base: Blueprint) -> Blueprint:

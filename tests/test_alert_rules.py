@@ -20,7 +20,7 @@ from blueprints.review.signals import check_signals
 from tests.alert_scenarios import EVAL_TIME, Scenario, scenarios
 from tests.cli_tools import tool
 from tests.conftest import ROOT
-from tests.kept_apart import review
+from tests.bundled import bundled_review
 
 STACKS = ROOT / "stacks"
 RULE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
@@ -32,7 +32,7 @@ MONITORED = ["chat-assistant-prod", "chat-assistant-dev", ROUTED, "search-releva
 
 @pytest.fixture(scope="module")
 def reports() -> dict[str, PreviewReport]:
-    return {stack: review(stack, STACKS) for stack in MONITORED}
+    return {stack: bundled_review(stack) for stack in MONITORED}
 
 
 def _rule_record(report: PreviewReport) -> RegisteredResource:
@@ -169,7 +169,7 @@ def test_triton_serves_the_latency_summary_its_alert_reads(reports):
 
 
 def test_kube_prometheus_stack_scrapes_nothing_eks_hides():
-    report = review("platform-prod-us-east-1", STACKS)
+    report = bundled_review("platform-prod-us-east-1")
     release = next(r for r in report.resources if r.inputs.get("name") == "kube-prometheus-stack")
     for key in ("kubeControllerManager", "kubeScheduler", "kubeEtcd", "kubeProxy"):
         assert release.inputs["values"][key] == {"enabled": False}

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from blueprints.review.report.stack import write_report_dir
-from blueprints.review.stack import review_stack
+from tests.bundled import bundled_review
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIPS = Path(__file__).parent / "data" / "checkov-skips.yaml"
@@ -79,8 +79,7 @@ def every_finding(tmp_path_factory, bundled_previews) -> list[dict]:
 def findings(request, tmp_path_factory) -> list[dict]:
     if request.param == "every":
         return request.getfixturevalue("every_finding")
-    reports = {stack: review_stack(stack, stacks_dir=ROOT / "stacks", program=ROOT / "__main__.py")
-               for stack in REPRESENTATIVE}
+    reports = {stack: bundled_review(stack) for stack in REPRESENTATIVE}
     return scan(reports, tmp_path_factory.mktemp("checkov"))
 
 

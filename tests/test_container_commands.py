@@ -27,9 +27,9 @@ from blueprints.catalog.processes import process_facts, tool_facts
 from blueprints.contracts.sections import Archetype
 from blueprints.contracts.weights import HF_EXCLUDE_PATTERNS, HF_INCLUDE_PATTERNS
 from blueprints.requirements.model import MODEL_FILE
-from blueprints.review.stack import review_stack
 from components.cluster import kubeconfig_json
 from tests.cli_tools import ROOT, tools_python
+from tests.bundled import bundled_review
 
 TOOLS = ROOT / "tests" / "tools"
 STACK = "chat-assistant-prod"
@@ -165,9 +165,7 @@ def selected(call: dict, files: list[str], tmp: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def chat_prod_preview():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(ROOT)
-        return review_stack(STACK, stacks_dir=ROOT / "stacks", program=ROOT / "__main__.py")
+    return bundled_review(STACK)
 
 
 @pytest.fixture(scope="module")

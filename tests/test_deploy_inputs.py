@@ -26,6 +26,7 @@ from blueprints.review.deployability.checks import check_deployability
 from blueprints.review.preview import engine_config, platform_stand_in, run_under_mocks
 from blueprints.review.preview import PreviewReport
 from tests.conftest import ROOT
+from tests.bundled import bundled_review
 from tests.kept_apart import review
 
 STACKS = ROOT / "stacks"
@@ -84,7 +85,7 @@ def test_gated_hugging_face_repositories_are_in_the_catalog():
 
 
 def test_the_preview_names_every_missing_input_with_the_command_that_sets_it():
-    report = review("chat-assistant-prod", STACKS)
+    report = bundled_review("chat-assistant-prod")
     assert [i.key for i in report.deploy_inputs] == [HF_TOKEN_KEY]
     [warning] = [w for w in report.warnings if w.startswith("set before `pulumi up`")]
     assert "pulumi config set --secret servingblueprints:hfToken <value> --stack chat-assistant-prod" in warning
@@ -151,7 +152,7 @@ def test_set_stack_config_sets_each_key_from_its_secret_or_variable_and_fails_na
 
 
 def test_subnets_avoid_the_zones_eks_refuses_and_are_placed_by_zone_id():
-    report = review("platform-prod-us-east-1", STACKS)
+    report = bundled_review("platform-prod-us-east-1")
     subnets = [r for r in report.resources if r.type == "aws:ec2/subnet:Subnet"]
     zones = {r.inputs["availabilityZoneId"] for r in subnets}
     assert "use1-az3" not in zones and len(zones) == 3  # the mock maps this account's us-east-1a to use1-az3

@@ -19,10 +19,10 @@ from blueprints.cli import app
 from blueprints.review.deployability.checks import check_deployability
 from blueprints.review.preview import run_preview
 from blueprints.review.report.stack import render_markdown, render_terminal
-from blueprints.review.stack import review_stack
 from blueprints.contracts.stackconfig import write_stack_configs
 from components.access import PROXY_TLS_DIR, proxy_config
 from tests.blueprint_builders import manifests, pod_spec, run_program
+from tests.bundled import bundled_review
 from tests.conftest import ROOT
 from tests.test_edge_planning import planned
 from tests.test_edge_requirements import NEW_USER_EDGE, edge
@@ -41,7 +41,7 @@ def run_edge(bp):
 
 @pytest.fixture(scope="module")
 def report():
-    return review_stack(EDGE, stacks_dir=STACKS, program=ROOT / "__main__.py")
+    return bundled_review(EDGE)
 
 
 def _types(report) -> set[str]:
@@ -350,7 +350,7 @@ def test_a_hand_edited_image_without_an_arm64_build_is_refused_with_exit_2(tmp_p
 
 
 def test_an_eks_backed_existing_cluster_keeps_its_nlb_pod_identity_and_model_store():
-    report = review_stack("support-sentiment-prod", stacks_dir=STACKS, program=ROOT / "__main__.py")
+    report = bundled_review("support-sentiment-prod")
     assert report.clean and report.blueprint.platform.kind == "existing-cluster"
     [service] = [m for m in report.manifests if m["kind"] == "Service" and m["spec"]["type"] == "LoadBalancer"]
     assert service["metadata"]["annotations"][f"{AWS_LB}scheme"] == "internal"

@@ -89,7 +89,7 @@ def test_a_sagemaker_plan_says_it_is_iam_authorised():
 def test_every_bundled_load_balancer_is_internal_but_the_public_examples_which_has_tls_ranges_and_a_key():
     from pathlib import Path
 
-    from blueprints.review.stack import review_stack
+    from tests.bundled import bundled_review
 
     root = Path(__file__).resolve().parents[1]
     schemes = {}
@@ -97,7 +97,7 @@ def test_every_bundled_load_balancer_is_internal_but_the_public_examples_which_h
         stack = path.name[len("Pulumi."):-len(".yaml")]
         if stack.startswith("platform-") or stack.startswith("prototype-"):
             continue  # platforms have no serving Service; the prototype is a SageMaker endpoint (IAM-authorised)
-        report = review_stack(stack, stacks_dir=root / "stacks", program=root / "__main__.py")
+        report = bundled_review(stack)
         assert report.clean, stack
         balancers = [m for m in report.manifests if m["kind"] == "Service" and m["spec"]["type"] == "LoadBalancer"]
         if report.blueprint.autoscaling.min_replicas == 0:  # scaled to zero: no load balancer, the KEDA interceptor

@@ -15,7 +15,7 @@ from blueprints.review.deployability.checks import check_deployability
 from blueprints.review.deployability.load_balancers import INTERCEPTOR_ROUTE
 from blueprints.review.preview import PreviewReport
 from tests.conftest import ROOT
-from tests.kept_apart import review
+from tests.bundled import bundled_review
 
 STACKS = ROOT / "stacks"
 H2C = "kubernetes.io/h2c"
@@ -24,7 +24,7 @@ H2C = "kubernetes.io/h2c"
 @pytest.fixture(scope="module")
 def triton_dev() -> PreviewReport:
     """rag-assistant-retrieval-dev: Triton (HTTP and gRPC behind the proxy) scaled to zero behind the interceptor."""
-    return review("rag-assistant-retrieval-dev", STACKS)
+    return bundled_review("rag-assistant-retrieval-dev")
 
 
 def _findings(report: PreviewReport) -> list[str]:
@@ -54,7 +54,7 @@ def test_only_a_grpc_backend_behind_the_interceptor_gets_it(triton_dev):
     assert service_app_protocol(bp, H2C) == H2C
     always_up = bp.model_copy(update={"autoscaling": bp.autoscaling.model_copy(update={"min_replicas": 1})})
     assert service_app_protocol(always_up, H2C) is None  # no interceptor in front
-    chat = review("chat-assistant-dev", STACKS)  # vLLM behind the interceptor: HTTP/1.1 only
+    chat = bundled_review("chat-assistant-dev")  # vLLM behind the interceptor: HTTP/1.1 only
     assert service_app_protocol(chat.blueprint, H2C) is None and _findings(chat) == []
 
 

@@ -14,7 +14,7 @@ from blueprints.review.deployability.disruption import NODE_POOL, PDB, keeps_one
 from blueprints.review.preview import PreviewReport
 from components.rollout import disruption_budget_spec
 from tests.conftest import ROOT
-from tests.kept_apart import review
+from tests.bundled import bundled_review
 
 STACKS = ROOT / "stacks"
 SELECTOR = {"app.kubernetes.io/name": "vllm"}
@@ -23,7 +23,7 @@ SELECTOR = {"app.kubernetes.io/name": "vllm"}
 @pytest.fixture(scope="module")
 def partner() -> PreviewReport:
     """partner-api-prod: vLLM in production at one replica."""
-    return review("partner-api-prod", STACKS)
+    return bundled_review("partner-api-prod")
 
 
 def _findings(report: PreviewReport) -> list[str]:
@@ -32,7 +32,7 @@ def _findings(report: PreviewReport) -> list[str]:
 
 @pytest.mark.parametrize("stack", ["partner-api-prod", "support-sentiment-prod", "edge-classifier-prod"])
 def test_every_single_replica_production_service_keeps_its_replica(stack):
-    report = review(stack, STACKS)
+    report = bundled_review(stack)
     assert report.blueprint.production and max(1, report.blueprint.autoscaling.min_replicas) == 1
     [budget] = [r.inputs for r in report.resources if r.type == PDB]
     assert budget["spec"]["minAvailable"] == 1 and keeps_one(budget)
@@ -42,9 +42,9 @@ def test_every_single_replica_production_service_keeps_its_replica(stack):
 def test_budgets_by_replicas_and_environment(partner):
     assert disruption_budget_spec(partner.blueprint, SELECTOR) == {"min_available": 1,
                                                                    "selector": {"match_labels": SELECTOR}}
-    staging = review("regulated-assistant-staging", STACKS).blueprint  # one replica, not production
+    staging = bundled_review("regulated-assistant-staging").blueprint  # one replica, not production
     assert max(1, staging.autoscaling.min_replicas) == 1 and disruption_budget_spec(staging, SELECTOR) is None
-    two = review("search-relevance-prod", STACKS).blueprint
+    two = bundled_review("search-relevance-prod").blueprint
     assert disruption_budget_spec(two, SELECTOR)["max_unavailable"] == 1  # a drain may take one of two
 
 

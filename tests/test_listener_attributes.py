@@ -14,19 +14,19 @@ from blueprints.review.deployability.load_balancers import ATTRIBUTES, PREFIX, l
 from blueprints.review.preview import PreviewReport
 from components.exposure import NLB_TLS_IDLE_TIMEOUT_S
 from tests.conftest import ROOT
-from tests.kept_apart import review
+from tests.bundled import bundled_review
 
 STACKS = ROOT / "stacks"
 
 
 @pytest.fixture(scope="module")
 def tls() -> PreviewReport:
-    return review("partner-api-prod", STACKS)
+    return bundled_review("partner-api-prod")
 
 
 @pytest.fixture(scope="module")
 def tcp() -> PreviewReport:
-    return review("chat-assistant-prod", STACKS)
+    return bundled_review("chat-assistant-prod")
 
 
 def _findings(report: PreviewReport) -> list[str]:

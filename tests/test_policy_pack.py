@@ -21,6 +21,7 @@ from pulumi_policy import PolicyResource, StackValidationPolicy
 from blueprints.review.preview import RegisteredResource, run_preview
 from blueprints.review.policy_pack import CONFIG_DIR, evaluate, evaluate_preview, load_policy_config
 from policies.rules import POLICIES, RULES, RULES_BY_NAME
+from tests.bundled import bundled_preview
 from test_policy_support import (
     UNKNOWN_STRING,
     aws_provider,
@@ -102,7 +103,7 @@ def test_the_pack_boots_as_pulumi_runs_it_and_serves_every_policy_over_grpc():
 
 @pytest.fixture(scope="module")
 def chat_prod_report():
-    return run_preview("chat-assistant-prod", stacks_dir=ROOT / "stacks", program=ROOT / "__main__.py")
+    return bundled_preview("chat-assistant-prod")
 
 
 def test_the_bundled_chat_assistant_prod_preview_passes_every_policy_offline(chat_prod_report):

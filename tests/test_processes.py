@@ -17,24 +17,24 @@ from blueprints.review.deployability import processes
 from blueprints.review.deployability.checks import check_deployability
 from blueprints.review.preview import PreviewReport, RegisteredResource
 from tests.conftest import ROOT
-from tests.kept_apart import review
+from tests.bundled import bundled_review
 
 STACKS = ROOT / "stacks"
 
 
 @pytest.fixture(scope="module")
 def chat() -> PreviewReport:
-    return review("chat-assistant-prod", STACKS)
+    return bundled_review("chat-assistant-prod")
 
 
 @pytest.fixture(scope="module")
 def triton() -> PreviewReport:
-    return review("search-relevance-prod", STACKS)
+    return bundled_review("search-relevance-prod")
 
 
 @pytest.fixture(scope="module")
 def edge() -> PreviewReport:
-    return review("edge-classifier-prod", STACKS)
+    return bundled_review("edge-classifier-prod")
 
 
 def _findings(report: PreviewReport, check: str) -> list[str]:

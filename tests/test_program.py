@@ -13,9 +13,9 @@ import pytest
 
 from blueprints.contracts.sections import Archetype
 from blueprints.review.manifests import validate_manifest
-from blueprints.review.preview import run_preview
 from components.archetypes import KUBERNETES_ARCHETYPES
 from tests.conftest import ROOT
+from tests.bundled import bundled_preview
 
 STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
 SERVICES = [s for s in STACKS if not s.startswith("platform-")]
@@ -23,7 +23,7 @@ SERVICES = [s for s in STACKS if not s.startswith("platform-")]
 
 @pytest.fixture(scope="module", params=STACKS)
 def report(request):
-    return run_preview(request.param, stacks_dir=ROOT / "stacks", program=ROOT / "__main__.py")
+    return bundled_preview(request.param)
 
 
 @lru_cache(maxsize=None)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from blueprints.contracts.observability import scaling_signal
-from blueprints.review.preview import run_preview
 from blueprints.contracts.stackconfig import read_stack_config
 from components.rollout import node_pool_max_nodes
 from tests.conftest import ROOT
+from tests.bundled import bundled_preview
 
 STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml")
                 if not p.name.startswith("Pulumi.platform-"))
@@ -17,7 +17,7 @@ SAGEMAKER = [s for s in STACKS if s not in KUBERNETES]
 
 
 def preview(stack: str):
-    return run_preview(stack, stacks_dir=ROOT / "stacks", program=ROOT / "__main__.py")
+    return bundled_preview(stack)
 
 
 def of_type(report, type_token: str) -> list:

@@ -13,7 +13,7 @@ from blueprints.catalog.endpoints import load_endpoint_catalog
 from blueprints.review.deployability.checks import check_deployability
 from blueprints.review.preview import PreviewReport, RegisteredResource
 from tests.conftest import ROOT
-from tests.kept_apart import review
+from tests.bundled import bundled_review
 
 STACKS = ROOT / "stacks"
 PRIVATE = "platform-prod-eu-central-1"   # an existing VPC, a private API endpoint
@@ -22,12 +22,12 @@ PUBLIC = "platform-dev-us-west-2"        # a new VPC with NAT
 
 @pytest.fixture(scope="module")
 def private() -> PreviewReport:
-    return review(PRIVATE, STACKS)
+    return bundled_review(PRIVATE)
 
 
 @pytest.fixture(scope="module")
 def public() -> PreviewReport:
-    return review(PUBLIC, STACKS)
+    return bundled_review(PUBLIC)
 
 
 def _findings(report: PreviewReport, check: str) -> list[str]:
@@ -129,7 +129,7 @@ def test_a_public_platform_reaches_aws_through_its_nat_routes(public):
 
 
 def test_a_service_on_a_private_platform_without_its_apis_is_a_finding():
-    report = review("regulated-assistant-prod", STACKS)
+    report = bundled_review("regulated-assistant-prod")
     assert _findings(report, "aws-apis-reachable") == []
     network = report.platform.network.model_copy(update={"interface_endpoints": ["ecr.api"]})
     platform = report.platform.model_copy(update={"network": network})

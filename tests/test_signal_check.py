@@ -11,23 +11,23 @@ import yaml
 from typer.testing import CliRunner
 
 from blueprints.cli import app
-from blueprints.review.stack import review_stack
 from blueprints.review.signals import check_signals
 from blueprints.catalog.signals import SIGNALS, planned_target
 from blueprints.catalog.units import parse_unit
 from tests.conftest import ROOT
+from tests.bundled import bundled_review
 
 STACKS = ROOT / "stacks"
 
 
 @pytest.fixture(scope="module")
 def chat_prod_report():
-    return review_stack("chat-assistant-prod", stacks_dir=STACKS, program=ROOT / "__main__.py")
+    return bundled_review("chat-assistant-prod")
 
 
 @pytest.fixture(scope="module")
 def search_prod_report():
-    return review_stack("search-relevance-prod", stacks_dir=STACKS, program=ROOT / "__main__.py")
+    return bundled_review("search-relevance-prod")
 
 
 def _with_record(report, record_type: str, change):
@@ -57,8 +57,7 @@ def _trigger(query: str, threshold: str, metric_type: str = "AverageValue"):
                                    "search-relevance-prod", "regulated-assistant-prod", "prototype-summarizer-pilot",
                                    "edge-classifier-prod", "support-sentiment-prod"])
 def test_every_bundled_stack_passes_the_signal_check(stack):
-    assert check_signals(review_stack(stack, stacks_dir=STACKS, program=ROOT / "__main__.py"),
-                         stacks_dir=STACKS) == []
+    assert check_signals(bundled_review(stack), stacks_dir=STACKS) == []
 
 
 def test_the_old_triton_trigger_is_a_unit_mismatch(search_prod_report):
@@ -138,7 +137,7 @@ def test_a_query_that_does_not_parse_is_named(chat_prod_report):
 
 def test_a_scale_to_zero_stack_without_the_interceptor_never_wakes():
     """The old dev ScaledObject: minReplicaCount 0 and only the vLLM queue trigger (absent at zero pods)."""
-    report = review_stack("chat-assistant-dev", stacks_dir=STACKS, program=ROOT / "__main__.py")
+    report = bundled_review("chat-assistant-dev")
 
     def drop_push(inputs):
         spec = dict(inputs["spec"])
@@ -150,7 +149,7 @@ def test_a_scale_to_zero_stack_without_the_interceptor_never_wakes():
 
 
 def test_a_sagemaker_alarm_on_an_unknown_metric_is_named():
-    report = review_stack("prototype-summarizer-pilot", stacks_dir=STACKS, program=ROOT / "__main__.py")
+    report = bundled_review("prototype-summarizer-pilot")
     old = _with_record(report, "aws:cloudwatch/metricAlarm:MetricAlarm",
                        lambda i: {**i, "metricName": "ModelLatancy"})
     [finding] = check_signals(old, stacks_dir=STACKS)
@@ -160,7 +159,7 @@ def test_a_sagemaker_alarm_on_an_unknown_metric_is_named():
 def test_a_sagemaker_alarm_on_a_metric_its_kind_of_endpoint_never_publishes_is_named():
     """An asynchronous endpoint's queue metrics never reach a real-time endpoint's alarm, and an asynchronous
     endpoint publishes no Invocations (metrics.yaml `published_by`, from async-inference-monitor.md)."""
-    report = review_stack("prototype-summarizer-pilot", stacks_dir=STACKS, program=ROOT / "__main__.py")
+    report = bundled_review("prototype-summarizer-pilot")
     alarms = [r for r in report.resources if r.type == "aws:cloudwatch/metricAlarm:MetricAlarm"]
     assert alarms and not check_signals(report, stacks_dir=STACKS)
     expired = _with_record(report, "aws:cloudwatch/metricAlarm:MetricAlarm",
@@ -232,5 +231,5 @@ def test_units_compare_scale_and_dimension():
 
 
 def test_platform_stacks_have_no_signal_findings():
-    report = review_stack("platform-prod-us-east-1", stacks_dir=STACKS, program=ROOT / "__main__.py")
+    report = bundled_review("platform-prod-us-east-1")
     assert check_signals(report, stacks_dir=STACKS) == [] and report.signals == []

@@ -18,7 +18,7 @@ from blueprints.review.deployability.checks import check_deployability
 from blueprints.review.deployability.timers import ENDPOINT_CONFIGURATION
 from blueprints.review.preview import PreviewReport
 from tests.conftest import ROOT
-from tests.kept_apart import review
+from tests.bundled import bundled_review
 
 STACKS = ROOT / "stacks"
 #: Llama 3.1 70B at FP8: the weights the issue's 542 s / 798 s were planned for.
@@ -27,7 +27,7 @@ WEIGHTS_70B_GIB = 67.75
 
 @pytest.fixture(scope="module")
 def pilot() -> PreviewReport:
-    return review("prototype-summarizer-pilot", STACKS)
+    return bundled_review("prototype-summarizer-pilot")
 
 
 def _findings(report: PreviewReport) -> list[str]:

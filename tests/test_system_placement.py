@@ -16,7 +16,7 @@ from blueprints.review.deployability.context import RELEASE
 from blueprints.review.deployability.placement import placed_by
 from blueprints.review.preview import PreviewReport
 from tests.conftest import ROOT
-from tests.kept_apart import review
+from tests.bundled import bundled_review
 
 STACKS = ROOT / "stacks"
 PLATFORMS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in STACKS.glob("Pulumi.platform-*.yaml"))
@@ -26,7 +26,7 @@ SYSTEM = {"servingblueprints.io/pool": "system"}
 @pytest.fixture(scope="module")
 def dev() -> PreviewReport:
     """The platform with scale-to-zero services: it installs the KEDA HTTP add-on."""
-    return review("platform-dev-us-west-2", STACKS)
+    return bundled_review("platform-dev-us-west-2")
 
 
 def _findings(report: PreviewReport) -> list[str]:
@@ -55,7 +55,7 @@ def test_every_chart_the_platform_can_install_records_where_its_pods_go():
 
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_every_add_on_pod_of_every_platform_is_pinned_to_the_system_nodes(platform):
-    report = review(platform, STACKS)
+    report = bundled_review(platform)
     pcat = load_platform_catalog()
     releases = [r for r in report.resources if r.type == RELEASE and not r.inputs.get("name", "").endswith("-crd")]
     assert releases

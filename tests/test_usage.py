@@ -12,11 +12,12 @@ import pytest
 from blueprints.review.preview import run_preview
 from blueprints.review.report.stack import render_markdown
 from tests.conftest import ROOT
+from tests.bundled import bundled_preview
 
 
 @pytest.fixture(scope="module")
 def chat():
-    return run_preview("chat-assistant-prod", stacks_dir=ROOT / "stacks", program=ROOT / "__main__.py")
+    return bundled_preview("chat-assistant-prod")
 
 
 def test_the_outputs_say_how_to_call_the_endpoint_with_the_key_from_the_secret_output(chat):
@@ -47,7 +48,7 @@ def test_the_dashboard_url_names_the_dashboard_the_stack_deploys(chat):
 
 
 def test_a_sagemaker_stack_says_how_to_call_it_signed():
-    report = run_preview("prototype-summarizer-pilot", stacks_dir=ROOT / "stacks", program=ROOT / "__main__.py")
+    report = bundled_preview("prototype-summarizer-pilot")
     outputs = report.outputs
     assert "api_key_command" not in outputs
     request = shlex.split(outputs["example_request"])

@@ -20,8 +20,8 @@ from blueprints.operate.coldstart import measure_cold_start
 from blueprints.operate.verify import (
     check_cold_start, check_nodes, check_rules, check_scaler, selectors, verify_kubernetes, verify_sagemaker,
 )
-from blueprints.review.preview import run_preview
 from tests.conftest import ROOT
+from tests.bundled import bundled_preview
 from tests.operate_standins import (
     ColdStartedPod, EngineExporter, FakeOpenAIEndpoint, LocalPrometheus, Redirector,
 )
@@ -33,7 +33,7 @@ KEY = "test-key-0123456789"
 @pytest.fixture(scope="module")
 def manifests() -> StackManifests:
     bp = read_stack_config(ROOT / "stacks" / f"Pulumi.{STACK}.yaml")
-    report = run_preview(STACK, stacks_dir=ROOT / "stacks", program=ROOT / "__main__.py")
+    report = bundled_preview(STACK)
     return StackManifests(bp, tuple(report.manifests))
 
 
