@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 
@@ -18,10 +19,18 @@ from tests.conftest import ROOT, write_stacks
 runner = CliRunner()
 
 
+@pytest.fixture(scope="module")
+def previewed(tmp_path_factory, chat_prod):
+    """The chat assistant's prod plan written as `blueprint plan` would, previewed once for the module."""
+    folder = tmp_path_factory.mktemp("stacks")
+    write_stacks([chat_prod], folder)
+    return run_preview("chat-assistant-prod", stacks_dir=folder, program=ROOT / "__main__.py")
+
+
 @pytest.fixture()
-def report(tmp_path, chat_prod):
-    write_stacks([chat_prod], tmp_path)
-    return run_preview("chat-assistant-prod", stacks_dir=tmp_path, program=ROOT / "__main__.py")
+def report(previewed):
+    """A copy of the module's preview that a test may change."""
+    return copy.deepcopy(previewed)
 
 
 def test_flatten_gives_dotted_paths():
