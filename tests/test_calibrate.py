@@ -406,7 +406,9 @@ def test_a_run_5x_faster_than_the_model_marked_measured_is_refused_and_the_next_
 def test_a_fit_that_leaves_more_than_a_quarter_of_the_error_is_refused(tmp_path):
     peak = _per_replica_peak(_bp())
     rates = tuple(round(f * peak, 3) for f in (0.35, 0.7, 1.05, 1.4, 1.75))
-    data = model_runs(STACK, Correction(1.0, 1.0), rates=rates, duration_s=120)
+    # 25 s runs (59 to 292 requests): the contradiction is the 1.7x put on the figures, not in how long they ran (40 %
+    # to 45 % of the error is left at 25 s to 120 s); each run's throughput is clear of SATURATED_SHARE by over 1 %
+    data = model_runs(STACK, Correction(1.0, 1.0), rates=rates, duration_s=25)
     for run, factor in zip(data["runs"], (1.7, 1.7, 1.0, 1 / 1.7, 1 / 1.7)):  # runs that contradict each other
         run.update(median_itl_ms=run["median_itl_ms"] * factor, median_ttft_ms=run["median_ttft_ms"] * factor)
     path = tmp_path / "contradicting.json"
