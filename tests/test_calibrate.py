@@ -97,13 +97,17 @@ def test_the_fit_recovers_known_factors_from_runs_the_model_generated(tmp_path):
 
 def test_recorded_vllm_bench_serve_results_are_read_in_v0_24_0_format(tmp_path):
     # the client's own JSON of each run of a model-generated sweep, labelled CONSTRUCTED as the bundled one is: two
-    # runs below the planned per-replica peak, one far past what the replica serves
+    # runs below the planned per-replica peak, 120 s each (240 and 720 requests: in shorter runs the Poisson arrivals
+    # and the last requests' latency alone can bring the lightest below SATURATED_SHARE of its rate), and one far past
+    # what the replica serves, 30 s (720 requests: held back at any length, 0.54-0.58 of its rate at 20 s to 120 s)
     bp = _bp()
     peak = _per_replica_peak(bp)
-    sweep = model_runs(STACK, Correction(1.1, 1.0), rates=tuple(round(f * peak, 3) for f in (0.3, 0.9, 3.6)),
-                       duration_s=120)
+    below = model_runs(STACK, Correction(1.1, 1.0), rates=tuple(round(f * peak, 3) for f in (0.3, 0.9)),
+                       duration_s=120)["runs"]
+    (past,) = model_runs(STACK, Correction(1.1, 1.0), rates=(round(3.6 * peak, 3),), duration_s=30)["runs"]
+    sweep = [*below, {**past, "date": "20261203-120000"}]  # dated as the sweep's third run
     files = []
-    for i, run in enumerate(sweep["runs"]):
+    for i, run in enumerate(sweep):
         files.append(tmp_path / f"openai-chat-{run['request_rate']}qps-llama-3-1-8b-{run['date']}.json")
         files[-1].write_text(json.dumps({**run, "label": "CONSTRUCTED: the capacity model's replay"}))
     result = _calibrate(*map(str, files), "--out", str(tmp_path / "cal"))
@@ -114,11 +118,11 @@ def test_recorded_vllm_bench_serve_results_are_read_in_v0_24_0_format(tmp_path):
     assert [(s.format, s.measured, s.runs_used, s.date.isoformat()) for s in file.sources] == [
         ("vllm-bench-serve", False, 1, "2026-12-03")] * 3  # their label says CONSTRUCTED
     measured = {(r.run, r.figure): r.measured for r in file.figures}
-    first = sweep["runs"][0]
+    first = sweep[0]
     assert measured[(files[0].as_posix(), "median_itl_ms")] == round(first["median_itl_ms"], 3)
     assert measured[(files[0].as_posix(), "median_ttft_ms")] == round(first["median_ttft_ms"], 3)
     held_back = [(f.as_posix(), "output_tokens_per_s") in measured for f in files]
-    assert held_back == [r["request_throughput"] < 0.9 * r["request_rate"] for r in sweep["runs"]]
+    assert held_back == [r["request_throughput"] < 0.9 * r["request_rate"] for r in sweep]
     assert held_back == [False, False, True]  # 3.6x the peak asked, far less done: its throughput is the replica's
     assert file.step_time == pytest.approx(1.1, rel=0.02) and file.at_bound == []
 
