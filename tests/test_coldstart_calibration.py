@@ -45,8 +45,9 @@ def _measured(pod: ColdStartedPod):
 @functools.cache
 def _model_runs() -> str:
     """A result file (JSON) of runs the uncorrected capacity model replayed for the stack (so the capacity fit is
-    the identity, within its bounds)."""
-    return json.dumps(model_runs(STACK, Correction(), rates=(1.0, 2.0, 6.0), duration_s=120))
+    the identity, within its bounds). 30 s runs (30 to 180 requests) fit back x0.999, TTFT floor x0.993, as 120 s
+    runs fit x1, x0.991: the tests here are about the cold start, and the capacity fit only has to pass."""
+    return json.dumps(model_runs(STACK, Correction(), rates=(1.0, 2.0, 6.0), duration_s=30))
 
 
 def _result_with(tmp_path: Path, cold_start: dict | None, name: str = "cold.json") -> Path:
