@@ -27,7 +27,6 @@ from tests.conftest import ROOT
 from tests.test_edge_planning import planned
 from tests.test_edge_requirements import NEW_USER_EDGE, edge
 
-STACKS = ROOT / "stacks"
 EDGE = "edge-classifier-prod"
 AWS_LB = "service.beta.kubernetes.io/aws-load-balancer-"
 CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
