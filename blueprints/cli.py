@@ -57,6 +57,16 @@ out = Console(width=None if sys.stdout.isatty() else PIPED_WIDTH)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else PIPED_WIDTH)
 
 
+def _print_json(data) -> None:
+    """`data` (JSON-serialisable) as JSON indented by 2 on stdout (`--json`): rich's highlighted rendering on a
+    terminal; piped (CI, `| jq`, the tests) the same text written directly, because rich lays out every line of a
+    large document (seconds for a preview's) only to drop the styles on a pipe."""
+    if out.is_terminal:
+        out.print_json(json.dumps(data))
+    else:
+        out.file.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
 def _version(value: bool) -> None:
     if value:
         from importlib.metadata import version
@@ -190,13 +200,13 @@ def plan(
                                 replacements=platform_replacements(previous_platforms[p.stack], p))
                 for p in planned.platforms if previous_platforms[p.stack] is not None}
     if as_json:
-        out.print_json(json.dumps(
+        _print_json(
             [{"stack": p.stack, "path": str(written[p.stack]), "platform": p.model_dump(mode="json"),
               "review": reviews[p.stack].to_json() if p.stack in reviews else None}
              for p in planned.platforms]
             + [{"stack": bp.stack, "path": str(written[bp.stack]), "blueprint": bp.model_dump(mode="json"),
                 "review": reviews[bp.stack].to_json() if bp.stack in reviews else None}
-               for bp in planned.blueprints]))
+               for bp in planned.blueprints])
         return
     for warning in planned.warnings:  # the requirements' choice re-opened (`blueprints.plan.choice`)
         err.print(f"[yellow]warning[/]: {escape(warning)}", highlight=False, soft_wrap=True)
@@ -334,7 +344,7 @@ def _check_plans(files: Optional[list[Path]], *, policy_dir: Optional[Path], no_
             project = replace(project, policy_dir=policy_dir)
         drifts = check_plans(files, project, use_policy=not no_policy)
     if as_json:
-        out.print_json(json.dumps([d.to_json() for d in drifts]))
+        _print_json([d.to_json() for d in drifts])
     else:
         _print_drifts(drifts)
         if not drifts:
@@ -558,7 +568,7 @@ def preview(
         if diff is not None and review is not None:
             data["diff"], data["review"] = diff.to_json(), review.to_json()
         data["source_check"] = _source_check_json(drifts, skipped)
-        out.print_json(json.dumps(data))
+        _print_json(data)
     else:
         render_terminal(report, out, diff, review)
         _report_source_check(stack, drifts, skipped)
@@ -586,7 +596,7 @@ def _preview_service(name: str, parts: list[str], *, project, stacks_dir: Path, 
             write_service_report(review, out_path)
         drifts, skipped = _source_check(parts, project, stacks_dir)
     if as_json:
-        out.print_json(json.dumps({**review.to_json(), "source_check": _source_check_json(drifts, skipped)}))
+        _print_json({**review.to_json(), "source_check": _source_check_json(drifts, skipped)})
     else:
         render_service_terminal(review, out)
         _report_source_check(name, drifts, skipped)

@@ -167,3 +167,31 @@ def test_help_explains_every_command_and_each_exit_1():
     usage = {line.split()[1] for line in HELP.splitlines() if line.startswith("  blueprint ")}
     assert usage == registered
     assert "(plan --check)" in HELP and "(preview)" in HELP and "(preflight)" in HELP and "(verify)" in HELP
+
+
+#: A `--json` document with what rich's rendering could change: non-ASCII text, markup and emoji codes, a line far
+#: wider than the piped width, floats, nesting, empty containers and nulls.
+JSON_DOCUMENT = {"stack": "chat-assistant-prod", "note": "café 東京 🚀 [red]not markup[/] :smile:",
+                 "long": "arn:aws:iam::123456789012:role/" + "x" * 400, "rates": [0.1, 1e-07, 12.5, 3],
+                 "nested": {"empty": {}, "none": None, "flags": [True, False], "list": []}}
+
+
+def test_piped_json_is_the_text_rich_renders_and_a_terminal_gets_it_highlighted(capsys, monkeypatch):
+    import io
+    import re
+
+    from rich.console import Console
+
+    from blueprints import cli
+
+    rich_piped = io.StringIO()
+    Console(file=rich_piped, width=cli.PIPED_WIDTH).print_json(json.dumps(JSON_DOCUMENT))
+    cli._print_json(JSON_DOCUMENT)  # the suite's stdout is a pipe: written directly
+    piped = capsys.readouterr().out
+    assert piped == rich_piped.getvalue() and json.loads(piped) == JSON_DOCUMENT
+    assert '"note": "café 東京 🚀 [red]not markup[/] :smile:"' in piped  # not escaped, not interpreted
+    terminal = io.StringIO()
+    monkeypatch.setattr(cli, "out", Console(file=terminal, force_terminal=True, width=cli.PIPED_WIDTH))
+    cli._print_json(JSON_DOCUMENT)
+    assert "\x1b[" in terminal.getvalue()  # highlighted by rich
+    assert re.sub(r"\x1b\[[0-9;]*m", "", terminal.getvalue()) == piped
