@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import gc
 import os
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,14 @@ settings.register_profile("ci", derandomize=True, database=None, print_blob=True
 settings.register_profile("thorough", derandomize=False, print_blob=True)
 HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.load_profile(HYPOTHESIS_PROFILE)  # an unknown name fails the run naming the registered profiles
+
+
+#: Full (generation 2) garbage collections 10x rarer than CPython's default (700, 10, 10). A worker keeps everything it
+#: imported (pulumi_aws, kubernetes, pydantic) and its shared previews and plans for the whole run, and a full
+#: collection walks all of it: on eight preview- and plan-heavy test files in one process, collections took 13.5 s and
+#: the run 74.4 s of CPU at the default, 4.8 s and 69.0 s at this. Cycles still go in the next full collection.
+GC_THRESHOLDS = (700, 10, 100)
+gc.set_threshold(*GC_THRESHOLDS)
 
 
 def examples(n: int) -> int:
