@@ -205,12 +205,15 @@ def test_a_measured_goodput_below_the_models_grows_the_kept_fleet_to_what_it_nee
                and "(sized on the measurement)" in r for r in prod.rationale)
 
 
+# Each re-plans afresh (a plan of its own): `make test` changes one measured basis (slo) and one allowance (engines),
+# `make test-slow` also the other of each (traffic, hardware).
 @pytest.mark.parametrize("edit, field", [
-    (lambda d: d["traffic"].update(mean_input_tokens=1400), "traffic.mean_input_tokens"),
+    pytest.param(lambda d: d["traffic"].update(mean_input_tokens=1400), "traffic.mean_input_tokens",
+                 marks=pytest.mark.slow),
     (lambda d: d["slo"].update(ttft_p95_ms=900), "slo.ttft_p95_ms"),
     (lambda d: d["operations"].update(engines=["sglang"]), "operations.engines"),
-    (lambda d: d["hardware"].update(allowed_instance_families=["g5", "g6", "p5"]),
-     "hardware.allowed_instance_families"),
+    pytest.param(lambda d: d["hardware"].update(allowed_instance_families=["g5", "g6", "p5"]),
+                 "hardware.allowed_instance_families", marks=pytest.mark.slow),
 ])
 def test_a_requirements_change_that_invalidates_the_evidence_reopens_the_choice_naming_the_field(chosen, tmp_path,
                                                                                                 edit, field):

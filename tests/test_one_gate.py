@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 from pathlib import Path
@@ -50,11 +51,18 @@ CHECK_ONLY_EDITS = [
 ]
 
 
-@pytest.mark.parametrize(("review", "stack", "edit", "field"), [c[1:] for c in CHECK_ONLY_EDITS],
-                         ids=[c[0] for c in CHECK_ONLY_EDITS])
+#: The edits `make test` runs (each previews twice and re-plans the whole project): a service's, a platform's and a
+#: compound part's under its service's preview; `make test-slow` runs the others.
+REPRESENTATIVE = {"weights-of-another-model", "platform-production-false", "compound-part-cooldown"}
+
+
+@pytest.mark.parametrize(("review", "stack", "edit", "field"), [
+    pytest.param(*c[1:], id=c[0], marks=() if c[0] in REPRESENTATIVE else pytest.mark.slow)
+    for c in CHECK_ONLY_EDITS])
 def test_an_edit_plan_check_fails_fails_the_preview_naming_the_field_and_the_same_drift(
-        project, review, stack, edit, field):
+        project, review, stack, edit, field, monkeypatch):
     edit_config(project, stack, edit)
+    _run_each_program_once(monkeypatch)  # the terminal preview below reviews the files the JSON one did
     result = runner.invoke(app, ["preview", review, "--json"])
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
@@ -71,6 +79,25 @@ def test_an_edit_plan_check_fails_fails_the_preview_naming_the_field_and_the_sam
     assert terminal.exit_code == 1
     assert field in terminal.output and "hand edit" in terminal.output
     assert "differ from their plans" in terminal.output
+
+
+def _run_each_program_once(monkeypatch) -> None:
+    """From now on in this test, a preview's program run (`run_preview`, which `review_stack` calls) of the same stack
+    over stack configs of the same bytes is made once and handed out as copies: the rest of each preview (the floors,
+    the policies, the source comparison, the output) runs in full each time."""
+    import blueprints.review.stack as review
+
+    runs: dict = {}
+    real = review.run_preview
+
+    def run_preview(stack: str, *, stacks_dir: Path, program: Path):
+        files = tuple((p.name, p.read_bytes()) for p in sorted(Path(stacks_dir).glob("Pulumi.*.yaml")))
+        key = (stack, Path(stacks_dir).resolve(), Path(program).resolve(), files)
+        if key not in runs:
+            runs[key] = real(stack, stacks_dir=stacks_dir, program=program)
+        return copy.deepcopy(runs[key])
+
+    monkeypatch.setattr(review, "run_preview", run_preview)
 
 
 @pytest.mark.parametrize("review", ["chat-assistant-prod", "rag-assistant-prod", "platform-prod-eu-central-1"])
