@@ -608,16 +608,17 @@ def test_calibrate_says_when_the_runs_do_not_pin_the_ttft_floor_and_records_it(t
 def test_calibrate_says_whether_plans_will_read_what_it_wrote(tmp_path):
     peak = _per_replica_peak(_bp())
     rates = tuple(round(f * peak, 3) for f in (0.25, 0.5, 0.75, 1.0))
-    elsewhere = _calibrate(str(model_result_file(tmp_path, STACK, Correction(1.05, 1.0), rates=rates)), "--out",
-                           str(tmp_path / "cal"), "--constructed")
+    runs = model_result_file(tmp_path, STACK, Correction(1.05, 1.0), rates=rates)
+    elsewhere = _calibrate(str(runs), "--out", str(tmp_path / "cal"), "--constructed")
     assert elsewhere.exit_code == 0, elsewhere.output
     assert f"`blueprint plan` reads {calibration_dir(ROOT / 'stacks')} only" in _words(elsewhere)
     assert "now sizes" not in elsewhere.output
     stacks = tmp_path / "stacks"
     stacks.mkdir()
     (stacks / f"Pulumi.{STACK}.yaml").write_text((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text())
-    runs = model_result_file(tmp_path, STACK, Correction(1.05, 1.0), rates=rates, name="measured.json")
-    data = json.loads(runs.read_text())  # marked measured, as a real run's file is
+    # the same runs at the same path, marked measured as a real run's file is: the same fit (`fit` remembers it by
+    # the runs, each labelled with its file's path), so only where the calibration goes differs
+    data = json.loads(runs.read_text())
     runs.write_text(json.dumps({**data, "measured": True, "note": "CONSTRUCTED for a test, marked measured"}))
     result = runner.invoke(app, ["calibrate", "--stack", STACK, "--stacks-dir", str(stacks), str(runs)])
     assert result.exit_code == 0, result.output
