@@ -58,6 +58,14 @@ def _result_with(tmp_path: Path, cold_start: dict | None, name: str = "cold.json
     return path
 
 
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    """One folder for the result files of the tests that calibrate successfully: `_model_runs` at the same path has
+    the same runs (each labelled with its file's path), so the capacity fit of one is the next one's (`fit` remembers
+    it), whatever their `cold_start`."""
+    return tmp_path_factory.mktemp("results")
+
+
 def _calibrate(tmp_path: Path, *results: Path):
     return runner.invoke(app, ["calibrate", "--stack", STACK, "--stacks-dir", str(ROOT / "stacks"),
                                *map(str, results), "--out", str(tmp_path / "cal")])
@@ -139,9 +147,9 @@ def test_the_record_round_trips_through_the_result_file_and_an_old_file_has_no_k
     assert old.cold_start is None and "cold_start" not in result_json(old)
 
 
-def test_a_measured_cold_start_calibrates_the_next_plans_start_timers_floor_and_cost(tmp_path, monkeypatch):
+def test_a_measured_cold_start_calibrates_the_next_plans_start_timers_floor_and_cost(tmp_path, results):
     cold = _measured(ColdStartedPod())
-    done = _calibrate(tmp_path, _result_with(tmp_path, cold.model_dump(mode="json")))
+    done = _calibrate(tmp_path, _result_with(results, cold.model_dump(mode="json")))
     assert done.exit_code == 0, done.output
     assert "cold start: 2026-12-03 cold start of 1 pod(s): predicted 310 s, measured 369 s" in \
         " ".join(done.output.split())
@@ -196,8 +204,8 @@ def test_a_measured_cold_start_calibrates_the_next_plans_start_timers_floor_and_
     assert "x2.0031 as measured" in line
 
 
-def test_a_calibration_without_a_cold_start_leaves_the_start_as_planned(tmp_path):
-    done = _calibrate(tmp_path, _result_with(tmp_path, None))
+def test_a_calibration_without_a_cold_start_leaves_the_start_as_planned(tmp_path, results):
+    done = _calibrate(tmp_path, _result_with(results, None))
     assert done.exit_code == 0, done.output
     cals = load_calibrations(tmp_path / "cal", relative_to=tmp_path)
     assert cals.entries[0].file.startup is None
