@@ -18,10 +18,16 @@ from tests.conftest import ROOT, requirements_with
 
 NO_BUDGET = {"max_monthly_usd": 1_000_000}
 PROD = Guardrails(source="prod.json", allowed_instance_families=("g5", "g6", "g6e", "p5", "m7i"), max_gpus=64)
+#: The engines a plan compares (operations.engines): vLLM alone in every run (the families and the quota constrain
+#: each engine's candidates alike), all three (the default) in the slow run.
+ENGINES = [pytest.param(["vllm"], id="vllm"),
+           pytest.param(["vllm", "sglang", "tensorrt-llm"], id="every-engine", marks=pytest.mark.slow)]
 
 
-def test_without_own_families_the_plan_uses_only_the_environments():
-    req = requirements_with(hardware={"allowed_instance_families": []}, model={"precision": "int4"})
+@pytest.mark.parametrize("engines", ENGINES)
+def test_without_own_families_the_plan_uses_only_the_environments(engines):
+    req = requirements_with(hardware={"allowed_instance_families": []}, model={"precision": "int4"},
+                            operations={"engines": engines})
     unrestricted = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"])[0]
     family = unrestricted.compute.instance_type.split(".")[0]
     others = tuple(f for f in ("g5", "g6", "g6e", "p5", "m7i") if f != family)  # the cheapest family ruled out
@@ -36,8 +42,10 @@ def test_families_with_nothing_in_common_are_an_error():
         plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"], guardrails={"prod": PROD})
 
 
-def test_autoscaling_max_is_capped_to_the_gpu_quota():
-    req = requirements_with(environments={"prod": {"region": "us-east-1", "traffic_scale": 5}}, budget=NO_BUDGET)
+@pytest.mark.parametrize("engines", ENGINES)
+def test_autoscaling_max_is_capped_to_the_gpu_quota(engines):
+    req = requirements_with(environments={"prod": {"region": "us-east-1", "traffic_scale": 5}}, budget=NO_BUDGET,
+                            operations={"engines": engines})
     [free] = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"])
     limits = Guardrails(source="prod.json", allowed_instance_families=None, max_gpus=free.compute.replicas + 4)
     [bp] = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"], guardrails={"prod": limits})
@@ -47,8 +55,10 @@ def test_autoscaling_max_is_capped_to_the_gpu_quota():
     assert any("capped" in line and "maxGpus" in line for line in bp.rationale)
 
 
-def test_a_peak_beyond_the_gpu_quota_is_an_error_naming_the_file():
-    req = requirements_with(environments={"prod": {"region": "us-east-1", "traffic_scale": 10}}, budget=NO_BUDGET)
+@pytest.mark.parametrize("engines", ENGINES)
+def test_a_peak_beyond_the_gpu_quota_is_an_error_naming_the_file(engines):
+    req = requirements_with(environments={"prod": {"region": "us-east-1", "traffic_scale": 10}}, budget=NO_BUDGET,
+                            operations={"engines": engines})
     with pytest.raises(SizingError, match=r"no option meeting the SLO stays within gpu-quota: the cheapest, .* needs "
                                           r"\d+ GPUs with the rollout surge, above maxGpus=8 \(prod.json, gpu-quota\); .*"
                                           r"raise maxGpus in prod.json to >= \d+"):
@@ -56,12 +66,13 @@ def test_a_peak_beyond_the_gpu_quota_is_an_error_naming_the_file():
              guardrails={"prod": Guardrails(source="prod.json", allowed_instance_families=None, max_gpus=8)})
 
 
+@pytest.mark.parametrize("engines", ENGINES)
 @pytest.mark.parametrize("changes", [
     {"hardware": {"allowed_instance_families": []}, "model": {"precision": "int4"}},
     {"environments": {"prod": {"region": "us-east-1", "traffic_scale": 10}}, "budget": NO_BUDGET},
 ])
-def test_what_plan_writes_passes_the_policy_pack_it_is_checked_against(tmp_path, changes):
-    req = requirements_with(**changes)
+def test_what_plan_writes_passes_the_policy_pack_it_is_checked_against(tmp_path, changes, engines):
+    req = requirements_with(**changes, operations={"engines": engines})
     limits = environment_guardrails(req, ROOT / "policies" / "config")
     blueprints = plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"], guardrails=limits)
     write_stacks(blueprints, tmp_path)

@@ -94,16 +94,23 @@ def test_cpu_hardware_that_matches_nothing_says_to_widen_it():
         plan_env(requirements_with("support-sentiment", hardware={"allowed_instance_families": ["c7i"]}), "prod")
 
 
-def test_max_replicas_is_a_constraint_of_the_search_and_names_the_needed_count_when_it_binds():
+@pytest.mark.parametrize("engines", [pytest.param(["vllm"], id="vllm"),
+                                     pytest.param(["vllm", "sglang", "tensorrt-llm"], id="every-engine",
+                                                  marks=pytest.mark.slow)])
+def test_max_replicas_is_a_constraint_of_the_search_and_names_the_needed_count_when_it_binds(engines):
     # On L40S nodes, whose larger instances hold larger (tensor-parallel) replicas. (Unrestricted, 80 requests/s of
     # chat plan p5.4xlarge, and at the production margin no H100 replica of any degree serves more of them.)
+    # max_replicas constrains each engine's candidates alike: vLLM alone in every run, every engine in the slow run.
     busy = {"dev": {"region": "us-west-2"}, "prod": {"region": "us-east-1", "traffic_scale": 4}}
     l40s = {"allowed_instance_families": ["g6e"]}
-    free = plan_env(requirements_with(environments=busy, budget={"max_monthly_usd": None}, hardware=l40s), "prod")
+    ops = {"engines": engines}
+    free = plan_env(requirements_with(environments=busy, budget={"max_monthly_usd": None}, hardware=l40s,
+                                      operations=ops), "prod")
     need = free.compute.replicas
     assert need > 2
     capped = {**busy, "prod": {**busy["prod"], "max_replicas": need - 1}}
-    bp = plan_env(requirements_with(environments=capped, budget={"max_monthly_usd": None}, hardware=l40s), "prod")
+    bp = plan_env(requirements_with(environments=capped, budget={"max_monthly_usd": None}, hardware=l40s,
+                                    operations=ops), "prod")
     assert bp.compute.replicas <= need - 1 == bp.autoscaling.max_replicas  # fewer, larger replicas
     assert bp.compute.gpus_per_replica > free.compute.gpus_per_replica
     assert bp.predictions.monthly_cost_usd >= free.predictions.monthly_cost_usd
@@ -113,7 +120,8 @@ def test_max_replicas_is_a_constraint_of_the_search_and_names_the_needed_count_w
                                           r"the cheapest, .* needs \d+ replicas at peak, above max_replicas=1; the least "
                                           r"any option meeting the SLO needs is \d+ .*; raise "
                                           r"environments.prod.max_replicas to >= \d+"):
-        plan_env(requirements_with(environments=floor, budget={"max_monthly_usd": None}, hardware=l40s), "prod")
+        plan_env(requirements_with(environments=floor, budget={"max_monthly_usd": None}, hardware=l40s,
+                                   operations=ops), "prod")
 
 
 def test_a_non_streamed_llm_too_slow_for_sagemakers_60_s_limit_says_to_stream():

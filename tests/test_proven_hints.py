@@ -19,13 +19,19 @@ from blueprints.requirements.service import Requirements
 from tests.conftest import PLAN_DATE, example_data, platforms_for, requirements_with
 
 FAMILIES = {"accelerators": ["nvidia-gpu"], "allowed_instance_families": ["g5", "g6", "g6e", "p4d", "p5"]}
+EVERY_ENGINE = ["vllm", "sglang", "tensorrt-llm"]
+#: The engines the busy chat compares: vLLM alone in every run (the quota and the budget bind each engine's options
+#: alike), all three (its default) in the slow run.
+ENGINES = [pytest.param(["vllm"], id="vllm"), pytest.param(EVERY_ENGINE, id="every-engine", marks=pytest.mark.slow)]
 
 
-def _busy_chat(budget: float | None, families: list[str] | None = None, **slo) -> Requirements:
-    """The 8B chat assistant at 10x its traffic (200 requests/s); at its 50 ms ITL target and the production margin
-    the cheapest option meeting the SLO is also the one with the fewest GPUs (p5.4xlarge, ~$150k/month)."""
+def _busy_chat(budget: float | None, families: list[str] | None = None, engines: list[str] = EVERY_ENGINE,
+               **slo) -> Requirements:
+    """The 8B chat assistant at 10x its traffic (200 requests/s), comparing `engines`; at its 50 ms ITL target and the
+    production margin the cheapest option meeting the SLO is also the one with the fewest GPUs (p5.4xlarge,
+    ~$150k/month)."""
     return requirements_with(environments={"prod": {"region": "us-east-1", "traffic_scale": 10}},
-                             budget={"max_monthly_usd": budget}, slo=slo,
+                             budget={"max_monthly_usd": budget}, slo=slo, operations={"engines": engines},
                              hardware={**FAMILIES, "allowed_instance_families": families or
                                        FAMILIES["allowed_instance_families"]})
 
@@ -63,14 +69,15 @@ def _applied_plans(req: Requirements, guardrails: dict | None, refusal: SizingEr
         assert _plan(fixed, limits or None, prove_hints=False)
 
 
-def test_a_quota_hint_names_the_gpus_an_option_within_budget_needs_not_the_least_any_option_needs():
+@pytest.mark.parametrize("engines", ENGINES)
+def test_a_quota_hint_names_the_gpus_an_option_within_budget_needs_not_the_least_any_option_needs(engines):
     """At an 80 ms ITL target the cheapest option is on L40S (g6e.xlarge, ~$92k/month) and the fewest GPUs on H100
     (p5.4xlarge, ~$151k/month). Within $120,000 the least any option needs only plans the H100 option, over budget;
     the hint is the cheapest option's GPUs, which plans."""
-    cheapest = _gpus_with_the_surge(_busy_chat(None, itl_p95_ms=80))
-    fewest = _gpus_with_the_surge(_busy_chat(None, ["p5"], itl_p95_ms=80))
+    cheapest = _gpus_with_the_surge(_busy_chat(None, engines=engines, itl_p95_ms=80))
+    fewest = _gpus_with_the_surge(_busy_chat(None, ["p5"], engines, itl_p95_ms=80))
     assert 10 < fewest < cheapest
-    req, quota = _busy_chat(120_000, itl_p95_ms=80), _quota(10)
+    req, quota = _busy_chat(120_000, engines=engines, itl_p95_ms=80), _quota(10)
     unproven = _refusal(req, quota, prove_hints=False)
     assert f"raise maxGpus in prod.json to >= {fewest}," in str(unproven)  # the old hint: the least any option needs
     with pytest.raises(SizingError, match=r"over budget.max_monthly_usd=120000"):
@@ -81,9 +88,10 @@ def test_a_quota_hint_names_the_gpus_an_option_within_budget_needs_not_the_least
     _applied_plans(req, quota, proven)
 
 
-def test_when_no_single_change_plans_the_hint_names_every_change_that_must_move_together():
+@pytest.mark.parametrize("engines", ENGINES)
+def test_when_no_single_change_plans_the_hint_names_every_change_that_must_move_together(engines):
     """Within $70,000 no option fits at any quota: the quota and the budget move together."""
-    req, quota = _busy_chat(70_000), _quota(10)
+    req, quota = _busy_chat(70_000, engines=engines), _quota(10)
     proven = _refusal(req, quota)
     [(gpus, budget)] = proven.groups
     assert (gpus.field, budget.field) == ("policy:prod:maxGpus", "budget.max_monthly_usd")
