@@ -75,7 +75,15 @@ def test_a_document_generated_from_the_schema_plans_or_exits_2_cleanly(project, 
     _check(project.plan(dump(doc)), doc)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
+#: Seeds of `test_a_plan_that_succeeds_previews_cleanly` in `make test`, one per way a seed goes: 1 (edge-classifier,
+#: ONNX on CPU: a mutation refused, the example planned, the next mutation planned), 3 (prototype-summarizer, a SageMaker
+#: endpoint: the first mutation planned), 5 (regulated-assistant, vLLM: three mutations refused, the example planned).
+#: 0, 2 and 4 go those ways too, on the examples that cost the most to plan (chat-assistant, partner-api, rag-assistant:
+#: 14 of the test's 18 s of CPU): `make test-slow`.
+PREVIEWED_SEEDS = [1, 3, 5, *(pytest.param(seed, marks=pytest.mark.slow) for seed in (0, 2, 4))]
+
+
+@pytest.mark.parametrize("seed", PREVIEWED_SEEDS)
 def test_a_plan_that_succeeds_previews_cleanly(tmp_path, seed):
     """Mutations small enough to plan (numbers scaled within their bounds) reach the preview of every stack."""
     project = Project(tmp_path)
