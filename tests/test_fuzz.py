@@ -76,10 +76,10 @@ def test_a_document_generated_from_the_schema_plans_or_exits_2_cleanly(project, 
 
 
 #: Seeds of `test_a_plan_that_succeeds_previews_cleanly` in `make test`, one per way a seed goes: 1 (edge-classifier,
-#: ONNX on CPU: a mutation refused, the example planned, the next mutation planned), 3 (prototype-summarizer, a SageMaker
-#: endpoint: the first mutation planned), 5 (regulated-assistant, vLLM: three mutations refused, the example planned).
-#: 0, 2 and 4 go those ways too, on the examples that cost the most to plan (chat-assistant, partner-api, rag-assistant:
-#: 14 of the test's 18 s of CPU): `make test-slow`.
+#: ONNX on CPU: a mutation refused, the example planned, the next mutation planned), 3 (prototype-summarizer, a
+#: SageMaker endpoint: the first mutation planned), 5 (regulated-assistant, vLLM: three mutations refused, the example
+#: planned). 0, 2 and 4 go those ways too, on the examples that cost the most to plan (chat-assistant, partner-api,
+#: rag-assistant: 14 of the test's 18 s of CPU): `make test-slow`.
 PREVIEWED_SEEDS = [1, 3, 5, *(pytest.param(seed, marks=pytest.mark.slow) for seed in (0, 2, 4))]
 
 
