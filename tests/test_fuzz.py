@@ -157,3 +157,20 @@ def test_remembered_subschema_strategies_draw_the_same_documents_as_the_library_
     without = draws()
     assert with_memo == without
     assert len(with_memo) == 40 and any(len(doc) > 1 for doc in with_memo)
+
+
+def test_remembered_validator_classes_are_the_ones_the_library_finds():
+    # The unbounded cache of `_remember_validator_classes` must answer what hypothesis-jsonschema's own check does: the
+    # validator class of the schema's own draft, for a schema valid against it.
+    import hypothesis_jsonschema._canonicalise as library
+    import jsonschema
+
+    from tests.fuzz_inputs import _remember_validator_classes
+
+    _remember_validator_classes()
+    remembered = vars(library)["__get_validator_class"]
+    assert remembered.cache_info().maxsize is None
+    for node in ({"type": "integer", "minimum": 1}, {"type": "object", "properties": {"a": {"pattern": "^a$"}}},
+                 {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array"}):  # the last: Draft 7
+        key = library.CacheableSchema(node)
+        assert remembered(key) is jsonschema.validators.validator_for(node)
