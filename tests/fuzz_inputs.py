@@ -183,6 +183,7 @@ def _from_schema(which: str):
     from hypothesis_jsonschema import from_schema
 
     _remember_subschema_strategies()
+    _remember_validator_classes()
     return from_schema(generation_schema() if which == "generation" else structural_schema())
 
 
@@ -213,6 +214,25 @@ def _remember_subschema_strategies() -> None:
 
     remembered.__wrapped__ = build  # type: ignore[attr-defined]
     setattr(library, "__from_schema", remembered)
+
+
+@functools.cache
+def _remember_validator_classes() -> None:
+    """Make hypothesis-jsonschema check each subschema against its metaschema once per process.
+
+    Canonicalising a subschema asks `_get_validator_class`, which runs `check_schema` (the subschema validated against
+    the JSON Schema metaschema) under an `lru_cache` of 128 schemas: a draw of the generation schema canonicalises more
+    than that, so the cache kept evicting what the next draw asked for again (890 checks in
+    tests/test_schema_parity.py's two property tests, a fifth of their time; hypothesis-jsonschema 0.23.1 as uv.lock
+    pins). The validator class is a function of the schema alone, so an unbounded cache of the same function answers
+    the same: the derandomized examples are the same documents. Another version without the private
+    `__get_validator_class` keeps its own."""
+    import hypothesis_jsonschema._canonicalise as library
+
+    cached = vars(library).get("__get_validator_class")
+    if cached is None or not hasattr(cached, "__wrapped__"):
+        return
+    setattr(library, "__get_validator_class", functools.cache(cached.__wrapped__))
 
 
 # --- The loader's and the planner's verdicts -------------------------------------------------------------------------

@@ -55,7 +55,11 @@ def test_a_family_the_catalog_lacks_is_refused_naming_the_field_and_the_known_fa
 
 
 def test_a_p6_b200_plan_runs_on_b200s_timed_by_their_measured_vllm_tables(tmp_path, monkeypatch):
-    _project(tmp_path, monkeypatch, _chat(["p6-b200"]))
+    data = _chat(["p6-b200"])
+    # The family's one size, on the B200's measured tables whatever the traffic: 1 request/s, not the bundled 20,
+    # simulates the fewest replicas (about half the plan's CPU).
+    data["traffic"]["peak_requests_per_s"] = 1
+    _project(tmp_path, monkeypatch, data)
     result = runner.invoke(app, ["plan", "stacks/requirements/chat.yaml", "--as-of", "2026-12-01"])
     assert result.exit_code == 0, result.output
     bp = read_config(tmp_path / "stacks" / "Pulumi.chat-assistant-prod.yaml")

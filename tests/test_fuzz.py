@@ -75,7 +75,15 @@ def test_a_document_generated_from_the_schema_plans_or_exits_2_cleanly(project, 
     _check(project.plan(dump(doc)), doc)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
+#: Seeds of `test_a_plan_that_succeeds_previews_cleanly` in `make test`, one per way a seed goes: 1 (edge-classifier,
+#: ONNX on CPU: a mutation refused, the example planned, the next mutation planned), 3 (prototype-summarizer, a
+#: SageMaker endpoint: the first mutation planned), 5 (regulated-assistant, vLLM: three mutations refused, the example
+#: planned). 0, 2 and 4 go those ways too, on the examples that cost the most to plan (chat-assistant, partner-api,
+#: rag-assistant: 14 of the test's 18 s of CPU): `make test-slow`.
+PREVIEWED_SEEDS = [1, 3, 5, *(pytest.param(seed, marks=pytest.mark.slow) for seed in (0, 2, 4))]
+
+
+@pytest.mark.parametrize("seed", PREVIEWED_SEEDS)
 def test_a_plan_that_succeeds_previews_cleanly(tmp_path, seed):
     """Mutations small enough to plan (numbers scaled within their bounds) reach the preview of every stack."""
     project = Project(tmp_path)
@@ -149,3 +157,20 @@ def test_remembered_subschema_strategies_draw_the_same_documents_as_the_library_
     without = draws()
     assert with_memo == without
     assert len(with_memo) == 40 and any(len(doc) > 1 for doc in with_memo)
+
+
+def test_remembered_validator_classes_are_the_ones_the_library_finds():
+    # The unbounded cache of `_remember_validator_classes` must answer what hypothesis-jsonschema's own check does: the
+    # validator class of the schema's own draft, for a schema valid against it.
+    import hypothesis_jsonschema._canonicalise as library
+    import jsonschema
+
+    from tests.fuzz_inputs import _remember_validator_classes
+
+    _remember_validator_classes()
+    remembered = vars(library)["__get_validator_class"]
+    assert remembered.cache_info().maxsize is None
+    for node in ({"type": "integer", "minimum": 1}, {"type": "object", "properties": {"a": {"pattern": "^a$"}}},
+                 {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array"}):  # the last: Draft 7
+        key = library.CacheableSchema(node)
+        assert remembered(key) is jsonschema.validators.validator_for(node)

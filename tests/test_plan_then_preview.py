@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from blueprints.catalog import load_catalog
 from blueprints.catalog.addons import load_platform_catalog
 from blueprints.core.errors import BlueprintError
+from tests import plan_preview
 from tests.conftest import examples
-from tests.plan_preview import plan_and_preview, plan_in
+from tests.fresh_thread import on_fresh_stack
 
 CATALOG = load_catalog()
 LLMS = ["llama-3.1-8b", "mistral-7b", "qwen2.5-7b", "llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b"]
@@ -31,6 +32,17 @@ FAMILIES = sorted({i.family for i in CATALOG.ec2.values()})
 #: Regions the bundled policies allow (drawn four times as often), and one they do not.
 REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "eu-central-1"] * 4 + ["ap-south-1"]
 ADDONS = sorted(load_platform_catalog().helm)
+
+
+def plan_and_preview(data: dict) -> plan_preview.Outcome:
+    """`tests.plan_preview.plan_and_preview` of `data` on a fresh thread's stack (`tests.fresh_thread`)."""
+    return on_fresh_stack(plan_preview.plan_and_preview, data)
+
+
+def plan_in(data: dict, folder: Path):
+    """`tests.plan_preview.plan_in` of `data` in `folder` on a fresh thread's stack (`tests.fresh_thread`)."""
+    return on_fresh_stack(plan_preview.plan_in, data, folder)
+
 
 maybe = lambda strategy: st.one_of(st.none(), strategy)  # noqa: E731
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from tests.conftest import PLAN_DATE, examples
 
 import math
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, event, example, given, settings
 from hypothesis import strategies as st
@@ -14,22 +15,34 @@ from hypothesis import strategies as st
 from blueprints.core import defaults
 from blueprints.contracts.sections import Archetype
 from blueprints.contracts.blueprint import Blueprint
-from blueprints.catalog import load_catalog
+from blueprints.catalog import Catalog, load_catalog
 from blueprints.core.errors import BlueprintError
 from blueprints.contracts.memory import kv_cache_tokens
 from blueprints.plan.options.nongen import latency_target_ms
-from blueprints.plan.planner import plan
+from blueprints.plan import planner
 from blueprints.requirements.model import Precision
 from blueprints.requirements.service import Requirements
 from blueprints.capacity.sizing import estimate_llm
 from blueprints.catalog.addons import load_platform_catalog
-from tests.plan_preview import plan_and_preview
+from tests import plan_preview
+from tests.fresh_thread import on_fresh_stack
 
 CATALOG = load_catalog()
 LLMS = sorted(m.id for m in CATALOG.models.values() if m.task.generative)
 ENCODERS = sorted(m.id for m in CATALOG.models.values() if not m.task.generative)
 FAMILIES = sorted({i.family for i in CATALOG.ec2.values()})
 REGIONS = ["us-east-1", "eu-central-1", "ap-east-1"]  # ap-east-1: no SageMaker image in the catalog
+
+
+def plan(req: Requirements, catalog: Catalog, **inputs: Any) -> list[Blueprint]:
+    """`blueprints.plan.planner.plan` on a fresh thread's stack (`tests.fresh_thread`)."""
+    return on_fresh_stack(planner.plan, req, catalog, **inputs)
+
+
+def plan_and_preview(data: dict) -> plan_preview.Outcome:
+    """`tests.plan_preview.plan_and_preview` of `data` on a fresh thread's stack (`tests.fresh_thread`)."""
+    return on_fresh_stack(plan_preview.plan_and_preview, data)
+
 
 maybe = lambda strategy: st.one_of(st.none(), strategy)  # noqa: E731
 
