@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 import yaml
@@ -13,10 +14,36 @@ from typer.testing import CliRunner
 
 from blueprints.cli import app
 from blueprints.contracts.stackconfig import read_stack_config
+from tests.bundled import PROGRAM, STACKS_DIR, bundled_review
 from tests.conftest import ROOT
 
 runner = CliRunner()
 PARTS = ["rag-assistant-generator-prod", "rag-assistant-retrieval-prod"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def bundled_parts():
+    """Each part's `review_stack` over the committed stacks, as the compound preview asks for it (the project's
+    stacks, program and policy configs, no baseline: the service's baseline is diffed after), served by
+    `tests.bundled.bundled_review` (this worker's one real review of it, a copy each call): the previews here run the
+    program once per part. Any other review (an edited copy of the stacks) runs `review_stack` itself."""
+    import blueprints.review.stack as review
+
+    real = review.review_stack
+    for stack in PARTS:  # reviewed before the patch below is in effect (tests/bundled.py)
+        bundled_review(stack)
+
+    def served(stack, *, stacks_dir=Path("stacks"), program=Path("__main__.py"), policy_config=None,
+               policy_dir=review.POLICY_CONFIG_DIR, baseline=None):
+        if (stack in PARTS and (stacks_dir, program, policy_config, policy_dir, baseline)
+                == (STACKS_DIR, PROGRAM, None, ROOT / "policies" / "config", None)):
+            return bundled_review(stack)
+        return real(stack, stacks_dir=stacks_dir, program=program, policy_config=policy_config,
+                    policy_dir=policy_dir, baseline=baseline)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(review, "review_stack", served)
+        yield
 
 
 @pytest.fixture(scope="module")

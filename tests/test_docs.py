@@ -193,9 +193,16 @@ def test_every_command_block_runs_or_says_why_not():
 
 
 RUN = [(f"{file}:{line}", commands) for file, line, commands, reason in command_blocks() if reason is None]
+#: A block running one of these runs in `make test-slow` (`blueprint pilot` plans each finalist's stack: about 5 s of
+#: CPU; tests/test_pilot.py runs the same command on the chat assistant in `make test`); `make test` runs every
+#: other block.
+SLOW_COMMANDS = ("blueprint pilot ",)
 
 
-@pytest.mark.parametrize("where, commands", RUN, ids=[w for w, _ in RUN])
+@pytest.mark.parametrize("where, commands", [
+    pytest.param(where, commands, id=where,
+                 marks=[pytest.mark.slow] if any(c in commands for c in SLOW_COMMANDS) else [])
+    for where, commands in RUN])
 def test_a_command_block_runs_against_the_bundled_example(tmp_path, where, commands):
     """Run in a copy of the project's stacks and policy configs (a block may write files), with this checkout's
     `blueprint` first on the PATH."""

@@ -3,6 +3,7 @@ resource (`blueprints/catalog/replacements.yaml`), at plan time and against a ba
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import json
 import shutil
@@ -29,8 +30,9 @@ CHAT_MODEL = "llama-3-1-8b"
 
 
 @pytest.fixture(scope="module")
-def chat_before() -> Blueprint:
-    return plan_env(requirements_with(), "prod")
+def chat_before(chat_prod) -> Blueprint:
+    """The chat service's prod plan (the session's `chat_prod`: `plan_env(requirements_with(), "prod")`)."""
+    return chat_prod
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +51,15 @@ def chat_other_family(chat_before) -> Blueprint:
     return plan_env(requirements_with(hardware={"allowed_instance_families": [family]}), "prod")
 
 
+_summarizers: dict[float, Blueprint] = {}
+
+
 def _summarizer(rps: float) -> Blueprint:
-    return plan_env(requirements_with("prototype-summarizer", traffic={"peak_requests_per_s": rps},
-                                      budget={"max_monthly_usd": 20000}), "pilot")
+    """The summarizer's pilot plan at `rps`, planned once per rate in this module (a copy each call)."""
+    if rps not in _summarizers:
+        _summarizers[rps] = plan_env(requirements_with("prototype-summarizer", traffic={"peak_requests_per_s": rps},
+                                                       budget={"max_monthly_usd": 20000}), "pilot")
+    return _summarizers[rps].model_copy(deep=True)
 
 
 def _dump(bp: Blueprint) -> dict:
@@ -133,19 +141,28 @@ def _preview(bp: Blueprint, folder):
     return run_preview(bp.stack, stacks_dir=folder, program=ROOT / "__main__.py")
 
 
-def _baseline_review(before: Blueprint, after: Blueprint, tmp_path):
-    base = _preview(before, tmp_path / "base").to_json()
+@pytest.fixture(scope="module")
+def chat_before_preview(chat_before, tmp_path_factory):
+    """`_preview(chat_before, ...)`, run once for the module: each call returns a fresh deep copy (a test may change
+    what it gets). The baseline of most preview-time tests here."""
+    report = _preview(chat_before, tmp_path_factory.mktemp("chat-before"))
+    return lambda: copy.deepcopy(report)
+
+
+def _baseline_review(before, after: Blueprint, tmp_path):
+    """The baseline review of `after` against `before`: a blueprint (previewed here) or its preview's report."""
+    base = (before if not isinstance(before, Blueprint) else _preview(before, tmp_path / "base")).to_json()
     head = _preview(after, tmp_path / "head")
     diff = diff_reports(base, head.to_json())
     return diff, baseline_review(head, base, diff)
 
 
-def test_preview_names_the_node_pool_drift_with_its_cause(chat_before, tmp_path):
+def test_preview_names_the_node_pool_drift_with_its_cause(chat_before, chat_before_preview, tmp_path):
     old = chat_before.compute.instance_type
     assert old != "g6e.2xlarge"
     after = derive(chat_before, compute={"instance_type": "g6e.2xlarge", "vcpus_per_node": 8,
                                          "memory_gib_per_node": 64.0})
-    diff, review = _baseline_review(chat_before, after, tmp_path)
+    diff, review = _baseline_review(chat_before_preview(), after, tmp_path)
     [drift] = [r for r in review.replacements if r.effect is Effect.DRIFT]
     assert drift.resource_type == "kubernetes:karpenter.sh/v1:NodePool"
     assert drift.resource_name == f"{after.stack}-node-pool"
@@ -159,9 +176,9 @@ def test_preview_names_the_node_pool_drift_with_its_cause(chat_before, tmp_path)
     assert roll.resource_type == "kubernetes:apps/v1:Deployment"
 
 
-def test_preview_of_a_behavioural_node_pool_change_replaces_nothing(chat_before, tmp_path):
+def test_preview_of_a_behavioural_node_pool_change_replaces_nothing(chat_before, chat_before_preview, tmp_path):
     after = derive(chat_before, autoscaling={"max_replicas": chat_before.autoscaling.max_replicas + 2})
-    diff, review = _baseline_review(chat_before, after, tmp_path)
+    diff, review = _baseline_review(chat_before_preview(), after, tmp_path)
     [pool] = [c for c in diff.changed if c.type == "kubernetes:karpenter.sh/v1:NodePool"]
     assert {s.path.split(".")[1] for s in pool.settings} == {"limits"}  # the pool changed, its template did not
     assert review.replacements == []
@@ -180,24 +197,24 @@ def test_preview_of_a_sagemaker_count_change_replaces_the_endpoint_configuration
 
 
 @pytest.mark.parametrize("pair", ["instance-type", "behavioural"])
-def test_plan_time_warnings_match_what_the_preview_finds(chat_before, tmp_path, pair):
+def test_plan_time_warnings_match_what_the_preview_finds(chat_before, chat_before_preview, tmp_path, pair):
     """The plan-time review (blueprint fields each rule is `planned_by`) warns about exactly the replacements the
     preview finds in the resources, for every rule that names its blueprint fields."""
     change = ({"compute": {"instance_type": "g6e.2xlarge", "vcpus_per_node": 8, "memory_gib_per_node": 64.0}}
               if pair == "instance-type" else {"autoscaling": {"max_replicas": 6}})
     after = derive(chat_before, **change)
     planned = review_changes(after.stack, _dump(chat_before), after).replacements
-    _, found = _baseline_review(chat_before, after, tmp_path)
+    _, found = _baseline_review(chat_before_preview(), after, tmp_path)
     with_fields = {(r.type, r.effect) for r in load_replace_rules() if r.planned_by}
     assert {(r.resource_type, r.effect) for r in planned} == \
         {(r.resource_type, r.effect) for r in found.replacements if (r.resource_type, r.effect) in with_fields}
 
 
-def test_an_older_baseline_without_a_blueprint_still_compares_predictions(chat_before, tmp_path):
-    base = _preview(chat_before, tmp_path / "base").to_json()
+def test_an_older_baseline_without_a_blueprint_still_compares_predictions(chat_before_preview):
+    base = chat_before_preview().to_json()
     base.pop("blueprint")
     base["predictions"]["monthly_cost_usd"] -= 100.0
-    head = _preview(chat_before, tmp_path / "head")
+    head = chat_before_preview()
     review = baseline_review(head, base, diff_reports(base, head.to_json()))
     assert not review.blueprint_known and review.requirements == []
     [cost] = review.changed_predictions
@@ -365,12 +382,12 @@ def test_a_bundled_service_moved_to_another_region_is_reviewed_with_both_platfor
     assert (cost["before"], cost["after"]) == (old_usd, new_usd)
 
 
-def test_a_previewed_move_knows_who_else_the_platform_it_lands_on_serves(chat_before, tmp_path):
+def test_a_previewed_move_knows_who_else_the_platform_it_lands_on_serves(chat_before, chat_before_preview, tmp_path):
     """`blueprint preview --baseline` reads the tenants from the stack configs: the platform landed on is shared with
     the service its stack config lists; the one left has no stack config here, so it is only to be destroyed once no
     service lands on it."""
     after = _moved(chat_before)
-    base = _preview(chat_before, tmp_path / "base").to_json()
+    base = chat_before_preview().to_json()
     head = _preview(after, tmp_path / "head")
     review = baseline_review(head, base, diff_reports(base, head.to_json()), stacks_dir=tmp_path / "head")
     assert "platform-prod-eu-central-1 ($" in review.move.message
@@ -379,16 +396,19 @@ def test_a_previewed_move_knows_who_else_the_platform_it_lands_on_serves(chat_be
     assert review.move.message.endswith("keeps running: destroy it once no service lands on it")
 
 
-def test_a_previewed_region_move_names_the_replacement_not_a_rolling_update(chat_before, tmp_path):
+def test_a_previewed_region_move_names_the_replacement_not_a_rolling_update(chat_before, chat_before_preview, tmp_path):
     from blueprints.review.report.stack import MOVED, render_markdown
 
     after = _moved(chat_before)
-    diff, review = _baseline_review(chat_before, after, tmp_path)
+    base, head = chat_before_preview().to_json(), _preview(after, tmp_path / "head")
+    again = copy.deepcopy(head)  # the report as previewed, for the markdown
+    diff = diff_reports(base, head.to_json())
+    review = baseline_review(head, base, diff)
     _assert_move_leads(review, after)
     assert "Rolling updates" not in review_markdown(review)
     # the resources the move recreates are never listed as "changed" beside its warning that all is replaced
     assert diff.changed
-    markdown = render_markdown(_preview(after, tmp_path / "again"), diff, review)
+    markdown = render_markdown(again, diff, review)
     assert f"| {MOVED} " in markdown and "| changed " not in markdown
 
 
@@ -413,14 +433,14 @@ def test_a_traffic_only_change_of_a_70b_leaves_its_pod_template_as_it_is(tmp_pat
     assert review.replacements == [] and review.traffic_restart is None
 
 
-def test_a_traffic_change_that_rolls_the_pods_is_warned_about_with_the_inputs_that_changed(chat_before,
+def test_a_traffic_change_that_rolls_the_pods_is_warned_about_with_the_inputs_that_changed(chat_before_preview,
                                                                                          chat_more_traffic, tmp_path):
     """A plan whose pod template carries a traffic-derived value (here a grace period off the idle timeout):
     the review warns that the traffic change restarts every pod, and names the input."""
     idle = chat_more_traffic.network.load_balancer_idle_timeout_s
     after = derive(chat_more_traffic, network={**chat_more_traffic.network.model_dump(mode="json"),
                                                "load_balancer_idle_timeout_s": idle + 60})
-    _, review = _baseline_review(chat_before, after, tmp_path)
+    _, review = _baseline_review(chat_before_preview(), after, tmp_path)
     restart = review.traffic_restart
     assert restart is not None and "spec.template.spec.terminationGracePeriodSeconds" in restart.paths
     text = review_markdown(review)
@@ -498,7 +518,15 @@ def test_a_previewed_deployer_role_change_is_the_cluster_replacement_at_the_top_
         "> [!CAUTION]\n> **`pulumi up` replaces the EKS cluster and everything on it**")
 
 
-def test_a_region_move_rewrites_the_platform_left_and_prices_the_new_one(project):
+#: What `blueprint plan --check` re-plans after the move: the files whose stacks land on the platforms the move touches
+#: (the chat assistant's and partner-api, the service the platform left keeps: their stack configs and those
+#: platforms'); the full breadth (every file, every stack config, none left unplanned) in `make test-slow`.
+MOVE_CHECKED = ["stacks/requirements/chat-assistant.yaml", "stacks/requirements/partner-api.yaml"]
+
+
+@pytest.mark.parametrize("checked", [MOVE_CHECKED, pytest.param([], marks=pytest.mark.slow)],
+                         ids=["the-platforms-touched", "every"])
+def test_a_region_move_rewrites_the_platform_left_and_prices_the_new_one(project, checked):
     from typer.testing import CliRunner
 
     from blueprints.cli import app
@@ -517,5 +545,5 @@ def test_a_region_move_rewrites_the_platform_left_and_prices_the_new_one(project
     assert "; platform platform-prod-us-east-1 keeps serving partner-api-prod, " in text
     left = read_platform_config(project / "stacks" / "Pulumi.platform-prod-us-east-1.yaml")
     assert "chat-assistant-prod" not in left.services and "partner-api-prod" in left.services
-    checked = runner.invoke(app, ["plan", "--check"])
-    assert checked.exit_code == 0, checked.output  # every stack config, the platform left included, as planned
+    result = runner.invoke(app, ["plan", "--check", *checked])
+    assert result.exit_code == 0, result.output  # the stack configs checked, the platform left included, as planned
