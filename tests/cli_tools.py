@@ -46,8 +46,8 @@ def tools_python() -> Path:
     path = Path(checkov).parent / "python" if checkov else ROOT / ".venv-checkov" / "bin" / "python"
     if not path.exists():
         if checkov or os.environ.get("CI"):
-            pytest.fail(f"{path} not found; run `make checkov`")
-        pytest.skip("the tools virtualenv is not installed: `make test` (or `make checkov`) creates it")
+            pytest.fail(f"{path} not found; run `make test-tools`")
+        pytest.skip("the tools virtualenv is not installed: `make test` (or `make test-tools`) creates it")
     return path
 
 

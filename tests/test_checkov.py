@@ -1,6 +1,6 @@
 """checkov over every bundled stack's manifests: no failed check unless the checked-in skip list excuses it.
 
-checkov runs from its own virtualenv (`make checkov`, pinned in the Makefile; `make test` passes its path in
+checkov runs from its own virtualenv (`make test-tools`, pinned in the Makefile; `make test` passes its path in
 `CHECKOV`), offline (`--skip-download`), once over the manifests `blueprint preview --out` writes for each stack
 scanned: in every run one stack per archetype and a platform (`REPRESENTATIVE`), and every bundled stack in the
 `slow` run (`make test-slow`, which CI runs after `make test`: `.ci/run`).
@@ -29,8 +29,8 @@ def checkov_binary() -> Path:
     path = Path(given) if given else ROOT / ".venv-checkov" / "bin" / "checkov"
     if not path.exists():
         if given or os.environ.get("CI"):
-            pytest.fail(f"checkov not found at {path}; run `make checkov`")
-        pytest.skip("checkov is not installed: `make test` (or `make checkov`) creates its virtualenv")
+            pytest.fail(f"checkov not found at {path}; run `make test-tools`")
+        pytest.skip("checkov is not installed: `make test` (or `make test-tools`) creates its virtualenv")
     return path
 
 
