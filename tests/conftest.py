@@ -40,6 +40,7 @@ def examples(n: int) -> int:
 from blueprints.contracts.blueprint import Blueprint
 from blueprints.catalog import Catalog, load_catalog
 from blueprints.plan.planner import plan
+from blueprints.requirements.hosting import ALL_ENGINES
 from blueprints.requirements.service import Requirements
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,6 +52,11 @@ CHAT_EXAMPLE = EXAMPLES / "chat-assistant.yaml"
 #: refuses an existing cluster that lacks one).
 GPU_SERVICE_ADDONS = ["aws-load-balancer-controller", "dcgm-exporter", "keda", "keda-http-add-on",
                       "kube-prometheus-stack", "nvidia-device-plugin"]
+#: `operations.engines` for the guardrail tests (instance families, gpu-quota, max_replicas, budget): these constrain
+#: each engine's candidates alike (`llm_search`), so `make test` plans on vLLM alone and `make test-slow` compares
+#: every engine, the requirements' default (`ALL_ENGINES`).
+GUARDRAIL_ENGINES = [pytest.param(["vllm"], id="vllm"),
+                     pytest.param(list(ALL_ENGINES), id="every-engine", marks=pytest.mark.slow)]
 
 
 @pytest.fixture()

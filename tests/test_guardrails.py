@@ -14,17 +14,13 @@ from blueprints.core.errors import RequirementsError, SizingError
 from blueprints.plan.guardrails import Guardrails
 from blueprints.plan.planner import plan
 from blueprints.review.stack import environment_guardrails, review_stack
-from tests.conftest import ROOT, requirements_with
+from tests.conftest import GUARDRAIL_ENGINES, ROOT, requirements_with
 
 NO_BUDGET = {"max_monthly_usd": 1_000_000}
 PROD = Guardrails(source="prod.json", allowed_instance_families=("g5", "g6", "g6e", "p5", "m7i"), max_gpus=64)
-#: The engines a plan compares (operations.engines): vLLM alone in every run (the families and the quota constrain
-#: each engine's candidates alike), all three (the default) in the slow run.
-ENGINES = [pytest.param(["vllm"], id="vllm"),
-           pytest.param(["vllm", "sglang", "tensorrt-llm"], id="every-engine", marks=pytest.mark.slow)]
 
 
-@pytest.mark.parametrize("engines", ENGINES)
+@pytest.mark.parametrize("engines", GUARDRAIL_ENGINES)
 def test_without_own_families_the_plan_uses_only_the_environments(engines):
     req = requirements_with(hardware={"allowed_instance_families": []}, model={"precision": "int4"},
                             operations={"engines": engines})
@@ -42,7 +38,7 @@ def test_families_with_nothing_in_common_are_an_error():
         plan(req, load_catalog(), as_of=PLAN_DATE, environments=["prod"], guardrails={"prod": PROD})
 
 
-@pytest.mark.parametrize("engines", ENGINES)
+@pytest.mark.parametrize("engines", GUARDRAIL_ENGINES)
 def test_autoscaling_max_is_capped_to_the_gpu_quota(engines):
     req = requirements_with(environments={"prod": {"region": "us-east-1", "traffic_scale": 5}}, budget=NO_BUDGET,
                             operations={"engines": engines})
@@ -55,7 +51,7 @@ def test_autoscaling_max_is_capped_to_the_gpu_quota(engines):
     assert any("capped" in line and "maxGpus" in line for line in bp.rationale)
 
 
-@pytest.mark.parametrize("engines", ENGINES)
+@pytest.mark.parametrize("engines", GUARDRAIL_ENGINES)
 def test_a_peak_beyond_the_gpu_quota_is_an_error_naming_the_file(engines):
     req = requirements_with(environments={"prod": {"region": "us-east-1", "traffic_scale": 10}}, budget=NO_BUDGET,
                             operations={"engines": engines})
@@ -66,7 +62,7 @@ def test_a_peak_beyond_the_gpu_quota_is_an_error_naming_the_file(engines):
              guardrails={"prod": Guardrails(source="prod.json", allowed_instance_families=None, max_gpus=8)})
 
 
-@pytest.mark.parametrize("engines", ENGINES)
+@pytest.mark.parametrize("engines", GUARDRAIL_ENGINES)
 @pytest.mark.parametrize("changes", [
     {"hardware": {"allowed_instance_families": []}, "model": {"precision": "int4"}},
     {"environments": {"prod": {"region": "us-east-1", "traffic_scale": 10}}, "budget": NO_BUDGET},

@@ -8,7 +8,7 @@ import pytest
 
 from blueprints.core.errors import RequirementsError, SizingError
 from blueprints.requirements.service import load_requirements
-from tests.conftest import example_data, plan_env, requirements_with
+from tests.conftest import GUARDRAIL_ENGINES, example_data, plan_env, requirements_with
 
 
 def test_a_70b_model_on_24gb_gpus_with_long_context_names_the_context_precision_and_family_fixes():
@@ -94,9 +94,7 @@ def test_cpu_hardware_that_matches_nothing_says_to_widen_it():
         plan_env(requirements_with("support-sentiment", hardware={"allowed_instance_families": ["c7i"]}), "prod")
 
 
-@pytest.mark.parametrize("engines", [pytest.param(["vllm"], id="vllm"),
-                                     pytest.param(["vllm", "sglang", "tensorrt-llm"], id="every-engine",
-                                                  marks=pytest.mark.slow)])
+@pytest.mark.parametrize("engines", GUARDRAIL_ENGINES)
 def test_max_replicas_is_a_constraint_of_the_search_and_names_the_needed_count_when_it_binds(engines):
     # On L40S nodes, whose larger instances hold larger (tensor-parallel) replicas. (Unrestricted, 80 requests/s of
     # chat plan p5.4xlarge, and at the production margin no H100 replica of any degree serves more of them.)

@@ -5,6 +5,7 @@ names the binding constraint when none does; guardrails no choice can meet are r
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
@@ -17,8 +18,10 @@ from blueprints.plan.options.search import gpu_instances, resolve_models
 from blueprints.plan.options.llm import llm_option_on, llm_search, screen_candidates, tp_degrees
 from blueprints.plan.planner import plan
 from blueprints.plan.quota import quota_needs
+from blueprints.requirements.hosting import ALL_ENGINES
 from blueprints.review.stack import environment_guardrails, review_stack
-from tests.conftest import GPU_SERVICE_ADDONS, PLAN_DATE, ROOT, platforms_for, requirements_with, write_stacks
+from tests.conftest import (GPU_SERVICE_ADDONS, GUARDRAIL_ENGINES, PLAN_DATE, ROOT, platforms_for, requirements_with,
+                            write_stacks)
 
 POLICY_DIR = ROOT / "policies" / "config"
 #: A tight prod account of the test's own (the bundled prod.json leaves room for new services): the L40S option
@@ -26,13 +29,7 @@ POLICY_DIR = ROOT / "policies" / "config"
 MAX_GPUS = 64
 
 
-#: The engines the busy chat service's plans compare (operations.engines): vLLM alone in every run (gpu-quota and the
-#: instance families constrain each engine's candidates alike: `llm_search`), all three (its default) in the slow run.
-EVERY_ENGINE = ("vllm", "sglang", "tensorrt-llm")
-ENGINES = [pytest.param(("vllm",), id="vllm"), pytest.param(EVERY_ENGINE, id="every-engine", marks=pytest.mark.slow)]
-
-
-def busy_chat(itl_p95_ms: float = 25, engines: tuple[str, ...] = EVERY_ENGINE, **hardware) -> object:
+def busy_chat(itl_p95_ms: float = 25, engines: Sequence[str] = ALL_ENGINES, **hardware) -> object:
     """The issue's reproducer: a 200 req/s chat service (Llama-3.1-8B) with a 25 ms ITL target and a $400k budget,
     prod only, comparing `engines`."""
     return requirements_with(service="busy-chat", traffic={"peak_requests_per_s": 200},
@@ -60,8 +57,8 @@ def busy_chat_plan():
     each ITL target, engines and own families asked for, shared by the tests that read it (none changes a plan)."""
     plans: dict[tuple, object] = {}
 
-    def planned(itl_p95_ms: float, engines: tuple[str, ...], families: tuple[str, ...] = ()) -> object:
-        key = (itl_p95_ms, engines, families)
+    def planned(itl_p95_ms: float, engines: Sequence[str], families: tuple[str, ...] = ()) -> object:
+        key = (itl_p95_ms, tuple(engines), families)
         if key not in plans:
             plans[key] = plan_prod(busy_chat(itl_p95_ms, engines, allowed_instance_families=list(families)))
         return plans[key]
@@ -69,7 +66,7 @@ def busy_chat_plan():
     return planned
 
 
-@pytest.mark.parametrize("engines", ENGINES)
+@pytest.mark.parametrize("engines", GUARDRAIL_ENGINES)
 def test_a_busy_chat_service_plans_inside_quota_and_budget_at_no_more_than_the_restricted_cost(busy_chat_plan,
                                                                                                  engines):
     # At an 80 ms ITL target the L40S is cheaper per request but needs more GPUs than maxGpus allows.
@@ -130,7 +127,7 @@ def test_a_candidate_whose_bound_breaks_the_quota_is_never_simulated(catalog):
     assert search.rejected and all(r.breach.constraint == "gpu-quota" and not r.simulated for r in search.rejected)
 
 
-@pytest.mark.parametrize("engines", ENGINES)
+@pytest.mark.parametrize("engines", GUARDRAIL_ENGINES)
 def test_no_option_within_the_quota_names_the_least_gpus_that_would_do(engines):
     # At an 80 ms ITL target the cheapest option (L40S) needs more GPUs than the least any option needs (H100); at the
     # reproducer's 25 ms, on the production margin, the cheapest option is the one with the fewest GPUs.
@@ -213,7 +210,7 @@ def test_a_platform_whose_policy_requires_audit_logs_gets_them_and_previews_clea
 
 
 @pytest.mark.parametrize(("itl_p95_ms", "engines"), [
-    pytest.param(80, ("vllm",), id="80ms-vllm"), pytest.param(25, EVERY_ENGINE, id="25ms", marks=pytest.mark.slow)])
+    pytest.param(80, ["vllm"], id="80ms-vllm"), pytest.param(25, ALL_ENGINES, id="25ms", marks=pytest.mark.slow)])
 def test_what_plan_writes_within_the_quota_passes_the_pack(tmp_path, busy_chat_plan, itl_p95_ms, engines):
     # At 80 ms (the first test's plan) the quota binds: the node pool takes all 64 GPUs and autoscaling is capped
     # below them; the reproducer at 25 ms (63 GPUs), comparing every engine, in the slow run.

@@ -5,6 +5,7 @@ Checked by: a printed hint, applied, plans."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
@@ -15,23 +16,20 @@ from blueprints.plan.guardrails import Guardrails
 from blueprints.plan.hints import apply_fixes, prove
 from blueprints.plan.planner import plan
 from blueprints.plan.quota import gpus_at_full_scale
+from blueprints.requirements.hosting import ALL_ENGINES
 from blueprints.requirements.service import Requirements
-from tests.conftest import PLAN_DATE, example_data, platforms_for, requirements_with
+from tests.conftest import GUARDRAIL_ENGINES, PLAN_DATE, example_data, platforms_for, requirements_with
 
 FAMILIES = {"accelerators": ["nvidia-gpu"], "allowed_instance_families": ["g5", "g6", "g6e", "p4d", "p5"]}
-EVERY_ENGINE = ["vllm", "sglang", "tensorrt-llm"]
-#: The engines the busy chat compares: vLLM alone in every run (the quota and the budget bind each engine's options
-#: alike), all three (its default) in the slow run.
-ENGINES = [pytest.param(["vllm"], id="vllm"), pytest.param(EVERY_ENGINE, id="every-engine", marks=pytest.mark.slow)]
 
 
-def _busy_chat(budget: float | None, families: list[str] | None = None, engines: list[str] = EVERY_ENGINE,
+def _busy_chat(budget: float | None, families: list[str] | None = None, engines: Sequence[str] = ALL_ENGINES,
                **slo) -> Requirements:
     """The 8B chat assistant at 10x its traffic (200 requests/s), comparing `engines`; at its 50 ms ITL target and the
     production margin the cheapest option meeting the SLO is also the one with the fewest GPUs (p5.4xlarge,
     ~$150k/month)."""
     return requirements_with(environments={"prod": {"region": "us-east-1", "traffic_scale": 10}},
-                             budget={"max_monthly_usd": budget}, slo=slo, operations={"engines": engines},
+                             budget={"max_monthly_usd": budget}, slo=slo, operations={"engines": list(engines)},
                              hardware={**FAMILIES, "allowed_instance_families": families or
                                        FAMILIES["allowed_instance_families"]})
 
@@ -69,7 +67,7 @@ def _applied_plans(req: Requirements, guardrails: dict | None, refusal: SizingEr
         assert _plan(fixed, limits or None, prove_hints=False)
 
 
-@pytest.mark.parametrize("engines", ENGINES)
+@pytest.mark.parametrize("engines", GUARDRAIL_ENGINES)
 def test_a_quota_hint_names_the_gpus_an_option_within_budget_needs_not_the_least_any_option_needs(engines):
     """At an 80 ms ITL target the cheapest option is on L40S (g6e.xlarge, ~$92k/month) and the fewest GPUs on H100
     (p5.4xlarge, ~$151k/month). Within $120,000 the least any option needs only plans the H100 option, over budget;
@@ -88,7 +86,7 @@ def test_a_quota_hint_names_the_gpus_an_option_within_budget_needs_not_the_least
     _applied_plans(req, quota, proven)
 
 
-@pytest.mark.parametrize("engines", ENGINES)
+@pytest.mark.parametrize("engines", GUARDRAIL_ENGINES)
 def test_when_no_single_change_plans_the_hint_names_every_change_that_must_move_together(engines):
     """Within $70,000 no option fits at any quota: the quota and the budget move together."""
     req, quota = _busy_chat(70_000, engines=engines), _quota(10)
