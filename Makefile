@@ -10,12 +10,10 @@ UV_BOOTSTRAP := .uv/bin/uv
 UV ?= $(or $(shell command -v uv 2>/dev/null),$(UV_BOOTSTRAP))
 export UV_PYTHON ?= $(PYTHON)
 export UV_PYTHON_DOWNLOADS := never
-# The installs compile every module's bytecode, as pip does by default (uv does not): 14 s of wall time once (28 s of
-# CPU on 2 cores) for the project's virtualenv and 5 s for the tools', where otherwise the first `make test` compiled
-# them in each of its workers at once (a fresh clone's took 263 s and 509 s of CPU against a warm one's 235 s and
-# 456 s). Python caches the project's own modules on first import. A PYTHONDONTWRITEBYTECODE in the environment would
-# make every run recompile those (~7 s of pulumi_aws per preview if the venv's were missing), so the project's
-# commands run without it.
+# uv installs without compiling bytecode (compiling the project's virtualenv takes 14 s of wall time, 28 s of CPU on 2
+# cores, and did not make a fresh clone's first `make test` measurably faster: 509 s of CPU without, 502 s with);
+# Python then caches each module it imports on first use. A PYTHONDONTWRITEBYTECODE in the environment would make
+# every run recompile what it imports (~7 s of pulumi_aws per preview), so the project's commands run without it.
 unexport PYTHONDONTWRITEBYTECODE
 VENV := .venv
 BIN := $(VENV)/bin
@@ -65,12 +63,12 @@ $(UV_BOOTSTRAP):
 	$(PYTHON) -m pip install --quiet --target .uv 'uv==$(UV_VERSION)'
 
 $(STAMP): pyproject.toml uv.lock | $(UV)
-	$(UV) sync --locked --quiet --compile-bytecode
+	$(UV) sync --locked --quiet
 	touch $(STAMP)
 
 $(CHECKOV_STAMP): $(CHECKOV_LOCK) | $(UV)
 	test -x $(CHECKOV_VENV)/bin/python || $(UV) venv --quiet $(CHECKOV_VENV)
-	$(UV) pip install --quiet --compile-bytecode --python $(CHECKOV_VENV)/bin/python --require-hashes -r $(CHECKOV_LOCK)
+	$(UV) pip install --quiet --python $(CHECKOV_VENV)/bin/python --require-hashes -r $(CHECKOV_LOCK)
 	touch $(CHECKOV_STAMP)
 
 # .tools/<engine>-<version>/.installed: the engine's source (the version is fetch.py's, RELEASES).
