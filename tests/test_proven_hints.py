@@ -113,14 +113,23 @@ def test_a_compound_budget_hint_is_the_cost_of_the_parts_that_meet_the_end_to_en
     _applied_plans(req, None, proven)
 
 
-def test_an_unreachable_latency_hint_is_proven_at_the_value_that_plans():
+def test_an_unreachable_latency_hint_is_proven_at_the_value_that_plans_without_searching_the_central_estimate(
+        monkeypatch):
     """An ITL target below what any option reaches: the hint's value plans (the next refusal's value for the same
-    field is taken when the first does not)."""
+    field is taken when the first does not). The re-plans proving it ask only whether it plans, so none searches the
+    production plan's central estimate (`PlanContext.proving`); the plan of the fixed requirements does."""
+    from blueprints.plan.builders import llm_band
+
+    searched: list[bool] = []
+    search = llm_band.llm_search
+    monkeypatch.setattr(llm_band, "llm_search", lambda *a, **k: searched.append(k["central"]) or search(*a, **k))
     req = requirements_with("regulated-assistant", slo={"itl_p95_ms": 3}, budget={"max_monthly_usd": None})
     proven = _refusal(req)
     [(fix,)] = proven.groups
     assert fix.field == "slo.itl_p95_ms" and f"{fix.text}, lower model.precision" in str(proven)
+    assert searched == []
     _applied_plans(req, None, proven)
+    assert searched == [True]
 
 
 def test_a_hint_that_no_re_plan_proves_is_flagged_as_not_enough():

@@ -118,11 +118,12 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
             message names the binding constraint and by how much to relax it, proven: each change it proposes plans
             (alone, or with the others it names together), or it says none suffices.
     """
-    def planned(limits: Mapping[str, Guardrails] | None, fixed: Requirements = req) -> list[Blueprint]:
+    def planned(limits: Mapping[str, Guardrails] | None, fixed: Requirements = req, *,
+                proving: bool = False) -> list[Blueprint]:
         return _plan_within_account(fixed, catalog, as_of=as_of, environments=environments, guardrails=limits,
                                     platforms=platforms, alerting=alerting, existing=existing,
                                     switch_threshold_pct=switch_threshold_pct, calibrations=calibrations,
-                                    pinned=pinned, pinned_by=pinned_by, pinned_rps=pinned_rps)
+                                    pinned=pinned, pinned_by=pinned_by, pinned_rps=pinned_rps, proving=proving)
 
     try:
         return planned(guardrails)
@@ -132,7 +133,7 @@ def plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: l
 
         def replan(fixes) -> list[Blueprint]:
             fixed, limits = apply_fixes(req, guardrails or {}, fixes)
-            return planned(limits, fixed)
+            return planned(limits, fixed, proving=True)
 
         raise prove(exc, replan, unnamed=lambda: quota_raises(guardrails or {}, replan)) from None
 
@@ -186,8 +187,8 @@ def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: 
           alerting: AlertingSpec | None, existing: Mapping[str, Hardware] | None,
           switch_threshold_pct: float, calibrations: Calibrations | None,
           pinned: Hardware | None = None, pinned_by: str | None = None,
-          pinned_rps: float | None = None) -> list[Blueprint]:
-    """`plan`, without proving its refusals' hints."""
+          pinned_rps: float | None = None, proving: bool = False) -> list[Blueprint]:
+    """`plan`, without proving its refusals' hints (`proving`: a re-plan that proves one, `PlanContext.proving`)."""
     names = environments or list(req.environments)
     unknown = [n for n in names if n not in req.environments]
     if unknown:
@@ -213,7 +214,7 @@ def _plan(req: Requirements, catalog: Catalog, *, as_of: dt.date, environments: 
     ctx = PlanContext(as_of=as_of, platforms=platforms, guardrails=limits, existing=existing or {},
                       switch_threshold_pct=switch_threshold_pct, notes=notes,
                       calibrations=calibrations or Calibrations(), pinned=pinned, pinned_by=pinned_by,
-                      pinned_rps=pinned_rps)
+                      pinned_rps=pinned_rps, proving=proving)
     from blueprints.plan.overrides import apply_overrides
 
     parts = service_parts(req, catalog)

@@ -85,7 +85,9 @@ class PlanContext:
     hardware at whatever it costs, or refused (SizingError) where it cannot serve. `pinned_by`: why, when it is not a
     pilot's (the requirements' `choice`, `blueprints.plan.choice.choice_words`), said first in the rationale;
     `pinned_rps`: its measured goodput per replica within the SLO, requests/s (no environment gets fewer replicas
-    than that needs at its peak)."""
+    than that needs at its peak). `proving`: a re-plan that proves a refusal's hint (`blueprints.plan.hints`), which
+    asks only whether the plan succeeds: a production plan's central estimate is not searched for what a calibration
+    could save (`blueprints.plan.builders.llm_band.plan_band`)."""
 
     as_of: dt.date
     platforms: Mapping[str, PlatformConfig]
@@ -97,6 +99,7 @@ class PlanContext:
     pinned: Hardware | None = None
     pinned_by: str | None = None
     pinned_rps: float | None = None
+    proving: bool = False
 
     def limits(self, req: Requirements, env: str, *, managed: bool) -> SearchLimits:
         """The environment's search constraints: its policy's instance types and GPU quota (counted over the

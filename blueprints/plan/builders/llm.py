@@ -128,7 +128,8 @@ def llm_plan(req: Requirements, env: str, model: ResolvedModel, catalog: Catalog
             headline = _switch_cause(headline, previous, kept, model, req, env, catalog, managed=managed)
     best = complete_sizing(best, model, req, env, managed=managed)
     correction = capacity_correction(best, model, req, managed=managed)
-    band = plan_band(best, at_peak, model, req, env, catalog, managed=managed, limits=limits)
+    band = plan_band(best, at_peak, model, req, env, catalog, managed=managed, limits=limits,
+                     search_central=not ctx.proving)
     reasons = _llm_reasons(req, env, model, best, search, at_peak, catalog, managed=managed, headline=headline,
                             limits=limits)
     if correction is not None:  # after "step times: ...", what corrected them

@@ -50,9 +50,10 @@ class PlanBand:
 
 
 def plan_band(best: LlmOption, at_peak: SimulationResult, model: ResolvedModel, req: Requirements, env: str,
-              catalog: Catalog, *, managed: bool, limits: SearchLimits) -> PlanBand:
+              catalog: Catalog, *, managed: bool, limits: SearchLimits, search_central: bool = True) -> PlanBand:
     """The band of the chosen option, and when it was sized with a margin its central estimate and what the search
-    plans on the central estimate."""
+    plans on the central estimate (`search_central` False: a re-plan that only proves a hint, `PlanContext.proving`,
+    names the option itself instead, so the plan is the same save for what a calibration could plan)."""
     tp, fp8 = best.tensor_parallel_size, best.kv_cache_dtype == "fp8"
     band = model.band(best.gpu, tp, managed=managed, kv_cache_fp8=fp8)
     central_correction = model.correction(best.gpu, tp, managed=managed, production=False, kv_cache_fp8=fp8)
@@ -68,7 +69,8 @@ def plan_band(best: LlmOption, at_peak: SimulationResult, model: ResolvedModel, 
     run = run_at_rate(central, shape, peak_rps(req, env, model) / best.replicas)
     sizing = size_replica(central, shape, latency_targets(req, model, managed=managed))
     rps = sizing.max_rps if sizing is not None else sized_rps
-    o = llm_search(req, env, model, catalog, managed=managed, limits=limits, central=True).best
+    o = llm_search(req, env, model, catalog, managed=managed, limits=limits, central=True).best if search_central \
+        else best
     central_plan = None if o is None else (describe_option(o.instance, o.tensor_parallel_size, o.replicas, o.nodes),
                                            round(o.monthly_node_usd_per_hour * month, 2))
     return PlanBand(band, cand.model.correction, run, rps, planned, central_plan)
