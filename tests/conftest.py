@@ -32,6 +32,49 @@ GC_THRESHOLDS = (700, 10, 100)
 gc.set_threshold(*GC_THRESHOLDS)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Replica simulations shared by the session's processes (`tests.shared_runs`): the controller (or a run without
+    workers) makes the folder, each worker is handed it."""
+    from tests import shared_runs
+
+    worker = getattr(config, "workerinput", None)
+    if worker is None:
+        config.stash[_RUNS_FOLDER] = folder = shared_runs.new_folder()
+    else:
+        folder = Path(worker[shared_runs.FOLDER_KEY])
+    shared_runs.install(folder)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # pytest-xdist's, on the controller for each worker it starts
+    from tests import shared_runs
+
+    node.workerinput[shared_runs.FOLDER_KEY] = str(node.config.stash[_RUNS_FOLDER])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_RUNS_FOLDER, None)
+    if folder is not None:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_runs(request: pytest.FixtureRequest):
+    """A test marked `fresh_runs` simulates its own runs (`tests.shared_runs`)."""
+    if request.node.get_closest_marker("fresh_runs") is None:
+        yield
+        return
+    from tests import shared_runs
+
+    with shared_runs.fresh():
+        yield
+
+
+_RUNS_FOLDER = pytest.StashKey[Path]()
+
+
 def examples(n: int) -> int:
     """A property test's example budget `n` under the loaded Hypothesis profile: `n` (`ci`), `THOROUGH_FACTOR * n`
     (`thorough`). Each property test sets its own (`@settings(max_examples=examples(n))`) by what one example costs."""

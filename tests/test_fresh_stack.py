@@ -50,6 +50,7 @@ def test_its_result_and_its_exception_reach_the_caller_unchanged():
     assert raised.value is failure
 
 
+@pytest.mark.fresh_runs  # it watches the loop run: each run simulated, not read back
 def test_the_replica_simulations_loop_is_equally_deep_from_any_caller(catalog, monkeypatch):
     model = replica_model(catalog.model("llama-3.1-8b").architecture, catalog.gpu("l40s"), precision=Precision.BF16,
                           tensor_parallel_size=1)
