@@ -134,3 +134,27 @@ def test_secrets_in_the_stack_file_are_masked_in_the_report(stacks):
                        "pulumi.export('probe', pulumi.Config('servingblueprints').require_secret('hfToken'))\n")
     report = run_preview("chat-assistant-prod", stacks_dir=stacks, program=program)
     assert report.outputs["probe"] == "[secret]"
+
+
+def test_the_mock_engine_registers_resources_without_walking_the_python_stack_and_restores_the_sdk(monkeypatch):
+    """Under the mocks nothing reads a registration's stack trace, so the preview builds none (each would read every
+    frame's source line); the SDK's own function is back afterwards, and walks the stack again."""
+    import traceback
+
+    from pulumi.runtime import resource
+
+    from blueprints.review.preview import run_under_mocks
+    from components.network import Network, NetworkArgs
+
+    walked: list[int] = []
+    extract = traceback.extract_stack
+    monkeypatch.setattr(traceback, "extract_stack", lambda *a, **k: walked.append(1) or extract(*a, **k))
+    traced = resource._get_stack_trace
+    args = NetworkArgs(region="us-east-1", tags={"service": "chat", "environment": "prod"})
+    run = run_under_mocks(lambda: {"private": Network("net", args).private_subnet_ids}, stack="chat-prod",
+                          config={"aws:region": "us-east-1"})
+    assert len(run.of_type("aws:ec2/subnet:Subnet")) == 6 and len(run.outputs["private"]) == 3
+    assert walked == []
+    assert resource._get_stack_trace is traced
+    traced()
+    assert walked == [1]
