@@ -61,15 +61,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_runs(request: pytest.FixtureRequest):
-    """A test marked `fresh_runs` simulates its own runs (`tests.shared_runs`)."""
-    if request.node.get_closest_marker("fresh_runs") is None:
-        yield
-        return
+def _fresh_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """A test marked `fresh_runs` simulates its own runs (`tests.shared_runs`); one that patches what a shared
+    simulation reads without the mark fails, naming what it patched."""
     from tests import shared_runs
 
-    with shared_runs.fresh():
-        yield
+    if request.node.get_closest_marker("fresh_runs") is not None:
+        with shared_runs.fresh():
+            yield
+        return
+    yield
+    patched = shared_runs.patched_reads(monkeypatch)
+    if patched:
+        pytest.fail(f"it patches {', '.join(patched)}, which the session's shared simulations read: mark it "
+                    "@pytest.mark.fresh_runs (tests/shared_runs.py)", pytrace=False)
 
 
 _RUNS_FOLDER = pytest.StashKey[Path]()

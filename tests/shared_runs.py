@@ -17,11 +17,13 @@ and closed-loop run of the planner, the calibration and the benchmarks' replays 
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import os
 import pickle
 import tempfile
+import types
 from pathlib import Path
 
 from blueprints.capacity import runs
@@ -60,27 +62,69 @@ def install(folder: Path) -> None:
     def simulate(model, config, shapes, **kwargs):
         if not _state["on"]:
             return real(model, config, shapes, **kwargs)
-        key = _key(model, config, shapes, kwargs)
-        run = _memo.get(key)
-        if run is not None:
-            return run
-        path = _state["folder"] / key
-        try:
-            run = pickle.loads(path.read_bytes())
-        except FileNotFoundError:
-            run = real(model, config, shapes, **kwargs)
-            staged = path.with_name(f"{key}.{os.getpid()}")
-            staged.write_bytes(pickle.dumps(run, protocol=5))
-            staged.replace(path)  # atomic: another process reads the whole run or none
-        _memo[key] = run
-        return run
+        return _shared(_key(model, config, shapes, kwargs), lambda: real(model, config, shapes, **kwargs))
 
     simulate.shared = True
     runs.simulate = simulate
+    _share_days()
+
+
+def _share_days() -> None:
+    """The fleet replays (`blueprints.simulate.fleet.simulate`), shared the same way: deterministic in the blueprint
+    (its JSON) and the trace, and the replica model they read is the blueprint's."""
+    from blueprints.simulate import fleet
+
+    real = fleet.simulate
+    if getattr(real, "shared", False):
+        return
+
+    @functools.wraps(real)
+    def simulate(bp, *, trace=None, days=1):
+        if not _state["on"]:
+            return real(bp, trace=trace, days=days)
+        key = hashlib.sha256(pickle.dumps(("fleet", bp.model_dump_json(), trace, days), protocol=5)).hexdigest()
+        return copy.deepcopy(_shared(key, lambda: real(bp, trace=trace, days=days)))  # a caller may change it
+
+    simulate.shared = True
+    fleet.simulate = simulate
+
+
+def _shared(key: str, compute):
+    """The session's result for `key`: remembered in this process, else read from the folder, else computed and
+    written there."""
+    run = _memo.get(key)
+    if run is not None:
+        return run
+    path = _state["folder"] / key
+    try:
+        run = pickle.loads(path.read_bytes())
+    except FileNotFoundError:
+        run = compute()
+        staged = path.with_name(f"{key}.{os.getpid()}")
+        staged.write_bytes(pickle.dumps(run, protocol=5))
+        staged.replace(path)  # atomic: another process reads the whole result or none
+    _memo[key] = run
+    return run
 
 
 def new_folder() -> Path:
     return Path(tempfile.mkdtemp(prefix="blueprint-runs-"))
+
+
+#: Modules whose code a shared simulation runs beyond its arguments: a test patching one must be marked `fresh_runs`.
+READ_BY_SIMULATIONS = ("blueprints.capacity.simulator", "blueprints.capacity.runs", "blueprints.capacity.physics",
+                       "blueprints.capacity.measured", "blueprints.capacity.roofline", "blueprints.capacity.workload",
+                       "blueprints.capacity.replica", "blueprints.simulate")
+
+
+def patched_reads(monkeypatch) -> list[str]:
+    """What `monkeypatch` (pytest's) replaced in `READ_BY_SIMULATIONS`, e.g. `blueprints.simulate.fleet.replica_model`."""
+    found = []
+    for obj, name, _ in getattr(monkeypatch, "_setattr", ()):
+        module = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", "") or ""
+        if module.startswith(READ_BY_SIMULATIONS):
+            found.append(f"{module}.{name}")
+    return found
 
 
 class fresh:
