@@ -33,7 +33,7 @@ gc.set_threshold(*GC_THRESHOLDS)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Replica simulations shared by the session's processes (`tests.shared_runs`): the controller (or a run without
+    """Simulations shared by the session's processes (`tests.shared_runs`): the controller (or a run without
     workers) makes the folder, each worker is handed it."""
     from tests import shared_runs
 

@@ -1,5 +1,5 @@
-"""Replica simulations shared by the test session's processes: each run is simulated once per `make test`, whichever
-pytest-xdist worker first needs it, and read back by the others.
+"""Replica simulations and fleet replays shared by the test session's processes: each is run once per `make test`,
+by whichever pytest-xdist worker first needs it, and read back by the others.
 
 `blueprints.capacity.simulator.simulate` is deterministic (no clock, no unseeded randomness: its module docstring), so
 the run a worker reads back is the run it would have simulated. The planner remembers runs within a process
@@ -12,7 +12,10 @@ callables are built from those fields), the scheduler config, the request shapes
 A test that patches what a simulation reads beyond its arguments (the simulator module's own functions) is marked
 `fresh_runs`, and its runs are simulated and not shared. Wraps `blueprints.capacity.runs.simulate`, which every open-
 and closed-loop run of the planner, the calibration and the benchmarks' replays goes through; a test that patches
-`planning.simulate_rate` or `planning.run_meeting` still sees every call it counts.
+`planning.simulate_rate` or `planning.run_meeting` still sees every call it counts. The fleet replays
+(`blueprints.simulate.fleet.simulate`, deterministic in the blueprint and the trace) are keyed on the blueprint's JSON.
+A test that patches a module a shared simulation runs (`READ_BY_SIMULATIONS`) without the mark fails, naming what it
+patched (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ _memo: dict[str, object] = {}
 
 
 def _fields(obj: object) -> dict:
+    """An object's attributes that are not callables (those a `cached_property` built from the others)."""
     return {k: v for k, v in vars(obj).items() if not callable(v)}
 
 
@@ -52,7 +56,8 @@ def _key(model, config, shapes, kwargs: dict) -> str:
 
 
 def install(folder: Path) -> None:
-    """Share this process's replica simulations through `folder` (every process of the session gives the same)."""
+    """Share this process's replica simulations and fleet replays through `folder` (every process of the session
+    gives the same)."""
     _state["folder"] = folder
     real = runs.simulate
     if getattr(real, "shared", False):
