@@ -1,5 +1,5 @@
-"""Replica simulations and fleet replays shared by the test session's processes: each is run once per `make test`,
-by whichever pytest-xdist worker first needs it, and read back by the others.
+"""Replica simulations shared by the test session's processes: each run is simulated once per `make test`, by
+whichever pytest-xdist worker first needs it, and read back by the others.
 
 `blueprints.capacity.simulator.simulate` is deterministic (no clock, no unseeded randomness: its module docstring), so
 the run a worker reads back is the run it would have simulated. The planner remembers runs within a process
@@ -12,15 +12,14 @@ callables are built from those fields), the scheduler config, the request shapes
 A test that patches what a simulation reads beyond its arguments (the simulator module's own functions) is marked
 `fresh_runs`, and its runs are simulated and not shared. Wraps `blueprints.capacity.runs.simulate`, which every open-
 and closed-loop run of the planner, the calibration and the benchmarks' replays goes through; a test that patches
-`planning.simulate_rate` or `planning.run_meeting` still sees every call it counts. The fleet replays
-(`blueprints.simulate.fleet.simulate`, deterministic in the blueprint and the trace) are keyed on the blueprint's JSON.
-A test that patches a module a shared simulation runs (`READ_BY_SIMULATIONS`) without the mark fails, naming what it
-patched (tests/conftest.py).
+`planning.simulate_rate` or `planning.run_meeting` still sees every call it counts. A test that patches a module a
+shared simulation runs (`READ_BY_SIMULATIONS`) without the mark fails, naming what it patched (tests/conftest.py).
+The fleet replays (`blueprints.simulate.fleet`) are not shared: on a dozen plan- and preview-heavy test files one in
+nine repeated another, and its hits saved about what keying and copying every replay cost.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import hashlib
 import os
@@ -56,8 +55,7 @@ def _key(model, config, shapes, kwargs: dict) -> str:
 
 
 def install(folder: Path) -> None:
-    """Share this process's replica simulations and fleet replays through `folder` (every process of the session
-    gives the same)."""
+    """Share this process's replica simulations through `folder` (every process of the session gives the same)."""
     _state["folder"] = folder
     real = runs.simulate
     if getattr(real, "shared", False):
@@ -71,27 +69,6 @@ def install(folder: Path) -> None:
 
     simulate.shared = True
     runs.simulate = simulate
-    _share_days()
-
-
-def _share_days() -> None:
-    """The fleet replays (`blueprints.simulate.fleet.simulate`), shared the same way: deterministic in the blueprint
-    (its JSON) and the trace, and the replica model they read is the blueprint's."""
-    from blueprints.simulate import fleet
-
-    real = fleet.simulate
-    if getattr(real, "shared", False):
-        return
-
-    @functools.wraps(real)
-    def simulate(bp, *, trace=None, days=1):
-        if not _state["on"]:
-            return real(bp, trace=trace, days=days)
-        key = hashlib.sha256(pickle.dumps(("fleet", bp.model_dump_json(), trace, days), protocol=5)).hexdigest()
-        return copy.deepcopy(_shared(key, lambda: real(bp, trace=trace, days=days)))  # a caller may change it
-
-    simulate.shared = True
-    fleet.simulate = simulate
 
 
 def _shared(key: str, compute):
@@ -119,11 +96,12 @@ def new_folder() -> Path:
 #: Modules whose code a shared simulation runs beyond its arguments: a test patching one must be marked `fresh_runs`.
 READ_BY_SIMULATIONS = ("blueprints.capacity.simulator", "blueprints.capacity.runs", "blueprints.capacity.physics",
                        "blueprints.capacity.measured", "blueprints.capacity.roofline", "blueprints.capacity.workload",
-                       "blueprints.capacity.replica", "blueprints.simulate")
+                       "blueprints.capacity.replica")
 
 
 def patched_reads(monkeypatch) -> list[str]:
-    """What `monkeypatch` (pytest's) replaced in `READ_BY_SIMULATIONS`, e.g. `blueprints.simulate.fleet.replica_model`."""
+    """What `monkeypatch` (pytest's) replaced in `READ_BY_SIMULATIONS`, e.g.
+    `blueprints.capacity.simulator.bisect_right`."""
     found = []
     for obj, name, _ in getattr(monkeypatch, "_setattr", ()):
         module = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", "") or ""

@@ -70,7 +70,6 @@ def test_the_replica_simulations_loop_is_equally_deep_from_any_caller(catalog, m
     assert seen_shallow and set(depths) == seen_shallow
 
 
-@pytest.mark.fresh_runs  # it watches the replay run: each replayed, not read back
 def test_the_fleet_replay_is_equally_deep_from_any_caller(chat_prod, monkeypatch):
     depths: list[int] = []
     model_of = fleet.replica_model

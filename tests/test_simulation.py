@@ -89,7 +89,6 @@ def test_the_fleet_counts_ready_pods_and_consolidates_nodes_as_a_recount_does(ac
         assert sum(n.pods for n in fleet.nodes) == len(fleet.pods)
 
 
-@pytest.mark.fresh_runs  # it patches the fleet simulation
 def test_a_cooldown_shorter_than_the_cold_start_flaps(busy_chat, monkeypatch):
     """Load that dips for less than a cold start (4 minutes at half the peak in every 8, for 4 hours): the planned
     cooldown holds the fleet through each dip; a 60 s one scales in at every dip and out again after it, and the pods
@@ -423,7 +422,6 @@ def test_a_fleet_at_its_peak_all_day_costs_its_planned_peak_to_the_cent_whatever
     Blueprint.model_validate(planned.model_dump(mode="json"))  # the consistency checks accept what the plan writes
 
 
-@pytest.mark.fresh_runs  # it patches the fleet simulation
 def test_the_planner_replays_a_planned_day_once_per_blueprint_content(busy_chat, monkeypatch):
     """`scaling.simulated_day` (the warm floor's and the plan's simulated day) replays a blueprint whose content it
     has replayed before from memory, as a copy equal to a fresh replay; a changed blueprint is replayed anew."""
