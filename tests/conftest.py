@@ -32,6 +32,10 @@ GC_THRESHOLDS = (700, 10, 100)
 gc.set_threshold(*GC_THRESHOLDS)
 
 
+#: Where the controller keeps the folder of shared simulations (`tests.shared_runs`).
+_RUNS_FOLDER = pytest.StashKey[Path]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Simulations shared by the session's processes (`tests.shared_runs`): the controller (or a run without
     workers) makes the folder, each worker is handed it."""
@@ -75,9 +79,6 @@ def _fresh_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     if patched:
         pytest.fail(f"it patches {', '.join(patched)}, which the session's shared simulations read: mark it "
                     "@pytest.mark.fresh_runs (tests/shared_runs.py)", pytrace=False)
-
-
-_RUNS_FOLDER = pytest.StashKey[Path]()
 
 
 def examples(n: int) -> int:

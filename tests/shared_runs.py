@@ -29,6 +29,7 @@ import types
 from pathlib import Path
 
 from blueprints.capacity import runs
+from blueprints.core.memo import remembered
 
 #: The folder the session's processes share, created by the controller (or a run without workers).
 FOLDER_KEY = "shared_runs_folder"
@@ -36,6 +37,9 @@ FOLDER_KEY = "shared_runs_folder"
 _state = {"folder": None, "on": True}
 _steps: dict[int, tuple[object, bytes]] = {}  # id(step tables) -> (the tables, kept alive; their digest)
 _memo: dict[str, object] = {}
+#: Runs one process remembers (a worker simulates or reads ~5,000 in a `make test`); beyond it the memo starts again
+#: and the folder answers.
+MEMO_SIZE = 50_000
 
 
 def _fields(obj: object) -> dict:
@@ -72,21 +76,20 @@ def install(folder: Path) -> None:
 
 
 def _shared(key: str, compute):
-    """The session's result for `key`: remembered in this process, else read from the folder, else computed and
-    written there."""
-    run = _memo.get(key)
-    if run is not None:
-        return run
-    path = _state["folder"] / key
+    """The session's run for `key`: remembered in this process (`blueprints.core.memo.remembered`), else read from
+    the folder, else simulated and written there."""
+    return remembered(_memo, key, lambda: _read_or_write(_state["folder"] / key, compute), kept=MEMO_SIZE)
+
+
+def _read_or_write(path: Path, compute):
     try:
-        run = pickle.loads(path.read_bytes())
+        return pickle.loads(path.read_bytes())
     except FileNotFoundError:
         run = compute()
-        staged = path.with_name(f"{key}.{os.getpid()}")
+        staged = path.with_name(f"{path.name}.{os.getpid()}")
         staged.write_bytes(pickle.dumps(run, protocol=5))
-        staged.replace(path)  # atomic: another process reads the whole result or none
-    _memo[key] = run
-    return run
+        staged.replace(path)  # atomic: another process reads the whole run or none
+        return run
 
 
 def new_folder() -> Path:
